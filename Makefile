@@ -1,0 +1,40 @@
+# vtl — developer entry points. `make test` and `make demo` work on a fresh machine.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(VENV)/bin/pip
+STAMP  := $(VENV)/.installed-test
+
+.PHONY: test bench lint vulkan clean
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+$(STAMP): pyproject.toml | $(VENV)/bin/python
+	$(PIP) install -q -e '.[test,wgpu]'
+	touch $(STAMP)
+
+# The wgpu backend needs a Vulkan driver; without a GPU, Mesa's software driver (lavapipe) serves.
+vulkan:
+	@if ls /usr/share/vulkan/icd.d/*.json /etc/vulkan/icd.d/*.json >/dev/null 2>&1; then \
+		echo "vulkan: driver present"; \
+	elif command -v apt-get >/dev/null 2>&1; then \
+		echo "vulkan: installing mesa-vulkan-drivers (software Vulkan)"; \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mesa-vulkan-drivers libvulkan1) >/dev/null \
+			|| echo "vulkan: could not install mesa-vulkan-drivers; wgpu tests will skip"; \
+	else \
+		echo "vulkan: no driver and no apt-get; wgpu tests will skip"; \
+	fi
+
+test: $(STAMP) vulkan
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(PY) -m pytest benchmarks --benchmark-only --benchmark-enable
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf $(VENV) build dist .pytest_cache .hypothesis .benchmarks

@@ -1,0 +1,112 @@
+"""Test helpers: NumPy oracles, tolerances per dtype and finite-difference
+gradient checks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+import vtl
+
+
+def to_numpy(x: Any) -> np.ndarray:
+    """Host copy of a Tensor (or pass-through for NumPy data)."""
+    if isinstance(x, vtl.Tensor):
+        return x.numpy()
+    return np.asarray(x)
+
+
+def tol(dtype: Any) -> dict[str, float]:
+    """Default comparison tolerances for a dtype."""
+    dt = np.dtype(dtype)
+    if dt in (np.float32, np.complex64):
+        return {"rtol": 2e-5, "atol": 1e-6}
+    if dt in (np.float64, np.complex128):
+        return {"rtol": 1e-10, "atol": 1e-12}
+    return {"rtol": 0, "atol": 0}
+
+
+def assert_close(actual: Any, expected: Any, *, rtol: float | None = None,
+                 atol: float | None = None, check_dtype: bool = True) -> None:
+    """Compare a Tensor with a NumPy oracle: values (nan/inf/-0.0 aware), shape, dtype."""
+    a = to_numpy(actual)
+    e = np.asarray(expected)
+    assert a.shape == e.shape, f"shape {a.shape} != expected {e.shape}"
+    if check_dtype:
+        assert a.dtype == e.dtype, f"dtype {a.dtype} != expected {e.dtype}"
+    t = tol(a.dtype)
+    np.testing.assert_allclose(
+        a, e, rtol=t["rtol"] if rtol is None else rtol, atol=t["atol"] if atol is None else atol,
+        equal_nan=True,
+    )
+
+
+def numeric_grad(f: Callable[..., Any], inputs: Sequence[np.ndarray], v: np.ndarray,
+                 eps: float = 1e-6) -> list[np.ndarray]:
+    """Central differences of ``sum(f(*inputs) * v)`` with respect to each input."""
+    grads = []
+    for i, x in enumerate(inputs):
+        g = np.zeros_like(x)
+        flat = x.reshape(-1)
+        gflat = g.reshape(-1)
+        for j in range(flat.size):
+            orig = flat[j]
+            flat[j] = orig + eps
+            plus = np.sum(to_numpy(f(*_wrap(inputs))) * v)
+            flat[j] = orig - eps
+            minus = np.sum(to_numpy(f(*_wrap(inputs))) * v)
+            flat[j] = orig
+            gflat[j] = (plus - minus) / (2 * eps)
+        grads.append(g)
+        del i
+    return grads
+
+
+def _wrap(inputs: Sequence[np.ndarray]) -> list[vtl.Tensor]:
+    return [vtl.asarray(x.copy(), backend="numpy") for x in inputs]
+
+
+def check_grad(f: Callable[..., Any], *inputs: Any, eps: float = 1e-6, rtol: float = 1e-5,
+               atol: float = 1e-6, seed: int = 0) -> None:
+    """Finite-difference check (float64, numpy backend) of every input's gradient.
+
+    ``f`` takes Tensors and returns a Tensor; ``inputs`` are NumPy arrays (or
+    anything ``np.asarray`` accepts) cast to float64.
+    """
+    rng = np.random.default_rng(seed)
+    xs = [np.array(x, dtype=np.float64) for x in inputs]
+    out = f(*_wrap(xs))
+    v = rng.standard_normal(to_numpy(out).shape)
+    ts = [vtl.asarray(x.copy(), backend="numpy", requires_grad=True) for x in xs]
+    y = f(*ts)
+    analytic = vtl.autograd.grad(vtl.sum(y * vtl.asarray(v, backend="numpy")), ts,
+                                 allow_unused=True)
+    numeric = numeric_grad(f, xs, v, eps)
+    for k, (a, n) in enumerate(zip(analytic, numeric, strict=True)):
+        a = np.zeros_like(n) if a is None else to_numpy(a)
+        np.testing.assert_allclose(a, n, rtol=rtol, atol=atol,
+                                   err_msg=f"gradient of input {k} disagrees with "
+                                   "finite differences")
+
+
+def check_grad_matches_numpy(f: Callable[..., Any], backend: str, *inputs: Any,
+                             dtype: Any = np.float32, rtol: float = 1e-4,
+                             atol: float = 1e-5, seed: int = 0) -> None:
+    """The gradients on ``backend`` equal those on the numpy backend."""
+    rng = np.random.default_rng(seed)
+    xs = [np.array(x, dtype=dtype) for x in inputs]
+    results = []
+    for b in ("numpy", backend):
+        ts = [vtl.asarray(x, backend=b, requires_grad=True) for x in xs]
+        y = f(*ts)
+        if not results:
+            v = rng.standard_normal(y.shape).astype(y.dtype)
+        gs = vtl.autograd.grad(vtl.sum(y * vtl.asarray(v, backend=b)), ts, allow_unused=True)
+        results.append([None if g is None else to_numpy(g) for g in gs])
+    for a, b_ in zip(*results, strict=True):
+        if a is None or b_ is None:
+            assert a is None and b_ is None
+            continue
+        np.testing.assert_allclose(b_, a, rtol=rtol, atol=atol)

@@ -1,0 +1,52 @@
+"""vtl: deep learning on the Python array API.
+
+``vtl`` is an array-API (2024.12) namespace whose ``Tensor`` runs on NumPy,
+CuPy or WebGPU and records a graph for reverse-mode autograd.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+__array_api_version__ = "2024.12"
+
+from math import e, inf, nan, pi
+
+from . import backends
+from ._info import __array_namespace_info__
+from ._tensor import Tensor
+from .autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .backends import Device, get_backend, set_backend, use_backend
+from .backends._dtypes import (
+    bool,
+    complex64,
+    complex128,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
+)
+
+newaxis = None
+
+from ._ops.creation import *
+from ._ops.dtype_functions import *
+from ._ops.elementwise import *
+from ._ops.indexing import *
+from ._ops.indexing import _getitem, _setitem
+from ._ops.linear_algebra import *
+from ._ops.manipulation import *
+from ._ops.statistical import *
+from ._ops.transfer import *
+from ._tensor import _install_operators
+
+_install_operators()
+del _install_operators
+
+from . import autograd
+from .autograd.functional import grad, hessian, jacobian, jvp, value_and_grad, vjp

@@ -1,0 +1,308 @@
+"""Shared machinery for the namespace functions: argument checks, wrapping
+raw backend results into Tensors, and recording graph nodes.
+
+How an op is written (see ``elementwise.py`` for many examples)::
+
+    def exp(x, /):
+        x = tensor_arg(x, "exp")
+        dev = x._device
+        out = dev.xp.exp(x._data)
+        if needs_grad(x):
+            return record(out, dev, "ExpBackward", (x,), lambda g, out: g * conj(out),
+                          save_output=True)
+        return new(out, dev)
+
+A VJP rule gets the output gradient ``g`` (a Tensor) and the output tensor
+(only when ``save_output=True``, else ``None``) and returns one gradient per
+input (a Tensor or ``None``), already reduced to the input's shape and dtype
+(use :func:`sum_to`). Rules use vtl functions, so they are differentiable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .._tensor import Tensor, _new
+from ..autograd import grad_mode
+from ..autograd.graph import Node
+from ..backends import Device
+
+new = _new
+SCALAR_TYPES = (bool, int, float, complex)
+_grad = grad_mode.state
+
+
+def tensor_arg(x: Any, fname: str, argname: str = "x") -> Tensor:
+    """``x`` if it is a Tensor, else a ``TypeError`` naming the function."""
+    if isinstance(x, Tensor):
+        return x
+    raise TypeError(
+        f"{fname}() expected a vtl.Tensor for {argname}, got {type(x).__name__}; "
+        "convert it with vtl.asarray(...)"
+    )
+
+
+def mixed_devices(fname: str, a: Device, b: Device) -> ValueError:
+    return ValueError(
+        f"{fname}(): tensors are on different devices ({a} and {b}); "
+        "move one of them with .to(...) first"
+    )
+
+
+def same_device(fname: str, tensors: Sequence[Tensor]) -> Device:
+    """The common device of ``tensors``; ``ValueError`` if they differ."""
+    dev = tensors[0]._device
+    for t in tensors[1:]:
+        if t._device is not dev:
+            raise mixed_devices(fname, dev, t._device)
+    return dev
+
+
+def binary_operands(x1: Any, x2: Any, fname: str) -> tuple[Device, Any, Any]:
+    """Device and raw operands of a binary elementwise function.
+
+    One operand may be a Python scalar (array API 2024.12); tensors must share
+    a device.
+    """
+    if isinstance(x1, Tensor):
+        dev = x1._device
+        if isinstance(x2, Tensor):
+            if x2._device is not dev:
+                raise mixed_devices(fname, dev, x2._device)
+            return dev, x1._data, x2._data
+        if isinstance(x2, SCALAR_TYPES):
+            return dev, x1._data, x2
+        if isinstance(x2, np.generic):
+            return dev, x1._data, x2.item()
+        bad = x2
+    elif isinstance(x2, Tensor):
+        if isinstance(x1, SCALAR_TYPES):
+            return x2._device, x1, x2._data
+        if isinstance(x1, np.generic):
+            return x2._device, x1.item(), x2._data
+        bad = x1
+    else:
+        raise TypeError(
+            f"{fname}() needs at least one vtl.Tensor operand, got "
+            f"{type(x1).__name__} and {type(x2).__name__}"
+        )
+    raise TypeError(
+        f"{fname}() cannot combine a vtl.Tensor with {type(bad).__name__}; "
+        "convert it with vtl.asarray(...) on the same device"
+    )
+
+
+def needs_grad(*xs: Any) -> bool:
+    """Whether an op on ``xs`` must be recorded (grad mode on, an input requires grad)."""
+    if not _grad.enabled:
+        return False
+    for x in xs:
+        if isinstance(x, Tensor) and x._requires_grad:
+            return True
+    return False
+
+
+def _edge(t: Any) -> Any:
+    if isinstance(t, Tensor) and t._requires_grad:
+        return t if t._grad_fn is None else (t._grad_fn, t._out_idx)
+    return None
+
+
+def record(
+    out: Any,
+    dev: Device,
+    name: str,
+    inputs: Sequence[Any],
+    vjp: Callable,
+    saved: Sequence[Tensor] = (),
+    save_output: bool = False,
+) -> Tensor:
+    """Wrap ``out`` and attach a graph node with VJP rule ``vjp(g, out)``.
+
+    ``saved`` lists the input tensors the rule reads: an in-place change to
+    any of them before backward raises an error instead of a wrong gradient.
+    """
+    t = _new(out, dev)
+    node = Node(
+        name, vjp, tuple(_edge(x) for x in inputs), tuple(saved),
+        ((t.shape, t._data.dtype),), (t._data,) if save_output else None, dev,
+    )
+    t._grad_fn = node
+    t._out_idx = 0
+    t._requires_grad = True
+    if save_output:
+        node.watch(t)
+    return t
+
+
+def record_multi(
+    outs: Sequence[Any],
+    dev: Device,
+    name: str,
+    inputs: Sequence[Any],
+    vjp: Callable,
+    saved: Sequence[Tensor] = (),
+    save_outputs: bool = False,
+    differentiable: Sequence[bool] | None = None,
+) -> tuple[Tensor, ...]:
+    """Like :func:`record` for ops with several outputs.
+
+    ``vjp(gs, outs)`` gets a list of output gradients (``None`` where an
+    output received none) and the output tensors when ``save_outputs``.
+    Outputs marked non-differentiable (e.g. integer indices) get no grad_fn.
+    """
+    ts = [_new(o, dev) for o in outs]
+    diff = differentiable or [True] * len(ts)
+    node = Node(
+        name, vjp, tuple(_edge(x) for x in inputs), tuple(saved),
+        tuple((t.shape, t._data.dtype) for t in ts),
+        tuple(t._data for t in ts) if save_outputs else None, dev,
+    )
+    for i, (t, d) in enumerate(zip(ts, diff, strict=True)):
+        if d:
+            t._grad_fn = node
+            t._out_idx = i
+            t._requires_grad = True
+        if save_outputs:
+            node.watch(t)
+    return tuple(ts)
+
+
+def sum_to(g: Tensor, x: Tensor) -> Tensor:
+    """Reduce gradient ``g`` to the shape and dtype of input ``x`` (undo broadcasting)."""
+    from . import manipulation, statistical
+
+    shape = x.shape
+    gshape = g.shape
+    if gshape != shape:
+        nd = len(gshape) - len(shape)
+        axes = tuple(range(nd)) + tuple(
+            nd + i for i, s in enumerate(shape) if s == 1 and gshape[nd + i] != 1
+        )
+        if axes:
+            g = statistical.sum(g, axis=axes)
+        if g.shape != shape:
+            g = manipulation.reshape(g, shape)
+    dtype = x._data.dtype
+    if g._data.dtype != dtype:
+        from . import dtype_functions, elementwise
+
+        if g._data.dtype.kind == "c" and dtype.kind != "c":
+            g = elementwise.real(g)
+        g = dtype_functions.astype(g, dtype)
+    return g
+
+
+def normalize_axis(axis: int, ndim: int, fname: str) -> int:
+    """``axis`` in ``[0, ndim)``; ``IndexError`` (as NumPy) when out of range."""
+    if not -ndim <= axis < max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
+        raise IndexError(f"{fname}(): axis {axis} is out of bounds for a {ndim}-D tensor")
+    return axis % ndim if ndim else 0
+
+
+def normalize_axes(axis: int | Sequence[int] | None, ndim: int, fname: str) -> tuple[int, ...]:
+    """A sorted tuple of distinct non-negative axes (all axes for ``None``)."""
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, int):
+        axis = (axis,)
+    out = tuple(normalize_axis(a, ndim, fname) for a in axis)
+    if len(set(out)) != len(out):
+        raise ValueError(f"{fname}(): repeated axis in {tuple(axis)}")
+    return tuple(sorted(out))
+
+
+# -- Tensor operators (installed by vtl/__init__) ------------------------------
+_OPERAND_TYPES = (Tensor, *SCALAR_TYPES, np.generic)
+
+
+def _namespace_function(fname: str) -> Callable:
+    import vtl
+
+    fn = getattr(vtl, fname, None)
+    if fn is not None:
+        return fn
+
+    def late(*args: Any) -> Any:  # resolved on first use (function defined later)
+        return getattr(vtl, fname)(*args)
+
+    return late
+
+
+def forward_operator(fname: str) -> Callable:
+    fn = _namespace_function(fname)
+
+    def op(self: Tensor, other: Any) -> Any:
+        if not isinstance(other, _OPERAND_TYPES):
+            return NotImplemented
+        return fn(self, other)
+
+    op.__name__ = fname
+    return op
+
+
+def reflected_operator(fname: str) -> Callable:
+    fn = _namespace_function(fname)
+
+    def op(self: Tensor, other: Any) -> Any:
+        if not isinstance(other, _OPERAND_TYPES):
+            return NotImplemented
+        return fn(other, self)
+
+    op.__name__ = "r" + fname
+    return op
+
+
+def unary_operator(fname: str) -> Callable:
+    fn = _namespace_function(fname)
+
+    def op(self: Tensor) -> Any:
+        return fn(self)
+
+    op.__name__ = fname
+    return op
+
+
+def inplace_operator(fname: str) -> Callable:
+    fn = _namespace_function(fname)
+
+    def op(self: Tensor, other: Any) -> Any:
+        if not isinstance(other, _OPERAND_TYPES):
+            return NotImplemented
+        check_inplace(self, fname)
+        return assign_result(self, fn(self, other), fname)
+
+    op.__name__ = "i" + fname
+    return op
+
+
+def check_inplace(t: Tensor, fname: str) -> None:
+    """Refuse in-place changes to leaves that require grad (outside no_grad)."""
+    if _grad.enabled and t._requires_grad and t._grad_fn is None:
+        raise RuntimeError(
+            f"in-place {fname} on a leaf tensor that requires grad; wrap the update in "
+            "`with vtl.no_grad():` or use an out-of-place operation"
+        )
+
+
+def assign_result(t: Tensor, res: Tensor, fname: str) -> Tensor:
+    """Write ``res`` into ``t``'s storage and let ``t`` take over ``res``'s history."""
+    if res.shape != t.shape:
+        raise ValueError(
+            f"in-place {fname} would change the shape from {t.shape} to {res.shape}"
+        )
+    if res._data.dtype != t._data.dtype:
+        raise TypeError(
+            f"in-place {fname} would change the dtype from {t.dtype} to {res.dtype}; "
+            "use the out-of-place form"
+        )
+    t._data[...] = res._data
+    t._version_counter()[0] += 1
+    if res._grad_fn is not None:
+        t._grad_fn = res._grad_fn
+        t._out_idx = res._out_idx
+        t._requires_grad = True
+    return t

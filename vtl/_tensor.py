@@ -1,0 +1,460 @@
+"""``vtl.Tensor``: one backend array plus its autograd record.
+
+Every operator and method calls a function of the ``vtl`` namespace, so the
+array-API object protocol and PyTorch's tensor conveniences share one
+implementation per op (in ``vtl._ops``).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from .autograd.graph import Node, RemovableHandle, run_backward
+from .backends import Device
+
+_SUPPORTED_API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12", "2025.12")
+_SCALAR_TYPES = (bool, int, float, complex)
+
+
+class Tensor:
+    """An n-dimensional array on a vtl device, with reverse-mode autograd.
+
+    Create tensors with :func:`vtl.asarray` and the other creation functions;
+    ``vtl.Tensor(obj, ...)`` is a synonym of ``vtl.asarray(obj, ...)``.
+    """
+
+    __slots__ = (
+        "_data", "_device", "_grad_fn", "_out_idx", "_requires_grad",
+        "_grad", "_vc", "_hooks", "__weakref__",
+    )
+    __array_priority__ = 1000
+    __array_ufunc__ = None  # make NumPy defer to Tensor's reflected operators
+
+    def __new__(cls, obj: Any = None, /, *, dtype: Any = None, device: Any = None,
+                backend: str | None = None, copy: bool | None = None,
+                requires_grad: bool = False) -> Tensor:
+        from ._ops.creation import asarray
+
+        return asarray(obj, dtype=dtype, device=device, backend=backend, copy=copy,
+                       requires_grad=requires_grad)
+
+    # ------------------------------------------------------------------ attributes
+    @property
+    def dtype(self) -> Any:
+        """The element dtype (one of the 13 ``vtl`` dtypes)."""
+        return self._data.dtype
+
+    @property
+    def device(self) -> Device:
+        """The :class:`vtl.Device` holding the data, e.g. ``Device('cupy:0')``."""
+        return self._device
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self._data.shape)
+
+    @property
+    def ndim(self) -> int:
+        return self._data.ndim
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for s in self._data.shape:
+            n *= s
+        return n
+
+    @property
+    def T(self) -> Tensor:
+        """Transpose of a 2-D tensor (the standard allows only ``ndim == 2``)."""
+        if self.ndim != 2:
+            raise ValueError(
+                f"Tensor.T needs a 2-D tensor, got {self.ndim}-D; use mT or permute_dims"
+            )
+        return _ns().permute_dims(self, (1, 0))
+
+    @property
+    def mT(self) -> Tensor:
+        """Transpose of the last two axes."""
+        return _ns().matrix_transpose(self)
+
+    @property
+    def data(self) -> Tensor:
+        """A tensor sharing storage with this one, outside the graph (PyTorch's ``.data``)."""
+        return self.detach()
+
+    # ------------------------------------------------------------------- autograd
+    @property
+    def requires_grad(self) -> bool:
+        """Whether gradients flow to (leaf) or through (non-leaf) this tensor."""
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, flag: bool) -> None:
+        self.requires_grad_(flag)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """Set ``requires_grad`` on a leaf tensor in place; returns ``self``."""
+        flag = bool(requires_grad)
+        if self._grad_fn is not None:
+            raise RuntimeError(
+                "requires_grad can only be changed on leaf tensors; this tensor was "
+                f"computed by {self._grad_fn.name()}. Use .detach() for a tensor outside "
+                "the graph."
+            )
+        if flag and self._data.dtype.kind not in "fc":
+            raise TypeError(
+                "only tensors of floating-point or complex dtype can require gradients, "
+                f"got dtype {self._data.dtype}"
+            )
+        self._requires_grad = flag
+        return self
+
+    @property
+    def grad(self) -> Tensor | None:
+        """The accumulated gradient (leaves, or non-leaves after ``retain_grad()``)."""
+        return getattr(self, "_grad", None)
+
+    @grad.setter
+    def grad(self, value: Tensor | None) -> None:
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"grad must be a vtl.Tensor or None, got {type(value).__name__}")
+            if value.shape != self.shape:
+                raise ValueError(
+                    f"grad of shape {value.shape} assigned to a tensor of shape {self.shape}"
+                )
+            if value._device is not self._device:
+                raise ValueError(
+                    f"grad on device {value._device} assigned to a tensor on {self._device}"
+                )
+        self._grad = value
+
+    @property
+    def is_leaf(self) -> bool:
+        """True for tensors not produced by a recorded operation."""
+        return self._grad_fn is None
+
+    @property
+    def grad_fn(self) -> Node | None:
+        """The :class:`~vtl.autograd.graph.Node` that produced this tensor, if any."""
+        return self._grad_fn
+
+    def detach(self) -> Tensor:
+        """A tensor sharing data (and version counter) with this one, without a graph."""
+        t = _new(self._data, self._device)
+        t._vc = self._version_counter()
+        return t
+
+    def detach_(self) -> Tensor:
+        """Detach this tensor from the graph in place, making it a leaf."""
+        self._grad_fn = None
+        self._requires_grad = False
+        return self
+
+    def retain_grad(self) -> None:
+        """Keep ``.grad`` for this non-leaf tensor after ``backward()``."""
+        if not self._requires_grad:
+            raise RuntimeError("retain_grad() on a tensor that does not require grad")
+        node = self._grad_fn
+        if node is None:
+            return
+        if node.retained is None:
+            node.retained = {}
+        node.retained[self._out_idx] = weakref.ref(self)
+
+    @property
+    def retains_grad(self) -> bool:
+        node = self._grad_fn
+        return bool(node is not None and node.retained and self._out_idx in node.retained)
+
+    def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> RemovableHandle:
+        """Call ``hook(grad)`` when this tensor's gradient is computed.
+
+        The hook may return a new gradient to use instead. Returns a handle
+        whose ``remove()`` unregisters it.
+        """
+        if not self._requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that does not require grad")
+        node = self._grad_fn
+        if node is None:
+            hooks = getattr(self, "_hooks", None)
+            if hooks is None:
+                hooks = self._hooks = []
+        else:
+            if node.hooks is None:
+                node.hooks = {}
+            hooks = node.hooks.setdefault(self._out_idx, [])
+        hooks.append(hook)
+        return RemovableHandle(hooks, hook)
+
+    def backward(self, gradient: Tensor | None = None, retain_graph: bool | None = None,
+                 create_graph: bool = False) -> None:
+        """Accumulate d(self)/d(leaf) into every leaf's ``.grad``.
+
+        ``gradient`` is the vector of the vector-Jacobian product; it may be
+        omitted only for single-element tensors.
+        """
+        if not self._requires_grad:
+            raise RuntimeError(
+                "backward() on a tensor that does not require grad and has no grad_fn; "
+                "create the inputs with requires_grad=True"
+            )
+        gradient = _root_gradient(self, gradient)
+        if retain_graph is None:
+            retain_graph = create_graph
+        run_backward([self], [gradient], retain_graph, create_graph)
+
+    def _grad_key(self) -> Any:
+        return id(self) if self._grad_fn is None else (self._grad_fn, self._out_idx)
+
+    # ------------------------------------------------------ in-place bookkeeping
+    def _version_counter(self) -> list[int]:
+        vc = getattr(self, "_vc", None)
+        if vc is None:
+            vc = self._vc = [0]
+        return vc
+
+    @property
+    def _version(self) -> int:
+        """How many in-place modifications this tensor's storage has seen."""
+        return self._version_counter()[0]
+
+    @staticmethod
+    def _from_node(data: Any, device: Device, node: Node, idx: int) -> Tensor:
+        t = _new(data, device)
+        t._grad_fn = node
+        t._out_idx = idx
+        t._requires_grad = True
+        return t
+
+    def _copy(self) -> Tensor:
+        xp = self._device.xp
+        return _new(xp.asarray(self._data, copy=True), self._device)
+
+    # ------------------------------------------------------------- conversions
+    def __array_namespace__(self, /, *, api_version: str | None = None) -> Any:
+        if api_version is not None and api_version not in _SUPPORTED_API_VERSIONS:
+            raise ValueError(
+                f"unsupported array API version {api_version!r}; vtl implements "
+                f"{', '.join(_SUPPORTED_API_VERSIONS)}"
+            )
+        return _ns()
+
+    def __dlpack__(self, /, *, stream: Any = None, max_version: Any = None,
+                   dl_device: Any = None, copy: bool | None = None) -> Any:
+        kwargs: dict[str, Any] = {}
+        if stream is not None:
+            kwargs["stream"] = stream
+        if max_version is not None:
+            kwargs["max_version"] = max_version
+        if dl_device is not None:
+            kwargs["dl_device"] = dl_device
+        if copy is not None:
+            kwargs["copy"] = copy
+        return self._data.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self, /) -> tuple[Any, int]:
+        return self._data.__dlpack_device__()
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> Any:
+        if self._device.backend_name != "numpy":
+            raise TypeError(
+                f"cannot convert a tensor on {self._device} to a NumPy array implicitly; "
+                "call .numpy() (or .to('numpy')) to copy it to the host"
+            )
+        import numpy as np
+
+        if copy is None:
+            return np.asarray(self._data, dtype=dtype)
+        return np.array(self._data, dtype=dtype, copy=copy)
+
+    def numpy(self) -> Any:
+        """The data as a NumPy array (shared on the numpy backend, copied otherwise)."""
+        return self._device.backend.to_host(self._data)
+
+    def item(self) -> bool | int | float | complex:
+        """The value of a one-element tensor as a Python scalar."""
+        if self.size != 1:
+            raise ValueError(
+                f"item() needs a tensor with exactly one element, got shape {self.shape}"
+            )
+        return self.numpy().reshape(()).item()
+
+    def tolist(self) -> Any:
+        """The data as (nested) Python lists of scalars."""
+        return self.numpy().tolist()
+
+    def to_device(self, device: Any, /, *, stream: Any = None) -> Tensor:
+        """Copy to ``device`` (a Device or a string like ``'cupy:0'``); differentiable."""
+        if stream is not None:
+            raise ValueError("vtl.Tensor.to_device does not support the stream argument")
+        from ._ops.transfer import to_device
+
+        return to_device(self, device)
+
+    def to(self, target: Any = None, /, *, dtype: Any = None, device: Any = None,
+           copy: bool = False) -> Tensor:
+        """Move and/or cast: ``t.to("cupy")``, ``t.to(vtl.float64)``, ``t.to(other)``."""
+        from .backends._dtypes import ALL_DTYPES, to_dtype
+
+        if isinstance(target, Tensor):
+            device, dtype = target._device, target.dtype
+        elif isinstance(target, (str, Device)) and not (
+            isinstance(target, str) and target in ALL_DTYPES
+        ):
+            device = target
+        elif target is not None:
+            dtype = target
+        out = self
+        if device is not None:
+            out = out.to_device(device)
+        if dtype is not None:
+            dt = to_dtype(dtype)
+            if dt != out.dtype:
+                out = _ns().astype(out, dt)
+        if copy and out is self:
+            out = _ns().asarray(self, copy=True)
+        return out
+
+    def cpu(self) -> Tensor:
+        """Move to the numpy backend (PyTorch's ``.cpu()``)."""
+        return self.to_device("numpy")
+
+    def clone(self) -> Tensor:
+        """A differentiable copy with its own storage."""
+        return _ns().asarray(self, copy=True)
+
+    def __bool__(self) -> bool:
+        return bool(self._scalar_host("bool"))
+
+    def __int__(self) -> int:
+        return int(self._scalar_host("int"))
+
+    def __float__(self) -> float:
+        return float(self._scalar_host("float"))
+
+    def __complex__(self) -> complex:
+        return complex(self._scalar_host("complex"))
+
+    def __index__(self) -> int:
+        if self._data.dtype.kind not in "iu" or self.size != 1:
+            raise TypeError(
+                "only single-element integer tensors can be used as an index, "
+                f"got dtype {self.dtype} and shape {self.shape}"
+            )
+        return int(self._scalar_host("int"))
+
+    def _scalar_host(self, what: str) -> Any:
+        if self.size != 1:
+            raise ValueError(
+                f"the truth value / {what}() of a tensor with {self.size} elements is "
+                "ambiguous; use vtl.any() or vtl.all(), or index a single element"
+            )
+        return self.numpy().reshape(()).item()
+
+    def __len__(self) -> int:
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    def __iter__(self) -> Iterator[Tensor]:
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        for i in range(self._data.shape[0]):
+            yield self[i]
+
+    __hash__ = object.__hash__
+
+    def __repr__(self) -> str:
+        import numpy as np
+
+        host = self.numpy()
+        body = np.array2string(host, separator=", ", prefix="vtl.Tensor(", threshold=1000)
+        extra = f", dtype={self.dtype}, device='{self._device}'"
+        if self._grad_fn is not None:
+            extra += f", grad_fn={self._grad_fn!r}"
+        elif self._requires_grad:
+            extra += ", requires_grad=True"
+        return f"vtl.Tensor({body}{extra})"
+
+    def __str__(self) -> str:
+        return self.__repr__()
+
+    def __getitem__(self, key: Any, /) -> Tensor:
+        return _ns()._getitem(self, key)
+
+    def __setitem__(self, key: Any, value: Any, /) -> None:
+        _ns()._setitem(self, key, value)
+
+
+def _root_gradient(t: Tensor, gradient: Any) -> Tensor:
+    ns = _ns()
+    if gradient is None:
+        if t.size != 1:
+            raise RuntimeError(
+                f"backward() without a gradient needs a single-element output, got shape "
+                f"{t.shape}; pass gradient= (a tensor of that shape)"
+            )
+        return ns.ones_like(t)
+    if not isinstance(gradient, Tensor):
+        gradient = ns.asarray(gradient, dtype=t.dtype, device=t._device)
+    if gradient.shape != t.shape:
+        raise ValueError(
+            f"gradient has shape {gradient.shape} but the output has shape {t.shape}"
+        )
+    if gradient._device is not t._device:
+        raise ValueError(f"gradient is on {gradient._device} but the output is on {t._device}")
+    return gradient
+
+
+_object_new = object.__new__
+
+
+def _new(data: Any, device: Device) -> Tensor:
+    """Wrap a raw backend array (no copy, no graph)."""
+    if data.__class__ is not device.array_type:
+        data = device._backend.normalize(data)
+    t = _object_new(Tensor)
+    t._data = data
+    t._device = device
+    t._grad_fn = None
+    t._requires_grad = False
+    return t
+
+
+_namespace: Any = None
+
+
+def _ns() -> Any:
+    global _namespace
+    if _namespace is None:
+        import vtl
+
+        _namespace = vtl
+    return _namespace
+
+
+def _install_operators() -> None:
+    """Give Tensor every operator of the array API, via the namespace functions."""
+    from ._ops import _core
+
+    binary = {
+        "add": "add", "sub": "subtract", "mul": "multiply", "truediv": "divide",
+        "floordiv": "floor_divide", "mod": "remainder", "pow": "pow",
+        "matmul": "matmul", "and": "bitwise_and", "or": "bitwise_or",
+        "xor": "bitwise_xor", "lshift": "bitwise_left_shift",
+        "rshift": "bitwise_right_shift",
+    }
+    compare = {"eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal",
+               "gt": "greater", "ge": "greater_equal"}
+    for dunder, fname in {**binary, **compare}.items():
+        setattr(Tensor, f"__{dunder}__", _core.forward_operator(fname))
+    for dunder, fname in binary.items():
+        setattr(Tensor, f"__r{dunder}__", _core.reflected_operator(fname))
+        setattr(Tensor, f"__i{dunder}__", _core.inplace_operator(fname))
+    for dunder, fname in {"neg": "negative", "pos": "positive", "abs": "abs",
+                          "invert": "bitwise_invert"}.items():
+        setattr(Tensor, f"__{dunder}__", _core.unary_operator(fname))

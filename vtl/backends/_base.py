@@ -1,0 +1,269 @@
+"""The Backend protocol and the Device type.
+
+A backend is an array-API namespace (``xp``) plus the few things the standard
+lacks: host transfer, DLPack import, ``scatter_add``, random bits,
+``synchronize`` and optional fused kernels. Everything above ``vtl.backends``
+talks to a runtime only through these objects.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, ClassVar
+
+import numpy as np
+
+from . import _dtypes
+
+
+class Device:
+    """A place where tensors live: a backend name and an index (``cupy:0``).
+
+    Devices are interned, so ``a.device is b.device`` whenever they are equal.
+    """
+
+    __slots__ = ("backend_name", "index", "_backend", "xp", "array_type", "__weakref__")
+    _interned: ClassVar[dict[tuple[str, int], Device]] = {}
+    _lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __new__(cls, backend: str, index: int = 0) -> Device:
+        key = (backend, int(index))
+        dev = cls._interned.get(key)
+        if dev is None:
+            with cls._lock:
+                dev = cls._interned.get(key)
+                if dev is None:
+                    dev = object.__new__(cls)
+                    object.__setattr__(dev, "backend_name", backend)
+                    object.__setattr__(dev, "index", int(index))
+                    object.__setattr__(dev, "_backend", None)
+                    object.__setattr__(dev, "xp", None)
+                    object.__setattr__(dev, "array_type", None)
+                    cls._interned[key] = dev
+        return dev
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("vtl.Device is immutable")
+
+    def __reduce__(self):
+        return (Device, (self.backend_name, self.index))
+
+    @property
+    def backend(self) -> Backend:
+        """The :class:`Backend` object serving this device."""
+        b = self._backend
+        if b is None:
+            from . import get
+
+            b = get(self.backend_name)
+            object.__setattr__(self, "_backend", b)
+            if b.is_available:
+                b.device(self.index)
+        return b
+
+    def _bind(self, backend: Backend) -> Device:
+        if self.xp is None:
+            object.__setattr__(self, "_backend", backend)
+            object.__setattr__(self, "array_type", backend.array_type)
+            object.__setattr__(self, "xp", backend.xp)
+        return self
+
+    @property
+    def type(self) -> str:
+        """The backend name, like ``torch.device.type``."""
+        return self.backend_name
+
+    def __str__(self) -> str:
+        return f"{self.backend_name}:{self.index}"
+
+    def __repr__(self) -> str:
+        return f"Device('{self.backend_name}:{self.index}')"
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Device):
+            return self is other
+        if isinstance(other, str):
+            try:
+                return parse_device_string(other) is self
+            except ValueError:
+                return False
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.backend_name, self.index))
+
+
+def parse_device_string(spec: str) -> Device:
+    """Turn ``"cupy"``, ``"cupy:1"`` or ``"cpu"`` into a :class:`Device`."""
+    from . import KNOWN_BACKENDS
+
+    name, _, idx = spec.partition(":")
+    name = name.strip().lower()
+    if name == "cpu":
+        name = "numpy"
+    if name not in KNOWN_BACKENDS:
+        raise ValueError(
+            f"unknown device {spec!r}: expected one of {sorted(KNOWN_BACKENDS)} "
+            "optionally followed by ':index'"
+        )
+    if idx:
+        try:
+            index = int(idx)
+        except ValueError:
+            raise ValueError(f"bad device index in {spec!r}: expected an integer") from None
+        if index < 0:
+            raise ValueError(f"bad device index in {spec!r}: must be >= 0")
+    else:
+        index = 0
+    return Device(name, index)
+
+
+class Backend:
+    """One runtime that vtl can run on.
+
+    Subclasses set ``name`` and implement :meth:`_load` (import the runtime and
+    return its array-API namespace) plus the host-transfer hooks. ``xp`` is
+    loaded lazily, so importing vtl never imports an optional runtime.
+    """
+
+    name: ClassVar[str] = ""
+    #: Names of optional fused kernels this backend provides (see :meth:`kernel`).
+    kernels: dict[str, Any]
+    #: The runtime's array class; results of other types go through :meth:`normalize`.
+    array_type: type = object
+
+    def __init__(self) -> None:
+        self._xp: Any = None
+        self._error: str | None = None
+        self._probed = False
+        self.kernels = {}
+
+    # -- availability ---------------------------------------------------------
+    def _load(self) -> Any:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _ensure(self) -> None:
+        if not self._probed:
+            try:
+                self._xp = self._load()
+            except Exception as exc:  # any import/driver failure means "unavailable"
+                self._error = f"{type(exc).__name__}: {exc}"
+            self._probed = True
+
+    @property
+    def is_available(self) -> bool:
+        """Whether the runtime imports and has at least one device."""
+        self._ensure()
+        return self._error is None
+
+    @property
+    def unavailable_reason(self) -> str | None:
+        """Why the backend cannot be used, or ``None`` when it can."""
+        self._ensure()
+        return self._error
+
+    @property
+    def xp(self) -> Any:
+        """The backend's array-API namespace; ``RuntimeError`` when unavailable."""
+        if self._xp is None:
+            self._ensure()
+            if self._error is not None:
+                raise RuntimeError(f"backend {self.name!r} is not available: {self._error}")
+        return self._xp
+
+    # -- devices ----------------------------------------------------------------
+    def device_count(self) -> int:
+        return 1
+
+    def devices(self) -> list[Device]:
+        """All devices of this backend (empty when unavailable)."""
+        if not self.is_available:
+            return []
+        return [Device(self.name, i)._bind(self) for i in range(self.device_count())]
+
+    def device(self, index: int = 0) -> Device:
+        count = self.device_count() if self.is_available else 0
+        if not 0 <= index < max(count, 1) or not self.is_available:
+            if not self.is_available:
+                raise RuntimeError(
+                    f"backend {self.name!r} is not available: {self.unavailable_reason}"
+                )
+            raise ValueError(
+                f"device index {index} out of range for backend {self.name!r} "
+                f"({count} device(s))"
+            )
+        return Device(self.name, index)._bind(self)
+
+    def native_device(self, index: int) -> Any:
+        """The runtime's own device object for ``device=`` arguments of ``xp``."""
+        return None
+
+    def device_of(self, raw: Any) -> Device:
+        """The vtl Device holding a raw array of this backend."""
+        return Device(self.name, 0)._bind(self)
+
+    # -- dtypes -----------------------------------------------------------------
+    def dtypes(self, index: int = 0) -> dict[str, np.dtype]:
+        """Dtypes supported on device ``index`` (name -> dtype)."""
+        return dict(_dtypes.ALL_DTYPES)
+
+    def default_dtypes(self, index: int = 0) -> dict[str, np.dtype]:
+        return {
+            "real floating": _dtypes.float32,
+            "complex floating": _dtypes.complex64,
+            "integral": _dtypes.int64,
+            "indexing": _dtypes.int64,
+        }
+
+    def check_dtype(self, dtype: np.dtype, index: int = 0) -> None:
+        """Raise ``TypeError`` when ``dtype`` is not supported on the device."""
+        if dtype.name not in self.dtypes(index):
+            raise TypeError(f"dtype {dtype.name} is not supported on {self.name}:{index}")
+
+    # -- data movement ----------------------------------------------------------
+    def to_host(self, raw: Any) -> np.ndarray:
+        """Copy (or view, for CPU backends) a raw array into a NumPy array."""
+        raise NotImplementedError
+
+    def from_host(self, arr: np.ndarray, index: int = 0) -> Any:
+        """Copy a NumPy array onto device ``index``."""
+        raise NotImplementedError
+
+    def from_dlpack(self, obj: Any, index: int = 0, copy: bool | None = None) -> Any:
+        return self.xp.from_dlpack(obj, copy=copy)
+
+    def is_native(self, obj: Any) -> bool:
+        """Whether ``obj`` is a raw array of this backend."""
+        raise NotImplementedError
+
+    def normalize(self, raw: Any) -> Any:
+        """Turn a result that is not ``array_type`` (e.g. a NumPy scalar) into one."""
+        return raw
+
+    # -- extras the standard lacks ----------------------------------------------
+    def synchronize(self, index: int = 0) -> None:
+        """Wait until all queued work on the device is finished."""
+
+    def scatter_add(self, target: Any, indices: Any, values: Any) -> Any:
+        """Return ``target`` with ``values`` added at rows ``indices`` of axis 0.
+
+        Repeated indices accumulate (unlike ``target[indices] += values``).
+        ``indices`` is a 1-D integer array; ``values`` has shape
+        ``indices.shape + target.shape[1:]``.  May update ``target`` in place.
+        """
+        raise NotImplementedError
+
+    def kernel(self, name: str) -> Any | None:
+        """An optional fused kernel by name, or ``None`` for the portable path."""
+        return self.kernels.get(name)
+
+    def memory_info(self, index: int = 0) -> dict[str, int]:
+        return {}
+
+    def info(self) -> dict[str, Any]:
+        """Versions and device details for ``vtl info``."""
+        return {}
+
+    def __repr__(self) -> str:
+        state = "available" if self.is_available else f"unavailable: {self.unavailable_reason}"
+        return f"<vtl backend {self.name!r} ({state})>"

@@ -1,0 +1,74 @@
+"""The CuPy backend: NVIDIA GPUs through CUDA."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._base import Backend, Device
+
+
+class CupyBackend(Backend):
+    name = "cupy"
+
+    def _load(self) -> Any:
+        import cupy  # noqa: F401 - ImportError means "not installed"
+
+        count = cupy.cuda.runtime.getDeviceCount()
+        if count < 1:
+            raise RuntimeError("CuPy is installed but no CUDA device is present")
+        import array_api_compat.cupy as xp
+
+        self._cupy = cupy
+        self.array_type = cupy.ndarray
+        return xp
+
+    def device_count(self) -> int:
+        return self._cupy.cuda.runtime.getDeviceCount()
+
+    def native_device(self, index: int) -> Any:
+        return self._cupy.cuda.Device(index)
+
+    def device_of(self, raw: Any) -> Device:
+        return Device(self.name, raw.device.id)._bind(self)
+
+    def is_native(self, obj: Any) -> bool:
+        return self.is_available and isinstance(obj, self._cupy.ndarray)
+
+    def normalize(self, raw: Any) -> Any:
+        return self._cupy.asarray(raw)
+
+    def to_host(self, raw: Any) -> np.ndarray:
+        return self._cupy.asnumpy(raw)
+
+    def from_host(self, arr: np.ndarray, index: int = 0) -> Any:
+        with self._cupy.cuda.Device(index):
+            return self._cupy.asarray(arr)
+
+    def from_dlpack(self, obj: Any, index: int = 0, copy: bool | None = None) -> Any:
+        with self._cupy.cuda.Device(index):
+            return self._cupy.from_dlpack(obj)
+
+    def synchronize(self, index: int = 0) -> None:
+        self._cupy.cuda.Device(index).synchronize()
+
+    def scatter_add(self, target: Any, indices: Any, values: Any) -> Any:
+        import cupyx
+
+        cupyx.scatter_add(target, indices, values)
+        return target
+
+    def memory_info(self, index: int = 0) -> dict[str, int]:
+        pool = self._cupy.get_default_memory_pool()
+        return {"in_use": pool.used_bytes(), "pooled": pool.total_bytes() - pool.used_bytes()}
+
+    def info(self) -> dict[str, Any]:
+        cp = self._cupy
+        out: dict[str, Any] = {"cupy": cp.__version__, "devices": []}
+        for i in range(self.device_count()):
+            props = cp.cuda.runtime.getDeviceProperties(i)
+            out["devices"].append(
+                {"index": i, "name": props["name"].decode(), "memory": props["totalGlobalMem"]}
+            )
+        return out

@@ -1,0 +1,46 @@
+"""The NumPy backend: the CPU, always available."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._base import Backend
+
+
+class NumpyBackend(Backend):
+    name = "numpy"
+    array_type = np.ndarray
+
+    def _load(self) -> Any:
+        import array_api_compat.numpy as xp
+
+        return xp
+
+    def native_device(self, index: int) -> Any:
+        return "cpu"
+
+    def is_native(self, obj: Any) -> bool:
+        return isinstance(obj, (np.ndarray, np.generic))
+
+    def normalize(self, raw: Any) -> Any:
+        return np.asarray(raw)
+
+    def to_host(self, raw: Any) -> np.ndarray:
+        return np.asarray(raw)
+
+    def from_host(self, arr: np.ndarray, index: int = 0) -> Any:
+        return np.asarray(arr)
+
+    def from_dlpack(self, obj: Any, index: int = 0, copy: bool | None = None) -> Any:
+        return np.from_dlpack(obj, copy=copy)
+
+    def scatter_add(self, target: Any, indices: Any, values: Any) -> Any:
+        np.add.at(target, indices, values)
+        return target
+
+    def info(self) -> dict[str, Any]:
+        import array_api_compat
+
+        return {"numpy": np.__version__, "array_api_compat": array_api_compat.__version__}
