@@ -10,9 +10,22 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 import vtl
 from vtl import backends
+
+# Property tests: few examples per test so the whole suite stays fast in CI;
+# VTL_HYPOTHESIS_PROFILE=thorough for a deeper local run.
+settings.register_profile(
+    "ci", max_examples=15, deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+settings.register_profile(
+    "thorough", max_examples=200, deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+settings.load_profile(os.environ.get("VTL_HYPOTHESIS_PROFILE", "ci"))
 
 
 def _selected() -> list[str]:

@@ -11,6 +11,20 @@ import numpy as np
 import vtl
 
 
+def supported_dtypes(backend: str, kind: Any = None) -> dict[str, Any]:
+    """Dtypes the backend's default device supports (name -> dtype), by ``kind``."""
+    return vtl.__array_namespace_info__().dtypes(device=vtl.Device(backend, 0), kind=kind)
+
+
+def skip_unless_dtype(backend: str, dtype: Any) -> None:
+    """Skip the calling test when ``backend`` lacks ``dtype``."""
+    import pytest
+
+    name = np.dtype(dtype).name
+    if name not in supported_dtypes(backend):
+        pytest.skip(f"{backend} does not support {name}")
+
+
 def to_numpy(x: Any) -> np.ndarray:
     """Host copy of a Tensor (or pass-through for NumPy data)."""
     if isinstance(x, vtl.Tensor):

@@ -41,12 +41,18 @@ from ._ops.indexing import *
 from ._ops.indexing import _getitem, _setitem
 from ._ops.linear_algebra import *
 from ._ops.manipulation import *
+from ._ops.searching import *
+from ._ops.sets import *
+from ._ops.sorting import *
 from ._ops.statistical import *
 from ._ops.transfer import *
+from ._ops.utility import *
 from ._tensor import _install_operators
 
 _install_operators()
 del _install_operators
 
-from . import autograd
+from . import _tensor_methods, autograd, fft, linalg
+
+_tensor_methods.install()
 from .autograd.functional import grad, hessian, jacobian, jvp, value_and_grad, vjp

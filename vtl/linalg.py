@@ -1,0 +1,5 @@
+"""``vtl.linalg``: the linear algebra extension of the array API standard."""
+
+from __future__ import annotations
+
+__all__: list[str] = []
