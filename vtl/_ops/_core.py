@@ -235,7 +235,7 @@ def _namespace_function(fname: str) -> Callable:
 def forward_operator(fname: str) -> Callable:
     fn = _namespace_function(fname)
 
-    def op(self: Tensor, other: Any) -> Any:
+    def op(self: Tensor, other: Any, /) -> Any:
         if not isinstance(other, _OPERAND_TYPES):
             return NotImplemented
         return fn(self, other)
@@ -247,7 +247,7 @@ def forward_operator(fname: str) -> Callable:
 def reflected_operator(fname: str) -> Callable:
     fn = _namespace_function(fname)
 
-    def op(self: Tensor, other: Any) -> Any:
+    def op(self: Tensor, other: Any, /) -> Any:
         if not isinstance(other, _OPERAND_TYPES):
             return NotImplemented
         return fn(other, self)
@@ -259,7 +259,7 @@ def reflected_operator(fname: str) -> Callable:
 def unary_operator(fname: str) -> Callable:
     fn = _namespace_function(fname)
 
-    def op(self: Tensor) -> Any:
+    def op(self: Tensor, /) -> Any:
         return fn(self)
 
     op.__name__ = fname
@@ -269,7 +269,7 @@ def unary_operator(fname: str) -> Callable:
 def inplace_operator(fname: str) -> Callable:
     fn = _namespace_function(fname)
 
-    def op(self: Tensor, other: Any) -> Any:
+    def op(self: Tensor, other: Any, /) -> Any:
         if not isinstance(other, _OPERAND_TYPES):
             return NotImplemented
         check_inplace(self, fname)
