@@ -1,5 +1,82 @@
-"""Sorting functions of the array API standard."""
+"""Sorting functions of the array API standard: sort (differentiable) and argsort.
+
+NaNs sort last in ascending order and first in descending order. A 0-d tensor
+is returned as is (``sort``) or gives index 0 (``argsort``), like PyTorch.
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from typing import Any
+
+from .._tensor import Tensor
+from ._core import needs_grad, new, normalize_axis, record, tensor_arg
+
+__all__ = ["argsort", "sort"]
+
+
+def _sort_args(x: Any, axis: Any, fname: str) -> tuple[Tensor, int]:
+    x = tensor_arg(x, fname)
+    if x._data.dtype.kind == "c":
+        raise TypeError(f"{fname}() needs a real-valued tensor, got dtype {x.dtype}")
+    if isinstance(axis, bool) or not isinstance(axis, int):
+        raise TypeError(f"{fname}() expected an int for axis, got {axis!r}")
+    return x, normalize_axis(axis, x.ndim, fname)
+
+
+def _gather(g: Tensor, idx: Tensor, axis: int) -> Tensor:
+    """``take_along_axis(g, idx, axis=axis)``, differentiable in ``g``."""
+    import vtl
+
+    take_along_axis = getattr(vtl, "take_along_axis", None)
+    if take_along_axis is not None:
+        return take_along_axis(g, idx, axis=axis)
+    # Integer-array indexing with an open mesh over the other axes.
+    dev = g._device
+    xp = dev.xp
+    nd = dev.backend.native_device(dev.index)
+    key = []
+    for d, n in enumerate(g.shape):
+        if d == axis:
+            key.append(idx)
+        else:
+            shape = tuple(n if k == d else 1 for k in range(g.ndim))
+            key.append(new(xp.reshape(xp.arange(n, device=nd), shape), dev))
+    return g[tuple(key)]
+
+
+def sort(x: Tensor, /, *, axis: int = -1, descending: bool = False,
+         stable: bool = True) -> Tensor:
+    """``x`` sorted along ``axis``; ties keep their order when ``stable``.
+
+    Differentiable: the gradient is gathered back through the inverse permutation.
+    """
+    x, ax = _sort_args(x, axis, "sort")
+    dev = x._device
+    xp = dev.xp
+    if x.ndim == 0:
+        out = xp.asarray(x._data, copy=True)
+        if needs_grad(x):
+            return record(out, dev, "SortBackward", (x,), lambda g, _: g)
+        return new(out, dev)
+    if not needs_grad(x):
+        return new(xp.sort(x._data, axis=ax, descending=descending, stable=stable), dev)
+    perm = xp.argsort(x._data, axis=ax, descending=descending, stable=stable)
+    out = xp.take_along_axis(x._data, perm, axis=ax)
+
+    def vjp(g: Tensor, _: Any) -> Tensor:
+        inv = new(xp.argsort(perm, axis=ax), dev)
+        return _gather(g, inv, ax)
+
+    return record(out, dev, "SortBackward", (x,), vjp)
+
+
+def argsort(x: Tensor, /, *, axis: int = -1, descending: bool = False,
+            stable: bool = True) -> Tensor:
+    """Indices that sort ``x`` along ``axis`` (default index dtype)."""
+    x, ax = _sort_args(x, axis, "argsort")
+    dev = x._device
+    xp = dev.xp
+    if x.ndim == 0:
+        idt = dev.backend.default_dtypes(dev.index)["indexing"]
+        return new(xp.zeros((), dtype=idt, device=dev.backend.native_device(dev.index)), dev)
+    return new(xp.argsort(x._data, axis=ax, descending=descending, stable=stable), dev)

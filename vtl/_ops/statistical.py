@@ -1,16 +1,33 @@
 """Statistical functions: sum, prod, mean, var, std, max, min, cumulative_sum,
-cumulative_prod."""
+cumulative_prod.
+
+Gradient conventions (PyTorch's):
+
+* ``max``/``min``: the gradient is split evenly among all elements equal to
+  the extremum (like ``torch.amax``/``amin``); when the result is NaN it is
+  split among the NaN inputs of that slice.
+* ``std``: where the standard deviation is zero the gradient is zero (PyTorch
+  masks ``grad / (2 * std)`` to 0 there instead of producing NaN).
+* ``var``/``std`` with ``N - correction <= 0``: the values are inf/NaN (as in
+  NumPy) and so are the gradients (as in PyTorch).
+* ``prod``/``cumulative_prod``: exact with zeros in the input (any number of
+  them), without dividing by zero.
+"""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from .._tensor import Tensor
-from ._core import needs_grad, new, normalize_axes, record, tensor_arg
+from ..backends import _dtypes
+from ._core import needs_grad, new, normalize_axes, normalize_axis, record, sum_to, tensor_arg
 
-__all__ = ["sum"]
+__all__ = [
+    "cumulative_prod", "cumulative_sum", "max", "mean", "min", "prod", "std", "sum", "var",
+]
 
-
+# -- helpers ----------------------------------------------------------------------
 def _expand_reduced(g: Tensor, x: Tensor, axes: tuple[int, ...], keepdims: bool) -> Tensor:
     """Broadcast a gradient of a reduction back to the input's shape."""
     from .manipulation import broadcast_to, reshape
@@ -18,25 +35,355 @@ def _expand_reduced(g: Tensor, x: Tensor, axes: tuple[int, ...], keepdims: bool)
     if not keepdims:
         shape = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
         g = reshape(g, shape)
+    if g.shape == x.shape:
+        return g
     return broadcast_to(g, x.shape)
 
 
+def _kept_shape(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(1 if i in axes else s for i, s in enumerate(shape))
+
+
+def _count(shape: tuple[int, ...], axes: tuple[int, ...]) -> int:
+    n = 1
+    for a in axes:
+        n *= shape[a]
+    return n
+
+
+def _acc_dtype(dt: Any, dev: Any) -> Any:
+    """The standard's default result dtype of sum/prod/cumulative_* for input dtype ``dt``:
+    small integers (and bool) widen to the default (unsigned) integer dtype."""
+    kind = dt.kind
+    if kind in "fc":
+        return dt
+    default = dev.backend.default_dtypes(dev.index)["integral"]
+    if kind == "b":
+        return default
+    if dt.itemsize < default.itemsize:
+        if kind == "u":
+            return _dtypes.ALL_DTYPES[f"uint{8 * default.itemsize}"]
+        return default
+    return dt
+
+
+def _dtype_arg(dtype: Any, x: Tensor) -> Any:
+    dev = x._device
+    if dtype is None:
+        return _acc_dtype(x._data.dtype, dev)
+    dt = _dtypes.to_dtype(dtype)
+    dev.backend.check_dtype(dt, dev.index)
+    return dt
+
+
+def _c(t: Tensor) -> Tensor:
+    if t._data.dtype.kind == "c":
+        from .elementwise import conj
+
+        return conj(t)
+    return t
+
+
+def _const(raw: Any, dev: Any) -> Tensor:
+    """A constant (graph-free) tensor, for masks and weights of piecewise rules."""
+    return new(raw, dev)
+
+
+def _axis_slice(ndim: int, axis: int, sl: slice) -> tuple:
+    return (slice(None),) * axis + (sl,)
+
+
+def _flip(t: Tensor, axis: int) -> Tensor:
+    """``t`` reversed along ``axis`` (differentiable, through basic slicing)."""
+    return t[_axis_slice(t.ndim, axis, slice(None, None, -1))]
+
+
+def _reverse_cumsum(t: Tensor, axis: int) -> Tensor:
+    """``out[i] = sum(t[i:])`` along ``axis``."""
+    return _flip(cumulative_sum(_flip(t, axis), axis=axis), axis)
+
+
+def _real_check(x: Tensor, fname: str, allow_complex: bool = False,
+                allow_int: bool = True) -> None:
+    k = x._data.dtype.kind
+    if k == "c" and not allow_complex:
+        raise TypeError(f"{fname}() needs a real-valued tensor, got dtype {x.dtype}")
+    if not allow_int and k not in "fc":
+        what = "floating-point" if allow_complex else "real floating-point"
+        raise TypeError(f"{fname}() needs a {what} tensor, got dtype {x.dtype}")
+
+
+# -- sums and products ----------------------------------------------------------------
 def sum(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None, dtype: Any = None,
         keepdims: bool = False) -> Tensor:  # noqa: A001 - the standard's name
-    """Sum over ``axis`` (all axes by default)."""
+    """Sum over ``axis`` (all axes by default).
+
+    Integer and bool inputs narrower than the default integer dtype are summed in
+    the default (unsigned) integer dtype unless ``dtype`` is given; the sum of an
+    empty axis is 0.
+    """
     x = tensor_arg(x, "sum")
     axes = normalize_axes(axis, x.ndim, "sum")
     dev = x._device
-    if dtype is not None:
-        from ..backends._dtypes import to_dtype
-
-        dtype = to_dtype(dtype)
-    out = dev.xp.sum(x._data, axis=axes, dtype=dtype, keepdims=keepdims)
+    dt = _dtype_arg(dtype, x)
+    out = dev.xp.sum(x._data, axis=axes, dtype=dt, keepdims=keepdims)
     if needs_grad(x) and out.dtype.kind in "fc":
         def vjp(g: Tensor, _: Any) -> Tensor:
-            from ._core import sum_to
-
             return sum_to(_expand_reduced(g, x, axes, keepdims), x)
 
         return record(out, dev, "SumBackward", (x,), vjp)
     return new(out, dev)
+
+
+def prod(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None, dtype: Any = None,
+         keepdims: bool = False) -> Tensor:
+    """Product over ``axis`` (all axes by default); the product of an empty axis is 1.
+
+    The gradient ``g * prod(x[j] for j != i)`` is formed from exclusive cumulative
+    products from both sides, so it is exact when ``x`` contains zeros.
+    """
+    x = tensor_arg(x, "prod")
+    axes = normalize_axes(axis, x.ndim, "prod")
+    dev = x._device
+    dt = _dtype_arg(dtype, x)
+    out = dev.xp.prod(x._data, axis=axes, dtype=dt, keepdims=keepdims)
+    if needs_grad(x) and out.dtype.kind in "fc":
+        def vjp(g: Tensor, _: Any) -> Tensor:
+            from .elementwise import multiply
+            from .manipulation import permute_dims, reshape
+
+            keep = tuple(i for i in range(x.ndim) if i not in axes)
+            perm = keep + axes
+            kshape = tuple(x.shape[i] for i in keep)
+            k = _count(x.shape, axes)
+            xt = x if perm == tuple(range(x.ndim)) else permute_dims(x, perm)
+            xt = reshape(xt, (*kshape, k))
+            left = cumulative_prod(xt, axis=-1, include_initial=True)[..., :-1]
+            right = cumulative_prod(_flip(xt, xt.ndim - 1), axis=-1, include_initial=True)
+            right = _flip(right[..., :-1], xt.ndim - 1)
+            others = multiply(left, right)
+            gx = multiply(reshape(g, (*kshape, 1)), _c(others))
+            gx = reshape(gx, tuple(x.shape[i] for i in perm))
+            if perm != tuple(range(x.ndim)):
+                inv = tuple(sorted(range(len(perm)), key=perm.__getitem__))
+                gx = permute_dims(gx, inv)
+            return sum_to(gx, x)
+
+        return record(out, dev, "ProdBackward", (x,), vjp, saved=(x,))
+    return new(out, dev)
+
+
+# -- moments ----------------------------------------------------------------------------
+def mean(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None,
+         keepdims: bool = False) -> Tensor:
+    """Arithmetic mean over ``axis`` of a floating-point tensor; NaN for an empty axis."""
+    x = tensor_arg(x, "mean")
+    _real_check(x, "mean", allow_complex=True, allow_int=False)
+    axes = normalize_axes(axis, x.ndim, "mean")
+    dev = x._device
+    out = dev.xp.mean(x._data, axis=axes, keepdims=keepdims)
+    if needs_grad(x):
+        n = _count(x.shape, axes)
+
+        def vjp(g: Tensor, _: Any) -> Tensor:
+            from .elementwise import divide
+
+            return divide(_expand_reduced(g, x, axes, keepdims), n)
+
+        return record(out, dev, "MeanBackward", (x,), vjp)
+    return new(out, dev)
+
+
+def _centered(x: Tensor, axes: tuple[int, ...]) -> Tensor:
+    from .elementwise import subtract
+
+    return subtract(x, mean(x, axis=axes, keepdims=True))
+
+
+def _var_factor(n: int, correction: float) -> float:
+    d = n - correction
+    return 1.0 / d if d != 0 else math.inf
+
+
+def _check_correction(correction: Any, fname: str) -> float:
+    if isinstance(correction, bool) or not isinstance(correction, (int, float)):
+        raise TypeError(
+            f"{fname}() expected a real number for correction, got {type(correction).__name__}"
+        )
+    if correction < 0:
+        raise ValueError(f"{fname}(): correction must be non-negative, got {correction}")
+    return correction
+
+
+def var(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None, correction: float = 0.0,
+        keepdims: bool = False) -> Tensor:
+    """Variance over ``axis`` with ``N - correction`` degrees of freedom
+    (``correction=1`` for the unbiased sample variance)."""
+    x = tensor_arg(x, "var")
+    _real_check(x, "var", allow_int=False)
+    correction = _check_correction(correction, "var")
+    axes = normalize_axes(axis, x.ndim, "var")
+    dev = x._device
+    out = dev.xp.var(x._data, axis=axes, correction=correction, keepdims=keepdims)
+    if needs_grad(x):
+        factor = 2.0 * _var_factor(_count(x.shape, axes), correction)
+
+        def vjp(g: Tensor, _: Any) -> Tensor:
+            from .elementwise import multiply
+
+            ge = _expand_reduced(g, x, axes, keepdims)
+            return multiply(multiply(ge, _centered(x, axes)), factor)
+
+        return record(out, dev, "VarBackward", (x,), vjp, saved=(x,))
+    return new(out, dev)
+
+
+def std(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None, correction: float = 0.0,
+        keepdims: bool = False) -> Tensor:
+    """Standard deviation over ``axis`` with ``N - correction`` degrees of freedom.
+
+    Where the standard deviation is 0 its gradient is 0 (PyTorch's convention).
+    """
+    x = tensor_arg(x, "std")
+    _real_check(x, "std", allow_int=False)
+    correction = _check_correction(correction, "std")
+    axes = normalize_axes(axis, x.ndim, "std")
+    dev = x._device
+    out = dev.xp.std(x._data, axis=axes, correction=correction, keepdims=keepdims)
+    if needs_grad(x):
+        factor = _var_factor(_count(x.shape, axes), correction)
+
+        def vjp(g: Tensor, out: Tensor) -> Tensor:
+            from .elementwise import divide, multiply
+            from .searching import where
+
+            zero = _const(dev.xp.equal(out._data, 0), dev)
+            safe = where(zero, 1.0, out)
+            scaled = where(zero, 0.0, divide(multiply(g, factor), safe))
+            return multiply(_expand_reduced(scaled, x, axes, keepdims), _centered(x, axes))
+
+        return record(out, dev, "StdBackward", (x,), vjp, saved=(x,), save_output=True)
+    return new(out, dev)
+
+
+# -- extrema ------------------------------------------------------------------------------
+def _extremum(x: Tensor, axis: Any, keepdims: bool, fname: str) -> Tensor:
+    x = tensor_arg(x, fname)
+    _real_check(x, fname)
+    axes = normalize_axes(axis, x.ndim, fname)
+    for a in axes:
+        if x.shape[a] == 0:
+            raise ValueError(
+                f"{fname}(): cannot reduce over axis {a} of size 0 (shape {x.shape}); "
+                f"{fname} of an empty set is undefined"
+            )
+    dev = x._device
+    xp = dev.xp
+    out = getattr(xp, fname)(x._data, axis=axes, keepdims=keepdims)
+    if needs_grad(x):
+        def vjp(g: Tensor, out: Tensor) -> Tensor:
+            from .elementwise import multiply
+
+            o = out._data if keepdims else xp.reshape(out._data, _kept_shape(x.shape, axes))
+            xd = x._data
+            hit = xp.logical_or(xp.equal(xd, o), xp.logical_and(xp.isnan(xd), xp.isnan(o)))
+            w = xp.astype(hit, xd.dtype)
+            w = w / xp.sum(w, axis=axes, keepdims=True)
+            return multiply(_expand_reduced(g, x, axes, keepdims), _const(w, dev))
+
+        name = "AmaxBackward" if fname == "max" else "AminBackward"
+        return record(out, dev, name, (x,), vjp, saved=(x,), save_output=True)
+    return new(out, dev)
+
+
+def max(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None,
+        keepdims: bool = False) -> Tensor:  # noqa: A001 - the standard's name
+    """Maximum over ``axis`` (NaN propagates); ``ValueError`` for an empty axis.
+
+    The gradient is split evenly among tied maxima (like ``torch.amax``).
+    """
+    return _extremum(x, axis, keepdims, "max")
+
+
+def min(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None,
+        keepdims: bool = False) -> Tensor:  # noqa: A001 - the standard's name
+    """Minimum over ``axis`` (NaN propagates); ``ValueError`` for an empty axis.
+
+    The gradient is split evenly among tied minima (like ``torch.amin``).
+    """
+    return _extremum(x, axis, keepdims, "min")
+
+
+# -- cumulative ---------------------------------------------------------------------------
+def _cumulative_args(x: Any, axis: Any, fname: str) -> tuple[Tensor, int]:
+    x = tensor_arg(x, fname)
+    if x.ndim == 0:
+        from .manipulation import reshape
+
+        x = reshape(x, (1,))  # like NumPy: a 0-d input is treated as shape (1,)
+    if axis is None:
+        if x.ndim > 1:
+            raise ValueError(
+                f"{fname}(): axis must be given for a tensor with more than one dimension "
+                f"(got shape {x.shape})"
+            )
+        axis = 0
+    return x, normalize_axis(axis, x.ndim, fname)
+
+
+def cumulative_sum(x: Tensor, /, *, axis: int | None = None, dtype: Any = None,
+                   include_initial: bool = False) -> Tensor:
+    """Running sum along ``axis`` (optional for 1-D input); with ``include_initial``
+    the result starts with 0 and is one longer along ``axis``."""
+    x, ax = _cumulative_args(x, axis, "cumulative_sum")
+    dev = x._device
+    dt = _dtype_arg(dtype, x)
+    out = dev.xp.cumulative_sum(x._data, axis=ax, dtype=dt, include_initial=include_initial)
+    if needs_grad(x) and out.dtype.kind in "fc":
+        def vjp(g: Tensor, _: Any) -> Tensor:
+            if include_initial:
+                g = g[_axis_slice(g.ndim, ax, slice(1, None))]
+            return sum_to(_reverse_cumsum(g, ax), x)
+
+        return record(out, dev, "CumsumBackward", (x,), vjp)
+    return new(out, dev)
+
+
+def cumulative_prod(x: Tensor, /, *, axis: int | None = None, dtype: Any = None,
+                    include_initial: bool = False) -> Tensor:
+    """Running product along ``axis`` (optional for 1-D input); with
+    ``include_initial`` the result starts with 1 and is one longer along ``axis``.
+
+    The gradient is exact with zeros in ``x``: before the first zero of a slice it
+    is ``reverse_cumsum(g * y) / x``; at the first zero it is recomputed with that
+    zero replaced by one; after it, it is 0.
+    """
+    x, ax = _cumulative_args(x, axis, "cumulative_prod")
+    dev = x._device
+    dt = _dtype_arg(dtype, x)
+    xp = dev.xp
+    out = xp.cumulative_prod(x._data, axis=ax, dtype=dt, include_initial=include_initial)
+    if needs_grad(x) and out.dtype.kind in "fc":
+        def vjp(g: Tensor, out: Tensor) -> Tensor:
+            from .elementwise import divide, multiply
+            from .searching import where
+
+            y = out
+            if include_initial:
+                g = g[_axis_slice(g.ndim, ax, slice(1, None))]
+                y = out[_axis_slice(out.ndim, ax, slice(1, None))]
+            xd = x._data
+            is_zero = xp.equal(xd, 0)
+            nzeros = xp.cumulative_sum(xp.astype(is_zero, xp.int32), axis=ax)
+            before = _const(xp.equal(nzeros, 0), dev)
+            first = _const(xp.logical_and(is_zero, xp.equal(nzeros, 1)), dev)
+            x_safe = where(before, x, 1)
+            term1 = divide(_reverse_cumsum(multiply(g, _c(y)), ax), _c(x_safe))
+            y1 = cumulative_prod(where(first, 1, x), axis=ax)
+            term2 = _reverse_cumsum(multiply(g, _c(y1)), ax)
+            gx = where(before, term1, where(first, term2, 0))
+            return sum_to(gx, x)
+
+        return record(out, dev, "CumprodBackward", (x,), vjp, saved=(x,), save_output=True)
+    return new(out, dev)
+
