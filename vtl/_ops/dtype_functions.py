@@ -16,9 +16,19 @@ __all__ = ["astype", "can_cast", "finfo", "iinfo", "isdtype", "result_type"]
 
 def astype(x: Tensor, dtype: Any, /, *, copy: bool = True, device: Any = None) -> Tensor:
     """Cast ``x`` to ``dtype`` (optionally onto ``device``); differentiable between
-    floating dtypes."""
+    floating dtypes.
+
+    As the standard says, a complex tensor cannot be cast to a real or integer
+    dtype (``TypeError``): take ``real(x)`` or ``imag(x)`` first. Casting it to
+    ``bool`` is allowed.
+    """
     x = tensor_arg(x, "astype")
     dt = to_dtype(dtype)
+    if x._data.dtype.kind == "c" and dt.kind not in "cb":
+        raise TypeError(
+            f"astype(): cannot cast complex {x.dtype} to {dt}; use real(x) or imag(x) "
+            "to choose the component"
+        )
     if device is not None:
         from .transfer import to_device
 
@@ -49,8 +59,18 @@ def _dtype_of(obj: Any) -> Any:
 
 
 def can_cast(from_: Any, to: Any, /) -> bool:
-    """Whether ``from_`` (a dtype or tensor) can be cast to ``to`` by promotion rules."""
-    return bool(np.can_cast(_dtype_of(from_), to_dtype(to), casting="safe"))
+    """Whether ``from_`` (a dtype or tensor) can be cast to ``to`` by promotion rules.
+
+    Same-kind pairs follow the standard's promotion table; across kinds NumPy's
+    "safe" casting decides (e.g. int16 -> float32 is allowed). For a tensor,
+    ``to`` must also be supported on the tensor's device.
+    """
+    to = to_dtype(to)
+    if isinstance(from_, Tensor):
+        dev = from_._device
+        if to.name not in dev.backend.dtypes(dev.index):
+            return False
+    return bool(np.can_cast(_dtype_of(from_), to, casting="safe"))
 
 
 class finfo_object:
@@ -100,7 +120,7 @@ def iinfo(type: Any, /) -> iinfo_object:  # noqa: A002
     return iinfo_object(dt)
 
 
-def isdtype(dtype: Any, kind: Any, /) -> bool:
+def isdtype(dtype: Any, kind: Any) -> bool:
     """Whether ``dtype`` is of ``kind`` (a dtype, a kind name, or a tuple of those)."""
     dt = to_dtype(dtype)
     if isinstance(kind, tuple):
@@ -116,7 +136,12 @@ def isdtype(dtype: Any, kind: Any, /) -> bool:
 
 
 def result_type(*arrays_and_dtypes: Any) -> Any:
-    """The dtype that type promotion gives for tensors, dtypes and Python scalars."""
+    """The dtype that type promotion gives for tensors, dtypes and Python scalars.
+
+    Same-kind pairs follow the standard's table; mixed kinds (which the
+    standard leaves unspecified) follow NumPy, as the backends' operators do.
+    Python scalars are weak: they take the dtype of the tensors within a kind.
+    """
     if not arrays_and_dtypes:
         raise ValueError("result_type() needs at least one argument")
     dtypes = []
