@@ -1,86 +1,74 @@
-"""Elementwise functions of the array API standard, with their VJP rules.
+"""Elementwise functions of the array API standard (2024.12), with their VJP rules.
 
-Gradients follow PyTorch's convention for complex inputs (the conjugate
-Wirtinger derivative), so each rule multiplies by the *conjugate* of the
-local derivative; for real tensors ``conj`` is the identity.
+Dtypes: each function accepts the dtype category the standard names for it
+(e.g. ``sin`` floating-point, ``bitwise_and`` integer or boolean, ``logical_and``
+boolean) and raises ``TypeError`` otherwise, the same on every backend.
+Binary functions take one Python scalar operand (``vtl.add(x, 1)``), which
+adopts the tensor's dtype where its kind fits.
+
+Gradients follow PyTorch: for complex inputs each rule multiplies by the
+*conjugate* of the local derivative (for real tensors ``conj`` is the
+identity); piecewise-constant or integer-valued functions (``floor``, ``ceil``,
+``trunc``, ``round``, ``sign``, ``floor_divide``, ``nextafter``, comparisons,
+logical and bitwise functions) record no graph. Choices at kinks:
+
+* ``abs``: ``sign(x)`` (0 at 0); complex: ``x / |x|`` (0 at 0).
+* ``maximum``/``minimum``: on ties the gradient is split evenly (half to each).
+* ``clip``: the gradient reaches ``x`` where ``min <= x <= max`` (ties included)
+  and a tensor bound where it was the one selected.
+* ``pow``: no gradient to the base where the exponent is 0; the exponent's
+  gradient ``x1**x2 * log(x1)`` is taken as 0 where ``x1 == 0`` and
+  ``real(x2) >= 0`` (so ``x**2`` at ``x = 0`` gives no nan).
+* ``hypot`` and ``atan2`` at ``(0, 0)``, and ``copysign`` at ``x1 = 0``: 0.
+* ``copysign``: zero gradient to ``x2``; ``remainder``: ``-floor(x1 / x2)`` to ``x2``.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from .._tensor import Tensor
+from ..autograd import grad_mode
 from ._core import binary_operands, needs_grad, new, record, sum_to, tensor_arg
 
 __all__ = [
-    "add", "subtract", "multiply", "divide", "negative", "positive", "exp", "log",
-    "real", "conj",
+    "abs", "acos", "acosh", "add", "asin", "asinh", "atan", "atan2", "atanh",
+    "bitwise_and", "bitwise_invert", "bitwise_left_shift", "bitwise_or",
+    "bitwise_right_shift", "bitwise_xor", "ceil", "clip", "conj", "copysign", "cos",
+    "cosh", "divide", "equal", "exp", "expm1", "floor", "floor_divide", "greater",
+    "greater_equal", "hypot", "imag", "isfinite", "isinf", "isnan", "less", "less_equal",
+    "log", "log1p", "log2", "log10", "logaddexp", "logical_and", "logical_not",
+    "logical_or", "logical_xor", "maximum", "minimum", "multiply", "negative",
+    "nextafter", "not_equal", "positive", "pow", "real", "reciprocal", "remainder",
+    "round", "sign", "signbit", "sin", "sinh", "sqrt", "square", "subtract", "tan",
+    "tanh", "trunc",
 ]
+
+_grad = grad_mode.state
+
+# dtype categories of the standard, as NumPy dtype kinds
+_ALL = ("biufc", "any")
+_NUMERIC = ("iufc", "numeric")
+_REAL = ("iuf", "real numeric")
+_FLOAT = ("fc", "floating-point")
+_RFLOAT = ("f", "real floating-point")
+_COMPLEX = ("c", "complex floating-point")
+_INT_BOOL = ("biu", "integer or boolean")
+_INT = ("iu", "integer")
+_BOOL = ("b", "boolean")
+
+
+def _dtype_error(fname: str, what: str, dtype: Any) -> TypeError:
+    return TypeError(f"{fname}() expected a tensor of {what} dtype, got {dtype}")
 
 
 def _c(t: Tensor) -> Tensor:
     """conj for complex tensors, identity otherwise (cheap for the real case)."""
     return conj(t) if t._data.dtype.kind == "c" else t
-
-
-# -- arithmetic ---------------------------------------------------------------
-def add(x1: Tensor | complex, x2: Tensor | complex, /) -> Tensor:
-    """Elementwise ``x1 + x2`` with broadcasting."""
-    dev, a, b = binary_operands(x1, x2, "add")
-    out = dev.xp.add(a, b)
-    if needs_grad(x1, x2):
-        return record(out, dev, "AddBackward", (x1, x2), lambda g, _: (
-            sum_to(g, x1) if isinstance(x1, Tensor) and x1._requires_grad else None,
-            sum_to(g, x2) if isinstance(x2, Tensor) and x2._requires_grad else None,
-        ))
-    return new(out, dev)
-
-
-def subtract(x1: Tensor | complex, x2: Tensor | complex, /) -> Tensor:
-    """Elementwise ``x1 - x2`` with broadcasting."""
-    dev, a, b = binary_operands(x1, x2, "subtract")
-    out = dev.xp.subtract(a, b)
-    if needs_grad(x1, x2):
-        return record(out, dev, "SubBackward", (x1, x2), lambda g, _: (
-            sum_to(g, x1) if isinstance(x1, Tensor) and x1._requires_grad else None,
-            sum_to(negative(g), x2) if isinstance(x2, Tensor) and x2._requires_grad else None,
-        ))
-    return new(out, dev)
-
-
-def multiply(x1: Tensor | complex, x2: Tensor | complex, /) -> Tensor:
-    """Elementwise ``x1 * x2`` with broadcasting."""
-    dev, a, b = binary_operands(x1, x2, "multiply")
-    out = dev.xp.multiply(a, b)
-    if needs_grad(x1, x2):
-        saved = tuple(x for x in (x1, x2) if isinstance(x, Tensor))
-        return record(out, dev, "MulBackward", (x1, x2), lambda g, _: (
-            sum_to(multiply(g, _cs(x2)), x1)
-            if isinstance(x1, Tensor) and x1._requires_grad else None,
-            sum_to(multiply(g, _cs(x1)), x2)
-            if isinstance(x2, Tensor) and x2._requires_grad else None,
-        ), saved=saved)
-    return new(out, dev)
-
-
-def divide(x1: Tensor | complex, x2: Tensor | complex, /) -> Tensor:
-    """Elementwise true division ``x1 / x2`` with broadcasting."""
-    dev, a, b = binary_operands(x1, x2, "divide")
-    out = dev.xp.divide(a, b)
-    if needs_grad(x1, x2):
-        saved = tuple(x for x in (x1, x2) if isinstance(x, Tensor))
-
-        def vjp(g: Tensor, _: Any) -> tuple:
-            g1 = g2 = None
-            q = divide(g, _cs(x2))
-            if isinstance(x1, Tensor) and x1._requires_grad:
-                g1 = sum_to(q, x1)
-            if isinstance(x2, Tensor) and x2._requires_grad:
-                g2 = sum_to(negative(multiply(q, _cs(divide(x1, x2)))), x2)
-            return g1, g2
-
-        return record(out, dev, "DivBackward", (x1, x2), vjp, saved=saved)
-    return new(out, dev)
 
 
 def _cs(x: Tensor | complex) -> Tensor | complex:
@@ -90,65 +78,533 @@ def _cs(x: Tensor | complex) -> Tensor | complex:
     return x.conjugate() if isinstance(x, complex) else x
 
 
-def negative(x: Tensor, /) -> Tensor:
-    """Elementwise ``-x``."""
-    x = tensor_arg(x, "negative")
-    dev = x._device
-    out = dev.xp.negative(x._data)
-    if needs_grad(x):
-        return record(out, dev, "NegBackward", (x,), lambda g, _: negative(g))
+def _raw(x: Any) -> Any:
+    return x._data if isinstance(x, Tensor) else x
+
+
+def _req(x: Any) -> bool:
+    return isinstance(x, Tensor) and x._requires_grad
+
+
+def _const(value: complex, dtype: Any, dev: Any) -> Any:
+    """A 0-d raw array of ``dtype`` on ``dev`` (for scalars in rules)."""
+    from .creation import full
+
+    return full((), value, dtype=dtype, device=dev)._data
+
+
+def _as_tensor(x: Any, like: Tensor) -> Tensor:
+    """``x`` as a Tensor of ``like``'s dtype when it is a Python scalar."""
+    if isinstance(x, Tensor):
+        return x
+    return new(_const(x, like._data.dtype, like._device), like._device)
+
+
+def _where(cond: Any, a: Tensor | complex, b: Tensor | complex) -> Tensor:
+    """``where(cond, a, b)`` for a raw boolean ``cond``; differentiable in ``a`` and ``b``.
+
+    Used by the VJP rules to select gradients without multiplying by masks
+    (so a nan or inf on the unselected side never leaks through).
+    """
+    t = a if isinstance(a, Tensor) else b
+    dev = t._device
+    dt = t._data.dtype
+    ra = a._data if isinstance(a, Tensor) else _const(a, dt, dev)
+    rb = b._data if isinstance(b, Tensor) else _const(b, dt, dev)
+    out = dev.xp.where(cond, ra, rb)
+    if needs_grad(a, b):
+        def vjp(g: Tensor, _: Any) -> tuple:
+            return (sum_to(_where(cond, g, 0), a) if _req(a) else None,
+                    sum_to(_where(cond, 0, g), b) if _req(b) else None)
+
+        return record(out, dev, "WhereBackward", (a, b), vjp)
     return new(out, dev)
 
 
-def positive(x: Tensor, /) -> Tensor:
-    """Elementwise ``+x`` (a copy)."""
-    x = tensor_arg(x, "positive")
+# -- factories ------------------------------------------------------------------
+def _unary(name: str, cat: tuple[str, str], doc: str,
+           rule: Callable[[Tensor, Tensor, Tensor | None], Tensor] | None = None,
+           uses: str = "", xp_name: str | None = None) -> Callable[[Tensor], Tensor]:
+    """Build ``name(x, /)``; ``rule(g, x, out)`` gives the gradient (``uses`` says
+    which of ``"x"``/``"out"`` it reads)."""
+    kinds, what = cat
+    xname = xp_name or name
+    save_out = "out" in uses
+    bwd = name.capitalize() + "Backward"
+
+    def op(x: Tensor, /) -> Tensor:
+        if not isinstance(x, Tensor):
+            x = tensor_arg(x, name)
+        data = x._data
+        if data.dtype.kind not in kinds:
+            raise _dtype_error(name, what, data.dtype)
+        dev = x._device
+        out = getattr(dev.xp, xname)(data)
+        if rule is not None and x._requires_grad and _grad.enabled:
+            return record(out, dev, bwd, (x,), lambda g, o: rule(g, x, o),
+                          saved=(x,) if "x" in uses else (), save_output=save_out)
+        return new(out, dev)
+
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = doc
+    return op
+
+
+def _binary(name: str, cat: tuple[str, str], doc: str,
+            rule: Callable[..., tuple] | None = None, xp_name: str | None = None,
+            saves: bool = True) -> Callable[[Any, Any], Tensor]:
+    """Build ``name(x1, x2, /)``.
+
+    ``rule(g, x1, x2, need1, need2)`` returns unreduced gradients (or ``None``)
+    for the operands (Tensors or the Python scalar); broadcasting is undone here.
+    """
+    kinds, what = cat
+    xname = xp_name or name
+    bwd = "".join(p.capitalize() for p in name.split("_")) + "Backward"
+
+    def op(x1: Tensor | complex, x2: Tensor | complex, /) -> Tensor:
+        dev, a, b = binary_operands(x1, x2, name)
+        if isinstance(x1, Tensor) and a.dtype.kind not in kinds:
+            raise _dtype_error(name, what, a.dtype)
+        if isinstance(x2, Tensor) and b.dtype.kind not in kinds:
+            raise _dtype_error(name, what, b.dtype)
+        out = getattr(dev.xp, xname)(a, b)
+        if rule is not None and _grad.enabled and (_req(x1) or _req(x2)):
+            def vjp(g: Tensor, _: Any) -> tuple:
+                n1, n2 = _req(x1), _req(x2)
+                g1, g2 = rule(g, x1, x2, n1, n2)
+                return (sum_to(g1, x1) if n1 else None, sum_to(g2, x2) if n2 else None)
+
+            saved = tuple(x for x in (x1, x2) if isinstance(x, Tensor)) if saves else ()
+            return record(out, dev, bwd, (x1, x2), vjp, saved=saved)
+        return new(out, dev)
+
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = doc
+    return op
+
+
+# -- arithmetic -------------------------------------------------------------------
+add = _binary("add", _NUMERIC, "Elementwise ``x1 + x2`` with broadcasting.",
+              lambda g, x1, x2, n1, n2: (g, g), saves=False)
+subtract = _binary("subtract", _NUMERIC, "Elementwise ``x1 - x2`` with broadcasting.",
+                   lambda g, x1, x2, n1, n2: (g, negative(g) if n2 else None), saves=False)
+multiply = _binary(
+    "multiply", _NUMERIC, "Elementwise ``x1 * x2`` with broadcasting.",
+    lambda g, x1, x2, n1, n2: (multiply(g, _cs(x2)) if n1 else None,
+                               multiply(g, _cs(x1)) if n2 else None))
+
+
+def _divide_rule(g: Tensor, x1: Any, x2: Any, n1: bool, n2: bool) -> tuple:
+    q = divide(g, _cs(x2))
+    return q, (negative(multiply(q, _cs(divide(x1, x2)))) if n2 else None)
+
+
+divide = _binary("divide", _NUMERIC,
+                 "Elementwise true division ``x1 / x2``; integer inputs give a floating "
+                 "result (as NumPy).", _divide_rule)
+
+
+def _pow_rule(g: Tensor, x1: Any, x2: Any, n1: bool, n2: bool) -> tuple:
+    dev = g._device
+    xp = dev.xp
+    g1 = g2 = None
+    if n1:
+        if isinstance(x2, Tensor):
+            d = _where(xp.equal(x2._data, 0), 0, multiply(x2, pow(x1, subtract(x2, 1))))
+        elif x2 == 0:
+            d = multiply(g, 0)
+        else:
+            d = multiply(pow(x1, x2 - 1), x2)
+        g1 = multiply(g, _c(d))
+    if n2:  # x2 is a tensor here
+        base = _as_tensor(x1, g)
+        if base._data.dtype != g._data.dtype:
+            from .dtype_functions import astype
+
+            base = astype(base, g._data.dtype)
+        ex = x2._data
+        if ex.dtype.kind == "c":
+            ex = xp.real(ex)
+        zero_base = xp.logical_and(xp.equal(base._data, 0), xp.greater_equal(ex, 0))
+        d = _where(zero_base, 0, multiply(pow(base, x2), log(_where(zero_base, 1, base))))
+        g2 = multiply(g, _c(d))
+    return g1, g2
+
+
+pow = _binary(  # noqa: A001 - the standard's name
+    "pow", _NUMERIC,
+    "Elementwise ``x1 ** x2``. Gradients: none to ``x1`` where ``x2 == 0``; the "
+    "exponent's gradient is 0 where ``x1 == 0`` and ``real(x2) >= 0`` (as PyTorch).",
+    _pow_rule)
+
+
+def _remainder_rule(g: Tensor, x1: Any, x2: Any, n1: bool, n2: bool) -> tuple:
+    g2 = None
+    if n2:
+        g2 = negative(multiply(g, floor_divide(_raw_t(x1), _raw_t(x2))))
+    return g, g2
+
+
+def _raw_t(x: Any) -> Any:
+    """A tensor operand without its graph (for piecewise-constant factors in rules)."""
+    return x.detach() if isinstance(x, Tensor) else x
+
+
+remainder = _binary(
+    "remainder", _REAL,
+    "Elementwise remainder of ``x1 / x2`` with the sign of ``x2`` (Python's ``%``). "
+    "Gradients: 1 to ``x1``, ``-floor(x1 / x2)`` to ``x2``.", _remainder_rule)
+floor_divide = _binary(
+    "floor_divide", _REAL,
+    "Elementwise ``floor(x1 / x2)`` (Python's ``//``); not differentiable (no graph).")
+
+
+def _max_rule(greater_is_first: bool) -> Callable[..., tuple]:
+    def rule(g: Tensor, x1: Any, x2: Any, n1: bool, n2: bool) -> tuple:
+        xp = g._device.xp
+        a, b = _raw(x1), _raw(x2)
+        tie = xp.equal(a, b)
+        half = _where(tie, multiply(g, 0.5), g)
+        lose1 = xp.less(a, b) if greater_is_first else xp.greater(a, b)
+        g1 = _where(lose1, 0, half) if n1 else None
+        g2 = None
+        if n2:
+            lose2 = xp.greater(a, b) if greater_is_first else xp.less(a, b)
+            g2 = _where(lose2, 0, half)
+        return g1, g2
+
+    return rule
+
+
+maximum = _binary(
+    "maximum", _REAL,
+    "Elementwise maximum (nan if either is nan). On ties the gradient is split evenly "
+    "between ``x1`` and ``x2`` (as PyTorch).", _max_rule(True))
+minimum = _binary(
+    "minimum", _REAL,
+    "Elementwise minimum (nan if either is nan). On ties the gradient is split evenly "
+    "between ``x1`` and ``x2`` (as PyTorch).", _max_rule(False))
+
+
+def _atan2_rule(g: Tensor, x1: Any, x2: Any, n1: bool, n2: bool) -> tuple:
+    x1, x2 = _as_tensor(x1, g), _as_tensor(x2, g)
+    d = add(multiply(x1, x1), multiply(x2, x2))
+    d = _where(g._device.xp.equal(d._data, 0), 1, d)
+    return (divide(multiply(g, x2), d) if n1 else None,
+            negative(divide(multiply(g, x1), d)) if n2 else None)
+
+
+atan2 = _binary(
+    "atan2", _RFLOAT,
+    "Elementwise angle of the point ``(x2, x1)`` (quadrant-aware ``atan(x1 / x2)``). "
+    "The gradient at ``(0, 0)`` is 0.", _atan2_rule)
+
+
+def _hypot_rule(g: Tensor, x1: Any, x2: Any, n1: bool, n2: bool) -> tuple:
+    x1, x2 = _as_tensor(x1, g), _as_tensor(x2, g)
+    h = hypot(x1, x2)
+    h = _where(g._device.xp.equal(h._data, 0), 1, h)
+    q = divide(g, h)
+    return (multiply(q, x1) if n1 else None, multiply(q, x2) if n2 else None)
+
+
+hypot = _binary(
+    "hypot", _RFLOAT,
+    "Elementwise ``sqrt(x1**2 + x2**2)`` without undue overflow. The gradient at "
+    "``(0, 0)`` is 0.", _hypot_rule)
+
+
+def _logaddexp_rule(g: Tensor, x1: Any, x2: Any, n1: bool, n2: bool) -> tuple:
+    # d/dx1 = 1 / (1 + exp(x2 - x1)): stable for any gap (exp overflow gives 0)
+    x1, x2 = _as_tensor(x1, g), _as_tensor(x2, g)
+    g1 = divide(g, add(exp(subtract(x2, x1)), 1)) if n1 else None
+    g2 = divide(g, add(exp(subtract(x1, x2)), 1)) if n2 else None
+    return g1, g2
+
+
+logaddexp = _binary("logaddexp", _RFLOAT,
+                    "Elementwise ``log(exp(x1) + exp(x2))``, computed stably.",
+                    _logaddexp_rule)
+
+
+def _copysign_rule(g: Tensor, x1: Any, x2: Any, n1: bool, n2: bool) -> tuple:
+    g1 = g2 = None
+    if n1:
+        # d/dx1 |x1| * s(x2) = sign(x1) * s(x2); 0 at x1 == 0 (as PyTorch)
+        s2 = copysign(1.0, x2.detach()) if isinstance(x2, Tensor) else math.copysign(1.0, x2)
+        g1 = multiply(g, multiply(sign(x1.detach()), s2))
+    if n2:
+        from .creation import zeros_like
+
+        g2 = zeros_like(x2)
+    return g1, g2
+
+
+copysign = _binary(
+    "copysign", _RFLOAT,
+    "Elementwise ``|x1|`` with the sign bit of ``x2``. Gradients: ``sign(x1) * "
+    "copysign(1, x2)`` to ``x1`` (0 at 0), zero to ``x2``.", _copysign_rule)
+nextafter = _binary("nextafter", _RFLOAT,
+                    "The next representable value after ``x1`` in the direction of ``x2``; "
+                    "not differentiable (no graph).")
+
+# -- comparisons, logical and bitwise (no graph) --------------------------------------
+equal = _binary("equal", _ALL, "Elementwise ``x1 == x2`` (a bool tensor).")
+not_equal = _binary("not_equal", _ALL, "Elementwise ``x1 != x2`` (a bool tensor).")
+greater = _binary("greater", _REAL, "Elementwise ``x1 > x2`` (a bool tensor).")
+greater_equal = _binary("greater_equal", _REAL, "Elementwise ``x1 >= x2`` (a bool tensor).")
+less = _binary("less", _REAL, "Elementwise ``x1 < x2`` (a bool tensor).")
+less_equal = _binary("less_equal", _REAL, "Elementwise ``x1 <= x2`` (a bool tensor).")
+logical_and = _binary("logical_and", _BOOL, "Elementwise logical AND of bool tensors.")
+logical_or = _binary("logical_or", _BOOL, "Elementwise logical OR of bool tensors.")
+logical_xor = _binary("logical_xor", _BOOL, "Elementwise logical XOR of bool tensors.")
+bitwise_and = _binary("bitwise_and", _INT_BOOL, "Elementwise bitwise AND (``x1 & x2``).")
+bitwise_or = _binary("bitwise_or", _INT_BOOL, "Elementwise bitwise OR (``x1 | x2``).")
+bitwise_xor = _binary("bitwise_xor", _INT_BOOL, "Elementwise bitwise XOR (``x1 ^ x2``).")
+_left_shift = _binary("bitwise_left_shift", _INT, "", xp_name="bitwise_left_shift")
+_right_shift = _binary("bitwise_right_shift", _INT, "", xp_name="bitwise_right_shift")
+
+
+def _check_shift(fname: str, x2: Any) -> None:
+    if isinstance(x2, int) and x2 < 0:
+        raise ValueError(f"{fname}() needs a non-negative shift, got {x2}")
+
+
+def bitwise_left_shift(x1: Tensor | int, x2: Tensor | int, /) -> Tensor:
+    """Elementwise ``x1 << x2`` for integer tensors; shifts must be ``>= 0`` (negative
+    tensor shifts are not checked, to avoid a device sync, and give unspecified results)."""
+    _check_shift("bitwise_left_shift", x2)
+    return _left_shift(x1, x2)
+
+
+def bitwise_right_shift(x1: Tensor | int, x2: Tensor | int, /) -> Tensor:
+    """Elementwise arithmetic ``x1 >> x2`` for integer tensors; shifts must be ``>= 0``."""
+    _check_shift("bitwise_right_shift", x2)
+    return _right_shift(x1, x2)
+
+
+# -- unary: signs and parts ------------------------------------------------------------
+negative = _unary("negative", _NUMERIC, "Elementwise ``-x``.",
+                  lambda g, x, o: negative(g))
+positive = _unary("positive", _NUMERIC, "Elementwise ``+x`` (a copy).", lambda g, x, o: g)
+
+
+def _abs_rule(g: Tensor, x: Tensor, out: Any) -> Tensor:
+    if x._data.dtype.kind == "c":
+        m = abs(x)
+        nz = _where(x._device.xp.equal(m._data, 0), 1, m)
+        return multiply(g, divide(x, nz))
+    return multiply(g, sign(x.detach()))
+
+
+abs = _unary(  # noqa: A001 - the standard's name
+    "abs", _NUMERIC,
+    "Elementwise absolute value (the modulus for complex; a real result). Gradient: "
+    "``sign(x)`` (0 at 0); complex: ``x / |x|`` (0 at 0).", _abs_rule, uses="x")
+sign = _unary("sign", _NUMERIC,
+              "Elementwise sign: -1, 0 or 1 (nan for nan); ``x / |x|`` for complex (0 at "
+              "0). Not differentiable (no graph).")
+signbit = _unary("signbit", _RFLOAT,
+                 "Whether the sign bit is set (true for ``-0.0`` and negative nan).")
+
+
+def _int_preserving(name: str, doc: str) -> Callable[[Tensor], Tensor]:
+    def op(x: Tensor, /) -> Tensor:
+        if not isinstance(x, Tensor):
+            x = tensor_arg(x, name)
+        data = x._data
+        k = data.dtype.kind
+        if k not in "iuf":
+            raise _dtype_error(name, "real numeric", data.dtype)
+        dev = x._device
+        xp = dev.xp
+        if k != "f":  # integers are already integral: a copy, same dtype
+            return new(xp.asarray(data, copy=True), dev)
+        return new(getattr(xp, name)(data), dev)
+
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = doc
+    return op
+
+
+ceil = _int_preserving("ceil", "Elementwise ceiling (same dtype; no graph).")
+floor = _int_preserving("floor", "Elementwise floor (same dtype; no graph).")
+trunc = _int_preserving("trunc", "Elementwise rounding toward zero (same dtype; no graph).")
+
+
+def round(x: Tensor, /) -> Tensor:  # noqa: A001 - the standard's name
+    """Round to the nearest integer, halves to even (same dtype; no graph). Complex
+    tensors round their real and imaginary parts."""
+    if not isinstance(x, Tensor):
+        x = tensor_arg(x, "round")
+    data = x._data
+    k = data.dtype.kind
+    if k not in "iufc":
+        raise _dtype_error("round", "numeric", data.dtype)
     dev = x._device
-    out = dev.xp.positive(x._data)
-    if needs_grad(x):
-        return record(out, dev, "PosBackward", (x,), lambda g, _: g)
-    return new(out, dev)
+    if k in "iu":
+        return new(dev.xp.asarray(data, copy=True), dev)
+    return new(dev.xp.round(data), dev)
 
 
-# -- exponentials and logarithms -----------------------------------------------
-def exp(x: Tensor, /) -> Tensor:
-    """Elementwise ``e**x``."""
-    x = tensor_arg(x, "exp")
-    dev = x._device
-    out = dev.xp.exp(x._data)
-    if needs_grad(x):
-        return record(out, dev, "ExpBackward", (x,), lambda g, out: multiply(g, _c(out)),
-                      save_output=True)
-    return new(out, dev)
-
-
-def log(x: Tensor, /) -> Tensor:
-    """Elementwise natural logarithm."""
-    x = tensor_arg(x, "log")
-    dev = x._device
-    out = dev.xp.log(x._data)
-    if needs_grad(x):
-        return record(out, dev, "LogBackward", (x,), lambda g, _: divide(g, _c(x)),
-                      saved=(x,))
-    return new(out, dev)
-
-
-# -- complex parts -----------------------------------------------------------------
 def real(x: Tensor, /) -> Tensor:
-    """Real part (identity for real tensors)."""
-    x = tensor_arg(x, "real")
+    """Real part (a copy for real tensors)."""
+    if not isinstance(x, Tensor):
+        x = tensor_arg(x, "real")
+    data = x._data
+    k = data.dtype.kind
+    if k not in "iufc":
+        raise _dtype_error("real", "numeric", data.dtype)
     dev = x._device
-    out = dev.xp.real(x._data)
-    if needs_grad(x):
+    out = dev.xp.real(data) if k == "c" else dev.xp.asarray(data, copy=True)
+    if x._requires_grad and _grad.enabled:
         return record(out, dev, "RealBackward", (x,), lambda g, _: sum_to(g, x))
     return new(out, dev)
 
 
-def conj(x: Tensor, /) -> Tensor:
-    """Complex conjugate (identity for real tensors)."""
-    x = tensor_arg(x, "conj")
+def imag(x: Tensor, /) -> Tensor:
+    """Imaginary part of a complex tensor (real dtype)."""
+    if not isinstance(x, Tensor):
+        x = tensor_arg(x, "imag")
+    data = x._data
+    if data.dtype.kind != "c":
+        raise _dtype_error("imag", "complex floating-point", data.dtype)
     dev = x._device
-    out = dev.xp.conj(x._data)
-    if needs_grad(x):
-        return record(out, dev, "ConjBackward", (x,), lambda g, _: conj(g))
+    out = dev.xp.imag(data)
+    if x._requires_grad and _grad.enabled:
+        return record(out, dev, "ImagBackward", (x,), lambda g, _: sum_to(multiply(g, 1j), x))
+    return new(out, dev)
+
+
+conj = _unary("conj", _NUMERIC, "Complex conjugate (a copy for real tensors).",
+              lambda g, x, o: conj(g))
+
+isfinite = _unary("isfinite", _NUMERIC, "Whether each element is finite (bool; no graph).")
+isinf = _unary("isinf", _NUMERIC, "Whether each element is +-inf (bool; no graph).")
+isnan = _unary("isnan", _NUMERIC, "Whether each element is nan (bool; no graph).")
+logical_not = _unary("logical_not", _BOOL, "Elementwise logical NOT of a bool tensor.")
+bitwise_invert = _unary("bitwise_invert", _INT_BOOL, "Elementwise bitwise NOT (``~x``).")
+
+# -- powers, exponentials and logarithms ----------------------------------------------
+square = _unary("square", _NUMERIC, "Elementwise ``x * x``.",
+                lambda g, x, o: multiply(g, _c(multiply(x, 2))), uses="x")
+sqrt = _unary("sqrt", _FLOAT, "Elementwise principal square root.",
+              lambda g, x, o: divide(g, _c(multiply(o, 2))), uses="out")
+reciprocal = _unary("reciprocal", _FLOAT, "Elementwise ``1 / x``.",
+                    lambda g, x, o: negative(multiply(g, _c(multiply(o, o)))), uses="out")
+exp = _unary("exp", _FLOAT, "Elementwise ``e**x``.",
+             lambda g, x, o: multiply(g, _c(o)), uses="out")
+expm1 = _unary("expm1", _FLOAT, "Elementwise ``exp(x) - 1``, accurate near 0.",
+               lambda g, x, o: multiply(g, _c(add(o, 1))), uses="out")
+log = _unary("log", _FLOAT, "Elementwise natural logarithm.",
+             lambda g, x, o: divide(g, _c(x)), uses="x")
+log1p = _unary("log1p", _FLOAT, "Elementwise ``log(1 + x)``, accurate near 0.",
+               lambda g, x, o: divide(g, _c(add(x, 1))), uses="x")
+log2 = _unary("log2", _FLOAT, "Elementwise base-2 logarithm.",
+              lambda g, x, o: divide(g, _c(multiply(x, math.log(2.0)))), uses="x")
+log10 = _unary("log10", _FLOAT, "Elementwise base-10 logarithm.",
+               lambda g, x, o: divide(g, _c(multiply(x, math.log(10.0)))), uses="x")
+
+# -- trigonometric and hyperbolic -------------------------------------------------------
+sin = _unary("sin", _FLOAT, "Elementwise sine.",
+             lambda g, x, o: multiply(g, _c(cos(x))), uses="x")
+cos = _unary("cos", _FLOAT, "Elementwise cosine.",
+             lambda g, x, o: negative(multiply(g, _c(sin(x)))), uses="x")
+tan = _unary("tan", _FLOAT, "Elementwise tangent.",
+             lambda g, x, o: multiply(g, _c(add(multiply(o, o), 1))), uses="out")
+sinh = _unary("sinh", _FLOAT, "Elementwise hyperbolic sine.",
+              lambda g, x, o: multiply(g, _c(cosh(x))), uses="x")
+cosh = _unary("cosh", _FLOAT, "Elementwise hyperbolic cosine.",
+              lambda g, x, o: multiply(g, _c(sinh(x))), uses="x")
+tanh = _unary("tanh", _FLOAT, "Elementwise hyperbolic tangent.",
+              lambda g, x, o: multiply(g, _c(subtract(1, multiply(o, o)))), uses="out")
+asin = _unary("asin", _FLOAT, "Elementwise inverse sine.",
+              lambda g, x, o: divide(g, _c(sqrt(subtract(1, multiply(x, x))))), uses="x")
+acos = _unary("acos", _FLOAT, "Elementwise inverse cosine.",
+              lambda g, x, o: negative(divide(g, _c(sqrt(subtract(1, multiply(x, x)))))),
+              uses="x")
+atan = _unary("atan", _FLOAT, "Elementwise inverse tangent.",
+              lambda g, x, o: divide(g, _c(add(multiply(x, x), 1))), uses="x")
+asinh = _unary("asinh", _FLOAT, "Elementwise inverse hyperbolic sine.",
+               lambda g, x, o: divide(g, _c(sqrt(add(multiply(x, x), 1)))), uses="x")
+acosh = _unary("acosh", _FLOAT, "Elementwise inverse hyperbolic cosine.",
+               lambda g, x, o: divide(g, _c(multiply(sqrt(subtract(x, 1)), sqrt(add(x, 1))))),
+               uses="x")
+atanh = _unary("atanh", _FLOAT, "Elementwise inverse hyperbolic tangent.",
+               lambda g, x, o: divide(g, _c(subtract(1, multiply(x, x)))), uses="x")
+
+
+# -- clip ---------------------------------------------------------------------------------
+def _clip_bound(v: Any, argname: str, x: Tensor) -> Any:
+    """Validate a bound of clip; returns the raw bound (array or Python scalar) or None."""
+    if v is None:
+        return None
+    xk = x._data.dtype.kind
+    if isinstance(v, Tensor):
+        if v._device is not x._device:
+            from ._core import mixed_devices
+
+            raise mixed_devices("clip", x._device, v._device)
+        k = v._data.dtype.kind
+        if k not in "iuf":
+            raise TypeError(f"clip() expected {argname} of real numeric dtype, got "
+                            f"{v._data.dtype}")
+        if (k == "f") != (xk == "f"):
+            raise TypeError(f"clip() needs {argname} of the same kind as x (integer or "
+                            f"floating-point), got {v._data.dtype} for x of {x._data.dtype}")
+        return v._data
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise TypeError(f"clip() expected {argname} to be None, an int, a float or a "
+                        f"vtl.Tensor, got {type(v).__name__}")
+    if isinstance(v, float) and xk != "f":
+        raise TypeError(f"clip() got a float {argname}={v!r} for x of integer dtype "
+                        f"{x._data.dtype}")
+    return v
+
+
+def clip(x: Tensor, /, min: Tensor | float | None = None,  # noqa: A002 - standard names
+         max: Tensor | float | None = None) -> Tensor:  # noqa: A002
+    """Clamp each element of ``x`` to ``[min, max]`` (each bound a scalar, a tensor or
+    ``None``); the result has ``x``'s dtype and the broadcast shape (nan propagates).
+
+    Gradients: to ``x`` where ``min <= x <= max`` (ties included, as PyTorch), to a
+    tensor bound where it was selected (``max`` wins when ``min > max``).
+    """
+    if not isinstance(x, Tensor):
+        x = tensor_arg(x, "clip")
+    data = x._data
+    if data.dtype.kind not in "iuf":
+        raise _dtype_error("clip", "real numeric", data.dtype)
+    lo = _clip_bound(min, "min", x)
+    hi = _clip_bound(max, "max", x)
+    dev = x._device
+    xp = dev.xp
+    if lo is None and hi is None:
+        out = xp.asarray(data, copy=True)
+    else:
+        out = xp.clip(data, lo, hi)
+    if needs_grad(x, min, max):
+        def vjp(g: Tensor, _: Any) -> tuple:
+            if lo is None and hi is None:
+                return g, None, None
+            m_hi = m_lo = None
+            if hi is not None:
+                m_hi = xp.greater(data, hi)
+                if lo is not None:
+                    m_hi = xp.logical_or(m_hi, xp.greater(lo, hi))
+            if lo is not None:
+                m_lo = xp.less(data, lo)
+                if m_hi is not None:
+                    m_lo = xp.logical_and(m_lo, xp.logical_not(m_hi))
+            out_m = m_lo if m_hi is None else m_hi if m_lo is None else xp.logical_or(m_lo, m_hi)
+            gx = sum_to(_where(out_m, 0, g), x) if _req(x) else None
+            gmin = sum_to(_where(m_lo, g, 0), min) if _req(min) else None
+            gmax = sum_to(_where(m_hi, g, 0), max) if _req(max) else None
+            return gx, gmin, gmax
+
+        saved = tuple(t for t in (x, min, max) if isinstance(t, Tensor))
+        return record(out, dev, "ClipBackward", (x, min, max), vjp, saved=saved)
     return new(out, dev)
