@@ -26,45 +26,77 @@ def _as_seq(x: object) -> list:
     return list(x)  # type: ignore[call-overload]
 
 
-def backward(tensors: Tensor | Sequence[Tensor], grad_tensors: Sequence[Tensor] | None = None,
-             retain_graph: bool | None = None, create_graph: bool = False) -> None:
-    """Accumulate gradients of ``tensors`` into the leaves (several roots at once)."""
+def _root_grads(where: str, outs: list, gos: object) -> list:
     from .._tensor import _root_gradient
 
+    gl = [None] * len(outs) if gos is None else _as_seq(gos)
+    if len(gl) != len(outs):
+        raise ValueError(f"{where}: got {len(gl)} gradient(s) for {len(outs)} tensor(s)")
+    for i, o in enumerate(outs):
+        if not o.requires_grad:
+            raise RuntimeError(
+                f"{where}: element {i} of the tensors does not require grad and has no "
+                "grad_fn; it does not depend on any tensor created with requires_grad=True"
+            )
+    return [_root_gradient(o, g) for o, g in zip(outs, gl, strict=True)]
+
+
+def backward(tensors: Tensor | Sequence[Tensor],
+             grad_tensors: Tensor | Sequence[Tensor | None] | None = None,
+             retain_graph: bool | None = None, create_graph: bool = False,
+             inputs: Tensor | Sequence[Tensor] | None = None) -> None:
+    """Accumulate the gradients of several roots into the leaves' ``.grad`` in one pass.
+
+    Like ``torch.autograd.backward``: ``grad_tensors`` holds one gradient per
+    root (``None`` for single-element roots); with ``inputs`` only those
+    tensors (leaves or not) accumulate ``.grad``.
+    """
     roots = _as_seq(tensors)
-    gs = [None] * len(roots) if grad_tensors is None else _as_seq(grad_tensors)
-    for r in roots:
-        if not r.requires_grad:
-            raise RuntimeError("backward(): a root tensor does not require grad")
-    grads = [_root_gradient(r, g) for r, g in zip(roots, gs, strict=True)]
-    run_backward(roots, grads, create_graph if retain_graph is None else retain_graph,
-                 create_graph)
+    grads = _root_grads("backward()", roots, grad_tensors)
+    retain = create_graph if retain_graph is None else retain_graph
+    if inputs is None:
+        run_backward(roots, grads, retain, create_graph)
+        return
+    ins = _as_seq(inputs)
+    res = run_backward(roots, grads, retain, create_graph, inputs=ins, allow_unused=True)
+    for t, g in zip(ins, res or (), strict=True):
+        if g is None:
+            continue
+        if not create_graph:
+            g = g.detach()
+        t.grad = g if t.grad is None else t.grad + g
 
 
 def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
-         grad_outputs: Tensor | Sequence[Tensor] | None = None,
+         grad_outputs: Tensor | Sequence[Tensor | None] | None = None,
          retain_graph: bool | None = None, create_graph: bool = False,
-         allow_unused: bool = False) -> tuple[Tensor | None, ...]:
-    """Gradients of ``outputs`` with respect to ``inputs`` (``.grad`` is left alone).
+         allow_unused: bool | None = None,
+         materialize_grads: bool = False) -> tuple[Tensor | None, ...]:
+    """Gradients of ``outputs`` with respect to ``inputs`` (no ``.grad`` is touched).
 
     Like ``torch.autograd.grad``: ``inputs`` may be leaves or intermediate
-    tensors; ``create_graph=True`` makes the result differentiable.
+    tensors; ``grad_outputs`` holds one gradient per output (``None`` for
+    single-element outputs); ``create_graph=True`` makes the results
+    differentiable (and retains the graph). An input the outputs do not depend
+    on raises, unless ``allow_unused=True`` (its gradient is ``None``) or
+    ``materialize_grads=True`` (zeros).
     """
-    from .._tensor import _root_gradient
-
     outs = _as_seq(outputs)
     ins = _as_seq(inputs)
-    gos = [None] * len(outs) if grad_outputs is None else _as_seq(grad_outputs)
-    for o in outs:
-        if not o.requires_grad:
-            raise RuntimeError(
-                "grad(): an output does not require grad; it does not depend on any input "
-                "that requires grad"
-            )
-    grads = [_root_gradient(o, g) for o, g in zip(outs, gos, strict=True)]
-    res = run_backward(outs, grads, create_graph if retain_graph is None else retain_graph,
-                       create_graph, inputs=ins, allow_unused=allow_unused)
-    return tuple(res or ())
+    if not ins:
+        raise ValueError("grad(): inputs is empty")
+    if allow_unused is None:
+        allow_unused = materialize_grads
+    elif materialize_grads and not allow_unused:
+        raise ValueError("grad(): materialize_grads=True needs allow_unused to be True or None")
+    grads = _root_grads("grad()", outs, grad_outputs)
+    res = list(run_backward(outs, grads, create_graph if retain_graph is None else retain_graph,
+                            create_graph, inputs=ins, allow_unused=allow_unused) or ())
+    if materialize_grads:
+        from .._ops.creation import zeros_like
+
+        res = [zeros_like(t) if g is None else g for g, t in zip(res, ins, strict=True)]
+    return tuple(res)
 
 
 __all__ = [
