@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml | $(VENV)/bin/python
 
 # The wgpu backend needs a Vulkan driver; without a GPU, Mesa's software driver (lavapipe) serves.
 vulkan:
-	@if ls /usr/share/vulkan/icd.d/*.json /etc/vulkan/icd.d/*.json >/dev/null 2>&1; then \
+	@if ls /usr/share/vulkan/icd.d/*.json /etc/vulkan/icd.d/*.json 2>/dev/null | grep -q .; then \
 		echo "vulkan: driver present"; \
 	elif command -v apt-get >/dev/null 2>&1; then \
 		echo "vulkan: installing mesa-vulkan-drivers (software Vulkan)"; \
