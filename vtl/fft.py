@@ -19,7 +19,9 @@ Choices where the standard leaves freedom: ``fft``/``ifft``/``fftn``/
 (treated as complex with zero imaginary part); integer and boolean inputs are
 a ``TypeError`` (cast with ``astype`` first); ``rfft``/``rfftn``/``ihfft``
 reject complex input with a ``TypeError``; repeated axes are a ``ValueError``;
-``norm=None`` means ``'backward'``.
+``norm=None`` means ``'backward'``. In ``irfftn``, ``s[-1] == -1`` uses all
+``M`` input bins of the last axis, as the standard says, so the output has the
+default size ``2*(M-1)`` there (NumPy gives ``M`` points and trims the input).
 """
 
 from __future__ import annotations
@@ -168,7 +170,10 @@ def _axes_s(x: Tensor, s: Any, axes: Any, fname: str,
                     f"got s={s}"
                 )
             sizes.append(v)
-    for v, a in zip(sizes, axes, strict=True):
+    for i, (v, a) in enumerate(zip(sizes, axes, strict=True)):
+        if c2r and i == len(axes) - 1 and (s is None or s[i] == -1):
+            _points(v, fname, f"the default output size 2*(M-1) needs M >= 2 along axis {a}, "
+                    f"got M = {shape[a]}; pass s=")
         _points(v, fname, f"axis {a} of the input has size {shape[a]}")
     return axes, tuple(sizes)
 
