@@ -196,7 +196,11 @@ def broadcast_to(x: Tensor, /, shape: tuple[int, ...]) -> Tensor:
     x = tensor_arg(x, "broadcast_to")
     dev = x._device
     shape = _shape(shape, "broadcast_to")
-    if len(shape) < x.ndim or broadcast_shapes(x.shape, shape) != shape:
+    try:
+        ok = len(shape) >= x.ndim and broadcast_shapes(x.shape, shape) == shape
+    except ValueError:
+        ok = False
+    if not ok:
         raise ValueError(f"broadcast_to(): cannot broadcast shape {x.shape} to {shape}")
     out = dev.xp.broadcast_to(x._data, shape)
     if needs_grad(x):
