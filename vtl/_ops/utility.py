@@ -61,7 +61,8 @@ def diff(x: Tensor, /, *, axis: int = -1, n: int = 1, prepend: Tensor | None = N
          append: Tensor | None = None) -> Tensor:
     """The ``n``-th forward difference ``out[i] = x[i+1] - x[i]`` along ``axis``.
 
-    ``prepend``/``append`` are joined to ``x`` along ``axis`` first. Bool tensors
+    ``prepend``/``append`` are joined to ``x`` along ``axis`` first (for ``n >= 1``;
+    ``n=0`` returns a copy of ``x``, as NumPy does). Bool tensors
     use ``not_equal`` (like NumPy). Differentiable in ``x``, ``prepend`` and ``append``.
     """
     x = tensor_arg(x, "diff")
@@ -83,13 +84,16 @@ def diff(x: Tensor, /, *, axis: int = -1, n: int = 1, prepend: Tensor | None = N
     if append is not None:
         append = _edge_arg(append, x, ax, "append")
         parts.append(append)
+    if n == 0:  # like NumPy: x itself (a copy); prepend/append are not joined
+        out = xp.asarray(x._data, copy=True)
+        if needs_grad(x):
+            return record(out, dev, "DiffBackward", (x,), lambda g, _: g)
+        return new(out, dev)
     a = xp.concat([p._data for p in parts], axis=ax) if len(parts) > 1 else x._data
     sub = xp.not_equal if a.dtype.kind == "b" else xp.subtract
     hi, lo = _axis_slice(ax, slice(1, None)), _axis_slice(ax, slice(None, -1))
     for _ in range(n):
         a = sub(a[hi], a[lo])
-    if n == 0 and len(parts) == 1:
-        a = xp.asarray(a, copy=True)
     if needs_grad(*parts) and a.dtype.kind in "fc":
         total = sum(p.shape[ax] for p in parts)
         lens = [p.shape[ax] for p in parts]
