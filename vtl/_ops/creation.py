@@ -64,7 +64,8 @@ def _scalar_dtype(value: Any, fname: str) -> np.dtype:
     if isinstance(value, complex):
         return _dtypes.complex64
     raise TypeError(
-        f"{fname}(): expected a Python bool, int, float or complex, got {type(value).__name__}"
+        f"{fname}(): fill_value must be a Python bool, int, float or complex, got "
+        f"{type(value).__name__}"
     )
 
 
@@ -131,7 +132,7 @@ def asarray(
     else:
         if copy is False:
             raise _copy_error(f"placing host data on {dev}")
-        raw = b.from_host(np.ascontiguousarray(host), dev.index)
+        raw = b.from_host(np.asarray(host, order="C"), dev.index)  # keeps 0-D shapes
     return _finish(new(raw, dev), requires_grad, "asarray")
 
 
