@@ -23,6 +23,7 @@ from ._core import (
     sum_to,
     tensor_arg,
 )
+from .dtype_functions import _scalar_promote
 
 __all__ = ["argmax", "argmin", "count_nonzero", "nonzero", "searchsorted", "where"]
 
@@ -179,22 +180,17 @@ def where(condition: Tensor, x1: Tensor | bool | int | float | complex,
             a = a if a.dtype == dt else xp.astype(a, dt)
             b = b if b.dtype == dt else xp.astype(b, dt)
     else:
-        from .dtype_functions import result_type
-
-        if t1:
-            if x1._device is not dev:
-                raise mixed_devices("where", dev, x1._device)
-            x2 = _scalar_operand(x2, "where", "x2")
-        else:
-            if x2._device is not dev:
-                raise mixed_devices("where", dev, x2._device)
-            x1 = _scalar_operand(x1, "where", "x1")
-        dt = result_type(x1, x2)
-        nd = dev.backend.native_device(dev.index)
-        a = (x1._data if x1._data.dtype == dt else xp.astype(x1._data, dt)) if t1 else \
-            xp.asarray(x1, dtype=dt, device=nd)
-        b = (x2._data if x2._data.dtype == dt else xp.astype(x2._data, dt)) if t2 else \
-            xp.asarray(x2, dtype=dt, device=nd)
+        t = x1 if t1 else x2
+        if t._device is not dev:
+            raise mixed_devices("where", dev, t._device)
+        raw = t._data
+        s = _scalar_operand(x2 if t1 else x1, "where", "x2" if t1 else "x1")
+        dt = _scalar_promote(raw.dtype, s)
+        if dt != raw.dtype:  # the scalar changes the dtype (e.g. int tensor, float scalar)
+            raw = xp.astype(raw, dt)
+            s = xp.asarray(s, dtype=dt, device=dev.backend.native_device(dev.index))
+        # else: a Python scalar of the tensor's kind (the standard's where takes it as is)
+        a, b = (raw, s) if t1 else (s, raw)
     try:
         out = xp.where(condition._data, a, b)
     except ValueError:
