@@ -1,14 +1,38 @@
 """Linear algebra functions of the main namespace: matmul, matrix_transpose,
-tensordot, vecdot."""
+tensordot, vecdot.
+
+Gradients follow PyTorch's convention for complex inputs: ``matmul``'s
+gradients are ``g @ conj(x2)^T`` and ``conj(x1)^T @ g``, and ``vecdot``
+(which conjugates ``x1``, as the standard says) gives ``conj(g) * x2`` for
+``x1`` and ``g * x1`` for ``x2``.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from .._tensor import Tensor
-from ._core import mixed_devices, needs_grad, new, record, sum_to, tensor_arg
+from ._core import mixed_devices, needs_grad, new, normalize_axis, record, sum_to, tensor_arg
 
-__all__ = ["matmul", "matrix_transpose"]
+__all__ = ["matmul", "matrix_transpose", "tensordot", "vecdot"]
+
+
+def _operands(x1: Any, x2: Any, fname: str) -> tuple[Tensor, Tensor]:
+    x1 = tensor_arg(x1, fname, "x1")
+    x2 = tensor_arg(x2, fname, "x2")
+    if x2._device is not x1._device:
+        raise mixed_devices(fname, x1._device, x2._device)
+    for t in (x1, x2):
+        if t._data.dtype.kind == "b":
+            raise TypeError(f"{fname}() needs numeric tensors, got dtype {t.dtype}")
+    return x1, x2
+
+
+def _c(t: Tensor) -> Tensor:
+    from .elementwise import conj
+
+    return conj(t) if t._data.dtype.kind == "c" else t
 
 
 def matrix_transpose(x: Tensor, /) -> Tensor:
@@ -24,12 +48,10 @@ def matrix_transpose(x: Tensor, /) -> Tensor:
 
 
 def matmul(x1: Tensor, x2: Tensor, /) -> Tensor:
-    """Matrix product with NumPy's rules for 1-D operands and batch broadcasting."""
-    x1 = tensor_arg(x1, "matmul", "x1")
-    x2 = tensor_arg(x2, "matmul", "x2")
+    """Matrix product with NumPy's rules: a 1-D ``x1`` is a row vector and a 1-D ``x2``
+    a column vector (the added axis is removed again); batch axes broadcast."""
+    x1, x2 = _operands(x1, x2, "matmul")
     dev = x1._device
-    if x2._device is not dev:
-        raise mixed_devices("matmul", dev, x2._device)
     if x1.ndim == 0 or x2.ndim == 0:
         raise ValueError("matmul() does not accept 0-d tensors; use multiply")
     k1 = x1.shape[-1]
@@ -39,6 +61,13 @@ def matmul(x1: Tensor, x2: Tensor, /) -> Tensor:
             f"matmul(): inner dimensions differ: x1 has shape {x1.shape}, x2 has shape "
             f"{x2.shape} ({k1} != {k2})"
         )
+    b1, b2 = x1.shape[:-2], x2.shape[:-2]
+    for m, n in zip(reversed(b1), reversed(b2), strict=False):
+        if m != n and m != 1 and n != 1:
+            raise ValueError(
+                f"matmul(): batch dimensions of shapes {x1.shape} and {x2.shape} do not "
+                "broadcast"
+            )
     out = dev.xp.matmul(x1._data, x2._data)
     if needs_grad(x1, x2):
         return record(out, dev, "MatmulBackward", (x1, x2), lambda g, _: _matmul_vjp(g, x1, x2),
@@ -47,7 +76,6 @@ def matmul(x1: Tensor, x2: Tensor, /) -> Tensor:
 
 
 def _matmul_vjp(g: Tensor, x1: Tensor, x2: Tensor) -> tuple[Any, Any]:
-    from .elementwise import conj
     from .manipulation import reshape
 
     a = reshape(x1, (1, x1.shape[0])) if x1.ndim == 1 else x1
@@ -59,17 +87,158 @@ def _matmul_vjp(g: Tensor, x1: Tensor, x2: Tensor) -> tuple[Any, Any]:
         gm = reshape(g, (*g.shape[:-1], 1, g.shape[-1]))
     elif x2.ndim == 1:
         gm = reshape(g, (*g.shape, 1))
-    if a._data.dtype.kind == "c" or b._data.dtype.kind == "c":
-        a, b = conj(a), conj(b)
     g1 = g2 = None
     if x1._requires_grad:
-        g1 = matmul(gm, matrix_transpose(b))
+        g1 = matmul(gm, matrix_transpose(_c(b)))
         if x1.ndim == 1:
             g1 = reshape(g1, g1.shape[:-2] + (x1.shape[0],))
         g1 = sum_to(g1, x1)
     if x2._requires_grad:
-        g2 = matmul(matrix_transpose(a), gm)
+        g2 = matmul(matrix_transpose(_c(a)), gm)
         if x2.ndim == 1:
             g2 = reshape(g2, g2.shape[:-1])
         g2 = sum_to(g2, x2)
     return g1, g2
+
+
+def _tensordot_axes(axes: Any, nd1: int, nd2: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    if isinstance(axes, bool):
+        raise TypeError("tensordot(): axes must be an int or a pair of sequences, got a bool")
+    if isinstance(axes, int):
+        if axes < 0:
+            raise ValueError(f"tensordot(): axes must be non-negative, got {axes}")
+        if axes > nd1 or axes > nd2:
+            raise ValueError(
+                f"tensordot(): cannot contract {axes} axes of tensors with {nd1} and {nd2} "
+                "dimensions"
+            )
+        return tuple(range(nd1 - axes, nd1)), tuple(range(axes))
+    try:
+        s1, s2 = axes
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"tensordot(): axes must be an int or a pair of sequences of ints, got {axes!r}"
+        ) from None
+    s1 = (s1,) if isinstance(s1, int) else tuple(s1)
+    s2 = (s2,) if isinstance(s2, int) else tuple(s2)
+    if len(s1) != len(s2):
+        raise ValueError(
+            f"tensordot(): the two axis sequences must have the same length, got {s1} and {s2}"
+        )
+    a1 = tuple(normalize_axis(a, nd1, "tensordot") for a in s1)
+    a2 = tuple(normalize_axis(a, nd2, "tensordot") for a in s2)
+    if len(set(a1)) != len(a1) or len(set(a2)) != len(a2):
+        raise ValueError(f"tensordot(): repeated axis in {s1} or {s2}")
+    return a1, a2
+
+
+def tensordot(x1: Tensor, x2: Tensor, /, *,
+              axes: int | tuple[Sequence[int], Sequence[int]] = 2) -> Tensor:
+    """Contract ``x1`` and ``x2`` over ``axes``: the last ``axes`` axes of ``x1`` with the
+    first ``axes`` of ``x2``, or the axes listed in a pair of sequences. Contracted
+    axes must have equal sizes (they do not broadcast). The result has the free axes
+    of ``x1`` followed by those of ``x2``."""
+    x1, x2 = _operands(x1, x2, "tensordot")
+    a1, a2 = _tensordot_axes(axes, x1.ndim, x2.ndim)
+    for i, j in zip(a1, a2, strict=True):
+        if x1.shape[i] != x2.shape[j]:
+            raise ValueError(
+                f"tensordot(): contracted axes differ in size: axis {i} of x1 (shape "
+                f"{x1.shape}) and axis {j} of x2 (shape {x2.shape})"
+            )
+    dev = x1._device
+    out = dev.xp.tensordot(x1._data, x2._data, axes=(list(a1), list(a2)))
+    if needs_grad(x1, x2):
+        r1, r2 = x1._requires_grad, x2._requires_grad
+
+        def vjp(g: Tensor, _: Any) -> tuple[Any, Any]:
+            return _tensordot_vjp(g, x1, x2, a1, a2, r1, r2)
+
+        return record(out, dev, "TensordotBackward", (x1, x2), vjp, saved=(x1, x2))
+    return new(out, dev)
+
+
+def _tensordot_vjp(g: Tensor, x1: Tensor, x2: Tensor, a1: tuple[int, ...],
+                   a2: tuple[int, ...], r1: bool, r2: bool) -> tuple[Any, Any]:
+    from .manipulation import permute_dims
+
+    nd1, nd2 = x1.ndim, x2.ndim
+    f1 = tuple(d for d in range(nd1) if d not in a1)
+    f2 = tuple(d for d in range(nd2) if d not in a2)
+    nf1 = len(f1)
+    g1 = g2 = None
+    if r1:
+        # dims of the contraction: free axes of x1, then x2's contracted axes ascending
+        res = tensordot(g, _c(x2), axes=(tuple(range(nf1, g.ndim)), f2))
+        s2 = sorted(a2)
+        pos = dict(zip(f1, range(nf1), strict=True))
+        for i, j in zip(a1, a2, strict=True):
+            pos[i] = nf1 + s2.index(j)
+        perm = tuple(pos[d] for d in range(nd1))
+        if perm != tuple(range(nd1)):
+            res = permute_dims(res, perm)
+        g1 = sum_to(res, x1)
+    if r2:
+        # dims: x1's contracted axes ascending, then the free axes of x2
+        res = tensordot(_c(x1), g, axes=(f1, tuple(range(nf1))))
+        s1 = sorted(a1)
+        pos = {d: len(a1) + k for k, d in enumerate(f2)}
+        for i, j in zip(a1, a2, strict=True):
+            pos[j] = s1.index(i)
+        perm = tuple(pos[d] for d in range(nd2))
+        if perm != tuple(range(nd2)):
+            res = permute_dims(res, perm)
+        g2 = sum_to(res, x2)
+    return g1, g2
+
+
+def vecdot(x1: Tensor, x2: Tensor, /, *, axis: int = -1) -> Tensor:
+    """Dot products ``sum(conj(x1) * x2, axis=axis)`` of vectors along ``axis``, with
+    the other axes broadcast. ``axis`` counts from the end (``[-N, -1]``, N the smaller
+    number of dimensions) and the two sizes along it must be equal."""
+    x1, x2 = _operands(x1, x2, "vecdot")
+    if isinstance(axis, bool) or not isinstance(axis, int):
+        raise TypeError(f"vecdot() expected an int for axis, got {axis!r}")
+    if x1.ndim == 0 or x2.ndim == 0:
+        raise ValueError(
+            f"vecdot() needs tensors with at least one dimension, got shapes {x1.shape} and "
+            f"{x2.shape}"
+        )
+    n = min(x1.ndim, x2.ndim)
+    if axis >= 0:
+        raise ValueError(
+            f"vecdot(): axis must be negative (counted from the last dimension), got {axis}"
+        )
+    if axis < -n:
+        raise IndexError(
+            f"vecdot(): axis {axis} is out of bounds for tensors with {x1.ndim} and "
+            f"{x2.ndim} dimensions"
+        )
+    if x1.shape[axis] != x2.shape[axis]:
+        raise ValueError(
+            f"vecdot(): x1 and x2 differ in size along axis {axis}: shapes {x1.shape} and "
+            f"{x2.shape}"
+        )
+    b1 = x1.shape[:axis] + x1.shape[axis + 1:] if axis != -1 else x1.shape[:-1]
+    b2 = x2.shape[:axis] + x2.shape[axis + 1:] if axis != -1 else x2.shape[:-1]
+    for m, k in zip(reversed(b1), reversed(b2), strict=False):
+        if m != k and m != 1 and k != 1:
+            raise ValueError(f"vecdot(): shapes {x1.shape} and {x2.shape} do not broadcast")
+    dev = x1._device
+    out = dev.xp.vecdot(x1._data, x2._data, axis=axis)
+    if needs_grad(x1, x2):
+        r1, r2 = x1._requires_grad, x2._requires_grad
+
+        def vjp(g: Tensor, _: Any) -> tuple[Any, Any]:
+            from .elementwise import multiply
+            from .manipulation import reshape
+
+            nd = g.ndim + 1
+            ax = nd + axis
+            ge = reshape(g, g.shape[:ax] + (1,) + g.shape[ax:])
+            g1 = sum_to(multiply(_c(ge), x2), x1) if r1 else None
+            g2 = sum_to(multiply(ge, x1), x2) if r2 else None
+            return g1, g2
+
+        return record(out, dev, "VecdotBackward", (x1, x2), vjp, saved=(x1, x2))
+    return new(out, dev)
