@@ -112,6 +112,8 @@ def default_device() -> Device:
 
 def resolve_device(device: Any = None, backend: str | None = None) -> Device:
     """Turn the ``device=``/``backend=`` arguments of creation functions into a Device."""
+    if backend is None and device.__class__ is Device and device.xp is not None:
+        return device
     if device is None:
         if backend is None:
             return default_device()

@@ -217,7 +217,11 @@ class Backend:
 
     def check_dtype(self, dtype: np.dtype, index: int = 0) -> None:
         """Raise ``TypeError`` when ``dtype`` is not supported on the device."""
-        if dtype.name not in self.dtypes(index):
+        cache = self.__dict__.setdefault("_dtype_sets", {})
+        supported = cache.get(index)
+        if supported is None:
+            supported = cache[index] = frozenset(self.dtypes(index).values())
+        if dtype not in supported:
             raise TypeError(f"dtype {dtype.name} is not supported on {self.name}:{index}")
 
     # -- data movement ----------------------------------------------------------

@@ -30,6 +30,9 @@ ALL_DTYPES: dict[str, np.dtype] = {
               float32, float64, complex64, complex128)
 }
 
+_DTYPE_SET = frozenset(ALL_DTYPES.values())
+_DTYPE_CLASSES = frozenset(type(d) for d in ALL_DTYPES.values())
+
 SIGNED = frozenset({int8, int16, int32, int64})
 UNSIGNED = frozenset({uint8, uint16, uint32, uint64})
 INTEGRAL = SIGNED | UNSIGNED
@@ -54,6 +57,8 @@ def to_dtype(obj: object) -> np.dtype:
 
     Raises ``TypeError`` for anything that is not one of the 13 standard dtypes.
     """
+    if obj.__class__ in _DTYPE_CLASSES and obj in _DTYPE_SET:
+        return obj  # type: ignore[return-value]
     if isinstance(obj, np.dtype):
         dt = obj
     else:
