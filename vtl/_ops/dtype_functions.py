@@ -124,7 +124,8 @@ def isdtype(dtype: Any, kind: Any) -> bool:
     """Whether ``dtype`` is of ``kind`` (a dtype, a kind name, or a tuple of those)."""
     dt = to_dtype(dtype)
     if isinstance(kind, tuple):
-        return any(isdtype(dt, k) for k in kind)
+        results = [isdtype(dt, k) for k in kind]  # every entry is validated
+        return any(results)
     if isinstance(kind, str):
         try:
             return dt in _dtypes.KINDS[kind]
