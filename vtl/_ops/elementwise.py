@@ -316,10 +316,10 @@ hypot = _binary(
 
 
 def _logaddexp_rule(g: Tensor, x1: Any, x2: Any, n1: bool, n2: bool) -> tuple:
-    # d/dx1 = 1 / (1 + exp(x2 - x1)): stable for any gap (exp overflow gives 0)
-    x1, x2 = _as_tensor(x1, g), _as_tensor(x2, g)
-    g1 = divide(g, add(exp(subtract(x2, x1)), 1)) if n1 else None
-    g2 = divide(g, add(exp(subtract(x1, x2)), 1)) if n2 else None
+    # d/dx1 = exp(x1 - out) with x1 - out <= 0: never overflows, for any gap
+    out = logaddexp(x1, x2)
+    g1 = multiply(g, exp(subtract(x1, out))) if n1 else None
+    g2 = multiply(g, exp(subtract(x2, out))) if n2 else None
     return g1, g2
 
 
