@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Sequence
 from typing import Any, Literal, NamedTuple
 
 import vtl as _vtl
@@ -67,7 +66,7 @@ from ._ops._core import (
     sum_to,
     tensor_arg,
 )
-from ._ops.linear_algebra import matmul, matrix_transpose
+from ._ops.linear_algebra import matmul, matrix_transpose, tensordot, vecdot
 from ._tensor import Tensor
 from .backends import Device
 
@@ -182,18 +181,6 @@ def _diag_embed(v: Tensor) -> Tensor:
 def _mat_scalar(g: Tensor) -> Tensor:
     """``(...) -> (..., 1, 1)``, to scale a stack of matrices by per-matrix values."""
     return _vtl.reshape(g, (*g.shape, 1, 1))
-
-
-# -- re-exports of the main namespace -------------------------------------------------
-def tensordot(x1: Tensor, x2: Tensor, /, *,
-              axes: int | tuple[Sequence[int], Sequence[int]] = 2) -> Tensor:
-    """Tensor contraction over ``axes`` (the main namespace's ``tensordot``)."""
-    return _vtl.tensordot(x1, x2, axes=axes)
-
-
-def vecdot(x1: Tensor, x2: Tensor, /, *, axis: int = -1) -> Tensor:
-    """Dot product of vectors along ``axis`` (the main namespace's ``vecdot``)."""
-    return _vtl.vecdot(x1, x2, axis=axis)
 
 
 # -- inverse, solve, determinants ------------------------------------------------
