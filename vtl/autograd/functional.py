@@ -291,7 +291,7 @@ def jvp(fun: Callable, primals: Sequence[Tensor],
     with grad_mode.enable_grad():
         live = [o for o in outs if o.requires_grad]
         us = [zeros_like(o).requires_grad_(True) for o in live]
-        gs: Sequence[Tensor | None] = ()
+        gs: Sequence[Tensor | None] = [None] * len(tracked)
         if live:
             gs = autograd_grad(live, tracked, grad_outputs=us, create_graph=True,
                                allow_unused=True)
