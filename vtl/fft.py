@@ -132,15 +132,23 @@ def _axes_list(axes: Any, ndim: int, fname: str) -> tuple[int, ...]:
     return out
 
 
-def _axes_s(x: Tensor, s: Any, axes: Any, fname: str,
-            c2r: bool = False) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """Resolved ``(axes, s)``: ``s`` has an explicit size for each axis (the output
-    size for ``c2r`` transforms, where the last axis's default is ``2*(M-1)``)."""
+def _axes_s(x: Tensor, s: Any, axes: Any, fname: str, c2r: bool = False) -> tuple:
+    """``(axes, sizes, s_arg, axes_arg)``: the resolved axes and an explicit size for
+    each (the output size for ``c2r`` transforms, where the last axis's default is
+    ``2*(M-1)``), and the ``s=``/``axes=`` arguments for the backend (``None`` where the
+    caller gave ``None``: NumPy is faster that way)."""
+    given_s, given_axes = s is not None, axes is not None
+    axes, sizes = _resolve_axes_s(x, s, axes, fname, c2r)
+    return axes, sizes, sizes if given_s else None, axes if given_axes else None
+
+
+def _resolve_axes_s(x: Tensor, s: Any, axes: Any, fname: str,
+                    c2r: bool) -> tuple[tuple[int, ...], tuple[int, ...]]:
     ndim = x.ndim
     if axes is None:
         if s is not None:
             raise ValueError(f"{fname}(): s={s!r} needs axes= too (the standard requires both)")
-        axes = tuple(range(ndim))
+        axes = _ALL_AXES[ndim] if ndim < 8 else tuple(range(ndim))
     else:
         axes = _axes_list(axes, ndim, fname)
     shape = x.shape
@@ -148,6 +156,8 @@ def _axes_s(x: Tensor, s: Any, axes: Any, fname: str,
         sizes = [shape[a] for a in axes]
         if c2r and axes:
             sizes[-1] = 2 * (sizes[-1] - 1)
+        if not sizes or min(sizes) >= 1:
+            return axes, tuple(sizes)
     else:
         try:
             s = tuple(s)
@@ -176,6 +186,9 @@ def _axes_s(x: Tensor, s: Any, axes: Any, fname: str,
                     f"got M = {shape[a]}; pass s=")
         _points(v, fname, f"axis {a} of the input has size {shape[a]}")
     return axes, tuple(sizes)
+
+
+_ALL_AXES = [tuple(range(d)) for d in range(8)]
 
 
 def _fix(out: Any, dtype: Any, xp: Any) -> Any:
@@ -382,13 +395,13 @@ def _c2c_nd(fname: str, x: Any, s: Any, axes: Any, norm: Any) -> Tensor:
     if x._data.dtype.kind not in "fc":
         _input(x, fname)  # raises the TypeError
     norm = _norm(norm, fname)
-    axes, s = _axes_s(x, s, axes, fname)
+    axes, s, s_in, ax_in = _axes_s(x, s, axes, fname)
     cdt = _COMPLEX_OF[x._data.dtype]
     if not axes:
         return astype(x, cdt)
     dev = x._device
     xp = dev.xp
-    out = _fix(getattr(xp.fft, fname)(x._data, s=s, axes=axes, norm=norm), cdt, xp)
+    out = _fix(getattr(xp.fft, fname)(x._data, s=s_in, axes=ax_in, norm=norm), cdt, xp)
     if needs_grad(x):
         adjoint = ifftn if fname == "fftn" else fftn
         dual = _DUAL[norm]
@@ -421,12 +434,12 @@ def rfftn(x: Tensor, /, *, s: Sequence[int] | None = None, axes: Sequence[int] |
     keeps ``s[-1]//2 + 1`` non-negative frequency bins."""
     x = _input(x, "rfftn", real_only=True)
     norm = _norm(norm, "rfftn")
-    axes, s = _axes_s(x, s, axes, "rfftn")
+    axes, s, s_in, ax_in = _axes_s(x, s, axes, "rfftn")
     if not axes:
         raise ValueError("rfftn() needs at least one axis to transform, got axes=()")
     dev = x._device
     xp = dev.xp
-    out = _fix(xp.fft.rfftn(x._data, s=s, axes=axes, norm=norm), _COMPLEX_OF[x._data.dtype], xp)
+    out = _fix(xp.fft.rfftn(x._data, s=s_in, axes=ax_in, norm=norm), _COMPLEX_OF[x._data.dtype], xp)
     if needs_grad(x):
         shape = x.shape
 
@@ -445,12 +458,12 @@ def irfftn(x: Tensor, /, *, s: Sequence[int] | None = None, axes: Sequence[int] 
     if x._data.dtype.kind not in "fc":
         _input(x, "irfftn")
     norm = _norm(norm, "irfftn")
-    axes, s = _axes_s(x, s, axes, "irfftn", c2r=True)
+    axes, s, s_in, ax_in = _axes_s(x, s, axes, "irfftn", c2r=True)
     if not axes:
         raise ValueError("irfftn() needs at least one axis to transform, got axes=()")
     dev = x._device
     xp = dev.xp
-    out = _fix(xp.fft.irfftn(x._data, s=s, axes=axes, norm=norm), _REAL_OF[x._data.dtype], xp)
+    out = _fix(xp.fft.irfftn(x._data, s=s_in, axes=ax_in, norm=norm), _REAL_OF[x._data.dtype], xp)
     if needs_grad(x):
         shape = x.shape
 
@@ -479,9 +492,15 @@ def _freq(fname: str, n: Any, d: Any, dtype: Any, device: Any) -> Tensor:
             raise TypeError(f"{fname}(): dtype must be a real floating-point dtype, got {dt}")
         dev.backend.check_dtype(dt, dev.index)
     xp = dev.xp
-    out = getattr(xp.fft, fname)(n, d=float(d), dtype=dt,
-                                 device=dev.backend.native_device(dev.index))
-    return new(_fix(out, dt, xp), dev)
+    # Built from arange, as numpy.fft does (array_api_compat's fftfreq refuses non-CPU
+    # devices): k / (d*n) with k = 0, 1, ..., then the negative frequencies.
+    native = dev.backend.native_device(dev.index)
+    if fname == "fftfreq":
+        k = xp.concat([xp.arange(0, (n - 1) // 2 + 1, dtype=dt, device=native),
+                       xp.arange(-(n // 2), 0, dtype=dt, device=native)])
+    else:
+        k = xp.arange(0, n // 2 + 1, dtype=dt, device=native)
+    return new(xp.multiply(k, 1.0 / (n * float(d))), dev)
 
 
 def fftfreq(n: int, /, *, d: float = 1.0, dtype: Any = None, device: Any = None) -> Tensor:
