@@ -162,6 +162,9 @@ def test_argmax_first_occurrence_nan_and_errors(backend):
             vtl.argmax(vtl.asarray(np.ones(2, np.complex64)))
     z = vtl.argmax(vtl.asarray(np.float32(2.0)))
     assert z.shape == () and z.item() == 0 and z.dtype == vtl.int64
+    assert vtl.argmin(vtl.asarray(np.float32(2.0)), axis=-1).item() == 0
+    with pytest.raises(IndexError, match="out of bounds"):
+        vtl.argmax(vtl.asarray(np.float32(2.0)), axis=1)
 
 
 @given(case=array_and_axis(DTYPES + ["bool"]), keepdims=st.booleans(), whole=st.booleans())
@@ -351,6 +354,7 @@ def test_sort_ties_nan_and_0d(backend):
     s = vtl.asarray(np.float32(2.0))
     assert_close(vtl.sort(s), np.array(2.0, np.float32))
     assert vtl.argsort(s).item() == 0
+    assert_close(vtl.sort(s, axis=0, descending=True), np.array(2.0, np.float32))
     e = vtl.zeros((0, 3))
     assert vtl.sort(e, axis=0).shape == (0, 3)
 

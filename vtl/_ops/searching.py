@@ -38,7 +38,7 @@ def _arg_extremum(x: Any, axis: int | None, keepdims: bool, fname: str) -> Tenso
     else:
         if isinstance(axis, bool) or not isinstance(axis, int):
             raise TypeError(f"{fname}() expected an int or None for axis, got {axis!r}")
-        axis = normalize_axis(axis, x.ndim, fname)
+        axis = 0 if x.ndim == 0 and axis in (0, -1) else normalize_axis(axis, x.ndim, fname)
         if x.ndim and x.shape[axis] == 0:
             raise ValueError(
                 f"{fname}(): cannot search along axis {axis} of size 0 (shape {x.shape})"

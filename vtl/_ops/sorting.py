@@ -20,6 +20,8 @@ def _sort_args(x: Any, axis: Any, fname: str) -> tuple[Tensor, int]:
         raise TypeError(f"{fname}() needs a real-valued tensor, got dtype {x.dtype}")
     if isinstance(axis, bool) or not isinstance(axis, int):
         raise TypeError(f"{fname}() expected an int for axis, got {axis!r}")
+    if x.ndim == 0 and axis in (0, -1):
+        return x, 0
     return x, normalize_axis(axis, x.ndim, fname)
 
 
