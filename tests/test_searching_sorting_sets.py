@@ -474,3 +474,22 @@ def test_non_differentiable_results_have_no_graph():
               vtl.isin(x, x), vtl.searchsorted(vtl.sort(x), x), *vtl.nonzero(x),
               *vtl.unique_all(x)):
         assert r.grad_fn is None and not r.requires_grad
+
+
+def test_second_derivatives_sort_where_diff():
+    c = vtl.asarray(np.array([[True, False, True], [False, False, True]]), backend="numpy")
+
+    def grad_of(fn):
+        def f(t):
+            if not t.requires_grad:  # the finite-difference passes
+                t = t.detach().requires_grad_()
+            y = fn(t)
+            (g,) = vtl.autograd.grad(vtl.sum(vtl.multiply(vtl.multiply(y, y), y)), [t],
+                                     create_graph=True)
+            return g
+        return f
+
+    x = [[0.3, -1.2, 2.0], [1.1, 0.4, -0.7]]
+    check_grad(grad_of(lambda t: vtl.sort(t, axis=1, descending=True)), x)
+    check_grad(grad_of(lambda t: vtl.where(c, t, 2.0)), x)
+    check_grad(grad_of(lambda t: vtl.diff(t, axis=1, n=2, prepend=t)), x)

@@ -25,27 +25,6 @@ def _sort_args(x: Any, axis: Any, fname: str) -> tuple[Tensor, int]:
     return x, normalize_axis(axis, x.ndim, fname)
 
 
-def _gather(g: Tensor, idx: Tensor, axis: int) -> Tensor:
-    """``take_along_axis(g, idx, axis=axis)``, differentiable in ``g``."""
-    import vtl
-
-    take_along_axis = getattr(vtl, "take_along_axis", None)
-    if take_along_axis is not None:
-        return take_along_axis(g, idx, axis=axis)
-    # Integer-array indexing with an open mesh over the other axes.
-    dev = g._device
-    xp = dev.xp
-    nd = dev.backend.native_device(dev.index)
-    key = []
-    for d, n in enumerate(g.shape):
-        if d == axis:
-            key.append(idx)
-        else:
-            shape = tuple(n if k == d else 1 for k in range(g.ndim))
-            key.append(new(xp.reshape(xp.arange(n, device=nd), shape), dev))
-    return g[tuple(key)]
-
-
 def sort(x: Tensor, /, *, axis: int = -1, descending: bool = False,
          stable: bool = True) -> Tensor:
     """``x`` sorted along ``axis``; ties keep their order when ``stable``.
@@ -66,8 +45,10 @@ def sort(x: Tensor, /, *, axis: int = -1, descending: bool = False,
     out = xp.take_along_axis(x._data, perm, axis=ax)
 
     def vjp(g: Tensor, _: Any) -> Tensor:
-        inv = new(xp.argsort(perm, axis=ax), dev)
-        return _gather(g, inv, ax)
+        from .indexing import take_along_axis
+
+        inv = new(xp.argsort(perm, axis=ax), dev)  # the inverse permutation (constant)
+        return take_along_axis(g, inv, axis=ax)
 
     return record(out, dev, "SortBackward", (x,), vjp)
 
