@@ -94,8 +94,10 @@ def _axis_slice(ndim: int, axis: int, sl: slice) -> tuple:
 
 
 def _flip(t: Tensor, axis: int) -> Tensor:
-    """``t`` reversed along ``axis`` (differentiable, through basic slicing)."""
-    return t[_axis_slice(t.ndim, axis, slice(None, None, -1))]
+    """``t`` reversed along ``axis`` (differentiable)."""
+    from .manipulation import flip
+
+    return flip(t, axis=axis)
 
 
 def _reverse_cumsum(t: Tensor, axis: int) -> Tensor:
