@@ -238,6 +238,12 @@ def _int_arg(v: Any, fname: str, what: str) -> int:
 
 
 def _shape_arg(shape: Any, fname: str) -> tuple[int, ...]:
+    if type(shape) is tuple:  # fast path: a tuple of non-negative Python ints
+        for s in shape:
+            if type(s) is not int or s < 0:
+                break
+        else:
+            return shape
     if isinstance(shape, (tuple, list)):
         shape = tuple(_int_arg(s, fname, "every entry of shape") for s in shape)
     else:

@@ -25,6 +25,8 @@ __all__ = [
 
 # -- helpers ------------------------------------------------------------------
 def _int(v: Any, fname: str, what: str) -> int:
+    if type(v) is int:
+        return v
     if isinstance(v, bool) or not hasattr(v, "__index__"):
         raise TypeError(f"{fname}(): {what} must be an int, got {type(v).__name__}")
     return v.__index__()
@@ -40,6 +42,8 @@ def _axis(axis: Any, ndim: int, fname: str) -> int:
 
 def _axes(axis: Any, ndim: int, fname: str, what: str = "axis") -> tuple[int, ...]:
     """Distinct normalised axes from an int or a sequence of ints."""
+    if type(axis) is int and 0 <= axis < ndim:
+        return (axis,)
     seq = (axis,) if not isinstance(axis, (tuple, list)) else tuple(axis)
     out = tuple(_axis(a, ndim, fname) for a in seq)
     if len(set(out)) != len(out):
@@ -48,6 +52,12 @@ def _axes(axis: Any, ndim: int, fname: str, what: str = "axis") -> tuple[int, ..
 
 
 def _shape(shape: Any, fname: str) -> tuple[int, ...]:
+    if type(shape) is tuple:
+        for s in shape:
+            if type(s) is not int:
+                break
+        else:
+            return shape
     if isinstance(shape, int) and not isinstance(shape, bool):
         return (shape,)
     try:
@@ -58,17 +68,30 @@ def _shape(shape: Any, fname: str) -> tuple[int, ...]:
 
 def _joined(arrays: Any, fname: str) -> tuple[tuple[Tensor, ...], Any, list[Any]]:
     """Check the tensors of concat/stack; their device and raw data in the common dtype."""
-    if isinstance(arrays, Tensor) or not isinstance(arrays, (tuple, list)):
+    if not isinstance(arrays, (tuple, list)):
         raise TypeError(
             f"{fname}() expects a tuple or list of tensors, got {type(arrays).__name__}"
         )
     if not arrays:
         raise ValueError(f"{fname}() needs at least one tensor")
-    ts = tuple(tensor_arg(a, fname, "arrays") for a in arrays)
-    dev = same_device(fname, ts)
-    raws = [t._data for t in ts]
-    dt = raws[0].dtype
-    if any(r.dtype != dt for r in raws):
+    ts = tuple(arrays)
+    t0 = ts[0]
+    if not isinstance(t0, Tensor):
+        tensor_arg(t0, fname, "arrays")
+    dev = t0._device
+    dt = t0._data.dtype
+    raws = []
+    mixed = False
+    for t in ts:
+        if not isinstance(t, Tensor):
+            tensor_arg(t, fname, "arrays")
+        if t._device is not dev:
+            same_device(fname, ts)
+        r = t._data
+        if r.dtype != dt:
+            mixed = True
+        raws.append(r)
+    if mixed:
         from .dtype_functions import result_type
 
         dt = result_type(*ts)
@@ -106,7 +129,8 @@ def permute_dims(x: Tensor, /, axes: tuple[int, ...]) -> Tensor:
         raise ValueError(
             f"permute_dims(): axes {tuple(axes)} do not match a {x.ndim}-D tensor"
         )
-    axes = _axes(axes, x.ndim, "permute_dims", "axes")
+    if sorted(axes) != list(range(x.ndim)) or type(axes) is not tuple:
+        axes = _axes(axes, x.ndim, "permute_dims", "axes")
     dev = x._device
     out = dev.xp.permute_dims(x._data, axes)
     if needs_grad(x):
@@ -237,10 +261,10 @@ def concat(arrays: tuple[Tensor, ...] | list[Tensor], /, *, axis: int | None = 0
         if nd == 0:
             raise ValueError("concat(): 0-d tensors cannot be concatenated; use stack")
         ax = _axis(axis, nd, "concat")
-        s0 = ts[0].shape
-        for i, t in enumerate(ts[1:], 1):
-            s = t.shape
-            if len(s) != nd or any(s[k] != s0[k] for k in range(nd) if k != ax):
+        s0 = raws[0].shape
+        for i, r in enumerate(raws[1:], 1):
+            s = r.shape
+            if len(s) != nd or (s[:ax] != s0[:ax] or s[ax + 1:] != s0[ax + 1:]):
                 raise ValueError(
                     f"concat(): tensor {i} has shape {s} but tensor 0 has shape {s0}; all "
                     f"dimensions except axis {ax} must match"
