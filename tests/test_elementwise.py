@@ -639,6 +639,13 @@ def test_clip_grads(backend):
     assert _vals(ghi) == [[2.0], [0.0]]
     (gx,) = vtl.autograd.grad(vtl.sum(vtl.clip(x)), [x])
     assert _vals(gx) == [1.0] * 5
+    # min > max: the result is max everywhere, so only max gets a gradient
+    lo = vtl.asarray([1.5], requires_grad=True)
+    hi = vtl.asarray([0.5], requires_grad=True)
+    out = vtl.clip(x, lo, hi)
+    assert _vals(out) == [0.5] * 5
+    gx, glo, ghi = vtl.autograd.grad(vtl.sum(out), [x, lo, hi])
+    assert _vals(gx) == [0.0] * 5 and _vals(glo) == [0.0] and _vals(ghi) == [5.0]
 
 
 def test_clip_grad_finite_differences():
