@@ -1,0 +1,357 @@
+"""``WgpuArray``: a view (offset, shape, strides, dtype) of a pooled device buffer."""
+
+from __future__ import annotations
+
+import math
+import operator
+from typing import Any
+
+import numpy as np
+
+from . import _dtypes as D
+from . import _runtime
+from ._memory import POOL, Storage
+from ._recorder import REC, groups_for
+
+
+class Device:
+    """The wgpu device (one per process)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "wgpu:0"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Device) or other == "wgpu:0" or other == "wgpu"
+
+    def __hash__(self) -> int:
+        return hash("wgpu:0")
+
+
+DEVICE = Device()
+
+
+def c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    out = []
+    acc = 1
+    for s in reversed(shape):
+        out.append(acc)
+        acc *= s
+    return tuple(reversed(out))
+
+
+def prod(shape) -> int:
+    return math.prod(shape)
+
+
+class WgpuArray:
+    """An n-d array on the wgpu device.
+
+    Views (reshape of contiguous data, transposes, basic slicing, broadcasting)
+    share the storage; strides and offset are in elements.
+    """
+
+    __slots__ = ("_st", "_shape", "_strides", "_offset", "_dtype", "_contig", "__weakref__")
+    __array_priority__ = 100
+
+    def __init__(self, st: Storage, shape, strides, offset: int, dtype: np.dtype) -> None:
+        self._st = st
+        self._shape = shape
+        self._strides = strides
+        self._offset = offset
+        self._dtype = dtype
+        self._contig = strides == c_strides(shape) or prod(shape) <= 1
+
+    # -- attributes ---------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self._shape)
+
+    @property
+    def size(self) -> int:
+        return prod(self._shape)
+
+    @property
+    def device(self) -> Device:
+        return DEVICE
+
+    @property
+    def T(self) -> WgpuArray:
+        if self.ndim != 2:
+            raise ValueError(
+                f"x.T requires a 2-D array, got {self.ndim}-D; use x.mT or permute_dims"
+            )
+        return view(self, self._shape[::-1], self._strides[::-1], self._offset)
+
+    @property
+    def mT(self) -> WgpuArray:
+        if self.ndim < 2:
+            raise ValueError(f"x.mT requires at least 2 dimensions, got {self.ndim}")
+        s, t = self._shape, self._strides
+        return view(self, s[:-2] + (s[-1], s[-2]), t[:-2] + (t[-1], t[-2]), self._offset)
+
+    def __len__(self) -> int:
+        if not self._shape:
+            raise TypeError("len() of a 0-d array")
+        return self._shape[0]
+
+    def __repr__(self) -> str:
+        return f"WgpuArray({np.array2string(to_numpy(self), separator=', ')}, dtype={self._dtype})"
+
+    def __array_namespace__(self, *, api_version: str | None = None) -> Any:
+        if api_version not in (None, "2023.12", "2024.12"):
+            raise ValueError(f"unsupported array API version {api_version!r}")
+        import vtl.backends.wgpu as ns
+
+        return ns
+
+    def to_device(self, device: Any, /, *, stream: Any = None) -> WgpuArray:
+        if device is DEVICE or device == DEVICE:
+            return self
+        raise ValueError(f"unknown device {device!r}: the wgpu library has one device, wgpu:0")
+
+    # -- host conversion (synchronising) -----------------------------------------
+    def __array__(self, dtype=None, copy=None):
+        a = to_numpy(self)
+        return a if dtype is None else a.astype(dtype)
+
+    def _scalar(self, kind: str):
+        if self.size != 1:
+            raise TypeError(f"only arrays of size 1 can be converted to Python {kind}")
+        return to_numpy(self).reshape(()).item()
+
+    def __bool__(self) -> bool:
+        if self.size != 1:
+            raise ValueError("the truth value of an array with more than one element is ambiguous")
+        return bool(self._scalar("bool"))
+
+    def __int__(self) -> int:
+        return int(self._scalar("int"))
+
+    def __float__(self) -> float:
+        return float(self._scalar("float"))
+
+    def __complex__(self) -> complex:
+        return complex(self._scalar("complex"))
+
+    def __index__(self) -> int:
+        if self._dtype.kind not in "iu" or self.ndim != 0:
+            raise TypeError("only 0-d integer arrays can be used as an index")
+        return operator.index(self._scalar("int"))
+
+    def item(self):
+        return self._scalar("scalar")
+
+    def tolist(self):
+        return to_numpy(self).tolist()
+
+    def __dlpack__(self, **kwargs):
+        raise BufferError("wgpu arrays live in GPU buffers and cannot be exported through DLPack")
+
+    def __dlpack_device__(self):
+        raise BufferError("wgpu arrays cannot be exported through DLPack")
+
+
+def view(x: WgpuArray, shape, strides, offset) -> WgpuArray:
+    return WgpuArray(x._st, tuple(shape), tuple(strides), offset, x._dtype)
+
+
+def empty(shape, dtype: np.dtype, upload: bool = False) -> WgpuArray:
+    shape = tuple(int(s) for s in shape)
+    for s in shape:
+        if s < 0:
+            raise ValueError(f"negative dimension {s} in shape {shape}")
+    check_dtype(dtype)
+    n = prod(shape)
+    st = POOL.alloc(max(n, 1) * D.itemsize(dtype), upload=upload)
+    return WgpuArray(st, shape, c_strides(shape), 0, dtype)
+
+
+def check_dtype(dtype: np.dtype) -> None:
+    D.check(dtype, _runtime.get().features)
+
+
+def from_numpy(a: np.ndarray, dtype: np.dtype | None = None) -> WgpuArray:
+    """Upload a host array (converted to ``dtype``)."""
+    a = np.asarray(a)
+    dt = np.dtype(dtype) if dtype is not None else a.dtype
+    check_dtype(dt)
+    host = np.ascontiguousarray(a.astype(dt, copy=False).astype(D.STORAGE[dt][1], copy=False))
+    out = empty(a.shape, dt, upload=True)
+    nbytes = host.nbytes
+    if nbytes:
+        data = host.tobytes()
+        if nbytes % 4:
+            data += b"\0" * (4 - nbytes % 4)
+        _runtime.get().queue.write_buffer(out._st.buf.gpu, 0, data)
+    return out
+
+
+def span(x: WgpuArray) -> tuple[int, int]:
+    """Lowest and one-past-highest element offsets a view touches."""
+    lo = hi = x._offset
+    for s, t in zip(x._shape, x._strides, strict=False):
+        if s == 0:
+            return x._offset, x._offset
+        if t > 0:
+            hi += (s - 1) * t
+        else:
+            lo += (s - 1) * t
+    return lo, hi + 1
+
+
+def to_numpy(x: WgpuArray) -> np.ndarray:
+    """Copy ``x`` to a new NumPy array (submits pending work and waits)."""
+    dt = x._dtype
+    sdt = D.STORAGE[dt][1]
+    n = x.size
+    if n == 0:
+        return np.empty(x._shape, dt)
+    lo, hi = span(x)
+    isz = sdt.itemsize
+    b0 = (lo * isz) // 4 * 4
+    b1 = -(-(hi * isz) // 4) * 4
+    REC.flush()
+    raw = _runtime.get().queue.read_buffer(x._st.buf.gpu, b0, b1 - b0)
+    flat = np.frombuffer(raw, dtype=np.uint8)
+    first = lo * isz - b0
+    base = flat[first:first + (hi - lo) * isz].view(sdt)
+    arr = np.lib.stride_tricks.as_strided(
+        base[x._offset - lo:], shape=x._shape, strides=tuple(t * isz for t in x._strides)
+    )
+    if dt == D.bool_:
+        return arr != 0
+    return arr.astype(dt, copy=True)
+
+
+def collapse(shape, *strides):
+    """Drop size-1 dims and merge dims that are contiguous for every operand."""
+    out_shape: list[int] = []
+    out_strides: list[list[int]] = [[] for _ in strides]
+    for i, s in enumerate(shape):
+        if s == 1:
+            continue
+        if out_shape and all(
+            st[-1] == sts[i] * s for st, sts in zip(out_strides, strides, strict=False)
+        ):
+            out_shape[-1] *= s
+            for st, sts in zip(out_strides, strides, strict=False):
+                st[-1] = sts[i]
+            continue
+        out_shape.append(s)
+        for st, sts in zip(out_strides, strides, strict=False):
+            st.append(sts[i])
+    return tuple(out_shape), tuple(tuple(s) for s in out_strides)
+
+
+def broadcast_shapes(*shapes) -> tuple[int, ...]:
+    nd = max((len(s) for s in shapes), default=0)
+    out = []
+    for i in range(nd):
+        d = 1
+        for s in shapes:
+            k = len(s) - nd + i
+            if k < 0:
+                continue
+            v = s[k]
+            if v != 1:
+                if d != 1 and d != v:
+                    raise ValueError(
+                        f"shapes {', '.join(str(tuple(x)) for x in shapes)} cannot be broadcast"
+                    )
+                d = v
+        out.append(d)
+    return tuple(out)
+
+
+def broadcast_strides(x: WgpuArray, shape) -> tuple[int, ...]:
+    """Strides of ``x`` broadcast to ``shape`` (0 on broadcast dims)."""
+    nd = len(shape)
+    pad = nd - x.ndim
+    out = []
+    for i in range(nd):
+        k = i - pad
+        if k < 0 or x._shape[k] == 1:
+            out.append(0)
+        else:
+            out.append(x._strides[k])
+    return tuple(out)
+
+
+MAX_ND = 7
+
+
+def copy_into(src: WgpuArray, dst: WgpuArray, body: str = "return {{R}}(x);") -> None:
+    """dst[...] = cast(src) elementwise; src is broadcast to dst's shape."""
+    n = dst.size
+    if n == 0:
+        return
+    sst = broadcast_strides(src, dst._shape)
+    shape, (si, so) = collapse(dst._shape, sst, dst._strides)
+    nd = len(shape)
+    if nd > 9:
+        raise ValueError(f"wgpu: views with {nd} non-mergeable dimensions are not supported")
+    flags = (1 if si == c_strides(shape) else 0) | (2 if so == c_strides(shape) else 0)
+    words = [n, nd, flags, src._offset, dst._offset, *shape, *si, *so]
+    k = unary_kernel(src._dtype, dst._dtype, body)
+    REC.dispatch(k, (src._st.buf, dst._st.buf), words, groups_for(n))
+
+
+def unary_kernel(dt_in: np.dtype, dt_out: np.dtype, body: str):
+    from . import _kernels
+
+    if dt_out == D.bool_ and body == "return {{R}}(x);":
+        body = "return select(0u, 1u, x != {{T}}(0));"
+    return _kernels.kernel(
+        "unary", "rw", (dt_in, dt_out), T=D.wgsl(dt_in), R=D.wgsl(dt_out), DR=dt_out.name,
+        BODY=body,
+    )
+
+
+def contiguous(x: WgpuArray) -> WgpuArray:
+    """``x`` itself when row-major contiguous, else a contiguous copy."""
+    if x._contig:
+        return x
+    out = empty(x._shape, x._dtype)
+    copy_into(x, out)
+    return out
+
+
+def astype_raw(x: WgpuArray, dtype: np.dtype) -> WgpuArray:
+    check_dtype(dtype)
+    out = empty(x._shape, dtype)
+    copy_into(x, out)
+    return out
+
+
+def words_for_scalar(value, dt: np.dtype) -> list[int]:
+    """Three param words encoding a Python scalar converted to ``dt`` (see _kernels)."""
+    t = D.wgsl(dt)
+    if t in ("f32", "f16"):
+        return [int(np.array(value, np.float32).view(np.uint32)), 0, 0]
+    if t == "f64":
+        v = float(value)
+        if math.isnan(v):
+            return [1, 0x40000000, 0]
+        sign = 0x80000000 if math.copysign(1.0, v) < 0 else 0
+        if math.isinf(v):
+            return [0, 0x40000000 | sign, 0]
+        m, e = math.frexp(abs(v))
+        mant = int(m * (1 << 53))
+        return [mant & 0xFFFFFFFF, (mant >> 32) | sign, e - 53]
+    if dt == D.bool_:
+        return [1 if value else 0, 0, 0]
+    v = int(value)
+    info = np.iinfo(dt)
+    if not info.min <= v <= info.max:
+        raise OverflowError(f"Python integer {v} out of bounds for {dt}")
+    return [v & 0xFFFFFFFF, (v >> 32) & 0xFFFFFFFF, 0]

@@ -1,0 +1,453 @@
+"""Elementwise functions and operators.
+
+Each function is a WGSL body specialised per dtype kind (f: floating, i: signed,
+u: unsigned, b: bool) and compiled into the ``unary``/``binary`` templates.
+Integer and bool inputs of floating-only functions (``exp``, ``sqrt``, true
+``divide`` ...) are promoted to float32, the default floating dtype. Python
+scalars follow the standard's weak-scalar rule: they take the array's dtype
+(a float scalar with an integer array gives float32).
+
+float64 note: GLSL.std.450 defines exp/log/trig only for 16/32-bit floats, so
+float64 transcendental functions are evaluated in float32 precision;
+arithmetic, sqrt, comparisons and rounding are exact float64.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _dtypes as D
+from . import _kernels, _runtime
+from ._array import (
+    MAX_ND,
+    WgpuArray,
+    astype_raw,
+    broadcast_shapes,
+    broadcast_strides,
+    c_strides,
+    check_dtype,
+    collapse,
+    contiguous,
+    copy_into,
+    empty,
+    unary_kernel,
+    words_for_scalar,
+)
+from ._recorder import REC, groups_for
+
+F, I, U, B = "f", "i", "u", "b"
+
+
+def _kind(dt: np.dtype) -> str:
+    return {"f": F, "i": I, "u": U, "b": B}[dt.kind]
+
+
+def _tr(fn: str) -> dict:
+    """A float-only transcendental builtin (float64 evaluated in float32, see module doc)."""
+    return {F: f"return {fn}(x);", "f64": f"return f64({fn}(f32(x)));"}
+
+
+# name -> (result rule, bodies by kind); rules: same | float (promote ints) | bool
+_ident = "return x;"
+UNARY: dict[str, tuple[str, dict]] = {
+    "abs": ("same", {F: "return abs(x);", I: "return abs(x);", U: _ident}),
+    "negative": ("same", {F: "return -x;", I: "return -x;", U: "return {{T}}(0) - x;"}),
+    "positive": ("same", {F: _ident, I: _ident, U: _ident}),
+    "square": ("same", {F: "return x * x;", I: "return x * x;", U: "return x * x;"}),
+    "sqrt": ("float", {F: "return sqrt(x);"}),
+    "exp": ("float", _tr("exp")),
+    "exp2": ("float", _tr("exp2")),
+    "expm1": ("float", {
+        F: "if (abs(x) < {{T}}(1e-5)) { return x + {{T}}(0.5) * x * x; } return exp(x) - {{T}}(1);",
+        "f64": "if (abs(x) < 1e-5) { return x + 0.5 * x * x + x * x * x / 6.0; }"
+               " return f64(exp(f32(x))) - 1.0;"}),
+    "log": ("float", _tr("log")),
+    "log2": ("float", _tr("log2")),
+    "log10": ("float", {F: "return log(x) * {{T}}(0.4342944819032518);",
+                        "f64": "return f64(log(f32(x))) * 0.4342944819032518;"}),
+    "log1p": ("float", {
+        F: "let u = {{T}}(1) + x; if (u == {{T}}(1)) { return x; }"
+           " return log(u) * x / (u - {{T}}(1));",
+        "f64": "let u = 1.0 + x; if (u == 1.0) { return x; }"
+               " return f64(log(f32(u))) * x / (u - 1.0);"}),
+    "sin": ("float", _tr("sin")), "cos": ("float", _tr("cos")), "tan": ("float", _tr("tan")),
+    "asin": ("float", _tr("asin")), "acos": ("float", _tr("acos")),
+    "atan": ("float", _tr("atan")), "sinh": ("float", _tr("sinh")),
+    "cosh": ("float", _tr("cosh")), "asinh": ("float", _tr("asinh")),
+    "acosh": ("float", _tr("acosh")), "atanh": ("float", _tr("atanh")),
+    "tanh": ("float", {F: "if (isnan_{{DT}}(x)) { return x; }"
+                          " return tanh(clamp(x, {{T}}(-15), {{T}}(15)));",
+                       "f64": "if (isnan_float64(x)) { return x; }"
+                              " return f64(tanh(clamp(f32(x), -15.0, 15.0)));"}),
+    "reciprocal": ("float", {F: "return {{T}}(1) / x;"}),
+    "floor": ("same", {F: "return floor(x);", I: _ident, U: _ident, B: _ident}),
+    "ceil": ("same", {F: "return ceil(x);", I: _ident, U: _ident, B: _ident}),
+    "trunc": ("same", {F: "return trunc(x);", I: _ident, U: _ident, B: _ident}),
+    "round": ("same", {F: "return round(x);", I: _ident, U: _ident}),
+    "sign": ("same", {F: "if (isnan_{{DT}}(x)) { return x; } return sign(x);",
+                      I: "return select({{T}}(0), {{T}}(1), x > {{T}}(0))"
+                         " - select({{T}}(0), {{T}}(1), x < {{T}}(0));",
+                      U: "return select({{T}}(0), {{T}}(1), x != {{T}}(0));"}),
+    "isnan": ("bool", {F: "return select(0u, 1u, isnan_{{DT}}(x));", I: "return 0u;",
+                       U: "return 0u;", B: "return 0u;"}),
+    "isinf": ("bool", {F: "return select(0u, 1u, isinf_{{DT}}(x));", I: "return 0u;",
+                       U: "return 0u;", B: "return 0u;"}),
+    "isfinite": ("bool", {F: "return select(1u, 0u, isnan_{{DT}}(x) || isinf_{{DT}}(x));",
+                          I: "return 1u;", U: "return 1u;", B: "return 1u;"}),
+    "signbit": ("bool", {F: "return bitcast<u32>(f32(x)) >> 31u;",
+                         "f64": "return select(0u, 1u, x < 0.0 || (x == 0.0 && 1.0 / x < 0.0));"}),
+    "logical_not": ("bool", {B: "return 1u - x;"}),
+    "bitwise_invert": ("same", {I: "return ~x;", U: "return ~x;", B: "return 1u - x;"}),
+    "conj": ("same", {F: _ident, I: _ident, U: _ident, B: _ident}),
+    "real": ("same", {F: _ident, I: _ident, U: _ident, B: _ident}),
+    "imag": ("same", {F: "return {{T}}(0);", I: "return {{T}}(0);", U: "return {{T}}(0);"}),
+}
+
+_POW_F = """
+if (y == {{T}}(0) || x == {{T}}(1)) { return {{T}}(1); }
+if (isnan_{{DT}}(x) || isnan_{{DT}}(y)) { return x + y; }
+if (x == {{T}}(0)) {
+  if (y > {{T}}(0)) { return {{T}}(0); }
+  return inf_{{DT}}();
+}
+if (x < {{T}}(0)) {
+  if (trunc(y) != y) { return nan_{{DT}}(); }
+  let r = {{POW}}(-x, y);
+  if (trunc(y * {{T}}(0.5)) * {{T}}(2) != y) { return -r; }
+  return r;
+}
+return {{POW}}(x, y);"""
+
+_POW_I = """
+var base = x; var e = y; var r = {{T}}(1);
+if (e < {{T}}(0)) { if (x == {{T}}(1)) { return {{T}}(1); }
+  if (x == {{T}}(-1)) { return select({{T}}(1), {{T}}(-1), (e & {{T}}(1)) != {{T}}(0)); }
+  return {{T}}(0); }
+loop { if (e == {{T}}(0)) { break; } if ((e & {{T}}(1)) != {{T}}(0)) { r = r * base; }
+  base = base * base; e = e >> 1u; }
+return r;"""
+
+_MAXMIN_F = "if (isnan_{{DT}}(x) || isnan_{{DT}}(y)) { return x + y; } return %s(x, y);"
+_LOGADDEXP = """
+if (isnan_{{DT}}(x) || isnan_{{DT}}(y)) { return x + y; }
+let m = max(x, y);
+if (isinf_{{DT}}(m)) { return m; }
+let d = -abs(x - y);
+let u = exp(d);
+let w = {{T}}(1) + u;
+var l = u;
+if (w != {{T}}(1)) { l = log(w) * u / (w - {{T}}(1)); }
+return m + l;"""
+_HYPOT = """
+if (isinf_{{DT}}(x) || isinf_{{DT}}(y)) { return inf_{{DT}}(); }
+let m = max(abs(x), abs(y));
+if (m == {{T}}(0) || isnan_{{DT}}(m)) { return m + x + y; }
+let a = x / m; let b = y / m;
+return m * sqrt(a * a + b * b);"""
+_SIGNBIT = "((bitcast<u32>(f32(y)) >> 31u) != 0u)"
+_SIGNBIT64 = "(y < 0.0 || (y == 0.0 && 1.0 / y < 0.0))"
+_NEXTAFTER = """
+if (isnan_float32(x) || isnan_float32(y)) { return x + y; }
+if (x == y) { return y; }
+if (x == 0.0) { return select(bitcast<f32>(1u), bitcast<f32>(0x80000001u), y < 0.0); }
+let b = bitcast<u32>(x);
+if ((y > x) == (x > 0.0)) { return bitcast<f32>(b + 1u); }
+return bitcast<f32>(b - 1u);"""
+
+
+def _cmp(op: str) -> dict:
+    body = f"return select(0u, 1u, x {op} y);"
+    return {F: body, I: body, U: body, B: body}
+
+
+_SHL = "if (y < {{T}}(0) || u32(y) >= {{BITS}}u) { return {{T}}(0); } return x << u32(y);"
+_SHR_I = "return x >> min(u32(max(y, {{T}}(0))), {{BITS}}u - 1u);"
+_SHR_U = "if (u32(y) >= {{BITS}}u) { return {{T}}(0); } return x >> u32(y);"
+_FLOORDIV_I = """
+if (y == {{T}}(0)) { return {{T}}(0); }
+var q = x / y;
+if ((x % y != {{T}}(0)) && ((x < {{T}}(0)) != (y < {{T}}(0)))) { q = q - {{T}}(1); }
+return q;"""
+_REM_I = """
+if (y == {{T}}(0)) { return {{T}}(0); }
+var r = x % y;
+if (r != {{T}}(0) && ((r < {{T}}(0)) != (y < {{T}}(0)))) { r = r + y; }
+return r;"""
+_REM_F = """
+if (y == {{T}}(0) || isinf_{{DT}}(x) || isnan_{{DT}}(y)) { return nan_{{DT}}(); }
+if (isinf_{{DT}}(y)) {
+  if (x == {{T}}(0) || (x < {{T}}(0)) == (y < {{T}}(0))) { return x; }
+  return y;
+}
+var r = x - y * trunc(x / y);
+if (r != {{T}}(0) && ((r < {{T}}(0)) != (y < {{T}}(0)))) { r = r + y; }
+return r;"""
+
+# name -> (result rule, bodies); rules: same | float | bool (result) | logical (bool in/out)
+BINARY: dict[str, tuple[str, dict]] = {
+    "add": ("same", {F: "return x + y;", I: "return x + y;", U: "return x + y;",
+                     B: "return x | y;"}),
+    "subtract": ("same", {F: "return x - y;", I: "return x - y;", U: "return x - y;"}),
+    "multiply": ("same", {F: "return x * y;", I: "return x * y;", U: "return x * y;",
+                          B: "return x & y;"}),
+    "divide": ("float", {F: "return x / y;"}),
+    "floor_divide": ("same", {F: "return floor(x / y);", I: _FLOORDIV_I,
+                              U: "if (y == {{T}}(0)) { return {{T}}(0); } return x / y;"}),
+    "remainder": ("same", {F: _REM_F, I: _REM_I,
+                           U: "if (y == {{T}}(0)) { return {{T}}(0); } return x % y;"}),
+    "pow": ("same", {F: _POW_F.replace("{{POW}}", "pow"),
+                     "f64": _POW_F.replace("{{POW}}", "{{T}}") .replace(
+                         "{{T}}(-x, y)", "f64(pow(f32(-x), f32(y)))").replace(
+                         "{{T}}(x, y);", "f64(pow(f32(x), f32(y)));"),
+                     I: _POW_I, U: _POW_I}),
+    "maximum": ("same", {F: _MAXMIN_F % "max", I: "return max(x, y);", U: "return max(x, y);",
+                         B: "return max(x, y);"}),
+    "minimum": ("same", {F: _MAXMIN_F % "min", I: "return min(x, y);", U: "return min(x, y);",
+                         B: "return min(x, y);"}),
+    "atan2": ("float", {F: "return atan2(x, y);",
+                        "f64": "return f64(atan2(f32(x), f32(y)));"}),
+    "hypot": ("float", {F: _HYPOT}),
+    "logaddexp": ("float", {F: _LOGADDEXP,
+                            "f64": _LOGADDEXP.replace("exp(d)", "f64(exp(f32(d)))").replace(
+                                "log(w)", "f64(log(f32(w)))")}),
+    "copysign": ("float", {F: f"if ({_SIGNBIT}) {{ return -abs(x); }} return abs(x);",
+                           "f64": f"if ({_SIGNBIT64}) {{ return -abs(x); }} return abs(x);"}),
+    "nextafter": ("float", {"f32": _NEXTAFTER}),
+    "equal": ("bool", _cmp("==")), "not_equal": ("bool", _cmp("!=")),
+    "less": ("bool", _cmp("<")), "less_equal": ("bool", _cmp("<=")),
+    "greater": ("bool", _cmp(">")), "greater_equal": ("bool", _cmp(">=")),
+    "logical_and": ("logical", {B: "return x & y;"}),
+    "logical_or": ("logical", {B: "return x | y;"}),
+    "logical_xor": ("logical", {B: "return x ^ y;"}),
+    "bitwise_and": ("same", {I: "return x & y;", U: "return x & y;", B: "return x & y;"}),
+    "bitwise_or": ("same", {I: "return x | y;", U: "return x | y;", B: "return x | y;"}),
+    "bitwise_xor": ("same", {I: "return x ^ y;", U: "return x ^ y;", B: "return x ^ y;"}),
+    "bitwise_left_shift": ("same", {I: _SHL, U: _SHL}),
+    "bitwise_right_shift": ("same", {I: _SHR_I, U: _SHR_U}),
+}
+
+
+def _body(table: dict, name: str, dt: np.dtype) -> str:
+    bodies = table[name][1]
+    body = bodies.get(D.wgsl(dt)) or bodies.get(dt.name) or bodies.get(_kind(dt))
+    if body is None:
+        raise TypeError(f"{name}() does not support dtype {dt}")
+    return body
+
+
+def default_float() -> np.dtype:
+    return D.float32
+
+
+def default_int() -> np.dtype:
+    return D.int64 if "shader-int64" in _runtime.get().features else D.int32
+
+
+def _arg(x, fname: str) -> WgpuArray:
+    if isinstance(x, WgpuArray):
+        return x
+    raise TypeError(f"{fname}() expected a WgpuArray, got {type(x).__name__}")
+
+
+def unary(name: str, x: WgpuArray) -> WgpuArray:
+    x = _arg(x, name)
+    rule = UNARY[name][0]
+    dt = x._dtype
+    if rule == "float" and dt.kind != "f":
+        if dt.kind not in "iub":
+            raise TypeError(f"{name}() does not support dtype {dt}")
+        x = astype_raw(x, default_float())
+        dt = x._dtype
+    if rule == "bool" and name == "logical_not" and dt != D.bool_:
+        x = astype_raw(x, D.bool_)
+        dt = D.bool_
+    body = _body(UNARY, name, dt)
+    if name in ("positive", "conj", "real") or (body == _ident and rule == "same"):
+        return x
+    out_dt = D.bool_ if rule == "bool" else dt
+    out = empty(x._shape, out_dt)
+    copy_into(x, out, body.replace("{{DT}}", dt.name))
+    return out
+
+
+def _scalar_dtype(value, arr_dt: np.dtype, fname: str) -> np.dtype:
+    """Dtype of the result of ``array op scalar`` (weak scalars)."""
+    if isinstance(value, bool):
+        return arr_dt
+    if isinstance(value, int):
+        return default_int() if arr_dt == D.bool_ else arr_dt
+    if isinstance(value, float):
+        return arr_dt if arr_dt.kind == "f" else default_float()
+    if isinstance(value, complex):
+        raise TypeError(f"{fname}(): complex scalars are not supported by the wgpu backend")
+    raise TypeError(f"{fname}(): unsupported operand type {type(value).__name__}")
+
+
+_SCALARS = (bool, int, float, complex)
+
+
+def binary(name: str, x1, x2) -> WgpuArray:
+    rule, _ = BINARY[name]
+    s1 = isinstance(x1, _SCALARS) or isinstance(x1, np.generic)
+    s2 = isinstance(x2, _SCALARS) or isinstance(x2, np.generic)
+    if isinstance(x1, np.generic):
+        x1 = x1.item()
+    if isinstance(x2, np.generic):
+        x2 = x2.item()
+    if s1 and s2:
+        raise TypeError(f"{name}() needs at least one array operand")
+    if s1 or s2:
+        arr = _arg(x2 if s1 else x1, name)
+        dt = _scalar_dtype(x1 if s1 else x2, arr._dtype, name)
+    else:
+        x1 = _arg(x1, name)
+        x2 = _arg(x2, name)
+        dt = D.result_type(x1._dtype, x2._dtype)
+    if rule == "float" and dt.kind != "f":
+        dt = default_float()
+    elif rule == "logical":
+        dt = D.bool_
+    check_dtype(dt)
+    body = _body(BINARY, name, dt)
+    out_dt = D.bool_ if rule in ("bool", "logical") else dt
+    if s1 or s2:
+        arr = x2 if s1 else x1
+        if arr._dtype != dt:
+            arr = astype_raw(arr, dt)
+        sw = words_for_scalar(x1 if s1 else x2, dt)
+        shape = arr._shape
+        a = b = arr
+        flag_s = 4 if s1 else 8
+    else:
+        a = x1 if x1._dtype == dt else astype_raw(x1, dt)
+        b = x2 if x2._dtype == dt else astype_raw(x2, dt)
+        shape = a._shape if a._shape == b._shape else broadcast_shapes(a._shape, b._shape)
+        sw = [0, 0, 0]
+        flag_s = 0
+    out = empty(shape, out_dt)
+    n = out.size
+    if n == 0:
+        return out
+    if a._contig and b._contig and a._shape == shape and b._shape == shape:
+        nd, cshape, sa, sb, flags = 0, (), (), (), 3
+    else:
+        cshape, (sa, sb) = collapse(shape, broadcast_strides(a, shape), broadcast_strides(b, shape))
+        nd = len(cshape)
+        if nd > MAX_ND:
+            a, b = contiguous(a), contiguous(b)
+            return binary(name, a, b)
+        cs = c_strides(cshape)
+        flags = (1 if sa == cs else 0) | (2 if sb == cs else 0)
+    words = [n, nd, flags | flag_s, a._offset, b._offset, 0, *sw, *cshape, *sa, *sb]
+    k = _kernels.kernel(
+        "binary", "rrw", (dt, out_dt), T=D.wgsl(dt), R=D.wgsl(out_dt), DT=dt.name,
+        DR=out_dt.name, BITS=8 * D.itemsize(dt), BODY=body,
+    )
+    REC.dispatch(k, (a._st.buf, b._st.buf, out._st.buf), words, groups_for(n))
+    return out
+
+
+def where(condition: WgpuArray, x1, x2, /) -> WgpuArray:
+    """Elements of ``x1`` where ``condition`` is true, else of ``x2`` (scalars allowed)."""
+    from ._creation import full
+
+    c = _arg(condition, "where")
+    if c._dtype != D.bool_:
+        c = astype_raw(c, D.bool_)
+    arrs = [x for x in (x1, x2) if isinstance(x, WgpuArray)]
+    if not arrs:
+        raise TypeError("where() needs at least one array among x1 and x2")
+    if len(arrs) == 2:
+        dt = D.result_type(x1._dtype, x2._dtype)
+    else:
+        other = x2 if isinstance(x1, WgpuArray) else x1
+        dt = _scalar_dtype(other, arrs[0]._dtype, "where")
+    ops = []
+    for x in (x1, x2):
+        if not isinstance(x, WgpuArray):
+            x = full((), x, dtype=dt)
+        elif x._dtype != dt:
+            x = astype_raw(x, dt)
+        ops.append(x)
+    a, b = ops
+    shape = broadcast_shapes(c._shape, a._shape, b._shape)
+    out = empty(shape, dt)
+    n = out.size
+    if n == 0:
+        return out
+    cshape, strides = collapse(shape, *(broadcast_strides(t, shape) for t in (c, a, b)))
+    if len(cshape) > 6:
+        c, a, b = (contiguous(broadcast_to_raw(t, shape)) for t in (c, a, b))
+        return where(c, a, b)
+    cs = c_strides(cshape)
+    flags = sum(1 << i for i, s in enumerate(strides) if s == cs)
+    words = [n, len(cshape), flags, c._offset, a._offset, b._offset, 0, *cshape,
+             *strides[0], *strides[1], *strides[2]]
+    k = _kernels.kernel("where", "rrrw", (dt,), T=D.wgsl(dt))
+    REC.dispatch(k, (c._st.buf, a._st.buf, b._st.buf, out._st.buf), words, groups_for(n))
+    return out
+
+
+def broadcast_to_raw(x: WgpuArray, shape) -> WgpuArray:
+    from ._array import view
+
+    shape = tuple(shape)
+    broadcast_shapes(x._shape, shape)
+    if len(shape) < x.ndim or broadcast_shapes(x._shape, shape) != shape:
+        raise ValueError(f"cannot broadcast an array of shape {x._shape} to {shape}")
+    return view(x, shape, broadcast_strides(x, shape), x._offset)
+
+
+def clip(x: WgpuArray, /, min=None, max=None) -> WgpuArray:
+    """Clamp ``x`` to ``[min, max]`` (either bound may be None, a scalar or an array)."""
+    x = _arg(x, "clip")
+    out = x
+    if min is not None:
+        out = binary("maximum", out, min)
+    if max is not None:
+        out = binary("minimum", out, max)
+    if out is x:
+        out = copy(x)
+    if out._dtype != x._dtype:
+        out = astype_raw(out, x._dtype)
+    return out
+
+
+def copy(x: WgpuArray) -> WgpuArray:
+    out = empty(x._shape, x._dtype)
+    copy_into(x, out)
+    return out
+
+
+def _make_unary(name: str):
+    def fn(x, /):
+        return unary(name, x)
+
+    fn.__name__ = name
+    fn.__doc__ = f"Elementwise ``{name}`` (array API)."
+    return fn
+
+
+def _make_binary(name: str):
+    def fn(x1, x2, /):
+        return binary(name, x1, x2)
+
+    fn.__name__ = name
+    fn.__doc__ = f"Elementwise ``{name}`` with broadcasting (array API)."
+    return fn
+
+
+FUNCTIONS = {name: _make_unary(name) for name in UNARY}
+FUNCTIONS.update({name: _make_binary(name) for name in BINARY})
+
+
+def round_(x, /, *, decimals: int = 0):
+    if decimals == 0:
+        return unary("round", x)
+    scale = 10.0 ** decimals
+    return binary("divide", unary("round", binary("multiply", x, scale)), scale)
+
+
+FUNCTIONS["round"] = round_
+round_.__name__ = "round"
+_unused = (unary_kernel, check_dtype)

@@ -1,0 +1,349 @@
+"""Indexing: basic (views), integer-array and boolean (gather/scatter kernels), take,
+take_along_axis, nonzero and the scatter_add extra."""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from . import _dtypes as D
+from . import _kernels
+from ._array import (
+    WgpuArray,
+    astype_raw,
+    broadcast_shapes,
+    c_strides,
+    contiguous,
+    copy_into,
+    empty,
+    from_numpy,
+    prod,
+    to_numpy,
+    view,
+)
+from ._elementwise import binary, where
+from ._manipulation import broadcast_to, permute_dims, reshape
+from ._recorder import REC, groups_for
+
+
+def _is_index_array(k) -> bool:
+    return isinstance(k, (WgpuArray, np.ndarray, list))
+
+
+def _expand(key, ndim: int):
+    if not isinstance(key, tuple):
+        key = (key,)
+    n_ell = sum(1 for k in key if k is Ellipsis)
+    if n_ell > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    used = 0
+    for k in key:
+        if k is None or k is Ellipsis:
+            continue
+        if _is_index_array(k) and _as_index_dtype(k) == D.bool_:
+            used += np.ndim(k) if not isinstance(k, WgpuArray) else k.ndim
+        else:
+            used += 1
+    if used > ndim:
+        raise IndexError(f"too many indices for array: array is {ndim}-D, {used} were indexed")
+    if n_ell:
+        i = key.index(Ellipsis)
+        key = key[:i] + (slice(None),) * (ndim - used) + key[i + 1:]
+    else:
+        key = key + (slice(None),) * (ndim - used)
+    return key
+
+
+def _as_index_dtype(k):
+    if isinstance(k, WgpuArray):
+        return k.dtype
+    return np.asarray(k).dtype
+
+
+def _basic(x: WgpuArray, key) -> WgpuArray:
+    shape, strides = [], []
+    off = x._offset
+    d = 0
+    for k in key:
+        if k is None:
+            shape.append(1)
+            strides.append(0)
+            continue
+        size, st = x._shape[d], x._strides[d]
+        if isinstance(k, slice):
+            start, stop, step = k.indices(size)
+            n = len(range(start, stop, step))
+            if n:
+                off += start * st
+            shape.append(n)
+            strides.append(st * step)
+        else:
+            try:
+                i = operator.index(k)
+            except TypeError:
+                raise IndexError(f"unsupported index {k!r}") from None
+            if not -size <= i < size:
+                raise IndexError(f"index {i} is out of bounds for axis {d} with size {size}")
+            off += (i % size) * st
+        d += 1
+    return view(x, shape, strides, off)
+
+
+def getitem(x: WgpuArray, key) -> WgpuArray:
+    if isinstance(key, WgpuArray) and key.dtype == D.bool_ and key.ndim == x.ndim == 0:
+        key = (bool(key),)
+    key = _expand(key, x.ndim)
+    if not any(_is_index_array(k) for k in key):
+        if any(isinstance(k, bool) for k in key):
+            raise IndexError("boolean scalar indices are not supported")
+        return _basic(x, key)
+    return _advanced(x, key)
+
+
+def _advanced(x: WgpuArray, key) -> WgpuArray:
+    # boolean masks -> integer index arrays (data-dependent: reads the mask back)
+    k2 = []
+    for k in key:
+        if _is_index_array(k) and _as_index_dtype(k) == D.bool_:
+            mask = to_numpy(k) if isinstance(k, WgpuArray) else np.asarray(k)
+            k2.extend(np.nonzero(mask))
+        else:
+            k2.append(k)
+    key = tuple(k2)
+    # ints and slices first (a view); index arrays keep full dims
+    basic_key = []
+    arrays = []
+    for k in key:
+        if _is_index_array(k):
+            basic_key.append(slice(None))
+            arrays.append(k)
+        else:
+            basic_key.append(k)
+            arrays.append(None)
+    y = _basic(x, basic_key)
+    # positions in y of the array-indexed dims
+    pos, arrs, d = [], [], 0
+    for k, a in zip(key, arrays, strict=False):
+        if k is None:
+            d += 1
+            continue
+        if a is not None:
+            pos.append(d)
+            arrs.append(a)
+            d += 1
+        elif isinstance(k, slice):
+            d += 1
+    idx = [a if isinstance(a, WgpuArray) else from_numpy(np.asarray(a).astype(np.int32))
+           for a in arrs]
+    for a in idx:
+        if a.dtype.kind not in "iu":
+            raise IndexError(f"index arrays must be integers, got {a.dtype}")
+    bshape = broadcast_shapes(*(a.shape for a in idx))
+    rest = [i for i in range(y.ndim) if i not in pos]
+    yp = contiguous(permute_dims(y, pos + rest))
+    ishape = yp.shape[: len(pos)]
+    flat = None
+    stride = 1
+    for a, s in reversed(list(zip(idx, ishape, strict=False))):
+        a = astype_raw(a, D.int32) if a.dtype != D.int32 else a
+        a = where(binary("less", a, 0), binary("add", a, s), a)
+        term = binary("multiply", a, stride) if stride != 1 else a
+        flat = term if flat is None else binary("add", flat, term)
+        stride *= s
+    flat = contiguous(broadcast_to(flat, bshape))
+    out = _gather(yp, flat, 1, prod(ishape), prod(yp.shape[len(pos):]))
+    out = reshape(out, bshape + yp.shape[len(pos):])
+    adjacent = pos == list(range(pos[0], pos[0] + len(pos)))
+    if adjacent and pos[0] > 0:
+        nb = len(bshape)
+        p0 = pos[0]
+        order = list(range(nb, nb + p0)) + list(range(nb)) + list(range(nb + p0, out.ndim))
+        out = permute_dims(out, order)
+    return out
+
+
+def _gather(src: WgpuArray, idx: WgpuArray, pre: int, A: int, post: int) -> WgpuArray:
+    """out[q, j, p] = src[q, idx[j], p] with src contiguous (pre, A, post)."""
+    src = contiguous(src)
+    idx = contiguous(idx)
+    nidx = idx.size
+    out = empty((pre * nidx * post,), src.dtype)
+    n = out.size
+    if n:
+        if A == 0:
+            raise IndexError("cannot take from an empty axis")
+        k = _kernels.kernel("gather", "rrw", (src.dtype,), T=D.wgsl(src.dtype),
+                            I=D.wgsl(idx.dtype))
+        REC.dispatch(k, (src._st.buf, idx._st.buf, out._st.buf),
+                     [n, nidx, post, A, src._offset, idx._offset, 0], groups_for(n))
+    return out
+
+
+def take(x: WgpuArray, indices: WgpuArray, /, *, axis: int | None = None) -> WgpuArray:
+    if not isinstance(x, WgpuArray) or not isinstance(indices, WgpuArray):
+        raise TypeError("take() expects WgpuArray arguments")
+    if indices.dtype.kind not in "iu":
+        raise TypeError(f"take(): indices must be integers, got {indices.dtype}")
+    if axis is None:
+        if x.ndim != 1:
+            raise ValueError("take(): axis is required for arrays with more than 1 dimension")
+        axis = 0
+    if not -x.ndim <= axis < x.ndim:
+        raise IndexError(f"take(): axis {axis} is out of bounds for a {x.ndim}-D array")
+    ax = axis % x.ndim
+    pre, A, post = prod(x.shape[:ax]), x.shape[ax], prod(x.shape[ax + 1:])
+    out = _gather(x, indices, pre, A, post)
+    return reshape(out, x.shape[:ax] + indices.shape + x.shape[ax + 1:])
+
+
+def take_along_axis(x: WgpuArray, indices: WgpuArray, /, *, axis: int = -1) -> WgpuArray:
+    from ._creation import arange
+
+    if x.ndim != indices.ndim:
+        raise ValueError("take_along_axis(): x and indices need the same number of dimensions")
+    if not -x.ndim <= axis < x.ndim:
+        raise IndexError(f"take_along_axis(): axis {axis} is out of bounds")
+    ax = axis % x.ndim
+    shape = list(broadcast_shapes(
+        tuple(s for i, s in enumerate(x.shape) if i != ax),
+        tuple(s for i, s in enumerate(indices.shape) if i != ax)))
+    shape.insert(ax, indices.shape[ax])
+    shape = tuple(shape)
+    xc = contiguous(x)
+    cs = c_strides(x.shape)
+    A = x.shape[ax]
+    idx = astype_raw(indices, D.int32) if indices.dtype != D.int32 else indices
+    idx = where(binary("less", idx, 0), binary("add", idx, A), idx)
+    flat = binary("multiply", idx, cs[ax]) if cs[ax] != 1 else idx
+    for d in range(x.ndim):
+        if d == ax or shape[d] == 1:
+            continue
+        r = arange(shape[d], dtype=D.int32)
+        r = reshape(binary("multiply", r, cs[d]), tuple(shape[d] if i == d else 1
+                                                        for i in range(x.ndim)))
+        flat = binary("add", flat, r)
+    flat = contiguous(broadcast_to(flat, shape))
+    return reshape(_gather(xc, flat, 1, xc.size, 1), shape)
+
+
+def _storage_ids(x: WgpuArray) -> WgpuArray:
+    """An int32 array of x's shape holding each element's offset in its buffer."""
+    from ._creation import arange, full
+
+    ids = full(x.shape, x._offset, dtype=D.int32)
+    for d, (s, st) in enumerate(zip(x.shape, x._strides, strict=False)):
+        if s > 1 and st:
+            r = reshape(binary("multiply", arange(s, dtype=D.int32), st),
+                        tuple(s if i == d else 1 for i in range(x.ndim)))
+            ids = binary("add", ids, r)
+    return ids
+
+
+def setitem(x: WgpuArray, key, value) -> None:
+    from ._creation import fill_view
+
+    keyt = _expand(key if not isinstance(key, WgpuArray) or key.ndim else (key,), x.ndim) \
+        if not (isinstance(key, WgpuArray) and key.ndim == 0 and key.dtype == D.bool_) else key
+    if isinstance(keyt, tuple) and not any(_is_index_array(k) for k in keyt):
+        target = _basic(x, keyt)
+        if isinstance(value, WgpuArray):
+            if value._st is x._st:
+                value = contiguous(value) if not value._contig else _copy(value)
+            if broadcast_shapes(value.shape, target.shape) != target.shape:
+                raise ValueError(
+                    f"could not broadcast value of shape {value.shape} into {target.shape}")
+            copy_into(value, target)
+        else:
+            fill_view(target, _scalar(value, x.dtype))
+        return
+    sel = contiguous(getitem(_storage_ids(x), key))
+    if isinstance(value, WgpuArray):
+        v = value if value.dtype == x.dtype else astype_raw(value, x.dtype)
+        v = contiguous(broadcast_to(v, sel.shape))
+        if v._st is x._st:
+            v = _copy(v)
+    else:
+        from ._creation import full
+
+        v = full(sel.shape, _scalar(value, x.dtype), dtype=x.dtype)
+    n = sel.size
+    if n:
+        k = _kernels.kernel("scatter", "rrw", (x.dtype,), T=D.wgsl(x.dtype))
+        REC.dispatch(k, (sel._st.buf, v._st.buf, x._st.buf), [n, 0, sel._offset, v._offset],
+                     groups_for(n))
+
+
+def _copy(v: WgpuArray) -> WgpuArray:
+    out = empty(v.shape, v.dtype)
+    copy_into(v, out)
+    return out
+
+
+def _scalar(value, dt: np.dtype):
+    if isinstance(value, np.generic):
+        value = value.item()
+    if not isinstance(value, (bool, int, float)):
+        raise TypeError(f"cannot assign a {type(value).__name__} to a wgpu array")
+    if dt == D.bool_:
+        return bool(value)
+    if dt.kind in "iu":
+        if isinstance(value, float):
+            raise TypeError(f"cannot assign a float to an array of dtype {dt}")
+        return int(value)
+    return float(value)
+
+
+def nonzero(x: WgpuArray, /) -> tuple[WgpuArray, ...]:
+    """Indices of non-zero elements (data-dependent: reads ``x`` back)."""
+    from ._elementwise import default_int
+
+    if x.ndim == 0:
+        raise ValueError("nonzero() is not defined for 0-d arrays")
+    dt = default_int()
+    return tuple(from_numpy(i.astype(dt)) for i in np.nonzero(to_numpy(x)))
+
+
+def scatter_add(target: WgpuArray, indices: WgpuArray, values: WgpuArray) -> WgpuArray:
+    """``target[indices[i]] += values[i]`` along axis 0, repeated indices accumulating.
+
+    Updates ``target`` in place and returns it. 32-bit dtypes use atomics on the
+    device; other dtypes go through the host.
+    """
+    from ._creation import arange
+
+    if not target._contig:
+        raise ValueError("scatter_add(): target must be contiguous")
+    rowsize = prod(target.shape[1:])
+    k = indices.size
+    if values.dtype != target.dtype:
+        values = astype_raw(values, target.dtype)
+    if k == 0 or rowsize == 0:
+        return target
+    t = D.wgsl(target.dtype)
+    if t not in ("f32", "i32", "u32"):
+        host = to_numpy(target)
+        np.add.at(host, to_numpy(indices).astype(np.int64), to_numpy(values))
+        copy_into(from_numpy(host), target)
+        return target
+    idx = reshape(indices, (k, 1))
+    idx = astype_raw(idx, D.int32) if idx.dtype != D.int32 else idx
+    n0 = target.shape[0]
+    idx = where(binary("less", idx, 0), binary("add", idx, n0), idx)
+    flat = binary("add", binary("multiply", idx, rowsize),
+                  reshape(arange(rowsize, dtype=D.int32), (1, rowsize)))
+    v = contiguous(broadcast_to(values, (k,) + target.shape[1:]))
+    n = flat.size
+    if t == "f32":
+        at = "u32"
+        add = ("var old = atomicLoad(&dst[j]);\n  loop {\n"
+               "    let r = atomicCompareExchangeWeak(&dst[j], old, "
+               "bitcast<u32>(bitcast<f32>(old) + v));\n"
+               "    if (r.exchanged) { break; }\n    old = r.old_value;\n  }")
+    else:
+        at = t
+        add = "atomicAdd(&dst[j], v);"
+    kern = _kernels.kernel("scatter_add", "rrw", (target.dtype,), T=t, AT=at, ADD=add)
+    REC.dispatch(kern, (flat._st.buf, v._st.buf, target._st.buf),
+                 [n, target._offset, flat._offset, v._offset], groups_for(n))
+    return target

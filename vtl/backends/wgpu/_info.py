@@ -1,0 +1,107 @@
+"""``__array_namespace_info__`` and the data-type functions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import _dtypes as D
+from . import _runtime
+from ._array import DEVICE, WgpuArray
+
+_KINDS = {
+    "bool": lambda d: d == D.bool_,
+    "signed integer": lambda d: d.kind == "i",
+    "unsigned integer": lambda d: d.kind == "u",
+    "integral": lambda d: d.kind in "iu",
+    "real floating": lambda d: d.kind == "f",
+    "complex floating": lambda d: d.kind == "c",
+    "numeric": lambda d: d.kind in "iuf",
+}
+
+
+class Info:
+    """What this device supports (dtypes follow the adapter's features)."""
+
+    def capabilities(self) -> dict[str, Any]:
+        return {"boolean indexing": True, "data-dependent shapes": True, "max dimensions": 64}
+
+    def default_device(self):
+        return DEVICE
+
+    def devices(self) -> list:
+        return [DEVICE]
+
+    def default_dtypes(self, *, device=None) -> dict[str, Any]:
+        from ._elementwise import default_float, default_int
+
+        return {"real floating": default_float(), "complex floating": None,
+                "integral": default_int(), "indexing": default_int()}
+
+    def dtypes(self, *, device=None, kind=None) -> dict[str, np.dtype]:
+        sup = D.supported(_runtime.get().features)
+        sup.pop("float16", None)  # not one of the standard's dtypes
+        if kind is None:
+            return sup
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        out = {}
+        for k in kinds:
+            if isinstance(k, str):
+                if k not in _KINDS:
+                    raise ValueError(f"unknown dtype kind {k!r}")
+                out.update({n: d for n, d in sup.items() if _KINDS[k](d)})
+            else:
+                d = np.dtype(k)
+                if d.name in sup:
+                    out[d.name] = d
+        return out
+
+
+_INFO = Info()
+
+
+def __array_namespace_info__() -> Info:
+    return _INFO
+
+
+def _dt(x) -> np.dtype:
+    return x.dtype if isinstance(x, WgpuArray) else np.dtype(x)
+
+
+def result_type(*arrays_and_dtypes) -> np.dtype:
+    dts = [_dt(a) for a in arrays_and_dtypes if not isinstance(a, (bool, int, float, complex))]
+    scalars = [a for a in arrays_and_dtypes if isinstance(a, (bool, int, float, complex))]
+    if not dts:
+        raise TypeError("result_type() needs at least one array or dtype")
+    dt = dts[0]
+    for d in dts[1:]:
+        dt = D.result_type(dt, d)
+    for s in scalars:
+        from ._elementwise import _scalar_dtype
+
+        dt = _scalar_dtype(s, dt, "result_type")
+    return dt
+
+
+def can_cast(from_, to, /) -> bool:
+    return bool(np.can_cast(_dt(from_), np.dtype(to), casting="safe"))
+
+
+def finfo(type, /):
+    return np.finfo(_dt(type))
+
+
+def iinfo(type, /):
+    return np.iinfo(_dt(type))
+
+
+def isdtype(dtype, kind) -> bool:
+    dtype = np.dtype(dtype)
+    if isinstance(kind, tuple):
+        return any(isdtype(dtype, k) for k in kind)
+    if isinstance(kind, str):
+        if kind not in _KINDS:
+            raise ValueError(f"unknown dtype kind {kind!r}")
+        return bool(_KINDS[kind](dtype))
+    return dtype == np.dtype(kind)

@@ -1,0 +1,224 @@
+"""WGSL kernels: templates specialised by dtype/op, compiled once per process.
+
+Sources live in ``wgsl/*.wgsl`` (next to the package in a wheel, at the
+repository root in a checkout). A template names its specialisations as
+``{{KEY}}``; :func:`kernel` fills them, prepends the shared prelude (params
+through ``immediates``, strided indexing, per-dtype helpers) and caches the
+compute pipeline under the template name and the substitutions.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import _dtypes as D
+from . import _runtime
+
+_HERE = Path(__file__).resolve().parent
+
+
+def _wgsl_dir() -> Path:
+    for cand in (_HERE.parent.parent / "wgsl", _HERE.parents[2] / "wgsl"):
+        if cand.is_dir():
+            return cand
+    raise RuntimeError(f"wgpu backend: WGSL sources not found near {_HERE}")
+
+
+_sources: dict[str, str] = {}
+_pipelines: dict[tuple, Kernel] = {}
+_layouts: dict[tuple, tuple] = {}
+_bind_groups: dict[tuple, object] = {}
+#: name -> [count, seconds] of pipeline compilations
+compile_stats: dict[str, list] = {}
+
+
+class Kernel:
+    __slots__ = ("pipeline", "layout", "name")
+
+    def __init__(self, pipeline, layout, name: str) -> None:
+        self.pipeline = pipeline
+        self.layout = layout
+        self.name = name
+
+
+def source(name: str) -> str:
+    src = _sources.get(name)
+    if src is None:
+        src = (_wgsl_dir() / f"{name}.wgsl").read_text()
+        _sources[name] = src
+    return src
+
+
+_PRELUDE = """
+struct Params { v: array<vec4<u32>, 8> }
+var<immediate> prm: Params;
+fn pw(i: u32) -> u32 { return prm.v[i >> 2u][i & 3u]; }
+fn pi(i: u32) -> i32 { return bitcast<i32>(pw(i)); }
+fn linear_id(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
+  return (wid.y * nwg.x + wid.x) * 256u + lid;
+}
+// element offset of row-major index i in a view: shape at words [sh, sh+nd),
+// strides (elements, signed) at [st, st+nd), base offset `base`
+fn strided(i: u32, nd: u32, sh: u32, st: u32, base: u32) -> u32 {
+  var rem = i;
+  var off = bitcast<i32>(base);
+  for (var d = i32(nd) - 1; d >= 0; d--) {
+    let s = pw(sh + u32(d));
+    let q = rem / s;
+    off += i32(rem - q * s) * pi(st + u32(d));
+    rem = q;
+  }
+  return u32(off);
+}
+fn f32_inf() -> f32 { return bitcast<f32>(0x7f800000u); }
+fn f32_nan() -> f32 { return bitcast<f32>(0x7fc00000u); }
+"""
+
+_F16 = "enable f16;\n"
+
+
+def _helpers(dt: np.dtype) -> str:
+    """Per-dtype WGSL helpers: wrap_<d>, scal_<d> (decode a scalar at word k), and for
+    floats isnan_<d>, inf_<d>, nan_<d>."""
+    n = dt.name
+    t = D.wgsl(dt)
+    wrap = D.WRAP.get(dt, "v")
+    out = [f"fn wrap_{n}(v: {t}) -> {t} {{ return {wrap}; }}"]
+    if t in ("f32",):
+        dec = "bitcast<f32>(pw(k))"
+    elif t == "f16":
+        dec = "f16(bitcast<f32>(pw(k)))"
+    elif t == "i32":
+        dec = "pi(k)"
+    elif t == "u32":
+        dec = "pw(k)"
+    elif t in ("i64", "u64"):
+        dec = f"({t}(pw(k + 1u)) << 32u) | {t}(pw(k))"
+    else:  # f64: |mantissa| in words k (low 32) / k+1 (high 21, sign bit 31, special bit 30)
+        dec = None
+        out.append(
+            "fn scal_float64(k: u32) -> f64 {\n"
+            "  let hi = pw(k + 1u);\n"
+            "  var v: f64;\n"
+            "  if ((hi & 0x40000000u) != 0u) {\n"
+            "    if (pw(k) != 0u) { v = f64(f32_nan()); } else { v = f64(f32_inf()); }\n"
+            "  } else {\n"
+            "    v = ldexp(f64(hi & 0x1fffffu) * 4294967296.0lf + f64(pw(k)), pi(k + 2u));\n"
+            "  }\n"
+            "  if ((hi & 0x80000000u) != 0u) { v = -v; }\n"
+            "  return v;\n}"
+        )
+    if dec is not None:
+        out.append(f"fn scal_{n}(k: u32) -> {t} {{ return {dec}; }}")
+    if dt.kind == "f":
+        out.append(f"fn isnan_{n}(x: {t}) -> bool {{ return x != x; }}")
+        out.append(f"fn inf_{n}() -> {t} {{ return {t}(f32_inf()); }}")
+        out.append(f"fn nan_{n}() -> {t} {{ return {t}(f32_nan()); }}")
+        out.append(f"fn isinf_{n}(x: {t}) -> bool {{ return abs(x) == inf_{n}(); }}")
+    else:
+        out.append(f"fn isnan_{n}(x: {t}) -> bool {{ return false; }}")
+    return "\n".join(out) + "\n"
+
+
+def render(name: str, dtypes: tuple, subs: dict) -> str:
+    rt = _runtime.get()
+    head = _F16 if "shader-f16" in rt.features else ""
+    src = source(name)
+    # substitutions may contain placeholders themselves (op bodies use {{T}})
+    for _ in range(3):
+        for k, v in subs.items():
+            src = src.replace("{{" + k + "}}", str(v))
+    if "{{" in src:
+        raise RuntimeError(f"wgsl template {name}: unfilled placeholder in\n{src}")
+    helpers = "".join(_helpers(dt) for dt in dict.fromkeys(dtypes))
+    return head + _PRELUDE + helpers + src
+
+
+def _layout(sig: tuple) -> tuple:
+    lay = _layouts.get(sig)
+    if lay is None:
+        rt = _runtime.get()
+        wgpu = rt.wgpu
+        entries = [
+            {"binding": i, "visibility": wgpu.ShaderStage.COMPUTE,
+             "buffer": {"type": "read-only-storage" if s == "r" else "storage"}}
+            for i, s in enumerate(sig)
+        ]
+        bgl = rt.device.create_bind_group_layout(entries=entries)
+        pl = rt.device.create_pipeline_layout(
+            bind_group_layouts=[bgl], immediate_size=_runtime.PARAM_BYTES
+        )
+        lay = _layouts[sig] = (bgl, pl, sig)
+    return lay
+
+
+def kernel(name: str, sig: str, dtypes: tuple, **subs) -> Kernel:
+    """The compiled kernel for template ``name`` with bindings ``sig`` ('r'/'w' each).
+
+    ``dtypes`` are the dtypes whose helpers the kernel uses; ``subs`` fill the
+    template's ``{{KEY}}`` placeholders.
+    """
+    key = (name, sig, dtypes, tuple(sorted(subs.items())))
+    k = _pipelines.get(key)
+    if k is None:
+        k = _compile(key, name, sig, dtypes, subs)
+    return k
+
+
+def _compile(key, name, sig, dtypes, subs) -> Kernel:
+    rt = _runtime.get()
+    code = render(name, dtypes, subs)
+    t0 = time.perf_counter()
+    try:
+        module = rt.device.create_shader_module(code=code, label=name)
+        bgl, pl, _ = _layout(tuple(sig))
+        pipe = rt.device.create_compute_pipeline(
+            layout=pl, compute={"module": module, "entry_point": "main"}, label=name
+        )
+    except Exception as exc:
+        if os.environ.get("VTL_WGPU_DEBUG"):
+            print(code)
+        raise RuntimeError(
+            f"wgpu: compiling kernel {name} {dict(subs)} failed: {exc}"
+        ) from None
+    st = compile_stats.setdefault(name, [0, 0.0])
+    st[0] += 1
+    st[1] += time.perf_counter() - t0
+    k = _pipelines[key] = Kernel(pipe, _layout(tuple(sig)), name)
+    return k
+
+
+def bind_group(layout: tuple, bufs) -> object:
+    key = (layout[2], *(b.uid for b in bufs))
+    bg = _bind_groups.get(key)
+    if bg is None:
+        rt = _runtime.get()
+        bg = rt.device.create_bind_group(
+            layout=layout[0],
+            entries=[
+                {"binding": i, "resource": {"buffer": b.gpu, "offset": 0, "size": b.cap}}
+                for i, b in enumerate(bufs)
+            ],
+        )
+        if len(_bind_groups) > 65536:
+            _bind_groups.clear()
+        _bind_groups[key] = bg
+    return bg
+
+
+def clear_bind_groups() -> None:
+    _bind_groups.clear()
+
+
+def stats() -> dict[str, object]:
+    """Pipeline compile counts/seconds per template and cache sizes."""
+    return {
+        "pipelines": len(_pipelines),
+        "bind_groups": len(_bind_groups),
+        "compile": {k: {"count": v[0], "seconds": round(v[1], 4)}
+                    for k, v in compile_stats.items()},
+    }

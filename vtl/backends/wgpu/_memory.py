@@ -1,0 +1,142 @@
+"""Device buffers: a size-bucketed pool.
+
+Every array owns a :class:`Storage` (views share it). When the last array
+using a storage is collected, its buffer goes back to the pool and is handed
+to the next allocation of the same bucket, so steady-state loops create no
+new buffers (and their cached bind groups stay valid).
+
+GPU reuse inside one open command buffer is safe (dispatches run in order);
+a *host* write (``queue.write_buffer``) lands before the open command buffer
+runs, so uploads only get buffers not used by pending work.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from . import _runtime
+
+_MIN_BYTES = 256
+_uid = itertools.count(1)
+
+
+def bucket(nbytes: int) -> int:
+    """Capacity class for ``nbytes``: powers of two split into 4 steps, at least 256 B."""
+    if nbytes <= _MIN_BYTES:
+        return _MIN_BYTES
+    top = 1 << (nbytes - 1).bit_length()
+    step = top // 8
+    return ((nbytes + step - 1) // step) * step
+
+
+class Buf:
+    """One GPU buffer and the batch that last used it."""
+
+    __slots__ = ("gpu", "cap", "uid", "batch")
+
+    def __init__(self, gpu, cap: int) -> None:
+        self.gpu = gpu
+        self.cap = cap
+        self.uid = next(_uid)
+        self.batch = -1
+
+
+class Storage:
+    """An array's claim on a pooled buffer; returns it to the pool when collected."""
+
+    __slots__ = ("buf", "nbytes", "__weakref__")
+
+    def __init__(self, buf: Buf, nbytes: int) -> None:
+        self.buf = buf
+        self.nbytes = nbytes
+
+    def __del__(self) -> None:
+        try:
+            POOL.release(self.buf)
+        except Exception:  # interpreter shutdown
+            pass
+
+
+class Pool:
+    def __init__(self) -> None:
+        self.free: dict[int, list[Buf]] = {}
+        self.in_use = 0
+        self.pooled = 0
+        self.peak = 0
+        self.created = 0
+        self.reused = 0
+
+    def alloc(self, nbytes: int, upload: bool = False) -> Storage:
+        """A storage of at least ``nbytes``; ``upload=True`` for host writes (see module doc)."""
+        rt = _runtime.get()
+        if nbytes > rt.max_binding:
+            raise ValueError(
+                f"cannot allocate {nbytes} bytes: one wgpu array may hold at most "
+                f"{rt.max_binding} bytes (the adapter's max storage binding size)"
+            )
+        cap = bucket(max(nbytes, 4))
+        if cap > rt.max_binding:
+            cap = -(-nbytes // 16) * 16
+        lst = self.free.get(cap)
+        buf = None
+        if lst:
+            if upload:
+                from ._recorder import REC
+
+                cur = REC.batch if REC.pending else -2
+                for i in range(len(lst) - 1, -1, -1):
+                    if lst[i].batch != cur:
+                        buf = lst.pop(i)
+                        break
+            else:
+                buf = lst.pop()
+        if buf is None:
+            buf = self._create(rt, cap)
+        else:
+            self.pooled -= cap
+            self.reused += 1
+        self.in_use += cap
+        if self.in_use > self.peak:
+            self.peak = self.in_use
+        return Storage(buf, nbytes)
+
+    def _create(self, rt, cap: int) -> Buf:
+        U = rt.wgpu.BufferUsage
+        try:
+            gpu = rt.device.create_buffer(size=cap, usage=U.STORAGE | U.COPY_SRC | U.COPY_DST)
+        except Exception as exc:
+            self.trim()
+            try:
+                gpu = rt.device.create_buffer(
+                    size=cap, usage=U.STORAGE | U.COPY_SRC | U.COPY_DST
+                )
+            except Exception:
+                raise MemoryError(
+                    f"wgpu: cannot allocate a buffer of {cap} bytes "
+                    f"({self.in_use} bytes in use): {exc}"
+                ) from None
+        self.created += 1
+        return Buf(gpu, cap)
+
+    def release(self, buf: Buf) -> None:
+        self.in_use -= buf.cap
+        self.pooled += buf.cap
+        self.free.setdefault(buf.cap, []).append(buf)
+
+    def trim(self) -> None:
+        """Destroy every pooled (unused) buffer."""
+        from . import _kernels
+
+        for lst in self.free.values():
+            for b in lst:
+                b.gpu.destroy()
+        self.free.clear()
+        self.pooled = 0
+        _kernels.clear_bind_groups()
+
+    def info(self) -> dict[str, int]:
+        return {"in_use": self.in_use, "pooled": self.pooled, "peak": self.peak,
+                "buffers_created": self.created, "reused": self.reused}
+
+
+POOL = Pool()
