@@ -216,15 +216,7 @@ def solve(x1: Tensor, x2: Tensor, /) -> Tensor:
             f"linalg.solve(): x2 must have shape ({m},) or (..., {m}, K) to match x1 of "
             f"shape {x1.shape}, got {x2.shape}"
         )
-    try:
-        out = _lx(dev, "solve")(x1._data, x2._data)
-    except ValueError as exc:
-        if exc.__class__ is not ValueError:  # LinAlgError (singular matrix) passes through
-            raise
-        raise ValueError(
-            f"linalg.solve(): batch shapes of x1 {x1.shape} and x2 {x2.shape} do not "
-            f"broadcast: {exc}"
-        ) from None
+    out = _solve_raw(dev, x1, x2, vec)
     if needs_grad(x1, x2):
         def vjp(g: Tensor, out: Tensor) -> tuple[Any, Any]:
             gm = _as_col(g) if vec else g
@@ -240,6 +232,41 @@ def solve(x1: Tensor, x2: Tensor, /) -> Tensor:
         return record(out, dev, "LinalgSolveBackward", (x1, x2), vjp, saved=(x1, x2),
                       save_output=True)
     return new(out, dev)
+
+
+def _batch_shape(s1: tuple[int, ...], s2: tuple[int, ...], fname: str) -> tuple[int, ...]:
+    """Broadcast two batch shapes; ``ValueError`` naming ``fname`` when they clash."""
+    nd = max(len(s1), len(s2))
+    p1 = (1,) * (nd - len(s1)) + s1
+    p2 = (1,) * (nd - len(s2)) + s2
+    out = []
+    for a, b in zip(p1, p2, strict=True):
+        if a != b and a != 1 and b != 1:
+            raise ValueError(
+                f"linalg.{fname}(): batch shapes {s1} and {s2} do not broadcast"
+            )
+        out.append(b if a == 1 else a)
+    return tuple(out)
+
+
+def _solve_raw(dev: Device, x1: Tensor, x2: Tensor, vec: bool) -> Any:
+    """Backend solve with the standard's broadcasting done here (CuPy does not
+    broadcast batch axes; a 1-D ``x2`` becomes one column)."""
+    xp = dev.xp
+    m = x1.shape[-1]
+    a, b = x1._data, x2._data
+    ab = x1.shape[:-2]
+    bb = () if vec else x2.shape[:-2]
+    if vec:
+        b = xp.reshape(b, (m, 1))
+    if ab != bb:
+        batch = _batch_shape(ab, bb, "solve")
+        if ab != batch:
+            a = xp.broadcast_to(a, (*batch, m, m))
+        if bb != batch:
+            b = xp.broadcast_to(b, (*batch, m, b.shape[-1]))
+    out = _lx(dev, "solve")(a, b)
+    return xp.reshape(out, out.shape[:-1]) if vec else out
 
 
 def det(x: Tensor, /) -> Tensor:
