@@ -29,6 +29,45 @@ class WgpuBackend(Backend):
 
         return xp._load_backend(self)
 
+    def native_device(self, index: int) -> Any:
+        return self.xp.__array_namespace_info__().default_device()
+
+    def is_native(self, obj: Any) -> bool:
+        return self.is_available and isinstance(obj, self.array_type)
+
+    def normalize(self, raw: Any) -> Any:
+        return self.xp.asarray(raw)
+
+    def to_host(self, raw: Any) -> Any:
+        return self.xp.to_numpy(raw)
+
+    def from_host(self, arr: Any, index: int = 0) -> Any:
+        return self.xp.from_host(arr)
+
+    def from_dlpack(self, obj: Any, index: int = 0, copy: bool | None = None) -> Any:
+        return self.xp.from_dlpack(obj, copy=copy)
+
+    def dtypes(self, index: int = 0) -> dict[str, Any]:
+        return self.xp.__array_namespace_info__().dtypes()
+
+    def default_dtypes(self, index: int = 0) -> dict[str, Any]:
+        return self.xp.__array_namespace_info__().default_dtypes()
+
+    def check_dtype(self, dtype: Any, index: int = 0) -> None:
+        self.xp.check_dtype(dtype)
+
+    def synchronize(self, index: int = 0) -> None:
+        self.xp.synchronize()
+
+    def scatter_add(self, target: Any, indices: Any, values: Any) -> Any:
+        return self.xp.scatter_add(target, indices, values)
+
+    def memory_info(self, index: int = 0) -> dict[str, int]:
+        return self.xp.memory_info()
+
+    def info(self) -> dict[str, Any]:
+        return self.xp.runtime_info()
+
 
 _REGISTRY: dict[str, Backend] = {
     "numpy": NumpyBackend(),

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from . import _runtime
-from ._array import DEVICE, WgpuArray, to_numpy
+from ._array import DEVICE, WgpuArray, check_dtype, to_numpy
 from ._creation import (
     arange,
     asarray,

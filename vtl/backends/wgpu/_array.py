@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import operator
+import struct
 from typing import Any
 
 import numpy as np
@@ -306,7 +307,17 @@ def copy_into(src: WgpuArray, dst: WgpuArray, body: str = "return {{R}}(x);") ->
     REC.dispatch(k, (src._st.buf, dst._st.buf), words, groups_for(n))
 
 
+_UN_CACHE: dict = {}
+
+
 def unary_kernel(dt_in: np.dtype, dt_out: np.dtype, body: str):
+    k = _UN_CACHE.get((dt_in, dt_out, body))
+    if k is None:
+        k = _UN_CACHE[(dt_in, dt_out, body)] = _unary_kernel(dt_in, dt_out, body)
+    return k
+
+
+def _unary_kernel(dt_in: np.dtype, dt_out: np.dtype, body: str):
     from . import _kernels
 
     if dt_out == D.bool_ and body == "return {{R}}(x);":
@@ -333,11 +344,18 @@ def astype_raw(x: WgpuArray, dtype: np.dtype) -> WgpuArray:
     return out
 
 
+_f32 = struct.Struct("f").pack
+_u32 = struct.Struct("I").unpack
+
+
 def words_for_scalar(value, dt: np.dtype) -> list[int]:
     """Three param words encoding a Python scalar converted to ``dt`` (see _kernels)."""
     t = D.wgsl(dt)
     if t in ("f32", "f16"):
-        return [int(np.array(value, np.float32).view(np.uint32)), 0, 0]
+        try:
+            return [_u32(_f32(float(value)))[0], 0, 0]
+        except OverflowError:
+            return [0x7F800000 if value > 0 else 0xFF800000, 0, 0]
     if t == "f64":
         v = float(value)
         if math.isnan(v):

@@ -33,6 +33,7 @@ STORAGE: dict[np.dtype, tuple[str, np.dtype]] = {
     int64: ("i64", int64), uint64: ("u64", uint64),
     float16: ("f16", float16), float32: ("f32", float32), float64: ("f64", float64),
 }
+NAME: dict[np.dtype, str] = {d: d.name for d in ALL}
 #: dtype -> device feature it needs
 FEATURE: dict[np.dtype, str] = {
     float16: "shader-f16", float64: "shader-f64", int64: "shader-int64", uint64: "shader-int64",

@@ -266,7 +266,7 @@ def unary(name: str, x: WgpuArray) -> WgpuArray:
         return x
     out_dt = D.bool_ if rule == "bool" else dt
     out = empty(x._shape, out_dt)
-    copy_into(x, out, body.replace("{{DT}}", dt.name))
+    copy_into(x, out, body.replace("{{DT}}", D.NAME[dt]))
     return out
 
 
@@ -284,6 +284,7 @@ def _scalar_dtype(value, arr_dt: np.dtype, fname: str) -> np.dtype:
 
 
 _SCALARS = (bool, int, float, complex)
+_BIN_CACHE: dict = {}
 
 
 def binary(name: str, x1, x2) -> WgpuArray:
@@ -307,9 +308,17 @@ def binary(name: str, x1, x2) -> WgpuArray:
         dt = default_float()
     elif rule == "logical":
         dt = D.bool_
-    check_dtype(dt)
-    body = _body(BINARY, name, dt)
-    out_dt = D.bool_ if rule in ("bool", "logical") else dt
+    ck = _BIN_CACHE.get((name, dt))
+    if ck is None:
+        check_dtype(dt)
+        body = _body(BINARY, name, dt)
+        out_dt = D.bool_ if rule in ("bool", "logical") else dt
+        kern = _kernels.kernel(
+            "binary", "rrw", (dt, out_dt), T=D.wgsl(dt), R=D.wgsl(out_dt), DT=dt.name,
+            DR=out_dt.name, BITS=8 * D.itemsize(dt), BODY=body,
+        )
+        ck = _BIN_CACHE[(name, dt)] = (kern, out_dt)
+    kern, out_dt = ck
     if s1 or s2:
         arr = x2 if s1 else x1
         if arr._dtype != dt:
@@ -339,11 +348,7 @@ def binary(name: str, x1, x2) -> WgpuArray:
         cs = c_strides(cshape)
         flags = (1 if sa == cs else 0) | (2 if sb == cs else 0)
     words = [n, nd, flags | flag_s, a._offset, b._offset, 0, *sw, *cshape, *sa, *sb]
-    k = _kernels.kernel(
-        "binary", "rrw", (dt, out_dt), T=D.wgsl(dt), R=D.wgsl(out_dt), DT=dt.name,
-        DR=out_dt.name, BITS=8 * D.itemsize(dt), BODY=body,
-    )
-    REC.dispatch(k, (a._st.buf, b._st.buf, out._st.buf), words, groups_for(n))
+    REC.dispatch(kern, (a._st.buf, b._st.buf, out._st.buf), words, groups_for(n))
     return out
 
 

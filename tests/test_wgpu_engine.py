@@ -1,0 +1,225 @@
+"""The wgpu library's engine: views, pool, recorder, dispatch folding, dtypes, limits."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
+xp = pytest.importorskip("vtl.backends.wgpu")
+if not xp.is_available():
+    pytest.skip("no WebGPU adapter", allow_module_level=True)
+
+from vtl.backends.wgpu import _memory, _recorder, _runtime  # noqa: E402
+
+
+def host(a):
+    return xp.to_numpy(a)
+
+
+def test_runtime_info_reports_adapter_features_and_dtypes():
+    info = xp.runtime_info()
+    assert info["adapter"] and "immediates" in info["features"]
+    assert info["max_storage_binding"] > 0
+    dts = xp.__array_namespace_info__().dtypes()
+    assert {"bool", "int8", "int32", "uint32", "float32"} <= set(dts)
+    feats = set(info["features"])
+    assert ("float64" in dts) == ("shader-f64" in feats)
+    assert ("int64" in dts) == ("shader-int64" in feats)
+    assert all(isinstance(d, np.dtype) for d in dts.values())
+
+
+def test_namespace_from_array():
+    a = xp.ones(3)
+    assert a.__array_namespace__() is xp
+    assert a.device == xp.__array_namespace_info__().default_device()
+
+
+def test_views_share_storage_copies_do_not():
+    a = xp.asarray(np.arange(24, dtype=np.float32).reshape(2, 3, 4))
+    for v in (xp.reshape(a, (6, 4)), xp.permute_dims(a, (2, 0, 1)), a[:, 1:, ::2],
+              xp.expand_dims(a, axis=1), xp.broadcast_to(a[:, :1], (2, 5, 4)), a.mT,
+              xp.squeeze(a[:1], axis=0), a[..., ::-1]):
+        assert v._st is a._st
+    t = xp.permute_dims(a, (1, 0, 2))
+    r = xp.reshape(t, (-1,))  # not expressible as a view of t
+    assert r._st is not a._st
+    np.testing.assert_array_equal(host(r), np.arange(24).reshape(2, 3, 4).transpose(1, 0, 2)
+                                  .reshape(-1))
+    with pytest.raises(ValueError, match="copy"):
+        xp.reshape(t, (-1,), copy=False)
+
+
+def test_writes_through_a_view_reach_the_base():
+    a = xp.zeros((3, 4))
+    v = a[1:, ::2]
+    v[...] = 5.0
+    expect = np.zeros((3, 4), np.float32)
+    expect[1:, ::2] = 5
+    np.testing.assert_array_equal(host(a), expect)
+
+
+def test_pool_reuses_buffers():
+    x = xp.ones((256,))
+    for _ in range(3):
+        x = x + 1.0
+    before = xp.memory_info()["buffers_created"]
+    for _ in range(50):
+        x = x + 1.0
+    assert xp.memory_info()["buffers_created"] == before
+    assert float(x[0]) == 54.0
+
+
+def test_collected_array_returns_its_buffer():
+    info0 = xp.memory_info()
+    a = xp.ones((1000,))
+    assert xp.memory_info()["in_use"] >= info0["in_use"] + 4000
+    del a
+    info1 = xp.memory_info()
+    assert info1["in_use"] == info0["in_use"]
+    assert info1["peak"] >= info0["in_use"] + 4000
+
+
+def test_no_hidden_readbacks_in_a_loop_of_elementwise_ops():
+    a = xp.ones((64, 64))
+    b = xp.full((64,), 2.0)
+    xp.synchronize()
+    s0 = _recorder.REC.submits
+    for _ in range(100):
+        a = xp.tanh(a * b + 0.25) - a / 3.0
+    assert _recorder.REC.submits == s0  # recorded, nothing submitted
+    val = float(xp.sum(a))  # the readback is the one sync point
+    assert _recorder.REC.submits == s0 + 1
+    ref = np.ones((64, 64), np.float32)
+    for _ in range(100):
+        ref = np.tanh(ref * 2 + 0.25) - ref / 3
+    assert val == pytest.approx(float(ref.sum()), rel=1e-4)
+
+
+def test_flush_threshold_submits_without_waiting(monkeypatch):
+    monkeypatch.setattr(_recorder, "FLUSH_EVERY", 10)
+    xp.synchronize()
+    s0 = _recorder.REC.submits
+    a = xp.ones(8)
+    for _ in range(35):
+        a = a + 1.0
+    assert _recorder.REC.submits - s0 >= 3
+    assert float(a[0]) == 36.0
+
+
+def test_grid_folds_beyond_the_workgroup_limit(monkeypatch):
+    rt = _runtime.get()
+    monkeypatch.setattr(rt, "max_groups", 3)  # fold any grid over 3 workgroups into x/y
+    n = 256 * 10 + 17
+    h = np.arange(n, dtype=np.float32)
+    a = xp.asarray(h)
+    np.testing.assert_array_equal(host(a * 2.0 + a), h * 3)
+    np.testing.assert_array_equal(host(xp.arange(n, dtype=xp.int32)), np.arange(n))
+    m = h[: 40 * 64].reshape(40, 64)
+    np.testing.assert_allclose(host(xp.sum(xp.asarray(m), axis=1)), m.sum(1), rtol=1e-6)
+
+
+@pytest.mark.slow
+def test_real_dispatch_over_65535_workgroups():
+    n = 65536 * 256 + 3
+    a = xp.full((n,), 1.5)
+    b = a + a
+    assert float(b[n - 1]) == 3.0 and float(b[0]) == 3.0
+
+
+def test_unsupported_dtype_names_missing_feature(monkeypatch):
+    rt = _runtime.get()
+    monkeypatch.setattr(rt, "features", rt.features - {"shader-f64", "shader-int64"})
+    with pytest.raises(TypeError, match="shader-f64"):
+        xp.zeros(3, dtype=xp.float64)
+    with pytest.raises(TypeError, match="shader-int64"):
+        xp.asarray(np.arange(3, dtype=np.int64))
+    assert "float64" not in xp.__array_namespace_info__().dtypes()
+    assert xp.__array_namespace_info__().default_dtypes()["integral"] == np.int32
+    with pytest.raises(TypeError, match="not supported"):
+        xp.asarray(np.ones(2, np.complex64))
+
+
+def test_allocation_beyond_binding_limit_is_a_clear_error():
+    limit = _runtime.get().max_binding
+    with pytest.raises(ValueError, match="max storage binding"):
+        xp.empty((limit // 4 + 1,), dtype=xp.float32)
+
+
+def test_training_style_loop_memory_stays_flat():
+    rng = np.random.default_rng(0)
+    w = xp.asarray(rng.standard_normal((16, 8)).astype(np.float32))
+    xb = xp.asarray(rng.standard_normal((32, 16)).astype(np.float32))
+    yb = xp.asarray(rng.standard_normal((32, 8)).astype(np.float32))
+
+    def step(w):
+        err = xb @ w - yb
+        grad = xb.mT @ err * (2.0 / 32)
+        return w - 0.01 * grad, xp.mean(err * err)
+
+    losses = []
+    for _ in range(5):
+        w, loss = step(w)
+    xp.synchronize()
+    base = xp.memory_info()
+    for i in range(40):
+        w, loss = step(w)
+        if i % 10 == 0:
+            losses.append(loss)
+    after = xp.memory_info()
+    losses = [float(v) for v in losses]
+    # only the four kept losses may need new (256-byte) buffers
+    assert after["buffers_created"] <= base["buffers_created"] + 4
+    assert after["in_use"] <= base["in_use"] + 4 * 256
+    assert losses[-1] < losses[0]
+
+
+def test_pipelines_compiled_once_per_process():
+    from vtl.backends.wgpu import _kernels
+
+    a = xp.ones(4)
+    _ = xp.hypot(a * 3.0, a)
+    n = _kernels.stats()["pipelines"]
+    for _ in range(5):
+        _ = xp.hypot(a * 3.0, a)
+    _ = xp.hypot(xp.ones((5, 2)) * 2.0, xp.ones(2))
+    assert _kernels.stats()["pipelines"] == n
+
+
+def test_bool_and_narrow_ints_round_trip_and_wrap():
+    b = np.array([True, False, True])
+    np.testing.assert_array_equal(host(xp.asarray(b)), b)
+    i8 = np.array([127, -128, 5], np.int8)
+    a = xp.asarray(i8)
+    assert a.dtype == np.int8
+    np.testing.assert_array_equal(host(a + a), i8 + i8)
+    u8 = np.array([250, 3], np.uint8)
+    np.testing.assert_array_equal(host(xp.asarray(u8) * 2), u8 * np.uint8(2))
+
+
+def test_scalar_conversions_sync_and_check_size():
+    a = xp.asarray(np.array([2.5], np.float32))
+    assert float(a) == 2.5 and int(xp.asarray(np.int32(7))) == 7
+    assert bool(xp.asarray(np.array(True)))
+    with pytest.raises(ValueError):
+        bool(xp.ones(3))
+    with pytest.raises(TypeError):
+        float(xp.ones(3))
+
+
+def test_memory_pool_buckets():
+    assert _memory.bucket(1) == 256
+    assert _memory.bucket(1000) == 1024
+    assert _memory.bucket(1025) >= 1025 and _memory.bucket(1025) <= 1280
+
+
+def test_registry_gating_without_experimental_flag():
+    env = {k: v for k, v in os.environ.items() if k != "VTL_WGPU_EXPERIMENTAL"}
+    code = "import vtl; print(vtl.backends.available()['wgpu'])"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert "VTL_WGPU_EXPERIMENTAL=1" in out.stdout, out.stderr
