@@ -89,7 +89,7 @@ def _norm_index(arr: Any, n: int, axis: int, dev: Any, host: bool, what: str = "
     for s in arr.shape:
         size *= s
     if size:
-        if host:
+        if host or isinstance(arr, np.ndarray):  # host memory: no transfer needed
             mn, mx = int(arr.min()), int(arr.max())
         else:
             xp = dev.xp
@@ -500,6 +500,9 @@ class _Plan:
 # -- __getitem__ / __setitem__ ---------------------------------------------------------------
 def _getitem(x: Tensor, key: Any) -> Tensor:
     """``x[key]`` with NumPy's semantics; differentiable (scatter-add gradient)."""
+    if key.__class__ is Tensor and key._data.dtype.kind in "iu" and key._data.ndim \
+            and x._data.ndim and key._device is x._device:
+        return _take(x, key._data, 0, "")  # x[idx]: the most common advanced key
     if key.__class__ is not tuple:
         key = (key,)
     shape = x._data.shape
@@ -666,11 +669,16 @@ def take(x: Tensor, indices: Tensor, /, *, axis: int | None = None) -> Tensor:
             )
         axis = 0
     ax = normalize_axis(axis, x.ndim, "take")
+    return _take(x, indices._data, ax, "take(): ")
+
+
+def _take(x: Tensor, indices: Any, ax: int, what: str) -> Tensor:
+    """``take`` on checked arguments; ``indices`` is a raw integer array."""
     dev = x._device
     xp = dev.xp
     shape = x.shape
-    ishape = indices.shape
-    idx = _norm_index(indices._data, shape[ax], ax, dev, False, "take(): ")
+    ishape = tuple(indices.shape)
+    idx = _norm_index(indices, shape[ax], ax, dev, False, what)
     rows = idx if len(ishape) == 1 else xp.reshape(idx, (-1,))
     out = xp.take(x._data, rows, axis=ax)
     if len(ishape) != 1:
