@@ -53,7 +53,7 @@ class Tensor:
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(self._data.shape)
+        return self._data.shape  # every backend's shape is a tuple of ints
 
     @property
     def ndim(self) -> int:
@@ -99,6 +99,8 @@ class Tensor:
         """Set ``requires_grad`` on a leaf tensor in place; returns ``self``."""
         flag = bool(requires_grad)
         if self._grad_fn is not None:
+            if flag:
+                return self  # a non-leaf already requires grad (as in PyTorch)
             raise RuntimeError(
                 "requires_grad can only be changed on leaf tensors; this tensor was "
                 f"computed by {self._grad_fn.name()}. Use .detach() for a tensor outside "
@@ -129,6 +131,10 @@ class Tensor:
             if value._device is not self._device:
                 raise ValueError(
                     f"grad on device {value._device} assigned to a tensor on {self._device}"
+                )
+            if value._data.dtype != self._data.dtype:
+                raise TypeError(
+                    f"grad of dtype {value.dtype} assigned to a tensor of dtype {self.dtype}"
                 )
         self._grad = value
 
@@ -349,9 +355,13 @@ class Tensor:
 
     def _scalar_host(self, what: str) -> Any:
         if self.size != 1:
+            if what == "bool":
+                raise ValueError(
+                    f"the truth value of a tensor with {self.size} elements is ambiguous; "
+                    "use vtl.any() or vtl.all(), or index a single element"
+                )
             raise ValueError(
-                f"the truth value / {what}() of a tensor with {self.size} elements is "
-                "ambiguous; use vtl.any() or vtl.all(), or index a single element"
+                f"{what}() needs a tensor with exactly one element, got shape {self.shape}"
             )
         return self.numpy().reshape(()).item()
 
@@ -362,9 +372,8 @@ class Tensor:
 
     def __iter__(self) -> Iterator[Tensor]:
         if self.ndim == 0:
-            raise TypeError("iteration over a 0-d tensor")
-        for i in range(self._data.shape[0]):
-            yield self[i]
+            raise TypeError("iteration over a 0-d tensor")  # at iter(), not at next()
+        return (self[i] for i in range(self._data.shape[0]))
 
     __hash__ = object.__hash__
 
@@ -374,6 +383,8 @@ class Tensor:
         host = self.numpy()
         body = np.array2string(host, separator=", ", prefix="vtl.Tensor(", threshold=1000)
         extra = f", dtype={self.dtype}, device='{self._device}'"
+        if self.size == 0:
+            extra = f", shape={self.shape}" + extra
         if self._grad_fn is not None:
             extra += f", grad_fn={self._grad_fn!r}"
         elif self._requires_grad:
@@ -398,6 +409,11 @@ def _root_gradient(t: Tensor, gradient: Any) -> Tensor:
                 f"backward() without a gradient needs a single-element output, got shape "
                 f"{t.shape}; pass gradient= (a tensor of that shape)"
             )
+        if t._data.dtype.kind == "c":
+            raise RuntimeError(
+                "backward() without a gradient needs a real output, got dtype "
+                f"{t.dtype}; pass gradient= or differentiate a real function of it"
+            )
         return ns.ones_like(t)
     if not isinstance(gradient, Tensor):
         gradient = ns.asarray(gradient, dtype=t.dtype, device=t._device)
@@ -407,6 +423,13 @@ def _root_gradient(t: Tensor, gradient: Any) -> Tensor:
         )
     if gradient._device is not t._device:
         raise ValueError(f"gradient is on {gradient._device} but the output is on {t._device}")
+    if gradient._data.dtype != t._data.dtype:
+        if gradient._data.dtype.kind not in "fc":
+            raise TypeError(
+                f"gradient has dtype {gradient.dtype}; expected a floating-point tensor "
+                f"(the output has dtype {t.dtype})"
+            )
+        gradient = ns.astype(gradient, t._data.dtype)
     return gradient
 
 

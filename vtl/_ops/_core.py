@@ -73,16 +73,16 @@ def binary_operands(x1: Any, x2: Any, fname: str) -> tuple[Device, Any, Any]:
             if x2._device is not dev:
                 raise mixed_devices(fname, dev, x2._device)
             return dev, x1._data, x2._data
+        if isinstance(x2, np.generic):  # first: np.float64 is a float subclass
+            return dev, x1._data, x2.item()
         if isinstance(x2, SCALAR_TYPES):
             return dev, x1._data, x2
-        if isinstance(x2, np.generic):
-            return dev, x1._data, x2.item()
         bad = x2
     elif isinstance(x2, Tensor):
-        if isinstance(x1, SCALAR_TYPES):
-            return x2._device, x1, x2._data
         if isinstance(x1, np.generic):
             return x2._device, x1.item(), x2._data
+        if isinstance(x1, SCALAR_TYPES):
+            return x2._device, x1, x2._data
         bad = x1
     else:
         raise TypeError(
@@ -173,6 +173,9 @@ def record_multi(
 
 def sum_to(g: Tensor, x: Tensor) -> Tensor:
     """Reduce gradient ``g`` to the shape and dtype of input ``x`` (undo broadcasting)."""
+    gd, xd = g._data, x._data
+    if gd.shape == xd.shape and gd.dtype == xd.dtype:
+        return g
     from . import manipulation, statistical
 
     shape = x.shape
@@ -198,7 +201,7 @@ def sum_to(g: Tensor, x: Tensor) -> Tensor:
 
 def normalize_axis(axis: int, ndim: int, fname: str) -> int:
     """``axis`` in ``[0, ndim)``; ``IndexError`` (as NumPy) when out of range."""
-    if not -ndim <= axis < max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
+    if not -max(ndim, 1) <= axis < max(ndim, 1):
         raise IndexError(f"{fname}(): axis {axis} is out of bounds for a {ndim}-D tensor")
     return axis % ndim if ndim else 0
 
@@ -273,10 +276,32 @@ def inplace_operator(fname: str) -> Callable:
         if not isinstance(other, _OPERAND_TYPES):
             return NotImplemented
         check_inplace(self, fname)
+        if needs_grad(self, other):
+            src = _inplace_source(self, other, fname)
+            return assign_result(self, fn(src, src if other is self else other), fname)
         return assign_result(self, fn(self, other), fname)
 
     op.__name__ = "i" + fname
     return op
+
+
+_READS_NO_VALUES = frozenset({"add", "subtract"})
+
+
+def _inplace_source(t: Tensor, other: Any, fname: str) -> Tensor:
+    """The operand a recorded in-place op reads instead of ``t``: same history, but a
+    separate object (and, when the op's rule reads values, a snapshot of the data).
+
+    The rule then sees the value from before the write, and the graph holds no
+    reference cycle through ``t`` (whose history is rebased onto the new node).
+    """
+    data = t._data if fname in _READS_NO_VALUES else t._device.xp.asarray(t._data, copy=True)
+    s = new(data, t._device)
+    if t._requires_grad:
+        s._grad_fn = t._grad_fn
+        s._out_idx = getattr(t, "_out_idx", 0)
+        s._requires_grad = True
+    return s
 
 
 def check_inplace(t: Tensor, fname: str) -> None:

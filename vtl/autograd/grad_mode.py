@@ -27,6 +27,12 @@ class _GradModeContext:
 
     _mode: bool
 
+    def __new__(cls, *args: Any) -> Any:
+        # ``@vtl.no_grad`` without parentheses, like PyTorch
+        if cls is not set_grad_enabled and len(args) == 1 and callable(args[0]):
+            return object.__new__(cls)(args[0])
+        return object.__new__(cls)
+
     def __enter__(self) -> None:
         self._prev = state.enabled
         state.enabled = self._mode
@@ -74,3 +80,8 @@ class set_grad_enabled(_GradModeContext):
 
     def __exit__(self, *exc: object) -> None:
         state.enabled = self._prev
+
+    def __call__(self, fn: F) -> F:
+        # used as a decorator: the mode applies to calls of fn, not from now on
+        state.enabled = self._prev
+        return super().__call__(fn)

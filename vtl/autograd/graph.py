@@ -205,11 +205,13 @@ def run_backward(
     buffers: dict[Node, list] = {}
     root_edges = []
     assigned: set[int] = set()
+    # gradients reaching each leaf are summed first, so its hooks see the total
+    leaf_grads: dict[int, list] = {}
     for r, g in zip(roots, grads, strict=True):
         assigned.add(id(g))
         if r._grad_fn is None:
             # the root is itself a leaf
-            _deliver_leaf(r, g, capture, create_graph, assigned)
+            _add_leaf_grad(leaf_grads, r, g)
             continue
         node, idx = r._grad_fn, r._out_idx
         buf = buffers.setdefault(node, [None] * len(node.out_meta))
@@ -217,6 +219,7 @@ def run_backward(
         root_edges.append((node, idx))
 
     if not root_edges:
+        _deliver_all(leaf_grads, capture, create_graph, assigned)
         return _captured(capture, inputs, allow_unused)
 
     deps = _collect(root_edges)
@@ -236,7 +239,7 @@ def run_backward(
                         continue
                     if node.hooks and idx in node.hooks:
                         g = gs[idx] = _apply_hooks(node.hooks[idx], g)
-                    if node.retained and idx in node.retained:
+                    if capture is None and node.retained and idx in node.retained:
                         t = node.retained[idx]()
                         if t is not None:
                             t.grad = g if t.grad is None else t.grad + g
@@ -265,7 +268,8 @@ def run_backward(
                         ready.append(child)
                 elif g is not None:
                     _check_grad(node, g, (e.shape, e.dtype))
-                    _deliver_leaf(e, g, capture, create_graph, assigned)
+                    _add_leaf_grad(leaf_grads, e, g)
+        _deliver_all(leaf_grads, capture, create_graph, assigned)
     finally:
         grad_mode.state.enabled = prev_mode
     return _captured(capture, inputs, allow_unused)
@@ -300,6 +304,25 @@ def _check_grad(node: Node, g: Tensor, meta: tuple) -> None:
         )
 
 
+def _add_leaf_grad(leaf_grads: dict[int, list], leaf: Tensor, g: Tensor) -> None:
+    entry = leaf_grads.get(id(leaf))
+    if entry is None:
+        leaf_grads[id(leaf)] = [leaf, g]
+    else:
+        entry[1] = entry[1] + g
+
+
+def _deliver_all(leaf_grads: dict[int, list], capture: dict | None, create_graph: bool,
+                 assigned: set[int]) -> None:
+    prev = grad_mode.state.enabled
+    grad_mode.state.enabled = create_graph
+    try:
+        for leaf, g in leaf_grads.values():
+            _deliver_leaf(leaf, g, capture, create_graph, assigned)
+    finally:
+        grad_mode.state.enabled = prev
+
+
 def _deliver_leaf(
     leaf: Tensor, g: Tensor, capture: dict | None, create_graph: bool, assigned: set[int]
 ) -> None:
@@ -311,10 +334,13 @@ def _deliver_leaf(
             capture[key] = g if prev is None else prev + g
         return
     if leaf.grad is None:
-        if id(g) in assigned and not create_graph:
+        if not create_graph and (id(g) in assigned or getattr(g._data, "base", None) is not None):
+            # .grad must own its storage: g may be the root gradient, a gradient already
+            # given to another leaf, or a view of one, and in-place updates of one .grad
+            # must not change another. Fresh results of the VJP rules are kept as they are.
             g = g._copy()
-        leaf.grad = g if create_graph else g.detach()
-        assigned.add(id(leaf.grad))
+        leaf.grad = g
+        assigned.add(id(g))
     else:
         leaf.grad = leaf.grad + g
         if not create_graph:
