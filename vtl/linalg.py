@@ -736,7 +736,7 @@ def vector_norm(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None,
     dev = x._device
     out = _lx(dev, "vector_norm")(x._data, axis=None if axis is None else axes,
                                    keepdims=keepdims, ord=ord)
-    if needs_grad(x) and ord != 0 and x.size > 0:
+    if needs_grad(x) and ord != 0:
         kshape = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
 
         def vjp(g: Tensor, nrm: Tensor) -> Tensor:
@@ -782,7 +782,7 @@ def matrix_norm(x: Tensor, /, *, keepdims: bool = False,
         )
     dev = x._device
     out = _lx(dev, "matrix_norm")(x._data, keepdims=keepdims, ord=ord)
-    if needs_grad(x) and x.size > 0:
+    if needs_grad(x):
         if ord in ("nuc", 2, -2):
             _real_grad_only(x, "matrix_norm")
 
