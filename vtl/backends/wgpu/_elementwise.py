@@ -118,11 +118,12 @@ if (x < {{T}}(0)) {
 }
 return {{POW}}(x, y);"""
 
-_POW_I = """
+_POW_NEG = """
+if (y < {{T}}(0)) { if (x == {{T}}(1)) { return {{T}}(1); }
+  if (x == -{{T}}(1)) { return select({{T}}(1), -{{T}}(1), (y & {{T}}(1)) != {{T}}(0)); }
+  return {{T}}(0); }"""
+_POW_U = """
 var base = x; var e = y; var r = {{T}}(1);
-if (e < {{T}}(0)) { if (x == {{T}}(1)) { return {{T}}(1); }
-  if (x == {{T}}(-1)) { return select({{T}}(1), {{T}}(-1), (e & {{T}}(1)) != {{T}}(0)); }
-  return {{T}}(0); }
 loop { if (e == {{T}}(0)) { break; } if ((e & {{T}}(1)) != {{T}}(0)) { r = r * base; }
   base = base * base; e = e >> 1u; }
 return r;"""
@@ -199,7 +200,7 @@ BINARY: dict[str, tuple[str, dict]] = {
                      "f64": _POW_F.replace("{{POW}}", "{{T}}") .replace(
                          "{{T}}(-x, y)", "f64(pow(f32(-x), f32(y)))").replace(
                          "{{T}}(x, y);", "f64(pow(f32(x), f32(y)));"),
-                     I: _POW_I, U: _POW_I}),
+                     I: _POW_NEG + _POW_U, U: _POW_U}),
     "maximum": ("same", {F: _MAXMIN_F % "max", I: "return max(x, y);", U: "return max(x, y);",
                          B: "return max(x, y);"}),
     "minimum": ("same", {F: _MAXMIN_F % "min", I: "return min(x, y);", U: "return min(x, y);",

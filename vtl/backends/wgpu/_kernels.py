@@ -115,7 +115,10 @@ def _helpers(dt: np.dtype) -> str:
     if dec is not None:
         out.append(f"fn scal_{n}(k: u32) -> {t} {{ return {dec}; }}")
     if dt.kind == "f":
-        out.append(f"fn isnan_{n}(x: {t}) -> bool {{ return x != x; }}")
+        # bit test: `x != x` may be folded away by driver compilers
+        nan = ("(bitcast<u32>(f32(x)) & 0x7fffffffu) > 0x7f800000u" if t != "f32"
+               else "(bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u")
+        out.append(f"fn isnan_{n}(x: {t}) -> bool {{ return {nan}; }}")
         out.append(f"fn inf_{n}() -> {t} {{ return {t}(f32_inf()); }}")
         out.append(f"fn nan_{n}() -> {t} {{ return {t}(f32_nan()); }}")
         out.append(f"fn isinf_{n}(x: {t}) -> bool {{ return abs(x) == inf_{n}(); }}")
