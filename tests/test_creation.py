@@ -250,6 +250,11 @@ def test_linspace(backend, start, stop, num, endpoint):
 def test_linspace_complex_and_dtype(backend):
     assert_close(vtl.linspace(0, 1 + 2j, 5), np.linspace(0, 1 + 2j, 5).astype(np.complex64),
                  rtol=1e-6)
+    assert_close(vtl.linspace(1j, -2.0, 4, endpoint=False),
+                 np.linspace(1j, -2.0, 4, endpoint=False).astype(np.complex64), rtol=1e-6)
+    assert_close(vtl.linspace(1j, 1j, 0), np.zeros(0, np.complex64))
+    with pytest.raises(TypeError, match="complex dtype"):
+        vtl.linspace(0, 1j, 3, dtype=vtl.float32)
     skip_unless_dtype(backend, "float64")
     assert_close(vtl.linspace(0, 1, 7, dtype=vtl.float64), np.linspace(0, 1, 7))
 

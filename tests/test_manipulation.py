@@ -261,7 +261,9 @@ def _on_other_device(t):
 
 def test_mixed_devices(backend, other_backends):
     a = vtl.zeros((2, 3))
-    others = [_on_other_device(a)] + [vtl.zeros((2, 3), backend=o) for o in other_backends]
+    others = [vtl.zeros((2, 3), backend=o) for o in other_backends]
+    if backend == "numpy":  # a second CPU device exists only as a test fixture
+        others.append(_on_other_device(a))
     for b in others:
         for fn in (vtl.concat, vtl.stack, lambda ts: vtl.broadcast_arrays(*ts)):
             with pytest.raises(ValueError, match="different devices"):

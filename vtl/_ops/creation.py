@@ -381,7 +381,19 @@ def linspace(start: int | float | complex, stop: int | float | complex, /, num: 
             else _dtypes.float32
     if requires_grad:
         _check_grad_dtype(dt, "linspace")
-    raw = dev.xp.linspace(start, stop, num, dtype=dt, device=_native(dev), endpoint=endpoint)
+    xp = dev.xp
+    if isinstance(start, complex) or isinstance(stop, complex):
+        if dt.kind != "c":
+            raise TypeError(f"linspace(): complex start/stop need a complex dtype, got {dt}")
+        # real and imaginary parts separately (not every backend takes complex bounds)
+        part = _dtypes.float64 if dt == _dtypes.complex128 else _dtypes.float32
+        a, b = complex(start), complex(stop)
+        kw = {"dtype": part, "device": _native(dev), "endpoint": endpoint}
+        re = xp.astype(xp.linspace(a.real, b.real, num, **kw), dt)
+        im = xp.astype(xp.linspace(a.imag, b.imag, num, **kw), dt)
+        raw = re + im * 1j
+    else:
+        raw = xp.linspace(start, stop, num, dtype=dt, device=_native(dev), endpoint=endpoint)
     return _finish(new(raw, dev), requires_grad, "linspace")
 
 

@@ -111,7 +111,7 @@ def reshape(x: Tensor, /, shape: tuple[int, ...], *, copy: bool | None = None) -
     shape = _shape(shape, "reshape")
     try:
         out = dev.xp.reshape(x._data, shape, copy=copy)
-    except ValueError as exc:
+    except (ValueError, AttributeError) as exc:  # CuPy reports copy=False as AttributeError
         raise ValueError(f"reshape(): cannot reshape a tensor of shape {x.shape} to {shape}: "
                          f"{exc}") from None
     if needs_grad(x):
