@@ -81,33 +81,42 @@ def _broadcast_shapes(shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
 
 
 def _norm_index(arr: Any, n: int, axis: int, dev: Any, host: bool, what: str = "") -> Any:
-    """Integer indices checked against ``[-n, n)``, wrapped to ``[0, n)``, in the
-    device's index dtype and on the device."""
+    """Integer indices wrapped from ``[-n, n)`` to ``[0, n)``, in the device's index
+    dtype and on the device.
+
+    Indices in host memory (Python sequences, NumPy arrays, tensors of the numpy
+    backend) are bounds-checked (``IndexError``). Index tensors in accelerator memory
+    are not read back, which would stall the device: out-of-range entries give
+    unspecified results there, as the standard allows.
+    """
     idt = _index_dtype(dev)
-    mn = 0
     size = 1
     for s in arr.shape:
         size *= s
-    if size:
-        if host or isinstance(arr, np.ndarray):  # host memory: no transfer needed
+    if host or isinstance(arr, np.ndarray):
+        mn = 0
+        if size:
             mn, mx = int(arr.min()), int(arr.max())
-        else:
-            xp = dev.xp
-            h = dev.backend.to_host(xp.stack([xp.min(arr), xp.max(arr)]))
-            mn, mx = int(h[0]), int(h[1])
-        if mn < -n or mx >= n:
-            bad = mn if mn < -n else mx
-            raise IndexError(f"{what}index {bad} is out of bounds for axis {axis} with size {n}")
-    if host:
-        arr = np.asarray(arr, dtype=idt)
-        if mn < 0:
-            arr = np.where(arr < 0, arr + n, arr)
-        return dev.backend.from_host(np.ascontiguousarray(arr), dev.index)
+            if mn < -n or mx >= n:
+                bad = mn if mn < -n else mx
+                raise IndexError(
+                    f"{what}index {bad} is out of bounds for axis {axis} with size {n}"
+                )
+        if host:
+            arr = np.asarray(arr, dtype=idt)
+            if mn < 0:
+                arr = np.where(arr < 0, arr + n, arr)
+            return dev.backend.from_host(np.ascontiguousarray(arr), dev.index)
+        xp = dev.xp
+        if arr.dtype != idt:
+            arr = xp.astype(arr, idt)
+        return xp.where(arr < 0, arr + n, arr) if mn < 0 else arr
     xp = dev.xp
+    signed = np.dtype(arr.dtype).kind == "i"
     if arr.dtype != idt:
         arr = xp.astype(arr, idt)
-    if mn < 0:
-        arr = xp.where(arr < 0, arr + n, arr)
+    if signed and size and n:
+        arr = xp.remainder(arr, n)  # one kernel, no readback
     return arr
 
 

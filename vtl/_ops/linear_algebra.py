@@ -147,7 +147,10 @@ def tensordot(x1: Tensor, x2: Tensor, /, *,
                 f"{x1.shape}) and axis {j} of x2 (shape {x2.shape})"
             )
     dev = x1._device
-    out = dev.xp.tensordot(x1._data, x2._data, axes=(list(a1), list(a2)))
+    if x1.ndim == 0 or x2.ndim == 0:  # no axes to contract: a scalar times a tensor
+        out = dev.xp.multiply(x1._data, x2._data)
+    else:
+        out = dev.xp.tensordot(x1._data, x2._data, axes=(list(a1), list(a2)))
     if needs_grad(x1, x2):
         r1, r2 = x1._requires_grad, x2._requires_grad
 
