@@ -126,9 +126,10 @@ def record(
     any of them before backward raises an error instead of a wrong gradient.
     """
     t = _new(out, dev)
+    data = t._data
     node = Node(
-        name, vjp, tuple(_edge(x) for x in inputs), tuple(saved),
-        ((t.shape, t._data.dtype),), (t._data,) if save_output else None, dev,
+        name, vjp, tuple([_edge(x) for x in inputs]), saved,
+        ((data.shape, data.dtype),), (data,) if save_output else None, dev,
     )
     t._grad_fn = node
     t._out_idx = 0

@@ -53,8 +53,11 @@ class Node:
         self._name = name
         self.vjp = vjp
         self.edges = edges
-        self.saved = tuple(t._version_counter() for t in saved)
-        self.versions = tuple(c[0] for c in self.saved)
+        if saved:
+            counters = self.saved = tuple([t._version_counter() for t in saved])
+            self.versions = tuple([c[0] for c in counters])
+        else:
+            self.saved = self.versions = ()
         self.out_meta = out_meta
         self.out_data = out_data
         self.device = device
@@ -233,7 +236,7 @@ def run_backward(
             node = ready.pop()
             gs = buffers.pop(node, None)
             results: Sequence[Any] = ()
-            if gs is not None:
+            if gs is not None and (node.hooks or node.retained or capture is not None):
                 for idx, g in enumerate(gs):
                     if g is None:
                         continue
@@ -248,7 +251,8 @@ def run_backward(
             if gs is not None and (useful is None or node in useful):
                 if node.vjp is None:
                     raise _freed_error(node)
-                node._check_saved()
+                if node.saved:
+                    node._check_saved()
                 results = _call_vjp(node, gs, Tensor)
                 if not retain_graph:
                     node.release()
@@ -267,7 +271,7 @@ def run_backward(
                     if deps[child] == 0:
                         ready.append(child)
                 elif g is not None:
-                    _check_grad(node, g, (e.shape, e.dtype))
+                    _check_grad(node, g, (e._data.shape, e._data.dtype))
                     _add_leaf_grad(leaf_grads, e, g)
         _deliver_all(leaf_grads, capture, create_graph, assigned)
     finally:
@@ -297,7 +301,8 @@ def _call_vjp(node: Node, gs: list, Tensor: type) -> Sequence[Any]:
 
 def _check_grad(node: Node, g: Tensor, meta: tuple) -> None:
     shape, dtype = meta
-    if g.shape != shape or g.dtype != dtype:
+    d = g._data
+    if d.shape != shape or d.dtype != dtype:
         raise RuntimeError(
             f"internal error: {node._name} produced a gradient of shape {g.shape} and dtype "
             f"{g.dtype} for an input of shape {shape} and dtype {dtype}"
