@@ -55,4 +55,5 @@ del _install_operators
 from . import _tensor_methods, autograd, fft, linalg
 
 _tensor_methods.install()
+from . import nn, random
 from .autograd.functional import grad, hessian, jacobian, jvp, value_and_grad, vjp

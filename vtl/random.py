@@ -353,6 +353,18 @@ class Generator:
         _, u, dev, _ = self._unit(_shape(size, "random"), dtype, dev, "random")
         return self._wrap(u, dev)
 
+    def _random_like(self, x: Any, shape: tuple[int, ...]) -> Any:
+        """float32 uniforms in ``[0, 1)`` of ``shape`` where ``x`` lives: a Tensor on
+        ``x``'s device for a Tensor, else an array of ``x``'s namespace and device."""
+        from ._tensor import Tensor
+
+        if isinstance(x, Tensor):
+            dev = x._device
+            _, u, dev, _ = self._unit(shape, _to_dtype("float32"), dev, "random")
+            return self._wrap(u, dev)
+        xp = _namespace_of(x)
+        return self._unit(shape, xp.float32, x, "random")[1]
+
     def uniform(self, low: float = 0.0, high: float = 1.0, size: Any = None, *,
                 dtype: Any = None, device: Any = None, backend: str | None = None) -> Any:
         """Uniform floats in ``[low, high)`` (``high`` itself can appear through rounding)."""

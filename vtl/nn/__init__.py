@@ -1,0 +1,13 @@
+"""``vtl.nn``: layers, losses and initialisation (PyTorch's ``torch.nn`` names).
+
+* ``vtl.nn.functional`` — every op as a function written against the array
+  API (runs on any array-API array; differentiable on vtl tensors).
+* ``vtl.nn.Module``/``Parameter`` and the layers in ``vtl.nn.modules``.
+* ``vtl.nn.init`` — in-place initialisers drawing from ``vtl.random``.
+"""
+
+from . import functional, init
+from .modules import *  # noqa: F403
+from .modules import __all__ as _modules_all
+
+__all__ = ["functional", "init", *_modules_all]

@@ -1,0 +1,215 @@
+"""Activation functions, written with ``xp = array_namespace(x)``.
+
+They run on any array-API array (NumPy, CuPy, array-api-strict: no
+gradients) and are differentiable on vtl tensors through the namespace's own
+rules. Formulas follow PyTorch's definitions, including its derivative
+conventions at kinks (``relu'(0) = 0``, ``leaky_relu'(0) = negative_slope``,
+hardtanh's derivative 0 on the boundary). Branches that could overflow are
+fed clamped inputs, so the branch that ``where`` discards never yields inf or
+nan in values or gradients.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ._utils import erfc, namespace, normalize_dim
+
+__all__ = [
+    "celu", "elu", "gelu", "glu", "hardshrink", "hardsigmoid", "hardswish", "hardtanh",
+    "leaky_relu", "logsigmoid", "mish", "prelu", "relu", "relu6", "selu", "sigmoid", "silu",
+    "softplus", "softshrink", "softsign", "swish", "tanh", "tanhshrink", "threshold",
+]
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def relu(input: Any) -> Any:  # noqa: A002 - PyTorch's argument name
+    """``max(x, 0)``; derivative 0 at 0."""
+    xp = namespace(input)
+    return xp.where(input > 0, input, 0.0)
+
+
+def relu6(input: Any) -> Any:  # noqa: A002
+    """``min(max(x, 0), 6)``."""
+    return hardtanh(input, 0.0, 6.0)
+
+
+def leaky_relu(input: Any, negative_slope: float = 0.01) -> Any:  # noqa: A002
+    """``x`` for ``x > 0``, else ``negative_slope * x``."""
+    xp = namespace(input)
+    return xp.where(input > 0, input, input * negative_slope)
+
+
+def _neg_part(xp: Any, x: Any) -> Any:
+    """``x`` where ``x <= 0``, else 0 (input of the exponential branches)."""
+    return xp.where(x > 0, 0.0, x)
+
+
+def elu(input: Any, alpha: float = 1.0) -> Any:  # noqa: A002
+    """``x`` for ``x > 0``, else ``alpha * (exp(x) - 1)``."""
+    xp = namespace(input)
+    return xp.where(input > 0, input, alpha * xp.expm1(_neg_part(xp, input)))
+
+
+def selu(input: Any) -> Any:  # noqa: A002
+    """``scale * elu(x, alpha)`` with the self-normalising constants."""
+    return _SELU_SCALE * elu(input, _SELU_ALPHA)
+
+
+def celu(input: Any, alpha: float = 1.0) -> Any:  # noqa: A002
+    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
+    if alpha == 0:
+        raise ValueError("celu(): alpha must not be 0")
+    xp = namespace(input)
+    return xp.where(input > 0, input, alpha * xp.expm1(_neg_part(xp, input) / alpha))
+
+
+def gelu(input: Any, approximate: str = "none") -> Any:  # noqa: A002
+    """``x * Phi(x)`` (``approximate='none'``, through an accurate erfc) or
+    PyTorch's tanh approximation (``approximate='tanh'``)."""
+    xp = namespace(input)
+    if approximate == "none":
+        return input * (0.5 * erfc(xp, input * (-1.0 / math.sqrt(2.0))))
+    if approximate == "tanh":
+        inner = math.sqrt(2.0 / math.pi) * (input + 0.044715 * input * input * input)
+        return 0.5 * input * (1.0 + xp.tanh(inner))
+    raise ValueError(f"gelu(): approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
+def sigmoid(input: Any) -> Any:  # noqa: A002
+    """``1 / (1 + exp(-x))``, evaluated through ``exp(-|x|)`` (no overflow)."""
+    xp = namespace(input)
+    pos = input >= 0
+    e = xp.exp(xp.where(pos, -input, input))  # exp(-|x|) in (0, 1]
+    return xp.where(pos, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def tanh(input: Any) -> Any:  # noqa: A002
+    """Hyperbolic tangent."""
+    return namespace(input).tanh(input)
+
+
+def silu(input: Any) -> Any:  # noqa: A002
+    """``x * sigmoid(x)`` (also called swish)."""
+    return input * sigmoid(input)
+
+
+swish = silu
+
+
+def softplus(input: Any, beta: float = 1.0, threshold: float = 20.0) -> Any:  # noqa: A002
+    """``log(1 + exp(beta * x)) / beta``; linear where ``beta * x > threshold``.
+
+    Evaluated as ``max(z, 0) + log1p(exp(-|z|))`` with ``z = beta * x``.
+    """
+    xp = namespace(input)
+    z = input * beta if beta != 1 else input
+    pos = z > 0
+    zp = xp.where(pos, z, 0.0)
+    zn = xp.where(pos, 0.0, z)
+    sp = xp.where(pos, zp + xp.log1p(xp.exp(-zp)), xp.log1p(xp.exp(zn)))
+    if beta != 1:
+        sp = sp / beta
+    return xp.where(z > threshold, input, sp)
+
+
+def logsigmoid(input: Any) -> Any:  # noqa: A002
+    """``log(sigmoid(x)) = -softplus(-x)``, stable for large ``|x|``."""
+    return -softplus(-input, 1.0, math.inf)
+
+
+def mish(input: Any) -> Any:  # noqa: A002
+    """``x * tanh(softplus(x))``."""
+    xp = namespace(input)
+    return input * xp.tanh(softplus(input, 1.0, math.inf))
+
+
+def hardtanh(input: Any, min_val: float = -1.0, max_val: float = 1.0) -> Any:  # noqa: A002
+    """``clip(x, min_val, max_val)``; derivative 1 strictly inside, else 0."""
+    if min_val > max_val:
+        raise ValueError(f"hardtanh(): min_val ({min_val}) must not exceed max_val ({max_val})")
+    xp = namespace(input)
+    inner = xp.where(input <= min_val, float(min_val), input)
+    return xp.where(input >= max_val, float(max_val), inner)
+
+
+def hardsigmoid(input: Any) -> Any:  # noqa: A002
+    """``0`` for ``x <= -3``, ``1`` for ``x >= 3``, else ``x / 6 + 1/2``."""
+    return hardtanh(input / 6.0 + 0.5, 0.0, 1.0)
+
+
+def hardswish(input: Any) -> Any:  # noqa: A002
+    """``0`` for ``x < -3``, ``x`` for ``x > 3``, else ``x * (x + 3) / 6``."""
+    xp = namespace(input)
+    mid = input * (input + 3.0) / 6.0
+    return xp.where(input < -3.0, 0.0, xp.where(input <= 3.0, mid, input))
+
+
+def softsign(input: Any) -> Any:  # noqa: A002
+    """``x / (1 + |x|)``."""
+    xp = namespace(input)
+    return input / (1.0 + xp.abs(input))
+
+
+def tanhshrink(input: Any) -> Any:  # noqa: A002
+    """``x - tanh(x)``."""
+    return input - namespace(input).tanh(input)
+
+
+def softshrink(input: Any, lambd: float = 0.5) -> Any:  # noqa: A002
+    """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0."""
+    if lambd < 0:
+        raise ValueError(f"softshrink(): lambd must be >= 0, got {lambd}")
+    xp = namespace(input)
+    return xp.where(input > lambd, input - lambd,
+                    xp.where(input < -lambd, input + lambd, 0.0))
+
+
+def hardshrink(input: Any, lambd: float = 0.5) -> Any:  # noqa: A002
+    """``x`` where ``|x| > lambd``, else 0."""
+    xp = namespace(input)
+    return xp.where((input > lambd) | (input < -lambd), input, 0.0)
+
+
+def threshold(input: Any, threshold: float, value: float) -> Any:  # noqa: A002
+    """``x`` where ``x > threshold``, else ``value``."""
+    xp = namespace(input)
+    return xp.where(input > threshold, input, float(value))
+
+
+def prelu(input: Any, weight: Any) -> Any:  # noqa: A002
+    """``x`` for ``x > 0``, else ``weight * x``; ``weight`` has one element or one per
+    channel (axis 1 of the input)."""
+    xp = namespace(input, weight)
+    if weight.ndim != 1:
+        raise ValueError(f"prelu(): weight must be 1-D, got shape {tuple(weight.shape)}")
+    n = weight.shape[0]
+    if n != 1:
+        if input.ndim < 2 or input.shape[1] != n:
+            raise ValueError(
+                f"prelu(): weight has {n} elements but the input (shape "
+                f"{tuple(input.shape)}) has {input.shape[1] if input.ndim >= 2 else 1} "
+                "channels on axis 1"
+            )
+        weight = xp.reshape(weight, (n,) + (1,) * (input.ndim - 2))
+    elif input.ndim == 0:
+        weight = xp.reshape(weight, ())
+    return xp.where(input > 0, input, weight * input)
+
+
+def glu(input: Any, dim: int = -1) -> Any:  # noqa: A002
+    """``a * sigmoid(b)`` where ``a, b`` are the halves of ``input`` along ``dim``."""
+    xp = namespace(input)
+    d = normalize_dim(dim, input.ndim, "glu")
+    n = input.shape[d] if input.ndim else 0
+    if input.ndim == 0 or n % 2:
+        raise ValueError(f"glu(): dim {dim} must have even size, got shape "
+                         f"{tuple(input.shape)}")
+    lead = (slice(None),) * d
+    a = input[lead + (slice(0, n // 2),)]
+    b = input[lead + (slice(n // 2, n),)]
+    del xp
+    return a * sigmoid(b)

@@ -1,0 +1,295 @@
+"""linear, bilinear, embedding, one_hot, pad and the dropout family."""
+
+from __future__ import annotations
+
+import math
+import operator
+from typing import Any
+
+from ..._tensor import Tensor
+from ._utils import detach, namespace
+
+__all__ = [
+    "alpha_dropout", "bilinear", "dropout", "dropout1d", "dropout2d", "dropout3d",
+    "embedding", "linear", "one_hot", "pad",
+]
+
+
+def _shape(x: Any) -> tuple[int, ...]:
+    return tuple(x.shape)
+
+
+def linear(input: Any, weight: Any, bias: Any = None) -> Any:  # noqa: A002
+    """``input @ weight.T + bias`` with ``weight`` of shape ``(out, in)``."""
+    xp = namespace(input, weight, bias)
+    if weight.ndim not in (1, 2):
+        raise ValueError(f"linear(): weight must be 1-D or 2-D, got shape {_shape(weight)}")
+    fan_in = weight.shape[-1]
+    if input.ndim == 0 or input.shape[-1] != fan_in:
+        raise ValueError(
+            f"linear(): input of shape {_shape(input)} does not match weight of shape "
+            f"{_shape(weight)} (expected the last input axis to have size {fan_in})"
+        )
+    w = xp.matrix_transpose(weight) if weight.ndim == 2 else weight
+    out = xp.matmul(input, w)
+    if bias is not None:
+        out = out + bias
+    return out
+
+
+def bilinear(input1: Any, input2: Any, weight: Any, bias: Any = None) -> Any:
+    """``y_k = x1^T W_k x2 + b_k`` with ``weight`` of shape ``(out, in1, in2)``."""
+    xp = namespace(input1, input2, weight, bias)
+    if weight.ndim != 3 or input1.shape[-1] != weight.shape[1] \
+            or input2.shape[-1] != weight.shape[2] or input1.shape[:-1] != input2.shape[:-1]:
+        raise ValueError(
+            f"bilinear(): inputs of shapes {_shape(input1)} and {_shape(input2)} do not match "
+            f"weight of shape {_shape(weight)} (out, in1, in2)"
+        )
+    # (..., in1) x (out, in1, in2) -> (..., out, in2), then contract in2
+    t = xp.tensordot(input1, weight, axes=([input1.ndim - 1], [1]))
+    out = xp.sum(t * xp.expand_dims(input2, axis=-2), axis=-1)
+    if bias is not None:
+        out = out + bias
+    return out
+
+
+# -- embedding / one_hot --------------------------------------------------------------------
+def embedding(input: Any, weight: Any, padding_idx: int | None = None,  # noqa: A002
+              max_norm: float | None = None, norm_type: float = 2.0,
+              scale_grad_by_freq: bool = False, sparse: bool = False) -> Any:
+    """Rows of ``weight`` at the integer indices ``input``: shape ``input.shape + (dim,)``.
+
+    The gradient is a scatter-add into ``weight`` (repeated indices accumulate);
+    rows at ``padding_idx`` get no gradient. ``max_norm`` renormalises, in
+    place and outside the graph, the referenced rows whose ``norm_type``-norm
+    exceeds it (as PyTorch does).
+    """
+    xp = namespace(input, weight)
+    if scale_grad_by_freq or sparse:
+        raise NotImplementedError("embedding(): scale_grad_by_freq and sparse are not supported")
+    if weight.ndim != 2:
+        raise ValueError(f"embedding(): weight must be 2-D (num_embeddings, embedding_dim), "
+                         f"got shape {_shape(weight)}")
+    if not xp.isdtype(input.dtype, "integral"):
+        raise TypeError(f"embedding(): indices must have an integer dtype, got {input.dtype}")
+    n = weight.shape[0]
+    if padding_idx is not None:
+        if not -n <= padding_idx < n:
+            raise ValueError(f"embedding(): padding_idx {padding_idx} out of range for "
+                             f"{n} embeddings")
+        padding_idx %= n
+    flat = xp.reshape(input, (-1,))
+    if max_norm is not None:
+        _renorm_rows(xp, weight, flat, max_norm, norm_type)
+    rows = xp.take(weight, flat, axis=0)
+    if padding_idx is not None:
+        keep = xp.expand_dims(flat != padding_idx, axis=1)
+        rows = xp.where(keep, rows, detach(rows))  # same values; no gradient to the row
+    return xp.reshape(rows, _shape(input) + (weight.shape[1],))
+
+
+def _renorm_rows(xp: Any, weight: Any, flat: Any, max_norm: float, norm_type: float) -> None:
+    w = detach(weight)
+    used = xp.any(xp.expand_dims(flat, axis=1) == xp.arange(
+        weight.shape[0], dtype=flat.dtype, device=flat.device), axis=0)
+    if norm_type == math.inf:
+        norms = xp.max(xp.abs(w), axis=1)
+    else:
+        norms = xp.sum(xp.abs(w) ** norm_type, axis=1) ** (1.0 / norm_type)
+    scale = xp.where(used & (norms > max_norm), max_norm / (norms + 1e-7), 1.0)
+    new = w * xp.expand_dims(xp.astype(scale, w.dtype), axis=1)
+    if isinstance(weight, Tensor):
+        import vtl
+
+        with vtl.no_grad():
+            weight[...] = new
+    else:
+        weight[...] = new
+
+
+def one_hot(tensor: Any, num_classes: int = -1) -> Any:
+    """``tensor.shape + (num_classes,)`` array of 0/1 in the default integer dtype;
+    ``num_classes=-1`` uses ``max(tensor) + 1``. Values outside
+    ``[0, num_classes)`` raise ``ValueError``."""
+    xp = namespace(tensor)
+    if not xp.isdtype(tensor.dtype, "integral"):
+        raise TypeError(f"one_hot(): tensor must have an integer dtype, got {tensor.dtype}")
+    size = math.prod(tensor.shape)
+    if num_classes == -1:
+        if size == 0:
+            raise ValueError("one_hot(): cannot infer num_classes from an empty tensor")
+        num_classes = int(xp.max(tensor)) + 1
+    elif num_classes < 0:
+        raise ValueError(f"one_hot(): num_classes must be -1 or >= 0, got {num_classes}")
+    if size and (bool(xp.any(tensor < 0)) or bool(xp.any(tensor >= num_classes))):
+        raise ValueError(f"one_hot(): class values must be in [0, {num_classes})")
+    dt = xp.__array_namespace_info__().default_dtypes(device=tensor.device)["integral"]
+    classes = xp.arange(num_classes, dtype=tensor.dtype, device=tensor.device)
+    return xp.astype(xp.expand_dims(tensor, axis=-1) == classes, dt)
+
+
+# -- pad ------------------------------------------------------------------------------------
+def pad(input: Any, pad: Any, mode: str = "constant", value: float | None = None) -> Any:  # noqa: A002
+    """Pad the last ``len(pad) // 2`` axes: ``pad = (left_last, right_last,
+    left_second_last, ...)`` as in PyTorch.
+
+    Modes: ``'constant'`` (with ``value``, default 0; negative pads crop),
+    ``'reflect'`` (mirror without the edge; pads must be smaller than the axis),
+    ``'replicate'`` (repeat the edge) and ``'circular'`` (wrap around; pads at most
+    the axis size). Differentiable: the non-constant modes gather with
+    ``take`` (scatter-add gradients).
+    """
+    xp = namespace(input)
+    pads = [operator.index(p) for p in pad]
+    if len(pads) % 2:
+        raise ValueError(f"pad(): pad must have an even length, got {len(pads)}")
+    k = len(pads) // 2
+    if k > input.ndim:
+        raise ValueError(f"pad(): {len(pads)} pad values for a {input.ndim}-D input "
+                         f"(at most {2 * input.ndim})")
+    if mode not in ("constant", "reflect", "replicate", "circular"):
+        raise ValueError(f"pad(): mode must be 'constant', 'reflect', 'replicate' or "
+                         f"'circular', got {mode!r}")
+    if mode != "constant" and value not in (None, 0, 0.0):
+        raise ValueError(f"pad(): value is only used in 'constant' mode, got mode={mode!r}")
+    out = input
+    for i in range(k):
+        axis = input.ndim - 1 - i
+        lo, hi = pads[2 * i], pads[2 * i + 1]
+        if lo == 0 and hi == 0:
+            continue
+        if mode == "constant":
+            out = _pad_constant(xp, out, axis, lo, hi, 0.0 if value is None else value)
+        else:
+            out = _pad_gather(xp, out, axis, lo, hi, mode)
+    return out
+
+
+def _pad_constant(xp: Any, x: Any, axis: int, lo: int, hi: int, value: float) -> Any:
+    n = x.shape[axis]
+    start, stop = max(-lo, 0), n - max(-hi, 0)
+    if start > stop:
+        raise ValueError(f"pad(): negative padding ({lo}, {hi}) removes more than the "
+                         f"{n} elements of axis {axis}")
+    if start or stop != n:
+        x = x[(slice(None),) * axis + (slice(start, stop),)]
+    parts = []
+    for width in (max(lo, 0), None, max(hi, 0)):
+        if width is None:
+            parts.append(x)
+        elif width:
+            shape = list(x.shape)
+            shape[axis] = width
+            parts.append(xp.full(tuple(shape), value, dtype=x.dtype, device=x.device))
+    return xp.concat(parts, axis=axis) if len(parts) > 1 else x
+
+
+def _pad_gather(xp: Any, x: Any, axis: int, lo: int, hi: int, mode: str) -> Any:
+    n = x.shape[axis]
+    if lo < 0 or hi < 0:
+        raise ValueError(f"pad(): negative padding is only supported in 'constant' mode, "
+                         f"got ({lo}, {hi})")
+    if mode == "reflect" and (lo >= n or hi >= n):
+        raise ValueError(f"pad(): reflect padding ({lo}, {hi}) must be smaller than the "
+                         f"size {n} of axis {axis}")
+    if mode == "circular" and (lo > n or hi > n):
+        raise ValueError(f"pad(): circular padding ({lo}, {hi}) must not exceed the "
+                         f"size {n} of axis {axis}")
+    if n == 0:
+        raise ValueError(f"pad(): cannot {mode}-pad an empty axis {axis}")
+    idx = []
+    for j in range(-lo, n + hi):
+        if mode == "replicate":
+            idx.append(min(max(j, 0), n - 1))
+        elif mode == "circular":
+            idx.append(j % n)
+        else:  # reflect
+            idx.append(-j if j < 0 else (2 * (n - 1) - j if j >= n else j))
+    dt = xp.__array_namespace_info__().default_dtypes(device=x.device)["indexing"]
+    return xp.take(x, xp.asarray(idx, dtype=dt, device=x.device), axis=axis)
+
+
+# -- dropout --------------------------------------------------------------------------------
+def _uniform_like(x: Any, shape: tuple[int, ...], generator: Any) -> Any:
+    from ... import random
+
+    g = random.default_generator() if generator is None else generator
+    return g._random_like(x, shape)
+
+
+def _check_p(p: float, fname: str) -> None:
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{fname}(): dropout probability has to be between 0 and 1, got {p}")
+
+
+def _masked(input: Any, shape: tuple[int, ...], p: float, generator: Any) -> Any:  # noqa: A002
+    xp = namespace(input)
+    if p == 1.0:
+        return input * 0.0
+    keep = _uniform_like(input, shape, generator) >= p
+    return input * (xp.astype(keep, input.dtype) * (1.0 / (1.0 - p)))
+
+
+def dropout(input: Any, p: float = 0.5, training: bool = True, inplace: bool = False,  # noqa: A002
+            *, generator: Any = None) -> Any:
+    """Zero each element with probability ``p`` and scale the rest by ``1/(1-p)``
+    when ``training``; the identity otherwise. Draws from ``generator`` (default:
+    ``vtl.random``'s). ``inplace`` is accepted for PyTorch compatibility; the
+    result is always a new array."""
+    _check_p(p, "dropout")
+    if not training or p == 0.0:
+        return input
+    return _masked(input, _shape(input), p, generator)
+
+
+def _feature_dropout(input: Any, p: float, training: bool, generator: Any, spatial: int,  # noqa: A002
+                     fname: str) -> Any:
+    _check_p(p, fname)
+    nd = input.ndim
+    if nd not in (spatial + 1, spatial + 2):
+        raise ValueError(
+            f"{fname}(): expected a {spatial + 1}-D (unbatched) or {spatial + 2}-D (batched) "
+            f"input, got shape {_shape(input)}"
+        )
+    if not training or p == 0.0:
+        return input
+    lead = nd - spatial
+    return _masked(input, _shape(input)[:lead] + (1,) * spatial, p, generator)
+
+
+def dropout1d(input: Any, p: float = 0.5, training: bool = True, inplace: bool = False,  # noqa: A002
+              *, generator: Any = None) -> Any:
+    """Zero whole channels of ``(N, C, L)`` or ``(C, L)`` inputs."""
+    return _feature_dropout(input, p, training, generator, 1, "dropout1d")
+
+
+def dropout2d(input: Any, p: float = 0.5, training: bool = True, inplace: bool = False,  # noqa: A002
+              *, generator: Any = None) -> Any:
+    """Zero whole channels of ``(N, C, H, W)`` or ``(C, H, W)`` inputs."""
+    return _feature_dropout(input, p, training, generator, 2, "dropout2d")
+
+
+def dropout3d(input: Any, p: float = 0.5, training: bool = True, inplace: bool = False,  # noqa: A002
+              *, generator: Any = None) -> Any:
+    """Zero whole channels of ``(N, C, D, H, W)`` or ``(C, D, H, W)`` inputs."""
+    return _feature_dropout(input, p, training, generator, 3, "dropout3d")
+
+
+_ALPHA_PRIME = -1.7580993408473766  # -scale * alpha of SELU
+
+
+def alpha_dropout(input: Any, p: float = 0.5, training: bool = False, inplace: bool = False,  # noqa: A002
+                  *, generator: Any = None) -> Any:
+    """Dropout that keeps SELU's zero mean and unit variance: dropped elements
+    become ``alpha'`` and an affine map restores the statistics."""
+    _check_p(p, "alpha_dropout")
+    if not training or p == 0.0:
+        return input
+    xp = namespace(input)
+    if p == 1.0:
+        return input * 0.0
+    keep = xp.astype(_uniform_like(input, _shape(input), generator) >= p, input.dtype)
+    a = ((1.0 - p) * (1.0 + p * _ALPHA_PRIME**2)) ** -0.5
+    b = -a * _ALPHA_PRIME * p
+    return (input * keep + _ALPHA_PRIME * (1.0 - keep)) * a + b

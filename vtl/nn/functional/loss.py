@@ -1,0 +1,313 @@
+"""Loss functions with PyTorch's names, defaults and formulas.
+
+Every loss takes ``reduction='mean' | 'sum' | 'none'`` (``kl_div`` also
+``'batchmean'``). Input and target must have the same shape where PyTorch
+would broadcast with a warning (a ``ValueError`` names both shapes). Stable
+forms throughout: cross-entropy through ``log_softmax``, BCE-with-logits
+through ``softplus``, logs clamped at -100 in ``binary_cross_entropy`` as in
+PyTorch. Values are not validated on the device (that would need a host
+sync): probabilities outside ``[0, 1]`` give nan. Class indices are checked
+(``IndexError``), since a wrong index would silently read another class.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ._utils import check_reduction, check_same_shape, namespace, reduce
+from .activation import softplus
+from .softmax import log_softmax
+
+__all__ = [
+    "binary_cross_entropy", "binary_cross_entropy_with_logits", "cross_entropy",
+    "gaussian_nll_loss", "huber_loss", "kl_div", "l1_loss", "mse_loss", "nll_loss",
+    "poisson_nll_loss", "smooth_l1_loss", "soft_margin_loss",
+]
+
+
+def _pointwise_setup(input: Any, target: Any, reduction: str, fname: str) -> Any:  # noqa: A002
+    check_reduction(reduction, fname)
+    check_same_shape(input, target, fname)
+    return namespace(input, target)
+
+
+def mse_loss(input: Any, target: Any, *, reduction: str = "mean") -> Any:  # noqa: A002
+    """``(input - target) ** 2``."""
+    xp = _pointwise_setup(input, target, reduction, "mse_loss")
+    d = input - target
+    return reduce(xp, d * d, reduction)
+
+
+def l1_loss(input: Any, target: Any, *, reduction: str = "mean") -> Any:  # noqa: A002
+    """``|input - target|`` (derivative 0 where they are equal)."""
+    xp = _pointwise_setup(input, target, reduction, "l1_loss")
+    return reduce(xp, xp.abs(input - target), reduction)
+
+
+def huber_loss(input: Any, target: Any, *, reduction: str = "mean",  # noqa: A002
+               delta: float = 1.0) -> Any:
+    """``0.5 d^2`` where ``|d| < delta``, else ``delta * (|d| - 0.5 delta)``."""
+    xp = _pointwise_setup(input, target, reduction, "huber_loss")
+    if delta <= 0:
+        raise ValueError(f"huber_loss(): delta must be > 0, got {delta}")
+    d = input - target
+    ad = xp.abs(d)
+    loss = xp.where(ad < delta, 0.5 * d * d, delta * (ad - 0.5 * delta))
+    return reduce(xp, loss, reduction)
+
+
+def smooth_l1_loss(input: Any, target: Any, *, reduction: str = "mean",  # noqa: A002
+                   beta: float = 1.0) -> Any:
+    """``0.5 d^2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta`` (L1 for beta=0)."""
+    xp = _pointwise_setup(input, target, reduction, "smooth_l1_loss")
+    if beta < 0:
+        raise ValueError(f"smooth_l1_loss(): beta must be >= 0, got {beta}")
+    d = input - target
+    ad = xp.abs(d)
+    if beta == 0:
+        return reduce(xp, ad, reduction)
+    loss = xp.where(ad < beta, (0.5 / beta) * d * d, ad - 0.5 * beta)
+    return reduce(xp, loss, reduction)
+
+
+def _weighted(loss: Any, weight: Any, fname: str) -> Any:
+    if weight is None:
+        return loss
+    return loss * weight
+
+
+def _clamped_log(xp: Any, x: Any) -> Any:
+    """``max(log(x), -100)``, with a zero gradient (not nan) at ``x = 0``."""
+    pos = x > 0
+    lg = xp.log(xp.where(pos, x, 1.0))
+    return xp.where(pos, xp.maximum(lg, -100.0), -100.0)
+
+
+def binary_cross_entropy(input: Any, target: Any, weight: Any = None, *,  # noqa: A002
+                         reduction: str = "mean") -> Any:
+    """``-w (t log(x) + (1 - t) log(1 - x))`` for probabilities ``x``; each log is
+    clamped at -100 as in PyTorch."""
+    xp = _pointwise_setup(input, target, reduction, "binary_cross_entropy")
+    loss = -(target * _clamped_log(xp, input) + (1.0 - target) * _clamped_log(xp, 1.0 - input))
+    return reduce(xp, _weighted(loss, weight, "binary_cross_entropy"), reduction)
+
+
+def binary_cross_entropy_with_logits(input: Any, target: Any, weight: Any = None, *,  # noqa: A002
+                                     reduction: str = "mean", pos_weight: Any = None) -> Any:
+    """``binary_cross_entropy(sigmoid(x), t)`` computed stably from logits:
+    ``(1 - t) x + (1 + (pos_weight - 1) t) softplus(-x)``. ``pos_weight``
+    broadcasts against the last (class) axis."""
+    xp = _pointwise_setup(input, target, reduction, "binary_cross_entropy_with_logits")
+    sp = softplus(-input, 1.0, math.inf)  # -log(sigmoid(x))
+    if pos_weight is None:
+        loss = (1.0 - target) * input + sp
+    else:
+        loss = (1.0 - target) * input + (1.0 + (pos_weight - 1.0) * target) * sp
+    return reduce(xp, _weighted(loss, weight, "binary_cross_entropy_with_logits"), reduction)
+
+
+def soft_margin_loss(input: Any, target: Any, *, reduction: str = "mean") -> Any:  # noqa: A002
+    """``log(1 + exp(-t x))`` for targets ``t`` in {-1, 1}."""
+    xp = _pointwise_setup(input, target, reduction, "soft_margin_loss")
+    return reduce(xp, softplus(-target * input, 1.0, math.inf), reduction)
+
+
+def poisson_nll_loss(input: Any, target: Any, log_input: bool = True, full: bool = False,  # noqa: A002
+                     *, eps: float = 1e-8, reduction: str = "mean") -> Any:
+    """Poisson negative log likelihood: ``exp(x) - t x`` (``log_input``) or
+    ``x - t log(x + eps)``; ``full`` adds Stirling's term for ``t > 1``."""
+    xp = _pointwise_setup(input, target, reduction, "poisson_nll_loss")
+    if log_input:
+        loss = xp.exp(input) - target * input
+    else:
+        loss = input - target * xp.log(input + eps)
+    if full:
+        big = target > 1
+        ts = xp.where(big, target, 2.0)
+        stirling = ts * xp.log(ts) - ts + 0.5 * xp.log(2.0 * math.pi * ts)
+        loss = loss + xp.where(big, stirling, 0.0)
+    return reduce(xp, loss, reduction)
+
+
+def gaussian_nll_loss(input: Any, target: Any, var: Any, full: bool = False,  # noqa: A002
+                      eps: float = 1e-6, *, reduction: str = "mean") -> Any:
+    """``0.5 (log(max(var, eps)) + (x - t)^2 / max(var, eps))`` (+ ``0.5 log(2 pi)``
+    when ``full``); ``var`` has the input's shape or one fewer trailing size."""
+    xp = _pointwise_setup(input, target, reduction, "gaussian_nll_loss")
+    if isinstance(var, (int, float)):
+        var = xp.full(input.shape, float(var), dtype=input.dtype, device=input.device)
+    if tuple(var.shape) != tuple(input.shape):
+        if tuple(var.shape) == tuple(input.shape[:-1]) or (
+                tuple(var.shape) == tuple(input.shape[:-1]) + (1,)):
+            if var.ndim == input.ndim - 1:
+                var = xp.expand_dims(var, axis=-1)
+        else:
+            raise ValueError(f"gaussian_nll_loss(): var of shape {tuple(var.shape)} does not "
+                             f"match input of shape {tuple(input.shape)}")
+    if bool(xp.any(var < 0)):
+        raise ValueError("gaussian_nll_loss(): var has negative entries")
+    v = xp.maximum(var, eps)
+    d = input - target
+    loss = 0.5 * (xp.log(v) + d * d / v)
+    if full:
+        loss = loss + 0.5 * math.log(2.0 * math.pi)
+    return reduce(xp, loss, reduction)
+
+
+def kl_div(input: Any, target: Any, *, reduction: str = "mean",  # noqa: A002
+           log_target: bool = False) -> Any:
+    """Pointwise KL divergence with ``input`` in log space: ``t (log t - x)`` (0 where
+    ``t = 0``), or ``exp(t) (t - x)`` when ``log_target``. ``reduction='batchmean'``
+    divides the sum by the batch size (the mathematically correct KL)."""
+    check_reduction(reduction, "kl_div", ("batchmean",))
+    check_same_shape(input, target, "kl_div")
+    xp = namespace(input, target)
+    if log_target:
+        loss = xp.exp(target) * (target - input)
+    else:
+        pos = target > 0
+        xlogx = xp.where(pos, target * xp.log(xp.where(pos, target, 1.0)), 0.0)
+        loss = xlogx - target * input
+    if reduction == "batchmean":
+        s = xp.sum(loss)
+        return s / input.shape[0] if input.ndim else s
+    return reduce(xp, loss, reduction)
+
+
+# -- nll / cross-entropy --------------------------------------------------------------------
+def _class_layout(input: Any, target: Any, fname: str) -> tuple[Any, Any, int, bool]:  # noqa: A002
+    """``input`` as ``(M, C)`` rows and ``target`` as ``(M,)``; returns whether the
+    input was unbatched (``(C,)`` with a 0-d target)."""
+    xp = namespace(input, target)
+    if input.ndim == 0:
+        raise ValueError(f"{fname}(): input must have a class axis, got a 0-d input")
+    unbatched = input.ndim == 1
+    if unbatched:
+        expect = ()
+    else:
+        expect = (input.shape[0],) + tuple(input.shape[2:])
+    if tuple(target.shape) != expect:
+        raise ValueError(
+            f"{fname}(): class-index target of shape {tuple(target.shape)} does not match "
+            f"input of shape {tuple(input.shape)} (expected target shape {expect})"
+        )
+    if not xp.isdtype(target.dtype, "integral"):
+        raise TypeError(f"{fname}(): class-index targets need an integer dtype, got "
+                        f"{target.dtype} (probability targets must have the input's shape)")
+    c = input.shape[0] if unbatched else input.shape[1]
+    if unbatched:
+        rows = xp.reshape(input, (1, c))
+    elif input.ndim == 2:
+        rows = input
+    else:
+        rows = xp.reshape(xp.moveaxis(input, 1, -1), (-1, c))
+    return rows, xp.reshape(target, (-1,)), c, unbatched
+
+
+def _check_weight(weight: Any, c: int, fname: str) -> None:
+    if weight is not None and tuple(weight.shape) != (c,):
+        raise ValueError(f"{fname}(): weight must have shape ({c},) (one per class), got "
+                         f"{tuple(weight.shape)}")
+
+
+def _picked(xp: Any, logp: Any, t: Any, c: int, weight: Any, ignore_index: int,
+            fname: str) -> tuple[Any, Any, Any]:
+    """Per-row ``-w[t] logp[t]`` (0 where ignored), the per-row weights (0 where
+    ignored) and the ignore mask."""
+    ignored = t == ignore_index
+    if t.shape[0]:
+        bad = xp.logical_and(xp.logical_not(ignored), (t < 0) | (t >= c))
+        if bool(xp.any(bad)):
+            first = int(t[bad][0])
+            raise IndexError(f"{fname}(): target {first} is out of bounds for {c} classes")
+    ts = xp.where(ignored, 0, t)
+    lp = xp.take_along_axis(logp, xp.expand_dims(ts, axis=1), axis=1)[:, 0]
+    if weight is None:
+        w = xp.astype(xp.logical_not(ignored), logp.dtype)
+    else:
+        w = xp.where(ignored, 0.0, xp.take(weight, ts, axis=0))
+    loss = xp.where(ignored, 0.0, -(lp * w))
+    return loss, w, ignored
+
+
+def nll_loss(input: Any, target: Any, weight: Any = None, *, ignore_index: int = -100,  # noqa: A002
+             reduction: str = "mean") -> Any:
+    """Negative log likelihood of class indices: ``-weight[t] * input[t]`` along the
+    class axis 1 (axis 0 for an unbatched ``(C,)`` input). ``'mean'`` divides by the
+    total weight of the non-ignored targets (nan when all are ignored)."""
+    check_reduction(reduction, "nll_loss")
+    rows, t, c, unbatched = _class_layout(input, target, "nll_loss")
+    _check_weight(weight, c, "nll_loss")
+    xp = namespace(input, target, weight)
+    loss, w, _ = _picked(xp, rows, t, c, weight, ignore_index, "nll_loss")
+    return _reduce_nll(xp, loss, w, reduction, tuple(target.shape))
+
+
+def _reduce_nll(xp: Any, loss: Any, w: Any, reduction: str, shape: tuple[int, ...]) -> Any:
+    if reduction == "mean":
+        return xp.sum(loss) / xp.sum(w)
+    if reduction == "sum":
+        return xp.sum(loss)
+    return xp.reshape(loss, shape)
+
+
+def cross_entropy(input: Any, target: Any, weight: Any = None, *,  # noqa: A002
+                  ignore_index: int = -100, reduction: str = "mean",
+                  label_smoothing: float = 0.0) -> Any:
+    """Cross-entropy of unnormalised logits ``input`` (class axis 1, or 0 when
+    unbatched) against class indices or class probabilities.
+
+    * Class indices: ``nll_loss(log_softmax(input), ...)``; with label smoothing
+      ``eps`` the loss is ``(1 - eps) * nll + eps / C * sum_c(-w_c logp_c)``, the
+      smoothing term zeroed at ignored targets and, for ``'mean'``, divided by the
+      same total target weight as the nll term (PyTorch's definition).
+    * Probabilities (``target`` has the input's shape): ``-sum_c w_c t_c logp_c``
+      with ``t`` smoothed to ``t (1 - eps) + eps / C``; ``'mean'`` divides by the
+      number of rows (not by weights). ``ignore_index`` does not apply.
+    """
+    check_reduction(reduction, "cross_entropy")
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"cross_entropy(): label_smoothing must be in [0, 1], got "
+                         f"{label_smoothing}")
+    xp = namespace(input, target, weight)
+    if input.ndim == 0:
+        raise ValueError("cross_entropy(): input must have a class axis, got a 0-d input")
+    cdim = 0 if input.ndim == 1 else 1
+    c = input.shape[cdim]
+    _check_weight(weight, c, "cross_entropy")
+    logp = log_softmax(input, cdim)
+    if tuple(target.shape) == tuple(input.shape) and xp.isdtype(target.dtype,
+                                                                 "real floating"):
+        return _cross_entropy_probs(xp, logp, target, weight, cdim, c, reduction,
+                                    label_smoothing)
+    rows, t, c, unbatched = _class_layout(logp, target, "cross_entropy")
+    loss, w, ignored = _picked(xp, rows, t, c, weight, ignore_index, "cross_entropy")
+    nll = _reduce_nll(xp, loss, w, reduction, tuple(target.shape))
+    if label_smoothing == 0.0:
+        return nll
+    wrows = rows if weight is None else rows * weight
+    smooth = xp.where(ignored, 0.0, -xp.sum(wrows, axis=1))
+    if reduction == "mean":
+        smooth = xp.sum(smooth) / xp.sum(w)
+    elif reduction == "sum":
+        smooth = xp.sum(smooth)
+    else:
+        smooth = xp.reshape(smooth, tuple(target.shape))
+    return (1.0 - label_smoothing) * nll + (label_smoothing / c) * smooth
+
+
+def _cross_entropy_probs(xp: Any, logp: Any, target: Any, weight: Any, cdim: int, c: int,
+                         reduction: str, eps: float) -> Any:
+    if eps > 0.0:
+        target = target * (1.0 - eps) + eps / c
+    prod = logp * target
+    if weight is not None:
+        prod = prod * xp.reshape(weight, (c,) + (1,) * (logp.ndim - cdim - 1))
+    per = -xp.sum(prod, axis=cdim)
+    if reduction == "mean":
+        n = math.prod(logp.shape) // c if c else 0
+        return xp.sum(per) / n if n else xp.sum(per) * math.nan
+    if reduction == "sum":
+        return xp.sum(per)
+    return per

@@ -1,0 +1,91 @@
+"""softmax, log_softmax, softmin and logsumexp in their numerically stable
+forms (the maximum is subtracted first and kept out of the graph: the result
+does not depend on it)."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+from ._utils import detach, namespace, normalize_dim
+
+__all__ = ["log_softmax", "logsumexp", "softmax", "softmin"]
+
+
+def _implicit_dim(ndim: int, fname: str) -> int:
+    warnings.warn(
+        f"Implicit dimension choice for {fname} has been deprecated. "
+        "Change the call to include dim=X as an argument.",
+        UserWarning, stacklevel=3,
+    )
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def _prepare(input: Any, dim: int | None, dtype: Any, fname: str) -> tuple[Any, Any, int]:  # noqa: A002
+    xp = namespace(input)
+    if dtype is not None:
+        input = xp.astype(input, dtype)
+    if not xp.isdtype(input.dtype, "real floating"):
+        raise TypeError(f"{fname}() needs a real floating-point input, got {input.dtype}")
+    if dim is None:
+        dim = _implicit_dim(input.ndim, fname)
+    return xp, input, normalize_dim(dim, input.ndim, fname)
+
+
+def _shifted(xp: Any, x: Any, d: int) -> Any:
+    """``x - max(x, axis=d)`` with a finite, constant shift (0 where the max is inf)."""
+    m = detach(xp.max(x, axis=d, keepdims=True))
+    m = xp.where(xp.isfinite(m), m, 0.0)
+    return x - m
+
+
+def softmax(input: Any, dim: int | None = None, dtype: Any = None) -> Any:  # noqa: A002
+    """``exp(x) / sum(exp(x))`` along ``dim`` (cast to ``dtype`` first if given).
+
+    ``dim=None`` picks PyTorch's legacy implicit dimension with its warning.
+    """
+    xp, x, d = _prepare(input, dim, dtype, "softmax")
+    if x.ndim == 0:
+        return xp.exp(x - x)
+    e = xp.exp(_shifted(xp, x, d))
+    return e / xp.sum(e, axis=d, keepdims=True)
+
+
+def softmin(input: Any, dim: int | None = None, dtype: Any = None) -> Any:  # noqa: A002
+    """``softmax(-x)``."""
+    xp, x, d = _prepare(input, dim, dtype, "softmin")
+    del xp
+    return softmax(-x, d)
+
+
+def log_softmax(input: Any, dim: int | None = None, dtype: Any = None) -> Any:  # noqa: A002
+    """``x - logsumexp(x)`` along ``dim``."""
+    xp, x, d = _prepare(input, dim, dtype, "log_softmax")
+    if x.ndim == 0:
+        return x - x
+    z = _shifted(xp, x, d)
+    return z - xp.log(xp.sum(xp.exp(z), axis=d, keepdims=True))
+
+
+def logsumexp(input: Any, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A002
+    """``log(sum(exp(x)))`` over ``dim`` (an int, a tuple, or None for all axes).
+
+    Rows of ``-inf`` give ``-inf``; a ``+inf`` entry gives ``inf``.
+    """
+    xp = namespace(input)
+    if not xp.isdtype(input.dtype, "real floating"):
+        raise TypeError(f"logsumexp() needs a real floating-point input, got {input.dtype}")
+    if dim is None:
+        axes = tuple(range(input.ndim))
+    elif isinstance(dim, int):
+        axes = (normalize_dim(dim, input.ndim, "logsumexp"),)
+    else:
+        axes = tuple(normalize_dim(a, input.ndim, "logsumexp") for a in dim)
+    if input.ndim == 0:
+        return input
+    m = detach(xp.max(input, axis=axes, keepdims=True))
+    m = xp.where(xp.isfinite(m), m, 0.0)
+    out = xp.log(xp.sum(xp.exp(input - m), axis=axes, keepdims=True)) + m
+    if not keepdim:
+        out = xp.squeeze(out, axis=axes)
+    return out

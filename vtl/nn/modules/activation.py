@@ -1,0 +1,321 @@
+"""A module for every activation in ``vtl.nn.functional``.
+
+``inplace=`` is accepted where PyTorch has it, for compatibility; vtl always
+returns a new tensor (the values are the same).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import functional as F
+from .. import init
+from ._utils import empty
+from .module import Module, Parameter
+
+__all__ = [
+    "CELU", "ELU", "GELU", "GLU", "Hardshrink", "Hardsigmoid", "Hardswish", "Hardtanh",
+    "LeakyReLU", "LogSigmoid", "LogSoftmax", "Mish", "PReLU", "ReLU", "ReLU6", "SELU", "SiLU",
+    "Sigmoid", "Softmax", "Softmin", "Softplus", "Softshrink", "Softsign", "Swish", "Tanh",
+    "Tanhshrink", "Threshold",
+]
+
+
+class _Plain(Module):
+    _fn: Any = None
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input: Any) -> Any:  # noqa: A002
+        return type(self)._fn(input)
+
+    def extra_repr(self) -> str:
+        return "inplace=True" if self.inplace else ""
+
+
+class ReLU(_Plain):
+    """``max(x, 0)``."""
+
+    _fn = staticmethod(F.relu)
+
+
+class ReLU6(_Plain):
+    """``min(max(x, 0), 6)``."""
+
+    _fn = staticmethod(F.relu6)
+
+
+class SELU(_Plain):
+    """Scaled ELU with the self-normalising constants."""
+
+    _fn = staticmethod(F.selu)
+
+
+class SiLU(_Plain):
+    """``x * sigmoid(x)``."""
+
+    _fn = staticmethod(F.silu)
+
+
+Swish = SiLU
+
+
+class Mish(_Plain):
+    """``x * tanh(softplus(x))``."""
+
+    _fn = staticmethod(F.mish)
+
+
+class Hardsigmoid(_Plain):
+    """Piecewise-linear sigmoid."""
+
+    _fn = staticmethod(F.hardsigmoid)
+
+
+class Hardswish(_Plain):
+    """``x * hardsigmoid(x)``."""
+
+    _fn = staticmethod(F.hardswish)
+
+
+class _NoArgs(Module):
+    _fn: Any = None
+
+    def forward(self, input: Any) -> Any:  # noqa: A002
+        return type(self)._fn(input)
+
+
+class Sigmoid(_NoArgs):
+    """``1 / (1 + exp(-x))``."""
+
+    _fn = staticmethod(F.sigmoid)
+
+
+class Tanh(_NoArgs):
+    """Hyperbolic tangent."""
+
+    _fn = staticmethod(F.tanh)
+
+
+class LogSigmoid(_NoArgs):
+    """``log(sigmoid(x))``."""
+
+    _fn = staticmethod(F.logsigmoid)
+
+
+class Softsign(_NoArgs):
+    """``x / (1 + |x|)``."""
+
+    _fn = staticmethod(F.softsign)
+
+
+class Tanhshrink(_NoArgs):
+    """``x - tanh(x)``."""
+
+    _fn = staticmethod(F.tanhshrink)
+
+
+class LeakyReLU(Module):
+    """``x`` for ``x > 0``, else ``negative_slope * x``."""
+
+    def __init__(self, negative_slope: float = 0.01, inplace: bool = False) -> None:
+        super().__init__()
+        self.negative_slope = negative_slope
+        self.inplace = inplace
+
+    def forward(self, input: Any) -> Any:  # noqa: A002
+        return F.leaky_relu(input, self.negative_slope)
+
+    def extra_repr(self) -> str:
+        return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace
+                                                           else "")
+
+
+class ELU(Module):
+    """``x`` for ``x > 0``, else ``alpha * (exp(x) - 1)``."""
+
+    def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
+        super().__init__()
+        self.alpha = alpha
+        self.inplace = inplace
+
+    def forward(self, input: Any) -> Any:  # noqa: A002
+        return F.elu(input, self.alpha)
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
+
+
+class CELU(ELU):
+    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
+
+    def forward(self, input: Any) -> Any:  # noqa: A002
+        return F.celu(input, self.alpha)
+
+
+class GELU(Module):
+    """``x * Phi(x)``; ``approximate='tanh'`` for the tanh approximation."""
+
+    def __init__(self, approximate: str = "none") -> None:
+        super().__init__()
+        if approximate not in ("none", "tanh"):
+            raise ValueError(f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}")
+        self.approximate = approximate
+
+    def forward(self, input: Any) -> Any:  # noqa: A002
+        return F.gelu(input, self.approximate)
+
+    def extra_repr(self) -> str:
+        return f"approximate={self.approximate!r}"
+
+
+class Softplus(Module):
+    """``log(1 + exp(beta x)) / beta``, linear above ``threshold``."""
+
+    def __init__(self, beta: float = 1.0, threshold: float = 20.0) -> None:
+        super().__init__()
+        self.beta = beta
+        self.threshold = threshold
+
+    def forward(self, input: Any) -> Any:  # noqa: A002
+        return F.softplus(input, self.beta, self.threshold)
+
+    def extra_repr(self) -> str:
+        return f"beta={self.beta}, threshold={self.threshold}"
+
+
+class Hardtanh(Module):
+    """``clip(x, min_val, max_val)``."""
+
+    def __init__(self, min_val: float = -1.0, max_val: float = 1.0,
+                 inplace: bool = False) -> None:
+        super().__init__()
+        if min_val > max_val:
+            raise ValueError(f"Hardtanh: min_val ({min_val}) must not exceed max_val "
+                             f"({max_val})")
+        self.min_val = min_val
+        self.max_val = max_val
+        self.inplace = inplace
+
+    def forward(self, input: Any) -> Any:  # noqa: A002
+        return F.hardtanh(input, self.min_val, self.max_val)
+
+    def extra_repr(self) -> str:
+        return f"min_val={self.min_val}, max_val={self.max_val}" + (
+            ", inplace=True" if self.inplace else "")
+
+
+class _Shrink(Module):
+    _fn: Any = None
+
+    def __init__(self, lambd: float = 0.5) -> None:
+        super().__init__()
+        self.lambd = lambd
+
+    def forward(self, input: Any) -> Any:  # noqa: A002
+        return type(self)._fn(input, self.lambd)
+
+    def extra_repr(self) -> str:
+        return f"{self.lambd}"
+
+
+class Softshrink(_Shrink):
+    """Soft thresholding by ``lambd``."""
+
+    _fn = staticmethod(F.softshrink)
+
+
+class Hardshrink(_Shrink):
+    """Hard thresholding by ``lambd``."""
+
+    _fn = staticmethod(F.hardshrink)
+
+
+class Threshold(Module):
+    """``x`` where ``x > threshold``, else ``value``."""
+
+    def __init__(self, threshold: float, value: float, inplace: bool = False) -> None:
+        super().__init__()
+        self.threshold = threshold
+        self.value = value
+        self.inplace = inplace
+
+    def forward(self, input: Any) -> Any:  # noqa: A002
+        return F.threshold(input, self.threshold, self.value)
+
+    def extra_repr(self) -> str:
+        return f"threshold={self.threshold}, value={self.value}"
+
+
+class PReLU(Module):
+    """Leaky ReLU with a learned slope (one, or one per channel), initialised to ``init``."""
+
+    def __init__(self, num_parameters: int = 1, init: float = 0.25, *, device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__()
+        self.num_parameters = num_parameters
+        self.init = init
+        self.weight = Parameter(empty((num_parameters,), device, dtype))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        init.constant_(self.weight, self.init)
+
+    def forward(self, input: Any) -> Any:  # noqa: A002
+        if self.num_parameters != 1 and (input.ndim < 2 or
+                                         input.shape[1] != self.num_parameters):
+            raise ValueError(f"PReLU(num_parameters={self.num_parameters}): expected "
+                             f"{self.num_parameters} channels on axis 1, got input of shape "
+                             f"{tuple(input.shape)}")
+        return F.prelu(input, self.weight)
+
+    def extra_repr(self) -> str:
+        return f"num_parameters={self.num_parameters}"
+
+
+class GLU(Module):
+    """Gated linear unit along ``dim``."""
+
+    def __init__(self, dim: int = -1) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input: Any) -> Any:  # noqa: A002
+        return F.glu(input, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class _SoftmaxBase(Module):
+    _fn: Any = None
+
+    def __init__(self, dim: int | None = None) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input: Any) -> Any:  # noqa: A002
+        return type(self)._fn(input, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class Softmax(_SoftmaxBase):
+    """Softmax along ``dim``."""
+
+    _fn = staticmethod(F.softmax)
+
+
+class Softmin(_SoftmaxBase):
+    """Softmin along ``dim``."""
+
+    _fn = staticmethod(F.softmin)
+
+
+class LogSoftmax(_SoftmaxBase):
+    """Log-softmax along ``dim``."""
+
+    _fn = staticmethod(F.log_softmax)
