@@ -177,6 +177,19 @@ def sum_to(g: Tensor, x: Tensor) -> Tensor:
     gd, xd = g._data, x._data
     if gd.shape == xd.shape and gd.dtype == xd.dtype:
         return g
+    if not (_grad.enabled and g._requires_grad) and gd.dtype == xd.dtype:
+        # plain backward (no create_graph): reduce the raw arrays directly
+        shape = xd.shape
+        nd = gd.ndim - len(shape)
+        axes = tuple(range(nd)) + tuple(
+            nd + i for i, s in enumerate(shape) if s == 1 and gd.shape[nd + i] != 1
+        )
+        xp = g._device.xp
+        if axes:
+            gd = xp.sum(gd, axis=axes)
+        if gd.shape != shape:
+            gd = xp.reshape(gd, shape)
+        return new(gd, g._device)
     from . import manipulation, statistical
 
     shape = x.shape
@@ -211,7 +224,11 @@ def normalize_axes(axis: int | Sequence[int] | None, ndim: int, fname: str) -> t
     """A sorted tuple of distinct non-negative axes (all axes for ``None``)."""
     if axis is None:
         return tuple(range(ndim))
-    if isinstance(axis, int):
+    if axis.__class__ is int:
+        if 0 <= axis < ndim:
+            return (axis,)
+        axis = (axis,)
+    elif isinstance(axis, int):
         axis = (axis,)
     out = tuple(normalize_axis(a, ndim, fname) for a in axis)
     if len(set(out)) != len(out):

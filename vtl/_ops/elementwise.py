@@ -88,9 +88,17 @@ def _req(x: Any) -> bool:
 
 def _const(value: complex, dtype: Any, dev: Any) -> Any:
     """A 0-d raw array of ``dtype`` on ``dev`` (for scalars in rules)."""
-    from .creation import full
+    return dev.xp.asarray(value, dtype=dtype, device=dev.backend.native_device(dev.index))
 
-    return full((), value, dtype=dtype, device=dev)._data
+
+def _operand(x: Any, dt: Any, dev: Any) -> Any:
+    """Raw operand for ``where``: tensors' data; scalars as they are when the standard
+    lets them adopt ``dt`` (an int/float scalar with a floating dtype), else a 0-d array."""
+    if isinstance(x, Tensor):
+        return x._data
+    if dt.kind in "fc" and isinstance(x, (int, float)) and not isinstance(x, bool):
+        return x
+    return _const(x, dt, dev)
 
 
 def _as_tensor(x: Any, like: Tensor) -> Tensor:
@@ -109,9 +117,7 @@ def _where(cond: Any, a: Tensor | complex, b: Tensor | complex) -> Tensor:
     t = a if isinstance(a, Tensor) else b
     dev = t._device
     dt = t._data.dtype
-    ra = a._data if isinstance(a, Tensor) else _const(a, dt, dev)
-    rb = b._data if isinstance(b, Tensor) else _const(b, dt, dev)
-    out = dev.xp.where(cond, ra, rb)
+    out = dev.xp.where(cond, _operand(a, dt, dev), _operand(b, dt, dev))
     if needs_grad(a, b):
         def vjp(g: Tensor, _: Any) -> tuple:
             return (sum_to(_where(cond, g, 0), a) if _req(a) else None,

@@ -21,7 +21,16 @@ from typing import Any
 
 from .._tensor import Tensor
 from ..backends import _dtypes
-from ._core import needs_grad, new, normalize_axes, normalize_axis, record, sum_to, tensor_arg
+from ._core import (
+    _grad,
+    needs_grad,
+    new,
+    normalize_axes,
+    normalize_axis,
+    record,
+    sum_to,
+    tensor_arg,
+)
 
 __all__ = [
     "cumulative_prod", "cumulative_sum", "max", "mean", "min", "prod", "std", "sum", "var",
@@ -30,6 +39,13 @@ __all__ = [
 # -- helpers ----------------------------------------------------------------------
 def _expand_reduced(g: Tensor, x: Tensor, axes: tuple[int, ...], keepdims: bool) -> Tensor:
     """Broadcast a gradient of a reduction back to the input's shape."""
+    if not (_grad.enabled and g._requires_grad):
+        # plain backward (no create_graph): work on the raw arrays
+        xp = g._device.xp
+        gd = g._data
+        if not keepdims:
+            gd = xp.reshape(gd, tuple(1 if i in axes else s for i, s in enumerate(x.shape)))
+        return new(xp.broadcast_to(gd, x._data.shape), g._device)
     from .manipulation import broadcast_to, reshape
 
     if not keepdims:
