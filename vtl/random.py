@@ -182,7 +182,7 @@ def _int_from_limbs(xp: Any, limbs: list[Any], low: int, span: int, dtype: Any) 
         part = v if not signed or span <= 2 ** (bits - 1) else v & (2 ** (bits - 1) - 1)
         out = xp.astype(part, dtype)
     else:  # two limbs: only for 64-bit dtypes
-        hi, lo = limbs
+        lo, hi = limbs
         part_hi = hi if not signed or span <= 2**63 else hi & 0x7FFFFFFF
         out = xp.astype(part_hi, dtype) * (2**32) + xp.astype(lo, dtype)
         v = hi
