@@ -54,9 +54,13 @@ class CupyBackend(Backend):
         self._cupy.cuda.Device(index).synchronize()
 
     def scatter_add(self, target: Any, indices: Any, values: Any) -> Any:
-        import cupyx
-
-        cupyx.scatter_add(target, indices, values)
+        cp = self._cupy
+        if target.dtype.kind == "c":  # no complex atomics: scatter both parts
+            values = cp.asarray(values, dtype=target.dtype)
+            cp.add.at(target.real, indices, values.real)
+            cp.add.at(target.imag, indices, values.imag)
+            return target
+        cp.add.at(target, indices, values)
         return target
 
     def memory_info(self, index: int = 0) -> dict[str, int]:
