@@ -60,6 +60,10 @@ class Storage:
 class Pool:
     def __init__(self) -> None:
         self.free: dict[int, list[Buf]] = {}
+        # every live buffer, so a GPU buffer is never part of collectable garbage: when an
+        # array dies in a reference cycle, the collector finalizes every object of the cycle
+        # (PEP 442), which would release the GPU buffer that Storage.__del__ hands back here
+        self.live: dict[int, Buf] = {}
         self.in_use = 0
         self.pooled = 0
         self.peak = 0
@@ -116,7 +120,9 @@ class Pool:
                     f"({self.in_use} bytes in use): {exc}"
                 ) from None
         self.created += 1
-        return Buf(gpu, cap)
+        buf = Buf(gpu, cap)
+        self.live[buf.uid] = buf
+        return buf
 
     def release(self, buf: Buf) -> None:
         self.in_use -= buf.cap
@@ -129,6 +135,7 @@ class Pool:
 
         for lst in self.free.values():
             for b in lst:
+                self.live.pop(b.uid, None)
                 b.gpu.destroy()
         self.free.clear()
         self.pooled = 0
