@@ -271,6 +271,18 @@ def _max_rule(greater_is_first: bool) -> Callable[..., tuple]:
         xp = g._device.xp
         a, b = _raw(x1), _raw(x2)
         tie = xp.equal(a, b)
+        if not _grad.enabled:  # plain backward: the same selection on raw arrays
+            gd = g._data
+            half = xp.where(tie, gd * 0.5, gd)
+            dev = g._device
+            r1 = r2 = None
+            if n1:
+                r1 = new(xp.where(xp.less(a, b) if greater_is_first else xp.greater(a, b),
+                                  0.0, half), dev)
+            if n2:
+                r2 = new(xp.where(xp.greater(a, b) if greater_is_first else xp.less(a, b),
+                                  0.0, half), dev)
+            return r1, r2
         half = _where(tie, multiply(g, 0.5), g)
         lose1 = xp.less(a, b) if greater_is_first else xp.greater(a, b)
         g1 = _where(lose1, 0, half) if n1 else None
