@@ -124,3 +124,34 @@ def check_grad_matches_numpy(f: Callable[..., Any], backend: str, *inputs: Any,
             assert a is None and b_ is None
             continue
         np.testing.assert_allclose(b_, a, rtol=rtol, atol=atol)
+
+
+# -- hypothesis strategies shared by the namespace tests ---------------------------------
+MIXED_DTYPES = ["float32", "float64", "int32", "int64", "uint8", "bool", "complex64"]
+
+
+def draw_dtype(data: Any, backend: str, names: Sequence[str] = MIXED_DTYPES) -> np.dtype:
+    """Draw one of ``names`` that ``backend`` supports."""
+    from hypothesis import strategies as st
+
+    usable = [d for d in names if d in supported_dtypes(backend)]
+    return np.dtype(data.draw(st.sampled_from(usable), label="dtype"))
+
+
+def draw_array(data: Any, dtype: Any, shape: tuple[int, ...] | None = None, min_dims: int = 0,
+               max_dims: int = 4, min_side: int = 0) -> np.ndarray:
+    """Draw a NumPy array of ``dtype`` (finite, moderate values for floats)."""
+    from hypothesis import strategies as st
+    from hypothesis.extra import numpy as hnp
+
+    dtype = np.dtype(dtype)
+    if shape is None:
+        shape = data.draw(hnp.array_shapes(min_dims=min_dims, max_dims=max_dims,
+                                           min_side=min_side, max_side=4), label="shape")
+    if dtype.kind == "f":
+        elems = st.floats(-100, 100, width=32)
+    elif dtype.kind == "c":
+        elems = st.complex_numbers(max_magnitude=100, width=64)
+    else:
+        elems = None
+    return data.draw(hnp.arrays(dtype, shape, elements=elems), label="x")

@@ -15,29 +15,19 @@ from tests.helpers import (
     assert_close,
     check_grad,
     check_grad_matches_numpy,
+    draw_array,
+    draw_dtype,
     supported_dtypes,
     to_numpy,
 )
 
-DTYPES = ["float32", "float64", "int32", "int64", "uint8", "bool", "complex64"]
-
 
 def _dtype(backend, data):
-    names = [d for d in DTYPES if d in supported_dtypes(backend)]
-    return np.dtype(data.draw(st.sampled_from(names), label="dtype"))
+    return draw_dtype(data, backend)
 
 
 def _array(data, dtype, shape=None, min_dims=0, max_dims=4, min_side=0):
-    if shape is None:
-        shape = data.draw(hnp.array_shapes(min_dims=min_dims, max_dims=max_dims,
-                                           min_side=min_side, max_side=4), label="shape")
-    if dtype.kind == "f":
-        elems = st.floats(-100, 100, width=32)
-    elif dtype.kind == "c":
-        elems = st.complex_numbers(max_magnitude=100, width=64)
-    else:
-        elems = None
-    return data.draw(hnp.arrays(dtype, shape, elements=elems), label="x")
+    return draw_array(data, dtype, shape, min_dims, max_dims, min_side)
 
 
 def _on_other_device(t):
