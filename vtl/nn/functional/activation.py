@@ -27,9 +27,9 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 
 
 def relu(input: Any) -> Any:  # noqa: A002 - PyTorch's argument name
-    """``max(x, 0)``; derivative 0 at 0."""
+    """``max(x, 0)``; derivative 0 at 0; nan stays nan."""
     xp = namespace(input)
-    return xp.where(input > 0, input, 0.0)
+    return xp.where(input <= 0, 0.0, input)
 
 
 def relu6(input: Any) -> Any:  # noqa: A002
@@ -142,10 +142,11 @@ def hardsigmoid(input: Any) -> Any:  # noqa: A002
 
 
 def hardswish(input: Any) -> Any:  # noqa: A002
-    """``0`` for ``x < -3``, ``x`` for ``x > 3``, else ``x * (x + 3) / 6``."""
+    """``0`` for ``x <= -3``, ``x`` for ``x >= 3``, else ``x * (x + 3) / 6``
+    (derivative 0 at -3 and 1 at 3, as PyTorch)."""
     xp = namespace(input)
     mid = input * (input + 3.0) / 6.0
-    return xp.where(input < -3.0, 0.0, xp.where(input <= 3.0, mid, input))
+    return xp.where(input <= -3.0, 0.0, xp.where(input < 3.0, mid, input))
 
 
 def softsign(input: Any) -> Any:  # noqa: A002
@@ -171,13 +172,13 @@ def softshrink(input: Any, lambd: float = 0.5) -> Any:  # noqa: A002
 def hardshrink(input: Any, lambd: float = 0.5) -> Any:  # noqa: A002
     """``x`` where ``|x| > lambd``, else 0."""
     xp = namespace(input)
-    return xp.where((input > lambd) | (input < -lambd), input, 0.0)
+    return xp.where((input >= -lambd) & (input <= lambd), 0.0, input)
 
 
 def threshold(input: Any, threshold: float, value: float) -> Any:  # noqa: A002
     """``x`` where ``x > threshold``, else ``value``."""
     xp = namespace(input)
-    return xp.where(input > threshold, input, float(value))
+    return xp.where(input <= threshold, float(value), input)
 
 
 def prelu(input: Any, weight: Any) -> Any:  # noqa: A002
