@@ -166,7 +166,7 @@ def softshrink(input: Any, lambd: float = 0.5) -> Any:  # noqa: A002
         raise ValueError(f"softshrink(): lambd must be >= 0, got {lambd}")
     xp = namespace(input)
     return xp.where(input > lambd, input - lambd,
-                    xp.where(input < -lambd, input + lambd, 0.0))
+                    xp.where(input < -lambd, input + lambd, input * 0.0))  # nan stays nan
 
 
 def hardshrink(input: Any, lambd: float = 0.5) -> Any:  # noqa: A002
