@@ -1,0 +1,493 @@
+"""Learning-rate schedulers (PyTorch's ``torch.optim.lr_scheduler``).
+
+A scheduler changes ``group["lr"]`` of its optimizer's parameter groups each
+time :meth:`LRScheduler.step` is called (once per epoch or per batch, after
+``optimizer.step()``). Formulas, defaults and the chainable update forms follow
+PyTorch, so schedulers compose and resume from ``state_dict`` the same way.
+"""
+
+from __future__ import annotations
+
+import math
+import types
+from bisect import bisect_right
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .optimizer import Optimizer
+
+__all__ = [
+    "LRScheduler", "LambdaLR", "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR",
+    "LinearLR", "OneCycleLR", "SequentialLR", "ReduceLROnPlateau",
+]
+
+
+def _check_optimizer(optimizer: Any, cls: str) -> None:
+    if not isinstance(optimizer, Optimizer):
+        raise TypeError(f"{cls}: expected a vtl.optim.Optimizer, got {type(optimizer).__name__}")
+
+
+class LRScheduler:
+    """Base class: keeps ``base_lrs``, ``last_epoch`` and writes ``group['lr']``."""
+
+    _get_closed_form_lr: Callable[[], list[float]] | None = None
+
+    def __init__(self, optimizer: Optimizer, last_epoch: int = -1) -> None:
+        _check_optimizer(optimizer, type(self).__name__)
+        self.optimizer = optimizer
+        if last_epoch == -1:
+            for group in optimizer.param_groups:
+                group.setdefault("initial_lr", group["lr"])
+        else:
+            for i, group in enumerate(optimizer.param_groups):
+                if "initial_lr" not in group:
+                    raise KeyError(
+                        f"param 'initial_lr' is not specified in param_groups[{i}] when "
+                        "resuming a scheduler (last_epoch != -1)"
+                    )
+        self.base_lrs: list[float] = [g["initial_lr"] for g in optimizer.param_groups]
+        self.last_epoch = last_epoch
+        self._initial_step()
+
+    def _initial_step(self) -> None:
+        self._step_count = 0
+        self.step()
+
+    def get_lr(self) -> list[float]:
+        """The learning rates of the current ``last_epoch`` (chainable form)."""
+        raise NotImplementedError
+
+    def get_last_lr(self) -> list[float]:
+        """The learning rates set by the last :meth:`step`."""
+        return self._last_lr
+
+    def step(self, epoch: int | None = None) -> None:
+        """Advance one step (or jump to ``epoch``, using the closed form when there is one)."""
+        self._step_count += 1
+        if epoch is None:
+            self.last_epoch += 1
+            values = self.get_lr()
+        else:
+            self.last_epoch = int(epoch)
+            closed = getattr(self, "_get_closed_form_lr", None)
+            values = closed() if closed is not None else self.get_lr()
+        for group, lr in zip(self.optimizer.param_groups, values, strict=True):
+            group["lr"] = lr
+        self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
+
+    def _lrs(self) -> list[float]:
+        return [g["lr"] for g in self.optimizer.param_groups]
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything but the optimizer (and, for LambdaLR, the functions)."""
+        return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.__dict__.update(state_dict)
+
+
+class LambdaLR(LRScheduler):
+    """``lr = initial_lr * lr_lambda(epoch)``; one function or one per group."""
+
+    def __init__(self, optimizer: Optimizer,
+                 lr_lambda: Callable[[int], float] | Sequence[Callable[[int], float]],
+                 last_epoch: int = -1) -> None:
+        _check_optimizer(optimizer, "LambdaLR")
+        n = len(optimizer.param_groups)
+        if isinstance(lr_lambda, (list, tuple)):
+            if len(lr_lambda) != n:
+                raise ValueError(f"LambdaLR: expected {n} lr_lambdas, got {len(lr_lambda)}")
+            self.lr_lambdas = list(lr_lambda)
+        else:
+            self.lr_lambdas = [lr_lambda] * n
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        return [base * fn(self.last_epoch)
+                for base, fn in zip(self.base_lrs, self.lr_lambdas, strict=True)]
+
+    def state_dict(self) -> dict[str, Any]:
+        """Functions and lambdas are not saved; callable objects save their ``__dict__``."""
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
+        state["lr_lambdas"] = [
+            None if isinstance(fn, types.FunctionType) else dict(fn.__dict__)
+            for fn in self.lr_lambdas
+        ]
+        return state
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        state = dict(state_dict)
+        lambdas = state.pop("lr_lambdas", [None] * len(self.lr_lambdas))
+        self.__dict__.update(state)
+        for fn, saved in zip(self.lr_lambdas, lambdas, strict=True):
+            if saved is not None:
+                fn.__dict__.update(saved)
+
+
+class StepLR(LRScheduler):
+    """Multiply the lr by ``gamma`` every ``step_size`` epochs."""
+
+    def __init__(self, optimizer: Optimizer, step_size: int, gamma: float = 0.1,
+                 last_epoch: int = -1) -> None:
+        if not isinstance(step_size, int) or step_size <= 0:
+            raise ValueError(f"StepLR: step_size must be a positive int, got {step_size!r}")
+        self.step_size = step_size
+        self.gamma = gamma
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        if self.last_epoch == 0 or self.last_epoch % self.step_size != 0:
+            return self._lrs()
+        return [lr * self.gamma for lr in self._lrs()]
+
+    def _get_closed_form_lr(self) -> list[float]:
+        return [b * self.gamma ** (self.last_epoch // self.step_size) for b in self.base_lrs]
+
+
+class MultiStepLR(LRScheduler):
+    """Multiply the lr by ``gamma`` at each epoch in ``milestones``."""
+
+    def __init__(self, optimizer: Optimizer, milestones: Sequence[int], gamma: float = 0.1,
+                 last_epoch: int = -1) -> None:
+        ms = list(milestones)
+        if any(b < a for a, b in zip(ms, ms[1:], strict=False)):
+            raise ValueError(f"MultiStepLR: milestones must be increasing, got {ms}")
+        self.milestones = Counter(ms)
+        self.gamma = gamma
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        if self.last_epoch not in self.milestones:
+            return self._lrs()
+        return [lr * self.gamma ** self.milestones[self.last_epoch] for lr in self._lrs()]
+
+    def _get_closed_form_lr(self) -> list[float]:
+        ms = sorted(self.milestones.elements())
+        return [b * self.gamma ** bisect_right(ms, self.last_epoch) for b in self.base_lrs]
+
+
+class ExponentialLR(LRScheduler):
+    """Multiply the lr by ``gamma`` every epoch."""
+
+    def __init__(self, optimizer: Optimizer, gamma: float, last_epoch: int = -1) -> None:
+        self.gamma = gamma
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        if self.last_epoch == 0:
+            return self._lrs()
+        return [lr * self.gamma for lr in self._lrs()]
+
+    def _get_closed_form_lr(self) -> list[float]:
+        return [b * self.gamma**self.last_epoch for b in self.base_lrs]
+
+
+class CosineAnnealingLR(LRScheduler):
+    r"""Cosine annealing from the initial lr to ``eta_min`` over ``T_max`` epochs:
+    ``eta_min + (initial_lr - eta_min) (1 + cos(π epoch / T_max)) / 2`` (SGDR without restarts)."""
+
+    def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0,  # noqa: N803
+                 last_epoch: int = -1) -> None:
+        if T_max <= 0:
+            raise ValueError(f"CosineAnnealingLR: T_max must be positive, got {T_max!r}")
+        self.T_max = T_max
+        self.eta_min = eta_min
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        e, t, lo = self.last_epoch, self.T_max, self.eta_min
+        if e == 0:
+            return self._lrs()
+        if self._step_count == 1 and e > 0:
+            return [lo + (b - lo) * (1 + math.cos(e * math.pi / t)) / 2 for b in self.base_lrs]
+        if (e - 1 - t) % (2 * t) == 0:
+            return [lr + (b - lo) * (1 - math.cos(math.pi / t)) / 2
+                    for lr, b in zip(self._lrs(), self.base_lrs, strict=True)]
+        return [(1 + math.cos(math.pi * e / t)) / (1 + math.cos(math.pi * (e - 1) / t))
+                * (lr - lo) + lo for lr in self._lrs()]
+
+    def _get_closed_form_lr(self) -> list[float]:
+        e, t, lo = self.last_epoch, self.T_max, self.eta_min
+        return [lo + (b - lo) * (1 + math.cos(math.pi * e / t)) / 2 for b in self.base_lrs]
+
+
+class LinearLR(LRScheduler):
+    """Scale the lr linearly from ``start_factor`` to ``end_factor`` over ``total_iters``."""
+
+    def __init__(self, optimizer: Optimizer, start_factor: float = 1.0 / 3,
+                 end_factor: float = 1.0, total_iters: int = 5, last_epoch: int = -1) -> None:
+        if not 0 < start_factor <= 1:
+            raise ValueError(f"LinearLR: start_factor must be in (0, 1], got {start_factor!r}")
+        if not 0 <= end_factor <= 1:
+            raise ValueError(f"LinearLR: end_factor must be in [0, 1], got {end_factor!r}")
+        if total_iters <= 0:
+            raise ValueError(f"LinearLR: total_iters must be positive, got {total_iters!r}")
+        self.start_factor = start_factor
+        self.end_factor = end_factor
+        self.total_iters = total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        e, s, f, n = self.last_epoch, self.start_factor, self.end_factor, self.total_iters
+        if e == 0:
+            return [lr * s for lr in self._lrs()]
+        if e > n:
+            return self._lrs()
+        return [lr * (1.0 + (f - s) / (n * s + (e - 1) * (f - s))) for lr in self._lrs()]
+
+    def _get_closed_form_lr(self) -> list[float]:
+        e, s, f, n = self.last_epoch, self.start_factor, self.end_factor, self.total_iters
+        return [b * (s + (f - s) * min(n, e) / n) for b in self.base_lrs]
+
+
+class OneCycleLR(LRScheduler):
+    """The 1cycle policy: warm up to ``max_lr`` then anneal far below the start,
+    cycling momentum (or ``betas[0]``) the opposite way. Step it once per batch."""
+
+    def __init__(self, optimizer: Optimizer, max_lr: float | Sequence[float],
+                 total_steps: int | None = None, epochs: int | None = None,
+                 steps_per_epoch: int | None = None, pct_start: float = 0.3,
+                 anneal_strategy: str = "cos", cycle_momentum: bool = True,
+                 base_momentum: float | Sequence[float] = 0.85,
+                 max_momentum: float | Sequence[float] = 0.95, div_factor: float = 25.0,
+                 final_div_factor: float = 1e4, three_phase: bool = False,
+                 last_epoch: int = -1) -> None:
+        _check_optimizer(optimizer, "OneCycleLR")
+        if total_steps is not None:
+            if not isinstance(total_steps, int) or total_steps <= 0:
+                raise ValueError(f"OneCycleLR: total_steps must be a positive int, "
+                                 f"got {total_steps!r}")
+            self.total_steps = total_steps
+        elif epochs is not None and steps_per_epoch is not None:
+            if epochs <= 0 or steps_per_epoch <= 0:
+                raise ValueError("OneCycleLR: epochs and steps_per_epoch must be positive, got "
+                                 f"{epochs!r} and {steps_per_epoch!r}")
+            self.total_steps = epochs * steps_per_epoch
+        else:
+            raise ValueError("OneCycleLR: you must define either total_steps OR "
+                             "(epochs AND steps_per_epoch)")
+        if not 0 <= pct_start <= 1 or not isinstance(pct_start, (int, float)):
+            raise ValueError(f"OneCycleLR: pct_start must be in [0, 1], got {pct_start!r}")
+        if anneal_strategy not in ("cos", "linear"):
+            raise ValueError("OneCycleLR: anneal_strategy must be 'cos' or 'linear', "
+                             f"got {anneal_strategy!r}")
+        self.anneal_strategy = anneal_strategy
+        n = self.total_steps
+        if three_phase:
+            self._schedule_phases = [
+                {"end_step": float(pct_start * n) - 1, "start_lr": "initial_lr",
+                 "end_lr": "max_lr", "start_momentum": "max_momentum",
+                 "end_momentum": "base_momentum"},
+                {"end_step": float(2 * pct_start * n) - 2, "start_lr": "max_lr",
+                 "end_lr": "initial_lr", "start_momentum": "base_momentum",
+                 "end_momentum": "max_momentum"},
+                {"end_step": n - 1, "start_lr": "initial_lr", "end_lr": "min_lr",
+                 "start_momentum": "max_momentum", "end_momentum": "max_momentum"},
+            ]
+        else:
+            self._schedule_phases = [
+                {"end_step": float(pct_start * n) - 1, "start_lr": "initial_lr",
+                 "end_lr": "max_lr", "start_momentum": "max_momentum",
+                 "end_momentum": "base_momentum"},
+                {"end_step": n - 1, "start_lr": "max_lr", "end_lr": "min_lr",
+                 "start_momentum": "base_momentum", "end_momentum": "max_momentum"},
+            ]
+        groups = optimizer.param_groups
+        max_lrs = _per_group(max_lr, len(groups), "max_lr")
+        if last_epoch == -1:
+            for lr, group in zip(max_lrs, groups, strict=True):
+                group["initial_lr"] = lr / div_factor
+                group["max_lr"] = lr
+                group["min_lr"] = group["initial_lr"] / final_div_factor
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+                raise ValueError("OneCycleLR: optimizer must support momentum or betas "
+                                 "with cycle_momentum enabled")
+            self.use_beta1 = "betas" in optimizer.defaults
+            base_ms = _per_group(base_momentum, len(groups), "base_momentum")
+            max_ms = _per_group(max_momentum, len(groups), "max_momentum")
+            if last_epoch == -1:
+                for mmax, mbase, group in zip(max_ms, base_ms, groups, strict=True):
+                    if self.use_beta1:
+                        group["betas"] = (mmax, *group["betas"][1:])
+                    else:
+                        group["momentum"] = mmax
+                    group["max_momentum"] = mmax
+                    group["base_momentum"] = mbase
+        super().__init__(optimizer, last_epoch)
+
+    def _anneal(self, start: float, end: float, pct: float) -> float:
+        if self.anneal_strategy == "cos":
+            return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
+        return (end - start) * pct + start
+
+    def get_lr(self) -> list[float]:
+        step = self.last_epoch
+        if step > self.total_steps:
+            raise ValueError(f"OneCycleLR: tried to step {step} times; the specified number "
+                             f"of total steps is {self.total_steps}")
+        lrs = []
+        for group in self.optimizer.param_groups:
+            start = 0.0
+            lr = mom = 0.0
+            for i, phase in enumerate(self._schedule_phases):
+                end = phase["end_step"]
+                if step <= end or i == len(self._schedule_phases) - 1:
+                    pct = (step - start) / (end - start)
+                    lr = self._anneal(group[phase["start_lr"]], group[phase["end_lr"]], pct)
+                    if self.cycle_momentum:
+                        mom = self._anneal(group[phase["start_momentum"]],
+                                           group[phase["end_momentum"]], pct)
+                    break
+                start = phase["end_step"]
+            lrs.append(lr)
+            if self.cycle_momentum:
+                if self.use_beta1:
+                    group["betas"] = (mom, *group["betas"][1:])
+                else:
+                    group["momentum"] = mom
+        return lrs
+
+
+def _per_group(value: Any, n: int, name: str) -> list[float]:
+    if isinstance(value, (list, tuple)):
+        if len(value) != n:
+            raise ValueError(f"expected {n} values for {name}, got {len(value)}")
+        return list(value)
+    return [value] * n
+
+
+class SequentialLR(LRScheduler):
+    """Run ``schedulers`` one after another, switching at each of ``milestones``."""
+
+    def __init__(self, optimizer: Optimizer, schedulers: Sequence[LRScheduler],
+                 milestones: Sequence[int], last_epoch: int = -1) -> None:
+        _check_optimizer(optimizer, "SequentialLR")
+        schedulers = list(schedulers)
+        if not schedulers:
+            raise ValueError("SequentialLR expects at least one scheduler")
+        for i, s in enumerate(schedulers):
+            if not hasattr(s, "optimizer"):
+                raise TypeError(f"SequentialLR: schedulers[{i}] is not a scheduler")
+            if isinstance(s, ReduceLROnPlateau):
+                raise ValueError("SequentialLR does not support ReduceLROnPlateau "
+                                 f"(schedulers[{i}])")
+            if s.optimizer is not optimizer:
+                raise ValueError(f"SequentialLR: schedulers[{i}] has a different optimizer")
+        if len(milestones) != len(schedulers) - 1:
+            raise ValueError(
+                "SequentialLR: expected len(milestones) == len(schedulers) - 1 = "
+                f"{len(schedulers) - 1}, got {len(milestones)}"
+            )
+        self._schedulers = schedulers
+        self._milestones = list(milestones)
+        self.last_epoch = last_epoch + 1
+        self.optimizer = optimizer
+        for group in optimizer.param_groups:
+            group["lr"] = group["initial_lr"]
+        for s in schedulers:
+            s.last_epoch -= 1
+        schedulers[0]._initial_step()
+        self._last_lr = schedulers[0].get_last_lr()
+
+    def step(self, epoch: int | None = None) -> None:  # noqa: ARG002 - PyTorch signature
+        self.last_epoch += 1
+        idx = bisect_right(self._milestones, self.last_epoch)
+        s = self._schedulers[idx]
+        if idx > 0 and self._milestones[idx - 1] == self.last_epoch:
+            s.step(0)
+        else:
+            s.step()
+        self._last_lr = s.get_last_lr()
+
+    def state_dict(self) -> dict[str, Any]:
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return state
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        state = dict(state_dict)
+        subs = state.pop("_schedulers")
+        self.__dict__.update(state)
+        for s, sd in zip(self._schedulers, subs, strict=True):
+            s.load_state_dict(sd)
+
+
+class ReduceLROnPlateau:
+    """Reduce the lr by ``factor`` when a metric stops improving for ``patience`` epochs.
+
+    ``mode`` ``'min'``/``'max'``; ``threshold_mode`` ``'rel'`` (improvement means
+    beating ``best * (1 ∓ threshold)``) or ``'abs'`` (``best ∓ threshold``).
+    After a reduction, ``cooldown`` epochs pass before bad epochs count again;
+    lrs never go below ``min_lr`` and changes smaller than ``eps`` are skipped.
+    """
+
+    def __init__(self, optimizer: Optimizer, mode: str = "min", factor: float = 0.1,
+                 patience: int = 10, threshold: float = 1e-4, threshold_mode: str = "rel",
+                 cooldown: int = 0, min_lr: float | Sequence[float] = 0.0,
+                 eps: float = 1e-8) -> None:
+        _check_optimizer(optimizer, "ReduceLROnPlateau")
+        if factor >= 1.0:
+            raise ValueError(f"ReduceLROnPlateau: factor must be < 1.0, got {factor!r}")
+        if mode not in ("min", "max"):
+            raise ValueError(f"ReduceLROnPlateau: mode must be 'min' or 'max', got {mode!r}")
+        if threshold_mode not in ("rel", "abs"):
+            raise ValueError("ReduceLROnPlateau: threshold_mode must be 'rel' or 'abs', "
+                             f"got {threshold_mode!r}")
+        self.optimizer = optimizer
+        self.factor = factor
+        self.min_lrs = _per_group(min_lr, len(optimizer.param_groups), "min_lr")
+        self.patience = patience
+        self.cooldown = cooldown
+        self.cooldown_counter = 0
+        self.mode = mode
+        self.threshold = threshold
+        self.threshold_mode = threshold_mode
+        self.eps = eps
+        self.last_epoch = 0
+        self.best = math.inf if mode == "min" else -math.inf
+        self.num_bad_epochs = 0
+        self._last_lr = [g["lr"] for g in optimizer.param_groups]
+
+    def is_better(self, a: float, best: float) -> bool:
+        t = self.threshold
+        if self.mode == "min":
+            return a < (best * (1.0 - t) if self.threshold_mode == "rel" else best - t)
+        return a > (best * (1.0 + t) if self.threshold_mode == "rel" else best + t)
+
+    @property
+    def in_cooldown(self) -> bool:
+        return self.cooldown_counter > 0
+
+    def step(self, metrics: Any, epoch: int | None = None) -> None:
+        """Record this epoch's metric (a float or 0-d tensor; read back to the host)."""
+        current = float(metrics)
+        self.last_epoch = self.last_epoch + 1 if epoch is None else int(epoch)
+        if self.is_better(current, self.best):
+            self.best = current
+            self.num_bad_epochs = 0
+        else:
+            self.num_bad_epochs += 1
+        if self.in_cooldown:
+            self.cooldown_counter -= 1
+            self.num_bad_epochs = 0
+        if self.num_bad_epochs > self.patience:
+            for i, group in enumerate(self.optimizer.param_groups):
+                old = float(group["lr"])
+                new = max(old * self.factor, self.min_lrs[i])
+                if old - new > self.eps:
+                    group["lr"] = new
+            self.cooldown_counter = self.cooldown
+            self.num_bad_epochs = 0
+        self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
+
+    def get_last_lr(self) -> list[float]:
+        return self._last_lr
+
+    def state_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.__dict__.update(state_dict)

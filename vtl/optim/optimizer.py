@@ -1,0 +1,320 @@
+"""The :class:`Optimizer` base: parameter groups, state, and the step machinery.
+
+An optimizer updates parameters in place, working on the raw backend arrays
+(``p._data``) outside the autograd graph. Each parameter's update is either
+the portable rule of ``_functional.py`` (standard array-API functions only) or,
+when the parameter's backend provides the optional kernel
+``"multi_tensor_apply"`` and ``foreach`` is not ``False``, one fused launch for
+all the parameters of a group that share device, dtype and hyper-parameters
+(the rule then is the equivalent :class:`~vtl.optim._programs.Program`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from .._tensor import Tensor, _new
+from ..autograd.grad_mode import enable_grad
+from ._programs import Program
+
+__all__ = ["Optimizer"]
+
+class _RequiredParameter:
+    """Marker for a hyper-parameter without a default (like PyTorch's ``required``)."""
+
+    def __repr__(self) -> str:
+        return "<required parameter>"
+
+
+required = _RequiredParameter()
+
+
+def _check_number(name: str, value: Any, *, cls: str, low: float = 0.0,
+                  high: float | None = None, high_open: bool = False) -> None:
+    """Raise ``ValueError`` unless ``low <= value`` (``< high`` or ``<= high``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{cls}: {name} must be a real number, got {value!r}")
+    bad = not (value >= low) or math.isnan(value)  # also catches nan
+    if high is not None:
+        bad = bad or (value >= high if high_open else value > high)
+    if bad:
+        rng = f"[{low}, {high})" if high_open else (f"[{low}, {high}]" if high is not None
+                                                    else f">= {low}")
+        raise ValueError(f"{cls}: invalid {name} {value!r}, expected {rng}")
+
+
+class Optimizer:
+    """Base class of all optimizers.
+
+    ``params`` is an iterable of tensors, or of dicts each with a ``"params"``
+    entry and per-group hyper-parameters overriding ``defaults``.
+    """
+
+    #: Program array name -> state key (for fused kernels), set by subclasses.
+    _state_names: dict[str, str] = {}
+
+    def __init__(self, params: Iterable[Any], defaults: dict[str, Any]) -> None:
+        self.defaults = dict(defaults)
+        self._check_group(self.defaults)
+        self.state: dict[Tensor, dict[str, Any]] = {}
+        self.param_groups: list[dict[str, Any]] = []
+        if isinstance(params, Tensor):
+            raise TypeError(
+                f"{type(self).__name__}: params must be an iterable of Tensors or dicts, "
+                "got a single Tensor"
+            )
+        groups = list(params)
+        if not groups:
+            raise ValueError(f"{type(self).__name__} got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for g in groups:
+            self.add_param_group(g)
+
+    # ----------------------------------------------------------------- groups
+    def _check_group(self, group: dict[str, Any]) -> None:
+        """Validate a group's hyper-parameters; subclasses raise ``ValueError``."""
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """Add a group of parameters with its own hyper-parameters."""
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param_group must be a dict, got {type(param_group).__name__}")
+        name = type(self).__name__
+        params = param_group.get("params")
+        if params is None:
+            raise ValueError(f"{name}: param_group needs a 'params' entry")
+        params = [params] if isinstance(params, Tensor) else list(params)
+        for p in params:
+            if not isinstance(p, Tensor):
+                raise TypeError(f"{name} can only optimize vtl Tensors, got {type(p).__name__}")
+            if not p.is_leaf:
+                raise ValueError(f"{name}: can't optimize a non-leaf Tensor")
+        if len({id(p) for p in params}) != len(params):
+            raise ValueError(f"{name}: a parameter group contains the same parameter twice")
+        group = dict(param_group)
+        group["params"] = params
+        for key, default in self.defaults.items():
+            if default is required and key not in group:
+                raise ValueError(f"{name}: parameter group didn't specify a value of {key!r}")
+            group.setdefault(key, default)
+        self._check_group(group)
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        if any(id(p) in seen for p in params):
+            raise ValueError(f"{name}: some parameters appear in more than one parameter group")
+        self.param_groups.append(group)
+        self._init_group(group)
+
+    def _init_group(self, group: dict[str, Any]) -> None:
+        """Hook for eager state initialisation (Adagrad)."""
+
+    # ------------------------------------------------------------------ grads
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset the gradients: to ``None`` (default) or to zeros in place."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                g = p.grad
+                if g is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                else:
+                    g._grad_fn = None
+                    g._requires_grad = False
+                    g._data = g._device.xp.zeros_like(g._data)
+                    g._version_counter()[0] += 1
+
+    # ------------------------------------------------------------------- step
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        """Update every parameter that has a gradient; returns ``closure()`` if given."""
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            self._step_group(group)
+        return loss
+
+    def _step_group(self, group: dict[str, Any]) -> None:
+        foreach = group.get("foreach")
+        buckets: dict[tuple, list[tuple[Tensor, dict[str, Any]]]] = {}
+        plans: dict[tuple, tuple[Program, tuple[float, ...]]] = {}
+        portable: list[tuple[Tensor, dict[str, Any]]] = []
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            state = self.state.get(p)
+            if state is None:
+                state = self.state[p] = self._init_state(p, group)
+            self._advance(state, group)
+            kern = None if foreach is False else p._device.backend.kernel("multi_tensor_apply")
+            if kern is not None and kern.supports(p._data.dtype):
+                prog, scalars = self._plan(p, state, group)
+                key = (p._device, p._data.dtype, prog.key, scalars)
+                buckets.setdefault(key, []).append((p, state))
+                plans[key] = (prog, scalars)
+            else:
+                portable.append((p, state))
+        for key, items in buckets.items():
+            prog, scalars = plans[key]
+            self._run_fused(key[0].backend.kernel("multi_tensor_apply"), prog, scalars, items)
+            for p, _ in items:
+                p._version_counter()[0] += 1
+        for p, state in portable:
+            new = self._portable(p, state, group)
+            p._data[...] = new
+            p._version_counter()[0] += 1
+
+    def _run_fused(self, kern: Any, prog: Program, scalars: tuple[float, ...],
+                   items: list[tuple[Tensor, dict[str, Any]]]) -> None:
+        names = self._state_names
+        tensors = []
+        for p, state in items:
+            arrs = []
+            for a in prog.arrays:
+                if a == "p":
+                    arrs.append(p._data)
+                elif a == "g":
+                    arrs.append(p.grad._data)
+                else:
+                    arrs.append(state[names[a]]._data)
+            tensors.append(tuple(arrs))
+        kern(prog, tensors, scalars)
+
+    # Subclass hooks ---------------------------------------------------------
+    def _init_state(self, p: Tensor, group: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    def _advance(self, state: dict[str, Any], group: dict[str, Any]) -> None:
+        """Per-step state bookkeeping shared by both paths (step counters)."""
+
+    def _plan(self, p: Tensor, state: dict[str, Any],
+              group: dict[str, Any]) -> tuple[Program, tuple[float, ...]]:
+        raise NotImplementedError
+
+    def _portable(self, p: Tensor, state: dict[str, Any], group: dict[str, Any]) -> Any:
+        """Run the portable rule for ``p``; update the state; return ``p``'s new data."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ state dict
+    def state_dict(self) -> dict[str, Any]:
+        """``{'state': {index: {...}}, 'param_groups': [...]}`` with copies of the state.
+
+        Parameters are numbered in group order; tensors in the state are copies,
+        so later steps do not change a saved state dict.
+        """
+        index: dict[int, int] = {}
+        groups = []
+        for group in self.param_groups:
+            packed = {k: v for k, v in group.items() if k != "params"}
+            ids = []
+            for p in group["params"]:
+                index.setdefault(id(p), len(index))
+                ids.append(index[id(p)])
+            packed["params"] = ids
+            groups.append(packed)
+        state = {}
+        for group in self.param_groups:
+            for p in group["params"]:
+                st = self.state.get(p)
+                if st is not None:
+                    state[index[id(p)]] = {k: _clone(v) for k, v in st.items()}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore state and hyper-parameters saved by :meth:`state_dict`.
+
+        Raises ``ValueError`` (leaving the optimizer unchanged) when the saved
+        groups or state do not match this optimizer's parameters.
+        """
+        name = type(self).__name__
+        if not isinstance(state_dict, dict) or not {"state", "param_groups"} <= set(state_dict):
+            raise ValueError(f"{name}.load_state_dict: expected a dict with 'state' and "
+                             "'param_groups' entries")
+        saved_groups = state_dict["param_groups"]
+        if len(saved_groups) != len(self.param_groups):
+            raise ValueError(
+                f"{name}.load_state_dict: loaded state dict has {len(saved_groups)} parameter "
+                f"group(s), the optimizer has {len(self.param_groups)}"
+            )
+        by_index: dict[int, Tensor] = {}
+        new_groups = []
+        for i, (cur, saved) in enumerate(zip(self.param_groups, saved_groups, strict=True)):
+            ids = list(saved.get("params", ()))
+            if len(ids) != len(cur["params"]):
+                raise ValueError(
+                    f"{name}.load_state_dict: loaded parameter group {i} has {len(ids)} "
+                    f"parameter(s), the optimizer's group has {len(cur['params'])}"
+                )
+            for idx, p in zip(ids, cur["params"], strict=True):
+                by_index[idx] = p
+            group = {**cur, **{k: v for k, v in saved.items() if k != "params"}}
+            group["params"] = cur["params"]
+            self._check_group(group)
+            new_groups.append(group)
+        new_state: dict[Tensor, dict[str, Any]] = {}
+        for idx, st in state_dict["state"].items():
+            p = by_index.get(idx)
+            if p is None:
+                raise ValueError(
+                    f"{name}.load_state_dict: state for parameter {idx!r}, which is in no group"
+                )
+            new_state[p] = {k: self._load_value(p, idx, k, v) for k, v in st.items()}
+        self.param_groups[:] = new_groups
+        self.state = new_state
+
+    def _load_value(self, p: Tensor, idx: Any, key: str, value: Any) -> Any:
+        if key == "step":
+            return int(float(value))
+        if value is None or isinstance(value, (bool, int, float)):
+            return value
+        import vtl
+
+        if not isinstance(value, Tensor):
+            value = vtl.asarray(value)
+        if tuple(value.shape) != tuple(p.shape):
+            raise ValueError(
+                f"{type(self).__name__}.load_state_dict: state {key!r} of parameter {idx} has "
+                f"shape {tuple(value.shape)}, the parameter has shape {tuple(p.shape)}"
+            )
+        if value.device != p.device:
+            value = value.to(p.device)
+        out = vtl.astype(value, p.dtype, copy=True)
+        return _new(out._data, p._device)
+
+    # ------------------------------------------------------------------ misc
+    def __repr__(self) -> str:
+        lines = [f"{type(self).__name__} ("]
+        for i, group in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            for k in sorted(group):
+                if k != "params":
+                    lines.append(f"    {k}: {group[k]}")
+        lines.append(")")
+        return "\n".join(lines)
+
+
+def _clone(value: Any) -> Any:
+    if isinstance(value, Tensor):
+        xp = value._device.xp
+        return _new(xp.asarray(value._data, copy=True), value._device)
+    return value
+
+
+def _zeros_like(p: Tensor) -> Tensor:
+    return _new(p._device.xp.zeros_like(p._data), p._device)
+
+
+def _set(state: dict[str, Any], key: str, p: Tensor, raw: Any) -> None:
+    """Store a new raw array under ``state[key]`` (a Tensor on ``p``'s device)."""
+    t = state.get(key)
+    if t is None:
+        state[key] = _new(raw, p._device)
+    else:
+        t._data = raw
+
+
+def _check_real(p: Tensor, cls: str) -> None:
+    if p._data.dtype.kind == "c":
+        raise TypeError(f"{cls} does not support complex parameters yet (got {p.dtype})")
