@@ -55,5 +55,5 @@ del _install_operators
 from . import _tensor_methods, autograd, fft, linalg
 
 _tensor_methods.install()
-from . import nn, random
+from . import nn, optim, random
 from .autograd.functional import grad, hessian, jacobian, jvp, value_and_grad, vjp
