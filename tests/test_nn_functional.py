@@ -120,6 +120,7 @@ def test_activation_derivative_at_kinks_follows_pytorch(name):
     np.testing.assert_allclose(to_numpy(x.grad), t.grad.numpy(), rtol=1e-7, atol=1e-12)
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # nan/inf inputs on purpose
 def test_activation_special_values_follow_pytorch():
     if torch is None:
         pytest.skip("torch not installed")
@@ -142,6 +143,7 @@ def test_activation_special_values_follow_pytorch():
         np.testing.assert_array_equal(got, expect, err_msg=name)
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # nan/inf inputs on purpose
 def test_activations_are_stable_at_extremes(backend):
     x = vtl.asarray([-1e4, -100.0, 100.0, 1e4], requires_grad=True)
     for fn in (F.sigmoid, F.softplus, F.logsigmoid, F.silu, F.mish, F.elu, F.selu, F.gelu,
@@ -214,6 +216,7 @@ def test_softmax_family(backend, dim):
     check_grad(lambda t: F.logsumexp(t, None), xd)
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # nan/inf inputs on purpose
 def test_softmax_stability_and_special_values(backend):
     x = vtl.asarray([[1000.0, 1000.0, -1000.0], [-math.inf, 0.0, -math.inf]])
     assert_close(F.softmax(x, 1), np.array([[0.5, 0.5, 0], [0, 1, 0]], np.float32))
@@ -616,6 +619,7 @@ def test_cross_entropy_probabilities(backend, reduction, eps):
                logits, probs)
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # nan/inf inputs on purpose
 def test_cross_entropy_unbatched_and_nll(backend):
     logits = np.array([0.5, -1.0, 2.0])
     out = F.cross_entropy(vtl.asarray(logits), vtl.asarray(2))
