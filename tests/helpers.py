@@ -90,7 +90,7 @@ def check_grad(f: Callable[..., Any], *inputs: Any, eps: float = 1e-6, rtol: flo
     anything ``np.asarray`` accepts) cast to float64.
     """
     rng = np.random.default_rng(seed)
-    xs = [np.array(x, dtype=np.float64) for x in inputs]
+    xs = [np.array(x, dtype=np.float64, order="C") for x in inputs]
     out = f(*_wrap(xs))
     v = rng.standard_normal(to_numpy(out).shape)
     ts = [vtl.asarray(x.copy(), backend="numpy", requires_grad=True) for x in xs]
