@@ -8,8 +8,10 @@ scalars follow the standard's weak-scalar rule: they take the array's dtype
 (a float scalar with an integer array gives float32).
 
 float64 note: GLSL.std.450 defines exp/log/trig only for 16/32-bit floats, so
-float64 transcendental functions are evaluated in float32 precision;
-arithmetic, sqrt, comparisons and rounding are exact float64.
+float64 transcendental functions come from ``wgsl/math64.wgsl`` (double
+arithmetic, fdlibm-style range reduction and polynomials; sin/cos/tan keep full
+precision for |x| < 1e6); arithmetic, sqrt, comparisons and rounding are the
+device's own float64 operations.
 """
 
 from __future__ import annotations
@@ -43,8 +45,8 @@ def _kind(dt: np.dtype) -> str:
 
 
 def _tr(fn: str) -> dict:
-    """A float-only transcendental builtin (float64 evaluated in float32, see module doc)."""
-    return {F: f"return {fn}(x);", "f64": f"return f64({fn}(f32(x)));"}
+    """A float-only transcendental: the WGSL builtin, float64 through ``wgsl/math64.wgsl``."""
+    return {F: f"return {fn}(x);", "f64": f"return m64_{fn}(x);"}
 
 
 # name -> (result rule, bodies by kind); rules: same | float (promote ints) | bool
@@ -58,27 +60,30 @@ UNARY: dict[str, tuple[str, dict]] = {
     "exp": ("float", _tr("exp")),
     "exp2": ("float", _tr("exp2")),
     "expm1": ("float", {
-        F: "if (abs(x) < {{T}}(1e-5)) { return x + {{T}}(0.5) * x * x; } return exp(x) - {{T}}(1);",
-        "f64": "if (abs(x) < 1e-5) { return x + 0.5 * x * x + x * x * x / 6.0; }"
-               " return f64(exp(f32(x))) - 1.0;"}),
+        F: "if (x == {{T}}(0)) { return x; }"
+           " if (abs(x) < {{T}}(1e-5)) { return x + {{T}}(0.5) * x * x; }"
+           " return exp(x) - {{T}}(1);",
+        "f64": "return m64_expm1(x);"}),
     "log": ("float", _tr("log")),
     "log2": ("float", _tr("log2")),
     "log10": ("float", {F: "return log(x) * {{T}}(0.4342944819032518);",
-                        "f64": "return f64(log(f32(x))) * 0.4342944819032518;"}),
+                        "f64": "return m64_log10(x);"}),
     "log1p": ("float", {
         F: "let u = {{T}}(1) + x; if (u == {{T}}(1)) { return x; }"
            " return log(u) * x / (u - {{T}}(1));",
-        "f64": "let u = 1.0 + x; if (u == 1.0) { return x; }"
-               " return f64(log(f32(u))) * x / (u - 1.0);"}),
+        "f64": "return m64_log1p(x);"}),
     "sin": ("float", _tr("sin")), "cos": ("float", _tr("cos")), "tan": ("float", _tr("tan")),
-    "asin": ("float", _tr("asin")), "acos": ("float", _tr("acos")),
+    # the driver's asin/acos may be coarse (lavapipe: 2e-4): through atan instead
+    "asin": ("float", {F: "return atan(x / sqrt(({{T}}(1) - x) * ({{T}}(1) + x)));",
+                       "f64": "return m64_asin(x);"}),
+    "acos": ("float", {F: "return {{T}}(2) * atan(sqrt(({{T}}(1) - x) / ({{T}}(1) + x)));",
+                       "f64": "return m64_acos(x);"}),
     "atan": ("float", _tr("atan")), "sinh": ("float", _tr("sinh")),
     "cosh": ("float", _tr("cosh")), "asinh": ("float", _tr("asinh")),
     "acosh": ("float", _tr("acosh")), "atanh": ("float", _tr("atanh")),
     "tanh": ("float", {F: "if (isnan_{{DT}}(x)) { return x; }"
                           " return tanh(clamp(x, {{T}}(-15), {{T}}(15)));",
-                       "f64": "if (isnan_float64(x)) { return x; }"
-                              " return f64(tanh(clamp(f32(x), -15.0, 15.0)));"}),
+                       "f64": "return m64_tanh(x);"}),
     "reciprocal": ("float", {F: "return {{T}}(1) / x;"}),
     "floor": ("same", {F: "return floor(x);", I: _ident, U: _ident, B: _ident}),
     "ceil": ("same", {F: "return ceil(x);", I: _ident, U: _ident, B: _ident}),
@@ -94,8 +99,7 @@ UNARY: dict[str, tuple[str, dict]] = {
                        U: "return 0u;", B: "return 0u;"}),
     "isfinite": ("bool", {F: "return select(1u, 0u, isnan_{{DT}}(x) || isinf_{{DT}}(x));",
                           I: "return 1u;", U: "return 1u;", B: "return 1u;"}),
-    "signbit": ("bool", {F: "return bitcast<u32>(f32(x)) >> 31u;",
-                         "f64": "return select(0u, 1u, x < 0.0 || (x == 0.0 && 1.0 / x < 0.0));"}),
+    "signbit": ("bool", {F: "return select(0u, 1u, sgn_{{DT}}(x));"}),
     "logical_not": ("bool", {B: "return 1u - x;"}),
     "bitwise_invert": ("same", {I: "return ~x;", U: "return ~x;", B: "return 1u - x;"}),
     "conj": ("same", {F: _ident, I: _ident, U: _ident, B: _ident}),
@@ -106,14 +110,18 @@ UNARY: dict[str, tuple[str, dict]] = {
 _POW_F = """
 if (y == {{T}}(0) || x == {{T}}(1)) { return {{T}}(1); }
 if (isnan_{{DT}}(x) || isnan_{{DT}}(y)) { return x + y; }
+if (isinf_{{DT}}(y) && abs(x) == {{T}}(1)) { return {{T}}(1); }
+let yint = trunc(y) == y;
+let yodd = yint && !isinf_{{DT}}(y) && trunc(y * {{T}}(0.5)) * {{T}}(2) != y;
 if (x == {{T}}(0)) {
-  if (y > {{T}}(0)) { return {{T}}(0); }
+  if (y > {{T}}(0)) { return select({{T}}(0), x, yodd); }
+  if (yodd && sgn_{{DT}}(x)) { return -inf_{{DT}}(); }
   return inf_{{DT}}();
 }
 if (x < {{T}}(0)) {
-  if (trunc(y) != y) { return nan_{{DT}}(); }
+  if (!yint) { return nan_{{DT}}(); }
   let r = {{POW}}(-x, y);
-  if (trunc(y * {{T}}(0.5)) * {{T}}(2) != y) { return -r; }
+  if (yodd) { return -r; }
   return r;
 }
 return {{POW}}(x, y);"""
@@ -133,20 +141,41 @@ _LOGADDEXP = """
 if (isnan_{{DT}}(x) || isnan_{{DT}}(y)) { return x + y; }
 let m = max(x, y);
 if (isinf_{{DT}}(m)) { return m; }
-let d = -abs(x - y);
-let u = exp(d);
+let u = {{EXP}}(-abs(x - y));
 let w = {{T}}(1) + u;
 var l = u;
-if (w != {{T}}(1)) { l = log(w) * u / (w - {{T}}(1)); }
+if (w != {{T}}(1)) { l = {{LOG}}(w) * u / (w - {{T}}(1)); }
 return m + l;"""
+_ATAN2 = """
+if (isnan_{{DT}}(x) || isnan_{{DT}}(y)) { return x + y; }
+let sy = sgn_{{DT}}(x);
+let sx = sgn_{{DT}}(y);
+let pi = {{T}}(3.141592653589793);
+let h = {{T}}(1.5707963267948966);
+if (x == {{T}}(0)) {
+  if (sx) { return select(pi, -pi, sy); }
+  return x;
+}
+if (y == {{T}}(0)) { return select(h, -h, sy); }
+if (isinf_{{DT}}(y)) {
+  if (isinf_{{DT}}(x)) {
+    var r = {{T}}(0.7853981633974483);
+    if (sx) { r = {{T}}(2.356194490192345); }
+    return select(r, -r, sy);
+  }
+  if (sx) { return select(pi, -pi, sy); }
+  return select({{T}}(0), -{{T}}(0), sy);
+}
+if (isinf_{{DT}}(x)) { return select(h, -h, sy); }
+var r = atan(abs(x / y));
+if (sx) { r = pi - r; }
+return select(r, -r, sy);"""
 _HYPOT = """
 if (isinf_{{DT}}(x) || isinf_{{DT}}(y)) { return inf_{{DT}}(); }
 let m = max(abs(x), abs(y));
 if (m == {{T}}(0) || isnan_{{DT}}(m)) { return m + x + y; }
 let a = x / m; let b = y / m;
 return m * sqrt(a * a + b * b);"""
-_SIGNBIT = "((bitcast<u32>(f32(y)) >> 31u) != 0u)"
-_SIGNBIT64 = "(y < 0.0 || (y == 0.0 && 1.0 / y < 0.0))"
 _NEXTAFTER = """
 if (isnan_float32(x) || isnan_float32(y)) { return x + y; }
 if (x == y) { return y; }
@@ -154,6 +183,15 @@ if (x == 0.0) { return select(bitcast<f32>(1u), bitcast<f32>(0x80000001u), y < 0
 let b = bitcast<u32>(x);
 if ((y > x) == (x > 0.0)) { return bitcast<f32>(b + 1u); }
 return bitcast<f32>(b - 1u);"""
+
+
+_NEXTAFTER64 = """
+if (isnan_float64(x) || isnan_float64(y)) { return x + y; }
+if (x == y) { return y; }
+if (x == 0.0) { return select(bitcast<f64>(1lu), bitcast<f64>(0x8000000000000001lu), y < 0.0); }
+let b = bitcast<u64>(x);
+if ((y > x) == (x > 0.0)) { return bitcast<f64>(b + 1lu); }
+return bitcast<f64>(b - 1lu);"""
 
 
 def _cmp(op: str) -> dict:
@@ -197,23 +235,18 @@ BINARY: dict[str, tuple[str, dict]] = {
     "remainder": ("same", {F: _REM_F, I: _REM_I,
                            U: "if (y == {{T}}(0)) { return {{T}}(0); } return x % y;"}),
     "pow": ("same", {F: _POW_F.replace("{{POW}}", "pow"),
-                     "f64": _POW_F.replace("{{POW}}", "{{T}}") .replace(
-                         "{{T}}(-x, y)", "f64(pow(f32(-x), f32(y)))").replace(
-                         "{{T}}(x, y);", "f64(pow(f32(x), f32(y)));"),
+                     "f64": _POW_F.replace("{{POW}}", "m64_pow_pos"),
                      I: _POW_NEG + _POW_U, U: _POW_U}),
     "maximum": ("same", {F: _MAXMIN_F % "max", I: "return max(x, y);", U: "return max(x, y);",
                          B: "return max(x, y);"}),
     "minimum": ("same", {F: _MAXMIN_F % "min", I: "return min(x, y);", U: "return min(x, y);",
                          B: "return min(x, y);"}),
-    "atan2": ("float", {F: "return atan2(x, y);",
-                        "f64": "return f64(atan2(f32(x), f32(y)));"}),
+    "atan2": ("float", {F: _ATAN2, "f64": "return m64_atan2(x, y);"}),
     "hypot": ("float", {F: _HYPOT}),
-    "logaddexp": ("float", {F: _LOGADDEXP,
-                            "f64": _LOGADDEXP.replace("exp(d)", "f64(exp(f32(d)))").replace(
-                                "log(w)", "f64(log(f32(w)))")}),
-    "copysign": ("float", {F: f"if ({_SIGNBIT}) {{ return -abs(x); }} return abs(x);",
-                           "f64": f"if ({_SIGNBIT64}) {{ return -abs(x); }} return abs(x);"}),
-    "nextafter": ("float", {"f32": _NEXTAFTER}),
+    "logaddexp": ("float", {F: _LOGADDEXP.replace("{{EXP}}", "exp").replace("{{LOG}}", "log"),
+                            "f64": "return m64_logaddexp(x, y);"}),
+    "copysign": ("float", {F: "if (sgn_{{DT}}(y)) { return -abs(x); } return abs(x);"}),
+    "nextafter": ("float", {"f32": _NEXTAFTER, "f64": _NEXTAFTER64}),
     "equal": ("bool", _cmp("==")), "not_equal": ("bool", _cmp("!=")),
     "less": ("bool", _cmp("<")), "less_equal": ("bool", _cmp("<=")),
     "greater": ("bool", _cmp(">")), "greater_equal": ("bool", _cmp(">=")),
@@ -264,7 +297,9 @@ def unary(name: str, x: WgpuArray) -> WgpuArray:
         dt = D.bool_
     body = _body(UNARY, name, dt)
     if name in ("positive", "conj", "real") or (body == _ident and rule == "same"):
-        return x
+        out = empty(x._shape, dt)  # a new array, never an alias of the input
+        copy_into(x, out)
+        return out
     out_dt = D.bool_ if rule == "bool" else dt
     out = empty(x._shape, out_dt)
     copy_into(x, out, body.replace("{{DT}}", D.NAME[dt]))
@@ -296,8 +331,11 @@ def binary(name: str, x1, x2) -> WgpuArray:
         x1 = x1.item()
     if isinstance(x2, np.generic):
         x2 = x2.item()
-    if s1 and s2:
-        raise TypeError(f"{name}() needs at least one array operand")
+    if s1 and s2:  # not required by the standard; NumPy accepts it
+        from ._creation import asarray
+
+        x1 = asarray(x1)
+        s1 = False
     if s1 or s2:
         arr = _arg(x2 if s1 else x1, name)
         dt = _scalar_dtype(x1 if s1 else x2, arr._dtype, name)
@@ -407,6 +445,16 @@ def broadcast_to_raw(x: WgpuArray, shape) -> WgpuArray:
 def clip(x: WgpuArray, /, min=None, max=None) -> WgpuArray:
     """Clamp ``x`` to ``[min, max]`` (either bound may be None, a scalar or an array)."""
     x = _arg(x, "clip")
+    if x._dtype.kind in "iu":  # integer bounds beyond the dtype's range bind nothing
+        info = np.iinfo(x._dtype)
+        if isinstance(min, int) and not isinstance(min, bool) and min < info.min:
+            min = None
+        if isinstance(max, int) and not isinstance(max, bool) and max > info.max:
+            max = None
+        if isinstance(min, int) and not isinstance(min, bool) and min > info.max:
+            min = int(info.max)
+        if isinstance(max, int) and not isinstance(max, bool) and max < info.min:
+            max = int(info.min)
     out = x
     if min is not None:
         out = binary("maximum", out, min)

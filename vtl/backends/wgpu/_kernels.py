@@ -122,6 +122,10 @@ def _helpers(dt: np.dtype) -> str:
         out.append(f"fn inf_{n}() -> {t} {{ return {t}(f32_inf()); }}")
         out.append(f"fn nan_{n}() -> {t} {{ return {t}(f32_nan()); }}")
         out.append(f"fn isinf_{n}(x: {t}) -> bool {{ return abs(x) == inf_{n}(); }}")
+        sgn = ("m64_signbit(x)" if t == "f64" else
+               "(bitcast<u32>(f32(x)) >> 31u) != 0u" if t == "f16" else
+               "(bitcast<u32>(x) >> 31u) != 0u")
+        out.append(f"fn sgn_{n}(x: {t}) -> bool {{ return {sgn}; }}")
     else:
         out.append(f"fn isnan_{n}(x: {t}) -> bool {{ return false; }}")
     return "\n".join(out) + "\n"
@@ -138,7 +142,19 @@ def render(name: str, dtypes: tuple, subs: dict) -> str:
     if "{{" in src:
         raise RuntimeError(f"wgsl template {name}: unfilled placeholder in\n{src}")
     helpers = "".join(_helpers(dt) for dt in dict.fromkeys(dtypes))
+    if D.float64 in dtypes:
+        helpers += math64()
     return head + _PRELUDE + helpers + src
+
+
+def math64() -> str:
+    """The float64 elementary functions (``wgsl/math64.wgsl``), sign tests by bits when the
+    adapter has 64-bit integers."""
+    if "shader-int64" in _runtime.get().features:
+        sb = "(bitcast<u64>(x) >> 63u) != 0lu"
+    else:
+        sb = "x < 0.0 || (x == 0.0 && 1.0 / x < 0.0)"
+    return source("math64").replace("{{SIGNBIT64}}", sb)
 
 
 def _layout(sig: tuple) -> tuple:
