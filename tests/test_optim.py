@@ -576,3 +576,89 @@ def test_clip_grad_value(backend):
     p.grad = vtl.asarray(g)
     optim.clip_grad_value_(p, 0.5)
     np.testing.assert_array_equal(p.grad.numpy(), np.clip(g, -0.5, 0.5))
+
+
+# ------------------------------------------- CUDA kernel source, run on the host
+def _all_programs():
+    from itertools import product
+
+    b = (False, True)
+    for mom, first, nest, wd, mx in product(b, b, b, b, b):
+        if (first or nest) and not mom:
+            continue
+        yield _programs.sgd(momentum=mom, first=first, nesterov=nest, weight_decay=wd,
+                            maximize=mx)
+    for ams, wd, dec, mx in product(b, b, b, b):
+        yield _programs.adam(amsgrad=ams, weight_decay=wd, decoupled=dec, maximize=mx)
+    for cen, mom, wd, mx in product(b, b, b, b):
+        yield _programs.rmsprop(centered=cen, momentum=mom, weight_decay=wd, maximize=mx)
+    for wd, mx in product(b, b):
+        yield _programs.adagrad(weight_decay=wd, maximize=mx)
+
+
+_SHIM = """
+#include <math.h>
+#define __global__
+#define __restrict__ __restrict
+struct Dim { unsigned int x; };
+static Dim blockIdx, blockDim, threadIdx, gridDim;
+extern "C" void set_grid(unsigned b, unsigned bd, unsigned t, unsigned gd) {
+  blockIdx.x = b; blockDim.x = bd; threadIdx.x = t; gridDim.x = gd;
+}
+"""
+
+
+def test_cuda_source_computes_the_program_on_the_host(tmp_path):
+    """Compile the generated CUDA kernels as C++ for the CPU (simulating the thread
+    grid) and check them against the programs evaluated with NumPy."""
+    import ctypes
+    import shutil
+    import subprocess
+
+    from vtl.backends._cupy_kernels import cuda_source
+
+    cxx = shutil.which("g++") or shutil.which("clang++")
+    if cxx is None:
+        pytest.skip("no C++ compiler")
+    progs = list(dict.fromkeys(_all_programs()))
+    dtypes = (np.float32, np.float64)
+    src = [_SHIM]
+    for i, prog in enumerate(progs):
+        for dt in dtypes:
+            name = f"k{i}_{np.dtype(dt).name}"
+            src.append(f"namespace n{name} {{\n{cuda_source(prog, dt, name)}}}\n")
+    (tmp_path / "k.cpp").write_text("".join(src))
+    lib = tmp_path / "k.so"
+    subprocess.run([cxx, "-O1", "-shared", "-fPIC", "-o", str(lib), str(tmp_path / "k.cpp")],
+                   check=True, capture_output=True)
+    so = ctypes.CDLL(str(lib))
+    rng = np.random.default_rng(7)
+    sizes = (5, 1, 7)
+    starts = np.cumsum((0, *sizes[:-1])).astype(np.int64)
+    for i, prog in enumerate(progs):
+        for dt in dtypes:
+            fn = getattr(so, f"k{i}_{np.dtype(dt).name}")
+            cscalar = ctypes.c_float if dt == np.float32 else ctypes.c_double
+            fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong,
+                           *[cscalar] * len(prog.scalars)]
+            scalars = tuple(float(x) for x in rng.uniform(0.1, 0.9, len(prog.scalars)))
+            tensors = []
+            for n in sizes:
+                arrs = []
+                for a in prog.arrays:
+                    x = rng.uniform(0.5, 2.0, n) if a in ("v", "vmax", "sq", "s") \
+                        else rng.uniform(-0.2, 0.2, n)
+                    arrs.append(x.astype(dt))
+                tensors.append(arrs)
+            expected = [prog.evaluate(np, [a.copy() for a in arrs], scalars)
+                        for arrs in tensors]
+            table = np.array([[a.ctypes.data for a in arrs] for arrs in tensors],
+                             dtype=np.uint64)
+            for b, t in [(blk, thr) for blk in range(2) for thr in range(3)]:
+                so.set_grid(b, 3, t, 2)
+                fn(table.ctypes.data, starts.ctypes.data, len(sizes), sum(sizes), *scalars)
+            tol = {"rtol": 1e-5, "atol": 1e-6} if dt == np.float32 else {"rtol": 1e-12}
+            for arrs, exp in zip(tensors, expected, strict=True):
+                for name, e in zip(prog.writes, exp, strict=True):
+                    np.testing.assert_allclose(arrs[prog.arrays.index(name)], e, **tol,
+                                               err_msg=f"{prog.name} {name} {dt}")

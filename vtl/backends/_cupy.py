@@ -22,6 +22,9 @@ class CupyBackend(Backend):
 
         self._cupy = cupy
         self.array_type = cupy.ndarray
+        from ._cupy_kernels import register
+
+        register(self, cupy)
         return xp
 
     def device_count(self) -> int:
