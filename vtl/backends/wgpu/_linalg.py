@@ -1,4 +1,12 @@
-"""matmul (a register-blocked tiled kernel), tensordot, vecdot and ``linalg``."""
+"""matmul (a register-blocked tiled kernel), tensordot, vecdot and ``linalg``.
+
+``linalg`` computes on the device: matmul, matrix_transpose, tensordot, vecdot,
+vector_norm, matrix_norm (``'fro'``, 1, -1, inf, -inf), outer, diagonal, trace,
+cross and matrix_power (n >= 0). The decompositions and solvers (cholesky, det,
+eigh, eigvalsh, inv, pinv, qr, slogdet, solve, svd, svdvals, matrix_rank,
+matrix_norm with ord 2/-2/'nuc', matrix_power with n < 0) read their input
+back and compute through host NumPy (``HOST_LINALG``), then upload the result.
+"""
 
 from __future__ import annotations
 
@@ -144,6 +152,12 @@ def vector_norm(x: WgpuArray, /, *, axis=None, keepdims: bool = False, ord=2) ->
     from ._reduction import min as _min
     from ._reduction import sum as _sum
 
+    x = _arr(x, "vector_norm")
+    if x.dtype.kind != "f":
+        x = astype_raw(x, D.float32)
+    if ord == 0:
+        nz = binary("not_equal", x, 0.0)
+        return _sum(astype_raw(nz, x.dtype), axis=axis, keepdims=keepdims)
     ax = unary("abs", x)
     if ord == 2:
         return unary("sqrt", _sum(binary("multiply", ax, ax), axis=axis, keepdims=keepdims))
@@ -153,10 +167,6 @@ def vector_norm(x: WgpuArray, /, *, axis=None, keepdims: bool = False, ord=2) ->
         return _max(ax, axis=axis, keepdims=keepdims)
     if ord == float("-inf"):
         return _min(ax, axis=axis, keepdims=keepdims)
-    if ord == 0:
-        from ._reduction import sum as s
-
-        return s(unary("abs", binary("not_equal", x, 0)), axis=axis, keepdims=keepdims)
     p = float(ord)
     return binary("pow", _sum(binary("pow", ax, p), axis=axis, keepdims=keepdims), 1.0 / p)
 
@@ -184,8 +194,110 @@ def trace(x: WgpuArray, /, *, offset: int = 0, dtype=None) -> WgpuArray:
     return _sum(diagonal(x, offset=offset), axis=-1, dtype=dtype)
 
 
+def matrix_norm(x: WgpuArray, /, *, keepdims: bool = False, ord="fro") -> WgpuArray:
+    from ._reduction import max as _max
+    from ._reduction import min as _min
+    from ._reduction import sum as _sum
+
+    x = _arr(x, "matrix_norm")
+    if ord in (2, -2, "nuc"):
+        return _host("matrix_norm")(x, keepdims=keepdims, ord=ord)
+    if x.dtype.kind != "f":
+        x = astype_raw(x, D.float32)
+    ax = unary("abs", x)
+    if ord == "fro":
+        return unary("sqrt", _sum(binary("multiply", ax, ax), axis=(-2, -1), keepdims=keepdims))
+    inf = float("inf")
+    if ord in (1, -1, inf, -inf):
+        red_axis, other = (-2, -1) if ord in (1, -1) else (-1, -2)
+        s = _sum(ax, axis=red_axis, keepdims=True)
+        out = (_max if ord in (1, inf) else _min)(s, axis=other, keepdims=True)
+        return out if keepdims else reshape(out, x.shape[:-2])
+    raise ValueError(f"matrix_norm(): unsupported ord {ord!r}")
+
+
+def cross(x1: WgpuArray, x2: WgpuArray, /, *, axis: int = -1) -> WgpuArray:
+    from ._manipulation import concat, moveaxis
+
+    a = _arr(x1, "cross")
+    b = _arr(x2, "cross")
+    if a.shape[axis] != 3 or b.shape[axis] != 3:
+        raise ValueError(f"cross(): axis {axis} must have size 3 in both arrays")
+    a = moveaxis(a, axis, -1)
+    b = moveaxis(b, axis, -1)
+
+    def c(x, i):
+        return view(x, x.shape[:-1] + (1,), x._strides, x._offset + i * x._strides[-1])
+
+    parts = [binary("subtract", binary("multiply", c(a, i), c(b, j)),
+                    binary("multiply", c(a, j), c(b, i)))
+             for i, j in ((1, 2), (2, 0), (0, 1))]
+    nd = max(a.ndim, b.ndim)
+    parts = [reshape(p, (1,) * (nd - p.ndim) + p.shape) for p in parts]
+    return moveaxis(concat(parts, axis=-1), -1, axis)
+
+
+def matrix_power(x: WgpuArray, n: int, /) -> WgpuArray:
+    x = _arr(x, "matrix_power")
+    if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
+        raise ValueError(f"matrix_power(): expected a stack of square matrices, got {x.shape}")
+    n = int(n)
+    if n < 0:
+        return _host("matrix_power")(x, n)
+    if n == 0:
+        from ._creation import eye
+        from ._manipulation import broadcast_to
+
+        e = eye(x.shape[-1], dtype=x.dtype)
+        return contiguous(broadcast_to(e, x.shape))
+    result = None
+    base = x
+    while n:
+        if n & 1:
+            result = base if result is None else matmul(result, base)
+        n >>= 1
+        if n:
+            base = matmul(base, base)
+    return result if result is not x else contiguous_copy(x)
+
+
+def contiguous_copy(x: WgpuArray) -> WgpuArray:
+    from ._array import copy_into
+
+    out = empty(x.shape, x.dtype)
+    copy_into(x, out)
+    return out
+
+
+#: linalg functions computed through host NumPy (see the module docstring)
+HOST_LINALG = ("cholesky", "det", "eigh", "eigvalsh", "inv", "matrix_rank", "pinv", "qr",
+               "slogdet", "solve", "svd", "svdvals")
+
+
+def _host(name: str):
+    """``name`` from the standard-conforming NumPy linalg, applied through host memory."""
+
+    def fn(*args, **kwargs):
+        import array_api_compat.numpy as hnp
+
+        from ._array import from_numpy, to_numpy
+
+        conv = [to_numpy(a) if isinstance(a, WgpuArray) else a for a in args]
+        kw = {k: to_numpy(v) if isinstance(v, WgpuArray) else v for k, v in kwargs.items()}
+        res = getattr(hnp.linalg, name)(*conv, **kw)
+        if isinstance(res, tuple):
+            return type(res)(*(from_numpy(r) for r in res))
+        return from_numpy(res)
+
+    fn.__name__ = name
+    fn.__doc__ = f"``linalg.{name}`` (computed through host NumPy)."
+    return fn
+
+
 linalg = types.SimpleNamespace(
     matmul=matmul, matrix_transpose=matrix_transpose, tensordot=tensordot, vecdot=vecdot,
     vector_norm=vector_norm, outer=outer, diagonal=diagonal, trace=trace,
+    matrix_norm=matrix_norm, cross=cross, matrix_power=matrix_power,
+    **{name: _host(name) for name in HOST_LINALG},
 )
 _unused = c_strides
