@@ -482,3 +482,25 @@ def test_getitem_and_setitem(backend):
     expected[1] = 7.0
     check(m, expected)
     assert m._version == v0 + 2
+
+
+def test_deepcopy_and_pickle_of_leaves(backend):
+    import copy
+    import pickle
+
+    t = vtl.asarray([1.0, 2.0, 3.0], requires_grad=True)
+    vtl.sum(t * t).backward()
+    c = copy.deepcopy(t)
+    assert c is not t and c.requires_grad and c.device == t.device
+    assert_close(c, t.numpy())
+    assert_close(c.grad, t.grad.numpy())
+    with vtl.no_grad():
+        c[0] = 10.0
+    assert t.numpy()[0] == 1.0  # own storage
+    p = pickle.loads(pickle.dumps(t))
+    assert p.requires_grad and p.device == t.device
+    assert_close(p, t.numpy())
+    with pytest.raises(RuntimeError, match="leaf"):
+        copy.deepcopy(t * 2)
+    with pytest.raises(RuntimeError, match="leaf"):
+        pickle.dumps(t * 2)

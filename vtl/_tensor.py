@@ -377,6 +377,30 @@ class Tensor:
 
     __hash__ = object.__hash__
 
+    def __deepcopy__(self, memo: dict) -> Tensor:
+        if self._grad_fn is not None:
+            raise RuntimeError(
+                "only leaf tensors (not results of recorded operations) support deepcopy; "
+                "deepcopy t.detach() instead"
+            )
+        data = self._device.xp.asarray(self._data, copy=True)
+        if type(self) is Tensor:
+            t = _new(data, self._device)
+            t._requires_grad = self._requires_grad
+        else:  # Parameter and other subclasses take (data, requires_grad)
+            t = type(self)(_new(data, self._device), self._requires_grad)
+        memo[id(self)] = t
+        if self.grad is not None:
+            import copy
+
+            t._grad = copy.deepcopy(self.grad, memo)
+        return t
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        if self._grad_fn is not None:
+            raise RuntimeError("only leaf tensors can be pickled; pickle t.detach() instead")
+        return (_rebuild_tensor, (self.numpy(), str(self._device), self._requires_grad))
+
     def __repr__(self) -> str:
         import numpy as np
 
@@ -431,6 +455,13 @@ def _root_gradient(t: Tensor, gradient: Any) -> Tensor:
             )
         gradient = ns.astype(gradient, t._data.dtype)
     return gradient
+
+
+def _rebuild_tensor(host: Any, device: str, requires_grad: bool) -> Tensor:
+    t = _ns().asarray(host, device=device, copy=True)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
 
 
 _object_new = object.__new__

@@ -6,8 +6,8 @@
 * ``vtl.nn.init`` — in-place initialisers drawing from ``vtl.random``.
 """
 
-from . import functional, init
+from . import functional, init, utils
 from .modules import *  # noqa: F403
 from .modules import __all__ as _modules_all
 
-__all__ = ["functional", "init", *_modules_all]
+__all__ = ["functional", "init", "utils", *_modules_all]
