@@ -155,11 +155,28 @@ class WgpuArray:
     def tolist(self):
         return to_numpy(self).tolist()
 
-    def __dlpack__(self, **kwargs):
-        raise BufferError("wgpu arrays live in GPU buffers and cannot be exported through DLPack")
+    def __dlpack__(self, *, stream: Any = None, max_version=None, dl_device=None,
+                   copy: bool | None = None):
+        """Export through DLPack as a host (CPU) copy.
 
-    def __dlpack_device__(self):
-        raise BufferError("wgpu arrays cannot be exported through DLPack")
+        WebGPU buffers cannot be shared with other libraries, so the exported
+        tensor is always a fresh NumPy copy on the CPU (the standard allows a
+        copy to ``dl_device=(kDLCPU, 0)``); ``copy=False`` raises ``BufferError``.
+        """
+        if copy is False:
+            raise BufferError("wgpu arrays can only be exported through DLPack as a host copy "
+                              "(copy=False is impossible)")
+        if dl_device is not None and tuple(dl_device)[0] != 1:
+            raise BufferError(f"wgpu arrays export through DLPack to the CPU only, "
+                              f"not to device {tuple(dl_device)}")
+        host = to_numpy(self)
+        if max_version is None:
+            return host.__dlpack__()
+        return host.__dlpack__(max_version=max_version)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """``(kDLCPU, 0)``: the device of what ``__dlpack__`` exports (a host copy)."""
+        return (1, 0)
 
 
 def view(x: WgpuArray, shape, strides, offset) -> WgpuArray:
@@ -322,6 +339,8 @@ def _unary_kernel(dt_in: np.dtype, dt_out: np.dtype, body: str):
 
     if dt_out == D.bool_ and body == "return {{R}}(x);":
         body = "return select(0u, 1u, x != {{T}}(0));"
+        if dt_in.kind == "f":  # NaN is truthy; drivers may compile != as an ordered compare
+            body = f"return select(0u, 1u, x != {{{{T}}}}(0) || isnan_{dt_in.name}(x));"
     return _kernels.kernel(
         "unary", "rw", (dt_in, dt_out), T=D.wgsl(dt_in), R=D.wgsl(dt_out), DR=dt_out.name,
         BODY=body,

@@ -42,26 +42,33 @@ def searchsorted(x1, x2, /, *, side: str = "left", sorter=None):
     return _int(np.asarray(np.searchsorted(h1, _h(x2), side=side)))
 
 
+def _unique(name: str, x):
+    import array_api_compat.numpy as hnp
+
+    res = getattr(hnp, name)(_h(x))
+    fields = []
+    for f, v in zip(res._fields, res, strict=True):
+        fields.append(from_numpy(v) if f == "values" else _int(v))
+    return type(res)(*fields)
+
+
 def unique_values(x, /):
-    return from_numpy(np.unique(_h(x).reshape(-1)))
+    """Distinct values, sorted; NaNs stay distinct, signed zeros merge (as the standard)."""
+    import array_api_compat.numpy as hnp
+
+    return from_numpy(hnp.unique_values(_h(x)))
 
 
 def unique_counts(x, /):
-    v, c = np.unique(_h(x).reshape(-1), return_counts=True)
-    return from_numpy(v), _int(c)
+    return _unique("unique_counts", x)
 
 
 def unique_inverse(x, /):
-    h = _h(x)
-    v, inv = np.unique(h.reshape(-1), return_inverse=True)
-    return from_numpy(v), _int(inv.reshape(h.shape))
+    return _unique("unique_inverse", x)
 
 
 def unique_all(x, /):
-    h = _h(x)
-    v, idx, inv, c = np.unique(h.reshape(-1), return_index=True, return_inverse=True,
-                               return_counts=True)
-    return from_numpy(v), _int(idx), _int(inv.reshape(h.shape)), _int(c)
+    return _unique("unique_all", x)
 
 
 def diff(x, /, *, axis: int = -1, n: int = 1, prepend=None, append=None):

@@ -250,6 +250,7 @@ def setitem(x: WgpuArray, key, value) -> None:
         if isinstance(value, WgpuArray):
             if value._st is x._st:
                 value = contiguous(value) if not value._contig else _copy(value)
+            value = _drop_leading_ones(value, target.ndim)
             if broadcast_shapes(value.shape, target.shape) != target.shape:
                 raise ValueError(
                     f"could not broadcast value of shape {value.shape} into {target.shape}")
@@ -260,6 +261,7 @@ def setitem(x: WgpuArray, key, value) -> None:
     sel = contiguous(getitem(_storage_ids(x), key))
     if isinstance(value, WgpuArray):
         v = value if value.dtype == x.dtype else astype_raw(value, x.dtype)
+        v = _drop_leading_ones(v, sel.ndim)
         v = contiguous(broadcast_to(v, sel.shape))
         if v._st is x._st:
             v = _copy(v)
@@ -272,6 +274,14 @@ def setitem(x: WgpuArray, key, value) -> None:
         k = _kernels.kernel("scatter", "rrw", (x.dtype,), T=D.wgsl(x.dtype))
         REC.dispatch(k, (sel._st.buf, v._st.buf, x._st.buf), [n, 0, sel._offset, v._offset],
                      groups_for(n))
+
+
+def _drop_leading_ones(v: WgpuArray, ndim: int) -> WgpuArray:
+    """``v`` without leading size-1 dims beyond ``ndim`` (NumPy's assignment rule)."""
+    k = 0
+    while v.ndim - k > ndim and v.shape[k] == 1:
+        k += 1
+    return view(v, v.shape[k:], v._strides[k:], v._offset) if k else v
 
 
 def _copy(v: WgpuArray) -> WgpuArray:

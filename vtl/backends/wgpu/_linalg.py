@@ -144,7 +144,8 @@ def vecdot(x1: WgpuArray, x2: WgpuArray, /, *, axis: int = -1) -> WgpuArray:
     sb = b.shape[axis] if -b.ndim <= axis < b.ndim else None
     if sa != sb:
         raise ValueError(f"vecdot(): sizes along axis {axis} differ ({sa} and {sb})")
-    return _sum(binary("multiply", a, b), axis=axis)
+    dt = D.result_type(a.dtype, b.dtype)
+    return _sum(binary("multiply", a, b), axis=axis, dtype=dt)
 
 
 def vector_norm(x: WgpuArray, /, *, axis=None, keepdims: bool = False, ord=2) -> WgpuArray:

@@ -144,16 +144,22 @@ def min(x, /, *, axis=None, keepdims: bool = False) -> WgpuArray:  # noqa: A001
     return _minmax(x, axis, keepdims, "min", "min")
 
 
+def _truthy(dt: np.dtype) -> str:
+    """WGSL test ``x != 0`` (NaN counts as true even where != compiles as ordered)."""
+    t = f"x != {D.wgsl(dt)}(0)"
+    return f"{t} || isnan_{dt.name}(x)" if dt.kind == "f" else t
+
+
 def all(x, /, *, axis=None, keepdims: bool = False) -> WgpuArray:  # noqa: A001
     x = _arr(x, "all")
     return _reduce(x, axis, keepdims, "all", D.bool_, "u32",
-                   f"return select(0u, 1u, x != {D.wgsl(x.dtype)}(0));", "return a & b;", "1u")
+                   f"return select(0u, 1u, {_truthy(x.dtype)});", "return a & b;", "1u")
 
 
 def any(x, /, *, axis=None, keepdims: bool = False) -> WgpuArray:  # noqa: A001
     x = _arr(x, "any")
     return _reduce(x, axis, keepdims, "any", D.bool_, "u32",
-                   f"return select(0u, 1u, x != {D.wgsl(x.dtype)}(0));", "return a | b;", "0u")
+                   f"return select(0u, 1u, {_truthy(x.dtype)});", "return a | b;", "0u")
 
 
 def count_nonzero(x, /, *, axis=None, keepdims: bool = False) -> WgpuArray:
@@ -161,7 +167,7 @@ def count_nonzero(x, /, *, axis=None, keepdims: bool = False) -> WgpuArray:
     dt = default_int()
     a = D.wgsl(dt)
     return _reduce(x, axis, keepdims, "count_nonzero", dt, a,
-                   f"return select({a}(0), {a}(1), x != {D.wgsl(x.dtype)}(0));",
+                   f"return select({a}(0), {a}(1), {_truthy(x.dtype)});",
                    "return a + b;", f"{a}(0)")
 
 
