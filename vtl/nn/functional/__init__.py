@@ -7,17 +7,27 @@ arguments and defaults follow ``torch.nn.functional``.
 
 Files by topic: ``activation`` (elementwise activations), ``softmax``
 (softmax, log_softmax, softmin, logsumexp), ``linear`` (linear, bilinear,
-embedding, one_hot, pad, dropout), ``loss`` (losses). Convolution, pooling,
-normalisation and attention go in modules of their own next to these.
+embedding, one_hot, pad, dropout), ``loss`` (losses), ``conv`` (convolutions),
+``pooling``, ``normalization`` (layer/batch/group/instance norm), ``attention``
+(scaled dot-product and multi-head attention); ``_rnn`` holds the recurrent
+cells used by ``nn.RNN``/``nn.LSTM``/``nn.GRU``.
 """
 
 from .activation import *  # noqa: F403
 from .activation import __all__ as _act
+from .attention import *  # noqa: F403
+from .attention import __all__ as _attn
+from .conv import *  # noqa: F403
+from .conv import __all__ as _conv
 from .linear import *  # noqa: F403
 from .linear import __all__ as _lin
 from .loss import *  # noqa: F403
 from .loss import __all__ as _loss
+from .normalization import *  # noqa: F403
+from .normalization import __all__ as _norm
+from .pooling import *  # noqa: F403
+from .pooling import __all__ as _pool
 from .softmax import *  # noqa: F403
 from .softmax import __all__ as _sm
 
-__all__ = [*_act, *_lin, *_loss, *_sm]
+__all__ = [*_act, *_lin, *_loss, *_sm, *_conv, *_pool, *_norm, *_attn]

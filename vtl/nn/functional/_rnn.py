@@ -1,0 +1,124 @@
+"""Recurrent cells (PyTorch's gate layouts) and the loop over time used by
+``nn.RNN``/``nn.LSTM``/``nn.GRU``.
+
+Gate order in the stacked weights: LSTM ``i, f, g, o``; GRU ``r, z, n``. The
+input projection of the whole sequence is one matrix product; the loop then
+adds the recurrent projection step by step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._utils import namespace
+from .activation import relu, sigmoid, tanh
+from .linear import linear
+
+__all__ = ["gru_cell", "lstm_cell", "rnn_relu_cell", "rnn_tanh_cell"]
+
+
+def _gates(xp: Any, gi: Any, h: Any, w_hh: Any, b_hh: Any) -> Any:
+    gh = xp.matmul(h, xp.matrix_transpose(w_hh))
+    if b_hh is not None:
+        gh = gh + b_hh
+    return gi + gh
+
+
+def _lstm_step(xp: Any, gi: Any, h: Any, c: Any, w_hh: Any, b_hh: Any) -> tuple[Any, Any]:
+    hs = h.shape[-1]
+    gates = _gates(xp, gi, h, w_hh, b_hh)
+    i = sigmoid(gates[..., :hs])
+    f = sigmoid(gates[..., hs:2 * hs])
+    g = tanh(gates[..., 2 * hs:3 * hs])
+    o = sigmoid(gates[..., 3 * hs:])
+    c = f * c + i * g
+    return o * tanh(c), c
+
+
+def _gru_step(xp: Any, gi: Any, h: Any, w_hh: Any, b_hh: Any) -> Any:
+    hs = h.shape[-1]
+    gh = xp.matmul(h, xp.matrix_transpose(w_hh))
+    if b_hh is not None:
+        gh = gh + b_hh
+    r = sigmoid(gi[..., :hs] + gh[..., :hs])
+    z = sigmoid(gi[..., hs:2 * hs] + gh[..., hs:2 * hs])
+    n = tanh(gi[..., 2 * hs:] + r * gh[..., 2 * hs:])
+    return (1.0 - z) * n + z * h
+
+
+def _rnn_step(xp: Any, gi: Any, h: Any, w_hh: Any, b_hh: Any, nonlinearity: str) -> Any:
+    pre = _gates(xp, gi, h, w_hh, b_hh)
+    return tanh(pre) if nonlinearity == "tanh" else relu(pre)
+
+
+def _check_cell(input: Any, hx: Any, w_ih: Any, w_hh: Any, gates: int, fname: str) -> None:  # noqa: A002
+    hs = w_hh.shape[1]
+    if w_ih.ndim != 2 or w_hh.ndim != 2 or w_ih.shape[0] != gates * hs \
+            or w_hh.shape[0] != gates * hs:
+        raise ValueError(f"{fname}(): weights of shapes {tuple(w_ih.shape)} and "
+                         f"{tuple(w_hh.shape)} are not ({gates}*hidden, input) and "
+                         f"({gates}*hidden, hidden)")
+    if input.ndim not in (1, 2) or input.shape[-1] != w_ih.shape[1]:
+        raise ValueError(f"{fname}(): input of shape {tuple(input.shape)} does not match "
+                         f"input_size {w_ih.shape[1]}")
+    if tuple(hx.shape) != tuple(input.shape[:-1]) + (hs,):
+        raise ValueError(f"{fname}(): hidden state of shape {tuple(hx.shape)} does not match "
+                         f"input of shape {tuple(input.shape)} and hidden_size {hs}")
+
+
+def rnn_tanh_cell(input: Any, hx: Any, w_ih: Any, w_hh: Any, b_ih: Any = None,  # noqa: A002
+                  b_hh: Any = None) -> Any:
+    """``h' = tanh(x W_ih^T + b_ih + h W_hh^T + b_hh)``."""
+    xp = namespace(input, hx, w_ih, w_hh)
+    _check_cell(input, hx, w_ih, w_hh, 1, "rnn_tanh_cell")
+    return _rnn_step(xp, linear(input, w_ih, b_ih), hx, w_hh, b_hh, "tanh")
+
+
+def rnn_relu_cell(input: Any, hx: Any, w_ih: Any, w_hh: Any, b_ih: Any = None,  # noqa: A002
+                  b_hh: Any = None) -> Any:
+    """``h' = relu(x W_ih^T + b_ih + h W_hh^T + b_hh)``."""
+    xp = namespace(input, hx, w_ih, w_hh)
+    _check_cell(input, hx, w_ih, w_hh, 1, "rnn_relu_cell")
+    return _rnn_step(xp, linear(input, w_ih, b_ih), hx, w_hh, b_hh, "relu")
+
+
+def lstm_cell(input: Any, hx: tuple[Any, Any], w_ih: Any, w_hh: Any, b_ih: Any = None,  # noqa: A002
+              b_hh: Any = None) -> tuple[Any, Any]:
+    """One LSTM step: returns ``(h', c')``; gates ``i, f, g, o`` stacked in the weights."""
+    h, c = hx
+    xp = namespace(input, h, c, w_ih, w_hh)
+    _check_cell(input, h, w_ih, w_hh, 4, "lstm_cell")
+    if tuple(c.shape) != tuple(h.shape):
+        raise ValueError(f"lstm_cell(): cell state of shape {tuple(c.shape)} differs from "
+                         f"hidden state of shape {tuple(h.shape)}")
+    return _lstm_step(xp, linear(input, w_ih, b_ih), h, c, w_hh, b_hh)
+
+
+def gru_cell(input: Any, hx: Any, w_ih: Any, w_hh: Any, b_ih: Any = None,  # noqa: A002
+             b_hh: Any = None) -> Any:
+    """One GRU step: ``n = tanh(W_in x + b_in + r * (W_hn h + b_hn))``,
+    ``h' = (1 - z) * n + z * h`` with gates ``r, z, n`` stacked in the weights."""
+    xp = namespace(input, hx, w_ih, w_hh)
+    _check_cell(input, hx, w_ih, w_hh, 3, "gru_cell")
+    return _gru_step(xp, linear(input, w_ih, b_ih), hx, w_hh, b_hh)
+
+
+def run_layer(mode: str, x: Any, h0: Any, c0: Any, w_ih: Any, w_hh: Any, b_ih: Any,
+              b_hh: Any, reverse: bool) -> tuple[Any, Any, Any]:
+    """One direction of one layer over a ``(L, N, in)`` sequence: returns the
+    ``(L, N, hidden)`` outputs, the last hidden state and (LSTM) the last cell state."""
+    xp = namespace(x, h0, w_ih, w_hh)
+    gi_all = linear(x, w_ih, b_ih)  # (L, N, gates * hidden): one product for all steps
+    steps = range(x.shape[0] - 1, -1, -1) if reverse else range(x.shape[0])
+    outs: list[Any] = [None] * x.shape[0]
+    h, c = h0, c0
+    for t in steps:
+        gi = gi_all[t, ...]
+        if mode == "LSTM":
+            h, c = _lstm_step(xp, gi, h, c, w_hh, b_hh)
+        elif mode == "GRU":
+            h = _gru_step(xp, gi, h, w_hh, b_hh)
+        else:
+            h = _rnn_step(xp, gi, h, w_hh, b_hh, "tanh" if mode == "RNN_TANH" else "relu")
+        outs[t] = h
+    return xp.stack(outs, axis=0), h, c

@@ -1,0 +1,228 @@
+"""Attention: scaled_dot_product_attention and multi_head_attention_forward.
+
+Mask conventions follow PyTorch, which differ between the two:
+
+* ``scaled_dot_product_attention``: a boolean ``attn_mask`` is ``True`` where a
+  query may attend; a float mask is added to the scores. A query row with every
+  key masked out gives zeros (PyTorch's safe softmax), with zero gradients.
+* ``multi_head_attention_forward`` (``nn.MultiheadAttention``): boolean masks
+  are ``True`` where attention is *not* allowed (``attn_mask`` and
+  ``key_padding_mask``); a fully masked row gives nan, as PyTorch's
+  ``need_weights=True`` path.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ._utils import detach, namespace
+from .linear import dropout, linear
+from .softmax import softmax
+
+__all__ = ["multi_head_attention_forward", "scaled_dot_product_attention"]
+
+
+def _shape(x: Any) -> tuple[int, ...]:
+    return tuple(x.shape)
+
+
+def _float_mask(xp: Any, mask: Any, dtype: Any, allowed_when_true: bool) -> Any:
+    """A boolean mask as an additive float mask (0 / -inf); float masks pass through."""
+    if mask.dtype == xp.bool:
+        keep = mask if allowed_when_true else xp.logical_not(mask)
+        zeros = xp.zeros(_shape(mask), dtype=dtype, device=mask.device)
+        return xp.where(keep, zeros, -math.inf)
+    if not xp.isdtype(mask.dtype, "real floating"):
+        raise TypeError(f"attention masks must be bool or floating-point, got {mask.dtype}")
+    return mask
+
+
+def _causal(xp: Any, n_q: int, n_k: int, dtype: Any, device: Any) -> Any:
+    """Additive mask allowing query ``i`` to see keys ``j <= i`` (top-left aligned)."""
+    i = xp.reshape(xp.arange(n_q, device=device), (-1, 1))
+    j = xp.arange(n_k, device=device)
+    zeros = xp.zeros((n_q, n_k), dtype=dtype, device=device)
+    return xp.where(j <= i, zeros, -math.inf)
+
+
+def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: Any = None,
+                                 dropout_p: float = 0.0, is_causal: bool = False,
+                                 scale: float | None = None, enable_gqa: bool = False, *,
+                                 generator: Any = None) -> Any:
+    """``softmax(q k^T * scale + mask) v`` over ``(..., L, E)`` queries, ``(..., S, E)``
+    keys and ``(..., S, Ev)`` values; ``scale`` defaults to ``1/sqrt(E)``.
+
+    ``attn_mask`` broadcasts to ``(..., L, S)``: boolean (``True`` = may attend) or
+    float (added). ``is_causal`` masks keys after each query (no ``attn_mask`` then).
+    ``enable_gqa`` lets ``H_q`` query heads share ``H_q / H_kv`` key/value heads
+    (axis -3). Dropout (``dropout_p``) is applied to the attention weights.
+    """
+    xp = namespace(query, key, value, attn_mask)
+    if query.ndim < 2 or key.ndim != query.ndim or value.ndim != query.ndim:
+        raise ValueError(f"scaled_dot_product_attention(): query, key and value must have "
+                         f"the same rank >= 2, got shapes {_shape(query)}, {_shape(key)}, "
+                         f"{_shape(value)}")
+    if query.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
+        raise ValueError(f"scaled_dot_product_attention(): query {_shape(query)} and key "
+                         f"{_shape(key)} need the same embedding size, key and value "
+                         f"{_shape(value)} the same sequence length")
+    if is_causal and attn_mask is not None:
+        raise ValueError("scaled_dot_product_attention(): pass either attn_mask or "
+                         "is_causal=True, not both")
+    if enable_gqa and query.ndim >= 3 and key.shape[-3] != query.shape[-3]:
+        hq, hk = query.shape[-3], key.shape[-3]
+        if hq % hk:
+            raise ValueError(f"scaled_dot_product_attention(): {hq} query heads are not a "
+                             f"multiple of {hk} key/value heads")
+        key = xp.repeat(key, hq // hk, axis=key.ndim - 3)
+        value = xp.repeat(value, hq // hk, axis=value.ndim - 3)
+    n_q, n_k = query.shape[-2], key.shape[-2]
+    sc = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    scores = xp.matmul(query, xp.matrix_transpose(key)) * sc
+    mask = None
+    if is_causal:
+        mask = _causal(xp, n_q, n_k, scores.dtype, query.device)
+    elif attn_mask is not None:
+        mask = xp.astype(_float_mask(xp, attn_mask, scores.dtype, True), scores.dtype)
+    if mask is not None:
+        scores = scores + mask
+        dead = detach(xp.max(scores, axis=-1, keepdims=True)) == -math.inf
+        scores = xp.where(dead, 0.0, scores)
+        attn = xp.where(dead, 0.0, softmax(scores, -1))
+    else:
+        attn = softmax(scores, -1)
+    if dropout_p > 0.0:
+        attn = dropout(attn, dropout_p, True, generator=generator)
+    return xp.matmul(attn, value)
+
+
+def _split_heads(xp: Any, x: Any, n: int, heads: int) -> Any:
+    """``(L, N, E)`` -> ``(N, heads, L, E / heads)``."""
+    length, _, e = x.shape
+    x = xp.reshape(x, (length, n, heads, e // heads))
+    return xp.permute_dims(x, (1, 2, 0, 3))
+
+
+def multi_head_attention_forward(
+        query: Any, key: Any, value: Any, embed_dim_to_check: int, num_heads: int,
+        in_proj_weight: Any, in_proj_bias: Any, bias_k: Any, bias_v: Any,
+        add_zero_attn: bool, dropout_p: float, out_proj_weight: Any, out_proj_bias: Any,
+        training: bool = True, key_padding_mask: Any = None, need_weights: bool = True,
+        attn_mask: Any = None, use_separate_proj_weight: bool = False,
+        q_proj_weight: Any = None, k_proj_weight: Any = None, v_proj_weight: Any = None,
+        static_k: Any = None, static_v: Any = None, average_attn_weights: bool = True,
+        is_causal: bool = False, *, generator: Any = None) -> tuple[Any, Any]:
+    """PyTorch's multi-head attention on sequence-first inputs: ``query (L, N, E)``,
+    ``key (S, N, Ek)``, ``value (S, N, Ev)`` (or unbatched ``(L, E)``...).
+
+    Returns ``(output (L, N, E), weights)``; ``weights`` is ``None`` unless
+    ``need_weights``, else ``(N, L, S)`` averaged over heads or ``(N, heads, L, S)``.
+    ``attn_mask`` is ``(L, S)`` or ``(N * heads, L, S)``; ``key_padding_mask`` is
+    ``(N, S)``; boolean masks are ``True`` where attention is not allowed.
+    ``is_causal`` without ``attn_mask`` masks keys after each query.
+    """
+    xp = namespace(query, key, value, in_proj_weight, in_proj_bias)
+    fname = "multi_head_attention_forward"
+    if static_k is not None or static_v is not None:
+        raise NotImplementedError(f"{fname}(): static_k/static_v are not supported")
+    batched = query.ndim == 3
+    if query.ndim not in (2, 3) or key.ndim != query.ndim or value.ndim != query.ndim:
+        raise ValueError(f"{fname}(): query, key and value must all be 3-D (L, N, E) or 2-D "
+                         f"(L, E), got shapes {_shape(query)}, {_shape(key)}, {_shape(value)}")
+    if not batched:
+        query, key, value = (xp.expand_dims(t, axis=1) for t in (query, key, value))
+        if key_padding_mask is not None:
+            key_padding_mask = xp.expand_dims(key_padding_mask, axis=0)
+    n_q, n, e = query.shape
+    n_k = key.shape[0]
+    if e != embed_dim_to_check:
+        raise ValueError(f"{fname}(): query of shape {_shape(query)} does not have embed_dim "
+                         f"{embed_dim_to_check}")
+    if e % num_heads:
+        raise ValueError(f"{fname}(): embed_dim {e} is not divisible by num_heads {num_heads}")
+    if key.shape[:2] != value.shape[:2] or key.shape[1] != n:
+        raise ValueError(f"{fname}(): key {_shape(key)} and value {_shape(value)} must share "
+                         f"(S, N) and match the batch of query {_shape(query)}")
+    hd = e // num_heads
+    if use_separate_proj_weight:
+        bq = bk = bv = None
+        if in_proj_bias is not None:
+            bq, bk, bv = in_proj_bias[:e], in_proj_bias[e:2 * e], in_proj_bias[2 * e:]
+        q = linear(query, q_proj_weight, bq)
+        k = linear(key, k_proj_weight, bk)
+        v = linear(value, v_proj_weight, bv)
+    else:
+        ws = (in_proj_weight[:e, ...], in_proj_weight[e:2 * e, ...], in_proj_weight[2 * e:, ...])
+        bs = (None, None, None) if in_proj_bias is None else \
+            (in_proj_bias[:e], in_proj_bias[e:2 * e], in_proj_bias[2 * e:])
+        q, k, v = (linear(t, w, b) for t, w, b in zip((query, key, value), ws, bs, strict=True))
+    mask = None
+    if attn_mask is not None:
+        mask = xp.astype(_float_mask(xp, attn_mask, q.dtype, False), q.dtype)
+        if mask.ndim == 2:
+            if _shape(mask) != (n_q, n_k):
+                raise ValueError(f"{fname}(): 2-D attn_mask must have shape {(n_q, n_k)}, got "
+                                 f"{_shape(mask)}")
+        elif mask.ndim == 3:
+            if _shape(mask) != (n * num_heads, n_q, n_k):
+                raise ValueError(f"{fname}(): 3-D attn_mask must have shape "
+                                 f"{(n * num_heads, n_q, n_k)}, got {_shape(mask)}")
+            mask = xp.reshape(mask, (n, num_heads, n_q, n_k))
+        else:
+            raise ValueError(f"{fname}(): attn_mask must be 2-D or 3-D, got shape "
+                             f"{_shape(mask)}")
+    elif is_causal:
+        mask = _causal(xp, n_q, n_k, q.dtype, q.device)
+    if bias_k is not None or bias_v is not None:
+        if bias_k is None or bias_v is None:
+            raise ValueError(f"{fname}(): bias_k and bias_v must be given together")
+        k = xp.concat([k, xp.broadcast_to(xp.reshape(bias_k, (1, 1, e)), (1, n, e))], axis=0)
+        v = xp.concat([v, xp.broadcast_to(xp.reshape(bias_v, (1, 1, e)), (1, n, e))], axis=0)
+        mask, key_padding_mask = _pad_masks(xp, mask, key_padding_mask)
+    if add_zero_attn:
+        k = xp.concat([k, xp.zeros((1, n, e), dtype=k.dtype, device=k.device)], axis=0)
+        v = xp.concat([v, xp.zeros((1, n, e), dtype=v.dtype, device=v.device)], axis=0)
+        mask, key_padding_mask = _pad_masks(xp, mask, key_padding_mask)
+    s_len = k.shape[0]
+    if key_padding_mask is not None:
+        if _shape(key_padding_mask) != (n, s_len):
+            raise ValueError(f"{fname}(): key_padding_mask must have shape {(n, s_len)}, got "
+                             f"{_shape(key_padding_mask)}")
+        kpm = xp.astype(_float_mask(xp, key_padding_mask, q.dtype, False), q.dtype)
+        kpm = xp.reshape(kpm, (n, 1, 1, s_len))
+        mask = kpm if mask is None else mask + kpm
+    qh = _split_heads(xp, q, n, num_heads)
+    kh = _split_heads(xp, k, n, num_heads)
+    vh = _split_heads(xp, v, n, num_heads)
+    scores = xp.matmul(qh * (1.0 / math.sqrt(hd)), xp.matrix_transpose(kh))
+    if mask is not None:
+        scores = scores + mask
+    attn = softmax(scores, -1)
+    if dropout_p > 0.0 and training:
+        attn = dropout(attn, dropout_p, True, generator=generator)
+    out = xp.matmul(attn, vh)  # (N, heads, L, hd)
+    out = xp.reshape(xp.permute_dims(out, (2, 0, 1, 3)), (n_q, n, e))
+    out = linear(out, out_proj_weight, out_proj_bias)
+    weights = None
+    if need_weights:
+        weights = xp.mean(attn, axis=1) if average_attn_weights else attn
+        if not batched:
+            weights = weights[0, ...]
+    if not batched:
+        out = out[:, 0, :]
+    return out, weights
+
+
+def _pad_masks(xp: Any, mask: Any, kpm: Any) -> tuple[Any, Any]:
+    """Append one allowed key column to the masks (for bias_k/bias_v or a zero key)."""
+    if mask is not None:
+        zeros = xp.zeros(_shape(mask)[:-1] + (1,), dtype=mask.dtype, device=mask.device)
+        mask = xp.concat([mask, zeros], axis=-1)
+    if kpm is not None:
+        if kpm.dtype == xp.bool:
+            col = xp.zeros((kpm.shape[0], 1), dtype=xp.bool, device=kpm.device)
+        else:
+            col = xp.zeros((kpm.shape[0], 1), dtype=kpm.dtype, device=kpm.device)
+        kpm = xp.concat([kpm, col], axis=-1)
+    return mask, kpm

@@ -1,0 +1,261 @@
+"""Convolutions: conv1d, conv2d, conv_transpose1d and conv_transpose2d.
+
+Written with standard array-API calls only (``xp = array_namespace(x)``):
+im2col by ``k*k`` strided slices of the padded input stacked into one
+``(C*k*k, N*Ho*Wo)`` matrix, then one matrix product with the weight (groups by
+reshaping to a batch of matrices). The VJP rules of slicing, ``stack`` and
+``matmul`` differentiate it, so gradients of gradients work. A transposed
+convolution is the convolution of the stride-dilated input (zeros inserted)
+with the flipped, transposed weight.
+
+A backend may register a faster ``conv2d`` as ``backend.kernels["conv2d"]``:
+it is called as ``kernel(input, weight, bias, stride, padding, dilation, groups)``
+with a 4-D vtl tensor, ``padding = (top, bottom, left, right)`` and int pairs,
+and must return a differentiable tensor equal to the portable result.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+from ..._tensor import Tensor
+from ._utils import namespace
+from .linear import pad as _pad
+
+__all__ = ["conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d"]
+
+
+def _ntuple(v: Any, n: int, what: str, fname: str, minimum: int = 1) -> tuple[int, ...]:
+    try:
+        t = (operator.index(v),) * n if not isinstance(v, (tuple, list)) else \
+            tuple(operator.index(a) for a in v)
+    except TypeError:
+        raise TypeError(f"{fname}(): {what} must be an int or a tuple of {n} ints, "
+                        f"got {v!r}") from None
+    if len(t) != n:
+        raise ValueError(f"{fname}(): {what} must be an int or a tuple of {n} ints, got {v!r}")
+    if any(a < minimum for a in t):
+        raise ValueError(f"{fname}(): {what} must be >= {minimum}, got {v!r}")
+    return t
+
+
+def _shape(x: Any) -> tuple[int, ...]:
+    return tuple(x.shape)
+
+
+def _out_size(size: int, k: int, s: int, p_lo: int, p_hi: int, d: int) -> int:
+    return (size + p_lo + p_hi - d * (k - 1) - 1) // s + 1
+
+
+def _conv_padding(padding: Any, ksize: tuple[int, ...], stride: tuple[int, ...],
+                  dilation: tuple[int, ...], fname: str) -> list[tuple[int, int]]:
+    """Per spatial axis ``(low, high)`` padding from an int, a tuple, ``'valid'`` or ``'same'``."""
+    n = len(ksize)
+    if isinstance(padding, str):
+        if padding == "valid":
+            return [(0, 0)] * n
+        if padding == "same":
+            if any(s != 1 for s in stride):
+                raise ValueError(f"{fname}(): padding='same' is not supported for strided "
+                                 f"convolutions (stride={stride})")
+            out = []
+            for k, d in zip(ksize, dilation, strict=True):
+                total = d * (k - 1)
+                out.append((total // 2, total - total // 2))
+            return out
+        raise ValueError(f"{fname}(): padding must be 'valid', 'same', an int or a tuple, "
+                         f"got {padding!r}")
+    return [(p, p) for p in _ntuple(padding, n, "padding", fname, minimum=0)]
+
+
+def _im2col_conv2d(xp: Any, x: Any, weight: Any, stride: tuple[int, int],
+                   pads: tuple[int, int, int, int], dilation: tuple[int, int],
+                   groups: int) -> Any:
+    """Portable conv2d of a 4-D input (no bias): im2col + one matrix product."""
+    n, c, h, w = _shape(x)
+    o, _, kh, kw = _shape(weight)
+    (sh, sw), (dh, dw) = stride, dilation
+    pt, pb, pl, pr = pads
+    ho = _out_size(h, kh, sh, pt, pb, dh)
+    wo = _out_size(w, kw, sw, pl, pr, dw)
+    if pt or pb or pl or pr:
+        x = _pad(x, (pl, pr, pt, pb))
+    xt = xp.permute_dims(x, (1, 0, 2, 3))  # (C, N, Hp, Wp): the patches come out C-major
+    cols = []
+    for i in range(kh):
+        r0 = i * dh
+        for j in range(kw):
+            c0 = j * dw
+            cols.append(xt[:, :, r0:r0 + sh * (ho - 1) + 1:sh, c0:c0 + sw * (wo - 1) + 1:sw])
+    k = kh * kw
+    col = xp.stack(cols, axis=1) if k > 1 else cols[0]  # (C, K, N, Ho, Wo)
+    m = n * ho * wo
+    if groups == 1:
+        out = xp.matmul(xp.reshape(weight, (o, c * k)), xp.reshape(col, (c * k, m)))
+    else:
+        cg = c // groups
+        out = xp.matmul(xp.reshape(weight, (groups, o // groups, cg * k)),
+                        xp.reshape(col, (groups, cg * k, m)))
+    return xp.permute_dims(xp.reshape(out, (o, n, ho, wo)), (1, 0, 2, 3))
+
+
+def _check_conv(input: Any, weight: Any, bias: Any, groups: int, nsp: int, fname: str,  # noqa: A002
+                transposed: bool = False) -> bool:
+    """Check ranks and channels; returns whether the input is batched."""
+    if weight.ndim != nsp + 2:
+        raise ValueError(f"{fname}(): weight must be {nsp + 2}-D, got shape {_shape(weight)}")
+    if input.ndim not in (nsp + 1, nsp + 2):
+        raise ValueError(f"{fname}(): expected a {nsp + 1}-D (unbatched) or {nsp + 2}-D "
+                         f"(batched) input, got shape {_shape(input)}")
+    if isinstance(groups, bool) or operator.index(groups) < 1:
+        raise ValueError(f"{fname}(): groups must be a positive int, got {groups!r}")
+    c = input.shape[-nsp - 1]
+    if transposed:
+        if c != weight.shape[0]:
+            raise ValueError(f"{fname}(): input of shape {_shape(input)} has {c} channels, but "
+                             f"weight of shape {_shape(weight)} expects {weight.shape[0]}")
+        if weight.shape[0] % groups:
+            raise ValueError(f"{fname}(): in_channels {weight.shape[0]} is not divisible by "
+                             f"groups={groups}")
+        out_c = weight.shape[1] * groups
+    else:
+        if c != weight.shape[1] * groups:
+            raise ValueError(
+                f"{fname}(): input of shape {_shape(input)} has {c} channels, but weight of "
+                f"shape {_shape(weight)} with groups={groups} expects "
+                f"{weight.shape[1] * groups}")
+        if weight.shape[0] % groups:
+            raise ValueError(f"{fname}(): out_channels {weight.shape[0]} (weight shape "
+                             f"{_shape(weight)}) is not divisible by groups={groups}")
+        out_c = weight.shape[0]
+    if bias is not None and _shape(bias) != (out_c,):
+        raise ValueError(f"{fname}(): bias must have shape ({out_c},), got {_shape(bias)}")
+    return input.ndim == nsp + 2
+
+
+def _finish(xp: Any, out: Any, bias: Any, batched: bool, nsp: int) -> Any:
+    if bias is not None:
+        out = out + xp.reshape(bias, (bias.shape[0],) + (1,) * nsp)
+    return out if batched else out[0, ...]
+
+
+def conv2d(input: Any, weight: Any, bias: Any = None, stride: Any = 1,  # noqa: A002
+           padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Any:
+    """2-D cross-correlation of ``(N, C_in, H, W)`` (or ``(C_in, H, W)``) with a
+    ``(C_out, C_in / groups, kH, kW)`` weight, as ``torch.nn.functional.conv2d``.
+
+    ``padding``: an int, a pair, ``'valid'`` (none) or ``'same'`` (output size equals
+    input size; stride 1 only; an odd total pads one more at the bottom/right).
+    """
+    xp = namespace(input, weight, bias)
+    batched = _check_conv(input, weight, bias, groups, 2, "conv2d")
+    s = _ntuple(stride, 2, "stride", "conv2d")
+    d = _ntuple(dilation, 2, "dilation", "conv2d")
+    (pt, pb), (pl, pr) = _conv_padding(padding, _shape(weight)[2:], s, d, "conv2d")
+    x = input if batched else xp.expand_dims(input, axis=0)
+    kh, kw = weight.shape[2:]
+    h, w = x.shape[2:]
+    ho, wo = _out_size(h, kh, s[0], pt, pb, d[0]), _out_size(w, kw, s[1], pl, pr, d[1])
+    if ho < 1 or wo < 1:
+        raise ValueError(
+            f"conv2d(): input of shape {_shape(input)} (padded by {(pt, pb, pl, pr)}) is "
+            f"smaller than the dilated kernel of shape {_shape(weight)} (dilation={d})")
+    if isinstance(x, Tensor):
+        kern = x._device.backend.kernel("conv2d")
+        if kern is not None:
+            out = kern(x, weight, bias, s, (pt, pb, pl, pr), d, groups)
+            return out if batched else out[0, ...]
+    out = _im2col_conv2d(xp, x, weight, s, (pt, pb, pl, pr), d, groups)
+    return _finish(xp, out, bias, batched, 2)
+
+
+def conv1d(input: Any, weight: Any, bias: Any = None, stride: Any = 1,  # noqa: A002
+           padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Any:
+    """1-D cross-correlation of ``(N, C_in, L)`` (or ``(C_in, L)``) with a
+    ``(C_out, C_in / groups, k)`` weight (computed as a conv2d of height 1)."""
+    xp = namespace(input, weight, bias)
+    batched = _check_conv(input, weight, bias, groups, 1, "conv1d")
+    s = _ntuple(stride, 1, "stride", "conv1d")
+    d = _ntuple(dilation, 1, "dilation", "conv1d")
+    ((pl, pr),) = _conv_padding(padding, _shape(weight)[2:], s, d, "conv1d")
+    x = input if batched else xp.expand_dims(input, axis=0)
+    lo = _out_size(x.shape[2], weight.shape[2], s[0], pl, pr, d[0])
+    if lo < 1:
+        raise ValueError(f"conv1d(): input of shape {_shape(input)} (padded by {(pl, pr)}) is "
+                         f"smaller than the dilated kernel of shape {_shape(weight)}")
+    out = _im2col_conv2d(xp, xp.expand_dims(x, axis=2), xp.expand_dims(weight, axis=2),
+                         (1, s[0]), (0, 0, pl, pr), (1, d[0]), groups)
+    return _finish(xp, out[:, :, 0, :], bias, batched, 1)
+
+
+def _dilate(xp: Any, x: Any, axis: int, s: int) -> Any:
+    """Insert ``s - 1`` zeros between neighbours along ``axis``."""
+    if s == 1 or x.shape[axis] == 0:
+        return x
+    n = x.shape[axis]
+    shape = list(x.shape)
+    shape.insert(axis + 1, s - 1)
+    zeros = xp.zeros(tuple(shape), dtype=x.dtype, device=x.device)
+    y = xp.concat([xp.expand_dims(x, axis=axis + 1), zeros], axis=axis + 1)
+    merged = list(x.shape)
+    merged[axis] = n * s
+    y = xp.reshape(y, tuple(merged))
+    key = (slice(None),) * axis + (slice(0, (n - 1) * s + 1),)
+    return y[key]
+
+
+def _conv_transpose(input: Any, weight: Any, bias: Any, stride: Any, padding: Any,  # noqa: A002
+                    output_padding: Any, groups: int, dilation: Any, nsp: int,
+                    fname: str) -> Any:
+    xp = namespace(input, weight, bias)
+    batched = _check_conv(input, weight, bias, groups, nsp, fname, transposed=True)
+    s = _ntuple(stride, nsp, "stride", fname)
+    d = _ntuple(dilation, nsp, "dilation", fname)
+    p = _ntuple(padding, nsp, "padding", fname, minimum=0)
+    op = _ntuple(output_padding, nsp, "output_padding", fname, minimum=0)
+    for a in range(nsp):
+        if op[a] >= max(s[a], d[a]):
+            raise ValueError(f"{fname}(): output_padding {op} must be smaller than either "
+                             f"stride {s} or dilation {d}")
+    x = input if batched else xp.expand_dims(input, axis=0)
+    ks = _shape(weight)[2:]
+    sizes = [(x.shape[2 + a] - 1) * s[a] - 2 * p[a] + d[a] * (ks[a] - 1) + op[a] + 1
+             for a in range(nsp)]
+    if any(v < 1 for v in sizes):
+        raise ValueError(f"{fname}(): input of shape {_shape(input)} with weight of shape "
+                         f"{_shape(weight)} gives an empty output {tuple(sizes)}")
+    if nsp == 1:
+        x = xp.expand_dims(x, axis=2)
+        weight = xp.expand_dims(weight, axis=2)
+        s, d, p, op, ks = (1, *s), (1, *d), (0, *p), (0, *op), (1, *ks)
+    for a in range(2):
+        x = _dilate(xp, x, 2 + a, s[a])
+    lo = [d[a] * (ks[a] - 1) - p[a] for a in range(2)]
+    x = _pad(x, (lo[1], lo[1] + op[1], lo[0], lo[0] + op[0]))  # negative values crop
+    cin, cog = weight.shape[0], weight.shape[1]
+    w = xp.reshape(weight, (groups, cin // groups, cog) + tuple(ks))
+    w = xp.permute_dims(w, (0, 2, 1, 3, 4))
+    w = xp.flip(xp.reshape(w, (groups * cog, cin // groups) + tuple(ks)), axis=(2, 3))
+    out = _im2col_conv2d(xp, x, w, (1, 1), (0, 0, 0, 0), d, groups)
+    if nsp == 1:
+        out = out[:, :, 0, :]
+    return _finish(xp, out, bias, batched, nsp)
+
+
+def conv_transpose2d(input: Any, weight: Any, bias: Any = None, stride: Any = 1,  # noqa: A002
+                     padding: Any = 0, output_padding: Any = 0, groups: int = 1,
+                     dilation: Any = 1) -> Any:
+    """Transposed 2-D convolution (the gradient of conv2d with respect to its input)
+    with a ``(C_in, C_out / groups, kH, kW)`` weight; output size
+    ``(H - 1) * stride - 2 * padding + dilation * (kH - 1) + output_padding + 1``."""
+    return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
+                           dilation, 2, "conv_transpose2d")
+
+
+def conv_transpose1d(input: Any, weight: Any, bias: Any = None, stride: Any = 1,  # noqa: A002
+                     padding: Any = 0, output_padding: Any = 0, groups: int = 1,
+                     dilation: Any = 1) -> Any:
+    """Transposed 1-D convolution with a ``(C_in, C_out / groups, k)`` weight."""
+    return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
+                           dilation, 1, "conv_transpose1d")

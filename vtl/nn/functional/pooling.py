@@ -1,0 +1,227 @@
+"""Pooling: max_pool1d/2d, avg_pool1d/2d and adaptive_avg_pool1d/2d.
+
+Windows are ``k*k`` strided slices of the padded input stacked along a new
+last axis (standard array-API calls only). Max pooling picks the window's
+``argmax`` and gathers it with ``take_along_axis``, so the gradient goes to
+the first maximum of each window (PyTorch's rule for ties) and nan
+propagates. Average pooling divides window sums by PyTorch's divisors
+(``count_include_pad``, ``ceil_mode``, ``divisor_override``). Adaptive
+average pooling averages PyTorch's windows ``[floor(i*L/O), ceil((i+1)*L/O))``
+separably (rows, then columns).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ._utils import namespace
+from .conv import _ntuple, _shape
+from .linear import pad as _pad
+
+__all__ = [
+    "adaptive_avg_pool1d", "adaptive_avg_pool2d", "avg_pool1d", "avg_pool2d", "max_pool1d",
+    "max_pool2d",
+]
+
+
+def _pool_out(size: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int:
+    num = size + 2 * p - d * (k - 1) - 1
+    out = (num + (s - 1 if ceil_mode else 0)) // s + 1
+    if ceil_mode and (out - 1) * s >= size + p:  # the last window must start inside
+        out -= 1
+    return out
+
+
+def _pool_args(input: Any, kernel_size: Any, stride: Any, padding: Any, dilation: Any,  # noqa: A002
+               ceil_mode: bool, nsp: int, fname: str) -> tuple[Any, ...]:
+    if input.ndim not in (nsp + 1, nsp + 2):
+        raise ValueError(f"{fname}(): expected a {nsp + 1}-D (unbatched) or {nsp + 2}-D "
+                         f"(batched) input, got shape {_shape(input)}")
+    k = _ntuple(kernel_size, nsp, "kernel_size", fname)
+    s = k if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0) \
+        else _ntuple(stride, nsp, "stride", fname)
+    p = _ntuple(padding, nsp, "padding", fname, minimum=0)
+    d = _ntuple(dilation, nsp, "dilation", fname)
+    if any(p[a] > k[a] // 2 for a in range(nsp)):
+        raise ValueError(f"{fname}(): padding {p} should be at most half of the kernel size "
+                         f"{k}")
+    spatial = _shape(input)[-nsp:]
+    out = tuple(_pool_out(spatial[a], k[a], s[a], p[a], d[a], ceil_mode) for a in range(nsp))
+    if any(o < 1 for o in out):
+        raise ValueError(f"{fname}(): input of shape {_shape(input)} is too small for "
+                         f"kernel_size={k}, stride={s}, padding={p}, dilation={d} "
+                         f"(output size {out})")
+    return k, s, p, d, out
+
+
+def _windows(xp: Any, x: Any, k: tuple[int, int], s: tuple[int, int], p: tuple[int, int],
+             d: tuple[int, int], out: tuple[int, int], value: float) -> Any:
+    """``(..., Ho, Wo, kh*kw)``: every window of the 4-D ``x`` padded with ``value``."""
+    h, w = x.shape[-2:]
+    ho, wo = out
+    extra_h = max(0, (ho - 1) * s[0] + d[0] * (k[0] - 1) + 1 - h - 2 * p[0])
+    extra_w = max(0, (wo - 1) * s[1] + d[1] * (k[1] - 1) + 1 - w - 2 * p[1])
+    if p[0] or p[1] or extra_h or extra_w:
+        x = _pad(x, (p[1], p[1] + extra_w, p[0], p[0] + extra_h), value=value)
+    parts = []
+    for i in range(k[0]):
+        r0 = i * d[0]
+        for j in range(k[1]):
+            c0 = j * d[1]
+            parts.append(x[..., r0:r0 + s[0] * (ho - 1) + 1:s[0],
+                           c0:c0 + s[1] * (wo - 1) + 1:s[1]])
+    return xp.stack(parts, axis=-1)
+
+
+def _max_pool(input: Any, kernel_size: Any, stride: Any, padding: Any, dilation: Any,  # noqa: A002
+              ceil_mode: bool, return_indices: bool, nsp: int, fname: str) -> Any:
+    xp = namespace(input)
+    if not xp.isdtype(input.dtype, "real floating"):
+        raise TypeError(f"{fname}() needs a real floating-point input, got {input.dtype}")
+    k, s, p, d, out = _pool_args(input, kernel_size, stride, padding, dilation, ceil_mode, nsp,
+                                 fname)
+    x = input
+    if nsp == 1:
+        x = xp.expand_dims(x, axis=-2)
+        k, s, p, d, out = (1, *k), (1, *s), (0, *p), (1, *d), (1, *out)
+    win = _windows(xp, x, k, s, p, d, out, -math.inf)
+    idx = xp.argmax(win, axis=-1, keepdims=True)
+    res = xp.take_along_axis(win, idx, axis=-1)[..., 0]
+    if nsp == 1:
+        res = res[..., 0, :]
+    if not return_indices:
+        return res
+    idx = idx[..., 0]
+    w_in = x.shape[-1]
+    dt = idx.dtype
+    rows = xp.reshape(xp.arange(out[0], dtype=dt, device=x.device) * s[0] - p[0], (-1, 1))
+    cols = xp.arange(out[1], dtype=dt, device=x.device) * s[1] - p[1]
+    flat = (rows + (idx // k[1]) * d[0]) * w_in + cols + (idx % k[1]) * d[1]
+    if nsp == 1:
+        flat = flat[..., 0, :]
+    return res, flat
+
+
+def max_pool2d(input: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,  # noqa: A002
+               dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False) -> Any:
+    """Maximum over ``kernel_size`` windows of ``(N, C, H, W)`` or ``(C, H, W)`` inputs
+    (padding counts as ``-inf``; ``stride`` defaults to ``kernel_size``). With
+    ``return_indices`` also the flat ``h * W + w`` input index of each maximum."""
+    return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices,
+                     2, "max_pool2d")
+
+
+def max_pool1d(input: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,  # noqa: A002
+               dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False) -> Any:
+    """Maximum over windows of ``(N, C, L)`` or ``(C, L)`` inputs."""
+    return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices,
+                     1, "max_pool1d")
+
+
+def _avg_divisors(size: int, k: int, s: int, p: int, out: int,
+                  count_include_pad: bool) -> list[int]:
+    divs = []
+    for o in range(out):
+        start = o * s - p
+        end = min(start + k, size + p)
+        pool = end - start
+        start, end = max(start, 0), min(end, size)
+        divs.append(pool if count_include_pad else max(end - start, 1))
+    return divs
+
+
+def _avg_pool(input: Any, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool,  # noqa: A002
+              count_include_pad: bool, divisor_override: Any, nsp: int, fname: str) -> Any:
+    xp = namespace(input)
+    if not xp.isdtype(input.dtype, "real floating"):
+        raise TypeError(f"{fname}() needs a real floating-point input, got {input.dtype}")
+    if divisor_override is not None and divisor_override == 0:
+        raise ValueError(f"{fname}(): divisor_override must be non-zero")
+    k, s, p, d, out = _pool_args(input, kernel_size, stride, padding, 1, ceil_mode, nsp, fname)
+    x = input
+    if nsp == 1:
+        x = xp.expand_dims(x, axis=-2)
+        k, s, p, d, out = (1, *k), (1, *s), (0, *p), (1, *d), (1, *out)
+    total = xp.sum(_windows(xp, x, k, s, p, d, out, 0.0), axis=-1)
+    if divisor_override is not None:
+        res = total / float(divisor_override)
+    else:
+        sp = x.shape[-2:]
+        dh = _avg_divisors(sp[0], k[0], s[0], p[0], out[0], count_include_pad)
+        dw = _avg_divisors(sp[1], k[1], s[1], p[1], out[1], count_include_pad)
+        if len(set(dh)) == 1 and len(set(dw)) == 1:
+            res = total / float(dh[0] * dw[0])
+        else:
+            div = xp.asarray([[float(a * b) for b in dw] for a in dh], dtype=x.dtype,
+                             device=x.device)
+            res = total / div
+    return res[..., 0, :] if nsp == 1 else res
+
+
+def avg_pool2d(input: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,  # noqa: A002
+               ceil_mode: bool = False, count_include_pad: bool = True,
+               divisor_override: int | None = None) -> Any:
+    """Mean over ``kernel_size`` windows of ``(N, C, H, W)`` or ``(C, H, W)`` inputs.
+
+    ``count_include_pad`` counts the zero padding in the divisor; windows that a
+    ``ceil_mode`` output lets run past the padding are divided by their clipped
+    size (PyTorch's divisors); ``divisor_override`` replaces the divisor."""
+    return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                     divisor_override, 2, "avg_pool2d")
+
+
+def avg_pool1d(input: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,  # noqa: A002
+               ceil_mode: bool = False, count_include_pad: bool = True) -> Any:
+    """Mean over windows of ``(N, C, L)`` or ``(C, L)`` inputs."""
+    return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, None,
+                     1, "avg_pool1d")
+
+
+def _adaptive_axis(xp: Any, x: Any, axis: int, out: int) -> Any:
+    n = x.shape[axis]
+    if out == n:
+        return x
+    lead = (slice(None),) * (axis % x.ndim)
+    if n % out == 0:
+        shape = list(x.shape)
+        a = axis % x.ndim
+        shape[a:a + 1] = [out, n // out]
+        return xp.mean(xp.reshape(x, tuple(shape)), axis=a + 1)
+    parts = []
+    for i in range(out):
+        start, end = (i * n) // out, -((-(i + 1) * n) // out)
+        parts.append(xp.mean(x[lead + (slice(start, end),)], axis=axis))
+    return xp.stack(parts, axis=axis)
+
+
+def _adaptive_size(output_size: Any, input: Any, nsp: int, fname: str) -> tuple[int, ...]:  # noqa: A002
+    if input.ndim not in (nsp + 1, nsp + 2):
+        raise ValueError(f"{fname}(): expected a {nsp + 1}-D (unbatched) or {nsp + 2}-D "
+                         f"(batched) input, got shape {_shape(input)}")
+    if not isinstance(output_size, (tuple, list)):
+        output_size = (output_size,) * nsp
+    if len(output_size) != nsp:
+        raise ValueError(f"{fname}(): output_size must be an int or a tuple of {nsp}, "
+                         f"got {output_size!r}")
+    spatial = _shape(input)[-nsp:]
+    out = tuple(spatial[a] if o is None else int(o) for a, o in enumerate(output_size))
+    if any(o < 1 for o in out) or any(v == 0 for v in spatial):
+        raise ValueError(f"{fname}(): cannot pool input of shape {_shape(input)} to output "
+                         f"size {out}")
+    return out
+
+
+def adaptive_avg_pool2d(input: Any, output_size: Any) -> Any:  # noqa: A002
+    """Average ``(N, C, H, W)``/``(C, H, W)`` over PyTorch's adaptive windows to
+    ``output_size`` (an int, or a pair whose ``None`` entries keep that size)."""
+    xp = namespace(input)
+    ho, wo = _adaptive_size(output_size, input, 2, "adaptive_avg_pool2d")
+    return _adaptive_axis(xp, _adaptive_axis(xp, input, -2, ho), -1, wo)
+
+
+def adaptive_avg_pool1d(input: Any, output_size: Any) -> Any:  # noqa: A002
+    """Average ``(N, C, L)``/``(C, L)`` over adaptive windows to ``output_size``."""
+    xp = namespace(input)
+    (lo,) = _adaptive_size(output_size, input, 1, "adaptive_avg_pool1d")
+    return _adaptive_axis(xp, input, -1, lo)
