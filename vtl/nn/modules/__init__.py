@@ -1,14 +1,18 @@
 """Layers of ``vtl.nn``: each owns its parameters and calls ``vtl.nn.functional``.
 
 One file per family (``linear``, ``activation``, ``dropout``, ``sparse``,
-``flatten``, ``loss``, ``container``); convolution, pooling, normalisation,
-recurrent and attention layers go in files of their own.
+``flatten``, ``loss``, ``container``, ``conv``, ``pooling``, ``normalization``,
+``rnn``, ``attention``, ``transformer``, ``positional``).
 """
 
 from .activation import *  # noqa: F403
 from .activation import __all__ as _act
+from .attention import *  # noqa: F403
+from .attention import __all__ as _attn
 from .container import *  # noqa: F403
 from .container import __all__ as _cont
+from .conv import *  # noqa: F403
+from .conv import __all__ as _conv
 from .dropout import *  # noqa: F403
 from .dropout import __all__ as _drop
 from .flatten import *  # noqa: F403
@@ -19,7 +23,18 @@ from .loss import *  # noqa: F403
 from .loss import __all__ as _loss
 from .module import *  # noqa: F403
 from .module import __all__ as _mod
+from .normalization import *  # noqa: F403
+from .normalization import __all__ as _norm
+from .pooling import *  # noqa: F403
+from .pooling import __all__ as _pool
+from .positional import *  # noqa: F403
+from .positional import __all__ as _pos
+from .rnn import *  # noqa: F403
+from .rnn import __all__ as _rnn
 from .sparse import *  # noqa: F403
 from .sparse import __all__ as _sparse
+from .transformer import *  # noqa: F403
+from .transformer import __all__ as _tf
 
-__all__ = [*_mod, *_cont, *_lin, *_act, *_drop, *_flat, *_loss, *_sparse]
+__all__ = [*_mod, *_cont, *_lin, *_act, *_drop, *_flat, *_loss, *_sparse, *_conv, *_pool,
+           *_norm, *_rnn, *_attn, *_tf, *_pos]

@@ -1,0 +1,186 @@
+"""Normalisation layers: BatchNorm1d, BatchNorm2d, LayerNorm, GroupNorm."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import vtl
+
+from .. import functional as F
+from .. import init
+from ._utils import empty
+from .module import Module, Parameter
+
+__all__ = ["BatchNorm1d", "BatchNorm2d", "GroupNorm", "LayerNorm"]
+
+
+class _BatchNorm(Module):
+    _ranks: tuple[int, ...] = ()
+    _what = ""
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
+                 affine: bool = True, track_running_stats: bool = True, device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__()
+        self.num_features = num_features
+        self.eps = eps
+        self.momentum = momentum
+        self.affine = affine
+        self.track_running_stats = track_running_stats
+        if affine:
+            self.weight = Parameter(empty((num_features,), device, dtype))
+            self.bias = Parameter(empty((num_features,), device, dtype))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if track_running_stats:
+            dt = vtl.float32 if dtype is None else dtype
+            self.register_buffer("running_mean", vtl.zeros(num_features, dtype=dt,
+                                                           device=device))
+            self.register_buffer("running_var", vtl.ones(num_features, dtype=dt, device=device))
+            self.register_buffer("num_batches_tracked", vtl.zeros((), dtype=vtl.int64,
+                                                                  device=device))
+        else:
+            self.register_buffer("running_mean", None)
+            self.register_buffer("running_var", None)
+            self.register_buffer("num_batches_tracked", None)
+        self.reset_parameters()
+
+    def reset_running_stats(self) -> None:
+        if self.track_running_stats:
+            with vtl.no_grad():
+                self.running_mean[...] = 0.0
+                self.running_var[...] = 1.0
+                self.num_batches_tracked[...] = 0
+
+    def reset_parameters(self) -> None:
+        """Running mean 0, running variance 1, weight 1, bias 0 (PyTorch's defaults)."""
+        self.reset_running_stats()
+        if self.affine:
+            init.ones_(self.weight)
+            init.zeros_(self.bias)
+
+    def _describe(self) -> str:
+        return f"{type(self).__name__}({self.num_features})"
+
+    def forward(self, input: Any) -> Any:  # noqa: A002
+        if input.ndim not in self._ranks:
+            raise ValueError(f"{self._describe()}: expected {self._what}, got input of shape "
+                             f"{tuple(input.shape)}")
+        if input.shape[1] != self.num_features:
+            raise ValueError(f"{self._describe()}: expected {self.num_features} channels "
+                             f"(axis 1), got input of shape {tuple(input.shape)}")
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats:
+            with vtl.no_grad():
+                self.num_batches_tracked[...] = self.num_batches_tracked + 1
+            if self.momentum is None:  # cumulative moving average
+                factor = 1.0 / float(self.num_batches_tracked)
+        use_batch = self.training or self.running_mean is None
+        track = not self.training or self.track_running_stats
+        try:
+            return F.batch_norm(input, self.running_mean if track else None,
+                                self.running_var if track else None, self.weight, self.bias,
+                                use_batch, factor, self.eps)
+        except ValueError as exc:
+            raise ValueError(f"{self._describe()}: {exc}") from None
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+                f"affine={self.affine}, track_running_stats={self.track_running_stats}")
+
+
+class BatchNorm1d(_BatchNorm):
+    """Batch normalisation of ``(N, C)`` or ``(N, C, L)`` inputs: batch statistics and
+    running-statistics updates in training mode, running statistics in eval mode."""
+
+    _ranks = (2, 3)
+    _what = "a 2-D (N, C) or 3-D (N, C, L) input"
+
+
+class BatchNorm2d(_BatchNorm):
+    """Batch normalisation of ``(N, C, H, W)`` inputs (per channel)."""
+
+    _ranks = (4,)
+    _what = "a 4-D (N, C, H, W) input"
+
+
+class LayerNorm(Module):
+    """Normalise over the trailing ``normalized_shape`` axes; ``weight`` 1 and ``bias`` 0
+    at init (``elementwise_affine``, ``bias``)."""
+
+    def __init__(self, normalized_shape: Any, eps: float = 1e-5,
+                 elementwise_affine: bool = True, bias: bool = True, device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__()
+        if isinstance(normalized_shape, int):
+            normalized_shape = (normalized_shape,)
+        self.normalized_shape = tuple(int(s) for s in normalized_shape)
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:
+            self.weight = Parameter(empty(self.normalized_shape, device, dtype))
+            if bias:
+                self.bias = Parameter(empty(self.normalized_shape, device, dtype))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        if self.weight is not None:
+            init.ones_(self.weight)
+        if self.bias is not None:
+            init.zeros_(self.bias)
+
+    def forward(self, input: Any) -> Any:  # noqa: A002
+        k = len(self.normalized_shape)
+        if input.ndim < k or tuple(input.shape[input.ndim - k:]) != self.normalized_shape:
+            raise ValueError(f"LayerNorm({self.normalized_shape}): expected an input ending "
+                             f"with shape {self.normalized_shape}, got input of shape "
+                             f"{tuple(input.shape)}")
+        return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}")
+
+
+class GroupNorm(Module):
+    """Normalise ``(N, C, *)`` inputs over ``num_groups`` groups of channels; per-channel
+    ``weight`` 1 and ``bias`` 0 at init (``affine``)."""
+
+    def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5,
+                 affine: bool = True, device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        if num_groups < 1 or num_channels % num_groups:
+            raise ValueError(f"GroupNorm: num_channels ({num_channels}) must be divisible by "
+                             f"num_groups ({num_groups})")
+        self.num_groups = num_groups
+        self.num_channels = num_channels
+        self.eps = eps
+        self.affine = affine
+        if affine:
+            self.weight = Parameter(empty((num_channels,), device, dtype))
+            self.bias = Parameter(empty((num_channels,), device, dtype))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        if self.affine:
+            init.ones_(self.weight)
+            init.zeros_(self.bias)
+
+    def forward(self, input: Any) -> Any:  # noqa: A002
+        if input.ndim < 2 or input.shape[1] != self.num_channels:
+            raise ValueError(f"GroupNorm({self.num_groups}, {self.num_channels}): expected an "
+                             f"input of shape (N, {self.num_channels}, *), got input of shape "
+                             f"{tuple(input.shape)}")
+        return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"

@@ -1,0 +1,277 @@
+"""Recurrent layers: RNN, LSTM, GRU and their single-step cells.
+
+Parameter names and shapes follow PyTorch (``weight_ih_l{k}``, ``weight_hh_l{k}``,
+``bias_ih_l{k}``, ``bias_hh_l{k}``, ``_reverse`` for the backward direction; gates
+stacked LSTM ``i, f, g, o``, GRU ``r, z, n``), so state dicts load either way.
+Every weight and bias starts as ``U(-1/sqrt(hidden_size), 1/sqrt(hidden_size))``.
+Inputs are ``(L, N, H_in)``, ``(N, L, H_in)`` with ``batch_first`` or unbatched
+``(L, H_in)``; packed sequences and ``proj_size`` are not supported.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import vtl
+
+from .. import functional as F
+from .. import init
+from ..functional import _rnn
+from ._utils import empty
+from .module import Module, Parameter
+
+__all__ = ["GRU", "GRUCell", "LSTM", "LSTMCell", "RNN", "RNNBase", "RNNCell"]
+
+_GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
+
+
+class RNNBase(Module):
+    """The shared machinery of :class:`RNN`, :class:`LSTM` and :class:`GRU`."""
+
+    def __init__(self, mode: str, input_size: int, hidden_size: int, num_layers: int = 1,
+                 bias: bool = True, batch_first: bool = False, dropout: float = 0.0,
+                 bidirectional: bool = False, proj_size: int = 0, device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__()
+        name = type(self).__name__
+        if proj_size:
+            raise NotImplementedError(f"{name}: proj_size is not supported")
+        if not isinstance(dropout, (int, float)) or not 0 <= dropout <= 1 \
+                or isinstance(dropout, bool):
+            raise ValueError(f"{name}: dropout should be a number in range [0, 1] representing "
+                             f"the probability of an element being zeroed, got {dropout!r}")
+        if hidden_size <= 0 or num_layers <= 0:
+            raise ValueError(f"{name}: hidden_size and num_layers must be positive, got "
+                             f"{hidden_size} and {num_layers}")
+        self.mode = mode
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+        self.num_layers = num_layers
+        self.bias = bias
+        self.batch_first = batch_first
+        self.dropout = float(dropout)
+        self.bidirectional = bidirectional
+        self.proj_size = proj_size
+        g = _GATES[mode] * hidden_size
+        dirs = 2 if bidirectional else 1
+        self._flat_weights_names: list[str] = []
+        for layer in range(num_layers):
+            for d in range(dirs):
+                sfx = f"_l{layer}" + ("_reverse" if d else "")
+                in_sz = input_size if layer == 0 else hidden_size * dirs
+                shapes = [("weight_ih", (g, in_sz)), ("weight_hh", (g, hidden_size))]
+                if bias:
+                    shapes += [("bias_ih", (g,)), ("bias_hh", (g,))]
+                for pname, shape in shapes:
+                    setattr(self, pname + sfx, Parameter(empty(shape, device, dtype)))
+                    self._flat_weights_names.append(pname + sfx)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        stdv = 1.0 / math.sqrt(self.hidden_size)
+        for p in self.parameters():
+            init.uniform_(p, -stdv, stdv)
+
+    def _describe(self) -> str:
+        return f"{type(self).__name__}({self.input_size}, {self.hidden_size})"
+
+    def _layer_params(self, layer: int, d: int) -> tuple[Any, Any, Any, Any]:
+        sfx = f"_l{layer}" + ("_reverse" if d else "")
+        return (getattr(self, "weight_ih" + sfx), getattr(self, "weight_hh" + sfx),
+                getattr(self, "bias_ih" + sfx) if self.bias else None,
+                getattr(self, "bias_hh" + sfx) if self.bias else None)
+
+    def _check_hidden(self, h: Any, shape: tuple[int, ...], what: str) -> None:
+        if tuple(h.shape) != shape:
+            raise ValueError(f"{self._describe()}: expected {what} of shape {shape}, got "
+                             f"{tuple(h.shape)}")
+
+    def forward(self, input: Any, hx: Any = None) -> tuple[Any, Any]:  # noqa: A002
+        if input.ndim not in (2, 3):
+            raise ValueError(f"{self._describe()}: expected a 2-D (unbatched) or 3-D input, "
+                             f"got input of shape {tuple(input.shape)}")
+        if input.shape[-1] != self.input_size:
+            raise ValueError(f"{self._describe()}: expected input with last dimension "
+                             f"{self.input_size}, got input of shape {tuple(input.shape)}")
+        batched = input.ndim == 3
+        x = input
+        if not batched:
+            x = vtl.expand_dims(x, axis=1)
+        elif self.batch_first:
+            x = vtl.permute_dims(x, (1, 0, 2))
+        n = x.shape[1]
+        dirs = 2 if self.bidirectional else 1
+        hshape = (self.num_layers * dirs, n, self.hidden_size)
+        lstm = self.mode == "LSTM"
+        if hx is None:
+            h0 = vtl.zeros(hshape, dtype=x.dtype, device=x.device)
+            c0 = h0 if lstm else None
+        else:
+            h0, c0 = hx if lstm else (hx, None)
+            if not batched:
+                h0 = vtl.expand_dims(h0, axis=1)
+                c0 = None if c0 is None else vtl.expand_dims(c0, axis=1)
+            self._check_hidden(h0, hshape, "hidden state h_0" if lstm else "hidden state")
+            if lstm:
+                self._check_hidden(c0, hshape, "cell state c_0")
+        h_n, c_n = [], []
+        for layer in range(self.num_layers):
+            outs = []
+            for d in range(dirs):
+                k = layer * dirs + d
+                out, h, c = _rnn.run_layer(self.mode, x, h0[k, ...],
+                                           c0[k, ...] if lstm else None,
+                                           *self._layer_params(layer, d), reverse=bool(d))
+                outs.append(out)
+                h_n.append(h)
+                c_n.append(c)
+            x = outs[0] if dirs == 1 else vtl.concat(outs, axis=2)
+            if self.dropout and self.training and layer < self.num_layers - 1:
+                x = F.dropout(x, self.dropout, True)
+        hn = vtl.stack(h_n, axis=0)
+        cn = vtl.stack(c_n, axis=0) if lstm else None
+        if not batched:
+            x = x[:, 0, :]
+            hn = hn[:, 0, :]
+            cn = None if cn is None else cn[:, 0, :]
+        elif self.batch_first:
+            x = vtl.permute_dims(x, (1, 0, 2))
+        return x, ((hn, cn) if lstm else hn)
+
+    def extra_repr(self) -> str:
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.num_layers != 1:
+            s += f", num_layers={self.num_layers}"
+        if not self.bias:
+            s += ", bias=False"
+        if self.batch_first:
+            s += ", batch_first=True"
+        if self.dropout:
+            s += f", dropout={self.dropout}"
+        if self.bidirectional:
+            s += ", bidirectional=True"
+        return s
+
+
+class RNN(RNNBase):
+    """Elman RNN: ``h_t = tanh(x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh)`` (or ``relu``
+    with ``nonlinearity='relu'``). Returns ``(output, h_n)``."""
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
+                 nonlinearity: str = "tanh", bias: bool = True, batch_first: bool = False,
+                 dropout: float = 0.0, bidirectional: bool = False, device: Any = None,
+                 dtype: Any = None) -> None:
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"RNN: unknown nonlinearity {nonlinearity!r} (use 'tanh' or "
+                             "'relu')")
+        self.nonlinearity = nonlinearity
+        super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", input_size,
+                         hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
+                         device=device, dtype=dtype)
+
+
+class LSTM(RNNBase):
+    """Long short-term memory; ``forward(input, (h_0, c_0))`` returns
+    ``(output, (h_n, c_n))``. Gates ``i, f, g, o``."""
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
+                 bias: bool = True, batch_first: bool = False, dropout: float = 0.0,
+                 bidirectional: bool = False, proj_size: int = 0, device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__("LSTM", input_size, hidden_size, num_layers, bias, batch_first,
+                         dropout, bidirectional, proj_size, device=device, dtype=dtype)
+
+
+class GRU(RNNBase):
+    """Gated recurrent unit; returns ``(output, h_n)``. Gates ``r, z, n``."""
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
+                 bias: bool = True, batch_first: bool = False, dropout: float = 0.0,
+                 bidirectional: bool = False, device: Any = None, dtype: Any = None) -> None:
+        super().__init__("GRU", input_size, hidden_size, num_layers, bias, batch_first,
+                         dropout, bidirectional, device=device, dtype=dtype)
+
+
+class _CellBase(Module):
+    _gates = 1
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True,
+                 device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+        self.bias = bias
+        g = self._gates * hidden_size
+        self.weight_ih = Parameter(empty((g, input_size), device, dtype))
+        self.weight_hh = Parameter(empty((g, hidden_size), device, dtype))
+        if bias:
+            self.bias_ih = Parameter(empty((g,), device, dtype))
+            self.bias_hh = Parameter(empty((g,), device, dtype))
+        else:
+            self.register_parameter("bias_ih", None)
+            self.register_parameter("bias_hh", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        stdv = 1.0 / math.sqrt(self.hidden_size)
+        for p in self.parameters():
+            init.uniform_(p, -stdv, stdv)
+
+    def _prepare(self, input: Any) -> tuple[bool, Any]:  # noqa: A002
+        if input.ndim not in (1, 2) or input.shape[-1] != self.input_size:
+            raise ValueError(f"{type(self).__name__}({self.input_size}, {self.hidden_size}): "
+                             f"expected a 1-D or 2-D input with last dimension "
+                             f"{self.input_size}, got input of shape {tuple(input.shape)}")
+        return input.ndim == 2, input
+
+    def _zeros(self, input: Any) -> Any:  # noqa: A002
+        return vtl.zeros(tuple(input.shape[:-1]) + (self.hidden_size,), dtype=input.dtype,
+                         device=input.device)
+
+    def extra_repr(self) -> str:
+        s = f"{self.input_size}, {self.hidden_size}"
+        return s if self.bias else s + ", bias=False"
+
+
+class RNNCell(_CellBase):
+    """One Elman RNN step: ``h' = tanh(x W_ih^T + b_ih + h W_hh^T + b_hh)``."""
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True,
+                 nonlinearity: str = "tanh", device: Any = None, dtype: Any = None) -> None:
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"RNNCell: unknown nonlinearity {nonlinearity!r}")
+        super().__init__(input_size, hidden_size, bias, device, dtype)
+        self.nonlinearity = nonlinearity
+
+    def forward(self, input: Any, hx: Any = None) -> Any:  # noqa: A002
+        self._prepare(input)
+        h = self._zeros(input) if hx is None else hx
+        fn = _rnn.rnn_tanh_cell if self.nonlinearity == "tanh" else _rnn.rnn_relu_cell
+        return fn(input, h, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
+
+
+class LSTMCell(_CellBase):
+    """One LSTM step: ``forward(input, (h, c))`` returns ``(h', c')``."""
+
+    _gates = 4
+
+    def forward(self, input: Any, hx: Any = None) -> tuple[Any, Any]:  # noqa: A002
+        self._prepare(input)
+        if hx is None:
+            z = self._zeros(input)
+            hx = (z, z)
+        return _rnn.lstm_cell(input, hx, self.weight_ih, self.weight_hh, self.bias_ih,
+                              self.bias_hh)
+
+
+class GRUCell(_CellBase):
+    """One GRU step: returns ``h'``."""
+
+    _gates = 3
+
+    def forward(self, input: Any, hx: Any = None) -> Any:  # noqa: A002
+        self._prepare(input)
+        h = self._zeros(input) if hx is None else hx
+        return _rnn.gru_cell(input, h, self.weight_ih, self.weight_hh, self.bias_ih,
+                             self.bias_hh)
