@@ -201,7 +201,7 @@ def _dilate(xp: Any, x: Any, axis: int, s: int) -> Any:
     merged = list(x.shape)
     merged[axis] = n * s
     y = xp.reshape(y, tuple(merged))
-    key = (slice(None),) * axis + (slice(0, (n - 1) * s + 1),)
+    key = (slice(None),) * axis + (slice(0, (n - 1) * s + 1), ...)
     return y[key]
 
 
@@ -232,7 +232,13 @@ def _conv_transpose(input: Any, weight: Any, bias: Any, stride: Any, padding: An
     for a in range(2):
         x = _dilate(xp, x, 2 + a, s[a])
     lo = [d[a] * (ks[a] - 1) - p[a] for a in range(2)]
-    x = _pad(x, (lo[1], lo[1] + op[1], lo[0], lo[0] + op[0]))  # negative values crop
+    hi = [lo[a] + op[a] for a in range(2)]
+    if min(*lo, *hi) < 0:  # padding beyond the kernel reach crops the dilated input
+        h, w = x.shape[2:]
+        x = x[..., max(-lo[0], 0):h - max(-hi[0], 0), max(-lo[1], 0):w - max(-hi[1], 0)]
+        lo, hi = [max(v, 0) for v in lo], [max(v, 0) for v in hi]
+    if any(lo) or any(hi):
+        x = _pad(x, (lo[1], hi[1], lo[0], hi[0]))
     cin, cog = weight.shape[0], weight.shape[1]
     w = xp.reshape(weight, (groups, cin // groups, cog) + tuple(ks))
     w = xp.permute_dims(w, (0, 2, 1, 3, 4))

@@ -191,7 +191,7 @@ def _adaptive_axis(xp: Any, x: Any, axis: int, out: int) -> Any:
     parts = []
     for i in range(out):
         start, end = (i * n) // out, -((-(i + 1) * n) // out)
-        parts.append(xp.mean(x[lead + (slice(start, end),)], axis=axis))
+        parts.append(xp.mean(x[lead + (slice(start, end), ...)], axis=axis))
     return xp.stack(parts, axis=axis)
 
 
