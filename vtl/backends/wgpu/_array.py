@@ -334,9 +334,17 @@ def unary_kernel(dt_in: np.dtype, dt_out: np.dtype, body: str):
     return k
 
 
+_WIDEN = {("u32", "i64"): "return i64(u64(x));", ("i32", "u64"): "return u64(i64(x));"}
+
+
 def _unary_kernel(dt_in: np.dtype, dt_out: np.dtype, body: str):
     from . import _kernels
 
+    tin, tout = D.wgsl(dt_in), D.wgsl(dt_out)
+    if body == "return {{R}}(x);" and (tin, tout) in _WIDEN:
+        # 32 -> 64 bits across signedness: extend by the source's signedness first
+        # (a direct i64(u32) may be compiled as a sign extension)
+        body = _WIDEN[(tin, tout)]
     if dt_out == D.bool_ and body == "return {{R}}(x);":
         body = "return select(0u, 1u, x != {{T}}(0));"
         if dt_in.kind == "f":  # NaN is truthy; drivers may compile != as an ordered compare

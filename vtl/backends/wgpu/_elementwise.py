@@ -49,6 +49,8 @@ def _tr(fn: str) -> dict:
     return {F: f"return {fn}(x);", "f64": f"return m64_{fn}(x);"}
 
 
+_EXPM1_F = "return expm1_{{DT}}(x);"
+
 # name -> (result rule, bodies by kind); rules: same | float (promote ints) | bool
 _ident = "return x;"
 UNARY: dict[str, tuple[str, dict]] = {
@@ -59,30 +61,38 @@ UNARY: dict[str, tuple[str, dict]] = {
     "sqrt": ("float", {F: "return sqrt(x);"}),
     "exp": ("float", _tr("exp")),
     "exp2": ("float", _tr("exp2")),
-    "expm1": ("float", {
-        F: "if (x == {{T}}(0)) { return x; }"
-           " if (abs(x) < {{T}}(1e-5)) { return x + {{T}}(0.5) * x * x; }"
-           " return exp(x) - {{T}}(1);",
-        "f64": "return m64_expm1(x);"}),
+    "expm1": ("float", {F: _EXPM1_F, "f64": "return m64_expm1(x);"}),
     "log": ("float", _tr("log")),
     "log2": ("float", _tr("log2")),
     "log10": ("float", {F: "return log(x) * {{T}}(0.4342944819032518);",
                         "f64": "return m64_log10(x);"}),
-    "log1p": ("float", {
-        F: "let u = {{T}}(1) + x; if (u == {{T}}(1)) { return x; }"
-           " return log(u) * x / (u - {{T}}(1));",
-        "f64": "return m64_log1p(x);"}),
+    "log1p": ("float", {F: "return log1p_{{DT}}(x);", "f64": "return m64_log1p(x);"}),
     "sin": ("float", _tr("sin")), "cos": ("float", _tr("cos")), "tan": ("float", _tr("tan")),
     # the driver's asin/acos may be coarse (lavapipe: 2e-4): through atan instead
-    "asin": ("float", {F: "return atan(x / sqrt(({{T}}(1) - x) * ({{T}}(1) + x)));",
+    "asin": ("float", {F: "return atan_{{DT}}(x / sqrt(({{T}}(1) - x) * ({{T}}(1) + x)));",
                        "f64": "return m64_asin(x);"}),
-    "acos": ("float", {F: "return {{T}}(2) * atan(sqrt(({{T}}(1) - x) / ({{T}}(1) + x)));",
+    "acos": ("float", {F: "return {{T}}(2) * atan_{{DT}}(sqrt(({{T}}(1) - x) / ({{T}}(1) + x)));",
                        "f64": "return m64_acos(x);"}),
-    "atan": ("float", _tr("atan")), "sinh": ("float", _tr("sinh")),
-    "cosh": ("float", _tr("cosh")), "asinh": ("float", _tr("asinh")),
-    "acosh": ("float", _tr("acosh")), "atanh": ("float", _tr("atanh")),
-    "tanh": ("float", {F: "if (isnan_{{DT}}(x)) { return x; }"
-                          " return tanh(clamp(x, {{T}}(-15), {{T}}(15)));",
+    # sinh/tanh/asinh/atanh through expm1/log1p: the builtins lose all relative precision
+    # near 0 on some drivers (e.g. (exp(x) - exp(-x)) / 2)
+    "atan": ("float", {F: "return atan_{{DT}}(x);", "f64": "return m64_atan(x);"}),
+    "sinh": ("float", {F: "let a = abs(x); if (a < {{T}}(1)) { let e = expm1_{{DT}}(a);"
+                          " return sign(x) * {{T}}(0.5) * (e + e / (e + {{T}}(1))); }"
+                          " return sinh(x);", "f64": "return m64_sinh(x);"}),
+    "cosh": ("float", _tr("cosh")),
+    "asinh": ("float", {F: "if (x == {{T}}(0) || isnan_{{DT}}(x)) { return x; }"
+                           " let a = abs(x); if (a > {{T}}(1e4)) { return sign(x) * (log(a)"
+                           " + {{T}}(0.6931471805599453)); }"
+                           " return sign(x) * log1p_{{DT}}(a + a * a / ({{T}}(1)"
+                           " + sqrt({{T}}(1) + a * a)));", "f64": "return m64_asinh(x);"}),
+    "acosh": ("float", _tr("acosh")),
+    "atanh": ("float", {F: "if (x == {{T}}(0) || isnan_{{DT}}(x)) { return x; }"
+                           " let a = abs(x); return sign(x) * {{T}}(0.5)"
+                           " * log1p_{{DT}}({{T}}(2) * a / ({{T}}(1) - a));",
+                        "f64": "return m64_atanh(x);"}),
+    "tanh": ("float", {F: "if (x == {{T}}(0) || isnan_{{DT}}(x)) { return x; }"
+                          " let a = min(abs(x), {{T}}(10)); let e = expm1_{{DT}}({{T}}(2) * a);"
+                          " return sign(x) * (e / (e + {{T}}(2)));",
                        "f64": "return m64_tanh(x);"}),
     "reciprocal": ("float", {F: "return {{T}}(1) / x;"}),
     "floor": ("same", {F: "return floor(x);", I: _ident, U: _ident, B: _ident}),
@@ -141,11 +151,7 @@ _LOGADDEXP = """
 if (isnan_{{DT}}(x) || isnan_{{DT}}(y)) { return x + y; }
 let m = max(x, y);
 if (isinf_{{DT}}(m)) { return m; }
-let u = {{EXP}}(-abs(x - y));
-let w = {{T}}(1) + u;
-var l = u;
-if (w != {{T}}(1)) { l = {{LOG}}(w) * u / (w - {{T}}(1)); }
-return m + l;"""
+return m + log1p_{{DT}}(exp(-abs(x - y)));"""
 _ATAN2 = """
 if (isnan_{{DT}}(x) || isnan_{{DT}}(y)) { return x + y; }
 let sy = sgn_{{DT}}(x);
@@ -167,7 +173,7 @@ if (isinf_{{DT}}(y)) {
   return select({{T}}(0), -{{T}}(0), sy);
 }
 if (isinf_{{DT}}(x)) { return select(h, -h, sy); }
-var r = atan(abs(x / y));
+var r = atan_{{DT}}(abs(x / y));
 if (sx) { r = pi - r; }
 return select(r, -r, sy);"""
 _HYPOT = """
@@ -243,7 +249,7 @@ BINARY: dict[str, tuple[str, dict]] = {
                          B: "return min(x, y);"}),
     "atan2": ("float", {F: _ATAN2, "f64": "return m64_atan2(x, y);"}),
     "hypot": ("float", {F: _HYPOT}),
-    "logaddexp": ("float", {F: _LOGADDEXP.replace("{{EXP}}", "exp").replace("{{LOG}}", "log"),
+    "logaddexp": ("float", {F: _LOGADDEXP,
                             "f64": "return m64_logaddexp(x, y);"}),
     "copysign": ("float", {F: "if (sgn_{{DT}}(y)) { return -abs(x); } return abs(x);"}),
     "nextafter": ("float", {"f32": _NEXTAFTER, "f64": _NEXTAFTER64}),

@@ -97,7 +97,7 @@ def _helpers(dt: np.dtype) -> str:
     elif t == "u32":
         dec = "pw(k)"
     elif t in ("i64", "u64"):
-        dec = f"({t}(pw(k + 1u)) << 32u) | {t}(pw(k))"
+        dec = f"({t}(pw(k + 1u)) << 32u) | {t}(u64(pw(k)))"  # zero-extend the low word
     else:  # f64: |mantissa| in words k (low 32) / k+1 (high 21, sign bit 31, special bit 30)
         dec = None
         out.append(
@@ -126,6 +126,50 @@ def _helpers(dt: np.dtype) -> str:
                "(bitcast<u32>(f32(x)) >> 31u) != 0u" if t == "f16" else
                "(bitcast<u32>(x) >> 31u) != 0u")
         out.append(f"fn sgn_{n}(x: {t}) -> bool {{ return {sgn}; }}")
+        if t != "f64":
+            # expm1 (Taylor series below 0.5) and log1p, accurate near 0
+            out.append(
+                f"fn expm1_{n}(x: {t}) -> {t} {{\n"
+                f"  if (x == {t}(0) || isnan_{n}(x)) {{ return x; }}\n"
+                f"  if (abs(x) < {t}(0.5)) {{\n"
+                f"    var p = {t}(1.0 / 362880.0);\n"
+                f"    p = p * x + {t}(1.0 / 40320.0); p = p * x + {t}(1.0 / 5040.0);\n"
+                f"    p = p * x + {t}(1.0 / 720.0); p = p * x + {t}(1.0 / 120.0);\n"
+                f"    p = p * x + {t}(1.0 / 24.0); p = p * x + {t}(1.0 / 6.0);\n"
+                f"    p = p * x + {t}(0.5); p = p * x + {t}(1);\n"
+                f"    return p * x;\n  }}\n"
+                f"  return exp(x) - {t}(1);\n}}")
+            # log1p: 2 atanh(x / (2 + x)) as a series near 0 (the builtin log is only
+            # absolutely accurate near 1 on some drivers); atan: reduced to |t| <= tan(pi/8)
+            out.append(
+                f"fn log1p_{n}(x: {t}) -> {t} {{\n"
+                f"  if (x == {t}(0) || isnan_{n}(x)) {{ return x; }}\n"
+                f"  if (isinf_{n}(x)) {{ return select(nan_{n}(), x, x > {t}(0)); }}\n"
+                f"  if (abs(x) < {t}(0.5)) {{\n"
+                f"    let s = x / ({t}(2) + x); let z = s * s;\n"
+                f"    var p = {t}(1.0 / 13.0);\n"
+                f"    p = p * z + {t}(1.0 / 11.0); p = p * z + {t}(1.0 / 9.0);\n"
+                f"    p = p * z + {t}(1.0 / 7.0); p = p * z + {t}(1.0 / 5.0);\n"
+                f"    p = p * z + {t}(1.0 / 3.0);\n"
+                f"    return {t}(2) * (s + s * z * p);\n  }}\n"
+                f"  return log({t}(1) + x);\n}}")
+            out.append(
+                f"fn atan_{n}(x: {t}) -> {t} {{\n"
+                f"  if (x == {t}(0) || isnan_{n}(x)) {{ return x; }}\n"
+                f"  var a = abs(x); let flip = a > {t}(1);\n"
+                f"  if (flip) {{ a = {t}(1) / a; }}\n"
+                f"  var base = {t}(0);\n"
+                f"  if (a > {t}(0.41421356)) {{ a = (a - {t}(1)) / (a + {t}(1));"
+                f" base = {t}(0.7853981633974483); }}\n"
+                f"  let z = a * a;\n"
+                f"  var p = {t}(1.0 / 19.0);\n"
+                f"  p = -p * z + {t}(1.0 / 17.0); p = -p * z + {t}(1.0 / 15.0);\n"
+                f"  p = -p * z + {t}(1.0 / 13.0); p = -p * z + {t}(1.0 / 11.0);\n"
+                f"  p = -p * z + {t}(1.0 / 9.0); p = -p * z + {t}(1.0 / 7.0);\n"
+                f"  p = -p * z + {t}(1.0 / 5.0); p = -p * z + {t}(1.0 / 3.0);\n"
+                f"  var r = base + (a - a * z * p);\n"
+                f"  if (flip) {{ r = {t}(1.5707963267948966) - r; }}\n"
+                f"  return select(r, -r, x < {t}(0));\n}}")
     else:
         out.append(f"fn isnan_{n}(x: {t}) -> bool {{ return false; }}")
     return "\n".join(out) + "\n"

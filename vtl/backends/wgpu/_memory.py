@@ -12,6 +12,7 @@ runs, so uploads only get buffers not used by pending work.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 
 from . import _runtime
@@ -59,7 +60,10 @@ class Storage:
 
 class Pool:
     def __init__(self) -> None:
-        self.free: dict[int, list[Buf]] = {}
+        # per bucket, a heap of (uid, Buf): the lowest-numbered free buffer is handed out
+        # first, so a steady-state loop gets the same buffers (and cached bind groups) every
+        # iteration instead of cycling through permutations of a LIFO stack
+        self.free: dict[int, list[tuple[int, Buf]]] = {}
         # every live buffer, so a GPU buffer is never part of collectable garbage: when an
         # array dies in a reference cycle, the collector finalizes every object of the cycle
         # (PEP 442), which would release the GPU buffer that Storage.__del__ hands back here
@@ -88,12 +92,15 @@ class Pool:
                 from ._recorder import REC
 
                 cur = REC.batch if REC.pending else -2
-                for i in range(len(lst) - 1, -1, -1):
-                    if lst[i].batch != cur:
-                        buf = lst.pop(i)
+                for i, (_, b) in enumerate(lst):
+                    if b.batch != cur:
+                        buf = b
+                        lst[i] = lst[-1]
+                        lst.pop()
+                        heapq.heapify(lst)
                         break
             else:
-                buf = lst.pop()
+                buf = heapq.heappop(lst)[1]
         if buf is None:
             buf = self._create(rt, cap)
         else:
@@ -127,14 +134,14 @@ class Pool:
     def release(self, buf: Buf) -> None:
         self.in_use -= buf.cap
         self.pooled += buf.cap
-        self.free.setdefault(buf.cap, []).append(buf)
+        heapq.heappush(self.free.setdefault(buf.cap, []), (buf.uid, buf))
 
     def trim(self) -> None:
         """Destroy every pooled (unused) buffer."""
         from . import _kernels
 
         for lst in self.free.values():
-            for b in lst:
+            for _, b in lst:
                 self.live.pop(b.uid, None)
                 b.gpu.destroy()
         self.free.clear()
