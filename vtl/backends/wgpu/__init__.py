@@ -89,6 +89,7 @@ complex128 = np.dtype("complex128")
 
 globals().update(_EW)
 from . import _dunders  # noqa: E402
+from ._fft import fft  # noqa: E402
 from ._host import (  # noqa: E402
     argsort,
     diff,
