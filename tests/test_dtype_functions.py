@@ -47,9 +47,11 @@ def test_astype_special_values(backend):
     x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 0.5], np.float32)
     t = vtl.asarray(x)
     assert_close(vtl.astype(t, vtl.bool), x.astype(bool))
-    assert_close(vtl.astype(vtl.asarray([True, False]), vtl.complex64),
-                 np.array([1 + 0j, 0j], np.complex64))
-    assert_close(vtl.astype(vtl.asarray([0j, 1j, 0.5]), vtl.bool), np.array([False, True, True]))
+    if "complex64" in supported_dtypes(backend):
+        assert_close(vtl.astype(vtl.asarray([True, False]), vtl.complex64),
+                     np.array([1 + 0j, 0j], np.complex64))
+        assert_close(vtl.astype(vtl.asarray([0j, 1j, 0.5]), vtl.bool),
+                     np.array([False, True, True]))
 
 
 def test_astype_copy_and_device(backend, other_backends):

@@ -98,6 +98,7 @@ def test_1d_dtype_and_padding_truncation(backend, fname, dtype):
     if dtype not in _input_dtypes(fname):
         return
     skip_unless_dtype(backend, dtype)
+    skip_unless_dtype(backend, COMPLEX_OF[dtype])  # every 1-D transform involves complex data
     x = _data(np.random.default_rng(1), (2, 6), dtype)
     for n in (None, 3, 4, 9, 12):  # odd/even, trimming and zero-padding
         _compare(fname, x, dtype, n=n, axis=1)
@@ -109,12 +110,14 @@ def test_1d_dtype_and_padding_truncation(backend, fname, dtype):
 
 
 def test_real_input_to_complex_transforms(backend):
+    skip_unless_dtype(backend, "complex64")
     x = _data(np.random.default_rng(2), (5,), "float32")
     for fname in ("fft", "ifft", "irfft", "hfft", "fftn", "ifftn", "irfftn"):
         _compare(fname, x, "float32")
 
 
 def test_inverse_pairs_round_trip(backend):
+    skip_unless_dtype(backend, "complex64")
     rng = np.random.default_rng(3)
     z = vtl.asarray(_data(rng, (4, 7), "complex64"))
     r = vtl.asarray(_data(rng, (4, 7), "float32"))
@@ -157,6 +160,7 @@ def _nd_case(draw, fname):
 def test_nd_transforms_match_numpy(backend, fname, data):
     dtype = data.draw(st.sampled_from(_input_dtypes(fname)), label="dtype")
     skip_unless_dtype(backend, dtype)
+    skip_unless_dtype(backend, COMPLEX_OF[dtype])
     shape, axes, s = data.draw(_nd_case(fname), label="case")
     norm = data.draw(st.sampled_from(NORMS), label="norm")
     x = _data(np.random.default_rng(data.draw(st.integers(0, 2**16))), shape, dtype)
@@ -167,6 +171,7 @@ def test_nd_transforms_match_numpy(backend, fname, data):
 def test_nd_axes_order_and_sizes(backend, fname):
     dtype = _input_dtypes(fname)[-1]
     skip_unless_dtype(backend, dtype)
+    skip_unless_dtype(backend, COMPLEX_OF[dtype])
     x = _data(np.random.default_rng(4), (3, 4, 5), dtype)
     for axes, s in [((2, 0), (6, 2)), ((0, 2), (2, 6)), ((-1,), (3,)), ((1, 2, 0), (5, -1, 4)),
                     ((0, 1, 2), None)]:
@@ -185,6 +190,7 @@ def test_irfftn_minus_one_uses_every_input_bin(backend):
 
 
 def test_fftn_without_axes_is_a_complex_copy(backend):
+    skip_unless_dtype(backend, "complex64")
     x = vtl.asarray(np.arange(6.0, dtype=np.float32).reshape(2, 3))
     for fname in ("fftn", "ifftn"):
         out = getattr(vtl.fft, fname)(x, axes=())
@@ -253,6 +259,7 @@ def test_frequency_values_and_device(backend):
 
 # -- errors -----------------------------------------------------------------------------------
 def test_errors(backend):
+    skip_unless_dtype(backend, "complex64")
     x = vtl.asarray(np.ones((2, 4), dtype=np.float32))
     z = vtl.asarray(np.ones((2, 4), dtype=np.complex64))
     for fname in ALL_1D:
@@ -490,5 +497,6 @@ def test_grad_matches_numpy_backend(backend, fname, kw):
     if fname in ("fftshift", "ifftshift"):
         check_grad_matches_numpy(lambda t: getattr(vtl.fft, fname)(t, **kw), backend, x)
         return
+    skip_unless_dtype(backend, "complex128")
     w = _weight_for(fname, x.shape, **kw)
     check_grad_matches_numpy(_weighted(fname, w, **kw), backend, x)
