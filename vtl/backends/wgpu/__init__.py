@@ -11,6 +11,11 @@ and as the array namespace of vtl's ``wgpu`` backend. Pieces: ``_runtime``
 (adapter/device), ``_memory`` (buffer pool), ``_recorder`` (one open compute
 pass), ``_kernels`` (WGSL templates and pipeline cache), ``_array``
 (``WgpuArray``), and the op modules.
+
+Computed through host NumPy (a readback, then an upload): sorting, searching
+and sets (``_host``), ``nonzero`` and boolean masks (data-dependent shapes),
+the linalg decompositions and solvers (``_linalg.HOST_LINALG``) and the FFTs
+(``_fft.HOST_FFT``). Complex dtypes are not supported yet.
 """
 
 from __future__ import annotations
