@@ -353,6 +353,7 @@ ACT_MODULES = [
 @pytest.mark.parametrize("idx", range(len(ACT_MODULES)))
 def test_activation_modules(backend, idx):
     mod, fn = ACT_MODULES[idx]
+    mod.to(backend)  # built at import, on the default backend of that moment
     x = vtl.asarray(np.linspace(-4, 4, 24).reshape(3, 8).astype(np.float32))
     assert_close(mod(x), to_numpy(fn(x)))
     if not list(mod.parameters()):  # PReLU's float32 weight is covered in test_prelu_layer
@@ -393,6 +394,7 @@ LOSS_MODULES = [
 @pytest.mark.parametrize("idx", range(len(LOSS_MODULES)))
 def test_loss_modules(backend, idx):
     mod, fn, kind = LOSS_MODULES[idx]
+    mod.to(backend)  # built at import, on the default backend of that moment
     rng = np.random.default_rng(idx)
     a = rng.standard_normal((3, 4)).astype(np.float32)
     b = rng.standard_normal((3, 4)).astype(np.float32)
