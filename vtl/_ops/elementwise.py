@@ -612,7 +612,11 @@ def clip(x: Tensor, /, min: Tensor | float | None = None,  # noqa: A002 - standa
             if hi is not None:
                 m_hi = xp.greater(data, hi)
                 if lo is not None:
-                    m_hi = xp.logical_or(m_hi, xp.greater(lo, hi))
+                    if isinstance(lo, (int, float)) and isinstance(hi, (int, float)):
+                        if lo > hi:  # two Python bounds: decide on the host
+                            m_hi = xp.ones_like(m_hi)
+                    else:
+                        m_hi = xp.logical_or(m_hi, xp.greater(lo, hi))
             if lo is not None:
                 m_lo = xp.less(data, lo)
                 if m_hi is not None:
