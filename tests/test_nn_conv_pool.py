@@ -12,6 +12,8 @@ import warnings
 import numpy as np
 import pytest
 from helpers import assert_close, check_grad, check_grad_matches_numpy, skip_unless_dtype, to_numpy
+from hypothesis import given
+from hypothesis import strategies as st
 
 import vtl
 import vtl.nn.functional as F
@@ -189,6 +191,33 @@ def test_conv1d_matches_loops(backend, case):
     assert_close(F.conv1d(vtl.asarray(x), vtl.asarray(w), vtl.asarray(b), s, p, d, g), ref)
     assert_close(F.conv1d(vtl.asarray(x[0]), vtl.asarray(w), None, s, p, d, g),
                  ref[0] - b[:, None], rtol=1e-10, atol=1e-12)
+
+
+@given(data=st.data())
+def test_conv2d_and_pools_random_configurations(backend, data):
+    """Random shapes, strides, paddings, dilations and groups against the loops."""
+    draw = data.draw
+    g = draw(st.integers(1, 2), label="groups")
+    cin, cout = g * draw(st.integers(1, 2)), g * draw(st.integers(1, 2))
+    k = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    s = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    d = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    p = (draw(st.integers(0, 2)), draw(st.integers(0, 2)))
+    h = draw(st.integers(d[0] * (k[0] - 1) + 1, 7))
+    w = draw(st.integers(d[1] * (k[1] - 1) + 1, 7))
+    dtype = draw(st.sampled_from(["float32", "float64"]))
+    skip_unless_dtype(backend, dtype)
+    x = _rand(draw(st.integers(1, 2)), cin, h, w, dtype=dtype)
+    wt = _rand(cout, cin // g, *k, dtype=dtype)
+    ref = np_conv2d(x, wt, None, s, (p[0], p[0], p[1], p[1]), d, g)
+    assert_close(F.conv2d(vtl.asarray(x), vtl.asarray(wt), None, s, p, d, g), ref, **_tol(dtype))
+    pp = (min(p[0], k[0] // 2), min(p[1], k[1] // 2))
+    ceil = draw(st.booleans())
+    ref, _ = np_max_pool2d(x, k, s, pp, d, ceil)
+    assert_close(F.max_pool2d(vtl.asarray(x), k, s, pp, d, ceil), ref)
+    cip = draw(st.booleans(), label="count_include_pad")
+    assert_close(F.avg_pool2d(vtl.asarray(x), k, s, pp, ceil, cip),
+                 np_avg_pool2d(x, k, s, pp, ceil, cip), **_tol(dtype))
 
 
 # (C_in, C_out, groups, kernel, stride, padding, output_padding, dilation)
