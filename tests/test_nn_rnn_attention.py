@@ -617,3 +617,42 @@ def test_against_pytorch():
                  tm(torch.tensor(xe), src_mask=torch.nn.Transformer.generate_square_subsequent_mask(
                      4, dtype=torch.float64), is_causal=True).detach().numpy(),
                  rtol=1e-9, atol=1e-10)
+
+
+# -- plain array-API arrays (no autograd) ---------------------------------------------------------
+def _strict_cases(xp, dev):
+    r = np.random.default_rng(0)
+
+    def a(*shape):
+        return xp.asarray(r.standard_normal(shape).astype(np.float32), device=dev)
+
+    q, w, wo = a(2, 3, 4), a(12, 4), a(4, 4)
+    mask = xp.asarray(np.array([[False, True], [False, False]]), device=dev)
+    kpm = xp.asarray(np.zeros((3, 2), bool), device=dev)
+    tril = xp.asarray(np.tril(np.ones((3, 3), bool)), device=dev)
+    h, wi, wh = xp.zeros((3, 5), dtype=q.dtype, device=dev), a(20, 4), a(20, 5)
+    return {
+        "sdpa_causal": lambda: F.scaled_dot_product_attention(q, q, q, is_causal=True),
+        "sdpa_bool": lambda: F.scaled_dot_product_attention(q, q, q, attn_mask=tril),
+        "mha": lambda: F.multi_head_attention_forward(
+            q, q, q, 4, 2, w, None, None, None, False, 0.0, wo, None, key_padding_mask=kpm,
+            attn_mask=mask)[0],
+        "lstm_cell": lambda: _rnn.lstm_cell(q[0, ...], (h, h), wi, wh)[1],
+        "gru_cell": lambda: _rnn.gru_cell(q[0, ...], h, wi[:15, ...], wh[:15, ...]),
+        "lstm_layer": lambda: _rnn.run_layer("LSTM", q, h, h, wi, wh, None, None, True)[0],
+    }
+
+
+@pytest.mark.parametrize("name", ["gru_cell", "lstm_cell", "lstm_layer", "mha", "sdpa_bool",
+                                  "sdpa_causal"])
+def test_attention_and_cells_on_array_api_strict(name):
+    xs = pytest.importorskip("array_api_strict")
+    dev = xs.Device("no_x64")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = _strict_cases(xs, dev)[name]()
+    assert out.device == dev
+    host = np.asarray(out.to_device(xs.Device("CPU_DEVICE")))
+    with vtl.use_backend("numpy"):
+        expect = to_numpy(_strict_cases(vtl, None)[name]())
+    np.testing.assert_allclose(host, expect, rtol=1e-5, atol=1e-5)
