@@ -27,8 +27,10 @@ vulkan:
 		echo "vulkan: no driver and no apt-get; wgpu tests will skip"; \
 	fi
 
+# The wgpu backend is opt-in for users (VTL_WGPU_EXPERIMENTAL=1) until it passes everywhere;
+# the suite always exercises it where a Vulkan driver exists (lavapipe in CI).
 test: $(STAMP) vulkan
-	$(PY) -m pytest -q
+	VTL_WGPU_EXPERIMENTAL=1 $(PY) -m pytest -q
 
 bench: $(STAMP)
 	$(PY) -m pytest benchmarks --benchmark-only --benchmark-enable

@@ -22,7 +22,7 @@ def _backend_report(name: str) -> dict[str, Any]:
     report["devices"] = [str(d) for d in b.devices()]
     report["dtypes"] = {str(d): sorted(b.dtypes(d.index)) for d in b.devices()}
     try:
-        report.update(b.info())
+        report["runtime"] = b.info()
     except Exception as exc:  # a driver query failing must not hide the rest
         report["info_error"] = f"{type(exc).__name__}: {exc}"
     return report
