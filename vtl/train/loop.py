@@ -1,0 +1,248 @@
+"""The fit loop: :func:`fit` and :func:`evaluate`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import vtl
+
+from .. import metrics as _metrics
+from ..optim.clip import clip_grad_norm_
+from ..optim.lr_scheduler import ReduceLROnPlateau
+from .history import History
+
+__all__ = ["fit", "evaluate", "FitState"]
+
+
+@dataclass
+class FitState:
+    """What callbacks see: the objects being trained and the loop's position.
+
+    A callback may set ``stop_training = True`` (the loop ends after the
+    current epoch) or, in ``on_train_begin``, ``initial_epoch`` (epochs
+    already done, e.g. when resuming).
+    """
+
+    model: Any
+    optimizer: Any
+    loss_fn: Callable
+    epochs: int
+    scheduler: Any = None
+    history: History = field(default_factory=History)
+    initial_epoch: int = 0
+    epoch: int = 0
+    stop_training: bool = False
+    logs: dict[str, float] = field(default_factory=dict)
+
+
+def _metric_fns(metrics: Any) -> list[tuple[str, Callable]]:
+    if metrics is None:
+        return []
+    if isinstance(metrics, str) or callable(metrics):
+        metrics = (metrics,)
+    if isinstance(metrics, dict):
+        return [(str(k), _metrics.get(v)) for k, v in metrics.items()]
+    out = []
+    for m in metrics:
+        fn = _metrics.get(m)
+        name = m if isinstance(m, str) else getattr(m, "__name__", type(m).__name__)
+        if name == "loss":
+            raise ValueError("'loss' is always logged; it cannot be a metric name")
+        out.append((name, fn))
+    return out
+
+
+def _split(batch: Any) -> tuple[tuple[Any, ...], Any]:
+    """``(xb, yb)`` -> ``((xb,), yb)``; ``(x1, x2, yb)`` -> ``((x1, x2), yb)``."""
+    if isinstance(batch, (tuple, list)) and len(batch) >= 2:
+        return tuple(batch[:-1]), batch[-1]
+    raise TypeError("fit/evaluate: each batch must be a tuple (inputs..., target) such as a "
+                    f"DataLoader over a TensorDataset yields, got {type(batch).__name__}")
+
+
+def _batch_size(target: Any) -> int:
+    shape = getattr(target, "shape", None)
+    if shape:
+        return int(shape[0])
+    try:
+        return len(target)
+    except TypeError:
+        return 1
+
+
+def _num_batches(loader: Any) -> int | None:
+    try:
+        return len(loader)
+    except TypeError:
+        return None
+
+
+def _bar(loader: Any, desc: str, progress: bool, leave: bool) -> Any:
+    if not progress:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=_num_batches(loader), desc=desc, unit="batch", leave=leave,
+                dynamic_ncols=True)
+
+
+def _fmt(logs: dict[str, float]) -> dict[str, str]:
+    return {k: f"{v:.4g}" for k, v in logs.items() if k != "lr"}
+
+
+class _Mean:
+    """Sample-weighted running means of the loss and metrics."""
+
+    def __init__(self) -> None:
+        self.sums: dict[str, float] = {}
+        self.n = 0
+
+    def add(self, values: dict[str, float], n: int) -> None:
+        for k, v in values.items():
+            self.sums[k] = self.sums.get(k, 0.0) + v * n
+        self.n += n
+
+    def means(self) -> dict[str, float]:
+        return {k: s / self.n for k, s in self.sums.items()} if self.n else {}
+
+
+def _batch_logs(output: Any, target: Any, loss: Any,
+                metric_fns: list[tuple[str, Callable]]) -> dict[str, float]:
+    logs = {} if loss is None else {"loss": float(loss.item())}
+    if metric_fns:
+        out = output.detach() if hasattr(output, "detach") else output
+        for name, fn in metric_fns:
+            logs[name] = float(fn(out, target))
+    return logs
+
+
+def evaluate(model: Any, loader: Iterable, loss_fn: Callable | None = None,
+             metrics: Any = ("accuracy",), *, progress: bool = False,
+             desc: str = "eval") -> dict[str, float]:
+    """One pass over ``loader`` with ``model.eval()`` under ``vtl.no_grad()``.
+
+    Returns ``{"loss": mean loss (when ``loss_fn`` is given), name: mean metric}``,
+    each a sample-weighted mean of per-batch values (exact for accuracy, MSE and
+    MAE). The model's previous train/eval mode is restored afterwards.
+    """
+    metric_fns = _metric_fns(metrics)
+    was_training = getattr(model, "training", False)
+    model.eval()
+    mean = _Mean()
+    bar = _bar(loader, desc, progress, leave=False)
+    try:
+        with vtl.no_grad():
+            for batch in loader:
+                inputs, target = _split(batch)
+                output = model(*inputs)
+                loss = loss_fn(output, target) if loss_fn is not None else None
+                mean.add(_batch_logs(output, target, loss, metric_fns), _batch_size(target))
+                if bar is not None:
+                    bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+        model.train(was_training)
+    if mean.n == 0:
+        raise ValueError("evaluate: the loader yielded no samples")
+    return mean.means()
+
+
+def fit(model: Any, train_loader: Iterable, loss_fn: Callable, optimizer: Any, epochs: int,
+        val_loader: Iterable | None = None, metrics: Any = ("accuracy",), scheduler: Any = None,
+        callbacks: Sequence[Any] = (), *, progress: bool = True,
+        resume_from: str | None = None, scheduler_step: str = "epoch",
+        clip_grad_norm: float | None = None) -> History:
+    """Train ``model`` for ``epochs`` epochs and return its :class:`History`.
+
+    Each batch of ``train_loader`` is a tuple ``(inputs..., target)``; the
+    step is ``loss_fn(model(*inputs), target)``, ``optimizer.zero_grad()``,
+    ``loss.backward()``, optional ``clip_grad_norm`` (max global L2 norm),
+    ``optimizer.step()``. After each epoch, ``val_loader`` is evaluated with
+    ``model.eval()`` under ``vtl.no_grad()`` (keys prefixed ``val_``) and the
+    scheduler steps (``scheduler_step="batch"`` steps it after every batch
+    instead, e.g. for OneCycleLR; ``ReduceLROnPlateau`` gets ``val_loss``, or
+    ``loss`` without validation). Logged per epoch: ``loss``, each metric
+    (names from :mod:`vtl.metrics` or callables ``f(output, target)``), their
+    ``val_`` twins and the ``lr`` used during the epoch.
+
+    ``progress`` shows one tqdm bar per epoch with the running loss and
+    metrics. ``resume_from`` loads a checkpoint written by
+    :class:`~vtl.train.ModelCheckpoint` (model, optimizer, scheduler, history)
+    and continues after its epoch. ``callbacks`` receive a :class:`FitState`.
+    """
+    from .callbacks import Resume
+
+    if not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 0:
+        raise ValueError(f"fit: epochs must be a non-negative int, got {epochs!r}")
+    if scheduler_step not in ("epoch", "batch"):
+        raise ValueError(f"fit: scheduler_step must be 'epoch' or 'batch', got "
+                         f"{scheduler_step!r}")
+    if scheduler_step == "batch" and isinstance(scheduler, ReduceLROnPlateau):
+        raise ValueError("fit: ReduceLROnPlateau steps on a metric once per epoch; use "
+                         "scheduler_step='epoch'")
+    metric_fns = _metric_fns(metrics)
+    cbs = list(callbacks)
+    if resume_from is not None:
+        cbs.insert(0, Resume(resume_from))
+    state = FitState(model=model, optimizer=optimizer, loss_fn=loss_fn, epochs=epochs,
+                     scheduler=scheduler)
+    for cb in cbs:
+        cb.on_train_begin(state)
+    params = list(model.parameters()) if clip_grad_norm is not None else None
+
+    for epoch in range(state.initial_epoch + 1, epochs + 1):
+        if state.stop_training:
+            break
+        state.epoch = epoch
+        for cb in cbs:
+            cb.on_epoch_begin(state, epoch)
+        lr = float(optimizer.param_groups[0]["lr"])
+        model.train()
+        mean = _Mean()
+        bar = _bar(train_loader, f"epoch {epoch}/{epochs}", progress, leave=True)
+        try:
+            for i, batch in enumerate(train_loader):
+                inputs, target = _split(batch)
+                output = model(*inputs)
+                loss = loss_fn(output, target)
+                optimizer.zero_grad()
+                loss.backward()
+                if params is not None:
+                    clip_grad_norm_(params, clip_grad_norm)
+                optimizer.step()
+                if scheduler is not None and scheduler_step == "batch":
+                    scheduler.step()
+                blogs = _batch_logs(output, target, loss, metric_fns)
+                mean.add(blogs, _batch_size(target))
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix(_fmt(mean.means()), refresh=False)
+                for cb in cbs:
+                    cb.on_batch_end(state, i, blogs)
+            if mean.n == 0:
+                raise ValueError("fit: train_loader yielded no batches")
+            logs = mean.means()
+            if val_loader is not None:
+                vlogs = evaluate(model, val_loader, loss_fn, metrics)
+                logs.update({f"val_{k}": v for k, v in vlogs.items()})
+            logs["lr"] = lr
+            if bar is not None:
+                bar.set_postfix(_fmt(logs), refresh=True)
+        finally:
+            if bar is not None:
+                bar.close()
+        if scheduler is not None and scheduler_step == "epoch":
+            if isinstance(scheduler, ReduceLROnPlateau):
+                scheduler.step(logs.get("val_loss", logs["loss"]))
+            else:
+                scheduler.step()
+        state.logs = logs
+        state.history.append(epoch, logs)
+        for cb in cbs:
+            cb.on_epoch_end(state, epoch, logs)
+    for cb in cbs:
+        cb.on_train_end(state)
+    return state.history
