@@ -55,5 +55,5 @@ del _install_operators
 from . import _tensor_methods, autograd, fft, linalg
 
 _tensor_methods.install()
-from . import nn, optim, random
+from . import metrics, nn, optim, random, train
 from .autograd.functional import grad, hessian, jacobian, jvp, value_and_grad, vjp
