@@ -208,14 +208,22 @@ def _cmp(op: str) -> dict:
 _SHL = "if (y < {{T}}(0) || u32(y) >= {{BITS}}u) { return {{T}}(0); } return x << u32(y);"
 _SHR_I = "return x >> min(u32(max(y, {{T}}(0))), {{BITS}}u - 1u);"
 _SHR_U = "if (u32(y) >= {{BITS}}u) { return {{T}}(0); } return x >> u32(y);"
+# Signed division and remainder go through unsigned magnitudes: NVIDIA's Vulkan driver was
+# seen to give x (not the remainder) for a negative divisor with the signed instructions.
+_MAGNITUDES = """
+let ux = select(bitcast<{{UT}}>(x), {{UT}}(0) - bitcast<{{UT}}>(x), x < {{T}}(0));
+let uy = select(bitcast<{{UT}}>(y), {{UT}}(0) - bitcast<{{UT}}>(y), y < {{T}}(0));"""
 _FLOORDIV_I = """
-if (y == {{T}}(0)) { return {{T}}(0); }
-var q = x / y;
-if ((x % y != {{T}}(0)) && ((x < {{T}}(0)) != (y < {{T}}(0)))) { q = q - {{T}}(1); }
+if (y == {{T}}(0)) { return {{T}}(0); }""" + _MAGNITUDES + """
+let neg = (x < {{T}}(0)) != (y < {{T}}(0));
+let uq = ux / uy;
+var q = bitcast<{{T}}>(select(uq, {{UT}}(0) - uq, neg));
+if (neg && (ux % uy) != {{UT}}(0)) { q = q - {{T}}(1); }
 return q;"""
 _REM_I = """
-if (y == {{T}}(0)) { return {{T}}(0); }
-var r = x % y;
+if (y == {{T}}(0)) { return {{T}}(0); }""" + _MAGNITUDES + """
+let ur = ux % uy;
+var r = bitcast<{{T}}>(select(ur, {{UT}}(0) - ur, x < {{T}}(0)));
 if (r != {{T}}(0) && ((r < {{T}}(0)) != (y < {{T}}(0)))) { r = r + y; }
 return r;"""
 _REM_F = """
@@ -361,6 +369,7 @@ def binary(name: str, x1, x2) -> WgpuArray:
         kern = _kernels.kernel(
             "binary", "rrw", (dt, out_dt), T=D.wgsl(dt), R=D.wgsl(out_dt), DT=dt.name,
             DR=out_dt.name, BITS=8 * D.itemsize(dt), BODY=body,
+            UT="u64" if D.wgsl(dt) in ("i64", "u64") else "u32",
         )
         ck = _BIN_CACHE[(name, dt)] = (kern, out_dt)
     kern, out_dt = ck
