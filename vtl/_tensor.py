@@ -438,7 +438,9 @@ def _root_gradient(t: Tensor, gradient: Any) -> Tensor:
                 "backward() without a gradient needs a real output, got dtype "
                 f"{t.dtype}; pass gradient= or differentiate a real function of it"
             )
-        return ns.ones_like(t)
+        dev = t._device
+        return _new(dev.xp.ones(t._data.shape, dtype=t._data.dtype,
+                                device=dev.backend.native_device(dev.index)), dev)
     if not isinstance(gradient, Tensor):
         gradient = ns.asarray(gradient, dtype=t.dtype, device=t._device)
     if gradient.shape != t.shape:
