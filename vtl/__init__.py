@@ -55,5 +55,6 @@ del _install_operators
 from . import _tensor_methods, autograd, fft, linalg
 
 _tensor_methods.install()
-from . import metrics, nn, optim, random, train
+from . import data, datasets, io, metrics, nn, optim, random, train
 from .autograd.functional import grad, hessian, jacobian, jvp, value_and_grad, vjp
+from .io import load, load_checkpoint, save, save_checkpoint

@@ -1,0 +1,92 @@
+"""The IMDB movie-review sentiment dataset from the official ``aclImdb`` folders."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import vtl
+
+from ._common import ArrayDataset, download, extract_tar, resolve_root
+from .text import Tokenizer, Vocab
+
+__all__ = ["IMDB"]
+
+_NAME = re.compile(r"^(\d+)_(\d+)\.txt$")
+
+
+class IMDB(ArrayDataset):
+    """Large Movie Review Dataset (Maas et al., 2011) from ``root/aclImdb``.
+
+    Reads ``aclImdb/{train,test}/{neg,pos}/<id>_<stars>.txt``. ``.targets`` is
+    int64 0 (neg) / 1 (pos), ``.ratings`` the star rating from the file name
+    (1-10), ``.texts`` the raw reviews, ``.data`` int64 ``(N, max_len)`` token ids
+    (``Tokenizer``, padded with 0, truncated after ``max_len`` tokens),
+    ``.lengths`` each review's token count (capped at ``max_len``). Without
+    ``vocab`` a :class:`Vocab` of at most ``max_vocab`` tokens seen at least
+    ``min_freq`` times is built from this split; pass the training set's
+    ``.vocab`` to the test set. Samples are ordered neg then pos, by file id.
+    """
+
+    url = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
+
+    def __init__(self, root: Any = None, train: bool = True, download: bool = False,
+                 max_len: int = 256, vocab: Vocab | None = None, max_vocab: int = 20000,
+                 min_freq: int = 1, tokenizer: Any = None, count: int | None = None,
+                 backend: str | None = None, *, device: Any = None) -> None:
+        if max_len < 1:
+            raise ValueError(f"IMDB: max_len must be >= 1, got {max_len}")
+        base = resolve_root(root)
+        top = base / "aclImdb"
+        split = "train" if train else "test"
+        if not (top / split).is_dir() and download:
+            archive = base / "aclImdb_v1.tar.gz"
+            if not archive.is_file():
+                _download(self.url, archive, base)
+            extract_tar(archive, base)
+        texts, labels, ratings = [], [], []
+        for label, sub in ((0, "neg"), (1, "pos")):
+            folder = top / split / sub
+            if not folder.is_dir():
+                raise ValueError(f"IMDB: folder {str(folder)!r} not found. Put the aclImdb "
+                                 f"folder (unpacked from {self.url}) in {str(base)!r} (or pass "
+                                 "root=..., set VTL_DATA, or use download=True)")
+            files = []
+            for p in folder.iterdir():
+                if p.suffix != ".txt":
+                    continue
+                m = _NAME.match(p.name)
+                if m is None:
+                    raise ValueError(f"IMDB: {str(p)!r} is not named <id>_<rating>.txt")
+                stars = int(m.group(2))
+                if not 1 <= stars <= 10:
+                    raise ValueError(f"IMDB: {str(p)!r} has rating {stars}, expected 1..10")
+                files.append((int(m.group(1)), stars, p))
+            if not files:
+                raise ValueError(f"IMDB: {str(folder)!r} holds no reviews (<id>_<rating>.txt)")
+            for _, stars, p in sorted(files):
+                try:
+                    texts.append(p.read_text(encoding="utf-8"))
+                except UnicodeDecodeError as exc:
+                    raise ValueError(f"IMDB: {str(p)!r} is not valid UTF-8: {exc}") from None
+                labels.append(label)
+                ratings.append(stars)
+        if count is not None:
+            texts, labels, ratings = texts[:count], labels[:count], ratings[:count]
+        self.tokenizer = tokenizer or Tokenizer()
+        tokens = [self.tokenizer(t) for t in texts]
+        self.vocab = vocab if vocab is not None else Vocab.build(tokens, max_vocab, min_freq)
+        ids, lengths = self.vocab.encode_batch(tokens, max_len)
+        self.texts = texts
+        self.max_len = max_len
+        super().__init__(ids, np.asarray(labels, np.int64), ["neg", "pos"], backend, device)
+        dev = self.data.device
+        self.ratings = vtl.asarray(np.asarray(ratings, np.int64), device=dev)
+        self.lengths = vtl.asarray(lengths, device=dev)
+
+
+def _download(url: str, archive: Path, base: Path) -> None:
+    download([url], archive, "IMDB", base, f"{url}, unpack it and")

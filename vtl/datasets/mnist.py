@@ -1,0 +1,134 @@
+"""MNIST and Fashion-MNIST from the official IDX files (gzip-compressed or raw)."""
+
+from __future__ import annotations
+
+import gzip
+import math
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ._common import ArrayDataset, download, missing_file, resolve_root
+
+__all__ = ["MNIST", "FashionMNIST", "read_idx"]
+
+_IDX_TYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+
+
+def _read_maybe_gz(path: Path, name: str) -> bytes:
+    raw = path.read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            return gzip.decompress(raw)
+        except (EOFError, OSError, zlib.error) as exc:
+            raise ValueError(f"{name}: {str(path)!r} is a corrupt or truncated gzip file "
+                             f"({exc})") from None
+    return raw
+
+
+def read_idx(path: Any, ndim: int | None = None, name: str = "read_idx") -> np.ndarray:
+    """Parse an IDX file (LeCun's format; gzip or raw), checking the magic number
+    (``0x00 0x00 <type> <ndim>``, and ``ndim`` if given) and that the file holds
+    exactly the data its header describes. ``ValueError`` naming the file otherwise."""
+    path = Path(path)
+    data = _read_maybe_gz(path, name)
+    if len(data) < 4:
+        raise ValueError(f"{name}: {str(path)!r} is truncated ({len(data)} bytes, no IDX header)")
+    if data[0] != 0 or data[1] != 0 or data[2] not in _IDX_TYPES:
+        raise ValueError(f"{name}: {str(path)!r} has a bad IDX magic number "
+                         f"0x{data[:4].hex()} (expected 0x0000<type><ndim>)")
+    nd = data[3]
+    if ndim is not None and nd != ndim:
+        raise ValueError(f"{name}: {str(path)!r} has magic number 0x{data[:4].hex()}: "
+                         f"{nd} dimension(s), expected {ndim}")
+    if len(data) < 4 + 4 * nd:
+        raise ValueError(f"{name}: {str(path)!r} is truncated inside its IDX header")
+    shape = tuple(int(d) for d in np.frombuffer(data, ">u4", nd, 4))
+    dt = np.dtype(_IDX_TYPES[data[2]])
+    need = math.prod(shape) * dt.itemsize
+    have = len(data) - 4 - 4 * nd
+    if have < need:
+        raise ValueError(f"{name}: {str(path)!r} is truncated: the header announces shape "
+                         f"{shape} ({need} bytes of data), the file holds {have}")
+    if have > need:
+        raise ValueError(f"{name}: {str(path)!r} is corrupt: {have - need} bytes after the "
+                         f"data of shape {shape}")
+    return np.frombuffer(data, dt, math.prod(shape), 4 + 4 * nd).reshape(shape).astype(
+        dt.newbyteorder("="))
+
+
+class MNIST(ArrayDataset):
+    """MNIST handwritten digits from the official IDX files.
+
+    Looks for ``train-images-idx3-ubyte`` / ``train-labels-idx1-ubyte`` (or the
+    ``t10k-`` pair for ``train=False``), each raw or with ``.gz``, in
+    ``root/MNIST/raw``, ``root/MNIST`` or ``root`` (``root`` defaults to env
+    ``VTL_DATA`` or the user cache folder). ``.data`` is float32
+    ``(N, 1, 28, 28)`` in [0, 1] (``(N, 784)`` with ``flatten=True``), ``.targets``
+    int64. ``download=True`` fetches the files into ``root/MNIST/raw``.
+    """
+
+    folder = "MNIST"
+    urls = ["https://ossci-datasets.s3.amazonaws.com/mnist/",
+            "https://storage.googleapis.com/cvdf-datasets/mnist/",
+            "http://yann.lecun.com/exdb/mnist/"]
+    classes_ = ["0 - zero", "1 - one", "2 - two", "3 - three", "4 - four", "5 - five",
+                "6 - six", "7 - seven", "8 - eight", "9 - nine"]
+
+    def __init__(self, root: Any = None, train: bool = True, download: bool = False,
+                 backend: str | None = None, *, flatten: bool = False,
+                 device: Any = None) -> None:
+        base = resolve_root(root)
+        prefix = "train" if train else "t10k"
+        name = type(self).__name__
+        files = [f"{prefix}-images-idx3-ubyte", f"{prefix}-labels-idx1-ubyte"]
+        dirs = [base / self.folder / "raw", base / self.folder, base]
+        paths = [self._find(dirs, f) for f in files]
+        if any(p is None for p in paths) and download:
+            for f, p in zip(files, paths, strict=True):
+                if p is None:
+                    _download_one(self, dirs[0], f + ".gz")
+            paths = [self._find(dirs, f) for f in files]
+        for f, p in zip(files, paths, strict=True):
+            if p is None:
+                raise missing_file(name, dirs[0] / (f + ".gz"),
+                                   f"{files[0]}(.gz) and {files[1]}(.gz) from the official "
+                                   f"site ({self.urls[0]})")
+        images = read_idx(paths[0], 3, name)
+        labels = read_idx(paths[1], 1, name)
+        if images.shape[1:] != (28, 28):
+            raise ValueError(f"{name}: {str(paths[0])!r} holds images of shape "
+                             f"{images.shape[1:]}, expected (28, 28)")
+        if images.shape[0] != labels.shape[0]:
+            raise ValueError(f"{name}: {str(paths[0])!r} holds {images.shape[0]} images but "
+                             f"{str(paths[1])!r} {labels.shape[0]} labels")
+        if labels.size and (labels.min() < 0 or labels.max() > 9):
+            raise ValueError(f"{name}: {str(paths[1])!r} holds labels outside 0..9")
+        x = images.astype(np.float32) / np.float32(255.0)
+        x = x.reshape(len(x), 784) if flatten else x.reshape(len(x), 1, 28, 28)
+        super().__init__(x, labels.astype(np.int64), self.classes_, backend, device)
+
+    @staticmethod
+    def _find(dirs: list[Path], stem: str) -> Path | None:
+        for d in dirs:
+            for cand in (d / stem, d / (stem + ".gz")):
+                if cand.is_file():
+                    return cand
+        return None
+
+
+def _download_one(ds: Any, folder: Path, fname: str) -> None:
+    download([u + fname for u in ds.urls], folder / fname, type(ds).__name__, folder,
+             f"{fname} (from {ds.urls[0]})")
+
+
+class FashionMNIST(MNIST):
+    """Zalando's Fashion-MNIST: the same IDX files and layout as :class:`MNIST`,
+    in ``root/FashionMNIST/raw`` (or ``root/FashionMNIST``, or ``root``)."""
+
+    folder = "FashionMNIST"
+    urls = ["http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"]
+    classes_ = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
+                "Sneaker", "Bag", "Ankle boot"]
