@@ -223,6 +223,7 @@ class Resume(Callback):
                           "starts at epoch 1 with the loaded weights", stacklevel=2)
             epoch = 0
         state.initial_epoch = int(epoch)
-        hist = ckpt.get("history")
+        extra = ckpt.get("extra") or {}
+        hist = extra.get("history", ckpt.get("history"))
         if isinstance(hist, dict) and "history" in hist:
             state.history.load_state_dict(hist)

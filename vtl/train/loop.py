@@ -46,11 +46,10 @@ def _metric_fns(metrics: Any) -> list[tuple[str, Callable]]:
         return [(str(k), _metrics.get(v)) for k, v in metrics.items()]
     out = []
     for m in metrics:
-        fn = _metrics.get(m)
         name = m if isinstance(m, str) else getattr(m, "__name__", type(m).__name__)
         if name == "loss":
             raise ValueError("'loss' is always logged; it cannot be a metric name")
-        out.append((name, fn))
+        out.append((name, _metrics.get(m)))
     return out
 
 
@@ -171,7 +170,9 @@ def fit(model: Any, train_loader: Iterable, loss_fn: Callable, optimizer: Any, e
     ``progress`` shows one tqdm bar per epoch with the running loss and
     metrics. ``resume_from`` loads a checkpoint written by
     :class:`~vtl.train.ModelCheckpoint` (model, optimizer, scheduler, history)
-    and continues after its epoch. ``callbacks`` receive a :class:`FitState`.
+    and continues after its epoch; a loader with ``set_epoch`` (``vtl.data.DataLoader``)
+    is set to each epoch's index first, so a resumed run shuffles as an
+    uninterrupted one would. ``callbacks`` receive a :class:`FitState`.
     """
     from .callbacks import Resume
 
@@ -199,6 +200,8 @@ def fit(model: Any, train_loader: Iterable, loss_fn: Callable, optimizer: Any, e
         state.epoch = epoch
         for cb in cbs:
             cb.on_epoch_begin(state, epoch)
+        if hasattr(train_loader, "set_epoch"):  # shuffling order of this epoch (resumable)
+            train_loader.set_epoch(epoch - 1)
         lr = float(optimizer.param_groups[0]["lr"])
         model.train()
         mean = _Mean()
