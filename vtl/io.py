@@ -75,7 +75,7 @@ def _host(t: Any, name: str) -> np.ndarray:
     if a.dtype.kind == "c":
         raise TypeError(f"vtl.save: {name!r} has dtype {a.dtype}; the safetensors format has "
                         "no complex dtypes (save the real and imaginary parts)")
-    return np.ascontiguousarray(a)
+    return a if a.flags.c_contiguous else np.array(a, order="C")  # keeps 0-d shapes
 
 
 def _serialize(arrays: dict[str, np.ndarray], metadata: dict[str, str]) -> bytes:

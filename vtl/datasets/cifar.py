@@ -24,7 +24,8 @@ class _NumpyOnlyUnpickler(pickle.Unpickler):
     _ALLOWED = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray",
                                                             "_reconstruct"),
                 ("numpy", "ndarray"), ("numpy", "dtype"),
-                ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar")}
+                ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
+                ("_codecs", "encode")}
 
     def find_class(self, module: str, name: str) -> Any:
         if (module, name) in self._ALLOWED:
