@@ -26,9 +26,15 @@ from vtl.data import (
 )
 
 
+def _index_dtype():
+    """int64, or the default device's index dtype where it lacks int64."""
+    return vtl.__array_namespace_info__().default_dtypes(device=vtl.asarray(0).device)[
+        "indexing"]
+
+
 def _ds(n: int = 10) -> TensorDataset:
     x = np.arange(n * 3, dtype=np.float32).reshape(n, 3)
-    return TensorDataset(x, np.arange(n, dtype=np.int64))
+    return TensorDataset(x, np.arange(n).astype(_index_dtype()))
 
 
 def _labels(loader) -> list[list[int]]:
@@ -148,7 +154,7 @@ def test_loader_sequential(backend, prefetch):
     xb, yb = batches[1]
     assert isinstance(batches[1], tuple)
     assert_close(xb, np.arange(30, dtype=np.float32).reshape(10, 3)[4:8])
-    assert yb.dtype == vtl.int64
+    assert yb.dtype == _index_dtype()
     assert xb.device == ds.tensors[0].device
     dl = DataLoader(ds, batch_size=4, drop_last=True, prefetch=prefetch)
     assert len(dl) == 2
@@ -223,7 +229,7 @@ def test_loader_generic_dataset_default_collate(backend):
     assert len(batches) == 3
     x, y, w = batches[0]
     assert tuple(x.shape) == (2, 2) and x.dtype == vtl.float32
-    assert y.dtype == vtl.int64 and y.tolist() == [0, 1]
+    assert y.dtype == _index_dtype() and y.tolist() == [0, 1]
     assert w.dtype == vtl.float32 and w.tolist() == [0.0, 0.5]
     assert x.device == vtl.asarray(0).device
     dicts = [{"a": i, "s": str(i)} for i in range(3)]

@@ -19,13 +19,19 @@ from vtl.datasets import CIFAR10, IMDB, MNIST, Digits, FashionMNIST, Iris, synth
 from vtl.datasets.text import Tokenizer, Vocab
 
 
+def _index_dtype():
+    """int64, or the default device's index dtype where it lacks int64."""
+    return vtl.__array_namespace_info__().default_dtypes(device=vtl.asarray(0).device)[
+        "indexing"]
+
+
 # -- bundled ------------------------------------------------------------------------------
 def test_digits(backend):
     tr, te = Digits(), Digits(train=False)
     assert isinstance(tr, TensorDataset)
     assert len(tr) + len(te) == 1797
     assert tuple(tr.data.shape) == (len(tr), 64) and tr.data.dtype == vtl.float32
-    assert tr.targets.dtype == vtl.int64
+    assert tr.targets.dtype == _index_dtype()
     assert tr.data.device == vtl.asarray(0).device
     x = to_numpy(tr.data)
     assert x.min() == 0.0 and x.max() == 1.0
@@ -82,8 +88,8 @@ def test_bundled_sets_feed_a_loader(backend):
 def test_xor(backend):
     ds = synthetic.xor(64, 0.05, seed=1)
     x, y = to_numpy(ds.tensors[0]), to_numpy(ds.tensors[1])
-    assert x.shape == (64, 2) and x.dtype == np.float32 and y.dtype == np.int64
-    np.testing.assert_array_equal(y, (np.sign(x[:, 0]) != np.sign(x[:, 1])).astype(np.int64))
+    assert x.shape == (64, 2) and x.dtype == np.float32 and y.dtype == _index_dtype()
+    np.testing.assert_array_equal(y, (np.sign(x[:, 0]) != np.sign(x[:, 1])).astype(y.dtype))
     assert ds.tensors[0].device == vtl.asarray(0).device
     with vtl.use_backend("numpy"):
         ref = synthetic.xor(64, 0.05, seed=1)
@@ -146,7 +152,7 @@ def test_mnist_reads_idx(backend, tmp_path, gz):
     assert tuple(ds.data.shape) == (7, 1, 28, 28) and ds.data.dtype == vtl.float32
     np.testing.assert_allclose(to_numpy(ds.data)[:, 0], images / np.float32(255), rtol=1e-6)
     np.testing.assert_array_equal(to_numpy(ds.targets), labels)
-    assert ds.targets.dtype == vtl.int64 and ds.num_classes == 10
+    assert ds.targets.dtype == _index_dtype() and ds.num_classes == 10
     test = MNIST(root=tmp_path, train=False, flatten=True)
     assert tuple(test.data.shape) == (3, 784)
     np.testing.assert_array_equal(to_numpy(test.targets), tlab)
@@ -361,7 +367,7 @@ def test_imdb(backend, tmp_path):
     assert tr.targets.tolist() == [0, 0, 1, 1]  # neg then pos, by file id
     assert tr.ratings.tolist() == [1, 3, 9, 10]
     assert tr.texts[0] == "Terrible film, awful acting."
-    assert tuple(tr.data.shape) == (4, 5) and tr.data.dtype == vtl.int64
+    assert tuple(tr.data.shape) == (4, 5) and tr.data.dtype == _index_dtype()
     assert tr.lengths.tolist() == [4, 3, 5, 2]
     first = tr.vocab.decode(to_numpy(tr.data[0]))
     assert first == ["terrible", "film", "awful", "acting", "<pad>"]

@@ -85,9 +85,10 @@ def default_collate(batch: Sequence[Any], device: Device | None = None) -> Any:
 
     Tensors are stacked along a new first axis (``vtl.stack``); NumPy arrays and
     Python numbers become Tensors (Python floats as ``float32``, ints as
-    ``int64``, bools as ``bool``); tuples/lists and dicts are collated per field;
-    strings and other objects are returned as lists. Tensors go to ``device``
-    (default: where they are; new tensors: the default device).
+    ``int64`` -- int32 on a device without int64 --, bools as ``bool``);
+    tuples/lists and dicts are collated per field; strings and other objects
+    are returned as lists. Tensors go to ``device`` (default: where they are;
+    new tensors: the default device).
     """
     if not batch:
         raise ValueError("default_collate(): empty batch")
@@ -100,7 +101,8 @@ def default_collate(batch: Sequence[Any], device: Device | None = None) -> Any:
     if isinstance(first, bool):
         return vtl.asarray(list(batch), dtype=vtl.bool, device=dev)
     if isinstance(first, numbers.Integral):
-        return vtl.asarray(list(batch), dtype=vtl.int64, device=dev)
+        idt = vtl.__array_namespace_info__().default_dtypes(device=dev)["indexing"]
+        return vtl.asarray(list(batch), dtype=idt, device=dev)
     if isinstance(first, numbers.Real):
         return vtl.asarray(list(batch), dtype=vtl.float32, device=dev)
     if isinstance(first, (str, bytes)):

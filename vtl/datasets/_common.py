@@ -63,8 +63,17 @@ def download(urls: Sequence[str], dest: Path, name: str, folder: Path,
 
 
 def extract_tar(archive: Path, into: Path) -> None:
+    """Unpack ``archive`` into ``into``, refusing members that would land outside it."""
     with tarfile.open(archive) as tf:
-        tf.extractall(into, filter="data")
+        if hasattr(tarfile, "data_filter"):
+            tf.extractall(into, filter="data")
+            return
+        top = into.resolve()
+        for m in tf.getmembers():
+            dest = (into / m.name).resolve()
+            if not (m.isfile() or m.isdir()) or top not in (dest, *dest.parents):
+                raise ValueError(f"{archive}: refusing to extract {m.name!r}")
+        tf.extractall(into)
 
 
 def missing_file(name: str, path: Path, expected: str) -> ValueError:
@@ -94,14 +103,29 @@ def split_stratified(targets: np.ndarray, test_fraction: float, seed: int,
     return np.sort(np.concatenate(chosen))
 
 
+def index_dtype(dev: Any) -> Any:
+    """int64, or the device's index dtype where it lacks int64 (a wgpu adapter
+    without ``shader-int64``)."""
+    return vtl.__array_namespace_info__().default_dtypes(device=dev)["indexing"]
+
+
+def int_tensor(a: Any, dev: Any) -> Any:
+    """Integer labels/ids as a Tensor on ``dev`` in :func:`index_dtype`."""
+    return vtl.asarray(np.asarray(a, dtype=np.int64).astype(index_dtype(dev)), device=dev)
+
+
 class ArrayDataset(TensorDataset):
-    """A TensorDataset with ``.data``, ``.targets``, ``.classes`` and ``.num_classes``."""
+    """A TensorDataset with ``.data``, ``.targets``, ``.classes`` and ``.num_classes``.
+
+    ``.targets`` are int64 (on a device without int64: its index dtype, int32).
+    """
 
     def __init__(self, data: np.ndarray, targets: np.ndarray, classes: list[str],
                  backend: str | None = None, device: Any = None) -> None:
         dev = resolve_device(device, backend)
-        super().__init__(vtl.asarray(np.ascontiguousarray(data), device=dev),
-                         vtl.asarray(np.ascontiguousarray(targets, dtype=np.int64), device=dev))
+        x = np.ascontiguousarray(data)
+        x = int_tensor(x, dev) if x.dtype.kind in "iu" else vtl.asarray(x, device=dev)
+        super().__init__(x, int_tensor(targets, dev))
         self.classes = list(classes)
 
     @property

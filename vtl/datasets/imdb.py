@@ -8,9 +8,7 @@ from typing import Any
 
 import numpy as np
 
-import vtl
-
-from ._common import ArrayDataset, download, extract_tar, resolve_root
+from ._common import ArrayDataset, download, extract_tar, int_tensor, resolve_root
 from .text import Tokenizer, Vocab
 
 __all__ = ["IMDB"]
@@ -84,8 +82,8 @@ class IMDB(ArrayDataset):
         self.max_len = max_len
         super().__init__(ids, np.asarray(labels, np.int64), ["neg", "pos"], backend, device)
         dev = self.data.device
-        self.ratings = vtl.asarray(np.asarray(ratings, np.int64), device=dev)
-        self.lengths = vtl.asarray(lengths, device=dev)
+        self.ratings = int_tensor(ratings, dev)
+        self.lengths = int_tensor(lengths, dev)
 
 
 def _download(url: str, archive: Path, base: Path) -> None:

@@ -2,7 +2,8 @@
 
 Each draws from ``vtl.random.Generator(seed)``, so a seed gives the same data
 on every backend, and returns a :class:`vtl.data.TensorDataset` of float32
-inputs and targets on the default backend (or ``backend=``).
+inputs and targets on the default backend (or ``backend=``); class labels are
+int64 (int32 on a device without int64).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import vtl
 
 from ..backends import resolve_device
 from ..data.dataset import TensorDataset
+from ._common import int_tensor
 
 __all__ = ["sine", "two_spirals", "xor"]
 
@@ -49,7 +51,7 @@ def xor(n: int = 200, noise: float = 0.1, seed: int = 0,
     x = np.stack([a, b], axis=1) + _noise(g, (n, 2), noise, "xor")
     y = (a != b).astype(np.int64)
     dev = resolve_device(None, backend)
-    return TensorDataset(vtl.asarray(x, device=dev), vtl.asarray(y, device=dev))
+    return TensorDataset(vtl.asarray(x, device=dev), int_tensor(y, dev))
 
 
 def two_spirals(n: int = 200, noise: float = 0.1, seed: int = 0,
@@ -67,7 +69,7 @@ def two_spirals(n: int = 200, noise: float = 0.1, seed: int = 0,
     x = np.stack([sign * r * np.cos(theta), sign * r * np.sin(theta)], axis=1)
     x = x.astype(np.float32) + _noise(g, (n, 2), noise, "two_spirals")
     dev = resolve_device(None, backend)
-    return TensorDataset(vtl.asarray(x, device=dev), vtl.asarray(cls, device=dev))
+    return TensorDataset(vtl.asarray(x, device=dev), int_tensor(cls, dev))
 
 
 def sine(n: int = 200, noise: float = 0.1, seed: int = 0,
