@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.installed-test
 
-.PHONY: test bench lint vulkan clean
+.PHONY: test demo bench lint vulkan clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,24 @@ vulkan:
 # the suite always exercises it where a Vulkan driver exists (lavapipe in CI).
 test: $(STAMP) vulkan
 	VTL_WGPU_EXPERIMENTAL=1 $(PY) -m pytest -q
+
+# `make demo` (BACKEND=numpy|cupy|wgpu): train an MLP on the bundled Digits, print the test
+# accuracy, write demo_out/digits.safetensors and demo_out/learning_curve.png.
+BACKEND ?= numpy
+DEMO_STAMP := $(VENV)/.installed-demo
+
+$(DEMO_STAMP): pyproject.toml | $(VENV)/bin/python
+	$(PIP) install -q -e '.[plot]'
+	touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
+ifeq ($(BACKEND),wgpu)
+	$(PIP) install -q -e '.[plot,wgpu]'
+	@$(MAKE) -s vulkan
+	VTL_WGPU_EXPERIMENTAL=1 $(PY) examples/demo.py --backend wgpu
+else
+	$(PY) examples/demo.py --backend $(BACKEND)
+endif
 
 bench: $(STAMP)
 	$(PY) -m pytest benchmarks --benchmark-only --benchmark-enable
