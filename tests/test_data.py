@@ -179,6 +179,32 @@ def test_loader_covers_each_sample_once(backend, n, bs, drop):
             assert sorted(flat) == list(range(n))
 
 
+@given(n=st.integers(0, 30), bs=st.integers(1, 8), drop=st.booleans(),
+       seed=st.integers(0, 2**64 - 1), prefetch=st.integers(0, 3))
+def test_loader_partition_property(n, bs, drop, seed, prefetch):
+    loader = DataLoader(_ds(n), batch_size=bs, shuffle=True, drop_last=drop, seed=seed,
+                        prefetch=prefetch)
+    labels = _labels(loader)
+    assert len(labels) == len(loader)
+    flat = [i for b in labels for i in b]
+    assert len(set(flat)) == len(flat) and set(flat) <= set(range(n))
+    assert len(flat) == (n - n % bs if drop else n)
+    assert all(len(b) == bs for b in labels[:-1])
+
+
+def test_loader_gathers_tensor_datasets_without_per_item_calls(backend, monkeypatch):
+    ds = _ds(9)
+
+    def no_items(self, index):
+        raise AssertionError("per-sample __getitem__ called")
+
+    monkeypatch.setattr(TensorDataset, "__getitem__", no_items)
+    assert _labels(DataLoader(ds, batch_size=4, shuffle=True, seed=0))
+    assert _labels(DataLoader(Subset(ds, [8, 1, 2]), batch_size=2)) == [[8, 1], [2]]
+    with pytest.raises(AssertionError, match="per-sample"):  # a collate_fn needs the samples
+        list(DataLoader(ds, batch_size=4, collate_fn=list, prefetch=0))
+
+
 def test_loader_reshuffles_and_is_deterministic(backend):
     ds = _ds(50)
     a = DataLoader(ds, batch_size=50, shuffle=True, seed=11)

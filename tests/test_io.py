@@ -288,6 +288,26 @@ def test_load_checkpoint_bad_files_leave_everything_unchanged(backend, tmp_path)
         vtl.load_checkpoint(tmp_path / "nope.safetensors", model, opt)
 
 
+def test_load_checkpoint_restores_optimizer_when_the_model_fails(tmp_path, monkeypatch):
+    model = _model()
+    opt = optim.Adam(model.parameters(), lr=0.1)
+    _train(model, opt)
+    p = tmp_path / "c.safetensors"
+    vtl.save_checkpoint(p, model, opt)
+    m2 = _model(seed=2)
+    o2 = optim.Adam(m2.parameters(), lr=0.5)
+    _train(m2, o2, steps=1)
+    before = _snapshot(m2, o2)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("device lost")
+
+    monkeypatch.setattr(m2, "load_state_dict", broken)
+    with pytest.raises(ValueError, match="c.safetensors.*device lost"):
+        vtl.load_checkpoint(p, m2, o2)
+    assert _same(_snapshot(m2, o2), before)
+
+
 def test_load_checkpoint_non_strict_ignores_extra_keys(tmp_path):
     cases = _bad_loads(tmp_path)
     model = _model(seed=3)
