@@ -130,9 +130,10 @@ def _where(cond: Any, a: Tensor | complex, b: Tensor | complex) -> Tensor:
 # -- factories ------------------------------------------------------------------
 def _unary(name: str, cat: tuple[str, str], doc: str,
            rule: Callable[[Tensor, Tensor, Tensor | None], Tensor] | None = None,
-           uses: str = "", xp_name: str | None = None) -> Callable[[Tensor], Tensor]:
+           uses: str = "", xp_name: str | None = None,
+           cfix: Callable[[Any, Any, Any], Any] | None = None) -> Callable[[Tensor], Tensor]:
     """Build ``name(x, /)``; ``rule(g, x, out)`` gives the gradient (``uses`` says
-    which of ``"x"``/``"out"`` it reads)."""
+    which of ``"x"``/``"out"`` it reads); ``cfix(xp, x, out)`` patches complex results."""
     kinds, what = cat
     xname = xp_name or name
     save_out = "out" in uses
@@ -146,6 +147,8 @@ def _unary(name: str, cat: tuple[str, str], doc: str,
             raise _dtype_error(name, what, data.dtype)
         dev = x._device
         out = getattr(dev.xp, xname)(data)
+        if cfix is not None and data.dtype.kind == "c":
+            out = cfix(dev.xp, data, out)
         if rule is not None and x._requires_grad and _grad.enabled:
             return record(out, dev, bwd, (x,), lambda g, o: rule(g, x, o),
                           saved=(x,) if "x" in uses else (), save_output=save_out)
@@ -261,9 +264,36 @@ remainder = _binary(
     "remainder", _REAL,
     "Elementwise remainder of ``x1 / x2`` with the sign of ``x2`` (Python's ``%``). "
     "Gradients: 1 to ``x1``, ``-floor(x1 / x2)`` to ``x2``.", _remainder_rule)
-floor_divide = _binary(
-    "floor_divide", _REAL,
-    "Elementwise ``floor(x1 / x2)`` (Python's ``//``); not differentiable (no graph).")
+_floor_divide = _binary("floor_divide", _REAL, "", xp_name="floor_divide")
+
+
+def _isinf_operand(xp: Any, v: Any) -> Any:
+    return math.isinf(v) if isinstance(v, (int, float)) else xp.isinf(v)
+
+
+def floor_divide(x1: Tensor | float, x2: Tensor | float, /) -> Tensor:
+    """Elementwise ``floor(x1 / x2)`` (Python's ``//``); not differentiable (no graph).
+
+    Floating point: where exactly one operand is infinite the result is ``x1 / x2``
+    (``inf // 2 == inf``, ``1 // -inf == -0.0``), as the standard's special cases say
+    (NumPy gives nan and -1 there).
+    """
+    out = _floor_divide(x1, x2)
+    data = out._data
+    if data.dtype.kind != "f":
+        return out
+    dev, a, b = binary_operands(x1, x2, "floor_divide")
+    xp = dev.xp
+    inf1, inf2 = _isinf_operand(xp, a), _isinf_operand(xp, b)
+    if inf1 is True or inf1 is False:
+        if inf2 is True or inf2 is False:
+            return out
+        cond = xp.logical_not(inf2) if inf1 else inf2
+    elif inf2 is True or inf2 is False:
+        cond = xp.logical_not(inf1) if inf2 else inf1
+    else:
+        cond = xp.logical_xor(inf1, inf2)
+    return new(xp.where(cond, xp.divide(a, b), data), dev)
 
 
 def _max_rule(greater_is_first: bool) -> Callable[..., tuple]:
@@ -513,8 +543,41 @@ reciprocal = _unary("reciprocal", _FLOAT, "Elementwise ``1 / x``.",
                     lambda g, x, o: negative(multiply(g, _c(multiply(o, o)))), uses="out")
 exp = _unary("exp", _FLOAT, "Elementwise ``e**x``.",
              lambda g, x, o: multiply(g, _c(o)), uses="out")
-expm1 = _unary("expm1", _FLOAT, "Elementwise ``exp(x) - 1``, accurate near 0.",
-               lambda g, x, o: multiply(g, _c(add(o, 1))), uses="out")
+def _cconst(xp: Any, re: float, im: float, like: Any) -> Any:
+    return xp.asarray(complex(re, im), dtype=like.dtype)
+
+
+def _signed_zero_imag(xp: Any, b: Any, re: float, like: Any) -> Any:
+    """``re + copysign(0, b) j``, elementwise."""
+    return xp.where(xp.signbit(b), _cconst(xp, re, -0.0, like), _cconst(xp, re, 0.0, like))
+
+
+def _expm1_cfix(xp: Any, x: Any, out: Any) -> Any:
+    """The standard's complex special cases of expm1 that NumPy's formula misses."""
+    a, b = xp.real(x), xp.imag(x)
+    out = xp.add(out, complex(0.0, -0.0))  # a real part of -0 becomes +0 (expm1(-0+0j))
+    zero_b = b == 0
+    out = xp.where(xp.logical_and(a == math.inf, zero_b), _signed_zero_imag(xp, b, math.inf, x),
+                   out)
+    out = xp.where(xp.logical_and(xp.isnan(a), zero_b), _signed_zero_imag(xp, b, math.nan, x),
+                   out)
+    bad_b = xp.logical_not(xp.isfinite(b))
+    out = xp.where(xp.logical_and(a == -math.inf, bad_b), _cconst(xp, -1.0, 0.0, x), out)
+    return xp.where(xp.logical_and(a == math.inf, bad_b), _cconst(xp, math.inf, math.nan, x),
+                    out)
+
+
+def _tanh_cfix(xp: Any, x: Any, out: Any) -> Any:
+    """tanh(+-inf + bj) for finite b is +-1 with a zero imaginary part of b's sign."""
+    a, b = xp.real(x), xp.imag(x)
+    fin = xp.isfinite(b)
+    out = xp.where(xp.logical_and(a == math.inf, fin), _signed_zero_imag(xp, b, 1.0, x), out)
+    return xp.where(xp.logical_and(a == -math.inf, fin), _signed_zero_imag(xp, b, -1.0, x), out)
+
+
+expm1 = _unary("expm1", _FLOAT, "Elementwise ``exp(x) - 1``, accurate near 0 (complex special "
+               "cases as the standard says).",
+               lambda g, x, o: multiply(g, _c(add(o, 1))), uses="out", cfix=_expm1_cfix)
 log = _unary("log", _FLOAT, "Elementwise natural logarithm.",
              lambda g, x, o: divide(g, _c(x)), uses="x")
 log1p = _unary("log1p", _FLOAT, "Elementwise ``log(1 + x)``, accurate near 0.",
@@ -536,7 +599,8 @@ sinh = _unary("sinh", _FLOAT, "Elementwise hyperbolic sine.",
 cosh = _unary("cosh", _FLOAT, "Elementwise hyperbolic cosine.",
               lambda g, x, o: multiply(g, _c(sinh(x))), uses="x")
 tanh = _unary("tanh", _FLOAT, "Elementwise hyperbolic tangent.",
-              lambda g, x, o: multiply(g, _c(subtract(1, multiply(o, o)))), uses="out")
+              lambda g, x, o: multiply(g, _c(subtract(1, multiply(o, o)))), uses="out",
+              cfix=_tanh_cfix)
 asin = _unary("asin", _FLOAT, "Elementwise inverse sine.",
               lambda g, x, o: divide(g, _c(sqrt(subtract(1, multiply(x, x))))), uses="x")
 acos = _unary("acos", _FLOAT, "Elementwise inverse cosine.",

@@ -128,6 +128,10 @@ if (x == {{T}}(0)) {
   if (yodd && sgn_{{DT}}(x)) { return -inf_{{DT}}(); }
   return inf_{{DT}}();
 }
+if (isinf_{{DT}}(x) && x < {{T}}(0)) {
+  if (y > {{T}}(0)) { return select(-x, x, yodd); }
+  return select({{T}}(0), {{T}}(1) / x, yodd);
+}
 if (x < {{T}}(0)) {
   if (!yint) { return nan_{{DT}}(); }
   let r = {{POW}}(-x, y);
@@ -234,6 +238,8 @@ if (isinf_{{DT}}(y)) {
 }
 var r = x - y * trunc(x / y);
 if (r != {{T}}(0) && ((r < {{T}}(0)) != (y < {{T}}(0)))) { r = r + y; }
+if (r == {{T}}(0) && y < {{T}}(0)) { return -abs(r); }
+if (r == {{T}}(0)) { return abs(r); }
 return r;"""
 
 # name -> (result rule, bodies); rules: same | float | bool (result) | logical (bool in/out)

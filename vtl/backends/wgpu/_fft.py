@@ -27,8 +27,12 @@ def _host(name: str):
         h = to_numpy(x) if isinstance(x, WgpuArray) else x
         return from_numpy(getattr(hnp.fft, name)(h, *args, **kwargs))
 
+    from ._linalg import host_signature
+
     fn.__name__ = name
     fn.__doc__ = f"``fft.{name}`` (computed through host NumPy)."
+    kw = {"s": None, "axes": None} if name.endswith("n") else {"n": None, "axis": -1}
+    fn.__signature__ = host_signature(("x",), {**kw, "norm": "backward"})
     return fn
 
 

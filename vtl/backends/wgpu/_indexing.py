@@ -92,7 +92,8 @@ def _basic(x: WgpuArray, key) -> WgpuArray:
 
 def getitem(x: WgpuArray, key) -> WgpuArray:
     if isinstance(key, WgpuArray) and key.dtype == D.bool_ and key.ndim == x.ndim == 0:
-        key = (bool(key),)
+        v = _basic(x, (None,))  # shape (1,), or (0,) for a False mask (as NumPy)
+        return _copy(v if bool(key) else _basic(v, (slice(0, 0),)))
     key = _expand(key, x.ndim)
     if not any(_is_index_array(k) for k in key):
         if any(isinstance(k, bool) for k in key):

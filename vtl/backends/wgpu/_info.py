@@ -88,8 +88,22 @@ def can_cast(from_, to, /) -> bool:
     return bool(np.can_cast(_dt(from_), np.dtype(to), casting="safe"))
 
 
+class finfo_object:
+    """Limits of a floating dtype, as Python numbers (the standard's ``finfo`` fields)."""
+
+    def __init__(self, dt: np.dtype) -> None:
+        f = np.finfo(dt)
+        self.bits, self.dtype = int(f.bits), f.dtype
+        self.eps, self.max, self.min = float(f.eps), float(f.max), float(f.min)
+        self.smallest_normal = float(f.smallest_normal)
+
+    def __repr__(self) -> str:
+        return (f"finfo(bits={self.bits}, eps={self.eps}, max={self.max}, min={self.min}, "
+                f"smallest_normal={self.smallest_normal}, dtype={self.dtype})")
+
+
 def finfo(type, /):
-    return np.finfo(_dt(type))
+    return finfo_object(_dt(type))
 
 
 def iinfo(type, /):

@@ -292,7 +292,24 @@ def _host(name: str):
 
     fn.__name__ = name
     fn.__doc__ = f"``linalg.{name}`` (computed through host NumPy)."
+    fn.__signature__ = host_signature(("x1", "x2") if name == "solve" else ("x",),
+                                      _HOST_KWARGS.get(name, {}))
     return fn
+
+
+#: keyword-only parameters (and defaults) of the host-computed functions, as the standard
+_HOST_KWARGS = {"cholesky": {"upper": False}, "matrix_rank": {"rtol": None},
+                "pinv": {"rtol": None}, "qr": {"mode": "reduced"},
+                "svd": {"full_matrices": True}}
+
+
+def host_signature(positional: tuple, keywords: dict):
+    """The standard's signature ``(positional..., /, *, keywords...)`` for a host wrapper."""
+    import inspect
+
+    p = inspect.Parameter
+    return inspect.Signature([p(n, p.POSITIONAL_ONLY) for n in positional]
+                             + [p(k, p.KEYWORD_ONLY, default=v) for k, v in keywords.items()])
 
 
 linalg = types.SimpleNamespace(
