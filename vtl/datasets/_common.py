@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tarfile
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -43,6 +40,9 @@ def download(urls: Sequence[str], dest: Path, name: str, folder: Path,
              files_needed: str) -> Path:
     """Fetch the first of ``urls`` that works into ``dest``; a ``RuntimeError`` that
     says where to put the files by hand when none does (e.g. offline)."""
+    import urllib.error
+    import urllib.request
+
     dest.parent.mkdir(parents=True, exist_ok=True)
     errors = []
     for url in urls:
@@ -64,6 +64,8 @@ def download(urls: Sequence[str], dest: Path, name: str, folder: Path,
 
 def extract_tar(archive: Path, into: Path) -> None:
     """Unpack ``archive`` into ``into``, refusing members that would land outside it."""
+    import tarfile
+
     with tarfile.open(archive) as tf:
         if hasattr(tarfile, "data_filter"):
             tf.extractall(into, filter="data")
