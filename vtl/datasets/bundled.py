@@ -9,8 +9,6 @@
 
 from __future__ import annotations
 
-import gzip
-from importlib import resources
 from typing import Any
 
 import numpy as np
@@ -21,6 +19,9 @@ __all__ = ["Digits", "Iris"]
 
 
 def _read_text(name: str) -> str:
+    import gzip
+    from importlib import resources
+
     ref = resources.files("vtl.datasets").joinpath("data", name)
     raw = ref.read_bytes()
     if name.endswith(".gz"):
