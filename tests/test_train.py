@@ -208,6 +208,7 @@ def test_checkpoint_and_resume_match_an_uninterrupted_run(backend, tmp_path):
     m, opt, sched, loader = setup()
     full = fit(m, loader, nn.CrossEntropyLoss(), opt, 4, scheduler=sched, progress=False)
     want = _weights(m)
+    assert loader.epoch == 4  # a later fit() on this loader continues with new orders
 
     m, opt, sched, loader = setup()
     ck = ModelCheckpoint(tmp_path / "ck" / "e{epoch}.safetensors", every=2)
@@ -217,7 +218,7 @@ def test_checkpoint_and_resume_match_an_uninterrupted_run(backend, tmp_path):
     m, opt, sched, loader = setup()
     h = fit(m, loader, nn.CrossEntropyLoss(), opt, 4, scheduler=sched, progress=False,
             resume_from=ck.last_path)
-    assert h.epoch == [1, 2, 3, 4]
+    assert h.epoch == [1, 2, 3, 4] and loader.epoch == 4
     np.testing.assert_allclose(h["loss"], full["loss"], rtol=1e-5)
     assert h["lr"] == pytest.approx(full["lr"])
     for k, w in _weights(m).items():

@@ -171,8 +171,8 @@ def fit(model: Any, train_loader: Iterable, loss_fn: Callable, optimizer: Any, e
     metrics. ``resume_from`` loads a checkpoint written by
     :class:`~vtl.train.ModelCheckpoint` (model, optimizer, scheduler, history)
     and continues after its epoch; a loader with ``set_epoch`` (``vtl.data.DataLoader``)
-    is set to each epoch's index first, so a resumed run shuffles as an
-    uninterrupted one would. ``callbacks`` receive a :class:`FitState`.
+    is moved to that epoch, so a resumed run shuffles as the uninterrupted one
+    would have. ``callbacks`` receive a :class:`FitState`.
     """
     from .callbacks import Resume
 
@@ -193,6 +193,8 @@ def fit(model: Any, train_loader: Iterable, loss_fn: Callable, optimizer: Any, e
     for cb in cbs:
         cb.on_train_begin(state)
     params = list(model.parameters()) if clip_grad_norm is not None else None
+    if state.initial_epoch and hasattr(train_loader, "set_epoch"):
+        train_loader.set_epoch(state.initial_epoch)  # shuffle as the interrupted run would have
 
     for epoch in range(state.initial_epoch + 1, epochs + 1):
         if state.stop_training:
@@ -200,8 +202,6 @@ def fit(model: Any, train_loader: Iterable, loss_fn: Callable, optimizer: Any, e
         state.epoch = epoch
         for cb in cbs:
             cb.on_epoch_begin(state, epoch)
-        if hasattr(train_loader, "set_epoch"):  # shuffling order of this epoch (resumable)
-            train_loader.set_epoch(epoch - 1)
         lr = float(optimizer.param_groups[0]["lr"])
         model.train()
         mean = _Mean()
