@@ -232,9 +232,10 @@ def test_wgpu_host_linalg_fft_signatures_match_standard():
 
 
 @pytest.mark.parametrize("mask", [True, False])
-def test_wgpu_zero_d_boolean_mask(mask):
+@pytest.mark.parametrize("shape", [(), (0,), (2, 3)])
+def test_wgpu_zero_d_boolean_mask(mask, shape):
     xp = _wgpu_lib()
-    ref = np.asarray(3.0, dtype="float32")
+    ref = np.arange(math.prod(shape), dtype="float32").reshape(shape)
     x = xp.asarray(ref)
     got = xp.to_numpy(x[xp.asarray(mask)])
     expected = ref[np.asarray(mask)]
@@ -244,3 +245,30 @@ def test_wgpu_zero_d_boolean_mask(mask):
     ref2[np.asarray(mask)] = 5.0
     x[xp.asarray(mask)] = 5.0
     np.testing.assert_array_equal(xp.to_numpy(x), ref2)
+
+
+# -- boolean masks with an empty axis ------------------------------------------------------
+@pytest.mark.parametrize(("xshape", "mshape"), [((1,), (0,)), ((3, 2), (0,)), ((3, 2), (0, 2)),
+                                                ((3, 2), (3, 0))])
+def test_empty_mask_axis_selects_nothing(backend, xshape, mshape):
+    ref = np.arange(math.prod(xshape), dtype="float32").reshape(xshape)
+    mask = np.zeros(mshape, dtype=bool)
+    x = vtl.asarray(ref)
+    expected = ref[mask]
+    got = x[vtl.asarray(mask)]
+    assert got.shape == expected.shape and to_numpy(got).dtype == expected.dtype
+    x[vtl.asarray(mask)] = 7.0
+    np.testing.assert_array_equal(to_numpy(x), ref)
+    with pytest.raises(IndexError, match="boolean index did not match"):
+        x[vtl.asarray(np.zeros((2,), dtype=bool))]
+
+
+def test_wgpu_from_dlpack_same_device_without_copy():
+    xp = _wgpu_lib()
+    x = xp.asarray(np.array([1.5, -2.0], dtype="float32"))
+    assert xp.from_dlpack(x, copy=False) is x
+    y = xp.from_dlpack(x, copy=True)
+    assert y is not x
+    np.testing.assert_array_equal(xp.to_numpy(y), [1.5, -2.0])
+    with pytest.raises(ValueError, match="copy=False"):
+        xp.from_dlpack(np.zeros(2, dtype="float32"), copy=False)

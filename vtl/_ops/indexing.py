@@ -266,8 +266,8 @@ def _parse(key: tuple, x: Tensor) -> tuple[list[tuple[str, Any, int]], bool]:
             items.append(("b", v, xdim))
         else:
             k = v.ndim
-            for j in range(k):
-                if v.shape[j] != shape[xdim + j]:
+            for j in range(k):  # an empty mask axis selects nothing (as NumPy)
+                if v.shape[j] != shape[xdim + j] and v.shape[j] != 0:
                     raise IndexError(
                         f"boolean index did not match indexed tensor along axis {xdim + j}; "
                         f"size of axis is {shape[xdim + j]} but size of corresponding boolean "

@@ -259,10 +259,10 @@ def _host_nested(obj):
 def from_dlpack(x: Any, /, *, device=None, copy: bool | None = None) -> WgpuArray:
     """Import through host memory (wgpu buffers cannot alias foreign memory)."""
     _check_device(device)
+    if isinstance(x, WgpuArray):  # already on the device: no copy needed unless asked
+        return asarray(x, copy=True) if copy else x
     if copy is False:
         raise ValueError("from_dlpack(copy=False): the wgpu device cannot alias host memory")
-    if isinstance(x, WgpuArray):
-        return x
     return from_numpy(np.from_dlpack(x))
 
 

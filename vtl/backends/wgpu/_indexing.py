@@ -91,9 +91,10 @@ def _basic(x: WgpuArray, key) -> WgpuArray:
 
 
 def getitem(x: WgpuArray, key) -> WgpuArray:
-    if isinstance(key, WgpuArray) and key.dtype == D.bool_ and key.ndim == x.ndim == 0:
-        v = _basic(x, (None,))  # shape (1,), or (0,) for a False mask (as NumPy)
-        return _copy(v if bool(key) else _basic(v, (slice(0, 0),)))
+    if isinstance(key, WgpuArray) and key.dtype == D.bool_ and key.ndim == 0:
+        # a new leading axis of size 1, or 0 for a False mask (as NumPy)
+        v = _basic(x, (None,) + (slice(None),) * x.ndim)
+        return _copy(v if bool(key) else _basic(v, (slice(0, 0),) + (slice(None),) * x.ndim))
     key = _expand(key, x.ndim)
     if not any(_is_index_array(k) for k in key):
         if any(isinstance(k, bool) for k in key):
