@@ -247,7 +247,7 @@ def to_numpy(x: WgpuArray) -> np.ndarray:
         base[x._offset - lo:], shape=x._shape, strides=tuple(t * isz for t in x._strides)
     )
     if dt == D.bool_:
-        return arr != 0
+        return np.asarray(arr != 0)  # a 0-d comparison gives a NumPy scalar, not an array
     return arr.astype(dt, copy=True)
 
 
