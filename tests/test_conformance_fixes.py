@@ -272,3 +272,29 @@ def test_wgpu_from_dlpack_same_device_without_copy():
     np.testing.assert_array_equal(xp.to_numpy(y), [1.5, -2.0])
     with pytest.raises(ValueError, match="copy=False"):
         xp.from_dlpack(np.zeros(2, dtype="float32"), copy=False)
+
+
+def test_asarray_nested_sequence_of_tensors(backend):
+    ref = np.arange(6, dtype="float32").reshape(2, 3)
+    a = vtl.asarray(ref)
+    # the suite's reference values: a nested list of 0-d tensors of any backend
+    t = vtl.asarray([[a[i, j] for i in range(2)] for j in range(3)], dtype=a.dtype)
+    assert t.device == a.device
+    np.testing.assert_array_equal(to_numpy(t), ref.T)
+    with pytest.raises(TypeError, match="asarray"):
+        vtl.asarray([object(), 1])
+
+
+@pytest.mark.parametrize("mask", [True, False])
+@pytest.mark.parametrize("shape", [(), (2,)])
+def test_wgpu_python_bool_key(mask, shape):
+    xp = _wgpu_lib()
+    ref = np.arange(math.prod(shape), dtype="float32").reshape(shape)
+    x = xp.asarray(ref)
+    for key in (mask, (mask,)):
+        got, expected = xp.to_numpy(x[key]), ref[key]
+        assert got.shape == expected.shape
+        np.testing.assert_array_equal(got, expected)
+        ref[key] = 9.0
+        x[key] = 9.0
+        np.testing.assert_array_equal(xp.to_numpy(x), ref)

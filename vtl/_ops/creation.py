@@ -136,6 +136,15 @@ def asarray(
     return _finish(new(raw, dev), requires_grad, "asarray")
 
 
+def _tensors_to_host(obj: Any) -> Any:
+    """A nested list/tuple with every Tensor in it replaced by its host copy."""
+    if isinstance(obj, Tensor):
+        return obj.numpy()
+    if isinstance(obj, (list, tuple)):
+        return [_tensors_to_host(o) for o in obj]
+    return obj
+
+
 def _to_host(obj: Any, src: Any, dt: Any, copy: bool | None) -> tuple[np.ndarray, bool]:
     """``obj`` as a NumPy array and whether that already made a copy."""
     if src is not None:  # an array of another runtime
@@ -154,8 +163,12 @@ def _to_host(obj: Any, src: Any, dt: Any, copy: bool | None) -> tuple[np.ndarray
         try:
             host = np.asarray(obj) if dt is None else np.asarray(obj, dtype=dt)
         except (ValueError, TypeError, OverflowError) as exc:
-            raise TypeError(f"asarray() cannot convert this {type(obj).__name__}: {exc}") \
-                from None
+            try:  # a sequence holding tensors of a non-host backend: copy them explicitly
+                nested = _tensors_to_host(obj)
+                host = np.asarray(nested) if dt is None else np.asarray(nested, dtype=dt)
+            except (ValueError, TypeError, OverflowError):
+                raise TypeError(
+                    f"asarray() cannot convert this {type(obj).__name__}: {exc}") from None
         if host.dtype.kind == "O":
             raise TypeError(
                 f"asarray() cannot convert this {type(obj).__name__}: its elements are not "

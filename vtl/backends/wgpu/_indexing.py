@@ -90,7 +90,18 @@ def _basic(x: WgpuArray, key) -> WgpuArray:
     return view(x, shape, strides, off)
 
 
+def _bool_key(key):
+    """A Python bool, alone or as the only entry of a tuple, as a 0-d boolean mask."""
+    k = key[0] if isinstance(key, tuple) and len(key) == 1 else key
+    if isinstance(k, (bool, np.bool_)):
+        from ._creation import asarray
+
+        return asarray(bool(k))
+    return key
+
+
 def getitem(x: WgpuArray, key) -> WgpuArray:
+    key = _bool_key(key)
     if isinstance(key, WgpuArray) and key.dtype == D.bool_ and key.ndim == 0:
         # a new leading axis of size 1, or 0 for a False mask (as NumPy)
         v = _basic(x, (None,) + (slice(None),) * x.ndim)
@@ -245,6 +256,7 @@ def _storage_ids(x: WgpuArray) -> WgpuArray:
 def setitem(x: WgpuArray, key, value) -> None:
     from ._creation import fill_view
 
+    key = _bool_key(key)
     keyt = _expand(key if not isinstance(key, WgpuArray) or key.ndim else (key,), x.ndim) \
         if not (isinstance(key, WgpuArray) and key.ndim == 0 and key.dtype == D.bool_) else key
     if isinstance(keyt, tuple) and not any(_is_index_array(k) for k in keyt):
