@@ -21,17 +21,9 @@ def _data(backend: str, shape: tuple[int, ...]) -> vtl.Tensor:
     return vtl.asarray(rng.standard_normal(shape).astype(np.float32), backend=backend)
 
 
-@pytest.mark.parametrize("impl", ["vtl", "raw"])
-@pytest.mark.parametrize("size", list(SIZES))
-def test_add(benchmark, backend, size, impl):
-    benchmark.group = f"add-{size}-{backend}"
-    x = _data(backend, (SIZES[size],))
-    if impl == "vtl":
-        fn = vtl.add
-        a = x
-    else:
-        fn = x.device.xp.add
-        a = x._data
+def _time_binary(benchmark, backend: str, impl: str, name: str, x: vtl.Tensor) -> None:
+    """Time ``name(x, x)`` through vtl or straight on the backend's namespace."""
+    fn, a = (getattr(vtl, name), x) if impl == "vtl" else (getattr(x.device.xp, name), x._data)
 
     def run():
         out = fn(a, a)
@@ -39,6 +31,13 @@ def test_add(benchmark, backend, size, impl):
         return out
 
     benchmark(run)
+
+
+@pytest.mark.parametrize("impl", ["vtl", "raw"])
+@pytest.mark.parametrize("size", list(SIZES))
+def test_add(benchmark, backend, size, impl):
+    benchmark.group = f"add-{size}-{backend}"
+    _time_binary(benchmark, backend, impl, "add", _data(backend, (SIZES[size],)))
 
 
 @pytest.mark.parametrize("impl", ["vtl", "raw"])
@@ -46,20 +45,7 @@ def test_add(benchmark, backend, size, impl):
 def test_matmul(benchmark, backend, size, impl):
     benchmark.group = f"matmul-{size}-{backend}"
     n = MATMUL[size]
-    x = _data(backend, (n, n))
-    if impl == "vtl":
-        fn = vtl.matmul
-        a = x
-    else:
-        fn = x.device.xp.matmul
-        a = x._data
-
-    def run():
-        out = fn(a, a)
-        synchronize(backend)
-        return out
-
-    benchmark(run)
+    _time_binary(benchmark, backend, impl, "matmul", _data(backend, (n, n)))
 
 
 @pytest.mark.parametrize("impl", ["vtl", "raw"])
@@ -69,13 +55,4 @@ def test_add_with_grad_recording(benchmark, backend, impl):
     x = _data(backend, (SIZES["small"],))
     if impl == "vtl":
         x.requires_grad_(True)
-        fn, a = vtl.add, x
-    else:
-        fn, a = x.device.xp.add, x._data
-
-    def run():
-        out = fn(a, a)
-        synchronize(backend)
-        return out
-
-    benchmark(run)
+    _time_binary(benchmark, backend, impl, "add", x)
