@@ -100,8 +100,8 @@ class AvgPool2d(Module):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
-class AdaptiveAvgPool1d(Module):
-    """Average ``(N, C, L)``/``(C, L)`` inputs to ``output_size`` positions."""
+class _AdaptiveAvgPoolNd(Module):
+    _pool: Any = None  # the functional op, set by each subclass
 
     def __init__(self, output_size: Any) -> None:
         super().__init__()
@@ -109,27 +109,22 @@ class AdaptiveAvgPool1d(Module):
 
     def forward(self, input: Any) -> Any:  # noqa: A002
         try:
-            return F.adaptive_avg_pool1d(input, self.output_size)
+            return type(self)._pool(input, self.output_size)
         except ValueError as exc:
-            raise ValueError(f"AdaptiveAvgPool1d({self.extra_repr()}): {exc}") from None
+            raise ValueError(f"{type(self).__name__}({self.extra_repr()}): {exc}") from None
 
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}"
 
 
-class AdaptiveAvgPool2d(Module):
+class AdaptiveAvgPool1d(_AdaptiveAvgPoolNd):
+    """Average ``(N, C, L)``/``(C, L)`` inputs to ``output_size`` positions."""
+
+    _pool = staticmethod(F.adaptive_avg_pool1d)
+
+
+class AdaptiveAvgPool2d(_AdaptiveAvgPoolNd):
     """Average ``(N, C, H, W)``/``(C, H, W)`` inputs to ``output_size`` (an int or a pair;
     ``None`` keeps that axis)."""
 
-    def __init__(self, output_size: Any) -> None:
-        super().__init__()
-        self.output_size = output_size
-
-    def forward(self, input: Any) -> Any:  # noqa: A002
-        try:
-            return F.adaptive_avg_pool2d(input, self.output_size)
-        except ValueError as exc:
-            raise ValueError(f"AdaptiveAvgPool2d({self.extra_repr()}): {exc}") from None
-
-    def extra_repr(self) -> str:
-        return f"output_size={self.output_size}"
+    _pool = staticmethod(F.adaptive_avg_pool2d)
