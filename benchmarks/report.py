@@ -2,7 +2,8 @@
 
 Cases are parametrized with ``impl`` (``vtl`` and one or more references such
 as ``raw``, ``numpy``, ``torch``); benchmarks that share a group are compared
-with each other. Usage: ``python benchmarks/report.py bench.json``.
+with each other. Usage: ``python benchmarks/report.py bench.json [--png chart.png]``
+(the chart needs matplotlib: ``pip install -e '.[plot]'``).
 """
 
 from __future__ import annotations
@@ -25,16 +26,48 @@ def load(path: str) -> dict[str, dict[str, float]]:
 
 def table(groups: dict[str, dict[str, float]]) -> str:
     lines = ["| case | vtl | reference | ratio (vtl / reference) |", "|---|---|---|---|"]
+    for group, ref, ratio in ratios(groups):
+        impls = groups[group]
+        lines.append(f"| {group} | {_fmt(impls['vtl'])} | {ref} {_fmt(impls[ref])} | {ratio:.2f} |")
+    return "\n".join(lines)
+
+
+def ratios(groups: dict[str, dict[str, float]]) -> list[tuple[str, str, float]]:
+    """(case, reference, vtl time / reference time) for every comparison."""
+    out = []
     for group in sorted(groups):
         impls = groups[group]
-        if "vtl" not in impls:
-            continue
-        for ref, t in sorted(impls.items()):
-            if ref == "vtl":
-                continue
-            v = impls["vtl"]
-            lines.append(f"| {group} | {_fmt(v)} | {ref} {_fmt(t)} | {v / t:.2f} |")
-    return "\n".join(lines)
+        if "vtl" in impls:
+            out.extend((group, ref, impls["vtl"] / t) for ref, t in sorted(impls.items())
+                       if ref != "vtl")
+    return out
+
+
+def chart(groups: dict[str, dict[str, float]], path: str) -> None:
+    """Write a horizontal bar chart of the ratios (log scale; 1 = as fast) to ``path``."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise ImportError("the chart needs matplotlib: pip install -e '.[plot]'") from None
+    rows = ratios(groups)
+    if not rows:
+        raise ValueError("no case has both a vtl and a reference timing")
+    labels = [f"{case} vs {ref}" for case, ref, _ in rows]
+    values = [r for _, _, r in rows]
+    fig, ax = plt.subplots(figsize=(9, 0.3 * len(rows) + 1.2))
+    colors = ["tab:green" if v <= 1.0 else "tab:orange" if v <= 2.0 else "tab:red" for v in values]
+    ax.barh(range(len(rows)), values, color=colors)
+    ax.set_yticks(range(len(rows)), labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_xlabel("vtl time / reference time (lower is better)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def _fmt(seconds: float) -> str:
@@ -50,7 +83,14 @@ def main(argv: list[str] | None = None) -> int:
     if not args:
         print(__doc__)
         return 2
-    print(table(load(args[0])))
+    groups = load(args[0])
+    print(table(groups))
+    if "--png" in args:
+        i = args.index("--png")
+        if i + 1 >= len(args):
+            print("--png needs a file name")
+            return 2
+        chart(groups, args[i + 1])
     return 0
 
 
