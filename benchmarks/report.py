@@ -50,6 +50,7 @@ def chart(groups: dict[str, dict[str, float]], path: str) -> None:
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        import matplotlib.ticker
     except ImportError:
         raise ImportError("the chart needs matplotlib: pip install -e '.[plot]'") from None
     rows = ratios(groups)
@@ -63,6 +64,10 @@ def chart(groups: dict[str, dict[str, float]], path: str) -> None:
     ax.set_yticks(range(len(rows)), labels, fontsize=8)
     ax.invert_yaxis()
     ax.set_xscale("log")
+    fmt = matplotlib.ticker.FormatStrFormatter("%gx")
+    ax.xaxis.set_major_formatter(fmt)
+    ax.xaxis.set_minor_formatter(fmt)
+    ax.tick_params(axis="x", which="both", labelsize=8)
     ax.axvline(1.0, color="black", linewidth=0.8)
     ax.set_xlabel("vtl time / reference time (lower is better)")
     fig.tight_layout()
