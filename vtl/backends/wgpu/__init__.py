@@ -178,7 +178,10 @@ def _load_backend(backend: Any) -> Any:
     _runtime.get()
     import sys
 
+    from .fused_optim import register
+
     backend.array_type = WgpuArray
+    register(backend)  # the fused optimizer step (multi_tensor_apply)
     return sys.modules[__name__]
 
 
