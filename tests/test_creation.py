@@ -304,8 +304,10 @@ def test_from_dlpack(backend):
     assert u.device.type == backend
     assert_close(u, x)
     if backend != "numpy":
-        with pytest.raises(ValueError, match="copy=False"):
+        with pytest.raises(BufferError, match="copy=False"):
             vtl.from_dlpack(x, device=vtl.Device(backend, 0), copy=False)
+        with pytest.raises(BufferError, match="copy=False"):
+            vtl.from_dlpack(vtl.asarray(x), device="numpy", copy=False)
     v = vtl.asarray([1.5, 2.5])
     w = vtl.from_dlpack(v)
     assert w.device == v.device

@@ -447,9 +447,13 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None,
 
     Without ``device`` the result stays on the producer's device (sharing
     memory unless ``copy=True``). A ``device`` elsewhere copies through the
-    host; with ``copy=False`` that raises ``ValueError``.
+    host; with ``copy=False`` that raises ``BufferError``, as the standard says.
     """
     if isinstance(x, Tensor):
+        if copy is False and device is not None and resolve_device(device) is not x._device:
+            raise BufferError(
+                f"from_dlpack(copy=False) cannot move data from {x._device} to {device}"
+            )
         return asarray(x, device=device, copy=copy, requires_grad=requires_grad)
     src = _dlpack_source(x)
     dst = src if device is None else resolve_device(device)
@@ -459,7 +463,7 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None,
         to_dtype(raw.dtype)
     else:
         if copy is False:
-            raise ValueError(f"from_dlpack(copy=False) cannot move data from {src} to {dst}")
+            raise BufferError(f"from_dlpack(copy=False) cannot move data from {src} to {dst}")
         from .transfer import to_device
 
         raw = src.backend.from_dlpack(x, src.index)
