@@ -12,6 +12,14 @@ __all__ = [
 ]
 
 
+def _named_errors(module: Module, fn: Any, *args: Any) -> Any:
+    """``fn(*args)``, with a ``ValueError`` prefixed by the layer and its settings."""
+    try:
+        return fn(*args)
+    except ValueError as exc:
+        raise ValueError(f"{type(module).__name__}({module.extra_repr()}): {exc}") from None
+
+
 class _MaxPoolNd(Module):
     _fn: Any = None
 
@@ -27,11 +35,8 @@ class _MaxPoolNd(Module):
         self.ceil_mode = ceil_mode
 
     def forward(self, input: Any) -> Any:  # noqa: A002
-        try:
-            return type(self)._fn(input, self.kernel_size, self.stride, self.padding,
-                                  self.dilation, self.ceil_mode, self.return_indices)
-        except ValueError as exc:
-            raise ValueError(f"{type(self).__name__}({self.extra_repr()}): {exc}") from None
+        return _named_errors(self, type(self)._fn, input, self.kernel_size, self.stride,
+                             self.padding, self.dilation, self.ceil_mode, self.return_indices)
 
     def extra_repr(self) -> str:
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
@@ -64,11 +69,8 @@ class AvgPool1d(Module):
         self.count_include_pad = count_include_pad
 
     def forward(self, input: Any) -> Any:  # noqa: A002
-        try:
-            return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding,
-                                self.ceil_mode, self.count_include_pad)
-        except ValueError as exc:
-            raise ValueError(f"AvgPool1d({self.extra_repr()}): {exc}") from None
+        return _named_errors(self, F.avg_pool1d, input, self.kernel_size, self.stride,
+                             self.padding, self.ceil_mode, self.count_include_pad)
 
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
@@ -90,11 +92,9 @@ class AvgPool2d(Module):
         self.divisor_override = divisor_override
 
     def forward(self, input: Any) -> Any:  # noqa: A002
-        try:
-            return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding,
-                                self.ceil_mode, self.count_include_pad, self.divisor_override)
-        except ValueError as exc:
-            raise ValueError(f"AvgPool2d({self.extra_repr()}): {exc}") from None
+        return _named_errors(self, F.avg_pool2d, input, self.kernel_size, self.stride,
+                             self.padding, self.ceil_mode, self.count_include_pad,
+                             self.divisor_override)
 
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
@@ -108,10 +108,7 @@ class _AdaptiveAvgPoolNd(Module):
         self.output_size = output_size
 
     def forward(self, input: Any) -> Any:  # noqa: A002
-        try:
-            return type(self)._pool(input, self.output_size)
-        except ValueError as exc:
-            raise ValueError(f"{type(self).__name__}({self.extra_repr()}): {exc}") from None
+        return _named_errors(self, type(self)._pool, input, self.output_size)
 
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}"
