@@ -110,6 +110,16 @@ def _cached(key: tuple, build: Any) -> Program:
     return prog
 
 
+def _coupled_gradient(body: list[tuple[str, str]], scalars: list[str], maximize: bool,
+                      weight_decay: bool) -> None:
+    """The common first lines: negate for ``maximize``, add L2 weight decay (scalar wd)."""
+    if maximize:
+        body.append(("g", "-g"))
+    if weight_decay:
+        body.append(("g", "g + wd * p"))
+        scalars.append("wd")
+
+
 def sgd(*, momentum: bool, first: bool, nesterov: bool, weight_decay: bool,
         maximize: bool) -> Program:
     """SGD; scalars: lr, wd, mu (momentum), omd (1 - dampening)."""
@@ -117,11 +127,7 @@ def sgd(*, momentum: bool, first: bool, nesterov: bool, weight_decay: bool,
     def build() -> Program:
         body: list[tuple[str, str]] = []
         scalars = ["lr"]
-        if maximize:
-            body.append(("g", "-g"))
-        if weight_decay:
-            body.append(("g", "g + wd * p"))
-            scalars.append("wd")
+        _coupled_gradient(body, scalars, maximize, weight_decay)
         arrays: tuple[str, ...] = ("p", "g")
         writes: tuple[str, ...] = ("p",)
         if momentum:
@@ -177,11 +183,7 @@ def rmsprop(*, centered: bool, momentum: bool, weight_decay: bool, maximize: boo
     def build() -> Program:
         body: list[tuple[str, str]] = []
         scalars: list[str] = []
-        if maximize:
-            body.append(("g", "-g"))
-        if weight_decay:
-            body.append(("g", "g + wd * p"))
-            scalars.append("wd")
+        _coupled_gradient(body, scalars, maximize, weight_decay)
         body.append(("sq", "sq * alpha + oma * (g * g)"))
         scalars += ["alpha", "oma", "eps", "lr"]
         arrays: tuple[str, ...] = ("p", "g", "sq")
@@ -210,11 +212,7 @@ def adagrad(*, weight_decay: bool, maximize: bool) -> Program:
     def build() -> Program:
         body: list[tuple[str, str]] = []
         scalars: list[str] = []
-        if maximize:
-            body.append(("g", "-g"))
-        if weight_decay:
-            body.append(("g", "g + wd * p"))
-            scalars.append("wd")
+        _coupled_gradient(body, scalars, maximize, weight_decay)
         body.append(("s", "s + g * g"))
         body.append(("std", "sqrt(s) + eps"))
         body.append(("p", "p - clr * (g / std)"))
