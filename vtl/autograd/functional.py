@@ -74,6 +74,15 @@ def _track(x: Any, where: str, outer: bool) -> Tensor:
     return t
 
 
+def _track_args(args: Sequence[Any], nums: Sequence[int], where: str,
+                outer: bool) -> tuple[list[Any], list[Tensor]]:
+    """``args`` with the differentiated positions replaced by stand-ins, and the stand-ins."""
+    args_l = list(args)
+    for i in nums:
+        args_l[i] = _track(args_l[i], where, outer)
+    return args_l, [args_l[i] for i in nums]
+
+
 def _call(fun: Callable, args: Sequence[Any], kwargs: dict) -> Any:
     _level.depth += 1
     try:
@@ -187,11 +196,7 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0,
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         nums, single = _argnums(argnums, len(args), "grad")
         outer = grad_mode.state.enabled
-        args_l = list(args)
-        tracked = []
-        for i in nums:
-            args_l[i] = _track(args_l[i], "grad", outer)
-            tracked.append(args_l[i])
+        args_l, tracked = _track_args(args, nums, "grad", outer)
         res, aux = _split_aux(_call(fun, args_l, kwargs), has_aux, "grad")
         out = _scalar_output(res, "grad")
         nested = _nested(outer, [out], tracked)
@@ -337,11 +342,7 @@ def jacobian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fa
 
         nums, single_arg = _argnums(argnums, len(args), "jacobian")
         outer = grad_mode.state.enabled
-        args_l = list(args)
-        tracked = []
-        for i in nums:
-            args_l[i] = _track(args_l[i], "jacobian", outer)
-            tracked.append(args_l[i])
+        args_l, tracked = _track_args(args, nums, "jacobian", outer)
         res, aux = _split_aux(_call(fun, args_l, kwargs), has_aux, "jacobian")
         outs, single_out = _outputs(res, "jacobian")
         nested = _nested(outer, outs, tracked)
