@@ -3,6 +3,11 @@ benchmark) at batch 64 and 128: vtl on each backend, the same network written
 by hand in NumPy (forward and backward), and PyTorch on the CPU when importable.
 
 Aims (numpy backend): within 1.5x of hand-written NumPy, not slower than PyTorch.
+
+``test_mlp_training_step`` times a whole training step of the same network built
+from ``nn.Sequential(Linear, ReLU, ...)`` with ``mse_loss`` and an optimizer
+(SGD with momentum, or Adam): zero_grad, forward, backward, step; PyTorch CPU
+runs the same step in the same session. Aim: not slower than PyTorch.
 """
 
 from __future__ import annotations
@@ -108,6 +113,86 @@ def test_mlp_forward_backward(benchmark, backend, batch, impl):
             torch.mean((h - ty) ** 2).backward()
 
     benchmark(run)
+
+
+def _vtl_model(backend: str, ps: list[np.ndarray]) -> vtl.nn.Sequential:
+    from vtl import nn
+
+    layers: list[nn.Module] = []
+    n = len(ps) // 2
+    for i in range(n):
+        lin = nn.Linear(SIZES[i], SIZES[i + 1])
+        with vtl.no_grad():
+            lin.weight[...] = vtl.asarray(np.ascontiguousarray(ps[2 * i].T))
+            lin.bias[...] = vtl.asarray(ps[2 * i + 1])
+        layers.append(lin)
+        if i < n - 1:
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers).to(backend)
+
+
+def _torch_model(torch, ps: list[np.ndarray]):
+    layers = []
+    n = len(ps) // 2
+    for i in range(n):
+        lin = torch.nn.Linear(SIZES[i], SIZES[i + 1])
+        with torch.no_grad():
+            lin.weight.copy_(torch.tensor(ps[2 * i].T))
+            lin.bias.copy_(torch.tensor(ps[2 * i + 1]))
+        layers.append(lin)
+        if i < n - 1:
+            layers.append(torch.nn.ReLU())
+    return torch.nn.Sequential(*layers)
+
+
+@pytest.mark.parametrize("opt", ["sgd", "adam"])
+@pytest.mark.parametrize("batch", [64, 128])
+@pytest.mark.parametrize("impl", ["vtl", "torch"])
+def test_mlp_training_step(benchmark, backend, batch, impl, opt):
+    benchmark.group = f"mlp-train-{opt}-b{batch}-{backend}"
+    xs, ys = _batch(batch)
+    ps = _params()
+    if impl == "vtl":
+        model = _vtl_model(backend, ps)
+        x, y = vtl.asarray(xs, backend=backend), vtl.asarray(ys, backend=backend)
+        optimizer = (vtl.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9) if opt == "sgd"
+                     else vtl.optim.Adam(model.parameters(), lr=1e-4))
+        mse = vtl.nn.functional.mse_loss
+
+        def run():
+            optimizer.zero_grad()
+            mse(model(x), y).backward()
+            optimizer.step()
+            synchronize(backend)
+
+    else:
+        torch = pytest.importorskip("torch")
+        if backend != "numpy":
+            pytest.skip("PyTorch CPU is the CPU reference")
+        model = _torch_model(torch, ps)
+        x, y = torch.tensor(xs), torch.tensor(ys)
+        optimizer = (torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9) if opt == "sgd"
+                     else torch.optim.Adam(model.parameters(), lr=1e-4))
+        mse = torch.nn.functional.mse_loss
+
+        def run():
+            optimizer.zero_grad()
+            mse(model(x), y).backward()
+            optimizer.step()
+
+    benchmark(run)
+
+
+def test_training_step_models_agree():
+    """The vtl and PyTorch training steps start from the same network and loss."""
+    torch = pytest.importorskip("torch")
+    xs, ys = _batch(8)
+    ps = _params()
+    model = _vtl_model("numpy", ps)
+    tmodel = _torch_model(torch, ps)
+    loss = vtl.nn.functional.mse_loss(model(vtl.asarray(xs)), vtl.asarray(ys))
+    tloss = torch.nn.functional.mse_loss(tmodel(torch.tensor(xs)), torch.tensor(ys))
+    np.testing.assert_allclose(float(loss), float(tloss), rtol=1e-5)
 
 
 def test_vtl_gradients_match_hand_written_numpy():
