@@ -81,11 +81,14 @@ class Program:
         env["sqrt"] = xp.sqrt
         env["max"] = xp.maximum
         for target, expr in self.body:
-            env[target] = eval(_compiled(expr), {"__builtins__": {}}, env)  # noqa: S307
+            env[target] = eval(_compiled(expr), _EVAL_GLOBALS, env)  # noqa: S307
         return [env[name] for name in self.writes]
 
 
 _CODE: dict[str, Any] = {}
+# Expressions are checked to use only known names (``_check_expr``), so the real
+# builtins stay available: CuPy imports lazily while launching a kernel.
+_EVAL_GLOBALS: dict[str, Any] = {}
 
 
 def _compiled(expr: str) -> Any:
