@@ -12,10 +12,12 @@ and as the array namespace of vtl's ``wgpu`` backend. Pieces: ``_runtime``
 pass), ``_kernels`` (WGSL templates and pipeline cache), ``_array``
 (``WgpuArray``), and the op modules.
 
-Computed through host NumPy (a readback, then an upload): sorting, searching
-and sets (``_host``), ``nonzero`` and boolean masks (data-dependent shapes),
-the linalg decompositions and solvers (``_linalg.HOST_LINALG``) and the FFTs
-(``_fft.HOST_FFT``). Complex dtypes are not supported yet.
+Sorting, searching and sets run on the device (``_sorting``: a stable bitonic sort,
+binary searches; ``unique_*`` read back one number, their result size).
+Computed through host NumPy (a readback, then an upload): ``nonzero`` and
+boolean masks (data-dependent shapes), the linalg decompositions and solvers
+(``_linalg.HOST_LINALG``) and the FFTs (``_fft.HOST_FFT``). Complex dtypes are
+not supported yet.
 """
 
 from __future__ import annotations
@@ -95,9 +97,10 @@ complex128 = np.dtype("complex128")
 globals().update(_EW)
 from . import _dunders  # noqa: E402
 from ._fft import fft  # noqa: E402
-from ._host import (  # noqa: E402
+from ._sorting import (  # noqa: E402
     argsort,
     diff,
+    isin,
     searchsorted,
     sort,
     unique_all,
