@@ -97,17 +97,6 @@ complex128 = np.dtype("complex128")
 globals().update(_EW)
 from . import _dunders  # noqa: E402
 from ._fft import fft  # noqa: E402
-from ._sorting import (  # noqa: E402
-    argsort,
-    diff,
-    isin,
-    searchsorted,
-    sort,
-    unique_all,
-    unique_counts,
-    unique_inverse,
-    unique_values,
-)
 from ._indexing import (  # noqa: E402
     nonzero,
     scatter_add,
@@ -130,6 +119,17 @@ from ._reduction import (  # noqa: E402
     std,
     sum,
     var,
+)
+from ._sorting import (  # noqa: E402
+    argsort,
+    diff,
+    isin,
+    searchsorted,
+    sort,
+    unique_all,
+    unique_counts,
+    unique_inverse,
+    unique_values,
 )
 
 _dunders.install()
