@@ -1,18 +1,51 @@
 """Benchmark fixtures: each case runs on every available backend, and the
-reference library runs in the same session so ratios are meaningful.
+reference libraries run in the same session so ratios are meaningful.
 
 Run with ``make bench`` or ``pytest benchmarks --benchmark-only
 --benchmark-enable --benchmark-json=bench.json``; ``python benchmarks/report.py
 bench.json`` prints the vtl/reference ratios.
+
+Every case is parametrized with ``impl``: ``vtl`` (on the ``backend`` of the
+case) and the references of that backend, timed in the same process. The
+numpy backend is compared with raw NumPy and PyTorch on the CPU (``numpy``,
+``torch-cpu``); the accelerator backends (cupy, wgpu) with raw CuPy and PyTorch
+on CUDA (``cupy``, ``torch-cuda``) where those are importable and have a GPU.
+A case's ``benchmark.group`` is ``<case>-<backend>``.
+
+Environment:
+
+* ``VTL_TEST_BACKENDS=numpy,wgpu`` restricts the backends (default: all available).
+* ``VTL_BENCH_QUICK=1`` shrinks every size (a smoke run on a laptop or on lavapipe).
+* ``VTL_BENCH_FULL=1`` also runs the big sizes on the CPU (matmul above 1024 etc.).
+* ``VTL_BENCH_BUDGET_S=400`` skips the cases that would start after that many
+  seconds, so a run under a hard time limit still ends and writes its JSON.
+
+GPU timings synchronize inside the timed call (:func:`synchronize`, ``Ref.sync``).
+TensorFloat-32 is off for CuPy and PyTorch, so float32 means float32.
 """
 
 from __future__ import annotations
 
 import os
+import platform
+import time
+from collections.abc import Callable
+from typing import Any
 
-import pytest
+os.environ.setdefault("CUPY_TF32", "0")
 
-from vtl import backends
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from vtl import backends  # noqa: E402
+
+QUICK = os.environ.get("VTL_BENCH_QUICK", "").strip() not in ("", "0")
+FULL = os.environ.get("VTL_BENCH_FULL", "").strip() not in ("", "0")
+BUDGET_S = float(os.environ.get("VTL_BENCH_BUDGET_S", "0") or 0)
+_START = time.monotonic()
+
+CPU_REFS = ("numpy", "torch-cpu")
+GPU_REFS = ("cupy", "torch-cuda")
 
 
 def _selected() -> list[str]:
@@ -24,12 +57,154 @@ def _selected() -> list[str]:
 
 @pytest.fixture(params=_selected())
 def backend(request: pytest.FixtureRequest) -> str:
-    b = backends.get(request.param)
+    return _require(request.param)
+
+
+def _require(name: str) -> str:
+    b = backends.get(name)
     if not b.is_available:
-        pytest.skip(f"backend {request.param} unavailable: {b.unavailable_reason}")
-    return request.param
+        pytest.skip(f"backend {name} unavailable: {b.unavailable_reason}")
+    return name
+
+
+@pytest.fixture(autouse=True)
+def _time_budget() -> None:
+    if BUDGET_S and time.monotonic() - _START > BUDGET_S:
+        pytest.skip(f"VTL_BENCH_BUDGET_S={BUDGET_S:g} s spent before this case")
 
 
 def synchronize(backend: str) -> None:
     """Wait for queued device work so the timing covers the computation."""
     backends.get(backend).synchronize()
+
+
+def on_cpu(backend: str) -> bool:
+    """Whether ``backend`` computes on the CPU (numpy; wgpu on a software adapter)."""
+    if backend == "numpy":
+        return True
+    if backend == "wgpu":
+        b = backends.get("wgpu")
+        return b.is_available and b.info().get("adapter_type") == "CPU"
+    return False
+
+
+def references(backend: str) -> tuple[str, ...]:
+    """The reference implementations a vtl backend is compared with."""
+    return CPU_REFS if backend == "numpy" else GPU_REFS
+
+
+def cases(refs: tuple[str, ...] = ("raw", "torch"),
+          keep: Callable[[str], bool] | None = None) -> list[Any]:
+    """``(backend, impl)`` parameters: vtl on each selected backend plus its references.
+
+    ``refs`` picks the kinds of reference: ``raw`` (NumPy or CuPy) and/or ``torch``;
+    ``keep(backend)`` drops backends (e.g. the CPU for the biggest sizes).
+    """
+    out = []
+    for b in _selected():
+        if keep is not None and not keep(b):
+            continue
+        names = ["vtl"] + [r for r in references(b)
+                           if ("torch" if r.startswith("torch") else "raw") in refs]
+        out.extend(pytest.param(b, n, id=f"{b}-{n}") for n in names)
+    return out
+
+
+class Ref:
+    """One implementation of a case: ``xp`` (namespace), ``asarray``, ``sync``, ``to_numpy``."""
+
+    def __init__(self, backend: str, impl: str) -> None:
+        self.impl = impl
+        self.backend = backend
+        if impl == "vtl":
+            import vtl
+
+            _require(backend)
+            self.xp = vtl
+            self.asarray = lambda a: vtl.asarray(a, backend=backend)
+            self.sync = lambda: synchronize(backend)
+            self.to_numpy = lambda x: x.numpy()
+        elif impl == "numpy":
+            self.xp = np
+            self.asarray = np.asarray
+            self.sync = lambda: None
+            self.to_numpy = np.asarray
+        elif impl == "cupy":
+            cp = cupy_or_skip()
+            self.xp = cp
+            self.asarray = cp.asarray
+            self.sync = cp.cuda.Device().synchronize
+            self.to_numpy = cp.asnumpy
+        elif impl in ("torch-cpu", "torch-cuda"):
+            torch = torch_or_skip(impl.split("-")[1])
+            dev = impl.split("-")[1]
+            self.xp = torch
+            self.device = dev
+            self.asarray = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(dev)
+            self.sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
+            self.to_numpy = lambda x: x.detach().cpu().numpy()
+        else:
+            raise ValueError(f"unknown implementation {impl!r}")
+
+    def supports(self, dtype: str) -> bool:
+        if self.impl != "vtl":
+            return True
+        import vtl
+
+        return dtype in vtl.__array_namespace_info__().dtypes(
+            device=backends.get(self.backend).device(0))
+
+
+def cupy_or_skip() -> Any:
+    try:
+        import cupy as cp
+
+        cp.cuda.runtime.getDeviceCount()
+    except Exception as e:  # no CuPy, or no CUDA device
+        pytest.skip(f"CuPy with a CUDA device is not available ({type(e).__name__})")
+    return cp
+
+
+def torch_or_skip(device: str = "cpu") -> Any:
+    torch = pytest.importorskip("torch")
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            pytest.skip("PyTorch CUDA is not available")
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    return torch
+
+
+def pytest_benchmark_update_machine_info(config: Any, machine_info: dict) -> None:
+    """Record the GPU and the library versions in the JSON (``report.py`` prints them)."""
+    info: dict[str, Any] = {"python": platform.python_version(), "numpy": np.__version__,
+                            "cpu_count": os.cpu_count(), "quick": QUICK, "full": FULL}
+    import vtl
+
+    info["vtl"] = getattr(vtl, "__version__", "?")
+    info["backends"] = ",".join(_selected())
+    try:
+        import torch
+
+        info["torch"] = torch.__version__
+        info["torch_threads"] = torch.get_num_threads()
+        if torch.cuda.is_available():
+            info["gpu"] = torch.cuda.get_device_name(0)
+    except Exception:
+        pass
+    try:
+        import cupy as cp
+
+        info["cupy"] = cp.__version__
+        info["cuda_runtime"] = cp.cuda.runtime.runtimeGetVersion()
+        if "gpu" not in info:
+            name = cp.cuda.runtime.getDeviceProperties(0)["name"]
+            info["gpu"] = name.decode() if isinstance(name, bytes) else str(name)
+    except Exception:
+        pass
+    b = backends.get("wgpu")
+    if b._probed and b.is_available:
+        w = b.info()
+        info["wgpu"] = w.get("wgpu")
+        info["wgpu_adapter"] = f"{w.get('adapter')} ({w.get('backend_type')})"
+    machine_info["vtl_bench"] = info
