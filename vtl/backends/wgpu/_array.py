@@ -345,6 +345,10 @@ def _unary_kernel(dt_in: np.dtype, dt_out: np.dtype, body: str):
         # 32 -> 64 bits across signedness: extend by the source's signedness first
         # (a direct i64(u32) may be compiled as a sign extension)
         body = _WIDEN[(tin, tout)]
+    if body == "return {{R}}(x);" and "c" in (dt_in.kind, dt_out.kind):
+        from ._complex import cast_body
+
+        body = cast_body(dt_in, dt_out)
     if dt_out == D.bool_ and body == "return {{R}}(x);":
         body = "return select(0u, 1u, x != {{T}}(0));"
         if dt_in.kind == "f":  # NaN is truthy; drivers may compile != as an ordered compare

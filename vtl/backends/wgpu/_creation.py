@@ -56,6 +56,10 @@ def fill_view(out: WgpuArray, start, step=0) -> None:
     if n == 0:
         return
     dt = out._dtype
+    if dt.kind == "c":
+        from ._complex import fill_view as fill_complex
+
+        return fill_complex(out, start, step)
     shape, (so,) = collapse(out._shape, out._strides)
     flags = 2 if so == c_strides(shape) else 0
     words = [n, len(shape), flags, 0, out._offset, *words_for_scalar(start, dt),
@@ -69,6 +73,8 @@ def _scalar_value(v, dt: np.dtype):
         return bool(v)
     if dt.kind in "iu":
         return int(v)
+    if dt.kind == "c":
+        return complex(v)
     return float(v)
 
 
@@ -87,6 +93,8 @@ def full(shape, fill_value, *, dtype=None, device=None) -> WgpuArray:
             dt = default_int()
         elif isinstance(fill_value, float):
             dt = default_float()
+        elif isinstance(fill_value, complex):
+            dt = D.COMPLEX_OF[default_float()]
         elif isinstance(fill_value, np.generic):
             dt = fill_value.dtype
             check_dtype(dt)
@@ -142,11 +150,16 @@ def arange(start, /, stop=None, step=1, *, dtype=None, device=None) -> WgpuArray
 def linspace(start, stop, /, num: int, *, dtype=None, device=None,
              endpoint: bool = True) -> WgpuArray:
     _check_device(device)
-    if isinstance(start, complex) or isinstance(stop, complex):
-        raise TypeError("linspace(): complex values are not supported by the wgpu backend")
     if num < 0:
         raise ValueError(f"linspace(): num must be non-negative, got {num}")
-    dt = _dtype(dtype) or default_float()
+    cplx = isinstance(start, complex) or isinstance(stop, complex)
+    dt = _dtype(dtype) or (D.COMPLEX_OF[default_float()] if cplx else default_float())
+    if dt.kind == "c":
+        from ._complex import linspace as linspace_complex
+
+        return linspace_complex(start, stop, num, dt, endpoint)
+    if cplx:
+        raise TypeError(f"linspace(): complex start/stop need a complex dtype, got {dt}")
     if dt.kind != "f":
         host = np.linspace(start, stop, num, endpoint=endpoint).astype(dt)
         return from_numpy(host)
@@ -222,12 +235,12 @@ def asarray(obj: Any, /, *, dtype=None, device=None, copy: bool | None = None) -
     host = np.asarray(obj)
     if host.dtype.kind == "O":
         raise TypeError(f"asarray() cannot convert an object of type {type(obj).__name__}")
-    if host.dtype.kind == "c":
-        raise TypeError("asarray(): complex dtypes are not supported by the wgpu backend")
     if dt is None:
         if not isinstance(obj, np.ndarray) and not isinstance(obj, np.generic):
             if host.dtype.kind == "f":
                 dt = default_float()
+            elif host.dtype.kind == "c":
+                dt = D.COMPLEX_OF[default_float()]
             elif host.dtype.kind in "iu":
                 dt = default_int() if host.dtype.kind == "i" else host.dtype
                 if host.dtype.kind == "i" and host.dtype == np.int64:

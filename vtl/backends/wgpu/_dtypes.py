@@ -12,7 +12,12 @@ int64 / uint64            i64 / u64    needs ``shader-int64``
 float16                   f16          needs ``shader-f16``
 float32                   f32
 float64                   f64          needs ``shader-f64``
+complex64                 vec2<f32>    (real, imag) pairs, as NumPy lays them out
+complex128                vec2<f64>    needs ``shader-f64``
 ========================  ===========  =========================================
+
+A complex array's real and imaginary parts are float views of its storage
+(:func:`part`): strides and offset doubled, the imaginary part one element on.
 """
 
 from __future__ import annotations
@@ -23,8 +28,13 @@ bool_ = np.dtype("bool")
 int8, int16, int32, int64 = (np.dtype(n) for n in ("int8", "int16", "int32", "int64"))
 uint8, uint16, uint32, uint64 = (np.dtype(n) for n in ("uint8", "uint16", "uint32", "uint64"))
 float16, float32, float64 = (np.dtype(n) for n in ("float16", "float32", "float64"))
+complex64, complex128 = np.dtype("complex64"), np.dtype("complex128")
 
-ALL = (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, float32, float64)
+ALL = (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, float32, float64,
+       complex64, complex128)
+#: complex dtype -> the float dtype of its parts, and back
+REAL_OF = {complex64: float32, complex128: float64}
+COMPLEX_OF = {float32: complex64, float64: complex128}
 
 #: dtype -> (WGSL storage type, host storage dtype)
 STORAGE: dict[np.dtype, tuple[str, np.dtype]] = {
@@ -32,11 +42,13 @@ STORAGE: dict[np.dtype, tuple[str, np.dtype]] = {
     uint8: ("u32", uint32), uint16: ("u32", uint32), uint32: ("u32", uint32),
     int64: ("i64", int64), uint64: ("u64", uint64),
     float16: ("f16", float16), float32: ("f32", float32), float64: ("f64", float64),
+    complex64: ("vec2<f32>", complex64), complex128: ("vec2<f64>", complex128),
 }
 NAME: dict[np.dtype, str] = {d: d.name for d in ALL}
 #: dtype -> device feature it needs
 FEATURE: dict[np.dtype, str] = {
     float16: "shader-f16", float64: "shader-f64", int64: "shader-int64", uint64: "shader-int64",
+    complex128: "shader-f64",
 }
 #: WGSL expression that wraps a widened value ``v`` to the narrow range on store
 WRAP: dict[np.dtype, str] = {
@@ -60,6 +72,10 @@ def is_float(dt: np.dtype) -> bool:
 
 def is_int(dt: np.dtype) -> bool:
     return dt.kind in "iu"
+
+
+def is_complex(dt: np.dtype) -> bool:
+    return dt.kind == "c"
 
 
 def supported(features: frozenset) -> dict[str, np.dtype]:

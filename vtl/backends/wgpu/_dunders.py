@@ -15,7 +15,7 @@ _BINARY = {
 }
 _COMPARE = {"eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal",
             "gt": "greater", "ge": "greater_equal"}
-_OPERANDS = (WgpuArray, bool, int, float)
+_OPERANDS = (WgpuArray, bool, int, float, complex)
 
 
 def _fwd(name: str):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _complex as _cx
 from . import _dtypes as D
 from . import _kernels, _runtime
 from ._array import (
@@ -307,6 +308,8 @@ def unary(name: str, x: WgpuArray) -> WgpuArray:
     x = _arg(x, name)
     rule = UNARY[name][0]
     dt = x._dtype
+    if dt.kind == "c":
+        return _cx.unary(name, x)
     if rule == "float" and dt.kind != "f":
         if dt.kind not in "iub":
             raise TypeError(f"{name}() does not support dtype {dt}")
@@ -333,9 +336,9 @@ def _scalar_dtype(value, arr_dt: np.dtype, fname: str) -> np.dtype:
     if isinstance(value, int):
         return default_int() if arr_dt == D.bool_ else arr_dt
     if isinstance(value, float):
-        return arr_dt if arr_dt.kind == "f" else default_float()
+        return arr_dt if arr_dt.kind in "fc" else default_float()
     if isinstance(value, complex):
-        raise TypeError(f"{fname}(): complex scalars are not supported by the wgpu backend")
+        return _cx.scalar_dtype(value, arr_dt)
     raise TypeError(f"{fname}(): unsupported operand type {type(value).__name__}")
 
 
@@ -363,6 +366,8 @@ def binary(name: str, x1, x2) -> WgpuArray:
         x1 = _arg(x1, name)
         x2 = _arg(x2, name)
         dt = D.result_type(x1._dtype, x2._dtype)
+    if dt.kind == "c":
+        return _cx.binary(name, x1, x2, dt)
     if rule == "float" and dt.kind != "f":
         dt = default_float()
     elif rule == "logical":

@@ -36,7 +36,7 @@ class Info:
     def default_dtypes(self, *, device=None) -> dict[str, Any]:
         from ._elementwise import default_float, default_int
 
-        return {"real floating": default_float(), "complex floating": None,
+        return {"real floating": default_float(), "complex floating": D.COMPLEX_OF[default_float()],
                 "integral": default_int(), "indexing": default_int()}
 
     def dtypes(self, *, device=None, kind=None) -> dict[str, np.dtype]:

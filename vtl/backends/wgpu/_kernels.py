@@ -84,6 +84,10 @@ _F16 = "enable f16;\n"
 def _helpers(dt: np.dtype) -> str:
     """Per-dtype WGSL helpers: wrap_<d>, scal_<d> (decode a scalar at word k), and for
     floats isnan_<d>, inf_<d>, nan_<d>."""
+    if dt.kind == "c":  # complex: (real, imag) pairs, see _complex
+        from ._complex import helpers
+
+        return helpers(dt)
     n = dt.name
     t = D.wgsl(dt)
     wrap = D.WRAP.get(dt, "v")
@@ -185,6 +189,10 @@ def render(name: str, dtypes: tuple, subs: dict) -> str:
             src = src.replace("{{" + k + "}}", str(v))
     if "{{" in src:
         raise RuntimeError(f"wgsl template {name}: unfilled placeholder in\n{src}")
+    if any(dt.kind == "c" for dt in dtypes):  # complex helpers use their real dtype's
+        from ._complex import kernel_dtypes
+
+        dtypes = kernel_dtypes(dtypes)
     helpers = "".join(_helpers(dt) for dt in dict.fromkeys(dtypes))
     if D.float64 in dtypes:
         helpers += math64()
