@@ -238,9 +238,27 @@ def binary(name: str, x1, x2, dt: np.dtype) -> WgpuArray:
     return out
 
 
-def prod_host(x: WgpuArray, fn, **kw) -> WgpuArray:
-    """A reduction computed through host NumPy (complex cumulative_prod)."""
+
+def matmul(a: WgpuArray, b: WgpuArray, real_matmul) -> WgpuArray:
+    """Complex matmul from four real products of the parts (strided float views, no copies):
+    (ar + i ai)(br + i bi) = (ar br - ai bi) + i (ar bi + ai br)."""
+    from ._elementwise import binary
+
+    ar, ai, br, bi = part(a, False), part(a, True), part(b, False), part(b, True)
+    re = binary("subtract", real_matmul(ar, br), real_matmul(ai, bi))
+    im = binary("add", real_matmul(ar, bi), real_matmul(ai, br))
+    out = empty(re.shape, a._dtype)
+    copy_into(re, part(out, False))
+    copy_into(im, part(out, True))
+    return out
+
+
+def cumulative_prod(x: WgpuArray, axis, dtype, include_initial: bool) -> WgpuArray:
+    """Complex ``cumulative_prod``, computed through host NumPy (a readback and an upload)."""
+    import array_api_compat.numpy as hnp
+
     from ._array import from_numpy, to_numpy
 
-    return from_numpy(fn(to_numpy(x), **kw))
-
+    h = hnp.cumulative_prod(to_numpy(x), axis=axis, dtype=dtype,
+                            include_initial=include_initial)
+    return from_numpy(h)

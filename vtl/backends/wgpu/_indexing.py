@@ -307,8 +307,12 @@ def _copy(v: WgpuArray) -> WgpuArray:
 def _scalar(value, dt: np.dtype):
     if isinstance(value, np.generic):
         value = value.item()
-    if not isinstance(value, (bool, int, float)):
+    if not isinstance(value, (bool, int, float, complex)):
         raise TypeError(f"cannot assign a {type(value).__name__} to a wgpu array")
+    if dt.kind == "c":
+        return complex(value)
+    if isinstance(value, complex):
+        raise TypeError(f"cannot assign a complex to an array of dtype {dt}")
     if dt == D.bool_:
         return bool(value)
     if dt.kind in "iu":

@@ -49,6 +49,10 @@ def matmul(x1: WgpuArray, x2: WgpuArray, /) -> WgpuArray:
         raise TypeError("matmul(): boolean arrays are not supported")
     a = a if a.dtype == dt else astype_raw(a, dt)
     b = b if b.dtype == dt else astype_raw(b, dt)
+    if dt.kind == "c":
+        from ._complex import matmul as matmul_complex
+
+        return matmul_complex(a, b, matmul)
     va, vb = a.ndim == 1, b.ndim == 1
     if va:
         a = view(a, (1, a.shape[0]), (0, a._strides[0]), a._offset)
@@ -145,6 +149,8 @@ def vecdot(x1: WgpuArray, x2: WgpuArray, /, *, axis: int = -1) -> WgpuArray:
     if sa != sb:
         raise ValueError(f"vecdot(): sizes along axis {axis} differ ({sa} and {sb})")
     dt = D.result_type(a.dtype, b.dtype)
+    if a.dtype.kind == "c":  # the standard conjugates the first argument
+        a = unary("conj", a)
     return _sum(binary("multiply", a, b), axis=axis, dtype=dt)
 
 
@@ -154,6 +160,8 @@ def vector_norm(x: WgpuArray, /, *, axis=None, keepdims: bool = False, ord=2) ->
     from ._reduction import sum as _sum
 
     x = _arr(x, "vector_norm")
+    if x.dtype.kind == "c":
+        x = unary("abs", x)
     if x.dtype.kind != "f":
         x = astype_raw(x, D.float32)
     if ord == 0:
@@ -203,6 +211,8 @@ def matrix_norm(x: WgpuArray, /, *, keepdims: bool = False, ord="fro") -> WgpuAr
     x = _arr(x, "matrix_norm")
     if ord in (2, -2, "nuc"):
         return _host("matrix_norm")(x, keepdims=keepdims, ord=ord)
+    if x.dtype.kind == "c":
+        x = unary("abs", x)
     if x.dtype.kind != "f":
         x = astype_raw(x, D.float32)
     ax = unary("abs", x)

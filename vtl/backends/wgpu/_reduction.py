@@ -115,6 +115,10 @@ def prod(x, /, *, axis=None, dtype=None, keepdims: bool = False) -> WgpuArray:
     if x.dtype != dt:
         x = astype_raw(x, dt)
     a = _acc(dt)
+    if dt.kind == "c":  # complex product of (real, imag) pairs
+        return _reduce(x, axis, keepdims, "prod", dt, a, f"return {a}(x);",
+                       "return vec2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);",
+                       f"{a}(1.0, 0.0)")
     return _reduce(x, axis, keepdims, "prod", dt, a, f"return {a}(x);", "return a * b;",
                    f"{a}(1)")
 
@@ -177,7 +181,7 @@ def _count(x: WgpuArray, axis) -> int:
 
 def mean(x, /, *, axis=None, keepdims: bool = False) -> WgpuArray:
     x = _arr(x, "mean")
-    if x.dtype.kind != "f":
+    if x.dtype.kind not in "fc":
         x = astype_raw(x, default_float())
     n = _count(x, axis)
     s = sum(x, axis=axis, keepdims=keepdims)
@@ -269,4 +273,9 @@ def cumulative_sum(x, /, *, axis: int | None = None, dtype=None,
 
 def cumulative_prod(x, /, *, axis: int | None = None, dtype=None,
                     include_initial: bool = False) -> WgpuArray:
+    if _arr(x, "cumulative_prod").dtype.kind == "c" or (dtype is not None
+                                                         and np.dtype(dtype).kind == "c"):
+        from ._complex import cumulative_prod as cumprod_complex
+
+        return cumprod_complex(x, axis, dtype, include_initial)
     return _scan(x, axis, dtype, include_initial, "cumulative_prod", "*", "1")
