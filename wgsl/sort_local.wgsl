@@ -1,10 +1,11 @@
-// Bitonic stages inside tiles of 1024 (key, id) pairs in workgroup memory: for k from
-// k0 to k1 (powers of two), j from (k == k0 ? j0 : k / 2) down to 1 (j <= 512).
+// Bitonic stages inside tiles of TILE (key, id) pairs in workgroup memory: for k from
+// k0 to k1 (powers of two), j from (k == k0 ? j0 : k / 2) down to 1 (j <= TILE / 2).
 // Words: 0 N, 1 P, 2 k0, 3 k1, 4 j0
 @group(0) @binding(0) var<storage, read_write> keys: array<{{KT}}>;
 @group(0) @binding(1) var<storage, read_write> ids: array<u32>;
-var<workgroup> sk: array<{{KT}}, 1024>;
-var<workgroup> si: array<u32, 1024>;
+const TILE = {{TILE}}u;
+var<workgroup> sk: array<{{KT}}, TILE>;
+var<workgroup> si: array<u32, TILE>;
 
 {{KEYFN}}
 
@@ -13,8 +14,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         @builtin(local_invocation_index) lid: u32) {
   let N = pw(0u);
   let P = pw(1u);
-  let base = (wid.y * nwg.x + wid.x) * 1024u;
-  for (var e = 0u; e < 4u; e++) {
+  let base = (wid.y * nwg.x + wid.x) * TILE;
+  for (var e = 0u; e < TILE / 256u; e++) {
     let li = lid + e * 256u;
     if (base + li < N) { sk[li] = keys[base + li]; si[li] = ids[base + li]; }
   }
@@ -26,7 +27,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (k > k1) { break; }
     loop {
       if (j == 0u) { break; }
-      for (var p = 0u; p < 2u; p++) {
+      for (var p = 0u; p < TILE / 512u; p++) {
         let t = lid + p * 256u;
         let i = ((t & ~(j - 1u)) << 1u) | (t & (j - 1u));
         let l = i + j;
@@ -47,7 +48,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     k = k << 1u;
     j = k >> 1u;
   }
-  for (var e = 0u; e < 4u; e++) {
+  for (var e = 0u; e < TILE / 256u; e++) {
     let li = lid + e * 256u;
     if (base + li < N) { keys[base + li] = sk[li]; ids[base + li] = si[li]; }
   }

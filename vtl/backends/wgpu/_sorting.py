@@ -28,7 +28,17 @@ from ._elementwise import binary, default_int
 from ._manipulation import concat, permute_dims, reshape
 from ._recorder import REC, groups_for
 
-_TILE = 1024  # pairs per workgroup in sort_local.wgsl
+_E = 16  # elements per thread in the register-blocked global steps (sort_step.wgsl)
+
+
+def _tile(key_bytes: int) -> int:
+    """Elements per workgroup of sort_local.wgsl: the largest power of two (1024 to 4096)
+    whose keys and ids fit in the device's workgroup memory."""
+    lim = int(_runtime.get().limits.get("max-compute-workgroup-storage-size", 16384))
+    t = 4096
+    while t > 1024 and t * (key_bytes + 4) > lim:
+        t //= 2
+    return t
 
 
 class UniqueAllResult(NamedTuple):
@@ -138,19 +148,21 @@ def _sort_rows(xr: WgpuArray, descending: bool):
                  groups_for(N))
     if P > 1:
         bufs = (keys._st.buf, ids._st.buf)
-        loc = _kernels.kernel("sort_local", "ww", (dt,), KT=kt, KEYFN=fns)
-        tiles = groups_for(N, _TILE)
-        REC.dispatch(loc, bufs, [N, P, 2, min(P, _TILE), 1], tiles)
-        if P > _TILE:
-            step = _kernels.kernel("sort_step", "ww", (dt,), KT=kt, KEYFN=fns)
-            k = 2 * _TILE
-            while k <= P:
-                j = k // 2
-                while j >= _TILE:
-                    REC.dispatch(step, bufs, [N // 2, P, k, j], groups_for(N // 2))
-                    j //= 2
-                REC.dispatch(loc, bufs, [N, P, k, k, _TILE // 2], tiles)
-                k *= 2
+        tile = _tile(4 if kt == "u32" else 8)
+        loc = _kernels.kernel("sort_local", "ww", (dt,), KT=kt, KEYFN=fns, TILE=tile)
+        tiles = groups_for(N, tile)
+        REC.dispatch(loc, bufs, [N, P, 2, min(P, tile), 1], tiles)
+        k = 2 * tile
+        while k <= P:
+            # the steps j = k/2 ... tile go through global memory, up to log2(_E) at once
+            j = k // 2
+            while j >= tile:
+                e = min(_E, 2 * j // tile)
+                step = _kernels.kernel("sort_step", "ww", (dt,), KT=kt, KEYFN=fns, E=e)
+                REC.dispatch(step, bufs, [N // e, P, k, j], groups_for(N // e))
+                j //= e
+            REC.dispatch(loc, bufs, [N, P, k, k, tile // 2], tiles)
+            k *= 2
     return keys, ids, P
 
 
