@@ -9,14 +9,15 @@ Arrays travel as buffers (``MPI.IN_PLACE`` where the result replaces the input),
 never pickled.
 
 A collective that timed out cannot be cancelled, and ``MPI_Finalize`` at exit
-would wait for it forever; so after a timeout this process calls
-``MPI_Abort`` when it exits, which ends every rank of the job (mpiexec then
-reports a non-zero exit status).
+would wait for it forever; so after a timeout, or an uncaught exception in a
+job of several ranks, this process calls ``MPI_Abort`` when it exits, which
+ends every rank of the job (mpiexec then reports a non-zero exit status).
 """
 
 from __future__ import annotations
 
 import atexit
+import sys
 import time
 from typing import Any
 
@@ -45,12 +46,26 @@ _broken: list[str] = []
 
 def _abort_if_broken() -> None:
     if _broken and _MPI is not None and _MPI.Is_initialized() and not _MPI.Is_finalized():
-        import sys
-
         sys.stderr.write(f"vtl.distributed: {_broken[0]}; calling MPI_Abort so that the other "
                          "ranks do not hang\n")
         sys.stderr.flush()
         _MPI.COMM_WORLD.Abort(1)
+
+
+def _abort_on_uncaught_exception(rank: int) -> None:
+    """A rank that dies of an exception ends the job (as ``python -m mpi4py`` does) instead
+    of waiting in ``MPI_Finalize`` while the others wait for it."""
+    prev = sys.excepthook
+    if getattr(prev, "_vtl_dist", False):
+        return
+
+    def hook(tp: Any, value: Any, tb: Any) -> None:
+        prev(tp, value, tb)
+        if not _broken:
+            _broken.append(f"rank {rank} died of an uncaught {tp.__name__}")
+
+    hook._vtl_dist = True  # type: ignore[attr-defined]
+    sys.excepthook = hook
 
 
 def _op(MPI: Any, op: str, dtype: np.dtype) -> Any:
@@ -72,6 +87,8 @@ class MPIEngine:
         self.world_size = self.comm.Get_size()
         self.timeout = timeout
         self.local_rank = self.comm.Split_type(MPI.COMM_TYPE_SHARED).Get_rank()
+        if self.world_size > 1:
+            _abort_on_uncaught_exception(self.rank)
 
     def _wait(self, req: Any, what: str) -> None:
         if req.Test():
