@@ -16,7 +16,7 @@ from typing import Any
 
 import vtl
 
-from .loop import FitState
+from .loop import FitState, _is_rank0
 
 __all__ = ["Callback", "LambdaCallback", "ModelCheckpoint", "EarlyStopping", "Resume"]
 
@@ -73,7 +73,11 @@ class LambdaCallback(Callback):
 
 def save_fit_checkpoint(path: str, state: FitState, epoch: int,
                         logs: dict[str, float]) -> None:
-    """Model, optimizer, scheduler, epoch, the epoch's logs and the history so far."""
+    """Model, optimizer, scheduler, epoch, the epoch's logs and the history so far.
+
+    In a data-parallel run (``vtl.distributed``) only rank 0 writes."""
+    if not _is_rank0():
+        return
     parent = os.path.dirname(os.fspath(path))
     if parent:
         os.makedirs(parent, exist_ok=True)
@@ -132,7 +136,7 @@ class ModelCheckpoint(Callback):
         self.last_path = path
         if self.save_best_only:
             self.best_path = path
-        if self.verbose:
+        if self.verbose and _is_rank0():
             print(f"epoch {epoch}: saved checkpoint {path}")
 
 

@@ -78,8 +78,14 @@ def _num_batches(loader: Any) -> int | None:
         return None
 
 
+def _is_rank0() -> bool:
+    """True unless this process is a data-parallel rank other than 0 (``vtl.distributed``)."""
+    dist = vtl.distributed
+    return not dist.is_initialized() or dist.get_rank() == 0
+
+
 def _bar(loader: Any, desc: str, progress: bool, leave: bool) -> Any:
-    if not progress:
+    if not progress or not _is_rank0():  # data-parallel runs: bars on rank 0 only
         return None
     from tqdm.auto import tqdm
 
@@ -106,6 +112,20 @@ class _Mean:
     def means(self) -> dict[str, float]:
         return {k: s / self.n for k, s in self.sums.items()} if self.n else {}
 
+    def synced(self) -> _Mean:
+        """Sums and counts added over the data-parallel ranks (``vtl.distributed``), so
+        every rank logs, schedules and stops early on the same global means."""
+        dist = vtl.distributed
+        if not dist.is_initialized() or dist.get_world_size() == 1:
+            return self
+        keys = sorted(self.sums)
+        t = vtl.asarray([self.sums[k] for k in keys] + [float(self.n)], dtype=vtl.float64,
+                        backend="numpy")
+        vals = dist.all_reduce(t).numpy().tolist()
+        out = _Mean()
+        out.sums, out.n = dict(zip(keys, vals[:-1], strict=True)), int(round(vals[-1]))
+        return out
+
 
 def _batch_logs(output: Any, target: Any, loss: Any,
                 metric_fns: list[tuple[str, Callable]]) -> dict[str, float]:
@@ -126,6 +146,11 @@ def evaluate(model: Any, loader: Iterable, loss_fn: Callable | None = None,
     each a sample-weighted mean of per-batch values (exact for accuracy, MSE and
     MAE). The model's previous train/eval mode is restored afterwards.
     """
+    return _evaluate_mean(model, loader, loss_fn, metrics, progress, desc).means()
+
+
+def _evaluate_mean(model: Any, loader: Iterable, loss_fn: Callable | None, metrics: Any,
+                   progress: bool = False, desc: str = "eval") -> _Mean:
     metric_fns = _metric_fns(metrics)
     was_training = getattr(model, "training", False)
     model.eval()
@@ -146,7 +171,7 @@ def evaluate(model: Any, loader: Iterable, loss_fn: Callable | None = None,
         model.train(was_training)
     if mean.n == 0:
         raise ValueError("evaluate: the loader yielded no samples")
-    return mean.means()
+    return mean
 
 
 def fit(model: Any, train_loader: Iterable, loss_fn: Callable, optimizer: Any, epochs: int,
@@ -227,9 +252,9 @@ def fit(model: Any, train_loader: Iterable, loss_fn: Callable, optimizer: Any, e
                     cb.on_batch_end(state, i, blogs)
             if mean.n == 0:
                 raise ValueError("fit: train_loader yielded no batches")
-            logs = mean.means()
+            logs = mean.synced().means()
             if val_loader is not None:
-                vlogs = evaluate(model, val_loader, loss_fn, metrics)
+                vlogs = _evaluate_mean(model, val_loader, loss_fn, metrics).synced().means()
                 logs.update({f"val_{k}": v for k, v in vlogs.items()})
             logs["lr"] = lr
             if bar is not None:
