@@ -33,13 +33,23 @@ class Device:
 DEVICE = Device()
 
 
+_CS: dict[tuple, tuple] = {}
+
+
 def c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Row-major strides (elements) of ``shape`` (cached per shape)."""
+    cs = _CS.get(shape)
+    if cs is not None:
+        return cs
     out = []
     acc = 1
     for s in reversed(shape):
         out.append(acc)
         acc *= s
-    return tuple(reversed(out))
+    cs = tuple(reversed(out))
+    if len(_CS) < 4096:
+        _CS[tuple(shape)] = cs
+    return cs
 
 
 def prod(shape) -> int:
@@ -194,6 +204,23 @@ def empty(shape, dtype: np.dtype, upload: bool = False) -> WgpuArray:
     return WgpuArray(st, shape, c_strides(shape), 0, dtype)
 
 
+_new_array = WgpuArray.__new__
+_alloc = POOL.alloc
+
+
+def fresh(shape: tuple, dtype: np.dtype, n: int, isz: int) -> WgpuArray:
+    """A new contiguous array of a checked ``dtype`` (``isz`` storage bytes per element)
+    and a valid ``shape`` of ``n`` elements: the hot path of op results."""
+    a = _new_array(WgpuArray)
+    a._st = _alloc((n or 1) * isz)
+    a._shape = shape
+    a._strides = c_strides(shape)
+    a._offset = 0
+    a._dtype = dtype
+    a._contig = True
+    return a
+
+
 def check_dtype(dtype: np.dtype) -> None:
     D.check(dtype, _runtime.get().features)
 
@@ -313,6 +340,10 @@ def copy_into(src: WgpuArray, dst: WgpuArray, body: str = "return {{R}}(x);") ->
     n = dst.size
     if n == 0:
         return
+    if (src._contig and dst._contig and src._shape == dst._shape and body == _CAST
+            and src._dtype.kind in "biuf" and dst._dtype.kind in "biuf"):
+        _flat_copy(src, dst, n)
+        return
     sst = broadcast_strides(src, dst._shape)
     shape, (si, so) = collapse(dst._shape, sst, dst._strides)
     nd = len(shape)
@@ -322,6 +353,26 @@ def copy_into(src: WgpuArray, dst: WgpuArray, body: str = "return {{R}}(x);") ->
     words = [n, nd, flags, src._offset, dst._offset, *shape, *si, *so]
     k = unary_kernel(src._dtype, dst._dtype, body)
     REC.dispatch(k, (src._st.buf, dst._st.buf), words, groups_for(n))
+
+
+_CAST = "return {{R}}(x);"
+_COPIES: dict = {}
+
+
+def _flat_copy(src: WgpuArray, dst: WgpuArray, n: int) -> None:
+    """Contiguous copy/cast through a flat kernel (vec4 when no neighbour of ``dst`` can be
+    overwritten by the last vector)."""
+    from . import _fuse
+
+    isz = D.itemsize(dst._dtype)
+    vec = (D.itemsize(src._dtype) == 4 and isz == 4 and not (src._offset | dst._offset) & 3
+           and (not n & 3 or (dst._offset == 0 and dst._st.nbytes == n * isz)))
+    key = (src._dtype, dst._dtype, vec)
+    f = _COPIES.get(key)
+    if f is None:
+        node = ("c", "astype", src._dtype, dst._dtype, (0,))
+        f = _COPIES[key] = _fuse.flat(vec, ((_fuse.FULL, src._dtype),), (node,), (1,))
+    _fuse.launch(f, n, [src], [dst])
 
 
 _UN_CACHE: dict = {}

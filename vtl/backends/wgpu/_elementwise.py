@@ -33,6 +33,8 @@ from ._array import (
     contiguous,
     copy_into,
     empty,
+    fresh,
+    prod,
     unary_kernel,
     words_for_scalar,
 )
@@ -304,7 +306,53 @@ def _arg(x, fname: str) -> WgpuArray:
     raise TypeError(f"{fname}() expected a WgpuArray, got {type(x).__name__}")
 
 
+_FAST1: dict = {}  # (name, dtype, vec) -> flat program or None
+
+
 def unary(name: str, x: WgpuArray) -> WgpuArray:
+    if type(x) is WgpuArray and x._contig:
+        key = (name, x._dtype, not x._offset & 3)
+        f = _FAST1.get(key, 0)
+        if f == 0:
+            f = _fast1(key)
+        if f is not None:
+            n = prod(x._shape)
+            out = fresh(x._shape, f.out_dtypes[0], n, f.osz)
+            if n:
+                if x._st.buf.cap > _runtime.get().max_binding:
+                    _fuse.launch(f, n, [x], [out])
+                elif f.vec:
+                    REC.dispatch(f.kernel, (x._st.buf, out._st.buf),
+                                 (-(-n // 4), x._offset >> 2, 0), -(-n // 1024))
+                else:
+                    REC.dispatch(f.kernel, (x._st.buf, out._st.buf), (n, x._offset, 0),
+                                 -(-n // 256))
+            return out
+    elif isinstance(x, _fuse.Var):
+        return x.tr.unary(name, x)
+    return _unary(name, x)
+
+
+def _fast1(key):
+    """The flat program of a unary op on a contiguous array (None: general path)."""
+    name, dt, vec = key
+    f = None
+    if dt.kind in "biuf":
+        try:
+            tr = _fuse.Tracer()
+            v = _fuse.Var(tr, 0, dt, ())
+            tr.inputs.append(None)
+            inputs, nodes, outputs = tr.program([tr.unary(name, v)])
+            odt = tr.nodes[-1][3]
+            vec = vec and _fuse.vec_ok(dt) and _fuse.vec_ok(odt)
+            f = _fuse.flat(vec, ((_fuse.FULL, dt),), nodes, outputs)
+        except (TypeError, ValueError):
+            f = None
+    _FAST1[key] = f
+    return f
+
+
+def _unary(name: str, x: WgpuArray) -> WgpuArray:
     x = _arg(x, name)
     rule = UNARY[name][0]
     dt = x._dtype
@@ -346,7 +394,113 @@ _SCALARS = (bool, int, float, complex)
 _BIN_CACHE: dict = {}
 
 
+_FAST2: dict = {}  # (name, dtype 1, dtype 2 or scalar type, side, vec) -> flat program
+_FLOATS = (float, int)
+
+
 def binary(name: str, x1, x2) -> WgpuArray:
+    """``name(x1, x2)``; contiguous same-shape operands and array-scalar pairs take a flat
+    kernel (vec4 for 4-byte dtypes), everything else the strided one."""
+    if type(x1) is WgpuArray and x1._contig:
+        t2 = type(x2)
+        if t2 is WgpuArray:
+            if x2._contig and x1._shape == x2._shape:
+                vec = not (x1._offset | x2._offset) & 3
+                key = (name, x1._dtype, x2._dtype, 0, vec)
+                f = _FAST2.get(key, 0)
+                if f == 0:
+                    f = _fast2(key)
+                if f is not None:
+                    n = prod(x1._shape)
+                    out = fresh(x1._shape, f.out_dtypes[0], n, f.osz)
+                    if n:
+                        b1, b2, bo = x1._st.buf, x2._st.buf, out._st.buf
+                        if max(b1.cap, b2.cap) > _runtime.get().max_binding:
+                            _fuse.launch(f, n, [x1, x2], [out])
+                        elif f.vec:
+                            REC.dispatch(f.kernel, (b1, b2, bo),
+                                         (-(-n // 4), x1._offset >> 2, x2._offset >> 2, 0),
+                                         -(-n // 1024))
+                        else:
+                            REC.dispatch(f.kernel, (b1, b2, bo),
+                                         (n, x1._offset, x2._offset, 0), -(-n // 256))
+                    return out
+        elif t2 in _FLOATS:
+            return _binary_scalar(name, x1, x2, 2)
+    elif type(x2) is WgpuArray and type(x1) in _FLOATS and x2._contig:
+        return _binary_scalar(name, x2, x1, 1)
+    return _binary(name, x1, x2)
+
+
+def _binary_scalar(name: str, x: WgpuArray, s, side: int) -> WgpuArray:
+    """``name(x, s)`` (side 2) or ``name(s, x)`` (side 1) for a contiguous ``x``."""
+    key = (name, x._dtype, type(s), side, not x._offset & 3)
+    f = _FAST2.get(key, 0)
+    if f == 0:
+        f = _fast2(key)
+    if f is None:
+        return _binary(name, s, x) if side == 1 else _binary(name, x, s)
+    n = prod(x._shape)
+    out = fresh(x._shape, f.out_dtypes[0], n, f.osz)
+    if n:
+        sw = words_for_scalar(s, f.sdt)  # (the program reads the array, then the scalar)
+        if f.snw == 1:
+            words = ((-(-n // 4), x._offset >> 2, sw[0], 0) if f.vec else
+                     (n, x._offset, sw[0], 0))
+        else:
+            words = [n, x._offset, *sw[:f.snw], 0]
+        if x._st.buf.cap > _runtime.get().max_binding:
+            _fuse.launch(f, n, [x, sw[:f.snw]], [out])
+        else:
+            REC.dispatch(f.kernel, (x._st.buf, out._st.buf), words,
+                         -(-n // 1024) if f.vec else -(-n // 256))
+    return out
+
+
+_SAMPLE = {float: 0.0, int: 0, bool: False}
+
+
+def _fast2(key):
+    """The flat program of a binary op on contiguous same-shape operands or an array and
+    a Python scalar (None: general path)."""
+    name, dt1, dt2, side, vec = key
+    f = None
+    try:
+        tr = _fuse.Tracer()
+        a = _fuse.Var(tr, 0, dt1, ())
+        tr.inputs.append(None)
+        if side == 0:
+            if dt1.kind not in "biuf" or dt2.kind not in "biuf":
+                raise TypeError
+            b = _fuse.Var(tr, 1, dt2, ())
+            tr.inputs.append(None)
+            v = tr.binary(name, a, b)
+            modes = ((_fuse.FULL, dt1), (_fuse.FULL, dt2))
+            vec = vec and _fuse.vec_ok(dt2)
+        else:
+            if dt1.kind not in "biuf":
+                raise TypeError
+            s = _SAMPLE[dt2]
+            v = tr.binary(name, s, a) if side == 1 else tr.binary(name, a, s)
+            sdt = tr.inputs[1][1]
+            modes = ((_fuse.FULL, dt1), (_fuse.IMM, sdt))
+        inputs, nodes, outputs = tr.program([v])
+        odt = tr.nodes[-1][3]
+        vec = vec and _fuse.vec_ok(dt1) and _fuse.vec_ok(odt)
+        f = _fuse.flat(vec, modes, nodes, outputs)
+        if side:
+            f.sdt = sdt
+            f.snw = _fuse.imm_words(sdt)
+    except (TypeError, ValueError, OverflowError):
+        f = None
+    _FAST2[key] = f
+    return f
+
+
+def _binary(name: str, x1, x2) -> WgpuArray:
+    if isinstance(x1, _fuse.Var) or isinstance(x2, _fuse.Var):
+        tr = x1.tr if isinstance(x1, _fuse.Var) else x2.tr
+        return tr.binary(name, x1, x2)
     rule, _ = BINARY[name]
     s1 = isinstance(x1, _SCALARS) or isinstance(x1, np.generic)
     s2 = isinstance(x2, _SCALARS) or isinstance(x2, np.generic)
@@ -398,6 +552,9 @@ def binary(name: str, x1, x2) -> WgpuArray:
         shape = a._shape if a._shape == b._shape else broadcast_shapes(a._shape, b._shape)
         sw = [0, 0, 0]
         flag_s = 0
+    fl = _flat_binary(name, a, b, flag_s, x1 if s1 else x2, dt, shape, prod(shape))
+    if fl is not None:
+        return fl
     out = empty(shape, out_dt)
     n = out.size
     if n == 0:
@@ -417,9 +574,40 @@ def binary(name: str, x1, x2) -> WgpuArray:
     return out
 
 
+def _flat_binary(name, a, b, flag_s, scalar, dt, shape, n):
+    """The op through a flat kernel when both operands are contiguous and broadcast only
+    along leading dims (or are scalars), else None."""
+    if dt.kind not in "biuf":
+        return None
+    ins = []
+    for k, x in enumerate((a, b)):
+        if flag_s & (4 << k):
+            ins.append((scalar, dt))
+        elif _fuse.layout_mode(x, shape, n) is None:
+            return None
+        else:
+            ins.append(x)
+    tr = _fuse.Tracer()
+    vs = []
+    for x in ins:
+        if isinstance(x, tuple):
+            tr.inputs.append(x)
+            vs.append(_fuse.Var(tr, len(tr.inputs) - 1, dt, ()))
+        else:
+            tr.inputs.append(x)
+            vs.append(_fuse.Var(tr, len(tr.inputs) - 1, dt, x._shape))
+    v = tr.binary(name, *vs)
+    inputs, nodes, outputs = tr.program([v])
+    return _fuse.run_flat(inputs, nodes, outputs, shape)[0]
+
+
 def where(condition: WgpuArray, x1, x2, /) -> WgpuArray:
     """Elements of ``x1`` where ``condition`` is true, else of ``x2`` (scalars allowed)."""
     from ._creation import full
+
+    for v in (condition, x1, x2):
+        if isinstance(v, _fuse.Var):
+            return v.tr.where(condition, x1, x2)
 
     c = _arg(condition, "where")
     if c._dtype != D.bool_:
@@ -470,9 +658,11 @@ def broadcast_to_raw(x: WgpuArray, shape) -> WgpuArray:
 
 def clip(x: WgpuArray, /, min=None, max=None) -> WgpuArray:
     """Clamp ``x`` to ``[min, max]`` (either bound may be None, a scalar or an array)."""
-    x = _arg(x, "clip")
-    if x._dtype.kind in "iu":  # integer bounds beyond the dtype's range bind nothing
-        info = np.iinfo(x._dtype)
+    traced = isinstance(x, _fuse.Var)
+    if not traced:
+        x = _arg(x, "clip")
+    if x.dtype.kind in "iu":  # integer bounds beyond the dtype's range bind nothing
+        info = np.iinfo(x.dtype)
         if isinstance(min, int) and not isinstance(min, bool) and min < info.min:
             min = None
         if isinstance(max, int) and not isinstance(max, bool) and max > info.max:
@@ -486,6 +676,8 @@ def clip(x: WgpuArray, /, min=None, max=None) -> WgpuArray:
         out = binary("maximum", out, min)
     if max is not None:
         out = binary("minimum", out, max)
+    if traced:
+        return x.tr.cast(out, x.dtype)
     if out is x:
         out = copy(x)
     if out._dtype != x._dtype:
@@ -531,3 +723,5 @@ def round_(x, /, *, decimals: int = 0):
 FUNCTIONS["round"] = round_
 round_.__name__ = "round"
 _unused = (unary_kernel, check_dtype)
+
+from . import _fuse  # noqa: E402  (imports this module)

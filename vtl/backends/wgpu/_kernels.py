@@ -264,10 +264,18 @@ def _compile(key, name, sig, dtypes, subs) -> Kernel:
 
 
 def bind_group(layout: tuple, bufs) -> object:
-    key = (layout[2], *(b.uid for b in bufs))
+    """The (cached) bind group of ``bufs``, each bound whole, for ``layout``."""
+    key = (layout[2], *bufs)
     bg = _bind_groups.get(key)
     if bg is None:
         rt = _runtime.get()
+        for b in bufs:
+            if b.cap > rt.max_binding:
+                raise ValueError(
+                    f"wgpu: this operation cannot use an array of {b.cap} bytes: one binding "
+                    f"may hold at most {rt.max_binding} bytes (the adapter's max storage "
+                    f"binding size); only contiguous elementwise operations are chunked"
+                )
         bg = rt.device.create_bind_group(
             layout=layout[0],
             entries=[
@@ -276,12 +284,35 @@ def bind_group(layout: tuple, bufs) -> object:
             ],
         )
         if len(_bind_groups) > 65536:
-            _bind_groups.clear()
+            clear_bind_groups()
+        _bind_groups[key] = bg
+    return bg
+
+
+def window_bind_group(layout: tuple, wins) -> object:
+    """A bind group of buffer windows ``(buf, byte_offset, byte_size)`` (cached)."""
+    key = (layout[2], *wins)
+    bg = _bind_groups.get(key)
+    if bg is None:
+        rt = _runtime.get()
+        bg = rt.device.create_bind_group(
+            layout=layout[0],
+            entries=[
+                {"binding": i, "resource": {"buffer": b.gpu, "offset": o, "size": n}}
+                for i, (b, o, n) in enumerate(wins)
+            ],
+        )
+        if len(_bind_groups) > 65536:
+            clear_bind_groups()
         _bind_groups[key] = bg
     return bg
 
 
 def clear_bind_groups() -> None:
+    from ._recorder import REC
+
+    for bg in _bind_groups.values():
+        REC.keep(bg)
     _bind_groups.clear()
 
 

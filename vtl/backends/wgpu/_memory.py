@@ -19,6 +19,7 @@ from . import _runtime
 
 _MIN_BYTES = 256
 _uid = itertools.count(1)
+_caps: dict[int, int] = {}  # nbytes -> bucket capacity
 
 
 def bucket(nbytes: int) -> int:
@@ -75,16 +76,15 @@ class Pool:
         self.reused = 0
 
     def alloc(self, nbytes: int, upload: bool = False) -> Storage:
-        """A storage of at least ``nbytes``; ``upload=True`` for host writes (see module doc)."""
-        rt = _runtime.get()
-        if nbytes > rt.max_binding:
-            raise ValueError(
-                f"cannot allocate {nbytes} bytes: one wgpu array may hold at most "
-                f"{rt.max_binding} bytes (the adapter's max storage binding size)"
-            )
-        cap = bucket(max(nbytes, 4))
-        if cap > rt.max_binding:
-            cap = -(-nbytes // 16) * 16
+        """A storage of at least ``nbytes``; ``upload=True`` for host writes (see module doc).
+
+        Arrays larger than one storage binding (``max_storage_binding``) are allowed up
+        to the adapter's maximum buffer size: contiguous elementwise operations process
+        them in windows; other operations refuse them with a ``ValueError``.
+        """
+        cap = _caps.get(nbytes)
+        if cap is None:
+            cap = self._cap(nbytes)
         lst = self.free.get(cap)
         buf = None
         if lst:
@@ -102,7 +102,7 @@ class Pool:
             else:
                 buf = heapq.heappop(lst)[1]
         if buf is None:
-            buf = self._create(rt, cap)
+            buf = self._create(_runtime.get(), cap)
         else:
             self.pooled -= cap
             self.reused += 1
@@ -110,6 +110,23 @@ class Pool:
         if self.in_use > self.peak:
             self.peak = self.in_use
         return Storage(buf, nbytes)
+
+    @staticmethod
+    def _cap(nbytes: int) -> int:
+        rt = _runtime.get()
+        if nbytes > rt.max_buffer:
+            raise ValueError(
+                f"cannot allocate {nbytes} bytes: one wgpu array may hold at most "
+                f"{rt.max_buffer} bytes (the adapter's max buffer size)"
+            )
+        cap = bucket(max(nbytes, 4))
+        if cap > rt.max_binding:
+            cap = -(-nbytes // 256) * 256
+            if cap > rt.max_buffer:
+                cap = -(-nbytes // 16) * 16
+        if len(_caps) < 4096:
+            _caps[nbytes] = cap
+        return cap
 
     def _create(self, rt, cap: int) -> Buf:
         U = rt.wgpu.BufferUsage

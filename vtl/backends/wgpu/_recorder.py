@@ -3,6 +3,12 @@
 Work is submitted only when data must reach the host (a readback), on
 :func:`synchronize`, or every ``FLUSH_EVERY`` dispatches, so a loop of small
 ops costs one ``dispatch_workgroups`` each and no submit.
+
+Recording calls wgpu-native's compute-pass functions directly through cffi when
+they are reachable (wgpu-py's wrappers add about 3 µs per dispatch); errors in
+recorded commands are still raised, by ``end()``/``finish()`` at the flush.
+Per-dispatch parameters are packed into the pipeline's 128-byte immediates
+block: the words given, then zeros.
 """
 
 from __future__ import annotations
@@ -12,21 +18,55 @@ import struct
 from . import _kernels, _runtime
 
 FLUSH_EVERY = 2048
-_pack = struct.Struct("32I").pack
 _MASK = 0xFFFFFFFF
 _WG = 256
+_NWORDS = _runtime.PARAM_BYTES // 4
+
+try:  # the native entry points (wgpu-py's backend); the wrappers are the fallback
+    from wgpu.backends.wgpu_native._ffi import ffi as _ffi
+    from wgpu.backends.wgpu_native._ffi import lib as _lib
+
+    _SET_PIPE = _lib.wgpuComputePassEncoderSetPipeline
+    _SET_BG = _lib.wgpuComputePassEncoderSetBindGroup
+    _SET_IMM = _lib.wgpuComputePassEncoderSetImmediates
+    _DISPATCH = _lib.wgpuComputePassEncoderDispatchWorkgroups
+    _NULL = _ffi.NULL
+except Exception:  # pragma: no cover - another wgpu backend
+    _lib = None
+
+#: number of words -> pack(words...) into the full immediates block (zero padded)
+_PACKS = [struct.Struct(f"<{n}I{4 * (_NWORDS - n)}x").pack for n in range(_NWORDS + 1)]
+
+
+def pack(words) -> bytes:
+    """The immediates block for ``words`` (signed values are stored two's complement)."""
+    p = _PACKS[len(words)]
+    try:
+        return p(*words)
+    except struct.error:
+        return p(*[w & _MASK for w in words])
 
 
 class Recorder:
     def __init__(self) -> None:
         self.encoder = None
         self.cpass = None
+        self._handle = None
         self.pending = 0
         self.batch = 0
         self.submits = 0
         self.dispatches = 0
         self._pipeline = None
         self._sync_buf = None
+        self._keep: list = []  # objects the open pass uses that caches may drop
+
+    def _open(self):
+        rt = _runtime.get()
+        self.encoder = rt.device.create_command_encoder()
+        cp = self.cpass = self.encoder.begin_compute_pass()
+        self._handle = cp._internal if _lib is not None else None
+        self._pipeline = None
+        return cp
 
     def dispatch(self, kernel, bufs, words, groups: int, gy: int = 1, gz: int = 1) -> None:
         """Record ``kernel`` over ``groups`` x ``gy`` x ``gz`` workgroups.
@@ -36,28 +76,35 @@ class Recorder:
         """
         if groups <= 0 or gy <= 0 or gz <= 0:
             return
+        self.record(kernel, _kernels.bind_group(kernel.layout, bufs), bufs, words,
+                    groups, gy, gz)
+
+    def record(self, kernel, bg, bufs, words, groups: int, gy: int = 1, gz: int = 1) -> None:
+        """Record ``kernel`` with the bind group ``bg`` over the buffers ``bufs``."""
         cp = self.cpass
         if cp is None:
-            dev = _runtime.get().device
-            self.encoder = dev.create_command_encoder()
-            cp = self.cpass = self.encoder.begin_compute_pass()
-            self._pipeline = None
-        if self._pipeline is not kernel.pipeline:
-            cp.set_pipeline(kernel.pipeline)
-            self._pipeline = kernel.pipeline
-        cp.set_bind_group(0, _kernels.bind_group(kernel.layout, bufs))
-        n = len(words)
-        if n < 32:
-            words = list(words) + [0] * (32 - n)
-        cp.set_immediates(0, _pack(*[w & _MASK for w in words]), 0, 128)
+            cp = self._open()
         maxg = _runtime.get().max_groups
-        if groups <= maxg:
-            cp.dispatch_workgroups(groups, gy, gz)
-        else:
+        if groups > maxg:
             if gy != 1 or gz != 1:
                 raise ValueError(f"wgpu: a {groups}x{gy}x{gz} grid exceeds the dispatch limit")
-            y = -(-groups // maxg)
-            cp.dispatch_workgroups(-(-groups // y), y, 1)
+            gy = -(-groups // maxg)
+            groups = -(-groups // gy)
+        h = self._handle
+        if h is not None:
+            if self._pipeline is not kernel.pipeline:
+                _SET_PIPE(h, kernel.pipeline._internal)
+                self._pipeline = kernel.pipeline
+            _SET_BG(h, 0, bg._internal, 0, _NULL)
+            _SET_IMM(h, 0, pack(words), 128)
+            _DISPATCH(h, groups, gy, gz)
+        else:
+            if self._pipeline is not kernel.pipeline:
+                cp.set_pipeline(kernel.pipeline)
+                self._pipeline = kernel.pipeline
+            cp.set_bind_group(0, bg)
+            cp.set_immediates(0, pack(words), 0, 128)
+            cp.dispatch_workgroups(groups, gy, gz)
         batch = self.batch
         for b in bufs:
             b.batch = batch
@@ -66,13 +113,19 @@ class Recorder:
         if self.pending >= FLUSH_EVERY:
             self.flush()
 
+    def keep(self, obj) -> None:
+        """Keep ``obj`` (a bind group dropped from a cache) alive until the next flush."""
+        if self.cpass is not None:
+            self._keep.append(obj)
+
     def flush(self) -> None:
         """Submit recorded work (does not wait)."""
         if self.cpass is None:
             return
         self.cpass.end()
         _runtime.get().queue.submit([self.encoder.finish()])
-        self.cpass = self.encoder = self._pipeline = None
+        self.cpass = self.encoder = self._pipeline = self._handle = None
+        self._keep = []
         self.pending = 0
         self.batch += 1
         self.submits += 1

@@ -1,0 +1,218 @@
+"""The wgpu library's flat elementwise kernels (vec4 fast path) and ``fuse``."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
+xp = pytest.importorskip("vtl.backends.wgpu")
+if not xp.is_available():
+    pytest.skip("no WebGPU adapter", allow_module_level=True)
+
+from vtl.backends.wgpu import _recorder  # noqa: E402
+from vtl.backends.wgpu._fuse import Fused, fuse  # noqa: E402
+
+
+def host(a):
+    return xp.to_numpy(a)
+
+
+def dispatches(fn):
+    d0 = _recorder.REC.dispatches
+    out = fn()
+    return out, _recorder.REC.dispatches - d0
+
+
+def _data(n, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    if np.dtype(dtype).kind == "f":
+        return rng.standard_normal(n).astype(dtype)
+    if np.dtype(dtype).kind == "b":
+        return rng.integers(0, 2, n).astype(bool)
+    info = np.iinfo(dtype)
+    return rng.integers(max(info.min, -100), min(info.max, 100), n).astype(dtype)
+
+
+# -- the flat fast path -------------------------------------------------------------------
+
+@pytest.mark.parametrize("n", [1, 3, 4, 5, 1023, 1025, 4099])
+@pytest.mark.parametrize("off", [0, 1, 4])
+def test_contiguous_binary_exact_with_tails_and_offsets(n, off):
+    h1, h2 = _data(n + off, np.float32, 1), _data(n + off, np.float32, 2)
+    a, b = xp.asarray(h1)[off:], xp.asarray(h2)[off:]
+    g1, g2 = h1[off:], h2[off:]
+    for got, ref in ((a + b, g1 + g2), (a - b, g1 - g2), (a * b, g1 * g2), (a / b, g1 / g2),
+                     (xp.maximum(a, b), np.maximum(g1, g2)), (a < b, g1 < g2),
+                     (a * 0.5, g1 * np.float32(0.5)), (3.0 - a, np.float32(3) - g1),
+                     (-a, -g1), (xp.abs(a), np.abs(g1))):
+        assert got.dtype == ref.dtype
+        np.testing.assert_array_equal(host(got), ref)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "uint8", "uint16", "uint32",
+                                   "bool", "int64", "float64"])
+def test_contiguous_binary_other_dtypes(dtype):
+    dt = np.dtype(dtype)
+    if dt.name not in xp.__array_namespace_info__().dtypes():
+        pytest.skip(f"{dtype} not on this adapter")
+    h1, h2 = _data(37, dt, 3), _data(37, dt, 4)
+    a, b = xp.asarray(h1), xp.asarray(h2)
+    if dt == np.bool_:
+        pairs = ((a & b, h1 & h2), (a | b, h1 | h2), (a == b, h1 == h2))
+    else:
+        pairs = ((a + b, h1 + h2), (a * b, h1 * h2), (a - b, h1 - h2), (a >= b, h1 >= h2),
+                 (a * 3, h1 * dt.type(3)))
+    for got, ref in pairs:
+        assert got.dtype == ref.dtype
+        np.testing.assert_array_equal(host(got), ref)
+
+
+def test_mixed_dtypes_cast_inside_the_kernel():
+    hi = np.arange(-5, 6, dtype=np.int16)
+    hf = np.linspace(-2, 2, 11, dtype=np.float32)
+    i, f = xp.asarray(hi), xp.asarray(hf)
+    got, nd = dispatches(lambda: i + f)
+    assert nd == 1 and got.dtype == np.float32
+    np.testing.assert_array_equal(host(got), hi + hf)
+    np.testing.assert_array_equal(host(i / 2), hi.astype(np.float32) / np.float32(2))
+    np.testing.assert_array_equal(host(xp.exp(i)), host(xp.exp(xp.astype(i, xp.float32))))
+    h8 = np.array([100, -100, 7], np.int8)
+    np.testing.assert_array_equal(host(xp.asarray(h8) * 3), h8 * np.int8(3))  # wraps
+
+
+def test_one_dispatch_per_op_and_broadcast_last_dim():
+    h = _data(7 * 8, np.float32).reshape(7, 8)
+    r = _data(8, np.float32, 5)
+    a, row = xp.asarray(h), xp.asarray(r)
+    for got, ref in ((a + row, h + r), (row * a, r * h), (a - xp.asarray(r[None]), h - r)):
+        np.testing.assert_array_equal(host(got), ref)
+    _, nd = dispatches(lambda: a + row)
+    assert nd == 1
+    h6 = _data(5 * 6, np.float32).reshape(5, 6)  # period not a multiple of 4
+    r6 = _data(6, np.float32, 6)
+    np.testing.assert_array_equal(host(xp.asarray(h6) * xp.asarray(r6)), h6 * r6)
+    s = xp.asarray(np.float32(2.5))  # a 0-d operand is splat
+    np.testing.assert_array_equal(host(a / s), h / np.float32(2.5))
+
+
+def test_strided_operands_keep_the_general_path():
+    h = _data(6 * 8, np.float32).reshape(6, 8)
+    a = xp.asarray(h)
+    np.testing.assert_array_equal(host(a.mT + 1.0), h.T + np.float32(1))
+    np.testing.assert_array_equal(host(a[:, ::2] * a[:, 1::2]), h[:, ::2] * h[:, 1::2])
+    np.testing.assert_array_equal(host(a[:, :1] + a), h[:, :1] + h)
+
+
+def test_vec4_tail_never_writes_past_a_view():
+    a = xp.zeros(10)
+    v = a[0:5]
+    v += 1.0
+    a[5:] = xp.ones(5) * 2.0
+    w = a[1:6]
+    w *= 3.0
+    expect = np.zeros(10, np.float32)
+    expect[:5] += 1
+    expect[5:] = 2
+    expect[1:6] *= 3
+    np.testing.assert_array_equal(host(a), expect)
+    b = xp.asarray(np.arange(9, dtype=np.float32))
+    c = xp.astype(b[:6], xp.int32)  # a contiguous cast
+    np.testing.assert_array_equal(host(c), np.arange(6, dtype=np.int32))
+    np.testing.assert_array_equal(host(b), np.arange(9, dtype=np.float32))
+
+
+@given(
+    hnp.arrays(np.float32, hnp.array_shapes(min_dims=0, max_dims=3, max_side=9),
+               elements=st.floats(-1e3, 1e3, width=32)),
+    st.sampled_from(["add", "multiply", "subtract", "maximum"]),
+    st.booleans(),
+)
+def test_binary_matches_numpy_on_random_shapes(h, name, row):
+    other = h[-1:] if (row and h.ndim) else h
+    got = getattr(xp, name)(xp.asarray(h), xp.asarray(other))
+    ref = getattr(np, name)(h, other)
+    np.testing.assert_array_equal(host(got), ref)
+
+
+# -- fuse ---------------------------------------------------------------------------------
+
+def _chain(a):
+    c = xp.tanh(a * 2.0 + 1.0) - a / 3.0
+    return xp.exp(-c)
+
+
+def test_fused_chain_equals_unfused_in_one_dispatch():
+    h = np.linspace(-3, 3, 1001, dtype=np.float32)
+    a = xp.asarray(h)
+    ref = host(_chain(a))
+    f = fuse(_chain)
+    got, nd = dispatches(lambda: f(a))
+    assert nd == 1 and f.fallbacks == 0
+    np.testing.assert_array_equal(host(got), ref)
+    assert got.shape == a.shape and got.dtype == a.dtype
+    got2 = f(xp.asarray(h)[1:])  # offset not a multiple of 4: one element per thread
+    np.testing.assert_array_equal(host(got2), ref[1:])
+
+
+def test_fuse_several_outputs_closures_and_changing_scalars():
+    rng = np.random.default_rng(0)
+    hp, hg, hm = (rng.standard_normal(50).astype(np.float32) for _ in range(3))
+    p, g, m = xp.asarray(hp), xp.asarray(hg), xp.asarray(hm)
+    lr = [0.1]
+
+    def step(p, g, m):  # momentum SGD; lr is read from the enclosing scope
+        m2 = m * 0.9 + g
+        return p - lr[0] * m2, m2
+
+    f = fuse(step)
+    for val in (0.1, 0.01):
+        lr[0] = val
+        (p2, m2), nd = dispatches(lambda: f(p, g, m))
+        assert nd == 1
+        e1, e2 = step(p, g, m)
+        np.testing.assert_array_equal(host(p2), host(e1))
+        np.testing.assert_array_equal(host(m2), host(e2))
+    k = xp.asarray(np.float32(3))
+
+    def uses_captured(x):
+        return xp.where(x > 0, x * k, 0.0) + xp.clip(x, -0.5, 0.5)
+
+    fu = fuse(uses_captured)
+    got, nd = dispatches(lambda: fu(p))
+    assert nd == 1
+    np.testing.assert_array_equal(host(got), host(uses_captured(p)))
+
+
+def test_fuse_broadcasts_dtypes_and_strided_inputs():
+    h = np.arange(24, dtype=np.int32).reshape(4, 6)
+    r = np.linspace(0, 1, 6, dtype=np.float32)
+    a, row = xp.asarray(h), xp.asarray(r)
+
+    @fuse
+    def f(x, y):
+        return (x * 2 + 1) * y, x > 5
+
+    got, mask = f(a, row)
+    np.testing.assert_array_equal(host(got), (h * 2 + 1) * r)
+    np.testing.assert_array_equal(host(mask), h > 5)
+    got_t, _ = f(a.mT, xp.asarray(np.ones(4, np.float32)))  # strided input: copied first
+    np.testing.assert_array_equal(host(got_t), (h.T * 2 + 1).astype(np.float32))
+    assert isinstance(f, Fused) and f.fallbacks == 0
+
+
+def test_fuse_falls_back_to_eager_when_not_elementwise():
+    h = np.arange(6, dtype=np.float32)
+    a = xp.asarray(h)
+    f = fuse(lambda x: x / xp.sum(x))
+    np.testing.assert_array_equal(host(f(a)), h / h.sum())
+    assert f.fallbacks == 1
+    g = fuse(lambda x: x * 2 if bool(x[0] > 0) else x)
+    np.testing.assert_array_equal(host(g(a)), h)
+    with pytest.raises(TypeError):  # errors of the function itself still surface
+        fuse(lambda x: xp.exp(x, 1))(a)
