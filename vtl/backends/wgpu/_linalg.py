@@ -2,10 +2,12 @@
 
 ``linalg`` computes on the device: matmul, matrix_transpose, tensordot, vecdot,
 vector_norm, matrix_norm (``'fro'``, 1, -1, inf, -inf), outer, diagonal, trace,
-cross and matrix_power (n >= 0). The decompositions and solvers (cholesky, det,
-eigh, eigvalsh, inv, pinv, qr, slogdet, solve, svd, svdvals, matrix_rank,
-matrix_norm with ord 2/-2/'nuc', matrix_power with n < 0) read their input
-back and compute through host NumPy (``HOST_LINALG``), then upload the result.
+cross and matrix_power (n >= 0), and solve, inv and det of float matrices up to
+``_lu.nmax`` (64 for float32; a batched LU in workgroup memory, ``_lu``). The
+other decompositions and solvers (cholesky, eigh, eigvalsh, pinv, qr, slogdet,
+svd, svdvals, matrix_rank, matrix_norm with ord 2/-2/'nuc', matrix_power with
+n < 0, and solve/inv/det of larger matrices) read their input back and compute
+through host NumPy (``HOST_LINALG``), then upload the result.
 """
 
 from __future__ import annotations
@@ -328,4 +330,8 @@ linalg = types.SimpleNamespace(
     matrix_norm=matrix_norm, cross=cross, matrix_power=matrix_power,
     **{name: _host(name) for name in HOST_LINALG},
 )
+
+from . import _lu  # noqa: E402
+
+linalg.solve, linalg.inv, linalg.det = _lu.solve, _lu.inv, _lu.det
 _unused = c_strides
