@@ -139,3 +139,89 @@ def test_small_op_record_cost(benchmark, lib):
     run()
     benchmark(run)
     benchmark.extra_info["us/op"] = benchmark.stats["min"] / loops * 1e6
+
+
+# -- sorting, scans and batched solves ---------------------------------------------------
+N_SORT = min(N_EW, 1 << 22)
+
+
+def _lib(lib: str):
+    """(array module, synchronise) of ``lib``."""
+    return (xp, xp.synchronize) if lib == "wgpu" else (cp, _cupy_sync)
+
+
+def _host(lib: str, a) -> np.ndarray:
+    return xp.to_numpy(a) if lib == "wgpu" else cp.asnumpy(a)
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_sort_float32(benchmark, lib):
+    """``sort`` of N_SORT (2^22 by default) random float32 values."""
+    _fits(N_SORT * 8)
+    h = np.random.default_rng(0).standard_normal(N_SORT, dtype=np.float32)
+    m, sync = _lib(lib)
+    a = m.asarray(h)
+
+    def run():
+        s = m.sort(a)
+        sync()
+        return s
+
+    np.testing.assert_array_equal(_host(lib, run()), np.sort(h))
+    benchmark(run)
+    benchmark.extra_info["n"] = N_SORT
+    benchmark.extra_info["Gkeys/s"] = N_SORT / benchmark.stats["min"] / 1e9
+
+
+@pytest.mark.parametrize("shape", ["1d", "2d_last_axis"])
+@pytest.mark.parametrize("lib", LIBS)
+def test_cumulative_sum_float32(benchmark, lib, shape):
+    """``cumulative_sum`` of N_SORT float32 values: one long row, or rows of 1024 along the
+    last axis of a 2-D array."""
+    _fits(N_SORT * 4)
+    shp = (N_SORT,) if shape == "1d" else (N_SORT // 1024, 1024)
+    h = np.random.default_rng(0).uniform(0, 1, shp).astype(np.float32)
+    m, sync = _lib(lib)
+    a = m.asarray(h)
+    if lib == "wgpu":
+        def fn():
+            return xp.cumulative_sum(a, axis=-1)
+    else:
+        def fn():
+            return cp.cumsum(a, axis=-1)
+
+    def run():
+        c = fn()
+        sync()
+        return c
+
+    got = _host(lib, run())
+    np.testing.assert_allclose(got, np.cumsum(h.astype(np.float64), axis=-1),
+                               rtol=1e-3, atol=1e-2 * shp[-1] ** 0.5)
+    benchmark(run)
+    benchmark.extra_info["n"] = N_SORT
+    benchmark.extra_info["GB/s"] = 2 * 4 * N_SORT / benchmark.stats["min"] / 1e9
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_linalg_solve_batched_64(benchmark, lib):
+    """``linalg.solve`` of a batch of 256 well-conditioned 64x64 float32 systems (one
+    right-hand side vector each, as a (..., 64, 1) matrix)."""
+    b_, n = 256, 64
+    rng = np.random.default_rng(0)
+    ha = (rng.standard_normal((b_, n, n)) + n * np.eye(n)).astype(np.float32)
+    hb = rng.standard_normal((b_, n, 1)).astype(np.float32)
+    m, sync = _lib(lib)
+    a, b = m.asarray(ha), m.asarray(hb)
+
+    def run():
+        x = m.linalg.solve(a, b)
+        sync()
+        return x
+
+    np.testing.assert_allclose(_host(lib, run()), np.linalg.solve(ha.astype(np.float64), hb),
+                               rtol=1e-3, atol=1e-4)
+    benchmark(run)
+    benchmark.extra_info["systems/s"] = b_ / benchmark.stats["min"]
+    # LU (2/3 n^3) plus two triangular solves (2 n^2) per system
+    benchmark.extra_info["GFLOP/s"] = b_ * (2 * n**3 / 3 + 2 * n**2) / benchmark.stats["min"] / 1e9
