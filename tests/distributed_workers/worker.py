@@ -89,6 +89,32 @@ def collectives(rank, n):
     dist.barrier()
 
 
+def staged(rank, n):
+    """wgpu tensors go through host memory and MPI; the result is back on the device."""
+    vtl.set_backend("wgpu")
+    for dtype in ("float32", "int32"):
+        allx = np.stack([local(r, dtype) for r in range(n)])
+        t = vtl.asarray(local(rank, dtype))
+        dist.all_reduce(t, op="max")
+        assert t.device == vtl.Device("wgpu", 0)
+        close(t.numpy(), allx.max(0))
+        t = vtl.asarray(local(rank, dtype))
+        dist.broadcast(t, 1)
+        close(t.numpy(), local(1, dtype))
+        cat = vtl.zeros((2 * n, 3), dtype=t.dtype)
+        dist.all_gather_into_tensor(cat, vtl.asarray(local(rank, dtype)))
+        close(cat.numpy(), np.concatenate(list(allx)))
+    t = vtl.asarray(local(rank, "float32"))
+    dist.all_reduce(t, op="mean")
+    close(t.numpy(), allx.mean(0).astype("float32"), 1e-6)
+    m = dist.DistributedDataParallel(nn.Linear(3, 2))
+    vtl.sum(m(vtl.asarray(local(rank, "float32"))) ** 2).backward()
+    g = m.module.weight.grad
+    allg = vtl.zeros((n, 2, 3))
+    dist.all_gather_into_tensor(allg, g[None])
+    assert np.array_equal(allg.numpy()[0], allg.numpy()[-1])  # every rank: the same mean
+
+
 def make_model(seed, unused=False):
     vtl.random.seed(seed)
 

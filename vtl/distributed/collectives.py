@@ -99,13 +99,14 @@ def _store(t: Tensor, buf: Any, staged: bool) -> None:
 
 
 def _reduce_raw(raw: Any, dev: Any, op: str, fname: str, *, inplace_ok: bool = False) -> Any:
-    """All-reduce a raw array; returns the engine buffer holding the result."""
+    """All-reduce a raw array of ``dev``; returns a raw array of ``dev`` with the result
+    (``raw`` itself when ``inplace_ok`` and the engine works on ``dev``'s memory)."""
     eng, staged = _route(dev, fname)
     buf = _to_engine(raw, dev, staged) if not inplace_ok or staged else raw
     eng.allreduce(buf, "sum" if op == "mean" else op, fname)
     if op == "mean" and eng.world_size > 1:
         buf /= eng.world_size
-    return buf
+    return dev.backend.from_host(buf, dev.index) if staged else buf
 
 
 def all_reduce(tensor: Tensor, op: str = "sum") -> Tensor:

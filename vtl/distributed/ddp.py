@@ -230,6 +230,7 @@ class DistributedDataParallel(Module):
         if r.state == "armed" and r.fired:
             names = {id(p): n for n, p in self.module.named_parameters()}
             miss = [names.get(id(p), "?") for p in r.missing()]
+            r.state = "idle"
             raise RuntimeError(
                 "DistributedDataParallel: the previous backward produced no gradient for "
                 f"parameter(s) {miss}, so their gradients were not averaged over ranks. Pass "
