@@ -17,7 +17,7 @@ EXAMPLES = ROOT / "examples"
 SCRIPTS = sorted(p.name for p in EXAMPLES.glob("*.py") if not p.name.startswith("_"))
 TRAINING = {"demo.py", "autograd_backprop.py", "xor.py", "simple_two_layer.py",
             "sine_regression.py", "iris.py", "autoencoder.py", "mnist_mlp.py",
-            "cifar10_cnn.py", "imdb_lstm.py"}
+            "cifar10_cnn.py", "imdb_lstm.py", "ddp_train.py"}
 _LOSS = re.compile(r"^(initial|final) loss: ([-+0-9.eE]+|nan|inf)$", re.MULTILINE)
 
 
