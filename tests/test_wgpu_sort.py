@@ -241,3 +241,35 @@ def test_diff_matches_numpy(dtype):
     p = h[:, :1]
     np.testing.assert_array_equal(host(xp.diff(a, prepend=xp.asarray(p), append=xp.asarray(p))),
                                   np.diff(h, prepend=p, append=p))
+
+
+# -- parallel scans (cumulative_sum / cumulative_prod along long rows) -----------------
+
+@pytest.mark.parametrize("dtype", ["float32", "int32", "uint8", "int64"])
+def test_cumulative_sum_long_rows(dtype):
+    if dtype not in DTYPES:
+        pytest.skip(f"{dtype} unavailable")
+    h = dup_values(dtype, (100_003,), special=False) if dtype != "float32" else \
+        RNG.uniform(0, 1, 100_003).astype(np.float32)
+    got = host(xp.cumulative_sum(xp.asarray(h)))
+    want = np.cumsum(h, dtype=got.dtype)
+    if dtype == "float32":
+        np.testing.assert_allclose(got, np.cumsum(h.astype(np.float64)), rtol=1e-4)
+    else:
+        np.testing.assert_array_equal(got, want)  # integers wrap like NumPy
+    h2 = RNG.uniform(0, 1, (3, 2500, 2)).astype(np.float32)
+    for inc in (False, True):
+        g2 = host(xp.cumulative_sum(xp.asarray(h2), axis=1, include_initial=inc))
+        w2 = np.cumsum(h2.astype(np.float64), axis=1)
+        if inc:
+            w2 = np.concatenate([np.zeros((3, 1, 2)), w2], axis=1)
+        np.testing.assert_allclose(g2, w2, rtol=1e-5)
+
+
+def test_cumulative_prod_long_rows():
+    h = RNG.choice(np.array([1.0, -1.0, 1.0001, 0.9999], np.float32), (2, 3000))
+    np.testing.assert_allclose(host(xp.cumulative_prod(xp.asarray(h), axis=1)),
+                               np.cumprod(h.astype(np.float64), axis=1), rtol=1e-4)
+    hi = RNG.integers(-3, 4, 777).astype(np.int32)
+    np.testing.assert_array_equal(host(xp.cumulative_prod(xp.asarray(hi), include_initial=True)),
+                                  np.concatenate([[1], np.cumprod(hi)]).astype(np.int64))

@@ -71,6 +71,12 @@ def _reduce(x: WgpuArray, axis, keepdims: bool, fname: str, out_dt: np.dtype, ac
     if rows == 0:
         return out
     dt = xr.dtype
+    if xr._st.buf.cap > _runtime.get().max_binding:  # above one binding: in windows
+        from ._fuse import reduce_chunked
+
+        return reduce_chunked(xr, rows, K, out, dict(
+            T=D.wgsl(dt), R=D.wgsl(out_dt), A=acc, DT=dt.name, DR=out_dt.name, MAP=mapv,
+            COMBINE=combine, INIT=init))
     k = _kernels.kernel(
         "reduce", "rw", (dt, out_dt), T=D.wgsl(dt), R=D.wgsl(out_dt), A=acc, DT=dt.name,
         DR=out_dt.name, MAP=mapv, COMBINE=combine, INIT=init,
@@ -151,6 +157,8 @@ def min(x, /, *, axis=None, keepdims: bool = False) -> WgpuArray:  # noqa: A001
 def _truthy(dt: np.dtype) -> str:
     """WGSL test ``x != 0`` (NaN counts as true even where != compiles as ordered)."""
     t = f"x != {D.wgsl(dt)}(0)"
+    if dt.kind == "c":  # either part non-zero (or NaN)
+        return f"any({t}) || isnan_{dt.name}(x)"
     return f"{t} || isnan_{dt.name}(x)" if dt.kind == "f" else t
 
 
@@ -255,7 +263,9 @@ def _scan(x, axis, dtype, include_initial: bool, fname: str, op: str, init: str)
     rows, K = _prod(xt.shape[:-1]), xt.shape[-1]
     kinit = 1 if include_initial else 0
     out_t = empty(xt.shape[:-1] + (K + kinit,), dt)
-    if rows:
+    if rows and K > SCAN_PARALLEL_K and dt.kind != "c":
+        scan_rows(xt, out_t, op, init, include_initial)
+    elif rows:
         k = _kernels.kernel("scan", "rw", (dt,), T=D.wgsl(dt), D=dt.name, OP=op,
                             INIT=f"{D.wgsl(dt)}({init})")
         REC.dispatch(k, (xt._st.buf, out_t._st.buf), [rows, K, xt._offset, 0, kinit],
@@ -264,6 +274,9 @@ def _scan(x, axis, dtype, include_initial: bool, fname: str, op: str, init: str)
     for i, p in enumerate(perm):
         inv[p] = i
     return permute_dims(out_t, inv)
+
+
+from ._sorting import SCAN_PARALLEL_K, scan_rows  # noqa: E402
 
 
 def cumulative_sum(x, /, *, axis: int | None = None, dtype=None,

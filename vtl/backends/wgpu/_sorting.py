@@ -390,3 +390,34 @@ def diff(x, /, *, axis: int = -1, n: int = 1, prepend=None, append=None) -> Wgpu
         lo = tuple(slice(None, m - 1) if d == ax else slice(None) for d in range(x.ndim))
         x = binary("not_equal" if x.dtype == D.bool_ else "subtract", x[hi], x[lo])
     return x
+
+
+# -- scans ----------------------------------------------------------------------------
+
+#: rows longer than this scan in parallel blocks (``scan_rows``) rather than one thread
+#: per row (lavapipe also caps a shader loop at 65,535 iterations)
+SCAN_PARALLEL_K = 64
+
+
+def scan_rows(xt: WgpuArray, out: WgpuArray, op: str, init: str, include_initial: bool) -> None:
+    """Inclusive scan (``op`` '+' or '*') along the rows of the contiguous (..., K) array
+    ``xt`` into the new contiguous ``out`` (..., K + include_initial), blocks of 1024 in
+    parallel: per-block scans, a scan of the block totals (recursively), a combine pass.
+    Real dtypes only."""
+    K = xt.shape[-1]
+    rows = xt.size // K if K else 0
+    if rows == 0:
+        return
+    dt = xt.dtype
+    t = D.wgsl(dt)
+    nbk = -(-K // 1024)
+    k = _kernels.kernel("scan_rows", "rww", (dt,), T=t, D=dt.name, OP=op, INIT=f"{t}({init})")
+    sums = empty((rows, nbk), dt)
+    kinit = 1 if include_initial else 0
+    REC.dispatch(k, (xt._st.buf, out._st.buf, sums._st.buf),
+                 [rows, K, xt._offset, kinit, 0, nbk], rows * nbk)
+    if nbk > 1:
+        scanned = empty((rows, nbk), dt)
+        scan_rows(sums, scanned, op, init, False)
+        REC.dispatch(k, (xt._st.buf, out._st.buf, scanned._st.buf),
+                     [rows, K, xt._offset, kinit, 1, nbk], rows * nbk)
