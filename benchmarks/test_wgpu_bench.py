@@ -225,3 +225,31 @@ def test_linalg_solve_batched_64(benchmark, lib):
     benchmark.extra_info["systems/s"] = b_ / benchmark.stats["min"]
     # LU (2/3 n^3) plus two triangular solves (2 n^2) per system
     benchmark.extra_info["GFLOP/s"] = b_ * (2 * n**3 / 3 + 2 * n**2) / benchmark.stats["min"] / 1e9
+
+
+# -- fused elementwise chains -------------------------------------------------------------
+
+def _chain5(m, a):
+    c = m.tanh(a * 2.0 + 1.0) - a / 3.0
+    return m.exp(-c)
+
+
+@pytest.mark.parametrize("mode", ["unfused", "fused"])
+def test_elementwise_chain_5_ops_fused(benchmark, mode):
+    """The 5-op chain of ``test_elementwise_chain_5_ops`` on wgpu, op by op (6 kernels)
+    or traced by ``xp.fuse`` into one kernel that reads and writes N floats once."""
+    _fits(N_EW * 4)
+    a = xp.asarray(np.linspace(0, 1, N_EW, dtype=np.float32))
+    fn = xp.fuse(lambda x: _chain5(xp, x)) if mode == "fused" else (lambda x: _chain5(xp, x))
+
+    def run():
+        c = fn(a)
+        xp.synchronize()
+        return c
+
+    # equal to the unfused result up to fused multiply-adds a device compiler may form
+    np.testing.assert_allclose(xp.to_numpy(run()), xp.to_numpy(_chain5(xp, a)), rtol=1e-6)
+    benchmark(run)
+    traffic = (2 if mode == "fused" else 14) * 4 * N_EW
+    benchmark.extra_info["GB/s"] = traffic / benchmark.stats["min"] / 1e9
+    benchmark.extra_info["dispatches"] = 1 if mode == "fused" else 6
