@@ -71,12 +71,6 @@ def _reduce(x: WgpuArray, axis, keepdims: bool, fname: str, out_dt: np.dtype, ac
     if rows == 0:
         return out
     dt = xr.dtype
-    if xr._st.buf.cap > _runtime.get().max_binding:  # above one binding: in windows
-        from ._fuse import reduce_chunked
-
-        return reduce_chunked(xr, rows, K, out, dict(
-            T=D.wgsl(dt), R=D.wgsl(out_dt), A=acc, DT=dt.name, DR=out_dt.name, MAP=mapv,
-            COMBINE=combine, INIT=init))
     k = _kernels.kernel(
         "reduce", "rw", (dt, out_dt), T=D.wgsl(dt), R=D.wgsl(out_dt), A=acc, DT=dt.name,
         DR=out_dt.name, MAP=mapv, COMBINE=combine, INIT=init,
@@ -157,8 +151,6 @@ def min(x, /, *, axis=None, keepdims: bool = False) -> WgpuArray:  # noqa: A001
 def _truthy(dt: np.dtype) -> str:
     """WGSL test ``x != 0`` (NaN counts as true even where != compiles as ordered)."""
     t = f"x != {D.wgsl(dt)}(0)"
-    if dt.kind == "c":  # either part non-zero (or NaN)
-        return f"any({t}) || isnan_{dt.name}(x)"
     return f"{t} || isnan_{dt.name}(x)" if dt.kind == "f" else t
 
 
