@@ -97,6 +97,7 @@ complex128 = np.dtype("complex128")
 globals().update(_EW)
 from . import _dunders  # noqa: E402
 from ._fft import fft  # noqa: E402
+from ._fuse import fuse  # noqa: E402
 from ._indexing import (  # noqa: E402
     nonzero,
     scatter_add,

@@ -364,9 +364,8 @@ def _flat_copy(src: WgpuArray, dst: WgpuArray, n: int) -> None:
     overwritten by the last vector)."""
     from . import _fuse
 
-    isz = D.itemsize(dst._dtype)
-    vec = (D.itemsize(src._dtype) == 4 and isz == 4 and not (src._offset | dst._offset) & 3
-           and (not n & 3 or (dst._offset == 0 and dst._st.nbytes == n * isz)))
+    vec = (D.itemsize(src._dtype) == 4 and D.itemsize(dst._dtype) == 4
+           and not src._offset & 3 and _fuse.tail_safe(dst, n))
     key = (src._dtype, dst._dtype, vec)
     f = _COPIES.get(key)
     if f is None:

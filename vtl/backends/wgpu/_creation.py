@@ -60,6 +60,10 @@ def fill_view(out: WgpuArray, start, step=0) -> None:
         from ._complex import fill_view as fill_complex
 
         return fill_complex(out, start, step)
+    if step == 0 and out._contig:  # flat kernel: vec4 stores, chunked above one binding
+        from ._fuse import fill
+
+        return fill(out, start)
     shape, (so,) = collapse(out._shape, out._strides)
     flags = 2 if so == c_strides(shape) else 0
     words = [n, len(shape), flags, 0, out._offset, *words_for_scalar(start, dt),

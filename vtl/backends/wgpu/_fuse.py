@@ -319,6 +319,24 @@ def _launch_chunked(f: Flat, rt, n: int, args: list, outs: list) -> None:
         REC.record(f.kernel, bg, [w[0] for w in wins], words, -(-count // _WG))
 
 
+def tail_safe(out: WgpuArray, n: int) -> bool:
+    """Whether a vec4 program may store whole vectors into contiguous ``out``: nothing else
+    lives in the padding of its last vector."""
+    return not out._offset & 3 and (
+        not n & 3 or (out._offset == 0 and out._st.nbytes == n * D.itemsize(out._dtype)))
+
+
+def fill(out: WgpuArray, value) -> None:
+    """``out[...] = value`` for a contiguous ``out`` (vec4 stores where safe; chunked)."""
+    dt = out._dtype
+    n = out.size
+    if n == 0:
+        return
+    f = flat(vec_ok(dt) and tail_safe(out, n), ((IMM, dt),),
+             (("c", "astype", dt, dt, (0,)),), (1,))
+    launch(f, n, [words_for_scalar(value, dt)[:imm_words(dt)]], [out])
+
+
 def layout_mode(x: WgpuArray, shape: tuple, n: int):
     """How a flat program can read ``x`` broadcast to ``shape`` (``n`` elements):
     (mode, period) or None when ``x`` must be copied first."""
@@ -628,3 +646,54 @@ def fuse(fn=None):
 
 
 _unused = (c_strides, Any)
+
+
+# -- reductions above one binding ---------------------------------------------------------
+
+_SUB = 1 << 16  # elements one workgroup folds in the first pass over long rows
+
+
+def reduce_chunked(xr: WgpuArray, rows: int, K: int, out: WgpuArray, subs: dict) -> WgpuArray:
+    """Row reduction (``wgsl/reduce.wgsl``) of a contiguous (rows, K) block larger than one
+    binding: whole rows per window, or, for long rows, partial results of blocks of
+    ``_SUB`` elements reduced again (``subs``: the template's substitutions)."""
+    from ._array import empty
+
+    rt = _runtime.get()
+    dt, out_dt = xr._dtype, out._dtype
+    isz = D.itemsize(dt)
+    align = max(int(rt.limits.get("min-storage-buffer-offset-alignment", 256)), 16)
+    cap = (rt.max_binding - 2 * align - 64) // isz
+    k = _kernels.kernel("reduce", "rw", (dt, out_dt), **subs)
+    buf = xr._st.buf
+
+    def run(first, nrows, k_len, dst, dst_off):
+        win = _window(buf, first, nrows * k_len, isz, align, rt)
+        bg = _kernels.window_bind_group(k.layout, (win, (dst._st.buf, 0, dst._st.buf.cap)))
+        small = k_len <= 64
+        words = [nrows, k_len, first - win[1] // isz, dst_off, 1 if small else 0]
+        REC.record(k, bg, [buf, dst._st.buf], words, -(-nrows // _WG) if small else nrows)
+
+    if K <= cap:
+        step = cap // K
+        for r0 in range(0, rows, step):
+            run(xr._offset + r0 * K, min(step, rows - r0), K, out, out._offset + r0)
+        return out
+    sub = min(_SUB, cap // 4)
+    q, rem = divmod(K, sub)
+    per = q + (rem > 0)
+    part = empty((rows, per), out_dt)
+    m = cap // sub
+    for r in range(rows):
+        base = xr._offset + r * K
+        for j0 in range(0, q, m):
+            run(base + j0 * sub, min(m, q - j0), sub, part, r * per + j0)
+        if rem:
+            run(base + q * sub, 1, rem, part, r * per + q)
+    acc = subs["A"]
+    k2 = _kernels.kernel("reduce", "rw", (out_dt, out_dt), **{
+        **subs, "T": D.wgsl(out_dt), "DT": out_dt.name, "MAP": f"return {acc}(x);"})
+    small = per <= 64
+    REC.dispatch(k2, (part._st.buf, out._st.buf), [rows, per, 0, out._offset, 1 if small else 0],
+                 -(-rows // _WG) if small else rows)
+    return out

@@ -71,6 +71,12 @@ def _reduce(x: WgpuArray, axis, keepdims: bool, fname: str, out_dt: np.dtype, ac
     if rows == 0:
         return out
     dt = xr.dtype
+    if xr._st.buf.cap > _runtime.get().max_binding:  # above one binding: in windows
+        from ._fuse import reduce_chunked
+
+        return reduce_chunked(xr, rows, K, out, dict(
+            T=D.wgsl(dt), R=D.wgsl(out_dt), A=acc, DT=dt.name, DR=out_dt.name, MAP=mapv,
+            COMBINE=combine, INIT=init))
     k = _kernels.kernel(
         "reduce", "rw", (dt, out_dt), T=D.wgsl(dt), R=D.wgsl(out_dt), A=acc, DT=dt.name,
         DR=out_dt.name, MAP=mapv, COMBINE=combine, INIT=init,
