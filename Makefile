@@ -5,13 +5,13 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.installed-test
 
-.PHONY: test demo bench lint vulkan clean
+.PHONY: test demo bench lint vulkan mpi clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
-$(STAMP): pyproject.toml | $(VENV)/bin/python
+$(STAMP): pyproject.toml | $(VENV)/bin/python mpi
 	$(PIP) install -q -e '.[test,wgpu]'
 	touch $(STAMP)
 
@@ -25,6 +25,19 @@ vulkan:
 			|| echo "vulkan: could not install mesa-vulkan-drivers; wgpu tests will skip"; \
 	else \
 		echo "vulkan: no driver and no apt-get; wgpu tests will skip"; \
+	fi
+
+# vtl.distributed's tests launch ranks with mpiexec: Debian's Open MPI (before the pip install,
+# so that mpi4py, from the test extra, could also build against it if no wheel fits).
+mpi:
+	@if command -v mpiexec >/dev/null 2>&1; then \
+		echo "mpi: mpiexec present"; \
+	elif command -v apt-get >/dev/null 2>&1; then \
+		echo "mpi: installing openmpi-bin libopenmpi-dev"; \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev) >/dev/null \
+			|| echo "mpi: could not install Open MPI; distributed tests will skip"; \
+	else \
+		echo "mpi: no mpiexec and no apt-get; distributed tests will skip"; \
 	fi
 
 # The wgpu backend is opt-in for users (VTL_WGPU_EXPERIMENTAL=1) until it passes everywhere;
