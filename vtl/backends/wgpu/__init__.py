@@ -12,12 +12,14 @@ and as the array namespace of vtl's ``wgpu`` backend. Pieces: ``_runtime``
 pass), ``_kernels`` (WGSL templates and pipeline cache), ``_array``
 (``WgpuArray``), and the op modules.
 
-Sorting, searching and sets run on the device (``_sorting``: a stable bitonic sort,
-binary searches; ``unique_*`` read back one number, their result size).
-Computed through host NumPy (a readback, then an upload): ``nonzero`` and
-boolean masks (data-dependent shapes), the linalg decompositions and solvers
-(``_linalg.HOST_LINALG``) and the FFTs (``_fft.HOST_FFT``). Complex dtypes are
-not supported yet.
+Sorting, searching and sets run on the device (``_sorting``: sort/argsort as a
+stable bitonic sort, searchsorted/isin as binary searches, ``unique_*`` as sort,
+flags and a prefix sum with one readback, their result size; all real dtypes),
+and so do ``linalg.solve``/``inv``/``det`` of float matrices up to 64x64
+(``_lu``). Computed through host NumPy (a readback, then an upload): ``nonzero``
+and boolean masks (data-dependent shapes), the other linalg decompositions and
+solvers and larger solves (``_linalg.HOST_LINALG``) and the FFTs
+(``_fft.HOST_FFT``). Complex dtypes are not supported yet.
 """
 
 from __future__ import annotations
