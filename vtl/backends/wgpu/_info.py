@@ -25,6 +25,9 @@ class Info:
     """What this device supports (dtypes follow the adapter's features)."""
 
     def capabilities(self) -> dict[str, Any]:
+        """The standard's capabilities. Data-dependent shapes cost one readback: the
+        ``unique_*`` functions (sorted on the device) read back their result size;
+        ``nonzero`` and boolean masks compute through host NumPy."""
         return {"boolean indexing": True, "data-dependent shapes": True, "max dimensions": 64}
 
     def default_device(self):
