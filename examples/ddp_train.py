@@ -28,15 +28,21 @@ rank, world = dist.get_rank(), dist.get_world_size()
 if rank == 0:
     print(f"world size: {world} ({dist.get_backend()})")
 
+# one GPU per rank: CuPy tensors go to the GPU of this rank's local rank (NCCL needs that)
+device = None
+if args.backend == "cupy":
+    device = f"cupy:{dist.get_local_rank() % vtl.backends.get('cupy').device_count()}"
+
 vtl.random.seed(0)
 train_set, test_set = vtl.datasets.Digits(train=True), vtl.datasets.Digits(train=False)
 # 64 samples per step in all: each rank takes 64 / world of them
 sampler = dist.DistributedSampler(train_set, seed=0)
-train_loader = vtl.data.DataLoader(train_set, batch_size=max(1, 64 // world), sampler=sampler)
-test_loader = vtl.data.DataLoader(test_set, batch_size=256)
+train_loader = vtl.data.DataLoader(train_set, batch_size=max(1, 64 // world), sampler=sampler,
+                                   device=device)
+test_loader = vtl.data.DataLoader(test_set, batch_size=256, device=device)
 
-model = dist.DistributedDataParallel(nn.Sequential(nn.Linear(64, 128), nn.ReLU(),
-                                                   nn.Linear(128, 10)))
+net = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+model = dist.DistributedDataParallel(net.to(device) if device else net)
 optimizer = optim.Adam(model.parameters(), lr=2e-3)
 loss_fn = nn.CrossEntropyLoss()
 
