@@ -142,7 +142,10 @@ fn {{P}}_exp(z: {{P}}_t) -> {{P}}_t {
 fn {{P}}_expm1(z: {{P}}_t) -> {{P}}_t {
   let x = z.x;
   let y = z.y;
-  if (y == {{F}}(0)) { return {{P}}_t({{EXPM1}}(x), y); }
+  if (y == {{F}}(0)) {  // expm1(-0 + 0j) = +0 + 0j, as vtl's other backends
+    let r = {{EXPM1}}(x);
+    return {{P}}_t(select(r, {{F}}(0), r == {{F}}(0)), y);
+  }
   if (isinf_{{DT}}(x)) {
     if (x > {{F}}(0)) {
       if (!{{P}}_isfin(y)) { return {{P}}_t(x, nan_{{DT}}()); }

@@ -157,6 +157,8 @@ def min(x, /, *, axis=None, keepdims: bool = False) -> WgpuArray:  # noqa: A001
 def _truthy(dt: np.dtype) -> str:
     """WGSL test ``x != 0`` (NaN counts as true even where != compiles as ordered)."""
     t = f"x != {D.wgsl(dt)}(0)"
+    if dt.kind == "c":  # either part non-zero (or NaN)
+        return f"any({t}) || isnan_{dt.name}(x)"
     return f"{t} || isnan_{dt.name}(x)" if dt.kind == "f" else t
 
 
