@@ -27,8 +27,11 @@ class Info:
     def capabilities(self) -> dict[str, Any]:
         """The standard's capabilities. Data-dependent shapes cost one readback: the
         ``unique_*`` functions (sorted on the device) read back their result size;
-        ``nonzero`` and boolean masks compute through host NumPy."""
-        return {"boolean indexing": True, "data-dependent shapes": True, "max dimensions": 64}
+        ``nonzero`` and boolean masks compute through host NumPy. vtl adds ``"fft device
+        lengths"``: the FFTs run on the device for powers of two, other lengths through host
+        NumPy."""
+        return {"boolean indexing": True, "data-dependent shapes": True, "max dimensions": 64,
+                "fft device lengths": "powers of two (other lengths: host NumPy)"}
 
     def default_device(self):
         return DEVICE
