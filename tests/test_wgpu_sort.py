@@ -84,12 +84,22 @@ def test_sort_every_dtype_ties_and_specials(dtype, descending):
 
 @pytest.mark.parametrize("descending", [False, True])
 def test_sort_large_multi_workgroup(descending):
-    # rows longer than one 1024-pair tile exercise the global merge passes
-    h = dup_values("float32", (100_000,))
-    check_sort(h, 0, descending)
-    h2 = RNG.standard_normal((3, 5000)).astype(np.float32)
+    # one long row of 32-bit keys: the radix sort (many tiles)
+    check_sort(dup_values("float32", (100_000,)), 0, descending)
+    check_sort(dup_values("uint8", (40_000,)), 0, descending)
+    # several long rows: bitonic with global merge passes (16 elements per thread)
+    h2 = RNG.standard_normal((2, 33_000)).astype(np.float32)
+    h2[:, ::3] = 0.5
     check_sort(h2, 1, descending)
     check_sort(RNG.integers(-50, 50, (2100, 3)).astype(np.int32), 0, descending)
+    if "int64" in DTYPES:  # 64-bit keys: bitonic even for one row
+        check_sort(dup_values("int64", (20_000,)), 0, descending)
+
+
+def test_unique_large():
+    h = RNG.integers(-3000, 3000, 50_000).astype(np.float32)
+    h[::101] = -0.0
+    check_unique(h)
 
 
 def test_sort_nan_order_and_signed_zero_stability():

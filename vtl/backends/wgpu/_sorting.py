@@ -144,6 +144,12 @@ def _sort_rows(xr: WgpuArray, descending: bool):
     keys = empty((N * (2 if kt != "u32" else 1),), D.uint32)
     ids = empty((N,), D.uint32)
     kk = _kernels.kernel("sort_keys", "rww", (dt,), T=D.wgsl(dt), KT=kt, KEYFN=fns)
+    if rows == 1 and kt == "u32" and K >= RADIX_MIN:
+        # one long row of 32-bit keys: LSD radix sort (8 passes of 4 bits), no padding
+        REC.dispatch(kk, (xr._st.buf, keys._st.buf, ids._st.buf), [K, K, K, xr._offset],
+                     groups_for(K))
+        keys, ids = _radix(keys, ids, K)
+        return keys, ids, K
     REC.dispatch(kk, (xr._st.buf, keys._st.buf, ids._st.buf), [N, K, P, xr._offset],
                  groups_for(N))
     if P > 1:
@@ -164,6 +170,29 @@ def _sort_rows(xr: WgpuArray, descending: bool):
             REC.dispatch(loc, bufs, [N, P, k, k, tile // 2], tiles)
             k *= 2
     return keys, ids, P
+
+
+#: one row at least this long with 32-bit keys sorts by radix (``_radix``), else bitonic
+RADIX_MIN = 1 << 15
+
+
+def _radix(keys: WgpuArray, ids: WgpuArray, n: int) -> tuple[WgpuArray, WgpuArray]:
+    """Stable LSD radix sort of the first ``n`` u32 ``keys`` (ids = positions): per 4-bit
+    digit, tile histograms, their prefix sum (digit-major) and a stable scatter."""
+    k = _kernels.kernel("sort_radix", "rrwww", ())
+    tiles = groups_for(n, 1024)
+    hist = empty((16 * tiles,), D.uint32)
+    other = (empty((n,), D.uint32), empty((n,), D.uint32))
+    cur = (keys, ids)
+    for p, shift in enumerate(range(0, 32, 4)):
+        bufs = (cur[0]._st.buf, cur[1]._st.buf, other[0]._st.buf, other[1]._st.buf,
+                hist._st.buf)
+        first = 1 if p == 0 else 0
+        REC.dispatch(k, bufs, [n, tiles, shift, 0, first], tiles)
+        _scan_u32(hist)
+        REC.dispatch(k, bufs, [n, tiles, shift, 1, first], tiles)
+        cur, other = other, cur
+    return cur
 
 
 def _sort_out(xr: WgpuArray, ids: WgpuArray, P: int, out_dt: np.dtype, values: bool):
