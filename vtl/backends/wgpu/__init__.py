@@ -18,8 +18,14 @@ flags and a prefix sum with one readback, their result size; all real dtypes),
 and so do ``linalg.solve``/``inv``/``det`` of float matrices up to 64x64
 (``_lu``). Computed through host NumPy (a readback, then an upload): ``nonzero``
 and boolean masks (data-dependent shapes), the other linalg decompositions and
-solvers and larger solves (``_linalg.HOST_LINALG``) and the FFTs
-(``_fft.HOST_FFT``). Complex dtypes are not supported yet.
+solvers and larger solves (``_linalg.HOST_LINALG``), the FFTs (``_fft.HOST_FFT``)
+of lengths that are not powers of two (powers of two run a Stockham kernel on the
+device) and ``cumulative_prod`` of complex arrays.
+
+Complex dtypes: complex64 always, complex128 with ``shader-f64``, stored as
+(real, imag) pairs (``_complex``; the functions with the standard's special
+cases are in ``wgsl/complex.wgsl``). As the standard says, ``astype`` refuses
+complex -> real/integer casts (take ``real``/``imag``); complex -> bool is allowed.
 """
 
 from __future__ import annotations
