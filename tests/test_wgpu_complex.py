@@ -404,3 +404,14 @@ def test_vtl_tensor_complex_autograd_on_wgpu():
     assert grads["wgpu"].dtype == np.complex64
     np.testing.assert_allclose(grads["wgpu"], grads["numpy"], rtol=1e-5, atol=1e-5)
 
+
+
+@pytest.mark.parametrize("name", ["max", "min", "argmax", "argmin", "var", "std"])
+def test_real_only_reductions_refuse_complex(name):
+    with pytest.raises(TypeError, match=f"{name}.*complex"):
+        getattr(xp, name)(xp.asarray([1j, 2]))
+
+
+def test_numeric_kind_includes_complex():
+    assert "complex64" in xp.__array_namespace_info__().dtypes(kind="numeric")
+    assert xp.isdtype(xp.complex64, "numeric")

@@ -17,7 +17,7 @@ _KINDS = {
     "integral": lambda d: d.kind in "iu",
     "real floating": lambda d: d.kind == "f",
     "complex floating": lambda d: d.kind == "c",
-    "numeric": lambda d: d.kind in "iuf",
+    "numeric": lambda d: d.kind in "iufc",
 }
 
 

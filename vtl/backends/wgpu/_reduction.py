@@ -32,6 +32,14 @@ def _arr(x, fname: str) -> WgpuArray:
     return x
 
 
+def _real(x: WgpuArray, fname: str) -> WgpuArray:
+    """``x``, or a ``TypeError``: complex numbers have no order (the standard's real-only
+    reductions)."""
+    if x.dtype.kind == "c":
+        raise TypeError(f"{fname}() is not defined for complex dtypes (got {x.dtype})")
+    return x
+
+
 def _axes(axis, ndim: int, fname: str) -> tuple[int, ...]:
     if axis is None:
         return tuple(range(ndim))
@@ -130,7 +138,7 @@ def prod(x, /, *, axis=None, dtype=None, keepdims: bool = False) -> WgpuArray:
 
 
 def _minmax(x, axis, keepdims, fname: str, op: str) -> WgpuArray:
-    x = _arr(x, fname)
+    x = _real(_arr(x, fname), fname)
     axes = _axes(axis, x.ndim, fname)
     if builtins.any(x.shape[a] == 0 for a in axes) or (x.size == 0 and not axes and x.ndim == 0):
         raise ValueError(f"{fname}(): zero-size reduction has no identity")
@@ -197,7 +205,7 @@ def mean(x, /, *, axis=None, keepdims: bool = False) -> WgpuArray:
 
 
 def var(x, /, *, axis=None, correction=0.0, keepdims: bool = False) -> WgpuArray:
-    x = _arr(x, "var")
+    x = _real(_arr(x, "var"), "var")
     if x.dtype.kind != "f":
         x = astype_raw(x, default_float())
     n = _count(x, axis)
@@ -209,11 +217,12 @@ def var(x, /, *, axis=None, correction=0.0, keepdims: bool = False) -> WgpuArray
 
 
 def std(x, /, *, axis=None, correction=0.0, keepdims: bool = False) -> WgpuArray:
+    _real(_arr(x, "std"), "std")
     return unary("sqrt", var(x, axis=axis, correction=correction, keepdims=keepdims))
 
 
 def _arg(x, axis, keepdims: bool, fname: str, op: str) -> WgpuArray:
-    x = _arr(x, fname)
+    x = _real(_arr(x, fname), fname)
     if axis is None:
         xr = reshape(x, (-1,))
         axes = (0,)
