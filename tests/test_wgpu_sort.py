@@ -283,3 +283,21 @@ def test_cumulative_prod_long_rows():
     hi = RNG.integers(-3, 4, 777).astype(np.int32)
     np.testing.assert_array_equal(host(xp.cumulative_prod(xp.asarray(hi), include_initial=True)),
                                   np.concatenate([[1], np.cumprod(hi)]).astype(np.int64))
+
+
+def test_float64_without_int64_goes_through_the_host(monkeypatch):
+    # float64 keys need shader-int64; an adapter without it computes on the host
+    if "float64" not in DTYPES:
+        pytest.skip("no float64")
+    from vtl.backends.wgpu import _sorting
+
+    monkeypatch.setattr(_sorting, "_on_host", lambda x: x.dtype == np.float64)
+    h = np.array([[3.0, np.nan, -0.0, 1.0], [0.0, 2.0, 2.0, -1.0]])
+    check_sort(h, 1, True)
+    check_sort(h, 0, False)
+    check_unique(h)
+    x1 = np.sort(h[1])
+    np.testing.assert_array_equal(host(xp.searchsorted(xp.asarray(x1), xp.asarray(h))),
+                                  np.searchsorted(x1, h).astype(IDX))
+    np.testing.assert_array_equal(host(xp.isin(xp.asarray(h), xp.asarray(x1[:2]))),
+                                  np.isin(h, x1[:2]))

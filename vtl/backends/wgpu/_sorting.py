@@ -61,7 +61,8 @@ class UniqueInverseResult(NamedTuple):
 # -- keys -----------------------------------------------------------------------------
 
 def _keyfn(dt: np.dtype, descending: bool = False) -> tuple[str, str]:
-    """(key type, WGSL defining key(x), kmax(), kless(a, b), keq(a, b), pair_gt(...))."""
+    """(key type, WGSL source of key(x), kmax(), kless(a, b), keq(a, b) and
+    pair_gt(ka, ia, kb, ib)) for values of ``dt``; ``descending`` complements the key."""
     t = D.wgsl(dt)
     wide = t in ("i64", "u64", "f64")
     if not wide:
@@ -90,7 +91,7 @@ def _keyfn(dt: np.dtype, descending: bool = False) -> tuple[str, str]:
             body = f"let b = bitcast<u64>(x) ^ 0x8000000000000000lu; {split}"
         else:
             body = ("var b = bitcast<u64>(x);\n"
-                    "  let a = b & 0x7fffffffffffffffl" "u;\n"
+                    "  let a = b & 0x7ffffffffffffffflu;\n"
                     "  if (a > 0x7ff0000000000000lu) { return vec2<u32>(0xffffffffu); }\n"
                     "  if (a == 0lu) { b = 0lu; }\n"
                     "  if ((b >> 63u) != 0lu) { b = ~b; } else { b = b ^ 0x8000000000000000lu; }\n"
@@ -112,10 +113,29 @@ def _check_sortable(x, fname: str) -> WgpuArray:
         raise TypeError(f"{fname}() expected a WgpuArray, got {type(x).__name__}")
     if x.dtype.kind not in "biuf":
         raise TypeError(f"{fname}() needs a real-valued array, got dtype {x.dtype}")
-    t = D.wgsl(x.dtype)
-    if t == "f64" and "shader-int64" not in _runtime.get().features:
-        raise TypeError(f"{fname}() of float64 needs the adapter feature 'shader-int64'")
     return x
+
+
+def _on_host(x: WgpuArray) -> bool:
+    """float64 keys need 64-bit integers on the device; without them, compute on the host."""
+    return D.wgsl(x.dtype) == "f64" and "shader-int64" not in _runtime.get().features
+
+
+def _host_call(name: str, *args, **kwargs):
+    """``name`` from the standard-conforming NumPy namespace, through host memory."""
+    import array_api_compat.numpy as hnp
+
+    conv = [to_numpy(a) if isinstance(a, WgpuArray) else a for a in args]
+    kw = {k: to_numpy(v) if isinstance(v, WgpuArray) else v for k, v in kwargs.items()}
+    res = getattr(hnp, name)(*conv, **kw)
+    idt = default_int()
+
+    def up(r):
+        r = np.asarray(r)
+        return from_numpy(r.astype(idt) if r.dtype.kind in "iu" and r.dtype != idt
+                          and name != "unique_values" else r)
+
+    return type(res)(*(up(r) for r in res)) if isinstance(res, tuple) else up(res)
 
 
 def _axis(axis, ndim: int, fname: str) -> int:
@@ -218,6 +238,8 @@ def _sort_impl(x, axis, descending: bool, fname: str, values: bool) -> WgpuArray
     ax = _axis(axis, x.ndim, fname)
     if x.size == 0:
         return empty(x.shape, out_dt)
+    if _on_host(x):
+        return _host_call(fname, x, axis=ax, descending=descending)
     perm = [i for i in range(x.ndim) if i != ax] + [ax]
     xt = permute_dims(x, perm) if ax != x.ndim - 1 else x
     xr = reshape(contiguous(xt), (-1, x.shape[ax]))
@@ -304,6 +326,8 @@ def searchsorted(x1, x2, /, *, side: str = "left", sorter=None) -> WgpuArray:
             raise TypeError("searchsorted(): sorter must be an integer WgpuArray")
         if a.size:
             a = take(a, sorter)
+    if _on_host(a):
+        return _host_call("searchsorted", a, b, side=side)
     return _search(a, b, 1 if side == "right" else 0, default_int())
 
 
@@ -321,6 +345,8 @@ def isin(x1, x2, /, *, invert: bool = False) -> WgpuArray:
     _check_sortable(a, "isin")
     if b.size == 0:
         return full(a.shape, bool(invert), dtype=D.bool_)
+    if _on_host(a):
+        return from_numpy(np.asarray(np.isin(to_numpy(a), to_numpy(b), invert=invert)))
     bs = sort(reshape(b, (-1,)))
     return _search(bs, a, 3 if invert else 2, D.bool_)
 
@@ -347,6 +373,8 @@ def _unique(x, fname: str):
     if n == 0:
         e = empty((0,), idt)
         return empty((0,), x.dtype), e, empty(x.shape, idt), e
+    if _on_host(x):
+        return tuple(_host_call("unique_all", x))
     xr = reshape(contiguous(x), (1, n))
     keys, ids, _ = _sort_rows(xr, False)
     dt = x.dtype
