@@ -10,6 +10,8 @@ const NMAX = {{NMAX}}u;
 var<workgroup> sa: array<{{T}}, NMAX * NMAX>;
 var<workgroup> piv: array<u32, NMAX>;
 var<workgroup> lc: array<{{T}}, NMAX>;
+var<workgroup> cv: array<{{T}}, 8>;
+var<workgroup> ci: array<u32, 8>;
 var<workgroup> prow: u32;
 var<workgroup> nswap: u32;
 
@@ -31,13 +33,26 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   if (lid == 0u) { nswap = 0u; }
   workgroupBarrier();
   for (var c = 0u; c < n; c++) {
-    if (lid == 0u) {
-      var p = c;
-      var best = abs(sa[c * n + c]);
-      for (var r = c + 1u; r < n; r++) {
+    // pivot: the first row of largest |a[r, c]|, r >= c; 8 threads scan every 8th row,
+    // then thread 0 picks among their candidates
+    if (lid < 8u) {
+      var p = c + lid;
+      var best = {{T}}(-1);
+      for (var r = c + lid; r < n; r += 8u) {
         let v = abs(sa[r * n + c]);
         if (v > best) { best = v; p = r; }
       }
+      cv[lid] = best;
+      ci[lid] = p;
+    }
+    workgroupBarrier();
+    if (lid == 0u) {
+      var p = ci[0];
+      var best = cv[0];
+      for (var t = 1u; t < 8u; t++) {
+        if (cv[t] > best || (cv[t] == best && ci[t] < p)) { best = cv[t]; p = ci[t]; }
+      }
+      if (best < {{T}}(0)) { p = c; }  // NaN column: no swap
       prow = p;
       if (p != c) {
         nswap += 1u;
