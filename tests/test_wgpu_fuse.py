@@ -23,6 +23,18 @@ def host(a):
     return xp.to_numpy(a)
 
 
+# A GPU driver may contract a fused `a * b + c` into one fused multiply-add (1 ulp apart
+# from the unfused result); lavapipe (a CPU adapter) does not, so there results are exact.
+EXACT = xp.runtime_info()["adapter_type"] == "CPU"
+
+
+def same(got, ref):
+    if EXACT:
+        np.testing.assert_array_equal(got, ref)
+    else:
+        np.testing.assert_allclose(got, ref, rtol=2e-6, atol=1e-30)
+
+
 def dispatches(fn):
     d0 = _recorder.REC.dispatches
     out = fn()
@@ -154,10 +166,10 @@ def test_fused_chain_equals_unfused_in_one_dispatch():
     f = fuse(_chain)
     got, nd = dispatches(lambda: f(a))
     assert nd == 1 and f.fallbacks == 0
-    np.testing.assert_array_equal(host(got), ref)
+    same(host(got), ref)
     assert got.shape == a.shape and got.dtype == a.dtype
     got2 = f(xp.asarray(h)[1:])  # offset not a multiple of 4: one element per thread
-    np.testing.assert_array_equal(host(got2), ref[1:])
+    same(host(got2), ref[1:])
 
 
 def test_fuse_several_outputs_closures_and_changing_scalars():
@@ -176,8 +188,8 @@ def test_fuse_several_outputs_closures_and_changing_scalars():
         (p2, m2), nd = dispatches(lambda: f(p, g, m))
         assert nd == 1
         e1, e2 = step(p, g, m)
-        np.testing.assert_array_equal(host(p2), host(e1))
-        np.testing.assert_array_equal(host(m2), host(e2))
+        same(host(p2), host(e1))
+        same(host(m2), host(e2))
     k = xp.asarray(np.float32(3))
 
     def uses_captured(x):
@@ -186,7 +198,7 @@ def test_fuse_several_outputs_closures_and_changing_scalars():
     fu = fuse(uses_captured)
     got, nd = dispatches(lambda: fu(p))
     assert nd == 1
-    np.testing.assert_array_equal(host(got), host(uses_captured(p)))
+    same(host(got), host(uses_captured(p)))
 
 
 def test_fuse_broadcasts_dtypes_and_strided_inputs():
