@@ -140,8 +140,11 @@ def test_unsupported_dtype_names_missing_feature(monkeypatch):
         xp.asarray(np.arange(3, dtype=np.int64))
     assert "float64" not in xp.__array_namespace_info__().dtypes()
     assert xp.__array_namespace_info__().default_dtypes()["integral"] == np.int32
+    with pytest.raises(TypeError, match="shader-f64"):
+        xp.asarray(np.ones(2, np.complex128))
+    assert "complex128" not in xp.__array_namespace_info__().dtypes()
     with pytest.raises(TypeError, match="not supported"):
-        xp.asarray(np.ones(2, np.complex64))
+        xp.asarray(np.ones(2, np.longdouble))
 
 
 def test_allocation_beyond_binding_limit_is_a_clear_error():

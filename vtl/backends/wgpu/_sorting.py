@@ -367,6 +367,8 @@ def _scan_u32(a: WgpuArray) -> None:
 
 def _unique(x, fname: str):
     """(values, indices, inverse (shape of x), counts) of the flattened ``x``."""
+    if isinstance(x, WgpuArray) and x.dtype.kind == "c":  # no device sort key for complex
+        return tuple(_host_call("unique_all", x))
     x = _check_sortable(x, fname)
     idt = default_int()
     n = x.size
