@@ -133,6 +133,10 @@ def test_vec4_tail_never_writes_past_a_view():
     expect[5:] = 2
     expect[1:6] *= 3
     np.testing.assert_array_equal(host(a), expect)
+    z = xp.zeros(11)
+    z[1:6] = 5.0  # fills of views: no vector store past the view
+    z[8:] = -1.0
+    np.testing.assert_array_equal(host(z), [0, 5, 5, 5, 5, 5, 0, 0, -1, -1, -1])
     b = xp.asarray(np.arange(9, dtype=np.float32))
     c = xp.astype(b[:6], xp.int32)  # a contiguous cast
     np.testing.assert_array_equal(host(c), np.arange(6, dtype=np.int32))
