@@ -15,7 +15,9 @@ A case's ``benchmark.group`` is ``<case>-<backend>``.
 Environment:
 
 * ``VTL_TEST_BACKENDS=numpy,wgpu`` restricts the backends (default: all available).
-* ``VTL_BENCH_QUICK=1`` shrinks every size (a smoke run on a laptop or on lavapipe).
+* ``VTL_BENCH_QUICK=1`` shrinks every size (a smoke run on a laptop or on lavapipe)
+  and deselects the cases whose size parameter ``n`` exceeds 256 (the wgpu
+  library's SGEMM sizes).
 * ``VTL_BENCH_FULL=1`` also runs the big sizes on the CPU (matmul above 1024 etc.).
 * ``VTL_BENCH_BUDGET_S=400`` skips the cases that would start after that many
   seconds, so a run under a hard time limit still ends and writes its JSON.
@@ -65,6 +67,20 @@ def _require(name: str) -> str:
     if not b.is_available:
         pytest.skip(f"backend {name} unavailable: {b.unavailable_reason}")
     return name
+
+
+def pytest_collection_modifyitems(config: Any, items: list) -> None:
+    if not QUICK:
+        return
+    big = [it for it in items if isinstance(_param(it, "n"), int) and _param(it, "n") > 256]
+    if big:
+        config.hook.pytest_deselected(items=big)
+        items[:] = [it for it in items if it not in big]
+
+
+def _param(item: Any, name: str) -> Any:
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get(name) if callspec is not None else None
 
 
 @pytest.fixture(autouse=True)

@@ -17,6 +17,7 @@ numpy backend close to PyTorch CPU.
 
 from __future__ import annotations
 
+import functools
 import os
 
 import numpy as np
@@ -37,6 +38,7 @@ CONFIGS = {
 }
 
 
+@functools.lru_cache(maxsize=1)
 def _data(seed: int = 0) -> tuple[list[np.ndarray], list[np.ndarray]]:
     rng = np.random.default_rng(seed)
     ps = [rng.standard_normal(SHAPE, dtype=np.float32) for _ in range(N_TENSORS)]
@@ -62,7 +64,8 @@ def test_optimizer_step(benchmark, backend, config, impl):
     cls, kwargs = CONFIGS[config]
     ps, gs = _data()
     if impl in ("vtl", "portable"):
-        params = [vtl.asarray(p, backend=backend, requires_grad=True) for p in ps]
+        # copies: the numpy backend shares memory with its input, and steps update in place
+        params = [vtl.asarray(p.copy(), backend=backend, requires_grad=True) for p in ps]
         for p, g in zip(params, gs, strict=True):
             p.grad = vtl.asarray(g, backend=backend)
         opt = cls(params, **kwargs, foreach=None if impl == "vtl" else False)
@@ -96,7 +99,8 @@ def test_fused_and_portable_agree_on_the_benchmark_problem(backend):
     ps, gs = _data()
     out = []
     for foreach in (None, False):
-        params = [vtl.asarray(p[:10], backend=backend, requires_grad=True) for p in ps[:5]]
+        params = [vtl.asarray(p[:10].copy(), backend=backend, requires_grad=True)
+                  for p in ps[:5]]
         for p, g in zip(params, gs[:5], strict=True):
             p.grad = vtl.asarray(g[:10], backend=backend)
         opt = optim.Adam(params, lr=1e-2, foreach=foreach)
