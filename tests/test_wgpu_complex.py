@@ -415,3 +415,17 @@ def test_real_only_reductions_refuse_complex(name):
 def test_numeric_kind_includes_complex():
     assert "complex64" in xp.__array_namespace_info__().dtypes(kind="numeric")
     assert xp.isdtype(xp.complex64, "numeric")
+
+
+def test_fill_keeps_negative_zero():
+    """full/setitem with -0.0 keep the sign, also through strided views (the parts of a
+    complex array are stride-2 float views)."""
+    z = host(xp.full((3,), complex(-0.0, -0.0)))
+    assert np.signbit(z.real).all() and np.signbit(z.imag).all()
+    a = xp.ones((4,))
+    a[::2] = -0.0
+    assert np.signbit(host(a)).tolist() == [True, False, True, False]
+    check(xp.repeat(xp.asarray(np.array([complex(0.0, -0.0)], np.complex64)), 2),
+          np.array([complex(0.0, -0.0)] * 2, np.complex64))
+    r = host(xp.repeat(xp.asarray(np.array([complex(0.0, -0.0)], np.complex64)), 2))
+    assert np.signbit(r.imag).all()

@@ -11,6 +11,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let nd = pw(1u);
   var io = pw(4u) + i;
   if ((pw(2u) & 2u) == 0u) { io = strided(i, nd, 11u, 11u + nd, pw(4u)); }
-  let v = scal_{{D}}(5u) + {{T}}(i) * scal_{{D}}(8u);
+  let step = scal_{{D}}(8u);
+  // a zero step stores start itself (start + 0 would turn -0.0 into +0.0)
+  let v = select(scal_{{D}}(5u) + {{T}}(i) * step, scal_{{D}}(5u), step == {{T}}(0));
   dst[io] = wrap_{{D}}(v);
 }
