@@ -1,4 +1,4 @@
-"""Batched LU on the wgpu device: linalg.solve, inv and det against NumPy."""
+"""Batched LU on the wgpu device: linalg.solve, inv, det and slogdet against NumPy."""
 
 from __future__ import annotations
 
@@ -47,6 +47,11 @@ def test_solve_inv_det_match_numpy(dtype, n):
     d = host(xp.linalg.det(A))
     assert d.shape == (2, 3) and d.dtype == a.dtype
     np.testing.assert_allclose(d, np.linalg.det(a), rtol=tol(dtype)["rtol"] * 10)
+    sg, la = xp.linalg.slogdet(A)
+    ws, wl = np.linalg.slogdet(a)
+    np.testing.assert_array_equal(host(sg), ws)
+    np.testing.assert_allclose(host(la), wl, rtol=tol(dtype)["rtol"], atol=1e-4)
+    assert host(la).shape == (2, 3) and host(sg).dtype == a.dtype
 
 
 def test_pivoting_det_sign_views_and_singular():
@@ -58,6 +63,10 @@ def test_pivoting_det_sign_views_and_singular():
     np.testing.assert_allclose(host(xp.linalg.det(P.mT)), 6.0, rtol=1e-6)  # a strided view
     s = xp.asarray(np.ones((2, 2), np.float32))
     assert host(xp.linalg.det(s)) == 0.0
+    r = xp.linalg.slogdet(s)
+    assert host(r.sign) == 0.0 and host(r.logabsdet) == -np.inf
+    r = xp.linalg.slogdet(P)
+    assert host(r.sign) == 1.0 and np.isclose(host(r.logabsdet), np.log(6.0))
     assert not np.isfinite(host(xp.linalg.solve(s, xp.asarray(np.ones(2, np.float32))))).all()
     e = xp.linalg.inv(xp.asarray(np.zeros((0, 3, 3), np.float32)))
     assert host(e).shape == (0, 3, 3)

@@ -1,6 +1,6 @@
 // Batched LU with partial pivoting, one workgroup per n x n matrix (n <= NMAX) held in
 // workgroup memory. Word 5 mode 0: x = a^-1 b for b (n, k); 1: x = a^-1 (k = n);
-// 2: x[batch] = det(a). A zero pivot gives non-finite results (no error is raised).
+// 2: x[batch] = det(a); 3: x[batch] = (sign, log|det|). A zero pivot gives non-finite results (no error is raised).
 // Words: 0 batch, 1 n, 2 k, 3 a offset, 4 b offset, 5 mode
 @group(0) @binding(0) var<storage, read> a: array<{{T}}>;
 @group(0) @binding(1) var<storage, read> b: array<{{T}}>;
@@ -85,6 +85,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       for (var i = 0u; i < n; i++) { d *= sa[i * n + i]; }
       if ((nswap & 1u) == 1u) { d = -d; }
       x[m] = d;
+    }
+    return;
+  }
+  if (mode == 3u) {  // slogdet: x[2m] = sign, x[2m + 1] = log|det|
+    if (lid == 0u && live) {
+      var sg = {{T}}(1);
+      var la = {{T}}(0);
+      for (var i = 0u; i < n; i++) {
+        let u = sa[i * n + i];
+        sg *= select(select({{T}}(0), {{T}}(-1), u < {{T}}(0)), {{T}}(1), u > {{T}}(0));
+        la += {{LOG}}(abs(u));
+      }
+      if ((nswap & 1u) == 1u) { sg = -sg; }
+      x[2u * m] = sg;
+      x[2u * m + 1u] = la;
     }
     return;
   }

@@ -1,14 +1,16 @@
-"""``linalg.solve``, ``linalg.inv`` and ``linalg.det`` on the device for small matrices.
+"""``linalg.solve``, ``inv``, ``det`` and ``slogdet`` on the device for small matrices.
 
 A batched LU factorisation with partial pivoting (``wgsl/lu.wgsl``): one workgroup per
 matrix, held in workgroup memory, so n is limited to what fits (64 for float32; float64
 as the device's workgroup memory allows). Larger matrices, integer inputs and invalid
 shapes go through host NumPy (the ``HOST_LINALG`` wrappers), which also raise the
 errors. An exactly singular matrix gives non-finite values on the device (NumPy would
-raise ``LinAlgError``); ``det`` of it is 0.
+raise ``LinAlgError``); ``det`` of it is 0, ``slogdet`` gives (0, -inf).
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 
@@ -46,7 +48,8 @@ def _lu(a: WgpuArray, b: WgpuArray | None, k: int, mode: int, out_shape) -> Wgpu
     out = empty(out_shape, dt)
     if nb == 0 or n == 0:
         return out
-    kern = _kernels.kernel("lu", "rrw", (dt,), T=D.wgsl(dt), NMAX=nmax(dt))
+    kern = _kernels.kernel("lu", "rrw", (dt,), T=D.wgsl(dt), NMAX=nmax(dt),
+                           LOG="m64_log" if D.wgsl(dt) == "f64" else "log")
     bb = b if b is not None else a
     REC.dispatch(kern, (a._st.buf, bb._st.buf, out._st.buf),
                  [nb, n, k, a._offset, bb._offset, mode], nb)
@@ -112,5 +115,23 @@ def det(x, /) -> WgpuArray:
     return reshape(_lu(a, None, 0, 2, (nb,)), batch)
 
 
+class SlogdetResult(NamedTuple):
+    sign: WgpuArray
+    logabsdet: WgpuArray
+
+
+def slogdet(x, /) -> SlogdetResult:
+    """Sign and natural log of the absolute determinant of each square matrix of ``x``
+    (a singular matrix gives sign 0 and logabsdet -inf)."""
+    if not _square(x, "slogdet"):
+        return _host("slogdet")(x)
+    n = x.shape[-1]
+    batch = x.shape[:-2]
+    nb = prod(batch)
+    a = reshape(contiguous(x), (nb, n, n))
+    out = _lu(a, None, 0, 3, (nb, 2))
+    return SlogdetResult(reshape(out[:, 0], batch), reshape(out[:, 1], batch))
+
+
 #: the linalg functions of this module (each falls back to the host beyond ``nmax``)
-NATIVE = ("det", "inv", "solve")
+NATIVE = ("det", "inv", "slogdet", "solve")
