@@ -2,11 +2,11 @@
 
 ``linalg`` computes on the device: matmul, matrix_transpose, tensordot, vecdot,
 vector_norm, matrix_norm (``'fro'``, 1, -1, inf, -inf), outer, diagonal, trace,
-cross and matrix_power (n >= 0), and solve, inv and det of float matrices up to
-``_lu.nmax`` (64 for float32; a batched LU in workgroup memory, ``_lu``). The
-other decompositions and solvers (cholesky, eigh, eigvalsh, pinv, qr, slogdet,
-svd, svdvals, matrix_rank, matrix_norm with ord 2/-2/'nuc', matrix_power with
-n < 0, and solve/inv/det of larger matrices) read their input back and compute
+cross and matrix_power (n >= 0), and solve, inv, det and slogdet of float
+matrices up to ``_lu.nmax`` (64 for float32; a batched LU in workgroup memory,
+``_lu``). The other decompositions and solvers (cholesky, eigh, eigvalsh, pinv,
+qr, svd, svdvals, matrix_rank, matrix_norm with ord 2/-2/'nuc', matrix_power with
+n < 0, and solve/inv/det/slogdet of larger matrices) read their input back and compute
 through host NumPy (``HOST_LINALG``), then upload the result.
 """
 
@@ -333,5 +333,5 @@ linalg = types.SimpleNamespace(
 
 from . import _lu  # noqa: E402
 
-linalg.solve, linalg.inv, linalg.det = _lu.solve, _lu.inv, _lu.det
+linalg.solve, linalg.inv, linalg.det, linalg.slogdet = _lu.solve, _lu.inv, _lu.det, _lu.slogdet
 _unused = c_strides
