@@ -113,6 +113,18 @@ def test_one_dispatch_per_op_and_broadcast_last_dim():
     np.testing.assert_array_equal(host(a / s), h / np.float32(2.5))
 
 
+def test_where_flat_and_strided():
+    h = _data(5 * 8, np.float32).reshape(5, 8)
+    a = xp.asarray(h)
+    m = a > 0
+    np.testing.assert_array_equal(host(xp.where(m, a, 0.0)), np.where(h > 0, h, 0))
+    np.testing.assert_array_equal(host(xp.where(m[0], a, -a)), np.where(h[0] > 0, h, -h))
+    np.testing.assert_array_equal(host(xp.where(m.mT, a.mT, 1.0)), np.where(h.T > 0, h.T, 1))
+    hi = np.arange(7, dtype=np.int32)
+    np.testing.assert_array_equal(host(xp.where(xp.asarray(hi) > 3, xp.asarray(hi), 2.5)),
+                                  np.where(hi > 3, hi, 2.5).astype(np.float32))
+
+
 def test_strided_operands_keep_the_general_path():
     h = _data(6 * 8, np.float32).reshape(6, 8)
     a = xp.asarray(h)

@@ -629,6 +629,11 @@ def where(condition: WgpuArray, x1, x2, /) -> WgpuArray:
         ops.append(x)
     a, b = ops
     shape = broadcast_shapes(c._shape, a._shape, b._shape)
+    n = prod(shape)
+    if dt.kind in "biuf" and all(_fuse.layout_mode(t, shape, n) for t in (c, a, b)):
+        tr = _fuse.Tracer()  # contiguous operands: a flat kernel (vec4, chunked)
+        v = tr.node("w", "where", dt, dt, [tr.array(t) for t in (c, a, b)], shape)
+        return _fuse.run_flat(*tr.program([v]), shape)[0]
     out = empty(shape, dt)
     n = out.size
     if n == 0:
