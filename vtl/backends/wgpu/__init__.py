@@ -13,7 +13,7 @@ pass), ``_kernels`` (WGSL templates and pipeline cache), ``_array``
 (``WgpuArray``), and the op modules.
 
 Sorting, searching and sets run on the device (``_sorting``: sort/argsort as a
-stable bitonic sort, searchsorted/isin as binary searches, ``unique_*`` as sort,
+stable radix or bitonic sort, searchsorted/isin as binary searches, ``unique_*`` as sort,
 flags and a prefix sum with one readback, their result size; all real dtypes),
 and so do ``linalg.solve``/``inv``/``det``/``slogdet`` of float matrices up to 64x64
 (``_lu``). Computed through host NumPy (a readback, then an upload): ``nonzero``
