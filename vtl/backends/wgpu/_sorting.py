@@ -1,5 +1,5 @@
 """Sorting, searching and sets on the device: sort, argsort, searchsorted, isin, the
-unique_* functions and diff.
+unique_* functions, diff, and the parallel row scan behind cumulative_sum/prod.
 
 Sorting is a bitonic sort of (key, id) pairs. Each value becomes an order-preserving
 unsigned key (one 32-bit word, two for 64-bit dtypes): integers with the sign bit
@@ -8,8 +8,11 @@ the key of 0.0; descending order complements the key. The id (the element's posi
 along the sorted axis) breaks ties, so the sort is stable in both directions, as the
 standard asks (equal elements keep their order; NaNs last ascending, first descending).
 Rows along the axis are padded to a power of two P with the largest key, and all rows
-sort at once: tiles of 1024 pairs sort in workgroup memory, larger merges take one
-global pass per step above the tile. ``searchsorted`` and ``isin`` are binary searches
+sort at once: tiles of up to 4096 pairs sort in workgroup memory, larger merges take
+global passes (up to four steps each, 16 elements per thread). One long row of 32-bit
+keys (``RADIX_MIN`` or more) instead sorts by a stable LSD radix sort: 8 passes of
+4-bit digits, each a tile histogram, a prefix sum and a stable scatter.
+``searchsorted`` and ``isin`` are binary searches
 over the same keys; ``unique_*`` sort the flattened input, flag group starts, prefix-sum
 the flags and scatter, with one readback (the number of unique values) because the
 result size depends on the data.
