@@ -19,6 +19,7 @@ Environment:
   and deselects the cases whose size parameter ``n`` exceeds 256 (the wgpu
   library's SGEMM sizes).
 * ``VTL_BENCH_FULL=1`` also runs the big sizes on the CPU (matmul above 1024 etc.).
+* ``VTL_BENCH_KEEP_DATA=1`` keeps the raw per-round timings in the JSON (large).
 * ``VTL_BENCH_BUDGET_S=400`` skips the cases that would start after that many
   seconds, so a run under a hard time limit still ends and writes its JSON.
 
@@ -224,3 +225,13 @@ def pytest_benchmark_update_machine_info(config: Any, machine_info: dict) -> Non
         info["wgpu"] = w.get("wgpu")
         info["wgpu_adapter"] = f"{w.get('adapter')} ({w.get('backend_type')})"
     machine_info["vtl_bench"] = info
+
+
+def pytest_benchmark_update_json(config: Any, benchmarks: Any, output_json: dict) -> None:
+    """Keep the JSON small: drop every round's raw timing (``VTL_BENCH_KEEP_DATA=1`` keeps them).
+
+    A fast case runs tens of thousands of rounds; their list would make the file tens of MB.
+    """
+    if os.environ.get("VTL_BENCH_KEEP_DATA", "").strip() in ("", "0"):
+        for b in output_json.get("benchmarks", []):
+            b.get("stats", {}).pop("data", None)

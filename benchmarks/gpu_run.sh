@@ -8,7 +8,8 @@
 # ratios.md (grouped Markdown tables with vtl / reference ratios) and benchmarks.png (the ratios
 # as bars; needs matplotlib: without it ratios.md says so, and `python3 benchmarks/report.py
 # bench.json --png benchmarks.png` draws it later on any machine with matplotlib).
-# Sources .gpu/prelude.sh when present (wgpu wheels and the Vulkan loader; ../shared/GPU.md).
+# Sources .gpu/prelude.sh when present (wgpu wheels and the Vulkan loader; ../shared/GPU.md;
+# GPU_RUN_PRELUDE=0 skips it, e.g. for a local try with VTL_BENCH_QUICK=1).
 # Expected run time on one H200: about 3-4 minutes for pytest; the whole run is capped at 420 s,
 # and VTL_BENCH_BUDGET_S (default 380) skips the cases that would start later, so the JSON
 # is written even when the machine is slower than expected.
@@ -16,7 +17,7 @@ set -u
 cd "$(dirname "$0")/.."
 OUT=${1:-${OUT:?set OUT or pass the output folder}}
 mkdir -p "$OUT"
-if [ -f .gpu/prelude.sh ]; then
+if [ -f .gpu/prelude.sh ] && [ "${GPU_RUN_PRELUDE:-1}" != 0 ]; then
   # shellcheck disable=SC1091
   source .gpu/prelude.sh || echo "gpu_run: .gpu/prelude.sh failed; wgpu may be unavailable"
 fi
