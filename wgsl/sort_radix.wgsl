@@ -1,8 +1,9 @@
 // One 4-bit digit pass of a stable LSD radix sort of u32 keys with u32 ids, in tiles of
 // 1024 (256 threads x 4 consecutive elements). Mode 0: hist[d * tiles + t] = how many
-// keys of tile t have digit d. Mode 1 (hist now holds its inclusive scan): scatter each
-// (key, id) to its stable rank. Word 4 = 1: the ids are the positions (first pass).
-// Words: 0 n, 1 tiles, 2 shift, 3 mode, 4 first
+// keys of tile t have digit d. Mode 2 (16 workgroups, one per digit d): inclusive scan
+// of hist[d * tiles ..] over the tiles, the digit's total to hist[16 * tiles + d].
+// Mode 1: scatter each (key, id) to its stable rank. Word 4 = 1: the ids are the
+// positions (first pass). Words: 0 n, 1 tiles, 2 shift, 3 mode, 4 first
 @group(0) @binding(0) var<storage, read> kin: array<u32>;
 @group(0) @binding(1) var<storage, read> iin: array<u32>;
 @group(0) @binding(2) var<storage, read_write> kout: array<u32>;
@@ -28,6 +29,32 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     workgroupBarrier();
     if (live && lid < 16u) { hist[lid * tiles + t] = atomicLoad(&cnt[lid]); }
+    return;
+  }
+  if (pw(3u) == 2u) {
+    let d = t;
+    let chunk = (tiles + 255u) / 256u;
+    let lo = min(lid * chunk, tiles);
+    let hi = min(lo + chunk, tiles);
+    var acc = 0u;
+    for (var i = lo; i < hi; i++) { acc += hist[d * tiles + i]; }
+    sc[lid] = vec4<u32>(acc, 0u, 0u, 0u);
+    workgroupBarrier();
+    for (var s = 1u; s < 256u; s <<= 1u) {
+      var a = 0u;
+      if (lid >= s) { a = sc[lid - s].x; }
+      workgroupBarrier();
+      sc[lid].x += a;
+      workgroupBarrier();
+    }
+    var run = sc[lid].x - acc;
+    if (d < 16u) {
+      for (var i = lo; i < hi; i++) {
+        run += hist[d * tiles + i];
+        hist[d * tiles + i] = run;
+      }
+      if (lid == 255u) { hist[16u * tiles + d] = sc[255u].x; }
+    }
     return;
   }
   // per-thread digit counts, 16-bit lanes: digit d in word d / 2 (lo/hi half)
@@ -66,6 +93,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     workgroupBarrier();
   }
   if (!live) { return; }
+  // where each digit's run starts: the totals of the smaller digits
+  var dbase: array<u32, 16>;
+  var run = 0u;
+  for (var d = 0u; d < 16u; d++) {
+    dbase[d] = run;
+    run += hist[16u * tiles + d];
+  }
   let ex0 = sc[2u * lid] - own0;
   let ex1 = sc[2u * lid + 1u] - own1;
   let tot0 = sc[510u];
@@ -80,7 +114,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       var tot: u32;
       if (d < 8u) { pre = (ex0[w] >> h) & 0xffffu; tot = (tot0[w] >> h) & 0xffffu; }
       else { pre = (ex1[w] >> h) & 0xffffu; tot = (tot1[w] >> h) & 0xffffu; }
-      let pos = hist[d * tiles + t] - tot + pre + rk[e];
+      let pos = dbase[d] + hist[d * tiles + t] - tot + pre + rk[e];
       kout[pos] = k;
       var id = base + e;
       if (pw(4u) == 0u) { id = iin[base + e]; }

@@ -201,10 +201,11 @@ RADIX_MIN = 1 << 15
 
 def _radix(keys: WgpuArray, ids: WgpuArray, n: int) -> tuple[WgpuArray, WgpuArray]:
     """Stable LSD radix sort of the first ``n`` u32 ``keys`` (ids = positions): per 4-bit
-    digit, tile histograms, their prefix sum (digit-major) and a stable scatter."""
+    digit, tile histograms, their prefix sums over the tiles (one workgroup per digit)
+    and a stable scatter; three dispatches per digit."""
     k = _kernels.kernel("sort_radix", "rrwww", ())
     tiles = groups_for(n, 1024)
-    hist = empty((16 * tiles,), D.uint32)
+    hist = empty((16 * tiles + 16,), D.uint32)
     other = (empty((n,), D.uint32), empty((n,), D.uint32))
     cur = (keys, ids)
     for p, shift in enumerate(range(0, 32, 4)):
@@ -212,7 +213,7 @@ def _radix(keys: WgpuArray, ids: WgpuArray, n: int) -> tuple[WgpuArray, WgpuArra
                 hist._st.buf)
         first = 1 if p == 0 else 0
         REC.dispatch(k, bufs, [n, tiles, shift, 0, first], tiles)
-        _scan_u32(hist)
+        REC.dispatch(k, bufs, [n, tiles, shift, 2, first], 16)
         REC.dispatch(k, bufs, [n, tiles, shift, 1, first], tiles)
         cur, other = other, cur
     return cur
