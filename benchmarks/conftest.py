@@ -23,6 +23,12 @@ Environment:
 * ``VTL_BENCH_BUDGET_S=400`` skips the cases that would start after that many
   seconds, so a run under a hard time limit still ends and writes its JSON.
 
+Smoke runs: ``VTL_BENCH_QUICK=1 pytest benchmarks -o addopts= --benchmark-disable`` runs
+every case once, with the agreement tests (about a minute with wgpu on lavapipe);
+``VTL_BENCH_QUICK=1 pytest benchmarks --benchmark-only --benchmark-min-rounds=1
+--benchmark-max-time=0.00001 --benchmark-json=b.json`` also writes the JSON for report.py.
+The full run on the GPU machine is ``benchmarks/gpu_run.sh``.
+
 GPU timings synchronize inside the timed call (:func:`synchronize`, ``Ref.sync``).
 TensorFloat-32 is off for CuPy and PyTorch, so float32 means float32.
 """

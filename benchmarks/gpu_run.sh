@@ -11,7 +11,7 @@
 # Sources .gpu/prelude.sh when present (wgpu wheels and the Vulkan loader; ../shared/GPU.md;
 # GPU_RUN_PRELUDE=0 skips it, e.g. for a local try with VTL_BENCH_QUICK=1).
 # Expected run time on one H200: about 3-4 minutes for pytest; the whole run is capped at 420 s,
-# and VTL_BENCH_BUDGET_S (default 380) skips the cases that would start later, so the JSON
+# and VTL_BENCH_BUDGET_S (default 360) skips the cases that would start later, so the JSON
 # is written even when the machine is slower than expected.
 set -u
 cd "$(dirname "$0")/.."
@@ -22,7 +22,7 @@ if [ -f .gpu/prelude.sh ] && [ "${GPU_RUN_PRELUDE:-1}" != 0 ]; then
   source .gpu/prelude.sh || echo "gpu_run: .gpu/prelude.sh failed; wgpu may be unavailable"
 fi
 export VTL_WGPU_EXPERIMENTAL=${VTL_WGPU_EXPERIMENTAL:-1} PYTHONUNBUFFERED=1 CUPY_TF32=0
-export VTL_BENCH_BUDGET_S=${VTL_BENCH_BUDGET_S:-380} XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
+export VTL_BENCH_BUDGET_S=${VTL_BENCH_BUDGET_S:-360} XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
 
 { python3 -m vtl info 2>&1; nvidia-smi 2>&1 | head -15; } > "$OUT/info.txt"
 head -25 "$OUT/info.txt"
