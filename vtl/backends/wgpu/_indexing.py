@@ -117,11 +117,18 @@ def getitem(x: WgpuArray, key) -> WgpuArray:
 def _advanced(x: WgpuArray, key) -> WgpuArray:
     # boolean masks -> integer index arrays (data-dependent: reads the mask back)
     k2 = []
+    d = 0  # the dimension of x that k indexes first
     for k in key:
         if _is_index_array(k) and _as_index_dtype(k) == D.bool_:
-            mask = to_numpy(k) if isinstance(k, WgpuArray) else np.asarray(k)
-            k2.extend(np.nonzero(mask))
+            ms = tuple(k.shape) if isinstance(k, WgpuArray) else np.shape(k)
+            if any(m not in (s, 0) for m, s in zip(ms, x.shape[d:], strict=False)):
+                raise IndexError(f"boolean index of shape {ms} does not match the indexed "
+                                 f"dimensions {x.shape[d:d + len(ms)]}")
+            d += len(ms)
+            k2.extend(nonzero(k) if isinstance(k, WgpuArray) and k.ndim else
+                      np.nonzero(to_numpy(k) if isinstance(k, WgpuArray) else np.asarray(k)))
         else:
+            d += k is not None
             k2.append(k)
     key = tuple(k2)
     # ints and slices first (a view); index arrays keep full dims
@@ -323,13 +330,12 @@ def _scalar(value, dt: np.dtype):
 
 
 def nonzero(x: WgpuArray, /) -> tuple[WgpuArray, ...]:
-    """Indices of non-zero elements (data-dependent: reads ``x`` back)."""
-    from ._elementwise import default_int
+    """Indices of non-zero elements, on the device (data-dependent: reads back the count)."""
+    from ._sorting import nonzero as nonzero_device
 
     if x.ndim == 0:
         raise ValueError("nonzero() is not defined for 0-d arrays")
-    dt = default_int()
-    return tuple(from_numpy(i.astype(dt)) for i in np.nonzero(to_numpy(x)))
+    return nonzero_device(x)
 
 
 def scatter_add(target: WgpuArray, indices: WgpuArray, values: WgpuArray) -> WgpuArray:
