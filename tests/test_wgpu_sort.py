@@ -308,3 +308,31 @@ def test_float64_without_int64_goes_through_the_host(monkeypatch):
                                   np.searchsorted(x1, h).astype(IDX))
     np.testing.assert_array_equal(host(xp.isin(xp.asarray(h), xp.asarray(x1[:2]))),
                                   np.isin(h, x1[:2]))
+
+
+# -- nonzero and boolean masks --------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_nonzero_every_dtype(dtype):
+    for shape in [(7,), (3, 5), (2, 3, 4), (3000,), (0, 4)]:
+        h = dup_values(dtype, shape)
+        got = xp.nonzero(xp.asarray(h))
+        want = np.nonzero(h)
+        assert len(got) == len(want)
+        for g, w in zip(got, want, strict=True):
+            assert host(g).dtype == IDX
+            np.testing.assert_array_equal(host(g), w)
+
+
+def test_nonzero_nan_views_none_and_masks():
+    h = np.array([[0.0, np.nan, -0.0], [1.0, 0.0, -2.0]], np.float32)
+    r, c = xp.nonzero(xp.asarray(h))
+    assert host(r).tolist() == [0, 1, 1] and host(c).tolist() == [1, 0, 2]
+    a = xp.asarray(np.arange(12, dtype=np.int32).reshape(3, 4))
+    (i,) = xp.nonzero(a[1:, ::2][:, 0] > 100)  # a strided view, no non-zero
+    assert host(i).shape == (0,)
+    m = a % 3 == 0
+    np.testing.assert_array_equal(host(a[m]), np.arange(12).reshape(3, 4)[host(m)])
+    np.testing.assert_array_equal(host(a[:, m[0]]), host(a)[:, host(m)[0]])
+    with pytest.raises(ValueError, match="0-d"):
+        xp.nonzero(xp.asarray(np.array(1.0, np.float32)))

@@ -484,3 +484,36 @@ def scan_rows(xt: WgpuArray, out: WgpuArray, op: str, init: str, include_initial
         scan_rows(sums, scanned, op, init, False)
         REC.dispatch(k, (xt._st.buf, out._st.buf, scanned._st.buf),
                      [rows, K, xt._offset, kinit, 1, nbk], rows * nbk)
+
+
+# -- nonzero --------------------------------------------------------------------------
+
+def nonzero(x: WgpuArray) -> tuple[WgpuArray, ...]:
+    """Indices of the non-zero elements of ``x`` (one default-int array per dimension,
+    row-major order), on the device: flags, a prefix sum, one readback (the count), a
+    scatter of the coordinates. Complex arrays and more than 24 dimensions go through
+    the host."""
+    idt = default_int()
+    if x.dtype.kind == "c" or x.ndim > 24:
+        return tuple(from_numpy(i.astype(idt)) for i in np.nonzero(to_numpy(x)))
+    n = x.size
+    if n == 0:
+        return tuple(empty((0,), idt) for _ in range(x.ndim))
+    xc = contiguous(x)
+    dt = xc.dtype
+    truthy = f"x != {D.wgsl(dt)}(0)"
+    if dt.kind == "f":  # NaN is non-zero even where != compiles as an ordered compare
+        truthy += f" || isnan_{dt.name}(x)"
+    k = _kernels.kernel("nonzero", "rww", (dt, idt), T=D.wgsl(dt), R=D.wgsl(idt),
+                        TRUTHY=truthy)
+    g = empty((n,), D.uint32)
+    dummy = empty((1,), idt)
+    REC.dispatch(k, (xc._st.buf, g._st.buf, dummy._st.buf), [n, xc._offset, 0, 0, 0],
+                 groups_for(n))
+    _scan_u32(g)
+    c = int(to_numpy(view(g, (1,), (1,), n - 1))[0])  # the one readback: the result size
+    out = empty((x.ndim * c,), idt)
+    if c:
+        REC.dispatch(k, (xc._st.buf, g._st.buf, out._st.buf),
+                     [n, xc._offset, 1, c, x.ndim, *x.shape], groups_for(n))
+    return tuple(view(out, (c,), (1,), d * c) for d in range(x.ndim))
