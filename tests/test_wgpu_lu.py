@@ -79,3 +79,10 @@ def test_large_and_bad_shapes_go_through_the_host():
                                rtol=1e-3, atol=1e-5)
     with pytest.raises(Exception, match="square"):
         xp.linalg.inv(xp.asarray(np.ones((2, 3), np.float32)))
+
+
+def test_capabilities_name_the_device_solvers():
+    caps = xp.__array_namespace_info__().capabilities()
+    for name in _lu.NATIVE:
+        assert name in caps["linalg device functions"]
+    assert caps["data-dependent shapes"] is True

@@ -336,3 +336,18 @@ def test_nonzero_nan_views_none_and_masks():
     np.testing.assert_array_equal(host(a[:, m[0]]), host(a)[:, host(m)[0]])
     with pytest.raises(ValueError, match="0-d"):
         xp.nonzero(xp.asarray(np.array(1.0, np.float32)))
+
+
+def test_complex_isin_nonzero_through_the_host_and_sort_refuses():
+    if "complex64" not in xp.__array_namespace_info__().dtypes():
+        pytest.skip("no complex dtypes")
+    h = np.array([[1 + 2j, 3, 0], [0, 3j, np.nan]], np.complex64)
+    a = xp.asarray(h)
+    b = np.array([3, 1 + 2j, np.nan], np.complex64)
+    np.testing.assert_array_equal(host(xp.isin(a, xp.asarray(b))), np.isin(h, b))
+    for g, w in zip(xp.nonzero(a), np.nonzero(h), strict=True):
+        np.testing.assert_array_equal(host(g), w)
+    with pytest.raises(TypeError, match="real-valued"):
+        xp.sort(a)
+    with pytest.raises(TypeError, match="real-valued"):
+        xp.argsort(a)
