@@ -14,11 +14,12 @@ pass), ``_kernels`` (WGSL templates and pipeline cache), ``_array``
 
 Sorting, searching and sets run on the device (``_sorting``: sort/argsort as a
 stable radix or bitonic sort, searchsorted/isin as binary searches, ``unique_*`` as sort,
-flags and a prefix sum with one readback, their result size; all real dtypes),
-and so do ``linalg.solve``/``inv``/``det``/``slogdet`` of float matrices up to 64x64
-(``_lu``). Computed through host NumPy (a readback, then an upload): ``nonzero``
-and boolean masks (data-dependent shapes), the other linalg decompositions and
-solvers and larger solves (``_linalg.HOST_LINALG``), the FFTs (``_fft.HOST_FFT``)
+flags and a prefix sum with one readback, their result size; all real dtypes), so do
+``nonzero`` and boolean masks (one readback, the count) and
+``linalg.solve``/``inv``/``det``/``slogdet`` of float matrices up to 64x64 (``_lu``).
+Computed through host NumPy (a readback, then an upload): ``unique_*``, ``isin``
+and ``nonzero`` of complex arrays, the other linalg decompositions and solvers and
+larger solves (``_linalg.HOST_LINALG``), the FFTs (``_fft.HOST_FFT``)
 of lengths that are not powers of two (powers of two run a Stockham kernel on the
 device) and ``cumulative_prod`` of complex arrays.
 

@@ -26,12 +26,15 @@ class Info:
 
     def capabilities(self) -> dict[str, Any]:
         """The standard's capabilities. Data-dependent shapes cost one readback: the
-        ``unique_*`` functions (sorted on the device) read back their result size;
-        ``nonzero`` and boolean masks compute through host NumPy. vtl adds ``"fft device
-        lengths"``: the FFTs run on the device for powers of two, other lengths through host
-        NumPy."""
+        ``unique_*`` functions (sorted on the device), ``nonzero`` and boolean masks read
+        back their result size. vtl adds ``"fft device lengths"``: the FFTs run on the
+        device for powers of two, other lengths through host NumPy; and ``"linalg device
+        functions"``: the solvers that run on the device, and up to which size."""
         return {"boolean indexing": True, "data-dependent shapes": True, "max dimensions": 64,
-                "fft device lengths": "powers of two (other lengths: host NumPy)"}
+                "fft device lengths": "powers of two (other lengths: host NumPy)",
+                "linalg device functions": "solve, inv, det, slogdet of float matrices up to "
+                                           "64x64 (larger ones and the decompositions: host "
+                                           "NumPy)"}
 
     def default_device(self):
         return DEVICE
