@@ -478,6 +478,7 @@ def _new(data: Any, device: Device) -> Tensor:
     t._device = device
     t._grad_fn = None
     t._requires_grad = False
+    t._vc = None
     return t
 
 

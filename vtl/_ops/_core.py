@@ -31,6 +31,7 @@ from ..autograd.graph import Node
 from ..backends import Device
 
 new = _new
+_object_new = object.__new__
 SCALAR_TYPES = (bool, int, float, complex)
 _grad = grad_mode.state
 
@@ -125,17 +126,35 @@ def record(
     ``saved`` lists the input tensors the rule reads: an in-place change to
     any of them before backward raises an error instead of a wrong gradient.
     """
-    t = _new(out, dev)
-    data = t._data
-    node = Node(
-        name, vjp, tuple([_edge(x) for x in inputs]), saved,
-        ((data.shape, data.dtype),), (data,) if save_output else None, dev,
-    )
-    t._grad_fn = node
+    edges = []
+    for x in inputs:
+        if isinstance(x, Tensor) and x._requires_grad:
+            fn = x._grad_fn
+            edges.append(x if fn is None else (fn, x._out_idx))
+        else:
+            edges.append(None)
+    if save_output:
+        t = record_edges(out, dev, name, tuple(edges), vjp, saved, True)
+        t._grad_fn.watch(t)
+        return t
+    return record_edges(out, dev, name, tuple(edges), vjp, saved)
+
+
+def record_edges(out: Any, dev: Device, name: str, edges: tuple, vjp: Callable,
+                 saved: Sequence[Tensor] = (), save_output: bool = False) -> Tensor:
+    """:func:`record` with the graph edges of the inputs already formed (one per input:
+    the leaf tensor, ``(node, output_index)``, or ``None``); ``save_output`` here only
+    keeps the data (the caller watches the output's version)."""
+    if out.__class__ is not dev.array_type:
+        out = dev._backend.normalize(out)
+    t = _object_new(Tensor)
+    t._data = out
+    t._device = dev
+    t._vc = None
+    t._grad_fn = Node(name, vjp, edges, saved, ((out.shape, out.dtype),),
+                      (out,) if save_output else None, dev)
     t._out_idx = 0
     t._requires_grad = True
-    if save_output:
-        node.watch(t)
     return t
 
 
@@ -179,17 +198,7 @@ def sum_to(g: Tensor, x: Tensor) -> Tensor:
         return g
     if not (_grad.enabled and g._requires_grad) and gd.dtype == xd.dtype:
         # plain backward (no create_graph): reduce the raw arrays directly
-        shape = xd.shape
-        nd = gd.ndim - len(shape)
-        axes = tuple(range(nd)) + tuple(
-            nd + i for i, s in enumerate(shape) if s == 1 and gd.shape[nd + i] != 1
-        )
-        xp = g._device.xp
-        if axes:
-            gd = xp.sum(gd, axis=axes)
-        if gd.shape != shape:
-            gd = xp.reshape(gd, shape)
-        return new(gd, g._device)
+        return _new(_reduce_raw(gd, xd.shape, g._device.xp), g._device)
     from . import manipulation, statistical
 
     shape = x.shape
@@ -211,6 +220,33 @@ def sum_to(g: Tensor, x: Tensor) -> Tensor:
             g = elementwise.real(g)
         g = dtype_functions.astype(g, dtype)
     return g
+
+
+def _reduce_raw(gd: Any, shape: tuple, xp: Any) -> Any:
+    """Sum the raw array ``gd`` down to ``shape`` (the shape it was broadcast from)."""
+    gshape = gd.shape
+    nd = len(gshape) - len(shape)
+    if nd == 1 and gshape[1:] == shape:  # e.g. a bias added to every row
+        return xp.sum(gd, axis=0)
+    axes = tuple(range(nd)) + tuple(
+        nd + i for i, s in enumerate(shape) if s == 1 and gshape[nd + i] != 1
+    )
+    if axes:
+        gd = xp.sum(gd, axis=axes)
+    if gd.shape != shape:
+        gd = xp.reshape(gd, shape)
+    return gd
+
+
+def plain_grad(raw: Any, x: Tensor, dev: Device) -> Tensor:
+    """The gradient for input ``x`` from a raw (unreduced) gradient array, in plain
+    backward: summed over broadcast axes and cast to ``x``'s dtype."""
+    xd = x._data
+    if raw.shape == xd.shape and raw.dtype == xd.dtype:
+        return _new(raw, dev)
+    if raw.dtype == xd.dtype:
+        return _new(_reduce_raw(raw, xd.shape, dev.xp), dev)
+    return sum_to(_new(raw, dev), x)
 
 
 def normalize_axis(axis: int, ndim: int, fname: str) -> int:

@@ -27,13 +27,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
 
-from .._tensor import Tensor
+from .._tensor import Tensor, _new
 from ..autograd import grad_mode
-from ._core import binary_operands, needs_grad, new, record, sum_to, tensor_arg
+from ._core import (
+    binary_operands,
+    needs_grad,
+    new,
+    plain_grad,
+    record,
+    record_edges,
+    sum_to,
+    tensor_arg,
+)
 
 __all__ = [
     "abs", "acos", "acosh", "add", "asin", "asinh", "atan", "atan2", "atanh",
@@ -161,47 +171,141 @@ def _unary(name: str, cat: tuple[str, str], doc: str,
 
 def _binary(name: str, cat: tuple[str, str], doc: str,
             rule: Callable[..., tuple] | None = None, xp_name: str | None = None,
-            saves: bool = True) -> Callable[[Any, Any], Tensor]:
+            saves: bool = True, plain: Callable[..., Any] | None = None,
+            forward: Callable[[Any, Any, Any], Any] | None = None
+            ) -> Callable[[Any, Any], Tensor]:
     """Build ``name(x1, x2, /)``.
 
     ``rule(g, x1, x2, need1, need2)`` returns unreduced gradients (or ``None``)
     for the operands (Tensors or the Python scalar); broadcasting is undone here.
+    ``plain(xp, g, a, b, need1, need2)``, when given, computes the same on the raw
+    arrays (``a``, ``b``: the operands' data or the Python scalar) for plain
+    backward (no ``create_graph``) of real operands, or returns ``None`` to defer
+    to ``rule``.
+    ``forward(xp, a, b)``, when given, computes the result instead of ``xp.<name>``.
     """
     kinds, what = cat
     xname = xp_name or name
     bwd = "".join(p.capitalize() for p in name.split("_")) + "Backward"
 
     def op(x1: Tensor | complex, x2: Tensor | complex, /) -> Tensor:
-        dev, a, b = binary_operands(x1, x2, name)
-        if isinstance(x1, Tensor) and a.dtype.kind not in kinds:
+        t1 = isinstance(x1, Tensor)
+        t2 = isinstance(x2, Tensor)
+        if t1 and t2:
+            dev = x1._device
+            if x2._device is not dev:
+                binary_operands(x1, x2, name)  # raises the mixed-devices error
+            a, b = x1._data, x2._data
+        else:
+            dev, a, b = binary_operands(x1, x2, name)
+        if t1 and a.dtype.kind not in kinds:
             raise _dtype_error(name, what, a.dtype)
-        if isinstance(x2, Tensor) and b.dtype.kind not in kinds:
+        if t2 and b.dtype.kind not in kinds:
             raise _dtype_error(name, what, b.dtype)
-        out = getattr(dev.xp, xname)(a, b)
-        if rule is not None and _grad.enabled and (_req(x1) or _req(x2)):
-            def vjp(g: Tensor, _: Any) -> tuple:
-                n1, n2 = _req(x1), _req(x2)
-                g1, g2 = rule(g, x1, x2, n1, n2)
-                return (sum_to(g1, x1) if n1 else None, sum_to(g2, x2) if n2 else None)
-
-            saved = tuple(x for x in (x1, x2) if isinstance(x, Tensor)) if saves else ()
-            return record(out, dev, bwd, (x1, x2), vjp, saved=saved)
+        if forward is None:
+            out = getattr(dev.xp, xname)(a, b)
+        else:
+            out = forward(dev.xp, a, b)
+        if rule is not None and _grad.enabled and (
+                t1 and x1._requires_grad or t2 and x2._requires_grad):
+            return _record_binary(spec, out, dev, x1, x2, t1, t2)
         return new(out, dev)
 
+    spec = _BinarySpec(bwd, rule, plain, saves)
     op.__name__ = op.__qualname__ = name
     op.__doc__ = doc
     return op
 
 
+class _BinarySpec:
+    """What the graph node of a binary function needs: its name and rules."""
+
+    __slots__ = ("name", "rule", "plain", "saves")
+
+    def __init__(self, name: str, rule: Callable[..., tuple], plain: Callable[..., Any] | None,
+                 saves: bool) -> None:
+        self.name = name
+        self.rule = rule
+        self.plain = plain
+        self.saves = saves
+
+
+def _record_binary(spec: _BinarySpec, out: Any, dev: Any, x1: Any, x2: Any, t1: bool,
+                   t2: bool) -> Tensor:
+    n1 = t1 and x1._requires_grad
+    n2 = t2 and x2._requires_grad
+    if not spec.saves:
+        saved: tuple = ()
+    elif t1 and t2:
+        saved = (x1, x2)
+    else:
+        saved = (x1,) if t1 else (x2,)
+    e1 = (x1 if x1._grad_fn is None else (x1._grad_fn, x1._out_idx)) if n1 else None
+    e2 = (x2 if x2._grad_fn is None else (x2._grad_fn, x2._out_idx)) if n2 else None
+    # plain rules are for real operands (a real result means real operands here)
+    plain = spec.plain if out.dtype.kind != "c" else None
+    return record_edges(out, dev, spec.name, (e1, e2),
+                        partial(_binary_vjp, spec.rule, plain, x1, x2, t1, t2, n1, n2), saved)
+
+
+def _binary_vjp(rule: Callable[..., tuple], plain: Callable[..., Any] | None, x1: Any, x2: Any,
+                t1: bool, t2: bool, n1: bool, n2: bool, g: Tensor, _: Any) -> tuple:
+    if plain is not None and not _grad.enabled:
+        gd = g._data
+        dev = g._device
+        r = plain(dev.xp, gd, x1._data if t1 else x1, x2._data if t2 else x2, n1, n2)
+        if r is not None:
+            return (_plain_result(r[0], g, x1, dev) if n1 else None,
+                    _plain_result(r[1], g, x2, dev) if n2 else None)
+    g1, g2 = rule(g, x1, x2, n1, n2)
+    return (sum_to(g1, x1) if n1 else None, sum_to(g2, x2) if n2 else None)
+
+
+def _plain_result(r: Any, g: Tensor, x: Tensor, dev: Any) -> Tensor:
+    """Input ``x``'s gradient from the raw result ``r`` of a plain rule (``g`` itself
+    when the rule passed the output gradient through)."""
+    if r is g._data:
+        return sum_to(g, x)
+    xd = x._data
+    if r.shape == xd.shape and r.dtype == xd.dtype:
+        return _new(r, dev)
+    return plain_grad(r, x, dev)
+
+
+def _add_plain(xp: Any, g: Any, a: Any, b: Any, n1: bool, n2: bool) -> tuple:
+    return g, g
+
+
+def _subtract_plain(xp: Any, g: Any, a: Any, b: Any, n1: bool, n2: bool) -> tuple:
+    return g, (-g if n2 else None)
+
+
+def _multiply_plain(xp: Any, g: Any, a: Any, b: Any, n1: bool, n2: bool) -> tuple | None:
+    return (g * b if n1 else None), (g * a if n2 else None)
+
+
+def _pow_plain(xp: Any, g: Any, a: Any, b: Any, n1: bool, n2: bool) -> tuple | None:
+    # only a Python-number exponent; otherwise the full rule
+    if n2 or not isinstance(b, (int, float)):
+        return None
+    if b == 0:
+        return g * (g * 0), None  # as the rule: the local derivative g * 0, times g
+    if b == 2:
+        return g * (a * 2), None
+    return g * (xp.pow(a, b - 1) * b), None
+
+
 # -- arithmetic -------------------------------------------------------------------
 add = _binary("add", _NUMERIC, "Elementwise ``x1 + x2`` with broadcasting.",
-              lambda g, x1, x2, n1, n2: (g, g), saves=False)
+              lambda g, x1, x2, n1, n2: (g, g), saves=False, plain=_add_plain)
 subtract = _binary("subtract", _NUMERIC, "Elementwise ``x1 - x2`` with broadcasting.",
-                   lambda g, x1, x2, n1, n2: (g, negative(g) if n2 else None), saves=False)
+                   lambda g, x1, x2, n1, n2: (g, negative(g) if n2 else None), saves=False,
+                   plain=_subtract_plain)
 multiply = _binary(
     "multiply", _NUMERIC, "Elementwise ``x1 * x2`` with broadcasting.",
     lambda g, x1, x2, n1, n2: (multiply(g, _cs(x2)) if n1 else None,
-                               multiply(g, _cs(x1)) if n2 else None))
+                               multiply(g, _cs(x1)) if n2 else None),
+    plain=_multiply_plain)
 
 
 def _divide_rule(g: Tensor, x1: Any, x2: Any, n1: bool, n2: bool) -> tuple:
@@ -241,11 +345,18 @@ def _pow_rule(g: Tensor, x1: Any, x2: Any, n1: bool, n2: bool) -> tuple:
     return g1, g2
 
 
+def _pow_forward(xp: Any, a: Any, b: Any) -> Any:
+    if (b.__class__ is int or b.__class__ is float) and b == 2 and a.dtype.kind in "iuf":
+        return xp.multiply(a, a)  # as NumPy's ``x ** 2`` (a fast square, exact)
+    return xp.pow(a, b)
+
+
 pow = _binary(  # noqa: A001 - the standard's name
     "pow", _NUMERIC,
-    "Elementwise ``x1 ** x2``. Gradients: none to ``x1`` where ``x2 == 0``; the "
+    "Elementwise ``x1 ** x2``; a real ``x1`` to the Python number 2 is computed as "
+    "``x1 * x1`` (as NumPy's ``**``). Gradients: none to ``x1`` where ``x2 == 0``; the "
     "exponent's gradient is 0 where ``x1 == 0`` and ``real(x2) >= 0`` (as PyTorch).",
-    _pow_rule)
+    _pow_rule, plain=_pow_plain, forward=_pow_forward)
 
 
 def _remainder_rule(g: Tensor, x1: Any, x2: Any, n1: bool, n2: bool) -> tuple:
@@ -301,18 +412,6 @@ def _max_rule(greater_is_first: bool) -> Callable[..., tuple]:
         xp = g._device.xp
         a, b = _raw(x1), _raw(x2)
         tie = xp.equal(a, b)
-        if not _grad.enabled:  # plain backward: the same selection on raw arrays
-            gd = g._data
-            half = xp.where(tie, gd * 0.5, gd)
-            dev = g._device
-            r1 = r2 = None
-            if n1:
-                r1 = new(xp.where(xp.less(a, b) if greater_is_first else xp.greater(a, b),
-                                  0.0, half), dev)
-            if n2:
-                r2 = new(xp.where(xp.greater(a, b) if greater_is_first else xp.less(a, b),
-                                  0.0, half), dev)
-            return r1, r2
         half = _where(tie, multiply(g, 0.5), g)
         lose1 = xp.less(a, b) if greater_is_first else xp.greater(a, b)
         g1 = _where(lose1, 0, half) if n1 else None
@@ -325,14 +424,31 @@ def _max_rule(greater_is_first: bool) -> Callable[..., tuple]:
     return rule
 
 
+def _max_plain(greater_is_first: bool) -> Callable[..., tuple]:
+    """The same selection as :func:`_max_rule` on raw arrays (plain backward)."""
+    def plain(xp: Any, g: Any, a: Any, b: Any, n1: bool, n2: bool) -> tuple:
+        tie = xp.equal(a, b)
+        # host (NumPy) arrays: asking whether there is a tie costs no device sync, and
+        # without ties the halving pass is skipped (same values)
+        half = g if g.__class__ is np.ndarray and not xp.any(tie) else xp.where(tie, g * 0.5, g)
+        r1 = r2 = None
+        if n1:
+            r1 = xp.where(xp.less(a, b) if greater_is_first else xp.greater(a, b), 0.0, half)
+        if n2:
+            r2 = xp.where(xp.greater(a, b) if greater_is_first else xp.less(a, b), 0.0, half)
+        return r1, r2
+
+    return plain
+
+
 maximum = _binary(
     "maximum", _REAL,
     "Elementwise maximum (nan if either is nan). On ties the gradient is split evenly "
-    "between ``x1`` and ``x2`` (as PyTorch).", _max_rule(True))
+    "between ``x1`` and ``x2`` (as PyTorch).", _max_rule(True), plain=_max_plain(True))
 minimum = _binary(
     "minimum", _REAL,
     "Elementwise minimum (nan if either is nan). On ties the gradient is split evenly "
-    "between ``x1`` and ``x2`` (as PyTorch).", _max_rule(False))
+    "between ``x1`` and ``x2`` (as PyTorch).", _max_rule(False), plain=_max_plain(False))
 
 
 def _atan2_rule(g: Tensor, x1: Any, x2: Any, n1: bool, n2: bool) -> tuple:

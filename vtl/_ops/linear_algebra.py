@@ -19,6 +19,7 @@ from ._core import (
     needs_grad,
     new,
     normalize_axis,
+    plain_grad,
     record,
     sum_to,
     tensor_arg,
@@ -59,17 +60,19 @@ def matrix_transpose(x: Tensor, /) -> Tensor:
 def matmul(x1: Tensor, x2: Tensor, /) -> Tensor:
     """Matrix product with NumPy's rules: a 1-D ``x1`` is a row vector and a 1-D ``x2``
     a column vector (the added axis is removed again); batch axes broadcast."""
-    x1, x2 = _operands(x1, x2, "matmul")
-    dev = x1._device
-    d1, d2 = x1._data, x2._data
-    s1, s2 = d1.shape, d2.shape
-    if len(s1) == 2 and len(s2) == 2 and s1[1] == s2[0]:
-        out = dev.xp.matmul(d1, d2)  # the common case needs no further checks
-        if x1._requires_grad or x2._requires_grad:
-            if _grad.enabled:
+    if isinstance(x1, Tensor) and isinstance(x2, Tensor):
+        d1, d2 = x1._data, x2._data
+        s1, s2 = d1.shape, d2.shape
+        dev = x1._device
+        if len(s1) == 2 and len(s2) == 2 and s1[1] == s2[0] and x2._device is dev \
+                and d1.dtype.kind != "b" and d2.dtype.kind != "b":
+            out = d1 @ d2  # the common case needs no further checks
+            if (x1._requires_grad or x2._requires_grad) and _grad.enabled:
                 return record(out, dev, "MatmulBackward", (x1, x2),
                               lambda g, _: _matmul_vjp(g, x1, x2), saved=(x1, x2))
-        return new(out, dev)
+            return new(out, dev)
+    x1, x2 = _operands(x1, x2, "matmul")
+    dev = x1._device
     if x1.ndim == 0 or x2.ndim == 0:
         raise ValueError("matmul() does not accept 0-d tensors; use multiply")
     k1 = x1.shape[-1]
@@ -94,18 +97,17 @@ def matmul(x1: Tensor, x2: Tensor, /) -> Tensor:
 
 
 def _matmul_vjp(g: Tensor, x1: Tensor, x2: Tensor) -> tuple[Any, Any]:
-    from .manipulation import reshape
-
-    if not _grad.enabled and x1.ndim == 2 and x2.ndim == 2 and x1._data.dtype.kind != "c" \
-            and x2._data.dtype.kind != "c":
+    d1, d2 = x1._data, x2._data
+    if not _grad.enabled and d1.ndim == 2 and d2.ndim == 2 and d1.dtype.kind != "c" \
+            and d2.dtype.kind != "c":
         # plain backward of the common 2-D real case: straight on the raw arrays
-        xp, dev, gd = g._device.xp, g._device, g._data
+        dev, gd = g._device, g._data
         return (
-            sum_to(new(xp.matmul(gd, xp.matrix_transpose(x2._data)), dev), x1)
-            if x1._requires_grad else None,
-            sum_to(new(xp.matmul(xp.matrix_transpose(x1._data), gd), dev), x2)
-            if x2._requires_grad else None,
+            plain_grad(gd @ d2.T, x1, dev) if x1._requires_grad else None,
+            plain_grad(d1.T @ gd, x2, dev) if x2._requires_grad else None,
         )
+
+    from .manipulation import reshape
 
     a = reshape(x1, (1, x1.shape[0])) if x1.ndim == 1 else x1
     b = reshape(x2, (x2.shape[0], 1)) if x2.ndim == 1 else x2

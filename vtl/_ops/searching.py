@@ -14,6 +14,7 @@ import numpy as np
 from .._tensor import Tensor
 from ._core import (
     SCALAR_TYPES,
+    _grad,
     mixed_devices,
     needs_grad,
     new,
@@ -200,6 +201,13 @@ def where(condition: Tensor, x1: Tensor | bool | int | float | complex,
     if needs_grad(x1, x2) and out.dtype.kind in "fc":
         def vjp(g: Tensor, _: Any) -> tuple:
             g1 = g2 = None
+            if not (_grad.enabled and g._requires_grad):  # plain backward: raw arrays
+                c, gd = condition._data, g._data
+                if t1 and x1._requires_grad:
+                    g1 = sum_to(new(xp.where(c, gd, 0), dev), x1)
+                if t2 and x2._requires_grad:
+                    g2 = sum_to(new(xp.where(c, 0, gd), dev), x2)
+                return g1, g2
             if t1 and x1._requires_grad:
                 g1 = sum_to(where(condition, g, 0), x1)
             if t2 and x2._requires_grad:

@@ -197,13 +197,28 @@ def mean(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None,
     """Arithmetic mean over ``axis`` of a floating-point tensor; NaN for an empty axis."""
     x = tensor_arg(x, "mean")
     _real_check(x, "mean", allow_complex=True, allow_int=False)
-    axes = normalize_axes(axis, x.ndim, "mean")
+    data = x._data
+    axes = normalize_axes(axis, data.ndim, "mean")
     dev = x._device
-    out = dev.xp.mean(x._data, axis=axes, keepdims=keepdims)
+    xp = dev.xp
+    n = _count(data.shape, axes)
+    dt = data.dtype
+    if dt.kind == "f" and (0 < n < 2**24 if dt.itemsize == 4 else 0 < n and dt.itemsize == 8):
+        # the sum divided by the count: what NumPy's mean computes for these dtypes and
+        # counts (the count is exact in the dtype), without its Python overhead
+        out = xp.sum(data, axis=axes, keepdims=keepdims) / n
+    else:
+        out = xp.mean(data, axis=axes, keepdims=keepdims)
     if needs_grad(x):
-        n = _count(x.shape, axes)
 
         def vjp(g: Tensor, _: Any) -> Tensor:
+            if not (_grad.enabled and g._requires_grad):
+                # plain backward: one division of the (reduced) gradient, then a view
+                gd = g._data
+                xp = g._device.xp
+                if not keepdims and gd.ndim:
+                    gd = xp.reshape(gd, _kept_shape(x._data.shape, axes))
+                return new(xp.broadcast_to(gd / n, x._data.shape), g._device)
             from .elementwise import divide
 
             return divide(_expand_reduced(g, x, axes, keepdims), n)

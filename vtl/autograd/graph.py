@@ -9,7 +9,9 @@ the graph of the gradient itself (``create_graph=True``).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
+from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any
 
 from . import grad_mode
@@ -32,12 +34,19 @@ class RemovableHandle:
             self._hooks.remove(self._fn)
 
 
+# Nodes are numbered in creation order, counting down: an op's inputs always have
+# larger keys than the op itself, so the engine, popping the smallest key from a
+# heap of the nodes that have received a gradient, runs every node after all
+# the nodes that feed it (a topological order without a graph traversal first).
+_next_key = itertools.count(0, -1).__next__
+
+
 class Node:
     """One recorded operation (``tensor.grad_fn``)."""
 
     __slots__ = (
         "_name", "vjp", "edges", "saved", "versions", "out_meta", "out_data",
-        "device", "hooks", "retained", "__weakref__",
+        "device", "hooks", "retained", "key", "multi", "__weakref__",
     )
 
     def __init__(
@@ -45,7 +54,7 @@ class Node:
         name: str,
         vjp: Callable,
         edges: tuple,
-        saved: tuple,
+        saved: Sequence[Tensor],
         out_meta: tuple,
         out_data: tuple | None,
         device: Any,
@@ -53,16 +62,31 @@ class Node:
         self._name = name
         self.vjp = vjp
         self.edges = edges
-        if saved:
-            counters = self.saved = tuple([t._version_counter() for t in saved])
-            self.versions = tuple([c[0] for c in counters])
-        else:
+        if not saved:
             self.saved = self.versions = ()
+        elif len(saved) == 1:
+            t = saved[0]
+            c = getattr(t, "_vc", None)
+            if c is None:
+                c = t._vc = [0]
+            self.saved = (c,)
+            self.versions = (c[0],)
+        else:
+            counters = []
+            for t in saved:
+                c = getattr(t, "_vc", None)
+                if c is None:
+                    c = t._vc = [0]
+                counters.append(c)
+            self.saved = tuple(counters)
+            self.versions = tuple([c[0] for c in counters])
         self.out_meta = out_meta
         self.out_data = out_data
         self.device = device
         self.hooks: dict[int, list] | None = None
         self.retained: dict[int, Any] | None = None
+        self.key = _next_key()
+        self.multi = len(out_meta) != 1
 
     def name(self) -> str:
         """The op's name, e.g. ``'MulBackward'``."""
@@ -121,6 +145,12 @@ def _apply_hooks(hooks: list | None, g: Tensor) -> Tensor:
             if r is not None:
                 g = r
     return g
+
+
+_state = grad_mode.state
+# vtl._tensor._new and Tensor._from_node (set on first use: _tensor imports this module)
+_wrap: Callable = None  # type: ignore[assignment]
+_from_node: Callable = None  # type: ignore[assignment]
 
 
 def _collect(roots: Sequence[tuple[Node, int]]) -> dict[Node, int]:
@@ -192,8 +222,12 @@ def run_backward(
     (``Tensor.backward``); otherwise the gradients with respect to ``inputs``
     are returned and no ``.grad`` is touched (``vtl.autograd.grad``).
     """
-    from .._tensor import Tensor
+    global _wrap, _from_node
+    if _wrap is None:
+        from .._tensor import Tensor, _new
 
+        _wrap, _from_node = _new, Tensor._from_node
+    from_node = _from_node
     capture: dict[Any, Tensor | None] | None = None
     if inputs is not None:
         capture = {}
@@ -205,151 +239,207 @@ def run_backward(
                 )
             capture[t._grad_key()] = None
 
-    buffers: dict[Node, list] = {}
-    root_edges = []
+    # gradient buffers of the nodes that have received one (a list for nodes with
+    # several outputs), and the heap of those nodes by key (see _next_key)
+    buffers: dict[Node, Any] = {}
+    heap: list[tuple[int, Node]] = []
+    # ids of gradients that must not become a leaf's .grad without a copy
     assigned: set[int] = set()
-    # gradients reaching each leaf are summed first, so its hooks see the total
-    leaf_grads: dict[int, list] = {}
+    # gradients reaching each leaf (by id) are summed first, so its hooks see the total
+    leaf_grads: dict[int, Tensor] = {}
+    leaves: dict[int, Tensor] = {}
     for r, g in zip(roots, grads, strict=True):
         assigned.add(id(g))
-        if r._grad_fn is None:
-            # the root is itself a leaf
-            _add_leaf_grad(leaf_grads, r, g)
-            continue
-        node, idx = r._grad_fn, r._out_idx
-        buf = buffers.setdefault(node, [None] * len(node.out_meta))
-        buf[idx] = g if buf[idx] is None else buf[idx] + g
-        root_edges.append((node, idx))
+        node = r._grad_fn
+        if node is None:  # the root is itself a leaf
+            key = id(r)
+            leaves[key] = r
+            prev = leaf_grads.get(key)
+            leaf_grads[key] = g if prev is None else _sum(prev, g, create_graph)
+        else:
+            _buffer(buffers, heap, node, r._out_idx, g, create_graph)
 
-    if not root_edges:
-        _deliver_all(leaf_grads, capture, create_graph, assigned)
+    if not heap:
+        _deliver_all(leaves, leaf_grads, capture, create_graph, assigned)
         return _captured(capture, inputs, allow_unused)
 
-    deps = _collect(root_edges)
-    useful = _prune(deps, set(capture)) if capture is not None else None
-    ready = [n for n, _ in dict.fromkeys(root_edges) if deps[n] == 0]
+    useful = None
+    if capture is not None:
+        useful = _prune(_collect([(n, 0) for _, n in heap]), set(capture))
 
-    prev_mode = grad_mode.state.enabled
-    grad_mode.state.enabled = create_graph
+    prev_mode = _state.enabled
+    _state.enabled = create_graph
     try:
-        while ready:
-            node = ready.pop()
-            gs = buffers.pop(node, None)
-            results: Sequence[Any] = ()
-            if gs is not None and (node.hooks or node.retained or capture is not None):
-                for idx, g in enumerate(gs):
-                    if g is None:
-                        continue
-                    if node.hooks and idx in node.hooks:
-                        g = gs[idx] = _apply_hooks(node.hooks[idx], g)
-                    if capture is None and node.retained and idx in node.retained:
-                        t = node.retained[idx]()
-                        if t is not None:
-                            t.grad = g if t.grad is None else t.grad + g
-                    if capture is not None and (node, idx) in capture:
-                        capture[(node, idx)] = g
-            if gs is not None and (useful is None or node in useful):
-                if node.vjp is None:
-                    raise _freed_error(node)
-                if node.saved:
-                    node._check_saved()
-                results = _call_vjp(node, gs, Tensor)
-                if not retain_graph:
-                    node.release()
-            for e, g in zip(node.edges, results or (None,) * len(node.edges), strict=True):
-                if e is None:
+        while heap:
+            node = heappop(heap)[1]
+            g = buffers.pop(node)
+            if node.hooks or node.retained or capture is not None:
+                g = _output_grads(node, g, capture)
+            if useful is not None and node not in useful:
+                continue
+            vjp = node.vjp
+            if vjp is None:
+                raise _freed_error(node)
+            saved = node.saved
+            if saved:
+                if len(saved) == 1:
+                    if saved[0][0] != node.versions[0]:
+                        node._check_saved()
+                else:
+                    for c, v in zip(saved, node.versions):  # noqa: B905 - equal lengths
+                        if c[0] != v:
+                            node._check_saved()
+            data = node.out_data
+            if node.multi:
+                outs = None if data is None else tuple(
+                    [from_node(d, node.device, node, i) for i, d in enumerate(data)])
+                res = vjp(g, outs)
+            else:
+                res = vjp(g, None if data is None else from_node(data[0], node.device, node, 0))
+            if not retain_graph:
+                node.vjp = None
+                node.saved = ()
+                node.out_data = None
+            edges = node.edges
+            if type(res) is not tuple:
+                res = tuple(res) if isinstance(res, list) else (res,)
+            if len(res) != len(edges):
+                raise RuntimeError(
+                    f"internal error: {node._name} returned {len(res)} gradients for "
+                    f"{len(edges)} inputs"
+                )
+            for e, gi in zip(edges, res):  # noqa: B905 - lengths checked above
+                if gi is None or e is None:
                     continue
+                d = gi._data
                 if type(e) is tuple:
-                    child, cidx = e
-                    if g is not None:
-                        _check_grad(node, g, child.out_meta[cidx])
-                        buf = buffers.get(child)
-                        if buf is None:
-                            buf = buffers[child] = [None] * len(child.out_meta)
-                        buf[cidx] = g if buf[cidx] is None else buf[cidx] + g
-                    deps[child] -= 1
-                    if deps[child] == 0:
-                        ready.append(child)
-                elif g is not None:
-                    _check_grad(node, g, (e._data.shape, e._data.dtype))
-                    _add_leaf_grad(leaf_grads, e, g)
-        _deliver_all(leaf_grads, capture, create_graph, assigned)
+                    child = e[0]
+                    meta = child.out_meta[e[1]]
+                    if d.shape != meta[0] or d.dtype is not meta[1] and d.dtype != meta[1]:
+                        raise _grad_error(node, gi, *meta)
+                    if child.multi:
+                        _buffer(buffers, heap, child, e[1], gi, create_graph)
+                    else:
+                        prev = buffers.get(child)
+                        if prev is None:
+                            buffers[child] = gi
+                            heappush(heap, (child.key, child))
+                        else:
+                            buffers[child] = _sum(prev, gi, create_graph)
+                else:
+                    ed = e._data
+                    if d.shape != ed.shape or d.dtype is not ed.dtype and d.dtype != ed.dtype:
+                        raise _grad_error(node, gi, ed.shape, ed.dtype)
+                    key = id(e)
+                    prev = leaf_grads.get(key)
+                    if prev is None:
+                        leaf_grads[key] = gi
+                        leaves[key] = e
+                    else:
+                        leaf_grads[key] = _sum(prev, gi, create_graph)
+        _deliver_all(leaves, leaf_grads, capture, create_graph, assigned)
     finally:
-        grad_mode.state.enabled = prev_mode
+        _state.enabled = prev_mode
     return _captured(capture, inputs, allow_unused)
 
 
-def _call_vjp(node: Node, gs: list, Tensor: type) -> Sequence[Any]:
-    outs = None
-    if node.out_data is not None:
-        outs = tuple(
-            Tensor._from_node(d, node.device, node, i) for i, d in enumerate(node.out_data)
-        )
-    if len(node.out_meta) == 1:
-        res = node.vjp(gs[0], outs[0] if outs is not None else None)
+def _sum(a: Tensor, b: Tensor, create_graph: bool) -> Tensor:
+    """``a + b`` for two gradients of equal shape and dtype (recorded with create_graph)."""
+    if create_graph:
+        return a + b
+    dev = a._device
+    return _wrap(dev.xp.add(a._data, b._data), dev)
+
+
+def _buffer(buffers: dict, heap: list, node: Node, idx: int, g: Tensor,
+            create_graph: bool) -> None:
+    """Add ``g`` to the gradient of output ``idx`` of ``node``."""
+    if node.multi:
+        buf = buffers.get(node)
+        if buf is None:
+            buf = buffers[node] = [None] * len(node.out_meta)
+            heappush(heap, (node.key, node))
+        buf[idx] = g if buf[idx] is None else _sum(buf[idx], g, create_graph)
+        return
+    prev = buffers.get(node)
+    if prev is None:
+        buffers[node] = g
+        heappush(heap, (node.key, node))
     else:
-        res = node.vjp(gs, outs)
-    if not isinstance(res, (tuple, list)):
-        res = (res,)
-    if len(res) != len(node.edges):
-        raise RuntimeError(
-            f"internal error: {node._name} returned {len(res)} gradients for "
-            f"{len(node.edges)} inputs"
-        )
-    return res
+        buffers[node] = _sum(prev, g, create_graph)
 
 
-def _check_grad(node: Node, g: Tensor, meta: tuple) -> None:
-    shape, dtype = meta
-    d = g._data
-    if d.shape != shape or d.dtype != dtype:
-        raise RuntimeError(
-            f"internal error: {node._name} produced a gradient of shape {g.shape} and dtype "
-            f"{g.dtype} for an input of shape {shape} and dtype {dtype}"
-        )
+def _output_grads(node: Node, g: Any, capture: dict | None) -> Any:
+    """Run the output hooks of ``node``, fill retained ``.grad`` and captured gradients."""
+    gs = g if node.multi else [g]
+    for idx, gi in enumerate(gs):
+        if gi is None:
+            continue
+        if node.hooks and idx in node.hooks:
+            gi = gs[idx] = _apply_hooks(node.hooks[idx], gi)
+        if capture is None and node.retained and idx in node.retained:
+            t = node.retained[idx]()
+            if t is not None:
+                t.grad = gi if t.grad is None else t.grad + gi
+        if capture is not None and (node, idx) in capture:
+            capture[(node, idx)] = gi
+    return gs if node.multi else gs[0]
 
 
-def _add_leaf_grad(leaf_grads: dict[int, list], leaf: Tensor, g: Tensor) -> None:
-    entry = leaf_grads.get(id(leaf))
-    if entry is None:
-        leaf_grads[id(leaf)] = [leaf, g]
-    else:
-        entry[1] = entry[1] + g
+def _grad_error(node: Node, g: Tensor, shape: tuple, dtype: Any) -> RuntimeError:
+    return RuntimeError(
+        f"internal error: {node._name} produced a gradient of shape {g.shape} and dtype "
+        f"{g.dtype} for an input of shape {shape} and dtype {dtype}"
+    )
 
 
-def _deliver_all(leaf_grads: dict[int, list], capture: dict | None, create_graph: bool,
-                 assigned: set[int]) -> None:
-    prev = grad_mode.state.enabled
-    grad_mode.state.enabled = create_graph
+def _deliver_all(leaves: dict[int, Tensor], leaf_grads: dict[int, Tensor],
+                 capture: dict | None, create_graph: bool, assigned: set[int]) -> None:
+    prev = _state.enabled
+    _state.enabled = create_graph
     try:
-        for leaf, g in leaf_grads.values():
-            _deliver_leaf(leaf, g, capture, create_graph, assigned)
+        for key, g in leaf_grads.items():
+            leaf = leaves[key]
+            if capture is None and not create_graph and getattr(leaf, "_grad", None) is None \
+                    and not getattr(leaf, "_hooks", None) and id(g) not in assigned \
+                    and getattr(g._data, "base", None) is None:
+                # the common case: a fresh gradient for a leaf without one or hooks
+                leaf._grad = g
+                assigned.add(id(g))
+            else:
+                _deliver_leaf(leaf, g, capture, create_graph, assigned)
     finally:
-        grad_mode.state.enabled = prev
+        _state.enabled = prev
 
 
 def _deliver_leaf(
     leaf: Tensor, g: Tensor, capture: dict | None, create_graph: bool, assigned: set[int]
 ) -> None:
-    g = _apply_hooks(getattr(leaf, "_hooks", None), g)
+    hooks = getattr(leaf, "_hooks", None)
+    if hooks:
+        g = _apply_hooks(hooks, g)
     if capture is not None:
         key = id(leaf)
         if key in capture:
             prev = capture[key]
             capture[key] = g if prev is None else prev + g
         return
-    if leaf.grad is None:
+    cur = getattr(leaf, "_grad", None)
+    if cur is None:
         if not create_graph and (id(g) in assigned or getattr(g._data, "base", None) is not None):
             # .grad must own its storage: g may be the root gradient, a gradient already
             # given to another leaf, or a view of one, and in-place updates of one .grad
             # must not change another. Fresh results of the VJP rules are kept as they are.
             g = g._copy()
-        leaf.grad = g
+        if hooks:
+            leaf.grad = g  # a hook's result is checked like any assigned gradient
+        else:
+            leaf._grad = g
         assigned.add(id(g))
+    elif create_graph:
+        leaf.grad = cur + g
     else:
-        leaf.grad = leaf.grad + g
-        if not create_graph:
-            leaf.grad = leaf.grad.detach()
+        leaf._grad = _sum(cur, g, False)
 
 
 def _captured(capture: dict | None, inputs: Sequence[Tensor] | None, allow_unused: bool):
