@@ -426,8 +426,11 @@ class Tensor:
 
 
 def _root_gradient(t: Tensor, gradient: Any) -> Tensor:
-    ns = _ns()
     if gradient is None:
+        d = t._data
+        if d.shape == () and d.dtype.kind == "f":
+            dev = t._device  # the usual scalar loss
+            return _new(dev.xp.ones_like(d), dev)
         if t.size != 1:
             raise RuntimeError(
                 f"backward() without a gradient needs a single-element output, got shape "
@@ -441,6 +444,7 @@ def _root_gradient(t: Tensor, gradient: Any) -> Tensor:
         dev = t._device
         return _new(dev.xp.ones(t._data.shape, dtype=t._data.dtype,
                                 device=dev.backend.native_device(dev.index)), dev)
+    ns = _ns()
     if not isinstance(gradient, Tensor):
         gradient = ns.asarray(gradient, dtype=t.dtype, device=t._device)
     if gradient.shape != t.shape:

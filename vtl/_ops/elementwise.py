@@ -196,6 +196,8 @@ def _binary(name: str, cat: tuple[str, str], doc: str,
             if x2._device is not dev:
                 binary_operands(x1, x2, name)  # raises the mixed-devices error
             a, b = x1._data, x2._data
+        elif t1 and (x2.__class__ is float or x2.__class__ is int):
+            dev, a, b = x1._device, x1._data, x2
         else:
             dev, a, b = binary_operands(x1, x2, name)
         if t1 and a.dtype.kind not in kinds:
@@ -255,6 +257,12 @@ def _binary_vjp(rule: Callable[..., tuple], plain: Callable[..., Any] | None, x1
         dev = g._device
         r = plain(dev.xp, gd, x1._data if t1 else x1, x2._data if t2 else x2, n1, n2)
         if r is not None:
+            if n1 and not n2:  # the usual case: a gradient for x1 only
+                r1 = r[0]
+                xd = x1._data
+                if r1 is not gd and r1.shape == xd.shape and r1.dtype == xd.dtype:
+                    return _new(r1, dev), None
+                return _plain_result(r1, g, x1, dev), None
             return (_plain_result(r[0], g, x1, dev) if n1 else None,
                     _plain_result(r[1], g, x2, dev) if n2 else None)
     g1, g2 = rule(g, x1, x2, n1, n2)

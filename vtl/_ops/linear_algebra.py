@@ -10,6 +10,7 @@ gradients are ``g @ conj(x2)^T`` and ``conj(x1)^T @ g``, and ``vecdot``
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from .._tensor import Tensor
@@ -21,6 +22,7 @@ from ._core import (
     normalize_axis,
     plain_grad,
     record,
+    record_edges,
     sum_to,
     tensor_arg,
 )
@@ -51,10 +53,18 @@ def matrix_transpose(x: Tensor, /) -> Tensor:
     if x.ndim < 2:
         raise ValueError(f"matrix_transpose() needs at least 2 dimensions, got shape {x.shape}")
     dev = x._device
-    out = dev.xp.matrix_transpose(x._data)
-    if needs_grad(x):
-        return record(out, dev, "TransposeBackward", (x,), lambda g, _: matrix_transpose(g))
+    d = x._data
+    out = d.T if d.ndim == 2 else dev.xp.matrix_transpose(d)
+    if x._requires_grad and _grad.enabled:
+        return record(out, dev, "TransposeBackward", (x,), _transpose_vjp)
     return new(out, dev)
+
+
+def _transpose_vjp(g: Tensor, _: Any) -> Tensor:
+    if not (_grad.enabled and g._requires_grad):  # plain backward: a view of the raw array
+        d = g._data
+        return new(d.T if d.ndim == 2 else g._device.xp.matrix_transpose(d), g._device)
+    return matrix_transpose(g)
 
 
 def matmul(x1: Tensor, x2: Tensor, /) -> Tensor:
@@ -68,8 +78,12 @@ def matmul(x1: Tensor, x2: Tensor, /) -> Tensor:
                 and d1.dtype.kind != "b" and d2.dtype.kind != "b":
             out = d1 @ d2  # the common case needs no further checks
             if (x1._requires_grad or x2._requires_grad) and _grad.enabled:
-                return record(out, dev, "MatmulBackward", (x1, x2),
-                              lambda g, _: _matmul_vjp(g, x1, x2), saved=(x1, x2))
+                e1 = (x1 if x1._grad_fn is None else (x1._grad_fn, x1._out_idx)) \
+                    if x1._requires_grad else None
+                e2 = (x2 if x2._grad_fn is None else (x2._grad_fn, x2._out_idx)) \
+                    if x2._requires_grad else None
+                return record_edges(out, dev, "MatmulBackward", (e1, e2),
+                                    partial(_matmul_vjp, x1, x2), (x1, x2))
             return new(out, dev)
     x1, x2 = _operands(x1, x2, "matmul")
     dev = x1._device
@@ -91,12 +105,12 @@ def matmul(x1: Tensor, x2: Tensor, /) -> Tensor:
             )
     out = dev.xp.matmul(x1._data, x2._data)
     if needs_grad(x1, x2):
-        return record(out, dev, "MatmulBackward", (x1, x2), lambda g, _: _matmul_vjp(g, x1, x2),
+        return record(out, dev, "MatmulBackward", (x1, x2), partial(_matmul_vjp, x1, x2),
                       saved=(x1, x2))
     return new(out, dev)
 
 
-def _matmul_vjp(g: Tensor, x1: Tensor, x2: Tensor) -> tuple[Any, Any]:
+def _matmul_vjp(x1: Tensor, x2: Tensor, g: Tensor, _: Any) -> tuple[Any, Any]:
     d1, d2 = x1._data, x2._data
     if not _grad.enabled and d1.ndim == 2 and d2.ndim == 2 and d1.dtype.kind != "c" \
             and d2.dtype.kind != "c":
