@@ -11,6 +11,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .autograd import graph as _graph
 from .autograd.graph import Node, RemovableHandle, run_backward
 from .backends import Device
 
@@ -189,6 +190,7 @@ class Tensor:
             hooks = getattr(self, "_hooks", None)
             if hooks is None:
                 hooks = self._hooks = []
+                _graph.note_leaf_hook()
         else:
             if node.hooks is None:
                 node.hooks = {}

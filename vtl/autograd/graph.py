@@ -148,6 +148,14 @@ def _apply_hooks(hooks: list | None, g: Tensor) -> Tensor:
 
 
 _state = grad_mode.state
+# whether any leaf tensor ever got a hook (until then, leaves need no hook lookup)
+_leaf_hooks = False
+
+
+def note_leaf_hook() -> None:
+    """Called when a hook is registered on a leaf tensor."""
+    global _leaf_hooks
+    _leaf_hooks = True
 # vtl._tensor._new and Tensor._from_node (set on first use: _tensor imports this module)
 _wrap: Callable = None  # type: ignore[assignment]
 _from_node: Callable = None  # type: ignore[assignment]
@@ -340,7 +348,8 @@ def run_backward(
         for key, g in leaf_grads.items():  # grad mode is create_graph here
             leaf = leaves[key]
             if capture is None and not create_graph and getattr(leaf, "_grad", None) is None \
-                    and not getattr(leaf, "_hooks", None) and id(g) not in assigned \
+                    and not (_leaf_hooks and getattr(leaf, "_hooks", None)) \
+                    and id(g) not in assigned \
                     and getattr(g._data, "base", None) is None:
                 # the common case: a fresh gradient for a leaf without one or hooks
                 leaf._grad = g
@@ -410,7 +419,8 @@ def _deliver_all(leaves: dict[int, Tensor], leaf_grads: dict[int, Tensor],
         for key, g in leaf_grads.items():
             leaf = leaves[key]
             if capture is None and not create_graph and getattr(leaf, "_grad", None) is None \
-                    and not getattr(leaf, "_hooks", None) and id(g) not in assigned \
+                    and not (_leaf_hooks and getattr(leaf, "_hooks", None)) \
+                    and id(g) not in assigned \
                     and getattr(g._data, "base", None) is None:
                 # the common case: a fresh gradient for a leaf without one or hooks
                 leaf._grad = g
