@@ -438,7 +438,8 @@ def _max_plain(greater_is_first: bool) -> Callable[..., tuple]:
         tie = xp.equal(a, b)
         # host (NumPy) arrays: asking whether there is a tie costs no device sync, and
         # without ties the halving pass is skipped (same values)
-        half = g if g.__class__ is np.ndarray and not xp.any(tie) else xp.where(tie, g * 0.5, g)
+        half = g if g.__class__ is np.ndarray and not xp.count_nonzero(tie) \
+            else xp.where(tie, g * 0.5, g)
         r1 = r2 = None
         if n1:
             r1 = xp.where(xp.less(a, b) if greater_is_first else xp.greater(a, b), 0.0, half)
