@@ -38,6 +38,21 @@ def nccl_available() -> bool:
     return True
 
 
+def _id_bytes(uid: Any) -> np.ndarray:
+    """The 128 bytes of an NCCL unique id as int8 (CuPy gives ``bytes`` or a tuple of ints)."""
+    if isinstance(uid, (bytes, bytearray)):
+        return np.frombuffer(bytes(uid), dtype=np.int8)
+    return np.asarray(uid, dtype=np.int64).astype(np.int8)
+
+
+def _communicator(nccl: Any, world_size: int, uid: np.ndarray, rank: int) -> Any:
+    """``NcclCommunicator`` from the id's bytes; older CuPy wants a tuple of ints."""
+    try:
+        return nccl.NcclCommunicator(world_size, uid.tobytes(), rank)
+    except TypeError:
+        return nccl.NcclCommunicator(world_size, tuple(int(v) for v in uid), rank)
+
+
 class NCCLEngine:
     """Collectives on CuPy buffers through one NCCL communicator."""
 
@@ -53,11 +68,10 @@ class NCCLEngine:
         self.timeout = timeout
         uid = np.zeros(128, dtype=np.int8)
         if self.rank == 0:
-            uid[:] = np.asarray(nccl.get_unique_id(), dtype=np.int64).astype(np.int8)
+            uid[:] = _id_bytes(nccl.get_unique_id())
         host.broadcast(uid, 0, "NCCL set-up (broadcast of the unique id)")
         with cupy.cuda.Device(device_index):
-            self.comm = nccl.NcclCommunicator(self.world_size, tuple(int(v) for v in uid),
-                                              self.rank)
+            self.comm = _communicator(nccl, self.world_size, uid, self.rank)
         n = nccl
         self._dtypes = {np.dtype(k): v for k, v in (
             ("int8", n.NCCL_INT8), ("uint8", n.NCCL_UINT8), ("int32", n.NCCL_INT32),
