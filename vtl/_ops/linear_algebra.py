@@ -116,10 +116,14 @@ def _matmul_vjp(x1: Tensor, x2: Tensor, g: Tensor, _: Any) -> tuple[Any, Any]:
             and d2.dtype.kind != "c":
         # plain backward of the common 2-D real case: straight on the raw arrays
         dev, gd = g._device, g._data
-        return (
-            plain_grad(gd @ d2.T, x1, dev) if x1._requires_grad else None,
-            plain_grad(d1.T @ gd, x2, dev) if x2._requires_grad else None,
-        )
+        g1 = g2 = None
+        if x1._requires_grad:
+            r = gd @ d2.T
+            g1 = new(r, dev) if r.dtype == d1.dtype else plain_grad(r, x1, dev)
+        if x2._requires_grad:
+            r = d1.T @ gd
+            g2 = new(r, dev) if r.dtype == d2.dtype else plain_grad(r, x2, dev)
+        return g1, g2
 
     from .manipulation import reshape
 
