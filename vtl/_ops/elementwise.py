@@ -272,11 +272,9 @@ def _binary_vjp(rule: Callable[..., tuple], plain: Callable[..., Any] | None, x1
 def _plain_result(r: Any, g: Tensor, x: Tensor, dev: Any) -> Tensor:
     """Input ``x``'s gradient from the raw result ``r`` of a plain rule (``g`` itself
     when the rule passed the output gradient through)."""
-    if r is g._data:
-        return sum_to(g, x)
     xd = x._data
     if r.shape == xd.shape and r.dtype == xd.dtype:
-        return _new(r, dev)
+        return g if r is g._data else _new(r, dev)
     return plain_grad(r, x, dev)
 
 
