@@ -18,7 +18,7 @@ class CupyBackend(Backend):
         count = cupy.cuda.runtime.getDeviceCount()
         if count < 1:
             raise RuntimeError("CuPy is installed but no CUDA device is present")
-        import array_api_compat.cupy as xp
+        from . import _cupy_namespace as xp
 
         self._cupy = cupy
         self.array_type = cupy.ndarray
