@@ -36,9 +36,11 @@ def _run(name: str, tmp: Path) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, object]]:
     """Run all examples once, two at a time (they are independent processes)."""
+    # the folders are made here, not in the threads: mktemp is not thread-safe
+    tmps = {name: tmp_path_factory.mktemp(name.removesuffix(".py")) for name in SCRIPTS}
+
     def one(name: str) -> tuple[str, tuple[Path, object]]:
-        tmp = tmp_path_factory.mktemp(name.removesuffix(".py"))
-        return name, (tmp, _run(name, tmp))
+        return name, (tmps[name], _run(name, tmps[name]))
 
     with ThreadPoolExecutor(max_workers=max(2, min(4, os.cpu_count() or 2))) as pool:
         return dict(pool.map(one, SCRIPTS))
