@@ -635,8 +635,9 @@ def test_training_loop_memory_is_flat(backend):
     finally:
         if gc_was:
             gc.enable()
-    # a leaked graph would be a few KiB per step (about 1 MiB over 300 steps)
-    assert second - first < 16 * 1024, f"memory grew by {second - first} bytes"
+    # a leaked graph would be a few KiB per step (about 1 MiB over 300 steps); other
+    # threads of a busy test process (xdist, prefetchers) add a few KiB of noise
+    assert second - first < 64 * 1024, f"memory grew by {second - first} bytes"
     assert w._version > 0 and w.is_leaf
 
 
