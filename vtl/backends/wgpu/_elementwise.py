@@ -52,6 +52,25 @@ def _tr(fn: str) -> dict:
     return {F: f"return {fn}(x);", "f64": f"return m64_{fn}(x);"}
 
 
+def div_body(x: str = "x", y: str = "y", approx=None) -> str:
+    """WGSL body of a correctly rounded float32 ``x / y``.
+
+    WGSL's (and Vulkan's) float32 division need only be within 2.5 ulp (NVIDIA: a
+    reciprocal and a multiply; 1 ulp off NumPy in about a third of the elements), and a
+    residual correction needs a fused ``fma``, which WGSL does not promise (lavapipe
+    multiplies and adds). So the quotient is taken in float64 and rounded once to float32:
+    a float64 quotient within a few float64 ulp (``approx(a, b)`` builds its expression, the
+    device's division by default) never crosses a float32 rounding boundary, because an
+    exact quotient of two float32 values lies at least 2**-49 (relative) away from every
+    float32 midpoint. Inf/NaN/zero operands give IEEE results. Needs ``shader-f64``.
+    """
+    d = approx or (lambda a, b: f"{a} / {b}")
+    return f"return f32({d(f'f64({x})', f'f64({y})')});"
+
+
+_DIV32 = div_body()
+
+
 _EXPM1_F = "return expm1_{{DT}}(x);"
 
 # name -> (result rule, bodies by kind); rules: same | float (promote ints) | bool
@@ -97,7 +116,7 @@ UNARY: dict[str, tuple[str, dict]] = {
                           " let a = min(abs(x), {{T}}(10)); let e = expm1_{{DT}}({{T}}(2) * a);"
                           " return sign(x) * (e / (e + {{T}}(2)));",
                        "f64": "return m64_tanh(x);"}),
-    "reciprocal": ("float", {F: "return {{T}}(1) / x;"}),
+    "reciprocal": ("float", {F: "return {{T}}(1) / x;", "f32": div_body("f32(1)", "x")}),
     "floor": ("same", {F: "return floor(x);", I: _ident, U: _ident, B: _ident}),
     "ceil": ("same", {F: "return ceil(x);", I: _ident, U: _ident, B: _ident}),
     "trunc": ("same", {F: "return trunc(x);", I: _ident, U: _ident, B: _ident}),
@@ -245,6 +264,7 @@ if (r == {{T}}(0) && y < {{T}}(0)) { return -abs(r); }
 if (r == {{T}}(0)) { return abs(r); }
 return r;"""
 
+
 # name -> (result rule, bodies); rules: same | float | bool (result) | logical (bool in/out)
 BINARY: dict[str, tuple[str, dict]] = {
     "add": ("same", {F: "return x + y;", I: "return x + y;", U: "return x + y;",
@@ -252,7 +272,7 @@ BINARY: dict[str, tuple[str, dict]] = {
     "subtract": ("same", {F: "return x - y;", I: "return x - y;", U: "return x - y;"}),
     "multiply": ("same", {F: "return x * y;", I: "return x * y;", U: "return x * y;",
                           B: "return x & y;"}),
-    "divide": ("float", {F: "return x / y;"}),
+    "divide": ("float", {F: "return x / y;", "f32": _DIV32}),
     "floor_divide": ("same", {F: "return floor(x / y);", I: _FLOORDIV_I,
                               U: "if (y == {{T}}(0)) { return {{T}}(0); } return x / y;"}),
     "remainder": ("same", {F: _REM_F, I: _REM_I,
@@ -289,6 +309,8 @@ def _body(table: dict, name: str, dt: np.dtype) -> str:
     body = bodies.get(D.wgsl(dt)) or bodies.get(dt.name) or bodies.get(_kind(dt))
     if body is None:
         raise TypeError(f"{name}() does not support dtype {dt}")
+    if "f64(" in body and dt == D.float32 and "shader-f64" not in _runtime.get().features:
+        body = bodies[F]  # a correctly rounded float32 division goes through float64
     return body
 
 
