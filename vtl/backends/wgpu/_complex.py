@@ -29,16 +29,55 @@ from ._array import (
 from ._recorder import REC, groups_for
 
 _PREFIX = {D.complex64: "c64", D.complex128: "c128"}
+# Real functions of the complex library: complex64 uses the careful float32 exp/sin/cos of
+# wgsl/complex_f32.wgsl (the builtins are too coarse for large results), complex128 math64
 _REAL_FNS = {
-    "f32": {"EXP": "exp", "LOG": "log", "SIN": "sin", "COS": "cos", "TAN": "tan",
-            "EXPM1": "expm1_float32", "LOG1P": "log1p_float32", "ATAN": "atan_float32",
-            "LOGMAX": "f32(88.0)", "BIG": "f32(8.0e37)", "SQBIG": "f32(1.0e18)",
-            "TANHBIG": "f32(9.0)"},
+    "f32": {"EXP": "{{P}}_rexp", "LOG": "log", "SIN": "{{P}}_rsin", "COS": "{{P}}_rcos",
+            "TAN": "{{P}}_rtan", "EXPM1": "{{P}}_rexpm1", "LOG1P": "log1p_float32",
+            "ATAN": "atan_float32", "LOGMAX": "f32(88.0)", "BIG": "f32(8.0e37)",
+            "SQBIG": "f32(1.0e18)", "TANHBIG": "f32(9.0)"},
     "f64": {"EXP": "m64_exp", "LOG": "m64_log", "SIN": "m64_sin", "COS": "m64_cos",
             "TAN": "m64_tan", "EXPM1": "m64_expm1", "LOG1P": "m64_log1p", "ATAN": "m64_atan",
             "LOGMAX": "f64(709.0)", "BIG": "f64(4.0e307)", "SQBIG": "f64(1.0e150)",
             "TANHBIG": "f64(22.0)"},
 }
+
+# Sign helpers by bits (sign bit, |a| with a sign, negation, isinf): driver compilers may
+# ignore zero signs in float arithmetic and do not keep NaN sign bits. float64 needs 64-bit
+# integers for that; without them the float forms are the fallback.
+_BITS32 = """
+fn {{P}}_sb(x: f32) -> bool { return (bitcast<u32>(x) >> 31u) != 0u; }
+fn {{P}}_ws(a: f32, s: bool) -> f32 {
+  return bitcast<f32>((bitcast<u32>(a) & 0x7fffffffu) | select(0u, 0x80000000u, s));
+}
+fn {{P}}_ng(a: f32) -> f32 { return bitcast<f32>(bitcast<u32>(a) ^ 0x80000000u); }
+fn {{P}}_isinf(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u; }
+"""
+_BITS64 = """
+fn {{P}}_sb(x: f64) -> bool { return (bitcast<u64>(x) >> 63u) != 0lu; }
+fn {{P}}_ws(a: f64, s: bool) -> f64 {
+  return bitcast<f64>((bitcast<u64>(a) & 0x7ffffffffffffffflu)
+                      | select(0lu, 0x8000000000000000lu, s));
+}
+fn {{P}}_ng(a: f64) -> f64 { return bitcast<f64>(bitcast<u64>(a) ^ 0x8000000000000000lu); }
+fn {{P}}_isinf(x: f64) -> bool {
+  return (bitcast<u64>(x) & 0x7ffffffffffffffflu) == 0x7ff0000000000000lu;
+}
+"""
+_FLOAT64 = """
+fn {{P}}_sb(x: f64) -> bool { return m64_signbit(x); }
+fn {{P}}_ws(a: f64, s: bool) -> f64 { return select(abs(a), -abs(a), s); }
+fn {{P}}_ng(a: f64) -> f64 { return -a; }
+fn {{P}}_isinf(x: f64) -> bool { return m64_isinf(x); }
+"""
+
+
+def _bits(f: str) -> str:
+    if f == "f32":
+        return _BITS32
+    from . import _runtime
+
+    return _BITS64 if "shader-int64" in _runtime.get().features else _FLOAT64
 
 
 def helpers(dt: np.dtype) -> str:
@@ -49,10 +88,11 @@ def helpers(dt: np.dtype) -> str:
     f = D.wgsl(rdt)
     t = D.wgsl(dt)
     p = _PREFIX[dt]
-    lib = _kernels.source("complex").replace("{{P}}", p).replace("{{F}}", f)
-    lib = lib.replace("{{DT}}", rdt.name)
+    lib = (_bits(f) + _kernels.source("complex_" + f) + "\n"
+           + _kernels.source("complex"))
     for k, v in _REAL_FNS[f].items():
         lib = lib.replace("{{" + k + "}}", v)
+    lib = lib.replace("{{P}}", p).replace("{{F}}", f).replace("{{DT}}", rdt.name)
     return (
         f"fn wrap_{n}(v: {t}) -> {t} {{ return v; }}\n"
         f"fn scal_{n}(k: u32) -> {t} {{ return {t}({f}(bitcast<f32>(pw(k))), "
@@ -123,9 +163,9 @@ def linspace(start, stop, num: int, dt: np.dtype, endpoint: bool) -> WgpuArray:
 # name -> (result: "same" | "real" | "bool", body with {{P}} for the prefix)
 UNARY: dict[str, tuple[str, str]] = {
     "abs": ("real", "return {{P}}_abs(x);"),
-    "negative": ("same", "return -x;"),
+    "negative": ("same", "return {{P}}_neg(x);"),
     "positive": ("same", "return x;"),
-    "conj": ("same", "return {{T}}(x.x, -x.y);"),
+    "conj": ("same", "return {{T}}(x.x, {{P}}_ng(x.y));"),
     "real": ("real", "return x.x;"),
     "imag": ("real", "return x.y;"),
     "square": ("same", "return {{P}}_mul(x, x);"),
