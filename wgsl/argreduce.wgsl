@@ -1,7 +1,11 @@
 // Row argmax/argmin of a contiguous (rows, K) block: first index of the extreme value;
-// a NaN counts as the extreme (as NumPy). Words: 0 rows, 1 K, 2 input offset, 3 output offset
-@group(0) @binding(0) var<storage, read> src: array<{{T}}>;
-@group(0) @binding(1) var<storage, read_write> dst: array<{{R}}>;
+// a NaN counts as the extreme (as NumPy). Each row is split over G workgroups (word 4, 0
+// meaning 1; grid-stride as in reduce.wgsl). The source holds values (IN), or (value,
+// index) pairs of a first pass; the destination gets indices, or pairs when G > 1.
+// Words: 0 rows, 1 K, 2 input offset, 3 output offset, 4 G
+struct Pair { v: {{T}}, i: u32 }
+@group(0) @binding(0) var<storage, read> src: array<{{IN}}>;
+@group(0) @binding(1) var<storage, read_write> dst: array<{{OUT}}>;
 var<workgroup> shv: array<{{T}}, 256>;
 var<workgroup> shi: array<u32, 256>;
 
@@ -13,20 +17,26 @@ fn better(vb: {{T}}, ib: u32, va: {{T}}, ia: u32) -> bool {
   if (vb {{OP}} va) { return true; }
   return vb == va && ib < ia;
 }
+fn load(j: u32, k: u32) -> Pair { {{LOAD}} }
+fn store(j: u32, p: Pair) { {{STORE}} }
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
   let rows = pw(0u);
   let K = pw(1u);
-  let row = wid.y * nwg.x + wid.x;
+  let G = max(pw(4u), 1u);
+  let w = wid.y * nwg.x + wid.x;
+  let row = w / G;
+  let g = w - row * G;
   var bv: {{T}} = {{T}}(0);
   var bi = 0xffffffffu;
   if (row < rows) {
     let base = pw(2u) + row * K;
-    for (var k = lid; k < K; k += 256u) {
-      let v = src[base + k];
-      if (better(v, k, bv, bi)) { bv = v; bi = k; }
+    let step = G * 256u;
+    for (var k = g * 256u + lid; k < K; k += step) {
+      let p = load(base + k, k);
+      if (better(p.v, p.i, bv, bi)) { bv = p.v; bi = p.i; }
     }
   }
   shv[lid] = bv;
@@ -39,5 +49,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     workgroupBarrier();
   }
-  if (lid == 0u && row < rows) { dst[pw(3u) + row] = {{R}}(shi[0]); }
+  if (lid == 0u && row < rows) { store(pw(3u) + w, Pair(shv[0], shi[0])); }
 }

@@ -1,12 +1,16 @@
 // Row reduction of a contiguous (rows, K) block: out[r] = fold(map(x[r, :])).
-// One workgroup per row (tree in workgroup memory), or one thread per row when
-// word 4 is 1 (short rows). Words: 0 rows, 1 K, 2 input offset, 3 output offset, 4 mode
+// Word 4 = 1: one thread per row (short rows). Otherwise each row is split over G workgroups
+// (word 5, 0 meaning 1): workgroup w folds row w / G, elements g*256 + lid, stepping by G*256
+// (adjacent threads read adjacent elements), then a tree in workgroup memory; it writes
+// out[r * G + g] (partial results, folded again by a second dispatch when G > 1).
+// Words: 0 rows, 1 K, 2 input offset, 3 output offset, 4 mode, 5 G
 @group(0) @binding(0) var<storage, read> src: array<{{T}}>;
 @group(0) @binding(1) var<storage, read_write> dst: array<{{R}}>;
 var<workgroup> sh: array<{{A}}, 256>;
 
 fn mapv(x: {{T}}) -> {{A}} { {{MAP}} }
 fn comb(a: {{A}}, b: {{A}}) -> {{A}} { {{COMBINE}} }
+fn outv(a: {{A}}) -> {{R}} { return {{OUT}}; }
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -19,15 +23,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       var a: {{A}} = {{INIT}};
       let base = pw(2u) + r * K;
       for (var k = 0u; k < K; k++) { a = comb(a, mapv(src[base + k])); }
-      dst[pw(3u) + r] = wrap_{{DR}}({{R}}(a));
+      dst[pw(3u) + r] = outv(a);
     }
     return;
   }
-  let row = wid.y * nwg.x + wid.x;
+  let G = max(pw(5u), 1u);
+  let w = wid.y * nwg.x + wid.x;
+  let row = w / G;
+  let g = w - row * G;
   var acc: {{A}} = {{INIT}};
   if (row < rows) {
     let base = pw(2u) + row * K;
-    for (var k = lid; k < K; k += 256u) { acc = comb(acc, mapv(src[base + k])); }
+    let step = G * 256u;
+    for (var k = g * 256u + lid; k < K; k += step) { acc = comb(acc, mapv(src[base + k])); }
   }
   sh[lid] = acc;
   workgroupBarrier();
@@ -35,5 +43,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (lid < s) { sh[lid] = comb(sh[lid], sh[lid + s]); }
     workgroupBarrier();
   }
-  if (lid == 0u && row < rows) { dst[pw(3u) + row] = wrap_{{DR}}({{R}}(sh[0])); }
+  if (lid == 0u && row < rows) { dst[pw(3u) + w] = outv(sh[0]); }
 }

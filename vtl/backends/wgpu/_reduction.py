@@ -1,9 +1,16 @@
 """Reductions, statistics, argmax/argmin and cumulative sums/products.
 
-Every reduction moves the reduced axes last (a view), makes that block
-contiguous when needed (one strided copy) and reduces rows of length K with
-the ``reduce`` kernel: one workgroup per row, or one thread per row when rows
-are short.
+A reduction over a run of axes of a contiguous array that leaves at least
+``COLS_MIN`` trailing elements (``axis=0`` of a matrix) folds columns in place
+(``reduce_cols``: one thread per column, the reduced axis cut into slices,
+partial results folded again). Every other reduction moves the reduced axes
+last (a view), makes that block contiguous when needed (one strided copy) and
+reduces rows of length K with the ``reduce`` kernel: one thread per row when
+rows are short, else one workgroup per row, and a long row split over up to
+``MAX_SPLIT`` workgroups whose partial results (in the accumulator type) a
+second dispatch folds. Reading is coalesced in every case (adjacent threads,
+adjacent elements). argmax/argmin split rows the same way, carrying (value,
+index) pairs.
 """
 
 from __future__ import annotations
@@ -71,27 +78,98 @@ def _out_shape(shape, axes, keepdims: bool, kshape) -> tuple[int, ...]:
     return kshape
 
 
+#: most workgroups a row is split over; the elements one split workgroup should get at least
+MAX_SPLIT, SPLIT_MIN = 1024, 4096
+#: fewest trailing elements for the column kernel; the workgroups a dispatch aims for
+COLS_MIN, TARGET_GROUPS = 64, 2048
+
+
+def _split(rows: int, K: int) -> int:
+    """Workgroups per row: enough to fill the device when rows are few and long."""
+    return builtins.max(1, builtins.min(MAX_SPLIT, K // SPLIT_MIN, TARGET_GROUPS * 2 // rows))
+
+
+def _scratch(nbytes: int) -> WgpuArray:
+    """A temporary buffer for partial results (any element type; bound whole)."""
+    return empty((-(-nbytes // 4),), D.uint32)
+
+
+_ACC_BYTES = {"f16": 2, "f32": 4, "i32": 4, "u32": 4, "f64": 8, "i64": 8, "u64": 8,
+              "vec2<f32>": 8, "vec2<f64>": 16}
+
+
+def _rows_pass(src, off: int, rows: int, K: int, dst, dst_off: int, G: int, subs: dict,
+               dts: tuple) -> None:
+    k = _kernels.kernel("reduce", "rw", dts, **subs)
+    small = K <= 64 and G == 1
+    words = [rows, K, off, dst_off, 1 if small else 0, G]
+    REC.dispatch(k, (src._st.buf, dst._st.buf), words, groups_for(rows) if small else rows * G)
+
+
+def _reduce_rows(xr: WgpuArray, rows: int, K: int, out: WgpuArray, subs: dict, dts) -> None:
+    G = _split(rows, K)
+    if G == 1:
+        _rows_pass(xr, xr._offset, rows, K, out, out._offset, 1, subs, dts)
+        return
+    acc = subs["A"]
+    part = _scratch(rows * G * _ACC_BYTES[acc])
+    _rows_pass(xr, xr._offset, rows, K, part, 0, G, {**subs, "R": acc, "OUT": "a"}, dts)
+    _rows_pass(part, 0, rows, G, out, out._offset, 1,
+               {**subs, "T": acc, "MAP": "return x;"}, dts)
+
+
+def _cols(src, off: int, P: int, K: int, C: int, out, out_off: int, subs: dict, dts,
+          mapped: bool = False) -> None:
+    """out[p, c] = fold over k of src[p, k, c] (contiguous), in passes of slices."""
+    CB = -(-C // 256)
+    S = builtins.max(1, builtins.min(MAX_SPLIT, K // 16, TARGET_GROUPS // (P * CB)))
+    acc = subs["A"]
+    s2 = {**subs, "T": acc, "MAP": "return x;"} if mapped else subs
+    if S == 1:
+        k = _kernels.kernel("reduce_cols", "rw", dts, **s2)
+        REC.dispatch(k, (src._st.buf, out._st.buf), [P, K, C, off, out_off, 1, CB], P * CB)
+        return
+    part = _scratch(P * S * C * _ACC_BYTES[acc])
+    k = _kernels.kernel("reduce_cols", "rw", dts, **{**s2, "R": acc, "OUT": "a"})
+    REC.dispatch(k, (src._st.buf, part._st.buf), [P, K, C, off, 0, S, CB], P * S * CB)
+    _cols(part, 0, P, S, C, out, out_off, subs, dts, mapped=True)
+
+
+def _col_plan(x: WgpuArray, axes: tuple[int, ...]):
+    """(P, K, C) when ``x`` is contiguous, ``axes`` are consecutive and at least ``COLS_MIN``
+    elements follow them; else None."""
+    if not axes or not x._contig or axes[-1] - axes[0] != len(axes) - 1:
+        return None
+    C = _prod(x.shape[axes[-1] + 1:])
+    if C < COLS_MIN:
+        return None
+    return _prod(x.shape[:axes[0]]), _prod(x.shape[a] for a in axes), C
+
+
 def _reduce(x: WgpuArray, axis, keepdims: bool, fname: str, out_dt: np.dtype, acc: str,
             mapv: str, combine: str, init: str) -> WgpuArray:
     axes = _axes(axis, x.ndim, fname)
+    dt = x.dtype
+    subs = dict(T=D.wgsl(dt), R=D.wgsl(out_dt), A=acc, DT=dt.name, DR=out_dt.name, MAP=mapv,
+                COMBINE=combine, INIT=init, OUT=f"wrap_{out_dt.name}({D.wgsl(out_dt)}(a))")
+    dts = (dt, out_dt)
+    plan = _col_plan(x, axes)
+    if plan is not None and x._st.buf.cap <= _runtime.get().max_binding:
+        kshape = tuple(s for i, s in enumerate(x.shape) if i not in axes)
+        out = empty(_out_shape(x.shape, axes, keepdims, kshape), out_dt)
+        P, K, C = plan
+        if P * C:
+            _cols(x, x._offset, P, K, C, out, out._offset, subs, dts)
+        return out
     xr, rows, K, kshape = _rows(x, axes)
     out = empty(_out_shape(x.shape, axes, keepdims, kshape), out_dt)
     if rows == 0:
         return out
-    dt = xr.dtype
     if xr._st.buf.cap > _runtime.get().max_binding:  # above one binding: in windows
         from ._fuse import reduce_chunked
 
-        return reduce_chunked(xr, rows, K, out, dict(
-            T=D.wgsl(dt), R=D.wgsl(out_dt), A=acc, DT=dt.name, DR=out_dt.name, MAP=mapv,
-            COMBINE=combine, INIT=init))
-    k = _kernels.kernel(
-        "reduce", "rw", (dt, out_dt), T=D.wgsl(dt), R=D.wgsl(out_dt), A=acc, DT=dt.name,
-        DR=out_dt.name, MAP=mapv, COMBINE=combine, INIT=init,
-    )
-    small = K <= 64
-    words = [rows, K, xr._offset, 0, 1 if small else 0]
-    REC.dispatch(k, (xr._st.buf, out._st.buf), words, groups_for(rows) if small else rows)
+        return reduce_chunked(xr, rows, K, out, subs)
+    _reduce_rows(xr, rows, K, out, subs, dts)
     return out
 
 
@@ -241,9 +319,22 @@ def _arg(x, axis, keepdims: bool, fname: str, op: str) -> WgpuArray:
     out_dt = default_int()
     out = empty(shape, out_dt)
     dt = xc.dtype
-    k = _kernels.kernel("argreduce", "rw", (dt, out_dt), T=D.wgsl(dt), R=D.wgsl(out_dt),
-                        DT=dt.name, OP=op)
-    REC.dispatch(k, (xc._st.buf, out._st.buf), [rows, K, xc._offset, 0], rows)
+    t, r = D.wgsl(dt), D.wgsl(out_dt)
+    subs = dict(T=t, DT=dt.name, OP=op, IN=t, OUT=r, LOAD="return Pair(src[j], k);",
+                STORE=f"dst[j] = {r}(p.i);")
+    G = _split(rows, K)
+    if G > 1:  # (value, index) pairs of row parts, then one workgroup per row
+        isz = D.itemsize(dt)
+        pair = -(-(builtins.max(isz, 4) + 4) // builtins.max(isz, 4)) * builtins.max(isz, 4)
+        part = _scratch(rows * G * pair)
+        k = _kernels.kernel("argreduce", "rw", (dt, out_dt),
+                            **{**subs, "OUT": "Pair", "STORE": "dst[j] = p;"})
+        REC.dispatch(k, (xc._st.buf, part._st.buf), [rows, K, xc._offset, 0, G], rows * G)
+        subs.update(IN="Pair", LOAD="return src[j];")
+        xc, K = part, G
+    k = _kernels.kernel("argreduce", "rw", (dt, out_dt), **subs)
+    REC.dispatch(k, (xc._st.buf, out._st.buf), [rows, K, 0 if G > 1 else xc._offset, 0, 1],
+                 rows)
     return out
 
 
