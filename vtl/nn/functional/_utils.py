@@ -15,10 +15,29 @@ __all__ = ["array_namespace", "check_reduction", "detach", "erfc", "namespace", 
 _REDUCTIONS = ("mean", "sum", "none")
 
 
+_SKIP = (bool, int, float, complex)
+_vtl: Any = None
+
+
 def namespace(*xs: Any) -> Any:
     """The array-API namespace of the array arguments (``vtl`` for vtl tensors);
     ``None`` and Python scalars are ignored."""
-    arrays = [x for x in xs if x is not None and not isinstance(x, (bool, int, float, complex))]
+    global _vtl
+    seen = False
+    for x in xs:  # fast path: vtl tensors only (no array_namespace call)
+        if x.__class__ is Tensor or isinstance(x, Tensor):
+            seen = True
+        elif x is not None and not isinstance(x, _SKIP):
+            break
+    else:
+        if not seen:
+            return array_namespace()
+        if _vtl is None:
+            import vtl
+
+            _vtl = vtl
+        return _vtl
+    arrays = [x for x in xs if x is not None and not isinstance(x, _SKIP)]
     return array_namespace(*arrays)
 
 

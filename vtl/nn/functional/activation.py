@@ -12,8 +12,11 @@ nan in values or gradients.
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any
 
+from ..._ops._core import _grad, new, record_edges
+from ..._tensor import Tensor
 from ._utils import erfc, namespace, normalize_dim
 
 __all__ = [
@@ -27,9 +30,30 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 
 
 def relu(input: Any) -> Any:  # noqa: A002 - PyTorch's argument name
-    """``max(x, 0)``; derivative 0 at 0; nan stays nan."""
+    """``max(x, 0)``; derivative 0 at 0; nan stays nan (its gradient passes through,
+    as PyTorch's). One recorded node on real floating vtl tensors."""
+    if input.__class__ is Tensor or isinstance(input, Tensor):
+        d = input._data
+        if d.dtype.kind == "f":
+            dev = input._device
+            out = dev.xp.maximum(d, 0)
+            if input._requires_grad and _grad.enabled:
+                return record_edges(out, dev, "ReluBackward",
+                                    (input if input._grad_fn is None
+                                     else (input._grad_fn, input._out_idx),),
+                                    partial(_relu_vjp, input), (input,))
+            return new(out, dev)
     xp = namespace(input)
     return xp.where(input <= 0, 0.0, input)
+
+
+def _relu_vjp(x: Tensor, g: Tensor, _: Any) -> Tensor:
+    if not (_grad.enabled and g._requires_grad):  # plain backward: raw arrays
+        dev = g._device
+        return new(dev.xp.where(x._data <= 0, 0, g._data), dev)
+    import vtl
+
+    return vtl.where(x <= 0, 0.0, g)
 
 
 def relu6(input: Any) -> Any:  # noqa: A002

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 import operator
+from functools import partial
 from typing import Any
 
+from ..._ops._core import _grad, new, record
 from ..._tensor import Tensor
 from ._utils import detach, namespace
 
@@ -20,7 +22,15 @@ def _shape(x: Any) -> tuple[int, ...]:
 
 
 def linear(input: Any, weight: Any, bias: Any = None) -> Any:  # noqa: A002
-    """``input @ weight.T + bias`` with ``weight`` of shape ``(out, in)``."""
+    """``input @ weight.T + bias`` with ``weight`` of shape ``(out, in)``.
+
+    On real floating vtl tensors of one dtype and device with a 2-D ``weight``,
+    this is one recorded node (``LinearBackward``).
+    """
+    if input.__class__ is Tensor or isinstance(input, Tensor):
+        res = _linear_tensor(input, weight, bias)
+        if res is not None:
+            return res
     xp = namespace(input, weight, bias)
     if weight.ndim not in (1, 2):
         raise ValueError(f"linear(): weight must be 1-D or 2-D, got shape {_shape(weight)}")
@@ -35,6 +45,73 @@ def linear(input: Any, weight: Any, bias: Any = None) -> Any:  # noqa: A002
     if bias is not None:
         out = out + bias
     return out
+
+
+def _linear_tensor(x: Tensor, w: Any, b: Any) -> Tensor | None:
+    """The fused linear op, or ``None`` when the arguments need the general path."""
+    if not isinstance(w, Tensor) or not (b is None or isinstance(b, Tensor)):
+        return None
+    xd, wd = x._data, w._data
+    dev = x._device
+    dt = xd.dtype
+    if wd.ndim != 2 or xd.ndim == 0 or dt.kind != "f" or wd.dtype != dt \
+            or w._device is not dev or xd.shape[-1] != wd.shape[1]:
+        return None
+    if b is not None:
+        bd = b._data
+        if b._device is not dev or bd.dtype != dt or bd.shape not in ((wd.shape[0],), ()):
+            return None
+    xp = dev.xp
+    if xd.ndim == 2:
+        out = xd @ wd.T
+    else:
+        out = xp.reshape(xp.reshape(xd, (-1, wd.shape[1])) @ wd.T,
+                         xd.shape[:-1] + (wd.shape[0],))
+    if b is not None:
+        out = out + bd
+    if _grad.enabled and (x._requires_grad or w._requires_grad
+                          or (b is not None and b._requires_grad)):
+        return record(out, dev, "LinearBackward", (x, w, b), partial(_linear_vjp, x, w, b),
+                      (x, w))
+    return new(out, dev)
+
+
+def _linear_vjp(x: Tensor, w: Tensor, b: Tensor | None, g: Tensor, _: Any) -> tuple:
+    gx = gw = gb = None
+    n_out, n_in = w.shape
+    if not (_grad.enabled and g._requires_grad):  # plain backward: raw arrays
+        dev = g._device
+        xp = dev.xp
+        gd, xd = g._data, x._data
+        if gd.ndim != 2:
+            gd = xp.reshape(gd, (-1, n_out))
+            xd = xp.reshape(xd, (-1, n_in))
+        if x._requires_grad:
+            r = gd @ w._data
+            gx = new(r if r.shape == x._data.shape else xp.reshape(r, x._data.shape), dev)
+        if w._requires_grad:
+            gw = new(gd.T @ xd, dev)
+        if b is not None and b._requires_grad:
+            r = xp.sum(gd, axis=0)
+            gb = new(r if b._data.ndim else xp.sum(r), dev)
+        return gx, gw, gb
+    import vtl
+
+    g2, x2 = g, x
+    if g.ndim != 2:
+        g2 = vtl.reshape(g, (-1, n_out))
+        x2 = vtl.reshape(x, (-1, n_in))
+    if x._requires_grad:
+        gx = vtl.matmul(g2, w)
+        if x.ndim != 2:
+            gx = vtl.reshape(gx, x.shape)
+    if w._requires_grad:
+        gw = vtl.matmul(vtl.matrix_transpose(g2), x2)
+    if b is not None and b._requires_grad:
+        gb = vtl.sum(g2, axis=0)
+        if b.ndim == 0:
+            gb = vtl.sum(gb)
+    return gx, gw, gb
 
 
 def bilinear(input1: Any, input2: Any, weight: Any, bias: Any = None) -> Any:

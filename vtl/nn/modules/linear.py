@@ -56,12 +56,16 @@ class Linear(Module):
         return f"Linear(in_features={self.in_features}, out_features={self.out_features})"
 
     def forward(self, input: Any) -> Any:  # noqa: A002
-        if input.ndim == 0 or input.shape[-1] != self.in_features:
+        shape = input.shape
+        if not shape or shape[-1] != self.in_features:
             raise ValueError(
                 f"{self._describe()}: expected input with last dimension {self.in_features}, "
-                f"got input of shape {tuple(input.shape)}"
+                f"got input of shape {tuple(shape)}"
             )
-        return F.linear(input, self.weight, self.bias)
+        params = self.__dict__["_parameters"]  # skips Module.__getattr__ when it can
+        w = params["weight"] if "weight" in params else self.weight
+        b = params["bias"] if "bias" in params else self.bias
+        return F.linear(input, w, b)
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "

@@ -96,10 +96,13 @@ class Module:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         d = self.__dict__
-        if "_parameters" not in d:
+        pre = d.get("_forward_pre_hooks")
+        if pre is None:
             raise RuntimeError(f"{type(self).__name__}.__init__() did not call "
                                "super().__init__()")
-        for hook in list(d["_forward_pre_hooks"].values()):
+        if not pre and not d["_forward_hooks"]:  # the common case: no hooks
+            return self.forward(*args, **kwargs)
+        for hook in list(pre.values()):
             res = hook(self, args)
             if res is not None:
                 args = res if isinstance(res, tuple) else (res,)
