@@ -1,12 +1,16 @@
 """Convolutions: conv1d, conv2d, conv_transpose1d and conv_transpose2d.
 
 Written with standard array-API calls only (``xp = array_namespace(x)``):
-im2col by ``k*k`` strided slices of the padded input stacked into one
-``(C*k*k, N*Ho*Wo)`` matrix, then one matrix product with the weight (groups by
-reshaping to a batch of matrices). The VJP rules of slicing, ``stack`` and
-``matmul`` differentiate it, so gradients of gradients work. A transposed
-convolution is the convolution of the stride-dilated input (zeros inserted)
-with the flipped, transposed weight.
+im2col by ONE gather (``take`` of a cached row index, see ``_im2col``) of the
+channels-last pixels into a ``(N*Ho*Wo, kh*kw*C)`` matrix, then ONE matrix
+product with the weight (groups by reshaping to a batch of matrices); padding
+taps read appended fill rows. The gather's gradient is one scatter-add, and
+the VJP rules of ``take``/``matmul`` are written with vtl functions, so
+gradients of gradients work. Results are ``(N, C_out, Ho, Wo)`` views of
+channels-last storage, which the next convolution or pool reads without a
+copy. A transposed convolution is the convolution of the stride-dilated,
+padded input with the flipped, transposed weight; the zeros between pixels
+and the padding are fill taps of the same gather.
 
 A backend may register a faster ``conv2d`` as ``backend.kernels["conv2d"]``:
 it is called as ``kernel(input, weight, bias, stride, padding, dilation, groups)``
@@ -20,8 +24,8 @@ import operator
 from typing import Any
 
 from ..._tensor import Tensor
+from ._im2col import gather_rows, pixel_rows, tap_index
 from ._utils import namespace
-from .linear import pad as _pad
 
 __all__ = ["conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d"]
 
@@ -69,35 +73,34 @@ def _conv_padding(padding: Any, ksize: tuple[int, ...], stride: tuple[int, ...],
     return [(p, p) for p in _ntuple(padding, n, "padding", fname, minimum=0)]
 
 
-def _im2col_conv2d(xp: Any, x: Any, weight: Any, stride: tuple[int, int],
-                   pads: tuple[int, int, int, int], dilation: tuple[int, int],
-                   groups: int) -> Any:
-    """Portable conv2d of a 4-D input (no bias): im2col + one matrix product."""
-    n, c, h, w = _shape(x)
-    o, _, kh, kw = _shape(weight)
-    (sh, sw), (dh, dw) = stride, dilation
-    pt, pb, pl, pr = pads
-    ho = _out_size(h, kh, sh, pt, pb, dh)
-    wo = _out_size(w, kw, sw, pl, pr, dw)
-    if pt or pb or pl or pr:
-        x = _pad(x, (pl, pr, pt, pb))
-    xt = xp.permute_dims(x, (1, 0, 2, 3))  # (C, N, Hp, Wp): the patches come out C-major
-    cols = []
-    for i in range(kh):
-        r0 = i * dh
-        for j in range(kw):
-            c0 = j * dw
-            cols.append(xt[:, :, r0:r0 + sh * (ho - 1) + 1:sh, c0:c0 + sw * (wo - 1) + 1:sw])
+def _gather_conv2d(xp: Any, x: Any, weight: Any, stride: tuple[int, int],
+                   lo: tuple[int, int], out: tuple[int, int], dilation: tuple[int, int],
+                   groups: int, bias: Any = None, dil: tuple[int, int] = (1, 1)) -> Any:
+    """Portable conv2d of a 4-D input: one gather of all patches, one matrix product.
+
+    ``lo``: the padding before the first row/column (negative crops); ``out``: the
+    output size; ``dil``: the input's own stride dilation (zeros between pixels, for
+    transposed convolutions). Returns ``(N, C_out, Ho, Wo)`` stored channels-last.
+    """
+    n, c = x.shape[:2]
+    o, cg, kh, kw = _shape(weight)
+    ho, wo = out
+    idx, fill = tap_index(xp, x, (kh, kw), stride, dilation, lo, out, dil)
+    col = gather_rows(xp, pixel_rows(xp, x, fill, 0.0), idx)  # (N*Ho*Wo*kh*kw, C)
     k = kh * kw
-    col = xp.stack(cols, axis=1) if k > 1 else cols[0]  # (C, K, N, Ho, Wo)
     m = n * ho * wo
     if groups == 1:
-        out = xp.matmul(xp.reshape(weight, (o, c * k)), xp.reshape(col, (c * k, m)))
+        wm = xp.reshape(xp.permute_dims(weight, (2, 3, 1, 0)), (k * c, o))
+        res = xp.matmul(xp.reshape(col, (m, k * c)), wm)
     else:
-        cg = c // groups
-        out = xp.matmul(xp.reshape(weight, (groups, o // groups, cg * k)),
-                        xp.reshape(col, (groups, cg * k, m)))
-    return xp.permute_dims(xp.reshape(out, (o, n, ho, wo)), (1, 0, 2, 3))
+        og = o // groups
+        col = xp.permute_dims(xp.reshape(col, (m, k, groups, cg)), (2, 0, 1, 3))
+        wm = xp.permute_dims(xp.reshape(weight, (groups, og, cg, kh, kw)), (0, 3, 4, 2, 1))
+        res = xp.matmul(xp.reshape(col, (groups, m, k * cg)), xp.reshape(wm, (groups, k * cg, og)))
+        res = xp.reshape(xp.permute_dims(res, (1, 0, 2)), (m, o))
+    if bias is not None:
+        res = res + bias
+    return xp.permute_dims(xp.reshape(res, (n, ho, wo, o)), (0, 3, 1, 2))
 
 
 def _check_conv(input: Any, weight: Any, bias: Any, groups: int, nsp: int, fname: str,  # noqa: A002
@@ -134,12 +137,6 @@ def _check_conv(input: Any, weight: Any, bias: Any, groups: int, nsp: int, fname
     return input.ndim == nsp + 2
 
 
-def _finish(xp: Any, out: Any, bias: Any, batched: bool, nsp: int) -> Any:
-    if bias is not None:
-        out = out + xp.reshape(bias, (bias.shape[0],) + (1,) * nsp)
-    return out if batched else out[0, ...]
-
-
 def conv2d(input: Any, weight: Any, bias: Any = None, stride: Any = 1,  # noqa: A002
            padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Any:
     """2-D cross-correlation of ``(N, C_in, H, W)`` (or ``(C_in, H, W)``) with a
@@ -166,8 +163,8 @@ def conv2d(input: Any, weight: Any, bias: Any = None, stride: Any = 1,  # noqa: 
         if kern is not None:
             out = kern(x, weight, bias, s, (pt, pb, pl, pr), d, groups)
             return out if batched else out[0, ...]
-    out = _im2col_conv2d(xp, x, weight, s, (pt, pb, pl, pr), d, groups)
-    return _finish(xp, out, bias, batched, 2)
+    out = _gather_conv2d(xp, x, weight, s, (pt, pl), (ho, wo), d, groups, bias)
+    return out if batched else out[0, ...]
 
 
 def conv1d(input: Any, weight: Any, bias: Any = None, stride: Any = 1,  # noqa: A002
@@ -184,25 +181,10 @@ def conv1d(input: Any, weight: Any, bias: Any = None, stride: Any = 1,  # noqa: 
     if lo < 1:
         raise ValueError(f"conv1d(): input of shape {_shape(input)} (padded by {(pl, pr)}) is "
                          f"smaller than the dilated kernel of shape {_shape(weight)}")
-    out = _im2col_conv2d(xp, xp.expand_dims(x, axis=2), xp.expand_dims(weight, axis=2),
-                         (1, s[0]), (0, 0, pl, pr), (1, d[0]), groups)
-    return _finish(xp, out[:, :, 0, :], bias, batched, 1)
-
-
-def _dilate(xp: Any, x: Any, axis: int, s: int) -> Any:
-    """Insert ``s - 1`` zeros between neighbours along ``axis``."""
-    if s == 1 or x.shape[axis] == 0:
-        return x
-    n = x.shape[axis]
-    shape = list(x.shape)
-    shape.insert(axis + 1, s - 1)
-    zeros = xp.zeros(tuple(shape), dtype=x.dtype, device=x.device)
-    y = xp.concat([xp.expand_dims(x, axis=axis + 1), zeros], axis=axis + 1)
-    merged = list(x.shape)
-    merged[axis] = n * s
-    y = xp.reshape(y, tuple(merged))
-    key = (slice(None),) * axis + (slice(0, (n - 1) * s + 1), ...)
-    return y[key]
+    out = _gather_conv2d(xp, xp.expand_dims(x, axis=2), xp.expand_dims(weight, axis=2),
+                         (1, s[0]), (0, pl), (1, lo), (1, d[0]), groups, bias)
+    out = out[:, :, 0, :]
+    return out if batched else out[0, ...]
 
 
 def _conv_transpose(input: Any, weight: Any, bias: Any, stride: Any, padding: Any,  # noqa: A002
@@ -228,25 +210,16 @@ def _conv_transpose(input: Any, weight: Any, bias: Any, stride: Any, padding: An
     if nsp == 1:
         x = xp.expand_dims(x, axis=2)
         weight = xp.expand_dims(weight, axis=2)
-        s, d, p, op, ks = (1, *s), (1, *d), (0, *p), (0, *op), (1, *ks)
-    for a in range(2):
-        x = _dilate(xp, x, 2 + a, s[a])
-    lo = [d[a] * (ks[a] - 1) - p[a] for a in range(2)]
-    hi = [lo[a] + op[a] for a in range(2)]
-    if min(*lo, *hi) < 0:  # padding beyond the kernel reach crops the dilated input
-        h, w = x.shape[2:]
-        x = x[..., max(-lo[0], 0):h - max(-hi[0], 0), max(-lo[1], 0):w - max(-hi[1], 0)]
-        lo, hi = [max(v, 0) for v in lo], [max(v, 0) for v in hi]
-    if any(lo) or any(hi):
-        x = _pad(x, (lo[1], hi[1], lo[0], hi[0]))
+        s, d, p, ks, sizes = (1, *s), (1, *d), (0, *p), (1, *ks), [1, *sizes]
+    lo = tuple(d[a] * (ks[a] - 1) - p[a] for a in range(2))
     cin, cog = weight.shape[0], weight.shape[1]
     w = xp.reshape(weight, (groups, cin // groups, cog) + tuple(ks))
     w = xp.permute_dims(w, (0, 2, 1, 3, 4))
     w = xp.flip(xp.reshape(w, (groups * cog, cin // groups) + tuple(ks)), axis=(2, 3))
-    out = _im2col_conv2d(xp, x, w, (1, 1), (0, 0, 0, 0), d, groups)
+    out = _gather_conv2d(xp, x, w, (1, 1), lo, tuple(sizes), d, groups, bias, dil=s)
     if nsp == 1:
         out = out[:, :, 0, :]
-    return _finish(xp, out, bias, batched, nsp)
+    return out if batched else out[0, ...]
 
 
 def conv_transpose2d(input: Any, weight: Any, bias: Any = None, stride: Any = 1,  # noqa: A002

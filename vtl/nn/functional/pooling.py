@@ -15,9 +15,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ._utils import namespace
+from ..._ops._core import new
+from ..._tensor import Tensor
+from ._im2col import gather_rows, host_index, on_device, pixel_rows, raw, tap_index
+from ._utils import detach, namespace
 from .conv import _ntuple, _shape
-from .linear import pad as _pad
 
 __all__ = [
     "adaptive_avg_pool1d", "adaptive_avg_pool2d", "avg_pool1d", "avg_pool2d", "max_pool1d",
@@ -56,22 +58,19 @@ def _pool_args(input: Any, kernel_size: Any, stride: Any, padding: Any, dilation
 
 
 def _windows(xp: Any, x: Any, k: tuple[int, int], s: tuple[int, int], p: tuple[int, int],
-             d: tuple[int, int], out: tuple[int, int], value: float) -> Any:
-    """``(..., Ho, Wo, kh*kw)``: every window of the 4-D ``x`` padded with ``value``."""
-    h, w = x.shape[-2:]
-    ho, wo = out
-    extra_h = max(0, (ho - 1) * s[0] + d[0] * (k[0] - 1) + 1 - h - 2 * p[0])
-    extra_w = max(0, (wo - 1) * s[1] + d[1] * (k[1] - 1) + 1 - w - 2 * p[1])
-    if p[0] or p[1] or extra_h or extra_w:
-        x = _pad(x, (p[1], p[1] + extra_w, p[0], p[0] + extra_h), value=value)
-    parts = []
-    for i in range(k[0]):
-        r0 = i * d[0]
-        for j in range(k[1]):
-            c0 = j * d[1]
-            parts.append(x[..., r0:r0 + s[0] * (ho - 1) + 1:s[0],
-                           c0:c0 + s[1] * (wo - 1) + 1:s[1]])
-    return xp.stack(parts, axis=-1)
+             d: tuple[int, int], out: tuple[int, int], value: float) -> tuple[Any, Any, Any]:
+    """Every window of the 4-D ``x`` by one gather: ``(pixels, index, windows)`` with the
+    pixel rows ``(N*H*W + fill, C)`` (fill rows hold ``value``), the raw tap index and
+    ``windows = take(pixels, index)`` reshaped to ``(N*Ho*Wo, kh*kw, C)``."""
+    idx, fill = tap_index(xp, x, k, s, d, p, out)
+    pix = pixel_rows(xp, x, fill, value)
+    win = gather_rows(xp, pix, idx)
+    return pix, idx, xp.reshape(win, (x.shape[0] * out[0] * out[1], k[0] * k[1], x.shape[1]))
+
+
+def _channels_first(xp: Any, res: Any, n: int, out: tuple[int, int]) -> Any:
+    """``(N*Ho*Wo, C)`` rows as an ``(N, C, Ho, Wo)`` view."""
+    return xp.permute_dims(xp.reshape(res, (n, out[0], out[1], res.shape[-1])), (0, 3, 1, 2))
 
 
 def _max_pool(input: Any, kernel_size: Any, stride: Any, padding: Any, dilation: Any,  # noqa: A002
@@ -85,22 +84,45 @@ def _max_pool(input: Any, kernel_size: Any, stride: Any, padding: Any, dilation:
     if nsp == 1:
         x = xp.expand_dims(x, axis=-2)
         k, s, p, d, out = (1, *k), (1, *s), (0, *p), (1, *d), (1, *out)
-    win = _windows(xp, x, k, s, p, d, out, -math.inf)
-    idx = xp.argmax(win, axis=-1, keepdims=True)
-    res = xp.take_along_axis(win, idx, axis=-1)[..., 0]
+    batched = x.ndim == 4
+    if not batched:
+        x = xp.expand_dims(x, axis=0)
+    n, c, h, w = x.shape
+    kk = k[0] * k[1]
+    # the argmax (first maximum of each window, nan first) on the raw arrays, no graph
+    idx, fill = tap_index(xp, x, k, s, d, p, out)
+    rx, rxp = raw(detach(x), xp)
+    pix = pixel_rows(rxp, rx, fill, -math.inf)
+    m = n * out[0] * out[1]
+    win = rxp.reshape(rxp.take(pix, idx, axis=0), (m, kk, c))
+    am = rxp.argmax(win, axis=1)  # (m, C)
+    base = rxp.reshape(rxp.arange(0, m * kk, kk, dtype=am.dtype, device=pix.device), (m, 1))
+    tap = rxp.reshape(am + base, (-1,))
+    src = rxp.reshape(rxp.take(idx, tap, axis=0), (m, c)) * c
+    src = rxp.reshape(src + rxp.arange(c, dtype=src.dtype, device=pix.device), (-1,))
+    # the one differentiable gather: gradients go to the chosen pixels only
+    flat = xp.reshape(pixel_rows(xp, x, fill, -math.inf), (-1,))
+    res = _channels_first(xp, xp.reshape(gather_rows(xp, flat, src), (m, c)), n, out)
     if nsp == 1:
         res = res[..., 0, :]
+    if not batched:
+        res = res[0, ...]
     if not return_indices:
         return res
-    idx = idx[..., 0]
-    w_in = x.shape[-1]
-    dt = idx.dtype
-    rows = xp.reshape(xp.arange(out[0], dtype=dt, device=x.device) * s[0] - p[0], (-1, 1))
-    cols = xp.arange(out[1], dtype=dt, device=x.device) * s[1] - p[1]
-    flat = (rows + (idx // k[1]) * d[0]) * w_in + cols + (idx % k[1]) * d[1]
+    geometry = (n, h, w, k, s, d, p, out, (1, 1))
+    spatial = on_device(host_index(*geometry)[2], "spatial", geometry, rxp, rx)
+    lk = rxp.reshape(rxp.arange(0, out[0] * out[1] * kk, kk, dtype=am.dtype,
+                                device=pix.device), (1, -1, 1))
+    tap = rxp.reshape(rxp.reshape(am, (n, out[0] * out[1], c)) + lk, (-1,))
+    pos = rxp.take(spatial, tap, axis=0)
+    pos = rxp.permute_dims(rxp.reshape(pos, (n, out[0], out[1], c)), (0, 3, 1, 2))
+    if isinstance(input, Tensor):
+        pos = new(pos, input._device)
     if nsp == 1:
-        flat = flat[..., 0, :]
-    return res, flat
+        pos = pos[..., 0, :]
+    if not batched:
+        pos = pos[0, ...]
+    return res, pos
 
 
 def max_pool2d(input: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,  # noqa: A002
@@ -143,7 +165,11 @@ def _avg_pool(input: Any, kernel_size: Any, stride: Any, padding: Any, ceil_mode
     if nsp == 1:
         x = xp.expand_dims(x, axis=-2)
         k, s, p, d, out = (1, *k), (1, *s), (0, *p), (1, *d), (1, *out)
-    total = xp.sum(_windows(xp, x, k, s, p, d, out, 0.0), axis=-1)
+    batched = x.ndim == 4
+    if not batched:
+        x = xp.expand_dims(x, axis=0)
+    total = _channels_first(xp, xp.sum(_windows(xp, x, k, s, p, d, out, 0.0)[2], axis=1),
+                            x.shape[0], out)
     if divisor_override is not None:
         res = total / float(divisor_override)
     else:
@@ -156,7 +182,9 @@ def _avg_pool(input: Any, kernel_size: Any, stride: Any, padding: Any, ceil_mode
             div = xp.asarray([[float(a * b) for b in dw] for a in dh], dtype=x.dtype,
                              device=x.device)
             res = total / div
-    return res[..., 0, :] if nsp == 1 else res
+    if nsp == 1:
+        res = res[..., 0, :]
+    return res if batched else res[0, ...]
 
 
 def avg_pool2d(input: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,  # noqa: A002
