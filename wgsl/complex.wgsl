@@ -132,7 +132,9 @@ fn {{P}}_exp(z: {{P}}_t) -> {{P}}_t {
       if (!{{P}}_isfin(y)) { return {{P}}_t(x, nan_{{DT}}()); }
       return {{P}}_t({{P}}_cs(x, {{COS}}(y)), {{P}}_cs(x, {{SIN}}(y)));
     }
-    if (!{{P}}_isfin(y)) { return {{P}}_t({{F}}(0), {{F}}(0)); }
+    if (!{{P}}_isfin(y)) {  // NumPy: +0 + 0i signed as y (+0 for a NaN y)
+      return {{P}}_t({{F}}(0), {{P}}_ws({{F}}(0), !isnan_{{DT}}(y) && {{P}}_sb(y)));
+    }
     return {{P}}_t({{P}}_cs({{F}}(0), {{COS}}(y)), {{P}}_cs({{F}}(0), {{SIN}}(y)));
   }
   if (isnan_{{DT}}(x) || !{{P}}_isfin(y)) { return {{P}}_nan2(); }
@@ -198,7 +200,9 @@ fn {{P}}_sinh(z: {{P}}_t) -> {{P}}_t {
   let y = z.y;
   if (y == {{F}}(0)) { return {{P}}_t({{P}}_rsinh(x), y); }
   if ({{P}}_isfin(x) && {{P}}_isfin(y)) {
-    if (x == {{F}}(0)) { return {{P}}_t(x, {{SIN}}(y)); }
+    if (x == {{F}}(0)) {  // real part sinh(x) cos(y): a zero, signed as x cos(y)
+      return {{P}}_t({{P}}_ws(x, {{P}}_sb(x) != {{P}}_sb({{COS}}(y))), {{SIN}}(y));
+    }
     return {{P}}_t({{P}}_rsinh(x) * {{COS}}(y), {{P}}_rcosh(x) * {{SIN}}(y));
   }
   if (x == {{F}}(0)) { return {{P}}_t(x, nan_{{DT}}()); }
@@ -300,6 +304,7 @@ fn {{P}}_asinh(z: {{P}}_t) -> {{P}}_t {
     let u = {{P}}_t(({{F}}(1) - ay) * ({{F}}(1) + ay) + ax * ax, {{F}}(2) * ax * ay);
     let s = {{P}}_sqrt(u);
     r = {{P}}_log1p(w + {{P}}_div(z2, s + {{P}}_t({{F}}(1), {{F}}(0))));
+    if (ax == {{F}}(0) && ay <= {{F}}(1)) { r.x = {{F}}(0); }  // asinh(iy) = i asin(y)
   }
   return {{P}}_t({{P}}_cs(r.x, x), {{P}}_cs(r.y, y));
 }
