@@ -1,0 +1,317 @@
+"""The pointwise parts of the LSTM and GRU cells as single recorded ops.
+
+``lstm_cell_pointwise(gates, c_prev, hidden_gates=None) -> (h, c)`` takes the
+pre-activation gates ``z = gates (+ hidden_gates)`` of shape ``(..., 4 * H)``
+(PyTorch's order ``i, f, g, o``) and computes::
+
+    i, f, o = sigmoid(z_i), sigmoid(z_f), sigmoid(z_o);  g = tanh(z_g)
+    c = f * c_prev + i * g;  h = o * tanh(c)
+
+``gru_cell_pointwise(gates, hidden_gates, h_prev) -> h`` takes the input and
+hidden projections (each ``(..., 3 * H)``, order ``r, z, n``, biases included)::
+
+    r = sigmoid(x_r + h_r);  z = sigmoid(x_z + h_z);  n = tanh(x_n + r * h_n)
+    h = (1 - z) * n + z * h_prev
+
+On vtl tensors each is one graph node. The forward keeps the activated gates
+(and ``tanh(c)``) for the backward, which in plain backward runs on the raw
+arrays in a few array operations; with ``create_graph=True`` the rule is
+written with vtl functions (recomputing the activations from the inputs), so
+higher-order gradients work. A backend may provide both directions as fused
+kernels (``backend.kernel("lstm_cell")`` / ``backend.kernel("gru_cell")``, see
+:class:`LstmCellKernel` for the protocol); otherwise the portable array-API
+code runs. On other arrays (NumPy, CuPy, array-api-strict) the functions
+compute the forward only. Sigmoids are ``(1 + tanh(x / 2)) / 2``: stable for
+any ``x``.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any, Protocol
+
+from ..._ops._core import needs_grad, new, plain_grad, record, record_multi, same_device
+from ..._tensor import Tensor
+from ...autograd import grad_mode
+from ._utils import namespace
+
+__all__ = ["GruCellKernel", "LstmCellKernel", "gru_cell_pointwise", "lstm_cell_pointwise"]
+
+_grad = grad_mode.state
+
+
+class LstmCellKernel(Protocol):
+    """What a backend registers as ``kernels["lstm_cell"]`` (raw arrays throughout).
+
+    ``forward(gates, hidden_gates, c_prev)`` (``hidden_gates`` may be ``None``)
+    returns ``(h, c, act, tc)``: ``act`` holds the activated gates ``i, f, g, o``
+    laid out as ``gates`` (``(..., 4 * H)``), ``tc = tanh(c)``.
+    ``backward(act, c_prev, tc, dh, dc, need_dc_prev)`` (``dh``/``dc`` may be
+    ``None``: no gradient reached that output) returns ``(d_gates, d_c_prev)``,
+    ``d_c_prev`` being ``None`` unless asked for.
+    """
+
+    def supports(self, dtype: Any) -> bool: ...
+
+    def forward(self, gates: Any, hidden_gates: Any, c_prev: Any) -> tuple[Any, Any, Any, Any]:
+        ...
+
+    def backward(self, act: Any, c_prev: Any, tc: Any, dh: Any, dc: Any,
+                 need_dc_prev: bool) -> tuple[Any, Any]: ...
+
+
+class GruCellKernel(Protocol):
+    """What a backend registers as ``kernels["gru_cell"]`` (raw arrays throughout).
+
+    ``forward(gates, hidden_gates, h_prev)`` returns ``(h, act)``: ``act`` of
+    shape ``(..., 4 * H)`` holds ``r, z, n`` and the hidden part ``h_n``.
+    ``backward(act, h_prev, dh, need_dh_prev)`` returns
+    ``(d_gates, d_hidden_gates, d_h_prev)`` (the last ``None`` unless asked for).
+    """
+
+    def supports(self, dtype: Any) -> bool: ...
+
+    def forward(self, gates: Any, hidden_gates: Any, h_prev: Any) -> tuple[Any, Any]: ...
+
+    def backward(self, act: Any, h_prev: Any, dh: Any,
+                 need_dh_prev: bool) -> tuple[Any, Any, Any]: ...
+
+
+def _check(fname: str, gates: Any, state: Any, hidden_gates: Any, k: int) -> int:
+    shape = tuple(state.shape)
+    if len(shape) == 0:
+        raise ValueError(f"{fname}(): the state must have at least 1 dimension, got a 0-d one")
+    hs = shape[-1]
+    want = shape[:-1] + (k * hs,)
+    if tuple(gates.shape) != want:
+        raise ValueError(f"{fname}(): gates of shape {tuple(gates.shape)} do not match the "
+                         f"state of shape {shape} (expected {want})")
+    if hidden_gates is not None and tuple(hidden_gates.shape) != want:
+        raise ValueError(f"{fname}(): hidden_gates of shape {tuple(hidden_gates.shape)} "
+                         f"differ from gates of shape {want}")
+    for name, a in (("gates", gates), ("hidden_gates", hidden_gates), ("state", state)):
+        if a is not None and a.dtype != gates.dtype:
+            raise TypeError(f"{fname}(): {name} has dtype {a.dtype}, gates have dtype "
+                            f"{gates.dtype}; all must share one real floating dtype")
+    return hs
+
+
+def _tensors(fname: str, *xs: Any) -> Any:
+    ts = [x for x in xs if x is not None]
+    for x in ts:
+        if not isinstance(x, Tensor):
+            raise TypeError(f"{fname}() cannot mix vtl.Tensor and {type(x).__name__} "
+                            "arguments; convert them with vtl.asarray(...)")
+    dev = same_device(fname, ts)
+    if ts[0]._data.dtype.kind != "f":
+        raise TypeError(f"{fname}() needs a real floating dtype, got {ts[0].dtype}")
+    return dev
+
+
+def _sig(xp: Any, x: Any) -> Any:
+    return 0.5 * xp.tanh(0.5 * x) + 0.5
+
+
+def _chunks(xp: Any, z: Any, k: int, hs: int) -> tuple[Any, ...]:
+    """The ``k`` gate chunks of ``z`` (``(..., k * hs)``) as views of shape ``(..., hs)``."""
+    zr = xp.reshape(z, tuple(z.shape[:-1]) + (k, hs))
+    return tuple(zr[..., j, :] for j in range(k))
+
+
+# -- LSTM --------------------------------------------------------------------------------------
+def _lstm_forward(xp: Any, z: Any, z2: Any, c_prev: Any, hs: int) -> tuple[Any, Any, Any, Any]:
+    """Portable forward on raw arrays: ``(h, c, (i, f, g, o), tanh(c))``."""
+    if z2 is not None:
+        z = z + z2
+    zr = xp.reshape(z, tuple(z.shape[:-1]) + (4, hs))
+    s = _sig(xp, zr)  # sigmoid of all four chunks (the g slot goes unused)
+    i, f, o = s[..., 0, :], s[..., 1, :], s[..., 3, :]
+    g = xp.tanh(zr[..., 2, :])
+    c = f * c_prev + i * g
+    tc = xp.tanh(c)
+    return o * tc, c, (i, f, g, o), tc
+
+
+def _lstm_backward(xp: Any, act: tuple, c_prev: Any, tc: Any, dh: Any, dc: Any, hs: int,
+                   need_dc_prev: bool) -> tuple[Any, Any]:
+    """Portable plain backward on raw arrays: ``(d_gates (..., 4 * hs), d_c_prev)``."""
+    i, f, g, o = act
+    if dh is not None:
+        do = dh * tc * (o - o * o)
+        dct = dh * o * (1.0 - tc * tc)
+        if dc is not None:
+            dct = dct + dc
+    else:
+        do = xp.zeros_like(tc)
+        dct = dc
+    di = dct * g * (i - i * i)
+    df = dct * c_prev * (f - f * f)
+    dg = dct * i * (1.0 - g * g)
+    dz = xp.reshape(xp.stack([di, df, dg, do], axis=-2), tuple(tc.shape[:-1]) + (4 * hs,))
+    return dz, (dct * f if need_dc_prev else None)
+
+
+def lstm_cell_pointwise(gates: Any, c_prev: Any, hidden_gates: Any = None) -> tuple[Any, Any]:
+    """The elementwise part of an LSTM step: ``(h, c)`` from the pre-activation
+    ``gates (+ hidden_gates)`` (``(..., 4 * H)``, order ``i, f, g, o``) and the
+    previous cell state ``c_prev`` (``(..., H)``). One graph node on vtl tensors."""
+    fname = "lstm_cell_pointwise"
+    hs = _check(fname, gates, c_prev, hidden_gates, 4)
+    if isinstance(gates, Tensor) or isinstance(c_prev, Tensor) or isinstance(hidden_gates,
+                                                                            Tensor):
+        return _lstm_tensor(fname, gates, c_prev, hidden_gates, hs)
+    xp = namespace(gates, c_prev, hidden_gates)
+    h, c, _, _ = _lstm_forward(xp, gates, hidden_gates, c_prev, hs)
+    return h, c
+
+
+def _lstm_tensor(fname: str, gates: Tensor, c_prev: Tensor, hg: Tensor | None,
+                 hs: int) -> tuple[Tensor, Tensor]:
+    dev = _tensors(fname, gates, c_prev, hg)
+    hgd = None if hg is None else hg._data
+    kern = dev.backend.kernel("lstm_cell")
+    if kern is not None and not kern.supports(gates._data.dtype):
+        kern = None
+    if kern is not None:
+        h, c, act, tc = kern.forward(gates._data, hgd, c_prev._data)
+    else:
+        h, c, act, tc = _lstm_forward(dev.xp, gates._data, hgd, c_prev._data, hs)
+    if not needs_grad(gates, c_prev, hg):
+        return new(h, dev), new(c, dev)
+    inputs = (gates, c_prev) if hg is None else (gates, c_prev, hg)
+    vjp = partial(_lstm_vjp, kern, gates, c_prev, hg, act, tc, hs)
+    return record_multi((h, c), dev, "LstmCellBackward", inputs, vjp, saved=inputs)
+
+
+def _lstm_vjp(kern: Any, gates: Tensor, c_prev: Tensor, hg: Tensor | None, act: Any, tc: Any,
+              hs: int, gs: list, _: Any) -> tuple:
+    dh, dc = gs
+    need_dc = c_prev._requires_grad
+    if not _grad.enabled:  # plain backward: raw arrays
+        dev = (dh if dh is not None else dc)._device
+        dhd = None if dh is None else dh._data
+        dcd = None if dc is None else dc._data
+        if kern is not None:
+            dz, dcp = kern.backward(act, c_prev._data, tc, dhd, dcd, need_dc)
+        else:
+            dz, dcp = _lstm_backward(dev.xp, act, c_prev._data, tc, dhd, dcd, hs, need_dc)
+        gz = new(dz, dev)
+        gc = None if dcp is None else plain_grad(dcp, c_prev, dev)
+        if hg is None:
+            return gz, gc
+        return gz, gc, (gz if hg._requires_grad else None)
+    return _lstm_vjp_graph(gates, c_prev, hg, dh, dc, hs)
+
+
+def _lstm_vjp_graph(gates: Tensor, c_prev: Tensor, hg: Tensor | None, dh: Any, dc: Any,
+                    hs: int) -> tuple:
+    """The rule with vtl functions (differentiable: ``create_graph=True``)."""
+    import vtl
+
+    z = gates if hg is None else gates + hg
+    zi, zf, zg, zo = _chunks(vtl, z, 4, hs)
+    i, f, o = _sig(vtl, zi), _sig(vtl, zf), _sig(vtl, zo)
+    g = vtl.tanh(zg)
+    c = f * c_prev + i * g
+    tc = vtl.tanh(c)
+    if dh is not None:
+        do = dh * tc
+        dct = dh * o * (1.0 - tc * tc)
+        if dc is not None:
+            dct = dct + dc
+    else:
+        do = vtl.zeros_like(tc)
+        dct = dc
+    di = dct * g * (i * (1.0 - i))
+    df = dct * c_prev * (f * (1.0 - f))
+    dg = dct * i * (1.0 - g * g)
+    do = do * (o * (1.0 - o))
+    dz = vtl.reshape(vtl.stack([di, df, dg, do], axis=-2), tuple(gates.shape))
+    gc = dct * f if c_prev._requires_grad else None
+    if hg is None:
+        return dz, gc
+    return dz, gc, (dz if hg._requires_grad else None)
+
+
+# -- GRU ---------------------------------------------------------------------------------------
+def _gru_forward(xp: Any, x: Any, hgate: Any, h_prev: Any, hs: int) -> tuple[Any, Any]:
+    """Portable forward on raw arrays: ``(h, (r, z, n, h_n))``."""
+    xr, xz, xn = _chunks(xp, x, 3, hs)
+    hr, hz, hn = _chunks(xp, hgate, 3, hs)
+    r = _sig(xp, xr + hr)
+    z = _sig(xp, xz + hz)
+    n = xp.tanh(xn + r * hn)
+    h = n + z * (h_prev - n)
+    return h, (r, z, n, hn)
+
+
+def _gru_backward(xp: Any, act: tuple, h_prev: Any, dh: Any, hs: int,
+                  need_dh_prev: bool) -> tuple[Any, Any, Any]:
+    """Portable plain backward: ``(d_gates, d_hidden_gates, d_h_prev)``."""
+    r, z, n, hn = act
+    dzp = dh * (h_prev - n) * (z * (1.0 - z))
+    dnp = (dh - dh * z) * (1.0 - n * n)
+    drp = dnp * hn * (r * (1.0 - r))
+    lead = tuple(dh.shape[:-1])
+    dx = xp.reshape(xp.stack([drp, dzp, dnp], axis=-2), lead + (3 * hs,))
+    dhg = xp.reshape(xp.stack([drp, dzp, dnp * r], axis=-2), lead + (3 * hs,))
+    return dx, dhg, (dh * z if need_dh_prev else None)
+
+
+def gru_cell_pointwise(gates: Any, hidden_gates: Any, h_prev: Any) -> Any:
+    """The elementwise part of a GRU step: ``h`` from the input projection ``gates``
+    and the hidden projection ``hidden_gates`` (each ``(..., 3 * H)`` with its bias,
+    order ``r, z, n``) and the previous hidden state ``h_prev`` (``(..., H)``)."""
+    fname = "gru_cell_pointwise"
+    if hidden_gates is None:
+        raise TypeError(f"{fname}(): hidden_gates is required")
+    hs = _check(fname, gates, h_prev, hidden_gates, 3)
+    if isinstance(gates, Tensor) or isinstance(h_prev, Tensor) or isinstance(hidden_gates,
+                                                                            Tensor):
+        return _gru_tensor(fname, gates, hidden_gates, h_prev, hs)
+    xp = namespace(gates, hidden_gates, h_prev)
+    return _gru_forward(xp, gates, hidden_gates, h_prev, hs)[0]
+
+
+def _gru_tensor(fname: str, gates: Tensor, hg: Tensor, h_prev: Tensor, hs: int) -> Tensor:
+    dev = _tensors(fname, gates, hg, h_prev)
+    kern = dev.backend.kernel("gru_cell")
+    if kern is not None and not kern.supports(gates._data.dtype):
+        kern = None
+    if kern is not None:
+        h, act = kern.forward(gates._data, hg._data, h_prev._data)
+    else:
+        h, act = _gru_forward(dev.xp, gates._data, hg._data, h_prev._data, hs)
+    if not needs_grad(gates, hg, h_prev):
+        return new(h, dev)
+    inputs = (gates, hg, h_prev)
+    vjp = partial(_gru_vjp, kern, gates, hg, h_prev, act, hs)
+    return record(h, dev, "GruCellBackward", inputs, vjp, saved=inputs)
+
+
+def _gru_vjp(kern: Any, gates: Tensor, hg: Tensor, h_prev: Tensor, act: Any, hs: int,
+             dh: Tensor, _: Any) -> tuple:
+    need_h = h_prev._requires_grad
+    if not _grad.enabled:
+        dev = dh._device
+        if kern is not None:
+            dx, dhg, dhp = kern.backward(act, h_prev._data, dh._data, need_h)
+        else:
+            dx, dhg, dhp = _gru_backward(dev.xp, act, h_prev._data, dh._data, hs, need_h)
+        return (new(dx, dev) if gates._requires_grad else None,
+                new(dhg, dev) if hg._requires_grad else None,
+                None if dhp is None else plain_grad(dhp, h_prev, dev))
+    import vtl
+
+    xr, xz, xn = _chunks(vtl, gates, 3, hs)
+    hr, hz, hn = _chunks(vtl, hg, 3, hs)
+    r = _sig(vtl, xr + hr)
+    z = _sig(vtl, xz + hz)
+    n = vtl.tanh(xn + r * hn)
+    dzp = dh * (h_prev - n) * (z * (1.0 - z))
+    dnp = (dh - dh * z) * (1.0 - n * n)
+    drp = dnp * hn * (r * (1.0 - r))
+    shape = tuple(gates.shape)
+    dx = vtl.reshape(vtl.stack([drp, dzp, dnp], axis=-2), shape)
+    dhg = vtl.reshape(vtl.stack([drp, dzp, dnp * r], axis=-2), shape)
+    return dx, dhg, (dh * z if need_h else None)
