@@ -3,8 +3,10 @@
 // (word 5, 0 meaning 1): workgroup w folds row w / G, elements g*256 + lid, stepping by G*256
 // (adjacent threads read adjacent elements), then a tree in workgroup memory; it writes
 // out[r * G + g] (partial results, folded again by a second dispatch when G > 1).
+// The source elements are {{ST}}: T, or vec4<T> (K and the offset then count vectors; FOLD
+// folds one source element into `acc`).
 // Words: 0 rows, 1 K, 2 input offset, 3 output offset, 4 mode, 5 G
-@group(0) @binding(0) var<storage, read> src: array<{{T}}>;
+@group(0) @binding(0) var<storage, read> src: array<{{ST}}>;
 @group(0) @binding(1) var<storage, read_write> dst: array<{{R}}>;
 var<workgroup> sh: array<{{A}}, 256>;
 
@@ -20,10 +22,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   if (pw(4u) == 1u) {
     let r = linear_id(wid, nwg, lid);
     if (r < rows) {
-      var a: {{A}} = {{INIT}};
+      var acc: {{A}} = {{INIT}};
       let base = pw(2u) + r * K;
-      for (var k = 0u; k < K; k++) { a = comb(a, mapv(src[base + k])); }
-      dst[pw(3u) + r] = outv(a);
+      for (var k = 0u; k < K; k++) { {{FOLD}} }
+      dst[pw(3u) + r] = outv(acc);
     }
     return;
   }
@@ -35,7 +37,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   if (row < rows) {
     let base = pw(2u) + row * K;
     let step = G * 256u;
-    for (var k = g * 256u + lid; k < K; k += step) { acc = comb(acc, mapv(src[base + k])); }
+    for (var k = g * 256u + lid; k < K; k += step) { {{FOLD}} }
   }
   sh[lid] = acc;
   workgroupBarrier();

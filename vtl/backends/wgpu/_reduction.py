@@ -27,6 +27,8 @@ from ._elementwise import binary, default_float, default_int, unary
 from ._manipulation import permute_dims, reshape
 from ._recorder import REC, groups_for
 
+_sq_dev = None  # (x - m)**2 as one fused kernel where it can be (set below)
+
 _MAXLIT = {"i32": "2147483647i", "u32": "4294967295u", "i64": "9223372036854775807li",
            "u64": "18446744073709551615lu"}
 _MINLIT = {"i32": "(-2147483647i - 1i)", "u32": "0u", "i64": "(-9223372036854775807li - 1li)",
@@ -106,14 +108,22 @@ def _rows_pass(src, off: int, rows: int, K: int, dst, dst_off: int, G: int, subs
     REC.dispatch(k, (src._st.buf, dst._st.buf), words, groups_for(rows) if small else rows * G)
 
 
+_FOLD1 = "acc = comb(acc, mapv(src[base + k]));"
+_FOLD4 = ("let v = src[base + k]; acc = comb(acc, mapv(v.x)); acc = comb(acc, mapv(v.y));"
+          " acc = comb(acc, mapv(v.z)); acc = comb(acc, mapv(v.w));")
+
+
 def _reduce_rows(xr: WgpuArray, rows: int, K: int, out: WgpuArray, subs: dict, dts) -> None:
     G = _split(rows, K)
+    src, off, k_in = subs, xr._offset, K
+    if K > 64 and not K & 3 and not off & 3 and D.itemsize(xr._dtype) == 4:
+        src, off, k_in = {**subs, "ST": "vec4<{{T}}>", "FOLD": _FOLD4}, off >> 2, K >> 2
     if G == 1:
-        _rows_pass(xr, xr._offset, rows, K, out, out._offset, 1, subs, dts)
+        _rows_pass(xr, off, rows, k_in, out, out._offset, 1, src, dts)
         return
     acc = subs["A"]
     part = _scratch(rows * G * _ACC_BYTES[acc])
-    _rows_pass(xr, xr._offset, rows, K, part, 0, G, {**subs, "R": acc, "OUT": "a"}, dts)
+    _rows_pass(xr, off, rows, k_in, part, 0, G, {**src, "R": acc, "OUT": "a"}, dts)
     _rows_pass(part, 0, rows, G, out, out._offset, 1,
                {**subs, "T": acc, "MAP": "return x;"}, dts)
 
@@ -151,7 +161,8 @@ def _reduce(x: WgpuArray, axis, keepdims: bool, fname: str, out_dt: np.dtype, ac
     axes = _axes(axis, x.ndim, fname)
     dt = x.dtype
     subs = dict(T=D.wgsl(dt), R=D.wgsl(out_dt), A=acc, DT=dt.name, DR=out_dt.name, MAP=mapv,
-                COMBINE=combine, INIT=init, OUT=f"wrap_{out_dt.name}({D.wgsl(out_dt)}(a))")
+                COMBINE=combine, INIT=init, OUT=f"wrap_{out_dt.name}({D.wgsl(out_dt)}(a))",
+                ST="{{T}}", FOLD=_FOLD1)
     dts = (dt, out_dt)
     plan = _col_plan(x, axes)
     if plan is not None and x._st.buf.cap <= _runtime.get().max_binding:
@@ -191,28 +202,35 @@ def _acc(dt: np.dtype) -> str:
     return "f32" if t == "f16" else t
 
 
+def _cast_in(x: WgpuArray, dt: np.dtype) -> tuple[WgpuArray, str]:
+    """(input, MAP body): a bool/integer input is converted to ``dt`` inside the reduction
+    (as ``astype``), anything else by ``astype`` first."""
+    a = _acc(dt)
+    if x.dtype != dt:
+        if x.dtype.kind in "biu" and dt.kind in "iuf" and a == D.wgsl(dt):
+            return x, cast_body(x.dtype, dt)
+        x = astype_raw(x, dt)
+    return x, f"return {a}(x);"
+
+
 def sum(x, /, *, axis=None, dtype=None, keepdims: bool = False) -> WgpuArray:
     x = _arr(x, "sum")
     dt = _sum_dtype(x, dtype)
-    if x.dtype != dt:
-        x = astype_raw(x, dt)
+    x, mp = _cast_in(x, dt)
     a = _acc(dt)
-    return _reduce(x, axis, keepdims, "sum", dt, a, f"return {a}(x);", "return a + b;",
-                   f"{a}(0)")
+    return _reduce(x, axis, keepdims, "sum", dt, a, mp, "return a + b;", f"{a}(0)")
 
 
 def prod(x, /, *, axis=None, dtype=None, keepdims: bool = False) -> WgpuArray:
     x = _arr(x, "prod")
     dt = _sum_dtype(x, dtype)
-    if x.dtype != dt:
-        x = astype_raw(x, dt)
+    x, mp = _cast_in(x, dt)
     a = _acc(dt)
     if dt.kind == "c":  # complex product of (real, imag) pairs
         return _reduce(x, axis, keepdims, "prod", dt, a, f"return {a}(x);",
                        "return vec2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);",
                        f"{a}(1.0, 0.0)")
-    return _reduce(x, axis, keepdims, "prod", dt, a, f"return {a}(x);", "return a * b;",
-                   f"{a}(1)")
+    return _reduce(x, axis, keepdims, "prod", dt, a, mp, "return a * b;", f"{a}(1)")
 
 
 def _minmax(x, axis, keepdims, fname: str, op: str) -> WgpuArray:
@@ -275,10 +293,9 @@ def _count(x: WgpuArray, axis) -> int:
 
 def mean(x, /, *, axis=None, keepdims: bool = False) -> WgpuArray:
     x = _arr(x, "mean")
-    if x.dtype.kind not in "fc":
-        x = astype_raw(x, default_float())
     n = _count(x, axis)
-    s = sum(x, axis=axis, keepdims=keepdims)
+    s = sum(x, axis=axis, keepdims=keepdims,
+            dtype=None if x.dtype.kind in "fc" else default_float())
     return binary("divide", s, float(n) if n else float("nan"))
 
 
@@ -288,10 +305,14 @@ def var(x, /, *, axis=None, correction=0.0, keepdims: bool = False) -> WgpuArray
         x = astype_raw(x, default_float())
     n = _count(x, axis)
     m = mean(x, axis=axis, keepdims=True)
-    d = binary("subtract", x, m)
-    s = sum(binary("multiply", d, d), axis=axis, keepdims=keepdims)
+    s = sum(_sq_dev(x, m), axis=axis, keepdims=keepdims)  # two passes: accurate
     dof = n - correction
     return binary("divide", s, float(dof) if dof > 0 else float("nan"))
+
+
+def _sq_dev_fn(x, m):
+    d = x - m
+    return d * d
 
 
 def std(x, /, *, axis=None, correction=0.0, keepdims: bool = False) -> WgpuArray:
@@ -376,7 +397,10 @@ def _scan(x, axis, dtype, include_initial: bool, fname: str, op: str, init: str)
     return permute_dims(out_t, inv)
 
 
+from ._fuse import cast_body, fuse  # noqa: E402
 from ._sorting import SCAN_PARALLEL_K, scan_rows  # noqa: E402
+
+_sq_dev = fuse(_sq_dev_fn)
 
 
 def cumulative_sum(x, /, *, axis: int | None = None, dtype=None,

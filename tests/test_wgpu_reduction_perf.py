@@ -1,0 +1,151 @@
+"""The wgpu library's reductions on large arrays: few dispatches (long rows split over many
+workgroups, columns folded in place) and NumPy's results."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
+xp = pytest.importorskip("vtl.backends.wgpu")
+if not xp.is_available():
+    pytest.skip("no WebGPU adapter", allow_module_level=True)
+
+from vtl.backends.wgpu import _reduction  # noqa: E402
+from vtl.backends.wgpu._recorder import REC  # noqa: E402
+
+N = 1 << 20
+INT = np.dtype(xp.__array_namespace_info__().default_dtypes()["integral"])
+HAS = xp.__array_namespace_info__().dtypes()
+
+
+def counted(fn):
+    """(host result, dispatches recorded by fn)."""
+    d0 = REC.dispatches
+    out = fn()
+    return xp.to_numpy(out), REC.dispatches - d0
+
+
+@pytest.fixture(scope="module")
+def big():
+    rng = np.random.default_rng(0)
+    return rng.uniform(0.5, 1.5, N).astype(np.float32)
+
+
+def test_full_float32_reductions_few_dispatches(big):
+    a = xp.asarray(big)
+    ref = np.sum(big, dtype=np.float64)
+    for fn, want, most in ((xp.sum, ref, 2), (xp.mean, ref / N, 3)):
+        got, nd = counted(lambda fn=fn: fn(a))
+        assert nd <= most and got.dtype == np.float32
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+    for fn, npf in ((xp.max, np.max), (xp.min, np.min), (xp.argmax, np.argmax),
+                    (xp.argmin, np.argmin)):
+        got, nd = counted(lambda fn=fn: fn(a))
+        assert nd <= 2
+        assert got == npf(big) and got.dtype == np.asarray(npf(big)).dtype.newbyteorder("=")
+    got, nd = counted(lambda: xp.var(a))
+    assert nd <= 8
+    np.testing.assert_allclose(got, np.var(big.astype(np.float64)), rtol=1e-5)
+    np.testing.assert_allclose(xp.to_numpy(xp.std(a, correction=1)),
+                               np.std(big.astype(np.float64), ddof=1), rtol=1e-5)
+
+
+def test_split_rows_are_used():
+    # the cause of slow full reductions: one workgroup looping over a whole long row
+    assert _reduction._split(1, N) > 100
+    assert _reduction._split(4096, 4096) == 1
+
+
+def test_integer_and_bool_reductions_exact():
+    rng = np.random.default_rng(1)
+    h = rng.integers(-(1 << 20), 1 << 20, N, dtype=np.int32)
+    a = xp.asarray(h)
+    got, nd = counted(lambda: xp.sum(a))
+    assert nd <= 2 and got == np.sum(h, dtype=INT) and got.dtype == INT
+    assert xp.to_numpy(xp.max(a)) == h.max() and xp.to_numpy(xp.min(a)) == h.min()
+    h8 = rng.integers(-128, 128, N, dtype=np.int8)
+    got = xp.to_numpy(xp.sum(xp.asarray(h8), dtype=xp.int8))  # wraps as NumPy
+    assert got == np.sum(h8, dtype=np.int8)
+    hb = np.zeros(N, bool)
+    hb[N - 3] = True
+    b = xp.asarray(hb)
+    assert bool(xp.to_numpy(xp.any(b))) and not bool(xp.to_numpy(xp.all(b)))
+    assert xp.to_numpy(xp.count_nonzero(b)) == 1
+    assert xp.to_numpy(xp.argmax(b)) == N - 3
+
+
+def test_argmax_first_occurrence_and_nan_across_workgroups():
+    h = np.zeros(N, np.float32)
+    h[[7, 600_000, N - 1]] = 5  # ties in different workgroups of a split row
+    a = xp.asarray(h)
+    assert xp.to_numpy(xp.argmax(a)) == 7
+    assert xp.to_numpy(xp.argmin(a)) == 0
+    h[[900_000, 300_000]] = np.nan  # the first NaN wins, as NumPy
+    a = xp.asarray(h)
+    for fn, npf in ((xp.argmax, np.argmax), (xp.argmin, np.argmin)):
+        assert xp.to_numpy(fn(a)) == npf(h) == 300_000
+    assert np.isnan(xp.to_numpy(xp.max(a))) and np.isnan(xp.to_numpy(xp.sum(a)))
+    m = h.reshape(256, -1)
+    np.testing.assert_array_equal(xp.to_numpy(xp.argmax(xp.asarray(m), axis=1)),
+                                  np.argmax(m, axis=1))
+
+
+@pytest.mark.parametrize("shape,axis", [((1024, 1024), 0), ((1024, 1024), -1),
+                                        ((4, 300, 130), 1), ((3, 5, 64, 70), (1, 2)),
+                                        ((300, 1000), 0), ((7, 100_003), 1)])
+def test_axis_reductions(shape, axis):
+    rng = np.random.default_rng(2)
+    h = rng.uniform(0.5, 1.5, shape).astype(np.float32)
+    a = xp.asarray(h)
+    for kd in (False, True):
+        got, nd = counted(lambda kd=kd: xp.sum(a, axis=axis, keepdims=kd))
+        assert nd <= 3  # no transpose copy
+        np.testing.assert_allclose(got, np.sum(h, axis=axis, keepdims=kd, dtype=np.float64),
+                                   rtol=1e-5)
+        assert got.shape == np.sum(h, axis=axis, keepdims=kd).shape
+        np.testing.assert_array_equal(xp.to_numpy(xp.max(a, axis=axis, keepdims=kd)),
+                                      np.max(h, axis=axis, keepdims=kd))
+    hi = rng.integers(-1000, 1000, shape).astype(np.int32)
+    np.testing.assert_array_equal(xp.to_numpy(xp.sum(xp.asarray(hi), axis=axis)),
+                                  np.sum(hi, axis=axis, dtype=INT))
+    np.testing.assert_allclose(xp.to_numpy(xp.var(a, axis=axis)),
+                               np.var(h.astype(np.float64), axis=axis), rtol=1e-4)
+    if isinstance(axis, int):
+        np.testing.assert_array_equal(xp.to_numpy(xp.argmin(a, axis=axis)),
+                                      np.argmin(h, axis=axis))
+
+
+def test_one_dispatch_for_short_rows():
+    a = xp.asarray(np.ones((512, 2048), np.float32))
+    got, nd = counted(lambda: xp.sum(a, axis=-1))
+    assert nd == 1
+    np.testing.assert_array_equal(got, np.full(512, 2048, np.float32))
+
+
+def test_empty_and_signed_zero():
+    for shape, axis in (((0, 100), 0), ((100, 0), 1), ((100, 0), 0), ((0,), None)):
+        h = np.zeros(shape, np.float32)
+        got = xp.to_numpy(xp.sum(xp.asarray(h), axis=axis))
+        np.testing.assert_array_equal(got, np.sum(h, axis=axis))
+        assert got.shape == np.sum(h, axis=axis).shape
+        assert xp.to_numpy(xp.prod(xp.asarray(h), axis=axis)).shape == got.shape
+    neg = np.full(N, -0.0, np.float32)
+    small = xp.to_numpy(xp.sum(xp.asarray(neg[:8])))  # one thread per row
+    large = xp.to_numpy(xp.sum(xp.asarray(neg)))  # split over workgroups
+    assert large == 0 and np.signbit(large) == np.signbit(small)
+
+
+def test_other_dtypes_split():
+    rng = np.random.default_rng(3)
+    if "complex64" in HAS:
+        c = (rng.uniform(0, 1, N) + 1j * rng.uniform(0, 1, N)).astype(np.complex64)
+        got = xp.to_numpy(xp.sum(xp.asarray(c)))
+        np.testing.assert_allclose(got, np.sum(c.astype(np.complex128)), rtol=1e-5)
+    if "float64" in HAS:
+        d = rng.standard_normal(N)
+        np.testing.assert_allclose(xp.to_numpy(xp.sum(xp.asarray(d))), np.sum(d),
+                                   rtol=1e-12, atol=1e-9)
+        assert xp.to_numpy(xp.argmax(xp.asarray(d))) == np.argmax(d)
