@@ -27,7 +27,8 @@ import numpy as np
 
 from ..._tensor import Tensor
 
-__all__ = ["gather_rows", "pixel_rows", "tap_index"]
+__all__ = ["arange_host", "gather_rows", "host_index", "on_device", "pixel_rows", "raw",
+           "tap_index"]
 
 #: At most this many fill rows (the padding taps are spread over them).
 MAX_FILL = 1024
@@ -89,6 +90,11 @@ def host_index(n: int, h: int, w: int, k: tuple[int, int], s: tuple[int, int],
     hit = (rows, fill, spatial)
     _lru_put(_host_cache, key, hit)
     return hit
+
+
+def arange_host(start: int, stop: int, step: int, shape: tuple[int, ...]) -> np.ndarray:
+    """A host integer range in ``shape``, to be placed with :func:`on_device`."""
+    return np.arange(start, stop, step, dtype=np.int64).reshape(shape)
 
 
 def _index_dtype(xp: Any, device: Any) -> Any:

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..._ops._core import new
 from ..._tensor import Tensor
-from ._im2col import gather_rows, host_index, on_device, pixel_rows, raw, tap_index
+from ._im2col import arange_host, gather_rows, host_index, on_device, pixel_rows, raw, tap_index
 from ._utils import detach, namespace
 from .conv import _ntuple, _shape
 
@@ -89,30 +89,30 @@ def _max_pool(input: Any, kernel_size: Any, stride: Any, padding: Any, dilation:
         x = xp.expand_dims(x, axis=0)
     n, c, h, w = x.shape
     kk = k[0] * k[1]
-    # the argmax (first maximum of each window, nan first) on the raw arrays, no graph
     idx, fill = tap_index(xp, x, k, s, d, p, out)
-    rx, rxp = raw(detach(x), xp)
-    pix = pixel_rows(rxp, rx, fill, -math.inf)
+    pix = pixel_rows(xp, x, fill, -math.inf)  # (N*H*W + fill, C)
+    # the argmax (first maximum of each window, nan first) on the raw arrays, no graph
+    rpix, rxp = raw(detach(pix), xp)
     m = n * out[0] * out[1]
-    win = rxp.reshape(rxp.take(pix, idx, axis=0), (m, kk, c))
-    am = rxp.argmax(win, axis=1)  # (m, C)
-    base = rxp.reshape(rxp.arange(0, m * kk, kk, dtype=am.dtype, device=pix.device), (m, 1))
-    tap = rxp.reshape(am + base, (-1,))
-    src = rxp.reshape(rxp.take(idx, tap, axis=0), (m, c)) * c
-    src = rxp.reshape(src + rxp.arange(c, dtype=src.dtype, device=pix.device), (-1,))
+    win = rxp.reshape(rxp.take(rpix, idx, axis=0), (m, kk, c))
+    am = rxp.argmax(win, axis=1)  # (m, C): the tap of each maximum
+    geometry = (n, h, w, k, s, d, p, out, (1, 1))
+    base = on_device(arange_host(0, m * kk, kk, (m, 1)), "tap0", geometry, rxp, rpix)
+    src = rxp.reshape(rxp.take(idx, rxp.reshape(am + base, (-1,)), axis=0), (m, c))
+    lane = on_device(arange_host(0, c, 1, (c,)), "lane", (c,), rxp, rpix)
+    src = rxp.reshape(src * c + lane, (-1,))
     # the one differentiable gather: gradients go to the chosen pixels only
-    flat = xp.reshape(pixel_rows(xp, x, fill, -math.inf), (-1,))
-    res = _channels_first(xp, xp.reshape(gather_rows(xp, flat, src), (m, c)), n, out)
+    res = xp.reshape(gather_rows(xp, xp.reshape(pix, (-1,)), src), (m, c))
+    res = _channels_first(xp, res, n, out)
     if nsp == 1:
         res = res[..., 0, :]
     if not batched:
         res = res[0, ...]
     if not return_indices:
         return res
-    geometry = (n, h, w, k, s, d, p, out, (1, 1))
-    spatial = on_device(host_index(*geometry)[2], "spatial", geometry, rxp, rx)
-    lk = rxp.reshape(rxp.arange(0, out[0] * out[1] * kk, kk, dtype=am.dtype,
-                                device=pix.device), (1, -1, 1))
+    spatial = on_device(host_index(*geometry)[2], "spatial", geometry, rxp, rpix)
+    lk = on_device(arange_host(0, out[0] * out[1] * kk, kk, (1, -1, 1)), "tap1", geometry,
+                   rxp, rpix)
     tap = rxp.reshape(rxp.reshape(am, (n, out[0] * out[1], c)) + lk, (-1,))
     pos = rxp.take(spatial, tap, axis=0)
     pos = rxp.permute_dims(rxp.reshape(pos, (n, out[0], out[1], c)), (0, 3, 1, 2))
