@@ -140,8 +140,7 @@ fn {{P}}_exp(z: {{P}}_t) -> {{P}}_t {
   if (isnan_{{DT}}(x) || !{{P}}_isfin(y)) { return {{P}}_nan2(); }
   if (x > {{LOGMAX}}) {  // exp(x) may overflow where exp(x) cos(y) does not: scale by 2^-64
     let e = {{P}}_expk(x, -64);
-    return {{P}}_t(e * {{COS}}(y) * {{F}}(18446744073709551616.0),
-                   e * {{SIN}}(y) * {{F}}(18446744073709551616.0));
+    return {{P}}_t({{P}}_ldexp(e * {{COS}}(y), 64), {{P}}_ldexp(e * {{SIN}}(y), 64));
   }
   let e = {{EXP}}(x);
   return {{P}}_t(e * {{COS}}(y), e * {{SIN}}(y));
@@ -166,7 +165,7 @@ fn {{P}}_expm1(z: {{P}}_t) -> {{P}}_t {
   if (x > {{LOGMAX}}) { return {{P}}_exp(z); }
   let em1 = {{EXPM1}}(x);
   let s = {{SIN}}({{F}}(0.5) * y);
-  return {{P}}_t(em1 * {{COS}}(y) - {{F}}(2) * s * s, (em1 + {{F}}(1)) * {{SIN}}(y));
+  return {{P}}_t(em1 * {{COS}}(y) - {{F}}(2) * s * s, {{EXP}}(x) * {{SIN}}(y));
 }
 
 fn {{P}}_log(z: {{P}}_t) -> {{P}}_t {

@@ -21,11 +21,22 @@ fn {{P}}_expk(x: f32, s: i32) -> f32 {
   p = p * r + f32(1.0 / 6.0);
   p = p * r + f32(0.5);
   let e = f32(1) + (r + r * r * p);
-  let kt = i32(k) + s;
-  if (kt > 254) { return f32_inf(); }
-  if (kt < -252) { return f32(0); }
-  let k1 = kt >> 1u;
-  return e * {{P}}_pow2(k1) * {{P}}_pow2(kt - k1);
+  return {{P}}_ldexp(e, i32(k) + s);
+}
+
+// m * 2^n, exact (to inf beyond the range) by adding n to the exponent bits: a product of
+// float powers of two may be reassociated by the driver compiler and overflow on the way
+fn {{P}}_ldexp(m: f32, n: i32) -> f32 {
+  let b = bitcast<u32>(m);
+  let ex = i32((b >> 23u) & 0xffu);
+  if (ex == 0 || ex == 255 || n < -300) { return m * {{P}}_pow2(clamp(n, -126, 127)); }
+  let e2 = ex + clamp(n, -300, 300);
+  if (e2 >= 255) { return {{P}}_ws(f32_inf(), {{P}}_sb(m)); }
+  if (e2 <= 0) {  // subnormal result (or 0 where the device flushes them)
+    let n1 = n / 2;
+    return m * {{P}}_pow2(n1) * {{P}}_pow2(n - n1);
+  }
+  return bitcast<f32>((b & 0x807fffffu) | (u32(e2) << 23u));
 }
 
 fn {{P}}_rexp(x: f32) -> f32 { return {{P}}_expk(x, 0); }

@@ -8,9 +8,5 @@ fn {{P}}_expk(x: f64, s: i32) -> f64 {
   let k = round(xc * M64_INV_LN2);
   let r = (xc - k * M64_LN2_HI) - k * M64_LN2_LO;
   let e = m64_exp_poly(r) + 1.0;
-  let kt = i32(k) + s;
-  if (kt > 2044) { return m64_inf(); }
-  if (kt < -2044) { return f64(0.0); }
-  let k1 = kt >> 1u;
-  return e * ldexp(f64(1.0), k1) * ldexp(f64(1.0), kt - k1);
+  return {{P}}_ldexp(e, i32(k) + s);
 }

@@ -63,12 +63,31 @@ fn {{P}}_ng(a: f64) -> f64 { return bitcast<f64>(bitcast<u64>(a) ^ 0x80000000000
 fn {{P}}_isinf(x: f64) -> bool {
   return (bitcast<u64>(x) & 0x7ffffffffffffffflu) == 0x7ff0000000000000lu;
 }
+// m * 2^n by adding n to the exponent bits (see complex_f32.wgsl)
+fn {{P}}_ldexp(m: f64, n: i32) -> f64 {
+  let b = bitcast<u64>(m);
+  let ex = i32(u32((b >> 52u) & 0x7fflu));
+  if (ex == 0 || ex == 2047 || n < -2200) {
+    return m * ldexp(f64(1.0), clamp(n, -1022, 1023));
+  }
+  let e2 = ex + clamp(n, -2200, 2200);
+  if (e2 >= 2047) { return {{P}}_ws(m64_inf(), {{P}}_sb(m)); }
+  if (e2 <= 0) {
+    let n1 = n / 2;
+    return m * ldexp(f64(1.0), n1) * ldexp(f64(1.0), n - n1);
+  }
+  return bitcast<f64>((b & 0x800ffffffffffffflu) | (u64(u32(e2)) << 52u));
+}
 """
 _FLOAT64 = """
 fn {{P}}_sb(x: f64) -> bool { return m64_signbit(x); }
 fn {{P}}_ws(a: f64, s: bool) -> f64 { return select(abs(a), -abs(a), s); }
 fn {{P}}_ng(a: f64) -> f64 { return -a; }
 fn {{P}}_isinf(x: f64) -> bool { return m64_isinf(x); }
+fn {{P}}_ldexp(m: f64, n: i32) -> f64 {
+  let n1 = clamp(n, -2100, 2100) / 2;
+  return m * ldexp(f64(1.0), n1) * ldexp(f64(1.0), clamp(n, -2100, 2100) - n1);
+}
 """
 
 
