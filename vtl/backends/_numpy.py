@@ -16,6 +16,9 @@ class NumpyBackend(Backend):
     def _load(self) -> Any:
         import array_api_compat.numpy as xp
 
+        from ._numpy_kernels import register
+
+        register(self)
         return xp
 
     def native_device(self, index: int) -> Any:

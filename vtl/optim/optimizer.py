@@ -139,26 +139,38 @@ class Optimizer:
     def _step_group(self, group: dict[str, Any]) -> None:
         foreach = group.get("foreach")
         buckets: dict[tuple, list[tuple[Tensor, dict[str, Any]]]] = {}
-        plans: dict[tuple, tuple[Program, tuple[float, ...]]] = {}
+        plans: dict[tuple, tuple[Program, tuple[float, ...], Any]] = {}
         portable: list[tuple[Tensor, dict[str, Any]]] = []
+        states = self.state
+        last_dev = kern = None
         for p in group["params"]:
-            if p.grad is None:
+            grad = getattr(p, "_grad", None)
+            if grad is None:
                 continue
-            state = self.state.get(p)
+            state = states.get(p)
             if state is None:
-                state = self.state[p] = self._init_state(p, group)
+                state = states[p] = self._init_state(p, group)
             self._advance(state, group)
-            kern = None if foreach is False else p._device.backend.kernel("multi_tensor_apply")
-            if kern is not None and kern.supports(p._data.dtype):
+            dev = p._device
+            if dev is not last_dev:  # one kernel lookup per device
+                last_dev = dev
+                kern = None if foreach is False else dev.backend.kernel("multi_tensor_apply")
+            dtype = p._data.dtype
+            if kern is not None and kern.supports(dtype):
                 prog, scalars = self._plan(p, state, group)
-                key = (p._device, p._data.dtype, prog.key, scalars)
-                buckets.setdefault(key, []).append((p, state))
-                plans[key] = (prog, scalars)
+                # Devices are interned and programs cached: ids are stable keys here
+                # (``plans`` holds both objects for the duration of the step)
+                key = (id(dev), dtype, id(prog), scalars)
+                items = buckets.get(key)
+                if items is None:
+                    items = buckets[key] = []
+                    plans[key] = (prog, scalars, kern)
+                items.append((p, state))
             else:
                 portable.append((p, state))
         for key, items in buckets.items():
-            prog, scalars = plans[key]
-            self._run_fused(key[0].backend.kernel("multi_tensor_apply"), prog, scalars, items)
+            prog, scalars, kern = plans[key]
+            self._run_fused(kern, prog, scalars, items)
             for p, _ in items:
                 p._version_counter()[0] += 1
         for p, state in portable:
@@ -169,17 +181,23 @@ class Optimizer:
     def _run_fused(self, kern: Any, prog: Program, scalars: tuple[float, ...],
                    items: list[tuple[Tensor, dict[str, Any]]]) -> None:
         names = self._state_names
-        tensors = []
-        for p, state in items:
-            arrs = []
-            for a in prog.arrays:
-                if a == "p":
-                    arrs.append(p._data)
-                elif a == "g":
-                    arrs.append(p.grad._data)
-                else:
-                    arrs.append(state[names[a]]._data)
-            tensors.append(tuple(arrs))
+        arrays = prog.arrays
+        if arrays[:2] == ("p", "g"):
+            keys = [names[a] for a in arrays[2:]]
+            tensors = [(p._data, p._grad._data, *[state[k]._data for k in keys])
+                       for p, state in items]
+        else:
+            tensors = []
+            for p, state in items:
+                arrs = []
+                for a in arrays:
+                    if a == "p":
+                        arrs.append(p._data)
+                    elif a == "g":
+                        arrs.append(p._grad._data)
+                    else:
+                        arrs.append(state[names[a]]._data)
+                tensors.append(tuple(arrs))
         kern(prog, tensors, scalars)
 
     # Subclass hooks ---------------------------------------------------------

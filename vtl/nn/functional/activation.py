@@ -31,7 +31,8 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 
 def relu(input: Any) -> Any:  # noqa: A002 - PyTorch's argument name
     """``max(x, 0)``; derivative 0 at 0; nan stays nan (its gradient passes through,
-    as PyTorch's). One recorded node on real floating vtl tensors."""
+    as PyTorch's). One recorded node on real floating vtl tensors; integer tensors
+    keep their dtype."""
     if input.__class__ is Tensor or isinstance(input, Tensor):
         d = input._data
         if d.dtype.kind == "f":
@@ -43,6 +44,8 @@ def relu(input: Any) -> Any:  # noqa: A002 - PyTorch's argument name
                                      else (input._grad_fn, input._out_idx),),
                                     partial(_relu_vjp, input), (input,))
             return new(out, dev)
+        if d.dtype.kind in "iu":  # integers stay integers (as PyTorch)
+            return new(input._device.xp.maximum(d, 0), input._device)
     xp = namespace(input)
     return xp.where(input <= 0, 0.0, input)
 

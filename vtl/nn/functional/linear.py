@@ -79,7 +79,7 @@ def _linear_tensor(x: Tensor, w: Any, b: Any) -> Tensor | None:
 def _linear_vjp(x: Tensor, w: Tensor, b: Tensor | None, g: Tensor, _: Any) -> tuple:
     gx = gw = gb = None
     n_out, n_in = w.shape
-    if not (_grad.enabled and g._requires_grad):  # plain backward: raw arrays
+    if not _grad.enabled:  # plain backward: raw arrays
         dev = g._device
         xp = dev.xp
         gd, xd = g._data, x._data

@@ -69,7 +69,7 @@ def mse_loss(input: Any, target: Any, *, reduction: str = "mean") -> Any:  # noq
 
 def _mse_vjp(x: Tensor, y: Tensor, d: Any, scale: float, g: Tensor, _: Any) -> tuple:
     gx = gy = None
-    if not (_grad.enabled and g._requires_grad):  # plain backward: raw arrays
+    if not _grad.enabled:  # plain backward: raw arrays
         dev = g._device
         r = d * (g._data * scale)
         if x._requires_grad:

@@ -1,0 +1,176 @@
+"""Fused kernels of the NumPy backend.
+
+``multi_tensor_apply`` runs an elementwise update program (see
+``vtl/optim/_programs.py``) over the tensors of a parameter group with NumPy
+ufuncs writing into their ``out`` argument: the arrays the program updates
+(parameter, state) are written in place and intermediate values go to a few
+scratch arrays per tensor, instead of a new array per operation and a final
+copy into the parameter as in the portable rules. Each program is translated
+once into a Python function (one ufunc call per operation, in the program's
+order of operations, so the values equal the portable rules'); a
+multiplication by a scalar that is exactly 1.0 (e.g. ``1 - dampening`` without
+dampening) is skipped, which does not change any value.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+import numpy as np
+
+_UFUNCS = {ast.Add: "_add", ast.Sub: "_subtract", ast.Mult: "_multiply", ast.Div: "_divide"}
+_PYOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
+_GLOBALS = {
+    "_add": np.add, "_subtract": np.subtract, "_multiply": np.multiply, "_divide": np.divide,
+    "_negative": np.negative, "_sqrt": np.sqrt, "_maximum": np.maximum,
+    "_empty_like": np.empty_like, "_copyto": np.copyto,
+}
+_CALLS = {"sqrt": ("_sqrt", 1), "max": ("_maximum", 2)}
+
+
+class _Compiler:
+    """Translate a program into straight-line ufunc calls with ``out=`` buffers."""
+
+    def __init__(self, prog: Any, ones: frozenset[str]) -> None:
+        self.prog = prog
+        self.ones = ones
+        self.lines: list[str] = []
+        self.nregs = 0
+        self.free: list[str] = []
+        # name -> ("array" | "scalar" | "reg", python expression)
+        self.env: dict[str, tuple[str, str]] = {}
+        for a in prog.arrays:
+            self.env[a] = ("array", f"a_{a}")
+        for s in prog.scalars:
+            self.env[s] = ("scalar", f"s_{s}")
+
+    def _reg(self) -> str:
+        if self.free:
+            return self.free.pop()
+        self.nregs += 1
+        return f"r{self.nregs - 1}"
+
+    def _release(self, operand: tuple[str, str, bool]) -> None:
+        kind, code, anon = operand
+        if kind == "reg" and anon:
+            self.free.append(code)
+
+    def expr(self, node: ast.AST, out: str | None) -> tuple[str, str, bool]:
+        """Emit code for ``node``; returns ``(kind, code, anonymous)``. ``out`` (an array
+        or register name) receives the value of the outermost array operation."""
+        if isinstance(node, ast.Name):
+            kind, code = self.env[node.id]
+            return kind, code, False
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            a = self.expr(node.operand, None)
+            if a[0] == "scalar":
+                return "scalar", f"(-{a[1]})", False
+            return self._emit("_negative", [a], out)
+        if isinstance(node, ast.BinOp) and type(node.op) in _UFUNCS:
+            a = self.expr(node.left, None)
+            b = self.expr(node.right, None)
+            if a[0] == "scalar" and b[0] == "scalar":
+                return "scalar", f"({a[1]} {_PYOPS[type(node.op)]} {b[1]})", False
+            if isinstance(node.op, ast.Mult):
+                if a[0] == "scalar" and a[1][2:] in self.ones and out is None:
+                    return b
+                if b[0] == "scalar" and b[1][2:] in self.ones and out is None:
+                    return a
+            return self._emit(_UFUNCS[type(node.op)], [a, b], out)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id in _CALLS:
+            fn, nargs = _CALLS[node.func.id]
+            args = [self.expr(x, None) for x in node.args]
+            if len(args) != nargs:
+                raise ValueError(f"{node.func.id}() takes {nargs} argument(s)")
+            return self._emit(fn, args, out)
+        raise ValueError(f"unsupported program expression {ast.dump(node)}")
+
+    def _emit(self, fn: str, args: list[tuple[str, str, bool]], out: str | None
+              ) -> tuple[str, str, bool]:
+        for a in args:
+            self._release(a)
+        target = out if out is not None else self._reg()
+        sep = ", out=" if fn == "_maximum" else ", "
+        self.lines.append(f"{fn}({', '.join(a[1] for a in args)}{sep}{target})")
+        if out is not None:
+            return "array", out, False
+        return "reg", target, True
+
+    def compile(self) -> Any:
+        prog = self.prog
+        body = prog.body
+        for i, (target, text) in enumerate(body):
+            node = ast.parse(text, mode="eval").body
+            later = {t for t, _ in body[i + 1:]}
+            if target in prog.writes:
+                dest = f"a_{target}"
+                res = self.expr(node, dest)
+                if res[1] != dest:  # a plain name (or a skipped product): copy it in
+                    if res[0] == "scalar":
+                        self.lines.append(f"{dest}[...] = {res[1]}")
+                    else:
+                        self.lines.append(f"_copyto({dest}, {res[1]})")
+                    self._release(res)
+                continue
+            res = self.expr(node, None)
+            if res[0] == "reg" and res[2]:
+                self.env[target] = ("reg", res[1])  # the register now holds a name
+            elif res[0] == "scalar":
+                self.env[target] = res[:2]
+            else:  # an alias of an array or register: copy if the array is written later
+                if res[1] in {f"a_{t}" for t in later if t in prog.writes}:
+                    r = self._reg()
+                    self.lines.append(f"_copyto({r}, {res[1]})")
+                    self.env[target] = ("reg", r)
+                else:
+                    self.env[target] = res[:2]
+        regs = [f"r{i}" for i in range(self.nregs)]
+        names = ", ".join(f"a_{a}" for a in prog.arrays)
+        scal = "".join(f", s_{s}" for s in prog.scalars)
+        src = [f"def _run(tensors{scal}):", f"    for {names}{',' if len(prog.arrays) == 1 else ''}"
+               " in tensors:"]
+        src += [f"        {r} = _empty_like(a_p)" for r in regs]
+        src += [f"        {line}" for line in self.lines] or ["        pass"]
+        code = "\n".join(src) + "\n"
+        ns: dict[str, Any] = dict(_GLOBALS)
+        exec(compile(code, f"<numpy {prog.name} step>", "exec"), ns)  # noqa: S102
+        fn = ns["_run"]
+        fn.source = code
+        return fn
+
+
+def compile_program(prog: Any, ones: frozenset[str] = frozenset()) -> Any:
+    """A function ``run(tensors, *scalars)`` applying ``prog`` in place to each tuple of
+    arrays in ``tensors`` (``ones``: scalars known to be exactly 1.0)."""
+    return _Compiler(prog, ones).compile()
+
+
+class MultiTensorApply:
+    """The ``multi_tensor_apply`` kernel: ``kern(program, tensors, scalars)``.
+
+    ``tensors`` is a list of tuples of NumPy arrays (one tuple per parameter, in
+    ``program.arrays`` order, all of one floating dtype); the arrays named in
+    ``program.writes`` are updated in place.
+    """
+
+    def __init__(self) -> None:
+        self._compiled: dict[tuple, Any] = {}
+
+    def supports(self, dtype: Any) -> bool:
+        return dtype.kind == "f"
+
+    def __call__(self, prog: Any, tensors: list[tuple[Any, ...]],
+                 scalars: tuple[float, ...]) -> None:
+        ones = frozenset(s for s, v in zip(prog.scalars, scalars, strict=True) if v == 1.0)
+        key = (prog.key, ones)
+        fn = self._compiled.get(key)
+        if fn is None:
+            fn = self._compiled[key] = compile_program(prog, ones)
+        fn(tensors, *scalars)
+
+
+def register(backend: Any) -> None:
+    """Equip a NumPy backend object with the fused kernels."""
+    backend.kernels["multi_tensor_apply"] = MultiTensorApply()
