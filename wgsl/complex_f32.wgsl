@@ -77,11 +77,12 @@ fn {{P}}_cosp(r: f32) -> f32 {
   return w + (((f32(1) - w) - hz) + z * z * p);
 }
 
-const {{P}}_RED_MAX: f32 = 131072.0;
+const {{P}}_RED_MAX: f32 = 100000.0;  // |k| < 2^16
 
 fn {{P}}_rsin(x: f32) -> f32 {
   if (x == f32(0)) { return x; }
-  if (!(abs(x) < {{P}}_RED_MAX)) { return sin(x); }  // also NaN and inf
+  if (!{{P}}_isfin(x)) { return nan_float32(); }
+  if (abs(x) >= {{P}}_RED_MAX) { return sin(x); }
   let t = {{P}}_reduce(x);
   switch t.q {
     case 0: { return {{P}}_sinp(t.r); }
@@ -92,7 +93,8 @@ fn {{P}}_rsin(x: f32) -> f32 {
 }
 
 fn {{P}}_rcos(x: f32) -> f32 {
-  if (!(abs(x) < {{P}}_RED_MAX)) { return cos(x); }
+  if (!{{P}}_isfin(x)) { return nan_float32(); }
+  if (abs(x) >= {{P}}_RED_MAX) { return cos(x); }
   let t = {{P}}_reduce(x);
   switch t.q {
     case 0: { return {{P}}_cosp(t.r); }
@@ -104,7 +106,8 @@ fn {{P}}_rcos(x: f32) -> f32 {
 
 fn {{P}}_rtan(x: f32) -> f32 {
   if (x == f32(0)) { return x; }
-  if (!(abs(x) < {{P}}_RED_MAX)) { return tan(x); }
+  if (!{{P}}_isfin(x)) { return nan_float32(); }
+  if (abs(x) >= {{P}}_RED_MAX) { return tan(x); }
   let t = {{P}}_reduce(x);
   let s = {{P}}_sinp(t.r);
   let c = {{P}}_cosp(t.r);

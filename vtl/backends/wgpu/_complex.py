@@ -211,7 +211,7 @@ UNARY: dict[str, tuple[str, str]] = {
     "sign": ("same", "return {{P}}_sign(x);"),
     "round": ("same", "return round(x);"),
     "isnan": ("bool", "return select(0u, 1u, isnan_{{DT}}(x));"),
-    "isinf": ("bool", "return select(0u, 1u, isinf_{{RDT}}(x.x) || isinf_{{RDT}}(x.y));"),
+    "isinf": ("bool", "return select(0u, 1u, {{P}}_isinf(x.x) || {{P}}_isinf(x.y));"),
     "isfinite": ("bool", "return select(0u, 1u, {{P}}_isfin(x.x) && {{P}}_isfin(x.y));"),
 }
 
