@@ -68,7 +68,7 @@ def _linear_tensor(x: Tensor, w: Any, b: Any) -> Tensor | None:
         out = xp.reshape(xp.reshape(xd, (-1, wd.shape[1])) @ wd.T,
                          xd.shape[:-1] + (wd.shape[0],))
     if b is not None:
-        out = out + bd
+        out += bd  # out is a fresh array (a backend without in-place add rebinds it)
     if _grad.enabled and (x._requires_grad or w._requires_grad
                           or (b is not None and b._requires_grad)):
         return record(out, dev, "LinearBackward", (x, w, b), partial(_linear_vjp, x, w, b),
