@@ -114,11 +114,11 @@ class Optimizer:
         """Reset the gradients: to ``None`` (default) or to zeros in place."""
         for group in self.param_groups:
             for p in group["params"]:
-                g = p.grad
+                g = getattr(p, "_grad", None)
                 if g is None:
                     continue
                 if set_to_none:
-                    p.grad = None
+                    p._grad = None  # what the grad setter stores for None
                 else:
                     g._grad_fn = None
                     g._requires_grad = False
