@@ -132,6 +132,9 @@ def test_empty_and_signed_zero():
         np.testing.assert_array_equal(got, np.sum(h, axis=axis))
         assert got.shape == np.sum(h, axis=axis).shape
         assert xp.to_numpy(xp.prod(xp.asarray(h), axis=axis)).shape == got.shape
+    e = xp.asarray(np.zeros((0, 5000), np.float32))
+    for fn in (xp.argmax, xp.argmin, xp.max, xp.sum, xp.var):
+        assert fn(e, axis=1).shape == (0,)
     neg = np.full(N, -0.0, np.float32)
     small = xp.to_numpy(xp.sum(xp.asarray(neg[:8])))  # one thread per row
     large = xp.to_numpy(xp.sum(xp.asarray(neg)))  # split over workgroups

@@ -88,7 +88,8 @@ COLS_MIN, TARGET_GROUPS = 64, 2048
 
 def _split(rows: int, K: int) -> int:
     """Workgroups per row: enough to fill the device when rows are few and long."""
-    return builtins.max(1, builtins.min(MAX_SPLIT, K // SPLIT_MIN, TARGET_GROUPS * 2 // rows))
+    return builtins.max(1, builtins.min(MAX_SPLIT, K // SPLIT_MIN,
+                                            TARGET_GROUPS * 2 // builtins.max(rows, 1)))
 
 
 def _scratch(nbytes: int) -> WgpuArray:
