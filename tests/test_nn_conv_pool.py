@@ -666,3 +666,183 @@ def test_against_pytorch():
     vm = nn.Conv2d(4, 6, 3, padding="same", padding_mode="circular").double()
     vm.load_state_dict({k: v.detach().numpy() for k, v in tm.state_dict().items()})
     assert_close(vm(vtl.asarray(x)), tm(T(x)).detach().numpy())
+
+
+# -- the im2col gather: index cache, fill rows, scatter-add --------------------------------------
+def test_im2col_index_cache_separates_shapes_and_devices(backend):
+    from vtl.nn.functional import _im2col
+
+    w = _rand(4, 3, 3, 3)
+    for shape in [(2, 3, 6, 7), (1, 3, 7, 6), (2, 3, 6, 7), (3, 3, 5, 5)]:
+        x = _rand(*shape)
+        got = F.conv2d(vtl.asarray(x), vtl.asarray(w), None, 1, 1)
+        assert_close(got, np_conv2d(x, w, pad=(1, 1, 1, 1)), rtol=1e-4, atol=1e-5)
+        # the same geometry from raw NumPy arrays (functional form without vtl) is its own entry
+        raw = F.conv2d(x, w, None, 1, 1)
+        assert isinstance(raw, np.ndarray)
+        np.testing.assert_allclose(raw, np_conv2d(x, w, pad=(1, 1, 1, 1)), rtol=1e-10)
+    dev = vtl.asarray(1.0).device
+    keys = [k for k in _im2col._dev_cache if k[0] == "rows"]
+    mine = [k for k in keys if k[2] is dev]
+    assert {k[1][:3] for k in mine} >= {(2, 6, 7), (1, 7, 6), (3, 5, 5)}
+    for k in mine:  # the cached index lives on this backend
+        assert dev.backend.is_native(_im2col._dev_cache[k])
+    assert len(_im2col._dev_cache) <= _im2col.CACHE_SIZE
+
+
+def test_im2col_cache_is_bounded(monkeypatch):
+    from vtl.nn.functional import _im2col
+
+    monkeypatch.setattr(_im2col, "CACHE_SIZE", 3)
+    for s in range(4, 10):
+        x = _rand(1, 1, s, s)
+        F.avg_pool2d(vtl.asarray(x), 2)
+    assert len(_im2col._dev_cache) <= 3 and len(_im2col._host_cache) <= 3
+    x = _rand(1, 2, 4, 4)  # an evicted geometry is rebuilt correctly
+    assert_close(F.avg_pool2d(vtl.asarray(x), 2), np_avg_pool2d(x, (2, 2), (2, 2)))
+
+
+def test_im2col_spread_fill_rows_gradients(monkeypatch):
+    """Padding taps spread over few fill rows (many taps per row) still give exact
+    values and gradients."""
+    from vtl.nn.functional import _im2col
+
+    monkeypatch.setattr(_im2col, "MAX_FILL", 2)
+    monkeypatch.setattr(_im2col, "_host_cache", type(_im2col._host_cache)())
+    monkeypatch.setattr(_im2col, "_dev_cache", type(_im2col._dev_cache)())
+    x, w = _rand(2, 2, 4, 5), _rand(3, 2, 3, 3)
+    assert_close(F.conv2d(vtl.asarray(x), vtl.asarray(w), None, 1, 2),
+                 np_conv2d(x, w, pad=(2, 2, 2, 2)))
+    check_grad(lambda x, w: F.conv2d(x, w, None, 1, 2), x, w)
+    check_grad(lambda x: F.max_pool2d(x, 3, 2, 1, ceil_mode=True), x)
+    check_grad(lambda x: F.avg_pool2d(x, 3, 1, 1, False, False), x)
+    assert 0 < max(f for _, f, _ in _im2col._host_cache.values()) <= 2
+
+
+def test_conv_pool_outputs_chain_without_copies(backend):
+    """Conv/pool results are channels-last views; every later op reads them right."""
+    x, w1, w2 = _rand(2, 3, 8, 8), _rand(4, 3, 3, 3), _rand(5, 4, 2, 2)
+    y = F.max_pool2d(vtl.nn.functional.relu(F.conv2d(vtl.asarray(x), vtl.asarray(w1),
+                                                      padding=1)), 2)
+    z = F.conv2d(y, vtl.asarray(w2), stride=2)
+    ry = np_max_pool2d(np.maximum(np_conv2d(x, w1, pad=(1, 1, 1, 1)), 0), (2, 2), (2, 2))[0]
+    assert_close(y, ry)
+    assert_close(z, np_conv2d(ry, w2, stride=(2, 2)))
+    assert_close(vtl.reshape(z, (2, -1)), np_conv2d(ry, w2, stride=(2, 2)).reshape(2, -1))
+
+
+def test_max_pool2d_second_order_gradients():
+    def grad_x(x):
+        if not x.requires_grad:
+            x = vtl.asarray(x, requires_grad=True)
+        y = F.max_pool2d(x, 2, 1, 1)
+        (gx,) = vtl.autograd.grad(vtl.sum(y * y * y), [x], create_graph=True)
+        return gx
+
+    check_grad(grad_x, RNG.permutation(18).reshape(1, 2, 3, 3) / 7.0)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex128"])
+@pytest.mark.parametrize("row", [(), (3,), (5, 7)])
+def test_numpy_scatter_add_equals_add_at(dtype, row):
+    from vtl.backends._numpy_scatter import scatter_add
+
+    rng = np.random.default_rng(7)
+    for n, rows, repeat in [(300, 40, 0), (5000, 30, 0), (3000, 5000, 0), (2000, 50, 1500)]:
+        idx = rng.integers(-rows, rows, n)
+        idx[:repeat] = 3  # one index far more often than the rounds cover
+        vals = rng.standard_normal((n, *row))
+        if dtype.startswith("complex"):
+            vals = vals + 1j * rng.standard_normal((n, *row))
+        vals = vals.astype(dtype)
+        want = rng.standard_normal((rows, *row)).astype(dtype)
+        got = scatter_add(want.copy(), idx, vals)
+        np.add.at(want, idx, vals)
+        np.testing.assert_allclose(got, want, rtol=1e-4 if dtype == "float32" else 1e-10,
+                                   atol=1e-3 if dtype == "float32" else 1e-10)
+
+
+# (stride, padding, dilation, groups) for conv2d against torch, forward and gradients
+TORCH_CONV = [(1, 0, 1, 1), (2, 1, 1, 1), ((2, 1), (0, 2), (2, 1), 2), (3, 2, 2, 4),
+              (1, "same", (1, 3), 1), ((1, 2), "valid", 1, 4), (2, (3, 1), 1, 2)]
+
+
+@pytest.mark.skipif(torch is None, reason="PyTorch not installed")
+@pytest.mark.parametrize("case", TORCH_CONV)
+def test_conv2d_combinations_against_pytorch(backend, case):
+    s, p, d, g = case
+    x, w, b = _rand(2, 4, 9, 8), _rand(8, 4 // g, 3, 2), _rand(8)
+    xt, wt, bt = (torch.tensor(a, requires_grad=True) for a in (x, w, b))
+    with warnings.catch_warnings():  # PyTorch's note on 'same' with an even kernel
+        warnings.simplefilter("ignore")
+        want = TF.conv2d(xt, wt, bt, s, p, d, g)
+    gy = _rand(*want.shape)
+    want.backward(torch.tensor(gy))
+    vx, vw, vb = (vtl.asarray(a, requires_grad=True) for a in (x, w, b))
+    got = F.conv2d(vx, vw, vb, s, p, d, g)
+    assert_close(got, want.detach().numpy(), rtol=1e-9, atol=1e-10)
+    got.backward(vtl.asarray(gy))
+    for v, t in ((vx, xt), (vw, wt), (vb, bt)):
+        assert_close(v.grad, t.grad.numpy(), rtol=1e-9, atol=1e-10)
+    x1 = _rand(2, 4, 11)
+    s1 = s if isinstance(s, int) else s[1]
+    p1 = p if isinstance(p, (int, str)) else p[1]
+    d1 = d if isinstance(d, int) else d[1]
+    assert_close(F.conv1d(vtl.asarray(x1), vtl.asarray(w[..., 0]), vtl.asarray(b), s1, p1, d1, g),
+                 TF.conv1d(torch.tensor(x1), torch.tensor(w[..., 0]), torch.tensor(b), s1, p1,
+                           d1, g).numpy(), rtol=1e-9, atol=1e-10)
+
+
+# (stride, padding, output_padding, groups, dilation) for conv_transpose2d against torch
+TORCH_CONVT = [(1, 0, 0, 1, 1), (2, 1, 1, 1, 1), ((2, 3), (0, 2), (1, 2), 2, 1),
+               (2, 3, 0, 2, 2), (3, (1, 4), (2, 0), 1, (1, 2))]
+
+
+@pytest.mark.skipif(torch is None, reason="PyTorch not installed")
+@pytest.mark.parametrize("case", TORCH_CONVT)
+def test_conv_transpose2d_combinations_against_pytorch(backend, case):
+    s, p, op, g, d = case
+    x, w, b = _rand(2, 4, 4, 5), _rand(4, 6 // g, 3, 3), _rand(6)
+    xt, wt, bt = (torch.tensor(a, requires_grad=True) for a in (x, w, b))
+    want = TF.conv_transpose2d(xt, wt, bt, s, p, op, g, d)
+    gy = _rand(*want.shape)
+    want.backward(torch.tensor(gy))
+    vx, vw, vb = (vtl.asarray(a, requires_grad=True) for a in (x, w, b))
+    got = F.conv_transpose2d(vx, vw, vb, s, p, op, g, d)
+    assert_close(got, want.detach().numpy(), rtol=1e-9, atol=1e-10)
+    got.backward(vtl.asarray(gy))
+    for v, t in ((vx, xt), (vw, wt), (vb, bt)):
+        assert_close(v.grad, t.grad.numpy(), rtol=1e-9, atol=1e-10)
+
+
+# (kernel, stride, padding, dilation, ceil_mode) for the pools against torch
+TORCH_POOL = [(2, None, 0, 1, False), (3, 2, 1, 1, True), ((3, 2), (1, 2), (1, 0), (2, 1), False),
+              (3, 3, 1, 2, True), ((2, 4), 1, (1, 2), 1, True)]
+
+
+@pytest.mark.skipif(torch is None, reason="PyTorch not installed")
+@pytest.mark.parametrize("case", TORCH_POOL)
+def test_pools_combinations_against_pytorch(backend, case):
+    k, s, p, d, ceil = case
+    x = RNG.permutation(2 * 3 * 9 * 10).reshape(2, 3, 9, 10) / 10.0  # no ties
+    x[0, 0, :4, :4] = 0.5  # ... but a block of ties: the first (row-major) one wins
+    xt = torch.tensor(x, requires_grad=True)
+    tv, ti = TF.max_pool2d(xt, k, s, p, d, ceil, True)
+    gy = _rand(*tv.shape)
+    tv.backward(torch.tensor(gy))
+    vx = vtl.asarray(x, requires_grad=True)
+    vv, vi = F.max_pool2d(vx, k, s, p, d, ceil, True)
+    assert_close(vv, tv.detach().numpy())
+    np.testing.assert_array_equal(to_numpy(vi), ti.numpy())
+    vv.backward(vtl.asarray(gy))
+    assert_close(vx.grad, xt.grad.numpy())
+    if d == 1:
+        for cip in (True, False):
+            xt.grad = None
+            ta = TF.avg_pool2d(xt, k, s, p, ceil, cip)
+            ta.backward(torch.tensor(_rand(*ta.shape)) * 0 + 1)
+            vx.grad = None
+            va = F.avg_pool2d(vx, k, s, p, ceil, cip)
+            vtl.sum(va).backward()
+            assert_close(va, ta.detach().numpy())
+            assert_close(vx.grad, xt.grad.numpy())

@@ -40,8 +40,9 @@ class NumpyBackend(Backend):
         return np.from_dlpack(obj, copy=copy)
 
     def scatter_add(self, target: Any, indices: Any, values: Any) -> Any:
-        np.add.at(target, indices, values)
-        return target
+        from ._numpy_scatter import scatter_add
+
+        return scatter_add(target, indices, values)
 
     def info(self) -> dict[str, Any]:
         import array_api_compat

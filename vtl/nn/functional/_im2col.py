@@ -41,7 +41,7 @@ _dev_cache: OrderedDict[tuple, Any] = OrderedDict()
 
 def _lru_put(cache: OrderedDict, key: tuple, value: Any) -> None:
     cache[key] = value
-    if len(cache) > CACHE_SIZE:
+    while len(cache) > CACHE_SIZE:
         cache.popitem(last=False)
 
 
