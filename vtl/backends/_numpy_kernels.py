@@ -9,7 +9,9 @@ copy into the parameter as in the portable rules. Each program is translated
 once into a Python function (one ufunc call per operation, in the program's
 order of operations, so the values equal the portable rules'); a
 multiplication by a scalar that is exactly 1.0 (e.g. ``1 - dampening`` without
-dampening) is skipped, which does not change any value.
+dampening) is skipped, which does not change any value. Scalars are passed as
+0-d arrays of the tensors' dtype (the values NumPy's promotion of a Python
+scalar gives, through a faster ufunc path).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ _GLOBALS = {
     "_empty_like": np.empty_like, "_copyto": np.copyto,
 }
 _CALLS = {"sqrt": ("_sqrt", 1), "max": ("_maximum", 2)}
+_asarray = np.asarray
 
 
 class _Compiler:
@@ -163,12 +166,17 @@ class MultiTensorApply:
 
     def __call__(self, prog: Any, tensors: list[tuple[Any, ...]],
                  scalars: tuple[float, ...]) -> None:
+        if not tensors:
+            return
         ones = frozenset(s for s, v in zip(prog.scalars, scalars, strict=True) if v == 1.0)
         key = (prog.key, ones)
         fn = self._compiled.get(key)
         if fn is None:
             fn = self._compiled[key] = compile_program(prog, ones)
-        fn(tensors, *scalars)
+        # 0-d arrays of the tensors' dtype hold the same values as the Python scalars
+        # would after NumPy's promotion, and ufuncs take them faster
+        dt = tensors[0][0].dtype
+        fn(tensors, *[_asarray(v, dtype=dt) for v in scalars])
 
 
 def register(backend: Any) -> None:
