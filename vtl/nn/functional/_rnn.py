@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._rnn_fused import gru_cell_pointwise, lstm_cell_pointwise
+from ._rnn_fused import gru_cell_pointwise, lstm_cell_pointwise, lstm_layer
 from ._utils import namespace
 from .activation import relu
 from .linear import linear
@@ -90,6 +90,10 @@ def run_layer(mode: str, x: Any, h0: Any, c0: Any, w_ih: Any, w_hh: Any, b_ih: A
     xp = namespace(x, h0, w_ih, w_hh)
     if mode != "GRU" and b_ih is not None and b_hh is not None:
         b_ih, b_hh = b_ih + b_hh, None  # both biases enter the same sum: add them once
+    if mode == "LSTM" and x.shape[0] > 0:
+        # the whole recurrence is one op (one graph node, raw-array backward)
+        return lstm_layer(linear(x, w_ih, b_ih if b_ih is not None else b_hh), h0, c0, w_hh,
+                          reverse)
     # (L, N, gates * hidden): one product for all steps, split into steps by one op
     gi_steps = xp.unstack(linear(x, w_ih, b_ih), axis=0)
     steps = range(x.shape[0] - 1, -1, -1) if reverse else range(x.shape[0])

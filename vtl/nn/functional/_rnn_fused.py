@@ -35,7 +35,8 @@ from ..._tensor import Tensor
 from ...autograd import grad_mode
 from ._utils import namespace
 
-__all__ = ["GruCellKernel", "LstmCellKernel", "gru_cell_pointwise", "lstm_cell_pointwise"]
+__all__ = ["GruCellKernel", "LstmCellKernel", "gru_cell_pointwise", "lstm_cell_pointwise",
+           "lstm_layer"]
 
 _grad = grad_mode.state
 
@@ -204,7 +205,7 @@ def _lstm_vjp(kern: Any, gates: Tensor, c_prev: Tensor, hg: Tensor | None, act: 
 
 
 def _lstm_vjp_graph(gates: Tensor, c_prev: Tensor, hg: Tensor | None, dh: Any, dc: Any,
-                    hs: int) -> tuple:
+                    hs: int, need_c: bool | None = None) -> tuple:
     """The rule with vtl functions (differentiable: ``create_graph=True``)."""
     import vtl
 
@@ -227,7 +228,7 @@ def _lstm_vjp_graph(gates: Tensor, c_prev: Tensor, hg: Tensor | None, dh: Any, d
     dg = dct * i * (1.0 - g * g)
     do = do * (o * (1.0 - o))
     dz = vtl.reshape(vtl.stack([di, df, dg, do], axis=-2), tuple(gates.shape))
-    gc = dct * f if c_prev._requires_grad else None
+    gc = dct * f if (c_prev._requires_grad if need_c is None else need_c) else None
     if hg is None:
         return dz, gc
     return dz, gc, (dz if hg._requires_grad else None)
@@ -315,3 +316,158 @@ def _gru_vjp(kern: Any, gates: Tensor, hg: Tensor, h_prev: Tensor, act: Any, hs:
     dx = vtl.reshape(vtl.stack([drp, dzp, dnp], axis=-2), shape)
     dhg = vtl.reshape(vtl.stack([drp, dzp, dnp * r], axis=-2), shape)
     return dx, dhg, (dh * z if need_h else None)
+
+
+# -- a whole LSTM layer (one direction) as one op ----------------------------------------------
+def lstm_layer(gates: Any, h0: Any, c0: Any, w_hh: Any,
+               reverse: bool = False) -> tuple[Any, Any, Any]:
+    """One direction of one LSTM layer over a sequence: ``(out, h_n, c_n)``.
+
+    ``gates`` are the input projections ``x_t W_ih^T + b`` of all steps,
+    ``(L, N, 4 * H)`` (both biases folded in), ``h0``/``c0`` ``(N, H)``, ``w_hh``
+    ``(4 * H, H)``; ``out`` is ``(L, N, H)`` in time order (steps run from the last
+    to the first with ``reverse``). On vtl tensors this is one graph node whose
+    plain backward runs the recurrence on raw arrays (one ``dz @ W_hh`` and the
+    fused cell backward per step) and forms the ``W_hh`` gradient as one matrix
+    product over all steps.
+    """
+    fname = "lstm_layer"
+    if gates.ndim != 3 or h0.ndim != 2 or gates.shape[0] < 1:
+        raise ValueError(f"{fname}(): expected gates of shape (L >= 1, N, 4*H) and states "
+                         f"(N, H), got {tuple(gates.shape)} and {tuple(h0.shape)}")
+    hs = _check(fname, gates[0, ...], c0, None, 4)
+    if tuple(h0.shape) != tuple(c0.shape) or tuple(w_hh.shape) != (4 * hs, hs):
+        raise ValueError(f"{fname}(): states of shapes {tuple(h0.shape)} and "
+                         f"{tuple(c0.shape)} and w_hh of shape {tuple(w_hh.shape)} do not "
+                         f"match hidden size {hs}")
+    if isinstance(gates, Tensor) or isinstance(h0, Tensor):
+        dev = _tensors(fname, gates, h0, c0, w_hh)
+        if w_hh._data.dtype != gates._data.dtype or h0._data.dtype != gates._data.dtype:
+            raise TypeError(f"{fname}(): all arguments must share one dtype")
+        kern = dev.backend.kernel("lstm_cell")
+        if kern is not None and not kern.supports(gates._data.dtype):
+            kern = None
+        out, hn, cn, state = _layer_forward(dev.xp, kern, gates._data, h0._data, c0._data,
+                                            w_hh._data, hs, reverse)
+        if not needs_grad(gates, h0, c0, w_hh):
+            return new(out, dev), new(hn, dev), new(cn, dev)
+        inputs = (gates, h0, c0, w_hh)
+        vjp = partial(_layer_vjp, kern, inputs, state, hs, reverse)
+        return record_multi((out, hn, cn), dev, "LstmLayerBackward", inputs, vjp,
+                            saved=inputs, save_outputs=True)
+    xp = namespace(gates, h0, c0, w_hh)
+    return _layer_forward(xp, None, gates, h0, c0, w_hh, hs, reverse)[:3]
+
+
+def _order(n: int, reverse: bool) -> range:
+    return range(n - 1, -1, -1) if reverse else range(n)
+
+
+def _layer_forward(xp: Any, kern: Any, gates: Any, h0: Any, c0: Any, w_hh: Any, hs: int,
+                   reverse: bool) -> tuple[Any, Any, Any, tuple]:
+    n = gates.shape[0]
+    w_t = xp.matrix_transpose(w_hh)
+    outs: list[Any] = [None] * n
+    acts, tcs, cprevs = [], [], []
+    h, c = h0, c0
+    for t in _order(n, reverse):
+        gh = xp.matmul(h, w_t)
+        cprevs.append(c)
+        if kern is not None:
+            h, c, act, tc = kern.forward(gates[t, ...], gh, c)
+        else:
+            h, c, act, tc = _lstm_forward(xp, gates[t, ...], gh, c, hs)
+        acts.append(act)
+        tcs.append(tc)
+        outs[t] = h
+    return xp.stack(outs, axis=0), h, c, (acts, tcs, cprevs)
+
+
+def _layer_vjp(kern: Any, inputs: tuple, state: tuple, hs: int, reverse: bool, gs: list,
+               outs: Any) -> tuple:
+    gates, h0, c0, w_hh = inputs
+    dout, dhn, dcn = gs
+    if _grad.enabled:
+        return _layer_vjp_graph(inputs, hs, reverse, dout, dhn, dcn)
+    dev = gates._device
+    xp = dev.xp
+    acts, tcs, cprevs = state
+    w = w_hh._data
+    out = outs[0]._data
+    n = gates.shape[0]
+    order = list(_order(n, reverse))
+    dod = None if dout is None else dout._data
+    dh = None if dhn is None else dhn._data
+    dc = None if dcn is None else dcn._data
+    dzs: list[Any] = [None] * n
+    need_h0, need_c0 = h0._requires_grad, c0._requires_grad
+    for k in range(n - 1, -1, -1):
+        t = order[k]
+        if dod is not None:
+            dh = dod[t, ...] if dh is None else dh + dod[t, ...]
+        if dh is None and dc is None:  # nothing reached this step or any before it
+            dzs[t] = xp.zeros(gates.shape[1:], dtype=gates._data.dtype, device=out.device)
+            continue
+        need_c = k > 0 or need_c0
+        if kern is not None:
+            dz, dc = kern.backward(acts[k], cprevs[k], tcs[k], dh, dc, need_c)
+        else:
+            dz, dc = _lstm_backward(xp, acts[k], cprevs[k], tcs[k], dh, dc, hs, need_c)
+        dzs[t] = dz
+        dh = xp.matmul(dz, w) if (k > 0 or need_h0) else None
+    g_gates = new(xp.stack(dzs, axis=0), dev) if gates._requires_grad else None
+    g_w = None
+    if w_hh._requires_grad:
+        h0d = xp.expand_dims(h0._data, axis=0)
+        if n == 1:
+            hprev = h0d
+        elif reverse:
+            hprev = xp.concat([out[1:, ...], h0d], axis=0)
+        else:
+            hprev = xp.concat([h0d, out[:-1, ...]], axis=0)
+        nb = h0.shape[0]
+        dzm = xp.reshape(xp.stack(dzs, axis=0) if g_gates is None else g_gates._data,
+                         (n * nb, 4 * hs))
+        g_w = new(xp.matmul(xp.matrix_transpose(dzm), xp.reshape(hprev, (n * nb, hs))), dev)
+    g_h0 = None if not need_h0 or dh is None else plain_grad(dh, h0, dev)
+    g_c0 = None if not need_c0 or dc is None else plain_grad(dc, c0, dev)
+    return g_gates, g_h0, g_c0, g_w
+
+
+def _layer_vjp_graph(inputs: tuple, hs: int, reverse: bool, dout: Any, dhn: Any,
+                     dcn: Any) -> tuple:
+    """The rule with vtl functions (``create_graph=True``): the forward states are
+    recomputed from the inputs, then the recurrence runs backwards step by step."""
+    import vtl
+
+    gates, h0, c0, w_hh = inputs
+    n = gates.shape[0]
+    order = list(_order(n, reverse))
+    w_t = vtl.matrix_transpose(w_hh)
+    hprev, cprev, ghs = [], [], []
+    h, c = h0, c0
+    for t in order:
+        hprev.append(h)
+        cprev.append(c)
+        gh = vtl.matmul(h, w_t)
+        ghs.append(gh)
+        h, c = lstm_cell_pointwise(gates[t, ...], c, gh)
+    dh, dc = dhn, dcn
+    dzs: list[Any] = [None] * n
+    g_w = None
+    for k in range(n - 1, -1, -1):
+        t = order[k]
+        if dout is not None:
+            dh = dout[t, ...] if dh is None else dh + dout[t, ...]
+        if dh is None and dc is None:
+            dzs[t] = vtl.zeros_like(gates[t, ...])
+            continue
+        dz, dc = _lstm_vjp_graph(gates[t, ...], cprev[k], ghs[k], dh, dc, hs, True)[:2]
+        dzs[t] = dz
+        dh = vtl.matmul(dz, w_hh)
+        gw = vtl.matmul(vtl.matrix_transpose(dz), hprev[k])
+        g_w = gw if g_w is None else g_w + gw
+    return (vtl.stack(dzs, axis=0) if gates._requires_grad else None,
+            dh if h0._requires_grad else None,
+            dc if c0._requires_grad else None,
+            g_w if w_hh._requires_grad else None)
