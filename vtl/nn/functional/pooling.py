@@ -1,13 +1,15 @@
 """Pooling: max_pool1d/2d, avg_pool1d/2d and adaptive_avg_pool1d/2d.
 
-Windows are ``k*k`` strided slices of the padded input stacked along a new
-last axis (standard array-API calls only). Max pooling picks the window's
-``argmax`` and gathers it with ``take_along_axis``, so the gradient goes to
-the first maximum of each window (PyTorch's rule for ties) and nan
-propagates. Average pooling divides window sums by PyTorch's divisors
-(``count_include_pad``, ``ceil_mode``, ``divisor_override``). Adaptive
-average pooling averages PyTorch's windows ``[floor(i*L/O), ceil((i+1)*L/O))``
-separably (rows, then columns).
+All windows come from ONE gather of the channels-last pixel rows (the cached
+tap index of ``_im2col``; padding taps read fill rows of ``-inf`` or 0), and
+results are ``(N, C, Ho, Wo)`` views of channels-last storage. Max pooling
+takes the ``argmax`` over each window's taps (no graph) and then gathers the
+chosen pixels with one differentiable ``take``, so the gradient is one
+scatter-add to the first maximum of each window (PyTorch's rule for ties)
+and nan propagates. Average pooling sums the gathered taps and divides by
+PyTorch's divisors (``count_include_pad``, ``ceil_mode``,
+``divisor_override``). Adaptive average pooling averages PyTorch's windows
+``[floor(i*L/O), ceil((i+1)*L/O))`` separably (rows, then columns).
 """
 
 from __future__ import annotations
@@ -98,9 +100,11 @@ def _max_pool(input: Any, kernel_size: Any, stride: Any, padding: Any, dilation:
     am = rxp.argmax(win, axis=1)  # (m, C): the tap of each maximum
     geometry = (n, h, w, k, s, d, p, out, (1, 1))
     base = on_device(arange_host(0, m * kk, kk, (m, 1)), "tap0", geometry, rxp, rpix)
-    src = rxp.reshape(rxp.take(idx, rxp.reshape(am + base, (-1,)), axis=0), (m, c))
+    # element (not row) numbers of the taps: row * C + channel
+    idx_c = on_device(host_index(*geometry)[0] * c, "rows*c", geometry + (c,), rxp, rpix)
+    src = rxp.reshape(rxp.take(idx_c, rxp.reshape(am + base, (-1,)), axis=0), (m, c))
     lane = on_device(arange_host(0, c, 1, (c,)), "lane", (c,), rxp, rpix)
-    src = rxp.reshape(src * c + lane, (-1,))
+    src = rxp.reshape(src + lane, (-1,))
     # the one differentiable gather: gradients go to the chosen pixels only
     res = xp.reshape(gather_rows(xp, xp.reshape(pix, (-1,)), src), (m, c))
     res = _channels_first(xp, res, n, out)
