@@ -120,15 +120,23 @@ def _chunks(xp: Any, z: Any, k: int, hs: int) -> tuple[Any, ...]:
 
 
 # -- LSTM --------------------------------------------------------------------------------------
-def _lstm_forward(xp: Any, z: Any, z2: Any, c_prev: Any, hs: int) -> tuple[Any, Any, Any, Any]:
-    """Portable forward on raw arrays: ``(h, c, (i, f, g, o), tanh(c))``."""
-    if z2 is not None:
-        z = z + z2
+def _lstm_forward(xp: Any, z: Any, z2: Any, c_prev: Any, hs: int,
+                  own: bool = False) -> tuple[Any, Any, Any, Any]:
+    """Portable forward on raw arrays: ``(h, c, (i, f, g, o), tanh(c))``. ``own``: ``z``
+    is a temporary that may be overwritten (fewer large allocations)."""
     zr = xp.reshape(z, tuple(z.shape[:-1]) + (4, hs))
-    s = _sig(xp, zr)  # sigmoid of all four chunks (the g slot goes unused)
+    a = zr + xp.reshape(z2, zr.shape) if z2 is not None else (zr if own else None)
+    g = xp.tanh((zr if a is None else a)[..., 2, :])
+    if a is None:
+        a = zr * 0.5
+    else:
+        a *= 0.5
+    s = xp.tanh(a)  # sigmoid of all four chunks (the g slot goes unused)
+    s *= 0.5
+    s += 0.5
     i, f, o = s[..., 0, :], s[..., 1, :], s[..., 3, :]
-    g = xp.tanh(zr[..., 2, :])
-    c = f * c_prev + i * g
+    c = f * c_prev
+    c += i * g
     tc = xp.tanh(c)
     return o * tc, c, (i, f, g, o), tc
 
@@ -376,7 +384,8 @@ def _layer_forward(xp: Any, kern: Any, gates: Any, h0: Any, c0: Any, w_hh: Any, 
         if kern is not None:
             h, c, act, tc = kern.forward(gates[t, ...], gh, c)
         else:
-            h, c, act, tc = _lstm_forward(xp, gates[t, ...], gh, c, hs)
+            gh += gates[t, ...]
+            h, c, act, tc = _lstm_forward(xp, gh, None, c, hs, own=True)
         acts.append(act)
         tcs.append(tc)
         outs[t] = h
