@@ -11,7 +11,7 @@ import pytest
 import vtl
 from tests.helpers import assert_close, check_grad, supported_dtypes, to_numpy
 from vtl import nn
-from vtl.nn.functional._rnn_fused import gru_cell_pointwise, lstm_cell_pointwise
+from vtl.nn.functional._rnn_fused import gru_cell_pointwise, lstm_cell_pointwise, lstm_layer
 
 try:
     import torch
@@ -178,6 +178,80 @@ def test_cell_records_few_nodes():
     assert len(count(out)) <= 2 * 5 + 4
 
 
+def _layer_ref(gates, h0, c0, w, reverse):
+    out = np.empty(gates.shape[:2] + h0.shape[-1:])
+    h, c = h0, c0
+    for t in (range(len(gates) - 1, -1, -1) if reverse else range(len(gates))):
+        h, c = _lstm_ref(gates[t] + h @ w.T, c)
+        out[t] = h
+    return out, h, c
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_lstm_layer_matches_loop(backend, reverse):
+    rng = np.random.default_rng(11)
+    gates = rng.standard_normal((4, 2, 12)).astype(np.float32)
+    h0, c0 = rng.standard_normal((2, 2, 3)).astype(np.float32)
+    w = rng.standard_normal((12, 3)).astype(np.float32)
+    res = lstm_layer(vtl.asarray(gates), vtl.asarray(h0), vtl.asarray(c0), vtl.asarray(w),
+                     reverse)
+    for a, e in zip(res, _layer_ref(gates, h0, c0, w, reverse), strict=True):
+        assert_close(a, e.astype(np.float32))
+    for a, e in zip(lstm_layer(gates, h0, c0, w, reverse), _layer_ref(gates, h0, c0, w, reverse),
+                    strict=True):
+        np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("outputs", ["all", "out", "hn", "cn", "out_mid"])
+def test_lstm_layer_gradients_finite_differences(reverse, outputs):
+    rng = np.random.default_rng(12)
+    gates = rng.standard_normal((3, 2, 8))
+    h0, c0 = rng.standard_normal((2, 2, 2))
+    w = rng.standard_normal((8, 2))
+    vs = rng.standard_normal((3, 2, 2)), rng.standard_normal((2, 2)), rng.standard_normal((2, 2))
+    if outputs == "out_mid":  # only an inner step's output is used
+        vs = (vs[0] * np.array([0, 1, 0])[:, None, None], 0 * vs[1], 0 * vs[2])
+    elif outputs != "all":
+        vs = tuple(v * (k == ["out", "hn", "cn"].index(outputs)) for k, v in enumerate(vs))
+
+    def f(gates, h0, c0, w):
+        out, hn, cn = lstm_layer(gates, h0, c0, w, reverse)
+        return (vtl.sum(out * vtl.asarray(vs[0])) + vtl.sum(hn * vtl.asarray(vs[1]))
+                + vtl.sum(cn * vtl.asarray(vs[2])))
+
+    check_grad(f, gates, h0, c0, w)
+
+
+def test_lstm_layer_second_order_finite_differences():
+    rng = np.random.default_rng(13)
+    gates = rng.standard_normal((2, 1, 4))
+    h0, c0 = rng.standard_normal((2, 1, 1))
+    w = rng.standard_normal((4, 1))
+    v = rng.standard_normal((2, 1, 1))
+
+    def grads(gates, h0, c0, w):
+        for t in (gates, h0, c0, w):
+            t.requires_grad_(True)
+        out, hn, cn = lstm_layer(gates, h0, c0, w, True)
+        loss = vtl.sum(out * out * vtl.asarray(v)) + vtl.sum(cn * cn)
+        gs = vtl.autograd.grad(loss, [gates, h0, c0, w], create_graph=True)
+        return vtl.concat([vtl.reshape(g, (-1,)) for g in gs])
+
+    check_grad(grads, gates, h0, c0, w, rtol=1e-4, atol=1e-6)
+
+
+def test_lstm_layer_errors(backend):
+    z = vtl.zeros((3, 2, 8))
+    h = vtl.zeros((2, 2))
+    with pytest.raises(ValueError, match=r"lstm_layer\(\): expected gates"):
+        lstm_layer(vtl.zeros((0, 2, 8)), h, h, vtl.zeros((8, 2)))
+    with pytest.raises(ValueError, match=r"lstm_layer\(\): states"):
+        lstm_layer(z, h, h, vtl.zeros((8, 3)))
+    with pytest.raises(TypeError, match="cannot mix"):
+        lstm_layer(z, h, h, np.zeros((8, 2), np.float32))
+
+
 class SimulatedLstm:
     """A ``lstm_cell`` backend kernel written with NumPy-style formulas of its own."""
 
@@ -201,12 +275,13 @@ class SimulatedLstm:
         tc = xp.tanh(c)
         return o * tc, c, xp.concat([i, f, g, o], axis=-1), tc
 
-    def backward(self, act, c_prev, tc, dh, dc, need_dc_prev):
+    def backward(self, act, c_prev, tc, dh, dc, need_dc_prev, dh2=None):
         self.calls["backward"] += 1
         xp = self.xp
         hs = c_prev.shape[-1]
         i, f, g, o = (act[..., k * hs:(k + 1) * hs] for k in range(4))
         dh = xp.zeros_like(tc) if dh is None else dh
+        dh = dh if dh2 is None else dh + dh2
         dc = xp.zeros_like(tc) if dc is None else dc
         dct = dc + dh * o * (1 - tc ** 2)
         dz = xp.concat([dct * g * i * (1 - i), dct * c_prev * f * (1 - f),
@@ -420,9 +495,11 @@ def test_cupy_kernel_bodies_on_the_host(tmp_path):
              "gb1": ck.gru_backward_spec(True)}
     for a in (0, 1):
         for b in (0, 1):
-            if a or b:
-                for d in (0, 1):
-                    specs[f"lb{a}{b}{d}"] = ck.lstm_backward_spec(bool(a), bool(b), bool(d))
+            for d in (0, 1):
+                for e in (0, a):
+                    if a or b:
+                        specs[f"lb{a}{b}{d}{e}"] = ck.lstm_backward_spec(bool(a), bool(b),
+                                                                         bool(d), bool(e))
     dtypes = {"float": np.float32, "double": np.float64}
     so = _compile(tmp_path, [_host_source(f"{k}_{c}", s, c) for k, s in specs.items()
                              for c in dtypes])
@@ -432,7 +509,7 @@ def test_cupy_kernel_bodies_on_the_host(tmp_path):
         tol = {"rtol": 1e-5, "atol": 1e-6} if dt == np.float32 else {"rtol": 1e-12,
                                                                        "atol": 1e-14}
         z, z2 = (rng.standard_normal((2, n, 4 * hs)) * 2).astype(dt)
-        c0, dh, dc = rng.standard_normal((3, n, hs)).astype(dt)
+        c0, dh, dc, dh2 = rng.standard_normal((4, n, hs)).astype(dt)
         for hidden in (False, True):
             h, c, tc = np.empty((3, n, hs), dt)
             act = np.empty((n, 4 * hs), dt)
@@ -445,14 +522,15 @@ def test_cupy_kernel_bodies_on_the_host(tmp_path):
             np.testing.assert_allclose(tc, etc, **tol)
             np.testing.assert_allclose(act, np.concatenate(eact, axis=-1), **tol)
         for key in [k for k in specs if k.startswith("lb")]:
-            has_dh, has_dc, need = (bool(int(ch)) for ch in key[2:])
+            has_dh, has_dc, need, has_dh2 = (bool(int(ch)) for ch in key[2:])
             dz = np.empty((n, 4 * hs), dt)
             dcp = np.empty((n, hs), dt)
-            grads = [g for g, use in ((dh, has_dh), (dc, has_dc)) if use]
+            grads = [g for g, use in ((dh, has_dh), (dh2, has_dh2), (dc, has_dc)) if use]
             _call(getattr(so, f"{key}_{ctype}"), act, c0, tc, *grads, hs, dz,
                   *([dcp] if need else []), n * hs)
-            edz, edcp = rf._lstm_backward(np, eact, c0, etc, dh if has_dh else None,
-                                          dc if has_dc else None, hs, need)
+            edh = (dh + dh2 if has_dh2 else dh) if has_dh else None
+            edz, edcp = rf._lstm_backward(np, eact, c0, etc, edh, dc if has_dc else None, hs,
+                                          need)
             np.testing.assert_allclose(dz, edz, **tol, err_msg=key)
             if need:
                 np.testing.assert_allclose(dcp, edcp, **tol, err_msg=key)

@@ -169,11 +169,12 @@ def lstm_forward_spec(hidden: bool) -> tuple[list[str], list[str], str]:
     return ins, outs, body
 
 
-def lstm_backward_spec(has_dh: bool, has_dc: bool,
-                       need_dc_prev: bool) -> tuple[list[str], list[str], str]:
-    """``(inputs, outputs, body)`` of the LSTM backward kernel."""
+def lstm_backward_spec(has_dh: bool, has_dc: bool, need_dc_prev: bool,
+                       has_dh2: bool = False) -> tuple[list[str], list[str], str]:
+    """``(inputs, outputs, body)`` of the LSTM backward kernel (``has_dh2``: a second
+    gradient of ``h`` is added to the first)."""
     ins = ["raw T act", "T cprev", "T tc", *(["T dh"] if has_dh else []),
-           *(["T dc"] if has_dc else []), "int64 H"]
+           *(["T dh2"] if has_dh2 else []), *(["T dc"] if has_dc else []), "int64 H"]
     outs = ["raw T dz", *(["T dcp"] if need_dc_prev else [])]
     body = _RNN_PRELUDE + (
         "const ptrdiff_t b_ = n_ * 4 * H_ + j_;\nconst T one = 1;\n"
@@ -181,13 +182,15 @@ def lstm_backward_spec(has_dh: bool, has_dc: bool,
         "og = act[b_ + 3 * H_];\n"
         "const T t = tc;\n"
     )
+    if has_dh:
+        body += f"const T dhs = {'dh + dh2' if has_dh2 else 'dh'};\n"
     terms = []
     if has_dh:
-        terms.append("dh * og * (one - t * t)")
+        terms.append("dhs * og * (one - t * t)")
     if has_dc:
         terms.append("dc")
     body += f"const T dct = {' + '.join(terms)};\n"
-    body += f"const T dot = {'dh * t' if has_dh else 'T(0)'};\n"
+    body += f"const T dot = {'dhs * t' if has_dh else 'T(0)'};\n"
     body += (
         "dz[b_] = dct * gg * (ig * (one - ig));\n"
         "dz[b_ + H_] = dct * cprev * (fg * (one - fg));\n"
@@ -271,13 +274,17 @@ class LstmCell(_ElementwiseCache):
         return h, c, act, tc
 
     def backward(self, act: Any, cprev: Any, tc: Any, dh: Any, dc: Any,
-                 need_dc_prev: bool) -> tuple[Any, Any]:
+                 need_dc_prev: bool, dh2: Any = None) -> tuple[Any, Any]:
         cp = self._cp
+        if dh is None:
+            dh, dh2 = dh2, None
         with act.device:
             dz = cp.empty(act.shape, dtype=act.dtype)
             dcp = cp.empty(tc.shape, dtype=act.dtype) if need_dc_prev else None
-            kern = self._get(lstm_backward_spec, dh is not None, dc is not None, need_dc_prev)
-            args = [act, cprev, tc, *(a for a in (dh, dc) if a is not None), tc.shape[-1], dz]
+            kern = self._get(lstm_backward_spec, dh is not None, dc is not None, need_dc_prev,
+                             dh2 is not None)
+            args = [act, cprev, tc, *(a for a in (dh, dh2, dc) if a is not None),
+                    tc.shape[-1], dz]
             if need_dc_prev:
                 args.append(dcp)
             kern(*args)

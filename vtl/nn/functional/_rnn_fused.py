@@ -47,9 +47,10 @@ class LstmCellKernel(Protocol):
     ``forward(gates, hidden_gates, c_prev)`` (``hidden_gates`` may be ``None``)
     returns ``(h, c, act, tc)``: ``act`` holds the activated gates ``i, f, g, o``
     laid out as ``gates`` (``(..., 4 * H)``), ``tc = tanh(c)``.
-    ``backward(act, c_prev, tc, dh, dc, need_dc_prev)`` (``dh``/``dc`` may be
-    ``None``: no gradient reached that output) returns ``(d_gates, d_c_prev)``,
-    ``d_c_prev`` being ``None`` unless asked for.
+    ``backward(act, c_prev, tc, dh, dc, need_dc_prev, dh2=None)`` (``dh``/``dc``
+    may be ``None``: no gradient reached that output; ``dh2``, when given, is added
+    to ``dh``) returns ``(d_gates, d_c_prev)``, ``d_c_prev`` being ``None`` unless
+    asked for.
     """
 
     def supports(self, dtype: Any) -> bool: ...
@@ -58,7 +59,7 @@ class LstmCellKernel(Protocol):
         ...
 
     def backward(self, act: Any, c_prev: Any, tc: Any, dh: Any, dc: Any,
-                 need_dc_prev: bool) -> tuple[Any, Any]: ...
+                 need_dc_prev: bool, dh2: Any = None) -> tuple[Any, Any]: ...
 
 
 class GruCellKernel(Protocol):
@@ -412,15 +413,16 @@ def _layer_vjp(kern: Any, inputs: tuple, state: tuple, hs: int, reverse: bool, g
     need_h0, need_c0 = h0._requires_grad, c0._requires_grad
     for k in range(n - 1, -1, -1):
         t = order[k]
-        if dod is not None:
-            dh = dod[t, ...] if dh is None else dh + dod[t, ...]
-        if dh is None and dc is None:  # nothing reached this step or any before it
+        dh2 = None if dod is None else dod[t, ...]
+        if dh is None and dc is None and dh2 is None:  # no gradient reached this step yet
             dzs[t] = xp.zeros(gates.shape[1:], dtype=gates._data.dtype, device=out.device)
             continue
         need_c = k > 0 or need_c0
         if kern is not None:
-            dz, dc = kern.backward(acts[k], cprevs[k], tcs[k], dh, dc, need_c)
+            dz, dc = kern.backward(acts[k], cprevs[k], tcs[k], dh, dc, need_c, dh2)
         else:
+            if dh2 is not None:
+                dh = dh2 if dh is None else dh + dh2
             dz, dc = _lstm_backward(xp, acts[k], cprevs[k], tcs[k], dh, dc, hs, need_c)
         dzs[t] = dz
         dh = xp.matmul(dz, w) if (k > 0 or need_h0) else None
