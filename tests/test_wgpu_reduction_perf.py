@@ -91,6 +91,22 @@ def test_argmax_first_occurrence_and_nan_across_workgroups():
     m = h.reshape(256, -1)
     np.testing.assert_array_equal(xp.to_numpy(xp.argmax(xp.asarray(m), axis=1)),
                                   np.argmax(m, axis=1))
+    # columns (axis=0 folded in place, in slices): ties and NaNs in different slices
+    c = np.zeros((2048, 300), np.float32)
+    c[[3, 1500], 7] = 2
+    c[[1000, 40], 8] = np.nan
+    c[[5, 2000], 9] = -2
+    c[2047, 10] = 1
+    a = xp.asarray(c)
+    for fn, npf in ((xp.argmax, np.argmax), (xp.argmin, np.argmin)):
+        got, nd = counted(lambda fn=fn: fn(a, axis=0))
+        assert nd <= 3  # no transpose copy
+        np.testing.assert_array_equal(got, npf(c, axis=0))
+        np.testing.assert_array_equal(xp.to_numpy(fn(a, axis=0, keepdims=True)),
+                                      npf(c, axis=0, keepdims=True))
+    c3 = c.reshape(4, 512, 300)
+    np.testing.assert_array_equal(xp.to_numpy(xp.argmax(xp.asarray(c3), axis=1)),
+                                  np.argmax(c3, axis=1))
 
 
 @pytest.mark.parametrize("shape,axis", [((1024, 1024), 0), ((1024, 1024), -1),

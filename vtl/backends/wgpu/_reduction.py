@@ -333,21 +333,29 @@ def _arg(x, axis, keepdims: bool, fname: str, op: str) -> WgpuArray:
             axes = ()
     if xr.ndim and builtins.any(xr.shape[a] == 0 for a in axes):
         raise ValueError(f"{fname}(): attempt to get {fname} of an empty sequence")
+    out_dt = default_int()
+    dt = xr.dtype
+    t, r = D.wgsl(dt), D.wgsl(out_dt)
+    subs = dict(T=t, DT=dt.name, OP=op, IN=t, OUT=r, LOAD="return Pair(src[j], k);",
+                STORE=f"dst[j] = {r}(p.i);")
+    isz = builtins.max(D.itemsize(dt), 4)
+    pair = -(-(isz + 4) // isz) * isz  # bytes of one (value, index) pair
+    plan = _col_plan(xr, axes) if axis is not None else None
+    if plan is not None and xr._st.buf.cap <= _runtime.get().max_binding:
+        kshape = tuple(s for i, s in enumerate(x.shape) if i not in axes)
+        out = empty(_out_shape(x.shape, axes, keepdims, kshape), out_dt)
+        P, K, C = plan
+        if P * C:
+            _arg_cols(xr, xr._offset, P, K, C, out, subs, pair, (dt, out_dt))
+        return out
     xc, rows, K, kshape = _rows(xr, axes)
     if axis is None:
         shape = (1,) * x.ndim if keepdims else ()
     else:
         shape = _out_shape(x.shape, axes, keepdims, kshape)
-    out_dt = default_int()
     out = empty(shape, out_dt)
-    dt = xc.dtype
-    t, r = D.wgsl(dt), D.wgsl(out_dt)
-    subs = dict(T=t, DT=dt.name, OP=op, IN=t, OUT=r, LOAD="return Pair(src[j], k);",
-                STORE=f"dst[j] = {r}(p.i);")
     G = _split(rows, K)
     if G > 1:  # (value, index) pairs of row parts, then one workgroup per row
-        isz = D.itemsize(dt)
-        pair = -(-(builtins.max(isz, 4) + 4) // builtins.max(isz, 4)) * builtins.max(isz, 4)
         part = _scratch(rows * G * pair)
         k = _kernels.kernel("argreduce", "rw", (dt, out_dt),
                             **{**subs, "OUT": "Pair", "STORE": "dst[j] = p;"})
@@ -358,6 +366,25 @@ def _arg(x, axis, keepdims: bool, fname: str, op: str) -> WgpuArray:
     REC.dispatch(k, (xc._st.buf, out._st.buf), [rows, K, 0 if G > 1 else xc._offset, 0, 1],
                  rows)
     return out
+
+
+def _arg_cols(src, off: int, P: int, K: int, C: int, out, subs: dict, pair: int,
+              dts: tuple) -> None:
+    """argmax/argmin over the middle axis of a contiguous (P, K, C) block, in passes of
+    slices carrying (value, index) pairs."""
+    CB = -(-C // 256)
+    S = builtins.max(1, builtins.min(MAX_SPLIT, K // 16, TARGET_GROUPS // (P * CB)))
+    if S == 1:
+        k = _kernels.kernel("argreduce_cols", "rw", dts, **subs)
+        REC.dispatch(k, (src._st.buf, out._st.buf), [P, K, C, off, out._offset, 1, CB],
+                     P * CB)
+        return
+    part = _scratch(P * S * C * pair)
+    k = _kernels.kernel("argreduce_cols", "rw", dts,
+                        **{**subs, "OUT": "Pair", "STORE": "dst[j] = p;"})
+    REC.dispatch(k, (src._st.buf, part._st.buf), [P, K, C, off, 0, S, CB], P * S * CB)
+    _arg_cols(part, 0, P, S, C, out, {**subs, "IN": "Pair", "LOAD": "return src[j];"}, pair,
+              dts)
 
 
 def argmax(x, /, *, axis: int | None = None, keepdims: bool = False) -> WgpuArray:
