@@ -39,6 +39,13 @@ _host_cache: OrderedDict[tuple, tuple[np.ndarray, int, np.ndarray]] = OrderedDic
 _dev_cache: OrderedDict[tuple, Any] = OrderedDict()
 
 
+def _touch(cache: OrderedDict, key: tuple) -> None:
+    try:
+        cache.move_to_end(key)
+    except KeyError:  # dropped by another thread meanwhile
+        pass
+
+
 def _lru_put(cache: OrderedDict, key: tuple, value: Any) -> None:
     cache[key] = value
     while len(cache) > CACHE_SIZE:
@@ -71,7 +78,7 @@ def host_index(n: int, h: int, w: int, k: tuple[int, int], s: tuple[int, int],
     key = (n, h, w, k, s, d, lo, out, dil)
     hit = _host_cache.get(key)
     if hit is not None:
-        _host_cache.move_to_end(key)
+        _touch(_host_cache, key)
         return hit
     (kh, kw), (ho, wo) = k, out
     r, rok = _axis_taps(h, kh, s[0], d[0], lo[0], ho, dil[0])
@@ -116,11 +123,12 @@ def on_device(host: np.ndarray, what: str, geometry: tuple, xp: Any, x: Any) -> 
     key = (what, geometry, dkey)
     arr = _dev_cache.get(key)
     if arr is not None:
-        _dev_cache.move_to_end(key)
+        _touch(_dev_cache, key)
         return arr
     if isinstance(x, Tensor):
         idt = dev.backend.default_dtypes(dev.index)["indexing"]
-        arr = dev.backend.from_host(np.ascontiguousarray(host.astype(idt)), dev.index)
+        host = np.ascontiguousarray(host.astype(idt, copy=False))
+        arr = dev.backend.from_host(host, dev.index)
     else:
         idt = _index_dtype(xp, dev)
         arr = xp.asarray(host, dtype=idt, device=dev)
