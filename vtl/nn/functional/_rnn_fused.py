@@ -143,8 +143,9 @@ def _lstm_forward(xp: Any, z: Any, z2: Any, c_prev: Any, hs: int,
 
 
 def _lstm_backward(xp: Any, act: tuple, c_prev: Any, tc: Any, dh: Any, dc: Any, hs: int,
-                   need_dc_prev: bool) -> tuple[Any, Any]:
-    """Portable plain backward on raw arrays: ``(d_gates (..., 4 * hs), d_c_prev)``."""
+                   need_dc_prev: bool, out: Any = None) -> tuple[Any, Any]:
+    """Portable plain backward on raw arrays: ``(d_gates (..., 4 * hs), d_c_prev)``;
+    ``d_gates`` is written into ``out`` when given."""
     i, f, g, o = act
     if dh is not None:
         do = dh * tc * (o - o * o)
@@ -157,7 +158,12 @@ def _lstm_backward(xp: Any, act: tuple, c_prev: Any, tc: Any, dh: Any, dc: Any, 
     di = dct * g * (i - i * i)
     df = dct * c_prev * (f - f * f)
     dg = dct * i * (1.0 - g * g)
-    dz = xp.reshape(xp.stack([di, df, dg, do], axis=-2), tuple(tc.shape[:-1]) + (4 * hs,))
+    if out is None:
+        dz = xp.reshape(xp.stack([di, df, dg, do], axis=-2), tuple(tc.shape[:-1]) + (4 * hs,))
+    else:
+        dz = out
+        for k, d in enumerate((di, df, dg, do)):
+            out[..., k * hs:(k + 1) * hs] = d
     return dz, (dct * f if need_dc_prev else None)
 
 
@@ -410,12 +416,17 @@ def _layer_vjp(kern: Any, inputs: tuple, state: tuple, hs: int, reverse: bool, g
     dh = None if dhn is None else dhn._data
     dc = None if dcn is None else dcn._data
     dzs: list[Any] = [None] * n
+    # the portable path writes every step's gate gradient into one buffer
+    dz_all = None if kern is not None else xp.empty(gates._data.shape,
+                                                     dtype=gates._data.dtype, device=out.device)
     need_h0, need_c0 = h0._requires_grad, c0._requires_grad
     for k in range(n - 1, -1, -1):
         t = order[k]
         dh2 = None if dod is None else dod[t, ...]
         if dh is None and dc is None and dh2 is None:  # no gradient reached this step yet
             dzs[t] = xp.zeros(gates.shape[1:], dtype=gates._data.dtype, device=out.device)
+            if dz_all is not None:
+                dz_all[t, ...] = dzs[t]
             continue
         need_c = k > 0 or need_c0
         if kern is not None:
@@ -423,10 +434,13 @@ def _layer_vjp(kern: Any, inputs: tuple, state: tuple, hs: int, reverse: bool, g
         else:
             if dh2 is not None:
                 dh = dh2 if dh is None else dh + dh2
-            dz, dc = _lstm_backward(xp, acts[k], cprevs[k], tcs[k], dh, dc, hs, need_c)
+            dz, dc = _lstm_backward(xp, acts[k], cprevs[k], tcs[k], dh, dc, hs, need_c,
+                                    dz_all[t, ...])
         dzs[t] = dz
         dh = xp.matmul(dz, w) if (k > 0 or need_h0) else None
-    g_gates = new(xp.stack(dzs, axis=0), dev) if gates._requires_grad else None
+    if dz_all is None:
+        dz_all = xp.stack(dzs, axis=0)
+    g_gates = new(dz_all, dev) if gates._requires_grad else None
     g_w = None
     if w_hh._requires_grad:
         h0d = xp.expand_dims(h0._data, axis=0)
@@ -437,8 +451,7 @@ def _layer_vjp(kern: Any, inputs: tuple, state: tuple, hs: int, reverse: bool, g
         else:
             hprev = xp.concat([h0d, out[:-1, ...]], axis=0)
         nb = h0.shape[0]
-        dzm = xp.reshape(xp.stack(dzs, axis=0) if g_gates is None else g_gates._data,
-                         (n * nb, 4 * hs))
+        dzm = xp.reshape(dz_all, (n * nb, 4 * hs))
         g_w = new(xp.matmul(xp.matrix_transpose(dzm), xp.reshape(hprev, (n * nb, hs))), dev)
     g_h0 = None if not need_h0 or dh is None else plain_grad(dh, h0, dev)
     g_c0 = None if not need_c0 or dc is None else plain_grad(dc, c0, dev)
