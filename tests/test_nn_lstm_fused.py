@@ -9,7 +9,13 @@ import numpy as np
 import pytest
 
 import vtl
-from tests.helpers import assert_close, check_grad, supported_dtypes, to_numpy
+from tests.helpers import (
+    assert_close,
+    check_grad,
+    check_grad_matches_numpy,
+    supported_dtypes,
+    to_numpy,
+)
 from vtl import nn
 from vtl.nn.functional._rnn_fused import gru_cell_pointwise, lstm_cell_pointwise, lstm_layer
 
@@ -239,6 +245,26 @@ def test_lstm_layer_second_order_finite_differences():
         return vtl.concat([vtl.reshape(g, (-1,)) for g in gs])
 
     check_grad(grads, gates, h0, c0, w, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_gradients_on_backend_match_numpy(backend, reverse):
+    rng = np.random.default_rng(14)
+    gates = rng.standard_normal((3, 2, 8))
+    h0, c0 = rng.standard_normal((2, 2, 2))
+    w = rng.standard_normal((8, 2))
+
+    def layer(gates, h0, c0, w):
+        out, hn, cn = lstm_layer(gates, h0, c0, w, reverse)
+        return vtl.concat([vtl.reshape(out, (-1,)), vtl.reshape(cn * 2, (-1,))])
+
+    check_grad_matches_numpy(layer, backend, gates, h0, c0, w)
+
+    def cells(z, c0, z2, hg):
+        h, c = lstm_cell_pointwise(z, c0, z2)
+        return vtl.concat([h, c, gru_cell_pointwise(z[:, :6], hg, c0)], axis=-1)
+
+    check_grad_matches_numpy(cells, backend, gates[0], c0, gates[1], gates[2, :, :6])
 
 
 def test_lstm_layer_errors(backend):
