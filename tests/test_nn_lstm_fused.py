@@ -17,7 +17,12 @@ from tests.helpers import (
     to_numpy,
 )
 from vtl import nn
-from vtl.nn.functional._rnn_fused import gru_cell_pointwise, lstm_cell_pointwise, lstm_layer
+from vtl.nn.functional._rnn_fused import (
+    gru_cell_pointwise,
+    gru_layer,
+    lstm_cell_pointwise,
+    lstm_layer,
+)
 
 try:
     import torch
@@ -276,6 +281,82 @@ def test_lstm_layer_errors(backend):
         lstm_layer(z, h, h, vtl.zeros((8, 3)))
     with pytest.raises(TypeError, match="cannot mix"):
         lstm_layer(z, h, h, np.zeros((8, 2), np.float32))
+
+
+def _gru_layer_ref(gates, h0, w, b, reverse):
+    out = np.empty(gates.shape[:2] + h0.shape[-1:])
+    h = h0
+    for t in (range(len(gates) - 1, -1, -1) if reverse else range(len(gates))):
+        h = _gru_ref(gates[t], h @ w.T + (0 if b is None else b), h)
+        out[t] = h
+    return out, h
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("bias", [False, True])
+def test_gru_layer_matches_loop(backend, reverse, bias):
+    rng = np.random.default_rng(15)
+    gates = rng.standard_normal((4, 2, 9)).astype(np.float32)
+    h0 = rng.standard_normal((2, 3)).astype(np.float32)
+    w = rng.standard_normal((9, 3)).astype(np.float32)
+    b = rng.standard_normal(9).astype(np.float32) if bias else None
+    expected = _gru_layer_ref(gates, h0, w, b, reverse)
+    res = gru_layer(vtl.asarray(gates), vtl.asarray(h0), vtl.asarray(w),
+                    None if b is None else vtl.asarray(b), reverse)
+    for a, e in zip(res, expected, strict=True):
+        assert_close(a, e.astype(np.float32))
+    for a, e in zip(gru_layer(gates, h0, w, b, reverse), expected, strict=True):
+        np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("outputs", ["all", "out", "hn", "out_mid"])
+def test_gru_layer_gradients_finite_differences(reverse, outputs):
+    rng = np.random.default_rng(16)
+    gates = rng.standard_normal((3, 2, 6))
+    h0 = rng.standard_normal((2, 2))
+    w = rng.standard_normal((6, 2))
+    b = rng.standard_normal(6)
+    vo, vh = rng.standard_normal((3, 2, 2)), rng.standard_normal((2, 2))
+    if outputs == "out_mid":
+        vo, vh = vo * np.array([0, 1, 0])[:, None, None], 0 * vh
+    elif outputs == "out":
+        vh = 0 * vh
+    elif outputs == "hn":
+        vo = 0 * vo
+
+    def f(gates, h0, w, b):
+        out, hn = gru_layer(gates, h0, w, b, reverse)
+        return vtl.sum(out * vtl.asarray(vo)) + vtl.sum(hn * vtl.asarray(vh))
+
+    check_grad(f, gates, h0, w, b)
+    check_grad(lambda gates, h0, w: f(gates, h0, w, None), gates, h0, w)
+
+
+def test_gru_layer_second_order_finite_differences():
+    rng = np.random.default_rng(17)
+    gates = rng.standard_normal((2, 1, 3))
+    h0 = rng.standard_normal((1, 1))
+    w = rng.standard_normal((3, 1))
+    b = rng.standard_normal(3)
+    v = rng.standard_normal((2, 1, 1))
+
+    def grads(gates, h0, w, b):
+        for t in (gates, h0, w, b):
+            t.requires_grad_(True)
+        out, hn = gru_layer(gates, h0, w, b, False)
+        loss = vtl.sum(out * out * vtl.asarray(v)) + vtl.sum(hn)
+        gs = vtl.autograd.grad(loss, [gates, h0, w, b], create_graph=True)
+        return vtl.concat([vtl.reshape(g, (-1,)) for g in gs])
+
+    check_grad(grads, gates, h0, w, b, rtol=1e-4, atol=1e-6)
+
+
+def test_gru_layer_errors(backend):
+    with pytest.raises(ValueError, match=r"gru_layer\(\): expected gates"):
+        gru_layer(vtl.zeros((0, 2, 6)), vtl.zeros((2, 2)), vtl.zeros((6, 2)))
+    with pytest.raises(ValueError, match=r"gru_layer\(\): w_hh"):
+        gru_layer(vtl.zeros((3, 2, 6)), vtl.zeros((2, 2)), vtl.zeros((6, 2)), vtl.zeros(5))
 
 
 class SimulatedLstm:

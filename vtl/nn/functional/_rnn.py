@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._rnn_fused import gru_cell_pointwise, lstm_cell_pointwise, lstm_layer
+from ._rnn_fused import gru_cell_pointwise, gru_layer, lstm_cell_pointwise, lstm_layer
 from ._utils import namespace
 from .activation import relu
 from .linear import linear
@@ -94,6 +94,9 @@ def run_layer(mode: str, x: Any, h0: Any, c0: Any, w_ih: Any, w_hh: Any, b_ih: A
         # the whole recurrence is one op (one graph node, raw-array backward)
         return lstm_layer(linear(x, w_ih, b_ih if b_ih is not None else b_hh), h0, c0, w_hh,
                           reverse)
+    if mode == "GRU" and x.shape[0] > 0:
+        out, h = gru_layer(linear(x, w_ih, b_ih), h0, w_hh, b_hh, reverse)
+        return out, h, None
     # (L, N, gates * hidden): one product for all steps, split into steps by one op
     gi_steps = xp.unstack(linear(x, w_ih, b_ih), axis=0)
     steps = range(x.shape[0] - 1, -1, -1) if reverse else range(x.shape[0])

@@ -35,8 +35,8 @@ from ..._tensor import Tensor
 from ...autograd import grad_mode
 from ._utils import namespace
 
-__all__ = ["GruCellKernel", "LstmCellKernel", "gru_cell_pointwise", "lstm_cell_pointwise",
-           "lstm_layer"]
+__all__ = ["GruCellKernel", "LstmCellKernel", "gru_cell_pointwise", "gru_layer",
+           "lstm_cell_pointwise", "lstm_layer"]
 
 _grad = grad_mode.state
 
@@ -317,6 +317,12 @@ def _gru_vjp(kern: Any, gates: Tensor, hg: Tensor, h_prev: Tensor, act: Any, hs:
         return (new(dx, dev) if gates._requires_grad else None,
                 new(dhg, dev) if hg._requires_grad else None,
                 None if dhp is None else plain_grad(dhp, h_prev, dev))
+    return _gru_vjp_graph(gates, hg, h_prev, dh, hs, need_h)
+
+
+def _gru_vjp_graph(gates: Tensor, hg: Tensor, h_prev: Tensor, dh: Tensor, hs: int,
+                   need_h: bool) -> tuple:
+    """The GRU rule with vtl functions (differentiable: ``create_graph=True``)."""
     import vtl
 
     xr, xz, xn = _chunks(vtl, gates, 3, hs)
@@ -495,3 +501,163 @@ def _layer_vjp_graph(inputs: tuple, hs: int, reverse: bool, dout: Any, dhn: Any,
             dh if h0._requires_grad else None,
             dc if c0._requires_grad else None,
             g_w if w_hh._requires_grad else None)
+
+
+# -- a whole GRU layer (one direction) as one op -----------------------------------------------
+def gru_layer(gates: Any, h0: Any, w_hh: Any, b_hh: Any = None,
+              reverse: bool = False) -> tuple[Any, Any]:
+    """One direction of one GRU layer over a sequence: ``(out, h_n)``.
+
+    ``gates`` are the input projections ``x_t W_ih^T + b_ih`` of all steps,
+    ``(L, N, 3 * H)``, ``h0`` ``(N, H)``, ``w_hh`` ``(3 * H, H)``, ``b_hh``
+    ``(3 * H,)`` or ``None``. One graph node on vtl tensors, as :func:`lstm_layer`.
+    """
+    fname = "gru_layer"
+    if gates.ndim != 3 or h0.ndim != 2 or gates.shape[0] < 1:
+        raise ValueError(f"{fname}(): expected gates of shape (L >= 1, N, 3*H) and a state "
+                         f"(N, H), got {tuple(gates.shape)} and {tuple(h0.shape)}")
+    hs = _check(fname, gates[0, ...], h0, None, 3)
+    if tuple(w_hh.shape) != (3 * hs, hs) or (b_hh is not None
+                                             and tuple(b_hh.shape) != (3 * hs,)):
+        raise ValueError(f"{fname}(): w_hh of shape {tuple(w_hh.shape)} or b_hh does not "
+                         f"match hidden size {hs}")
+    if isinstance(gates, Tensor) or isinstance(h0, Tensor):
+        dev = _tensors(fname, gates, h0, w_hh, b_hh)
+        for a in (w_hh, b_hh):
+            if a is not None and a._data.dtype != gates._data.dtype:
+                raise TypeError(f"{fname}(): all arguments must share one dtype")
+        kern = dev.backend.kernel("gru_cell")
+        if kern is not None and not kern.supports(gates._data.dtype):
+            kern = None
+        out, hn, state = _gru_layer_forward(dev.xp, kern, gates._data, h0._data, w_hh._data,
+                                            None if b_hh is None else b_hh._data, hs, reverse)
+        inputs = (gates, h0, w_hh) if b_hh is None else (gates, h0, w_hh, b_hh)
+        if not needs_grad(*inputs):
+            return new(out, dev), new(hn, dev)
+        vjp = partial(_gru_layer_vjp, kern, inputs, state, hs, reverse)
+        return record_multi((out, hn), dev, "GruLayerBackward", inputs, vjp, saved=inputs,
+                            save_outputs=True)
+    xp = namespace(gates, h0, w_hh, b_hh)
+    return _gru_layer_forward(xp, None, gates, h0, w_hh, b_hh, hs, reverse)[:2]
+
+
+def _gru_layer_forward(xp: Any, kern: Any, gates: Any, h0: Any, w_hh: Any, b_hh: Any, hs: int,
+                       reverse: bool) -> tuple[Any, Any, list]:
+    n = gates.shape[0]
+    w_t = xp.matrix_transpose(w_hh)
+    outs: list[Any] = [None] * n
+    acts = []
+    h = h0
+    for t in _order(n, reverse):
+        gh = xp.matmul(h, w_t)
+        if b_hh is not None:
+            gh += b_hh
+        if kern is not None:
+            h, act = kern.forward(gates[t, ...], gh, h)
+        else:
+            h, act = _gru_forward(xp, gates[t, ...], gh, h, hs)
+        acts.append(act)
+        outs[t] = h
+    return xp.stack(outs, axis=0), h, acts
+
+
+def _hprev(xp: Any, out: Any, h0: Any, reverse: bool) -> Any:
+    """The state each step started from, ``(L, N, H)`` in time order."""
+    h0d = xp.expand_dims(h0, axis=0)
+    if out.shape[0] == 1:
+        return h0d
+    if reverse:
+        return xp.concat([out[1:, ...], h0d], axis=0)
+    return xp.concat([h0d, out[:-1, ...]], axis=0)
+
+
+def _gru_layer_vjp(kern: Any, inputs: tuple, acts: list, hs: int, reverse: bool, gs: list,
+                   outs: Any) -> tuple:
+    gates, h0, w_hh = inputs[:3]
+    b_hh = inputs[3] if len(inputs) > 3 else None
+    dout, dhn = gs
+    if _grad.enabled:
+        return _gru_layer_vjp_graph(inputs, hs, reverse, dout, dhn)
+    dev = gates._device
+    xp = dev.xp
+    w = w_hh._data
+    out = outs[0]._data
+    n, nb = gates.shape[0], h0.shape[0]
+    order = list(_order(n, reverse))
+    hprev = _hprev(xp, out, h0._data, reverse)
+    dod = None if dout is None else dout._data
+    dh = None if dhn is None else dhn._data
+    dxs: list[Any] = [None] * n
+    dhgs: list[Any] = [None] * n
+    need_h0 = h0._requires_grad
+    for k in range(n - 1, -1, -1):
+        t = order[k]
+        if dod is not None:
+            dh = dod[t, ...] if dh is None else dh + dod[t, ...]
+        if dh is None:  # no gradient reached this step yet
+            dxs[t] = dhgs[t] = xp.zeros(gates.shape[1:], dtype=out.dtype, device=out.device)
+            continue
+        need = k > 0 or need_h0
+        if kern is not None:
+            dx, dhg, dhp = kern.backward(acts[k], hprev[t, ...], dh, need)
+        else:
+            dx, dhg, dhp = _gru_backward(xp, acts[k], hprev[t, ...], dh, hs, need)
+        dxs[t], dhgs[t] = dx, dhg
+        if need:
+            dhp += xp.matmul(dhg, w)
+        dh = dhp
+    g_gates = new(xp.stack(dxs, axis=0), dev) if gates._requires_grad else None
+    g_w = g_b = None
+    if w_hh._requires_grad or (b_hh is not None and b_hh._requires_grad):
+        dhg_all = xp.reshape(xp.stack(dhgs, axis=0), (n * nb, 3 * hs))
+        if w_hh._requires_grad:
+            g_w = new(xp.matmul(xp.matrix_transpose(dhg_all),
+                                xp.reshape(hprev, (n * nb, hs))), dev)
+        if b_hh is not None and b_hh._requires_grad:
+            g_b = new(xp.sum(dhg_all, axis=0), dev)
+    g_h0 = None if not need_h0 or dh is None else plain_grad(dh, h0, dev)
+    res = (g_gates, g_h0, g_w)
+    return res if b_hh is None else res + (g_b,)
+
+
+def _gru_layer_vjp_graph(inputs: tuple, hs: int, reverse: bool, dout: Any, dhn: Any) -> tuple:
+    """The rule with vtl functions (``create_graph=True``), as for :func:`lstm_layer`."""
+    import vtl
+
+    gates, h0, w_hh = inputs[:3]
+    b_hh = inputs[3] if len(inputs) > 3 else None
+    n = gates.shape[0]
+    order = list(_order(n, reverse))
+    w_t = vtl.matrix_transpose(w_hh)
+    hprev, ghs = [], []
+    h = h0
+    for t in order:
+        hprev.append(h)
+        gh = vtl.matmul(h, w_t)
+        if b_hh is not None:
+            gh = gh + b_hh
+        ghs.append(gh)
+        h = gru_cell_pointwise(gates[t, ...], gh, h)
+    dh = dhn
+    dxs: list[Any] = [None] * n
+    g_w = g_b = None
+    for k in range(n - 1, -1, -1):
+        t = order[k]
+        if dout is not None:
+            dh = dout[t, ...] if dh is None else dh + dout[t, ...]
+        if dh is None:
+            dxs[t] = vtl.zeros_like(gates[t, ...])
+            continue
+        dx, dhg, dhp = _gru_vjp_graph(gates[t, ...], ghs[k], hprev[k], dh, hs, True)
+        dxs[t] = dx
+        dh = dhp + vtl.matmul(dhg, w_hh)
+        gw = vtl.matmul(vtl.matrix_transpose(dhg), hprev[k])
+        gb = vtl.sum(dhg, axis=0)
+        g_w = gw if g_w is None else g_w + gw
+        g_b = gb if g_b is None else g_b + gb
+    res = (vtl.stack(dxs, axis=0) if gates._requires_grad else None,
+           dh if h0._requires_grad else None,
+           g_w if w_hh._requires_grad else None)
+    if b_hh is None:
+        return res
+    return res + (g_b if b_hh._requires_grad else None,)
