@@ -65,12 +65,7 @@ def div_body(x: str = "x", y: str = "y", approx=None) -> str:
     float32 midpoint. Inf/NaN/zero operands give IEEE results. Needs ``shader-f64``.
     """
     d = approx or (lambda a, b: f"{a} / {b}")
-    # The float64 route is taken only where it moves the device's own float32 quotient
-    # by at most one ulp: NVIDIA's float64 division and float64->float32 conversion
-    # were seen to give inf or flushed zeros at the ends of the exponent range.
-    return (f"let q_ = {x} / {y}; let r_ = f32({d(f'f64({x})', f'f64({y})')}); "
-            "let dq_ = bitcast<i32>(r_) - bitcast<i32>(q_); "
-            "return select(q_, r_, dq_ >= -1 && dq_ <= 1);")
+    return f"return f32({d(f'f64({x})', f'f64({y})')});"
 
 
 _DIV32 = div_body()
