@@ -55,7 +55,16 @@ del _install_operators
 from . import _tensor_methods, autograd, fft, linalg
 
 _tensor_methods.install()
-from . import data, datasets, io, metrics, nn, optim, random, train
-from . import distributed  # MPI/NCCL are loaded only by init_process_group
+from . import (
+    data,
+    datasets,
+    distributed,  # MPI/NCCL are loaded only by init_process_group
+    io,
+    metrics,
+    nn,
+    optim,
+    random,
+    train,
+)
 from .autograd.functional import grad, hessian, jacobian, jvp, value_and_grad, vjp
 from .io import load, load_checkpoint, save, save_checkpoint
