@@ -206,6 +206,12 @@ def _numpy_departs(name: str, z: complex) -> bool:
     return name == "reciprocal" and z == 0
 
 
+def _zero_sign_unspecified(name: str, z: complex, got: complex) -> bool:
+    """The standard's exp(-inf + i*(inf or nan)) is +-0 +-0j with unspecified signs."""
+    return (name == "exp" and z.real == -inf and not math.isfinite(z.imag)
+            and got == 0)
+
+
 @pytest.mark.parametrize("dtype", CDTYPES)
 @pytest.mark.parametrize("name", UNARY)
 def test_special_values_match_numpy(name, dtype):
@@ -216,7 +222,8 @@ def test_special_values_match_numpy(name, dtype):
         expect = getattr(np, NP_NAME.get(name, name))(h)
     ok = _same(got, expect, 1e-5 if dtype == "complex64" else 1e-12)
     bad = [(h[i], got[i], expect[i]) for i in np.nonzero(~ok)[0]
-           if not _numpy_departs(name, complex(h[i]))]
+           if not _numpy_departs(name, complex(h[i]))
+           and not _zero_sign_unspecified(name, complex(h[i]), complex(got[i]))]
     assert not bad, bad[:5]
 
 
@@ -227,7 +234,7 @@ def _is(v: float, want: float) -> bool:
     return v == want and math.copysign(1, v) == math.copysign(1, want)
 
 
-# (function, input, expected) from the standard's special-case tables; None: either sign
+# (function, input, expected) from the standard's special-case tables
 STANDARD = [
     ("log", complex(-0.0, 0.0), complex(-inf, pi)),
     ("log", complex(0.0, 0.0), complex(-inf, 0.0)),
@@ -267,6 +274,8 @@ STANDARD = [
 @pytest.mark.parametrize(("name", "z", "want"), STANDARD)
 def test_standard_special_cases(name, z, want, dtype):
     got = complex(host(getattr(xp, name)(xp.asarray(np.array([z], dtype))))[0])
+    if _zero_sign_unspecified(name, z, got):
+        return
     tol = 1e-6
     for g, w in ((got.real, want.real), (got.imag, want.imag)):
         if math.isfinite(w) and w != 0:
