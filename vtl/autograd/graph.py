@@ -345,17 +345,7 @@ def run_backward(
                         leaves[key] = e
                     else:
                         leaf_grads[key] = _sum(prev, gi, create_graph)
-        for key, g in leaf_grads.items():  # grad mode is create_graph here
-            leaf = leaves[key]
-            if capture is None and not create_graph and getattr(leaf, "_grad", None) is None \
-                    and not (_leaf_hooks and getattr(leaf, "_hooks", None)) \
-                    and id(g) not in assigned \
-                    and getattr(g._data, "base", None) is None:
-                # the common case: a fresh gradient for a leaf without one or hooks
-                leaf._grad = g
-                assigned.add(id(g))
-            else:
-                _deliver_leaf(leaf, g, capture, create_graph, assigned)
+        _deliver_all(leaves, leaf_grads, capture, create_graph, assigned)
     finally:
         _state.enabled = prev_mode
     return _captured(capture, inputs, allow_unused)
