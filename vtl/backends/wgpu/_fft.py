@@ -182,11 +182,18 @@ def ifft(x, /, *, n=None, axis=-1, norm="backward") -> WgpuArray:
     return _c2c_1d(x, n, axis, norm, True, "ifft")
 
 
-def _c2c_1d(x, n, axis, norm, inverse: bool, fname: str) -> WgpuArray:
+def _args_1d(x, n, axis, norm, fname: str, real: bool = False) -> tuple:
+    """Checked ``(x, n, axis, norm)`` of a 1-D transform; ``real``: refuse complex input."""
     x = _arr(x, fname)
+    if real and x.dtype.kind == "c":
+        raise TypeError(f"fft.{fname}() expects a real-valued array, got {x.dtype}")
     norm = _norm(norm, fname)
     ax = _axis(axis, x.ndim, fname)
-    n = _n(n, x.shape[ax], fname)
+    return x, _n(n, x.shape[ax], fname), ax, norm
+
+
+def _c2c_1d(x, n, axis, norm, inverse: bool, fname: str) -> WgpuArray:
+    x, n, ax, norm = _args_1d(x, n, axis, norm, fname)
     if not _pow2(n):
         return _host_call(fname, x, n=n, axis=ax, norm=norm)
     return _c2c(_as_complex(x), n, ax, inverse, _scale(norm, n, inverse))
@@ -194,12 +201,7 @@ def _c2c_1d(x, n, axis, norm, inverse: bool, fname: str) -> WgpuArray:
 
 def rfft(x, /, *, n=None, axis=-1, norm="backward") -> WgpuArray:
     """Transform of a real signal: the n // 2 + 1 non-negative frequencies."""
-    x = _arr(x, "rfft")
-    if x.dtype.kind == "c":
-        raise TypeError(f"fft.rfft() expects a real-valued array, got {x.dtype}")
-    norm = _norm(norm, "rfft")
-    ax = _axis(axis, x.ndim, "rfft")
-    n = _n(n, x.shape[ax], "rfft")
+    x, n, ax, norm = _args_1d(x, n, axis, norm, "rfft", real=True)
     if not _pow2(n):
         return _host_call("rfft", x, n=n, axis=ax, norm=norm)
     y = _c2c(_as_complex(x), n, ax, False, _scale(norm, n, False))
@@ -253,12 +255,7 @@ def _c2r(x, n, axis, norm, fname: str, conj: bool) -> WgpuArray:
 
 def ihfft(x, /, *, n=None, axis=-1, norm="backward") -> WgpuArray:
     """Inverse of :func:`hfft`: conj(rfft(x)) with the norm's direction swapped."""
-    x = _arr(x, "ihfft")
-    if x.dtype.kind == "c":
-        raise TypeError(f"fft.ihfft() expects a real-valued array, got {x.dtype}")
-    norm = _norm(norm, "ihfft")
-    ax = _axis(axis, x.ndim, "ihfft")
-    n = _n(n, x.shape[ax], "ihfft")
+    x, n, ax, norm = _args_1d(x, n, axis, norm, "ihfft", real=True)
     if not _pow2(n):
         return _host_call("ihfft", x, n=n, axis=ax, norm=norm)
     swapped = {"backward": "forward", "forward": "backward"}.get(norm, norm)

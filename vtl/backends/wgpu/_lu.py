@@ -93,14 +93,19 @@ def solve(x1, x2, /) -> WgpuArray:
     return reshape(out, batch + ((n,) if vec else (n, k)))
 
 
+def _stacked(x) -> tuple:
+    """``x`` as one contiguous ``(nb, n, n)`` stack, with ``n``, the batch shape and ``nb``."""
+    n = x.shape[-1]
+    batch = x.shape[:-2]
+    nb = prod(batch)
+    return reshape(contiguous(x), (nb, n, n)), n, batch, nb
+
+
 def inv(x, /) -> WgpuArray:
     """Inverse of each square matrix of ``x``."""
     if not _square(x, "inv"):
         return _host("inv")(x)
-    n = x.shape[-1]
-    batch = x.shape[:-2]
-    nb = prod(batch)
-    a = reshape(contiguous(x), (nb, n, n))
+    a, n, batch, nb = _stacked(x)
     return reshape(_lu(a, None, n, 1, (nb, n, n)), x.shape)
 
 
@@ -108,10 +113,7 @@ def det(x, /) -> WgpuArray:
     """Determinant of each square matrix of ``x`` (shape ``x.shape[:-2]``)."""
     if not _square(x, "det"):
         return _host("det")(x)
-    n = x.shape[-1]
-    batch = x.shape[:-2]
-    nb = prod(batch)
-    a = reshape(contiguous(x), (nb, n, n))
+    a, n, batch, nb = _stacked(x)
     return reshape(_lu(a, None, 0, 2, (nb,)), batch)
 
 
@@ -125,10 +127,7 @@ def slogdet(x, /) -> SlogdetResult:
     (a singular matrix gives sign 0 and logabsdet -inf)."""
     if not _square(x, "slogdet"):
         return _host("slogdet")(x)
-    n = x.shape[-1]
-    batch = x.shape[:-2]
-    nb = prod(batch)
-    a = reshape(contiguous(x), (nb, n, n))
+    a, n, batch, nb = _stacked(x)
     out = _lu(a, None, 0, 3, (nb, 2))
     return SlogdetResult(reshape(out[:, 0], batch), reshape(out[:, 1], batch))
 
