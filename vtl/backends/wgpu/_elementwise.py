@@ -63,9 +63,24 @@ def div_body(x: str = "x", y: str = "y", approx=None) -> str:
     device's division by default) never crosses a float32 rounding boundary, because an
     exact quotient of two float32 values lies at least 2**-49 (relative) away from every
     float32 midpoint. Inf/NaN/zero operands give IEEE results. Needs ``shader-f64``.
+
+    Drivers may flush float32 subnormals to zero in conversions (NVIDIA does), so subnormal
+    operands are widened and subnormal quotients narrowed through their bits instead: a
+    subnormal is its 23-bit mantissa times 2**-149, exactly, in either direction.
     """
     d = approx or (lambda a, b: f"{a} / {b}")
-    return f"return f32({d(f'f64({x})', f'f64({y})')});"
+
+    def widen(v: str, name: str) -> str:
+        return (f"let {name}b = bitcast<u32>({v}); var {name} = f64({v});"
+                f" if (({name}b & 0x7f800000u) == 0u) {{"
+                f" {name} = f64({name}b & 0x7fffffu) * {2.0 ** -149!r}lf;"
+                f" if (({name}b >> 31u) != 0u) {{ {name} = -{name}; }} }}")
+
+    return (f"{widen(x, 'wa')} {widen(y, 'wb')} let q = {d('wa', 'wb')}; let aq = abs(q);"
+            f" if (aq < {2.0 ** -126!r}lf && aq != 0.0lf) {{"
+            f" var r = u32(round(aq * {2.0 ** 149!r}lf));"
+            " if (q < 0.0lf) { r = r | 0x80000000u; } return bitcast<f32>(r); }"
+            " return f32(q);")
 
 
 _DIV32 = div_body()
