@@ -6,6 +6,7 @@ an extra oracle when it is installed."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
 
@@ -325,16 +326,23 @@ def test_conv2d_backend_kernel_hook(backend):
     be = x.device.backend
     calls = []
 
-    def kernel(inp, weight, bias, stride, padding, dilation, groups):
-        calls.append((tuple(inp.shape), stride, padding, dilation, groups))
-        with vtl.no_grad():
-            return vtl.zeros((1, 3, 4, 4))
+    class Kernel:
+        def supports(self, dtype):
+            return True
 
-    be.kernels["conv2d"] = kernel
+        def forward(self, inp, weight, bias, stride, padding, dilation, groups):
+            calls.append((tuple(inp.shape), stride, padding, dilation, groups))
+            return be.xp.zeros((1, 3, 4, 4), dtype=inp.dtype), None
+
+    saved = be.kernels.get("conv2d")
+    be.kernels["conv2d"] = Kernel()
     try:
         out = F.conv2d(x[0], w, padding="same")
     finally:
-        del be.kernels["conv2d"]
+        if saved is None:
+            del be.kernels["conv2d"]
+        else:
+            be.kernels["conv2d"] = saved
     assert calls == [((1, 2, 4, 4), (1, 1), (1, 1, 1, 1), (1, 1), 1)]
     assert out.shape == (3, 4, 4)
 
@@ -669,7 +677,25 @@ def test_against_pytorch():
 
 
 # -- the im2col gather: index cache, fill rows, scatter-add --------------------------------------
-def test_im2col_index_cache_separates_shapes_and_devices(backend):
+@contextlib.contextmanager
+def portable_conv(backend_name=None):
+    """Run conv2d through the portable gather path (the backend's conv2d kernel removed)."""
+    be = vtl.backends.get(backend_name or vtl.asarray(1.0).device.backend.name)
+    saved = be.kernels.pop("conv2d", None)
+    try:
+        yield
+    finally:
+        if saved is not None:
+            be.kernels["conv2d"] = saved
+
+
+@pytest.fixture
+def gather_path(backend):
+    with portable_conv(backend):
+        yield backend
+
+
+def test_im2col_index_cache_separates_shapes_and_devices(gather_path):
     from vtl.nn.functional import _im2col
 
     w = _rand(4, 3, 3, 3)
@@ -711,9 +737,10 @@ def test_im2col_spread_fill_rows_gradients(monkeypatch):
     monkeypatch.setattr(_im2col, "_host_cache", type(_im2col._host_cache)())
     monkeypatch.setattr(_im2col, "_dev_cache", type(_im2col._dev_cache)())
     x, w = _rand(2, 2, 4, 5), _rand(3, 2, 3, 3)
-    assert_close(F.conv2d(vtl.asarray(x), vtl.asarray(w), None, 1, 2),
-                 np_conv2d(x, w, pad=(2, 2, 2, 2)))
-    check_grad(lambda x, w: F.conv2d(x, w, None, 1, 2), x, w)
+    with portable_conv("numpy"):
+        assert_close(F.conv2d(vtl.asarray(x, backend="numpy"), vtl.asarray(w, backend="numpy"),
+                              None, 1, 2), np_conv2d(x, w, pad=(2, 2, 2, 2)))
+        check_grad(lambda x, w: F.conv2d(x, w, None, 1, 2), x, w)
     check_grad(lambda x: F.max_pool2d(x, 3, 2, 1, ceil_mode=True), x)
     check_grad(lambda x: F.avg_pool2d(x, 3, 1, 1, False, False), x)
     assert 0 < max(f for _, f, _ in _im2col._host_cache.values()) <= 2

@@ -16,9 +16,11 @@ class NumpyBackend(Backend):
     def _load(self) -> Any:
         import array_api_compat.numpy as xp
 
+        from ._numpy_conv import StridedConv2d
         from ._numpy_kernels import register
 
         register(self)
+        self.kernels["conv2d"] = StridedConv2d(np)
         return xp
 
     def native_device(self, index: int) -> Any:

@@ -12,22 +12,54 @@ copy. A transposed convolution is the convolution of the stride-dilated,
 padded input with the flipped, transposed weight; the zeros between pixels
 and the padding are fill taps of the same gather.
 
-A backend may register a faster ``conv2d`` as ``backend.kernels["conv2d"]``:
-it is called as ``kernel(input, weight, bias, stride, padding, dilation, groups)``
-with a 4-D vtl tensor, ``padding = (top, bottom, left, right)`` and int pairs,
-and must return a differentiable tensor equal to the portable result.
+A backend may register a faster ``conv2d`` on raw arrays as
+``backend.kernels["conv2d"]`` (see :class:`Conv2dKernel`; NumPy and CuPy use
+strided-slice im2col/col2im without index arrays, ``vtl/backends/_numpy_conv.py``).
+On vtl tensors conv2d and conv1d are then ONE graph node whose plain backward
+calls the kernel; with ``create_graph=True`` the rule is the portable path's
+VJP written with vtl functions (:func:`_conv2d_vjp_graph`), so higher-order
+gradients work. Kernel results equal the portable ones up to rounding.
 """
 
 from __future__ import annotations
 
 import operator
-from typing import Any
+from functools import partial
+from typing import Any, Protocol
 
+from ..._ops._core import needs_grad, new, plain_grad, record, same_device
 from ..._tensor import Tensor
+from ...autograd import grad_mode
 from ._im2col import gather_rows, pixel_rows, tap_index
 from ._utils import namespace
 
-__all__ = ["conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d"]
+__all__ = ["Conv2dKernel", "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d"]
+
+_grad = grad_mode.state
+
+
+class Conv2dKernel(Protocol):
+    """What a backend registers as ``kernels["conv2d"]`` (raw arrays throughout).
+
+    ``forward(x, w, b, stride, padding, dilation, groups)`` (``x``: 4-D input,
+    ``b``: ``None`` or ``(C_out,)``, ``padding = (top, bottom, left, right)``)
+    returns ``(out, ctx)``: the ``(N, C_out, Ho, Wo)`` result and what the backward
+    needs besides the weight (kept only while the weight or bias needs a gradient;
+    otherwise ``None`` is passed back).
+    ``backward(ctx, x_shape, w, g, stride, padding, dilation, groups, need_x, need_w,
+    need_b)`` returns ``(dx, dw, db)`` (``None`` where not asked for).
+    """
+
+    def supports(self, dtype: Any) -> bool: ...
+
+    def forward(self, x: Any, w: Any, b: Any, stride: tuple[int, int],
+                padding: tuple[int, int, int, int], dilation: tuple[int, int],
+                groups: int) -> tuple[Any, Any]: ...
+
+    def backward(self, ctx: Any, x_shape: tuple[int, ...], w: Any, g: Any,
+                 stride: tuple[int, int], padding: tuple[int, int, int, int],
+                 dilation: tuple[int, int], groups: int, need_x: bool, need_w: bool,
+                 need_b: bool) -> tuple[Any, Any, Any]: ...
 
 
 def _ntuple(v: Any, n: int, what: str, fname: str, minimum: int = 1) -> tuple[int, ...]:
@@ -103,6 +135,86 @@ def _gather_conv2d(xp: Any, x: Any, weight: Any, stride: tuple[int, int],
     return xp.permute_dims(xp.reshape(res, (n, ho, wo, o)), (0, 3, 1, 2))
 
 
+def _conv2d_core(xp: Any, x: Any, weight: Any, bias: Any, s: tuple[int, int],
+                 pad: tuple[int, int, int, int], d: tuple[int, int], groups: int,
+                 out: tuple[int, int]) -> Any:
+    """conv2d of a 4-D input: the backend's kernel (one graph node) when it has one for
+    the operands, else the portable gather path."""
+    if isinstance(x, Tensor) and isinstance(weight, Tensor) and \
+            (bias is None or isinstance(bias, Tensor)):
+        dev = x._device
+        kern = dev.backend.kernel("conv2d")
+        dt = x._data.dtype
+        if kern is not None and kern.supports(dt) and weight._data.dtype == dt and \
+                (bias is None or bias._data.dtype == dt):
+            same_device("conv2d", [x, weight] if bias is None else [x, weight, bias])
+            bd = None if bias is None else bias._data
+            res, ctx = kern.forward(x._data, weight._data, bd, s, pad, d, groups)
+            if not needs_grad(x, weight, bias):
+                return new(res, dev)
+            keep = weight._requires_grad or (bias is not None and bias._requires_grad)
+            geometry = (s, pad, d, groups, out)
+            vjp = partial(_conv2d_vjp, kern, ctx if keep else None, x, weight, bias, geometry)
+            inputs = (x, weight) if bias is None else (x, weight, bias)
+            return record(res, dev, "Conv2dBackward", inputs, vjp, saved=(x, weight))
+    return _gather_conv2d(xp, x, weight, s, pad[::2], out, d, groups, bias)
+
+
+def _conv2d_vjp(kern: Any, ctx: Any, x: Tensor, weight: Tensor, bias: Tensor | None,
+                geometry: tuple, g: Tensor, _: Any) -> tuple:
+    s, pad, d, groups, out = geometry
+    nx = x._requires_grad
+    nw = weight._requires_grad
+    nb = bias is not None and bias._requires_grad
+    if _grad.enabled:  # create_graph: the portable rule with vtl functions
+        dx, dw, db = _conv2d_vjp_graph(x, weight, g, s, pad[::2], d, groups, out, nx, nw, nb)
+    else:
+        dev = g._device
+        rx, rw, rb = kern.backward(ctx, tuple(x.shape), weight._data, g._data, s, pad, d,
+                                   groups, nx, nw, nb)
+        dx = None if rx is None else plain_grad(rx, x, dev)
+        dw = None if rw is None else plain_grad(rw, weight, dev)
+        db = None if rb is None else plain_grad(rb, bias, dev)
+    return (dx, dw) if bias is None else (dx, dw, db)
+
+
+def _conv2d_vjp_graph(x: Tensor, weight: Tensor, g: Tensor, s: tuple[int, int],
+                      lo: tuple[int, int], d: tuple[int, int], groups: int,
+                      out: tuple[int, int], nx: bool, nw: bool, nb: bool) -> tuple:
+    """The VJP of :func:`_gather_conv2d` written with vtl functions (differentiable):
+    ``dW`` from the gathered patches, ``dx`` as the scatter-add of ``g @ W^T``."""
+    import vtl
+
+    from ..._ops.indexing import _scatter_rows
+
+    n, c, h, w = x.shape
+    o, cg, kh, kw = weight.shape
+    og = o // groups
+    k = kh * kw
+    m = n * out[0] * out[1]
+    idx, fill = tap_index(vtl, x, (kh, kw), s, d, lo, out)
+    gr = vtl.reshape(vtl.permute_dims(g, (0, 2, 3, 1)), (m, o))
+    gg = vtl.permute_dims(vtl.reshape(gr, (m, groups, og)), (1, 0, 2))  # (G, m, og)
+    dx = dw = db = None
+    if nw:
+        col = gather_rows(vtl, pixel_rows(vtl, x, fill, 0.0), idx)  # (m*k, C)
+        col = vtl.reshape(vtl.permute_dims(vtl.reshape(col, (m, k, groups, cg)), (2, 0, 1, 3)),
+                          (groups, m, k * cg))
+        dwm = vtl.matmul(vtl.matrix_transpose(col), gg)  # (G, k*cg, og)
+        dw = vtl.permute_dims(vtl.reshape(dwm, (groups, kh, kw, cg, og)), (0, 4, 3, 1, 2))
+        dw = vtl.reshape(dw, (o, cg, kh, kw))
+    if nx:
+        wm = vtl.permute_dims(vtl.reshape(weight, (groups, og, cg, kh, kw)), (0, 3, 4, 2, 1))
+        wm = vtl.reshape(wm, (groups, k * cg, og))
+        dcol = vtl.matmul(gg, vtl.matrix_transpose(wm))  # (G, m, k*cg)
+        dcol = vtl.permute_dims(vtl.reshape(dcol, (groups, m, k, cg)), (1, 2, 0, 3))
+        rows = _scatter_rows(vtl.reshape(dcol, (m * k, c)), idx, n * h * w + fill)
+        dx = vtl.permute_dims(vtl.reshape(rows[:n * h * w, ...], (n, h, w, c)), (0, 3, 1, 2))
+    if nb:
+        db = vtl.sum(g, axis=(0, 2, 3))
+    return dx, dw, db
+
+
 def _check_conv(input: Any, weight: Any, bias: Any, groups: int, nsp: int, fname: str,  # noqa: A002
                 transposed: bool = False) -> bool:
     """Check ranks and channels; returns whether the input is batched."""
@@ -158,12 +270,7 @@ def conv2d(input: Any, weight: Any, bias: Any = None, stride: Any = 1,  # noqa: 
         raise ValueError(
             f"conv2d(): input of shape {_shape(input)} (padded by {(pt, pb, pl, pr)}) is "
             f"smaller than the dilated kernel of shape {_shape(weight)} (dilation={d})")
-    if isinstance(x, Tensor):
-        kern = x._device.backend.kernel("conv2d")
-        if kern is not None:
-            out = kern(x, weight, bias, s, (pt, pb, pl, pr), d, groups)
-            return out if batched else out[0, ...]
-    out = _gather_conv2d(xp, x, weight, s, (pt, pl), (ho, wo), d, groups, bias)
+    out = _conv2d_core(xp, x, weight, bias, s, (pt, pb, pl, pr), d, groups, (ho, wo))
     return out if batched else out[0, ...]
 
 
@@ -181,8 +288,8 @@ def conv1d(input: Any, weight: Any, bias: Any = None, stride: Any = 1,  # noqa: 
     if lo < 1:
         raise ValueError(f"conv1d(): input of shape {_shape(input)} (padded by {(pl, pr)}) is "
                          f"smaller than the dilated kernel of shape {_shape(weight)}")
-    out = _gather_conv2d(xp, xp.expand_dims(x, axis=2), xp.expand_dims(weight, axis=2),
-                         (1, s[0]), (0, pl), (1, lo), (1, d[0]), groups, bias)
+    out = _conv2d_core(xp, xp.expand_dims(x, axis=2), xp.expand_dims(weight, axis=2), bias,
+                       (1, s[0]), (0, 0, pl, pr), (1, d[0]), groups, (1, lo))
     out = out[:, :, 0, :]
     return out if batched else out[0, ...]
 
