@@ -349,13 +349,16 @@ fn {{P}}_atanh(z: {{P}}_t) -> {{P}}_t {
   let ax = abs(x);
   let ay = abs(y);
   let h = {{F}}(1.5707963267948966);
+  // infinite parts first, tested on x and y themselves (NVIDIA's compiler gave NaN for
+  // inf + inf*i when this test came after the NaN cases and read |x|, |y|)
+  if ({{P}}_isinf(x) || {{P}}_isinf(y)) {
+    if (isnan_{{DT}}(y)) { return {{P}}_t({{P}}_cs({{F}}(0), x), nan_{{DT}}()); }
+    return {{P}}_t({{P}}_cs({{F}}(0), x), {{P}}_cs(h, y));
+  }
   if (isnan_{{DT}}(x) || isnan_{{DT}}(y)) {
-    if ({{P}}_isinf(ay)) { return {{P}}_t({{P}}_cs({{F}}(0), x), {{P}}_cs(h, y)); }
-    if ({{P}}_isinf(ax)) { return {{P}}_t({{P}}_cs({{F}}(0), x), nan_{{DT}}()); }
     if (x == {{F}}(0)) { return {{P}}_t(x, nan_{{DT}}()); }
     return {{P}}_nan2();
   }
-  if ({{P}}_isinf(ax) || {{P}}_isinf(ay)) { return {{P}}_t({{P}}_cs({{F}}(0), x), {{P}}_cs(h, y)); }
   if (ax == {{F}}(1) && y == {{F}}(0)) { return {{P}}_t({{P}}_cs(inf_{{DT}}(), x), y); }
   if (max(ax, ay) > {{SQBIG}}) {
     let r = {{P}}_div({{P}}_t({{F}}(1), {{F}}(0)), z);

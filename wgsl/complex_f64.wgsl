@@ -6,7 +6,6 @@ fn {{P}}_expk(x: f64, s: i32) -> f64 {
   if (m64_isnan(x)) { return x; }
   let xc = min(max(x, f64(-800.0)), f64(1500.0));
   let k = round(xc * M64_INV_LN2);
-  let r = (xc - k * M64_LN2_HI) - k * M64_LN2_LO;
-  let e = m64_exp_poly(r) + 1.0;
+  let e = m64_exp_poly(m64_sub_ln2(xc, k)) + 1.0;
   return {{P}}_ldexp(e, i32(k) + s);
 }

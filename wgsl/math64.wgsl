@@ -16,6 +16,11 @@ const M64_PIO2_1: f64 = 1.57079632673412561417e+00;
 const M64_PIO2_2: f64 = 6.07710050630396597660e-11;
 const M64_PIO2_3: f64 = 2.02226624871116645580e-21;
 
+// x - k ln2 (Cody-Waite, two parts). Written with fma: as separate products and differences,
+// a driver compiler may reassociate the two parts into one rounded ln2 (NVIDIA does), which
+// costs k * 2.3e-17 of absolute error.
+fn m64_sub_ln2(x: f64, k: f64) -> f64 { return fma(-k, M64_LN2_LO, fma(-k, M64_LN2_HI, x)); }
+
 fn m64_inf() -> f64 { return f64(f32_inf()); }
 fn m64_nan() -> f64 { return f64(f32_nan()); }
 fn m64_isnan(x: f64) -> bool { return isnan_float64(x); }
@@ -44,8 +49,7 @@ fn m64_exp(x: f64) -> f64 {
   if (x > 709.782712893384) { return m64_inf(); }
   if (x < -745.1332191019412) { return 0.0; }
   let k = round(x * M64_INV_LN2);
-  let r = (x - k * M64_LN2_HI) - k * M64_LN2_LO;
-  let e = m64_exp_poly(r) + 1.0;
+  let e = m64_exp_poly(m64_sub_ln2(x, k)) + 1.0;
   let ki = i32(k);
   if (ki < -1020) { return ldexp(ldexp(e, ki + 60), -60); }
   return ldexp(e, ki);
@@ -58,9 +62,8 @@ fn m64_expm1(x: f64) -> f64 {
   if (abs(x) < 2.0) {
     // expm1(x) = 2^k * (1 + expm1(r)) - 1 with a small k keeps precision
     let k = round(x * M64_INV_LN2);
-    let r = (x - k * M64_LN2_HI) - k * M64_LN2_LO;
     let s = ldexp(f64(1.0), i32(k));
-    return (s - 1.0) + s * m64_exp_poly(r);
+    return (s - 1.0) + s * m64_exp_poly(m64_sub_ln2(x, k));
   }
   return m64_exp(x) - 1.0;
 }
@@ -137,7 +140,8 @@ struct M64Red { r: f64, q: i32 }
 
 fn m64_reduce(x: f64) -> M64Red {
   let k = round(x * M64_2_PI);
-  let r = ((x - k * M64_PIO2_1) - k * M64_PIO2_2) - k * M64_PIO2_3;
+  // three-part pi/2 with fma, which compilers do not merge (see m64_sub_ln2)
+  let r = fma(-k, M64_PIO2_3, fma(-k, M64_PIO2_2, fma(-k, M64_PIO2_1, x)));
   let kk = k - 4.0 * floor(k * 0.25);
   return M64Red(r, i32(kk));
 }
@@ -242,6 +246,14 @@ fn m64_acos(x: f64) -> f64 {
   return m64_atan2(sqrt((1.0 - x) * (1.0 + x)), x);
 }
 
+// exp(a) / 2 for a >= 0 in one rounding (no overflow of exp(a) itself; inf past 710.47)
+fn m64_exp_half(a: f64) -> f64 {
+  let x = min(a, 712.0);
+  let k = round(x * M64_INV_LN2);
+  let e = m64_exp_poly(m64_sub_ln2(x, k)) + 1.0;
+  return ldexp(e, i32(k) - 9) * 256.0;
+}
+
 fn m64_sinh(x: f64) -> f64 {
   if (x == 0.0 || m64_isnan(x) || m64_isinf(x)) { return x; }
   let a = abs(x);
@@ -251,8 +263,7 @@ fn m64_sinh(x: f64) -> f64 {
     let e = m64_expm1(a);
     r = 0.5 * (e + e / (e + 1.0));
   } else {
-    r = 0.5 * m64_exp(a);
-    if (a > 709.0) { let h = m64_exp(0.5 * a - M64_LN2 * 0.5); r = h * h; }
+    r = m64_exp_half(a);
   }
   return select(r, -r, x < 0.0);
 }
@@ -264,8 +275,7 @@ fn m64_cosh(x: f64) -> f64 {
     let e = m64_exp(a);
     return 0.5 * (e + 1.0 / e);
   }
-  if (a > 709.0) { let h = m64_exp(0.5 * a - M64_LN2 * 0.5); return h * h; }
-  return 0.5 * m64_exp(a);
+  return m64_exp_half(a);
 }
 
 fn m64_tanh(x: f64) -> f64 {

@@ -7,6 +7,14 @@ standard's signed-zero special cases that CuPy itself misses.
   (``inf / -0.0 == -inf``); CuPy's float division gives ``+inf`` there (and ``+0.0`` for
   0-d ``-0.0 / inf``). Same-dtype float32/float64 operands take one kernel, as before;
   float16 keeps CuPy's result.
+* ``floor_divide``/``divide`` with a 0-d operand: CuPy hands 0-d arrays to kernels as
+  scalars, which lose the sign of zero and flush subnormal quotients; 0-d operands go in as
+  one-element arrays instead.
+* ``sum``/``mean`` of large arrays: CuPy's generic reduction runs one thread block per
+  output element, so a full reduction of a non-contiguous array (one block for millions of
+  elements) or a reduction over leading and trailing axes together (e.g. a bias gradient
+  over N, H, W) is up to a hundred times slower than its CUB path. Such inputs are made
+  contiguous, and the trailing reduced axes are summed first (CUB's segmented reduction).
 
 Every other name is ``array_api_compat.cupy``'s own.
 """
@@ -54,6 +62,56 @@ def divide(x1: Any, x2: Any, /) -> Any:
         b = x2 if isinstance(x2, _cupy.ndarray) else _cupy.asarray(x2, dtype=out.dtype)
         out = _quotient_takes_sign(a, b, out)
     return out
+
+
+def _as_1d(x: Any) -> Any:
+    return x.reshape(1) if isinstance(x, _cupy.ndarray) and x.ndim == 0 else x
+
+
+def _zero_d_safe(fn):
+    def wrapped(x1: Any, x2: Any, /) -> Any:
+        a, b = _as_1d(x1), _as_1d(x2)
+        if a is x1 and b is x2:
+            return fn(x1, x2)
+        out = fn(a, b)
+        return out.reshape(_cupy.broadcast_shapes(getattr(x1, "shape", ()),
+                                                  getattr(x2, "shape", ())))
+    wrapped.__name__ = fn.__name__
+    wrapped.__doc__ = fn.__doc__
+    return wrapped
+
+
+divide = _zero_d_safe(divide)
+floor_divide = _zero_d_safe(_acp.floor_divide)
+
+_BIG_REDUCTION = 1 << 16
+
+
+def _reduce_in_stages(fn, x: Any, axis: Any, keepdims: bool, **kw: Any) -> Any:
+    if x.size < _BIG_REDUCTION or x.ndim < 2:
+        return fn(x, axis=axis, keepdims=keepdims, **kw)
+    if not x.flags.c_contiguous:
+        x = _cupy.ascontiguousarray(x)
+    axes = (tuple(range(x.ndim)) if axis is None else
+            tuple(sorted(a % x.ndim for a in ((axis,) if isinstance(axis, int) else axis))))
+    k = 0
+    while k < len(axes) and axes[len(axes) - 1 - k] == x.ndim - 1 - k:
+        k += 1
+    if k == 0 or k == len(axes):  # no trailing run, or only one: CuPy's own path
+        return fn(x, axis=axes, keepdims=keepdims, **kw)
+    part = fn(x, axis=axes[-k:], keepdims=True, **kw)
+    out = fn(part, axis=axes[:-k], keepdims=True, **kw)
+    if keepdims:
+        return out
+    return out.reshape(tuple(n for i, n in enumerate(x.shape) if i not in axes))
+
+
+def sum(x: Any, /, *, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
+    return _reduce_in_stages(_acp.sum, x, axis, keepdims, dtype=dtype)
+
+
+def mean(x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
+    return _reduce_in_stages(_acp.mean, x, axis, keepdims)
 
 
 def __getattr__(name: str) -> Any:
