@@ -1,0 +1,172 @@
+"""The strided conv2d kernel (NumPy; CuPy runs the same class on its arrays) against the
+portable gather path: forward values and every gradient, to tight tolerance, over
+stride/padding/dilation/groups/bias variations; create_graph through the kernel's node;
+the raw kernel against a loop reference; fallbacks and errors."""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import pytest
+from helpers import assert_close, check_grad, to_numpy
+from test_nn_conv_pool import np_conv2d
+
+import vtl
+import vtl.nn.functional as F
+from vtl.backends._numpy_conv import StridedConv2d
+
+RNG = np.random.default_rng(7)
+
+# (x shape, weight shape, stride, padding, dilation, groups, bias)
+CASES = [
+    ((2, 3, 8, 8), (4, 3, 3, 3), 1, 1, 1, 1, True),
+    ((2, 3, 7, 9), (5, 3, 2, 3), (2, 1), (1, 2), 1, 1, False),
+    ((1, 4, 9, 8), (6, 2, 3, 2), (1, 2), 0, (2, 1), 2, True),
+    ((3, 6, 6, 7), (6, 1, 3, 3), 2, 1, 1, 6, True),
+    ((2, 2, 5, 6), (3, 2, 4, 2), 1, "same", (1, 2), 1, True),  # asymmetric 'same'
+    ((2, 3, 5, 5), (2, 3, 5, 5), 1, 0, 1, 1, True),  # output 1x1: many taps, few pixels
+    ((2, 2, 10, 10), (3, 2, 2, 2), 3, 0, 1, 1, False),  # stride > kernel: skipped pixels
+]
+
+
+@contextlib.contextmanager
+def portable():
+    be = vtl.backends.get("numpy")
+    saved = be.kernels.pop("conv2d")
+    try:
+        yield
+    finally:
+        be.kernels["conv2d"] = saved
+
+
+def _run(xs, ws, bs, args, dtype, v):
+    x = vtl.asarray(xs.astype(dtype), backend="numpy", requires_grad=True)
+    w = vtl.asarray(ws.astype(dtype), backend="numpy", requires_grad=True)
+    b = None if bs is None else vtl.asarray(bs.astype(dtype), backend="numpy",
+                                            requires_grad=True)
+    y = F.conv2d(x, w, b, *args)
+    vtl.sum(y * vtl.asarray(v.astype(dtype), backend="numpy")).backward()
+    return [to_numpy(y), to_numpy(x.grad), to_numpy(w.grad)] + \
+        ([] if b is None else [to_numpy(b.grad)])
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_kernel_equals_portable(case, dtype):
+    xsh, wsh, s, p, d, g, has_b = case
+    xs, ws = RNG.standard_normal(xsh), RNG.standard_normal(wsh)
+    bs = RNG.standard_normal(wsh[0]) if has_b else None
+    args = (s, p, d, g)
+    y = F.conv2d(xs, ws, bs, *args)  # raw NumPy: the portable path
+    v = RNG.standard_normal(y.shape)
+    assert vtl.backends.get("numpy").kernel("conv2d") is not None
+    fast = _run(xs, ws, bs, args, dtype, v)
+    with portable():
+        ref = _run(xs, ws, bs, args, dtype, v)
+    tol = {"rtol": 1e-12, "atol": 1e-12} if dtype == np.float64 else \
+        {"rtol": 2e-5, "atol": 2e-5}
+    for a, r in zip(fast, ref, strict=True):
+        assert a.shape == r.shape and a.dtype == r.dtype
+        np.testing.assert_allclose(a, r, **tol)
+
+
+@pytest.mark.parametrize("case", CASES[:4])
+def test_kernel_raw_matches_loop_reference(case):
+    """The raw kernel on NumPy arrays (what CuPy runs on its own arrays) against loops."""
+    xsh, wsh, s, p, d, g, has_b = case
+    kern = StridedConv2d(np)
+    s2 = (s, s) if isinstance(s, int) else s
+    d2 = (d, d) if isinstance(d, int) else d
+    p2 = (p, p) if isinstance(p, int) else p
+    pad = (p2[0], p2[0], p2[1], p2[1])
+    xs, ws = RNG.standard_normal(xsh), RNG.standard_normal(wsh)
+    bs = RNG.standard_normal(wsh[0]) if has_b else None
+    out, col = kern.forward(xs, ws, bs, s2, pad, d2, g)
+    np.testing.assert_allclose(out, np_conv2d(xs, ws, bs, s2, pad, d2, g), rtol=1e-12,
+                               atol=1e-12)
+    gy = RNG.standard_normal(out.shape)
+    dx, dw, db = kern.backward(col, xs.shape, ws, gy, s2, pad, d2, g, True, True, has_b)
+    # adjoint identities: <conv(x), gy> is linear in x and in w
+    dots = [np.sum(np_conv2d(e, ws, None, s2, pad, d2, g) * gy) for e in np.eye(xs.size)
+            .reshape(-1, *xsh)[:5]]
+    np.testing.assert_allclose(dx.reshape(-1)[:5], dots, rtol=1e-10, atol=1e-12)
+    full = np.sum(np_conv2d(xs, ws, None, s2, pad, d2, g) * gy)
+    np.testing.assert_allclose(np.sum(dw * ws), full, rtol=1e-10)
+    if has_b:
+        np.testing.assert_allclose(db, gy.sum(axis=(0, 2, 3)), rtol=1e-12)
+    # only some gradients asked for; bias gradient without the patches
+    dx2, dw2, db2 = kern.backward(None, xs.shape, ws, gy, s2, pad, d2, g, True, False, has_b)
+    assert dw2 is None and np.allclose(dx2, dx)
+    if has_b:
+        np.testing.assert_allclose(db2, db, rtol=1e-12)
+
+
+def test_kernel_second_order_and_finite_differences():
+    """create_graph through the kernel's node: the vtl-function rule, checked by finite
+    differences of first- and second-order quantities."""
+    x, w, b = RNG.standard_normal((2, 4, 5, 5)), RNG.standard_normal((4, 2, 3, 2)), \
+        RNG.standard_normal(4)
+    f = lambda x, w, b: F.conv2d(x, w, b, (2, 1), (1, 0), (1, 2), 2)  # noqa: E731
+    check_grad(f, x, w, b)
+
+    def gnorm(x, w, b):
+        if not x.requires_grad:  # the finite-difference evaluations
+            x = vtl.asarray(to_numpy(x), backend="numpy", requires_grad=True)
+            w = vtl.asarray(to_numpy(w), backend="numpy", requires_grad=True)
+        y = f(x, w, b)
+        gx, gw = vtl.autograd.grad(vtl.sum(y * y * y), [x, w], create_graph=True)
+        return vtl.sum(gx * gx) + vtl.sum(gw * gw)
+
+    check_grad(lambda x, w, b: gnorm(x, w, b), x, w, b, rtol=1e-4, atol=1e-5)
+    xt, wt = (vtl.asarray(a, backend="numpy", requires_grad=True) for a in (x, w))
+    res = vtl.autograd.grad(gnorm(xt, wt, vtl.asarray(b, backend="numpy")), [xt, wt])
+    with portable():
+        xt2, wt2 = (vtl.asarray(a, backend="numpy", requires_grad=True) for a in (x, w))
+        ref = vtl.autograd.grad(gnorm(xt2, wt2, vtl.asarray(b, backend="numpy")), [xt2, wt2])
+    for a, r in zip(res, ref, strict=True):
+        assert_close(a, to_numpy(r), rtol=1e-10, atol=1e-10)
+
+
+def test_kernel_reads_any_layout_and_conv1d():
+    """Channels-last and strided inputs, a broadcast output gradient, unbatched input and
+    conv1d go through the kernel with the portable results."""
+    xs = RNG.standard_normal((2, 5, 6, 3)).transpose(0, 3, 1, 2)  # channels-last storage
+    ws = RNG.standard_normal((4, 3, 3, 3))
+    for xin in (xs, xs[:, :, ::2, :], xs[0]):
+        x = vtl.asarray(np.array(xin), requires_grad=True, backend="numpy")
+        y = F.conv2d(x, vtl.asarray(ws, backend="numpy"), None, 1, 1)
+        if xin.ndim == 4:
+            assert y._grad_fn._name == "Conv2dBackward"
+        vtl.sum(y).backward()
+        with portable():
+            x2 = vtl.asarray(np.array(xin), requires_grad=True, backend="numpy")
+            y2 = F.conv2d(x2, vtl.asarray(ws, backend="numpy"), None, 1, 1)
+            vtl.sum(y2).backward()
+        assert_close(y, to_numpy(y2), rtol=1e-12, atol=1e-12)
+        assert_close(x.grad, to_numpy(x2.grad), rtol=1e-12, atol=1e-12)
+    x1, w1 = RNG.standard_normal((2, 3, 9)), RNG.standard_normal((4, 3, 3))
+    got = F.conv1d(vtl.asarray(x1, backend="numpy"), vtl.asarray(w1, backend="numpy"),
+                   stride=2, padding=1)
+    assert_close(got, np_conv2d(x1[:, :, None], w1[:, :, None], stride=(1, 2),
+                                pad=(0, 0, 1, 1))[:, :, 0])
+    check_grad(lambda x, w: F.conv1d(x, w, None, 2, 1, 2), x1, w1)
+
+
+def test_kernel_fallbacks_and_errors():
+    x32 = vtl.asarray(RNG.standard_normal((1, 2, 4, 4)).astype(np.float32), backend="numpy",
+                      requires_grad=True)
+    w64 = vtl.asarray(RNG.standard_normal((3, 2, 3, 3)), backend="numpy")
+    y = F.conv2d(x32, w64)  # mixed dtypes: the portable path (promotes)
+    assert y.dtype == vtl.float64 and y._grad_fn._name != "Conv2dBackward"
+    w32 = vtl.astype(w64, vtl.float32)
+    with vtl.no_grad():
+        assert F.conv2d(x32, w32)._grad_fn is None
+    xc = vtl.asarray(RNG.standard_normal((1, 2, 4, 4)) + 1j, backend="numpy")
+    wc = vtl.asarray(RNG.standard_normal((3, 2, 3, 3)) + 0j, backend="numpy")
+    assert_close(F.conv2d(xc, wc, padding=1),  # complex: the portable path
+                 F.conv2d(to_numpy(xc), to_numpy(wc), padding=1), rtol=1e-12)
+    with pytest.raises(ValueError, match="with groups=1 expects 1"):
+        F.conv2d(x32, vtl.zeros((3, 1, 3, 3), dtype=vtl.float32))
+    assert not StridedConv2d(np).supports(np.dtype(np.complex128))
+    assert not StridedConv2d(np).supports(np.dtype(np.float16))
