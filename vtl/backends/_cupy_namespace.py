@@ -10,6 +10,9 @@ standard's signed-zero special cases that CuPy itself misses.
 * ``floor_divide``/``divide`` with a 0-d operand: CuPy hands 0-d arrays to kernels as
   scalars, which lose the sign of zero and flush subnormal quotients; 0-d operands go in as
   one-element arrays instead.
+* ``matmul`` of two matrices goes through ``cupy.dot`` (cuBLAS gemm): CuPy's ``matmul``
+  costs tens of microseconds of host time per call in its generalized-ufunc layer, which
+  dominates small layers and recurrent steps.
 * ``sum``/``mean`` of large arrays: CuPy's generic reduction runs one thread block per
   output element, so a full reduction of a non-contiguous array (one block for millions of
   elements) or a reduction over leading and trailing axes together (e.g. a bias gradient
@@ -83,6 +86,20 @@ def _zero_d_safe(fn):
 
 divide = _zero_d_safe(divide)
 floor_divide = _zero_d_safe(_acp.floor_divide)
+
+_GEMM_DTYPES = (_cupy.dtype("float32"), _cupy.dtype("float64"))
+
+
+def matmul(x1: Any, x2: Any, /) -> Any:
+    if (getattr(x1, "ndim", 0) == 2 and getattr(x2, "ndim", 0) == 2 and x1.dtype == x2.dtype
+            and x1.dtype in _GEMM_DTYPES and isinstance(x1, _cupy.ndarray)
+            and isinstance(x2, _cupy.ndarray)):
+        if x1.shape[1] != x2.shape[0]:
+            raise ValueError(f"matmul: shapes {x1.shape} and {x2.shape} are not aligned "
+                             f"({x1.shape[1]} != {x2.shape[0]})")
+        return _cupy.dot(x1, x2)
+    return _acp.matmul(x1, x2)
+
 
 _BIG_REDUCTION = 1 << 16
 
