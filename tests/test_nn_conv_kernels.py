@@ -1,4 +1,4 @@
-"""The strided conv2d kernel (NumPy; CuPy runs the same class on its arrays) against the
+"""The strided conv2d kernels (NumPy; CuPy's subclass with one-launch im2col/col2im) against the
 portable gather path: forward values and every gradient, to tight tolerance, over
 stride/padding/dilation/groups/bias variations; create_graph through the kernel's node;
 the raw kernel against a loop reference; fallbacks and errors."""
@@ -9,7 +9,7 @@ import contextlib
 
 import numpy as np
 import pytest
-from helpers import assert_close, check_grad, to_numpy
+from helpers import assert_close, check_grad, skip_unless_dtype, to_numpy
 from test_nn_conv_pool import np_conv2d
 
 import vtl
@@ -31,8 +31,8 @@ CASES = [
 
 
 @contextlib.contextmanager
-def portable():
-    be = vtl.backends.get("numpy")
+def portable(name="numpy"):
+    be = vtl.backends.get(name)
     saved = be.kernels.pop("conv2d")
     try:
         yield
@@ -40,30 +40,34 @@ def portable():
         be.kernels["conv2d"] = saved
 
 
-def _run(xs, ws, bs, args, dtype, v):
-    x = vtl.asarray(xs.astype(dtype), backend="numpy", requires_grad=True)
-    w = vtl.asarray(ws.astype(dtype), backend="numpy", requires_grad=True)
-    b = None if bs is None else vtl.asarray(bs.astype(dtype), backend="numpy",
+def _run(xs, ws, bs, args, dtype, v, backend="numpy"):
+    x = vtl.asarray(xs.astype(dtype), backend=backend, requires_grad=True)
+    w = vtl.asarray(ws.astype(dtype), backend=backend, requires_grad=True)
+    b = None if bs is None else vtl.asarray(bs.astype(dtype), backend=backend,
                                             requires_grad=True)
     y = F.conv2d(x, w, b, *args)
-    vtl.sum(y * vtl.asarray(v.astype(dtype), backend="numpy")).backward()
+    vtl.sum(y * vtl.asarray(v.astype(dtype), backend=backend)).backward()
     return [to_numpy(y), to_numpy(x.grad), to_numpy(w.grad)] + \
         ([] if b is None else [to_numpy(b.grad)])
 
 
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_kernel_equals_portable(case, dtype):
+def test_kernel_equals_portable(backend, case, dtype):
+    """On each backend with a conv2d kernel (NumPy, CuPy): values and gradients equal the
+    same backend's portable gather path."""
+    if vtl.backends.get(backend).kernel("conv2d") is None:
+        pytest.skip(f"no conv2d kernel on {backend}")
+    skip_unless_dtype(backend, dtype)
     xsh, wsh, s, p, d, g, has_b = case
     xs, ws = RNG.standard_normal(xsh), RNG.standard_normal(wsh)
     bs = RNG.standard_normal(wsh[0]) if has_b else None
     args = (s, p, d, g)
     y = F.conv2d(xs, ws, bs, *args)  # raw NumPy: the portable path
     v = RNG.standard_normal(y.shape)
-    assert vtl.backends.get("numpy").kernel("conv2d") is not None
-    fast = _run(xs, ws, bs, args, dtype, v)
-    with portable():
-        ref = _run(xs, ws, bs, args, dtype, v)
+    fast = _run(xs, ws, bs, args, dtype, v, backend)
+    with portable(backend):
+        ref = _run(xs, ws, bs, args, dtype, v, backend)
     tol = {"rtol": 1e-12, "atol": 1e-12} if dtype == np.float64 else \
         {"rtol": 2e-5, "atol": 2e-5}
     for a, r in zip(fast, ref, strict=True):
@@ -170,3 +174,50 @@ def test_kernel_fallbacks_and_errors():
         F.conv2d(x32, vtl.zeros((3, 1, 3, 3), dtype=vtl.float32))
     assert not StridedConv2d(np).supports(np.dtype(np.complex128))
     assert not StridedConv2d(np).supports(np.dtype(np.float16))
+
+
+def test_cupy_conv_kernel_bodies_on_the_host(tmp_path):
+    """The CuPy im2col/col2im ElementwiseKernel bodies, compiled for the host, inside the
+    CuPy kernel class running on NumPy arrays: equal to the strided NumPy kernel."""
+    from test_nn_lstm_fused import _call, _compile, _host_source
+
+    from vtl.backends import _cupy_conv as cc
+
+    dtypes = {"float": np.float32, "double": np.float64}
+    so = _compile(tmp_path, [_host_source(f"{s.__name__}_{c}", s(dt), c)
+                             for s in (cc.im2col_spec, cc.col2im_spec)
+                             for c, dt in dtypes.items()])
+
+    class HostConv(cc.CupyConv2d):
+        def _get(self, spec, dtype):
+            fn = getattr(so, f"{spec.__name__}_{_CT[np.dtype(dtype)]}")
+            return lambda *args, size: _call(fn, *args, size)
+
+    _CT = {np.dtype(v): k for k, v in dtypes.items()}
+    host, ref = HostConv(np), StridedConv2d(np)
+    for xsh, wsh, s, p, d, g, has_b in CASES:
+        s2 = (s, s) if isinstance(s, int) else s
+        d2 = (d, d) if isinstance(d, int) else d
+        if p == "same":
+            pad = (1, 2, 1, 1)
+        else:
+            p2 = (p, p) if isinstance(p, int) else p
+            pad = (p2[0], p2[0] + 1, p2[1], p2[1])  # asymmetric: extra bottom row
+        for dt in dtypes.values():
+            xs = RNG.standard_normal(xsh).astype(dt)
+            ws = RNG.standard_normal(wsh).astype(dt)
+            bs = RNG.standard_normal(wsh[0]).astype(dt) if has_b else None
+            a = StridedConv2d.forward(host, xs, ws, bs, s2, pad, d2, g)
+            r = ref.forward(xs, ws, bs, s2, pad, d2, g)
+            np.testing.assert_array_equal(a[1], r[1])
+            np.testing.assert_array_equal(a[0], r[0])
+            gy = RNG.standard_normal(r[0].shape).astype(dt)
+            ga = StridedConv2d.backward(host, a[1], xs.shape, ws, gy, s2, pad, d2, g, True,
+                                        True, has_b)
+            gr = ref.backward(r[1], xs.shape, ws, gy, s2, pad, d2, g, True, True, has_b)
+            for u, v in zip(ga, gr, strict=True):
+                if v is None:
+                    assert u is None
+                else:
+                    np.testing.assert_allclose(u, v, rtol=1e-12 if dt == np.float64 else 1e-6,
+                                               atol=1e-12 if dt == np.float64 else 1e-6)

@@ -22,9 +22,11 @@ class CupyBackend(Backend):
 
         self._cupy = cupy
         self.array_type = cupy.ndarray
+        from ._cupy_conv import CupyConv2d
         from ._cupy_kernels import register
 
         register(self, cupy)
+        self.kernels["conv2d"] = CupyConv2d(cupy)
         return xp
 
     def device_count(self) -> int:

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 __all__ = ["StridedConv2d"]
 
 
@@ -47,7 +49,7 @@ class StridedConv2d:
 
     def __init__(self, mod: Any) -> None:
         self.m = mod
-        self._dtypes = (mod.dtype(mod.float32), mod.dtype(mod.float64))
+        self._dtypes = (np.dtype(np.float32), np.dtype(np.float64))
 
     def supports(self, dtype: Any) -> bool:
         return dtype in self._dtypes
@@ -61,22 +63,12 @@ class StridedConv2d:
         pt, pb, pl, pr = padding
         ho = _out_size(h, kh, stride[0], pt, pb, dilation[0])
         wo = _out_size(wd, kw, stride[1], pl, pr, dilation[1])
-        if pt or pb or pl or pr:
-            xpad = m.zeros((n, c, h + pt + pb, wd + pl + pr), dtype=x.dtype)
-            xpad[:, :, pt:pt + h, pl:pl + wd] = x
-        else:
-            xpad = x
         k = cg * kh * kw
         extra = 0 if b is None else 1
         col = m.empty((n, groups, k + extra, ho * wo), dtype=x.dtype)
         if extra:
             col[:, :, k, :] = 1
-        taps = col[:, :, :k, :].reshape(n, groups, cg, kh, kw, ho, wo)
-        src = xpad.reshape(n, groups, cg, *xpad.shape[2:])
-        for a in range(kh):
-            for bb in range(kw):
-                rs, cs = _tap(a, bb, ho, wo, stride, dilation)
-                taps[:, :, :, a, bb] = src[:, :, :, rs, cs]
+        self._im2col(x, col, (stride, padding, dilation, groups, kh, kw, ho, wo))
         og = o // groups
         wm = w.reshape(groups, og, k)
         if extra:
@@ -116,14 +108,41 @@ class StridedConv2d:
         if need_b and db is None:
             db = g4.sum(axis=(0, 3)).reshape(o)
         if need_x:
-            pt, pb, pl, pr = padding
             wt = w.reshape(groups, og, k).transpose(0, 2, 1)
-            dcol = m.matmul(wt, g4).reshape(n, groups, cg, kh, kw, ho, wo)
-            dxpad = m.zeros((n, c, h + pt + pb, wd + pl + pr), dtype=g4.dtype)
-            dst = dxpad.reshape(n, groups, cg, *dxpad.shape[2:])
-            for a in range(kh):
-                for bb in range(kw):
-                    rs, cs = _tap(a, bb, ho, wo, stride, dilation)
-                    dst[:, :, :, rs, cs] += dcol[:, :, :, a, bb]
-            dx = dxpad[:, :, pt:pt + h, pl:pl + wd] if (pt or pb or pl or pr) else dxpad
+            dcol = m.matmul(wt, g4)  # (N, G, C/G*kh*kw, Ho*Wo)
+            dx = self._col2im(dcol, x_shape, (stride, padding, dilation, groups, kh, kw, ho, wo))
         return dx, dw, db
+
+    def _im2col(self, x: Any, col: Any, geom: tuple) -> None:
+        """Write the taps of ``x`` into the first ``C/G*kh*kw`` rows of each group of
+        ``col`` (``(N, G, rows, Ho*Wo)``): one strided-slice copy per tap."""
+        stride, (pt, pb, pl, pr), dilation, groups, kh, kw, ho, wo = geom
+        m = self.m
+        n, c, h, wd = x.shape
+        cg = c // groups
+        if pt or pb or pl or pr:
+            xpad = m.zeros((n, c, h + pt + pb, wd + pl + pr), dtype=x.dtype)
+            xpad[:, :, pt:pt + h, pl:pl + wd] = x
+        else:
+            xpad = x
+        taps = col[:, :, :cg * kh * kw, :].reshape(n, groups, cg, kh, kw, ho, wo)
+        src = xpad.reshape(n, groups, cg, *xpad.shape[2:])
+        for a in range(kh):
+            for bb in range(kw):
+                rs, cs = _tap(a, bb, ho, wo, stride, dilation)
+                taps[:, :, :, a, bb] = src[:, :, :, rs, cs]
+
+    def _col2im(self, dcol: Any, x_shape: tuple[int, ...], geom: tuple) -> Any:
+        """The input gradient from the patch gradient ``dcol`` (``(N, G, C/G*kh*kw,
+        Ho*Wo)``): one strided-slice add per tap into a zero-padded buffer."""
+        stride, (pt, pb, pl, pr), dilation, groups, kh, kw, ho, wo = geom
+        n, c, h, wd = x_shape
+        cg = c // groups
+        d7 = dcol.reshape(n, groups, cg, kh, kw, ho, wo)
+        dxpad = self.m.zeros((n, c, h + pt + pb, wd + pl + pr), dtype=dcol.dtype)
+        dst = dxpad.reshape(n, groups, cg, *dxpad.shape[2:])
+        for a in range(kh):
+            for bb in range(kw):
+                rs, cs = _tap(a, bb, ho, wo, stride, dilation)
+                dst[:, :, :, rs, cs] += d7[:, :, :, a, bb]
+        return dxpad[:, :, pt:pt + h, pl:pl + wd] if (pt or pb or pl or pr) else dxpad
