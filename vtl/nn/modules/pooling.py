@@ -56,9 +56,7 @@ class MaxPool2d(_MaxPoolNd):
     _fn = staticmethod(F.max_pool2d)
 
 
-class AvgPool1d(Module):
-    """Mean over windows of ``(N, C, L)``/``(C, L)`` inputs."""
-
+class _AvgPoolNd(Module):
     def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0,
                  ceil_mode: bool = False, count_include_pad: bool = True) -> None:
         super().__init__()
@@ -68,6 +66,10 @@ class AvgPool1d(Module):
         self.ceil_mode = ceil_mode
         self.count_include_pad = count_include_pad
 
+
+class AvgPool1d(_AvgPoolNd):
+    """Mean over windows of ``(N, C, L)``/``(C, L)`` inputs."""
+
     def forward(self, input: Any) -> Any:  # noqa: A002
         return _named_errors(self, F.avg_pool1d, input, self.kernel_size, self.stride,
                              self.padding, self.ceil_mode, self.count_include_pad)
@@ -76,19 +78,14 @@ class AvgPool1d(Module):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
-class AvgPool2d(Module):
+class AvgPool2d(_AvgPoolNd):
     """Mean over windows of ``(N, C, H, W)``/``(C, H, W)`` inputs (``count_include_pad``,
     ``ceil_mode`` and ``divisor_override`` as PyTorch)."""
 
     def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0,
                  ceil_mode: bool = False, count_include_pad: bool = True,
                  divisor_override: int | None = None) -> None:
-        super().__init__()
-        self.kernel_size = kernel_size
-        self.stride = kernel_size if stride is None else stride
-        self.padding = padding
-        self.ceil_mode = ceil_mode
-        self.count_include_pad = count_include_pad
+        super().__init__(kernel_size, stride, padding, ceil_mode, count_include_pad)
         self.divisor_override = divisor_override
 
     def forward(self, input: Any) -> Any:  # noqa: A002
