@@ -2,12 +2,15 @@
 // strides, so transposed views need no copy); B likewise; C is contiguous (batch, M, N).
 // Register-blocked: a 64x64 tile per workgroup of 256 threads, each thread owns a 4x4 block in
 // four vec4 accumulators; A and B tiles of depth 16 are staged in workgroup memory as vec4.
-// Words: 0 M, 1 N, 2 K, 3 offA, 4 offB, 5 offC, 6 sAb, 7 sAm, 8 sAk, 9 sBb, 10 sBk, 11 sBn
+// Words: 0 M, 1 N, 2 K, 3 offA, 4 offB, 5 offC, 6 sAb, 7 sAm, 8 sAk, 9 sBb, 10 sBk, 11 sBn,
+// then those of the epilogue (vtl/backends/wgpu/_nn.py: its placeholders add a bias to each
+// column, or also write the row sums of A; empty for a plain product).
 @group(0) @binding(0) var<storage, read> A: array<{{T}}>;
 @group(0) @binding(1) var<storage, read> B: array<{{T}}>;
 @group(0) @binding(2) var<storage, read_write> C: array<{{T}}>;
 var<workgroup> As: array<vec4<{{T}}>, 256>;
 var<workgroup> Bs: array<vec4<{{T}}>, 256>;
+{{DECL}}
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -29,6 +32,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var c1 = vec4<{{T}}>();
   var c2 = vec4<{{T}}>();
   var c3 = vec4<{{T}}>();
+{{INIT}}
   for (var k0 = 0u; k0 < K; k0 += 16u) {
     for (var j = 0u; j < 4u; j++) {
       let e = lid + j * 256u;
@@ -55,6 +59,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       c1 += a.y * bb;
       c2 += a.z * bb;
       c3 += a.w * bb;
+{{ACC}}
     }
     workgroupBarrier();
   }
@@ -66,8 +71,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (row < M) {
       let v = rows[r];
       for (var c = 0u; c < 4u; c++) {
-        if (col + c < N) { C[cBase + row * N + col + c] = wrap_{{D}}(v[c]); }
+        if (col + c < N) { C[cBase + row * N + col + c] = wrap_{{D}}({{EPI}}); }
       }
     }
   }
+{{TAIL}}
 }

@@ -1,7 +1,9 @@
-// dst[off + idx[i]] += val[i] atomically, so repeated indices accumulate. 32-bit types:
-// integers use atomicAdd, float32 a compare-exchange loop on the bit pattern.
-// Words: 0 n, 1 dst offset, 2 idx offset, 3 val offset
-@group(0) @binding(0) var<storage, read> idx: array<i32>;
+// dst[off + (idx[r] (+ n0 when negative)) * rowsize + c] += val[voff + r * rowsize + c]
+// atomically, so repeated indices accumulate; one thread per (r, c). 32-bit types: integers
+// use atomicAdd, float32 a compare-exchange loop on the bit pattern.
+// Words: 0 n (rows * rowsize), 1 dst offset, 2 idx offset, 3 val offset, 4 rowsize,
+// 5 idx stride, 6 n0 (rows of dst)
+@group(0) @binding(0) var<storage, read> idx: array<{{I}}>;
 @group(0) @binding(1) var<storage, read> val: array<{{T}}>;
 @group(0) @binding(2) var<storage, read_write> dst: array<atomic<{{AT}}>>;
 
@@ -10,7 +12,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         @builtin(local_invocation_index) lid: u32) {
   let i = linear_id(wid, nwg, lid);
   if (i >= pw(0u)) { return; }
-  let j = pw(1u) + u32(idx[pw(2u) + i]);
+  let rs = pw(4u);
+  let r = i / rs;
+  var row = i32(idx[pw(2u) + r * pw(5u)]);
+  if (row < 0) { row += i32(pw(6u)); }
+  let j = pw(1u) + u32(row) * rs + (i - r * rs);
   let v = val[pw(3u) + i];
   {{ADD}}
 }

@@ -191,10 +191,12 @@ def _load_backend(backend: Any) -> Any:
     _runtime.get()
     import sys
 
+    from . import _nn
     from .fused_optim import register
 
     backend.array_type = WgpuArray
     register(backend)  # the fused optimizer step (multi_tensor_apply)
+    _nn.register(backend)  # fused linear / relu / cross-entropy kernels
     return sys.modules[__name__]
 
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from . import _dtypes as D
 from . import _runtime
-from ._memory import POOL, Storage
+from ._memory import POOL, Storage, set_known
 from ._recorder import REC, groups_for
 
 
@@ -238,7 +238,31 @@ def from_numpy(a: np.ndarray, dtype: np.dtype | None = None) -> WgpuArray:
         if nbytes % 4:
             data += b"\0" * (4 - nbytes % 4)
         _runtime.get().queue.write_buffer(out._st.buf.gpu, 0, data)
+        if dt.kind in "iu" and host.size <= KNOWN_MAX:
+            set_known(out._st.buf, _value_range(host))
     return out
+
+
+#: largest integer upload whose value range is recorded (see ``_memory.Buf.known``)
+KNOWN_MAX = 1 << 22
+
+
+def _value_range(host: np.ndarray) -> tuple[int, int, int | None]:
+    """``(lo, hi, lo2)``: the extremes of ``host`` and, when ``lo`` is negative (a padding
+    value such as an ignore index), the smallest value above it (``None``: there is none)."""
+    lo, hi = int(host.min()), int(host.max())
+    lo2 = None
+    if lo < 0 and hi > lo:
+        lo2 = int(host[host > lo].min())
+    return lo, hi, lo2
+
+
+def known_range(x: WgpuArray) -> tuple[int, int, int | None] | None:
+    """``(lo, hi, lo2)`` bounding every value of the integer array ``x`` when known on the
+    host (data uploaded, or gathered from uploaded data, and not written since); ``lo2``
+    is the smallest value above a negative ``lo`` (``None`` when there is none or
+    ``lo >= 0``)."""
+    return x._st.buf.known
 
 
 def span(x: WgpuArray) -> tuple[int, int]:

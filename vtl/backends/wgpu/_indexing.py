@@ -24,6 +24,7 @@ from ._array import (
 )
 from ._elementwise import binary, where
 from ._manipulation import broadcast_to, permute_dims, reshape
+from ._memory import set_known
 from ._recorder import REC, groups_for
 
 
@@ -185,6 +186,7 @@ def _advanced(x: WgpuArray, key) -> WgpuArray:
 
 def _gather(src: WgpuArray, idx: WgpuArray, pre: int, A: int, post: int) -> WgpuArray:
     """out[q, j, p] = src[q, idx[j], p] with src contiguous (pre, A, post)."""
+    known = src._st.buf.known  # gathered values stay in the source's known range
     src = contiguous(src)
     idx = contiguous(idx)
     nidx = idx.size
@@ -197,6 +199,8 @@ def _gather(src: WgpuArray, idx: WgpuArray, pre: int, A: int, post: int) -> Wgpu
                             I=D.wgsl(idx.dtype))
         REC.dispatch(k, (src._st.buf, idx._st.buf, out._st.buf),
                      [n, nidx, post, A, src._offset, idx._offset, 0], groups_for(n))
+        if known is not None:
+            set_known(out._st.buf, known)
     return out
 
 
@@ -342,10 +346,8 @@ def scatter_add(target: WgpuArray, indices: WgpuArray, values: WgpuArray) -> Wgp
     """``target[indices[i]] += values[i]`` along axis 0, repeated indices accumulating.
 
     Updates ``target`` in place and returns it. 32-bit dtypes use atomics on the
-    device; other dtypes go through the host.
+    device (one dispatch); other dtypes go through the host.
     """
-    from ._creation import arange
-
     if not target._contig:
         raise ValueError("scatter_add(): target must be contiguous")
     rowsize = prod(target.shape[1:])
@@ -360,14 +362,12 @@ def scatter_add(target: WgpuArray, indices: WgpuArray, values: WgpuArray) -> Wgp
         np.add.at(host, to_numpy(indices).astype(np.int64), to_numpy(values))
         copy_into(from_numpy(host), target)
         return target
-    idx = reshape(indices, (k, 1))
-    idx = astype_raw(idx, D.int32) if idx.dtype != D.int32 else idx
+    idx = reshape(indices, (k,))  # a strided 1-D view stays one (read with its stride)
     n0 = target.shape[0]
-    idx = where(binary("less", idx, 0), binary("add", idx, n0), idx)
-    flat = binary("add", binary("multiply", idx, rowsize),
-                  reshape(arange(rowsize, dtype=D.int32), (1, rowsize)))
-    v = contiguous(broadcast_to(values, (k,) + target.shape[1:]))
-    n = flat.size
+    v = values
+    if not (v._contig and v._shape == (k,) + target.shape[1:]):
+        v = contiguous(broadcast_to(values, (k,) + target.shape[1:]))
+    n = k * rowsize
     if t == "f32":
         at = "u32"
         add = ("var old = atomicLoad(&dst[j]);\n  loop {\n"
@@ -377,7 +377,9 @@ def scatter_add(target: WgpuArray, indices: WgpuArray, values: WgpuArray) -> Wgp
     else:
         at = t
         add = "atomicAdd(&dst[j], v);"
-    kern = _kernels.kernel("scatter_add", "rrw", (target.dtype,), T=t, AT=at, ADD=add)
-    REC.dispatch(kern, (flat._st.buf, v._st.buf, target._st.buf),
-                 [n, target._offset, flat._offset, v._offset], groups_for(n))
+    kern = _kernels.kernel("scatter_add", "rrw", (target.dtype,), T=t, AT=at, ADD=add,
+                           I=D.wgsl(idx.dtype))
+    REC.dispatch(kern, (idx._st.buf, v._st.buf, target._st.buf),
+                 [n, target._offset, idx._offset, v._offset, rowsize,
+                  idx._strides[0] if idx.ndim else 0, n0], groups_for(n))
     return target

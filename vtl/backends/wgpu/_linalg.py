@@ -32,6 +32,8 @@ from ._manipulation import matrix_transpose, permute_dims, reshape
 from ._recorder import REC
 
 _TILE = 64
+#: the matmul template's epilogue placeholders for a plain product (see ``_nn``)
+PLAIN = {"DECL": "", "INIT": "", "ACC": "", "EPI": "v[c]", "TAIL": ""}
 
 
 def _arr(x, fname: str) -> WgpuArray:
@@ -91,7 +93,7 @@ def matmul(x1: WgpuArray, x2: WgpuArray, /) -> WgpuArray:
 
             fill_view(out, 0)
         else:
-            k = _kernels.kernel("matmul", "rrw", (dt,), T=D.wgsl(dt), D=dt.name)
+            k = _kernels.kernel("matmul", "rrw", (dt,), T=D.wgsl(dt), D=dt.name, **PLAIN)
             words = [M, N, K, a._offset, b._offset, 0, sab, *a._strides[-2:], sbb,
                      *b._strides[-2:]]
             gx, gy = -(-N // _TILE), -(-M // _TILE)

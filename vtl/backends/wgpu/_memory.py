@@ -31,16 +31,36 @@ def bucket(nbytes: int) -> int:
     return ((nbytes + step - 1) // step) * step
 
 
-class Buf:
-    """One GPU buffer and the batch that last used it."""
+#: uid -> Buf of the buffers whose integer contents are known on the host (see Buf.known)
+KNOWN: dict[int, Buf] = {}
 
-    __slots__ = ("gpu", "cap", "uid", "batch")
+
+class Buf:
+    """One GPU buffer and the batch that last used it.
+
+    ``known`` is ``(lo, hi)``, the smallest and largest value of integer data uploaded
+    from the host (or gathered from such a buffer), or ``None``. It lets checks of
+    class indices run on the host without a readback; any dispatch that binds the
+    buffer for writing, and the buffer's return to the pool, forget it.
+    """
+
+    __slots__ = ("gpu", "cap", "uid", "batch", "known")
 
     def __init__(self, gpu, cap: int) -> None:
         self.gpu = gpu
         self.cap = cap
         self.uid = next(_uid)
         self.batch = -1
+        self.known = None
+
+
+def set_known(buf: Buf, known) -> None:
+    """Record (or with ``None`` forget) the host-known value range of ``buf``'s data."""
+    buf.known = known
+    if known is None:
+        KNOWN.pop(buf.uid, None)
+    else:
+        KNOWN[buf.uid] = buf
 
 
 class Storage:
@@ -149,6 +169,8 @@ class Pool:
         return buf
 
     def release(self, buf: Buf) -> None:
+        if buf.known is not None:
+            set_known(buf, None)
         self.in_use -= buf.cap
         self.pooled += buf.cap
         heapq.heappush(self.free.setdefault(buf.cap, []), (buf.uid, buf))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import struct
 
 from . import _kernels, _runtime
+from ._memory import KNOWN, set_known
 
 FLUSH_EVERY = 2048
 _MASK = 0xFFFFFFFF
@@ -108,6 +109,8 @@ class Recorder:
         batch = self.batch
         for b in bufs:
             b.batch = batch
+        if KNOWN:
+            _forget_written(kernel.layout[2], bufs)
         self.pending += 1
         self.dispatches += 1
         if self.pending >= FLUSH_EVERY:
@@ -141,6 +144,13 @@ class Recorder:
 
 
 REC = Recorder()
+
+
+def _forget_written(sig, bufs) -> None:
+    """Drop the host-known ranges of the buffers bound for writing (``sig``: 'r'/'w')."""
+    for s, b in zip(sig, bufs, strict=False):
+        if s == "w" and b.known is not None:
+            set_known(b, None)
 
 
 def synchronize() -> None:

@@ -1,9 +1,10 @@
 """Reductions, statistics, argmax/argmin and cumulative sums/products.
 
 A reduction over a run of axes of a contiguous array that leaves at least
-``COLS_MIN`` trailing elements (``axis=0`` of a matrix) folds columns in place
-(``reduce_cols``: one thread per column, the reduced axis cut into slices,
-partial results folded again). Every other reduction moves the reduced axes
+``COLS_MIN`` trailing elements (``axis=0`` of a matrix), or at least two when the
+run has at most ``COLS_ONE_PASS`` elements, folds columns in place
+(``reduce_cols``: one thread per column, a long reduced axis cut into slices,
+partial results folded again; a short one in one pass). Every other reduction moves the reduced axes
 last (a view), makes that block contiguous when needed (one strided copy) and
 reduces rows of length K with the ``reduce`` kernel: one thread per row when
 rows are short, else one workgroup per row, and a long row split over up to
@@ -84,6 +85,9 @@ def _out_shape(shape, axes, keepdims: bool, kshape) -> tuple[int, ...]:
 MAX_SPLIT, SPLIT_MIN = 1024, 4096
 #: fewest trailing elements for the column kernel; the workgroups a dispatch aims for
 COLS_MIN, TARGET_GROUPS = 64, 2048
+#: longest reduced axis the column kernel folds in one pass (no partial results), which
+#: also takes fewer than COLS_MIN columns (no transpose copy): small shapes, one dispatch
+COLS_ONE_PASS = 256
 
 
 def _split(rows: int, K: int) -> int:
@@ -133,7 +137,8 @@ def _cols(src, off: int, P: int, K: int, C: int, out, out_off: int, subs: dict, 
           mapped: bool = False) -> None:
     """out[p, c] = fold over k of src[p, k, c] (contiguous), in passes of slices."""
     CB = -(-C // 256)
-    S = builtins.max(1, builtins.min(MAX_SPLIT, K // 16, TARGET_GROUPS // (P * CB)))
+    S = 1 if K <= COLS_ONE_PASS else builtins.max(
+        1, builtins.min(MAX_SPLIT, K // 16, TARGET_GROUPS // (P * CB)))
     acc = subs["A"]
     s2 = {**subs, "T": acc, "MAP": "return x;"} if mapped else subs
     if S == 1:
@@ -152,9 +157,10 @@ def _col_plan(x: WgpuArray, axes: tuple[int, ...]):
     if not axes or not x._contig or axes[-1] - axes[0] != len(axes) - 1:
         return None
     C = _prod(x.shape[axes[-1] + 1:])
-    if C < COLS_MIN:
+    K = _prod(x.shape[a] for a in axes)
+    if C < COLS_MIN and K > COLS_ONE_PASS:
         return None
-    return _prod(x.shape[:axes[0]]), _prod(x.shape[a] for a in axes), C
+    return _prod(x.shape[:axes[0]]), K, C
 
 
 def _reduce(x: WgpuArray, axis, keepdims: bool, fname: str, out_dt: np.dtype, acc: str,
@@ -373,7 +379,8 @@ def _arg_cols(src, off: int, P: int, K: int, C: int, out, subs: dict, pair: int,
     """argmax/argmin over the middle axis of a contiguous (P, K, C) block, in passes of
     slices carrying (value, index) pairs."""
     CB = -(-C // 256)
-    S = builtins.max(1, builtins.min(MAX_SPLIT, K // 16, TARGET_GROUPS // (P * CB)))
+    S = 1 if K <= COLS_ONE_PASS else builtins.max(
+        1, builtins.min(MAX_SPLIT, K // 16, TARGET_GROUPS // (P * CB)))
     if S == 1:
         k = _kernels.kernel("argreduce_cols", "rw", dts, **subs)
         REC.dispatch(k, (src._st.buf, out._st.buf), [P, K, C, off, out._offset, 1, CB],

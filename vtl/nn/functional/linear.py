@@ -62,13 +62,22 @@ def _linear_tensor(x: Tensor, w: Any, b: Any) -> Tensor | None:
         if b._device is not dev or bd.dtype != dt or bd.shape not in ((wd.shape[0],), ()):
             return None
     xp = dev.xp
-    if xd.ndim == 2:
+    kern = dev.backend.kernels.get("linear")
+    out = None if kern is None else kern(
+        xd if xd.ndim == 2 else xp.reshape(xd, (-1, wd.shape[1])), wd,
+        None if b is None else bd)
+    if out is not None:  # the backend's fused matmul + bias
+        if xd.ndim != 2:
+            out = xp.reshape(out, xd.shape[:-1] + (wd.shape[0],))
+    elif xd.ndim == 2:
         out = xd @ wd.T
+        if b is not None:
+            out += bd  # out is a fresh array (a backend without in-place add rebinds it)
     else:
         out = xp.reshape(xp.reshape(xd, (-1, wd.shape[1])) @ wd.T,
                          xd.shape[:-1] + (wd.shape[0],))
-    if b is not None:
-        out += bd  # out is a fresh array (a backend without in-place add rebinds it)
+        if b is not None:
+            out += bd
     if _grad.enabled and (x._requires_grad or w._requires_grad
                           or (b is not None and b._requires_grad)):
         return record(out, dev, "LinearBackward", (x, w, b), partial(_linear_vjp, x, w, b),
@@ -89,9 +98,16 @@ def _linear_vjp(x: Tensor, w: Tensor, b: Tensor | None, g: Tensor, _: Any) -> tu
         if x._requires_grad:
             r = gd @ w._data
             gx = new(r if r.shape == x._data.shape else xp.reshape(r, x._data.shape), dev)
-        if w._requires_grad:
+        want_b = b is not None and b._requires_grad
+        kern = dev.backend.kernels.get("linear_grad_weight") if w._requires_grad else None
+        res = None if kern is None else kern(gd, xd, want_b and b._data.ndim == 1)
+        if res is not None:  # the backend's fused g.T @ x (+ column sums of g)
+            gw = new(res[0], dev)
+            if res[1] is not None:
+                gb = new(res[1], dev)
+        elif w._requires_grad:
             gw = new(gd.T @ xd, dev)
-        if b is not None and b._requires_grad:
+        if want_b and gb is None:
             r = xp.sum(gd, axis=0)
             gb = new(r if b._data.ndim else xp.sum(r), dev)
         return gx, gw, gb

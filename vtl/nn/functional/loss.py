@@ -257,16 +257,74 @@ def _check_weight(weight: Any, c: int, fname: str) -> None:
                          f"{tuple(weight.shape)}")
 
 
+def _check_targets(xp: Any, t: Any, ignored: Any, c: int, fname: str) -> None:
+    """``IndexError`` naming the first target outside ``[0, c)`` that is not ignored
+    (a host sync on accelerators)."""
+    bad = xp.logical_and(xp.logical_not(ignored), (t < 0) | (t >= c))
+    if bool(xp.any(bad)):
+        first = int(t[bad][0])
+        raise IndexError(f"{fname}(): target {first} is out of bounds for {c} classes")
+
+
+def _cross_entropy_fused(input: Tensor, target: Tensor, c: int, ignore_index: int,  # noqa: A002
+                         reduction: str) -> Tensor | None:
+    """The backend's fused cross-entropy kernel (``backend.kernel("cross_entropy")``) on
+    (M, C) logits and (M,) class indices: one recorded node, ``CrossEntropyBackward``;
+    ``None`` when the backend has none or the arguments need the general path.
+
+    The targets are validated without a host sync when the backend knows their value
+    range on the host (e.g. uploaded data); otherwise as the general path (one sync).
+    """
+    dev = input._device
+    if target._device is not dev or reduction not in _REDUCTIONS:
+        return None
+    kern = dev.backend.kernels.get("cross_entropy")
+    if kern is None:
+        return None
+    xd, td = input._data, target._data
+    if not kern.supports(xd, td):
+        return None
+    if not kern.targets_valid(td, c, ignore_index):
+        xp = dev.xp
+        _check_targets(xp, td, td == ignore_index, c, "cross_entropy")
+    loss, saved = kern.fwd(xd, td, reduction, ignore_index)
+    if _grad.enabled and input._requires_grad:
+        return record(loss, dev, "CrossEntropyBackward", (input,),
+                      partial(_cross_entropy_vjp, kern, input, target, saved, ignore_index,
+                              reduction), (input,))
+    return new(loss, dev)
+
+
+def _cross_entropy_vjp(kern: Any, x: Tensor, t: Tensor, saved: Any, ignore_index: int,
+                       reduction: str, g: Tensor, _: Any) -> Tensor:
+    if not _grad.enabled:  # plain backward: the backend's kernel on raw arrays
+        return new(kern.grad(x._data, t._data, saved, g._data, reduction, ignore_index),
+                   g._device)
+    import vtl
+
+    # create_graph: softmax(x) - onehot(t), weighted and scaled, in differentiable ops
+    from .softmax import softmax
+
+    c = x.shape[1]
+    dev = x._device
+    xp = dev.xp
+    td = t._data
+    ignored = td == ignore_index
+    w = new(xp.astype(xp.logical_not(ignored), x._data.dtype), dev)
+    cls = xp.arange(c, dtype=td.dtype, device=td.device)
+    onehot = new(xp.astype(xp.expand_dims(td, axis=1) == cls, x._data.dtype), dev)
+    scale = g * w if reduction == "none" else g * (w / vtl.sum(w) if reduction == "mean" else w)
+    gx = (softmax(x, 1) - onehot) * vtl.expand_dims(scale, axis=1)
+    return vtl.where(new(xp.expand_dims(ignored, axis=1), dev), 0.0, gx)
+
+
 def _picked(xp: Any, logp: Any, t: Any, c: int, weight: Any, ignore_index: int,
             fname: str) -> tuple[Any, Any, Any]:
     """Per-row ``-w[t] logp[t]`` (0 where ignored), the per-row weights (0 where
     ignored) and the ignore mask."""
     ignored = t == ignore_index
     if t.shape[0]:
-        bad = xp.logical_and(xp.logical_not(ignored), (t < 0) | (t >= c))
-        if bool(xp.any(bad)):
-            first = int(t[bad][0])
-            raise IndexError(f"{fname}(): target {first} is out of bounds for {c} classes")
+        _check_targets(xp, t, ignored, c, fname)
     ts = xp.where(ignored, 0, t)
     lp = xp.take_along_axis(logp, xp.expand_dims(ts, axis=1), axis=1)[:, 0]
     if weight is None:
@@ -322,6 +380,11 @@ def cross_entropy(input: Any, target: Any, weight: Any = None, *,  # noqa: A002
     cdim = 0 if input.ndim == 1 else 1
     c = input.shape[cdim]
     _check_weight(weight, c, "cross_entropy")
+    if weight is None and label_smoothing == 0.0 and input.ndim == 2 \
+            and isinstance(input, Tensor) and isinstance(target, Tensor):
+        res = _cross_entropy_fused(input, target, c, ignore_index, reduction)
+        if res is not None:
+            return res
     logp = log_softmax(input, cdim)
     if tuple(target.shape) == tuple(input.shape) and xp.isdtype(target.dtype,
                                                                  "real floating"):

@@ -1,0 +1,304 @@
+"""The wgpu backend's fused nn kernels (``vtl/backends/wgpu/_nn.py``) against the portable
+paths, and the dispatch/sync budget of an MLP training step (regressions fail here)."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
+wx = pytest.importorskip("vtl.backends.wgpu")
+if not wx.is_available():
+    pytest.skip("no WebGPU adapter", allow_module_level=True)
+
+import vtl  # noqa: E402
+from vtl import nn, optim  # noqa: E402
+from vtl.backends.wgpu import _nn  # noqa: E402
+from vtl.backends.wgpu._recorder import REC  # noqa: E402
+from vtl.nn import functional as F  # noqa: E402
+
+#: dispatches of one MLP 784-256-128-10 training step (forward, cross-entropy, backward,
+#: Adam): 3 linear + 2 relu + 1 loss | 1 root gradient + 1 loss + 5 matmuls + 2 relu | 6 Adam
+MLP_STEP_DISPATCHES = 21
+
+
+@pytest.fixture
+def wgpu(monkeypatch):
+    """The wgpu backend object, loaded with VTL_WGPU_EXPERIMENTAL=1 (probed afresh if needed)."""
+    b = vtl.backends.get("wgpu")
+    if not b.is_available:
+        monkeypatch.setenv("VTL_WGPU_EXPERIMENTAL", "1")
+        for attr, val in (("_probed", False), ("_error", None), ("_xp", None),
+                          ("kernels", {})):
+            monkeypatch.setattr(b, attr, val)
+        assert b.is_available, b.unavailable_reason
+    return b
+
+
+def _counts(fn):
+    d0, s0 = REC.dispatches, REC.submits
+    out = fn()
+    return out, REC.dispatches - d0, REC.submits - s0
+
+
+def _mlp_step(batch: int):
+    vtl.random.seed(0)
+    net = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
+                        nn.Linear(128, 10)).to("wgpu")
+    opt = optim.Adam(net.parameters(), lr=1e-3)
+    loss_fn = nn.CrossEntropyLoss()
+    rng = np.random.default_rng(0)
+    x = vtl.asarray(rng.standard_normal((batch, 784), dtype=np.float32), backend="wgpu")
+    y = vtl.asarray(rng.integers(0, 10, batch), backend="wgpu")
+
+    def step():
+        opt.zero_grad()
+        loss = loss_fn(net(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
+@pytest.mark.parametrize("batch", [64, 128])
+def test_mlp_training_step_dispatch_budget_and_no_sync(wgpu, batch):
+    step = _mlp_step(batch)
+    step()
+    step()  # optimizer state and caches
+    loss, n, submits = _counts(step)
+    assert n <= MLP_STEP_DISPATCHES, f"{n} dispatches per step (budget {MLP_STEP_DISPATCHES})"
+    assert submits == 0  # no readback (no host sync) inside a step
+    assert math.isfinite(float(loss))
+
+
+def test_mlp_training_matches_numpy_backend(wgpu):
+    rng = np.random.default_rng(3)
+    xs = rng.standard_normal((16, 20), dtype=np.float32)
+    ys = rng.integers(0, 5, 16)
+    results = []
+    for b in ("numpy", "wgpu"):
+        vtl.random.seed(1)
+        net = nn.Sequential(nn.Linear(20, 12), nn.ReLU(), nn.Linear(12, 5)).to(b)
+        opt = optim.Adam(net.parameters(), lr=1e-2)
+        x, y = vtl.asarray(xs, backend=b), vtl.asarray(ys, backend=b)
+        losses = []
+        for _ in range(4):
+            opt.zero_grad()
+            loss = F.cross_entropy(net(x), y)
+            loss.backward()
+            opt.step()
+            losses.append(float(loss))
+        results.append((losses, [p.to("numpy").numpy() for p in net.parameters()]))
+    np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-5)
+    for a, b in zip(results[0][1], results[1][1], strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+# -- linear ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("m", "k", "n"), [(1, 1, 1), (5, 7, 3), (70, 33, 130), (130, 65, 10)])
+@pytest.mark.parametrize("bias", [True, False])
+def test_linear_kernel_equals_matmul_plus_bias(wgpu, m, k, n, bias):
+    rng = np.random.default_rng(m * k + n)
+    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((m, k), (n, k), (n,)))
+    xp = wgpu.xp
+    got = _nn.linear(xp.asarray(x), xp.asarray(w), xp.asarray(b) if bias else None)
+    ref = x @ w.T + (b if bias else 0)
+    np.testing.assert_allclose(xp.to_numpy(got), ref, rtol=1e-5, atol=1e-5)
+    # strided operands: a transposed input and a bias that is a strided view
+    xt = xp.asarray(np.ascontiguousarray(x.T)).mT
+    bb = xp.asarray(np.repeat(b, 2))[::2]
+    got = _nn.linear(xt, xp.asarray(w), bb if bias else None)
+    np.testing.assert_allclose(xp.to_numpy(got), ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("m", "n_out", "n_in"), [(1, 1, 1), (64, 10, 128), (3, 70, 5),
+                                                  (200, 130, 9)])
+def test_linear_grad_weight_kernel_equals_matmul_and_column_sum(wgpu, m, n_out, n_in):
+    rng = np.random.default_rng(m + n_out)
+    g = rng.standard_normal((m, n_out)).astype(np.float32)
+    x = rng.standard_normal((m, n_in)).astype(np.float32)
+    xp = wgpu.xp
+    (gw, gb), n, _ = _counts(lambda: _nn.linear_grad_weight(xp.asarray(g), xp.asarray(x),
+                                                            True))
+    assert n == 1
+    np.testing.assert_allclose(xp.to_numpy(gw), g.T @ x, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(xp.to_numpy(gb), g.sum(0), rtol=1e-4, atol=1e-4)
+    gw2, gb2 = _nn.linear_grad_weight(xp.asarray(g), xp.asarray(x), False)
+    assert gb2 is None
+    np.testing.assert_allclose(xp.to_numpy(gw2), g.T @ x, rtol=1e-4, atol=1e-4)
+
+
+def test_linear_kernels_decline_what_they_do_not_handle(wgpu):
+    xp = wgpu.xp
+    x = xp.asarray(np.ones((2, 3), np.float32))
+    w = xp.asarray(np.ones((4, 3), np.float32))
+    assert _nn.linear(xp.asarray(np.ones((2, 3), np.int32)), w, None) is None
+    assert _nn.linear(x, w, xp.asarray(np.float32(1.0))) is None  # a 0-d bias
+    assert _nn.linear(xp.asarray(np.ones((0, 3), np.float32)), w, None) is None
+    assert _nn.linear_grad_weight(x, xp.asarray(np.ones((2, 3), np.float64)), True) is None
+
+
+def test_linear_layer_with_fused_kernels_matches_numpy(wgpu):
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 3, 6)).astype(np.float32)  # a 3-D input: rows flattened
+    w = rng.standard_normal((4, 6)).astype(np.float32)
+    b = rng.standard_normal((4,)).astype(np.float32)
+    grads = []
+    for be in ("numpy", "wgpu"):
+        ts = [vtl.asarray(a, backend=be, requires_grad=True) for a in (x, w, b)]
+        y = F.linear(*ts)
+        vtl.sum(y * y).backward()
+        grads.append([y.to("numpy").numpy()] + [t.grad.to("numpy").numpy() for t in ts])
+    for a, c in zip(*grads, strict=True):
+        np.testing.assert_allclose(c, a, rtol=1e-4, atol=1e-4)
+
+
+# -- relu ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n", [1, 5, 1024, 1027])
+def test_relu_backward_kernel_equals_where(wgpu, n):
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal(n).astype(np.float32)
+    x[: min(n, 3)] = [0.0, -0.0, np.nan][: min(n, 3)]
+    g = rng.standard_normal(n).astype(np.float32)
+    xp = wgpu.xp
+    got, k, _ = _counts(lambda: _nn.relu_backward(xp.asarray(x), xp.asarray(g)))
+    assert k == 1
+    np.testing.assert_array_equal(xp.to_numpy(got), np.where(x <= 0, 0, g).astype(np.float32))
+    if n > 2:
+        assert _nn.relu_backward(xp.asarray(x)[::2], xp.asarray(g)[::2]) is None  # strided
+
+
+# -- cross-entropy ---------------------------------------------------------------------------
+
+def _np_ce(x, t, reduction, ignore_index=-100):
+    x = x.astype(np.float64)
+    m = x.max(1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0)
+    logp = (x - m) - np.log(np.exp(x - m).sum(1, keepdims=True))
+    keep = t != ignore_index
+    ts = np.where(keep, t, 0)
+    per = np.where(keep, -logp[np.arange(len(t)), ts], 0.0)
+    p = np.exp(logp)
+    onehot = np.eye(x.shape[1])[ts]
+    g = (p - onehot) * keep[:, None]
+    if reduction == "mean":
+        return per.sum() / keep.sum(), g / keep.sum()
+    if reduction == "sum":
+        return per.sum(), g
+    return per, g
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize(("m", "c"), [(1, 1), (7, 3), (64, 10), (300, 300)])
+@pytest.mark.parametrize("tdtype", ["int64", "int32", "uint8"])
+def test_cross_entropy_fused_equals_portable(wgpu, reduction, m, c, tdtype):
+    if tdtype == "int64" and "int64" not in wgpu.xp.__array_namespace_info__().dtypes():
+        pytest.skip("adapter lacks int64")
+    rng = np.random.default_rng(m + c)
+    x = (3 * rng.standard_normal((m, c))).astype(np.float32)
+    t = rng.integers(0, c, m)
+    if tdtype != "uint8" and m > 2:
+        t[1] = -100  # ignored
+    t = t.astype(tdtype)
+    kern = wgpu.kernel("cross_entropy")
+    xt = vtl.asarray(x, backend="wgpu", requires_grad=True)
+    tt = vtl.asarray(t, backend="wgpu")
+    launches = kern.launches
+    loss, n, submits = _counts(lambda: F.cross_entropy(xt, tt, reduction=reduction))
+    assert kern.launches > launches and submits == 0
+    assert n == (2 if reduction != "none" and m * c > _nn.CE_ONE_GROUP else 1)
+    want, gwant = _np_ce(x, t.astype(np.int64), reduction)
+    v = rng.standard_normal(m).astype(np.float32) if reduction == "none" else np.float32(1.5)
+    (loss * vtl.asarray(v, backend="wgpu")).sum().backward() if reduction == "none" else \
+        (loss * 1.5).backward()
+    np.testing.assert_allclose(loss.numpy(), want, rtol=1e-5, atol=1e-6)
+    gref = gwant * (v[:, None] if reduction == "none" else 1.5)
+    np.testing.assert_allclose(xt.grad.numpy(), gref, rtol=1e-4, atol=1e-6)
+    # the portable path on the numpy backend agrees
+    ref = F.cross_entropy(vtl.asarray(x), vtl.asarray(t.astype(np.int64)), reduction=reduction)
+    np.testing.assert_allclose(loss.numpy(), ref.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # inf/nan logits on purpose (numpy)
+def test_cross_entropy_fused_special_values_and_all_ignored(wgpu):
+    inf, nan = np.inf, np.nan
+    x = np.array([[1.0, inf, 0.0], [-inf, -inf, -inf], [nan, 0.0, 1.0], [2.0, -inf, 0.5],
+                  [1e30, -1e30, 0.0]], np.float32)
+    t = np.array([0, 1, 2, 0, 0])
+    want = F.cross_entropy(vtl.asarray(x), vtl.asarray(t), reduction="none").numpy()
+    got = F.cross_entropy(vtl.asarray(x, backend="wgpu"), vtl.asarray(t, backend="wgpu"),
+                          reduction="none").numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-6, equal_nan=True)
+    allign = F.cross_entropy(vtl.asarray(x[:2], backend="wgpu"),
+                             vtl.asarray([-100, -100], backend="wgpu"))
+    assert math.isnan(float(allign))  # 0/0, as PyTorch and the portable path
+
+
+def test_cross_entropy_fused_two_pass_reduction(wgpu, monkeypatch):
+    monkeypatch.setattr(_nn, "CE_ONE_GROUP", 16)
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((700, 4)).astype(np.float32)
+    t = rng.integers(0, 4, 700)
+    t[::7] = 3
+    t[::5] = -100
+    for reduction in ("mean", "sum"):
+        xt = vtl.asarray(x, backend="wgpu", requires_grad=True)
+        loss, n, _ = _counts(lambda r=reduction, xt=xt: F.cross_entropy(
+            xt, vtl.asarray(t, backend="wgpu"), reduction=r))
+        assert n == 2
+        loss.backward()
+        want, g = _np_ce(x, t, reduction)
+        np.testing.assert_allclose(float(loss), want, rtol=1e-5)
+        np.testing.assert_allclose(xt.grad.numpy(), g, rtol=1e-4, atol=1e-7)
+
+
+def test_cross_entropy_fused_double_backward_matches_numpy(wgpu):
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((6, 4)).astype(np.float32)
+    t = np.array([0, 3, -100, 1, 2, 2])
+    res = []
+    for be in ("numpy", "wgpu"):
+        xt = vtl.asarray(x, backend=be, requires_grad=True)
+        loss = F.cross_entropy(xt, vtl.asarray(t, backend=be))
+        (g,) = vtl.autograd.grad(loss, [xt], create_graph=True)
+        (gg,) = vtl.autograd.grad(vtl.sum(g * g), [xt])
+        res.append((g.to("numpy").numpy(), gg.to("numpy").numpy()))
+    for a, b in zip(*res, strict=True):
+        np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-6)
+
+
+def test_cross_entropy_target_checks_keep_their_errors(wgpu):
+    x = vtl.asarray(np.zeros((4, 3), np.float32), backend="wgpu")
+    # uploaded targets: the known range decides on the host; a bad one falls back to the
+    # device check, which names the first offending target
+    with pytest.raises(IndexError, match="target 3 is out of bounds for 3 classes"):
+        F.cross_entropy(x, vtl.asarray([0, 1, 3, 0], backend="wgpu"))
+    with pytest.raises(IndexError, match="target -2 is out of bounds"):
+        F.cross_entropy(x, vtl.asarray([0, -2, 1, 5], backend="wgpu"))
+    # targets computed on the device have no known range: checked with a readback
+    t = vtl.asarray([0, 1, 2, 1], backend="wgpu") + 2
+    assert _nn.targets_valid(t._data, 3, -100) is None
+    with pytest.raises(IndexError, match="target 3 is out of bounds"):
+        F.cross_entropy(x, t)
+    ok = vtl.asarray([0, 1, 2, 1], backend="wgpu") * 1
+    _, _, submits = _counts(lambda: F.cross_entropy(x, ok))
+    assert submits == 1  # the device check's readback
+    # the known range of uploaded targets, kept by gathers, dropped by a write
+    up = vtl.asarray([0, 1, 2, 1], backend="wgpu")
+    assert _nn.targets_valid(up._data, 3, -100) is True
+    assert _nn.targets_valid(up._data, 2, -100) is None
+    taken = vtl.take(up, vtl.asarray([3, 0], backend="wgpu"))
+    assert _nn.targets_valid(taken._data, 3, -100) is True
+    _, _, submits = _counts(lambda: F.cross_entropy(x[:2], taken))
+    assert submits == 0
+    with vtl.no_grad():
+        up[2] = 7
+    assert _nn.targets_valid(up._data, 3, -100) is None
+    with pytest.raises(IndexError, match="target 7 is out of bounds"):
+        F.cross_entropy(x, up)

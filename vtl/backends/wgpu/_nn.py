@@ -1,0 +1,265 @@
+"""Fused kernels of ``vtl.nn`` ops on the wgpu backend (``backend.kernels``).
+
+Each replaces a chain of portable array-API calls by fewer dispatches; the
+portable versions stay the reference (``tests/test_wgpu_nn_kernels.py`` checks
+that both agree):
+
+* ``linear``: ``x @ w.T + b`` as one matmul whose epilogue adds the bias;
+* ``linear_grad_weight``: ``g.T @ x`` and the bias gradient ``sum(g, axis=0)`` in
+  one matmul that also writes the row sums of its left operand ``g.T``;
+* ``relu_backward``: ``where(x <= 0, 0, g)`` as one flat kernel;
+* ``cross_entropy``/``cross_entropy_grad``: log-softmax, the picked log
+  probability, the ignore mask and the sum/mean in one dispatch (two above
+  ``CE_ONE_GROUP`` elements with a reduction), the logits' gradient in one more.
+
+Kernels take raw arrays and return ``None`` when they do not handle the
+arguments (the caller then takes the portable path).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import _dtypes as D
+from . import _fuse, _kernels
+from ._array import WgpuArray, astype_raw, empty, fresh, known_range, words_for_scalar
+from ._linalg import _TILE, PLAIN
+from ._recorder import REC, groups_for
+
+_FLOATS = (D.float32, D.float64)
+
+# -- matmul with an epilogue -------------------------------------------------------------------
+
+_BIAS = {
+    "DECL": "@group(0) @binding(3) var<storage, read> Bias: array<{{T}}>;",
+    "INIT": "", "ACC": "",
+    "EPI": "v[c] + Bias[pw(12u) + (col + c) * pw(13u)]", "TAIL": "",
+}
+_ROWSUM = {
+    "DECL": "@group(0) @binding(3) var<storage, read_write> Rs: array<{{T}}>;",
+    "INIT": "  var rs = vec4<{{T}}>();",
+    "ACC": "      rs += a;",
+    "EPI": "v[c]",
+    "TAIL": ("  if (wid.x == 0u && tx == 0u) {\n"
+             "    for (var r = 0u; r < 4u; r++) {\n"
+             "      let row = m0 + ty * 4u + r;\n"
+             "      if (row < M) { Rs[pw(12u) + row] = wrap_{{D}}(rs[r]); }\n"
+             "    }\n  }"),
+}
+
+
+def _mm2(a: WgpuArray, b: WgpuArray, extra: WgpuArray | None, epi: dict | None,
+         ewords: tuple = ()) -> WgpuArray:
+    """``a @ b`` of 2-D arrays (any strides) with the epilogue ``epi`` binding ``extra``."""
+    M, K = a.shape
+    N = b.shape[1]
+    dt = a.dtype
+    out = empty((M, N), dt)
+    words = [M, N, K, a._offset, b._offset, 0, 0, *a._strides, 0, *b._strides, *ewords]
+    bufs: tuple = (a._st.buf, b._st.buf, out._st.buf)
+    if epi is None:
+        k = _kernels.kernel("matmul", "rrw", (dt,), T=D.wgsl(dt), D=dt.name, **PLAIN)
+    else:
+        sig = "rrwr" if epi is _BIAS else "rrww"
+        k = _kernels.kernel("matmul", sig, (dt,), T=D.wgsl(dt), D=dt.name, **epi)
+        bufs += (extra._st.buf,)
+    REC.dispatch(k, bufs, words, -(-N // _TILE), -(-M // _TILE))
+    return out
+
+
+def _ok2(*xs) -> bool:
+    return all(type(x) is WgpuArray and x.ndim == 2 for x in xs)
+
+
+def linear(x: Any, w: Any, b: Any) -> Any:
+    """``x @ w.T + b`` for a 2-D ``x`` (M, in), ``w`` (out, in), ``b`` (out,) or None."""
+    if not _ok2(x, w) or x.dtype not in _FLOATS or w.dtype != x.dtype:
+        return None
+    M, K = x.shape
+    if K == 0 or M == 0 or w.shape[0] == 0:
+        return None
+    wt = w.T
+    if b is None:
+        return _mm2(x, wt, None, None)
+    if type(b) is not WgpuArray or b.dtype != x.dtype or b.shape != (w.shape[0],):
+        return None
+    return _mm2(x, wt, b, _BIAS, (b._offset, b._strides[0]))
+
+
+def linear_grad_weight(g: Any, x: Any, bias: bool) -> Any:
+    """``(g.T @ x, sum(g, axis=0) if bias else None)`` for 2-D ``g`` (M, out), ``x`` (M, in)."""
+    if not _ok2(g, x) or g.dtype not in _FLOATS or x.dtype != g.dtype:
+        return None
+    M, n_out = g.shape
+    if M == 0 or n_out == 0 or x.shape[1] == 0:
+        return None
+    gt = g.T
+    if not bias:
+        return _mm2(gt, x, None, None), None
+    gb = empty((n_out,), g.dtype)
+    gw = _mm2(gt, x, gb, _ROWSUM, (gb._offset,))
+    return gw, gb
+
+
+# -- relu backward -----------------------------------------------------------------------------
+
+class _Slot:
+    __slots__ = ("k",)
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+
+
+_PROGS: dict[tuple, tuple] = {}
+
+
+def _program(name: str, build, arrays: list[WgpuArray]) -> WgpuArray:
+    """Run the elementwise program ``build(tracer, *vars)`` (cached per dtypes) over
+    contiguous arrays of one shape; returns its single output."""
+    x0 = arrays[0]
+    n = x0.size
+    vec = all(D.itemsize(a.dtype) == 4 and not a._offset & 3 for a in arrays)
+    key = (name, tuple(a.dtype for a in arrays), vec)
+    hit = _PROGS.get(key)
+    if hit is None:
+        tr = _fuse.Tracer()
+        vs = []
+        for k, a in enumerate(arrays):
+            vs.append(_fuse.Var(tr, k, a.dtype, ()))
+            tr.inputs.append(_Slot(k))
+        inputs, nodes, outputs = tr.program([build(tr, *vs)])
+        modes, args = [], []
+        for x in inputs:
+            if isinstance(x, _Slot):
+                modes.append((_fuse.FULL, arrays[x.k].dtype))
+                args.append(x.k)
+            else:
+                value, dt = x
+                modes.append((_fuse.IMM, dt))
+                args.append(words_for_scalar(value, dt)[:_fuse.imm_words(dt)])
+        vec = vec and all(_fuse.vec_ok(nd[3]) for nd in nodes)
+        hit = _PROGS[key] = (_fuse.flat(vec, tuple(modes), nodes, outputs), args)
+    f, args = hit
+    out = fresh(x0.shape, f.out_dtypes[0], n, f.osz)
+    if n:
+        _fuse.launch(f, n, [arrays[a] if isinstance(a, int) else a for a in args], [out])
+    return out
+
+
+def _relu_grad(tr, x, g):
+    return tr.where(tr.binary("less_equal", x, 0), 0, g)
+
+
+def relu_backward(x: Any, g: Any) -> Any:
+    """``where(x <= 0, 0, g)`` (relu's gradient; nan in ``x`` passes ``g`` through)."""
+    if (type(x) is not WgpuArray or type(g) is not WgpuArray or x.shape != g.shape
+            or x.dtype != g.dtype or x.dtype.kind != "f" or not (x._contig and g._contig)):
+        return None
+    return _program("relu_backward", _relu_grad, [x, g])
+
+
+# -- cross-entropy -----------------------------------------------------------------------------
+
+#: largest M * C computed by one workgroup when the loss is reduced (above: two dispatches)
+CE_ONE_GROUP = 1 << 16
+_CE_MODES = {"none": 0, "sum": 1, "mean": 2}
+
+
+def _target_subs(tdt: np.dtype) -> dict:
+    ti = D.wgsl(tdt)
+    rng = f"tv < {ti}(C)" if tdt.kind == "u" else f"tv >= {ti}(0) && tv < {ti}(C)"
+    return {"TI": ti, "DTI": tdt.name, "INRANGE": rng}
+
+
+def _ignore_words(tdt: np.dtype, ignore_index: int) -> list[int]:
+    """has_ignore, then the ignore index in the target's dtype (absent when it cannot occur)."""
+    info = np.iinfo(tdt)
+    if not info.min <= ignore_index <= info.max:
+        return [0, 0, 0]
+    v = int(ignore_index)
+    return [1, v & 0xFFFFFFFF, (v >> 32) & 0xFFFFFFFF]
+
+
+def targets_valid(t: Any, c: int, ignore_index: int) -> bool | None:
+    """Whether every target is in ``[0, c)`` or equals ``ignore_index``, decided on the host
+    from the known value range of the target's data; ``None`` when that range is unknown
+    or inconclusive (the caller then checks on the device, with a readback)."""
+    kr = known_range(t)
+    if kr is None:
+        return None
+    lo, hi, lo2 = kr
+    if lo < 0 and lo == ignore_index:  # a negative ignore index pads the targets
+        if lo2 is None:
+            return True  # every target is ignored
+        lo = lo2
+    if 0 <= lo and hi < c:
+        return True
+    return None
+
+
+class CrossEntropy:
+    """``kernels["cross_entropy"]``: ``fwd(x, t, reduction, ignore_index, want_grad)`` ->
+    ``(loss, saved)`` or ``None``; ``grad(x, t, saved, g, reduction, ignore_index)`` ->
+    the logits' gradient. ``x`` is (M, C) float32/float64, ``t`` (M,) integers whose
+    values were checked by the caller (``targets_valid`` or a device check)."""
+
+    targets_valid = staticmethod(targets_valid)
+
+    def __init__(self) -> None:
+        self.launches = 0
+
+    def supports(self, x: Any, t: Any) -> bool:
+        return (type(x) is WgpuArray and type(t) is WgpuArray and x.ndim == 2 and t.ndim == 1
+                and x.dtype in _FLOATS and t.dtype.kind in "iu" and x.shape[0] == t.shape[0]
+                and x.shape[1] > 0 and x.shape[0] > 0)
+
+    def _words(self, x: WgpuArray, t: WgpuArray, mode: int) -> list[int]:
+        M, C = x.shape
+        return [M, C, x._offset, x._strides[0], x._strides[1], t._offset, t._strides[0], mode]
+
+    def fwd(self, x: WgpuArray, t: WgpuArray, reduction: str, ignore_index: int) -> tuple:
+        mode = _CE_MODES[reduction]
+        M, C = x.shape
+        dt = x.dtype
+        out = empty((M,) if mode == 0 else (), dt)
+        groups = 1 if mode and M * C <= CE_ONE_GROUP else min(groups_for(M), 1024)
+        saved = empty((2 * M + 1 + 2 * groups,), dt)
+        k = _kernels.kernel("cross_entropy", "rrww", (dt, t.dtype), T=D.wgsl(dt), D=dt.name,
+                            **_target_subs(t.dtype))
+        base = self._words(x, t, mode)
+        ig = _ignore_words(t.dtype, ignore_index)
+        bufs = (x._st.buf, t._st.buf, out._st.buf, saved._st.buf)
+        REC.dispatch(k, bufs, [*base, 0, 0, out._offset, *ig], groups)
+        if mode and groups > 1:
+            REC.dispatch(k, bufs, [*base, 1, groups, out._offset, *ig], 1)
+        self.launches += 1 + (mode and groups > 1)
+        return out, saved
+
+    def grad(self, x: WgpuArray, t: WgpuArray, saved: WgpuArray, g: WgpuArray,
+             reduction: str, ignore_index: int) -> WgpuArray:
+        mode = _CE_MODES[reduction]
+        M, C = x.shape
+        dt = x.dtype
+        if g.dtype != dt:
+            g = astype_raw(g, dt)
+        sg = g._strides[0] if mode == 0 and g.ndim else 0
+        out = empty((M, C), dt)
+        k = _kernels.kernel("cross_entropy_grad", "rrrrw", (dt, t.dtype), T=D.wgsl(dt),
+                            D=dt.name, **_target_subs(t.dtype))
+        words = [*self._words(x, t, mode), g._offset, sg,
+                 *_ignore_words(t.dtype, ignore_index)]
+        REC.dispatch(k, (x._st.buf, t._st.buf, saved._st.buf, g._st.buf, out._st.buf), words,
+                     groups_for(M * C))
+        self.launches += 1
+        return out
+
+
+def register(backend: Any) -> None:
+    """Equip the wgpu backend object with the nn kernels."""
+    backend.kernels["linear"] = linear
+    backend.kernels["linear_grad_weight"] = linear_grad_weight
+    backend.kernels["relu_backward"] = relu_backward
+    backend.kernels["cross_entropy"] = CrossEntropy()
+
