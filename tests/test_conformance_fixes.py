@@ -87,7 +87,9 @@ def test_floor_divide_matches_oracle_property(backend, data):
     dtype = data.draw(st.sampled_from(
         [d for d in ("float32", "float64") if d in supported_dtypes(backend)]))
     shapes = data.draw(hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=3, max_side=3))
-    elems = st.sampled_from(_SPECIAL) | st.floats(-1e3, 1e3, width=32)
+    # no subnormals in or out: GPU kernels flush them (CuPy's), NumPy does not
+    elems = st.sampled_from(_SPECIAL) | st.floats(-1e3, 1e3, width=32, allow_subnormal=False
+                                                  ).filter(lambda v: v == 0 or abs(v) >= 1e-30)
     a = data.draw(hnp.arrays(dtype, shapes.input_shapes[0], elements=elems))
     b = data.draw(hnp.arrays(dtype, shapes.input_shapes[1], elements=elems))
     with warnings.catch_warnings():

@@ -103,3 +103,20 @@ def test_divide_survives_an_approximate_device_division():
     assert (bits(plain) != bits(ref)).mean() > 0.1  # ... fails there on the device too
     body = E.div_body(approx=lambda a, b: f"{a} * (1.0lf / {b})")
     assert_bits(_run_body(body, x, y), ref)
+
+
+@pytest.mark.skipif(not HAS_F64, reason="needs shader-f64")
+def test_floor_divide_is_the_exact_floor():
+    """floor(x / y) of the exact quotient, as NumPy: 1 // 0.1 == 9 (the rounded quotient is
+    10), x // x == 1 (a device's approximate division gave 0.99999994 and so 0)."""
+    rng = np.random.default_rng(2)
+    n = 1 << 14
+    y = (rng.uniform(1, 2, n) * 2.0 ** rng.integers(-20, 20, n) * rng.choice([-1, 1], n))
+    q = rng.uniform(-2.0 ** 23, 2.0 ** 23, n) * 2.0 ** rng.integers(-30, 0, n)
+    y = y.astype(F32)
+    x = np.concatenate([(q * y).astype(F32), y, np.float32([1, 1, -1, 0.5, -0.0, 0.0])])
+    y = np.concatenate([y, y, np.float32([0.1, -0.1, 0.1, 3, 2, -2])])
+    with np.errstate(all="ignore"):
+        ref = np.floor_divide(x, y)
+    assert ref[-6] == 9 and ref[-5] == -10
+    assert_bits(xp.to_numpy(xp.floor_divide(xp.asarray(x), xp.asarray(y))), ref)

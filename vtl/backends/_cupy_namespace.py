@@ -10,6 +10,9 @@ standard's signed-zero special cases that CuPy itself misses.
 * ``floor_divide``/``divide`` with a 0-d operand: CuPy hands 0-d arrays to kernels as
   scalars, which lose the sign of zero and flush subnormal quotients; 0-d operands go in as
   one-element arrays instead.
+* ``asarray`` of a 0-d host value and ``full``/``full_like`` with ``-0.0``: CuPy fills
+  zeros with a memset, which drops the sign of ``-0.0``; 0-d host values go in as one-element
+  arrays, and a ``-0.0`` fill is negated from ``+0.0``.
 * ``matmul`` of two matrices goes through ``cupy.dot`` (cuBLAS gemm): CuPy's ``matmul``
   costs tens of microseconds of host time per call in its generalized-ufunc layer, which
   dominates small layers and recurrent steps.
@@ -24,10 +27,12 @@ Every other name is ``array_api_compat.cupy``'s own.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import array_api_compat.cupy as _acp
 import cupy as _cupy
+import numpy as _np
 from array_api_compat.cupy import *  # noqa: F403
 
 __all__ = list(_acp.__all__)
@@ -86,6 +91,32 @@ def _zero_d_safe(fn):
 
 divide = _zero_d_safe(divide)
 floor_divide = _zero_d_safe(_acp.floor_divide)
+
+def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None, copy: Any = None) -> Any:
+    if isinstance(obj, (float, _np.floating, _np.complexfloating, complex)) or (
+            isinstance(obj, _np.ndarray) and obj.ndim == 0):
+        one = _acp.asarray(_np.asarray(obj).reshape(1), dtype=dtype, device=device, copy=copy)
+        return one.reshape(())
+    return _acp.asarray(obj, dtype=dtype, device=device, copy=copy)
+
+
+def _negative_zero(value: Any) -> bool:
+    return isinstance(value, float) and value == 0 and math.copysign(1.0, value) < 0
+
+
+def full(shape: Any, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Any:
+    if _negative_zero(fill_value):
+        out = _acp.full(shape, 0.0, dtype=dtype, device=device)
+        return _cupy.negative(out, out=out) if out.dtype.kind == "f" else out
+    return _acp.full(shape, fill_value, dtype=dtype, device=device)
+
+
+def full_like(x: Any, /, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Any:
+    if _negative_zero(fill_value):
+        out = _acp.full_like(x, 0.0, dtype=dtype, device=device)
+        return _cupy.negative(out, out=out) if out.dtype.kind == "f" else out
+    return _acp.full_like(x, fill_value, dtype=dtype, device=device)
+
 
 _GEMM_DTYPES = (_cupy.dtype("float32"), _cupy.dtype("float64"))
 

@@ -69,18 +69,31 @@ def div_body(x: str = "x", y: str = "y", approx=None) -> str:
     subnormal is its 23-bit mantissa times 2**-149, exactly, in either direction.
     """
     d = approx or (lambda a, b: f"{a} / {b}")
+    return (f"{_widened_quotient(x, y, d)} let aq = abs(q);"
+            f" if (aq < {2.0 ** -126!r}lf && aq != 0.0lf) {{"
+            f" var r = u32(round(aq * {2.0 ** 149!r}lf));"
+            " if (q < 0.0lf) { r = r | 0x80000000u; } return bitcast<f32>(r); }"
+            " return f32(q);")
 
+
+def _widened_quotient(x: str, y: str, d) -> str:
+    """WGSL statements leaving ``d(x, y)`` of the float64 widenings of float32 ``x``, ``y``
+    in ``q``; subnormal operands are widened through their bits (see ``div_body``)."""
     def widen(v: str, name: str) -> str:
         return (f"let {name}b = bitcast<u32>({v}); var {name} = f64({v});"
                 f" if (({name}b & 0x7f800000u) == 0u) {{"
                 f" {name} = f64({name}b & 0x7fffffu) * {2.0 ** -149!r}lf;"
                 f" if (({name}b >> 31u) != 0u) {{ {name} = -{name}; }} }}")
 
-    return (f"{widen(x, 'wa')} {widen(y, 'wb')} let q = {d('wa', 'wb')}; let aq = abs(q);"
-            f" if (aq < {2.0 ** -126!r}lf && aq != 0.0lf) {{"
-            f" var r = u32(round(aq * {2.0 ** 149!r}lf));"
-            " if (q < 0.0lf) { r = r | 0x80000000u; } return bitcast<f32>(r); }"
-            " return f32(q);")
+    return f"{widen(x, 'wa')} {widen(y, 'wb')} let q = {d('wa', 'wb')};"
+
+
+def floor_div_body() -> str:
+    """WGSL body of float32 ``floor(x / y)`` as NumPy: the floor of the float64 quotient. An
+    exact quotient of two float32 values below 2**25 in magnitude is an integer or at least
+    2**-25 away from one, so a float64 quotient within a few ulp has the exact floor (the
+    device's float32 division gave floor(x / x) == 0)."""
+    return f"{_widened_quotient('x', 'y', lambda a, b: f'{a} / {b}')} return f32(floor(q));"
 
 
 _DIV32 = div_body()
@@ -288,7 +301,8 @@ BINARY: dict[str, tuple[str, dict]] = {
     "multiply": ("same", {F: "return x * y;", I: "return x * y;", U: "return x * y;",
                           B: "return x & y;"}),
     "divide": ("float", {F: "return x / y;", "f32": _DIV32}),
-    "floor_divide": ("same", {F: "return floor(x / y);", I: _FLOORDIV_I,
+    "floor_divide": ("same", {F: "return floor(x / y);", "f32": floor_div_body(),
+                              I: _FLOORDIV_I,
                               U: "if (y == {{T}}(0)) { return {{T}}(0); } return x / y;"}),
     "remainder": ("same", {F: _REM_F, I: _REM_I,
                            U: "if (y == {{T}}(0)) { return {{T}}(0); } return x % y;"}),
