@@ -49,6 +49,8 @@ class CupyBackend(Backend):
 
     def from_host(self, arr: np.ndarray, index: int = 0) -> Any:
         with self._cupy.cuda.Device(index):
+            if arr.ndim == 0:  # CuPy fills 0-d arrays with a memset for zeros: -0.0 -> +0.0
+                return self._cupy.asarray(arr.reshape(1)).reshape(())
             return self._cupy.asarray(arr)
 
     def from_dlpack(self, obj: Any, index: int = 0, copy: bool | None = None) -> Any:
