@@ -215,9 +215,20 @@ def test_cupy_conv_kernel_bodies_on_the_host(tmp_path):
             ga = StridedConv2d.backward(host, a[1], xs.shape, ws, gy, s2, pad, d2, g, True,
                                         True, has_b)
             gr = ref.backward(r[1], xs.shape, ws, gy, s2, pad, d2, g, True, True, has_b)
+            tol = 1e-12 if dt == np.float64 else 1e-5
             for u, v in zip(ga, gr, strict=True):
                 if v is None:
                     assert u is None
                 else:
-                    np.testing.assert_allclose(u, v, rtol=1e-12 if dt == np.float64 else 1e-6,
-                                               atol=1e-12 if dt == np.float64 else 1e-6)
+                    np.testing.assert_allclose(u, v, rtol=tol, atol=tol)
+            # the cupy kernel's own path: one product over all images without groups
+            a2 = host.forward_on_device(xs, ws, bs, s2, pad, d2, g)
+            np.testing.assert_allclose(a2[0], r[0], rtol=tol, atol=tol)
+            assert a2[1].ndim == (2 if g == 1 else 4)
+            for need in ((True, True, has_b), (True, False, False), (False, True, has_b)):
+                ga2 = host.backward_on_device(a2[1], xs.shape, ws, gy, s2, pad, d2, g, *need)
+                for u, v, wanted in zip(ga2, gr, need, strict=True):
+                    if not wanted or v is None:
+                        assert u is None
+                    else:
+                        np.testing.assert_allclose(u, v, rtol=tol, atol=tol)

@@ -17,19 +17,20 @@ from typing import Any
 
 import numpy as np
 
-from ._numpy_conv import StridedConv2d
+from ._numpy_conv import StridedConv2d, _out_size
 
 __all__ = ["CupyConv2d", "col2im_spec", "im2col_spec"]
 
 _CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 _GEOM = ["int64 C", "int64 H", "int64 W", "int64 G", "int64 KH", "int64 KW", "int64 HO",
          "int64 WO", "int64 SH", "int64 SW", "int64 PT", "int64 PL", "int64 DH", "int64 DW",
-         "int64 KR"]
+         "int64 SN", "int64 SG", "int64 SR"]
 
 
 def im2col_spec(dtype: Any) -> tuple[list[str], list[str], str]:
     """``(inputs, outputs, body)``: ``i`` runs over ``N*C*KH*KW*HO*WO``; ``x`` is the
-    C-contiguous ``(N, C, H, W)`` input, ``col`` the ``(N, G, KR, HO*WO)`` patches."""
+    C-contiguous ``(N, C, H, W)`` input; patch row ``k`` of image ``n`` and group ``g``
+    starts at ``col[n*SN + g*SG + k*SR]`` (``(N, G, rows, HO*WO)`` or ``(rows, N*HO*WO)``)."""
     dt = np.dtype(dtype)
     t = _CTYPES[dt]
     body = (
@@ -42,14 +43,14 @@ def im2col_spec(dtype: Any) -> tuple[list[str], list[str], str]:
         "const ptrdiff_t r = ho * SH + a * DH - PT; const ptrdiff_t q = wo * SW + b * DW - PL;\n"
         f"{t} v = 0;\n"
         "if (r >= 0 && r < H && q >= 0 && q < W) v = x[((n * C + c) * H + r) * W + q];\n"
-        "col[((n * G + g) * KR + (ci * KH + a) * KW + b) * (HO * WO) + ho * WO + wo] = v;\n"
+        "col[n * SN + g * SG + ((ci * KH + a) * KW + b) * SR + ho * WO + wo] = v;\n"
     )
     return [f"raw {dt.name} x", *_GEOM], [f"raw {dt.name} col"], body
 
 
 def col2im_spec(dtype: Any) -> tuple[list[str], list[str], str]:
     """``(inputs, outputs, body)``: ``i`` runs over the ``N*C*H*W`` input gradient
-    ``dx``; ``dcol`` is the C-contiguous ``(N, G, KR, HO*WO)`` patch gradient."""
+    ``dx``; ``dcol`` is the patch gradient, laid out as ``col`` of :func:`im2col_spec`."""
     dt = np.dtype(dtype)
     t = _CTYPES[dt]
     body = (
@@ -65,7 +66,7 @@ def col2im_spec(dtype: Any) -> tuple[list[str], list[str], str]:
         "  for (ptrdiff_t b = 0; b < KW; ++b) {\n"
         "    const ptrdiff_t v = q + PL - b * DW;\n"
         "    if (v < 0 || v % SW != 0 || v / SW >= WO) continue;\n"
-        "    acc += dcol[((n * G + g) * KR + (ci * KH + a) * KW + b) * (HO * WO)"
+        "    acc += dcol[n * SN + g * SG + ((ci * KH + a) * KW + b) * SR"
         " + ho * WO + v / SW];\n"
         "  }\n"
         "}\n"
@@ -74,16 +75,31 @@ def col2im_spec(dtype: Any) -> tuple[list[str], list[str], str]:
     return [f"raw {dt.name} dcol", *_GEOM], [f"raw {dt.name} dx"], body
 
 
-def geometry_args(x_shape: tuple[int, ...], geom: tuple, rows: int) -> list[int]:
-    """The ``int64`` arguments of both kernels, in :data:`_GEOM` order."""
+def geometry_args(x_shape: tuple[int, ...], geom: tuple, strides: tuple[int, int, int]
+                  ) -> list[int]:
+    """The ``int64`` arguments of both kernels, in :data:`_GEOM` order; ``strides`` are the
+    patch buffer's element strides ``(SN, SG, SR)`` (image, group, patch row)."""
     stride, (pt, _, pl, _), dilation, groups, kh, kw, ho, wo = geom
     _, c, h, w = x_shape
     return [c, h, w, groups, kh, kw, ho, wo, stride[0], stride[1], pt, pl, dilation[0],
-            dilation[1], rows]
+            dilation[1], *strides]
+
+
+def _batched_strides(rows: int, groups: int, hw: int) -> tuple[int, int, int]:
+    return (groups * rows * hw, rows * hw, hw)  # (N, G, rows, HO*WO)
+
+
+def _gemm_strides(n: int, hw: int) -> tuple[int, int, int]:
+    return (hw, 0, n * hw)  # (rows, N*HO*WO), one group
 
 
 class CupyConv2d(StridedConv2d):
-    """``kernels["conv2d"]`` of the CuPy backend (see ``StridedConv2d``)."""
+    """``kernels["conv2d"]`` of the CuPy backend (see ``StridedConv2d``).
+
+    Without groups the patches of all images form one ``(C*kh*kw (+1), N*HO*WO)`` matrix, so
+    forward, weight gradient and patch gradient are one cuBLAS product each (the batched
+    layout of the NumPy kernel costs a pointer-array kernel and copies per product).
+    """
 
     def __init__(self, cupy: Any) -> None:
         super().__init__(cupy)
@@ -102,26 +118,84 @@ class CupyConv2d(StridedConv2d):
                 padding: tuple[int, int, int, int], dilation: tuple[int, int],
                 groups: int) -> tuple[Any, Any]:
         with x.device:
-            return super().forward(x, w, b, stride, padding, dilation, groups)
+            return self.forward_on_device(x, w, b, stride, padding, dilation, groups)
 
     def backward(self, col: Any, x_shape: tuple[int, ...], w: Any, g: Any,
                  stride: tuple[int, int], padding: tuple[int, int, int, int],
                  dilation: tuple[int, int], groups: int, need_x: bool, need_w: bool,
                  need_b: bool) -> tuple[Any, Any, Any]:
         with g.device:
+            return self.backward_on_device(col, x_shape, w, g, stride, padding, dilation,
+                                           groups, need_x, need_w, need_b)
+
+    def forward_on_device(self, x: Any, w: Any, b: Any, stride: tuple[int, int],
+                          padding: tuple[int, int, int, int], dilation: tuple[int, int],
+                          groups: int) -> tuple[Any, Any]:
+        if groups != 1:
+            return super().forward(x, w, b, stride, padding, dilation, groups)
+        m = self.m
+        n, c, h, wd = x.shape
+        o, _, kh, kw = w.shape
+        ho = _out_size(h, kh, stride[0], padding[0], padding[1], dilation[0])
+        wo = _out_size(wd, kw, stride[1], padding[2], padding[3], dilation[1])
+        k = c * kh * kw
+        col = m.empty((k + (b is not None), n * ho * wo), dtype=x.dtype)
+        wm = w.reshape(o, k)
+        if b is not None:
+            col[k] = 1
+            wm = m.concatenate([wm, b.reshape(o, 1)], axis=1)
+        geom = (stride, padding, dilation, 1, kh, kw, ho, wo)
+        self._im2col_strided(x, col, geom, _gemm_strides(n, ho * wo))
+        out = m.dot(wm, col).reshape(o, n, ho * wo)  # (O, N*HO*WO)
+        return m.ascontiguousarray(out.transpose(1, 0, 2)).reshape(n, o, ho, wo), col
+
+    def backward_on_device(self, col: Any, x_shape: tuple[int, ...], w: Any, g: Any,
+                           stride: tuple[int, int], padding: tuple[int, int, int, int],
+                           dilation: tuple[int, int], groups: int, need_x: bool,
+                           need_w: bool, need_b: bool) -> tuple[Any, Any, Any]:
+        if col is not None and col.ndim != 2 or groups != 1:
             return super().backward(col, x_shape, w, g, stride, padding, dilation, groups,
                                     need_x, need_w, need_b)
+        m = self.m
+        n = x_shape[0]
+        o, c, kh, kw = w.shape
+        ho, wo = g.shape[2:]
+        k = c * kh * kw
+        gm = m.ascontiguousarray(g.reshape(n, o, ho * wo).transpose(1, 0, 2)).reshape(o, -1)
+        dx = dw = db = None
+        if need_w or (need_b and col is not None and col.shape[0] > k):
+            dwe = m.dot(gm, col.T)  # (O, k (+1))
+            if need_w:
+                dw = m.ascontiguousarray(dwe[:, :k]).reshape(o, c, kh, kw)
+            if need_b and col.shape[0] > k:
+                db = m.ascontiguousarray(dwe[:, k])
+        if need_b and db is None:
+            db = gm.sum(axis=1)
+        if need_x:
+            dcol = m.dot(w.reshape(o, k).T, gm)  # (k, N*HO*WO)
+            geom = (stride, padding, dilation, 1, kh, kw, ho, wo)
+            dx = self._col2im_strided(dcol, x_shape, geom, _gemm_strides(n, ho * wo))
+        return dx, dw, db
 
     def _im2col(self, x: Any, col: Any, geom: tuple) -> None:
-        x = self.m.ascontiguousarray(x)
-        n, c = x.shape[:2]
-        _, _, _, _, kh, kw, ho, wo = geom
-        self._get(im2col_spec, x.dtype)(x, *geometry_args(x.shape, geom, col.shape[2]), col,
-                                        size=n * c * kh * kw * ho * wo)
+        self._im2col_strided(x, col, geom, _batched_strides(col.shape[2], geom[3],
+                                                            col.shape[3]))
 
     def _col2im(self, dcol: Any, x_shape: tuple[int, ...], geom: tuple) -> Any:
         dcol = self.m.ascontiguousarray(dcol)
+        return self._col2im_strided(dcol, x_shape, geom, _batched_strides(
+            dcol.shape[2], geom[3], dcol.shape[3]))
+
+    def _im2col_strided(self, x: Any, col: Any, geom: tuple, strides: tuple) -> None:
+        x = self.m.ascontiguousarray(x)
+        n, c = x.shape[:2]
+        _, _, _, _, kh, kw, ho, wo = geom
+        self._get(im2col_spec, x.dtype)(x, *geometry_args(x.shape, geom, strides), col,
+                                        size=n * c * kh * kw * ho * wo)
+
+    def _col2im_strided(self, dcol: Any, x_shape: tuple[int, ...], geom: tuple,
+                        strides: tuple) -> Any:
         dx = self.m.empty(x_shape, dtype=dcol.dtype)
-        self._get(col2im_spec, dcol.dtype)(dcol, *geometry_args(x_shape, geom, dcol.shape[2]),
-                                           dx, size=dx.size)
+        self._get(col2im_spec, dcol.dtype)(dcol, *geometry_args(x_shape, geom, strides), dx,
+                                           size=dx.size)
         return dx
