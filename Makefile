@@ -40,10 +40,9 @@ mpi:
 		echo "mpi: no mpiexec and no apt-get; distributed tests will skip"; \
 	fi
 
-# The wgpu backend is opt-in for users (VTL_WGPU_EXPERIMENTAL=1) until it passes everywhere;
-# the suite always exercises it where a Vulkan driver exists (lavapipe in CI).
+# The suite exercises the wgpu backend wherever a Vulkan driver exists (lavapipe in CI).
 test: $(STAMP) vulkan
-	VTL_WGPU_EXPERIMENTAL=1 $(PY) -m pytest -q
+	$(PY) -m pytest -q
 
 # `make demo` (BACKEND=numpy|cupy|wgpu): train an MLP on the bundled Digits, print the test
 # accuracy, write demo_out/digits.safetensors and demo_out/learning_curve.png.
@@ -58,7 +57,7 @@ demo: $(DEMO_STAMP)
 ifeq ($(BACKEND),wgpu)
 	$(PIP) install -q -e '.[plot,wgpu]'
 	@$(MAKE) -s vulkan
-	VTL_WGPU_EXPERIMENTAL=1 $(PY) examples/demo.py --backend wgpu
+	$(PY) examples/demo.py --backend wgpu
 else
 	$(PY) examples/demo.py --backend $(BACKEND)
 endif

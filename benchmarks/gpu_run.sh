@@ -21,7 +21,7 @@ if [ -f .gpu/prelude.sh ] && [ "${GPU_RUN_PRELUDE:-1}" != 0 ]; then
   # shellcheck disable=SC1091
   source .gpu/prelude.sh || echo "gpu_run: .gpu/prelude.sh failed; wgpu may be unavailable"
 fi
-export VTL_WGPU_EXPERIMENTAL=${VTL_WGPU_EXPERIMENTAL:-1} PYTHONUNBUFFERED=1 CUPY_TF32=0
+export PYTHONUNBUFFERED=1 CUPY_TF32=0
 export VTL_BENCH_BUDGET_S=${VTL_BENCH_BUDGET_S:-360} XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
 
 { python3 -m vtl info 2>&1; nvidia-smi 2>&1 | head -15; } > "$OUT/info.txt"

@@ -17,7 +17,7 @@ def setup(description: str, **defaults: object) -> argparse.Namespace:
     and print it."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--backend", default=os.environ.get("VTL_BACKEND", "numpy"),
-                   help="numpy, cupy or wgpu (wgpu needs VTL_WGPU_EXPERIMENTAL=1)")
+                   help="numpy, cupy or wgpu")
     p.add_argument("--quick", action="store_true", help="tiny run for CI")
     for name, value in defaults.items():
         p.add_argument(f"--{name.replace('_', '-')}", type=type(value), default=value)

@@ -471,7 +471,7 @@ def test_vtl_tensor_complex_autograd_on_wgpu():
     from vtl import backends
 
     if not backends.get("wgpu").is_available:
-        pytest.skip("vtl's wgpu backend is not enabled (VTL_WGPU_EXPERIMENTAL)")
+        pytest.skip(f"vtl's wgpu backend: {backends.get('wgpu').unavailable_reason}")
     h = cdata((4,), "complex64", 1.0)
     grads = {}
     for b in ("numpy", "wgpu"):

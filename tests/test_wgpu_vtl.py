@@ -43,7 +43,7 @@ SCRIPT = textwrap.dedent("""
 
 def test_vtl_ops_and_autograd_on_wgpu_backend():
     path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
-    env = dict(os.environ, VTL_WGPU_EXPERIMENTAL="1", PYTHONPATH=path)
+    env = dict(os.environ, PYTHONPATH=path)
     out = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True,
                          text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0 and "OK" in out.stdout, out.stderr[-3000:]

@@ -31,7 +31,6 @@ complex -> real/integer casts (take ``real``/``imag``); complex -> bool is allow
 
 from __future__ import annotations
 
-import os
 from math import e, inf, nan, pi
 from typing import Any
 
@@ -183,11 +182,6 @@ def is_available() -> bool:
 
 def _load_backend(backend: Any) -> Any:
     """Hook for vtl's backend registry: check the device and equip ``backend``."""
-    if os.environ.get("VTL_WGPU_EXPERIMENTAL", "") not in ("1", "true", "yes"):
-        raise RuntimeError(
-            "the wgpu backend is incomplete (not every vtl op runs on it yet); "
-            "set VTL_WGPU_EXPERIMENTAL=1 to use it"
-        )
     _runtime.get()
     import sys
 
