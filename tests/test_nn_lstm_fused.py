@@ -370,7 +370,15 @@ class SimulatedLstm:
     def supports(self, dtype) -> bool:
         return dtype.kind == "f"
 
-    def forward(self, z, z2, c_prev):
+    def forward(self, z, z2, c_prev, out=None):
+        res = self._forward(z, z2, c_prev)
+        if out is None:
+            return res
+        for dst, v in zip(out, (res[0], res[1], res[2], res[3]), strict=True):
+            dst[...] = v  # the layer's whole-sequence buffers
+        return out[0], out[1], out[2], out[3]
+
+    def _forward(self, z, z2, c_prev):
         self.calls["forward"] += 1
         xp = self.xp
         if z2 is not None:
@@ -383,7 +391,14 @@ class SimulatedLstm:
         tc = xp.tanh(c)
         return o * tc, c, xp.concat([i, f, g, o], axis=-1), tc
 
-    def backward(self, act, c_prev, tc, dh, dc, need_dc_prev, dh2=None):
+    def backward(self, act, c_prev, tc, dh, dc, need_dc_prev, dh2=None, out=None):
+        dz, dcp = self._backward(act, c_prev, tc, dh, dc, need_dc_prev, dh2)
+        if out is not None:
+            out[...] = dz
+            dz = out
+        return dz, dcp
+
+    def _backward(self, act, c_prev, tc, dh, dc, need_dc_prev, dh2=None):
         self.calls["backward"] += 1
         xp = self.xp
         hs = c_prev.shape[-1]

@@ -258,14 +258,18 @@ class _ElementwiseCache:
 class LstmCell(_ElementwiseCache):
     """``kernels["lstm_cell"]``: the LSTM cell's pointwise part, one launch each way."""
 
-    def forward(self, z: Any, z2: Any, cprev: Any) -> tuple[Any, Any, Any, Any]:
+    def forward(self, z: Any, z2: Any, cprev: Any, out: Any = None
+                ) -> tuple[Any, Any, Any, Any]:
         cp = self._cp
         hs = cprev.shape[-1]
         with z.device:
-            h = cp.empty(cprev.shape, dtype=z.dtype)
-            c = cp.empty_like(h)
-            tc = cp.empty_like(h)
-            act = cp.empty(z.shape, dtype=z.dtype)
+            if out is None:
+                h = cp.empty(cprev.shape, dtype=z.dtype)
+                c = cp.empty_like(h)
+                tc = cp.empty_like(h)
+                act = cp.empty(z.shape, dtype=z.dtype)
+            else:
+                h, c, act, tc = out
             kern = self._get(lstm_forward_spec, z2 is not None)
             if z2 is None:
                 kern(z, cprev, hs, h, c, tc, act)
@@ -274,12 +278,12 @@ class LstmCell(_ElementwiseCache):
         return h, c, act, tc
 
     def backward(self, act: Any, cprev: Any, tc: Any, dh: Any, dc: Any,
-                 need_dc_prev: bool, dh2: Any = None) -> tuple[Any, Any]:
+                 need_dc_prev: bool, dh2: Any = None, out: Any = None) -> tuple[Any, Any]:
         cp = self._cp
         if dh is None:
             dh, dh2 = dh2, None
         with act.device:
-            dz = cp.empty(act.shape, dtype=act.dtype)
+            dz = cp.empty(act.shape, dtype=act.dtype) if out is None else out
             dcp = cp.empty(tc.shape, dtype=act.dtype) if need_dc_prev else None
             kern = self._get(lstm_backward_spec, dh is not None, dc is not None, need_dc_prev,
                              dh2 is not None)

@@ -46,20 +46,21 @@ class LstmCellKernel(Protocol):
 
     ``forward(gates, hidden_gates, c_prev)`` (``hidden_gates`` may be ``None``)
     returns ``(h, c, act, tc)``: ``act`` holds the activated gates ``i, f, g, o``
-    laid out as ``gates`` (``(..., 4 * H)``), ``tc = tanh(c)``.
-    ``backward(act, c_prev, tc, dh, dc, need_dc_prev, dh2=None)`` (``dh``/``dc``
-    may be ``None``: no gradient reached that output; ``dh2``, when given, is added
-    to ``dh``) returns ``(d_gates, d_c_prev)``, ``d_c_prev`` being ``None`` unless
-    asked for.
+    laid out as ``gates`` (``(..., 4 * H)``), ``tc = tanh(c)``; ``out``, when given,
+    is those four C-contiguous arrays to write into.
+    ``backward(act, c_prev, tc, dh, dc, need_dc_prev, dh2=None, out=None)``
+    (``dh``/``dc`` may be ``None``: no gradient reached that output; ``dh2``, when
+    given, is added to ``dh``; ``out`` receives ``d_gates``) returns
+    ``(d_gates, d_c_prev)``, ``d_c_prev`` being ``None`` unless asked for.
     """
 
     def supports(self, dtype: Any) -> bool: ...
 
-    def forward(self, gates: Any, hidden_gates: Any, c_prev: Any) -> tuple[Any, Any, Any, Any]:
-        ...
+    def forward(self, gates: Any, hidden_gates: Any, c_prev: Any, out: Any = None
+                ) -> tuple[Any, Any, Any, Any]: ...
 
     def backward(self, act: Any, c_prev: Any, tc: Any, dh: Any, dc: Any,
-                 need_dc_prev: bool, dh2: Any = None) -> tuple[Any, Any]: ...
+                 need_dc_prev: bool, dh2: Any = None, out: Any = None) -> tuple[Any, Any]: ...
 
 
 class GruCellKernel(Protocol):
@@ -391,18 +392,25 @@ def _layer_forward(xp: Any, kern: Any, gates: Any, h0: Any, c0: Any, w_hh: Any, 
     outs: list[Any] = [None] * n
     acts, tcs, cprevs = [], [], []
     h, c = h0, c0
+    if kern is not None:  # every step writes into slices of whole-sequence buffers
+        shape = (n, *h0.shape)
+        h_all = xp.empty(shape, dtype=gates.dtype, device=gates.device)
+        c_all = xp.empty(shape, dtype=gates.dtype, device=gates.device)
+        tc_all = xp.empty(shape, dtype=gates.dtype, device=gates.device)
+        act_all = xp.empty(gates.shape, dtype=gates.dtype, device=gates.device)
     for t in _order(n, reverse):
         gh = xp.matmul(h, w_t)
         cprevs.append(c)
         if kern is not None:
-            h, c, act, tc = kern.forward(gates[t, ...], gh, c)
+            h, c, act, tc = kern.forward(gates[t, ...], gh, c,
+                                         out=(h_all[t], c_all[t], act_all[t], tc_all[t]))
         else:
             gh += gates[t, ...]
             h, c, act, tc = _lstm_forward(xp, gh, None, c, hs, own=True)
         acts.append(act)
         tcs.append(tc)
         outs[t] = h
-    return xp.stack(outs, axis=0), h, c, (acts, tcs, cprevs)
+    return (h_all if kern is not None else xp.stack(outs, axis=0)), h, c, (acts, tcs, cprevs)
 
 
 def _layer_vjp(kern: Any, inputs: tuple, state: tuple, hs: int, reverse: bool, gs: list,
@@ -421,31 +429,25 @@ def _layer_vjp(kern: Any, inputs: tuple, state: tuple, hs: int, reverse: bool, g
     dod = None if dout is None else dout._data
     dh = None if dhn is None else dhn._data
     dc = None if dcn is None else dcn._data
-    dzs: list[Any] = [None] * n
-    # the portable path writes every step's gate gradient into one buffer
-    dz_all = None if kern is not None else xp.empty(gates._data.shape,
-                                                     dtype=gates._data.dtype, device=out.device)
+    # every step's gate gradient goes into one buffer
+    dz_all = xp.empty(gates._data.shape, dtype=gates._data.dtype, device=out.device)
     need_h0, need_c0 = h0._requires_grad, c0._requires_grad
     for k in range(n - 1, -1, -1):
         t = order[k]
         dh2 = None if dod is None else dod[t, ...]
         if dh is None and dc is None and dh2 is None:  # no gradient reached this step yet
-            dzs[t] = xp.zeros(gates.shape[1:], dtype=gates._data.dtype, device=out.device)
-            if dz_all is not None:
-                dz_all[t, ...] = dzs[t]
+            dz_all[t, ...] = 0
             continue
         need_c = k > 0 or need_c0
         if kern is not None:
-            dz, dc = kern.backward(acts[k], cprevs[k], tcs[k], dh, dc, need_c, dh2)
+            dz, dc = kern.backward(acts[k], cprevs[k], tcs[k], dh, dc, need_c, dh2,
+                                   out=dz_all[t])
         else:
             if dh2 is not None:
                 dh = dh2 if dh is None else dh + dh2
             dz, dc = _lstm_backward(xp, acts[k], cprevs[k], tcs[k], dh, dc, hs, need_c,
                                     dz_all[t, ...])
-        dzs[t] = dz
         dh = xp.matmul(dz, w) if (k > 0 or need_h0) else None
-    if dz_all is None:
-        dz_all = xp.stack(dzs, axis=0)
     g_gates = new(dz_all, dev) if gates._requires_grad else None
     g_w = None
     if w_hh._requires_grad:
