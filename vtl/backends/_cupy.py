@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _cupy_nn
 from ._base import Backend, Device
 
 
@@ -26,6 +27,7 @@ class CupyBackend(Backend):
         from ._cupy_kernels import register
 
         register(self, cupy)
+        _cupy_nn.register(self, cupy)
         self.kernels["conv2d"] = CupyConv2d(cupy)
         return xp
 
@@ -45,13 +47,19 @@ class CupyBackend(Backend):
         return self._cupy.asarray(raw)
 
     def to_host(self, raw: Any) -> np.ndarray:
+        ce = self.kernels.get("cross_entropy")
+        if ce is not None and ce.pending:  # class indices checked on the device: report
+            ce.check_pending()
         return self._cupy.asnumpy(raw)
 
     def from_host(self, arr: np.ndarray, index: int = 0) -> Any:
         with self._cupy.cuda.Device(index):
             if arr.ndim == 0:  # CuPy fills 0-d arrays with a memset for zeros: -0.0 -> +0.0
                 return self._cupy.asarray(arr.reshape(1)).reshape(())
-            return self._cupy.asarray(arr)
+            out = self._cupy.asarray(arr)
+        if arr.dtype.kind in "iu":  # value range of uploaded integers (class indices)
+            _cupy_nn.note_upload(out, arr)
+        return out
 
     def from_dlpack(self, obj: Any, index: int = 0, copy: bool | None = None) -> Any:
         with self._cupy.cuda.Device(index):

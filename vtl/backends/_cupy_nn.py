@@ -1,0 +1,551 @@
+"""Fused kernels of ``vtl.nn`` ops on the CuPy backend (``backend.kernels``).
+
+Each replaces a chain of portable array-API calls (one CuPy launch and 10-20 us of host
+time each) by fewer launches; the portable versions stay the reference
+(``tests/test_cupy_nn_kernels.py`` checks that both agree). Kernels take raw arrays and
+return ``None`` when they do not handle the arguments (the caller then takes the portable
+path). Float32 and float64.
+
+* ``linear``: ``x @ w.T + b`` as one cuBLAS gemm (``cupy.dot``) and one in-place bias add;
+* ``linear_grad_weight``: ``g.T @ x`` (one gemm) and the bias gradient ``sum(g, axis=0)``
+  (one column-sum kernel, summed in a fixed order: deterministic);
+* ``relu_backward``: ``where(x <= 0, 0, g)`` in one launch;
+* ``cross_entropy``: log-softmax, the picked log probability, the ignore mask and the
+  sum/mean in ONE launch (one warp per row; the rows and the reduction in one block up to
+  ``CE_ONE_BLOCK`` logits, above that a second one-block launch sums the per-row losses);
+  the reduction runs in a fixed order (no atomics), so results are deterministic. Its
+  gradient ``(softmax - onehot) * g`` (masked, divided by the count for ``'mean'``) is
+  one more launch.
+
+Class indices of ``cross_entropy`` are validated without a host sync: the kernel itself
+checks every target, gives nan for a target outside ``[0, C)`` (it never reads out of
+bounds) and records the first bad target of the first failing call in a small device
+buffer. That buffer is read lazily, by the first host read of any array of the backend
+after the call (``CupyBackend.to_host``: ``float(loss)``, ``loss.item()``,
+``.numpy()``...), which raises the ``IndexError`` the portable path raises. Targets
+uploaded from host memory (``vtl.asarray``) have a value range recorded at upload; when
+that range shows a possibly bad target, the caller checks eagerly as the portable path
+does (one sync), so that an error is raised by the call itself.
+
+The CUDA sources are built from :class:`Spec` objects (parameter list + body), so the
+same code can be compiled by NVRTC (CuPy), by ``nvcc`` for a syntax check, or for the
+host with a small emulation of the CUDA built-ins (the tests do both).
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any, NamedTuple
+
+import numpy as np
+
+_CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+_TCTYPES = {
+    np.dtype(np.int8): "signed char", np.dtype(np.int16): "short",
+    np.dtype(np.int32): "int", np.dtype(np.int64): "long long",
+    np.dtype(np.uint8): "unsigned char", np.dtype(np.uint16): "unsigned short",
+    np.dtype(np.uint32): "unsigned int",
+}
+_I64 = np.int64
+_I32 = np.int32
+
+
+class Spec(NamedTuple):
+    """One CUDA kernel: ``extern "C" __global__ void name(params) { body }``; parameter
+    types may use ``T`` (the float type) and ``TI`` (the target's integer type)."""
+
+    name: str
+    params: tuple[tuple[str, str], ...]
+    body: str
+
+
+_PRELUDE = r"""
+__device__ __forceinline__ float vtl_exp(float a) { return expf(a); }
+__device__ __forceinline__ double vtl_exp(double a) { return exp(a); }
+__device__ __forceinline__ float vtl_log(float a) { return logf(a); }
+__device__ __forceinline__ double vtl_log(double a) { return log(a); }
+__device__ __forceinline__ float vtl_nan(float) { return __int_as_float(0x7fc00000); }
+__device__ __forceinline__ double vtl_nan(double) {
+  return __longlong_as_double(0x7ff8000000000000LL);
+}
+__device__ __forceinline__ float vtl_neg_inf(float) { return __int_as_float(0xff800000); }
+__device__ __forceinline__ double vtl_neg_inf(double) {
+  return __longlong_as_double((long long)0xfff0000000000000ULL);
+}
+"""
+
+
+def cuda_source(spec: Spec, ctype: str, tctype: str = "int", name: str | None = None) -> str:
+    """CUDA C++ source of ``spec`` for the float type ``ctype`` and target type ``tctype``
+    (the kernel is called ``name``, default ``spec.name``)."""
+    params = ",\n    ".join(f"{t} {n}" for t, n in spec.params)
+    return (f"typedef {ctype} T;\ntypedef {tctype} TI;\n{_PRELUDE}\n"
+            f'extern "C" __global__ void {name or spec.name}(\n    {params}) {{\n'
+            f"{spec.body}}}\n")
+
+
+# -- kernels ---------------------------------------------------------------------------------
+
+#: ``out[i, j] += b[j * sb]`` over a contiguous (total / N, N) ``out``
+BIAS_ADD = Spec("vtl_bias_add", (
+    ("T* __restrict__", "out"), ("const T* __restrict__", "b"), ("const long long", "sb"),
+    ("const long long", "N"), ("const long long", "total")), r"""
+  const long long stride = (long long)blockDim.x * gridDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+       i += stride) {
+    out[i] += b[(i % N) * sb];
+  }
+""")
+
+#: ``out[j] = sum_m g[m * sgm + j * sgn]`` with block (32, 8): a column per thread column,
+#: eight row phases per column summed in a fixed order (in double)
+COL_SUM = Spec("vtl_col_sum", (
+    ("const T* __restrict__", "g"), ("T* __restrict__", "out"), ("const long long", "M"),
+    ("const long long", "N"), ("const long long", "sgm"), ("const long long", "sgn")), r"""
+  __shared__ double part[8][33];
+  const long long col = (long long)blockIdx.x * 32 + threadIdx.x;
+  double acc = 0;
+  if (col < N) {
+    for (long long m = threadIdx.y; m < M; m += 8) acc += (double)g[m * sgm + col * sgn];
+  }
+  part[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && col < N) {
+    double s = part[0][threadIdx.x];
+    for (int k = 1; k < 8; ++k) s += part[k][threadIdx.x];
+    out[col] = (T)s;
+  }
+""")
+
+#: ``out[i] = x[i] <= 0 ? 0 : g[i]`` over contiguous arrays (nan in ``x`` passes ``g``)
+RELU_BACKWARD = Spec("vtl_relu_backward", (
+    ("const T* __restrict__", "x"), ("const T* __restrict__", "g"), ("T* __restrict__", "out"),
+    ("const long long", "n")), r"""
+  const long long stride = (long long)blockDim.x * gridDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    out[i] = x[i] <= (T)0 ? (T)0 : g[i];
+  }
+""")
+
+_CE_PARAMS = (
+    ("const T* __restrict__", "x"), ("const TI* __restrict__", "t"),
+    ("T* __restrict__", "out"), ("T* __restrict__", "saved"),
+    ("long long* __restrict__", "err"), ("const long long", "M"), ("const long long", "C"),
+    ("const long long", "sxm"), ("const long long", "sxc"), ("const long long", "st"),
+    ("const int", "mode"), ("const int", "phase"), ("const int", "has_ignore"),
+    ("const long long", "ignore"))
+
+#: Cross-entropy of logit rows ``x[m * sxm + c * sxc]`` against targets ``t[m * st]``, as
+#: the portable log_softmax/nll_loss: ``sh = max(x)`` (nan-propagating; 0 when not finite),
+#: ``s = sum(exp(x - sh))``, ``loss = -((x[t] - sh) - log(s))``, 0 where ``t == ignore``
+#: (``has_ignore``), nan for a target outside ``[0, C)``. ``saved[2m] = sh``,
+#: ``saved[2m + 1] = s`` (for the gradient), ``saved[2M]`` = the number of targets not
+#: ignored, ``saved[2M + 1 + m]`` = the row losses of a reduced mode. ``mode`` 0: row
+#: losses into ``out[m]``; 1: their sum, 2: their mean into ``out[0]`` (in double, in a
+#: fixed order). Phase 0: one warp per row (blocks of 256 threads); a single block goes on
+#: with phase 1 itself, else a second launch (phase 1, one block) does it: the sum, the
+#: count and the first bad target, recorded in ``err = [flag, target, C]`` unless a
+#: previous call's error is still there.
+CROSS_ENTROPY = Spec("vtl_cross_entropy", _CE_PARAMS, r"""
+  const unsigned FULL = 0xffffffffu;
+  const int tid = threadIdx.x;
+  if (phase == 0) {
+    const int lane = tid & 31;
+    const long long nwarps = ((long long)gridDim.x * blockDim.x) >> 5;
+    for (long long m = ((long long)blockIdx.x * blockDim.x + tid) >> 5; m < M; m += nwarps) {
+      const T* xr = x + m * sxm;
+      T mx = vtl_neg_inf((T)0);
+      for (long long c = lane; c < C; c += 32) {
+        const T v = xr[c * sxc];
+        if (isnan(v) || v > mx) mx = v;
+      }
+      for (int o = 16; o > 0; o >>= 1) {
+        const T v = __shfl_down_sync(FULL, mx, o);
+        if (isnan(v) || v > mx) mx = v;
+      }
+      mx = __shfl_sync(FULL, mx, 0);
+      const T sh = isfinite(mx) ? mx : (T)0;
+      T s = 0;
+      for (long long c = lane; c < C; c += 32) s += vtl_exp(xr[c * sxc] - sh);
+      for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(FULL, s, o);
+      if (lane == 0) {
+        saved[2 * m] = sh;
+        saved[2 * m + 1] = s;
+        const long long tv = (long long)t[m * st];
+        T loss = 0;
+        if (!(has_ignore && tv == ignore)) {
+          loss = (tv >= 0 && tv < C) ? -((xr[tv * sxc] - sh) - vtl_log(s)) : vtl_nan((T)0);
+        }
+        if (mode == 0) {
+          out[m] = loss;
+        } else {
+          saved[2 * M + 1 + m] = loss;
+        }
+      }
+    }
+    if (gridDim.x > 1) return;
+    __syncthreads();
+  }
+  __shared__ double s_sum[256];
+  __shared__ long long s_cnt[256];
+  __shared__ long long s_bad[256];
+  double acc = 0;
+  long long cnt = 0;
+  long long bad = M;
+  for (long long m = tid; m < M; m += blockDim.x) {
+    const long long tv = (long long)t[m * st];
+    if (has_ignore && tv == ignore) continue;
+    ++cnt;
+    if ((tv < 0 || tv >= C) && m < bad) bad = m;
+    if (mode != 0) acc += (double)saved[2 * M + 1 + m];
+  }
+  s_sum[tid] = acc;
+  s_cnt[tid] = cnt;
+  s_bad[tid] = bad;
+  __syncthreads();
+  for (int h = 128; h > 0; h >>= 1) {
+    if (tid < h) {
+      s_sum[tid] += s_sum[tid + h];
+      s_cnt[tid] += s_cnt[tid + h];
+      if (s_bad[tid + h] < s_bad[tid]) s_bad[tid] = s_bad[tid + h];
+    }
+    __syncthreads();
+  }
+  if (tid == 0) {
+    const long long first = s_bad[0];
+    if (first < M && err[0] == 0) {
+      err[1] = (long long)t[first * st];
+      err[2] = C;
+      err[0] = 1;
+    }
+    if (mode != 0) {
+      const double total = s_sum[0];
+      out[0] = (T)(mode == 2 ? total / (double)s_cnt[0] : total);
+      saved[2 * M] = (T)s_cnt[0];
+    }
+  }
+""")
+
+#: Gradient of ``vtl_cross_entropy`` with respect to the logits, contiguous (M, C):
+#: ``g_m * (exp(x - sh_m) / s_m - [c == t_m])``, divided by ``saved[2M]`` for the mean,
+#: 0 where ignored, nan for a bad target; ``g_m = g[m * sg]`` (``sg = 0``: one value).
+CROSS_ENTROPY_GRAD = Spec("vtl_cross_entropy_grad", (
+    ("const T* __restrict__", "x"), ("const TI* __restrict__", "t"),
+    ("const T* __restrict__", "saved"), ("const T* __restrict__", "g"),
+    ("T* __restrict__", "out"), ("const long long", "M"), ("const long long", "C"),
+    ("const long long", "sxm"), ("const long long", "sxc"), ("const long long", "st"),
+    ("const long long", "sg"), ("const int", "mode"), ("const int", "has_ignore"),
+    ("const long long", "ignore")), r"""
+  const long long total = M * C;
+  const long long stride = (long long)blockDim.x * gridDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+       i += stride) {
+    const long long m = i / C;
+    const long long c = i - m * C;
+    const long long tv = (long long)t[m * st];
+    T r = 0;
+    if (!(has_ignore && tv == ignore)) {
+      if (tv >= 0 && tv < C) {
+        T gm = g[m * sg];
+        if (mode == 2) gm = gm / saved[2 * M];
+        const T p = vtl_exp(x[m * sxm + c * sxc] - saved[2 * m]) / saved[2 * m + 1];
+        r = (p - (tv == c ? (T)1 : (T)0)) * gm;
+      } else {
+        r = vtl_nan((T)0);
+      }
+    }
+    out[i] = r;
+  }
+""")
+
+SPECS = (BIAS_ADD, COL_SUM, RELU_BACKWARD, CROSS_ENTROPY, CROSS_ENTROPY_GRAD)
+
+#: largest M * C whose cross-entropy (rows and reduction) runs in one block, one launch
+CE_ONE_BLOCK = 1 << 16
+#: largest number of rows whose bias gradient uses ``vtl_col_sum`` (above: ``cupy.sum``)
+COL_SUM_MAX_ROWS = 1 << 12
+_CE_MODES = {"none": 0, "sum": 1, "mean": 2}
+
+
+def _blocks(n: int, per: int = 256, cap: int = 1 << 16) -> int:
+    return max(1, min(-(-n // per), cap))
+
+
+def _elem_strides(a: Any) -> tuple[int, ...] | None:
+    """Strides of ``a`` in elements, or ``None`` when one is not a whole element."""
+    isz = a.itemsize
+    out = []
+    for s in a.strides:
+        if s % isz:
+            return None
+        out.append(s // isz)
+    return tuple(out)
+
+
+class _Kernels:
+    """RawKernels compiled once per (spec, float type, target type)."""
+
+    def __init__(self, cupy: Any) -> None:
+        self._cp = cupy
+        self._compiled: dict[tuple, Any] = {}
+
+    def get(self, spec: Spec, dtype: Any, tdtype: Any = None) -> Any:
+        key = (spec.name, dtype, tdtype)
+        k = self._compiled.get(key)
+        if k is None:
+            src = cuda_source(spec, _CTYPES[np.dtype(dtype)],
+                              _TCTYPES[np.dtype(tdtype)] if tdtype is not None else "int")
+            k = self._compiled[key] = self._cp.RawKernel(src, spec.name)
+        return k
+
+
+class CupyNN:
+    """``linear``, ``linear_grad_weight`` and ``relu_backward`` (bound methods are the
+    registered kernels); ``launches`` counts the launches they made."""
+
+    def __init__(self, cupy: Any) -> None:
+        self._cp = cupy
+        self._k = _Kernels(cupy)
+        self._relu_strided: Any = None
+        self.launches = 0
+
+    def _ok2(self, *xs: Any) -> bool:
+        nd = self._cp.ndarray
+        x0 = xs[0]
+        return all(type(x) is nd and x.ndim == 2 and x.dtype == x0.dtype for x in xs) \
+            and x0.dtype in _CTYPES
+
+    def linear(self, x: Any, w: Any, b: Any) -> Any:
+        """``x @ w.T + b`` for 2-D ``x`` (M, in), ``w`` (out, in), ``b`` (out,) or None."""
+        if not self._ok2(x, w) or x.shape[1] != w.shape[1] or 0 in x.shape or 0 in w.shape:
+            return None
+        if b is not None and (type(b) is not self._cp.ndarray or b.dtype != x.dtype
+                              or b.shape != (w.shape[0],) or b.strides[0] % b.itemsize):
+            return None
+        cp = self._cp
+        with x.device:
+            out = cp.dot(x, w.T)
+            self.launches += 1
+            if b is None:
+                return out
+            if not out.flags.c_contiguous:
+                out = cp.ascontiguousarray(out)
+            total = out.size
+            self._k.get(BIAS_ADD, x.dtype)(
+                (_blocks(total),), (256,),
+                (out, b, _I64(b.strides[0] // b.itemsize), _I64(out.shape[1]), _I64(total)))
+            self.launches += 1
+        return out
+
+    def linear_grad_weight(self, g: Any, x: Any, bias: bool) -> Any:
+        """``(g.T @ x, sum(g, axis=0) if bias else None)`` for 2-D ``g`` (M, out) and
+        ``x`` (M, in)."""
+        if not self._ok2(g, x) or g.shape[0] != x.shape[0] or 0 in g.shape or 0 in x.shape:
+            return None
+        cp = self._cp
+        with g.device:
+            gw = cp.dot(g.T, x)
+            self.launches += 1
+            if not bias:
+                return gw, None
+            m, n = g.shape
+            st = _elem_strides(g)
+            if m > COL_SUM_MAX_ROWS or st is None:
+                gb = cp.sum(g, axis=0)
+            else:
+                gb = cp.empty((n,), dtype=g.dtype)
+                self._k.get(COL_SUM, g.dtype)(
+                    (-(-n // 32),), (32, 8), (g, gb, _I64(m), _I64(n), _I64(st[0]), _I64(st[1])))
+            self.launches += 1
+        return gw, gb
+
+    def relu_backward(self, x: Any, g: Any) -> Any:
+        """``where(x <= 0, 0, g)`` (relu's gradient; nan in ``x`` passes ``g`` through)."""
+        cp = self._cp
+        if (type(x) is not cp.ndarray or type(g) is not cp.ndarray or x.shape != g.shape
+                or x.dtype != g.dtype or x.dtype not in _CTYPES):
+            return None
+        with x.device:
+            if x.flags.c_contiguous and g.flags.c_contiguous:
+                out = cp.empty(x.shape, dtype=x.dtype)
+                n = x.size
+                if n:
+                    self._k.get(RELU_BACKWARD, x.dtype)((_blocks(n),), (256,),
+                                                        (x, g, out, _I64(n)))
+                    self.launches += 1
+                return out
+            if self._relu_strided is None:
+                self._relu_strided = cp.ElementwiseKernel(
+                    "T x, T g", "T out", "out = x <= (T)0 ? (T)0 : g", "vtl_relu_backward_nd")
+            self.launches += 1
+            return self._relu_strided(x, g)
+
+
+# -- known value ranges of uploaded integer arrays -----------------------------------------------
+
+#: largest integer upload whose value range is recorded
+KNOWN_MAX = 1 << 22
+_KNOWN: dict[int, tuple[Any, tuple[int, int, int | None]]] = {}
+
+
+def _forget(key: int, ref: Any) -> None:
+    hit = _KNOWN.get(key)
+    if hit is not None and hit[0] is ref:
+        del _KNOWN[key]
+
+
+def note_upload(raw: Any, host: np.ndarray) -> None:
+    """Record the value range of the integer array ``raw`` just copied from ``host``
+    (a heuristic only: the range is not updated when ``raw`` is written in place)."""
+    n = host.size
+    if not 0 < n <= KNOWN_MAX:
+        return
+    lo, hi = int(host.min()), int(host.max())
+    lo2 = None
+    if lo < 0 and hi > lo:
+        lo2 = int(host[host > lo].min())
+    key = id(raw)
+    try:
+        ref = weakref.ref(raw, lambda r, k=key: _forget(k, r))
+    except TypeError:
+        return
+    _KNOWN[key] = (ref, (lo, hi, lo2))
+
+
+def known_range(raw: Any) -> tuple[int, int, int | None] | None:
+    """``(lo, hi, lo2)`` recorded at the upload of ``raw`` (``lo2``: the smallest value
+    above a negative ``lo``), or ``None``."""
+    hit = _KNOWN.get(id(raw))
+    if hit is None or hit[0]() is not raw:
+        return None
+    return hit[1]
+
+
+class CupyCrossEntropy:
+    """``kernels["cross_entropy"]`` (the protocol of ``vtl/nn/functional/loss.py``):
+    ``fwd(x, t, reduction, ignore_index)`` -> ``(loss, saved)``;
+    ``grad(x, t, saved, g, reduction, ignore_index)`` -> the logits' gradient. ``x`` is
+    (M, C) float32/float64 with any strides, ``t`` (M,) integers up to 32 bits or int64.
+
+    Bad targets are reported lazily (module docstring): ``pending`` holds the devices
+    whose error buffer has not been read since a call; :meth:`check_pending` reads them
+    and raises."""
+
+    def __init__(self, cupy: Any) -> None:
+        self._cp = cupy
+        self._k = _Kernels(cupy)
+        self._err: dict[int, Any] = {}
+        self.pending: set[int] = set()
+        self.launches = 0
+
+    def supports(self, x: Any, t: Any) -> bool:
+        nd = self._cp.ndarray
+        return (type(x) is nd and type(t) is nd and x.ndim == 2 and t.ndim == 1
+                and x.dtype in _CTYPES and t.dtype in _TCTYPES and x.shape[0] == t.shape[0]
+                and x.shape[0] > 0 and x.shape[1] > 0 and x.device.id == t.device.id
+                and _elem_strides(x) is not None and _elem_strides(t) is not None)
+
+    @staticmethod
+    def targets_valid(t: Any, c: int, ignore_index: int) -> bool | None:
+        """``True`` when no host check is needed: the recorded range of uploaded targets
+        shows them valid, or no range is known (the kernel checks on the device and the
+        error is raised by the next host read); ``None`` when a recorded range shows a
+        possibly bad target (the caller checks eagerly, naming the first one)."""
+        kr = known_range(t)
+        if kr is None:
+            return True
+        lo, hi, lo2 = kr
+        if lo < 0 and lo == ignore_index:
+            if lo2 is None:
+                return True
+            lo = lo2
+        if 0 <= lo and hi < c:
+            return True
+        return None
+
+    def _error_buffer(self, dev: int) -> Any:
+        err = self._err.get(dev)
+        if err is None:
+            err = self._err[dev] = self._cp.zeros((3,), dtype=np.int64)
+        return err
+
+    @staticmethod
+    def _ignore(ignore_index: int) -> tuple[Any, Any]:
+        if -(1 << 63) <= ignore_index < (1 << 63):
+            return _I32(1), _I64(ignore_index)
+        return _I32(0), _I64(0)
+
+    def fwd(self, x: Any, t: Any, reduction: str, ignore_index: int) -> tuple[Any, Any]:
+        cp = self._cp
+        mode = _CE_MODES[reduction]
+        m, c = x.shape
+        sxm, sxc = _elem_strides(x)
+        (st,) = _elem_strides(t)
+        has_ig, ig = self._ignore(ignore_index)
+        dev = x.device.id
+        with x.device:
+            err = self._error_buffer(dev)
+            out = cp.empty((m,) if mode == 0 else (), dtype=x.dtype)
+            saved = cp.empty((3 * m + 1,), dtype=x.dtype)
+            kern = self._k.get(CROSS_ENTROPY, x.dtype, t.dtype)
+            one = m * c <= CE_ONE_BLOCK
+            blocks = 1 if one else _blocks(m, 8, 1 << 13)
+            base = (x, t, out, saved, err, _I64(m), _I64(c), _I64(sxm), _I64(sxc), _I64(st),
+                    _I32(mode))
+            kern((blocks,), (256,), (*base, _I32(0), has_ig, ig))
+            self.launches += 1
+            if not one:
+                kern((1,), (256,), (*base, _I32(1), has_ig, ig))
+                self.launches += 1
+        self.pending.add(dev)
+        return out, saved
+
+    def grad(self, x: Any, t: Any, saved: Any, g: Any, reduction: str,
+             ignore_index: int) -> Any:
+        cp = self._cp
+        mode = _CE_MODES[reduction]
+        m, c = x.shape
+        sxm, sxc = _elem_strides(x)
+        (st,) = _elem_strides(t)
+        has_ig, ig = self._ignore(ignore_index)
+        with x.device:
+            if g.dtype != x.dtype:
+                g = g.astype(x.dtype)
+            sg = _elem_strides(g)[0] if mode == 0 and g.ndim else 0
+            out = cp.empty((m, c), dtype=x.dtype)
+            self._k.get(CROSS_ENTROPY_GRAD, x.dtype, t.dtype)(
+                (_blocks(m * c),), (256,),
+                (x, t, saved, g, out, _I64(m), _I64(c), _I64(sxm), _I64(sxc), _I64(st),
+                 _I64(sg), _I32(mode), has_ig, ig))
+            self.launches += 1
+        return out
+
+    def check_pending(self) -> None:
+        """Read the error buffers of the devices with calls since the last check; raise
+        ``IndexError`` (as the portable path) for the first bad target found."""
+        cp = self._cp
+        devs = sorted(self.pending)
+        self.pending = set()
+        for k, dev in enumerate(devs):
+            err = self._err[dev]
+            with cp.cuda.Device(dev):
+                flag, value, c = (int(v) for v in cp.asnumpy(err))
+                if flag:
+                    err.fill(0)
+            if flag:
+                self.pending.update(devs[k + 1:])
+                raise IndexError(f"cross_entropy(): target {value} is out of bounds for {c} "
+                                 "classes")
+
+
+def register(backend: Any, cupy: Any) -> None:
+    """Equip a CuPy backend object with the nn kernels."""
+    nn = CupyNN(cupy)
+    backend.kernels["linear"] = nn.linear
+    backend.kernels["linear_grad_weight"] = nn.linear_grad_weight
+    backend.kernels["relu_backward"] = nn.relu_backward
+    backend.kernels["cross_entropy"] = CupyCrossEntropy(cupy)
+
+
+__all__ = ["CE_ONE_BLOCK", "SPECS", "CupyCrossEntropy", "CupyNN", "Spec", "cuda_source",
+           "known_range", "note_upload", "register"]
