@@ -27,7 +27,7 @@ import numpy as np
 
 from .._tensor import Tensor, _new
 from ..autograd import grad_mode
-from ..autograd.graph import Node
+from ..autograd.graph import Node, _next_key
 from ..backends import Device
 
 new = _new
@@ -141,18 +141,54 @@ def record(
 
 
 def record_edges(out: Any, dev: Device, name: str, edges: tuple, vjp: Callable,
-                 saved: Sequence[Tensor] = (), save_output: bool = False) -> Tensor:
+                 saved: Sequence[Tensor] = (), save_output: bool = False,
+                 raw: Callable | None = None) -> Tensor:
     """:func:`record` with the graph edges of the inputs already formed (one per input:
     the leaf tensor, ``(node, output_index)``, or ``None``); ``save_output`` here only
-    keeps the data (the caller watches the output's version)."""
+    keeps the data (the caller watches the output's version).
+
+    ``raw(vjp, g_data)``, when given, is the rule on raw arrays for plain backward: one raw
+    gradient (of the input's shape and dtype, see :func:`raw_grad`) or ``None`` per input;
+    it gets ``vjp`` too (whose arguments, for a ``functools.partial``, it may read).
+    """
     if out.__class__ is not dev.array_type:
         out = dev._backend.normalize(out)
+    # Node(name, vjp, edges, saved, ((out.shape, out.dtype),), ..., dev, raw), built
+    # without the type call (this is the recording path of every op)
+    node = _object_new(Node)
+    node._name = name
+    node.vjp = vjp
+    node.raw = raw
+    node.edges = edges
+    if saved:
+        c = getattr(saved[0], "_vc", None)
+        if c is None:
+            c = saved[0]._vc = [0]
+        if len(saved) == 1:
+            node.saved = (c,)
+            node.versions = ([c[0]],)
+        elif len(saved) == 2:
+            c2 = getattr(saved[1], "_vc", None)
+            if c2 is None:
+                c2 = saved[1]._vc = [0]
+            node.saved = (c, c2)
+            node.versions = ([c[0]], [c2[0]])
+        else:
+            node.saved = (c, *[t._version_counter() for t in saved[1:]])
+            node.versions = tuple([[c[0]] for c in node.saved])
+    else:
+        node.saved = node.versions = ()
+    node.out_meta = ((out.shape, out.dtype),)
+    node.out_data = (out,) if save_output else None
+    node.device = dev
+    node.hooks = node.retained = None
+    node.key = _next_key()
+    node.multi = False
     t = _object_new(Tensor)
     t._data = out
     t._device = dev
     t._vc = None
-    t._grad_fn = Node(name, vjp, edges, saved, ((out.shape, out.dtype),),
-                      (out,) if save_output else None, dev)
+    t._grad_fn = node
     t._out_idx = 0
     t._requires_grad = True
     return t
@@ -236,6 +272,16 @@ def _reduce_raw(gd: Any, shape: tuple, xp: Any) -> Any:
     if gd.shape != shape:
         gd = xp.reshape(gd, shape)
     return gd
+
+
+def raw_grad(raw: Any, x: Tensor, dev: Device) -> Any:
+    """:func:`plain_grad` as a raw array (for raw rules)."""
+    xd = x._data
+    if raw.shape == xd.shape and raw.dtype == xd.dtype:
+        return raw
+    if raw.dtype == xd.dtype:
+        return _reduce_raw(raw, xd.shape, dev.xp)
+    return sum_to(_new(raw, dev), x)._data
 
 
 def plain_grad(raw: Any, x: Tensor, dev: Device) -> Tensor:

@@ -39,6 +39,7 @@ from ._core import (
     needs_grad,
     new,
     plain_grad,
+    raw_grad,
     record,
     record_edges,
     sum_to,
@@ -172,16 +173,20 @@ def _unary(name: str, cat: tuple[str, str], doc: str,
 def _binary(name: str, cat: tuple[str, str], doc: str,
             rule: Callable[..., tuple] | None = None, xp_name: str | None = None,
             saves: bool = True, plain: Callable[..., Any] | None = None,
-            forward: Callable[[Any, Any, Any], Any] | None = None
+            forward: Callable[[Any, Any, Any], Any] | None = None,
+            raw: Callable[..., tuple] | None = None,
             ) -> Callable[[Any, Any], Tensor]:
     """Build ``name(x1, x2, /)``.
 
     ``rule(g, x1, x2, need1, need2)`` returns unreduced gradients (or ``None``)
     for the operands (Tensors or the Python scalar); broadcasting is undone here.
-    ``plain(xp, g, a, b, need1, need2)``, when given, computes the same on the raw
+    ``plain(dev, g, a, b, need1, need2)``, when given, computes the same on the raw
     arrays (``a``, ``b``: the operands' data or the Python scalar) for plain
     backward (no ``create_graph``) of real operands, or returns ``None`` to defer
-    to ``rule``.
+    to ``rule``; it also gives the node its raw rule (see ``vtl.autograd.graph``):
+    ``raw`` when given, else :func:`_binary_raw`. The raw rule gets the node's
+    Tensor rule, ``partial(_binary_vjp, rule, plain, x1, x2, t1, t2, need1, need2)``,
+    whose arguments it reads, and the raw output gradient.
     ``forward(xp, a, b)``, when given, computes the result instead of ``xp.<name>``.
     """
     kinds, what = cat
@@ -210,44 +215,56 @@ def _binary(name: str, cat: tuple[str, str], doc: str,
             out = forward(dev.xp, a, b)
         if rule is not None and _grad.enabled and (
                 t1 and x1._requires_grad or t2 and x2._requires_grad):
-            return _record_binary(spec, out, dev, x1, x2, t1, t2)
+            n1 = t1 and x1._requires_grad
+            n2 = t2 and x2._requires_grad
+            e1 = (x1 if x1._grad_fn is None else (x1._grad_fn, x1._out_idx)) if n1 else None
+            e2 = (x2 if x2._grad_fn is None else (x2._grad_fn, x2._out_idx)) if n2 else None
+            if not saves:
+                saved: tuple = ()
+            elif t1 and t2:
+                saved = (x1, x2)
+            else:
+                saved = (x1,) if t1 else (x2,)
+            # plain rules are for real operands (a real result means real operands here)
+            if plain is None or out.dtype.kind == "c":
+                return record_edges(out, dev, bwd, (e1, e2),
+                                    partial(_binary_vjp, rule, None, x1, x2, t1, t2, n1, n2),
+                                    saved)
+            return record_edges(out, dev, bwd, (e1, e2),
+                                partial(_binary_vjp, rule, plain, x1, x2, t1, t2, n1, n2),
+                                saved, False, raw)
         return new(out, dev)
 
-    spec = _BinarySpec(bwd, rule, plain, saves)
+    if raw is None:
+        raw = _binary_raw
     op.__name__ = op.__qualname__ = name
     op.__doc__ = doc
     return op
 
 
-class _BinarySpec:
-    """What the graph node of a binary function needs: its name and rules."""
-
-    __slots__ = ("name", "rule", "plain", "saves")
-
-    def __init__(self, name: str, rule: Callable[..., tuple], plain: Callable[..., Any] | None,
-                 saves: bool) -> None:
-        self.name = name
-        self.rule = rule
-        self.plain = plain
-        self.saves = saves
-
-
-def _record_binary(spec: _BinarySpec, out: Any, dev: Any, x1: Any, x2: Any, t1: bool,
-                   t2: bool) -> Tensor:
-    n1 = t1 and x1._requires_grad
-    n2 = t2 and x2._requires_grad
-    if not spec.saves:
-        saved: tuple = ()
-    elif t1 and t2:
-        saved = (x1, x2)
+def _binary_raw(vjp: partial, gd: Any) -> tuple:
+    """The raw rule of a binary function (plain backward of real operands): the plain
+    rule, then each gradient reduced to its input's shape and dtype."""
+    rule, plain, x1, x2, t1, t2, n1, n2 = vjp.args
+    dev = x1._device if t1 else x2._device
+    r = plain(dev, gd, x1._data if t1 else x1, x2._data if t2 else x2, n1, n2)
+    if r is None:  # the plain rule defers to the Tensor rule
+        g1, g2 = _binary_vjp(rule, None, x1, x2, t1, t2, n1, n2, _new(gd, dev), None)
+        return (None if g1 is None else g1._data, None if g2 is None else g2._data)
+    r1, r2 = r
+    if n1:
+        xd = x1._data
+        if r1.shape != xd.shape or r1.dtype != xd.dtype:
+            r1 = raw_grad(r1, x1, dev)
     else:
-        saved = (x1,) if t1 else (x2,)
-    e1 = (x1 if x1._grad_fn is None else (x1._grad_fn, x1._out_idx)) if n1 else None
-    e2 = (x2 if x2._grad_fn is None else (x2._grad_fn, x2._out_idx)) if n2 else None
-    # plain rules are for real operands (a real result means real operands here)
-    plain = spec.plain if out.dtype.kind != "c" else None
-    return record_edges(out, dev, spec.name, (e1, e2),
-                        partial(_binary_vjp, spec.rule, plain, x1, x2, t1, t2, n1, n2), saved)
+        r1 = None
+    if n2:
+        xd = x2._data
+        if r2.shape != xd.shape or r2.dtype != xd.dtype:
+            r2 = raw_grad(r2, x2, dev)
+    else:
+        r2 = None
+    return r1, r2
 
 
 def _binary_vjp(rule: Callable[..., tuple], plain: Callable[..., Any] | None, x1: Any, x2: Any,
@@ -255,7 +272,7 @@ def _binary_vjp(rule: Callable[..., tuple], plain: Callable[..., Any] | None, x1
     if plain is not None and not _grad.enabled:
         gd = g._data
         dev = g._device
-        r = plain(dev.xp, gd, x1._data if t1 else x1, x2._data if t2 else x2, n1, n2)
+        r = plain(dev, gd, x1._data if t1 else x1, x2._data if t2 else x2, n1, n2)
         if r is not None:
             if n1 and not n2:  # the usual case: a gradient for x1 only
                 r1 = r[0]
@@ -278,19 +295,45 @@ def _plain_result(r: Any, g: Tensor, x: Tensor, dev: Any) -> Tensor:
     return plain_grad(r, x, dev)
 
 
-def _add_plain(xp: Any, g: Any, a: Any, b: Any, n1: bool, n2: bool) -> tuple:
+def _add_raw(vjp: partial, gd: Any) -> tuple:
+    x1, x2, t1, t2, n1, n2 = vjp.args[2:]
+    r1 = r2 = None
+    if n1:
+        xd = x1._data
+        r1 = gd if gd.shape == xd.shape and gd.dtype == xd.dtype else raw_grad(gd, x1, x1._device)
+    if n2:
+        xd = x2._data
+        r2 = gd if gd.shape == xd.shape and gd.dtype == xd.dtype else raw_grad(gd, x2, x2._device)
+    return r1, r2
+
+
+def _subtract_raw(vjp: partial, gd: Any) -> tuple:
+    x1, x2, t1, t2, n1, n2 = vjp.args[2:]
+    r1 = r2 = None
+    if n1:
+        xd = x1._data
+        r1 = gd if gd.shape == xd.shape and gd.dtype == xd.dtype else raw_grad(gd, x1, x1._device)
+    if n2:
+        r2 = -gd
+        xd = x2._data
+        if r2.shape != xd.shape or r2.dtype != xd.dtype:
+            r2 = raw_grad(r2, x2, x2._device)
+    return r1, r2
+
+
+def _add_plain(dev: Any, g: Any, a: Any, b: Any, n1: bool, n2: bool) -> tuple:
     return g, g
 
 
-def _subtract_plain(xp: Any, g: Any, a: Any, b: Any, n1: bool, n2: bool) -> tuple:
+def _subtract_plain(dev: Any, g: Any, a: Any, b: Any, n1: bool, n2: bool) -> tuple:
     return g, (-g if n2 else None)
 
 
-def _multiply_plain(xp: Any, g: Any, a: Any, b: Any, n1: bool, n2: bool) -> tuple | None:
+def _multiply_plain(dev: Any, g: Any, a: Any, b: Any, n1: bool, n2: bool) -> tuple | None:
     return (g * b if n1 else None), (g * a if n2 else None)
 
 
-def _pow_plain(xp: Any, g: Any, a: Any, b: Any, n1: bool, n2: bool) -> tuple | None:
+def _pow_plain(dev: Any, g: Any, a: Any, b: Any, n1: bool, n2: bool) -> tuple | None:
     # only a Python-number exponent; otherwise the full rule
     if n2 or not isinstance(b, (int, float)):
         return None
@@ -298,15 +341,15 @@ def _pow_plain(xp: Any, g: Any, a: Any, b: Any, n1: bool, n2: bool) -> tuple | N
         return g * (g * 0), None  # as the rule: the local derivative g * 0, times g
     if b == 2:
         return g * (a * 2), None
-    return g * (xp.pow(a, b - 1) * b), None
+    return g * (dev.xp.pow(a, b - 1) * b), None
 
 
 # -- arithmetic -------------------------------------------------------------------
 add = _binary("add", _NUMERIC, "Elementwise ``x1 + x2`` with broadcasting.",
-              lambda g, x1, x2, n1, n2: (g, g), saves=False, plain=_add_plain)
+              lambda g, x1, x2, n1, n2: (g, g), saves=False, plain=_add_plain, raw=_add_raw)
 subtract = _binary("subtract", _NUMERIC, "Elementwise ``x1 - x2`` with broadcasting.",
                    lambda g, x1, x2, n1, n2: (g, negative(g) if n2 else None), saves=False,
-                   plain=_subtract_plain)
+                   plain=_subtract_plain, raw=_subtract_raw)
 multiply = _binary(
     "multiply", _NUMERIC, "Elementwise ``x1 * x2`` with broadcasting.",
     lambda g, x1, x2, n1, n2: (multiply(g, _cs(x2)) if n1 else None,
@@ -432,12 +475,12 @@ def _max_rule(greater_is_first: bool) -> Callable[..., tuple]:
 
 def _max_plain(greater_is_first: bool) -> Callable[..., tuple]:
     """The same selection as :func:`_max_rule` on raw arrays (plain backward)."""
-    def plain(xp: Any, g: Any, a: Any, b: Any, n1: bool, n2: bool) -> tuple:
+    def plain(dev: Any, g: Any, a: Any, b: Any, n1: bool, n2: bool) -> tuple:
+        xp = dev.xp
         tie = xp.equal(a, b)
-        # host (NumPy) arrays: asking whether there is a tie costs no device sync, and
-        # without ties the halving pass is skipped (same values)
-        half = g if g.__class__ is np.ndarray and not xp.count_nonzero(tie) \
-            else xp.where(tie, g * 0.5, g)
+        # where the backend can tell without a device sync that there is no tie, the
+        # halving pass is skipped (same values)
+        half = g if dev._backend.known_all_false(tie) else xp.where(tie, g * 0.5, g)
         r1 = r2 = None
         if n1:
             r1 = xp.where(xp.less(a, b) if greater_is_first else xp.greater(a, b), 0.0, half)

@@ -21,6 +21,7 @@ from ._core import (
     new,
     normalize_axis,
     plain_grad,
+    raw_grad,
     record,
     record_edges,
     sum_to,
@@ -83,7 +84,8 @@ def matmul(x1: Tensor, x2: Tensor, /) -> Tensor:
                 e2 = (x2 if x2._grad_fn is None else (x2._grad_fn, x2._out_idx)) \
                     if x2._requires_grad else None
                 return record_edges(out, dev, "MatmulBackward", (e1, e2),
-                                    partial(_matmul_vjp, x1, x2), (x1, x2))
+                                    partial(_matmul_vjp, x1, x2), (x1, x2), False,
+                                    None if out.dtype.kind == "c" else _matmul_raw)
             return new(out, dev)
     x1, x2 = _operands(x1, x2, "matmul")
     dev = x1._device
@@ -108,6 +110,23 @@ def matmul(x1: Tensor, x2: Tensor, /) -> Tensor:
         return record(out, dev, "MatmulBackward", (x1, x2), partial(_matmul_vjp, x1, x2),
                       saved=(x1, x2))
     return new(out, dev)
+
+
+def _matmul_raw(vjp: partial, gd: Any) -> tuple[Any, Any]:
+    """The raw rule of the 2-D real product (plain backward); ``vjp`` is
+    ``partial(_matmul_vjp, x1, x2)``."""
+    x1, x2 = vjp.args
+    d1, d2 = x1._data, x2._data
+    g1 = g2 = None
+    if x1._requires_grad:
+        g1 = gd @ d2.T
+        if g1.dtype != d1.dtype:
+            g1 = raw_grad(g1, x1, x1._device)
+    if x2._requires_grad:
+        g2 = d1.T @ gd
+        if g2.dtype != d2.dtype:
+            g2 = raw_grad(g2, x2, x2._device)
+    return g1, g2
 
 
 def _matmul_vjp(x1: Tensor, x2: Tensor, g: Tensor, _: Any) -> tuple[Any, Any]:

@@ -28,6 +28,7 @@ from ._core import (
     normalize_axes,
     normalize_axis,
     record,
+    record_edges,
     sum_to,
     tensor_arg,
 )
@@ -195,21 +196,30 @@ def prod(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None, dtype: Any 
 def mean(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None,
          keepdims: bool = False) -> Tensor:
     """Arithmetic mean over ``axis`` of a floating-point tensor; NaN for an empty axis."""
-    x = tensor_arg(x, "mean")
-    _real_check(x, "mean", allow_complex=True, allow_int=False)
+    if x.__class__ is not Tensor:
+        x = tensor_arg(x, "mean")
     data = x._data
-    axes = normalize_axes(axis, data.ndim, "mean")
+    dt = data.dtype
+    if dt.kind not in "fc":
+        _real_check(x, "mean", allow_complex=True, allow_int=False)
+    shape = data.shape
+    if axis is None:
+        axes = tuple(range(len(shape)))
+        n = 1
+        for s in shape:
+            n *= s
+    else:
+        axes = normalize_axes(axis, len(shape), "mean")
+        n = _count(shape, axes)
     dev = x._device
     xp = dev.xp
-    n = _count(data.shape, axes)
-    dt = data.dtype
     if dt.kind == "f" and (0 < n < 2**24 if dt.itemsize == 4 else 0 < n and dt.itemsize == 8):
         # the sum divided by the count: what NumPy's mean computes for these dtypes and
         # counts (the count is exact in the dtype), without its Python overhead
         out = xp.sum(data, axis=axes, keepdims=keepdims) / n
     else:
         out = xp.mean(data, axis=axes, keepdims=keepdims)
-    if needs_grad(x):
+    if x._requires_grad and _grad.enabled:
 
         def vjp(g: Tensor, _: Any) -> Tensor:
             if not (_grad.enabled and g._requires_grad):
@@ -223,7 +233,15 @@ def mean(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None,
 
             return divide(_expand_reduced(g, x, axes, keepdims), n)
 
-        return record(out, dev, "MeanBackward", (x,), vjp)
+        def raw(_: Any, gd: Any) -> tuple:
+            if not keepdims and gd.ndim:
+                gd = xp.reshape(gd, _kept_shape(data.shape, axes))
+            r = xp.empty_like(data)  # filled by broadcasting: cheaper than broadcast_to
+            r[...] = gd / n
+            return (r,)
+
+        edge = x if x._grad_fn is None else (x._grad_fn, x._out_idx)
+        return record_edges(out, dev, "MeanBackward", (edge,), vjp, (), False, raw)
     return new(out, dev)
 
 

@@ -5,6 +5,16 @@ Every differentiable op that sees an input requiring grad creates a
 the input gradients go (another node's output, or a leaf tensor). The rule is
 a closure written with vtl functions, so running it with grad mode on records
 the graph of the gradient itself (``create_graph=True``).
+
+A node may also carry a *raw* rule: the same vector-Jacobian product computed
+on the backend's raw arrays (``raw(vjp, g_data) -> one raw array or None per
+input``, each already of the input's shape and dtype; it gets the node's Tensor
+rule too, so a rule that is a ``functools.partial`` can lend its arguments to
+the raw one instead of a second closure being made per op). A plain backward (no
+``create_graph``, gradients accumulated into ``.grad``) passes raw arrays from
+node to node and wraps them into Tensors only where a Tensor is needed: for a
+node without a raw rule, for hooks and retained gradients, and for the leaves'
+``.grad``.
 """
 
 from __future__ import annotations
@@ -39,6 +49,7 @@ class RemovableHandle:
 # heap of the nodes that have received a gradient, runs every node after all
 # the nodes that feed it (a topological order without a graph traversal first).
 _next_key = itertools.count(0, -1).__next__
+_object_new = object.__new__
 
 
 class Node:
@@ -46,7 +57,7 @@ class Node:
 
     __slots__ = (
         "_name", "vjp", "edges", "saved", "versions", "out_meta", "out_data",
-        "device", "hooks", "retained", "key", "multi", "__weakref__",
+        "device", "hooks", "retained", "key", "multi", "raw", "__weakref__",
     )
 
     def __init__(
@@ -58,9 +69,11 @@ class Node:
         out_meta: tuple,
         out_data: tuple | None,
         device: Any,
+        raw: Callable | None = None,
     ) -> None:
         self._name = name
         self.vjp = vjp
+        self.raw = raw
         self.edges = edges
         if not saved:
             self.saved = self.versions = ()
@@ -70,7 +83,7 @@ class Node:
             if c is None:
                 c = t._vc = [0]
             self.saved = (c,)
-            self.versions = (c[0],)
+            self.versions = ([c[0]],)
         else:
             counters = []
             for t in saved:
@@ -79,7 +92,7 @@ class Node:
                     c = t._vc = [0]
                 counters.append(c)
             self.saved = tuple(counters)
-            self.versions = tuple([c[0] for c in counters])
+            self.versions = tuple([[c[0]] for c in counters])
         self.out_meta = out_meta
         self.out_data = out_data
         self.device = device
@@ -109,23 +122,25 @@ class Node:
         return f"<{self._name}>"
 
     def release(self) -> None:
-        self.vjp = None
-        self.saved = ()
-        self.out_data = None
+        self.vjp = self.raw = self.out_data = None
+        self.saved = self.versions = ()
 
     def watch(self, t: Tensor) -> None:
         """Also check ``t``'s version before running the rule (saved outputs)."""
         c = t._version_counter()
         self.saved = (*self.saved, c)
-        self.versions = (*self.versions, c[0])
+        self.versions = (*self.versions, [c[0]])
 
     def _check_saved(self) -> None:
+        """Raise if a saved tensor changed in place since recording. ``saved`` holds the
+        tensors' version counters (one-element lists), ``versions`` one-element lists of
+        the versions at recording, so ``saved != versions`` is the whole check."""
         for i, (c, v) in enumerate(zip(self.saved, self.versions, strict=True)):
-            if c[0] != v:
+            if c[0] != v[0]:
                 raise RuntimeError(
                     "one of the tensors needed for gradient computation has been modified "
                     f"by an in-place operation: saved tensor {i} of {self._name} is at "
-                    f"version {c[0]}; expected version {v}. Compute the update out of "
+                    f"version {c[0]}; expected version {v[0]}. Compute the update out of "
                     "place, or clone the tensor first."
                 )
 
@@ -159,6 +174,7 @@ def note_leaf_hook() -> None:
 # vtl._tensor._new and Tensor._from_node (set on first use: _tensor imports this module)
 _wrap: Callable = None  # type: ignore[assignment]
 _from_node: Callable = None  # type: ignore[assignment]
+_tensor_cls: type = None  # type: ignore[assignment]
 
 
 def _collect(roots: Sequence[tuple[Node, int]]) -> dict[Node, int]:
@@ -230,11 +246,14 @@ def run_backward(
     (``Tensor.backward``); otherwise the gradients with respect to ``inputs``
     are returned and no ``.grad`` is touched (``vtl.autograd.grad``).
     """
-    global _wrap, _from_node
+    global _wrap, _from_node, _tensor_cls
     if _wrap is None:
         from .._tensor import Tensor, _new
 
-        _wrap, _from_node = _new, Tensor._from_node
+        _wrap, _from_node, _tensor_cls = _new, Tensor._from_node, Tensor
+    if inputs is None and not create_graph:
+        _run_plain(roots, grads, retain_graph)
+        return None
     from_node = _from_node
     capture: dict[Any, Tensor | None] | None = None
     if inputs is not None:
@@ -288,15 +307,8 @@ def run_backward(
             vjp = node.vjp
             if vjp is None:
                 raise _freed_error(node)
-            saved = node.saved
-            if saved:
-                if len(saved) == 1:
-                    if saved[0][0] != node.versions[0]:
-                        node._check_saved()
-                else:
-                    for c, v in zip(saved, node.versions):  # noqa: B905 - equal lengths
-                        if c[0] != v:
-                            node._check_saved()
+            if node.saved != node.versions:
+                node._check_saved()
             data = node.out_data
             if node.multi:
                 outs = None if data is None else tuple(
@@ -305,9 +317,7 @@ def run_backward(
             else:
                 res = vjp(g, None if data is None else from_node(data[0], node.device, node, 0))
             if not retain_graph:
-                node.vjp = None
-                node.saved = ()
-                node.out_data = None
+                node.vjp = node.raw = node.out_data = None
             edges = node.edges
             if type(res) is not tuple:
                 res = tuple(res) if isinstance(res, list) else (res,)
@@ -349,6 +359,176 @@ def run_backward(
     finally:
         _state.enabled = prev_mode
     return _captured(capture, inputs, allow_unused)
+
+
+def _run_plain(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph: bool) -> None:
+    """:func:`run_backward` into the leaves' ``.grad`` without ``create_graph``: the
+    gradients travel as raw arrays (see the module docstring)."""
+    wrap = _wrap
+    tensor_cls = _tensor_cls
+    # raw gradients of the nodes that have received one (a list for nodes with several
+    # outputs), and the heap of those nodes by key (see _next_key)
+    buffers: dict[Node, Any] = {}
+    heap: list[tuple[int, Node]] = []
+    # ids of raw gradients that must not become a leaf's .grad without a copy
+    assigned: set[int] = set()
+    # raw gradients reaching each leaf (by id), summed first so its hooks see the total
+    leaf_grads: dict[int, Any] = {}
+    leaves: dict[int, Tensor] = {}
+    for r, g in zip(roots, grads, strict=True):
+        d = g._data
+        assigned.add(id(d))
+        node = r._grad_fn
+        if node is None:  # the root is itself a leaf
+            key = id(r)
+            leaves[key] = r
+            prev = leaf_grads.get(key)
+            leaf_grads[key] = d if prev is None else r._device.xp.add(prev, d)
+        else:
+            _buffer_raw(buffers, heap, node, r._out_idx, d)
+
+    prev_mode = _state.enabled
+    _state.enabled = False
+    try:
+        while heap:
+            node = heappop(heap)[1]
+            gd = buffers.pop(node)
+            if node.hooks or node.retained:
+                gd = _output_grads_raw(node, gd, assigned)
+            vjp = node.vjp
+            if vjp is None:
+                raise _freed_error(node)
+            if node.saved != node.versions:
+                node._check_saved()
+            raw = node.raw
+            res = raw(vjp, gd) if raw is not None else _tensor_rule(node, vjp, gd)
+            if not retain_graph:  # free what the rules hold (inputs, saved output)
+                node.vjp = node.raw = node.out_data = None
+            edges = node.edges
+            if len(res) != len(edges):
+                raise RuntimeError(
+                    f"internal error: {node._name} returned {len(res)} gradients for "
+                    f"{len(edges)} inputs"
+                )
+            for e, d in zip(edges, res):  # noqa: B905 - lengths checked above
+                if d is None or e is None:
+                    continue
+                if type(e) is tuple:
+                    child = e[0]
+                    meta = child.out_meta[e[1]]
+                    if d.shape != meta[0] or d.dtype is not meta[1] and d.dtype != meta[1]:
+                        raise _grad_error(node, wrap(d, child.device), *meta)
+                    if child.multi:
+                        _buffer_raw(buffers, heap, child, e[1], d)
+                    else:
+                        prev = buffers.get(child)
+                        if prev is None:
+                            buffers[child] = d
+                            heappush(heap, (child.key, child))
+                        else:
+                            buffers[child] = child.device.xp.add(prev, d)
+                else:
+                    ed = e._data
+                    if d.shape != ed.shape or d.dtype is not ed.dtype and d.dtype != ed.dtype:
+                        raise _grad_error(node, wrap(d, e._device), ed.shape, ed.dtype)
+                    if getattr(e, "_grad", None) is None and id(d) not in assigned \
+                            and not (_leaf_hooks and getattr(e, "_hooks", None)) \
+                            and getattr(d, "base", None) is None:
+                        # the common case: a fresh gradient for a leaf without one or
+                        # hooks becomes its .grad now (a later one is added to it)
+                        dev = e._device
+                        if d.__class__ is not dev.array_type:
+                            d = dev._backend.normalize(d)
+                        t = _object_new(tensor_cls)  # _new(d, dev), inlined
+                        t._data = d
+                        t._device = dev
+                        t._grad_fn = None
+                        t._requires_grad = False
+                        t._vc = None
+                        e._grad = t
+                        assigned.add(id(d))
+                        continue
+                    key = id(e)
+                    prev = leaf_grads.get(key)
+                    if prev is None:
+                        leaf_grads[key] = d
+                        leaves[key] = e
+                    else:
+                        leaf_grads[key] = e._device.xp.add(prev, d)
+        for key, d in leaf_grads.items():
+            _deliver_leaf_raw(leaves[key], d, assigned)
+    finally:
+        _state.enabled = prev_mode
+
+
+def _tensor_rule(node: Node, vjp: Callable, gd: Any) -> tuple:
+    """Run the Tensor rule of ``node`` on the raw gradient(s) ``gd``; raw results."""
+    dev = node.device
+    data = node.out_data
+    if node.multi:
+        outs = None if data is None else tuple(
+            [_from_node(d, dev, node, i) for i, d in enumerate(data)])
+        res = vjp([None if d is None else _wrap(d, dev) for d in gd], outs)
+    else:
+        res = vjp(_wrap(gd, dev), None if data is None else _from_node(data[0], dev, node, 0))
+    if type(res) is not tuple and not isinstance(res, list):
+        return (None if res is None else res._data,)
+    return tuple([None if t is None else t._data for t in res])
+
+
+def _buffer_raw(buffers: dict, heap: list, node: Node, idx: int, d: Any) -> None:
+    """Add the raw gradient ``d`` to the gradient of output ``idx`` of ``node``."""
+    if node.multi:
+        buf = buffers.get(node)
+        if buf is None:
+            buf = buffers[node] = [None] * len(node.out_meta)
+            heappush(heap, (node.key, node))
+        buf[idx] = d if buf[idx] is None else node.device.xp.add(buf[idx], d)
+        return
+    prev = buffers.get(node)
+    if prev is None:
+        buffers[node] = d
+        heappush(heap, (node.key, node))
+    else:
+        buffers[node] = node.device.xp.add(prev, d)
+
+
+def _output_grads_raw(node: Node, gd: Any, assigned: set[int]) -> Any:
+    """:func:`_output_grads` for raw gradients (wrapped for the hooks and ``.grad``)."""
+    dev = node.device
+    if node.multi:
+        gs = _output_grads(node, [None if d is None else _wrap(d, dev) for d in gd], None)
+        out = [None if g is None else g._data for g in gs]
+    else:
+        out = [_output_grads(node, _wrap(gd, dev), None)._data]
+    if node.retained:  # a retained .grad must not share storage with a leaf's .grad
+        for i, d in enumerate(out):
+            if d is not None and i in node.retained:
+                assigned.add(id(d))
+    return out if node.multi else out[0]
+
+
+def _deliver_leaf_raw(leaf: Tensor, d: Any, assigned: set[int]) -> None:
+    """:func:`_deliver_leaf` for a raw gradient in plain backward."""
+    g = _wrap(d, leaf._device)
+    hooks = getattr(leaf, "_hooks", None)
+    if hooks:
+        g = _apply_hooks(hooks, g)
+    cur = getattr(leaf, "_grad", None)
+    if cur is None:
+        gd = g._data
+        if id(gd) in assigned or getattr(gd, "base", None) is not None:
+            # .grad must own its storage: d may be the root gradient, a gradient already
+            # given to another leaf (or retained), or a view of one, and in-place updates
+            # of one .grad must not change another. Fresh results of the rules are kept.
+            g = g._copy()
+        if hooks:
+            leaf.grad = g  # a hook's result is checked like any assigned gradient
+        else:
+            leaf._grad = g
+        assigned.add(id(g._data))
+    else:
+        leaf._grad = _sum(cur, g, False)
 
 
 def _sum(a: Tensor, b: Tensor, create_graph: bool) -> Tensor:

@@ -257,6 +257,11 @@ class Backend:
         """
         raise NotImplementedError
 
+    def known_all_false(self, mask: Any) -> bool:
+        """Whether the boolean array ``mask`` is known to have no true element, where
+        that costs no device sync (host memory); ``False`` means "not known"."""
+        return False
+
     def kernel(self, name: str) -> Any | None:
         """An optional fused kernel by name, or ``None`` for the portable path."""
         return self.kernels.get(name)
