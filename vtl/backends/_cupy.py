@@ -25,10 +25,12 @@ class CupyBackend(Backend):
         self.array_type = cupy.ndarray
         from ._cupy_conv import CupyConv2d
         from ._cupy_kernels import register
+        from ._cupy_pool import CupyPool2d
 
         register(self, cupy)
         _cupy_nn.register(self, cupy)
         self.kernels["conv2d"] = CupyConv2d(cupy)
+        self.kernels["pool2d"] = CupyPool2d(cupy)
         return xp
 
     def device_count(self) -> int:

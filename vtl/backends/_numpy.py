@@ -18,9 +18,11 @@ class NumpyBackend(Backend):
 
         from ._numpy_conv import StridedConv2d
         from ._numpy_kernels import register
+        from ._numpy_pool import StridedPool2d
 
         register(self)
         self.kernels["conv2d"] = StridedConv2d(np)
+        self.kernels["pool2d"] = StridedPool2d(np)
         return xp
 
     def native_device(self, index: int) -> Any:

@@ -10,23 +10,65 @@ and nan propagates. Average pooling sums the gathered taps and divides by
 PyTorch's divisors (``count_include_pad``, ``ceil_mode``,
 ``divisor_override``). Adaptive average pooling averages PyTorch's windows
 ``[floor(i*L/O), ceil((i+1)*L/O))`` separably (rows, then columns).
+
+A backend may register faster max/avg pooling on raw arrays as
+``backend.kernels["pool2d"]`` (see :class:`Pool2dKernel`; NumPy and CuPy:
+``vtl/backends/_numpy_pool.py``, ``_cupy_pool.py``). On vtl tensors of such a
+backend max_pool1d/2d and avg_pool1d/2d are then ONE graph node whose plain
+backward calls the kernel; with ``create_graph=True`` the rule is the portable
+path's VJP written with vtl functions (a scatter-add of the output gradient),
+so higher-order gradients work. Kernel results equal the portable ones (max:
+exactly, the same element of each window; avg: up to rounding).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from functools import partial
+from typing import Any, Protocol
 
-from ..._ops._core import new
+from ..._ops._core import needs_grad, new, record
 from ..._tensor import Tensor
+from ...autograd import grad_mode
 from ._im2col import arange_host, gather_rows, host_index, on_device, pixel_rows, raw, tap_index
 from ._utils import detach, namespace
 from .conv import _ntuple, _shape
 
 __all__ = [
-    "adaptive_avg_pool1d", "adaptive_avg_pool2d", "avg_pool1d", "avg_pool2d", "max_pool1d",
-    "max_pool2d",
+    "Pool2dKernel", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "avg_pool1d", "avg_pool2d",
+    "max_pool1d", "max_pool2d",
 ]
+
+_grad = grad_mode.state
+
+
+class Pool2dKernel(Protocol):
+    """What a backend registers as ``kernels["pool2d"]`` (raw 4-D arrays throughout).
+
+    Geometry: ``k``, ``s``, ``p`` (symmetric padding), ``d`` pairs and the output size
+    ``out`` (``ceil_mode`` applied; windows may run past the padding, those taps count
+    as padding). ``max_forward`` returns the maxima and ``arg``, the row-major tap
+    number ``a*kw + b`` of the first maximal element of each window, or of its first
+    nan (padding reads ``-inf``); ``max_backward`` adds each output gradient to the
+    chosen element. ``avg_*`` divide window sums (zero padding) by PyTorch's divisors.
+    """
+
+    def supports(self, dtype: Any) -> bool: ...
+
+    def max_forward(self, x: Any, k: tuple[int, int], s: tuple[int, int],
+                    p: tuple[int, int], d: tuple[int, int], out: tuple[int, int]
+                    ) -> tuple[Any, Any]: ...
+
+    def max_backward(self, arg: Any, x_shape: tuple[int, ...], g: Any, k: tuple[int, int],
+                     s: tuple[int, int], p: tuple[int, int], d: tuple[int, int]) -> Any: ...
+
+    def avg_forward(self, x: Any, k: tuple[int, int], s: tuple[int, int],
+                    p: tuple[int, int], out: tuple[int, int], count_include_pad: bool,
+                    divisor_override: int | None) -> Any: ...
+
+    def avg_backward(self, x_shape: tuple[int, ...], g: Any, k: tuple[int, int],
+                     s: tuple[int, int], p: tuple[int, int], count_include_pad: bool,
+                     divisor_override: int | None) -> Any: ...
 
 
 def _pool_out(size: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int:
@@ -82,6 +124,9 @@ def _max_pool(input: Any, kernel_size: Any, stride: Any, padding: Any, dilation:
         raise TypeError(f"{fname}() needs a real floating-point input, got {input.dtype}")
     k, s, p, d, out = _pool_args(input, kernel_size, stride, padding, dilation, ceil_mode, nsp,
                                  fname)
+    kern = _kernel(input)
+    if kern is not None:
+        return _max_pool_kernel(kern, input, k, s, p, d, out, return_indices, nsp)
     x = input
     if nsp == 1:
         x = xp.expand_dims(x, axis=-2)
@@ -129,6 +174,84 @@ def _max_pool(input: Any, kernel_size: Any, stride: Any, padding: Any, dilation:
     return res, pos
 
 
+def _kernel(x: Any) -> Any:
+    """The backend's ``pool2d`` kernel for the tensor ``x``, or ``None`` (portable path)."""
+    if not isinstance(x, Tensor):
+        return None
+    kern = x._device.backend.kernel("pool2d")
+    return kern if kern is not None and kern.supports(x._data.dtype) else None
+
+
+def _as_2d(x_shape: tuple[int, ...], k: tuple[int, ...], s: tuple[int, ...],
+           p: tuple[int, ...], d: tuple[int, ...], out: tuple[int, ...], nsp: int) -> tuple:
+    """The 4-D shape of a pooling input (a height-1 image for 1-D pools, a batch of one
+    for unbatched inputs), the 2-D geometry and the result's shape."""
+    if nsp == 2:
+        shape4 = x_shape if len(x_shape) == 4 else (1, *x_shape)
+    else:
+        shape4 = (*x_shape[:-1], 1, x_shape[-1]) if len(x_shape) == 3 else \
+            (1, x_shape[0], 1, x_shape[1])
+        k, s, p, d, out = (1, *k), (1, *s), (0, *p), (1, *d), (1, *out)
+    return shape4, (k, s, p, d, out), x_shape[:-nsp] + out[-nsp:]
+
+
+def _max_pool_kernel(kern: Any, x: Tensor, k: tuple[int, ...], s: tuple[int, ...],
+                     p: tuple[int, ...], d: tuple[int, ...], out: tuple[int, ...],
+                     return_indices: bool, nsp: int) -> Any:
+    """max_pool1d/2d of a tensor as one graph node on the backend's kernel."""
+    dev = x._device
+    rxp = dev.xp
+    shape4, geom, res_shape = _as_2d(tuple(x.shape), k, s, p, d, out, nsp)
+    y, arg = kern.max_forward(rxp.reshape(x._data, shape4), *geom)
+    y = rxp.reshape(y, res_shape)
+    if needs_grad(x):
+        res = record(y, dev, "MaxPool2dBackward", (x,),
+                     partial(_max_pool_vjp, kern, arg, tuple(x.shape), shape4, geom))
+    else:
+        res = new(y, dev)
+    if not return_indices:
+        return res
+    r, q = _chosen(rxp, arg, geom)
+    pos = rxp.reshape(r * shape4[3] + q, res_shape)
+    return res, new(pos, dev)
+
+
+def _chosen(rxp: Any, arg: Any, geom: tuple) -> tuple[Any, Any]:
+    """Input row and column (possibly in the padding) of each window's chosen tap."""
+    k, s, p, d, out = geom
+    a = rxp.astype(arg, rxp.int64)
+    ho = rxp.reshape(rxp.arange(out[0], dtype=rxp.int64, device=arg.device), (out[0], 1))
+    wo = rxp.arange(out[1], dtype=rxp.int64, device=arg.device)
+    r = (a // k[1]) * d[0] + (ho * s[0] - p[0])
+    q = (a % k[1]) * d[1] + (wo * s[1] - p[1])
+    return r, q
+
+
+def _max_pool_vjp(kern: Any, arg: Any, x_shape: tuple[int, ...], shape4: tuple[int, ...],
+                  geom: tuple, g: Tensor, _: Any) -> Tensor:
+    k, s, p, d, out = geom
+    dev = g._device
+    rxp = dev.xp
+    if not _grad.enabled:
+        g4 = rxp.reshape(g._data, arg.shape)
+        return new(rxp.reshape(kern.max_backward(arg, shape4, g4, k, s, p, d), x_shape), dev)
+    # create_graph: the portable rule, a scatter-add of g to the chosen elements (padding
+    # taps to one extra element that is dropped)
+    import vtl
+
+    from ..._ops.indexing import _scatter_rows
+
+    n, c, h, w = shape4
+    r, q = _chosen(rxp, arg, geom)
+    total = n * c * h * w
+    plane = rxp.reshape(rxp.arange(n * c, dtype=rxp.int64, device=arg.device) * (h * w),
+                        (n, c, 1, 1))
+    inside = (r >= 0) & (r < h) & (q >= 0) & (q < w)
+    flat = rxp.where(inside, plane + r * w + q, total)
+    dx = _scatter_rows(vtl.reshape(g, (-1,)), rxp.reshape(flat, (-1,)), total + 1)
+    return vtl.reshape(dx[:total], x_shape)
+
+
 def max_pool2d(input: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,  # noqa: A002
                dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False) -> Any:
     """Maximum over ``kernel_size`` windows of ``(N, C, H, W)`` or ``(C, H, W)`` inputs
@@ -165,6 +288,10 @@ def _avg_pool(input: Any, kernel_size: Any, stride: Any, padding: Any, ceil_mode
     if divisor_override is not None and divisor_override == 0:
         raise ValueError(f"{fname}(): divisor_override must be non-zero")
     k, s, p, d, out = _pool_args(input, kernel_size, stride, padding, 1, ceil_mode, nsp, fname)
+    kern = _kernel(input)
+    if kern is not None:
+        return _avg_pool_kernel(kern, input, k, s, p, out, count_include_pad, divisor_override,
+                                nsp)
     x = input
     if nsp == 1:
         x = xp.expand_dims(x, axis=-2)
@@ -189,6 +316,59 @@ def _avg_pool(input: Any, kernel_size: Any, stride: Any, padding: Any, ceil_mode
     if nsp == 1:
         res = res[..., 0, :]
     return res if batched else res[0, ...]
+
+
+def _avg_pool_kernel(kern: Any, x: Tensor, k: tuple[int, ...], s: tuple[int, ...],
+                     p: tuple[int, ...], out: tuple[int, ...], count_include_pad: bool,
+                     divisor_override: Any, nsp: int) -> Tensor:
+    """avg_pool1d/2d of a tensor as one graph node on the backend's kernel."""
+    dev = x._device
+    rxp = dev.xp
+    shape4, geom, res_shape = _as_2d(tuple(x.shape), k, s, p, (1,) * nsp, out, nsp)
+    k2, s2, p2, _, out2 = geom
+    opts = (count_include_pad, divisor_override)
+    y = kern.avg_forward(rxp.reshape(x._data, shape4), k2, s2, p2, out2, *opts)
+    y = rxp.reshape(y, res_shape)
+    if needs_grad(x):
+        return record(y, dev, "AvgPool2dBackward", (x,),
+                      partial(_avg_pool_vjp, kern, tuple(x.shape), shape4, geom, opts))
+    return new(y, dev)
+
+
+def _avg_pool_vjp(kern: Any, x_shape: tuple[int, ...], shape4: tuple[int, ...], geom: tuple,
+                  opts: tuple, g: Tensor, _: Any) -> Tensor:
+    k, s, p, _, out = geom
+    dev = g._device
+    rxp = dev.xp
+    n, c, h, w = shape4
+    if not _grad.enabled:
+        g4 = rxp.reshape(g._data, (n, c, *out))
+        return new(rxp.reshape(kern.avg_backward(shape4, g4, k, s, p, *opts), x_shape), dev)
+    # create_graph: the portable rule, g / divisor scattered to every tap (padding taps
+    # to fill rows that are dropped)
+    import vtl
+
+    from ..._ops.indexing import _scatter_rows
+
+    g4 = vtl.reshape(g, (n, c, *out))
+    if opts[1] is not None:
+        g4 = g4 / float(opts[1])
+    else:
+        dh = _avg_divisors(h, k[0], s[0], p[0], out[0], opts[0])
+        dw = _avg_divisors(w, k[1], s[1], p[1], out[1], opts[0])
+        div = vtl.asarray([[float(a * b) for b in dw] for a in dh], dtype=g.dtype,
+                          device=g.device)
+        g4 = g4 / div
+    geometry = (n, h, w, k, s, (1, 1), p, out, (1, 1))
+    host, fill, _ = host_index(*geometry)
+    idx = on_device(host, "rows", geometry, vtl, g)
+    kk = k[0] * k[1]
+    m = n * out[0] * out[1]
+    rows = vtl.reshape(vtl.permute_dims(g4, (0, 2, 3, 1)), (m, 1, c))
+    rows = vtl.reshape(vtl.broadcast_to(rows, (m, kk, c)), (m * kk, c))
+    dx = _scatter_rows(rows, idx, n * h * w + fill)[:n * h * w, ...]
+    dx = vtl.permute_dims(vtl.reshape(dx, (n, h, w, c)), (0, 3, 1, 2))
+    return vtl.reshape(dx, x_shape)
 
 
 def avg_pool2d(input: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,  # noqa: A002

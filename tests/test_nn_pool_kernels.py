@@ -1,0 +1,370 @@
+"""The pool2d kernels (NumPy's strided kernel; CuPy's ElementwiseKernels) against the portable
+gather path: max_pool/avg_pool values, indices and gradients over kernel/stride/padding/
+dilation/ceil_mode variations, ties, nan, -inf and signed zeros; one graph node; create_graph
+through the portable rule; finite differences; the CuPy kernel bodies compiled for the host."""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import pytest
+from helpers import assert_close, check_grad, skip_unless_dtype, to_numpy
+from hypothesis import given
+from hypothesis import strategies as st
+from test_nn_conv_pool import np_avg_pool2d, np_max_pool2d
+
+import vtl
+import vtl.nn.functional as F
+from vtl.backends._numpy_pool import StridedPool2d
+
+RNG = np.random.default_rng(11)
+
+# (x shape, kernel, stride, padding, dilation, ceil_mode)
+MAX_CASES = [
+    ((2, 3, 8, 8), 2, None, 0, 1, False),  # the CNN case: disjoint 2x2 windows
+    ((2, 3, 7, 9), 2, None, 0, 1, True),  # ceil_mode: windows past the edge
+    ((1, 4, 9, 8), 3, 2, 1, 1, False),  # overlapping, padded
+    ((2, 2, 9, 10), (3, 2), (2, 1), (1, 1), (2, 3), True),  # dilation
+    ((1, 2, 6, 7), (2, 3), 3, (1, 1), 1, True),  # stride past the kernel: skipped pixels
+    ((2, 3, 5, 5), 1, 2, 0, 1, False),  # one tap
+    ((1, 1, 20, 20), 16, 4, 8, 1, True),  # 256 taps: a wider tap number
+]
+# (x shape, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override)
+AVG_CASES = [
+    ((2, 3, 8, 8), 2, None, 0, False, True, None),
+    ((2, 3, 7, 9), 3, 2, 1, True, True, None),
+    ((2, 3, 7, 9), 3, 2, 1, True, False, None),
+    ((1, 2, 6, 7), (2, 3), (3, 1), (1, 1), False, False, None),
+    ((1, 2, 6, 7), (2, 3), (1, 2), (0, 1), True, True, 5),
+]
+
+
+@contextlib.contextmanager
+def portable(name="numpy"):
+    """The portable gather path: the backend's pool2d kernel removed."""
+    be = vtl.backends.get(name)
+    saved = be.kernels.pop("pool2d", None)
+    try:
+        yield
+    finally:
+        if saved is not None:
+            be.kernels["pool2d"] = saved
+
+
+def _need_kernel(backend):
+    if vtl.backends.get(backend).kernel("pool2d") is None:
+        pytest.skip(f"no pool2d kernel on {backend}")
+
+
+def _max_run(xs, args, dtype, v, backend):
+    x = vtl.asarray(xs.astype(dtype), backend=backend, requires_grad=True)
+    y, idx = F.max_pool2d(x, *args, return_indices=True)
+    y.backward(vtl.asarray(v.astype(dtype), backend=backend))
+    return y, to_numpy(y), to_numpy(idx), to_numpy(x.grad)
+
+
+def _ties(shape):
+    """Small integers: many ties, including -0.0 against 0.0."""
+    xs = RNG.integers(-2, 3, shape).astype(np.float64)
+    xs[RNG.random(shape) < 0.2] = -0.0
+    return xs
+
+
+@pytest.mark.parametrize("case", MAX_CASES)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("data", ["normal", "ties", "special"])
+def test_max_pool_kernel_equals_portable(backend, case, dtype, data):
+    """Values (bit for bit: the same element of each window), indices and gradients equal
+    the same backend's portable gather path."""
+    _need_kernel(backend)
+    skip_unless_dtype(backend, dtype)
+    shape, *args = case
+    xs = RNG.standard_normal(shape) if data == "normal" else _ties(shape)
+    if data == "special":
+        flat = xs.reshape(-1)
+        pick = RNG.permutation(flat.size)
+        flat[pick[:3]] = np.nan
+        flat[pick[3:8]] = -np.inf
+        flat[pick[8:10]] = np.inf
+        xs[0, 0] = -np.inf  # whole windows of -inf (and padding)
+    with portable(backend):
+        yr = F.max_pool2d(vtl.asarray(xs.astype(dtype), backend=backend), *args)
+    v = RNG.standard_normal(yr.shape)
+    y, *fast = _max_run(xs, args, dtype, v, backend)
+    assert y._grad_fn._name == "MaxPool2dBackward"
+    with portable(backend):
+        _, *ref = _max_run(xs, args, dtype, v, backend)
+    np.testing.assert_array_equal(fast[0], ref[0])
+    np.testing.assert_array_equal(np.signbit(fast[0]), np.signbit(ref[0]))
+    np.testing.assert_array_equal(fast[1], ref[1])
+    assert fast[1].dtype == ref[1].dtype
+    t = {"rtol": 1e-12, "atol": 1e-12} if dtype == np.float64 else {"rtol": 1e-5, "atol": 1e-6}
+    assert fast[2].dtype == ref[2].dtype
+    np.testing.assert_allclose(fast[2], ref[2], **t)
+
+
+@pytest.mark.parametrize("case", AVG_CASES)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_avg_pool_kernel_equals_portable(backend, case, dtype):
+    _need_kernel(backend)
+    skip_unless_dtype(backend, dtype)
+    shape, *args = case
+    xs = RNG.standard_normal(shape)
+
+    def run():
+        x = vtl.asarray(xs.astype(dtype), backend=backend, requires_grad=True)
+        y = F.avg_pool2d(x, *args)
+        vtl.sum(y * y).backward()
+        return y, to_numpy(y), to_numpy(x.grad)
+
+    y, *fast = run()
+    assert y._grad_fn._name == "AvgPool2dBackward"
+    with portable(backend):
+        _, *ref = run()
+    t = {"rtol": 1e-12, "atol": 1e-12} if dtype == np.float64 else {"rtol": 2e-5, "atol": 1e-6}
+    for a, r in zip(fast, ref, strict=True):
+        assert a.shape == r.shape and a.dtype == r.dtype
+        np.testing.assert_allclose(a, r, **t)
+    k, s, p, ceil, cip, div = args
+    k2 = (k, k) if isinstance(k, int) else k
+    s2 = k2 if s is None else ((s, s) if isinstance(s, int) else s)
+    p2 = (p, p) if isinstance(p, int) else p
+    np.testing.assert_allclose(fast[0], np_avg_pool2d(xs, k2, s2, p2, ceil, cip, div),
+                               **t)
+
+
+@given(st.data())
+def test_pool_kernels_random_geometry(backend, data):
+    """Random geometries and layouts: kernel results equal the loop references."""
+    _need_kernel(backend)
+    d = data.draw
+    k = (d(st.integers(1, 3)), d(st.integers(1, 3)))
+    s = (d(st.integers(1, 3)), d(st.integers(1, 3)))
+    p = (d(st.integers(0, k[0] // 2)), d(st.integers(0, k[1] // 2)))
+    dil = (d(st.integers(1, 2)), d(st.integers(1, 2)))
+    ceil = d(st.booleans())
+    h = d(st.integers((k[0] - 1) * dil[0] + 1, 7))
+    w = d(st.integers((k[1] - 1) * dil[1] + 1, 7))
+    xs = RNG.integers(-3, 4, (2, 3, h, w)).astype(np.float64)
+    if d(st.booleans()):  # channels-last storage, as conv results on the portable path
+        xs = np.ascontiguousarray(xs.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+    x = vtl.asarray(xs, backend=backend)
+    out, idx = F.max_pool2d(x, k, s, p, dil, ceil, return_indices=True)
+    ref, ridx = np_max_pool2d(np.array(xs), k, s, p, dil, ceil)
+    assert_close(out, ref)
+    np.testing.assert_array_equal(to_numpy(idx), ridx)
+    cip = d(st.booleans())
+    assert_close(F.avg_pool2d(x, k, s, p, ceil, cip), np_avg_pool2d(np.array(xs), k, s, p, ceil,
+                                                                     cip))
+
+
+def test_raw_kernel_against_loops():
+    """The raw NumPy kernel (what CuPy's class inherits the protocol of) against loops."""
+    kern = StridedPool2d(np)
+    for shape, k, s, p, d, ceil in MAX_CASES[:5]:
+        k2 = (k, k) if isinstance(k, int) else k
+        s2 = k2 if s is None else ((s, s) if isinstance(s, int) else s)
+        p2 = (p, p) if isinstance(p, int) else p
+        d2 = (d, d) if isinstance(d, int) else d
+        xs = _ties(shape)
+        ref, ridx = np_max_pool2d(xs, k2, s2, p2, d2, ceil)
+        y, arg = kern.max_forward(xs, k2, s2, p2, d2, ref.shape[2:])
+        np.testing.assert_array_equal(y, ref)
+        g = RNG.standard_normal(y.shape)
+        dx = kern.max_backward(arg, xs.shape, g, k2, s2, p2, d2)
+        want = np.zeros(xs.size)
+        planes = np.arange(xs.shape[0] * xs.shape[1]).reshape(ridx.shape[:2] + (1, 1))
+        np.add.at(want, (planes * xs.shape[2] * xs.shape[3] + ridx).reshape(-1), g.reshape(-1))
+        np.testing.assert_allclose(dx, want.reshape(xs.shape), rtol=1e-12, atol=1e-12)
+
+
+def test_kernel_blocks_cover_every_plane(monkeypatch):
+    """Inputs larger than one block (split by images, and by channels within an image)."""
+    from vtl.backends import _numpy_pool
+
+    kern = StridedPool2d(np)
+    xs = RNG.standard_normal((3, 5, 6, 6))
+    ref, _ = np_max_pool2d(xs, (2, 2), (2, 2))
+    for block in (36 * 5 * 2, 36 * 2, 7):  # two images, two channels, one plane per block
+        monkeypatch.setattr(_numpy_pool, "BLOCK", block)
+        y, arg = kern.max_forward(xs, (2, 2), (2, 2), (0, 0), (1, 1), (3, 3))
+        np.testing.assert_array_equal(y, ref)
+        dx = kern.max_backward(arg, xs.shape, np.ones_like(y), (2, 2), (2, 2), (0, 0), (1, 1))
+        assert dx.sum() == y.size and np.all(dx[xs.reshape(3, 5, 3, 2, 3, 2).max(axis=(3, 5))
+                                              .repeat(2, 2).repeat(2, 3) == xs] == 1)
+
+
+def test_one_node_layouts_and_shapes():
+    """1-D and unbatched inputs, channels-last and strided inputs and a broadcast output
+    gradient go through the kernel as one node with the portable results."""
+    xs = RNG.standard_normal((2, 5, 6, 3)).transpose(0, 3, 1, 2)  # channels-last storage
+    for xin in (xs, xs[:, :, ::2, :], xs[0]):
+        for fn in (lambda t: F.max_pool2d(t, 2, 1, 1), lambda t: F.avg_pool2d(t, 3, 2, 1)):
+            x = vtl.asarray(np.array(xin), requires_grad=True, backend="numpy")
+            y = fn(x)
+            assert y._grad_fn.edges[0] is x  # one node straight on the input
+            vtl.sum(y).backward()
+            with portable():
+                x2 = vtl.asarray(np.array(xin), requires_grad=True, backend="numpy")
+                y2 = fn(x2)
+                vtl.sum(y2).backward()
+            assert_close(y, to_numpy(y2), rtol=1e-12, atol=1e-12)
+            assert_close(x.grad, to_numpy(x2.grad), rtol=1e-12, atol=1e-12)
+    x1 = RNG.standard_normal((2, 3, 9))
+    for xin in (x1, x1[0]):
+        x = vtl.asarray(xin, backend="numpy", requires_grad=True)
+        y, idx = F.max_pool1d(x, 3, 2, 1, 2, True, return_indices=True)
+        ref, ridx = np_max_pool2d(np.atleast_3d(xin.reshape(-1, 3, 9))[:, :, None, :], (1, 3),
+                                  (1, 2), (0, 1), (1, 2), True)
+        assert_close(y, ref[:, :, 0].reshape(y.shape))
+        np.testing.assert_array_equal(to_numpy(idx), ridx[:, :, 0].reshape(y.shape))
+        avg = F.avg_pool1d(x, 3, 2, 1, True, False)
+        aref = np_avg_pool2d(xin.reshape(-1, 3, 1, 9), (1, 3), (1, 2), (0, 1), True, False)
+        assert_close(avg, aref[:, :, 0].reshape(avg.shape))
+    with vtl.no_grad():
+        assert F.max_pool2d(vtl.asarray(xs, requires_grad=True), 2)._grad_fn is None
+
+
+def test_finite_differences():
+    x = RNG.permutation(np.linspace(-2, 2, 2 * 2 * 5 * 6)).reshape(2, 2, 5, 6)  # no ties
+    check_grad(lambda x: F.max_pool2d(x, (3, 2), (2, 1), 1, (1, 2), True), x)
+    check_grad(lambda x: F.max_pool2d(x, 2), x)
+    check_grad(lambda x: F.max_pool1d(x, 2, 1, 1), x[:, :, 0])
+    check_grad(lambda x: F.avg_pool2d(x, 3, 2, 1, True, False), x)
+    check_grad(lambda x: F.avg_pool2d(x, (2, 3), (1, 2), (1, 0), True, True, 4), x[0])
+    check_grad(lambda x: F.avg_pool1d(x, 3, 2, 1), x[:, :, 0])
+
+
+@pytest.mark.parametrize("which", ["max", "avg"])
+def test_create_graph_through_the_kernel_node(which):
+    """Second order: the portable vtl-function rule, by finite differences and against the
+    portable path."""
+    if which == "max":
+        f = lambda x: F.max_pool2d(x, 2, 1, 1, ceil_mode=True)  # noqa: E731
+    else:
+        f = lambda x: F.avg_pool2d(x, 3, 2, 1, True, False)  # noqa: E731
+
+    def gnorm(x):
+        if not x.requires_grad:  # the finite-difference evaluations
+            x = vtl.asarray(to_numpy(x), backend="numpy", requires_grad=True)
+        y = f(x)
+        (gx,) = vtl.autograd.grad(vtl.sum(y * y * y), [x], create_graph=True)
+        return gx * gx
+
+    xs = RNG.permutation(np.linspace(-1, 1, 2 * 2 * 5 * 4)).reshape(2, 2, 5, 4)
+    check_grad(gnorm, xs, rtol=1e-4, atol=1e-5)
+    xt = vtl.asarray(xs, backend="numpy", requires_grad=True)
+    (res,) = vtl.autograd.grad(vtl.sum(gnorm(xt)), [xt])
+    with portable():
+        xt2 = vtl.asarray(xs, backend="numpy", requires_grad=True)
+        (ref,) = vtl.autograd.grad(vtl.sum(gnorm(xt2)), [xt2])
+    assert_close(res, to_numpy(ref), rtol=1e-10, atol=1e-10)
+
+
+def test_fallbacks_and_errors():
+    be = vtl.backends.get("numpy")
+    kern = be.kernel("pool2d")
+    assert not kern.supports(np.dtype(np.float16)) and not kern.supports(np.dtype(np.int64))
+    assert not kern.supports(np.dtype(np.complex128))
+    with pytest.raises(TypeError, match="real floating-point"):
+        F.max_pool2d(vtl.asarray(np.ones((1, 1, 4, 4), np.int64), backend="numpy"), 2)
+    with pytest.raises(ValueError, match="at most half"):
+        F.avg_pool2d(vtl.asarray(np.ones((1, 1, 4, 4)), backend="numpy"), 2, padding=2)
+    assert StridedPool2d.arg_dtype(255) == np.uint8 and StridedPool2d.arg_dtype(256) == np.int32
+
+
+_CT = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long"}
+
+
+def _host_source(name, spec):
+    """A C++ function running an ElementwiseKernel body over ``size`` elements (raw
+    parameters as pointers, scalars by value)."""
+    ins, outs, body = spec
+    params = []
+    for p in ins + outs:
+        parts = p.split()
+        params.append(f"{_CT[parts[1]]}* {parts[2]}" if parts[0] == "raw"
+                      else f"{_CT[parts[0]]} {parts[1]}")
+    return (f'extern "C" void {name}({", ".join(params)}, long long size) {{\n'
+            f"for (ptrdiff_t i = 0; i < size; ++i) {{\n{body}}}\n}}\n")
+
+
+def test_cupy_pool_kernel_bodies_on_the_host(tmp_path):
+    """The CuPy ElementwiseKernel bodies, compiled for the host, inside the CuPy kernel
+    class running on NumPy arrays: equal to the strided NumPy kernel (max: bit for bit)."""
+    import ctypes
+    import shutil
+    import subprocess
+
+    from vtl.backends import _cupy_pool as cp_pool
+
+    cxx = shutil.which("g++") or shutil.which("clang++")
+    if cxx is None:
+        pytest.skip("no C++ compiler")
+    specs = [cp_pool.max_forward_spec, cp_pool.max_backward_spec, cp_pool.avg_forward_spec,
+             cp_pool.avg_backward_spec]
+    dtypes = [np.dtype(np.float32), np.dtype(np.float64)]
+    src = tmp_path / "pool.cpp"
+    src.write_text("#include <cstddef>\n" + "".join(
+        _host_source(f"{s.__name__}_{dt.name}", s(dt)) for s in specs for dt in dtypes))
+    lib = tmp_path / "pool.so"
+    subprocess.run([cxx, "-O2", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True,
+                   capture_output=True)
+    so = ctypes.CDLL(str(lib))
+
+    def launcher(spec, dtype):
+        ins, outs, _ = spec(dtype)
+        fn = getattr(so, f"{spec.__name__}_{np.dtype(dtype).name}")
+        kinds = [p.split()[0] for p in ins + outs]
+        fn.argtypes = [ctypes.c_void_p if k == "raw" else
+                       ctypes.c_double if k == "float64" else ctypes.c_longlong
+                       for k in kinds] + [ctypes.c_longlong]
+
+        def call(*args, size):
+            assert len(args) == len(kinds)
+            for a, k in zip(args, kinds, strict=True):
+                if k == "raw":
+                    assert a.flags.c_contiguous
+            fn(*[a.ctypes.data if isinstance(a, np.ndarray) else a for a in args], size)
+
+        return call
+
+    class HostPool(cp_pool.CupyPool2d):
+        def _on(self, a):
+            return contextlib.nullcontext()
+
+        def _get(self, spec, dtype):
+            return launcher(spec, dtype)
+
+    host, ref = HostPool(np), StridedPool2d(np)
+    for dt in dtypes:
+        for shape, k, s, p, d, ceil in MAX_CASES:
+            k2 = (k, k) if isinstance(k, int) else k
+            s2 = k2 if s is None else ((s, s) if isinstance(s, int) else s)
+            p2 = (p, p) if isinstance(p, int) else p
+            d2 = (d, d) if isinstance(d, int) else d
+            out = F.max_pool2d(np.zeros(shape), k2, s2, p2, d2, ceil).shape[2:]
+            for xs in (RNG.standard_normal(shape), _ties(shape)):
+                xs = xs.astype(dt)
+                xs.reshape(-1)[RNG.permutation(xs.size)[:3]] = np.nan
+                xs[-1, -1] = -np.inf
+                ya, aa = host.max_forward(xs, k2, s2, p2, d2, out)
+                yr, ar = ref.max_forward(xs, k2, s2, p2, d2, out)
+                np.testing.assert_array_equal(ya.view(f"u{dt.itemsize}"),
+                                              yr.view(f"u{dt.itemsize}"))
+                np.testing.assert_array_equal(aa, ar)
+                g = RNG.standard_normal(ya.shape).astype(dt)
+                np.testing.assert_array_equal(host.max_backward(aa, shape, g, k2, s2, p2, d2),
+                                              ref.max_backward(ar, shape, g, k2, s2, p2, d2))
+        for shape, k, s, p, ceil, cip, div in AVG_CASES:
+            k2 = (k, k) if isinstance(k, int) else k
+            s2 = k2 if s is None else ((s, s) if isinstance(s, int) else s)
+            p2 = (p, p) if isinstance(p, int) else p
+            out = F.avg_pool2d(np.zeros(shape), k2, s2, p2, ceil).shape[2:]
+            xs = RNG.standard_normal(shape).astype(dt)
+            np.testing.assert_array_equal(host.avg_forward(xs, k2, s2, p2, out, cip, div),
+                                          ref.avg_forward(xs, k2, s2, p2, out, cip, div))
+            g = RNG.standard_normal((*shape[:2], *out)).astype(dt)
+            np.testing.assert_array_equal(host.avg_backward(shape, g, k2, s2, p2, cip, div),
+                                          ref.avg_backward(shape, g, k2, s2, p2, cip, div))

@@ -1,0 +1,218 @@
+"""max/avg pooling on CuPy: one ``ElementwiseKernel`` launch per forward and per backward.
+
+* max forward: a thread per output element walks its window's taps in row-major order
+  and keeps the first maximal element, or the first nan (padding taps read ``-inf``), as
+  the strided NumPy kernel of ``_numpy_pool`` does; it writes the value and the tap
+  number (``int32``);
+* max backward: a thread per input element sums the output gradients of the windows
+  whose chosen tap is that element (gather form: no atomics, no zero fill), in the tap
+  order of the NumPy kernel;
+* avg forward/backward: the same walks with window sums (zero padding) and PyTorch's
+  divisors, computed in the kernel (``count_include_pad``, ``divisor_override``, windows
+  that ``ceil_mode`` lets run past the padding).
+
+Inputs and output gradients are read C-contiguous (a copy only when they are not). The
+kernels are described by parameter lists and a C++ body (``*_spec``), so the bodies
+can also be compiled and checked on the host.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._numpy_pool import StridedPool2d
+
+__all__ = ["CupyPool2d", "avg_backward_spec", "avg_forward_spec", "max_backward_spec",
+           "max_forward_spec"]
+
+_CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+#: Geometry arguments of every kernel (``int64``), in this order.
+_GEOM = ["int64 C", "int64 H", "int64 W", "int64 KH", "int64 KW", "int64 HO", "int64 WO",
+         "int64 SH", "int64 SW", "int64 PH", "int64 PW", "int64 DH", "int64 DW"]
+#: The avg kernels' options: count_include_pad (0/1) and divisor_override (0.0: none).
+_AVG = ["int64 CIP", "float64 DIVO"]
+
+# a thread per output element (n, c, ho, wo)
+_OUT_INDEX = (
+    "const ptrdiff_t wo = (ptrdiff_t)i % WO; ptrdiff_t t = (ptrdiff_t)i / WO;\n"
+    "const ptrdiff_t ho = t % HO; const ptrdiff_t base = (t / HO) * H * W;\n"
+)
+# a thread per input element (n, c, r, q); the windows that hold it
+_IN_INDEX = (
+    "const ptrdiff_t q = (ptrdiff_t)i % W; ptrdiff_t t = (ptrdiff_t)i / W;\n"
+    "const ptrdiff_t r = t % H; const ptrdiff_t obase = (t / H) * HO * WO;\n"
+)
+_IN_LOOP = (
+    "for (ptrdiff_t a = 0; a < KH; ++a) {\n"
+    "  const ptrdiff_t u = r + PH - a * DH;\n"
+    "  if (u < 0 || u % SH != 0 || u / SH >= HO) continue;\n"
+    "  const ptrdiff_t ho = u / SH;\n"
+    "  for (ptrdiff_t b = 0; b < KW; ++b) {\n"
+    "    const ptrdiff_t v = q + PW - b * DW;\n"
+    "    if (v < 0 || v % SW != 0 || v / SW >= WO) continue;\n"
+    "    const ptrdiff_t o = obase + ho * WO + v / SW;\n"
+)
+# PyTorch's divisor of the window of output (ho, wo)
+_DIVISOR = (
+    "ptrdiff_t h0 = ho * SH - PH; ptrdiff_t h1 = h0 + KH < H + PH ? h0 + KH : H + PH;\n"
+    "ptrdiff_t w0 = wo * SW - PW; ptrdiff_t w1 = w0 + KW < W + PW ? w0 + KW : W + PW;\n"
+    "double div = (double)((h1 - h0) * (w1 - w0));\n"
+    "if (!CIP) {\n"
+    "  h0 = h0 > 0 ? h0 : 0; h1 = h1 < H ? h1 : H; w0 = w0 > 0 ? w0 : 0; w1 = w1 < W ? w1 : W;\n"
+    "  const ptrdiff_t hh = h1 - h0 > 1 ? h1 - h0 : 1;\n"
+    "  const ptrdiff_t ww = w1 - w0 > 1 ? w1 - w0 : 1;\n"
+    "  div = (double)(hh * ww);\n"
+    "}\n"
+    "if (DIVO != 0) div = DIVO;\n"
+)
+
+
+def max_forward_spec(dtype: Any) -> tuple[list[str], list[str], str]:
+    """``(inputs, outputs, body)``: ``i`` runs over the ``N*C*HO*WO`` outputs ``y`` and
+    ``arg`` (``int32`` tap numbers); ``x`` is the C-contiguous ``(N, C, H, W)`` input;
+    ``NINF`` is ``-inf``, the value of padding taps."""
+    dt = np.dtype(dtype)
+    t = _CTYPES[dt]
+    body = _OUT_INDEX + (
+        f"{t} best = 0; int bi = 0; bool isnan_best = false;\n"
+        "for (ptrdiff_t a = 0; a < KH; ++a) {\n"
+        "  const ptrdiff_t r = ho * SH - PH + a * DH;\n"
+        "  for (ptrdiff_t b = 0; b < KW; ++b) {\n"
+        "    const ptrdiff_t q = wo * SW - PW + b * DW;\n"
+        f"    const {t} v = (r >= 0 && r < H && q >= 0 && q < W) ? x[base + r * W + q]"
+        f" : ({t})NINF;\n"
+        "    const int tap = (int)(a * KW + b);\n"
+        "    if (tap == 0 || (!isnan_best && (v > best || v != v))) {\n"
+        "      best = v; bi = tap; isnan_best = v != v;\n"
+        "    }\n"
+        "  }\n"
+        "}\n"
+        "y[i] = best; arg[i] = bi;\n"
+    )
+    return [f"raw {dt.name} x", "float64 NINF", *_GEOM], [f"raw {dt.name} y", "raw int32 arg"], \
+        body
+
+
+def max_backward_spec(dtype: Any) -> tuple[list[str], list[str], str]:
+    """``(inputs, outputs, body)``: ``i`` runs over the ``N*C*H*W`` input gradient ``dx``;
+    ``g`` (C-contiguous) and ``arg`` are ``(N, C, HO, WO)``."""
+    dt = np.dtype(dtype)
+    t = _CTYPES[dt]
+    body = _IN_INDEX + f"{t} acc = 0;\n" + _IN_LOOP + (
+        "    if (arg[o] == a * KW + b) acc += g[o];\n"
+        "  }\n"
+        "}\n"
+        "dx[i] = acc;\n"
+    )
+    return [f"raw {dt.name} g", "raw int32 arg", *_GEOM], [f"raw {dt.name} dx"], body
+
+
+def avg_forward_spec(dtype: Any) -> tuple[list[str], list[str], str]:
+    """``(inputs, outputs, body)``: ``i`` runs over the ``N*C*HO*WO`` outputs ``y``."""
+    dt = np.dtype(dtype)
+    t = _CTYPES[dt]
+    body = _OUT_INDEX + (
+        f"{t} acc = 0;\n"
+        "for (ptrdiff_t a = 0; a < KH; ++a) {\n"
+        "  const ptrdiff_t r = ho * SH - PH + a;\n"
+        "  for (ptrdiff_t b = 0; b < KW; ++b) {\n"
+        "    const ptrdiff_t q = wo * SW - PW + b;\n"
+        f"    const {t} v = (r >= 0 && r < H && q >= 0 && q < W) ? x[base + r * W + q]"
+        f" : ({t})0;\n"
+        "    acc = (a == 0 && b == 0) ? v : acc + v;\n"
+        "  }\n"
+        "}\n"
+    ) + _DIVISOR + f"y[i] = acc / ({t})div;\n"
+    return [f"raw {dt.name} x", *_GEOM, *_AVG], [f"raw {dt.name} y"], body
+
+
+def avg_backward_spec(dtype: Any) -> tuple[list[str], list[str], str]:
+    """``(inputs, outputs, body)``: ``i`` runs over the ``N*C*H*W`` input gradient ``dx``;
+    ``g`` is the C-contiguous ``(N, C, HO, WO)`` output gradient."""
+    dt = np.dtype(dtype)
+    t = _CTYPES[dt]
+    body = _IN_INDEX + f"{t} acc = 0;\n" + _IN_LOOP + (
+        "    const ptrdiff_t wo = v / SW;\n"
+        + "".join("    " + line + "\n" for line in _DIVISOR.splitlines())
+        + f"    acc += g[o] / ({t})div;\n"
+        "  }\n"
+        "}\n"
+        "dx[i] = acc;\n"
+    )
+    return [f"raw {dt.name} g", *_GEOM, *_AVG], [f"raw {dt.name} dx"], body
+
+
+def geometry_args(x_shape: tuple[int, ...], k: tuple[int, int], s: tuple[int, int],
+                  p: tuple[int, int], d: tuple[int, int], out: tuple[int, int]) -> list[int]:
+    """The ``int64`` geometry arguments, in :data:`_GEOM` order."""
+    _, c, h, w = x_shape
+    return [c, h, w, k[0], k[1], out[0], out[1], s[0], s[1], p[0], p[1], d[0], d[1]]
+
+
+class CupyPool2d(StridedPool2d):
+    """``kernels["pool2d"]`` of the CuPy backend (see ``StridedPool2d``)."""
+
+    def __init__(self, cupy: Any) -> None:
+        super().__init__(cupy)
+        self._kernels: dict[tuple, Any] = {}
+
+    def _on(self, a: Any) -> Any:
+        """The context that makes ``a``'s device current (kernels launch there)."""
+        return a.device
+
+    def _get(self, spec: Any, dtype: Any) -> Any:
+        key = (spec.__name__, np.dtype(dtype))
+        kern = self._kernels.get(key)
+        if kern is None:
+            ins, outs, body = spec(dtype)
+            kern = self._kernels[key] = self.m.ElementwiseKernel(
+                ", ".join(ins), ", ".join(outs), body, f"vtl_pool_{spec.__name__}_{key[1].name}")
+        return kern
+
+    def max_forward(self, x: Any, k: tuple[int, int], s: tuple[int, int],
+                    p: tuple[int, int], d: tuple[int, int], out: tuple[int, int]
+                    ) -> tuple[Any, Any]:
+        m = self.m
+        with self._on(x):
+            x = m.ascontiguousarray(x)
+            y = m.empty((*x.shape[:2], *out), dtype=x.dtype)
+            arg = m.empty(y.shape, dtype=np.int32)
+            self._get(max_forward_spec, x.dtype)(
+                x, -np.inf, *geometry_args(x.shape, k, s, p, d, out), y, arg, size=y.size)
+        return y, arg
+
+    def max_backward(self, arg: Any, x_shape: tuple[int, ...], g: Any, k: tuple[int, int],
+                     s: tuple[int, int], p: tuple[int, int], d: tuple[int, int]) -> Any:
+        m = self.m
+        with self._on(g):
+            g = m.ascontiguousarray(g)
+            dx = m.empty(x_shape, dtype=g.dtype)
+            self._get(max_backward_spec, g.dtype)(
+                g, arg, *geometry_args(x_shape, k, s, p, d, arg.shape[2:]), dx, size=dx.size)
+        return dx
+
+    def avg_forward(self, x: Any, k: tuple[int, int], s: tuple[int, int],
+                    p: tuple[int, int], out: tuple[int, int], count_include_pad: bool,
+                    divisor_override: int | None) -> Any:
+        m = self.m
+        with self._on(x):
+            x = m.ascontiguousarray(x)
+            y = m.empty((*x.shape[:2], *out), dtype=x.dtype)
+            self._get(avg_forward_spec, x.dtype)(
+                x, *geometry_args(x.shape, k, s, p, (1, 1), out), int(bool(count_include_pad)),
+                float(divisor_override or 0), y, size=y.size)
+        return y
+
+    def avg_backward(self, x_shape: tuple[int, ...], g: Any, k: tuple[int, int],
+                     s: tuple[int, int], p: tuple[int, int], count_include_pad: bool,
+                     divisor_override: int | None) -> Any:
+        m = self.m
+        with self._on(g):
+            g = m.ascontiguousarray(g)
+            dx = m.empty(x_shape, dtype=g.dtype)
+            self._get(avg_backward_spec, g.dtype)(
+                g, *geometry_args(x_shape, k, s, p, (1, 1), g.shape[2:]),
+                int(bool(count_include_pad)), float(divisor_override or 0), dx, size=dx.size)
+        return dx
