@@ -303,6 +303,9 @@ class CupyNN:
     """``linear``, ``linear_grad_weight`` and ``relu_backward`` (bound methods are the
     registered kernels); ``launches`` counts the launches they made."""
 
+    #: the CUDA device of an array (a context manager with ``id``)
+    _device_of = staticmethod(lambda a: a.device)
+
     def __init__(self, cupy: Any) -> None:
         self._cp = cupy
         self._k = _Kernels(cupy)
@@ -323,7 +326,7 @@ class CupyNN:
                               or b.shape != (w.shape[0],) or b.strides[0] % b.itemsize):
             return None
         cp = self._cp
-        with x.device:
+        with self._device_of(x):
             out = cp.dot(x, w.T)
             self.launches += 1
             if b is None:
@@ -343,7 +346,7 @@ class CupyNN:
         if not self._ok2(g, x) or g.shape[0] != x.shape[0] or 0 in g.shape or 0 in x.shape:
             return None
         cp = self._cp
-        with g.device:
+        with self._device_of(g):
             gw = cp.dot(g.T, x)
             self.launches += 1
             if not bias:
@@ -365,7 +368,7 @@ class CupyNN:
         if (type(x) is not cp.ndarray or type(g) is not cp.ndarray or x.shape != g.shape
                 or x.dtype != g.dtype or x.dtype not in _CTYPES):
             return None
-        with x.device:
+        with self._device_of(x):
             if x.flags.c_contiguous and g.flags.c_contiguous:
                 out = cp.empty(x.shape, dtype=x.dtype)
                 n = x.size
@@ -431,6 +434,8 @@ class CupyCrossEntropy:
     whose error buffer has not been read since a call; :meth:`check_pending` reads them
     and raises."""
 
+    _device_of = staticmethod(lambda a: a.device)
+
     def __init__(self, cupy: Any) -> None:
         self._cp = cupy
         self._k = _Kernels(cupy)
@@ -442,7 +447,8 @@ class CupyCrossEntropy:
         nd = self._cp.ndarray
         return (type(x) is nd and type(t) is nd and x.ndim == 2 and t.ndim == 1
                 and x.dtype in _CTYPES and t.dtype in _TCTYPES and x.shape[0] == t.shape[0]
-                and x.shape[0] > 0 and x.shape[1] > 0 and x.device.id == t.device.id
+                and x.shape[0] > 0 and x.shape[1] > 0
+                and self._device_of(x).id == self._device_of(t).id
                 and _elem_strides(x) is not None and _elem_strides(t) is not None)
 
     @staticmethod
@@ -482,8 +488,8 @@ class CupyCrossEntropy:
         sxm, sxc = _elem_strides(x)
         (st,) = _elem_strides(t)
         has_ig, ig = self._ignore(ignore_index)
-        dev = x.device.id
-        with x.device:
+        dev = self._device_of(x).id
+        with self._device_of(x):
             err = self._error_buffer(dev)
             out = cp.empty((m,) if mode == 0 else (), dtype=x.dtype)
             saved = cp.empty((3 * m + 1,), dtype=x.dtype)
@@ -508,7 +514,7 @@ class CupyCrossEntropy:
         sxm, sxc = _elem_strides(x)
         (st,) = _elem_strides(t)
         has_ig, ig = self._ignore(ignore_index)
-        with x.device:
+        with self._device_of(x):
             if g.dtype != x.dtype:
                 g = g.astype(x.dtype)
             sg = _elem_strides(g)[0] if mode == 0 and g.ndim else 0

@@ -96,7 +96,10 @@ def _linear_vjp(x: Tensor, w: Tensor, b: Tensor | None, g: Tensor, _: Any) -> tu
             gd = xp.reshape(gd, (-1, n_out))
             xd = xp.reshape(xd, (-1, n_in))
         if x._requires_grad:
-            r = gd @ w._data
+            lin = dev.backend.kernels.get("linear")  # g @ w is linear(g, w.T) = g @ w.T.T
+            r = None if lin is None else lin(gd, w._data.T, None)
+            if r is None:
+                r = gd @ w._data
             gx = new(r if r.shape == x._data.shape else xp.reshape(r, x._data.shape), dev)
         want_b = b is not None and b._requires_grad
         kern = dev.backend.kernels.get("linear_grad_weight") if w._requires_grad else None

@@ -1,0 +1,768 @@
+"""The CuPy backend's fused nn kernels (``vtl/backends/_cupy_nn.py``).
+
+Two layers of checks:
+
+* on the host (always, given a C++20 compiler): the CUDA sources are compiled with a small
+  emulation of the CUDA built-ins (a thread per CUDA thread, barriers for
+  ``__syncthreads`` and the warp shuffles, blocks one after another) and driven through the
+  real Python wrappers by a stand-in for the few CuPy functions they use; results are
+  compared with NumPy, and the kernels also run inside the numpy backend to check the hooks
+  of ``linear``/``relu``/``cross_entropy`` (values, gradients, launch counts);
+* on a GPU (when the cupy backend is available): the kernels against the portable paths.
+
+``nvcc``, when installed, also compiles every source variant for sm_90.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import math
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import vtl
+from vtl import nn, optim
+from vtl.backends import _cupy_nn as K
+from vtl.nn import functional as F
+
+# -- the CUDA emulation on the host -------------------------------------------------------------
+
+_SHIM = r"""
+#include <algorithm>
+#include <barrier>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+using std::isfinite;
+using std::isnan;
+struct vtl_dim3 { unsigned x, y, z; };
+static thread_local vtl_dim3 threadIdx, blockIdx;
+static vtl_dim3 blockDim, gridDim;
+static std::barrier<>* vtl_block_bar;
+static std::barrier<>* vtl_warp_bar[64];
+static unsigned long long vtl_slot[2048];
+static inline unsigned vtl_tid() { return threadIdx.x + threadIdx.y * blockDim.x; }
+static inline void __syncthreads() { vtl_block_bar->arrive_and_wait(); }
+template <class V> static V vtl_shfl(V v, int src) {
+  const unsigned tid = vtl_tid(), w = tid >> 5;
+  unsigned long long bits = 0;
+  std::memcpy(&bits, &v, sizeof(V));
+  vtl_slot[tid] = bits;
+  vtl_warp_bar[w]->arrive_and_wait();
+  V r = v;
+  if (src >= 0 && src < 32) std::memcpy(&r, &vtl_slot[w * 32 + src], sizeof(V));
+  vtl_warp_bar[w]->arrive_and_wait();
+  return r;
+}
+template <class V> static V __shfl_down_sync(unsigned, V v, int o) {
+  const int lane = vtl_tid() & 31;
+  return vtl_shfl(v, lane + o < 32 ? lane + o : -1);
+}
+template <class V> static V __shfl_sync(unsigned, V v, int src) { return vtl_shfl(v, src); }
+static inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
+static inline double __longlong_as_double(long long i) {
+  double d; std::memcpy(&d, &i, 8); return d;
+}
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __shared__ static
+template <class F> static void vtl_launch(unsigned gx, unsigned bx, unsigned by, F body) {
+  blockDim = {bx, by, 1};
+  gridDim = {gx, 1, 1};
+  const unsigned n = bx * by;
+  for (unsigned b = 0; b < gx; ++b) {
+    std::barrier<> bar(n);
+    vtl_block_bar = &bar;
+    std::vector<std::unique_ptr<std::barrier<>>> wb;
+    for (unsigned w = 0; w * 32 < n; ++w) {
+      wb.emplace_back(new std::barrier<>(std::min(32u, n - w * 32)));
+      vtl_warp_bar[w] = wb.back().get();
+    }
+    std::vector<std::thread> ts;
+    for (unsigned t = 0; t < n; ++t) {
+      ts.emplace_back([=] {
+        blockIdx = {b, 0, 0};
+        threadIdx = {t % bx, t / bx, 0};
+        body();
+        vtl_warp_bar[t >> 5]->arrive_and_drop();  // exited threads do not hold barriers
+        vtl_block_bar->arrive_and_drop();
+      });
+    }
+    for (auto& th : ts) th.join();
+  }
+}
+"""
+
+_FLOAT = {"float": np.float32, "double": np.float64}
+_SCALAR = {"const long long": (np.int64, ctypes.c_longlong), "const int": (np.int32, ctypes.c_int)}
+#: the variants compiled for the host: (spec, float type, target type)
+_VARIANTS = [(s, c, "int") for s in (K.BIAS_ADD, K.COL_SUM, K.RELU_BACKWARD)
+             for c in _FLOAT] + [
+    (s, c, tc) for s in (K.CROSS_ENTROPY, K.CROSS_ENTROPY_GRAD)
+    for c, tc in (("float", "long long"), ("double", "long long"), ("float", "unsigned char"),
+                  ("double", "int"))]
+_TDT = {"long long": np.int64, "int": np.int32, "unsigned char": np.uint8}
+
+
+def _host_unit(k: int, spec, ctype: str, tctype: str) -> str:
+    name = f"{spec.name}_{k}"
+    src = K.cuda_source(spec, ctype, tctype, name=name).replace('extern "C" ', "")
+    params = ", ".join(f"{t} {n}" for t, n in spec.params)
+    args = ", ".join(n for _, n in spec.params)
+    return (f"namespace v{k} {{\n{src}"
+            f'extern "C" void launch_{k}(unsigned gx, unsigned bx, unsigned by, {params}) {{\n'
+            f"  vtl_launch(gx, bx, by, [=] {{ {name}({args}); }});\n}}\n}}\n")
+
+
+@pytest.fixture(scope="module")
+def host_lib(tmp_path_factory):
+    cxx = shutil.which("g++") or shutil.which("clang++")
+    if cxx is None:
+        pytest.skip("no C++ compiler")
+    d = tmp_path_factory.mktemp("cupy_nn_host")
+    units = [_host_unit(k, *v) for k, v in enumerate(_VARIANTS)]
+    # the kernels use T/TI typedefs inside their namespace; the shim's globals outside
+    (d / "k.cpp").write_text(_SHIM + "\n".join(units))
+    r = subprocess.run([cxx, "-std=c++20", "-O1", "-pthread", "-shared", "-fPIC", "-o",
+                        str(d / "k.so"), str(d / "k.cpp")], capture_output=True, text=True)
+    if r.returncode:
+        if "barrier" in r.stderr and "No such file" in r.stderr:
+            pytest.skip("the C++ compiler lacks <barrier>")
+        raise AssertionError(r.stderr[-4000:])
+    return ctypes.CDLL(str(d / "k.so"))
+
+
+class _Dev:
+    id = 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+_DEV = _Dev()
+
+
+class _HostKernel:
+    """A RawKernel stand-in: checks the argument types against the spec, then runs the
+    host build of the same source."""
+
+    def __init__(self, fn, spec, ctype, tctype, log):
+        self.fn, self.spec, self.log = fn, spec, log
+        self.dt, self.tdt = np.dtype(_FLOAT[ctype]), _TDT.get(tctype)
+
+    def __call__(self, grid, block, args):
+        assert len(args) == len(self.spec.params), self.spec.name
+        assert len(grid) == 1 and 1 <= grid[0] < 2**31
+        bx, by = (*block, 1)[:2]
+        assert bx * by <= 1024
+        conv = []
+        for (ptype, pname), a in zip(self.spec.params, args, strict=True):
+            if ptype.endswith("*") or "* " in ptype:
+                base = ptype.replace("const ", "").split("*")[0].strip()
+                want = {"T": self.dt, "TI": self.tdt, "long long": np.int64}[base]
+                assert isinstance(a, np.ndarray) and a.dtype == want, (pname, a)
+                conv.append(ctypes.c_void_p(a.ctypes.data))
+            else:
+                want, cty = _SCALAR[ptype]
+                assert type(a) is want, (pname, type(a))
+                conv.append(cty(int(a)))
+        self.log.append(self.spec.name)
+        self.fn(ctypes.c_uint(grid[0]), ctypes.c_uint(bx), ctypes.c_uint(by), *conv)
+
+
+class FakeCupy:
+    """The CuPy functions the wrappers call, on NumPy arrays, with RawKernels run on the
+    host build of their sources."""
+
+    ndarray = np.ndarray
+
+    class cuda:  # noqa: N801 - mirrors cupy.cuda
+        @staticmethod
+        def Device(index=0):  # noqa: N802
+            return _DEV
+
+    def __init__(self, lib):
+        self.log: list[str] = []
+        self._by_src = {}
+        for k, (spec, c, tc) in enumerate(_VARIANTS):
+            src = K.cuda_source(spec, c, tc)
+            self._by_src[src] = _HostKernel(getattr(lib, f"launch_{k}"), spec, c, tc, self.log)
+
+    def RawKernel(self, src, name):  # noqa: N802
+        kern = self._by_src.get(src)
+        if kern is None:
+            pytest.skip(f"{name} variant not compiled for the host")
+        assert kern.spec.name == name
+        return kern
+
+    def ElementwiseKernel(self, *a):  # noqa: N802
+        pytest.skip("ElementwiseKernels run on the GPU only")
+
+    def dot(self, a, b):
+        self.log.append("dot")
+        return np.ascontiguousarray(np.dot(a, b))
+
+    def sum(self, a, axis=None):
+        self.log.append("sum")
+        return np.asarray(np.sum(a, axis=axis))
+
+    def empty(self, shape, dtype):
+        return np.full(shape, np.nan if np.dtype(dtype).kind == "f" else 77, dtype)
+
+    def zeros(self, shape, dtype):
+        return np.zeros(shape, dtype)
+
+    ascontiguousarray = staticmethod(np.ascontiguousarray)
+    asnumpy = staticmethod(np.array)
+
+
+def _fake(lib, monkeypatch):
+    cp = FakeCupy(lib)
+    for cls in (K.CupyNN, K.CupyCrossEntropy):
+        monkeypatch.setattr(cls, "_device_of", staticmethod(lambda a: _DEV))
+    return cp, K.CupyNN(cp), K.CupyCrossEntropy(cp)
+
+
+@pytest.fixture
+def host(host_lib, monkeypatch):
+    return _fake(host_lib, monkeypatch)
+
+
+def _tol(dt):
+    return {"rtol": 1e-5, "atol": 1e-6} if dt == np.float32 else {"rtol": 1e-12, "atol": 1e-13}
+
+
+# -- linear ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize(("m", "k", "n"), [(1, 1, 1), (5, 7, 3), (33, 9, 70)])
+def test_linear_on_the_host(host, dt, m, k, n):
+    cp, nnk, _ = host
+    rng = np.random.default_rng(m + k + n)
+    x, w, b = (rng.standard_normal(s).astype(dt) for s in ((m, k), (n, k), (n,)))
+    ref = x.astype(np.float64) @ w.T.astype(np.float64) + b
+    np.testing.assert_allclose(nnk.linear(x, w, b), ref, **_tol(dt))
+    np.testing.assert_allclose(nnk.linear(x, w, None), ref - b, **_tol(dt))
+    # strided operands: a transposed input, a transposed weight, a strided bias
+    xt = np.ascontiguousarray(x.T).T
+    wt = np.ascontiguousarray(w.T).T
+    bb = np.repeat(b, 3)[::3]
+    cp.log.clear()
+    np.testing.assert_allclose(nnk.linear(xt, wt, bb), ref, **_tol(dt))
+    assert cp.log == ["dot", "vtl_bias_add"]
+
+
+def test_linear_declines_what_it_does_not_handle(host):
+    _, nnk, _ = host
+    x, w = np.ones((2, 3), np.float32), np.ones((4, 3), np.float32)
+    assert nnk.linear(np.ones((2, 3), np.int32), np.ones((4, 3), np.int32), None) is None
+    assert nnk.linear(x, w, np.float32(1.0)) is None  # not an array
+    assert nnk.linear(x, w, np.ones((), np.float32)) is None  # a 0-d bias
+    assert nnk.linear(x, w, np.ones((4,), np.float64)) is None
+    assert nnk.linear(x, np.ones((4, 3), np.float64), None) is None
+    assert nnk.linear(np.ones((0, 3), np.float32), w, None) is None
+    assert nnk.linear(x, np.ones((4, 2), np.float32), None) is None
+    assert nnk.linear(x.astype(np.float16), w.astype(np.float16), None) is None
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize(("m", "n_out", "n_in"), [(1, 1, 1), (64, 10, 12), (37, 70, 5)])
+def test_linear_grad_weight_on_the_host(host, dt, m, n_out, n_in):
+    cp, nnk, _ = host
+    rng = np.random.default_rng(m * n_out)
+    g = rng.standard_normal((m, n_out)).astype(dt)
+    x = rng.standard_normal((m, n_in)).astype(dt)
+    cp.log.clear()
+    gw, gb = nnk.linear_grad_weight(g, x, True)
+    assert cp.log == ["dot", "vtl_col_sum"]
+    np.testing.assert_allclose(gw, g.T.astype(np.float64) @ x, **_tol(dt))
+    np.testing.assert_allclose(gb, g.astype(np.float64).sum(0), **_tol(dt))
+    assert gb.dtype == dt and gb.shape == (n_out,)
+    gw2, gb2 = nnk.linear_grad_weight(g, x, False)
+    assert gb2 is None
+    np.testing.assert_allclose(gw2, gw, **_tol(dt))
+    # a strided (transposed) gradient
+    gs = np.ascontiguousarray(g.T).T
+    _, gb3 = nnk.linear_grad_weight(gs, x, True)
+    np.testing.assert_allclose(gb3, gb, **_tol(dt))
+
+
+def test_linear_grad_weight_many_rows_and_declines(host, monkeypatch):
+    cp, nnk, _ = host
+    monkeypatch.setattr(K, "COL_SUM_MAX_ROWS", 4)
+    g, x = np.ones((6, 3), np.float32), np.ones((6, 2), np.float32)
+    cp.log.clear()
+    _, gb = nnk.linear_grad_weight(g, x, True)
+    assert cp.log == ["dot", "sum"]
+    np.testing.assert_array_equal(gb, np.full(3, 6, np.float32))
+    assert nnk.linear_grad_weight(g, x.astype(np.float64), True) is None
+    assert nnk.linear_grad_weight(g, np.ones((5, 2), np.float32), True) is None
+
+
+# -- relu backward -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [1, 7, 300])
+def test_relu_backward_on_the_host(host, dt, n):
+    cp, nnk, _ = host
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal(n).astype(dt)
+    special = [0.0, -0.0, np.nan, np.inf, -np.inf, 1e-40]
+    x[: min(n, 6)] = special[: min(n, 6)]
+    g = rng.standard_normal(n).astype(dt)
+    cp.log.clear()
+    got = nnk.relu_backward(x.reshape(1, n), g.reshape(1, n))
+    assert cp.log == ["vtl_relu_backward"]
+    want = np.where(x <= 0, 0, g)  # nan in x passes g through, as the portable path
+    np.testing.assert_array_equal(got, want.reshape(1, n))
+    assert not np.signbit(got.reshape(n)[x <= 0]).any()  # +0.0 where x <= 0 (also -0.0)
+    assert nnk.relu_backward(x, g.astype(np.float32 if dt == np.float64 else np.float64)) \
+        is None
+    assert nnk.relu_backward(x.reshape(1, n), g) is None  # shapes differ
+    assert nnk.relu_backward(np.ones(3, np.int32), np.ones(3, np.int32)) is None
+
+
+# -- cross-entropy -----------------------------------------------------------------------------
+
+def _np_ce(x, t, reduction, ignore_index=-100):
+    x = x.astype(np.float64)
+    m = x.max(1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0)
+    logp = (x - m) - np.log(np.exp(x - m).sum(1, keepdims=True))
+    keep = t != ignore_index
+    ts = np.where(keep, t, 0)
+    per = np.where(keep, -logp[np.arange(len(t)), ts], 0.0)
+    p = np.exp(logp)
+    g = (p - np.eye(x.shape[1])[ts]) * keep[:, None]
+    if reduction == "mean":
+        return per.sum() / keep.sum(), g / keep.sum()
+    if reduction == "sum":
+        return per.sum(), g
+    return per, g
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize(("m", "c", "dt", "tdt"), [
+    *((m, c, dt, tdt) for m, c in ((1, 1), (7, 3), (40, 10), (5, 70))
+      for dt, tdt in ((np.float32, np.int64), (np.float64, np.int32), (np.float32, np.uint8))),
+    (300, 3, np.float32, np.int64)])  # more rows than threads in the block
+def test_cross_entropy_on_the_host(host, reduction, m, c, dt, tdt):
+    cp, _, ce = host
+    rng = np.random.default_rng(m * c)
+    x = (3 * rng.standard_normal((m, c))).astype(dt)
+    if c > 40:  # a large logit away from lane 0: exp overflows unless the row max is right
+        x[::2, 45] += 200 if dt == np.float32 else 1000
+    t = rng.integers(0, c, m)
+    if tdt != np.uint8 and m > 2:
+        t[1] = -100
+    t = t.astype(tdt)
+    assert ce.supports(x, t)
+    cp.log.clear()
+    loss, saved = ce.fwd(x, t, reduction, -100)
+    assert cp.log == ["vtl_cross_entropy"]  # one launch
+    want, gwant = _np_ce(x, t.astype(np.int64), reduction)
+    np.testing.assert_allclose(loss, want, **_tol(dt))
+    assert loss.dtype == dt and loss.shape == ((m,) if reduction == "none" else ())
+    v = rng.standard_normal(m).astype(dt) if reduction == "none" else np.asarray(1.5, dt)
+    gx = ce.grad(x, t, saved, v, reduction, -100)
+    assert cp.log == ["vtl_cross_entropy", "vtl_cross_entropy_grad"]
+    gref = gwant * (v[:, None] if reduction == "none" else 1.5)
+    np.testing.assert_allclose(gx, gref, **_tol(dt))
+    assert gx.shape == (m, c) and gx.dtype == dt
+    ce.check_pending()  # valid targets: nothing to report
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_two_launches_strided_and_ignore_index(host, monkeypatch, reduction):
+    cp, _, ce = host
+    monkeypatch.setattr(K, "CE_ONE_BLOCK", 16)
+    rng = np.random.default_rng(8)
+    xb = rng.standard_normal((9, 70)).astype(np.float32)
+    x = xb.T[::2]  # (35, 9), both strides non-unit
+    tb = rng.integers(0, 9, 70)
+    tb[::7] = 3
+    tb[::5] = 8  # the ignore index
+    t = tb[::2]
+    cp.log.clear()
+    loss, saved = ce.fwd(x, t, reduction, 8)
+    assert cp.log == ["vtl_cross_entropy"] * 2
+    want, gwant = _np_ce(x, t, reduction, ignore_index=8)
+    np.testing.assert_allclose(loss, want, rtol=1e-5, atol=1e-6)
+    g = np.ones(35, np.float32)[::1] if reduction == "none" else np.asarray(1.0, np.float32)
+    np.testing.assert_allclose(ce.grad(x, t, saved, g, reduction, 8), gwant, rtol=1e-5,
+                               atol=1e-6)
+    if reduction == "none":  # a strided upstream gradient
+        g2 = np.arange(70, dtype=np.float32)[::2]
+        np.testing.assert_allclose(ce.grad(x, t, saved, g2, reduction, 8),
+                                   gwant * g2[:, None], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_cross_entropy_special_values_and_all_ignored_on_the_host(host):
+    _, _, ce = host
+    inf, nan = np.inf, np.nan
+    x = np.array([[1.0, inf, 0.0], [-inf, -inf, -inf], [nan, 0.0, 1.0], [2.0, -inf, 0.5],
+                  [1e30, -1e30, 0.0], [1.0, inf, 0.0]], np.float32)
+    t = np.array([0, 1, 2, 0, 0, 1])
+    want = F.cross_entropy(vtl.asarray(x, backend="numpy"), vtl.asarray(t, backend="numpy"),
+                           reduction="none").numpy()
+    got, _ = ce.fwd(x, t, "none", -100)
+    np.testing.assert_allclose(got, want, rtol=1e-6, equal_nan=True)
+    loss, saved = ce.fwd(x[:2], np.array([-100, -100]), "mean", -100)
+    assert math.isnan(float(loss))  # 0/0, as PyTorch and the portable path
+    loss, _ = ce.fwd(x[:2], np.array([-100, -100]), "sum", -100)
+    assert float(loss) == 0.0
+    gx = ce.grad(x[:2], np.array([-100, -100]), saved, np.asarray(1.0, np.float32), "mean",
+                 -100)
+    np.testing.assert_array_equal(gx, np.zeros((2, 3), np.float32))
+
+
+def test_cross_entropy_bad_targets_are_reported_lazily(host):
+    cp, _, ce = host
+    x = np.zeros((5, 3), np.float32)
+    t = np.array([0, -100, 7, -2, 1])
+    loss, saved = ce.fwd(x, t, "mean", -100)
+    assert math.isnan(float(loss))  # never a read out of bounds
+    assert ce.pending == {0}
+    gx = ce.grad(x, t, saved, np.asarray(1.0, np.float32), "mean", -100)
+    assert np.isnan(gx[2:4]).all() and np.isfinite(gx[[0, 1, 4]]).all()
+    ce.fwd(x, np.array([0, 1, 2, 9, 1]), "none", -100)  # a second failing call
+    with pytest.raises(IndexError, match=r"cross_entropy\(\): target 7 is out of bounds for 3 "
+                                         "classes"):
+        ce.check_pending()  # names the first bad target of the first failing call
+    assert not ce.pending
+    ce.check_pending()  # reported once; the buffer was cleared
+    tm = np.zeros(300, np.int64)
+    tm[[261, 5]] = [9, 7]  # one thread sees rows 5 and 261; the first bad row is named
+    ce.fwd(np.zeros((300, 3), np.float32), tm, "sum", -100)
+    with pytest.raises(IndexError, match="target 7 is out of bounds for 3 classes"):
+        ce.check_pending()
+    tm[[5, 261]] = [0, 0]
+    tm[200] = 4  # found by a thread of the upper half of the block
+    ce.fwd(np.zeros((300, 3), np.float32), tm, "none", -100)
+    with pytest.raises(IndexError, match="target 4 is out of bounds for 3 classes"):
+        ce.check_pending()
+    ce.fwd(x, np.array([0, 1, 2, 1, -5]), "sum", -5)  # -5 ignored: fine
+    ce.check_pending()
+    ce.fwd(x, np.array([0, 1, 2, 1, 3]), "sum", 3 + (1 << 70))  # an unrepresentable ignore
+    with pytest.raises(IndexError, match="target 3 is out of bounds for 3"):
+        ce.check_pending()
+
+
+def test_cross_entropy_supports_and_known_ranges(host):
+    _, _, ce = host
+    x = np.zeros((4, 3), np.float32)
+    assert ce.supports(x, np.zeros(4, np.int8))
+    assert not ce.supports(x, np.zeros(4, np.uint64))
+    assert not ce.supports(x, np.zeros(3, np.int64))
+    assert not ce.supports(x.astype(np.float16), np.zeros(4, np.int64))
+    assert not ce.supports(np.zeros((0, 3), np.float32), np.zeros(0, np.int64))
+    assert not ce.supports(np.zeros((4, 0), np.float32), np.zeros(4, np.int64))
+    assert not ce.supports(x[None], np.zeros(4, np.int64))
+    # known ranges of uploads decide eager checks; unknown ranges are left to the kernel
+    up = np.array([0, 1, 2, 1])
+    K.note_upload(up, up)
+    assert K.known_range(up) == (0, 2, None)
+    assert ce.targets_valid(up, 3, -100) is True
+    assert ce.targets_valid(up, 2, -100) is None
+    assert ce.targets_valid(np.array([0, 5]), 3, -100) is True  # no range: the kernel checks
+    pad = np.array([-100, 0, 2, -100])
+    K.note_upload(pad, pad)
+    assert K.known_range(pad) == (-100, 2, 0)
+    assert ce.targets_valid(pad, 3, -100) is True
+    assert ce.targets_valid(pad, 3, -1) is None
+    allpad = np.array([-1, -1])
+    K.note_upload(allpad, allpad)
+    assert ce.targets_valid(allpad, 3, -1) is True
+    key = id(up)
+    del up
+    assert key not in K._KNOWN  # forgotten with the array
+
+
+# -- the hooks of nn.functional, with these kernels inside the numpy backend -------------------
+
+@pytest.fixture
+def numpy_with_kernels(host_lib, monkeypatch):
+    """The numpy backend equipped with the host build of the CuPy nn kernels."""
+    cp, nnk, ce = _fake(host_lib, monkeypatch)
+    b = vtl.backends.get("numpy")
+    kernels = dict(b.kernels, linear=nnk.linear, linear_grad_weight=nnk.linear_grad_weight,
+                   relu_backward=nnk.relu_backward, cross_entropy=ce)
+    monkeypatch.setattr(b, "kernels", kernels)
+    return cp, nnk, ce
+
+
+def _mlp_run(steps=3, seed=0, batch=12):
+    rng = np.random.default_rng(seed)
+    xs = rng.standard_normal((batch, 20)).astype(np.float32)
+    ys = rng.integers(0, 5, batch)
+    ys[3] = -100
+    vtl.random.seed(1)
+    net = nn.Sequential(nn.Linear(20, 16), nn.ReLU(), nn.Linear(16, 8), nn.ReLU(),
+                        nn.Linear(8, 5))
+    opt = optim.Adam(net.parameters(), lr=1e-2)
+    x, y = vtl.asarray(xs, backend="numpy"), vtl.asarray(ys, backend="numpy")
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = F.cross_entropy(net(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(float(loss))
+    return losses, [p.numpy().copy() for p in net.parameters()]
+
+
+def test_mlp_training_with_the_kernels_matches_the_portable_path(host_lib, monkeypatch):
+    ref = _mlp_run()
+    cp, nnk, ce = _fake(host_lib, monkeypatch)
+    b = vtl.backends.get("numpy")
+    monkeypatch.setattr(b, "kernels", dict(
+        b.kernels, linear=nnk.linear, linear_grad_weight=nnk.linear_grad_weight,
+        relu_backward=nnk.relu_backward, cross_entropy=ce))
+    got = _mlp_run(steps=1)
+    # one step: 3 linear (gemm + bias) + 1 loss | 1 loss gradient + 3 weight gradients
+    # (gemm + column sums) + 2 input gradients (gemm) + 2 relu gradients
+    assert nnk.launches + ce.launches == 6 + 1 + 1 + 6 + 2 + 2
+    assert cp.log.count("vtl_cross_entropy") == 1
+    got = _mlp_run()
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-5)
+    for a, c in zip(ref[1], got[1], strict=True):
+        np.testing.assert_allclose(c, a, rtol=1e-4, atol=1e-5)
+
+
+def test_hooks_give_the_portable_values_and_gradients(numpy_with_kernels):
+    cp, _, _ = numpy_with_kernels
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, 3, 6)).astype(np.float64)  # 3-D input: rows flattened
+    w = rng.standard_normal((4, 6))
+    b = rng.standard_normal(4)
+    t = np.array([0, 3, -100, 1, 2, 2])
+    res = []
+    for use in (True, False):
+        b_ = vtl.backends.get("numpy")
+        kern = dict(b_.kernels)
+        if not use:
+            for k in ("linear", "linear_grad_weight", "relu_backward", "cross_entropy"):
+                b_.kernels.pop(k)
+        cp.log.clear()
+        ts = [vtl.asarray(a, requires_grad=True, backend="numpy") for a in (x, w, b)]
+        h = F.relu(F.linear(*ts))
+        loss = F.cross_entropy(vtl.reshape(h, (6, 4)), vtl.asarray(t, backend="numpy"),
+                               reduction="sum")
+        loss.backward()
+        res.append([loss.numpy()] + [a.grad.numpy() for a in ts])
+        assert ("vtl_cross_entropy" in cp.log) is use
+        b_.kernels.clear()
+        b_.kernels.update(kern)
+    for a, c in zip(*res, strict=True):
+        np.testing.assert_allclose(a, c, rtol=1e-12, atol=1e-13)
+    # create_graph: the differentiable rules, also with the kernels installed
+    xt = vtl.asarray(rng.standard_normal((6, 4)), requires_grad=True, backend="numpy")
+    loss = F.cross_entropy(xt, vtl.asarray(t, backend="numpy"))
+    (g,) = vtl.autograd.grad(loss, [xt], create_graph=True)
+    np.testing.assert_allclose(g.numpy(), _np_ce(xt.numpy(), t, "mean")[1], rtol=1e-12,
+                               atol=1e-14)
+
+
+def test_bad_targets_through_cross_entropy(numpy_with_kernels):
+    _, _, ce = numpy_with_kernels
+    x = vtl.asarray(np.zeros((4, 3), np.float32), backend="numpy")
+    # uploaded targets: a recorded range showing a bad one means an eager check
+    bad = np.array([0, 1, 3, 0])
+    K.note_upload(bad, bad)
+    with pytest.raises(IndexError, match="target 3 is out of bounds for 3 classes"):
+        F.cross_entropy(x, vtl.asarray(bad, backend="numpy"))
+    # no known range: the call does not sync; the kernel's report is raised later
+    loss = F.cross_entropy(x, vtl.asarray(np.array([0, -2, 1, 5]), backend="numpy"))
+    assert ce.pending
+    with pytest.raises(IndexError, match="target -2 is out of bounds for 3 classes"):
+        ce.check_pending()
+    assert math.isnan(float(loss))
+
+
+# -- nvcc: every source variant compiles for the GPU ---------------------------------------------
+
+def test_every_variant_compiles_with_nvcc(tmp_path):
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not installed")
+    units = []
+    for k, (spec, c, tc) in enumerate(itertools.product(
+            K.SPECS, K._CTYPES.values(), ("int", "long long", "unsigned char"))):
+        if tc != "int" and spec not in (K.CROSS_ENTROPY, K.CROSS_ENTROPY_GRAD):
+            continue
+        units.append(f"namespace v{k} {{\n" + K.cuda_source(spec, c, tc, name=f"k{k}")
+                     .replace('extern "C" ', "") + "}\n")
+    (tmp_path / "k.cu").write_text("\n".join(units))
+    r = subprocess.run([nvcc, "-arch=sm_90", "--ptx", "-o", str(tmp_path / "k.ptx"),
+                        str(tmp_path / "k.cu")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-4000:]
+
+
+# -- on the GPU --------------------------------------------------------------------------------
+
+@pytest.fixture
+def cupy_backend():
+    b = vtl.backends.get("cupy")
+    if not b.is_available:
+        pytest.skip(f"cupy backend unavailable: {b.unavailable_reason}")
+    return b
+
+
+def _portable(b, monkeypatch):
+    """Remove the nn kernels from the backend ``b`` (the portable paths run)."""
+    kern = {k: v for k, v in b.kernels.items()
+            if k not in ("linear", "linear_grad_weight", "relu_backward", "cross_entropy")}
+    monkeypatch.setattr(b, "kernels", kern)
+
+
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+def test_gpu_mlp_step_matches_the_portable_path_and_numpy(cupy_backend, monkeypatch, dt):
+    rng = np.random.default_rng(3)
+    xs = rng.standard_normal((16, 20)).astype(dt)
+    ys = rng.integers(0, 5, 16)
+    ys[2] = -100
+    results = []
+    for be, fused in (("numpy", False), ("cupy", True), ("cupy", False)):
+        with monkeypatch.context() as mp:
+            if not fused:
+                _portable(cupy_backend, mp)
+            vtl.random.seed(1)
+            net = nn.Sequential(nn.Linear(20, 12), nn.ReLU(), nn.Linear(12, 5)).to(be)
+            net = net.to(getattr(vtl, dt))
+            opt = optim.Adam(net.parameters(), lr=1e-2)
+            x, y = vtl.asarray(xs, backend=be), vtl.asarray(ys, backend=be)
+            losses = []
+            for _ in range(3):
+                opt.zero_grad()
+                loss = F.cross_entropy(net(x), y)
+                loss.backward()
+                opt.step()
+                losses.append(float(loss))
+            results.append((losses, [p.to("numpy").numpy() for p in net.parameters()]))
+    tol = {"rtol": 1e-4, "atol": 1e-5} if dt == "float32" else {"rtol": 1e-10, "atol": 1e-12}
+    for other in results[1:]:
+        np.testing.assert_allclose(other[0], results[0][0], **tol)
+        for a, c in zip(results[0][1], other[1], strict=True):
+            np.testing.assert_allclose(c, a, **tol)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize(("m", "k", "n"), [(1, 1, 1), (70, 33, 130), (128, 784, 256)])
+def test_gpu_linear_kernels(cupy_backend, dt, m, k, n):
+    cp = cupy_backend._cupy
+    nnk = cupy_backend.kernels["linear"].__self__
+    rng = np.random.default_rng(m + n)
+    x, w, b = (rng.standard_normal(s).astype(dt) for s in ((m, k), (n, k), (n,)))
+    tol = _tol(dt) if dt == np.float64 else {"rtol": 1e-4, "atol": 1e-4}
+    launches = nnk.launches
+    got = nnk.linear(cp.asarray(x), cp.asarray(w), cp.asarray(b))
+    assert nnk.launches - launches == 2
+    np.testing.assert_allclose(cp.asnumpy(got), x @ w.T + b, **tol)
+    xt = cp.asarray(np.ascontiguousarray(x.T)).T
+    bb = cp.asarray(np.repeat(b, 2))[::2]
+    np.testing.assert_allclose(cp.asnumpy(nnk.linear(xt, cp.asarray(w), bb)), x @ w.T + b, **tol)
+    g = rng.standard_normal((m, n)).astype(dt)
+    gw, gb = nnk.linear_grad_weight(cp.asarray(g), cp.asarray(x), True)
+    np.testing.assert_allclose(cp.asnumpy(gw), g.T @ x, **tol)
+    np.testing.assert_allclose(cp.asnumpy(gb), g.sum(0), **tol)
+    gs = cp.asarray(np.ascontiguousarray(g.T)).T
+    np.testing.assert_allclose(cp.asnumpy(nnk.linear_grad_weight(gs, cp.asarray(x), True)[1]),
+                               g.sum(0), **tol)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_gpu_relu_backward(cupy_backend, dt):
+    cp = cupy_backend._cupy
+    relu_bwd = cupy_backend.kernels["relu_backward"]
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((40, 33)).astype(dt)
+    x[0, :5] = [0.0, -0.0, np.nan, np.inf, -np.inf]
+    g = rng.standard_normal((40, 33)).astype(dt)
+    want = np.where(x <= 0, 0, g)
+    np.testing.assert_array_equal(cp.asnumpy(relu_bwd(cp.asarray(x), cp.asarray(g))), want)
+    xs, gs = cp.asarray(x)[:, ::2], cp.asarray(g).T.copy().T[:, ::2]  # strided: ElementwiseKernel
+    np.testing.assert_array_equal(cp.asnumpy(relu_bwd(xs, gs)), want[:, ::2])
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize(("m", "c"), [(1, 1), (7, 3), (128, 10), (300, 300), (5000, 20)])
+@pytest.mark.parametrize(("dt", "tdt"), [(np.float32, np.int64), (np.float64, np.int32),
+                                         (np.float32, np.uint8), (np.float64, np.int8)])
+def test_gpu_cross_entropy_matches_the_portable_path(cupy_backend, monkeypatch, reduction, m, c,
+                                                     dt, tdt):
+    rng = np.random.default_rng(m + c)
+    x = (3 * rng.standard_normal((m, c))).astype(dt)
+    t = rng.integers(0, min(c, 100), m)
+    if tdt not in (np.uint8,) and m > 2:
+        t[1] = -100
+    t = t.astype(tdt)
+    ce = cupy_backend.kernels["cross_entropy"]
+    v = rng.standard_normal(m).astype(dt)
+    res = []
+    for fused in (True, False):
+        with monkeypatch.context() as mp:
+            if not fused:
+                _portable(cupy_backend, mp)
+            launches = ce.launches
+            xt = vtl.asarray(x, backend="cupy", requires_grad=True)
+            loss = F.cross_entropy(xt, vtl.asarray(t.astype(np.int64 if not fused else tdt),
+                                                   backend="cupy"), reduction=reduction)
+            assert (ce.launches - launches == (1 if m * c <= K.CE_ONE_BLOCK else 2)) is fused
+            (loss * vtl.asarray(v, backend="cupy")).sum().backward() if reduction == "none" \
+                else (loss * 1.5).backward()
+            res.append((loss.numpy(), xt.grad.numpy()))
+    want, gwant = _np_ce(x, t.astype(np.int64), reduction)
+    tol = {"rtol": 1e-5, "atol": 1e-6} if dt == np.float32 else {"rtol": 1e-11, "atol": 1e-13}
+    np.testing.assert_allclose(res[0][0], want, **tol)
+    np.testing.assert_allclose(res[0][0], res[1][0], **tol)
+    np.testing.assert_allclose(res[0][1], res[1][1], **tol)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_gpu_cross_entropy_special_values_strides_and_errors(cupy_backend):
+    cp = cupy_backend._cupy
+    inf, nan = np.inf, np.nan
+    x = np.array([[1.0, inf, 0.0], [-inf, -inf, -inf], [nan, 0.0, 1.0], [2.0, -inf, 0.5],
+                  [1e30, -1e30, 0.0]], np.float32)
+    t = np.array([0, 1, 2, 0, 0])
+    want = F.cross_entropy(vtl.asarray(x, backend="numpy"), vtl.asarray(t, backend="numpy"),
+                           reduction="none").numpy()
+    got = F.cross_entropy(vtl.asarray(x, backend="cupy"), vtl.asarray(t, backend="cupy"),
+                          reduction="none").numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-6, equal_nan=True)
+    allign = F.cross_entropy(vtl.asarray(x[:2], backend="cupy"),
+                             vtl.asarray([-100, -100], backend="cupy"))
+    assert math.isnan(float(allign))
+    # strided logits and targets (raw CuPy views through the kernel)
+    ce = cupy_backend.kernels["cross_entropy"]
+    rng = np.random.default_rng(1)
+    xb = rng.standard_normal((9, 70)).astype(np.float64)
+    tb = rng.integers(0, 9, 70)
+    loss, saved = ce.fwd(cp.asarray(xb).T[::2], cp.asarray(tb)[::2], "mean", -100)
+    w, gw = _np_ce(xb.T[::2], tb[::2], "mean")
+    np.testing.assert_allclose(float(loss), w, rtol=1e-12)
+    g = ce.grad(cp.asarray(xb).T[::2], cp.asarray(tb)[::2], saved, cp.asarray(1.0), "mean",
+                -100)
+    np.testing.assert_allclose(cp.asnumpy(g), gw, rtol=1e-11, atol=1e-14)
+    # targets computed on the device: no sync in the call, the error at the next read
+    x4 = vtl.asarray(np.zeros((4, 3), np.float32), backend="cupy")
+    tdev = vtl.asarray([0, 1, 2, 1], backend="cupy") + 2
+    loss = F.cross_entropy(x4, tdev)
+    with pytest.raises(IndexError, match="target 3 is out of bounds for 3 classes"):
+        float(loss)
+    assert math.isnan(float(loss))  # reported once
+    # uploaded bad targets: the eager check raises in the call
+    with pytest.raises(IndexError, match="target 3 is out of bounds for 3 classes"):
+        F.cross_entropy(x4, vtl.asarray([0, 1, 3, 0], backend="cupy"))
+    assert not ce.pending or ce.check_pending() is None
