@@ -12,7 +12,8 @@ path). Float32 and float64.
 * ``relu_backward``: ``where(x <= 0, 0, g)`` in one launch;
 * ``cross_entropy``: log-softmax, the picked log probability, the ignore mask and the
   sum/mean in ONE launch (one warp per row; the rows and the reduction in one block up to
-  ``CE_ONE_BLOCK`` logits, above that a second one-block launch sums the per-row losses);
+  ``CE_ONE_BLOCK`` logits and ``CE_ONE_BLOCK_ROWS`` rows, above that a second one-block
+  launch sums the per-row losses and checks the targets);
   the reduction runs in a fixed order (no atomics), so results are deterministic. Its
   gradient ``(softmax - onehot) * g`` (masked, divided by the count for ``'mean'``) is
   one more launch.
@@ -154,6 +155,7 @@ CROSS_ENTROPY = Spec("vtl_cross_entropy", _CE_PARAMS, r"""
     const long long nwarps = ((long long)gridDim.x * blockDim.x) >> 5;
     for (long long m = ((long long)blockIdx.x * blockDim.x + tid) >> 5; m < M; m += nwarps) {
       const T* xr = x + m * sxm;
+      const long long tv = (long long)t[m * st];  // loaded early: its latency overlaps
       T mx = vtl_neg_inf((T)0);
       for (long long c = lane; c < C; c += 32) {
         const T v = xr[c * sxc];
@@ -171,7 +173,6 @@ CROSS_ENTROPY = Spec("vtl_cross_entropy", _CE_PARAMS, r"""
       if (lane == 0) {
         saved[2 * m] = sh;
         saved[2 * m + 1] = s;
-        const long long tv = (long long)t[m * st];
         T loss = 0;
         if (!(has_ignore && tv == ignore)) {
           loss = (tv >= 0 && tv < C) ? -((xr[tv * sxc] - sh) - vtl_log(s)) : vtl_nan((T)0);
@@ -260,8 +261,10 @@ CROSS_ENTROPY_GRAD = Spec("vtl_cross_entropy_grad", (
 
 SPECS = (BIAS_ADD, COL_SUM, RELU_BACKWARD, CROSS_ENTROPY, CROSS_ENTROPY_GRAD)
 
-#: largest M * C whose cross-entropy (rows and reduction) runs in one block, one launch
+#: largest M * C and M whose cross-entropy (rows and reduction) runs in one block, one
+#: launch (eight warps, each a row at a time: at most 64 rows per warp)
 CE_ONE_BLOCK = 1 << 16
+CE_ONE_BLOCK_ROWS = 512
 #: largest number of rows whose bias gradient uses ``vtl_col_sum`` (above: ``cupy.sum``)
 COL_SUM_MAX_ROWS = 1 << 12
 _CE_MODES = {"none": 0, "sum": 1, "mean": 2}
@@ -494,7 +497,7 @@ class CupyCrossEntropy:
             out = cp.empty((m,) if mode == 0 else (), dtype=x.dtype)
             saved = cp.empty((3 * m + 1,), dtype=x.dtype)
             kern = self._k.get(CROSS_ENTROPY, x.dtype, t.dtype)
-            one = m * c <= CE_ONE_BLOCK
+            one = m * c <= CE_ONE_BLOCK and m <= CE_ONE_BLOCK_ROWS
             blocks = 1 if one else _blocks(m, 8, 1 << 13)
             base = (x, t, out, saved, err, _I64(m), _I64(c), _I64(sxm), _I64(sxc), _I64(st),
                     _I32(mode))
