@@ -6,6 +6,7 @@ the raw kernel against a loop reference; fallbacks and errors."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 
 import numpy as np
 import pytest
@@ -184,18 +185,21 @@ def test_cupy_conv_kernel_bodies_on_the_host(tmp_path):
     from vtl.backends import _cupy_conv as cc
 
     dtypes = {"float": np.float32, "double": np.float64}
-    so = _compile(tmp_path, [_host_source(f"{s.__name__}_{c}", s(dt), c)
+    so = _compile(tmp_path, [_host_source(f"{s.__name__}_{c}{'_wide' * w}", s(dt, w), c)
                              for s in (cc.im2col_spec, cc.col2im_spec)
-                             for c, dt in dtypes.items()])
+                             for c, dt in dtypes.items() for w in (False, True)])
 
     class HostConv(cc.CupyConv2d):
-        def _get(self, spec, dtype):
-            fn = getattr(so, f"{spec.__name__}_{_CT[np.dtype(dtype)]}")
+        wide = False  # the 32-bit index arithmetic unless switched
+
+        def _get(self, spec, dtype, wide=False):
+            fn = getattr(so, f"{spec.__name__}_{_CT[np.dtype(dtype)]}{'_wide' * self.wide}")
             return lambda *args, size: _call(fn, *args, size)
 
     _CT = {np.dtype(v): k for k, v in dtypes.items()}
     host, ref = HostConv(np), StridedConv2d(np)
-    for xsh, wsh, s, p, d, g, has_b in CASES:
+    for (xsh, wsh, s, p, d, g, has_b), wide in zip(CASES, itertools.cycle((False, True))):
+        host.wide = wide
         s2 = (s, s) if isinstance(s, int) else s
         d2 = (d, d) if isinstance(d, int) else d
         if p == "same":

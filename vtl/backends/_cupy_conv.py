@@ -27,47 +27,61 @@ _GEOM = ["int64 C", "int64 H", "int64 W", "int64 G", "int64 KH", "int64 KW", "in
          "int64 SN", "int64 SG", "int64 SR"]
 
 
-def im2col_spec(dtype: Any) -> tuple[list[str], list[str], str]:
+def _narrow(names: str, itype: str) -> str:
+    """Declarations ``const I N_ = (I)N;`` of the ``int64`` parameters ``names``."""
+    return "".join(f"const {itype} {k}_ = ({itype}){k};\n" for k in names.split())
+
+
+def im2col_spec(dtype: Any, wide: bool = False) -> tuple[list[str], list[str], str]:
     """``(inputs, outputs, body)``: ``i`` runs over ``N*C*KH*KW*HO*WO``; ``x`` is the
     C-contiguous ``(N, C, H, W)`` input; patch row ``k`` of image ``n`` and group ``g``
-    starts at ``col[n*SN + g*SG + k*SR]`` (``(N, G, rows, HO*WO)`` or ``(rows, N*HO*WO)``)."""
+    starts at ``col[n*SN + g*SG + k*SR]`` (``(N, G, rows, HO*WO)`` or ``(rows, N*HO*WO)``).
+    The index arithmetic is 32-bit (64-bit division is slow on GPUs) unless ``wide``."""
     dt = np.dtype(dtype)
     t = _CTYPES[dt]
+    it = "ptrdiff_t" if wide else "int"
     body = (
-        "const ptrdiff_t wo = (ptrdiff_t)i % WO; ptrdiff_t t = (ptrdiff_t)i / WO;\n"
-        "const ptrdiff_t ho = t % HO; t /= HO;\n"
-        "const ptrdiff_t b = t % KW; t /= KW;\n"
-        "const ptrdiff_t a = t % KH; t /= KH;\n"
-        "const ptrdiff_t c = t % C; const ptrdiff_t n = t / C;\n"
-        "const ptrdiff_t cg = C / G; const ptrdiff_t g = c / cg; const ptrdiff_t ci = c - g * cg;\n"
-        "const ptrdiff_t r = ho * SH + a * DH - PT; const ptrdiff_t q = wo * SW + b * DW - PL;\n"
+        _narrow("C H W G KH KW HO WO SH SW PT PL DH DW", it)
+        + f"const {it} ii = ({it})i;\n"
+        f"const {it} wo = ii % WO_; {it} t = ii / WO_;\n"
+        f"const {it} ho = t % HO_; t /= HO_;\n"
+        f"const {it} b = t % KW_; t /= KW_;\n"
+        f"const {it} a = t % KH_; t /= KH_;\n"
+        f"const {it} c = t % C_; const {it} n = t / C_;\n"
+        f"const {it} cg = C_ / G_; const {it} g = c / cg; const {it} ci = c - g * cg;\n"
+        f"const {it} r = ho * SH_ + a * DH_ - PT_; const {it} q = wo * SW_ + b * DW_ - PL_;\n"
         f"{t} v = 0;\n"
-        "if (r >= 0 && r < H && q >= 0 && q < W) v = x[((n * C + c) * H + r) * W + q];\n"
-        "col[n * SN + g * SG + ((ci * KH + a) * KW + b) * SR + ho * WO + wo] = v;\n"
+        "if (r >= 0 && r < H_ && q >= 0 && q < W_)"
+        " v = x[(((ptrdiff_t)n * C + c) * H + r) * W + q];\n"
+        "col[(ptrdiff_t)n * SN + (ptrdiff_t)g * SG + (ptrdiff_t)((ci * KH_ + a) * KW_ + b) * SR"
+        " + ho * WO_ + wo] = v;\n"
     )
     return [f"raw {dt.name} x", *_GEOM], [f"raw {dt.name} col"], body
 
 
-def col2im_spec(dtype: Any) -> tuple[list[str], list[str], str]:
+def col2im_spec(dtype: Any, wide: bool = False) -> tuple[list[str], list[str], str]:
     """``(inputs, outputs, body)``: ``i`` runs over the ``N*C*H*W`` input gradient
     ``dx``; ``dcol`` is the patch gradient, laid out as ``col`` of :func:`im2col_spec`."""
     dt = np.dtype(dtype)
     t = _CTYPES[dt]
+    it = "ptrdiff_t" if wide else "int"
     body = (
-        "const ptrdiff_t q = (ptrdiff_t)i % W; ptrdiff_t t = (ptrdiff_t)i / W;\n"
-        "const ptrdiff_t r = t % H; t /= H;\n"
-        "const ptrdiff_t c = t % C; const ptrdiff_t n = t / C;\n"
-        "const ptrdiff_t cg = C / G; const ptrdiff_t g = c / cg; const ptrdiff_t ci = c - g * cg;\n"
+        _narrow("C H W G KH KW HO WO SH SW PT PL DH DW", it)
+        + f"const {it} ii = ({it})i;\n"
+        f"const {it} q = ii % W_; {it} t = ii / W_;\n"
+        f"const {it} r = t % H_; t /= H_;\n"
+        f"const {it} c = t % C_; const {it} n = t / C_;\n"
+        f"const {it} cg = C_ / G_; const {it} g = c / cg; const {it} ci = c - g * cg;\n"
         f"{t} acc = 0;\n"
-        "for (ptrdiff_t a = 0; a < KH; ++a) {\n"
-        "  const ptrdiff_t u = r + PT - a * DH;\n"
-        "  if (u < 0 || u % SH != 0 || u / SH >= HO) continue;\n"
-        "  const ptrdiff_t ho = u / SH;\n"
-        "  for (ptrdiff_t b = 0; b < KW; ++b) {\n"
-        "    const ptrdiff_t v = q + PL - b * DW;\n"
-        "    if (v < 0 || v % SW != 0 || v / SW >= WO) continue;\n"
-        "    acc += dcol[n * SN + g * SG + ((ci * KH + a) * KW + b) * SR"
-        " + ho * WO + v / SW];\n"
+        f"for ({it} a = 0; a < KH_; ++a) {{\n"
+        f"  const {it} u = r + PT_ - a * DH_;\n"
+        "  if (u < 0 || u % SH_ != 0 || u / SH_ >= HO_) continue;\n"
+        f"  const {it} ho = u / SH_;\n"
+        f"  for ({it} b = 0; b < KW_; ++b) {{\n"
+        f"    const {it} v = q + PL_ - b * DW_;\n"
+        "    if (v < 0 || v % SW_ != 0 || v / SW_ >= WO_) continue;\n"
+        "    acc += dcol[(ptrdiff_t)n * SN + (ptrdiff_t)g * SG"
+        " + (ptrdiff_t)((ci * KH_ + a) * KW_ + b) * SR + ho * WO_ + v / SW_];\n"
         "  }\n"
         "}\n"
         "dx[i] = acc;\n"
@@ -83,6 +97,11 @@ def geometry_args(x_shape: tuple[int, ...], geom: tuple, strides: tuple[int, int
     _, c, h, w = x_shape
     return [c, h, w, groups, kh, kw, ho, wo, stride[0], stride[1], pt, pl, dilation[0],
             dilation[1], *strides]
+
+
+def _wide(*sizes: int) -> bool:
+    """Whether index arithmetic needs 64 bits (any thread or patch count past 2**31)."""
+    return max(sizes) >= 2 ** 31
 
 
 def _batched_strides(rows: int, groups: int, hw: int) -> tuple[int, int, int]:
@@ -105,13 +124,14 @@ class CupyConv2d(StridedConv2d):
         super().__init__(cupy)
         self._kernels: dict[tuple, Any] = {}
 
-    def _get(self, spec: Any, dtype: Any) -> Any:
-        key = (spec.__name__, np.dtype(dtype))
+    def _get(self, spec: Any, dtype: Any, wide: bool = False) -> Any:
+        key = (spec.__name__, np.dtype(dtype), wide)
         kern = self._kernels.get(key)
         if kern is None:
-            ins, outs, body = spec(dtype)
+            ins, outs, body = spec(dtype, wide)
+            name = f"vtl_{spec.__name__}_{key[1].name}{'_wide' if wide else ''}"
             kern = self._kernels[key] = self.m.ElementwiseKernel(
-                ", ".join(ins), ", ".join(outs), body, f"vtl_{spec.__name__}_{key[1].name}")
+                ", ".join(ins), ", ".join(outs), body, name)
         return kern
 
     def forward(self, x: Any, w: Any, b: Any, stride: tuple[int, int],
@@ -190,12 +210,13 @@ class CupyConv2d(StridedConv2d):
         x = self.m.ascontiguousarray(x)
         n, c = x.shape[:2]
         _, _, _, _, kh, kw, ho, wo = geom
-        self._get(im2col_spec, x.dtype)(x, *geometry_args(x.shape, geom, strides), col,
-                                        size=n * c * kh * kw * ho * wo)
+        size = n * c * kh * kw * ho * wo
+        self._get(im2col_spec, x.dtype, _wide(size, x.size))(
+            x, *geometry_args(x.shape, geom, strides), col, size=size)
 
     def _col2im_strided(self, dcol: Any, x_shape: tuple[int, ...], geom: tuple,
                         strides: tuple) -> Any:
         dx = self.m.empty(x_shape, dtype=dcol.dtype)
-        self._get(col2im_spec, dcol.dtype)(dcol, *geometry_args(x_shape, geom, strides), dx,
-                                           size=dx.size)
+        self._get(col2im_spec, dcol.dtype, _wide(dx.size, dcol.size))(
+            dcol, *geometry_args(x_shape, geom, strides), dx, size=dx.size)
         return dx
