@@ -122,21 +122,23 @@ class Tensor:
 
     @grad.setter
     def grad(self, value: Tensor | None) -> None:
-        if value is not None:
-            if not isinstance(value, Tensor):
-                raise TypeError(f"grad must be a vtl.Tensor or None, got {type(value).__name__}")
-            if value.shape != self.shape:
-                raise ValueError(
-                    f"grad of shape {value.shape} assigned to a tensor of shape {self.shape}"
-                )
-            if value._device is not self._device:
-                raise ValueError(
-                    f"grad on device {value._device} assigned to a tensor on {self._device}"
-                )
-            if value._data.dtype != self._data.dtype:
-                raise TypeError(
-                    f"grad of dtype {value.dtype} assigned to a tensor of dtype {self.dtype}"
-                )
+        if value is None:
+            self._grad = None
+            return
+        if not isinstance(value, Tensor):
+            raise TypeError(f"grad must be a vtl.Tensor or None, got {type(value).__name__}")
+        if value.shape != self.shape:
+            raise ValueError(
+                f"grad of shape {value.shape} assigned to a tensor of shape {self.shape}"
+            )
+        if value._device is not self._device:
+            raise ValueError(
+                f"grad on device {value._device} assigned to a tensor on {self._device}"
+            )
+        if value._data.dtype != self._data.dtype:
+            raise TypeError(
+                f"grad of dtype {value.dtype} assigned to a tensor of dtype {self.dtype}"
+            )
         self._grad = value
 
     @property

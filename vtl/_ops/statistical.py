@@ -44,9 +44,9 @@ def _expand_reduced(g: Tensor, x: Tensor, axes: tuple[int, ...], keepdims: bool)
         # plain backward (no create_graph): work on the raw arrays
         xp = g._device.xp
         gd = g._data
-        if not keepdims:
+        if not keepdims and gd.ndim:
             gd = xp.reshape(gd, tuple(1 if i in axes else s for i, s in enumerate(x.shape)))
-        return new(xp.broadcast_to(gd, x._data.shape), g._device)
+        return new(_filled(xp, x._data, gd), g._device)
     from .manipulation import broadcast_to, reshape
 
     if not keepdims:
@@ -55,6 +55,19 @@ def _expand_reduced(g: Tensor, x: Tensor, axes: tuple[int, ...], keepdims: bool)
     if g.shape == x.shape:
         return g
     return broadcast_to(g, x.shape)
+
+
+def _filled(xp: Any, like: Any, value: Any) -> Any:
+    """A new array of ``like``'s shape holding ``value`` broadcast (``value``'s dtype).
+
+    Gradients of reductions are materialized rather than broadcast views: a view
+    whose elements share memory must not become a leaf's ``.grad`` (updated in
+    place by optimizers), and not every backend tells views apart. On NumPy it
+    is also cheaper than ``broadcast_to`` for small arrays.
+    """
+    r = xp.empty_like(like, dtype=value.dtype)
+    r[...] = value
+    return r
 
 
 def _kept_shape(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...]:
@@ -228,7 +241,7 @@ def mean(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None,
                 xp = g._device.xp
                 if not keepdims and gd.ndim:
                     gd = xp.reshape(gd, _kept_shape(x._data.shape, axes))
-                return new(xp.broadcast_to(gd / n, x._data.shape), g._device)
+                return new(_filled(xp, x._data, gd / n), g._device)
             from .elementwise import divide
 
             return divide(_expand_reduced(g, x, axes, keepdims), n)
@@ -236,9 +249,7 @@ def mean(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None,
         def raw(_: Any, gd: Any) -> tuple:
             if not keepdims and gd.ndim:
                 gd = xp.reshape(gd, _kept_shape(data.shape, axes))
-            r = xp.empty_like(data)  # filled by broadcasting: cheaper than broadcast_to
-            r[...] = gd / n
-            return (r,)
+            return (_filled(xp, data, gd / n),)
 
         edge = x if x._grad_fn is None else (x._grad_fn, x._out_idx)
         return record_edges(out, dev, "MeanBackward", (edge,), vjp, (), False, raw)

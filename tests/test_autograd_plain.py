@@ -1,0 +1,203 @@
+"""Plain backward (no ``create_graph``): gradients travel between nodes as raw arrays
+through the raw rules of binary functions, 2-D ``matmul`` and ``mean``, mixed with
+nodes that only have a Tensor rule. Checked against NumPy oracles and against the
+same backward with ``create_graph=True`` (which runs the Tensor rules only)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import assert_close, check_grad
+
+import vtl
+
+
+def leaf(values, dtype=np.float32):
+    return vtl.asarray(np.asarray(values, dtype=dtype), requires_grad=True)
+
+
+def _grads(ts):
+    return [t.grad.numpy().copy() for t in ts]
+
+
+def _mlp(params, x, y):
+    h = x
+    for i in range(len(params) // 2):
+        h = h @ params[2 * i] + params[2 * i + 1]
+        if i < len(params) // 2 - 1:
+            h = vtl.maximum(h, 0.0)
+    return vtl.mean((h - y) ** 2)
+
+
+def test_plain_backward_equals_create_graph_backward(backend):
+    rng = np.random.default_rng(0)
+    shapes = [(5, 4), (4,), (4, 3), (3,)]
+    ps = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    xs = rng.standard_normal((6, 5)).astype(np.float32)
+    ys = rng.standard_normal((6, 3)).astype(np.float32)
+    results = []
+    for create_graph in (False, True):
+        params = [leaf(p) for p in ps]
+        loss = _mlp(params, vtl.asarray(xs), vtl.asarray(ys))
+        loss.backward(create_graph=create_graph)
+        results.append(_grads(params))
+    for a, b in zip(*results, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_mlp_gradients_by_finite_differences():
+    rng = np.random.default_rng(1)
+    xs = rng.standard_normal((4, 3))
+    ys = rng.standard_normal((4, 2))
+
+    def f(w1, b1, w2, b2):
+        return _mlp([w1, b1, w2, b2], vtl.asarray(xs), vtl.asarray(ys))
+
+    check_grad(f, rng.standard_normal((3, 5)), rng.standard_normal(5),
+               rng.standard_normal((5, 2)), rng.standard_normal(2))
+
+
+def test_one_gradient_for_two_leaves_gives_each_its_own_storage(backend):
+    a, b = leaf([1.0, 2.0]), leaf([3.0, 4.0])
+    (a + b).backward(vtl.asarray([1.0, 1.0]))
+    assert_close(a.grad, np.ones(2, np.float32))
+    assert_close(b.grad, np.ones(2, np.float32))
+    with vtl.no_grad():
+        a.grad[...] = 5.0
+    assert_close(b.grad, np.ones(2, np.float32))
+
+
+def test_root_gradient_is_copied_into_a_leaf(backend):
+    x = leaf([1.0, 2.0])
+    g = vtl.asarray([3.0, 4.0])
+    (x + 1.0).backward(g)
+    with vtl.no_grad():
+        g[...] = 0.0
+    assert_close(x.grad, np.array([3.0, 4.0], np.float32))
+
+
+def test_same_leaf_twice_accumulates(backend):
+    x = leaf([1.0, -2.0])
+    vtl.sum(x + x).backward()
+    assert_close(x.grad, np.full(2, 2.0, np.float32))
+    vtl.sum(x - x * 3.0).backward()  # a second backward adds to the existing .grad
+    assert_close(x.grad, np.full(2, 0.0, np.float32))
+
+
+def test_retained_gradient_does_not_share_storage_with_a_leaf_gradient(backend):
+    x = leaf([1.0, 2.0, 3.0])
+    y = x + 1.0  # its raw rule passes the gradient through unchanged
+    y.retain_grad()
+    vtl.sum(y * 2.0).backward()
+    assert_close(y.grad, np.full(3, 2.0, np.float32))
+    assert_close(x.grad, np.full(3, 2.0, np.float32))
+    with vtl.no_grad():
+        x.grad[...] = -1.0
+    assert_close(y.grad, np.full(3, 2.0, np.float32))
+
+
+def test_intermediate_hook_changes_the_gradient_of_raw_rules_below(backend):
+    x = vtl.asarray(np.arange(6, dtype=np.float32).reshape(2, 3))
+    w = leaf(np.ones((3, 2)))
+    h = x @ w
+    seen = []
+    h.register_hook(lambda g: seen.append(g.shape) or g * 3.0)
+    vtl.mean(h).backward()
+    assert seen == [(2, 2)]
+    expected = 3.0 * x.numpy().T @ np.full((2, 2), 0.25, np.float32)
+    assert_close(w.grad, expected)
+
+
+def test_leaf_hook_sees_the_sum_of_its_gradients(backend):
+    x = leaf([1.0, 2.0])
+    seen = []
+    x.register_hook(lambda g: seen.append(g.numpy().copy()))
+    vtl.sum(x * 2.0 + x).backward()
+    assert len(seen) == 1
+    np.testing.assert_allclose(seen[0], [3.0, 3.0])
+    assert_close(x.grad, np.full(2, 3.0, np.float32))
+
+
+def test_in_place_change_of_a_saved_tensor_is_caught(backend):
+    x = vtl.asarray(np.ones((2, 3), np.float32))
+    w = leaf(np.ones((3, 2)))
+    loss = vtl.mean(x @ w)
+    with vtl.no_grad():
+        w[...] = 2.0
+    with pytest.raises(RuntimeError, match="modified by an in-place operation"):
+        loss.backward()
+
+
+def test_backward_twice_needs_retain_graph(backend):
+    a, b = leaf([1.0, 2.0]), leaf([0.5, 0.5])
+    loss = vtl.mean(vtl.maximum(a, b) ** 2)
+    loss.backward(retain_graph=True)
+    first = a.grad.numpy().copy()
+    loss.backward()
+    assert_close(a.grad, 2 * first)
+    with pytest.raises(RuntimeError, match="second time"):
+        loss.backward()
+
+
+def test_broadcasting_and_dtype_reduction_in_raw_rules(backend):
+    a = leaf(np.arange(3).reshape(3, 1))
+    b = leaf(np.arange(4).reshape(1, 4), dtype=np.float64) if _has_f64(backend) else None
+    if b is None:
+        pytest.skip("the backend has no float64")
+    c = leaf([[1.0, 2.0, 3.0, 4.0]])
+    vtl.sum((a - b) * c + vtl.maximum(a, c)).backward()
+    assert a.grad.dtype == vtl.float32 and b.grad.dtype == vtl.float64
+    cn = c.numpy()
+    an = a.numpy()
+    assert_close(a.grad, (cn.sum() + (an > cn).sum(axis=1, keepdims=True)
+                          + 0.5 * (an == cn).sum(axis=1, keepdims=True)).astype(np.float32))
+    assert_close(b.grad, -3.0 * cn.astype(np.float64))
+    expected_c = (an - b.numpy()).sum(axis=0, keepdims=True) + (an < cn).sum(
+        axis=0, keepdims=True) + 0.5 * (an == cn).sum(axis=0, keepdims=True)
+    assert_close(c.grad, expected_c.astype(np.float32))
+
+
+def _has_f64(backend):
+    return "float64" in vtl.__array_namespace_info__().dtypes(device=vtl.Device(backend))
+
+
+def test_maximum_and_minimum_split_ties(backend):
+    x = leaf([1.0, 2.0, 3.0])
+    vtl.sum(vtl.maximum(x, 2.0)).backward()
+    assert_close(x.grad, np.array([0.0, 0.5, 1.0], np.float32))
+    y = leaf([1.0, 2.0, 3.0])
+    vtl.sum(vtl.minimum(2.0, y)).backward()
+    assert_close(y.grad, np.array([1.0, 0.5, 0.0], np.float32))
+
+
+def test_pow_with_a_tensor_exponent_falls_back_to_the_tensor_rule(backend):
+    base, ex = leaf([1.0, 2.0]), leaf([2.0, 3.0])
+    vtl.sum(base ** ex + base ** 3.0).backward()
+    b, e = base.numpy(), ex.numpy()
+    assert_close(base.grad, (e * b ** (e - 1) + 3 * b ** 2).astype(np.float32), rtol=1e-5)
+    assert_close(ex.grad, (b ** e * np.log(b)).astype(np.float32), rtol=1e-5)
+
+
+def test_nodes_with_several_outputs_in_plain_backward(backend):
+    x = leaf(np.arange(6).reshape(3, 2))
+    r0, r1, r2 = vtl.unstack(x, axis=0)
+    vtl.sum(r0 * 2.0 + r2).backward()
+    assert_close(x.grad, np.array([[2, 2], [0, 0], [1, 1]], np.float32))
+
+
+def test_leaf_gradient_from_a_view_owns_its_storage(backend):
+    x = leaf([[1.0, 2.0], [3.0, 4.0]])
+    vtl.sum(x).backward()  # sum's rule broadcasts the output gradient (a view)
+    with vtl.no_grad():
+        x.grad[0, 0] = 7.0
+    assert_close(x.grad, np.array([[7.0, 1.0], [1.0, 1.0]], np.float32))
+
+
+def test_known_all_false():
+    from vtl.backends import get
+    from vtl.backends._base import Backend
+
+    np_backend = get("numpy")
+    assert np_backend.known_all_false(np.zeros(3, bool))
+    assert not np_backend.known_all_false(np.array([False, True]))
+    assert not Backend.known_all_false(np_backend, np.zeros(3, bool))  # base: "not known"
