@@ -13,9 +13,10 @@ standard's signed-zero special cases that CuPy itself misses.
 * ``asarray`` of a 0-d host value and ``full``/``full_like`` with ``-0.0``: CuPy fills
   zeros with a memset, which drops the sign of ``-0.0``; 0-d host values go in as one-element
   arrays, and a ``-0.0`` fill is negated from ``+0.0``.
-* ``matmul`` of two matrices goes through ``cupy.dot`` (cuBLAS gemm): CuPy's ``matmul``
-  costs tens of microseconds of host time per call in its generalized-ufunc layer, which
-  dominates small layers and recurrent steps.
+* ``matmul`` of two float matrices is one direct cuBLAS ``gemm`` call (C- or Fortran-order
+  operands, so transposed views need no copy; other layouts through ``cupy.dot``): CuPy's
+  ``matmul`` costs 20-40 microseconds of host time per call in its generalized-ufunc and
+  dispatch layers, which dominates small layers and recurrent steps.
 * ``sum``/``mean`` of large arrays: CuPy's generic reduction runs one thread block per
   output element, so a full reduction of a non-contiguous array (one block for millions of
   elements) or a reduction over leading and trailing axes together (e.g. a bias gradient
@@ -119,15 +120,61 @@ def full_like(x: Any, /, fill_value: Any, *, dtype: Any = None, device: Any = No
 
 
 _GEMM_DTYPES = (_cupy.dtype("float32"), _cupy.dtype("float64"))
+_ONES = {dt: _np.ones((), dt) for dt in _GEMM_DTYPES}  # alpha (host memory)
+_ZEROS = {dt: _np.zeros((), dt) for dt in _GEMM_DTYPES}  # beta
+_gemm_direct = True  # cleared if this CuPy's cuBLAS binding differs
+
+
+def _layout(a: Any) -> tuple[int, int] | None:
+    """(op, leading dimension) of a row-major matrix seen as its column-major transpose."""
+    if a.flags.c_contiguous:
+        return 0, max(a.shape[1], 1)  # CUBLAS_OP_N
+    if a.flags.f_contiguous:
+        return 1, max(a.shape[0], 1)  # CUBLAS_OP_T
+    return None
+
+
+def _gemm(a: Any, b: Any) -> Any:
+    """``a @ b`` for contiguous (C or Fortran order) float matrices by one cuBLAS call
+    (``out.T = b.T @ a.T`` in column-major terms), or ``None``."""
+    la, lb = _layout(a), _layout(b)
+    if la is None or lb is None or a.data.device_id != _cupy.cuda.runtime.getDevice():
+        return None
+    from cupy.cuda import device
+    from cupy_backends.cuda.libs import cublas
+
+    m, k = a.shape
+    n = b.shape[1]
+    out = _cupy.empty((m, n), dtype=a.dtype)
+    if m == 0 or n == 0:
+        return out
+    if k == 0:
+        out.fill(0)
+        return out
+    handle = device.get_cublas_handle()
+    cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
+    fn = cublas.sgemm if a.dtype == _GEMM_DTYPES[0] else cublas.dgemm
+    fn(handle, lb[0], la[0], n, m, k, _ONES[a.dtype].ctypes.data, b.data.ptr, lb[1],
+       a.data.ptr, la[1], _ZEROS[a.dtype].ctypes.data, out.data.ptr, n)
+    return out
 
 
 def matmul(x1: Any, x2: Any, /) -> Any:
+    global _gemm_direct
     if (getattr(x1, "ndim", 0) == 2 and getattr(x2, "ndim", 0) == 2 and x1.dtype == x2.dtype
             and x1.dtype in _GEMM_DTYPES and isinstance(x1, _cupy.ndarray)
             and isinstance(x2, _cupy.ndarray)):
         if x1.shape[1] != x2.shape[0]:
             raise ValueError(f"matmul: shapes {x1.shape} and {x2.shape} are not aligned "
                              f"({x1.shape[1]} != {x2.shape[0]})")
+        if _gemm_direct:
+            try:
+                out = _gemm(x1, x2)
+            except (AttributeError, TypeError, ImportError):
+                _gemm_direct = False
+                out = None
+            if out is not None:
+                return out
         return _cupy.dot(x1, x2)
     return _acp.matmul(x1, x2)
 

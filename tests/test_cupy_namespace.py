@@ -1,0 +1,71 @@
+"""The cupy backend's namespace fixes (``vtl/backends/_cupy_namespace.py``) against NumPy:
+the direct cuBLAS matmul over every operand layout, staged reductions, signed zeros."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+cp = pytest.importorskip("cupy")
+try:
+    cp.cuda.runtime.getDeviceCount()
+except Exception:  # noqa: BLE001 - no driver / no device
+    pytest.skip("no CUDA device", allow_module_level=True)
+
+from vtl.backends import _cupy_namespace as ns  # noqa: E402
+
+RNG = np.random.default_rng(3)
+
+
+def _layouts(a: np.ndarray):
+    """The same matrix as a C-order array, a Fortran-order array, a transposed view and a
+    strided (non-contiguous) view."""
+    yield cp.asarray(a)
+    yield cp.asfortranarray(cp.asarray(a))
+    yield cp.ascontiguousarray(cp.asarray(a.T)).T
+    big = cp.zeros((a.shape[0], 2 * a.shape[1]), dtype=a.dtype)
+    big[:, ::2] = cp.asarray(a)
+    yield big[:, ::2]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("mkn", [(5, 7, 3), (1, 9, 4), (6, 1, 1), (64, 256, 128), (3, 0, 4),
+                                 (0, 4, 2)])
+def test_matmul_every_layout_matches_numpy(dtype, mkn):
+    m, k, n = mkn
+    a = RNG.standard_normal((m, k)).astype(dtype)
+    b = RNG.standard_normal((k, n)).astype(dtype)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    for x in _layouts(a):
+        for y in _layouts(b):
+            got = ns.matmul(x, y)
+            assert got.shape == (m, n) and got.dtype == np.dtype(dtype)
+            np.testing.assert_allclose(cp.asnumpy(got), want, rtol=tol, atol=tol * max(k, 1))
+
+
+def test_matmul_errors_and_other_ranks():
+    with pytest.raises(ValueError, match="not aligned"):
+        ns.matmul(cp.ones((2, 3), dtype=cp.float32), cp.ones((4, 2), dtype=cp.float32))
+    a = RNG.standard_normal((2, 3, 4))
+    np.testing.assert_allclose(cp.asnumpy(ns.matmul(cp.asarray(a), cp.asarray(a[0].T))),
+                               a @ a[0].T, rtol=1e-12)
+
+
+@pytest.mark.parametrize("axis", [None, 0, (0, 2, 3), (2, 3), (1, 3), -1])
+def test_staged_reductions_match_numpy(axis):
+    x = RNG.standard_normal((8, 16, 32, 32))
+    for arr in (x, x.transpose(0, 2, 3, 1)):
+        for keepdims in (False, True):
+            for name in ("sum", "mean"):
+                got = getattr(ns, name)(cp.asarray(arr), axis=axis, keepdims=keepdims)
+                want = getattr(np, name)(arr, axis=axis, keepdims=keepdims)
+                assert got.shape == want.shape
+                np.testing.assert_allclose(cp.asnumpy(got), want, rtol=1e-10, atol=1e-10)
+
+
+def test_signed_zeros_survive():
+    assert np.signbit(cp.asnumpy(ns.asarray(np.array(-0.0, np.float32))))
+    assert np.all(np.signbit(cp.asnumpy(ns.full((3,), -0.0))))
+    q = cp.asnumpy(ns.divide(cp.asarray([np.inf, 1.0]), cp.asarray([-0.0, -np.inf])))
+    assert q[0] == -np.inf and q[1] == 0 and np.signbit(q[1])
