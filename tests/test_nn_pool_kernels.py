@@ -291,8 +291,9 @@ def _host_source(name, spec):
 
 
 def test_cupy_pool_kernel_bodies_on_the_host(tmp_path):
-    """The CuPy ElementwiseKernel bodies, compiled for the host, inside the CuPy kernel
-    class running on NumPy arrays: equal to the strided NumPy kernel (max: bit for bit)."""
+    """The CuPy ElementwiseKernel bodies (32- and 64-bit index arithmetic), compiled for the
+    host, inside the CuPy kernel class running on NumPy arrays: equal to the strided NumPy
+    kernel (bit for bit)."""
     import ctypes
     import shutil
     import subprocess
@@ -307,15 +308,16 @@ def test_cupy_pool_kernel_bodies_on_the_host(tmp_path):
     dtypes = [np.dtype(np.float32), np.dtype(np.float64)]
     src = tmp_path / "pool.cpp"
     src.write_text("#include <cstddef>\n" + "".join(
-        _host_source(f"{s.__name__}_{dt.name}", s(dt)) for s in specs for dt in dtypes))
+        _host_source(f"{s.__name__}_{dt.name}_{int(w)}", s(dt, w)) for s in specs
+        for dt in dtypes for w in (False, True)))
     lib = tmp_path / "pool.so"
     subprocess.run([cxx, "-O2", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True,
                    capture_output=True)
     so = ctypes.CDLL(str(lib))
 
-    def launcher(spec, dtype):
-        ins, outs, _ = spec(dtype)
-        fn = getattr(so, f"{spec.__name__}_{np.dtype(dtype).name}")
+    def launcher(spec, dtype, wide):
+        ins, outs, _ = spec(dtype, wide)
+        fn = getattr(so, f"{spec.__name__}_{np.dtype(dtype).name}_{int(wide)}")
         kinds = [p.split()[0] for p in ins + outs]
         fn.argtypes = [ctypes.c_void_p if k == "raw" else
                        ctypes.c_double if k == "float64" else ctypes.c_longlong
@@ -331,14 +333,19 @@ def test_cupy_pool_kernel_bodies_on_the_host(tmp_path):
         return call
 
     class HostPool(cp_pool.CupyPool2d):
+        wide = False
+
         def _on(self, a):
             return contextlib.nullcontext()
 
-        def _get(self, spec, dtype):
-            return launcher(spec, dtype)
+        def _get(self, spec, dtype, wide):
+            assert not wide  # small arrays: 32-bit index arithmetic
+            return launcher(spec, dtype, self.wide)
 
+    assert cp_pool._wide(5, 2 ** 31) and not cp_pool._wide(2 ** 31 - 1, 3)
     host, ref = HostPool(np), StridedPool2d(np)
-    for dt in dtypes:
+    for dt, wide in [(dt, w) for dt in dtypes for w in (False, True)]:
+        host.wide = wide
         for shape, k, s, p, d, ceil in MAX_CASES:
             k2 = (k, k) if isinstance(k, int) else k
             s2 = k2 if s is None else ((s, s) if isinstance(s, int) else s)

@@ -11,13 +11,15 @@
   divisors, computed in the kernel (``count_include_pad``, ``divisor_override``, windows
   that ``ceil_mode`` lets run past the padding).
 
-Inputs and output gradients are read C-contiguous (a copy only when they are not). The
+Inputs and output gradients are read C-contiguous (a copy only when they are not).
+Index arithmetic is 32-bit below 2**31 elements (64-bit division is slow on GPUs). The
 kernels are described by parameter lists and a C++ body (``*_spec``), so the bodies
 can also be compiled and checked on the host.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -33,6 +35,23 @@ _GEOM = ["int64 C", "int64 H", "int64 W", "int64 KH", "int64 KW", "int64 HO", "i
          "int64 SH", "int64 SW", "int64 PH", "int64 PW", "int64 DH", "int64 DW"]
 #: The avg kernels' options: count_include_pad (0/1) and divisor_override (0.0: none).
 _AVG = ["int64 CIP", "float64 DIVO"]
+
+_SIZES = re.compile(r"\b(C|H|W|KH|KW|HO|WO|SH|SW|PH|PW|DH|DW|CIP)\b")
+
+
+def _indexed(body: str, wide: bool) -> str:
+    """``body`` with its index arithmetic in ``idx_t``: 32-bit (64-bit division is slow on
+    GPUs) unless ``wide``; the ``int64`` size parameters are narrowed once."""
+    used = sorted(set(_SIZES.findall(body)))
+    head = f"typedef {'ptrdiff_t' if wide else 'int'} idx_t;\n" + "".join(
+        f"const idx_t {k}_ = (idx_t){k};\n" for k in used)
+    return head + _SIZES.sub(r"\1_", body.replace("ptrdiff_t", "idx_t"))
+
+
+def _wide(*sizes: int) -> bool:
+    """Whether index arithmetic needs 64 bits (an array of 2**31 elements or more)."""
+    return max(sizes) >= 2 ** 31
+
 
 # a thread per output element (n, c, ho, wo)
 _OUT_INDEX = (
@@ -69,7 +88,7 @@ _DIVISOR = (
 )
 
 
-def max_forward_spec(dtype: Any) -> tuple[list[str], list[str], str]:
+def max_forward_spec(dtype: Any, wide: bool = False) -> tuple[list[str], list[str], str]:
     """``(inputs, outputs, body)``: ``i`` runs over the ``N*C*HO*WO`` outputs ``y`` and
     ``arg`` (``int32`` tap numbers); ``x`` is the C-contiguous ``(N, C, H, W)`` input;
     ``NINF`` is ``-inf``, the value of padding taps."""
@@ -92,10 +111,10 @@ def max_forward_spec(dtype: Any) -> tuple[list[str], list[str], str]:
         "y[i] = best; arg[i] = bi;\n"
     )
     return [f"raw {dt.name} x", "float64 NINF", *_GEOM], [f"raw {dt.name} y", "raw int32 arg"], \
-        body
+        _indexed(body, wide)
 
 
-def max_backward_spec(dtype: Any) -> tuple[list[str], list[str], str]:
+def max_backward_spec(dtype: Any, wide: bool = False) -> tuple[list[str], list[str], str]:
     """``(inputs, outputs, body)``: ``i`` runs over the ``N*C*H*W`` input gradient ``dx``;
     ``g`` (C-contiguous) and ``arg`` are ``(N, C, HO, WO)``."""
     dt = np.dtype(dtype)
@@ -106,10 +125,11 @@ def max_backward_spec(dtype: Any) -> tuple[list[str], list[str], str]:
         "}\n"
         "dx[i] = acc;\n"
     )
-    return [f"raw {dt.name} g", "raw int32 arg", *_GEOM], [f"raw {dt.name} dx"], body
+    return [f"raw {dt.name} g", "raw int32 arg", *_GEOM], [f"raw {dt.name} dx"], \
+        _indexed(body, wide)
 
 
-def avg_forward_spec(dtype: Any) -> tuple[list[str], list[str], str]:
+def avg_forward_spec(dtype: Any, wide: bool = False) -> tuple[list[str], list[str], str]:
     """``(inputs, outputs, body)``: ``i`` runs over the ``N*C*HO*WO`` outputs ``y``."""
     dt = np.dtype(dtype)
     t = _CTYPES[dt]
@@ -125,10 +145,10 @@ def avg_forward_spec(dtype: Any) -> tuple[list[str], list[str], str]:
         "  }\n"
         "}\n"
     ) + _DIVISOR + f"y[i] = acc / ({t})div;\n"
-    return [f"raw {dt.name} x", *_GEOM, *_AVG], [f"raw {dt.name} y"], body
+    return [f"raw {dt.name} x", *_GEOM, *_AVG], [f"raw {dt.name} y"], _indexed(body, wide)
 
 
-def avg_backward_spec(dtype: Any) -> tuple[list[str], list[str], str]:
+def avg_backward_spec(dtype: Any, wide: bool = False) -> tuple[list[str], list[str], str]:
     """``(inputs, outputs, body)``: ``i`` runs over the ``N*C*H*W`` input gradient ``dx``;
     ``g`` is the C-contiguous ``(N, C, HO, WO)`` output gradient."""
     dt = np.dtype(dtype)
@@ -141,7 +161,7 @@ def avg_backward_spec(dtype: Any) -> tuple[list[str], list[str], str]:
         "}\n"
         "dx[i] = acc;\n"
     )
-    return [f"raw {dt.name} g", *_GEOM, *_AVG], [f"raw {dt.name} dx"], body
+    return [f"raw {dt.name} g", *_GEOM, *_AVG], [f"raw {dt.name} dx"], _indexed(body, wide)
 
 
 def geometry_args(x_shape: tuple[int, ...], k: tuple[int, int], s: tuple[int, int],
@@ -162,13 +182,14 @@ class CupyPool2d(StridedPool2d):
         """The context that makes ``a``'s device current (kernels launch there)."""
         return a.device
 
-    def _get(self, spec: Any, dtype: Any) -> Any:
-        key = (spec.__name__, np.dtype(dtype))
+    def _get(self, spec: Any, dtype: Any, wide: bool) -> Any:
+        key = (spec.__name__, np.dtype(dtype), wide)
         kern = self._kernels.get(key)
         if kern is None:
-            ins, outs, body = spec(dtype)
+            ins, outs, body = spec(dtype, wide)
+            name = f"vtl_pool_{spec.__name__}_{key[1].name}{'_wide' if wide else ''}"
             kern = self._kernels[key] = self.m.ElementwiseKernel(
-                ", ".join(ins), ", ".join(outs), body, f"vtl_pool_{spec.__name__}_{key[1].name}")
+                ", ".join(ins), ", ".join(outs), body, name)
         return kern
 
     def max_forward(self, x: Any, k: tuple[int, int], s: tuple[int, int],
@@ -179,7 +200,7 @@ class CupyPool2d(StridedPool2d):
             x = m.ascontiguousarray(x)
             y = m.empty((*x.shape[:2], *out), dtype=x.dtype)
             arg = m.empty(y.shape, dtype=np.int32)
-            self._get(max_forward_spec, x.dtype)(
+            self._get(max_forward_spec, x.dtype, _wide(x.size, y.size))(
                 x, -np.inf, *geometry_args(x.shape, k, s, p, d, out), y, arg, size=y.size)
         return y, arg
 
@@ -189,7 +210,7 @@ class CupyPool2d(StridedPool2d):
         with self._on(g):
             g = m.ascontiguousarray(g)
             dx = m.empty(x_shape, dtype=g.dtype)
-            self._get(max_backward_spec, g.dtype)(
+            self._get(max_backward_spec, g.dtype, _wide(dx.size, g.size))(
                 g, arg, *geometry_args(x_shape, k, s, p, d, arg.shape[2:]), dx, size=dx.size)
         return dx
 
@@ -200,7 +221,7 @@ class CupyPool2d(StridedPool2d):
         with self._on(x):
             x = m.ascontiguousarray(x)
             y = m.empty((*x.shape[:2], *out), dtype=x.dtype)
-            self._get(avg_forward_spec, x.dtype)(
+            self._get(avg_forward_spec, x.dtype, _wide(x.size, y.size))(
                 x, *geometry_args(x.shape, k, s, p, (1, 1), out), int(bool(count_include_pad)),
                 float(divisor_override or 0), y, size=y.size)
         return y
@@ -212,7 +233,7 @@ class CupyPool2d(StridedPool2d):
         with self._on(g):
             g = m.ascontiguousarray(g)
             dx = m.empty(x_shape, dtype=g.dtype)
-            self._get(avg_backward_spec, g.dtype)(
+            self._get(avg_backward_spec, g.dtype, _wide(dx.size, g.size))(
                 g, *geometry_args(x_shape, k, s, p, (1, 1), g.shape[2:]),
                 int(bool(count_include_pad)), float(divisor_override or 0), dx, size=dx.size)
         return dx
