@@ -6,7 +6,8 @@ time each) by fewer launches; the portable versions stay the reference
 return ``None`` when they do not handle the arguments (the caller then takes the portable
 path). Float32 and float64.
 
-* ``linear``: ``x @ w.T + b`` as one cuBLAS gemm (``cupy.dot``) and one in-place bias add;
+* ``linear``: ``x @ w.T + b`` as one cuBLAS gemm (the namespace's ``matmul``) and one
+  in-place bias add;
 * ``linear_grad_weight``: ``g.T @ x`` (one gemm) and the bias gradient ``sum(g, axis=0)``
   (one column-sum kernel, summed in a fixed order: deterministic);
 * ``relu_backward``: ``where(x <= 0, 0, g)`` in one launch;
@@ -309,8 +310,9 @@ class CupyNN:
     #: the CUDA device of an array (a context manager with ``id``)
     _device_of = staticmethod(lambda a: a.device)
 
-    def __init__(self, cupy: Any) -> None:
+    def __init__(self, cupy: Any, matmul: Any = None) -> None:
         self._cp = cupy
+        self._mm = cupy.dot if matmul is None else matmul  # 2-D float ``a @ b``
         self._k = _Kernels(cupy)
         self._relu_strided: Any = None
         self.launches = 0
@@ -330,7 +332,7 @@ class CupyNN:
             return None
         cp = self._cp
         with self._device_of(x):
-            out = cp.dot(x, w.T)
+            out = self._mm(x, w.T)
             self.launches += 1
             if b is None:
                 return out
@@ -350,7 +352,7 @@ class CupyNN:
             return None
         cp = self._cp
         with self._device_of(g):
-            gw = cp.dot(g.T, x)
+            gw = self._mm(g.T, x)
             self.launches += 1
             if not bias:
                 return gw, None
@@ -548,8 +550,11 @@ class CupyCrossEntropy:
 
 
 def register(backend: Any, cupy: Any) -> None:
-    """Equip a CuPy backend object with the nn kernels."""
-    nn = CupyNN(cupy)
+    """Equip a CuPy backend object with the nn kernels (products through the backend
+    namespace's ``matmul``: one direct cuBLAS call)."""
+    from . import _cupy_namespace
+
+    nn = CupyNN(cupy, _cupy_namespace.matmul)
     backend.kernels["linear"] = nn.linear
     backend.kernels["linear_grad_weight"] = nn.linear_grad_weight
     backend.kernels["relu_backward"] = nn.relu_backward
