@@ -126,11 +126,12 @@ _gemm_direct = True  # cleared if this CuPy's cuBLAS binding differs
 
 
 def _layout(a: Any) -> tuple[int, int] | None:
-    """(op, leading dimension) of a row-major matrix seen as its column-major transpose."""
+    """(op, leading dimension) of a row-major matrix seen as its column-major transpose.
+    (``max``/``min``/``sum`` are the array functions in this module.)"""
     if a.flags.c_contiguous:
-        return 0, max(a.shape[1], 1)  # CUBLAS_OP_N
+        return 0, a.shape[1] or 1  # CUBLAS_OP_N
     if a.flags.f_contiguous:
-        return 1, max(a.shape[0], 1)  # CUBLAS_OP_T
+        return 1, a.shape[0] or 1  # CUBLAS_OP_T
     return None
 
 
