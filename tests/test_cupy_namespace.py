@@ -37,6 +37,9 @@ def test_matmul_every_layout_matches_numpy(dtype, mkn):
     b = RNG.standard_normal((k, n)).astype(dtype)
     want = a.astype(np.float64) @ b.astype(np.float64)
     tol = 1e-5 if dtype == "float32" else 1e-12
+    direct = ns._gemm(cp.asarray(a), cp.asfortranarray(cp.asarray(b)))  # the cuBLAS call itself
+    assert direct is not None and ns._gemm_direct
+    np.testing.assert_allclose(cp.asnumpy(direct), want, rtol=tol, atol=tol * max(k, 1))
     for x in _layouts(a):
         for y in _layouts(b):
             got = ns.matmul(x, y)
