@@ -186,7 +186,8 @@ def test_cupy_conv_kernel_bodies_on_the_host(tmp_path):
 
     dtypes = {"float": np.float32, "double": np.float64}
     so = _compile(tmp_path, [_host_source(f"{s.__name__}_{c}{'_wide' * w}", s(dt, w), c)
-                             for s in (cc.im2col_spec, cc.col2im_spec)
+                             for s in (cc.im2col_spec, cc.col2im_spec,
+                                       cc.bias_transpose_spec)
                              for c, dt in dtypes.items() for w in (False, True)])
 
     class HostConv(cc.CupyConv2d):

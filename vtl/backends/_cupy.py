@@ -29,7 +29,7 @@ class CupyBackend(Backend):
 
         register(self, cupy)
         _cupy_nn.register(self, cupy)
-        self.kernels["conv2d"] = CupyConv2d(cupy)
+        self.kernels["conv2d"] = CupyConv2d(cupy, matmul=xp.matmul)
         self.kernels["pool2d"] = CupyPool2d(cupy)
         return xp
 
