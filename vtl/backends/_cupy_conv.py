@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from ._cupy_kernels import SpecKernels
+from ._cupy_kernels import needs_wide_index as _wide
 from ._numpy_conv import StridedConv2d, _out_size
 
 __all__ = ["CupyConv2d", "bias_transpose_spec", "col2im_spec", "im2col_spec"]
@@ -117,11 +119,6 @@ def geometry_args(x_shape: tuple[int, ...], geom: tuple, strides: tuple[int, int
             dilation[1], *strides]
 
 
-def _wide(*sizes: int) -> bool:
-    """Whether index arithmetic needs 64 bits (any thread or patch count past 2**31)."""
-    return max(sizes) >= 2 ** 31
-
-
 def _batched_strides(rows: int, groups: int, hw: int) -> tuple[int, int, int]:
     return (groups * rows * hw, rows * hw, hw)  # (N, G, rows, HO*WO)
 
@@ -142,18 +139,11 @@ class CupyConv2d(StridedConv2d):
 
     def __init__(self, cupy: Any, matmul: Any = None) -> None:
         super().__init__(cupy)
-        self._kernels: dict[tuple, Any] = {}
+        self._specs = SpecKernels(cupy, "vtl_")
         self._mm = matmul or cupy.dot  # 2-D products (the backend namespace's direct gemm)
 
     def _get(self, spec: Any, dtype: Any, wide: bool = False) -> Any:
-        key = (spec.__name__, np.dtype(dtype), wide)
-        kern = self._kernels.get(key)
-        if kern is None:
-            ins, outs, body = spec(dtype, wide)
-            name = f"vtl_{spec.__name__}_{key[1].name}{'_wide' if wide else ''}"
-            kern = self._kernels[key] = self.m.ElementwiseKernel(
-                ", ".join(ins), ", ".join(outs), body, name)
-        return kern
+        return self._specs.get(spec, dtype, wide)
 
     def forward(self, x: Any, w: Any, b: Any, stride: tuple[int, int],
                 padding: tuple[int, int, int, int], dilation: tuple[int, int],

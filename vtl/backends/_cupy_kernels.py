@@ -236,6 +236,31 @@ def gru_backward_spec(need_dh_prev: bool) -> tuple[list[str], list[str], str]:
     return ["raw T act", "T hprev", "T dh", "int64 H"], outs, body
 
 
+def needs_wide_index(*sizes: int) -> bool:
+    """Whether a kernel's index arithmetic needs 64 bits (2**31 elements or more)."""
+    return max(sizes) >= 2 ** 31
+
+
+class SpecKernels:
+    """``ElementwiseKernel``s built once per (spec, dtype, index width) from
+    ``spec(dtype, wide) -> (inputs, outputs, body)``, named ``{prefix}{spec}_{dtype}[_wide]``."""
+
+    def __init__(self, cupy: Any, prefix: str) -> None:
+        self._cp = cupy
+        self._prefix = prefix
+        self._kernels: dict[tuple, Any] = {}
+
+    def get(self, spec: Any, dtype: Any, wide: bool = False) -> Any:
+        key = (spec.__name__, np.dtype(dtype), wide)
+        kern = self._kernels.get(key)
+        if kern is None:
+            ins, outs, body = spec(dtype, wide)
+            name = f"{self._prefix}{spec.__name__}_{key[1].name}{'_wide' if wide else ''}"
+            kern = self._kernels[key] = self._cp.ElementwiseKernel(
+                ", ".join(ins), ", ".join(outs), body, name)
+        return kern
+
+
 class _ElementwiseCache:
     def __init__(self, cupy: Any) -> None:
         self._cp = cupy

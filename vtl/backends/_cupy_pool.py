@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from ._cupy_kernels import SpecKernels
+from ._cupy_kernels import needs_wide_index as _wide
 from ._numpy_pool import StridedPool2d
 
 __all__ = ["CupyPool2d", "avg_backward_spec", "avg_forward_spec", "max_backward_spec",
@@ -46,11 +48,6 @@ def _indexed(body: str, wide: bool) -> str:
     head = f"typedef {'ptrdiff_t' if wide else 'int'} idx_t;\n" + "".join(
         f"const idx_t {k}_ = (idx_t){k};\n" for k in used)
     return head + _SIZES.sub(r"\1_", body.replace("ptrdiff_t", "idx_t"))
-
-
-def _wide(*sizes: int) -> bool:
-    """Whether index arithmetic needs 64 bits (an array of 2**31 elements or more)."""
-    return max(sizes) >= 2 ** 31
 
 
 # a thread per output element (n, c, ho, wo)
@@ -176,21 +173,14 @@ class CupyPool2d(StridedPool2d):
 
     def __init__(self, cupy: Any) -> None:
         super().__init__(cupy)
-        self._kernels: dict[tuple, Any] = {}
+        self._specs = SpecKernels(cupy, "vtl_pool_")
 
     def _on(self, a: Any) -> Any:
         """The context that makes ``a``'s device current (kernels launch there)."""
         return a.device
 
     def _get(self, spec: Any, dtype: Any, wide: bool) -> Any:
-        key = (spec.__name__, np.dtype(dtype), wide)
-        kern = self._kernels.get(key)
-        if kern is None:
-            ins, outs, body = spec(dtype, wide)
-            name = f"vtl_pool_{spec.__name__}_{key[1].name}{'_wide' if wide else ''}"
-            kern = self._kernels[key] = self.m.ElementwiseKernel(
-                ", ".join(ins), ", ".join(outs), body, name)
-        return kern
+        return self._specs.get(spec, dtype, wide)
 
     def max_forward(self, x: Any, k: tuple[int, int], s: tuple[int, int],
                     p: tuple[int, int], d: tuple[int, int], out: tuple[int, int]
