@@ -23,9 +23,21 @@ import subprocess
 
 import numpy as np
 import pytest
+from nn_kernel_checks import (
+    CE_SPECIAL_LOGITS,
+    CE_SPECIAL_TARGETS,
+    assert_same_training,
+    backward_scaled,
+    ce_case,
+    ce_special_reference,
+    check_ce_special_values,
+    np_cross_entropy,
+    scaled_grad,
+    train,
+)
 
 import vtl
-from vtl import nn, optim
+from vtl import nn
 from vtl.backends import _cupy_nn as K
 from vtl.nn import functional as F
 
@@ -334,23 +346,6 @@ def test_relu_backward_on_the_host(host, dt, n):
 
 # -- cross-entropy -----------------------------------------------------------------------------
 
-def _np_ce(x, t, reduction, ignore_index=-100):
-    x = x.astype(np.float64)
-    m = x.max(1, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0)
-    logp = (x - m) - np.log(np.exp(x - m).sum(1, keepdims=True))
-    keep = t != ignore_index
-    ts = np.where(keep, t, 0)
-    per = np.where(keep, -logp[np.arange(len(t)), ts], 0.0)
-    p = np.exp(logp)
-    g = (p - np.eye(x.shape[1])[ts]) * keep[:, None]
-    if reduction == "mean":
-        return per.sum() / keep.sum(), g / keep.sum()
-    if reduction == "sum":
-        return per.sum(), g
-    return per, g
-
-
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 @pytest.mark.parametrize(("m", "c", "dt", "tdt"), [
     *((m, c, dt, tdt) for m, c in ((1, 1), (7, 3), (40, 10), (5, 70))
@@ -359,25 +354,20 @@ def _np_ce(x, t, reduction, ignore_index=-100):
 def test_cross_entropy_on_the_host(host, reduction, m, c, dt, tdt):
     cp, _, ce = host
     rng = np.random.default_rng(m * c)
-    x = (3 * rng.standard_normal((m, c))).astype(dt)
+    x, t = ce_case(rng, m, c, dt, tdt)
     if c > 40:  # a large logit away from lane 0: exp overflows unless the row max is right
         x[::2, 45] += 200 if dt == np.float32 else 1000
-    t = rng.integers(0, c, m)
-    if tdt != np.uint8 and m > 2:
-        t[1] = -100
-    t = t.astype(tdt)
     assert ce.supports(x, t)
     cp.log.clear()
     loss, saved = ce.fwd(x, t, reduction, -100)
     assert cp.log == ["vtl_cross_entropy"]  # one launch
-    want, gwant = _np_ce(x, t.astype(np.int64), reduction)
+    want, gwant = np_cross_entropy(x, t.astype(np.int64), reduction)
     np.testing.assert_allclose(loss, want, **_tol(dt))
     assert loss.dtype == dt and loss.shape == ((m,) if reduction == "none" else ())
     v = rng.standard_normal(m).astype(dt) if reduction == "none" else np.asarray(1.5, dt)
     gx = ce.grad(x, t, saved, v, reduction, -100)
     assert cp.log == ["vtl_cross_entropy", "vtl_cross_entropy_grad"]
-    gref = gwant * (v[:, None] if reduction == "none" else 1.5)
-    np.testing.assert_allclose(gx, gref, **_tol(dt))
+    np.testing.assert_allclose(gx, scaled_grad(gwant, v, reduction), **_tol(dt))
     assert gx.shape == (m, c) and gx.dtype == dt
     ce.check_pending()  # valid targets: nothing to report
 
@@ -396,7 +386,7 @@ def test_cross_entropy_two_launches_strided_and_ignore_index(host, monkeypatch, 
     cp.log.clear()
     loss, saved = ce.fwd(x, t, reduction, 8)
     assert cp.log == ["vtl_cross_entropy"] * 2
-    want, gwant = _np_ce(x, t, reduction, ignore_index=8)
+    want, gwant = np_cross_entropy(x, t, reduction, ignore_index=8)
     np.testing.assert_allclose(loss, want, rtol=1e-5, atol=1e-6)
     g = np.ones(35, np.float32)[::1] if reduction == "none" else np.asarray(1.0, np.float32)
     np.testing.assert_allclose(ce.grad(x, t, saved, g, reduction, 8), gwant, rtol=1e-5,
@@ -410,14 +400,9 @@ def test_cross_entropy_two_launches_strided_and_ignore_index(host, monkeypatch, 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def test_cross_entropy_special_values_and_all_ignored_on_the_host(host):
     _, _, ce = host
-    inf, nan = np.inf, np.nan
-    x = np.array([[1.0, inf, 0.0], [-inf, -inf, -inf], [nan, 0.0, 1.0], [2.0, -inf, 0.5],
-                  [1e30, -1e30, 0.0], [1.0, inf, 0.0]], np.float32)
-    t = np.array([0, 1, 2, 0, 0, 1])
-    want = F.cross_entropy(vtl.asarray(x, backend="numpy"), vtl.asarray(t, backend="numpy"),
-                           reduction="none").numpy()
-    got, _ = ce.fwd(x, t, "none", -100)
-    np.testing.assert_allclose(got, want, rtol=1e-6, equal_nan=True)
+    x = CE_SPECIAL_LOGITS
+    got, _ = ce.fwd(x, CE_SPECIAL_TARGETS, "none", -100)
+    np.testing.assert_allclose(got, ce_special_reference(), rtol=1e-6, equal_nan=True)
     loss, saved = ce.fwd(x[:2], np.array([-100, -100]), "mean", -100)
     assert math.isnan(float(loss))  # 0/0, as PyTorch and the portable path
     loss, _ = ce.fwd(x[:2], np.array([-100, -100]), "sum", -100)
@@ -510,16 +495,7 @@ def _mlp_run(steps=3, seed=0, batch=12):
     vtl.random.seed(1)
     net = nn.Sequential(nn.Linear(20, 16), nn.ReLU(), nn.Linear(16, 8), nn.ReLU(),
                         nn.Linear(8, 5))
-    opt = optim.Adam(net.parameters(), lr=1e-2)
-    x, y = vtl.asarray(xs, backend="numpy"), vtl.asarray(ys, backend="numpy")
-    losses = []
-    for _ in range(steps):
-        opt.zero_grad()
-        loss = F.cross_entropy(net(x), y)
-        loss.backward()
-        opt.step()
-        losses.append(float(loss))
-    return losses, [p.numpy().copy() for p in net.parameters()]
+    return train(net, vtl.asarray(xs, backend="numpy"), vtl.asarray(ys, backend="numpy"), steps)
 
 
 def test_mlp_training_with_the_kernels_matches_the_portable_path(host_lib, monkeypatch):
@@ -529,15 +505,12 @@ def test_mlp_training_with_the_kernels_matches_the_portable_path(host_lib, monke
     monkeypatch.setattr(b, "kernels", dict(
         b.kernels, linear=nnk.linear, linear_grad_weight=nnk.linear_grad_weight,
         relu_backward=nnk.relu_backward, cross_entropy=ce))
-    got = _mlp_run(steps=1)
+    _mlp_run(steps=1)
     # one step: 3 linear (gemm + bias) + 1 loss | 1 loss gradient + 3 weight gradients
     # (gemm + column sums) + 2 input gradients (gemm) + 2 relu gradients
     assert nnk.launches + ce.launches == 6 + 1 + 1 + 6 + 2 + 2
     assert cp.log.count("vtl_cross_entropy") == 1
-    got = _mlp_run()
-    np.testing.assert_allclose(got[0], ref[0], rtol=1e-5)
-    for a, c in zip(ref[1], got[1], strict=True):
-        np.testing.assert_allclose(c, a, rtol=1e-4, atol=1e-5)
+    assert_same_training(_mlp_run(), ref, {"rtol": 1e-5}, {"rtol": 1e-4, "atol": 1e-5})
 
 
 def test_hooks_give_the_portable_values_and_gradients(numpy_with_kernels):
@@ -570,7 +543,7 @@ def test_hooks_give_the_portable_values_and_gradients(numpy_with_kernels):
     xt = vtl.asarray(rng.standard_normal((6, 4)), requires_grad=True, backend="numpy")
     loss = F.cross_entropy(xt, vtl.asarray(t, backend="numpy"))
     (g,) = vtl.autograd.grad(loss, [xt], create_graph=True)
-    np.testing.assert_allclose(g.numpy(), _np_ce(xt.numpy(), t, "mean")[1], rtol=1e-12,
+    np.testing.assert_allclose(g.numpy(), np_cross_entropy(xt.numpy(), t, "mean")[1], rtol=1e-12,
                                atol=1e-14)
 
 
@@ -640,21 +613,11 @@ def test_gpu_mlp_step_matches_the_portable_path_and_numpy(cupy_backend, monkeypa
             vtl.random.seed(1)
             net = nn.Sequential(nn.Linear(20, 12), nn.ReLU(), nn.Linear(12, 5)).to(be)
             net = net.to(getattr(vtl, dt))
-            opt = optim.Adam(net.parameters(), lr=1e-2)
-            x, y = vtl.asarray(xs, backend=be), vtl.asarray(ys, backend=be)
-            losses = []
-            for _ in range(3):
-                opt.zero_grad()
-                loss = F.cross_entropy(net(x), y)
-                loss.backward()
-                opt.step()
-                losses.append(float(loss))
-            results.append((losses, [p.to("numpy").numpy() for p in net.parameters()]))
+            results.append(train(net, vtl.asarray(xs, backend=be),
+                                 vtl.asarray(ys, backend=be), 3))
     tol = {"rtol": 1e-4, "atol": 1e-5} if dt == "float32" else {"rtol": 1e-10, "atol": 1e-12}
     for other in results[1:]:
-        np.testing.assert_allclose(other[0], results[0][0], **tol)
-        for a, c in zip(results[0][1], other[1], strict=True):
-            np.testing.assert_allclose(c, a, **tol)
+        assert_same_training(other, results[0], tol, tol)
 
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
@@ -704,11 +667,7 @@ def test_gpu_relu_backward(cupy_backend, dt):
 def test_gpu_cross_entropy_matches_the_portable_path(cupy_backend, monkeypatch, reduction, m, c,
                                                      dt, tdt):
     rng = np.random.default_rng(m + c)
-    x = (3 * rng.standard_normal((m, c))).astype(dt)
-    t = rng.integers(0, min(c, 100), m)
-    if tdt not in (np.uint8,) and m > 2:
-        t[1] = -100
-    t = t.astype(tdt)
+    x, t = ce_case(rng, m, c, dt, tdt, high=min(c, 100))
     ce = cupy_backend.kernels["cross_entropy"]
     v = rng.standard_normal(m).astype(dt)
     res = []
@@ -722,40 +681,27 @@ def test_gpu_cross_entropy_matches_the_portable_path(cupy_backend, monkeypatch, 
                                                    backend="cupy"), reduction=reduction)
             one = m * c <= K.CE_ONE_BLOCK and m <= K.CE_ONE_BLOCK_ROWS
             assert (ce.launches - launches == (1 if one else 2)) is fused
-            (loss * vtl.asarray(v, backend="cupy")).sum().backward() if reduction == "none" \
-                else (loss * 1.5).backward()
+            backward_scaled(loss, v, reduction, "cupy")
             res.append((loss.numpy(), xt.grad.numpy()))
-    want, gwant = _np_ce(x, t.astype(np.int64), reduction)
+    want, gwant = np_cross_entropy(x, t.astype(np.int64), reduction)
     tol = {"rtol": 1e-5, "atol": 1e-6} if dt == np.float32 else {"rtol": 1e-11, "atol": 1e-13}
     np.testing.assert_allclose(res[0][0], want, **tol)
     np.testing.assert_allclose(res[0][0], res[1][0], **tol)
     np.testing.assert_allclose(res[0][1], res[1][1], **tol)
-    gref = gwant * (v[:, None] if reduction == "none" else 1.5)
-    np.testing.assert_allclose(res[0][1], gref, **tol)
+    np.testing.assert_allclose(res[0][1], scaled_grad(gwant, v, reduction), **tol)
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def test_gpu_cross_entropy_special_values_strides_and_errors(cupy_backend):
     cp = cupy_backend._cupy
-    inf, nan = np.inf, np.nan
-    x = np.array([[1.0, inf, 0.0], [-inf, -inf, -inf], [nan, 0.0, 1.0], [2.0, -inf, 0.5],
-                  [1e30, -1e30, 0.0]], np.float32)
-    t = np.array([0, 1, 2, 0, 0])
-    want = F.cross_entropy(vtl.asarray(x, backend="numpy"), vtl.asarray(t, backend="numpy"),
-                           reduction="none").numpy()
-    got = F.cross_entropy(vtl.asarray(x, backend="cupy"), vtl.asarray(t, backend="cupy"),
-                          reduction="none").numpy()
-    np.testing.assert_allclose(got, want, rtol=1e-6, equal_nan=True)
-    allign = F.cross_entropy(vtl.asarray(x[:2], backend="cupy"),
-                             vtl.asarray([-100, -100], backend="cupy"))
-    assert math.isnan(float(allign))
+    check_ce_special_values("cupy")
     # strided logits and targets (raw CuPy views through the kernel)
     ce = cupy_backend.kernels["cross_entropy"]
     rng = np.random.default_rng(1)
     xb = rng.standard_normal((9, 70)).astype(np.float64)
     tb = rng.integers(0, 9, 70)
     loss, saved = ce.fwd(cp.asarray(xb).T[::2], cp.asarray(tb)[::2], "mean", -100)
-    w, gw = _np_ce(xb.T[::2], tb[::2], "mean")
+    w, gw = np_cross_entropy(xb.T[::2], tb[::2], "mean")
     np.testing.assert_allclose(float(loss), w, rtol=1e-12)
     g = ce.grad(cp.asarray(xb).T[::2], cp.asarray(tb)[::2], saved, cp.asarray(1.0), "mean",
                 -100)

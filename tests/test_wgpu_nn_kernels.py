@@ -14,8 +14,19 @@ wx = pytest.importorskip("vtl.backends.wgpu")
 if not wx.is_available():
     pytest.skip("no WebGPU adapter", allow_module_level=True)
 
+from nn_kernel_checks import (  # noqa: E402
+    assert_same_training,
+    backward_scaled,
+    ce_case,
+    check_ce_special_values,
+    np_cross_entropy,
+    scaled_grad,
+    train,
+)
+
 import vtl  # noqa: E402
-from vtl import nn, optim  # noqa: E402
+from benchmarks.test_train_bench import _batch, _vtl_setup  # noqa: E402
+from vtl import nn  # noqa: E402
 from vtl.backends.wgpu import _nn  # noqa: E402
 from vtl.backends.wgpu._recorder import REC  # noqa: E402
 from vtl.nn import functional as F  # noqa: E402
@@ -41,23 +52,9 @@ def _counts(fn):
 
 
 def _mlp_step(batch: int):
-    vtl.random.seed(0)
-    net = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
-                        nn.Linear(128, 10)).to("wgpu")
-    opt = optim.Adam(net.parameters(), lr=1e-3)
-    loss_fn = nn.CrossEntropyLoss()
-    rng = np.random.default_rng(0)
-    x = vtl.asarray(rng.standard_normal((batch, 784), dtype=np.float32), backend="wgpu")
-    y = vtl.asarray(rng.integers(0, 10, batch), backend="wgpu")
-
-    def step():
-        opt.zero_grad()
-        loss = loss_fn(net(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-
-    return step
+    """The benchmarked training step (Adam, cross-entropy) of the MLP on the wgpu backend."""
+    model = "mlp-784-256-128-10"
+    return _vtl_setup(model, "wgpu", *_batch(model, batch))[1]
 
 
 @pytest.mark.parametrize("batch", [64, 128])
@@ -79,19 +76,8 @@ def test_mlp_training_matches_numpy_backend(wgpu):
     for b in ("numpy", "wgpu"):
         vtl.random.seed(1)
         net = nn.Sequential(nn.Linear(20, 12), nn.ReLU(), nn.Linear(12, 5)).to(b)
-        opt = optim.Adam(net.parameters(), lr=1e-2)
-        x, y = vtl.asarray(xs, backend=b), vtl.asarray(ys, backend=b)
-        losses = []
-        for _ in range(4):
-            opt.zero_grad()
-            loss = F.cross_entropy(net(x), y)
-            loss.backward()
-            opt.step()
-            losses.append(float(loss))
-        results.append((losses, [p.to("numpy").numpy() for p in net.parameters()]))
-    np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-5)
-    for a, b in zip(results[0][1], results[1][1], strict=True):
-        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+        results.append(train(net, vtl.asarray(xs, backend=b), vtl.asarray(ys, backend=b), 4))
+    assert_same_training(*results, {"rtol": 1e-5}, {"rtol": 1e-4, "atol": 1e-5})
 
 
 # -- linear ------------------------------------------------------------------------------------
@@ -172,24 +158,6 @@ def test_relu_backward_kernel_equals_where(wgpu, n):
 
 # -- cross-entropy ---------------------------------------------------------------------------
 
-def _np_ce(x, t, reduction, ignore_index=-100):
-    x = x.astype(np.float64)
-    m = x.max(1, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0)
-    logp = (x - m) - np.log(np.exp(x - m).sum(1, keepdims=True))
-    keep = t != ignore_index
-    ts = np.where(keep, t, 0)
-    per = np.where(keep, -logp[np.arange(len(t)), ts], 0.0)
-    p = np.exp(logp)
-    onehot = np.eye(x.shape[1])[ts]
-    g = (p - onehot) * keep[:, None]
-    if reduction == "mean":
-        return per.sum() / keep.sum(), g / keep.sum()
-    if reduction == "sum":
-        return per.sum(), g
-    return per, g
-
-
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 @pytest.mark.parametrize(("m", "c"), [(1, 1), (7, 3), (64, 10), (300, 300)])
 @pytest.mark.parametrize("tdtype", ["int64", "int32", "uint8"])
@@ -197,11 +165,7 @@ def test_cross_entropy_fused_equals_portable(wgpu, reduction, m, c, tdtype):
     if tdtype == "int64" and "int64" not in wgpu.xp.__array_namespace_info__().dtypes():
         pytest.skip("adapter lacks int64")
     rng = np.random.default_rng(m + c)
-    x = (3 * rng.standard_normal((m, c))).astype(np.float32)
-    t = rng.integers(0, c, m)
-    if tdtype != "uint8" and m > 2:
-        t[1] = -100  # ignored
-    t = t.astype(tdtype)
+    x, t = ce_case(rng, m, c, np.float32, tdtype)
     kern = wgpu.kernel("cross_entropy")
     xt = vtl.asarray(x, backend="wgpu", requires_grad=True)
     tt = vtl.asarray(t, backend="wgpu")
@@ -209,13 +173,12 @@ def test_cross_entropy_fused_equals_portable(wgpu, reduction, m, c, tdtype):
     loss, n, submits = _counts(lambda: F.cross_entropy(xt, tt, reduction=reduction))
     assert kern.launches > launches and submits == 0
     assert n == (2 if reduction != "none" and m * c > _nn.CE_ONE_GROUP else 1)
-    want, gwant = _np_ce(x, t.astype(np.int64), reduction)
+    want, gwant = np_cross_entropy(x, t.astype(np.int64), reduction)
     v = rng.standard_normal(m).astype(np.float32) if reduction == "none" else np.float32(1.5)
-    (loss * vtl.asarray(v, backend="wgpu")).sum().backward() if reduction == "none" else \
-        (loss * 1.5).backward()
+    backward_scaled(loss, v, reduction, "wgpu")
     np.testing.assert_allclose(loss.numpy(), want, rtol=1e-5, atol=1e-6)
-    gref = gwant * (v[:, None] if reduction == "none" else 1.5)
-    np.testing.assert_allclose(xt.grad.numpy(), gref, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(xt.grad.numpy(), scaled_grad(gwant, v, reduction), rtol=1e-4,
+                               atol=1e-6)
     # the portable path on the numpy backend agrees
     ref = F.cross_entropy(vtl.asarray(x), vtl.asarray(t.astype(np.int64)), reduction=reduction)
     np.testing.assert_allclose(loss.numpy(), ref.numpy(), rtol=1e-5, atol=1e-6)
@@ -223,17 +186,7 @@ def test_cross_entropy_fused_equals_portable(wgpu, reduction, m, c, tdtype):
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # inf/nan logits on purpose (numpy)
 def test_cross_entropy_fused_special_values_and_all_ignored(wgpu):
-    inf, nan = np.inf, np.nan
-    x = np.array([[1.0, inf, 0.0], [-inf, -inf, -inf], [nan, 0.0, 1.0], [2.0, -inf, 0.5],
-                  [1e30, -1e30, 0.0]], np.float32)
-    t = np.array([0, 1, 2, 0, 0])
-    want = F.cross_entropy(vtl.asarray(x), vtl.asarray(t), reduction="none").numpy()
-    got = F.cross_entropy(vtl.asarray(x, backend="wgpu"), vtl.asarray(t, backend="wgpu"),
-                          reduction="none").numpy()
-    np.testing.assert_allclose(got, want, rtol=1e-6, equal_nan=True)
-    allign = F.cross_entropy(vtl.asarray(x[:2], backend="wgpu"),
-                             vtl.asarray([-100, -100], backend="wgpu"))
-    assert math.isnan(float(allign))  # 0/0, as PyTorch and the portable path
+    check_ce_special_values("wgpu")
 
 
 def test_cross_entropy_fused_two_pass_reduction(wgpu, monkeypatch):
@@ -249,7 +202,7 @@ def test_cross_entropy_fused_two_pass_reduction(wgpu, monkeypatch):
             xt, vtl.asarray(t, backend="wgpu"), reduction=r))
         assert n == 2
         loss.backward()
-        want, g = _np_ce(x, t, reduction)
+        want, g = np_cross_entropy(x, t, reduction)
         np.testing.assert_allclose(float(loss), want, rtol=1e-5)
         np.testing.assert_allclose(xt.grad.numpy(), g, rtol=1e-4, atol=1e-7)
 

@@ -1,0 +1,108 @@
+"""Checks shared by the tests of the backends' fused nn kernels (linear, relu backward,
+cross-entropy): NumPy references and comparisons with the portable paths."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+import vtl
+from vtl import optim
+from vtl.nn import functional as F
+
+_INF, _NAN = np.inf, np.nan
+#: logits with inf, nan and huge entries (a row of -inf only, a nan, a target at +inf), and
+#: their targets
+CE_SPECIAL_LOGITS = np.array(
+    [[1.0, _INF, 0.0], [-_INF, -_INF, -_INF], [_NAN, 0.0, 1.0], [2.0, -_INF, 0.5],
+     [1e30, -1e30, 0.0], [1.0, _INF, 0.0]], np.float32)
+CE_SPECIAL_TARGETS = np.array([0, 1, 2, 0, 0, 1])
+
+
+def np_cross_entropy(x: np.ndarray, t: np.ndarray, reduction: str,
+                     ignore_index: int = -100) -> tuple[np.ndarray, np.ndarray]:
+    """Cross-entropy of logits ``x`` (m, c) and class indices ``t`` in float64: the loss and
+    its gradient with respect to ``x``."""
+    x = x.astype(np.float64)
+    m = x.max(1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0)
+    logp = (x - m) - np.log(np.exp(x - m).sum(1, keepdims=True))
+    keep = t != ignore_index
+    ts = np.where(keep, t, 0)
+    per = np.where(keep, -logp[np.arange(len(t)), ts], 0.0)
+    p = np.exp(logp)
+    g = (p - np.eye(x.shape[1])[ts]) * keep[:, None]
+    if reduction == "mean":
+        return per.sum() / keep.sum(), g / keep.sum()
+    if reduction == "sum":
+        return per.sum(), g
+    return per, g
+
+
+def ce_case(rng: np.random.Generator, m: int, c: int, dtype: Any, tdtype: Any,
+            high: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Logits (m, c) of ``dtype`` and targets of ``tdtype`` below ``high`` (default ``c``);
+    target 1 is ignored (-100) when ``tdtype`` is signed and ``m > 2``."""
+    x = (3 * rng.standard_normal((m, c))).astype(dtype)
+    t = rng.integers(0, c if high is None else high, m)
+    if np.dtype(tdtype) != np.uint8 and m > 2:
+        t[1] = -100
+    return x, t.astype(tdtype)
+
+
+def backward_scaled(loss: vtl.Tensor, v: np.ndarray, reduction: str, backend: str) -> None:
+    """Backward of ``loss`` weighted by ``v`` per row (reduction 'none') or by 1.5."""
+    if reduction == "none":
+        (loss * vtl.asarray(v, backend=backend)).sum().backward()
+    else:
+        (loss * 1.5).backward()
+
+
+def scaled_grad(g: np.ndarray, v: np.ndarray, reduction: str) -> np.ndarray:
+    """The gradient ``g`` of the loss weighted as in :func:`backward_scaled`."""
+    return g * (v[:, None] if reduction == "none" else 1.5)
+
+
+def ce_special_reference() -> np.ndarray:
+    """Per-row losses of :data:`CE_SPECIAL_LOGITS` by the portable path (numpy backend)."""
+    return F.cross_entropy(vtl.asarray(CE_SPECIAL_LOGITS, backend="numpy"),
+                           vtl.asarray(CE_SPECIAL_TARGETS, backend="numpy"),
+                           reduction="none").numpy()
+
+
+def check_ce_special_values(backend: str) -> None:
+    """``cross_entropy`` on ``backend``: the special logits give the portable path's losses,
+    and the mean over only ignored targets is nan (0/0, as PyTorch and the portable path)."""
+    got = F.cross_entropy(vtl.asarray(CE_SPECIAL_LOGITS, backend=backend),
+                          vtl.asarray(CE_SPECIAL_TARGETS, backend=backend),
+                          reduction="none").numpy()
+    np.testing.assert_allclose(got, ce_special_reference(), rtol=1e-6, equal_nan=True)
+    allign = F.cross_entropy(vtl.asarray(CE_SPECIAL_LOGITS[:2], backend=backend),
+                             vtl.asarray([-100, -100], backend=backend))
+    assert math.isnan(float(allign))
+
+
+def train(net: Any, x: vtl.Tensor, y: vtl.Tensor, steps: int,
+          lr: float = 1e-2) -> tuple[list[float], list[np.ndarray]]:
+    """``steps`` Adam steps of ``net`` on the cross-entropy of ``net(x)`` and ``y``: the
+    losses and the final parameters (NumPy copies)."""
+    opt = optim.Adam(net.parameters(), lr=lr)
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = F.cross_entropy(net(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(float(loss))
+    return losses, [p.to("numpy").numpy().copy() for p in net.parameters()]
+
+
+def assert_same_training(actual: tuple, desired: tuple, loss_tol: dict[str, float],
+                         param_tol: dict[str, float]) -> None:
+    """Two results of :func:`train` agree: the losses within ``loss_tol``, the parameters
+    within ``param_tol``."""
+    np.testing.assert_allclose(actual[0], desired[0], **loss_tol)
+    for a, d in zip(actual[1], desired[1], strict=True):
+        np.testing.assert_allclose(a, d, **param_tol)
