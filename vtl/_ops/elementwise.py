@@ -295,30 +295,21 @@ def _plain_result(r: Any, g: Tensor, x: Tensor, dev: Any) -> Tensor:
     return plain_grad(r, x, dev)
 
 
+def _fit_raw(r: Any, x: Tensor) -> Any:
+    """The raw gradient ``r`` for input ``x``: as it is when it has ``x``'s shape and dtype,
+    else reduced to them."""
+    xd = x._data
+    return r if r.shape == xd.shape and r.dtype == xd.dtype else raw_grad(r, x, x._device)
+
+
 def _add_raw(vjp: partial, gd: Any) -> tuple:
     x1, x2, t1, t2, n1, n2 = vjp.args[2:]
-    r1 = r2 = None
-    if n1:
-        xd = x1._data
-        r1 = gd if gd.shape == xd.shape and gd.dtype == xd.dtype else raw_grad(gd, x1, x1._device)
-    if n2:
-        xd = x2._data
-        r2 = gd if gd.shape == xd.shape and gd.dtype == xd.dtype else raw_grad(gd, x2, x2._device)
-    return r1, r2
+    return _fit_raw(gd, x1) if n1 else None, _fit_raw(gd, x2) if n2 else None
 
 
 def _subtract_raw(vjp: partial, gd: Any) -> tuple:
     x1, x2, t1, t2, n1, n2 = vjp.args[2:]
-    r1 = r2 = None
-    if n1:
-        xd = x1._data
-        r1 = gd if gd.shape == xd.shape and gd.dtype == xd.dtype else raw_grad(gd, x1, x1._device)
-    if n2:
-        r2 = -gd
-        xd = x2._data
-        if r2.shape != xd.shape or r2.dtype != xd.dtype:
-            r2 = raw_grad(r2, x2, x2._device)
-    return r1, r2
+    return _fit_raw(gd, x1) if n1 else None, _fit_raw(-gd, x2) if n2 else None
 
 
 def _add_plain(dev: Any, g: Any, a: Any, b: Any, n1: bool, n2: bool) -> tuple:

@@ -481,18 +481,22 @@ class CupyCrossEntropy:
         return err
 
     @staticmethod
-    def _ignore(ignore_index: int) -> tuple[Any, Any]:
-        if -(1 << 63) <= ignore_index < (1 << 63):
-            return _I32(1), _I64(ignore_index)
-        return _I32(0), _I64(0)
-
-    def fwd(self, x: Any, t: Any, reduction: str, ignore_index: int) -> tuple[Any, Any]:
-        cp = self._cp
-        mode = _CE_MODES[reduction]
+    def _args(x: Any, t: Any, reduction: str, ignore_index: int) -> tuple:
+        """What both kernels take: ``(mode, m, c, (m, c, x's and t's element strides),
+        (has_ignore, ignore))``, the scalars as kernel arguments."""
         m, c = x.shape
         sxm, sxc = _elem_strides(x)
         (st,) = _elem_strides(t)
-        has_ig, ig = self._ignore(ignore_index)
+        if -(1 << 63) <= ignore_index < (1 << 63):
+            ig = (_I32(1), _I64(ignore_index))
+        else:
+            ig = (_I32(0), _I64(0))
+        return (_CE_MODES[reduction], m, c,
+                (_I64(m), _I64(c), _I64(sxm), _I64(sxc), _I64(st)), ig)
+
+    def fwd(self, x: Any, t: Any, reduction: str, ignore_index: int) -> tuple[Any, Any]:
+        cp = self._cp
+        mode, m, c, dims, ig = self._args(x, t, reduction, ignore_index)
         dev = self._device_of(x).id
         with self._device_of(x):
             err = self._error_buffer(dev)
@@ -501,12 +505,11 @@ class CupyCrossEntropy:
             kern = self._k.get(CROSS_ENTROPY, x.dtype, t.dtype)
             one = m * c <= CE_ONE_BLOCK and m <= CE_ONE_BLOCK_ROWS
             blocks = 1 if one else _blocks(m, 8, 1 << 13)
-            base = (x, t, out, saved, err, _I64(m), _I64(c), _I64(sxm), _I64(sxc), _I64(st),
-                    _I32(mode))
-            kern((blocks,), (256,), (*base, _I32(0), has_ig, ig))
+            base = (x, t, out, saved, err, *dims, _I32(mode))
+            kern((blocks,), (256,), (*base, _I32(0), *ig))
             self.launches += 1
             if not one:
-                kern((1,), (256,), (*base, _I32(1), has_ig, ig))
+                kern((1,), (256,), (*base, _I32(1), *ig))
                 self.launches += 1
         self.pending.add(dev)
         return out, saved
@@ -514,11 +517,7 @@ class CupyCrossEntropy:
     def grad(self, x: Any, t: Any, saved: Any, g: Any, reduction: str,
              ignore_index: int) -> Any:
         cp = self._cp
-        mode = _CE_MODES[reduction]
-        m, c = x.shape
-        sxm, sxc = _elem_strides(x)
-        (st,) = _elem_strides(t)
-        has_ig, ig = self._ignore(ignore_index)
+        mode, m, c, dims, ig = self._args(x, t, reduction, ignore_index)
         with self._device_of(x):
             if g.dtype != x.dtype:
                 g = g.astype(x.dtype)
@@ -526,8 +525,7 @@ class CupyCrossEntropy:
             out = cp.empty((m, c), dtype=x.dtype)
             self._k.get(CROSS_ENTROPY_GRAD, x.dtype, t.dtype)(
                 (_blocks(m * c),), (256,),
-                (x, t, saved, g, out, _I64(m), _I64(c), _I64(sxm), _I64(sxc), _I64(st),
-                 _I64(sg), _I32(mode), has_ig, ig))
+                (x, t, saved, g, out, *dims, _I64(sg), _I32(mode), *ig))
             self.launches += 1
         return out
 

@@ -69,16 +69,17 @@ def _mm2(a: WgpuArray, b: WgpuArray, extra: WgpuArray | None, epi: dict | None,
     return out
 
 
-def _ok2(*xs) -> bool:
-    return all(type(x) is WgpuArray and x.ndim == 2 for x in xs)
+def _ok2(a: Any, b: Any, b_axis: int) -> bool:
+    """Whether ``a`` and ``b`` are 2-D wgpu arrays of one float dtype, with no empty axis in
+    ``a`` and a non-empty axis ``b_axis`` of ``b``."""
+    return (type(a) is WgpuArray and a.ndim == 2 and type(b) is WgpuArray and b.ndim == 2
+            and a.dtype in _FLOATS and b.dtype == a.dtype
+            and a.shape[0] != 0 and a.shape[1] != 0 and b.shape[b_axis] != 0)
 
 
 def linear(x: Any, w: Any, b: Any) -> Any:
     """``x @ w.T + b`` for a 2-D ``x`` (M, in), ``w`` (out, in), ``b`` (out,) or None."""
-    if not _ok2(x, w) or x.dtype not in _FLOATS or w.dtype != x.dtype:
-        return None
-    M, K = x.shape
-    if K == 0 or M == 0 or w.shape[0] == 0:
+    if not _ok2(x, w, 0):
         return None
     wt = w.T
     if b is None:
@@ -90,11 +91,9 @@ def linear(x: Any, w: Any, b: Any) -> Any:
 
 def linear_grad_weight(g: Any, x: Any, bias: bool) -> Any:
     """``(g.T @ x, sum(g, axis=0) if bias else None)`` for 2-D ``g`` (M, out), ``x`` (M, in)."""
-    if not _ok2(g, x) or g.dtype not in _FLOATS or x.dtype != g.dtype:
+    if not _ok2(g, x, 1):
         return None
-    M, n_out = g.shape
-    if M == 0 or n_out == 0 or x.shape[1] == 0:
-        return None
+    n_out = g.shape[1]
     gt = g.T
     if not bias:
         return _mm2(gt, x, None, None), None
