@@ -17,6 +17,11 @@ reach past an edge; not copied otherwise):
   into a zero buffer (no index arrays, no bincount);
 * avg forward: ``kh*kw`` strided adds, divided by PyTorch's divisors
   (:func:`avg_divisors`); avg backward: ``kh*kw`` strided adds of ``g / divisor``.
+
+On NumPy, inputs of at least :data:`THRESHOLD` elements are split (blocks of planes for
+max pooling, images for average pooling) over the thread pool of ``_numpy_conv``
+(:func:`~vtl.backends._numpy_conv.num_threads` threads; NumPy releases the GIL in its
+ufuncs and copies); every block is computed exactly as on one thread.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from ._numpy_conv import num_threads, parallel_for
+
 __all__ = ["StridedPool2d", "avg_divisors"]
 
 _UINT = {4: np.uint32, 8: np.uint64}
@@ -32,6 +39,9 @@ _UINT = {4: np.uint32, 8: np.uint64}
 
 #: Input elements per block of planes (a few MiB: the taps of a block stay in cache).
 BLOCK = 1 << 19
+
+#: Input elements from which the NumPy kernel spreads its work over the thread pool.
+THRESHOLD = 1 << 18
 
 
 def _count(shape: tuple[int, ...]) -> int:
@@ -125,6 +135,10 @@ class StridedPool2d:
     def supports(self, dtype: Any) -> bool:
         return dtype in self._dtypes
 
+    def _threads(self, size: int) -> int:
+        """Pool threads for an input of ``size`` elements (1: the calling thread only)."""
+        return num_threads() if self.m is np and size >= THRESHOLD else 1
+
     @staticmethod
     def arg_dtype(kk: int) -> Any:
         """The dtype of the tap numbers of ``kk``-tap windows."""
@@ -164,9 +178,13 @@ class StridedPool2d:
         arg = m.empty((n, c, *out), dtype=self.arg_dtype(kk))
         blocks = list(_blocks(n, c, src.shape[2] * src.shape[3]))
         size = max(_count(y[bn, bc].shape) for bn, bc in blocks)
-        scratch = _Scratch(m, size)
-        for bn, bc in blocks:
-            self._max_block(src[bn, bc], y[bn, bc], arg[bn, bc], k, s, d, scratch)
+
+        def run(i: int, j: int) -> None:
+            scratch = _Scratch(m, size)  # one set of buffers per thread
+            for bn, bc in blocks[i:j]:
+                self._max_block(src[bn, bc], y[bn, bc], arg[bn, bc], k, s, d, scratch)
+
+        parallel_for(run, len(blocks), self._threads(src.size))
         return y, arg
 
     def _max_block(self, src: Any, best: Any, arg: Any, k: tuple[int, int],
@@ -227,23 +245,27 @@ class StridedPool2d:
         disjoint = _disjoint(k, s, d)
         blocks = list(_blocks(n, c, buf.shape[2] * buf.shape[3]))
         size = max(_count(arg[bn, bc].shape) for bn, bc in blocks)
-        scratch = _Scratch(m, size)
-        for bn, bc in blocks:
-            ab, gbb, dst, dstb = arg[bn, bc], gb[bn, bc], buf[bn, bc], bufb[bn, bc]
-            hit = scratch.get("hit", ab.shape, bool)
-            tmp = None if disjoint else scratch.get("tmp", ab.shape, ut)
-            t = 0
-            for a in range(k[0]):
-                for b in range(k[1]):
-                    rs, cs = _tap(a, b, ho, wo, s, d)
-                    m.equal(ab, t, out=hit)
-                    if disjoint:  # every element in at most one window: write, no add
-                        m.multiply(gbb, hit, out=dstb[..., rs, cs])
-                    else:
-                        m.multiply(gbb, hit, out=tmp)
-                        view = dst[..., rs, cs]
-                        m.add(view, tmp.view(g.dtype), out=view)
-                    t += 1
+
+        def run(i: int, j: int) -> None:
+            scratch = _Scratch(m, size)  # one set of buffers per thread
+            for bn, bc in blocks[i:j]:
+                ab, gbb, dst, dstb = arg[bn, bc], gb[bn, bc], buf[bn, bc], bufb[bn, bc]
+                hit = scratch.get("hit", ab.shape, bool)
+                tmp = None if disjoint else scratch.get("tmp", ab.shape, ut)
+                t = 0
+                for a in range(k[0]):
+                    for b in range(k[1]):
+                        rs, cs = _tap(a, b, ho, wo, s, d)
+                        m.equal(ab, t, out=hit)
+                        if disjoint:  # every element in at most one window: write, no add
+                            m.multiply(gbb, hit, out=dstb[..., rs, cs])
+                        else:
+                            m.multiply(gbb, hit, out=tmp)
+                            view = dst[..., rs, cs]
+                            m.add(view, tmp.view(g.dtype), out=view)
+                        t += 1
+
+        parallel_for(run, len(blocks), self._threads(buf.size))
         return dx
 
     def avg_forward(self, x: Any, k: tuple[int, int], s: tuple[int, int],
@@ -255,13 +277,19 @@ class StridedPool2d:
         d = (1, 1)
         src = self._padded(x, k, s, p, d, out, 0.0)
         acc = m.empty((x.shape[0], x.shape[1], ho, wo), dtype=x.dtype)
-        acc[...] = src[(..., *_tap(0, 0, ho, wo, s, d))]
-        for a in range(k[0]):
-            for b in range(k[1]):
-                if a or b:
-                    acc += src[(..., *_tap(a, b, ho, wo, s, d))]
         div = avg_divisors(x.shape, k, s, p, out, count_include_pad, divisor_override)
-        acc /= self._divisor(div, x.dtype)
+        div = self._divisor(div, x.dtype)
+
+        def run(i: int, j: int) -> None:
+            a_, s_ = acc[i:j], src[i:j]
+            a_[...] = s_[(..., *_tap(0, 0, ho, wo, s, d))]
+            for a in range(k[0]):
+                for b in range(k[1]):
+                    if a or b:
+                        a_ += s_[(..., *_tap(a, b, ho, wo, s, d))]
+            a_ /= div
+
+        parallel_for(run, x.shape[0], self._threads(src.size))
         return acc
 
     def avg_backward(self, x_shape: tuple[int, ...], g: Any, k: tuple[int, int],
@@ -271,16 +299,21 @@ class StridedPool2d:
         ho, wo = g.shape[2:]
         d = (1, 1)
         div = avg_divisors(x_shape, k, s, p, (ho, wo), count_include_pad, divisor_override)
-        gd = g / self._divisor(div, g.dtype)
+        div = self._divisor(div, g.dtype)
         buf, dx = self._grad_buffer(x_shape, k, s, p, d, (ho, wo), g.dtype)
         disjoint = _disjoint(k, s, d)
-        for a in range(k[0]):
-            for b in range(k[1]):
-                view = buf[(..., *_tap(a, b, ho, wo, s, d))]
-                if disjoint:
-                    view[...] = gd
-                else:
-                    view += gd
+
+        def run(i: int, j: int) -> None:
+            gd = g[i:j] / div
+            for a in range(k[0]):
+                for b in range(k[1]):
+                    view = buf[i:j][(..., *_tap(a, b, ho, wo, s, d))]
+                    if disjoint:
+                        view[...] = gd
+                    else:
+                        view += gd
+
+        parallel_for(run, x_shape[0], self._threads(buf.size))
         return dx
 
     def _divisor(self, divisor: Any, dtype: Any) -> Any:
