@@ -222,7 +222,7 @@ BINARY: dict[str, tuple[str, str]] = {
     "divide": ("same", "return {{P}}_div(x, y);"),
     "pow": ("same", "return {{P}}_pow(x, y);"),
     "equal": ("bool", "return select(0u, 1u, x.x == y.x && x.y == y.y);"),
-    "not_equal": ("bool", "return select(0u, 1u, x.x != y.x || x.y != y.y);"),
+    "not_equal": ("bool", "return select(1u, 0u, x.x == y.x && x.y == y.y);"),
 }
 
 

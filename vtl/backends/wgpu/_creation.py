@@ -237,6 +237,12 @@ def asarray(obj: Any, /, *, dtype=None, device=None, copy: bool | None = None) -
     if isinstance(obj, (list, tuple)) and any(isinstance(o, WgpuArray) for o in _flat(obj)):
         obj = _host_nested(obj)
     host = np.asarray(obj)
+    if (dt is not None and dt.kind in "iu" and host.dtype.kind in "fO"
+            and isinstance(obj, (list, tuple))):
+        try:  # Python ints past int64 (NumPy made the list float64: 2**63 + 1 lost its 1)
+            host = np.asarray(obj, dtype=dt)
+        except (OverflowError, TypeError, ValueError):
+            pass
     if host.dtype.kind == "O":
         raise TypeError(f"asarray() cannot convert an object of type {type(obj).__name__}")
     if dt is None:

@@ -256,6 +256,8 @@ return bitcast<f64>(b - 1lu);"""
 
 def _cmp(op: str) -> dict:
     body = f"return select(0u, 1u, x {op} y);"
+    if op == "!=":  # lavapipe compiles float != as ordered (nan != y was false)
+        return {F: "return select(1u, 0u, x == y);", I: body, U: body, B: body}
     return {F: body, I: body, U: body, B: body}
 
 
@@ -522,6 +524,11 @@ def _fast2(key):
         tr.inputs.append(None)
         if side == 0:
             if dt1.kind not in "biuf" or dt2.kind not in "biuf":
+                raise TypeError
+            if (name in ("floor_divide", "remainder") and dt1 != dt2
+                    and D.result_type(dt1, dt2) == D.int64):
+                # lavapipe miscompiled signed 64-bit division of an operand widened in the
+                # same kernel (int64(1) // int32(-2) gave 0): cast first (general path)
                 raise TypeError
             b = _fuse.Var(tr, 1, dt2, ())
             tr.inputs.append(None)
