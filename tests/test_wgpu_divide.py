@@ -120,3 +120,15 @@ def test_floor_divide_is_the_exact_floor():
         ref = np.floor_divide(x, y)
     assert ref[-6] == 9 and ref[-5] == -10
     assert_bits(xp.to_numpy(xp.floor_divide(xp.asarray(x), xp.asarray(y))), ref)
+
+
+@pytest.mark.skipif(not HAS_F64, reason="needs shader-f64")
+def test_remainder_is_numpys_exact_fmod():
+    """float32 remainder bit for bit as NumPy over the whole range, quotients far past the
+    mantissa included (1 % 1e-10), signed zeros as the standard says."""
+    x, y = _operands(seed=3)
+    x = np.concatenate([x, np.float32([1.0, 1.9106346, -0.0, 0.0, 7.5])])
+    y = np.concatenate([y, np.float32([1e-10, 3e-30, np.inf, -np.inf, 0.1])])
+    with np.errstate(all="ignore"):
+        ref = np.remainder(x, y)
+    assert_bits(xp.to_numpy(xp.remainder(xp.asarray(x), xp.asarray(y))), ref)

@@ -69,11 +69,16 @@ def div_body(x: str = "x", y: str = "y", approx=None) -> str:
     subnormal is its 23-bit mantissa times 2**-149, exactly, in either direction.
     """
     d = approx or (lambda a, b: f"{a} / {b}")
-    return (f"{_widened_quotient(x, y, d)} let aq = abs(q);"
-            f" if (aq < {2.0 ** -126!r}lf && aq != 0.0lf) {{"
-            f" var r = u32(round(aq * {2.0 ** 149!r}lf));"
-            " if (q < 0.0lf) { r = r | 0x80000000u; } return bitcast<f32>(r); }"
-            " return f32(q);")
+    return f"{_widened_quotient(x, y, d)} {_return_narrowed('q')}"
+
+
+def _return_narrowed(v: str) -> str:
+    """WGSL statements returning the float64 ``v`` rounded to float32; a subnormal result is
+    built from its bits (drivers may flush it in the conversion)."""
+    return (f"let nq = abs({v}); if (nq < {2.0 ** -126!r}lf && nq != 0.0lf) {{"
+            f" var nb = u32(round(nq * {2.0 ** 149!r}lf));"
+            f" if ({v} < 0.0lf) {{ nb = nb | 0x80000000u; }} return bitcast<f32>(nb); }}"
+            f" return f32({v});")
 
 
 def _widened_quotient(x: str, y: str, d) -> str:
@@ -94,6 +99,36 @@ def floor_div_body() -> str:
     2**-25 away from one, so a float64 quotient within a few ulp has the exact floor (the
     device's float32 division gave floor(x / x) == 0)."""
     return f"{_widened_quotient('x', 'y', lambda a, b: f'{a} / {b}')} return f32(floor(q));"
+
+
+def rem_body() -> str:
+    """WGSL body of float32 ``remainder`` as NumPy: the exact ``fmod`` (float64 holds every
+    partial remainder of float32 operands exactly: each step subtracts ``q * s`` with
+    ``q < 2**26`` and ``s`` the divisor scaled by a power of two), moved into the divisor's
+    sign; zeros take the divisor's sign. ``x - y * trunc(x / y)`` in float32 lost every
+    digit once the quotient passed the mantissa (``1 % 1e-10`` gave 0)."""
+    big = "67108864.0lf"  # 2**26
+    return (
+        "let wab = bitcast<u32>(x); var wa = f64(x);"
+        " if ((wab & 0x7f800000u) == 0u) { wa = f64(wab & 0x7fffffu) * "
+        f"{2.0 ** -149!r}lf; if ((wab >> 31u) != 0u) {{ wa = -wa; }} }}"
+        " let wbb = bitcast<u32>(y); var wb = f64(y);"
+        " if ((wbb & 0x7f800000u) == 0u) { wb = f64(wbb & 0x7fffffu) * "
+        f"{2.0 ** -149!r}lf; if ((wbb >> 31u) != 0u) {{ wb = -wb; }} }}"
+        " if (wb == 0.0lf || isinf_float32(x) || isnan_float32(x) || isnan_float32(y)) {"
+        " return nan_float32(); }"
+        " if (isinf_float32(y)) { if (wa == 0.0lf) {"
+        " return bitcast<f32>(select(0u, 0x80000000u, wb < 0.0lf)); }"
+        " if ((wa < 0.0lf) == (wb < 0.0lf)) { return x; } return y; }"
+        " let a = abs(wb); var r = abs(wa);"
+        " loop { if (r < a) { break; } var s = a;"
+        f" loop {{ if (s * {big} > r) {{ break; }} s = s * {big}; }}"
+        " let k = trunc(r / s); r = r - k * s; if (r < 0.0lf) { r = r + s; } }"
+        " if (wa < 0.0lf) { r = -r; }"
+        " if (r != 0.0lf && ((r < 0.0lf) != (wb < 0.0lf))) { r = r + wb; }"
+        " if (r == 0.0lf) { if (wb < 0.0lf) { return bitcast<f32>(0x80000000u); } return 0.0; }"
+        f" {_return_narrowed('r')}"
+    )
 
 
 _DIV32 = div_body()
@@ -306,7 +341,7 @@ BINARY: dict[str, tuple[str, dict]] = {
     "floor_divide": ("same", {F: "return floor(x / y);", "f32": floor_div_body(),
                               I: _FLOORDIV_I,
                               U: "if (y == {{T}}(0)) { return {{T}}(0); } return x / y;"}),
-    "remainder": ("same", {F: _REM_F, I: _REM_I,
+    "remainder": ("same", {F: _REM_F, "f32": rem_body(), I: _REM_I,
                            U: "if (y == {{T}}(0)) { return {{T}}(0); } return x % y;"}),
     "pow": ("same", {F: _POW_F.replace("{{POW}}", "pow"),
                      "f64": _POW_F.replace("{{POW}}", "m64_pow_pos"),
