@@ -252,19 +252,11 @@ def _binary_raw(vjp: partial, gd: Any) -> tuple:
         g1, g2 = _binary_vjp(rule, None, x1, x2, t1, t2, n1, n2, _new(gd, dev), None)
         return (None if g1 is None else g1._data, None if g2 is None else g2._data)
     r1, r2 = r
-    if n1:
-        xd = x1._data
-        if r1.shape != xd.shape or r1.dtype != xd.dtype:
-            r1 = raw_grad(r1, x1, dev)
-    else:
-        r1 = None
-    if n2:
-        xd = x2._data
-        if r2.shape != xd.shape or r2.dtype != xd.dtype:
-            r2 = raw_grad(r2, x2, dev)
-    else:
-        r2 = None
-    return r1, r2
+    if n1 and (r1.shape != x1._data.shape or r1.dtype != x1._data.dtype):
+        r1 = raw_grad(r1, x1, dev)
+    if n2 and (r2.shape != x2._data.shape or r2.dtype != x2._data.dtype):
+        r2 = raw_grad(r2, x2, dev)
+    return r1 if n1 else None, r2 if n2 else None
 
 
 def _binary_vjp(rule: Callable[..., tuple], plain: Callable[..., Any] | None, x1: Any, x2: Any,
@@ -295,21 +287,23 @@ def _plain_result(r: Any, g: Tensor, x: Tensor, dev: Any) -> Tensor:
     return plain_grad(r, x, dev)
 
 
-def _fit_raw(r: Any, x: Tensor) -> Any:
-    """The raw gradient ``r`` for input ``x``: as it is when it has ``x``'s shape and dtype,
-    else reduced to them."""
-    xd = x._data
-    return r if r.shape == xd.shape and r.dtype == xd.dtype else raw_grad(r, x, x._device)
-
-
-def _add_raw(vjp: partial, gd: Any) -> tuple:
+def _add_raw(vjp: partial, gd: Any, negate: bool = False) -> tuple:
+    """The raw rule of add (of subtract with ``negate``): ``gd`` for the first input and
+    ``gd`` (``-gd``) for the second, each reduced to its input's shape and dtype."""
     x1, x2, t1, t2, n1, n2 = vjp.args[2:]
-    return _fit_raw(gd, x1) if n1 else None, _fit_raw(gd, x2) if n2 else None
+    r1 = r2 = gd
+    if n1 and (gd.shape != x1._data.shape or gd.dtype != x1._data.dtype):
+        r1 = raw_grad(gd, x1, x1._device)
+    if n2:
+        if negate:
+            r2 = -gd
+        if r2.shape != x2._data.shape or r2.dtype != x2._data.dtype:
+            r2 = raw_grad(r2, x2, x2._device)
+    return r1 if n1 else None, r2 if n2 else None
 
 
 def _subtract_raw(vjp: partial, gd: Any) -> tuple:
-    x1, x2, t1, t2, n1, n2 = vjp.args[2:]
-    return _fit_raw(gd, x1) if n1 else None, _fit_raw(-gd, x2) if n2 else None
+    return _add_raw(vjp, gd, True)
 
 
 def _add_plain(dev: Any, g: Any, a: Any, b: Any, n1: bool, n2: bool) -> tuple:

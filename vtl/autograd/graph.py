@@ -251,10 +251,6 @@ def run_backward(
         from .._tensor import Tensor, _new
 
         _wrap, _from_node, _tensor_cls = _new, Tensor._from_node, Tensor
-    if inputs is None and not create_graph:
-        _run_plain(roots, grads, retain_graph)
-        return None
-    from_node = _from_node
     capture: dict[Any, Tensor | None] | None = None
     if inputs is not None:
         capture = {}
@@ -265,232 +261,190 @@ def run_backward(
                     f"with respect to it (shape {tuple(t.shape)}, dtype {t.dtype})"
                 )
             capture[t._grad_key()] = None
-
-    # gradient buffers of the nodes that have received one (a list for nodes with
-    # several outputs), and the heap of those nodes by key (see _next_key)
-    buffers: dict[Node, Any] = {}
-    heap: list[tuple[int, Node]] = []
-    # ids of gradients that must not become a leaf's .grad without a copy
-    assigned: set[int] = set()
-    # gradients reaching each leaf (by id) are summed first, so its hooks see the total
-    leaf_grads: dict[int, Tensor] = {}
-    leaves: dict[int, Tensor] = {}
-    for r, g in zip(roots, grads, strict=True):
-        assigned.add(id(g))
-        node = r._grad_fn
-        if node is None:  # the root is itself a leaf
-            key = id(r)
-            leaves[key] = r
-            prev = leaf_grads.get(key)
-            leaf_grads[key] = g if prev is None else _sum(prev, g, create_graph)
-        else:
-            _buffer(buffers, heap, node, r._out_idx, g, create_graph)
-
-    if not heap:
-        _deliver_all(leaves, leaf_grads, capture, create_graph, assigned)
-        return _captured(capture, inputs, allow_unused)
-
-    useful = None
-    if capture is not None:
-        useful = _prune(_collect([(n, 0) for _, n in heap]), set(capture))
-
     prev_mode = _state.enabled
-    _state.enabled = create_graph
+    _state.enabled = create_graph  # the rules record a graph only with create_graph
     try:
-        while heap:
-            node = heappop(heap)[1]
-            g = buffers.pop(node)
-            if node.hooks or node.retained or capture is not None:
-                g = _output_grads(node, g, capture)
-            if useful is not None and node not in useful:
-                continue
-            vjp = node.vjp
-            if vjp is None:
-                raise _freed_error(node)
-            if node.saved != node.versions:
-                node._check_saved()
-            data = node.out_data
-            if node.multi:
-                outs = None if data is None else tuple(
-                    [from_node(d, node.device, node, i) for i, d in enumerate(data)])
-                res = vjp(g, outs)
-            else:
-                res = vjp(g, None if data is None else from_node(data[0], node.device, node, 0))
-            if not retain_graph:
-                node.vjp = node.raw = node.out_data = None
-            edges = node.edges
-            if type(res) is not tuple:
-                res = tuple(res) if isinstance(res, list) else (res,)
-            if len(res) != len(edges):
-                raise RuntimeError(
-                    f"internal error: {node._name} returned {len(res)} gradients for "
-                    f"{len(edges)} inputs"
-                )
-            for e, gi in zip(edges, res):  # noqa: B905 - lengths checked above
-                if gi is None or e is None:
-                    continue
-                d = gi._data
-                if type(e) is tuple:
-                    child = e[0]
-                    meta = child.out_meta[e[1]]
-                    if d.shape != meta[0] or d.dtype is not meta[1] and d.dtype != meta[1]:
-                        raise _grad_error(node, gi, *meta)
-                    if child.multi:
-                        _buffer(buffers, heap, child, e[1], gi, create_graph)
-                    else:
-                        prev = buffers.get(child)
-                        if prev is None:
-                            buffers[child] = gi
-                            heappush(heap, (child.key, child))
-                        else:
-                            buffers[child] = _sum(prev, gi, create_graph)
-                else:
-                    ed = e._data
-                    if d.shape != ed.shape or d.dtype is not ed.dtype and d.dtype != ed.dtype:
-                        raise _grad_error(node, gi, ed.shape, ed.dtype)
-                    key = id(e)
-                    prev = leaf_grads.get(key)
-                    if prev is None:
-                        leaf_grads[key] = gi
-                        leaves[key] = e
-                    else:
-                        leaf_grads[key] = _sum(prev, gi, create_graph)
-        _deliver_all(leaves, leaf_grads, capture, create_graph, assigned)
+        if capture is None and not create_graph:
+            _run_plain(roots, grads, retain_graph)
+        else:
+            _run_graph(roots, grads, retain_graph, create_graph, capture)
     finally:
         _state.enabled = prev_mode
     return _captured(capture, inputs, allow_unused)
 
 
+def _run_graph(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph: bool,
+               create_graph: bool, capture: dict | None) -> None:
+    """:func:`run_backward` with ``create_graph`` or ``inputs`` (gradients into
+    ``capture``): the gradients travel as Tensors, the nodes run their Tensor rules."""
+    buffers, heap, assigned, leaf_grads, leaves = _seed(roots, grads, create_graph, False)
+    useful = None
+    if capture is not None and heap:
+        useful = _prune(_collect([(n, 0) for _, n in heap]), set(capture))
+    while heap:
+        node = heappop(heap)[1]
+        g = buffers.pop(node)
+        if node.hooks or node.retained or capture is not None:
+            g = _output_grads(node, g, capture)
+        if useful is not None and node not in useful:
+            continue
+        res = _run_rule(node, g)
+        if not retain_graph:
+            node.vjp = node.raw = node.out_data = None
+        for e, gi in zip(node.edges, res):  # noqa: B905 - lengths checked in _run_rule
+            if gi is None or e is None:
+                continue
+            if type(e) is tuple:
+                _check_grad(node, gi, *e[0].out_meta[e[1]])
+                _buffer(buffers, heap, e[0], e[1], gi, create_graph)
+            else:
+                _check_grad(node, gi, e._data.shape, e._data.dtype)
+                key = id(e)
+                prev = leaf_grads.get(key)
+                leaf_grads[key] = gi if prev is None else _sum(prev, gi, create_graph)
+                leaves[key] = e
+    _deliver_all(leaves, leaf_grads, capture, create_graph, assigned)
+
+
 def _run_plain(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph: bool) -> None:
     """:func:`run_backward` into the leaves' ``.grad`` without ``create_graph``: the
-    gradients travel as raw arrays (see the module docstring)."""
+    gradients travel as raw arrays (see the module docstring).
+
+    The start, the output hooks and the delivery to the leaves are the functions of
+    :func:`_run_graph`; the steps run for every node and edge (the checks of
+    :func:`_run_rule` and :func:`_check_grad`, :func:`_buffer` for a node with one
+    output, the sum per leaf) are written out in the loop instead: this is the hot path
+    of a training step, where a function call per node or edge shows."""
     wrap = _wrap
     tensor_cls = _tensor_cls
-    # raw gradients of the nodes that have received one (a list for nodes with several
-    # outputs), and the heap of those nodes by key (see _next_key)
+    buffers, heap, assigned, leaf_grads, leaves = _seed(roots, grads, False, True)
+    while heap:
+        node = heappop(heap)[1]
+        gd = buffers.pop(node)
+        if node.hooks or node.retained:
+            gd = _output_grads_raw(node, gd, assigned)
+        vjp = node.vjp
+        if vjp is None:
+            raise _freed_error(node)
+        if node.saved != node.versions:
+            node._check_saved()
+        raw = node.raw
+        res = raw(vjp, gd) if raw is not None else _tensor_rule(node, gd)
+        if not retain_graph:  # free what the rules hold (inputs, saved output)
+            node.vjp = node.raw = node.out_data = None
+        edges = node.edges
+        if len(res) != len(edges):
+            raise _count_error(node, len(res))
+        for e, d in zip(edges, res):  # noqa: B905 - lengths checked above
+            if d is None or e is None:
+                continue
+            if type(e) is tuple:
+                child = e[0]
+                meta = child.out_meta[e[1]]
+                if d.shape != meta[0] or d.dtype is not meta[1] and d.dtype != meta[1]:
+                    raise _grad_error(node, wrap(d, child.device), *meta)
+                if child.multi:
+                    _buffer(buffers, heap, child, e[1], d, False, True)
+                else:
+                    prev = buffers.get(child)
+                    if prev is None:
+                        buffers[child] = d
+                        heappush(heap, (child.key, child))
+                    else:
+                        buffers[child] = child.device.xp.add(prev, d)
+            else:
+                ed = e._data
+                if d.shape != ed.shape or d.dtype is not ed.dtype and d.dtype != ed.dtype:
+                    raise _grad_error(node, wrap(d, e._device), ed.shape, ed.dtype)
+                if getattr(e, "_grad", None) is None and id(d) not in assigned \
+                        and not (_leaf_hooks and getattr(e, "_hooks", None)) \
+                        and getattr(d, "base", None) is None:
+                    # the common case: a fresh gradient for a leaf without one or
+                    # hooks becomes its .grad now (a later one is added to it)
+                    dev = e._device
+                    if d.__class__ is not dev.array_type:
+                        d = dev._backend.normalize(d)
+                    t = _object_new(tensor_cls)  # _new(d, dev), inlined
+                    t._data = d
+                    t._device = dev
+                    t._grad_fn = None
+                    t._requires_grad = False
+                    t._vc = None
+                    e._grad = t
+                    assigned.add(id(d))
+                    continue
+                key = id(e)
+                prev = leaf_grads.get(key)
+                if prev is None:
+                    leaf_grads[key] = d
+                    leaves[key] = e
+                else:
+                    leaf_grads[key] = e._device.xp.add(prev, d)
+    _deliver_all(leaves, leaf_grads, None, False, assigned, True)
+
+
+def _seed(roots: Sequence[Tensor], grads: Sequence[Tensor], create_graph: bool,
+          raw: bool) -> tuple[dict, list, set[int], dict[int, Any], dict[int, Tensor]]:
+    """Start a backward pass from the gradients ``grads`` of ``roots`` (their raw arrays
+    when ``raw``). Returns ``(buffers, heap, assigned, leaf_grads, leaves)``: the gradients
+    of the nodes that have received one (a list for nodes with several outputs), the heap
+    of those nodes by key (see _next_key), the ids of the raw arrays that must not become a
+    leaf's ``.grad`` without a copy, the gradients reaching each leaf by id (summed first,
+    so that its hooks see the total) and the leaves by id."""
     buffers: dict[Node, Any] = {}
     heap: list[tuple[int, Node]] = []
-    # ids of raw gradients that must not become a leaf's .grad without a copy
     assigned: set[int] = set()
-    # raw gradients reaching each leaf (by id), summed first so its hooks see the total
     leaf_grads: dict[int, Any] = {}
     leaves: dict[int, Tensor] = {}
     for r, g in zip(roots, grads, strict=True):
         d = g._data
         assigned.add(id(d))
+        if raw:
+            g = d
         node = r._grad_fn
         if node is None:  # the root is itself a leaf
             key = id(r)
             leaves[key] = r
             prev = leaf_grads.get(key)
-            leaf_grads[key] = d if prev is None else r._device.xp.add(prev, d)
+            leaf_grads[key] = g if prev is None else _add(r._device, prev, g, create_graph, raw)
         else:
-            _buffer_raw(buffers, heap, node, r._out_idx, d)
-
-    prev_mode = _state.enabled
-    _state.enabled = False
-    try:
-        while heap:
-            node = heappop(heap)[1]
-            gd = buffers.pop(node)
-            if node.hooks or node.retained:
-                gd = _output_grads_raw(node, gd, assigned)
-            vjp = node.vjp
-            if vjp is None:
-                raise _freed_error(node)
-            if node.saved != node.versions:
-                node._check_saved()
-            raw = node.raw
-            res = raw(vjp, gd) if raw is not None else _tensor_rule(node, vjp, gd)
-            if not retain_graph:  # free what the rules hold (inputs, saved output)
-                node.vjp = node.raw = node.out_data = None
-            edges = node.edges
-            if len(res) != len(edges):
-                raise RuntimeError(
-                    f"internal error: {node._name} returned {len(res)} gradients for "
-                    f"{len(edges)} inputs"
-                )
-            for e, d in zip(edges, res):  # noqa: B905 - lengths checked above
-                if d is None or e is None:
-                    continue
-                if type(e) is tuple:
-                    child = e[0]
-                    meta = child.out_meta[e[1]]
-                    if d.shape != meta[0] or d.dtype is not meta[1] and d.dtype != meta[1]:
-                        raise _grad_error(node, wrap(d, child.device), *meta)
-                    if child.multi:
-                        _buffer_raw(buffers, heap, child, e[1], d)
-                    else:
-                        prev = buffers.get(child)
-                        if prev is None:
-                            buffers[child] = d
-                            heappush(heap, (child.key, child))
-                        else:
-                            buffers[child] = child.device.xp.add(prev, d)
-                else:
-                    ed = e._data
-                    if d.shape != ed.shape or d.dtype is not ed.dtype and d.dtype != ed.dtype:
-                        raise _grad_error(node, wrap(d, e._device), ed.shape, ed.dtype)
-                    if getattr(e, "_grad", None) is None and id(d) not in assigned \
-                            and not (_leaf_hooks and getattr(e, "_hooks", None)) \
-                            and getattr(d, "base", None) is None:
-                        # the common case: a fresh gradient for a leaf without one or
-                        # hooks becomes its .grad now (a later one is added to it)
-                        dev = e._device
-                        if d.__class__ is not dev.array_type:
-                            d = dev._backend.normalize(d)
-                        t = _object_new(tensor_cls)  # _new(d, dev), inlined
-                        t._data = d
-                        t._device = dev
-                        t._grad_fn = None
-                        t._requires_grad = False
-                        t._vc = None
-                        e._grad = t
-                        assigned.add(id(d))
-                        continue
-                    key = id(e)
-                    prev = leaf_grads.get(key)
-                    if prev is None:
-                        leaf_grads[key] = d
-                        leaves[key] = e
-                    else:
-                        leaf_grads[key] = e._device.xp.add(prev, d)
-        for key, d in leaf_grads.items():
-            _deliver_leaf_raw(leaves[key], d, assigned)
-    finally:
-        _state.enabled = prev_mode
+            _buffer(buffers, heap, node, r._out_idx, g, create_graph, raw)
+    return buffers, heap, assigned, leaf_grads, leaves
 
 
-def _tensor_rule(node: Node, vjp: Callable, gd: Any) -> tuple:
-    """Run the Tensor rule of ``node`` on the raw gradient(s) ``gd``; raw results."""
+def _run_rule(node: Node, g: Any) -> tuple:
+    """Run the Tensor rule of ``node`` on its output gradient(s) ``g`` (Tensors; a list for
+    several outputs), with the saved outputs as Tensors of the graph, after checking that
+    the rule was not freed and that no saved tensor changed in place: one gradient (or
+    ``None``) per input."""
     dev = node.device
     data = node.out_data
+    vjp = node.vjp
+    if vjp is None:
+        raise _freed_error(node)
+    if node.saved != node.versions:
+        node._check_saved()
     if node.multi:
         outs = None if data is None else tuple(
             [_from_node(d, dev, node, i) for i, d in enumerate(data)])
-        res = vjp([None if d is None else _wrap(d, dev) for d in gd], outs)
+        res = vjp(g, outs)
     else:
-        res = vjp(_wrap(gd, dev), None if data is None else _from_node(data[0], dev, node, 0))
-    if type(res) is not tuple and not isinstance(res, list):
-        return (None if res is None else res._data,)
-    return tuple([None if t is None else t._data for t in res])
+        res = vjp(g, None if data is None else _from_node(data[0], dev, node, 0))
+    if type(res) is not tuple:
+        res = tuple(res) if isinstance(res, list) else (res,)
+    if len(res) != len(node.edges):
+        raise _count_error(node, len(res))
+    return res
 
 
-def _buffer_raw(buffers: dict, heap: list, node: Node, idx: int, d: Any) -> None:
-    """Add the raw gradient ``d`` to the gradient of output ``idx`` of ``node``."""
+def _tensor_rule(node: Node, gd: Any) -> tuple:
+    """Run the Tensor rule of ``node`` on the raw gradient(s) ``gd``; raw results."""
+    dev = node.device
     if node.multi:
-        buf = buffers.get(node)
-        if buf is None:
-            buf = buffers[node] = [None] * len(node.out_meta)
-            heappush(heap, (node.key, node))
-        buf[idx] = d if buf[idx] is None else node.device.xp.add(buf[idx], d)
-        return
-    prev = buffers.get(node)
-    if prev is None:
-        buffers[node] = d
-        heappush(heap, (node.key, node))
+        res = _run_rule(node, [None if d is None else _wrap(d, dev) for d in gd])
     else:
-        buffers[node] = node.device.xp.add(prev, d)
+        res = _run_rule(node, _wrap(gd, dev))
+    return tuple([None if t is None else t._data for t in res])
 
 
 def _output_grads_raw(node: Node, gd: Any, assigned: set[int]) -> Any:
@@ -508,29 +462,6 @@ def _output_grads_raw(node: Node, gd: Any, assigned: set[int]) -> Any:
     return out if node.multi else out[0]
 
 
-def _deliver_leaf_raw(leaf: Tensor, d: Any, assigned: set[int]) -> None:
-    """:func:`_deliver_leaf` for a raw gradient in plain backward."""
-    g = _wrap(d, leaf._device)
-    hooks = getattr(leaf, "_hooks", None)
-    if hooks:
-        g = _apply_hooks(hooks, g)
-    cur = getattr(leaf, "_grad", None)
-    if cur is None:
-        gd = g._data
-        if id(gd) in assigned or getattr(gd, "base", None) is not None:
-            # .grad must own its storage: d may be the root gradient, a gradient already
-            # given to another leaf (or retained), or a view of one, and in-place updates
-            # of one .grad must not change another. Fresh results of the rules are kept.
-            g = g._copy()
-        if hooks:
-            leaf.grad = g  # a hook's result is checked like any assigned gradient
-        else:
-            leaf._grad = g
-        assigned.add(id(g._data))
-    else:
-        leaf._grad = _sum(cur, g, False)
-
-
 def _sum(a: Tensor, b: Tensor, create_graph: bool) -> Tensor:
     """``a + b`` for two gradients of equal shape and dtype (recorded with create_graph)."""
     if create_graph:
@@ -539,22 +470,30 @@ def _sum(a: Tensor, b: Tensor, create_graph: bool) -> Tensor:
     return _wrap(dev.xp.add(a._data, b._data), dev)
 
 
-def _buffer(buffers: dict, heap: list, node: Node, idx: int, g: Tensor,
-            create_graph: bool) -> None:
-    """Add ``g`` to the gradient of output ``idx`` of ``node``."""
+def _add(dev: Any, a: Any, b: Any, create_graph: bool, raw: bool) -> Any:
+    """``a + b`` for two gradients: raw arrays on the device ``dev`` when ``raw``, else
+    Tensors (:func:`_sum`)."""
+    return dev.xp.add(a, b) if raw else _sum(a, b, create_graph)
+
+
+def _buffer(buffers: dict, heap: list, node: Node, idx: int, g: Any, create_graph: bool,
+            raw: bool = False) -> None:
+    """Add ``g`` (a Tensor, or a raw array when ``raw``) to the gradient of output ``idx``
+    of ``node``."""
     if node.multi:
         buf = buffers.get(node)
         if buf is None:
             buf = buffers[node] = [None] * len(node.out_meta)
             heappush(heap, (node.key, node))
-        buf[idx] = g if buf[idx] is None else _sum(buf[idx], g, create_graph)
+        prev = buf[idx]
+        buf[idx] = g if prev is None else _add(node.device, prev, g, create_graph, raw)
         return
     prev = buffers.get(node)
     if prev is None:
         buffers[node] = g
         heappush(heap, (node.key, node))
     else:
-        buffers[node] = _sum(prev, g, create_graph)
+        buffers[node] = _add(node.device, prev, g, create_graph, raw)
 
 
 def _output_grads(node: Node, g: Any, capture: dict | None) -> Any:
@@ -581,22 +520,31 @@ def _grad_error(node: Node, g: Tensor, shape: tuple, dtype: Any) -> RuntimeError
     )
 
 
-def _deliver_all(leaves: dict[int, Tensor], leaf_grads: dict[int, Tensor],
-                 capture: dict | None, create_graph: bool, assigned: set[int]) -> None:
+def _check_grad(node: Node, g: Tensor, shape: tuple, dtype: Any) -> None:
+    """Raise unless the gradient ``g`` that ``node`` gave an input has its shape and dtype."""
+    d = g._data
+    if d.shape != shape or d.dtype is not dtype and d.dtype != dtype:
+        raise _grad_error(node, g, shape, dtype)
+
+
+def _count_error(node: Node, n: int) -> RuntimeError:
+    return RuntimeError(
+        f"internal error: {node._name} returned {n} gradients for {len(node.edges)} inputs"
+    )
+
+
+def _deliver_all(leaves: dict[int, Tensor], leaf_grads: dict[int, Any],
+                 capture: dict | None, create_graph: bool, assigned: set[int],
+                 raw: bool = False) -> None:
+    """Give each leaf its summed gradient (a raw array when ``raw``): into ``capture``,
+    else into ``.grad``."""
     prev = _state.enabled
     _state.enabled = create_graph
     try:
         for key, g in leaf_grads.items():
             leaf = leaves[key]
-            if capture is None and not create_graph and getattr(leaf, "_grad", None) is None \
-                    and not (_leaf_hooks and getattr(leaf, "_hooks", None)) \
-                    and id(g) not in assigned \
-                    and getattr(g._data, "base", None) is None:
-                # the common case: a fresh gradient for a leaf without one or hooks
-                leaf._grad = g
-                assigned.add(id(g))
-            else:
-                _deliver_leaf(leaf, g, capture, create_graph, assigned)
+            _deliver_leaf(leaf, _wrap(g, leaf._device) if raw else g, capture, create_graph,
+                          assigned)
     finally:
         _state.enabled = prev
 
@@ -615,16 +563,17 @@ def _deliver_leaf(
         return
     cur = getattr(leaf, "_grad", None)
     if cur is None:
-        if not create_graph and (id(g) in assigned or getattr(g._data, "base", None) is not None):
+        gd = g._data
+        if not create_graph and (id(gd) in assigned or getattr(gd, "base", None) is not None):
             # .grad must own its storage: g may be the root gradient, a gradient already
-            # given to another leaf, or a view of one, and in-place updates of one .grad
-            # must not change another. Fresh results of the VJP rules are kept as they are.
+            # given to another leaf (or retained), or a view of one, and in-place updates
+            # of one .grad must not change another. Fresh results of the rules are kept.
             g = g._copy()
         if hooks:
             leaf.grad = g  # a hook's result is checked like any assigned gradient
         else:
             leaf._grad = g
-        assigned.add(id(g))
+        assigned.add(id(g._data))
     elif create_graph:
         leaf.grad = cur + g
     else:
