@@ -50,6 +50,15 @@ def backend(request: pytest.FixtureRequest):
 
 
 @pytest.fixture
+def wgpu():
+    """The wgpu backend object (skips the test where it is unavailable)."""
+    b = backends.get("wgpu")
+    if not b.is_available:
+        pytest.skip(f"wgpu backend: {b.unavailable_reason}")
+    return b
+
+
+@pytest.fixture
 def other_backends(backend):
     """Available backends other than the current one (for cross-device tests)."""
     return [n for n in backends.available_names() if n != backend]

@@ -24,15 +24,6 @@ SHAPES = [(3, 4), (5,), (), (0, 2)]
 STEPS = 20
 
 
-@pytest.fixture
-def wgpu():
-    """The wgpu backend object."""
-    b = vtl.backends.get("wgpu")
-    if not b.is_available:
-        pytest.skip(f"wgpu backend: {b.unavailable_reason}")
-    return b
-
-
 def _grad(p: np.ndarray, k: int) -> np.ndarray:
     return 2.0 * (p - 0.5) + 0.3 * np.cos(3.0 * p + k)
 

@@ -36,15 +36,6 @@ from vtl.nn import functional as F  # noqa: E402
 MLP_STEP_DISPATCHES = 21
 
 
-@pytest.fixture
-def wgpu():
-    """The wgpu backend object."""
-    b = vtl.backends.get("wgpu")
-    if not b.is_available:
-        pytest.skip(f"wgpu backend: {b.unavailable_reason}")
-    return b
-
-
 def _counts(fn):
     d0, s0 = REC.dispatches, REC.submits
     out = fn()
