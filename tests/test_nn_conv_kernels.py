@@ -177,6 +177,17 @@ def test_kernel_fallbacks_and_errors():
     assert not StridedConv2d(np).supports(np.dtype(np.float16))
 
 
+def kernel_geometry(s, p, d):
+    """``(stride, (t, b, l, r) padding, dilation)`` of a case's ``s, p, d`` for the raw
+    kernels, the padding made asymmetric (an extra bottom row)."""
+    s2 = (s, s) if isinstance(s, int) else s
+    d2 = (d, d) if isinstance(d, int) else d
+    if p == "same":
+        return s2, (1, 2, 1, 1), d2
+    p2 = (p, p) if isinstance(p, int) else p
+    return s2, (p2[0], p2[0] + 1, p2[1], p2[1]), d2
+
+
 def test_cupy_conv_kernel_bodies_on_the_host(tmp_path):
     """The CuPy im2col/col2im ElementwiseKernel bodies, compiled for the host, inside the
     CuPy kernel class running on NumPy arrays: equal to the strided NumPy kernel."""
@@ -201,13 +212,7 @@ def test_cupy_conv_kernel_bodies_on_the_host(tmp_path):
     host, ref = HostConv(np), StridedConv2d(np)
     for (xsh, wsh, s, p, d, g, has_b), wide in zip(CASES, itertools.cycle((False, True))):
         host.wide = wide
-        s2 = (s, s) if isinstance(s, int) else s
-        d2 = (d, d) if isinstance(d, int) else d
-        if p == "same":
-            pad = (1, 2, 1, 1)
-        else:
-            p2 = (p, p) if isinstance(p, int) else p
-            pad = (p2[0], p2[0] + 1, p2[1], p2[1])  # asymmetric: extra bottom row
+        s2, pad, d2 = kernel_geometry(s, p, d)
         for dt in dtypes.values():
             xs = RNG.standard_normal(xsh).astype(dt)
             ws = RNG.standard_normal(wsh).astype(dt)

@@ -11,7 +11,7 @@ import threading
 import numpy as np
 import pytest
 from helpers import assert_close, to_numpy
-from test_nn_conv_kernels import CASES
+from test_nn_conv_kernels import CASES, kernel_geometry
 from test_nn_conv_pool import np_avg_pool2d, np_conv2d, np_max_pool2d
 
 import vtl
@@ -28,13 +28,7 @@ def _geometry(case):
     """``(x shape, w shape, stride, (t, b, l, r) padding, dilation, groups, bias)`` of a
     case of test_nn_conv_kernels, with an odd batch (uneven chunks) and an asymmetric pad."""
     xsh, wsh, s, p, d, g, has_b = case
-    s2 = (s, s) if isinstance(s, int) else s
-    d2 = (d, d) if isinstance(d, int) else d
-    if p == "same":
-        pad = (1, 2, 1, 1)
-    else:
-        p2 = (p, p) if isinstance(p, int) else p
-        pad = (p2[0], p2[0] + 1, p2[1], p2[1])
+    s2, pad, d2 = kernel_geometry(s, p, d)
     return (7, *xsh[1:]), wsh, s2, pad, d2, g, has_b
 
 

@@ -217,7 +217,18 @@ def _taps_out(m: Any, dcol: Any, x_shape: tuple[int, ...], geom: tuple, dx: Any 
     return res
 
 
-class StridedConv2d:
+class FloatKernel:
+    """A kernel on the float32/float64 arrays of ``mod`` (``numpy`` or ``cupy``)."""
+
+    def __init__(self, mod: Any) -> None:
+        self.m = mod
+        self._dtypes = (np.dtype(np.float32), np.dtype(np.float64))
+
+    def supports(self, dtype: Any) -> bool:
+        return dtype in self._dtypes
+
+
+class StridedConv2d(FloatKernel):
     """The ``conv2d`` kernel on the arrays of ``mod`` (``numpy`` or ``cupy``).
 
     ``forward(x, w, b, stride, padding, dilation, groups) -> (out, col)`` and
@@ -226,13 +237,6 @@ class StridedConv2d:
     ``(N, G, rows, Ho*Wo)`` patch buffer, or the ``(G, rows, N*Ho*Wo)`` wide one (NumPy,
     from :data:`THRESHOLD` patch elements and :data:`ONE_PRODUCT_THREADS` threads).
     """
-
-    def __init__(self, mod: Any) -> None:
-        self.m = mod
-        self._dtypes = (np.dtype(np.float32), np.dtype(np.float64))
-
-    def supports(self, dtype: Any) -> bool:
-        return dtype in self._dtypes
 
     def _threads(self, size: int) -> int:
         """Pool threads for ``size`` patch elements: 0 for the single-threaded path (other

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ._numpy_conv import num_threads, parallel_for
+from ._numpy_conv import FloatKernel, num_threads, parallel_for
 
 __all__ = ["StridedPool2d", "avg_divisors"]
 
@@ -123,17 +123,10 @@ def avg_divisors(x_shape: tuple[int, ...], k: tuple[int, int], s: tuple[int, int
     return (dh[:, None] * dw[None, :]).astype(np.float64)
 
 
-class StridedPool2d:
+class StridedPool2d(FloatKernel):
     """The ``pool2d`` kernel on the arrays of ``mod`` (``numpy`` or ``cupy``); see
     ``vtl.nn.functional.pooling.Pool2dKernel``. Geometry: ``k, s, p, d`` pairs (``p``
     symmetric), ``out`` the output size (``ceil_mode`` already applied)."""
-
-    def __init__(self, mod: Any) -> None:
-        self.m = mod
-        self._dtypes = (np.dtype(np.float32), np.dtype(np.float64))
-
-    def supports(self, dtype: Any) -> bool:
-        return dtype in self._dtypes
 
     def _threads(self, size: int) -> int:
         """Pool threads for an input of ``size`` elements (1: the calling thread only)."""
