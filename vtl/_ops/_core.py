@@ -234,7 +234,7 @@ def sum_to(g: Tensor, x: Tensor) -> Tensor:
         return g
     if not (_grad.enabled and g._requires_grad) and gd.dtype == xd.dtype:
         # plain backward (no create_graph): reduce the raw arrays directly
-        return _new(_reduce_raw(gd, xd.shape, g._device.xp), g._device)
+        return _new(_reduce_raw(gd, xd.shape, g._device), g._device)
     from . import manipulation, statistical
 
     shape = x.shape
@@ -258,19 +258,19 @@ def sum_to(g: Tensor, x: Tensor) -> Tensor:
     return g
 
 
-def _reduce_raw(gd: Any, shape: tuple, xp: Any) -> Any:
+def _reduce_raw(gd: Any, shape: tuple, dev: Device) -> Any:
     """Sum the raw array ``gd`` down to ``shape`` (the shape it was broadcast from)."""
     gshape = gd.shape
     nd = len(gshape) - len(shape)
     if nd == 1 and gshape[1:] == shape:  # e.g. a bias added to every row
-        return xp.sum(gd, axis=0)
+        return dev._backend.sum_axes(gd, 0)
     axes = tuple(range(nd)) + tuple(
         nd + i for i, s in enumerate(shape) if s == 1 and gshape[nd + i] != 1
     )
     if axes:
-        gd = xp.sum(gd, axis=axes)
+        gd = dev._backend.sum_axes(gd, axes)
     if gd.shape != shape:
-        gd = xp.reshape(gd, shape)
+        gd = dev.xp.reshape(gd, shape)
     return gd
 
 
@@ -280,7 +280,7 @@ def raw_grad(raw: Any, x: Tensor, dev: Device) -> Any:
     if raw.shape == xd.shape and raw.dtype == xd.dtype:
         return raw
     if raw.dtype == xd.dtype:
-        return _reduce_raw(raw, xd.shape, dev.xp)
+        return _reduce_raw(raw, xd.shape, dev)
     return sum_to(_new(raw, dev), x)._data
 
 
@@ -291,7 +291,7 @@ def plain_grad(raw: Any, x: Tensor, dev: Device) -> Tensor:
     if raw.shape == xd.shape and raw.dtype == xd.dtype:
         return _new(raw, dev)
     if raw.dtype == xd.dtype:
-        return _new(_reduce_raw(raw, xd.shape, dev.xp), dev)
+        return _new(_reduce_raw(raw, xd.shape, dev), dev)
     return sum_to(_new(raw, dev), x)
 
 

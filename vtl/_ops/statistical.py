@@ -229,7 +229,7 @@ def mean(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None,
     if dt.kind == "f" and (0 < n < 2**24 if dt.itemsize == 4 else 0 < n and dt.itemsize == 8):
         # the sum divided by the count: what NumPy's mean computes for these dtypes and
         # counts (the count is exact in the dtype), without its Python overhead
-        out = xp.sum(data, axis=axes, keepdims=keepdims) / n
+        out = dev._backend.sum_axes(data, axes, keepdims) / n
     else:
         out = xp.mean(data, axis=axes, keepdims=keepdims)
     if x._requires_grad and _grad.enabled:

@@ -257,6 +257,11 @@ class Backend:
         """
         raise NotImplementedError
 
+    def sum_axes(self, a: Any, axes: Any, keepdims: bool = False) -> Any:
+        """``sum(a, axis=axes, keepdims=keepdims)`` of a floating array in its own dtype: the
+        reductions of gradients and of ``mean``, where the namespace's checks are not needed."""
+        return self.xp.sum(a, axis=axes, keepdims=keepdims)
+
     def known_all_false(self, mask: Any) -> bool:
         """Whether the boolean array ``mask`` is known to have no true element, where
         that costs no device sync (host memory); ``False`` means "not known"."""
