@@ -16,11 +16,13 @@ class NumpyBackend(Backend):
     def _load(self) -> Any:
         import array_api_compat.numpy as xp
 
+        from . import _numpy_nn
         from ._numpy_conv import StridedConv2d
         from ._numpy_kernels import register
         from ._numpy_pool import StridedPool2d
 
         register(self)
+        _numpy_nn.register(self)
         self.kernels["conv2d"] = StridedConv2d(np)
         self.kernels["pool2d"] = StridedPool2d(np)
         return xp

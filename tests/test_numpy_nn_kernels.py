@@ -1,0 +1,56 @@
+"""The NumPy backend's threaded nn kernels (``vtl/backends/_numpy_nn.py``) against the
+portable expressions, bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import vtl
+import vtl.nn.functional as F
+from vtl.backends import _numpy_nn as nk
+
+SPECIAL = [np.nan, 0.0, -0.0, np.inf, -np.inf, 1.0, -1.0, 5e-45, -5e-45]
+
+
+@pytest.fixture
+def three_threads(monkeypatch):
+    """Chunks on a pool of three threads, from 7 elements on (uneven ranges)."""
+    monkeypatch.setattr(nk, "THRESHOLD", 7)
+    monkeypatch.setattr(nk._pool, "num_threads", lambda: 3)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", [(7,), (5, 11), (2, 3, 4, 5)])
+def test_relu_backward_equals_portable(three_threads, dtype, shape):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(shape).astype(dtype)
+    g = rng.standard_normal(shape).astype(dtype)
+    k = min(x.size, len(SPECIAL))
+    x.reshape(-1)[:k] = SPECIAL[:k]
+    g.reshape(-1)[-k:] = SPECIAL[:k]
+    got = nk.relu_backward(x, g)
+    want = np.where(x <= 0, 0, g)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    itype = {"float32": np.uint32, "float64": np.uint64}[dtype]
+    np.testing.assert_array_equal(got.view(itype), want.view(itype))
+
+
+def test_relu_backward_declines_what_it_does_not_handle(three_threads, monkeypatch):
+    x = np.ones((4, 4), np.float32)
+    assert nk.relu_backward(x[:, ::2], x[:, ::2]) is None  # not contiguous
+    assert nk.relu_backward(x, x.astype(np.float64)) is None  # mixed dtypes
+    assert nk.relu_backward(x.astype(np.float16), x.astype(np.float16)) is None
+    assert nk.relu_backward(x[:1, :2], x[:1, :2]) is None  # below the threshold
+    monkeypatch.setattr(nk._pool, "num_threads", lambda: 1)
+    assert nk.relu_backward(x, x) is None  # one thread: the portable path
+
+
+def test_relu_gradient_through_the_kernel(three_threads):
+    rng = np.random.default_rng(2)
+    xs = rng.standard_normal((6, 9)).astype(np.float32)
+    xs[0, :3] = [0.0, np.nan, -0.0]
+    x = vtl.asarray(xs, backend="numpy", requires_grad=True)
+    gs = rng.standard_normal((6, 9)).astype(np.float32)
+    F.relu(x).backward(vtl.asarray(gs, backend="numpy"))
+    np.testing.assert_array_equal(x.grad.numpy(), np.where(xs <= 0, 0, gs))
