@@ -62,22 +62,15 @@ def _linear_tensor(x: Tensor, w: Any, b: Any) -> Tensor | None:
         if b._device is not dev or bd.dtype != dt or bd.shape not in ((wd.shape[0],), ()):
             return None
     xp = dev.xp
-    kern = dev.backend.kernels.get("linear")
-    out = None if kern is None else kern(
-        xd if xd.ndim == 2 else xp.reshape(xd, (-1, wd.shape[1])), wd,
-        None if b is None else bd)
-    if out is not None:  # the backend's fused matmul + bias
-        if xd.ndim != 2:
-            out = xp.reshape(out, xd.shape[:-1] + (wd.shape[0],))
-    elif xd.ndim == 2:
-        out = xd @ wd.T
+    x2 = xd if xd.ndim == 2 else xp.reshape(xd, (-1, wd.shape[1]))
+    kern = dev.backend.kernels.get("linear")  # the backend's fused matmul + bias
+    out = None if kern is None else kern(x2, wd, None if b is None else bd)
+    if out is None:
+        out = x2 @ wd.T
         if b is not None:
             out += bd  # out is a fresh array (a backend without in-place add rebinds it)
-    else:
-        out = xp.reshape(xp.reshape(xd, (-1, wd.shape[1])) @ wd.T,
-                         xd.shape[:-1] + (wd.shape[0],))
-        if b is not None:
-            out += bd
+    if xd.ndim != 2:
+        out = xp.reshape(out, xd.shape[:-1] + (wd.shape[0],))
     if _grad.enabled and (x._requires_grad or w._requires_grad
                           or (b is not None and b._requires_grad)):
         return record(out, dev, "LinearBackward", (x, w, b), partial(_linear_vjp, x, w, b),
