@@ -234,22 +234,18 @@ def mean(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None,
         out = xp.mean(data, axis=axes, keepdims=keepdims)
     if x._requires_grad and _grad.enabled:
 
-        def vjp(g: Tensor, _: Any) -> Tensor:
-            if not (_grad.enabled and g._requires_grad):
-                # plain backward: one division of the (reduced) gradient, then a view
-                gd = g._data
-                xp = g._device.xp
-                if not keepdims and gd.ndim:
-                    gd = xp.reshape(gd, _kept_shape(x._data.shape, axes))
-                return new(_filled(xp, x._data, gd / n), g._device)
-            from .elementwise import divide
-
-            return divide(_expand_reduced(g, x, axes, keepdims), n)
-
         def raw(_: Any, gd: Any) -> tuple:
+            # plain backward: one division of the (reduced) gradient, spread over the input
             if not keepdims and gd.ndim:
                 gd = xp.reshape(gd, _kept_shape(data.shape, axes))
             return (_filled(xp, data, gd / n),)
+
+        def vjp(g: Tensor, _: Any) -> Tensor:
+            if not (_grad.enabled and g._requires_grad):
+                return new(raw(None, g._data)[0], g._device)
+            from .elementwise import divide
+
+            return divide(_expand_reduced(g, x, axes, keepdims), n)
 
         edge = x if x._grad_fn is None else (x._grad_fn, x._out_idx)
         return record_edges(out, dev, "MeanBackward", (edge,), vjp, (), False, raw)
