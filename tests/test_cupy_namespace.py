@@ -72,3 +72,7 @@ def test_signed_zeros_survive():
     assert np.all(np.signbit(cp.asnumpy(ns.full((3,), -0.0))))
     q = cp.asnumpy(ns.divide(cp.asarray([np.inf, 1.0]), cp.asarray([-0.0, -np.inf])))
     assert q[0] == -np.inf and q[1] == 0 and np.signbit(q[1])
+    q = cp.asnumpy(ns.divide(cp.asarray([np.inf, 1.0]), -0.0))  # a Python scalar divisor
+    assert q[0] == -np.inf and q[1] == -np.inf
+    q = cp.asnumpy(ns.divide(ns.asarray(np.array(-0.0)), ns.asarray(np.array(np.inf))))
+    assert q.shape == () and q == 0 and np.signbit(q)

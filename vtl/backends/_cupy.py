@@ -56,10 +56,8 @@ class CupyBackend(Backend):
 
     def from_host(self, arr: np.ndarray, index: int = 0) -> Any:
         with self._cupy.cuda.Device(index):
-            if arr.ndim == 0:  # CuPy fills 0-d arrays with a memset for zeros: -0.0 -> +0.0
-                return self._cupy.asarray(arr.reshape(1)).reshape(())
-            out = self._cupy.asarray(arr)
-        if arr.dtype.kind in "iu":  # value range of uploaded integers (class indices)
+            out = self.xp.asarray(arr)  # the namespace's: 0-d values keep the sign of zero
+        if arr.ndim and arr.dtype.kind in "iu":  # value range of uploaded class indices
             _cupy_nn.note_upload(out, arr)
         return out
 

@@ -3,16 +3,12 @@ standard's signed-zero special cases that CuPy itself misses.
 
 * ``remainder``: a zero result takes the sign of the divisor (``0.0 % -2.0 == -0.0``);
   CuPy's kernel returns ``+0.0`` there.
-* ``divide``: an infinite or zero quotient takes the sign ``sign(x1) * sign(x2)``
-  (``inf / -0.0 == -inf``); CuPy's float division gives ``+inf`` there (and ``+0.0`` for
-  0-d ``-0.0 / inf``). Same-dtype float32/float64 operands take one kernel, as before;
-  float16 keeps CuPy's result.
-* ``floor_divide``/``divide`` with a 0-d operand: CuPy hands 0-d arrays to kernels as
-  scalars, which lose the sign of zero and flush subnormal quotients; 0-d operands go in as
-  one-element arrays instead.
 * ``asarray`` of a 0-d host value and ``full``/``full_like`` with ``-0.0``: CuPy fills
-  zeros with a memset, which drops the sign of ``-0.0``; 0-d host values go in as one-element
-  arrays, and a ``-0.0`` fill is negated from ``+0.0``.
+  zeros with a memset, which drops the sign of ``-0.0`` (so ``inf / -0.0`` of uploaded 0-d
+  arrays gave ``+inf``); 0-d host values go in as one-element arrays, and a ``-0.0`` fill is
+  negated from ``+0.0``. CuPy's division itself keeps the standard's signs.
+* ``divide``/``floor_divide`` with a 0-d operand divide one-element arrays instead (kept
+  from before the memset was found to be the cause of the sign losses).
 * ``matmul`` of two float matrices is one direct cuBLAS ``gemm`` call (C- or Fortran-order
   operands, so transposed views need no copy; other layouts through ``cupy.dot``): CuPy's
   ``matmul`` costs 20-40 microseconds of host time per call in its generalized-ufunc and
@@ -45,31 +41,8 @@ _zero_takes_sign = _cupy.ElementwiseKernel(
 def remainder(x1: Any, x2: Any, /) -> Any:
     out = _acp.remainder(x1, x2)
     if out.dtype.kind == "f" and out.dtype.itemsize >= 4:
-        d = x2 if isinstance(x2, _cupy.ndarray) else _cupy.asarray(x2, dtype=out.dtype)
+        d = x2 if isinstance(x2, _cupy.ndarray) else asarray(x2, dtype=out.dtype)
         out = _zero_takes_sign(out, d.astype(out.dtype, copy=False), out)
-    return out
-
-
-_signed_quotient = _cupy.ElementwiseKernel(
-    "T a, T b", "T out",
-    "out = a / b; if (!isnan(out)) out = copysign(out, signbit(a) != signbit(b) ? (T)-1 : (T)1)",
-    "vtl_divide_signed")
-_quotient_takes_sign = _cupy.ElementwiseKernel(
-    "A a, B b", "T out",
-    "if (!isnan(out)) out = copysign(out, signbit((double)a) != signbit((double)b)"
-    " ? (T)-1 : (T)1)",
-    "vtl_quotient_sign")
-
-
-def divide(x1: Any, x2: Any, /) -> Any:
-    if (isinstance(x1, _cupy.ndarray) and isinstance(x2, _cupy.ndarray)
-            and x1.dtype == x2.dtype and x1.dtype in (_cupy.float32, _cupy.float64)):
-        return _signed_quotient(x1, x2)
-    out = _acp.divide(x1, x2)
-    if out.dtype in (_cupy.float32, _cupy.float64):
-        a = x1 if isinstance(x1, _cupy.ndarray) else _cupy.asarray(x1, dtype=out.dtype)
-        b = x2 if isinstance(x2, _cupy.ndarray) else _cupy.asarray(x2, dtype=out.dtype)
-        out = _quotient_takes_sign(a, b, out)
     return out
 
 
@@ -90,8 +63,9 @@ def _zero_d_safe(fn):
     return wrapped
 
 
-divide = _zero_d_safe(divide)
+divide = _zero_d_safe(_acp.divide)
 floor_divide = _zero_d_safe(_acp.floor_divide)
+
 
 def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None, copy: Any = None) -> Any:
     if isinstance(obj, (float, _np.floating, _np.complexfloating, complex)) or (
