@@ -34,6 +34,23 @@ def _narrow(names: str, itype: str) -> str:
     return "".join(f"const {itype} {k}_ = ({itype}){k};\n" for k in names.split())
 
 
+def _geometry_head(it: str) -> str:
+    """The narrowed :data:`_GEOM` sizes and the thread index ``ii`` (index type ``it``)."""
+    return _narrow("C H W G KH KW HO WO SH SW PT PL DH DW", it) + f"const {it} ii = ({it})i;\n"
+
+
+def _group_of(it: str) -> str:
+    """Group ``g`` of channel ``c`` and its index ``ci`` within the group."""
+    return f"const {it} cg = C_ / G_; const {it} g = c / cg; const {it} ci = c - g * cg;\n"
+
+
+def _patch(wo: str) -> str:
+    """Element of patch row ``(ci, a, b)`` of image ``n``, group ``g``, at output pixel
+    ``(ho, wo)`` in the patch buffer (strides ``SN``, ``SG``, ``SR``)."""
+    return ("(ptrdiff_t)n * SN + (ptrdiff_t)g * SG + (ptrdiff_t)((ci * KH_ + a) * KW_ + b) * SR"
+            f" + ho * WO_ + {wo}")
+
+
 def im2col_spec(dtype: Any, wide: bool = False) -> tuple[list[str], list[str], str]:
     """``(inputs, outputs, body)``: ``i`` runs over ``N*C*KH*KW*HO*WO``; ``x`` is the
     C-contiguous ``(N, C, H, W)`` input; patch row ``k`` of image ``n`` and group ``g``
@@ -43,20 +60,18 @@ def im2col_spec(dtype: Any, wide: bool = False) -> tuple[list[str], list[str], s
     t = _CTYPES[dt]
     it = "ptrdiff_t" if wide else "int"
     body = (
-        _narrow("C H W G KH KW HO WO SH SW PT PL DH DW", it)
-        + f"const {it} ii = ({it})i;\n"
-        f"const {it} wo = ii % WO_; {it} t = ii / WO_;\n"
+        _geometry_head(it)
+        + f"const {it} wo = ii % WO_; {it} t = ii / WO_;\n"
         f"const {it} ho = t % HO_; t /= HO_;\n"
         f"const {it} b = t % KW_; t /= KW_;\n"
         f"const {it} a = t % KH_; t /= KH_;\n"
         f"const {it} c = t % C_; const {it} n = t / C_;\n"
-        f"const {it} cg = C_ / G_; const {it} g = c / cg; const {it} ci = c - g * cg;\n"
-        f"const {it} r = ho * SH_ + a * DH_ - PT_; const {it} q = wo * SW_ + b * DW_ - PL_;\n"
+        + _group_of(it)
+        + f"const {it} r = ho * SH_ + a * DH_ - PT_; const {it} q = wo * SW_ + b * DW_ - PL_;\n"
         f"{t} v = 0;\n"
         "if (r >= 0 && r < H_ && q >= 0 && q < W_)"
         " v = x[(((ptrdiff_t)n * C + c) * H + r) * W + q];\n"
-        "col[(ptrdiff_t)n * SN + (ptrdiff_t)g * SG + (ptrdiff_t)((ci * KH_ + a) * KW_ + b) * SR"
-        " + ho * WO_ + wo] = v;\n"
+        f"col[{_patch('wo')}] = v;\n"
     )
     return [f"raw {dt.name} x", *_GEOM], [f"raw {dt.name} col"], body
 
@@ -68,13 +83,12 @@ def col2im_spec(dtype: Any, wide: bool = False) -> tuple[list[str], list[str], s
     t = _CTYPES[dt]
     it = "ptrdiff_t" if wide else "int"
     body = (
-        _narrow("C H W G KH KW HO WO SH SW PT PL DH DW", it)
-        + f"const {it} ii = ({it})i;\n"
-        f"const {it} q = ii % W_; {it} t = ii / W_;\n"
+        _geometry_head(it)
+        + f"const {it} q = ii % W_; {it} t = ii / W_;\n"
         f"const {it} r = t % H_; t /= H_;\n"
         f"const {it} c = t % C_; const {it} n = t / C_;\n"
-        f"const {it} cg = C_ / G_; const {it} g = c / cg; const {it} ci = c - g * cg;\n"
-        f"{t} acc = 0;\n"
+        + _group_of(it)
+        + f"{t} acc = 0;\n"
         f"for ({it} a = 0; a < KH_; ++a) {{\n"
         f"  const {it} u = r + PT_ - a * DH_;\n"
         "  if (u < 0 || u % SH_ != 0 || u / SH_ >= HO_) continue;\n"
@@ -82,8 +96,7 @@ def col2im_spec(dtype: Any, wide: bool = False) -> tuple[list[str], list[str], s
         f"  for ({it} b = 0; b < KW_; ++b) {{\n"
         f"    const {it} v = q + PL_ - b * DW_;\n"
         "    if (v < 0 || v % SW_ != 0 || v / SW_ >= WO_) continue;\n"
-        "    acc += dcol[(ptrdiff_t)n * SN + (ptrdiff_t)g * SG"
-        " + (ptrdiff_t)((ci * KH_ + a) * KW_ + b) * SR + ho * WO_ + v / SW_];\n"
+        f"    acc += dcol[{_patch('v / SW_')}];\n"
         "  }\n"
         "}\n"
         "dx[i] = acc;\n"
