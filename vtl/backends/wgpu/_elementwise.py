@@ -81,16 +81,19 @@ def _return_narrowed(v: str) -> str:
             f" return f32({v});")
 
 
-def _widened_quotient(x: str, y: str, d) -> str:
-    """WGSL statements leaving ``d(x, y)`` of the float64 widenings of float32 ``x``, ``y``
-    in ``q``; subnormal operands are widened through their bits (see ``div_body``)."""
-    def widen(v: str, name: str) -> str:
-        return (f"let {name}b = bitcast<u32>({v}); var {name} = f64({v});"
-                f" if (({name}b & 0x7f800000u) == 0u) {{"
-                f" {name} = f64({name}b & 0x7fffffu) * {2.0 ** -149!r}lf;"
-                f" if (({name}b >> 31u) != 0u) {{ {name} = -{name}; }} }}")
+def _widen(v: str, name: str) -> str:
+    """WGSL statements declaring ``name``: the float32 ``v`` as float64, a subnormal through
+    its bits (its 23-bit mantissa times 2**-149; drivers may flush it in the conversion)."""
+    return (f"let {name}b = bitcast<u32>({v}); var {name} = f64({v});"
+            f" if (({name}b & 0x7f800000u) == 0u) {{"
+            f" {name} = f64({name}b & 0x7fffffu) * {2.0 ** -149!r}lf;"
+            f" if (({name}b >> 31u) != 0u) {{ {name} = -{name}; }} }}")
 
-    return f"{widen(x, 'wa')} {widen(y, 'wb')} let q = {d('wa', 'wb')};"
+
+def _widened_quotient(x: str, y: str, d) -> str:
+    """WGSL statements leaving ``d(x, y)`` of the float64 widenings (:func:`_widen`) of
+    float32 ``x``, ``y`` in ``q``."""
+    return f"{_widen(x, 'wa')} {_widen(y, 'wb')} let q = {d('wa', 'wb')};"
 
 
 def floor_div_body() -> str:
@@ -109,12 +112,7 @@ def rem_body() -> str:
     digit once the quotient passed the mantissa (``1 % 1e-10`` gave 0)."""
     big = "67108864.0lf"  # 2**26
     return (
-        "let wab = bitcast<u32>(x); var wa = f64(x);"
-        " if ((wab & 0x7f800000u) == 0u) { wa = f64(wab & 0x7fffffu) * "
-        f"{2.0 ** -149!r}lf; if ((wab >> 31u) != 0u) {{ wa = -wa; }} }}"
-        " let wbb = bitcast<u32>(y); var wb = f64(y);"
-        " if ((wbb & 0x7f800000u) == 0u) { wb = f64(wbb & 0x7fffffu) * "
-        f"{2.0 ** -149!r}lf; if ((wbb >> 31u) != 0u) {{ wb = -wb; }} }}"
+        f"{_widen('x', 'wa')} {_widen('y', 'wb')}"
         " if (wb == 0.0lf || isinf_float32(x) || isnan_float32(x) || isnan_float32(y)) {"
         " return nan_float32(); }"
         " if (isinf_float32(y)) { if (wa == 0.0lf) {"
