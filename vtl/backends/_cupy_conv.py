@@ -17,26 +17,20 @@ from typing import Any
 
 import numpy as np
 
-from ._cupy_kernels import SpecKernels
+from ._cupy_kernels import _CTYPES, SpecKernels, narrow
 from ._cupy_kernels import needs_wide_index as _wide
 from ._numpy_conv import StridedConv2d, _out_size
 
 __all__ = ["CupyConv2d", "bias_transpose_spec", "col2im_spec", "im2col_spec"]
 
-_CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 _GEOM = ["int64 C", "int64 H", "int64 W", "int64 G", "int64 KH", "int64 KW", "int64 HO",
          "int64 WO", "int64 SH", "int64 SW", "int64 PT", "int64 PL", "int64 DH", "int64 DW",
          "int64 SN", "int64 SG", "int64 SR"]
 
 
-def _narrow(names: str, itype: str) -> str:
-    """Declarations ``const I N_ = (I)N;`` of the ``int64`` parameters ``names``."""
-    return "".join(f"const {itype} {k}_ = ({itype}){k};\n" for k in names.split())
-
-
 def _geometry_head(it: str) -> str:
     """The narrowed :data:`_GEOM` sizes and the thread index ``ii`` (index type ``it``)."""
-    return _narrow("C H W G KH KW HO WO SH SW PT PL DH DW", it) + f"const {it} ii = ({it})i;\n"
+    return narrow("C H W G KH KW HO WO SH SW PT PL DH DW", it) + f"const {it} ii = ({it})i;\n"
 
 
 def _group_of(it: str) -> str:
@@ -110,7 +104,7 @@ def bias_transpose_spec(dtype: Any, wide: bool = False) -> tuple[list[str], list
     dt = np.dtype(dtype)
     it = "ptrdiff_t" if wide else "int"
     body = (
-        _narrow("O NB HW", it)
+        narrow("O NB HW", it)
         + f"const {it} ii = ({it})i;\n"
         f"const {it} p = ii % HW_; const {it} t = ii / HW_;\n"
         f"const {it} o = t % O_; const {it} n = t / O_;\n"

@@ -236,6 +236,12 @@ def gru_backward_spec(need_dh_prev: bool) -> tuple[list[str], list[str], str]:
     return ["raw T act", "T hprev", "T dh", "int64 H"], outs, body
 
 
+def narrow(names: str, itype: str) -> str:
+    """C++ declarations ``const I N_ = (I)N;`` of the ``int64`` kernel parameters ``names``
+    (index arithmetic in the narrower type ``itype``)."""
+    return "".join(f"const {itype} {k}_ = ({itype}){k};\n" for k in names.split())
+
+
 def needs_wide_index(*sizes: int) -> bool:
     """Whether a kernel's index arithmetic needs 64 bits (2**31 elements or more)."""
     return max(sizes) >= 2 ** 31

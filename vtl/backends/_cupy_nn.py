@@ -41,7 +41,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-_CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+from ._cupy_kernels import _CTYPES
+
 _TCTYPES = {
     np.dtype(np.int8): "signed char", np.dtype(np.int16): "short",
     np.dtype(np.int32): "int", np.dtype(np.int64): "long long",

@@ -24,14 +24,13 @@ from typing import Any
 
 import numpy as np
 
-from ._cupy_kernels import SpecKernels
+from ._cupy_kernels import _CTYPES, SpecKernels, narrow
 from ._cupy_kernels import needs_wide_index as _wide
 from ._numpy_pool import StridedPool2d
 
 __all__ = ["CupyPool2d", "avg_backward_spec", "avg_forward_spec", "max_backward_spec",
            "max_forward_spec"]
 
-_CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 #: Geometry arguments of every kernel (``int64``), in this order.
 _GEOM = ["int64 C", "int64 H", "int64 W", "int64 KH", "int64 KW", "int64 HO", "int64 WO",
          "int64 SH", "int64 SW", "int64 PH", "int64 PW", "int64 DH", "int64 DW"]
@@ -45,8 +44,7 @@ def _indexed(body: str, wide: bool) -> str:
     """``body`` with its index arithmetic in ``idx_t``: 32-bit (64-bit division is slow on
     GPUs) unless ``wide``; the ``int64`` size parameters are narrowed once."""
     used = sorted(set(_SIZES.findall(body)))
-    head = f"typedef {'ptrdiff_t' if wide else 'int'} idx_t;\n" + "".join(
-        f"const idx_t {k}_ = (idx_t){k};\n" for k in used)
+    head = f"typedef {'ptrdiff_t' if wide else 'int'} idx_t;\n" + narrow(" ".join(used), "idx_t")
     return head + _SIZES.sub(r"\1_", body.replace("ptrdiff_t", "idx_t"))
 
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ._numpy_conv import FloatKernel, num_threads, parallel_for
+from ._numpy_conv import FloatKernel, _tap, num_threads, parallel_for
 
 __all__ = ["StridedPool2d", "avg_divisors"]
 
@@ -81,13 +81,6 @@ class _Scratch:
 def _disjoint(k: tuple[int, int], s: tuple[int, int], d: tuple[int, int]) -> bool:
     """Whether no two windows share an element (a stride past the dilated kernel)."""
     return s[0] >= (k[0] - 1) * d[0] + 1 and s[1] >= (k[1] - 1) * d[1] + 1
-
-
-def _tap(a: int, b: int, ho: int, wo: int, s: tuple[int, int], d: tuple[int, int]
-         ) -> tuple[slice, slice]:
-    """The rows and columns of the padded input that tap ``(a, b)`` reads."""
-    r0, c0 = a * d[0], b * d[1]
-    return (slice(r0, r0 + s[0] * (ho - 1) + 1, s[0]), slice(c0, c0 + s[1] * (wo - 1) + 1, s[1]))
 
 
 def _extent(size: int, k: int, s: int, p: int, d: int, out: int) -> tuple[int, int]:
