@@ -287,12 +287,7 @@ def raw_grad(raw: Any, x: Tensor, dev: Device) -> Any:
 def plain_grad(raw: Any, x: Tensor, dev: Device) -> Tensor:
     """The gradient for input ``x`` from a raw (unreduced) gradient array, in plain
     backward: summed over broadcast axes and cast to ``x``'s dtype."""
-    xd = x._data
-    if raw.shape == xd.shape and raw.dtype == xd.dtype:
-        return _new(raw, dev)
-    if raw.dtype == xd.dtype:
-        return _new(_reduce_raw(raw, xd.shape, dev), dev)
-    return sum_to(_new(raw, dev), x)
+    return _new(raw_grad(raw, x, dev), dev)
 
 
 def normalize_axis(axis: int, ndim: int, fname: str) -> int:

@@ -226,13 +226,10 @@ def _binary(name: str, cat: tuple[str, str], doc: str,
             else:
                 saved = (x1,) if t1 else (x2,)
             # plain rules are for real operands (a real result means real operands here)
-            if plain is None or out.dtype.kind == "c":
-                return record_edges(out, dev, bwd, (e1, e2),
-                                    partial(_binary_vjp, rule, None, x1, x2, t1, t2, n1, n2),
-                                    saved)
+            p = None if out.dtype.kind == "c" else plain
             return record_edges(out, dev, bwd, (e1, e2),
-                                partial(_binary_vjp, rule, plain, x1, x2, t1, t2, n1, n2),
-                                saved, False, raw)
+                                partial(_binary_vjp, rule, p, x1, x2, t1, t2, n1, n2),
+                                saved, False, None if p is None else raw)
         return new(out, dev)
 
     if raw is None:
