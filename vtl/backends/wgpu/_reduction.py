@@ -133,12 +133,19 @@ def _reduce_rows(xr: WgpuArray, rows: int, K: int, out: WgpuArray, subs: dict, d
                {**subs, "T": acc, "MAP": "return x;"}, dts)
 
 
-def _cols(src, off: int, P: int, K: int, C: int, out, out_off: int, subs: dict, dts,
-          mapped: bool = False) -> None:
-    """out[p, c] = fold over k of src[p, k, c] (contiguous), in passes of slices."""
+def _col_split(P: int, K: int, C: int) -> tuple[int, int]:
+    """Workgroups across ``C`` columns (256 each) and slices of the reduced axis ``K`` of
+    the column kernels: one pass for a short axis, else enough slices for the device."""
     CB = -(-C // 256)
     S = 1 if K <= COLS_ONE_PASS else builtins.max(
         1, builtins.min(MAX_SPLIT, K // 16, TARGET_GROUPS // (P * CB)))
+    return CB, S
+
+
+def _cols(src, off: int, P: int, K: int, C: int, out, out_off: int, subs: dict, dts,
+          mapped: bool = False) -> None:
+    """out[p, c] = fold over k of src[p, k, c] (contiguous), in passes of slices."""
+    CB, S = _col_split(P, K, C)
     acc = subs["A"]
     s2 = {**subs, "T": acc, "MAP": "return x;"} if mapped else subs
     if S == 1:
@@ -378,9 +385,7 @@ def _arg_cols(src, off: int, P: int, K: int, C: int, out, subs: dict, pair: int,
               dts: tuple) -> None:
     """argmax/argmin over the middle axis of a contiguous (P, K, C) block, in passes of
     slices carrying (value, index) pairs."""
-    CB = -(-C // 256)
-    S = 1 if K <= COLS_ONE_PASS else builtins.max(
-        1, builtins.min(MAX_SPLIT, K // 16, TARGET_GROUPS // (P * CB)))
+    CB, S = _col_split(P, K, C)
     if S == 1:
         k = _kernels.kernel("argreduce_cols", "rw", dts, **subs)
         REC.dispatch(k, (src._st.buf, out._st.buf), [P, K, C, off, out._offset, 1, CB],
