@@ -42,6 +42,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ._cupy_kernels import _CTYPES
+from ._ranges import KNOWN_MAX, targets_in_range, value_range
 
 _TCTYPES = {
     np.dtype(np.int8): "signed char", np.dtype(np.int16): "short",
@@ -392,8 +393,6 @@ class CupyNN:
 
 # -- known value ranges of uploaded integer arrays -----------------------------------------------
 
-#: largest integer upload whose value range is recorded
-KNOWN_MAX = 1 << 22
 _KNOWN: dict[int, tuple[Any, tuple[int, int, int | None]]] = {}
 
 
@@ -409,16 +408,12 @@ def note_upload(raw: Any, host: np.ndarray) -> None:
     n = host.size
     if not 0 < n <= KNOWN_MAX:
         return
-    lo, hi = int(host.min()), int(host.max())
-    lo2 = None
-    if lo < 0 and hi > lo:
-        lo2 = int(host[host > lo].min())
     key = id(raw)
     try:
         ref = weakref.ref(raw, lambda r, k=key: _forget(k, r))
     except TypeError:
         return
-    _KNOWN[key] = (ref, (lo, hi, lo2))
+    _KNOWN[key] = (ref, value_range(host))
 
 
 def known_range(raw: Any) -> tuple[int, int, int | None] | None:
@@ -464,16 +459,7 @@ class CupyCrossEntropy:
         error is raised by the next host read); ``None`` when a recorded range shows a
         possibly bad target (the caller checks eagerly, naming the first one)."""
         kr = known_range(t)
-        if kr is None:
-            return True
-        lo, hi, lo2 = kr
-        if lo < 0 and lo == ignore_index:
-            if lo2 is None:
-                return True
-            lo = lo2
-        if 0 <= lo and hi < c:
-            return True
-        return None
+        return True if kr is None or targets_in_range(kr, c, ignore_index) else None
 
     def _error_buffer(self, dev: int) -> Any:
         err = self._err.get(dev)

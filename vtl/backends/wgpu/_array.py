@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from .._ranges import KNOWN_MAX, value_range
 from . import _dtypes as D
 from . import _runtime
 from ._memory import POOL, Storage, set_known
@@ -239,22 +240,8 @@ def from_numpy(a: np.ndarray, dtype: np.dtype | None = None) -> WgpuArray:
             data += b"\0" * (4 - nbytes % 4)
         _runtime.get().queue.write_buffer(out._st.buf.gpu, 0, data)
         if dt.kind in "iu" and host.size <= KNOWN_MAX:
-            set_known(out._st.buf, _value_range(host))
+            set_known(out._st.buf, value_range(host))
     return out
-
-
-#: largest integer upload whose value range is recorded (see ``_memory.Buf.known``)
-KNOWN_MAX = 1 << 22
-
-
-def _value_range(host: np.ndarray) -> tuple[int, int, int | None]:
-    """``(lo, hi, lo2)``: the extremes of ``host`` and, when ``lo`` is negative (a padding
-    value such as an ignore index), the smallest value above it (``None``: there is none)."""
-    lo, hi = int(host.min()), int(host.max())
-    lo2 = None
-    if lo < 0 and hi > lo:
-        lo2 = int(host[host > lo].min())
-    return lo, hi, lo2
 
 
 def known_range(x: WgpuArray) -> tuple[int, int, int | None] | None:

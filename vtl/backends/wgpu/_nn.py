@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from .._ranges import targets_in_range
 from . import _dtypes as D
 from . import _fuse, _kernels
 from ._array import WgpuArray, astype_raw, empty, fresh, known_range, words_for_scalar
@@ -186,20 +187,11 @@ def targets_valid(t: Any, c: int, ignore_index: int) -> bool | None:
     from the known value range of the target's data; ``None`` when that range is unknown
     or inconclusive (the caller then checks on the device, with a readback)."""
     kr = known_range(t)
-    if kr is None:
-        return None
-    lo, hi, lo2 = kr
-    if lo < 0 and lo == ignore_index:  # a negative ignore index pads the targets
-        if lo2 is None:
-            return True  # every target is ignored
-        lo = lo2
-    if 0 <= lo and hi < c:
-        return True
-    return None
+    return True if kr is not None and targets_in_range(kr, c, ignore_index) else None
 
 
 class CrossEntropy:
-    """``kernels["cross_entropy"]``: ``fwd(x, t, reduction, ignore_index, want_grad)`` ->
+    """``kernels["cross_entropy"]``: ``fwd(x, t, reduction, ignore_index)`` ->
     ``(loss, saved)`` or ``None``; ``grad(x, t, saved, g, reduction, ignore_index)`` ->
     the logits' gradient. ``x`` is (M, C) float32/float64, ``t`` (M,) integers whose
     values were checked by the caller (``targets_valid`` or a device check)."""
