@@ -130,7 +130,7 @@ def _max_pool(input: Any, kernel_size: Any, stride: Any, padding: Any, dilation:
     x = input
     if nsp == 1:
         x = xp.expand_dims(x, axis=-2)
-        k, s, p, d, out = (1, *k), (1, *s), (0, *p), (1, *d), (1, *out)
+        k, s, p, d, out = _lift_1d(k, s, p, d, out)
     batched = x.ndim == 4
     if not batched:
         x = xp.expand_dims(x, axis=0)
@@ -191,7 +191,7 @@ def _as_2d(x_shape: tuple[int, ...], k: tuple[int, ...], s: tuple[int, ...],
     else:
         shape4 = (*x_shape[:-1], 1, x_shape[-1]) if len(x_shape) == 3 else \
             (1, x_shape[0], 1, x_shape[1])
-        k, s, p, d, out = (1, *k), (1, *s), (0, *p), (1, *d), (1, *out)
+        k, s, p, d, out = _lift_1d(k, s, p, d, out)
     return shape4, (k, s, p, d, out), x_shape[:-nsp] + out[-nsp:]
 
 
@@ -268,6 +268,27 @@ def max_pool1d(input: Any, kernel_size: Any, stride: Any = None, padding: Any = 
                      1, "max_pool1d")
 
 
+def _lift_1d(k: tuple, s: tuple, p: tuple, d: tuple, out: tuple) -> tuple:
+    """The geometry of a 1-D pool as that of a 2-D pool over a height-1 image."""
+    return (1, *k), (1, *s), (0, *p), (1, *d), (1, *out)
+
+
+def _divided_by_windows(xp: Any, total: Any, hw: tuple[int, int], k: tuple, s: tuple,
+                        p: tuple, out: tuple, count_include_pad: bool, divisor_override: Any,
+                        dtype: Any, device: Any) -> Any:
+    """``total`` (sums over each window, ``(..., Ho, Wo)``) divided by the windows' divisors
+    over an ``hw`` input: ``divisor_override``, else the taps counted (padding included
+    with ``count_include_pad``)."""
+    if divisor_override is not None:
+        return total / float(divisor_override)
+    dh = _avg_divisors(hw[0], k[0], s[0], p[0], out[0], count_include_pad)
+    dw = _avg_divisors(hw[1], k[1], s[1], p[1], out[1], count_include_pad)
+    if len(set(dh)) == 1 and len(set(dw)) == 1:
+        return total / float(dh[0] * dw[0])
+    return total / xp.asarray([[float(a * b) for b in dw] for a in dh], dtype=dtype,
+                              device=device)
+
+
 def _avg_divisors(size: int, k: int, s: int, p: int, out: int,
                   count_include_pad: bool) -> list[int]:
     divs = []
@@ -295,24 +316,14 @@ def _avg_pool(input: Any, kernel_size: Any, stride: Any, padding: Any, ceil_mode
     x = input
     if nsp == 1:
         x = xp.expand_dims(x, axis=-2)
-        k, s, p, d, out = (1, *k), (1, *s), (0, *p), (1, *d), (1, *out)
+        k, s, p, d, out = _lift_1d(k, s, p, d, out)
     batched = x.ndim == 4
     if not batched:
         x = xp.expand_dims(x, axis=0)
     total = _channels_first(xp, xp.sum(_windows(xp, x, k, s, p, d, out, 0.0)[2], axis=1),
                             x.shape[0], out)
-    if divisor_override is not None:
-        res = total / float(divisor_override)
-    else:
-        sp = x.shape[-2:]
-        dh = _avg_divisors(sp[0], k[0], s[0], p[0], out[0], count_include_pad)
-        dw = _avg_divisors(sp[1], k[1], s[1], p[1], out[1], count_include_pad)
-        if len(set(dh)) == 1 and len(set(dw)) == 1:
-            res = total / float(dh[0] * dw[0])
-        else:
-            div = xp.asarray([[float(a * b) for b in dw] for a in dh], dtype=x.dtype,
-                             device=x.device)
-            res = total / div
+    res = _divided_by_windows(xp, total, x.shape[-2:], k, s, p, out, count_include_pad,
+                              divisor_override, x.dtype, x.device)
     if nsp == 1:
         res = res[..., 0, :]
     return res if batched else res[0, ...]
@@ -350,15 +361,8 @@ def _avg_pool_vjp(kern: Any, x_shape: tuple[int, ...], shape4: tuple[int, ...], 
 
     from ..._ops.indexing import _scatter_rows
 
-    g4 = vtl.reshape(g, (n, c, *out))
-    if opts[1] is not None:
-        g4 = g4 / float(opts[1])
-    else:
-        dh = _avg_divisors(h, k[0], s[0], p[0], out[0], opts[0])
-        dw = _avg_divisors(w, k[1], s[1], p[1], out[1], opts[0])
-        div = vtl.asarray([[float(a * b) for b in dw] for a in dh], dtype=g.dtype,
-                          device=g.device)
-        g4 = g4 / div
+    g4 = _divided_by_windows(vtl, vtl.reshape(g, (n, c, *out)), (h, w), k, s, p, out, *opts,
+                             g.dtype, g.device)
     geometry = (n, h, w, k, s, (1, 1), p, out, (1, 1))
     host, fill, _ = host_index(*geometry)
     idx = on_device(host, "rows", geometry, vtl, g)
