@@ -30,6 +30,7 @@ from typing import Any, Protocol
 from ..._ops._core import needs_grad, new, record
 from ..._tensor import Tensor
 from ...autograd import grad_mode
+from ...backends._numpy_pool import avg_divisors
 from ._im2col import arange_host, gather_rows, host_index, on_device, pixel_rows, raw, tap_index
 from ._utils import detach, namespace
 from .conv import _ntuple, _shape
@@ -277,28 +278,12 @@ def _divided_by_windows(xp: Any, total: Any, hw: tuple[int, int], k: tuple, s: t
                         p: tuple, out: tuple, count_include_pad: bool, divisor_override: Any,
                         dtype: Any, device: Any) -> Any:
     """``total`` (sums over each window, ``(..., Ho, Wo)``) divided by the windows' divisors
-    over an ``hw`` input: ``divisor_override``, else the taps counted (padding included
-    with ``count_include_pad``)."""
-    if divisor_override is not None:
-        return total / float(divisor_override)
-    dh = _avg_divisors(hw[0], k[0], s[0], p[0], out[0], count_include_pad)
-    dw = _avg_divisors(hw[1], k[1], s[1], p[1], out[1], count_include_pad)
-    if len(set(dh)) == 1 and len(set(dw)) == 1:
-        return total / float(dh[0] * dw[0])
-    return total / xp.asarray([[float(a * b) for b in dw] for a in dh], dtype=dtype,
-                              device=device)
-
-
-def _avg_divisors(size: int, k: int, s: int, p: int, out: int,
-                  count_include_pad: bool) -> list[int]:
-    divs = []
-    for o in range(out):
-        start = o * s - p
-        end = min(start + k, size + p)
-        pool = end - start
-        start, end = max(start, 0), min(end, size)
-        divs.append(pool if count_include_pad else max(end - start, 1))
-    return divs
+    over an ``hw`` input (:func:`vtl.backends._numpy_pool.avg_divisors`, host arithmetic on
+    the geometry)."""
+    div = avg_divisors(hw, k, s, p, out, count_include_pad, divisor_override)
+    if isinstance(div, float):
+        return total / div
+    return total / xp.asarray(div.tolist(), dtype=dtype, device=device)
 
 
 def _avg_pool(input: Any, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool,  # noqa: A002
