@@ -26,6 +26,7 @@ ufuncs and copies); every block is computed exactly as on one thread.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -42,13 +43,6 @@ BLOCK = 1 << 19
 
 #: Input elements from which the NumPy kernel spreads its work over the thread pool.
 THRESHOLD = 1 << 18
-
-
-def _count(shape: tuple[int, ...]) -> int:
-    out = 1
-    for v in shape:
-        out *= v
-    return out
 
 
 def _blocks(n: int, c: int, plane: int) -> Any:
@@ -75,7 +69,7 @@ class _Scratch:
         buf = self.bufs.get(name)
         if buf is None:
             buf = self.bufs[name] = self.m.empty(self.size, dtype=dtype)
-        return buf[:_count(shape)].reshape(shape)
+        return buf[:math.prod(shape)].reshape(shape)
 
 
 def _disjoint(k: tuple[int, int], s: tuple[int, int], d: tuple[int, int]) -> bool:
@@ -88,6 +82,13 @@ def _extent(size: int, k: int, s: int, p: int, d: int, out: int) -> tuple[int, i
     ``p``: a ``ceil_mode`` window running past the padding)."""
     need = (out - 1) * s + (k - 1) * d + 1
     return p, max(need - size - p, 0)
+
+
+def _pads(h: int, w: int, k: tuple[int, int], s: tuple[int, int], p: tuple[int, int],
+          d: tuple[int, int], out: tuple[int, int]) -> tuple[int, int, int, int]:
+    """``(top, bottom, left, right)`` padding of an ``h x w`` input (:func:`_extent`)."""
+    return (*_extent(h, k[0], s[0], p[0], d[0], out[0]), *_extent(w, k[1], s[1], p[1], d[1],
+                                                                    out[1]))
 
 
 def _axis_divisors(size: int, k: int, s: int, p: int, out: int,
@@ -133,8 +134,7 @@ class StridedPool2d(FloatKernel):
     def _padded(self, x: Any, k: tuple[int, int], s: tuple[int, int], p: tuple[int, int],
                 d: tuple[int, int], out: tuple[int, int], value: float) -> Any:
         n, c, h, w = x.shape
-        (pt, pb), (pl, pr) = (_extent(h, k[0], s[0], p[0], d[0], out[0]),
-                              _extent(w, k[1], s[1], p[1], d[1], out[1]))
+        pt, pb, pl, pr = _pads(h, w, k, s, p, d, out)
         if not (pt or pb or pl or pr):
             return x
         xp = self.m.full((n, c, h + pt + pb, w + pl + pr), value, dtype=x.dtype)
@@ -146,8 +146,7 @@ class StridedPool2d(FloatKernel):
                      dtype: Any) -> tuple[Any, Any]:
         """A zero buffer of the padded input's shape and the input's part of it."""
         n, c, h, w = x_shape
-        (pt, pb), (pl, pr) = (_extent(h, k[0], s[0], p[0], d[0], out[0]),
-                              _extent(w, k[1], s[1], p[1], d[1], out[1]))
+        pt, pb, pl, pr = _pads(h, w, k, s, p, d, out)
         buf = self.m.zeros((n, c, h + pt + pb, w + pl + pr), dtype=dtype)
         return buf, (buf[:, :, pt:pt + h, pl:pl + w] if (pt or pb or pl or pr) else buf)
 
@@ -163,7 +162,7 @@ class StridedPool2d(FloatKernel):
         y = m.empty((n, c, *out), dtype=x.dtype)
         arg = m.empty((n, c, *out), dtype=self.arg_dtype(kk))
         blocks = list(_blocks(n, c, src.shape[2] * src.shape[3]))
-        size = max(_count(y[bn, bc].shape) for bn, bc in blocks)
+        size = max(math.prod(y[bn, bc].shape) for bn, bc in blocks)
 
         def run(i: int, j: int) -> None:
             scratch = _Scratch(m, size)  # one set of buffers per thread
@@ -230,7 +229,7 @@ class StridedPool2d(FloatKernel):
         bufb = buf.view(ut)
         disjoint = _disjoint(k, s, d)
         blocks = list(_blocks(n, c, buf.shape[2] * buf.shape[3]))
-        size = max(_count(arg[bn, bc].shape) for bn, bc in blocks)
+        size = max(math.prod(arg[bn, bc].shape) for bn, bc in blocks)
 
         def run(i: int, j: int) -> None:
             scratch = _Scratch(m, size)  # one set of buffers per thread
