@@ -1086,8 +1086,14 @@ def _array_object(api, data):
                 initial=1) ** 2)
     assert x.__array_namespace__() is api.ns
     assert x.to_device(x.device).device == x.device
-    assert x.__dlpack_device__() == (1, 0)  # the host copy NumPy reads (CPU)
-    check(api, api.ns.asarray(np.from_dlpack(x)), a, exact=True)
+    if api.name == "cupy":  # exported in place on the GPU (kDLCUDA), read back by CuPy
+        import cupy
+
+        assert x.__dlpack_device__() == (2, cupy.cuda.Device().id)
+        check(api, api.ns.asarray(cupy.from_dlpack(x)), a, exact=True)
+    else:  # NumPy, and the host copy wgpu exports: the CPU (kDLCPU)
+        assert x.__dlpack_device__() == (1, 0)
+        check(api, api.ns.asarray(np.from_dlpack(x)), a, exact=True)
     if x.ndim == 0:
         v = a.item()
         kind = a.dtype.kind

@@ -300,3 +300,30 @@ def test_wgpu_python_bool_key(mask, shape):
         ref[key] = 9.0
         x[key] = 9.0
         np.testing.assert_array_equal(xp.to_numpy(x), ref)
+
+
+@pytest.mark.parametrize("fn", ["argmax", "argmin"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_arg_reductions_take_the_first_nan(backend, fn, dtype):
+    """Several nans on an axis: the first one's index, as NumPy (a parallel reduction may
+    return any of them)."""
+    skip_unless_dtype(backend, dtype)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((32, 200)).astype(dtype)
+    for row in range(32):
+        x[row, rng.choice(200, size=row % 4, replace=False)] = np.nan
+    t = vtl.asarray(x)
+    for axis, keepdims in [(None, False), (1, False), (0, True)]:
+        _assert_exact(getattr(vtl, fn)(t, axis=axis, keepdims=keepdims),
+                      getattr(np, fn)(x, axis=axis, keepdims=keepdims))
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_complex_division_by_zero_and_infinity(backend, dtype):
+    """NumPy's complex division: a zero divisor gives inf/nan parts as real division does."""
+    skip_unless_dtype(backend, dtype)
+    a = np.array([1 + 1j, 1 - 2j, 0j, complex(INF, 1), complex(NAN, 0), 2 + 0j], dtype=dtype)
+    b = np.array([0j, 0j, 0j, 2 + 0j, 1 + 0j, complex(INF, 0)], dtype=dtype)
+    with np.errstate(all="ignore"):
+        expected = a / b
+    _assert_exact(vtl.asarray(a) / vtl.asarray(b), expected)

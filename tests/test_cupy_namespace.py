@@ -76,3 +76,38 @@ def test_signed_zeros_survive():
     assert q[0] == -np.inf and q[1] == -np.inf
     q = cp.asnumpy(ns.divide(ns.asarray(np.array(-0.0)), ns.asarray(np.array(np.inf))))
     assert q.shape == () and q == 0 and np.signbit(q)
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_complex_divide_is_numpys(dtype):
+    """Zero, infinite and nan divisors and dividends, real divisors and Python scalars: the
+    same parts, nan positions and signs as NumPy's division."""
+    vals = np.array([0.0, -0.0, 1.0, -2.5, 3e-3, np.inf, -np.inf, np.nan])
+    a = (vals[:, None] + 1j * vals[None, :]).reshape(-1).astype(dtype)
+    x, y = np.meshgrid(a, a)
+    x, y = x.reshape(-1), y.reshape(-1)
+    rdt = np.float32 if dtype == "complex64" else np.float64
+    cases = [(x, y), (a, np.array([0.0, -0.0, 2.0, np.inf, np.nan] * 13, rdt)[: a.size]),
+             (a[:5], 0.0), (a[:5], 1 + 1j), (np.array(1 + 1j, dtype), np.array(0, rdt))]
+    rtol = 1e-6 if dtype == "complex64" else 1e-14
+    for p, q in cases:
+        got = cp.asnumpy(ns.divide(cp.asarray(p) if isinstance(p, np.ndarray) else p,
+                                   cp.asarray(q) if isinstance(q, np.ndarray) else q))
+        with np.errstate(all="ignore"):
+            want = np.divide(p, q)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        for part in (np.real, np.imag):
+            np.testing.assert_allclose(part(got), part(want), rtol=rtol, atol=0)
+            np.testing.assert_array_equal(np.signbit(part(got)), np.signbit(part(want)))
+
+
+@pytest.mark.parametrize("fn", ["argmax", "argmin"])
+def test_arg_reductions_take_the_first_nan(fn):
+    x = RNG.standard_normal((64, 300))
+    for row in range(64):
+        x[row, RNG.choice(300, size=row % 5, replace=False)] = np.nan
+    for axis, keepdims in [(None, False), (1, False), (0, True), (-1, True)]:
+        got = cp.asnumpy(getattr(ns, fn)(cp.asarray(x), axis=axis, keepdims=keepdims))
+        np.testing.assert_array_equal(got, getattr(np, fn)(x, axis=axis, keepdims=keepdims))
+    i = cp.asnumpy(getattr(ns, fn)(cp.asarray(np.array([1.0, np.nan, 2.0, np.nan]))))
+    assert i == 1

@@ -9,6 +9,10 @@ standard's signed-zero special cases that CuPy itself misses.
   negated from ``+0.0``. CuPy's division itself keeps the standard's signs.
 * ``divide``/``floor_divide`` with a 0-d operand divide one-element arrays instead (kept
   from before the memset was found to be the cause of the sign losses).
+* complex ``divide`` is NumPy's algorithm: CuPy's gives ``nan`` parts for a zero divisor
+  (NumPy: ``(1 + 1j) / 0 == inf + inf*j``).
+* ``argmax``/``argmin`` return the first nan of the axis, as NumPy; CuPy's reduction returns
+  one of them.
 * ``matmul`` of two float matrices is one direct cuBLAS ``gemm`` call (C- or Fortran-order
   operands, so transposed views need no copy; other layouts through ``cupy.dot``): CuPy's
   ``matmul`` costs 20-40 microseconds of host time per call in its generalized-ufunc and
@@ -63,8 +67,70 @@ def _zero_d_safe(fn):
     return wrapped
 
 
-divide = _zero_d_safe(_acp.divide)
+_real_divide = _zero_d_safe(_acp.divide)
 floor_divide = _zero_d_safe(_acp.floor_divide)
+
+# NumPy's complex division (Smith's algorithm, with a zero divisor giving inf or nan parts
+# as real division does); CuPy's (thrust's) gives nan + nan*j for (1 + 1j) / 0
+_complex_divide = _cupy.ElementwiseKernel(
+    "T a, T b", "T out",
+    """
+    const auto ar = a.real(), ai = a.imag(), br = b.real(), bi = b.imag();
+    const auto abr = fabs(br), abi = fabs(bi);
+    if (abr >= abi) {
+      if (abr == 0 && abi == 0) {
+        out = T(ar / abr, ai / abr);
+      } else {
+        const auto rat = bi / br;
+        const auto scl = 1 / (br + bi * rat);
+        out = T((ar + ai * rat) * scl, (ai - ar * rat) * scl);
+      }
+    } else {
+      const auto rat = br / bi;
+      const auto scl = 1 / (bi + br * rat);
+      out = T((ar * rat + ai) * scl, (ai * rat - ar) * scl);
+    }
+    """, "vtl_complex_divide")
+
+
+def _as_dtype(x: Any, dtype: Any) -> Any:
+    if isinstance(x, _cupy.ndarray):
+        return x.astype(dtype, copy=False)
+    return asarray(x, dtype=dtype)
+
+
+def _complex(x: Any) -> bool:
+    return x.__class__ is complex or getattr(x, "dtype", None) is not None and x.dtype.kind == "c"
+
+
+def divide(x1: Any, x2: Any, /) -> Any:
+    if _complex(x1) or _complex(x2):
+        dt = _cupy.result_type(x1, x2)
+        return _complex_divide(_as_dtype(x1, dt), _as_dtype(x2, dt))
+    return _real_divide(x1, x2)
+
+
+divide.__doc__ = _acp.divide.__doc__
+
+
+def _nan_first(fn):
+    """``argmax``/``argmin`` whose first nan wins, as NumPy's: CuPy's reduction returns some
+    nan of the axis when there are several."""
+    def wrapped(x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
+        out = fn(x, axis=axis, keepdims=keepdims)
+        if x.dtype.kind != "f" or x.size == 0:
+            return out
+        nan = _cupy.isnan(x)
+        first = _acp.argmax(nan, axis=axis, keepdims=keepdims)  # ties: the lowest index
+        return _cupy.where(_acp.any(nan, axis=axis, keepdims=keepdims), first, out)
+
+    wrapped.__name__ = fn.__name__
+    wrapped.__doc__ = fn.__doc__
+    return wrapped
+
+
+argmax = _nan_first(_acp.argmax)
+argmin = _nan_first(_acp.argmin)
 
 
 def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None, copy: Any = None) -> Any:

@@ -108,8 +108,9 @@ def rem_body() -> str:
     """WGSL body of float32 ``remainder`` as NumPy: the exact ``fmod`` (float64 holds every
     partial remainder of float32 operands exactly: each step subtracts ``q * s`` with
     ``q < 2**26`` and ``s`` the divisor scaled by a power of two), moved into the divisor's
-    sign; zeros take the divisor's sign. ``x - y * trunc(x / y)`` in float32 lost every
-    digit once the quotient passed the mantissa (``1 % 1e-10`` gave 0)."""
+    sign; zeros take the divisor's sign, chosen as bits (NVIDIA's compiler merged the float
+    constants ``0.0`` and ``-0.0`` of two branches). ``x - y * trunc(x / y)`` in float32 lost
+    every digit once the quotient passed the mantissa (``1 % 1e-10`` gave 0)."""
     big = "67108864.0lf"  # 2**26
     return (
         f"{_widen('x', 'wa')} {_widen('y', 'wb')}"
@@ -124,7 +125,7 @@ def rem_body() -> str:
         " let k = trunc(r / s); r = r - k * s; if (r < 0.0lf) { r = r + s; } }"
         " if (wa < 0.0lf) { r = -r; }"
         " if (r != 0.0lf && ((r < 0.0lf) != (wb < 0.0lf))) { r = r + wb; }"
-        " if (r == 0.0lf) { if (wb < 0.0lf) { return bitcast<f32>(0x80000000u); } return 0.0; }"
+        " if (r == 0.0lf) { return bitcast<f32>(select(0u, 0x80000000u, wb < 0.0lf)); }"
         f" {_return_narrowed('r')}"
     )
 
