@@ -108,16 +108,17 @@ def rem_body() -> str:
     """WGSL body of float32 ``remainder`` as NumPy: the exact ``fmod`` (float64 holds every
     partial remainder of float32 operands exactly: each step subtracts ``q * s`` with
     ``q < 2**26`` and ``s`` the divisor scaled by a power of two), moved into the divisor's
-    sign; zeros take the divisor's sign, chosen as bits (NVIDIA's compiler merged the float
-    constants ``0.0`` and ``-0.0`` of two branches). ``x - y * trunc(x / y)`` in float32 lost
-    every digit once the quotient passed the mantissa (``1 % 1e-10`` gave 0)."""
+    sign; zeros take the divisor's sign bit (NVIDIA's compiler turned a choice between the
+    constants ``0.0`` and ``-0.0``, even as integer bits, into ``-0.0``). ``x - y * trunc(x /
+    y)`` in float32 lost every digit once the quotient passed the mantissa (``1 % 1e-10``
+    gave 0)."""
     big = "67108864.0lf"  # 2**26
     return (
         f"{_widen('x', 'wa')} {_widen('y', 'wb')}"
         " if (wb == 0.0lf || isinf_float32(x) || isnan_float32(x) || isnan_float32(y)) {"
         " return nan_float32(); }"
         " if (isinf_float32(y)) { if (wa == 0.0lf) {"
-        " return bitcast<f32>(select(0u, 0x80000000u, wb < 0.0lf)); }"
+        " return bitcast<f32>(bitcast<u32>(y) & 0x80000000u); }"
         " if ((wa < 0.0lf) == (wb < 0.0lf)) { return x; } return y; }"
         " let a = abs(wb); var r = abs(wa);"
         " loop { if (r < a) { break; } var s = a;"
@@ -125,7 +126,7 @@ def rem_body() -> str:
         " let k = trunc(r / s); r = r - k * s; if (r < 0.0lf) { r = r + s; } }"
         " if (wa < 0.0lf) { r = -r; }"
         " if (r != 0.0lf && ((r < 0.0lf) != (wb < 0.0lf))) { r = r + wb; }"
-        " if (r == 0.0lf) { return bitcast<f32>(select(0u, 0x80000000u, wb < 0.0lf)); }"
+        " if (r == 0.0lf) { return bitcast<f32>(bitcast<u32>(y) & 0x80000000u); }"
         f" {_return_narrowed('r')}"
     )
 
