@@ -713,6 +713,12 @@ def where(condition: WgpuArray, x1, x2, /) -> WgpuArray:
     else:
         other = x2 if isinstance(x1, WgpuArray) else x1
         dt = _scalar_dtype(other, arrs[0]._dtype, "where")
+    if dt.kind in "biuf" and c._contig and all(x._contig and x._shape == c._shape
+                                                for x in arrs):
+        # one shape, contiguous: the cached flat program, scalars as immediates
+        ops = [c] + [(x if x._dtype == dt else astype_raw(x, dt))
+                     if isinstance(x, WgpuArray) else (x, dt) for x in (x1, x2)]
+        return _fuse.run_cached("where", _where_program, ops)
     ops = []
     for x in (x1, x2):
         if not isinstance(x, WgpuArray):
@@ -742,6 +748,10 @@ def where(condition: WgpuArray, x1, x2, /) -> WgpuArray:
     k = _kernels.kernel("where", "rrrw", (dt,), T=D.wgsl(dt))
     REC.dispatch(k, (c._st.buf, a._st.buf, b._st.buf, out._st.buf), words, groups_for(n))
     return out
+
+
+def _where_program(tr, c, a, b):
+    return tr.where(c, a, b)
 
 
 def broadcast_to_raw(x: WgpuArray, shape) -> WgpuArray:

@@ -384,6 +384,64 @@ def run_flat(inputs: list, nodes: tuple, outputs: tuple, shape: tuple) -> list:
     return outs
 
 
+class _Slot:
+    """Operand ``k`` of a cached program (:func:`run_cached`), resolved at each call."""
+
+    __slots__ = ("k",)
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+
+
+_CACHED: dict[tuple, tuple] = {}
+
+
+def run_cached(name: str, build, operands: list) -> WgpuArray:
+    """Run the elementwise program ``build(tracer, *vars)`` over ``operands``: contiguous
+    arrays of one shape, or ``(value, dtype)`` scalars. The traced program is kept per
+    ``name``, operand dtypes and kinds, so a call costs no tracing; scalar values are
+    immediates of each call. Returns the program's single output."""
+    arrays = [a for a in operands if isinstance(a, WgpuArray)]
+    x0 = arrays[0]
+    n = x0.size
+    vec = all(D.itemsize(a._dtype) == 4 and not a._offset & 3 for a in arrays)
+    key = (name, tuple(a._dtype if isinstance(a, WgpuArray) else (a[1],) for a in operands),
+           vec)
+    hit = _CACHED.get(key)
+    if hit is None:
+        tr = Tracer()
+        vs = []
+        for k, a in enumerate(operands):
+            vs.append(Var(tr, k, a._dtype if isinstance(a, WgpuArray) else a[1], ()))
+            tr.inputs.append(_Slot(k))
+        inputs, nodes, outputs = tr.program([build(tr, *vs)])
+        modes, args = [], []
+        for x in inputs:
+            if isinstance(x, _Slot):
+                a = operands[x.k]
+                arr = isinstance(a, WgpuArray)
+                modes.append((FULL, a._dtype) if arr else (IMM, a[1]))
+                args.append(x.k)
+            else:
+                value, dt = x
+                modes.append((IMM, dt))
+                args.append(words_for_scalar(value, dt)[:imm_words(dt)])
+        vec = vec and all(vec_ok(nd[3]) for nd in nodes)
+        hit = _CACHED[key] = (flat(vec, tuple(modes), nodes, outputs), args)
+    f, args = hit
+    out = fresh(x0._shape, f.out_dtypes[0], n, f.osz)
+    if n:
+        call = []
+        for a in args:
+            if a.__class__ is int:
+                a = operands[a]
+                if not isinstance(a, WgpuArray):
+                    a = words_for_scalar(a[0], a[1])[:imm_words(a[1])]
+            call.append(a)
+        launch(f, n, call, [out])
+    return out
+
+
 def _vec_eligible(arrays, nodes, outputs, nin) -> bool:
     for mode, x, p in arrays:
         if not vec_ok(x._dtype):

@@ -25,7 +25,7 @@ import numpy as np
 from .._ranges import targets_in_range
 from . import _dtypes as D
 from . import _fuse, _kernels
-from ._array import WgpuArray, astype_raw, empty, fresh, known_range, words_for_scalar
+from ._array import WgpuArray, astype_raw, empty, known_range
 from ._linalg import _TILE, PLAIN
 from ._recorder import REC, groups_for
 
@@ -105,49 +105,6 @@ def linear_grad_weight(g: Any, x: Any, bias: bool) -> Any:
 
 # -- relu backward -----------------------------------------------------------------------------
 
-class _Slot:
-    __slots__ = ("k",)
-
-    def __init__(self, k: int) -> None:
-        self.k = k
-
-
-_PROGS: dict[tuple, tuple] = {}
-
-
-def _program(name: str, build, arrays: list[WgpuArray]) -> WgpuArray:
-    """Run the elementwise program ``build(tracer, *vars)`` (cached per dtypes) over
-    contiguous arrays of one shape; returns its single output."""
-    x0 = arrays[0]
-    n = x0.size
-    vec = all(D.itemsize(a.dtype) == 4 and not a._offset & 3 for a in arrays)
-    key = (name, tuple(a.dtype for a in arrays), vec)
-    hit = _PROGS.get(key)
-    if hit is None:
-        tr = _fuse.Tracer()
-        vs = []
-        for k, a in enumerate(arrays):
-            vs.append(_fuse.Var(tr, k, a.dtype, ()))
-            tr.inputs.append(_Slot(k))
-        inputs, nodes, outputs = tr.program([build(tr, *vs)])
-        modes, args = [], []
-        for x in inputs:
-            if isinstance(x, _Slot):
-                modes.append((_fuse.FULL, arrays[x.k].dtype))
-                args.append(x.k)
-            else:
-                value, dt = x
-                modes.append((_fuse.IMM, dt))
-                args.append(words_for_scalar(value, dt)[:_fuse.imm_words(dt)])
-        vec = vec and all(_fuse.vec_ok(nd[3]) for nd in nodes)
-        hit = _PROGS[key] = (_fuse.flat(vec, tuple(modes), nodes, outputs), args)
-    f, args = hit
-    out = fresh(x0.shape, f.out_dtypes[0], n, f.osz)
-    if n:
-        _fuse.launch(f, n, [arrays[a] if isinstance(a, int) else a for a in args], [out])
-    return out
-
-
 def _relu_grad(tr, x, g):
     return tr.where(tr.binary("less_equal", x, 0), 0, g)
 
@@ -157,7 +114,7 @@ def relu_backward(x: Any, g: Any) -> Any:
     if (type(x) is not WgpuArray or type(g) is not WgpuArray or x.shape != g.shape
             or x.dtype != g.dtype or x.dtype.kind != "f" or not (x._contig and g._contig)):
         return None
-    return _program("relu_backward", _relu_grad, [x, g])
+    return _fuse.run_cached("relu_backward", _relu_grad, [x, g])
 
 
 # -- cross-entropy -----------------------------------------------------------------------------
