@@ -201,3 +201,33 @@ def test_known_all_false():
     assert np_backend.known_all_false(np.zeros(3, bool))
     assert not np_backend.known_all_false(np.array([False, True]))
     assert not Backend.known_all_false(np_backend, np.zeros(3, bool))  # base: "not known"
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "sum-axis"])
+def test_large_reduction_gradients_spread_as_views(backend, reduce):
+    """The gradient of a large reduction of an intermediate result may travel as a read-only
+    broadcast view (no filled copy): the gradients equal the small-array path's, and a
+    leaf's ``.grad`` is always its own writable array."""
+    rng = np.random.default_rng(4)
+    xs = rng.standard_normal((300, 400))
+    x = vtl.asarray(xs, requires_grad=True)
+    w = vtl.asarray(rng.standard_normal(400), requires_grad=True)
+    y = vtl.tanh(x * w)  # an intermediate of 120000 elements
+    y.retain_grad()
+    out = {"sum": lambda t: vtl.sum(t), "mean": lambda t: vtl.mean(t),
+           "sum-axis": lambda t: vtl.sum(vtl.sum(t, axis=0) ** 2)}[reduce](y)
+    out.backward()
+    t = np.tanh(xs * w.numpy())
+    up = {"sum": np.ones_like(t), "mean": np.full_like(t, 1 / t.size),
+          "sum-axis": np.broadcast_to(2 * t.sum(axis=0), t.shape)}[reduce]
+    np.testing.assert_allclose(y.grad.numpy(), up, rtol=1e-12)
+    if backend == "numpy":  # NumPy gives read-only broadcast views
+        assert 0 in y.grad._data.strides and not y.grad._data.flags.writeable
+    dz = up * (1 - t ** 2)
+    np.testing.assert_allclose(x.grad.numpy(), dz * w.numpy(), rtol=1e-7, atol=1e-12)
+    np.testing.assert_allclose(w.grad.numpy(), (dz * xs).sum(axis=0), rtol=1e-7, atol=1e-9)
+    for leaf_t in (x, w):
+        g = leaf_t.grad
+        g += 1.0  # its own memory: in-place updates work and touch nothing else
+    vtl.sum(x * 0.0).backward()  # a leaf's gradient from a reduction: a writable array
+    x.grad += 1.0

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import re
 
 import numpy as np
 import pytest
@@ -204,7 +205,7 @@ def test_cupy_conv_kernel_bodies_on_the_host(tmp_path):
     class HostConv(cc.CupyConv2d):
         wide = False  # the 32-bit index arithmetic unless switched
 
-        def _get(self, spec, dtype, wide=False):
+        def _get(self, spec, dtype, wide=False, consts=None):
             fn = getattr(so, f"{spec.__name__}_{_CT[np.dtype(dtype)]}{'_wide' * self.wide}")
             return lambda *args, size: _call(fn, *args, size)
 
@@ -242,3 +243,31 @@ def test_cupy_conv_kernel_bodies_on_the_host(tmp_path):
                         assert u is None
                     else:
                         np.testing.assert_allclose(u, v, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_cupy_kernels_compiled_for_their_geometry(backend, case, monkeypatch):
+    """The cupy kernels with their sizes compiled in as constants (as from ``FOLD_MIN``
+    threads) give the portable path's values and gradients."""
+    if backend != "cupy":
+        pytest.skip("the cupy kernels")
+    from vtl.backends import _cupy_kernels
+
+    monkeypatch.setattr(_cupy_kernels, "FOLD_MIN", 0)
+    test_kernel_equals_portable(backend, case, np.float32)
+
+
+def test_folded_kernel_bodies_declare_every_size_constant():
+    """Every narrowed size of the im2col/col2im/bias kernels becomes a constant."""
+    from vtl.backends import _cupy_conv as cc
+    from vtl.backends._cupy_kernels import fold_constants
+
+    for spec, names in [(cc.im2col_spec, cc._NARROWED), (cc.col2im_spec, cc._NARROWED),
+                        (cc.bias_transpose_spec, ["O", "NB", "HW"])]:
+        geo = list(range(3, 3 + len(names)))
+        for wide in (False, True):
+            body = fold_constants(spec(np.float32, wide)[2], tuple(zip(names, geo, strict=True)))
+            for name, value in zip(names, geo, strict=True):
+                if f"{name}_" in body:
+                    assert f" {name}_ = {value};" in body, (spec.__name__, name)
+            assert not re.search(r"= \((int|ptrdiff_t)\)[A-Z]", body), spec.__name__

@@ -338,7 +338,7 @@ def test_cupy_pool_kernel_bodies_on_the_host(tmp_path):
         def _on(self, a):
             return contextlib.nullcontext()
 
-        def _get(self, spec, dtype, wide):
+        def _get(self, spec, dtype, wide, args, size):
             assert not wide  # small arrays: 32-bit index arithmetic
             return launcher(spec, dtype, self.wide)
 
@@ -375,3 +375,20 @@ def test_cupy_pool_kernel_bodies_on_the_host(tmp_path):
             g = RNG.standard_normal((*shape[:2], *out)).astype(dt)
             np.testing.assert_array_equal(host.avg_backward(shape, g, k2, s2, p2, cip, div),
                                           ref.avg_backward(shape, g, k2, s2, p2, cip, div))
+
+
+@pytest.mark.parametrize("which", ["max", "avg"])
+def test_cupy_kernels_compiled_for_their_geometry(backend, which, monkeypatch):
+    """The cupy pool kernels with their sizes compiled in as constants (as from
+    ``FOLD_MIN`` threads) give the portable path's values, indices and gradients."""
+    if backend != "cupy":
+        pytest.skip("the cupy kernels")
+    from vtl.backends import _cupy_kernels
+
+    monkeypatch.setattr(_cupy_kernels, "FOLD_MIN", 0)
+    if which == "max":
+        for case in MAX_CASES:
+            test_max_pool_kernel_equals_portable(backend, case, np.float32, "ties")
+    else:
+        for case in AVG_CASES:
+            test_avg_pool_kernel_equals_portable(backend, case, np.float32)

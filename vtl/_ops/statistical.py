@@ -46,7 +46,7 @@ def _expand_reduced(g: Tensor, x: Tensor, axes: tuple[int, ...], keepdims: bool)
         gd = g._data
         if not keepdims and gd.ndim:
             gd = xp.reshape(gd, tuple(1 if i in axes else s for i, s in enumerate(x.shape)))
-        return new(_filled(xp, x._data, gd), g._device)
+        return new(_spread(g._device, x, gd), g._device)
     from .manipulation import broadcast_to, reshape
 
     if not keepdims:
@@ -55,6 +55,17 @@ def _expand_reduced(g: Tensor, x: Tensor, axes: tuple[int, ...], keepdims: bool)
     if g.shape == x.shape:
         return g
     return broadcast_to(g, x.shape)
+
+
+def _spread(dev: Any, x: Tensor, value: Any) -> Any:
+    """The gradient ``value`` of a reduction of ``x`` spread over ``x``'s shape: a read-only
+    broadcast view where the backend gives one (``Backend.spread``) and ``x`` is not a leaf
+    (whose ``.grad`` it would become), else a filled array."""
+    if x._grad_fn is not None:
+        r = dev._backend.spread(value, x._data.shape)
+        if r is not None:
+            return r
+    return _filled(dev.xp, x._data, value)
 
 
 def _filled(xp: Any, like: Any, value: Any) -> Any:
@@ -238,7 +249,7 @@ def mean(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None,
             # plain backward: one division of the (reduced) gradient, spread over the input
             if not keepdims and gd.ndim:
                 gd = xp.reshape(gd, _kept_shape(data.shape, axes))
-            return (_filled(xp, data, gd / n),)
+            return (_spread(dev, x, gd / n),)
 
         def vjp(g: Tensor, _: Any) -> Tensor:
             if not (_grad.enabled and g._requires_grad):

@@ -267,6 +267,12 @@ class Backend:
         that costs no device sync (host memory); ``False`` means "not known"."""
         return False
 
+    def spread(self, value: Any, shape: tuple[int, ...]) -> Any | None:
+        """``value`` broadcast to ``shape`` as a read-only view (no copy), for the gradient of
+        a reduction flowing into another op; ``None`` where the backend has no such views or
+        copying is cheaper (the gradient is then materialized)."""
+        return None
+
     def kernel(self, name: str) -> Any | None:
         """An optional fused kernel by name, or ``None`` for the portable path."""
         return self.kernels.get(name)

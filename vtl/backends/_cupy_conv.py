@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ._cupy_kernels import _CTYPES, SpecKernels, narrow
+from ._cupy_kernels import _CTYPES, SpecKernels, fold, narrow
 from ._cupy_kernels import needs_wide_index as _wide
 from ._numpy_conv import StridedConv2d, _out_size
 
@@ -26,6 +26,7 @@ __all__ = ["CupyConv2d", "bias_transpose_spec", "col2im_spec", "im2col_spec"]
 _GEOM = ["int64 C", "int64 H", "int64 W", "int64 G", "int64 KH", "int64 KW", "int64 HO",
          "int64 WO", "int64 SH", "int64 SW", "int64 PT", "int64 PL", "int64 DH", "int64 DW",
          "int64 SN", "int64 SG", "int64 SR"]
+_NARROWED = [p.split()[1] for p in _GEOM[:14]]  # the sizes the index arithmetic divides by
 
 
 def _geometry_head(it: str) -> str:
@@ -149,8 +150,9 @@ class CupyConv2d(StridedConv2d):
         self._specs = SpecKernels(cupy, "vtl_")
         self._mm = matmul or cupy.dot  # 2-D products (the backend namespace's direct gemm)
 
-    def _get(self, spec: Any, dtype: Any, wide: bool = False) -> Any:
-        return self._specs.get(spec, dtype, wide)
+    def _get(self, spec: Any, dtype: Any, wide: bool = False, consts: tuple | None = None
+             ) -> Any:
+        return self._specs.get(spec, dtype, wide, consts)
 
     def forward(self, x: Any, w: Any, b: Any, stride: tuple[int, int],
                 padding: tuple[int, int, int, int], dilation: tuple[int, int],
@@ -182,7 +184,8 @@ class CupyConv2d(StridedConv2d):
         self._im2col_strided(x, col, geom, _gemm_strides(n, hw))
         y = self._mm(w.reshape(o, k), col)  # (O, N*HO*WO)
         out = m.empty((n, o, ho, wo), dtype=x.dtype)
-        self._get(bias_transpose_spec, x.dtype, _wide(out.size))(
+        self._get(bias_transpose_spec, x.dtype, _wide(out.size),
+                  fold(("O", "NB", "HW"), (o, n, hw), out.size))(
             y, y if b is None else b, o, n, hw, b is not None, out, size=out.size)
         return out, col
 
@@ -224,12 +227,14 @@ class CupyConv2d(StridedConv2d):
         n, c = x.shape[:2]
         _, _, _, _, kh, kw, ho, wo = geom
         size = n * c * kh * kw * ho * wo
-        self._get(im2col_spec, x.dtype, _wide(size, x.size))(
-            x, *geometry_args(x.shape, geom, strides), col, size=size)
+        args = geometry_args(x.shape, geom, strides)
+        self._get(im2col_spec, x.dtype, _wide(size, x.size), fold(_NARROWED, args, size))(
+            x, *args, col, size=size)
 
     def _col2im_strided(self, dcol: Any, x_shape: tuple[int, ...], geom: tuple,
                         strides: tuple) -> Any:
         dx = self.m.empty(x_shape, dtype=dcol.dtype)
-        self._get(col2im_spec, dcol.dtype, _wide(dx.size, dcol.size))(
-            dcol, *geometry_args(x_shape, geom, strides), dx, size=dx.size)
+        args = geometry_args(x_shape, geom, strides)
+        self._get(col2im_spec, dcol.dtype, _wide(dx.size, dcol.size),
+                  fold(_NARROWED, args, dx.size))(dcol, *args, dx, size=dx.size)
         return dx

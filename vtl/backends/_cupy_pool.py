@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ._cupy_kernels import _CTYPES, SpecKernels, narrow
+from ._cupy_kernels import _CTYPES, SpecKernels, fold, narrow
 from ._cupy_kernels import needs_wide_index as _wide
 from ._numpy_pool import StridedPool2d
 
@@ -34,6 +34,7 @@ __all__ = ["CupyPool2d", "avg_backward_spec", "avg_forward_spec", "max_backward_
 #: Geometry arguments of every kernel (``int64``), in this order.
 _GEOM = ["int64 C", "int64 H", "int64 W", "int64 KH", "int64 KW", "int64 HO", "int64 WO",
          "int64 SH", "int64 SW", "int64 PH", "int64 PW", "int64 DH", "int64 DW"]
+_NAMES = [p.split()[1] for p in _GEOM]
 #: The avg kernels' options: count_include_pad (0/1) and divisor_override (0.0: none).
 _AVG = ["int64 CIP", "float64 DIVO"]
 
@@ -177,8 +178,10 @@ class CupyPool2d(StridedPool2d):
         """The context that makes ``a``'s device current (kernels launch there)."""
         return a.device
 
-    def _get(self, spec: Any, dtype: Any, wide: bool) -> Any:
-        return self._specs.get(spec, dtype, wide)
+    def _get(self, spec: Any, dtype: Any, wide: bool, args: list[int], size: int) -> Any:
+        """The kernel of ``spec``; compiled for the geometry ``args`` (:data:`_GEOM` order)
+        from ``FOLD_MIN`` threads (``size``)."""
+        return self._specs.get(spec, dtype, wide, fold(_NAMES, args, size))
 
     def max_forward(self, x: Any, k: tuple[int, int], s: tuple[int, int],
                     p: tuple[int, int], d: tuple[int, int], out: tuple[int, int]
@@ -188,8 +191,9 @@ class CupyPool2d(StridedPool2d):
             x = m.ascontiguousarray(x)
             y = m.empty((*x.shape[:2], *out), dtype=x.dtype)
             arg = m.empty(y.shape, dtype=np.int32)
-            self._get(max_forward_spec, x.dtype, _wide(x.size, y.size))(
-                x, -np.inf, *geometry_args(x.shape, k, s, p, d, out), y, arg, size=y.size)
+            args = geometry_args(x.shape, k, s, p, d, out)
+            self._get(max_forward_spec, x.dtype, _wide(x.size, y.size), args, y.size)(
+                x, -np.inf, *args, y, arg, size=y.size)
         return y, arg
 
     def max_backward(self, arg: Any, x_shape: tuple[int, ...], g: Any, k: tuple[int, int],
@@ -198,8 +202,9 @@ class CupyPool2d(StridedPool2d):
         with self._on(g):
             g = m.ascontiguousarray(g)
             dx = m.empty(x_shape, dtype=g.dtype)
-            self._get(max_backward_spec, g.dtype, _wide(dx.size, g.size))(
-                g, arg, *geometry_args(x_shape, k, s, p, d, arg.shape[2:]), dx, size=dx.size)
+            args = geometry_args(x_shape, k, s, p, d, arg.shape[2:])
+            self._get(max_backward_spec, g.dtype, _wide(dx.size, g.size), args, dx.size)(
+                g, arg, *args, dx, size=dx.size)
         return dx
 
     def avg_forward(self, x: Any, k: tuple[int, int], s: tuple[int, int],
@@ -209,9 +214,10 @@ class CupyPool2d(StridedPool2d):
         with self._on(x):
             x = m.ascontiguousarray(x)
             y = m.empty((*x.shape[:2], *out), dtype=x.dtype)
-            self._get(avg_forward_spec, x.dtype, _wide(x.size, y.size))(
-                x, *geometry_args(x.shape, k, s, p, (1, 1), out), int(bool(count_include_pad)),
-                float(divisor_override or 0), y, size=y.size)
+            args = geometry_args(x.shape, k, s, p, (1, 1), out)
+            self._get(avg_forward_spec, x.dtype, _wide(x.size, y.size), args, y.size)(
+                x, *args, int(bool(count_include_pad)), float(divisor_override or 0), y,
+                size=y.size)
         return y
 
     def avg_backward(self, x_shape: tuple[int, ...], g: Any, k: tuple[int, int],
@@ -221,7 +227,8 @@ class CupyPool2d(StridedPool2d):
         with self._on(g):
             g = m.ascontiguousarray(g)
             dx = m.empty(x_shape, dtype=g.dtype)
-            self._get(avg_backward_spec, g.dtype, _wide(dx.size, g.size))(
-                g, *geometry_args(x_shape, k, s, p, (1, 1), g.shape[2:]),
-                int(bool(count_include_pad)), float(divisor_override or 0), dx, size=dx.size)
+            args = geometry_args(x_shape, k, s, p, (1, 1), g.shape[2:])
+            self._get(avg_backward_spec, g.dtype, _wide(dx.size, g.size), args, dx.size)(
+                g, *args, int(bool(count_include_pad)), float(divisor_override or 0), dx,
+                size=dx.size)
         return dx

@@ -8,6 +8,9 @@ import numpy as np
 
 from ._base import Backend
 
+#: Elements from which the gradient of a reduction is a broadcast view (``Backend.spread``).
+SPREAD_MIN = 1 << 16
+
 
 class NumpyBackend(Backend):
     name = "numpy"
@@ -52,6 +55,14 @@ class NumpyBackend(Backend):
 
     def sum_axes(self, a: Any, axes: Any, keepdims: bool = False) -> Any:
         return np.add.reduce(a, axis=axes, keepdims=keepdims)  # np.sum without its wrapper
+
+    def spread(self, value: Any, shape: tuple[int, ...]) -> Any | None:
+        # large gradients only: below a few thousand elements a filled copy is cheaper to
+        # make and to read
+        n = 1
+        for s in shape:
+            n *= s
+        return np.broadcast_to(value, shape) if n >= SPREAD_MIN else None
 
     def known_all_false(self, mask: Any) -> bool:
         return not np.count_nonzero(mask)  # host memory: no sync to wait for
