@@ -189,12 +189,16 @@ def kernel_geometry(s, p, d):
     return s2, (p2[0], p2[0] + 1, p2[1], p2[1]), d2
 
 
-def test_cupy_conv_kernel_bodies_on_the_host(tmp_path):
+def test_cupy_conv_kernel_bodies_on_the_host(tmp_path, monkeypatch):
     """The CuPy im2col/col2im ElementwiseKernel bodies, compiled for the host, inside the
-    CuPy kernel class running on NumPy arrays: equal to the strided NumPy kernel."""
+    CuPy kernel class running on NumPy arrays: equal to the strided NumPy kernel. Every
+    launch also forms the constants of the geometry-compiled variant (``FOLD_MIN`` 0)."""
     from test_nn_lstm_fused import _call, _compile, _host_source
 
     from vtl.backends import _cupy_conv as cc
+    from vtl.backends import _cupy_kernels
+
+    monkeypatch.setattr(_cupy_kernels, "FOLD_MIN", 0)
 
     dtypes = {"float": np.float32, "double": np.float64}
     so = _compile(tmp_path, [_host_source(f"{s.__name__}_{c}{'_wide' * w}", s(dt, w), c)
@@ -206,6 +210,8 @@ def test_cupy_conv_kernel_bodies_on_the_host(tmp_path):
         wide = False  # the 32-bit index arithmetic unless switched
 
         def _get(self, spec, dtype, wide=False, consts=None):
+            names = ["O", "NB", "HW"] if spec is cc.bias_transpose_spec else cc._NARROWED
+            assert [k for k, _ in consts] == names
             fn = getattr(so, f"{spec.__name__}_{_CT[np.dtype(dtype)]}{'_wide' * self.wide}")
             return lambda *args, size: _call(fn, *args, size)
 

@@ -26,7 +26,8 @@ __all__ = ["CupyConv2d", "bias_transpose_spec", "col2im_spec", "im2col_spec"]
 _GEOM = ["int64 C", "int64 H", "int64 W", "int64 G", "int64 KH", "int64 KW", "int64 HO",
          "int64 WO", "int64 SH", "int64 SW", "int64 PT", "int64 PL", "int64 DH", "int64 DW",
          "int64 SN", "int64 SG", "int64 SR"]
-_NARROWED = [p.split()[1] for p in _GEOM[:14]]  # the sizes the index arithmetic divides by
+_NSIZES = 14  # C ... DW: the sizes the index arithmetic divides by (then the patch strides)
+_NARROWED = [p.split()[1] for p in _GEOM[:_NSIZES]]
 
 
 def _geometry_head(it: str) -> str:
@@ -228,13 +229,13 @@ class CupyConv2d(StridedConv2d):
         _, _, _, _, kh, kw, ho, wo = geom
         size = n * c * kh * kw * ho * wo
         args = geometry_args(x.shape, geom, strides)
-        self._get(im2col_spec, x.dtype, _wide(size, x.size), fold(_NARROWED, args, size))(
-            x, *args, col, size=size)
+        self._get(im2col_spec, x.dtype, _wide(size, x.size),
+                  fold(_NARROWED, args[:_NSIZES], size))(x, *args, col, size=size)
 
     def _col2im_strided(self, dcol: Any, x_shape: tuple[int, ...], geom: tuple,
                         strides: tuple) -> Any:
         dx = self.m.empty(x_shape, dtype=dcol.dtype)
         args = geometry_args(x_shape, geom, strides)
         self._get(col2im_spec, dcol.dtype, _wide(dx.size, dcol.size),
-                  fold(_NARROWED, args, dx.size))(dcol, *args, dx, size=dx.size)
+                  fold(_NARROWED, args[:_NSIZES], dx.size))(dcol, *args, dx, size=dx.size)
         return dx
