@@ -306,3 +306,35 @@ def test_numpy_fused_step_used_unless_foreach_false(monkeypatch, foreach):
         opt.step()
     assert spy.calls == (3 if foreach is None else 0)
     np.testing.assert_allclose(p.numpy(), 1 - 0.1 * 0.5 * (1 + 1.9 + 2.71), rtol=1e-6)
+
+
+@pytest.mark.parametrize("threads", ["1", "3"])
+def test_numpy_kernel_pieces_and_threads_give_the_same_values(monkeypatch, threads):
+    """Large contiguous tensors updated in pieces (here of 64 elements), spread over the
+    thread pool, next to whole small and non-contiguous ones: exactly Program.evaluate's
+    values, and the gradients untouched."""
+    from vtl.backends import _numpy_kernels
+
+    monkeypatch.setattr(_numpy_kernels, "CHUNK", 64)
+    monkeypatch.setattr(_numpy_kernels, "PARALLEL_MIN", 0)
+    monkeypatch.setenv("VTL_NUM_THREADS", threads)
+    kern = vtl.backends.get("numpy").kernel("multi_tensor_apply")
+    rng = np.random.default_rng(9)
+    prog = _programs.adam(amsgrad=True, weight_decay=True, decoupled=False, maximize=False)
+    scalars = tuple(0.3 + 0.1 * i for i, _ in enumerate(prog.scalars))
+    tensors, expected = [], []
+    for shape, fortran in [((1000,), False), ((37, 29), False), ((30, 7), True), ((), False),
+                           ((65,), False)]:
+        arrs = [np.array(np.abs(rng.standard_normal(shape)) + 1.0, dtype=np.float32)
+                for _ in prog.arrays]
+        if fortran:
+            arrs = [np.asfortranarray(a) for a in arrs]
+        expected.append(prog.evaluate(np, [a.copy() for a in arrs], scalars))
+        tensors.append(tuple(arrs))
+    grads = [t[prog.arrays.index("g")].copy() for t in tensors]
+    kern(prog, tensors, scalars)
+    for arrs, exp, g in zip(tensors, expected, grads, strict=True):
+        np.testing.assert_array_equal(arrs[prog.arrays.index("g")], g)
+        for name, e in zip(prog.writes, exp, strict=True):
+            np.testing.assert_array_equal(arrs[prog.arrays.index(name)],
+                                          np.asarray(e, dtype=np.float32))

@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["THRESHOLD", "StridedConv2d", "num_threads", "parallel_for"]
+__all__ = ["THRESHOLD", "StridedConv2d", "num_threads", "parallel_for", "scratch"]
 
 #: Patch elements (``N * (C/G*kh*kw + 1) * G * Ho*Wo``) from which the NumPy kernel takes the
 #: wide layout and the thread pool; below it everything runs on the calling thread.
@@ -103,7 +103,7 @@ def _executor(workers: int) -> ThreadPoolExecutor:
         return _pool
 
 
-def _scratch(slot: str, shape: tuple[int, ...], dtype: Any) -> Any:
+def scratch(slot: str, shape: tuple[int, ...], dtype: Any) -> Any:
     """A temporary of ``shape`` in this thread's reusable buffer ``slot`` (grown as needed
     and kept: one or two buffers of the largest temporaries seen per calling thread). Fresh
     large temporaries cost page faults on every call (the allocator hands them back to the
@@ -298,7 +298,7 @@ class StridedConv2d(FloatKernel):
                 _taps_in(np, x[a:b], col4[:, :, a:b].transpose(2, 0, 1, 3), geom)
 
         parallel_for(fill, n, threads)
-        prod = np.matmul(wm, col, out=_scratch("a", (groups, og, n * hw), x.dtype))
+        prod = np.matmul(wm, col, out=scratch("a", (groups, og, n * hw), x.dtype))
         prod = prod.reshape(groups, og, n, hw)
         out = np.empty((n, groups, og, hw), dtype=x.dtype)
 
@@ -349,7 +349,7 @@ class StridedConv2d(FloatKernel):
         if need_x:
             wt = w.reshape(groups, og, k).transpose(0, 2, 1)
             if threads:
-                dcol = m.matmul(wt, g4, out=_scratch("b", (n, groups, k, hw), g.dtype))
+                dcol = m.matmul(wt, g4, out=scratch("b", (n, groups, k, hw), g.dtype))
                 dx = m.empty(x_shape, dtype=g.dtype)
 
                 def spread(i: int, j: int) -> None:
@@ -375,7 +375,7 @@ class StridedConv2d(FloatKernel):
         hw = ho * wo
         k = cg * kh * kw
         g4 = g.reshape(n, groups, og, hw)
-        gm = _scratch("a", (groups, og, n * hw), g.dtype)
+        gm = scratch("a", (groups, og, n * hw), g.dtype)
         gw4 = gm.reshape(groups, og, n, hw)
 
         def gather(i: int, j: int) -> None:
@@ -394,7 +394,7 @@ class StridedConv2d(FloatKernel):
             db = gm.sum(axis=2).reshape(o)
         if need_x:
             wt = w.reshape(groups, og, k).transpose(0, 2, 1)
-            dcol = np.matmul(wt, gm, out=_scratch("b", (groups, k, n * hw), g.dtype))
+            dcol = np.matmul(wt, gm, out=scratch("b", (groups, k, n * hw), g.dtype))
             dcol = dcol.reshape(groups, k, n, hw).transpose(2, 0, 1, 3)
             dx = np.empty(x_shape, dtype=g.dtype)
 

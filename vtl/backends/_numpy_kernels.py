@@ -4,14 +4,17 @@
 ``vtl/optim/_programs.py``) over the tensors of a parameter group with NumPy
 ufuncs writing into their ``out`` argument: the arrays the program updates
 (parameter, state) are written in place and intermediate values go to a few
-scratch arrays per tensor, instead of a new array per operation and a final
-copy into the parameter as in the portable rules. Each program is translated
-once into a Python function (one ufunc call per operation, in the program's
-order of operations, so the values equal the portable rules'); a
-multiplication by a scalar that is exactly 1.0 (e.g. ``1 - dampening`` without
-dampening) is skipped, which does not change any value. Scalars are passed as
-0-d arrays of the tensors' dtype (the values NumPy's promotion of a Python
-scalar gives, through a faster ufunc path).
+reused scratch arrays, instead of a new array per operation and a final
+copy into the parameter as in the portable rules. Large contiguous tensors are
+updated in pieces of :data:`CHUNK` elements (each piece through every operation
+while it is in cache), spread over the kernels' thread pool (``_numpy_conv``;
+ufuncs release the GIL); elementwise updates give the same values either way.
+Each program is translated once into a Python function (one ufunc call per
+operation, in the program's order of operations, so the values equal the
+portable rules'); a multiplication by a scalar that is exactly 1.0 (e.g.
+``1 - dampening`` without dampening) is skipped, which does not change any value.
+Scalars are passed as 0-d arrays of the tensors' dtype (the values NumPy's
+promotion of a Python scalar gives, through a faster ufunc path).
 """
 
 from __future__ import annotations
@@ -21,12 +24,22 @@ from typing import Any
 
 import numpy as np
 
+from . import _numpy_conv as _pool
+
+#: Elements of the pieces a large tensor is updated in: the few arrays of a step (parameter,
+#: gradient, state, temporaries) stay in the core's cache through all its operations, and
+#: the pieces are spread over the kernels' thread pool.
+CHUNK = 1 << 17
+
+#: Elements of a step from which its pieces are spread over the pool.
+PARALLEL_MIN = 1 << 16
+
 _UFUNCS = {ast.Add: "_add", ast.Sub: "_subtract", ast.Mult: "_multiply", ast.Div: "_divide"}
 _PYOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
 _GLOBALS = {
     "_add": np.add, "_subtract": np.subtract, "_multiply": np.multiply, "_divide": np.divide,
     "_negative": np.negative, "_sqrt": np.sqrt, "_maximum": np.maximum,
-    "_empty_like": np.empty_like, "_copyto": np.copyto,
+    "_copyto": np.copyto,
 }
 _CALLS = {"sqrt": ("_sqrt", 1), "max": ("_maximum", 2)}
 _asarray = np.asarray
@@ -132,9 +145,9 @@ class _Compiler:
         regs = [f"r{i}" for i in range(self.nregs)]
         names = ", ".join(f"a_{a}" for a in prog.arrays)
         scal = "".join(f", s_{s}" for s in prog.scalars)
-        src = [f"def _run(tensors{scal}):", f"    for {names}{',' if len(prog.arrays) == 1 else ''}"
-               " in tensors:"]
-        src += [f"        {r} = _empty_like(a_p)" for r in regs]
+        src = [f"def _run(tensors, scratch{scal}):",
+               f"    for {names}{',' if len(prog.arrays) == 1 else ''} in tensors:"]
+        src += [f"        {r} = scratch({i}, a_p)" for i, r in enumerate(regs)]
         src += [f"        {line}" for line in self.lines] or ["        pass"]
         code = "\n".join(src) + "\n"
         ns: dict[str, Any] = dict(_GLOBALS)
@@ -145,9 +158,32 @@ class _Compiler:
 
 
 def compile_program(prog: Any, ones: frozenset[str] = frozenset()) -> Any:
-    """A function ``run(tensors, *scalars)`` applying ``prog`` in place to each tuple of
-    arrays in ``tensors`` (``ones``: scalars known to be exactly 1.0)."""
+    """A function ``run(tensors, scratch, *scalars)`` applying ``prog`` in place to each
+    tuple of arrays in ``tensors`` (``ones``: scalars known to be exactly 1.0);
+    ``scratch(i, like)`` gives the ``i``-th temporary, an array of ``like``'s shape."""
     return _Compiler(prog, ones).compile()
+
+
+def _scratch(i: int, like: Any) -> Any:
+    """Temporary ``i`` of the calling thread, shaped as ``like`` (reused across calls)."""
+    return _pool.scratch(f"step{i}", like.shape, like.dtype)
+
+
+def _pieces(tensors: list[tuple[Any, ...]]) -> tuple[list[tuple[Any, ...]], int]:
+    """The work items of a step: C-contiguous tensors of at least :data:`CHUNK` elements as
+    flat pieces of ``CHUNK`` elements (views: the updates land in the tensors), others
+    whole; and the total number of elements."""
+    items: list[tuple[Any, ...]] = []
+    total = 0
+    for arrs in tensors:
+        n = arrs[0].size
+        total += n
+        if n > CHUNK and all(a.flags.c_contiguous for a in arrs):
+            flats = [a.reshape(-1) for a in arrs]
+            items.extend(tuple(f[i:i + CHUNK] for f in flats) for i in range(0, n, CHUNK))
+        else:
+            items.append(arrs)
+    return items, total
 
 
 class MultiTensorApply:
@@ -176,7 +212,14 @@ class MultiTensorApply:
         # 0-d arrays of the tensors' dtype hold the same values as the Python scalars
         # would after NumPy's promotion, and ufuncs take them faster
         dt = tensors[0][0].dtype
-        fn(tensors, *[_asarray(v, dtype=dt) for v in scalars])
+        svals = [_asarray(v, dtype=dt) for v in scalars]
+        items, total = _pieces(tensors)
+        threads = _pool.num_threads() if total >= PARALLEL_MIN else 1
+        if threads > 1 and len(items) > 1:
+            _pool.parallel_for(lambda i, j: fn(items[i:j], _scratch, *svals), len(items),
+                               threads)
+        else:
+            fn(items, _scratch, *svals)
 
 
 def register(backend: Any) -> None:
