@@ -20,30 +20,49 @@ def three_threads(monkeypatch):
     monkeypatch.setattr(nk._pool, "num_threads", lambda: 3)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("shape", [(7,), (5, 11), (2, 3, 4, 5)])
-def test_relu_backward_equals_portable(three_threads, dtype, shape):
-    rng = np.random.default_rng(1)
+def _check_relu(x, g):
+    got = nk.relu_backward(x, g)
+    want = np.where(x <= 0, 0, g)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    itype = {np.dtype("float32"): np.uint32, np.dtype("float64"): np.uint64}[x.dtype]
+    np.testing.assert_array_equal(got.view(itype), want.view(itype))
+
+
+def _operands(dtype, shape, seed=1):
+    rng = np.random.default_rng(seed)
     x = rng.standard_normal(shape).astype(dtype)
     g = rng.standard_normal(shape).astype(dtype)
     k = min(x.size, len(SPECIAL))
     x.reshape(-1)[:k] = SPECIAL[:k]
     g.reshape(-1)[-k:] = SPECIAL[:k]
-    got = nk.relu_backward(x, g)
-    want = np.where(x <= 0, 0, g)
-    assert got.dtype == want.dtype and got.shape == want.shape
-    itype = {"float32": np.uint32, "float64": np.uint64}[dtype]
-    np.testing.assert_array_equal(got.view(itype), want.view(itype))
+    return x, g
 
 
-def test_relu_backward_declines_what_it_does_not_handle(three_threads, monkeypatch):
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", [(7,), (5, 11), (2, 3, 4, 5)])
+def test_relu_backward_equals_portable(three_threads, dtype, shape):
+    """Bit for bit (signed zeros, nan and infinite gradients, nan inputs), in chunks on
+    three threads."""
+    _check_relu(*_operands(dtype, shape))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_relu_backward_on_one_thread_any_layout_and_rank(dtype, monkeypatch):
+    monkeypatch.setattr(nk._pool, "num_threads", lambda: 1)
+    for shape in [(), (1,), (3, 5), (4, 6, 2)]:
+        _check_relu(*_operands(dtype, shape))
+    x, g = _operands(dtype, (6, 8), seed=3)
+    _check_relu(x[:, ::2], g[:, ::2])  # strided
+    _check_relu(np.asfortranarray(x), g.T.copy().T)  # Fortran order
+    _check_relu(x.T, g.T)
+
+
+def test_relu_backward_declines_what_it_does_not_handle(three_threads):
     x = np.ones((4, 4), np.float32)
-    assert nk.relu_backward(x[:, ::2], x[:, ::2]) is None  # not contiguous
     assert nk.relu_backward(x, x.astype(np.float64)) is None  # mixed dtypes
     assert nk.relu_backward(x.astype(np.float16), x.astype(np.float16)) is None
-    assert nk.relu_backward(x[:1, :2], x[:1, :2]) is None  # below the threshold
-    monkeypatch.setattr(nk._pool, "num_threads", lambda: 1)
-    assert nk.relu_backward(x, x) is None  # one thread: the portable path
+    assert nk.relu_backward(x, x[:2]) is None  # shapes differ
+    assert nk.relu_backward(x, [1.0]) is None  # not arrays
 
 
 def test_relu_gradient_through_the_kernel(three_threads):
