@@ -1084,7 +1084,9 @@ def _array_object(api, data):
     if x.ndim == 2:
         check(api, x.T, a.T, exact=True)
         check(api, x.mT, a.mT, exact=True)
-        if a.dtype != np.bool_:
+        # (products near the float range's end overflow or not with the accumulation order)
+        if a.dtype != np.bool_ and not (a.dtype.kind in "fc" and float(abs(a).max(
+                initial=0)) > math.sqrt(float(np.finfo(a.dtype).max) / 4 / max(a.shape[1], 1))):
             check(api, x @ x.mT, quiet(np.matmul, a, a.T), scale=20, atol=1e-3 * abs(a).max(
                 initial=1) ** 2)
     assert x.__array_namespace__() is api.ns
