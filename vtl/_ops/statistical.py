@@ -62,7 +62,7 @@ def _spread(dev: Any, x: Tensor, value: Any) -> Any:
     broadcast view where the backend gives one (``Backend.spread``) and ``x`` is not a leaf
     (whose ``.grad`` it would become), else a filled array."""
     if x._grad_fn is not None:
-        r = dev._backend.spread(value, x._data.shape)
+        r = dev._backend.spread(value, x._data)
         if r is not None:
             return r
     return _filled(dev.xp, x._data, value)

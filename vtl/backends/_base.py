@@ -267,10 +267,10 @@ class Backend:
         that costs no device sync (host memory); ``False`` means "not known"."""
         return False
 
-    def spread(self, value: Any, shape: tuple[int, ...]) -> Any | None:
-        """``value`` broadcast to ``shape`` as a read-only view (no copy), for the gradient of
-        a reduction flowing into another op; ``None`` where the backend has no such views or
-        copying is cheaper (the gradient is then materialized)."""
+    def spread(self, value: Any, like: Any) -> Any | None:
+        """``value`` broadcast to the shape of the array ``like`` as a read-only view (no
+        copy), for the gradient of a reduction flowing into another op; ``None`` where the
+        backend has no such views or copying is cheaper (the gradient is then materialized)."""
         return None
 
     def kernel(self, name: str) -> Any | None:

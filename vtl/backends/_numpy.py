@@ -56,13 +56,10 @@ class NumpyBackend(Backend):
     def sum_axes(self, a: Any, axes: Any, keepdims: bool = False) -> Any:
         return np.add.reduce(a, axis=axes, keepdims=keepdims)  # np.sum without its wrapper
 
-    def spread(self, value: Any, shape: tuple[int, ...]) -> Any | None:
+    def spread(self, value: Any, like: Any) -> Any | None:
         # large gradients only: below SPREAD_MIN elements a filled copy costs less than
         # np.broadcast_to's few microseconds and is faster to read
-        n = 1
-        for s in shape:
-            n *= s
-        return np.broadcast_to(value, shape) if n >= SPREAD_MIN else None
+        return np.broadcast_to(value, like.shape) if like.size >= SPREAD_MIN else None
 
     def known_all_false(self, mask: Any) -> bool:
         return not np.count_nonzero(mask)  # host memory: no sync to wait for
