@@ -316,6 +316,7 @@ def test_numpy_kernel_pieces_and_threads_give_the_same_values(monkeypatch, threa
     from vtl.backends import _numpy_kernels
 
     monkeypatch.setattr(_numpy_kernels, "CHUNK", 64)
+    monkeypatch.setattr(_numpy_kernels, "MIN_PIECE", 16)
     monkeypatch.setattr(_numpy_kernels, "PARALLEL_MIN", 0)
     monkeypatch.setenv("VTL_NUM_THREADS", threads)
     kern = vtl.backends.get("numpy").kernel("multi_tensor_apply")

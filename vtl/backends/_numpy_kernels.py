@@ -6,7 +6,7 @@ ufuncs writing into their ``out`` argument: the arrays the program updates
 (parameter, state) are written in place and intermediate values go to a few
 reused scratch arrays, instead of a new array per operation and a final
 copy into the parameter as in the portable rules. Large contiguous tensors are
-updated in pieces of :data:`CHUNK` elements (each piece through every operation
+updated in pieces of up to :data:`CHUNK` elements (each through every operation
 while it is in cache), spread over the kernels' thread pool (``_numpy_conv``;
 ufuncs release the GIL); elementwise updates give the same values either way.
 Each program is translated once into a Python function (one ufunc call per
@@ -26,13 +26,15 @@ import numpy as np
 
 from . import _numpy_conv as _pool
 
-#: Elements of the pieces a large tensor is updated in: the few arrays of a step (parameter,
-#: gradient, state, temporaries) stay in the core's cache through all its operations, and
-#: the pieces are spread over the kernels' thread pool.
+#: Largest piece (elements) a large tensor is updated in: the few arrays of a step
+#: (parameter, gradient, state, temporaries) stay in the core's cache through all its
+#: operations. On several threads the pieces are smaller (down to :data:`MIN_PIECE`), about
+#: four per thread, so that the pool's threads get equal shares.
 CHUNK = 1 << 17
+MIN_PIECE = 1 << 14
 
 #: Elements of a step from which its pieces are spread over the pool.
-PARALLEL_MIN = 1 << 16
+PARALLEL_MIN = 1 << 18
 
 _UFUNCS = {ast.Add: "_add", ast.Sub: "_subtract", ast.Mult: "_multiply", ast.Div: "_divide"}
 _PYOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
@@ -169,21 +171,18 @@ def _scratch(i: int, like: Any) -> Any:
     return _pool.scratch(f"step{i}", like.shape, like.dtype)
 
 
-def _pieces(tensors: list[tuple[Any, ...]]) -> tuple[list[tuple[Any, ...]], int]:
-    """The work items of a step: C-contiguous tensors of at least :data:`CHUNK` elements as
-    flat pieces of ``CHUNK`` elements (views: the updates land in the tensors), others
-    whole; and the total number of elements."""
+def _pieces(tensors: list[tuple[Any, ...]], piece: int) -> list[tuple[Any, ...]]:
+    """The work items of a step: C-contiguous tensors of more than ``piece`` elements as flat
+    pieces of ``piece`` elements (views: the updates land in the tensors), others whole."""
     items: list[tuple[Any, ...]] = []
-    total = 0
     for arrs in tensors:
         n = arrs[0].size
-        total += n
-        if n > CHUNK and all(a.flags.c_contiguous for a in arrs):
+        if n > piece and all(a.flags.c_contiguous for a in arrs):
             flats = [a.reshape(-1) for a in arrs]
-            items.extend(tuple(f[i:i + CHUNK] for f in flats) for i in range(0, n, CHUNK))
+            items.extend(tuple(f[i:i + piece] for f in flats) for i in range(0, n, piece))
         else:
             items.append(arrs)
-    return items, total
+    return items
 
 
 class MultiTensorApply:
@@ -213,8 +212,13 @@ class MultiTensorApply:
         # would after NumPy's promotion, and ufuncs take them faster
         dt = tensors[0][0].dtype
         svals = [_asarray(v, dtype=dt) for v in scalars]
-        items, total = _pieces(tensors)
+        total = 0
+        for arrs in tensors:
+            total += arrs[0].size
         threads = _pool.num_threads() if total >= PARALLEL_MIN else 1
+        piece = CHUNK if threads <= 1 else \
+            max(MIN_PIECE, min(CHUNK, -(-total // (4 * threads))))
+        items = _pieces(tensors, piece)
         if threads > 1 and len(items) > 1:
             _pool.parallel_for(lambda i, j: fn(items[i:j], _scratch, *svals), len(items),
                                threads)
