@@ -52,6 +52,11 @@ def imm_words(dt: np.dtype) -> int:
     return 2 if D.itemsize(dt) == 8 else 1
 
 
+def imm(value, dt: np.dtype) -> list[int]:
+    """The immediate words of the scalar ``value`` of dtype ``dt`` in a flat program."""
+    return words_for_scalar(value, dt)[:imm_words(dt)]
+
+
 def vec_ok(dt: np.dtype) -> bool:
     return D.itemsize(dt) == 4
 
@@ -334,7 +339,7 @@ def fill(out: WgpuArray, value) -> None:
         return
     f = flat(vec_ok(dt) and tail_safe(out, n), ((IMM, dt),),
              (("c", "astype", dt, dt, (0,)),), (1,))
-    launch(f, n, [words_for_scalar(value, dt)[:imm_words(dt)]], [out])
+    launch(f, n, [imm(value, dt)], [out])
 
 
 def layout_mode(x: WgpuArray, shape: tuple, n: int):
@@ -375,7 +380,7 @@ def run_flat(inputs: list, nodes: tuple, outputs: tuple, shape: tuple) -> list:
         else:
             value, dt = x
             modes.append((IMM, dt))
-            args.append(words_for_scalar(value, dt)[:imm_words(dt)])
+            args.append(imm(value, dt))
     vec = _vec_eligible(arrays, nodes, outputs, len(inputs))
     f = flat(vec, tuple(modes), nodes, outputs)
     outs = [fresh(shape, dt, n, D.itemsize(dt)) for dt in f.out_dtypes]
@@ -425,7 +430,7 @@ def run_cached(name: str, build, operands: list) -> WgpuArray:
             else:
                 value, dt = x
                 modes.append((IMM, dt))
-                args.append(words_for_scalar(value, dt)[:imm_words(dt)])
+                args.append(imm(value, dt))
         vec = vec and all(vec_ok(nd[3]) for nd in nodes)
         hit = _CACHED[key] = (flat(vec, tuple(modes), nodes, outputs), args)
     f, args = hit
@@ -436,7 +441,7 @@ def run_cached(name: str, build, operands: list) -> WgpuArray:
             if a.__class__ is int:
                 a = operands[a]
                 if not isinstance(a, WgpuArray):
-                    a = words_for_scalar(a[0], a[1])[:imm_words(a[1])]
+                    a = imm(*a)
             call.append(a)
         launch(f, n, call, [out])
     return out
