@@ -36,10 +36,9 @@ def relu_backward(x: Any, g: Any) -> Any:
     bits = _BITS.get(x.dtype)
     if bits is None:
         return None
-    out = np.empty_like(g)
+    out = np.empty_like(g)  # C-contiguous when g is
     threads = _pool.num_threads() if x.size >= THRESHOLD else 1
-    if threads <= 1 or not (x.flags.c_contiguous and g.flags.c_contiguous
-                            and out.flags.c_contiguous):
+    if threads <= 1 or not (x.flags.c_contiguous and g.flags.c_contiguous):
         _masked(x, g, out, bits)
         return out
     xf, gf, of = x.reshape(-1), g.reshape(-1), out.reshape(-1)
