@@ -270,15 +270,21 @@ def test_numpy_kernel_equals_program_evaluate(dtype, ones):
                 arrs = [np.asfortranarray(a) for a in arrs]
             expected.append(prog.evaluate(np, [a.copy() for a in arrs], scalars))
             tensors.append(tuple(arrs))
-        grads = [t[prog.arrays.index("g")].copy() for t in tensors]
-        kern(prog, tensors, scalars)
-        for arrs, exp, g in zip(tensors, expected, grads, strict=True):
-            np.testing.assert_array_equal(arrs[prog.arrays.index("g")], g)
-            for name, e in zip(prog.writes, exp, strict=True):
-                got = arrs[prog.arrays.index(name)]
-                assert got.dtype == dtype
-                np.testing.assert_array_equal(got, np.asarray(e, dtype=dtype),
-                                              err_msg=f"{prog.name} {name}")
+        _assert_kernel_step(kern, prog, tensors, expected, scalars, dtype)
+
+
+def _assert_kernel_step(kern, prog, tensors, expected, scalars, dtype):
+    """``kern`` applied to ``tensors`` writes exactly ``expected`` (Program.evaluate's
+    values, per tensor) and leaves the gradients alone."""
+    grads = [t[prog.arrays.index("g")].copy() for t in tensors]
+    kern(prog, tensors, scalars)
+    for arrs, exp, g in zip(tensors, expected, grads, strict=True):
+        np.testing.assert_array_equal(arrs[prog.arrays.index("g")], g)
+        for name, e in zip(prog.writes, exp, strict=True):
+            got = arrs[prog.arrays.index(name)]
+            assert got.dtype == dtype
+            np.testing.assert_array_equal(got, np.asarray(e, dtype=dtype),
+                                          err_msg=f"{prog.name} {name}")
 
 
 class _Spy:
@@ -332,10 +338,4 @@ def test_numpy_kernel_pieces_and_threads_give_the_same_values(monkeypatch, threa
             arrs = [np.asfortranarray(a) for a in arrs]
         expected.append(prog.evaluate(np, [a.copy() for a in arrs], scalars))
         tensors.append(tuple(arrs))
-    grads = [t[prog.arrays.index("g")].copy() for t in tensors]
-    kern(prog, tensors, scalars)
-    for arrs, exp, g in zip(tensors, expected, grads, strict=True):
-        np.testing.assert_array_equal(arrs[prog.arrays.index("g")], g)
-        for name, e in zip(prog.writes, exp, strict=True):
-            np.testing.assert_array_equal(arrs[prog.arrays.index(name)],
-                                          np.asarray(e, dtype=np.float32))
+    _assert_kernel_step(kern, prog, tensors, expected, scalars, np.float32)
