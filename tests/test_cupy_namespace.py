@@ -103,6 +103,31 @@ def test_complex_divide_is_numpys(dtype):
             np.testing.assert_array_equal(np.signbit(g[ok]), np.signbit(w[ok]))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_float_floor_divide_is_numpys(dtype):
+    """Bit for bit NumPy's floor_divide (values and signs of zeros) on quotients that round
+    to zero or to an integer, signed zeros, infinities, nans, zero divisors, mixed dtypes,
+    0-d operands and Python scalars."""
+    vals = np.array([0.0, -0.0, 1.0, -1.0, 0.1, -0.1, 2.5, -7.0, 3e-30, -3e-30, 1e30, -1e30,
+                     np.inf, -np.inf, np.nan], dtype)
+    x, y = (v.reshape(-1) for v in np.meshgrid(vals, vals))
+    r = np.random.default_rng(5)
+    big = r.standard_normal(4096).astype(dtype) * 10.0 ** r.integers(-20, 20, 4096)
+    cases = [(x, y), (big, big[::-1].copy()), (vals, np.array(-2.0, dtype)),
+             (np.array(1.0, dtype), np.array(0.1, dtype)), (vals, 0.1), (3.0, vals)]
+    if dtype == "float64":  # a quotient below the smallest subnormal; float32 with float64
+        cases += [(np.array([-3.1e-302, 3.1e-302]), np.array([1.2552288e22, -1.0], np.float32))]
+    for p, q in cases:
+        got = cp.asnumpy(ns.floor_divide(cp.asarray(p) if isinstance(p, np.ndarray) else p,
+                                         cp.asarray(q) if isinstance(q, np.ndarray) else q))
+        with np.errstate(all="ignore"):
+            want = np.floor_divide(p, q)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)  # nan positions equal too
+        np.testing.assert_array_equal(np.signbit(got[~np.isnan(want)]),
+                                      np.signbit(want[~np.isnan(want)]))
+
+
 @pytest.mark.parametrize("fn", ["argmax", "argmin"])
 def test_arg_reductions_take_the_first_nan(fn):
     x = RNG.standard_normal((64, 300))

@@ -100,6 +100,39 @@ def test_no_hidden_readbacks_in_a_loop_of_elementwise_ops():
     assert val == pytest.approx(float(ref.sum()), rel=1e-4)
 
 
+def test_waits_and_readbacks_use_the_native_callbacks():
+    """synchronize and readbacks wait on counted completion callbacks (no wgpu-py promise,
+    no per-read buffer): the fast path must be active, not its fallback."""
+    assert _recorder._ON_DONE is not None
+    a = xp.ones((256, 256))
+    done, mapped = _recorder._counts[0], _recorder._counts[1]
+    b = a @ a
+    xp.synchronize()
+    assert _recorder._counts[0] == done + 1 and _recorder.REC.pending == 0
+    np.testing.assert_array_equal(host(b), np.full((256, 256), 256, np.float32))
+    assert _recorder._counts[1] == mapped + 1
+    s0 = _recorder.REC.submits
+    c = b[3:, ::-2] - 1.0  # recorded work and the readback's copy go in one submit
+    np.testing.assert_array_equal(host(c), np.full((253, 128), 255, np.float32))
+    assert _recorder.REC.submits == s0 + 1
+
+
+@pytest.mark.parametrize("n", [1, 3, 64, 1000, 5000])
+def test_readbacks_of_every_size_reuse_or_free_their_staging(monkeypatch, n):
+    monkeypatch.setattr(_recorder, "STAGING_MAX", 4096)  # larger reads: a one-off buffer
+    h = np.arange(n, dtype=np.float32) - 7.5
+    before = set(_recorder.REC._stagings)
+    for _ in range(2):
+        a = xp.asarray(h)
+        np.testing.assert_array_equal(host(a * 2.0), h * 2)
+        np.testing.assert_array_equal(host(a[1::3]), h[1::3])
+        np.testing.assert_array_equal(host(xp.astype(a, xp.int8)), h.astype(np.int8))
+    caps = set(_recorder.REC._stagings)
+    assert all(cap <= 4096 for cap in caps - before)
+    if 4 * n <= 4096:
+        assert max(256, 1 << (4 * n - 1).bit_length()) in caps
+
+
 def test_flush_threshold_submits_without_waiting(monkeypatch):
     monkeypatch.setattr(_recorder, "FLUSH_EVERY", 10)
     xp.synchronize()

@@ -157,15 +157,17 @@ def test_vec4_tail_never_writes_past_a_view():
 
 @given(
     hnp.arrays(np.float32, hnp.array_shapes(min_dims=0, max_dims=3, max_side=9),
-               elements=st.floats(-1e3, 1e3, width=32)),
+               elements=st.floats(-1e3, 1e3, width=32, allow_subnormal=False)),
     st.sampled_from(["add", "multiply", "subtract", "maximum"]),
     st.booleans(),
 )
 def test_binary_matches_numpy_on_random_shapes(h, name, row):
     other = h[-1:] if (row and h.ndim) else h
-    got = getattr(xp, name)(xp.asarray(h), xp.asarray(other))
+    got = host(getattr(xp, name)(xp.asarray(h), xp.asarray(other)))
     ref = getattr(np, name)(h, other)
-    np.testing.assert_array_equal(host(got), ref)
+    # drivers may flush subnormal float32 results to zero (NVIDIA's does; docs/conformance.md)
+    flushed = (np.abs(ref) < np.finfo(np.float32).smallest_normal) & (got == 0)
+    np.testing.assert_array_equal(np.where(flushed, ref, got), ref)
 
 
 # -- fuse ---------------------------------------------------------------------------------

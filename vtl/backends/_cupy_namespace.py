@@ -9,6 +9,10 @@ standard's signed-zero special cases that CuPy itself misses.
   negated from ``+0.0``. CuPy's division itself keeps the standard's signs.
 * ``divide``/``floor_divide`` with a 0-d operand divide one-element arrays instead (kept
   from before the memset was found to be the cause of the sign losses).
+* float ``floor_divide`` is NumPy's algorithm (``(x - fmod(x, y)) / y``, corrected to the
+  floor): CuPy's ``floor(x / y)`` loses the sign of a quotient that rounds to zero
+  (``-3e-302 // 1e22`` gave ``-0.0``, NumPy ``-1.0``) and rounds up near integers
+  (``1.0 // 0.1`` gave ``10.0``, NumPy ``9.0``).
 * complex ``divide`` is NumPy's algorithm: CuPy's gives ``nan`` parts for a zero divisor
   (NumPy: ``(1 + 1j) / 0 == inf + inf*j``).
 * ``argmax``/``argmin`` return the first nan of the axis, as NumPy; CuPy's reduction returns
@@ -68,7 +72,27 @@ def _zero_d_safe(fn):
 
 
 _real_divide = _zero_d_safe(_acp.divide)
-floor_divide = _zero_d_safe(_acp.floor_divide)
+_floor_divide = _zero_d_safe(_acp.floor_divide)
+
+# NumPy's npy_floor_divide (npy_divmod), operation for operation
+_float_floor_divide = _cupy.ElementwiseKernel(
+    "T a, T b", "T out",
+    """
+    if (b == (T)0) {
+      out = a / b;
+    } else {
+      const T mod = fmod(a, b);
+      T div = (a - mod) / b;
+      if (mod != (T)0 && ((b < (T)0) != (mod < (T)0))) div -= (T)1;
+      if (div != (T)0) {
+        T fl = floor(div);
+        if (div - fl > (T)0.5) fl += (T)1;
+        out = fl;
+      } else {
+        out = copysign((T)0, a / b);
+      }
+    }
+    """, "vtl_floor_divide")
 
 # NumPy's complex division (Smith's algorithm, with a zero divisor giving inf or nan parts
 # as real division does); CuPy's (thrust's) gives nan + nan*j for (1 + 1j) / 0. Products
@@ -120,6 +144,16 @@ def divide(x1: Any, x2: Any, /) -> Any:
 
 
 divide.__doc__ = _acp.divide.__doc__
+
+
+def floor_divide(x1: Any, x2: Any, /) -> Any:
+    dt = _cupy.result_type(x1, x2)
+    if dt.kind == "f" and dt.itemsize >= 4:
+        return _float_floor_divide(_as_dtype(x1, dt), _as_dtype(x2, dt))
+    return _floor_divide(x1, x2)
+
+
+floor_divide.__doc__ = _acp.floor_divide.__doc__
 
 
 def _nan_first(fn):

@@ -276,8 +276,7 @@ def to_numpy(x: WgpuArray) -> np.ndarray:
     isz = sdt.itemsize
     b0 = (lo * isz) // 4 * 4
     b1 = -(-(hi * isz) // 4) * 4
-    REC.flush()
-    raw = _runtime.get().queue.read_buffer(x._st.buf.gpu, b0, b1 - b0)
+    raw = REC.read(x._st.buf.gpu, b0, b1 - b0)
     flat = np.frombuffer(raw, dtype=np.uint8)
     first = lo * isz - b0
     base = flat[first:first + (hi - lo) * isz].view(sdt)

@@ -14,6 +14,7 @@ block: the words given, then zeros.
 from __future__ import annotations
 
 import struct
+from time import perf_counter
 
 from . import _kernels, _runtime
 from ._memory import KNOWN, set_known
@@ -31,9 +32,56 @@ try:  # the native entry points (wgpu-py's backend); the wrappers are the fallba
     _SET_BG = _lib.wgpuComputePassEncoderSetBindGroup
     _SET_IMM = _lib.wgpuComputePassEncoderSetImmediates
     _DISPATCH = _lib.wgpuComputePassEncoderDispatchWorkgroups
+    _POLL = _lib.wgpuDevicePoll
     _NULL = _ffi.NULL
 except Exception:  # pragma: no cover - another wgpu backend
     _lib = None
+
+# Completion callbacks that only count (a poll on any thread may run them); waits spin on
+# the counts. [work-done callbacks, buffer-map callbacks, status of the last map]
+_counts = [0, 0, 0]
+
+
+def _count_done(_status, *_) -> None:
+    _counts[0] += 1
+
+
+def _count_mapped(status, *_) -> None:
+    _counts[2] = status
+    _counts[1] += 1
+
+
+def _callback_info(struct: str, fn):
+    """A ``struct`` (``WGPU...CallbackInfo``) that has ``fn`` called on any thread's poll.
+
+    The callback's C type is read from the struct, since wgpu-native's headers changed it
+    (a message argument was added to the work-done callback)."""
+    info = _ffi.new(struct + " *")
+    ctype = dict(_ffi.typeof(struct).fields)["callback"].type
+    info.mode = _lib.WGPUCallbackMode_AllowProcessEvents
+    cb = _ffi.callback(ctype, fn)
+    _KEEP.append(cb)
+    info.callback = cb
+    return info
+
+
+_KEEP: list = []  # the C callbacks, alive for the process
+try:
+    _DONE_INFO = _callback_info("WGPUQueueWorkDoneCallbackInfo", _count_done)
+    _MAP_INFO = _callback_info("WGPUBufferMapCallbackInfo", _count_mapped)
+    _ON_DONE = _lib.wgpuQueueOnSubmittedWorkDone
+    _MAP = _lib.wgpuBufferMapAsync
+    _MAPPED_RANGE = _lib.wgpuBufferGetConstMappedRange
+    _UNMAP = _lib.wgpuBufferUnmap
+    _MAP_READ = _lib.WGPUMapMode_Read
+    _MAP_OK = _lib.WGPUMapAsyncStatus_Success
+except Exception:  # pragma: no cover - another wgpu backend or header
+    _ON_DONE = None
+
+#: how long a wait polls without blocking before it blocks (seconds)
+SPIN_S = 0.002
+#: readbacks up to this many bytes reuse one staging buffer per size class
+STAGING_MAX = 1 << 24
 
 #: number of words -> pack(words...) into the full immediates block (zero padded)
 _PACKS = [struct.Struct(f"<{n}I{4 * (_NWORDS - n)}x").pack for n in range(_NWORDS + 1)]
@@ -59,6 +107,7 @@ class Recorder:
         self.dispatches = 0
         self._pipeline = None
         self._sync_buf = None
+        self._stagings: dict = {}  # size class -> mappable staging buffer
         self._keep: list = []  # objects the open pass uses that caches may drop
 
     def _open(self):
@@ -126,7 +175,10 @@ class Recorder:
         if self.cpass is None:
             return
         self.cpass.end()
-        _runtime.get().queue.submit([self.encoder.finish()])
+        self._submit(self.encoder)
+
+    def _submit(self, encoder) -> None:
+        _runtime.get().queue.submit([encoder.finish()])
         self.cpass = self.encoder = self._pipeline = self._handle = None
         self._keep = []
         self.pending = 0
@@ -134,13 +186,80 @@ class Recorder:
         self.submits += 1
 
     def synchronize(self) -> None:
-        """Submit and wait until the device is idle (a tiny readback serves as the fence)."""
+        """Submit and wait until the device is idle."""
         self.flush()
         rt = _runtime.get()
-        if self._sync_buf is None:
+        if _ON_DONE is not None:
+            _ON_DONE(rt.queue._internal, _DONE_INFO[0])
+            _wait(rt.device._internal, 0)
+            return
+        if self._sync_buf is None:  # pragma: no cover - another wgpu backend
             U = rt.wgpu.BufferUsage
             self._sync_buf = rt.device.create_buffer(size=4, usage=U.STORAGE | U.COPY_SRC)
         rt.queue.read_buffer(self._sync_buf, 0, 4)
+
+    def read(self, gpu, offset: int, size: int):
+        """The ``size`` bytes of the buffer ``gpu`` from ``offset`` (both multiples of 4)
+        after every recorded operation, as a ``bytes``-like object.
+
+        The copy to a staging buffer goes into the same submit as the recorded work, and
+        the staging buffer's mapping is the wait (see :func:`_wait`).
+        """
+        rt = _runtime.get()
+        if _ON_DONE is None:  # pragma: no cover - another wgpu backend or header
+            self.flush()
+            return rt.queue.read_buffer(gpu, offset, size)
+        staging, reuse = self._staging(rt, size)
+        encoder = self.encoder
+        if encoder is None:
+            encoder = rt.device.create_command_encoder()
+        else:
+            self.cpass.end()
+        encoder.copy_buffer_to_buffer(gpu, offset, staging, 0, size)
+        self._submit(encoder)
+        handle = staging._internal
+        _MAP(handle, _MAP_READ, 0, size, _MAP_INFO[0])
+        _wait(rt.device._internal, 1)
+        try:
+            if _counts[2] != _MAP_OK:
+                raise RuntimeError(f"wgpu: mapping a staging buffer failed (status {_counts[2]})")
+            return bytes(_ffi.buffer(_MAPPED_RANGE(handle, 0, size), size))
+        finally:
+            _UNMAP(handle)
+            if not reuse:
+                staging.destroy()
+
+    def _staging(self, rt, size: int):
+        """A mappable buffer of at least ``size`` bytes and whether it is kept for reuse.
+
+        Only :meth:`read` maps it, through the native calls (wgpu-py's map state of the
+        object is not used)."""
+        U = rt.wgpu.BufferUsage
+        if size > STAGING_MAX:
+            return rt.device.create_buffer(size=size, usage=U.MAP_READ | U.COPY_DST), False
+        cap = max(256, 1 << (size - 1).bit_length())
+        buf = self._stagings.get(cap)
+        if buf is None:
+            buf = self._stagings[cap] = rt.device.create_buffer(
+                size=cap, usage=U.MAP_READ | U.COPY_DST)
+        return buf, True
+
+
+def _wait(dev, which: int) -> None:
+    """Wait for the one callback of kind ``which`` (0: work done, 1: mapped) just requested.
+
+    It polls without blocking for up to ``SPIN_S`` first: a blocking wait costs 50-200
+    microseconds of thread wake-ups (more on a busy host), as much as a small kernel
+    takes. The end is told by the callback, not by the poll's return value (whose upper
+    bytes are not reliable).
+    """
+    target = _counts[which] + 1
+    end = perf_counter() + SPIN_S
+    while _counts[which] < target:
+        _POLL(dev, False, _NULL)
+        if _counts[which] < target and perf_counter() > end:
+            while _counts[which] < target:
+                _POLL(dev, True, _NULL)
 
 
 REC = Recorder()
