@@ -117,6 +117,15 @@ def test_waits_and_readbacks_use_the_native_callbacks():
     assert _recorder.REC.submits == s0 + 1
 
 
+def test_waits_block_after_their_spin(monkeypatch):
+    monkeypatch.setattr(_recorder, "SPIN_S", 0.0)  # straight to the blocking poll
+    a = xp.ones((128, 128))
+    b = a @ a @ a
+    xp.synchronize()
+    assert _recorder.REC.pending == 0
+    np.testing.assert_array_equal(host(b + 1.0), np.full((128, 128), 128 * 128 + 1, np.float32))
+
+
 @pytest.mark.parametrize("n", [1, 3, 64, 1000, 5000])
 def test_readbacks_of_every_size_reuse_or_free_their_staging(monkeypatch, n):
     monkeypatch.setattr(_recorder, "STAGING_MAX", 4096)  # larger reads: a one-off buffer

@@ -14,7 +14,7 @@ block: the words given, then zeros.
 from __future__ import annotations
 
 import struct
-from time import perf_counter
+from time import perf_counter, sleep
 
 from . import _kernels, _runtime
 from ._memory import KNOWN, set_known
@@ -80,6 +80,8 @@ except Exception:  # pragma: no cover - another wgpu backend or header
 
 #: how long a wait polls without blocking before it blocks (seconds)
 SPIN_S = 0.002
+#: how long after the device is idle a wait still waits for its callback (seconds)
+LOST_S = 10.0
 #: readbacks up to this many bytes reuse one staging buffer per size class
 STAGING_MAX = 1 << 24
 
@@ -255,11 +257,20 @@ def _wait(dev, which: int) -> None:
     """
     target = _counts[which] + 1
     end = perf_counter() + SPIN_S
+    blocked = 0.0
     while _counts[which] < target:
-        _POLL(dev, False, _NULL)
-        if _counts[which] < target and perf_counter() > end:
-            while _counts[which] < target:
-                _POLL(dev, True, _NULL)
+        now = perf_counter()
+        if now <= end:
+            _POLL(dev, False, _NULL)
+        elif not blocked:
+            _POLL(dev, True, _NULL)  # every submission done; the callback runs in a poll
+            blocked = perf_counter()
+        elif now - blocked < LOST_S:  # it may be running on wgpu-py's poll thread
+            sleep(1e-4)
+            _POLL(dev, False, _NULL)
+        else:
+            raise RuntimeError(f"wgpu: the device reported no completion within {LOST_S} s "
+                               "after it was idle (device lost?)")
 
 
 REC = Recorder()
