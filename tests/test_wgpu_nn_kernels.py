@@ -242,3 +242,79 @@ def test_cross_entropy_target_checks_keep_their_errors(wgpu):
     assert _nn.targets_valid(up._data, 3, -100) is None
     with pytest.raises(IndexError, match="target 7 is out of bounds"):
         F.cross_entropy(x, up)
+
+
+# -- conv2d --------------------------------------------------------------------------------------
+
+def _dispatched(monkeypatch) -> list[str]:
+    names: list[str] = []
+    record = REC.record
+
+    def logged(kernel, *args, **kwargs):
+        names.append(kernel.name)
+        return record(kernel, *args, **kwargs)
+
+    monkeypatch.setattr(REC, "record", logged)
+    return names
+
+
+def _conv_case(be, xs, ws, bs, **kw):
+    x = vtl.asarray(xs, backend=be, requires_grad=True)
+    w = vtl.asarray(ws, backend=be, requires_grad=True)
+    b = None if bs is None else vtl.asarray(bs, backend=be, requires_grad=True)
+    y = F.conv2d(x, w, b, **kw)
+    gy = np.cos(np.arange(y.size)).reshape(y.shape).astype(xs.dtype)
+    vtl.sum(y * vtl.asarray(gy, backend=be)).backward()
+    return [t.to("numpy").numpy() for t in (y, x.grad, w.grad) + (() if b is None else (b.grad,))]
+
+
+@pytest.mark.parametrize(("shape", "wshape", "kw"), [
+    ((2, 3, 7, 6), (4, 3, 3, 3), {"padding": 1}),
+    ((3, 2, 9, 8), (5, 2, 3, 3), {"stride": 2}),
+    ((1, 4, 10, 11), (3, 4, 3, 2), {"stride": (2, 3), "padding": (2, 1), "dilation": (2, 1)}),
+    ((2, 1, 5, 5), (2, 1, 5, 5), {"padding": 2}),
+    ((2, 3, 4, 4), (2, 3, 1, 1), {}),
+    ((2, 2, 6, 7), (3, 2, 2, 4), {"padding": "same"}),  # uneven padding
+    ((1, 1, 3, 3), (1, 1, 3, 3), {"stride": 5, "padding": 1}),  # taps that read no pixel
+])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_conv2d_kernel_matches_numpy_backend(wgpu, monkeypatch, shape, wshape, kw, dtype, bias):
+    rng = np.random.default_rng(sum(shape))
+    xs = rng.standard_normal(shape).astype(dtype)
+    ws = rng.standard_normal(wshape).astype(dtype)
+    bs = rng.standard_normal(wshape[0]).astype(dtype) if bias else None
+    want = _conv_case("numpy", xs, ws, bs, **kw)
+    names = _dispatched(monkeypatch)
+    got = _conv_case("wgpu", xs, ws, bs, **kw)
+    assert "conv_im2col" in names and "conv_col2im" in names
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
+
+
+def test_conv2d_kernel_leaves_grouped_convolutions_to_the_portable_path(wgpu, monkeypatch):
+    rng = np.random.default_rng(9)
+    xs = rng.standard_normal((2, 4, 6, 6)).astype(np.float32)
+    ws = rng.standard_normal((6, 2, 3, 3)).astype(np.float32)
+    bs = rng.standard_normal(6).astype(np.float32)
+    want = _conv_case("numpy", xs, ws, bs, groups=2, padding=1)
+    names = _dispatched(monkeypatch)
+    got = _conv_case("wgpu", xs, ws, bs, groups=2, padding=1)
+    assert "conv_im2col" not in names
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+def test_conv2d_kernel_declines_arrays_past_one_binding(wgpu, monkeypatch):
+    from vtl.backends.wgpu import _conv, _runtime
+
+    xp = wgpu.xp
+    x = xp.asarray(np.ones((2, 3, 8, 8), np.float32))
+    w = xp.asarray(np.ones((4, 3, 3, 3), np.float32))
+    kern = _conv.WgpuConv2d()
+    geo = ((1, 1), (1, 1, 1, 1), (1, 1), 1)
+    assert kern.forward(x, w, None, *geo) is not None
+    monkeypatch.setattr(_runtime.get(), "max_binding", 4096)  # the patches take 13.8 KB
+    assert kern.forward(x, w, None, *geo) is None
+    assert kern.forward(x, w, None, *geo[:3], 3) is None  # groups

@@ -185,12 +185,13 @@ def _load_backend(backend: Any) -> Any:
     _runtime.get()
     import sys
 
-    from . import _nn
+    from . import _conv, _nn
     from .fused_optim import register
 
     backend.array_type = WgpuArray
     register(backend)  # the fused optimizer step (multi_tensor_apply)
     _nn.register(backend)  # fused linear / relu / cross-entropy kernels
+    _conv.register(backend)  # conv2d by one patch kernel and products
     return sys.modules[__name__]
 
 

@@ -45,7 +45,8 @@ class Conv2dKernel(Protocol):
     ``b``: ``None`` or ``(C_out,)``, ``padding = (top, bottom, left, right)``)
     returns ``(out, ctx)``: the ``(N, C_out, Ho, Wo)`` result and what the backward
     needs besides the weight (kept only while the weight or bias needs a gradient;
-    otherwise ``None`` is passed back).
+    otherwise ``None`` is passed back), or ``None`` for arguments it does not take
+    (the portable path runs instead).
     ``backward(ctx, x_shape, w, g, stride, padding, dilation, groups, need_x, need_w,
     need_b)`` returns ``(dx, dw, db)`` (``None`` where not asked for).
     """
@@ -54,7 +55,7 @@ class Conv2dKernel(Protocol):
 
     def forward(self, x: Any, w: Any, b: Any, stride: tuple[int, int],
                 padding: tuple[int, int, int, int], dilation: tuple[int, int],
-                groups: int) -> tuple[Any, Any]: ...
+                groups: int) -> tuple[Any, Any] | None: ...
 
     def backward(self, ctx: Any, x_shape: tuple[int, ...], w: Any, g: Any,
                  stride: tuple[int, int], padding: tuple[int, int, int, int],
@@ -149,14 +150,17 @@ def _conv2d_core(xp: Any, x: Any, weight: Any, bias: Any, s: tuple[int, int],
                 (bias is None or bias._data.dtype == dt):
             same_device("conv2d", [x, weight] if bias is None else [x, weight, bias])
             bd = None if bias is None else bias._data
-            res, ctx = kern.forward(x._data, weight._data, bd, s, pad, d, groups)
-            if not needs_grad(x, weight, bias):
-                return new(res, dev)
-            keep = weight._requires_grad or (bias is not None and bias._requires_grad)
-            geometry = (s, pad, d, groups, out)
-            vjp = partial(_conv2d_vjp, kern, ctx if keep else None, x, weight, bias, geometry)
-            inputs = (x, weight) if bias is None else (x, weight, bias)
-            return record(res, dev, "Conv2dBackward", inputs, vjp, saved=(x, weight))
+            done = kern.forward(x._data, weight._data, bd, s, pad, d, groups)
+            if done is not None:  # None: the kernel does not take these arguments
+                res, ctx = done
+                if not needs_grad(x, weight, bias):
+                    return new(res, dev)
+                keep = weight._requires_grad or (bias is not None and bias._requires_grad)
+                geometry = (s, pad, d, groups, out)
+                vjp = partial(_conv2d_vjp, kern, ctx if keep else None, x, weight, bias,
+                              geometry)
+                inputs = (x, weight) if bias is None else (x, weight, bias)
+                return record(res, dev, "Conv2dBackward", inputs, vjp, saved=(x, weight))
     return _gather_conv2d(xp, x, weight, s, pad[::2], out, d, groups, bias)
 
 

@@ -1,0 +1,90 @@
+"""``kernels["conv2d"]`` of the wgpu backend (the protocol is ``Conv2dKernel`` in
+``vtl.nn.functional.conv``).
+
+The patches of all images form one ``(N*HO*WO, C*kh*kw)`` matrix written by one kernel
+(``wgsl/conv_im2col.wgsl``), so the convolution is the fused ``linear`` product of
+``_nn`` (its epilogue adds the bias) and one copy into NCHW. Backward: the output
+gradient in ``(N*HO*WO, O)`` order (one copy), the weight gradient and the bias gradient in
+one product (``linear_grad_weight``), the patch gradient in another, and one kernel
+(``wgsl/conv_col2im.wgsl``) that sums each input pixel's taps: a gather, no atomics.
+Grouped convolutions take the portable path.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._numpy_conv import _out_size
+from . import _dtypes as D
+from . import _kernels, _runtime
+from ._array import WgpuArray, contiguous, empty
+from ._manipulation import permute_dims, reshape
+from ._nn import _mm2, linear, linear_grad_weight
+from ._recorder import REC, groups_for
+
+_FLOATS = (D.float32, D.float64)
+
+
+def _words(total: int, k: int, x_shape: tuple[int, ...], geom: tuple, offset: int) -> list:
+    (sh, sw), (pt, _, pl, _), (dh, dw), kh, kw, ho, wo = geom
+    _, c, h, w = x_shape
+    return [total, k, c, h, w, kh, kw, ho, wo, sh, sw, pt, pl, dh, dw, offset]
+
+
+class WgpuConv2d:
+    """conv2d of float32/float64 arrays without groups as one patch kernel and products."""
+
+    def supports(self, dtype: Any) -> bool:
+        return dtype in _FLOATS
+
+    def forward(self, x: Any, w: Any, b: Any, stride: tuple[int, int],
+                padding: tuple[int, int, int, int], dilation: tuple[int, int],
+                groups: int) -> tuple[Any, Any] | None:
+        if groups != 1 or type(x) is not WgpuArray or type(w) is not WgpuArray \
+                or x.ndim != 4 or w.ndim != 4:
+            return None
+        n, c, h, wd = x.shape
+        o, _, kh, kw = w.shape
+        ho = _out_size(h, kh, stride[0], padding[0], padding[1], dilation[0])
+        wo = _out_size(wd, kw, stride[1], padding[2], padding[3], dilation[1])
+        k, m = c * kh * kw, n * ho * wo
+        big = max(m * max(k, o), x.size) * D.itemsize(x.dtype) > _runtime.get().max_binding
+        if big or min(k, m, o) <= 0:
+            return None  # the kernels bind whole buffers (one binding's limit)
+        x = contiguous(x)
+        col = empty((m, k), x.dtype)
+        kern = _kernels.kernel("conv_im2col", "rw", (x.dtype,), T=D.wgsl(x.dtype))
+        geom = (stride, padding, dilation, kh, kw, ho, wo)
+        REC.dispatch(kern, (x._st.buf, col._st.buf),
+                     _words(m * k, k, x.shape, geom, x._offset), groups_for(m * k))
+        y = linear(col, reshape(contiguous(w), (o, k)), b)  # (N*HO*WO, O) + bias
+        if y is None:
+            return None
+        out = contiguous(permute_dims(reshape(y, (n, ho * wo, o)), (0, 2, 1)))
+        return reshape(out, (n, o, ho, wo)), col
+
+    def backward(self, col: Any, x_shape: tuple[int, ...], w: Any, g: Any,
+                 stride: tuple[int, int], padding: tuple[int, int, int, int],
+                 dilation: tuple[int, int], groups: int, need_x: bool, need_w: bool,
+                 need_b: bool) -> tuple[Any, Any, Any]:
+        n = x_shape[0]
+        o, c, kh, kw = w.shape
+        ho, wo = g.shape[2:]
+        k, m = c * kh * kw, n * ho * wo
+        gm = reshape(contiguous(permute_dims(g, (0, 2, 3, 1))), (m, o))
+        dx = dw = db = None
+        if need_w or need_b:
+            gw, db = linear_grad_weight(gm, col, need_b)  # (O, K) and (O,)
+            dw = reshape(gw, (o, c, kh, kw)) if need_w else None
+        if need_x:
+            dcol = _mm2(gm, reshape(contiguous(w), (o, k)), None, None)  # (N*HO*WO, K)
+            dx = empty(x_shape, g.dtype)
+            kern = _kernels.kernel("conv_col2im", "rw", (g.dtype,), T=D.wgsl(g.dtype))
+            geom = (stride, padding, dilation, kh, kw, ho, wo)
+            REC.dispatch(kern, (dcol._st.buf, dx._st.buf),
+                         _words(dx.size, k, x_shape, geom, dcol._offset), groups_for(dx.size))
+        return dx, dw, db
+
+
+def register(backend: Any) -> None:
+    backend.kernels["conv2d"] = WgpuConv2d()
