@@ -318,3 +318,23 @@ def test_conv2d_kernel_declines_arrays_past_one_binding(wgpu, monkeypatch):
     monkeypatch.setattr(_runtime.get(), "max_binding", 4096)  # the patches take 13.8 KB
     assert kern.forward(x, w, None, *geo) is None
     assert kern.forward(x, w, None, *geo[:3], 3) is None  # groups
+
+
+#: dispatches of one CIFAR CNN training step: 3 x (im2col, linear, NCHW copy, relu, pool),
+#: 2 linear + relu, loss | the loss gradient (2), 2 linear gradients (2 each) and a relu
+#: gradient, then 3 x (pool grad, relu grad, NCHW copy, weight+bias product, patch product,
+#: col2im), the first layer without the last two | 10 Adam
+CNN_STEP_DISPATCHES = 52
+
+
+def test_cnn_training_step_dispatch_budget_without_atomics(wgpu, monkeypatch):
+    model = "cifar10-cnn"
+    step = _vtl_setup(model, "wgpu", *_batch(model, 4))[1]
+    step()
+    step()
+    names = _dispatched(monkeypatch)
+    loss, n, submits = _counts(step)
+    assert n <= CNN_STEP_DISPATCHES, f"{n} dispatches per step (budget {CNN_STEP_DISPATCHES})"
+    assert submits == 0
+    assert "scatter_add" not in names and names.count("conv_col2im") == 2
+    assert math.isfinite(float(loss))

@@ -185,13 +185,14 @@ def _load_backend(backend: Any) -> Any:
     _runtime.get()
     import sys
 
-    from . import _conv, _nn
+    from . import _conv, _nn, _pool
     from .fused_optim import register
 
     backend.array_type = WgpuArray
     register(backend)  # the fused optimizer step (multi_tensor_apply)
     _nn.register(backend)  # fused linear / relu / cross-entropy kernels
     _conv.register(backend)  # conv2d by one patch kernel and products
+    _pool.register(backend)  # max/avg pooling, one kernel each way
     return sys.modules[__name__]
 
 

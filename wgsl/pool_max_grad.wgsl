@@ -1,0 +1,42 @@
+// Max pooling backward, a thread per input element (n, c, r, q): the sum of the output
+// gradients of the windows whose chosen tap (arg) is this element, in tap order (a gather:
+// no atomics). g and arg contiguous (N, C, HO, WO); dx contiguous (N, C, H, W).
+// Words: 0 N*C*H*W, 1 C, 2 H, 3 W, 4 KH, 5 KW, 6 HO, 7 WO, 8 SH, 9 SW, 10 PH, 11 PW,
+// 12 DH, 13 DW, 14 g offset, 15 arg offset
+@group(0) @binding(0) var<storage, read> g: array<{{T}}>;
+@group(0) @binding(1) var<storage, read> arg: array<i32>;
+@group(0) @binding(2) var<storage, read_write> dx: array<{{T}}>;
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+  let t = linear_id(wid, nwg, lid);
+  if (t >= pw(0u)) { return; }
+  let H = pw(2u);
+  let W = pw(3u);
+  let KH = pw(4u);
+  let KW = pw(5u);
+  let HO = pw(6u);
+  let WO = pw(7u);
+  let SH = pw(8u);
+  let SW = pw(9u);
+  let q = t % W;
+  let r = (t / W) % H;
+  let obase = (t / (W * H)) * HO * WO;
+  var acc = {{T}}();
+  for (var a = 0u; a < KH; a++) {
+    let u = i32(r + pw(10u)) - i32(a * pw(12u));
+    if (u < 0) { break; }
+    let uu = u32(u);
+    if (uu % SH != 0u || uu / SH >= HO) { continue; }
+    for (var b = 0u; b < KW; b++) {
+      let v = i32(q + pw(11u)) - i32(b * pw(13u));
+      if (v < 0) { break; }
+      let vv = u32(v);
+      if (vv % SW != 0u || vv / SW >= WO) { continue; }
+      let o = obase + (uu / SH) * WO + vv / SW;
+      if (arg[pw(15u) + o] == i32(a * KW + b)) { acc += g[pw(14u) + o]; }
+    }
+  }
+  dx[t] = acc;
+}
