@@ -128,6 +128,20 @@ def test_float_floor_divide_is_numpys(dtype):
                                       np.signbit(want[~np.isnan(want)]))
 
 
+@pytest.mark.parametrize("fn", ["var", "std"])
+@pytest.mark.parametrize("axis", [None, 0, 1, (0, 1)])
+def test_two_pass_var_and_std_of_large_arrays(fn, axis):
+    x = RNG.standard_normal((300, 400)) * 10 + 5  # 120,000 elements: the two-pass path
+    x[::7, 3] = 1e4
+    for dt, tol in ((np.float64, 1e-12), (np.float32, 1e-5)):
+        for correction, keepdims in ((0, False), (1, True)):
+            got = getattr(ns, fn)(cp.asarray(x.astype(dt)), axis=axis, correction=correction,
+                                  keepdims=keepdims)
+            want = getattr(np, fn)(x.astype(dt), axis=axis, ddof=correction, keepdims=keepdims)
+            assert got.dtype == want.dtype and got.shape == want.shape
+            np.testing.assert_allclose(cp.asnumpy(got), want, rtol=tol)
+
+
 @pytest.mark.parametrize("fn", ["argmax", "argmin"])
 def test_arg_reductions_take_the_first_nan(fn):
     x = RNG.standard_normal((64, 300))

@@ -26,6 +26,8 @@ standard's signed-zero special cases that CuPy itself misses.
   elements) or a reduction over leading and trailing axes together (e.g. a bias gradient
   over N, H, W) is up to a hundred times slower than its CUB path. Such inputs are made
   contiguous, and the trailing reduced axes are summed first (CUB's segmented reduction).
+  ``var``/``std`` of large float arrays are NumPy's two-pass algorithm on these
+  (``_moments.two_pass_var``); CuPy's own took 12.8 ms for 4096 x 4096 elements.
 
 Every other name is ``array_api_compat.cupy``'s own.
 """
@@ -39,6 +41,8 @@ import array_api_compat.cupy as _acp
 import cupy as _cupy
 import numpy as _np
 from array_api_compat.cupy import *  # noqa: F403
+
+from ._moments import two_pass_var
 
 __all__ = list(_acp.__all__)
 
@@ -291,6 +295,24 @@ def sum(x: Any, /, *, axis: Any = None, dtype: Any = None, keepdims: bool = Fals
 
 def mean(x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
     return _reduce_in_stages(_acp.mean, x, axis, keepdims)
+
+
+def var(x: Any, /, *, axis: Any = None, correction: float = 0.0, keepdims: bool = False
+        ) -> Any:
+    if x.dtype.kind == "f" and x.dtype.itemsize >= 4 and x.size >= _BIG_REDUCTION:
+        return two_pass_var(mean, sum, x, axis, correction, keepdims)
+    return _acp.var(x, axis=axis, correction=correction, keepdims=keepdims)
+
+
+def std(x: Any, /, *, axis: Any = None, correction: float = 0.0, keepdims: bool = False
+        ) -> Any:
+    if x.dtype.kind == "f" and x.dtype.itemsize >= 4 and x.size >= _BIG_REDUCTION:
+        return _cupy.sqrt(two_pass_var(mean, sum, x, axis, correction, keepdims))
+    return _acp.std(x, axis=axis, correction=correction, keepdims=keepdims)
+
+
+var.__doc__ = _acp.var.__doc__
+std.__doc__ = _acp.std.__doc__
 
 
 def __getattr__(name: str) -> Any:
