@@ -27,7 +27,8 @@ standard's signed-zero special cases that CuPy itself misses.
   over N, H, W) is up to a hundred times slower than its CUB path. Such inputs are made
   contiguous, and the trailing reduced axes are summed first (CUB's segmented reduction).
   ``var``/``std`` of large float arrays are NumPy's two-pass algorithm on these
-  (``_moments.two_pass_var``); CuPy's own took 12.8 ms for 4096 x 4096 elements.
+  (``_moments.two_pass_var``); CuPy's own ``var`` took 12.8 ms for 4096 x 4096 elements,
+  its ``sum`` 34 µs.
 
 Every other name is ``array_api_compat.cupy``'s own.
 """

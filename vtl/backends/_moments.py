@@ -2,9 +2,9 @@
 
 NumPy's ``var`` is the mean (a sum divided by the count), the sum of the squared
 deviations from it, and that sum divided by ``max(count - correction, 0)``. The cupy
-backend's namespace uses this with its staged reductions: CuPy's own ``var``/``std`` reduce
-through its generic kernel, one thread block per output element, so a full reduction of a
-4096 x 4096 array took 12.8 ms (PyTorch: 40 µs).
+backend's namespace uses this with its staged reductions: CuPy's own ``var`` of a
+4096 x 4096 array took 12.8 ms on an H200, where its ``sum`` of the same array takes 34 µs
+(PyTorch's ``var``: 40 µs).
 """
 
 from __future__ import annotations
