@@ -8,6 +8,8 @@ import os
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
 wx = pytest.importorskip("vtl.backends.wgpu")
@@ -291,6 +293,38 @@ def test_conv2d_kernel_matches_numpy_backend(wgpu, monkeypatch, shape, wshape, k
     tol = 1e-5 if dtype == "float32" else 1e-12
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
+
+
+@given(st.data())
+def test_conv2d_kernel_random_geometry_and_layouts(wgpu, data):
+    """Random sizes, strides, paddings and dilations, channels-last input views and a
+    non-contiguous output gradient: values and gradients equal the numpy backend's."""
+    d = data.draw
+    kh, kw = d(st.integers(1, 4)), d(st.integers(1, 4))
+    dil = (d(st.integers(1, 2)), d(st.integers(1, 2)))
+    h = d(st.integers((kh - 1) * dil[0] + 1, 9))
+    w = d(st.integers((kw - 1) * dil[1] + 1, 9))
+    n, c, o = d(st.integers(1, 3)), d(st.integers(1, 4)), d(st.integers(1, 5))
+    kw_args = {"stride": (d(st.integers(1, 3)), d(st.integers(1, 3))),
+               "padding": (d(st.integers(0, 2)), d(st.integers(0, 2))), "dilation": dil}
+    rng = np.random.default_rng(h * 100 + w)
+    xs = rng.standard_normal((n, h, w, c))  # channels-last storage
+    ws = rng.standard_normal((o, c, kh, kw))
+    bs = rng.standard_normal(o) if d(st.booleans()) else None
+    res = []
+    for be in ("numpy", "wgpu"):
+        x = vtl.permute_dims(vtl.asarray(xs, backend=be), (0, 3, 1, 2))
+        x.requires_grad_()
+        wt = vtl.asarray(ws, backend=be, requires_grad=True)
+        b = None if bs is None else vtl.asarray(bs, backend=be, requires_grad=True)
+        y = F.conv2d(x, wt, b, **kw_args)
+        gy = vtl.permute_dims(vtl.asarray(np.cos(np.arange(y.size)).reshape(
+            y.shape[0], y.shape[2], y.shape[3], y.shape[1]), backend=be), (0, 3, 1, 2))
+        y.backward(gy)
+        res.append([t.to("numpy").numpy() for t in (y, x.grad, wt.grad)
+                    + (() if b is None else (b.grad,))])
+    for g, want in zip(*res[::-1], strict=True):
+        np.testing.assert_allclose(g, want, rtol=1e-12, atol=1e-12)
 
 
 def test_conv2d_kernel_leaves_grouped_convolutions_to_the_portable_path(wgpu, monkeypatch):
