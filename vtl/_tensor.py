@@ -434,7 +434,7 @@ def _root_gradient(t: Tensor, gradient: Any) -> Tensor:
         d = t._data
         if d.shape == () and d.dtype.kind == "f":
             dev = t._device  # the usual scalar loss
-            return _new(dev.xp.ones_like(d), dev)
+            return _new(dev._backend.ones_like(d), dev)
         if t.size != 1:
             raise RuntimeError(
                 f"backward() without a gradient needs a single-element output, got shape "

@@ -262,6 +262,10 @@ class Backend:
         reductions of gradients and of ``mean``, where the namespace's checks are not needed."""
         return self.xp.sum(a, axis=axes, keepdims=keepdims)
 
+    def ones_like(self, a: Any) -> Any:
+        """A new array of ones of ``a``'s shape and dtype (the seed of ``backward()``)."""
+        return self.xp.ones_like(a)
+
     def known_all_false(self, mask: Any) -> bool:
         """Whether the boolean array ``mask`` is known to have no true element, where
         that costs no device sync (host memory); ``False`` means "not known"."""
