@@ -372,3 +372,37 @@ def test_cnn_training_step_dispatch_budget_without_atomics(wgpu, monkeypatch):
     assert submits == 0
     assert "scatter_add" not in names and names.count("conv_col2im") == 2
     assert math.isfinite(float(loss))
+
+
+# -- LSTM ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_lstm_cell_kernel_matches_numpy_backend(wgpu, monkeypatch, dtype):
+    """A 2-layer bidirectional LSTM over 5 steps and an LSTMCell, forward and backward, with
+    the kernel (one dispatch per step each way) against the numpy backend."""
+    rng = np.random.default_rng(4)
+    xs = rng.standard_normal((5, 3, 6)).astype(dtype)
+    x1 = rng.standard_normal((3, 6)).astype(dtype)
+    state = None
+    res = []
+    for be in ("numpy", "wgpu"):
+        vtl.random.manual_seed(0)
+        lstm, cell = nn.LSTM(6, 4, 2, bidirectional=True), nn.LSTMCell(6, 4)
+        if state is None:
+            state = (lstm.state_dict(), cell.state_dict())
+        lstm.load_state_dict(state[0])
+        cell.load_state_dict(state[1])
+        lstm, cell = lstm.to(be).to(getattr(vtl, dtype)), cell.to(be).to(getattr(vtl, dtype))
+        names = _dispatched(monkeypatch) if be == "wgpu" else []
+        x = vtl.asarray(xs, backend=be, requires_grad=True)
+        y, (hn, cn) = lstm(x)
+        h1, c1 = cell(vtl.asarray(x1, backend=be))
+        loss = vtl.sum(y * y) + vtl.sum(cn) + vtl.sum(h1 * c1)
+        loss.backward()
+        res.append([t.to("numpy").numpy() for t in (y, hn, cn, h1, c1, x.grad)]
+                   + [p.grad.to("numpy").numpy() for m in (lstm, cell) for p in m.parameters()])
+        if be == "wgpu":  # 4 layer-directions x 5 steps + the cell, each way
+            assert names.count("lstm_fwd") == 21 and names.count("lstm_bwd") == 21
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    for got, want in zip(res[1], res[0], strict=True):
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)

@@ -185,7 +185,7 @@ def _load_backend(backend: Any) -> Any:
     _runtime.get()
     import sys
 
-    from . import _conv, _nn, _pool
+    from . import _conv, _nn, _pool, _rnn
     from .fused_optim import register
 
     backend.array_type = WgpuArray
@@ -193,6 +193,7 @@ def _load_backend(backend: Any) -> Any:
     _nn.register(backend)  # fused linear / relu / cross-entropy kernels
     _conv.register(backend)  # conv2d by one patch kernel and products
     _pool.register(backend)  # max/avg pooling, one kernel each way
+    _rnn.register(backend)  # the LSTM cell's pointwise part, one kernel each way
     return sys.modules[__name__]
 
 

@@ -1,0 +1,106 @@
+"""``kernels["lstm_cell"]`` of the wgpu backend (the protocol is ``LstmCellKernel`` in
+``vtl.nn.functional._rnn_fused``): the LSTM cell's pointwise part in one dispatch each way
+(``wgsl/lstm_fwd.wgsl``, ``lstm_bwd.wgsl``), where the portable code takes about twenty.
+
+A thread per element of the ``(N, H)`` state reads its four gates from the stacked
+``(N, 4H)`` arrays, as the CuPy kernels do; ``tanh`` is the body of the library's unary
+``tanh`` (float64 through ``math64.wgsl``). A buffer may not be bound for reading and for
+writing in one dispatch: the previous cell state, which a layer keeps in the same
+whole-sequence buffer as the new one, is read through the output's binding (the regions
+do not overlap); any other input that shares a buffer with an output is copied first.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import _dtypes as D
+from . import _kernels
+from ._array import WgpuArray, astype_raw, contiguous, empty
+from ._elementwise import UNARY, _body
+from ._recorder import REC, groups_for
+
+_FLOATS = (D.float32, D.float64)
+
+
+def _readable(reads: list, writes: list) -> list:
+    """``reads`` contiguous, each a copy where it shares a buffer with one of ``writes``."""
+    written = {w._st.buf.uid for w in writes}
+    out = []
+    for r in reads:
+        r = contiguous(r)
+        if r._st.buf.uid in written:
+            r = astype_raw(r, r.dtype)
+        out.append(r)
+    return out
+
+
+class WgpuLstmCell:
+    """The LSTM cell's pointwise forward and backward on float32/float64 arrays."""
+
+    def __init__(self) -> None:
+        self._unused: dict = {}  # (dtype, writable) -> a one-element array bound unread
+
+    def supports(self, dtype: Any) -> bool:
+        return dtype in _FLOATS
+
+    def _stand_in(self, dt: Any, writable: bool = False) -> WgpuArray:
+        a = self._unused.get((dt, writable))
+        if a is None:
+            a = self._unused[(dt, writable)] = empty((1,), dt)
+        return a
+
+    @staticmethod
+    def _dispatch(name: str, sig: str, arrays: list, n: int, h: int, offsets: list | None = None,
+                  **flags: int) -> None:
+        """Run ``name`` over the ``n`` state elements with ``arrays`` bound in order (their
+        element offsets, or ``offsets``, are the words after ``n`` and ``h``)."""
+        dt = arrays[0].dtype
+        k = _kernels.kernel(name, sig, (dt,), T=D.wgsl(dt), DT=dt.name,
+                            TANH=_body(UNARY, "tanh", dt), **flags)
+        offs = offsets if offsets is not None else [a._offset for a in arrays]
+        REC.dispatch(k, tuple(a._st.buf for a in arrays), [n, h, *offs], groups_for(n))
+
+    def forward(self, z: Any, z2: Any, cprev: Any, out: Any = None
+                ) -> tuple[Any, Any, Any, Any]:
+        dt = z.dtype
+        if out is None:
+            h, c, tc = (empty(cprev.shape, dt) for _ in range(3))
+            act = empty(z.shape, dt)
+        else:
+            h, c, act, tc = out
+        writes = [h, c, tc, act]
+        n = cprev.size
+        if n:
+            in_c = cprev._contig and cprev._st.buf is c._st.buf and (
+                cprev._offset + n <= c._offset or c._offset + n <= cprev._offset)
+            first = _readable([z, self._stand_in(dt) if z2 is None else z2], writes)
+            # the previous step of the same sequence buffer is read through c's binding
+            cp = self._stand_in(dt) if in_c else _readable([cprev], writes)[0]
+            arrays = [*first, cp, *writes]
+            offsets = [a._offset for a in arrays]
+            offsets[2] = cprev._offset if in_c else cp._offset
+            self._dispatch("lstm_fwd", "rrrwwww", arrays, n, cprev.shape[-1], offsets,
+                           HIDDEN=int(z2 is not None), CPREV_IN_C=int(in_c))
+        return h, c, act, tc
+
+    def backward(self, act: Any, cprev: Any, tc: Any, dh: Any, dc: Any,
+                 need_dc_prev: bool, dh2: Any = None, out: Any = None) -> tuple[Any, Any]:
+        if dh is None:
+            dh, dh2 = dh2, None
+        dt = act.dtype
+        dz = empty(act.shape, dt) if out is None else out
+        dcp = empty(tc.shape, dt) if need_dc_prev else None
+        if tc.size:
+            unused = self._stand_in(dt)
+            writes = [dz, self._stand_in(dt, True) if dcp is None else dcp]
+            reads = _readable([act, cprev, tc, *(unused if a is None else a
+                                                 for a in (dh, dh2, dc))], writes)
+            self._dispatch("lstm_bwd", "rrrrrrww", reads + writes, tc.size, tc.shape[-1],
+                           HAS_DH=int(dh is not None), HAS_DH2=int(dh2 is not None),
+                           HAS_DC=int(dc is not None), NEED_DCP=int(dcp is not None))
+        return dz, dcp
+
+
+def register(backend: Any) -> None:
+    backend.kernels["lstm_cell"] = WgpuLstmCell()
