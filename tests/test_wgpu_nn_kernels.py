@@ -406,3 +406,28 @@ def test_lstm_cell_kernel_matches_numpy_backend(wgpu, monkeypatch, dtype):
     tol = 1e-5 if dtype == "float32" else 1e-12
     for got, want in zip(res[1], res[0], strict=True):
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_gru_cell_kernel_matches_numpy_backend(wgpu, monkeypatch, dtype):
+    """A 2-layer bidirectional GRU over 6 steps and a GRUCell, forward and backward, with the
+    kernel (one dispatch per step each way) against the numpy backend."""
+    rng = np.random.default_rng(6)
+    xs = rng.standard_normal((6, 3, 5)).astype(dtype)
+    res = []
+    for be in ("numpy", "wgpu"):
+        vtl.random.manual_seed(0)
+        gru = nn.GRU(5, 4, 2, bidirectional=True).to(be).to(getattr(vtl, dtype))
+        cell = nn.GRUCell(5, 4).to(be).to(getattr(vtl, dtype))
+        names = _dispatched(monkeypatch) if be == "wgpu" else []
+        x = vtl.asarray(xs, backend=be, requires_grad=True)
+        y, hn = gru(x)
+        h1 = cell(x[0])
+        (vtl.sum(y * y) + vtl.sum(hn) + vtl.sum(h1 * h1)).backward()
+        res.append([t.to("numpy").numpy() for t in (y, hn, h1, x.grad)]
+                   + [p.grad.to("numpy").numpy() for m in (gru, cell) for p in m.parameters()])
+        if be == "wgpu":  # 4 layer-directions x 6 steps + the cell, each way
+            assert names.count("gru_fwd") == 25 and names.count("gru_bwd") == 25
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    for got, want in zip(res[1], res[0], strict=True):
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)

@@ -1,9 +1,10 @@
-"""``kernels["lstm_cell"]`` of the wgpu backend (the protocol is ``LstmCellKernel`` in
-``vtl.nn.functional._rnn_fused``): the LSTM cell's pointwise part in one dispatch each way
-(``wgsl/lstm_fwd.wgsl``, ``lstm_bwd.wgsl``), where the portable code takes about twenty.
+"""``kernels["lstm_cell"]`` and ``kernels["gru_cell"]`` of the wgpu backend (the protocols
+are ``LstmCellKernel``/``GruCellKernel`` in ``vtl.nn.functional._rnn_fused``): the cells'
+pointwise parts in one dispatch each way (``wgsl/lstm_fwd.wgsl``, ``lstm_bwd.wgsl``,
+``gru_fwd.wgsl``, ``gru_bwd.wgsl``), where the portable code takes about twenty.
 
-A thread per element of the ``(N, H)`` state reads its four gates from the stacked
-``(N, 4H)`` arrays, as the CuPy kernels do; ``tanh`` is the body of the library's unary
+A thread per element of the ``(N, H)`` state reads its gates from the stacked ``(N, kH)``
+arrays, as the CuPy kernels do; ``tanh`` is the body of the library's unary
 ``tanh`` (float64 through ``math64.wgsl``). A buffer may not be bound for reading and for
 writing in one dispatch: the previous cell state, which a layer keeps in the same
 whole-sequence buffer as the new one, is read through the output's binding (the regions
@@ -35,8 +36,8 @@ def _readable(reads: list, writes: list) -> list:
     return out
 
 
-class WgpuLstmCell:
-    """The LSTM cell's pointwise forward and backward on float32/float64 arrays."""
+class _Cell:
+    """What both cells share: dtypes, stand-ins for unused bindings, the dispatch."""
 
     def __init__(self) -> None:
         self._unused: dict = {}  # (dtype, writable) -> a one-element array bound unread
@@ -60,6 +61,10 @@ class WgpuLstmCell:
                             TANH=_body(UNARY, "tanh", dt), **flags)
         offs = offsets if offsets is not None else [a._offset for a in arrays]
         REC.dispatch(k, tuple(a._st.buf for a in arrays), [n, h, *offs], groups_for(n))
+
+
+class WgpuLstmCell(_Cell):
+    """The LSTM cell's pointwise forward and backward on float32/float64 arrays."""
 
     def forward(self, z: Any, z2: Any, cprev: Any, out: Any = None
                 ) -> tuple[Any, Any, Any, Any]:
@@ -102,5 +107,34 @@ class WgpuLstmCell:
         return dz, dcp
 
 
+class WgpuGruCell(_Cell):
+    """The GRU cell's pointwise forward and backward on float32/float64 arrays."""
+
+    def forward(self, x: Any, hg: Any, hprev: Any) -> tuple[Any, Any]:
+        dt = x.dtype
+        hs = hprev.shape[-1]
+        h = empty(hprev.shape, dt)
+        act = empty((*hprev.shape[:-1], 4 * hs), dt)
+        if hprev.size:
+            reads = _readable([x, hg, hprev], [h, act])
+            self._dispatch("gru_fwd", "rrrww", [*reads, h, act], hprev.size, hs)
+        return h, act
+
+    def backward(self, act: Any, hprev: Any, dh: Any, need_dh_prev: bool
+                 ) -> tuple[Any, Any, Any]:
+        dt = act.dtype
+        hs = hprev.shape[-1]
+        shape = (*hprev.shape[:-1], 3 * hs)
+        dx, dhg = empty(shape, dt), empty(shape, dt)
+        dhp = empty(hprev.shape, dt) if need_dh_prev else None
+        if hprev.size:
+            writes = [dx, dhg, self._stand_in(dt, True) if dhp is None else dhp]
+            reads = _readable([act, hprev, dh], writes)
+            self._dispatch("gru_bwd", "rrrwww", [*reads, *writes], hprev.size, hs,
+                           NEED_DHP=int(dhp is not None))
+        return dx, dhg, dhp
+
+
 def register(backend: Any) -> None:
     backend.kernels["lstm_cell"] = WgpuLstmCell()
+    backend.kernels["gru_cell"] = WgpuGruCell()
