@@ -298,16 +298,22 @@ def mean(x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
     return _reduce_in_stages(_acp.mean, x, axis, keepdims)
 
 
+def _two_pass(x: Any) -> bool:
+    """Whether ``var``/``std`` of ``x`` run NumPy's two-pass algorithm on the staged
+    ``mean``/``sum`` (large float arrays)."""
+    return x.dtype.kind == "f" and x.dtype.itemsize >= 4 and x.size >= _BIG_REDUCTION
+
+
 def var(x: Any, /, *, axis: Any = None, correction: float = 0.0, keepdims: bool = False
         ) -> Any:
-    if x.dtype.kind == "f" and x.dtype.itemsize >= 4 and x.size >= _BIG_REDUCTION:
+    if _two_pass(x):
         return two_pass_var(mean, sum, x, axis, correction, keepdims)
     return _acp.var(x, axis=axis, correction=correction, keepdims=keepdims)
 
 
 def std(x: Any, /, *, axis: Any = None, correction: float = 0.0, keepdims: bool = False
         ) -> Any:
-    if x.dtype.kind == "f" and x.dtype.itemsize >= 4 and x.size >= _BIG_REDUCTION:
+    if _two_pass(x):
         return _cupy.sqrt(two_pass_var(mean, sum, x, axis, correction, keepdims))
     return _acp.std(x, axis=axis, correction=correction, keepdims=keepdims)
 

@@ -84,7 +84,8 @@ class WgpuLstmCell(_Cell):
             cp = self._stand_in(dt) if in_c else _readable([cprev], writes)[0]
             arrays = [*first, cp, *writes]
             offsets = [a._offset for a in arrays]
-            offsets[2] = cprev._offset if in_c else cp._offset
+            if in_c:
+                offsets[2] = cprev._offset
             self._dispatch("lstm_fwd", "rrrwwww", arrays, n, cprev.shape[-1], offsets,
                            HIDDEN=int(z2 is not None), CPREV_IN_C=int(in_c))
         return h, c, act, tc
