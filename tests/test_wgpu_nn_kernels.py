@@ -108,6 +108,50 @@ def test_linear_grad_weight_kernel_equals_matmul_and_column_sum(wgpu, m, n_out, 
     np.testing.assert_allclose(xp.to_numpy(gw2), g.T @ x, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize(("m", "n_out", "n_in"), [(1024, 10, 27), (3000, 70, 5),
+                                                  (4099, 3, 130)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_linear_grad_weight_of_a_deep_product_splits_its_depth(wgpu, m, n_out, n_in, dtype):
+    """A deep product with few output tiles is summed over slices of its depth (split-K):
+    one batched product, one for the rest when the depth does not divide, then the sums."""
+    from vtl.backends.wgpu import _linalg
+
+    depth = _linalg.split_depth(-(-n_out // 64) * -(-n_in // 64), m)
+    assert depth and depth % 16 == 0
+    rng = np.random.default_rng(m)
+    g = rng.standard_normal((m, n_out)).astype(dtype)
+    x = rng.standard_normal((m, n_in)).astype(dtype)
+    xp = wgpu.xp
+    xs = xp.asarray(np.ascontiguousarray(x.T)).mT  # a transposed view
+    (gw, gb), n, _ = _counts(lambda: _nn.linear_grad_weight(xp.asarray(g), xs, True))
+    assert n == 1 + (m % depth != 0) + 2  # the products, then the two sums
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(xp.to_numpy(gw), g.T @ x, rtol=tol, atol=tol)
+    np.testing.assert_allclose(xp.to_numpy(gb), g.sum(0), rtol=tol, atol=tol)
+    gw2, gb2 = _nn.linear_grad_weight(xp.asarray(g), xs, False)
+    assert gb2 is None
+    np.testing.assert_allclose(xp.to_numpy(gw2), g.T @ x, rtol=tol, atol=tol)
+    # matmul takes the same path for an unbatched deep product (with 1-D operands too)
+    a = rng.standard_normal((n_out, m)).astype(dtype)
+    np.testing.assert_allclose(xp.to_numpy(xp.asarray(a) @ xs), a @ x, rtol=tol, atol=tol)
+    np.testing.assert_allclose(xp.to_numpy(xp.asarray(a[0]) @ xs), a[0] @ x, rtol=tol,
+                               atol=tol)
+
+
+def test_split_depth_only_for_deep_products_with_few_tiles(monkeypatch):
+    from vtl.backends.wgpu import _linalg
+
+    for name, value in (("SPLIT_GROUPS", 128), ("SPLIT_TARGET", 512),
+                        ("SPLIT_MIN_DEPTH", 512)):
+        monkeypatch.setattr(_linalg, name, value)
+    assert _linalg.split_depth(128, 1 << 20) == 0  # enough tiles
+    assert _linalg.split_depth(1, 1023) == 0  # shallow
+    assert _linalg.split_depth(1, 1 << 20) == 2048  # 512 slices
+    assert _linalg.split_depth(4, 1 << 20) == 8192  # 128 slices of 4 tiles
+    assert _linalg.split_depth(4, 4000) == 512  # slices of the least depth, and a rest
+    assert _linalg.split_depth(3, 1000 * 512 + 1) == 3008  # depths are multiples of 16
+
+
 def test_linear_kernels_decline_what_they_do_not_handle(wgpu):
     xp = wgpu.xp
     x = xp.asarray(np.ones((2, 3), np.float32))
@@ -357,8 +401,9 @@ def test_conv2d_kernel_declines_arrays_past_one_binding(wgpu, monkeypatch):
 #: dispatches of one CIFAR CNN training step: 3 x (im2col, linear, NCHW copy, relu, pool),
 #: 2 linear + relu, loss | the loss gradient (2), 2 linear gradients (2 each) and a relu
 #: gradient, then 3 x (pool grad, relu grad, NCHW copy, weight+bias product, patch product,
-#: col2im), the first layer without the last two | 10 Adam
-CNN_STEP_DISPATCHES = 52
+#: col2im), the first layer without the last two | 10 Adam; and at batch 4 the weight
+#: gradients of the first two layers are deep enough to be split (two sums each, ``_nn``)
+CNN_STEP_DISPATCHES = 56
 
 
 def test_cnn_training_step_dispatch_budget_without_atomics(wgpu, monkeypatch):

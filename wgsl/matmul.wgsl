@@ -4,7 +4,8 @@
 // four vec4 accumulators; A and B tiles of depth 16 are staged in workgroup memory as vec4.
 // Words: 0 M, 1 N, 2 K, 3 offA, 4 offB, 5 offC, 6 sAb, 7 sAm, 8 sAk, 9 sBb, 10 sBk, 11 sBn,
 // then those of the epilogue (vtl/backends/wgpu/_nn.py: its placeholders add a bias to each
-// column, or also write the row sums of A; empty for a plain product).
+// column, or also write the row sums of A (batch b's at word 12 + b*M); empty for a plain
+// product).
 @group(0) @binding(0) var<storage, read> A: array<{{T}}>;
 @group(0) @binding(1) var<storage, read> B: array<{{T}}>;
 @group(0) @binding(2) var<storage, read_write> C: array<{{T}}>;

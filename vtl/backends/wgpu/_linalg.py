@@ -34,6 +34,21 @@ from ._recorder import REC
 _TILE = 64
 #: the matmul template's epilogue placeholders for a plain product (see ``_nn``)
 PLAIN = {"DECL": "", "INIT": "", "ACC": "", "EPI": "v[c]", "TAIL": ""}
+#: a product whose output tiles take fewer workgroups than ``SPLIT_GROUPS`` is computed in
+#: slices of its depth, summed after (split-K), so that about ``SPLIT_TARGET`` workgroups run:
+#: one workgroup would otherwise walk the whole depth of a deep product with a small output.
+#: A slice is at least ``SPLIT_MIN_DEPTH`` deep, as each costs a pass over the output.
+SPLIT_GROUPS, SPLIT_TARGET, SPLIT_MIN_DEPTH = 128, 512, 512
+
+
+def split_depth(groups: int, K: int) -> int:
+    """The depth of each slice of a split-K product of ``groups`` output tiles and depth
+    ``K``, or 0 for one pass."""
+    if groups >= SPLIT_GROUPS or K < 2 * SPLIT_MIN_DEPTH:
+        return 0
+    slices = -(-SPLIT_TARGET // groups)
+    depth = max(SPLIT_MIN_DEPTH, -(-K // (slices * 16)) * 16)
+    return depth if depth < K else 0
 
 
 def _arr(x, fname: str) -> WgpuArray:
@@ -86,6 +101,25 @@ def matmul(x1: WgpuArray, x2: WgpuArray, /) -> WgpuArray:
         ca, cb = (M * K,), (K * N,)
     sab = ca[0] if ca else 0
     sbb = cb[0] if cb else 0
+    if nb == 1 and M and N and split_depth(-(-N // _TILE) * -(-M // _TILE), K):
+        from ._nn import _mm2
+
+        a2 = view(a, (M, K), a._strides[-2:], a._offset)
+        out = reshape(_mm2(a2, view(b, (K, N), b._strides[-2:], b._offset), None, None),
+                      bshape + (M, N))
+    else:
+        out = _product(a, b, bshape, nb, M, N, K, sab, sbb, dt)
+    if va and vb:
+        return reshape(out, bshape)
+    if va:
+        return reshape(out, bshape + (N,))
+    if vb:
+        return reshape(out, bshape + (M,))
+    return out
+
+
+def _product(a, b, bshape, nb, M, N, K, sab, sbb, dt) -> WgpuArray:
+    """The batched product of ``matmul`` as batches of the tiled kernel."""
     out = empty(bshape + (M, N), dt)
     if out.size:
         if K == 0:
@@ -104,12 +138,6 @@ def matmul(x1: WgpuArray, x2: WgpuArray, /) -> WgpuArray:
                 w[4] += b0 * sbb
                 w[5] = b0 * M * N
                 REC.dispatch(k, (a._st.buf, b._st.buf, out._st.buf), w, gx, gy, cnt)
-    if va and vb:
-        return reshape(out, bshape)
-    if va:
-        return reshape(out, bshape + (N,))
-    if vb:
-        return reshape(out, bshape + (M,))
     return out
 
 

@@ -24,9 +24,9 @@ import numpy as np
 
 from .._ranges import targets_in_range
 from . import _dtypes as D
-from . import _fuse, _kernels
+from . import _fuse, _kernels, _reduction
 from ._array import WgpuArray, astype_raw, empty, known_range
-from ._linalg import _TILE, PLAIN
+from ._linalg import _TILE, PLAIN, split_depth
 from ._recorder import REC, groups_for
 
 _FLOATS = (D.float32, D.float64)
@@ -46,7 +46,7 @@ _ROWSUM = {
     "TAIL": ("  if (wid.x == 0u && tx == 0u) {\n"
              "    for (var r = 0u; r < 4u; r++) {\n"
              "      let row = m0 + ty * 4u + r;\n"
-             "      if (row < M) { Rs[pw(12u) + row] = wrap_{{D}}(rs[r]); }\n"
+             "      if (row < M) { Rs[pw(12u) + b * M + row] = wrap_{{D}}(rs[r]); }\n"
              "    }\n  }"),
 }
 
@@ -57,6 +57,10 @@ def _mm2(a: WgpuArray, b: WgpuArray, extra: WgpuArray | None, epi: dict | None,
     M, K = a.shape
     N = b.shape[1]
     dt = a.dtype
+    gx, gy = -(-N // _TILE), -(-M // _TILE)
+    depth = split_depth(gx * gy, K) if epi is None else 0
+    if depth:
+        return _mm2_split(a, b, False, depth)[0]
     out = empty((M, N), dt)
     words = [M, N, K, a._offset, b._offset, 0, 0, *a._strides, 0, *b._strides, *ewords]
     bufs: tuple = (a._st.buf, b._st.buf, out._st.buf)
@@ -66,8 +70,41 @@ def _mm2(a: WgpuArray, b: WgpuArray, extra: WgpuArray | None, epi: dict | None,
         sig = "rrwr" if epi is _BIAS else "rrww"
         k = _kernels.kernel("matmul", sig, (dt,), T=D.wgsl(dt), D=dt.name, **epi)
         bufs += (extra._st.buf,)
-    REC.dispatch(k, bufs, words, -(-N // _TILE), -(-M // _TILE))
+    REC.dispatch(k, bufs, words, gx, gy)
     return out
+
+
+def _mm2_split(a: WgpuArray, b: WgpuArray, rowsum: bool, depth: int
+               ) -> tuple[WgpuArray, WgpuArray | None]:
+    """``(a @ b, the row sums of a if rowsum else None)`` as products of depth slices of
+    ``depth`` (a batch of the matmul kernel, plus one for the rest), summed after: a deep
+    product with few output tiles then fills the device."""
+    M, K = a.shape
+    N = b.shape[1]
+    dt = a.dtype
+    full, rest = divmod(K, depth)
+    parts = full + (rest > 0)
+    sam, sak = a._strides
+    sbk, sbn = b._strides
+    acc = empty((parts, M, N), dt)
+    bufs: tuple = (a._st.buf, b._st.buf, acc._st.buf)
+    if rowsum:
+        k = _kernels.kernel("matmul", "rrww", (dt,), T=D.wgsl(dt), D=dt.name, **_ROWSUM)
+        rs = empty((parts, M), dt)
+        bufs += (rs._st.buf,)
+    else:
+        k = _kernels.kernel("matmul", "rrw", (dt,), T=D.wgsl(dt), D=dt.name, **PLAIN)
+    gx, gy = -(-N // _TILE), -(-M // _TILE)
+    nw = 13 if rowsum else 12
+    words = [M, N, depth, a._offset, b._offset, 0, depth * sak, sam, sak, depth * sbk, sbk,
+             sbn, 0]
+    REC.dispatch(k, bufs, words[:nw], gx, gy, full)
+    if rest:
+        words = [M, N, rest, a._offset + full * depth * sak, b._offset + full * depth * sbk,
+                 full * M * N, 0, sam, sak, 0, sbk, sbn, full * M]
+        REC.dispatch(k, bufs, words[:nw], gx, gy, 1)
+    return (_reduction.sum(acc, axis=0, dtype=dt),
+            _reduction.sum(rs, axis=0, dtype=dt) if rowsum else None)
 
 
 def _ok2(a: Any, b: Any, b_axis: int) -> bool:
@@ -98,6 +135,9 @@ def linear_grad_weight(g: Any, x: Any, bias: bool) -> Any:
     gt = g.T
     if not bias:
         return _mm2(gt, x, None, None), None
+    depth = split_depth(-(-n_out // _TILE) * -(-x.shape[1] // _TILE), g.shape[0])
+    if depth:
+        return _mm2_split(gt, x, True, depth)
     gb = empty((n_out,), g.dtype)
     gw = _mm2(gt, x, gb, _ROWSUM, (gb._offset,))
     return gw, gb
