@@ -13,6 +13,16 @@ var<workgroup> As: array<vec4<{{T}}>, 256>;
 var<workgroup> Bs: array<vec4<{{T}}>, 256>;
 {{DECL}}
 
+fn load_a(base: i32, sm: i32, sk: i32, M: u32, K: u32, m: u32, k: u32) -> {{T}} {
+  if (m < M && k < K) { return A[u32(base + i32(m) * sm + i32(k) * sk)]; }
+  return {{T}}(0);
+}
+
+fn load_b(base: i32, sk: i32, sn: i32, N: u32, K: u32, k: u32, n: u32) -> {{T}} {
+  if (n < N && k < K) { return B[u32(base + i32(k) * sk + i32(n) * sn)]; }
+  return {{T}}(0);
+}
+
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let M = pw(0u);
@@ -34,25 +44,46 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var c2 = vec4<{{T}}>();
   var c3 = vec4<{{T}}>();
 {{INIT}}
+  // thread lid loads A (m0 + ty + 16j, k0 + tx) and B (k0 + kb + 4j, n0 + nn), j = 0..3: the
+  // next tile's loads are issued before the current tile's products, so their latency is
+  // hidden even when a product has too few tiles to fill the device
+  let nn = lid % 64u;
+  let kb = lid / 64u;
+  let r0 = m0 + ty;
+  let c0b = n0 + nn;
+  var ra = vec4<{{T}}>(load_a(aBase, sAm, sAk, M, K, r0, tx),
+                       load_a(aBase, sAm, sAk, M, K, r0 + 16u, tx),
+                       load_a(aBase, sAm, sAk, M, K, r0 + 32u, tx),
+                       load_a(aBase, sAm, sAk, M, K, r0 + 48u, tx));
+  var rb = vec4<{{T}}>(load_b(bBase, sBk, sBn, N, K, kb, c0b),
+                       load_b(bBase, sBk, sBn, N, K, kb + 4u, c0b),
+                       load_b(bBase, sBk, sBn, N, K, kb + 8u, c0b),
+                       load_b(bBase, sBk, sBn, N, K, kb + 12u, c0b));
+  let ai = tx * 16u + ty / 4u;
+  let aj = ty % 4u;
+  let bi = kb * 16u + nn / 4u;
+  let bj = nn % 4u;
   for (var k0 = 0u; k0 < K; k0 += 16u) {
-    for (var j = 0u; j < 4u; j++) {
-      let e = lid + j * 256u;
-      let kk = e % 16u;
-      let mm = e / 16u;
-      var av = {{T}}(0);
-      if (m0 + mm < M && k0 + kk < K) {
-        av = A[u32(aBase + i32(m0 + mm) * sAm + i32(k0 + kk) * sAk)];
-      }
-      As[kk * 16u + mm / 4u][mm % 4u] = av;
-      let nn = e % 64u;
-      let kb = e / 64u;
-      var bv = {{T}}(0);
-      if (n0 + nn < N && k0 + kb < K) {
-        bv = B[u32(bBase + i32(k0 + kb) * sBk + i32(n0 + nn) * sBn)];
-      }
-      Bs[kb * 16u + nn / 4u][nn % 4u] = bv;
-    }
+    As[ai][aj] = ra.x;
+    As[ai + 4u][aj] = ra.y;
+    As[ai + 8u][aj] = ra.z;
+    As[ai + 12u][aj] = ra.w;
+    Bs[bi][bj] = rb.x;
+    Bs[bi + 64u][bj] = rb.y;
+    Bs[bi + 128u][bj] = rb.z;
+    Bs[bi + 192u][bj] = rb.w;
     workgroupBarrier();
+    let k1 = k0 + 16u;
+    if (k1 < K) {
+      ra = vec4<{{T}}>(load_a(aBase, sAm, sAk, M, K, r0, k1 + tx),
+                       load_a(aBase, sAm, sAk, M, K, r0 + 16u, k1 + tx),
+                       load_a(aBase, sAm, sAk, M, K, r0 + 32u, k1 + tx),
+                       load_a(aBase, sAm, sAk, M, K, r0 + 48u, k1 + tx));
+      rb = vec4<{{T}}>(load_b(bBase, sBk, sBn, N, K, k1 + kb, c0b),
+                       load_b(bBase, sBk, sBn, N, K, k1 + kb + 4u, c0b),
+                       load_b(bBase, sBk, sBn, N, K, k1 + kb + 8u, c0b),
+                       load_b(bBase, sBk, sBn, N, K, k1 + kb + 12u, c0b));
+    }
     for (var kk = 0u; kk < 16u; kk++) {
       let a = As[kk * 16u + ty];
       let bb = Bs[kk * 16u + tx];

@@ -57,6 +57,10 @@ WRAP: dict[np.dtype, str] = {
 }
 
 
+#: dtype -> name (``np.dtype.name`` is computed on each access)
+NAME = {dt: dt.name for dt in ALL}
+
+
 def wgsl(dt: np.dtype) -> str:
     return STORAGE[dt][0]
 

@@ -625,8 +625,8 @@ def _binary(name: str, x1, x2) -> WgpuArray:
         body = _body(BINARY, name, dt)
         out_dt = D.bool_ if rule in ("bool", "logical") else dt
         kern = _kernels.kernel(
-            "binary", "rrw", (dt, out_dt), T=D.wgsl(dt), R=D.wgsl(out_dt), DT=dt.name,
-            DR=out_dt.name, BITS=8 * D.itemsize(dt), BODY=body,
+            "binary", "rrw", (dt, out_dt), T=D.wgsl(dt), R=D.wgsl(out_dt), DT=D.NAME[dt],
+            DR=D.NAME[out_dt], BITS=8 * D.itemsize(dt), BODY=body,
             UT="u64" if D.wgsl(dt) in ("i64", "u64") else "u32",
         )
         ck = _BIN_CACHE[(name, dt)] = (kern, out_dt)

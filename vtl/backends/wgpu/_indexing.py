@@ -102,6 +102,12 @@ def _bool_key(key):
 
 
 def getitem(x: WgpuArray, key) -> WgpuArray:
+    if type(key) is tuple and len(key) == 2 and key[1] is Ellipsis:
+        key = key[0]
+    if type(key) is int and x._shape:  # x[i], x[i, ...]: the hot path of per-step loops
+        n = x._shape[0]
+        if -n <= key < n:
+            return view(x, x._shape[1:], x._strides[1:], x._offset + (key % n) * x._strides[0])
     key = _bool_key(key)
     if isinstance(key, WgpuArray) and key.dtype == D.bool_ and key.ndim == 0:
         # a new leading axis of size 1, or 0 for a False mask (as NumPy)

@@ -24,6 +24,7 @@ from ._array import (
     collapse,
     contiguous,
     empty,
+    fresh,
     prod,
     view,
 )
@@ -51,6 +52,33 @@ def split_depth(groups: int, K: int) -> int:
     return depth if depth < K else 0
 
 
+_PLAIN_KERNELS: dict = {}
+_REAL = frozenset(D.ALL) - {D.bool_} - {dt for dt in D.ALL if dt.kind == "c"}
+
+
+def plain_kernel(dt) -> _kernels.Kernel:
+    """The matmul kernel of ``dt`` without an epilogue."""
+    k = _PLAIN_KERNELS.get(dt)
+    if k is None:
+        k = _PLAIN_KERNELS[dt] = _kernels.kernel("matmul", "rrw", (dt,), T=D.wgsl(dt),
+                                                  D=dt.name, **PLAIN)
+    return k
+
+
+def matmul2d(a: WgpuArray, b: WgpuArray, M: int, N: int, K: int) -> WgpuArray:
+    """``a @ b`` of non-empty 2-D arrays of one real dtype (any strides)."""
+    gx, gy = -(-N // _TILE), -(-M // _TILE)
+    if split_depth(gx * gy, K):
+        from ._nn import _mm2
+
+        return _mm2(a, b, None, None)
+    dt = a._dtype
+    out = fresh((M, N), dt, M * N, D.itemsize(dt))
+    REC.dispatch(plain_kernel(dt), (a._st.buf, b._st.buf, out._st.buf),
+                 [M, N, K, a._offset, b._offset, 0, 0, *a._strides, 0, *b._strides], gx, gy)
+    return out
+
+
 def _arr(x, fname: str) -> WgpuArray:
     if not isinstance(x, WgpuArray):
         raise TypeError(f"{fname}() expected a WgpuArray, got {type(x).__name__}")
@@ -59,6 +87,12 @@ def _arr(x, fname: str) -> WgpuArray:
 
 def matmul(x1: WgpuArray, x2: WgpuArray, /) -> WgpuArray:
     """Matrix product with NumPy's 1-D and batch-broadcasting rules."""
+    if type(x1) is WgpuArray and type(x2) is WgpuArray and len(x1._shape) == 2 \
+            and len(x2._shape) == 2 and x1._dtype is x2._dtype and x1._dtype in _REAL:
+        M, K = x1._shape
+        K2, N = x2._shape
+        if K == K2 and M and N and K:
+            return matmul2d(x1, x2, M, N, K)
     a = _arr(x1, "matmul")
     b = _arr(x2, "matmul")
     if a.ndim == 0 or b.ndim == 0:
@@ -102,10 +136,8 @@ def matmul(x1: WgpuArray, x2: WgpuArray, /) -> WgpuArray:
     sab = ca[0] if ca else 0
     sbb = cb[0] if cb else 0
     if nb == 1 and M and N and split_depth(-(-N // _TILE) * -(-M // _TILE), K):
-        from ._nn import _mm2
-
         a2 = view(a, (M, K), a._strides[-2:], a._offset)
-        out = reshape(_mm2(a2, view(b, (K, N), b._strides[-2:], b._offset), None, None),
+        out = reshape(matmul2d(a2, view(b, (K, N), b._strides[-2:], b._offset), M, N, K),
                       bshape + (M, N))
     else:
         out = _product(a, b, bshape, nb, M, N, K, sab, sbb, dt)
@@ -127,7 +159,7 @@ def _product(a, b, bshape, nb, M, N, K, sab, sbb, dt) -> WgpuArray:
 
             fill_view(out, 0)
         else:
-            k = _kernels.kernel("matmul", "rrw", (dt,), T=D.wgsl(dt), D=dt.name, **PLAIN)
+            k = plain_kernel(dt)
             words = [M, N, K, a._offset, b._offset, 0, sab, *a._strides[-2:], sbb,
                      *b._strides[-2:]]
             gx, gy = -(-N // _TILE), -(-M // _TILE)

@@ -25,8 +25,8 @@ import numpy as np
 from .._ranges import targets_in_range
 from . import _dtypes as D
 from . import _fuse, _kernels, _reduction
-from ._array import WgpuArray, astype_raw, empty, known_range
-from ._linalg import _TILE, PLAIN, split_depth
+from ._array import WgpuArray, astype_raw, empty, fresh, known_range
+from ._linalg import _TILE, plain_kernel, split_depth
 from ._recorder import REC, groups_for
 
 _FLOATS = (D.float32, D.float64)
@@ -51,26 +51,36 @@ _ROWSUM = {
 }
 
 
+_EPI_KERNELS: dict = {}
+
+
+def _epi_kernel(dt, epi: dict) -> _kernels.Kernel:
+    """The matmul kernel of ``dt`` with the epilogue ``epi`` (``_BIAS`` or ``_ROWSUM``)."""
+    key = (dt, epi is _BIAS)
+    k = _EPI_KERNELS.get(key)
+    if k is None:
+        k = _EPI_KERNELS[key] = _kernels.kernel("matmul", "rrwr" if epi is _BIAS else "rrww",
+                                                (dt,), T=D.wgsl(dt), D=dt.name, **epi)
+    return k
+
+
 def _mm2(a: WgpuArray, b: WgpuArray, extra: WgpuArray | None, epi: dict | None,
          ewords: tuple = ()) -> WgpuArray:
     """``a @ b`` of 2-D arrays (any strides) with the epilogue ``epi`` binding ``extra``."""
-    M, K = a.shape
-    N = b.shape[1]
-    dt = a.dtype
+    M, K = a._shape
+    N = b._shape[1]
+    dt = a._dtype
     gx, gy = -(-N // _TILE), -(-M // _TILE)
     depth = split_depth(gx * gy, K) if epi is None else 0
     if depth:
         return _mm2_split(a, b, False, depth)[0]
-    out = empty((M, N), dt)
+    out = fresh((M, N), dt, M * N, D.itemsize(dt))
     words = [M, N, K, a._offset, b._offset, 0, 0, *a._strides, 0, *b._strides, *ewords]
-    bufs: tuple = (a._st.buf, b._st.buf, out._st.buf)
     if epi is None:
-        k = _kernels.kernel("matmul", "rrw", (dt,), T=D.wgsl(dt), D=dt.name, **PLAIN)
+        REC.dispatch(plain_kernel(dt), (a._st.buf, b._st.buf, out._st.buf), words, gx, gy)
     else:
-        sig = "rrwr" if epi is _BIAS else "rrww"
-        k = _kernels.kernel("matmul", sig, (dt,), T=D.wgsl(dt), D=dt.name, **epi)
-        bufs += (extra._st.buf,)
-    REC.dispatch(k, bufs, words, gx, gy)
+        REC.dispatch(_epi_kernel(dt, epi), (a._st.buf, b._st.buf, out._st.buf, extra._st.buf),
+                     words, gx, gy)
     return out
 
 
@@ -89,11 +99,11 @@ def _mm2_split(a: WgpuArray, b: WgpuArray, rowsum: bool, depth: int
     acc = empty((parts, M, N), dt)
     bufs: tuple = (a._st.buf, b._st.buf, acc._st.buf)
     if rowsum:
-        k = _kernels.kernel("matmul", "rrww", (dt,), T=D.wgsl(dt), D=dt.name, **_ROWSUM)
+        k = _epi_kernel(dt, _ROWSUM)
         rs = empty((parts, M), dt)
         bufs += (rs._st.buf,)
     else:
-        k = _kernels.kernel("matmul", "rrw", (dt,), T=D.wgsl(dt), D=dt.name, **PLAIN)
+        k = plain_kernel(dt)
     gx, gy = -(-N // _TILE), -(-M // _TILE)
     nw = 13 if rowsum else 12
     words = [M, N, depth, a._offset, b._offset, 0, depth * sak, sam, sak, depth * sbk, sbk,

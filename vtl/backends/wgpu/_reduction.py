@@ -174,8 +174,9 @@ def _reduce(x: WgpuArray, axis, keepdims: bool, fname: str, out_dt: np.dtype, ac
             mapv: str, combine: str, init: str) -> WgpuArray:
     axes = _axes(axis, x.ndim, fname)
     dt = x.dtype
-    subs = dict(T=D.wgsl(dt), R=D.wgsl(out_dt), A=acc, DT=dt.name, DR=out_dt.name, MAP=mapv,
-                COMBINE=combine, INIT=init, OUT=f"wrap_{out_dt.name}({D.wgsl(out_dt)}(a))",
+    subs = dict(T=D.wgsl(dt), R=D.wgsl(out_dt), A=acc, DT=D.NAME[dt], DR=D.NAME[out_dt],
+                MAP=mapv, COMBINE=combine, INIT=init,
+                OUT=f"wrap_{D.NAME[out_dt]}({D.wgsl(out_dt)}(a))",
                 ST="{{T}}", FOLD=_FOLD1)
     dts = (dt, out_dt)
     plan = _col_plan(x, axes)
