@@ -318,6 +318,26 @@ def test_matmul_matches_numpy(shapes):
     check(xp.matmul(xp.asarray(a), xp.asarray(b)), np.matmul(a, b), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+@pytest.mark.parametrize(("m", "k", "n"), [(1, 1, 1), (67, 33, 65), (5, 2100, 3), (130, 17, 1)])
+def test_matmul_of_every_operand_layout(dtype, m, k, n):
+    """Each operand row-major, column-major (a transposed view) or strided: the kernel loads
+    along whichever axis is contiguous (and a deep product with few tiles splits its depth)."""
+    a, b = data((m, k), dtype), data((k, n), dtype)
+    tol = {np.float32: 1e-4, np.float64: 1e-12, np.int32: 0}[dtype]
+
+    def layouts(h):
+        t = xp.asarray(np.ascontiguousarray(h.T)).mT
+        s = xp.asarray(np.repeat(h, 2, axis=1))[:, ::2]
+        return xp.asarray(h), t, s
+
+    for da in layouts(a):
+        for db in layouts(b):
+            check(da @ db, a @ b, rtol=tol, atol=tol)
+    check(xp.matmul(xp.asarray(np.stack([a, a + 1])).mT.mT, xp.asarray(b)),
+          np.stack([a, a + 1]) @ b, rtol=tol, atol=tol)
+
+
 def test_matmul_transposed_views_and_integers():
     a, b = data((40, 30), np.float32), data((50, 40), np.float32)
     check(xp.asarray(a).mT @ xp.asarray(b).mT, a.T @ b.T, rtol=1e-5, atol=1e-4)

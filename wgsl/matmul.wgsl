@@ -11,6 +11,9 @@
 @group(0) @binding(2) var<storage, read_write> C: array<{{T}}>;
 var<workgroup> As: array<vec4<{{T}}>, 256>;
 var<workgroup> Bs: array<vec4<{{T}}>, 256>;
+// whether A's columns (B's columns) are its contiguous axis: a transposed view
+const ACOLS = {{ACOLS}};
+const BCOLS = {{BCOLS}};
 {{DECL}}
 
 fn load_a(base: i32, sm: i32, sk: i32, M: u32, K: u32, m: u32, k: u32) -> {{T}} {
@@ -44,45 +47,57 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var c2 = vec4<{{T}}>();
   var c3 = vec4<{{T}}>();
 {{INIT}}
-  // thread lid loads A (m0 + ty + 16j, k0 + tx) and B (k0 + kb + 4j, n0 + nn), j = 0..3: the
-  // next tile's loads are issued before the current tile's products, so their latency is
-  // hidden even when a product has too few tiles to fill the device
-  let nn = lid % 64u;
-  let kb = lid / 64u;
-  let r0 = m0 + ty;
-  let c0b = n0 + nn;
-  var ra = vec4<{{T}}>(load_a(aBase, sAm, sAk, M, K, r0, tx),
-                       load_a(aBase, sAm, sAk, M, K, r0 + 16u, tx),
-                       load_a(aBase, sAm, sAk, M, K, r0 + 32u, tx),
-                       load_a(aBase, sAm, sAk, M, K, r0 + 48u, tx));
-  var rb = vec4<{{T}}>(load_b(bBase, sBk, sBn, N, K, kb, c0b),
-                       load_b(bBase, sBk, sBn, N, K, kb + 4u, c0b),
-                       load_b(bBase, sBk, sBn, N, K, kb + 8u, c0b),
-                       load_b(bBase, sBk, sBn, N, K, kb + 12u, c0b));
-  let ai = tx * 16u + ty / 4u;
-  let aj = ty % 4u;
-  let bi = kb * 16u + nn / 4u;
-  let bj = nn % 4u;
+  // Thread lid loads four elements of A at (m0 + am + j*dam, k0 + ak + j*dak), j = 0..3, and
+  // four of B likewise; neighbouring threads read neighbouring addresses whether an operand's
+  // rows or columns are contiguous (ACOLS/BCOLS). The next tile's loads are issued before the
+  // current tile's products, so their latency is hidden even when a product has too few
+  // tiles to fill the device.
+  let am = select(ty, lid % 64u, ACOLS);
+  let ak = select(tx, lid / 64u, ACOLS);
+  let dam = select(16u, 0u, ACOLS);
+  let dak = select(0u, 4u, ACOLS);
+  let bk = select(lid / 64u, tx, BCOLS);
+  let bn = select(lid % 64u, ty, BCOLS);
+  let dbk = select(4u, 0u, BCOLS);
+  let dbn = select(0u, 16u, BCOLS);
+  let ra0 = m0 + am;
+  let cb0 = n0 + bn;
+  var ra = vec4<{{T}}>(load_a(aBase, sAm, sAk, M, K, ra0, ak),
+                       load_a(aBase, sAm, sAk, M, K, ra0 + dam, ak + dak),
+                       load_a(aBase, sAm, sAk, M, K, ra0 + 2u * dam, ak + 2u * dak),
+                       load_a(aBase, sAm, sAk, M, K, ra0 + 3u * dam, ak + 3u * dak));
+  var rb = vec4<{{T}}>(load_b(bBase, sBk, sBn, N, K, bk, cb0),
+                       load_b(bBase, sBk, sBn, N, K, bk + dbk, cb0 + dbn),
+                       load_b(bBase, sBk, sBn, N, K, bk + 2u * dbk, cb0 + 2u * dbn),
+                       load_b(bBase, sBk, sBn, N, K, bk + 3u * dbk, cb0 + 3u * dbn));
+  let ai = ak * 16u + am / 4u;
+  let aj = am % 4u;
+  let astep = dak * 16u + dam / 4u;
+  let bi = bk * 16u + bn / 4u;
+  let bj = bn % 4u;
+  let bstep = dbk * 16u + dbn / 4u;
   for (var k0 = 0u; k0 < K; k0 += 16u) {
     As[ai][aj] = ra.x;
-    As[ai + 4u][aj] = ra.y;
-    As[ai + 8u][aj] = ra.z;
-    As[ai + 12u][aj] = ra.w;
+    As[ai + astep][aj] = ra.y;
+    As[ai + 2u * astep][aj] = ra.z;
+    As[ai + 3u * astep][aj] = ra.w;
     Bs[bi][bj] = rb.x;
-    Bs[bi + 64u][bj] = rb.y;
-    Bs[bi + 128u][bj] = rb.z;
-    Bs[bi + 192u][bj] = rb.w;
+    Bs[bi + bstep][bj] = rb.y;
+    Bs[bi + 2u * bstep][bj] = rb.z;
+    Bs[bi + 3u * bstep][bj] = rb.w;
     workgroupBarrier();
     let k1 = k0 + 16u;
     if (k1 < K) {
-      ra = vec4<{{T}}>(load_a(aBase, sAm, sAk, M, K, r0, k1 + tx),
-                       load_a(aBase, sAm, sAk, M, K, r0 + 16u, k1 + tx),
-                       load_a(aBase, sAm, sAk, M, K, r0 + 32u, k1 + tx),
-                       load_a(aBase, sAm, sAk, M, K, r0 + 48u, k1 + tx));
-      rb = vec4<{{T}}>(load_b(bBase, sBk, sBn, N, K, k1 + kb, c0b),
-                       load_b(bBase, sBk, sBn, N, K, k1 + kb + 4u, c0b),
-                       load_b(bBase, sBk, sBn, N, K, k1 + kb + 8u, c0b),
-                       load_b(bBase, sBk, sBn, N, K, k1 + kb + 12u, c0b));
+      let ka = k1 + ak;
+      let kb1 = k1 + bk;
+      ra = vec4<{{T}}>(load_a(aBase, sAm, sAk, M, K, ra0, ka),
+                       load_a(aBase, sAm, sAk, M, K, ra0 + dam, ka + dak),
+                       load_a(aBase, sAm, sAk, M, K, ra0 + 2u * dam, ka + 2u * dak),
+                       load_a(aBase, sAm, sAk, M, K, ra0 + 3u * dam, ka + 3u * dak));
+      rb = vec4<{{T}}>(load_b(bBase, sBk, sBn, N, K, kb1, cb0),
+                       load_b(bBase, sBk, sBn, N, K, kb1 + dbk, cb0 + dbn),
+                       load_b(bBase, sBk, sBn, N, K, kb1 + 2u * dbk, cb0 + 2u * dbn),
+                       load_b(bBase, sBk, sBn, N, K, kb1 + 3u * dbk, cb0 + 3u * dbn));
     }
     for (var kk = 0u; kk < 16u; kk++) {
       let a = As[kk * 16u + ty];

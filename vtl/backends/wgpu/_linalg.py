@@ -56,13 +56,25 @@ _PLAIN_KERNELS: dict = {}
 _REAL = frozenset(D.ALL) - {D.bool_} - {dt for dt in D.ALL if dt.kind == "c"}
 
 
-def plain_kernel(dt) -> _kernels.Kernel:
-    """The matmul kernel of ``dt`` without an epilogue."""
-    k = _PLAIN_KERNELS.get(dt)
+def cols_contiguous(sa: tuple, sb: tuple) -> tuple[bool, bool]:
+    """Whether the columns of A (strides ``sa``, rows then depth) and of B (``sb``, depth then
+    columns) are their contiguous axis: the matmul kernel then loads them down the columns."""
+    return sa[0] == 1 and sa[1] != 1, sb[0] == 1 and sb[1] != 1
+
+
+def plain_kernel(dt, layout: tuple[bool, bool]) -> _kernels.Kernel:
+    """The matmul kernel of ``dt`` without an epilogue, for operands laid out as ``layout``
+    (``cols_contiguous``)."""
+    key = (dt, layout)
+    k = _PLAIN_KERNELS.get(key)
     if k is None:
-        k = _PLAIN_KERNELS[dt] = _kernels.kernel("matmul", "rrw", (dt,), T=D.wgsl(dt),
-                                                  D=dt.name, **PLAIN)
+        k = _PLAIN_KERNELS[key] = _kernels.kernel(
+            "matmul", "rrw", (dt,), T=D.wgsl(dt), D=dt.name, **PLAIN, **layout_subs(layout))
     return k
+
+
+def layout_subs(layout: tuple[bool, bool]) -> dict:
+    return {"ACOLS": "true" if layout[0] else "false", "BCOLS": "true" if layout[1] else "false"}
 
 
 def matmul2d(a: WgpuArray, b: WgpuArray, M: int, N: int, K: int) -> WgpuArray:
@@ -74,7 +86,8 @@ def matmul2d(a: WgpuArray, b: WgpuArray, M: int, N: int, K: int) -> WgpuArray:
         return _mm2(a, b, None, None)
     dt = a._dtype
     out = fresh((M, N), dt, M * N, D.itemsize(dt))
-    REC.dispatch(plain_kernel(dt), (a._st.buf, b._st.buf, out._st.buf),
+    REC.dispatch(plain_kernel(dt, cols_contiguous(a._strides, b._strides)),
+                 (a._st.buf, b._st.buf, out._st.buf),
                  [M, N, K, a._offset, b._offset, 0, 0, *a._strides, 0, *b._strides], gx, gy)
     return out
 
@@ -159,7 +172,7 @@ def _product(a, b, bshape, nb, M, N, K, sab, sbb, dt) -> WgpuArray:
 
             fill_view(out, 0)
         else:
-            k = plain_kernel(dt)
+            k = plain_kernel(dt, cols_contiguous(a._strides[-2:], b._strides[-2:]))
             words = [M, N, K, a._offset, b._offset, 0, sab, *a._strides[-2:], sbb,
                      *b._strides[-2:]]
             gx, gy = -(-N // _TILE), -(-M // _TILE)

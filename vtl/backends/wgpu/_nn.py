@@ -26,7 +26,7 @@ from .._ranges import targets_in_range
 from . import _dtypes as D
 from . import _fuse, _kernels, _reduction
 from ._array import WgpuArray, astype_raw, empty, fresh, known_range
-from ._linalg import _TILE, plain_kernel, split_depth
+from ._linalg import _TILE, cols_contiguous, layout_subs, plain_kernel, split_depth
 from ._recorder import REC, groups_for
 
 _FLOATS = (D.float32, D.float64)
@@ -54,13 +54,15 @@ _ROWSUM = {
 _EPI_KERNELS: dict = {}
 
 
-def _epi_kernel(dt, epi: dict) -> _kernels.Kernel:
-    """The matmul kernel of ``dt`` with the epilogue ``epi`` (``_BIAS`` or ``_ROWSUM``)."""
-    key = (dt, epi is _BIAS)
+def _epi_kernel(dt, epi: dict, layout: tuple[bool, bool]) -> _kernels.Kernel:
+    """The matmul kernel of ``dt`` with the epilogue ``epi`` (``_BIAS`` or ``_ROWSUM``) for
+    operands laid out as ``layout`` (``_linalg.cols_contiguous``)."""
+    key = (dt, epi is _BIAS, layout)
     k = _EPI_KERNELS.get(key)
     if k is None:
-        k = _EPI_KERNELS[key] = _kernels.kernel("matmul", "rrwr" if epi is _BIAS else "rrww",
-                                                (dt,), T=D.wgsl(dt), D=dt.name, **epi)
+        k = _EPI_KERNELS[key] = _kernels.kernel(
+            "matmul", "rrwr" if epi is _BIAS else "rrww", (dt,), T=D.wgsl(dt), D=dt.name,
+            **epi, **layout_subs(layout))
     return k
 
 
@@ -76,11 +78,13 @@ def _mm2(a: WgpuArray, b: WgpuArray, extra: WgpuArray | None, epi: dict | None,
         return _mm2_split(a, b, False, depth)[0]
     out = fresh((M, N), dt, M * N, D.itemsize(dt))
     words = [M, N, K, a._offset, b._offset, 0, 0, *a._strides, 0, *b._strides, *ewords]
+    layout = cols_contiguous(a._strides, b._strides)
     if epi is None:
-        REC.dispatch(plain_kernel(dt), (a._st.buf, b._st.buf, out._st.buf), words, gx, gy)
+        REC.dispatch(plain_kernel(dt, layout), (a._st.buf, b._st.buf, out._st.buf), words,
+                     gx, gy)
     else:
-        REC.dispatch(_epi_kernel(dt, epi), (a._st.buf, b._st.buf, out._st.buf, extra._st.buf),
-                     words, gx, gy)
+        REC.dispatch(_epi_kernel(dt, epi, layout),
+                     (a._st.buf, b._st.buf, out._st.buf, extra._st.buf), words, gx, gy)
     return out
 
 
@@ -97,13 +101,14 @@ def _mm2_split(a: WgpuArray, b: WgpuArray, rowsum: bool, depth: int
     sam, sak = a._strides
     sbk, sbn = b._strides
     acc = empty((parts, M, N), dt)
+    layout = cols_contiguous(a._strides, b._strides)
     bufs: tuple = (a._st.buf, b._st.buf, acc._st.buf)
     if rowsum:
-        k = _epi_kernel(dt, _ROWSUM)
+        k = _epi_kernel(dt, _ROWSUM, layout)
         rs = empty((parts, M), dt)
         bufs += (rs._st.buf,)
     else:
-        k = plain_kernel(dt)
+        k = plain_kernel(dt, layout)
     gx, gy = -(-N // _TILE), -(-M // _TILE)
     nw = 13 if rowsum else 12
     words = [M, N, depth, a._offset, b._offset, 0, depth * sak, sam, sak, depth * sbk, sbk,
