@@ -13,6 +13,11 @@ var<workgroup> sh: array<{{A}}, 256>;
 fn mapv(x: {{T}}) -> {{A}} { {{MAP}} }
 fn comb(a: {{A}}, b: {{A}}) -> {{A}} { {{COMBINE}} }
 fn outv(a: {{A}}) -> {{R}} { return {{OUT}}; }
+fn fold_at(acc0: {{A}}, base: u32, k: u32) -> {{A}} {
+  var acc = acc0;
+  {{FOLD}}
+  return acc;
+}
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -24,7 +29,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (r < rows) {
       var acc: {{A}} = {{INIT}};
       let base = pw(2u) + r * K;
-      for (var k = 0u; k < K; k++) { {{FOLD}} }
+      for (var k = 0u; k < K; k++) { acc = fold_at(acc, base, k); }
       dst[pw(3u) + r] = outv(acc);
     }
     return;
@@ -37,7 +42,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   if (row < rows) {
     let base = pw(2u) + row * K;
     let step = G * 256u;
-    for (var k = g * 256u + lid; k < K; k += step) { {{FOLD}} }
+    var k = g * 256u + lid;
+    // four elements a trip: their loads are independent of the folds, so all four are in
+    // flight at once
+    for (; k + 3u * step < K; k += 4u * step) {
+      acc = fold_at(acc, base, k);
+      acc = fold_at(acc, base, k + step);
+      acc = fold_at(acc, base, k + 2u * step);
+      acc = fold_at(acc, base, k + 3u * step);
+    }
+    for (; k < K; k += step) { acc = fold_at(acc, base, k); }
   }
   sh[lid] = acc;
   workgroupBarrier();

@@ -30,7 +30,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let k1 = min(k0 + L, K);
   var acc: {{A}} = {{INIT}};
   var i = pw(3u) + (p * K + k0) * C + c;
-  for (var k = k0; k < k1; k++) {
+  var k = k0;
+  for (; k + 3u < k1; k += 4u) {  // four loads in flight a trip
+    let v0 = src[i];
+    let v1 = src[i + C];
+    let v2 = src[i + 2u * C];
+    let v3 = src[i + 3u * C];
+    acc = comb(acc, mapv(v0));
+    acc = comb(acc, mapv(v1));
+    acc = comb(acc, mapv(v2));
+    acc = comb(acc, mapv(v3));
+    i += 4u * C;
+  }
+  for (; k < k1; k++) {
     acc = comb(acc, mapv(src[i]));
     i += C;
   }
