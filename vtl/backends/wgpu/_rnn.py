@@ -22,6 +22,7 @@ from ._elementwise import UNARY, _body
 from ._recorder import REC, groups_for
 
 _FLOATS = (D.float32, D.float64)
+_CELL_KERNELS: dict = {}  # (template, dtype, flag values) -> kernel
 
 
 def _readable(reads: list, writes: list) -> list:
@@ -57,8 +58,12 @@ class _Cell:
         """Run ``name`` over the ``n`` state elements with ``arrays`` bound in order (their
         element offsets, or ``offsets``, are the words after ``n`` and ``h``)."""
         dt = arrays[0].dtype
-        k = _kernels.kernel(name, sig, (dt,), T=D.wgsl(dt), DT=dt.name,
-                            TANH=_body(UNARY, "tanh", dt), **flags)
+        key = (name, dt, *flags.values())
+        k = _CELL_KERNELS.get(key)
+        if k is None:
+            k = _CELL_KERNELS[key] = _kernels.kernel(
+                name, sig, (dt,), T=D.wgsl(dt), DT=dt.name, TANH=_body(UNARY, "tanh", dt),
+                **flags)
         offs = offsets if offsets is not None else [a._offset for a in arrays]
         REC.dispatch(k, tuple(a._st.buf for a in arrays), [n, h, *offs], groups_for(n))
 
