@@ -152,3 +152,22 @@ def test_arg_reductions_take_the_first_nan(fn):
         np.testing.assert_array_equal(got, getattr(np, fn)(x, axis=axis, keepdims=keepdims))
     i = cp.asnumpy(getattr(ns, fn)(cp.asarray(np.array([1.0, np.nan, 2.0, np.nan]))))
     assert i == 1
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("fn", ["argmax", "argmin"])
+def test_arg_reductions_order_special_values_as_numpy(fn, dtype):
+    """Signed zeros are equal (the first wins), infinities and subnormals keep their order,
+    and ties take the lowest index, along every axis."""
+    tiny = np.finfo(dtype).smallest_subnormal
+    vals = np.array([-0.0, 0.0, np.inf, -np.inf, tiny, -tiny, 1.0, -1.0, 3.5, -3.5,
+                     np.finfo(dtype).max, -np.finfo(dtype).max], dtype)
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        x = rng.choice(vals, size=(7, 9)).astype(dtype)
+        for axis in (None, 0, 1):
+            got = cp.asnumpy(getattr(ns, fn)(cp.asarray(x), axis=axis))
+            np.testing.assert_array_equal(got, getattr(np, fn)(x, axis=axis))
+    for pair in ([-0.0, 0.0], [0.0, -0.0], [-tiny, -0.0], [np.nan, np.inf, np.nan]):
+        x = np.array(pair, dtype)
+        assert int(getattr(ns, fn)(cp.asarray(x))) == int(getattr(np, fn)(x))
