@@ -18,8 +18,9 @@ from .._numpy_conv import _out_size
 from . import _dtypes as D
 from . import _kernels, _runtime
 from ._array import WgpuArray, contiguous, empty
+from ._linalg import matmul2d
 from ._manipulation import permute_dims, reshape
-from ._nn import _mm2, linear, linear_grad_weight
+from ._nn import linear, linear_grad_weight
 from ._recorder import REC, groups_for
 
 _FLOATS = (D.float32, D.float64)
@@ -77,7 +78,7 @@ class WgpuConv2d:
             gw, db = linear_grad_weight(gm, col, need_b)  # (O, K) and (O,)
             dw = reshape(gw, (o, c, kh, kw)) if need_w else None
         if need_x:
-            dcol = _mm2(gm, reshape(contiguous(w), (o, k)), None, None)  # (N*HO*WO, K)
+            dcol = matmul2d(gm, reshape(contiguous(w), (o, k)))  # (N*HO*WO, K)
             dx = empty(x_shape, g.dtype)
             kern = _kernels.kernel("conv_col2im", "rw", (g.dtype,), T=D.wgsl(g.dtype))
             geom = (stride, padding, dilation, kh, kw, ho, wo)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import types
 
 from . import _dtypes as D
-from . import _kernels
+from . import _kernels, _reduction
 from ._array import (
     WgpuArray,
     astype_raw,
@@ -52,7 +52,7 @@ def split_depth(groups: int, K: int) -> int:
     return depth if depth < K else 0
 
 
-_PLAIN_KERNELS: dict = {}
+_MATMUL_KERNELS: dict = {}
 _REAL = frozenset(D.ALL) - {D.bool_} - {dt for dt in D.ALL if dt.kind == "c"}
 
 
@@ -62,34 +62,69 @@ def cols_contiguous(sa: tuple, sb: tuple) -> tuple[bool, bool]:
     return sa[0] == 1 and sa[1] != 1, sb[0] == 1 and sb[1] != 1
 
 
-def plain_kernel(dt, layout: tuple[bool, bool]) -> _kernels.Kernel:
-    """The matmul kernel of ``dt`` without an epilogue, for operands laid out as ``layout``
-    (``cols_contiguous``)."""
-    key = (dt, layout)
-    k = _PLAIN_KERNELS.get(key)
+def matmul_kernel(dt, layout: tuple[bool, bool], sig: str = "rrw",
+                  epi: dict = PLAIN) -> _kernels.Kernel:
+    """The matmul kernel of ``dt`` for operands laid out as ``layout`` (``cols_contiguous``)
+    with the epilogue ``epi`` and the bindings ``sig``: ``'rrw'`` for the plain product, one
+    more binding for an epilogue of ``_nn`` (each has its own ``sig``)."""
+    key = (dt, layout, sig)
+    k = _MATMUL_KERNELS.get(key)
     if k is None:
-        k = _PLAIN_KERNELS[key] = _kernels.kernel(
-            "matmul", "rrw", (dt,), T=D.wgsl(dt), D=dt.name, **PLAIN, **layout_subs(layout))
+        k = _MATMUL_KERNELS[key] = _kernels.kernel(
+            "matmul", sig, (dt,), T=D.wgsl(dt), D=dt.name, **epi,
+            ACOLS="true" if layout[0] else "false", BCOLS="true" if layout[1] else "false")
     return k
 
 
-def layout_subs(layout: tuple[bool, bool]) -> dict:
-    return {"ACOLS": "true" if layout[0] else "false", "BCOLS": "true" if layout[1] else "false"}
-
-
-def matmul2d(a: WgpuArray, b: WgpuArray, M: int, N: int, K: int) -> WgpuArray:
+def matmul2d(a: WgpuArray, b: WgpuArray) -> WgpuArray:
     """``a @ b`` of non-empty 2-D arrays of one real dtype (any strides)."""
-    gx, gy = -(-N // _TILE), -(-M // _TILE)
-    if split_depth(gx * gy, K):
-        from ._nn import _mm2
-
-        return _mm2(a, b, None, None)
+    M, K = a._shape
+    N = b._shape[1]
     dt = a._dtype
+    gx, gy = -(-N // _TILE), -(-M // _TILE)
+    depth = split_depth(gx * gy, K)
+    if depth:
+        return split_product(a, b, depth)[0]
     out = fresh((M, N), dt, M * N, D.itemsize(dt))
-    REC.dispatch(plain_kernel(dt, cols_contiguous(a._strides, b._strides)),
+    REC.dispatch(matmul_kernel(dt, cols_contiguous(a._strides, b._strides)),
                  (a._st.buf, b._st.buf, out._st.buf),
                  [M, N, K, a._offset, b._offset, 0, 0, *a._strides, 0, *b._strides], gx, gy)
     return out
+
+
+def split_product(a: WgpuArray, b: WgpuArray, depth: int, rowsum: dict | None = None
+                  ) -> tuple[WgpuArray, WgpuArray | None]:
+    """``(a @ b, the row sums of a or None)`` of 2-D arrays as products of depth slices of
+    ``depth`` (a batch of the matmul kernel, plus one for the rest), summed after: a deep
+    product with few output tiles then fills the device. ``rowsum``: the row-sum epilogue of
+    ``_nn`` (binding 3, per slice at word 12 + slice * M)."""
+    M, K = a._shape
+    N = b._shape[1]
+    dt = a._dtype
+    full, rest = divmod(K, depth)
+    parts = full + (rest > 0)
+    sam, sak = a._strides
+    sbk, sbn = b._strides
+    acc = empty((parts, M, N), dt)
+    layout = cols_contiguous(a._strides, b._strides)
+    bufs: tuple = (a._st.buf, b._st.buf, acc._st.buf)
+    if rowsum is not None:
+        k = matmul_kernel(dt, layout, "rrww", rowsum)
+        rs = empty((parts, M), dt)
+        bufs += (rs._st.buf,)
+    else:
+        k = matmul_kernel(dt, layout)
+    gx, gy = -(-N // _TILE), -(-M // _TILE)
+    nw = 12 if rowsum is None else 13
+    words = [M, N, depth, a._offset, b._offset, 0, depth * sak, sam, sak, depth * sbk, sbk,
+             sbn, 0]
+    REC.dispatch(k, bufs, words[:nw], gx, gy, full)
+    if rest:
+        words = [M, N, rest, a._offset + full * depth * sak, b._offset + full * depth * sbk,
+                 full * M * N, 0, sam, sak, 0, sbk, sbn, full * M]
+        REC.dispatch(k, bufs, words[:nw], gx, gy, 1)
+    return (_reduction.sum(acc, axis=0, dtype=dt),
+            None if rowsum is None else _reduction.sum(rs, axis=0, dtype=dt))
 
 
 def _arr(x, fname: str) -> WgpuArray:
@@ -105,7 +140,7 @@ def matmul(x1: WgpuArray, x2: WgpuArray, /) -> WgpuArray:
         M, K = x1._shape
         K2, N = x2._shape
         if K == K2 and M and N and K:
-            return matmul2d(x1, x2, M, N, K)
+            return matmul2d(x1, x2)
     a = _arr(x1, "matmul")
     b = _arr(x2, "matmul")
     if a.ndim == 0 or b.ndim == 0:
@@ -150,7 +185,7 @@ def matmul(x1: WgpuArray, x2: WgpuArray, /) -> WgpuArray:
     sbb = cb[0] if cb else 0
     if nb == 1 and M and N and split_depth(-(-N // _TILE) * -(-M // _TILE), K):
         a2 = view(a, (M, K), a._strides[-2:], a._offset)
-        out = reshape(matmul2d(a2, view(b, (K, N), b._strides[-2:], b._offset), M, N, K),
+        out = reshape(matmul2d(a2, view(b, (K, N), b._strides[-2:], b._offset)),
                       bshape + (M, N))
     else:
         out = _product(a, b, bshape, nb, M, N, K, sab, sbb, dt)
@@ -172,7 +207,7 @@ def _product(a, b, bshape, nb, M, N, K, sab, sbb, dt) -> WgpuArray:
 
             fill_view(out, 0)
         else:
-            k = plain_kernel(dt, cols_contiguous(a._strides[-2:], b._strides[-2:]))
+            k = matmul_kernel(dt, cols_contiguous(a._strides[-2:], b._strides[-2:]))
             words = [M, N, K, a._offset, b._offset, 0, sab, *a._strides[-2:], sbb,
                      *b._strides[-2:]]
             gx, gy = -(-N // _TILE), -(-M // _TILE)

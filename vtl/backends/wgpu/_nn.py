@@ -24,9 +24,16 @@ import numpy as np
 
 from .._ranges import targets_in_range
 from . import _dtypes as D
-from . import _fuse, _kernels, _reduction
+from . import _fuse, _kernels
 from ._array import WgpuArray, astype_raw, empty, fresh, known_range
-from ._linalg import _TILE, cols_contiguous, layout_subs, plain_kernel, split_depth
+from ._linalg import (
+    _TILE,
+    cols_contiguous,
+    matmul2d,
+    matmul_kernel,
+    split_depth,
+    split_product,
+)
 from ._recorder import REC, groups_for
 
 _FLOATS = (D.float32, D.float64)
@@ -51,75 +58,19 @@ _ROWSUM = {
 }
 
 
-_EPI_KERNELS: dict = {}
-
-
-def _epi_kernel(dt, epi: dict, layout: tuple[bool, bool]) -> _kernels.Kernel:
-    """The matmul kernel of ``dt`` with the epilogue ``epi`` (``_BIAS`` or ``_ROWSUM``) for
-    operands laid out as ``layout`` (``_linalg.cols_contiguous``)."""
-    key = (dt, epi is _BIAS, layout)
-    k = _EPI_KERNELS.get(key)
-    if k is None:
-        k = _EPI_KERNELS[key] = _kernels.kernel(
-            "matmul", "rrwr" if epi is _BIAS else "rrww", (dt,), T=D.wgsl(dt), D=dt.name,
-            **epi, **layout_subs(layout))
-    return k
-
-
-def _mm2(a: WgpuArray, b: WgpuArray, extra: WgpuArray | None, epi: dict | None,
-         ewords: tuple = ()) -> WgpuArray:
-    """``a @ b`` of 2-D arrays (any strides) with the epilogue ``epi`` binding ``extra``."""
+def _mm2(a: WgpuArray, b: WgpuArray, extra: WgpuArray, epi: dict, ewords: tuple) -> WgpuArray:
+    """``a @ b`` of 2-D arrays (any strides) with the epilogue ``epi`` (``_BIAS`` or
+    ``_ROWSUM``) binding ``extra``."""
     M, K = a._shape
     N = b._shape[1]
     dt = a._dtype
-    gx, gy = -(-N // _TILE), -(-M // _TILE)
-    depth = split_depth(gx * gy, K) if epi is None else 0
-    if depth:
-        return _mm2_split(a, b, False, depth)[0]
     out = fresh((M, N), dt, M * N, D.itemsize(dt))
-    words = [M, N, K, a._offset, b._offset, 0, 0, *a._strides, 0, *b._strides, *ewords]
-    layout = cols_contiguous(a._strides, b._strides)
-    if epi is None:
-        REC.dispatch(plain_kernel(dt, layout), (a._st.buf, b._st.buf, out._st.buf), words,
-                     gx, gy)
-    else:
-        REC.dispatch(_epi_kernel(dt, epi, layout),
-                     (a._st.buf, b._st.buf, out._st.buf, extra._st.buf), words, gx, gy)
+    k = matmul_kernel(dt, cols_contiguous(a._strides, b._strides),
+                      "rrwr" if epi is _BIAS else "rrww", epi)
+    REC.dispatch(k, (a._st.buf, b._st.buf, out._st.buf, extra._st.buf),
+                 [M, N, K, a._offset, b._offset, 0, 0, *a._strides, 0, *b._strides, *ewords],
+                 -(-N // _TILE), -(-M // _TILE))
     return out
-
-
-def _mm2_split(a: WgpuArray, b: WgpuArray, rowsum: bool, depth: int
-               ) -> tuple[WgpuArray, WgpuArray | None]:
-    """``(a @ b, the row sums of a if rowsum else None)`` as products of depth slices of
-    ``depth`` (a batch of the matmul kernel, plus one for the rest), summed after: a deep
-    product with few output tiles then fills the device."""
-    M, K = a.shape
-    N = b.shape[1]
-    dt = a.dtype
-    full, rest = divmod(K, depth)
-    parts = full + (rest > 0)
-    sam, sak = a._strides
-    sbk, sbn = b._strides
-    acc = empty((parts, M, N), dt)
-    layout = cols_contiguous(a._strides, b._strides)
-    bufs: tuple = (a._st.buf, b._st.buf, acc._st.buf)
-    if rowsum:
-        k = _epi_kernel(dt, _ROWSUM, layout)
-        rs = empty((parts, M), dt)
-        bufs += (rs._st.buf,)
-    else:
-        k = plain_kernel(dt, layout)
-    gx, gy = -(-N // _TILE), -(-M // _TILE)
-    nw = 13 if rowsum else 12
-    words = [M, N, depth, a._offset, b._offset, 0, depth * sak, sam, sak, depth * sbk, sbk,
-             sbn, 0]
-    REC.dispatch(k, bufs, words[:nw], gx, gy, full)
-    if rest:
-        words = [M, N, rest, a._offset + full * depth * sak, b._offset + full * depth * sbk,
-                 full * M * N, 0, sam, sak, 0, sbk, sbn, full * M]
-        REC.dispatch(k, bufs, words[:nw], gx, gy, 1)
-    return (_reduction.sum(acc, axis=0, dtype=dt),
-            _reduction.sum(rs, axis=0, dtype=dt) if rowsum else None)
 
 
 def _ok2(a: Any, b: Any, b_axis: int) -> bool:
@@ -136,7 +87,7 @@ def linear(x: Any, w: Any, b: Any) -> Any:
         return None
     wt = w.T
     if b is None:
-        return _mm2(x, wt, None, None)
+        return matmul2d(x, wt)
     if type(b) is not WgpuArray or b.dtype != x.dtype or b.shape != (w.shape[0],):
         return None
     return _mm2(x, wt, b, _BIAS, (b._offset, b._strides[0]))
@@ -149,10 +100,10 @@ def linear_grad_weight(g: Any, x: Any, bias: bool) -> Any:
     n_out = g.shape[1]
     gt = g.T
     if not bias:
-        return _mm2(gt, x, None, None), None
+        return matmul2d(gt, x), None
     depth = split_depth(-(-n_out // _TILE) * -(-x.shape[1] // _TILE), g.shape[0])
     if depth:
-        return _mm2_split(gt, x, True, depth)
+        return split_product(gt, x, depth, _ROWSUM)
     gb = empty((n_out,), g.dtype)
     gw = _mm2(gt, x, gb, _ROWSUM, (gb._offset,))
     return gw, gb
