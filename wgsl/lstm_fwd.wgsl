@@ -1,7 +1,7 @@
 // The LSTM cell's pointwise forward (vtl/nn/functional/_rnn_fused.py), a thread per element
 // (n, j) of the (N, H) state: z (+ z2 when {{HIDDEN}} is 1) holds the stacked (N, 4H)
 // gates i, f, g, o; writes h, c, tc = tanh(c) and act (the activated gates, stacked).
-// Sigmoids are (1 + tanh(x / 2)) / 2; tanh is the body of the library's unary tanh.
+// tanh_v and sigmoid_v: vtl/backends/wgpu/_rnn.py (ACTIVATIONS).
 // With {{CPREV_IN_C}} 1, cprev is read from the buffer of c (another region of it: the
 // previous step of a whole-sequence buffer), which cannot also be bound for reading.
 // Words: 0 N*H, 1 H, 2-8 the element offsets of z, z2, cprev, h, c, tc, act
@@ -13,9 +13,7 @@
 @group(0) @binding(5) var<storage, read_write> tc: array<{{T}}>;
 @group(0) @binding(6) var<storage, read_write> act: array<{{T}}>;
 
-fn tanh_v(x: {{T}}) -> {{T}} {
-  {{TANH}}
-}
+{{ACTIVATIONS}}
 
 fn gate(k: u32, b: u32, H: u32) -> {{T}} {
   var v = z[pw(2u) + b + k * H];
@@ -30,11 +28,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   if (t >= pw(0u)) { return; }
   let H = pw(1u);
   let b = (t / H) * 4u * H + t % H;
-  let half = {{T}}(0.5);
-  let ig = half * tanh_v(half * gate(0u, b, H)) + half;
-  let fg = half * tanh_v(half * gate(1u, b, H)) + half;
+  let ig = sigmoid_v(gate(0u, b, H));
+  let fg = sigmoid_v(gate(1u, b, H));
   let gg = tanh_v(gate(2u, b, H));
-  let og = half * tanh_v(half * gate(3u, b, H)) + half;
+  let og = sigmoid_v(gate(3u, b, H));
   var cp: {{T}};
   if ({{CPREV_IN_C}}u == 1u) { cp = c[pw(4u) + t]; } else { cp = cprev[pw(4u) + t]; }
   let cn = fg * cp + ig * gg;

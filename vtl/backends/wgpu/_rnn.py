@@ -5,10 +5,11 @@ pointwise parts in one dispatch each way (``wgsl/lstm_fwd.wgsl``, ``lstm_bwd.wgs
 
 A thread per element of the ``(N, H)`` state reads its gates from the stacked ``(N, kH)``
 arrays, as the CuPy kernels do; ``tanh`` is the body of the library's unary
-``tanh`` (float64 through ``math64.wgsl``). A buffer may not be bound for reading and for
-writing in one dispatch: the previous cell state, which a layer keeps in the same
-whole-sequence buffer as the new one, is read through the output's binding (the regions
-do not overlap); any other input that shares a buffer with an output is copied first.
+``tanh`` (float64 through ``math64.wgsl``), shared with the sigmoid (``_ACTIVATIONS``).
+A buffer may not be bound for reading and for writing in one dispatch: the previous cell
+state, which a layer keeps in the same whole-sequence buffer as the new one, is read
+through the output's binding (the regions do not overlap); any other input that shares a
+buffer with an output is copied first.
 """
 
 from __future__ import annotations
@@ -23,6 +24,16 @@ from ._recorder import REC, groups_for
 
 _FLOATS = (D.float32, D.float64)
 _CELL_KERNELS: dict = {}  # (template, dtype, flag values) -> kernel
+#: the forward kernels' activations: tanh is the body of the library's unary ``tanh``, the
+#: sigmoid (1 + tanh(x / 2)) / 2
+_ACTIVATIONS = """fn tanh_v(x: {{T}}) -> {{T}} {
+  {{TANH}}
+}
+
+fn sigmoid_v(x: {{T}}) -> {{T}} {
+  let half = {{T}}(0.5);
+  return half * tanh_v(half * x) + half;
+}"""
 
 
 def _readable(reads: list, writes: list) -> list:
@@ -62,8 +73,8 @@ class _Cell:
         k = _CELL_KERNELS.get(key)
         if k is None:
             k = _CELL_KERNELS[key] = _kernels.kernel(
-                name, sig, (dt,), T=D.wgsl(dt), DT=dt.name, TANH=_body(UNARY, "tanh", dt),
-                **flags)
+                name, sig, (dt,), T=D.wgsl(dt), DT=dt.name, ACTIVATIONS=_ACTIVATIONS,
+                TANH=_body(UNARY, "tanh", dt), **flags)
         offs = offsets if offsets is not None else [a._offset for a in arrays]
         REC.dispatch(k, tuple(a._st.buf for a in arrays), [n, h, *offs], groups_for(n))
 
