@@ -17,6 +17,11 @@ from vtl.backends import _cupy_namespace as ns  # noqa: E402
 RNG = np.random.default_rng(3)
 
 
+def _on_device(v):
+    """A host array as a CuPy array; a Python scalar as it is."""
+    return cp.asarray(v) if isinstance(v, np.ndarray) else v
+
+
 def _layouts(a: np.ndarray):
     """The same matrix as a C-order array, a Fortran-order array, a transposed view and a
     strided (non-contiguous) view."""
@@ -91,8 +96,7 @@ def test_complex_divide_is_numpys(dtype):
              (a[:5], 0.0), (a[:5], 1 + 1j), (np.array(1 + 1j, dtype), np.array(0, rdt))]
     rtol = 1e-6 if dtype == "complex64" else 1e-14
     for p, q in cases:
-        got = cp.asnumpy(ns.divide(cp.asarray(p) if isinstance(p, np.ndarray) else p,
-                                   cp.asarray(q) if isinstance(q, np.ndarray) else q))
+        got = cp.asnumpy(ns.divide(_on_device(p), _on_device(q)))
         with np.errstate(all="ignore"):
             want = np.divide(p, q)
         assert got.dtype == want.dtype and got.shape == want.shape
@@ -118,8 +122,7 @@ def test_float_floor_divide_is_numpys(dtype):
     if dtype == "float64":  # a quotient below the smallest subnormal; float32 with float64
         cases += [(np.array([-3.1e-302, 3.1e-302]), np.array([1.2552288e22, -1.0], np.float32))]
     for p, q in cases:
-        got = cp.asnumpy(ns.floor_divide(cp.asarray(p) if isinstance(p, np.ndarray) else p,
-                                         cp.asarray(q) if isinstance(q, np.ndarray) else q))
+        got = cp.asnumpy(ns.floor_divide(_on_device(p), _on_device(q)))
         with np.errstate(all="ignore"):
             want = np.floor_divide(p, q)
         assert got.dtype == want.dtype and got.shape == want.shape
