@@ -183,7 +183,7 @@ def matmul(x1: WgpuArray, x2: WgpuArray, /) -> WgpuArray:
         ca, cb = (M * K,), (K * N,)
     sab = ca[0] if ca else 0
     sbb = cb[0] if cb else 0
-    if nb == 1 and M and N and split_depth(-(-N // _TILE) * -(-M // _TILE), K):
+    if nb == 1 and M and N and K:  # one product (1-D operands, batch axes of size 1)
         a2 = view(a, (M, K), a._strides[-2:], a._offset)
         out = reshape(matmul2d(a2, view(b, (K, N), b._strides[-2:], b._offset)),
                       bshape + (M, N))
