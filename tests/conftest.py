@@ -14,6 +14,11 @@ from hypothesis import HealthCheck, settings
 
 import vtl
 from vtl import backends
+from vtl.autograd import graph
+
+# Hold every raw backward rule to its contract: the gradients it returns have their inputs'
+# shapes and dtypes (plain backward skips this check outside the tests).
+graph.check_raw_rules = True
 
 # Property tests: few examples per test so the whole suite stays fast in CI, the same ones on
 # every run (derandomized: a CI result does not depend on the draw);

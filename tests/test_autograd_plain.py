@@ -231,3 +231,78 @@ def test_large_reduction_gradients_spread_as_views(backend, reduce):
         g += 1.0  # its own memory: in-place updates work and touch nothing else
     vtl.sum(x * 0.0).backward()  # a leaf's gradient from a reduction: a writable array
     x.grad += 1.0
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_numpy_column_sums(dtype):
+    """The NumPy backend sums the rows of a 2-D float array (a bias gradient) with one
+    matrix-vector product: equal to np.sum within rounding, for any layout, and other
+    reductions keep np.add.reduce."""
+    from vtl.backends import get
+
+    b = get("numpy")
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((37, 6)).astype(dtype)
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    for arr in (a, np.asfortranarray(a), a[::2], a.T.copy().T, a[:, ::3],
+                np.broadcast_to(a[0], (9, 6)), a[:1], np.zeros((0, 6), dtype)):
+        got = b.sum_axes(arr, 0)
+        assert got.dtype == arr.dtype and got.shape == arr.shape[1:]
+        np.testing.assert_allclose(got, arr.sum(axis=0), rtol=tol, atol=tol)
+    got = b.sum_axes(a, 0, True)
+    assert got.shape == (1, 6)
+    ints = np.arange(12, dtype=np.int32).reshape(4, 3)
+    np.testing.assert_array_equal(b.sum_axes(ints, 0), ints.sum(axis=0))
+    nonfinite = np.array([[np.inf, 1.0], [-np.inf, np.nan]], dtype)
+    with np.errstate(invalid="ignore"):  # inf - inf, as np.sum
+        np.testing.assert_array_equal(b.sum_axes(nonfinite, 0), [np.nan, np.nan])
+
+
+def _bad_rule_graph():
+    x = leaf([1.0, 2.0, 3.0])
+    y = x * 2.0
+    y._grad_fn.raw = lambda vjp, gd: (gd[:2], None)  # a broken raw rule: wrong shape
+    return x, vtl.sum(y)
+
+
+def test_raw_rule_results_checked_when_asked(monkeypatch):
+    """With ``graph.check_raw_rules`` (on in this test suite) a raw rule's gradient of the
+    wrong shape is an internal error naming the node; a training step leaves the check
+    off, and then gives the same gradients as with it."""
+    from vtl.autograd import graph
+
+    monkeypatch.setattr(graph, "check_raw_rules", True)
+    x, loss = _bad_rule_graph()
+    with pytest.raises(RuntimeError, match="MultiplyBackward produced a gradient of shape"):
+        loss.backward()
+    rng = np.random.default_rng(6)
+    ps = [rng.standard_normal(s).astype(np.float32) for s in [(5, 4), (4,), (4, 3), (3,)]]
+    xs = rng.standard_normal((6, 5)).astype(np.float32)
+    ys = rng.standard_normal((6, 3)).astype(np.float32)
+    grads = []
+    for check in (True, False):
+        monkeypatch.setattr(graph, "check_raw_rules", check)
+        params = [leaf(p) for p in ps]
+        _mlp(params, vtl.asarray(xs), vtl.asarray(ys)).backward()
+        grads.append(_grads(params))
+    for a, b in zip(*grads, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("on_leaf", [True, False])
+def test_hook_may_not_change_a_gradients_shape_or_type(backend, on_leaf):
+    x = leaf([1.0, 2.0, 3.0])
+    t = x if on_leaf else x * 1.0
+    t.register_hook(lambda g: g[:2])
+    with pytest.raises(ValueError, match="changed the gradient from shape"):
+        vtl.sum(t * t).backward()
+    x = leaf([1.0, 2.0, 3.0])
+    t = x if on_leaf else x * 1.0
+    t.register_hook(lambda g: g.numpy())
+    with pytest.raises(TypeError, match="expected a vtl.Tensor or None"):
+        vtl.sum(t * t).backward()
+    x = leaf([1.0, 2.0, 3.0])
+    t = x if on_leaf else x * 1.0
+    t.register_hook(lambda g: vtl.astype(g, vtl.float64))
+    with pytest.raises(ValueError, match="dtype float64"):
+        vtl.sum(t * t).backward()

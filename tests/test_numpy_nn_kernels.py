@@ -57,6 +57,47 @@ def test_relu_backward_on_one_thread_any_layout_and_rank(dtype, monkeypatch):
     _check_relu(x.T, g.T)
 
 
+def _check_zero_where(mask, g):
+    got = nk.zero_where(mask, g)
+    want = np.where(mask, 0, g)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    itype = {np.dtype("float32"): np.uint32, np.dtype("float64"): np.uint64}[g.dtype]
+    np.testing.assert_array_equal(got.view(itype), want.view(itype))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("threads", [1, 3])
+def test_zero_where_equals_where(monkeypatch, dtype, threads):
+    """Bit for bit (signed zeros, nan and infinite gradients where the mask is set), in
+    one pass and in chunks on three threads, on any layout and rank."""
+    monkeypatch.setattr(nk, "THRESHOLD", 7 if threads > 1 else 1 << 18)
+    monkeypatch.setattr(nk._pool, "num_threads", lambda: threads)
+    for shape in [(), (1,), (7,), (5, 11), (2, 3, 4, 5)]:
+        x, g = _operands(dtype, shape)
+        _check_zero_where(np.asarray(x < 0.5), g)
+    x, g = _operands(dtype, (6, 8), seed=3)
+    _check_zero_where(x[:, ::2] < 0, g[:, ::2])  # strided
+    _check_zero_where(x.T < 0, g.T)
+
+
+def test_zero_where_declines_what_it_does_not_handle():
+    g = np.ones((4, 4), np.float32)
+    assert nk.zero_where(g < 0, g.astype(np.float16)) is None
+    assert nk.zero_where(g[:2] < 0, g) is None  # shapes differ
+    assert nk.zero_where(g, g) is None  # not a boolean mask
+    assert nk.zero_where(g < 0, [1.0]) is None  # not an array
+
+
+def test_maximum_gradient_through_zero_where():
+    """maximum's plain backward (mask, tie halving) on the NumPy kernel equals the
+    portable rule, including nan inputs and non-finite gradients."""
+    a = np.array([[1.0, -1.0, 0.0, np.nan, 2.0, -3.0]], np.float32)
+    gs = np.array([[np.inf, np.inf, 4.0, 5.0, np.nan, -np.inf]], np.float32)
+    x = vtl.asarray(a, backend="numpy", requires_grad=True)
+    vtl.maximum(x * 1.0, 0.0).backward(vtl.asarray(gs, backend="numpy"))
+    np.testing.assert_array_equal(x.grad.numpy(), [[np.inf, 0.0, 2.0, 5.0, np.nan, 0.0]])
+
+
 def test_relu_backward_declines_what_it_does_not_handle(three_threads):
     x = np.ones((4, 4), np.float32)
     assert nk.relu_backward(x, x.astype(np.float64)) is None  # mixed dtypes

@@ -277,10 +277,9 @@ def _reduce_raw(gd: Any, shape: tuple, dev: Device) -> Any:
 def raw_grad(raw: Any, x: Tensor, dev: Device) -> Any:
     """:func:`plain_grad` as a raw array (for raw rules)."""
     xd = x._data
-    if raw.shape == xd.shape and raw.dtype == xd.dtype:
-        return raw
     if raw.dtype == xd.dtype:
-        return _reduce_raw(raw, xd.shape, dev)
+        shape = xd.shape
+        return raw if raw.shape == shape else _reduce_raw(raw, shape, dev)
     return sum_to(_new(raw, dev), x)._data
 
 

@@ -35,6 +35,7 @@ import numpy as np
 from .._tensor import Tensor, _new
 from ..autograd import grad_mode
 from ._core import (
+    _reduce_raw,
     binary_operands,
     needs_grad,
     new,
@@ -249,11 +250,19 @@ def _binary_raw(vjp: partial, gd: Any) -> tuple:
         g1, g2 = _binary_vjp(rule, None, x1, x2, t1, t2, n1, n2, _new(gd, dev), None)
         return (None if g1 is None else g1._data, None if g2 is None else g2._data)
     r1, r2 = r
-    if n1 and (r1.shape != x1._data.shape or r1.dtype != x1._data.dtype):
-        r1 = raw_grad(r1, x1, dev)
-    if n2 and (r2.shape != x2._data.shape or r2.dtype != x2._data.dtype):
-        r2 = raw_grad(r2, x2, dev)
-    return r1 if n1 else None, r2 if n2 else None
+    if n1:
+        d = x1._data
+        if r1.shape != d.shape or r1.dtype != d.dtype:
+            r1 = raw_grad(r1, x1, dev)
+    else:
+        r1 = None
+    if n2:
+        d = x2._data
+        if r2.shape != d.shape or r2.dtype != d.dtype:
+            r2 = raw_grad(r2, x2, dev)
+    else:
+        r2 = None
+    return r1, r2
 
 
 def _binary_vjp(rule: Callable[..., tuple], plain: Callable[..., Any] | None, x1: Any, x2: Any,
@@ -288,15 +297,23 @@ def _add_raw(vjp: partial, gd: Any, negate: bool = False) -> tuple:
     """The raw rule of add (of subtract with ``negate``): ``gd`` for the first input and
     ``gd`` (``-gd``) for the second, each reduced to its input's shape and dtype."""
     x1, x2, t1, t2, n1, n2 = vjp.args[2:]
-    r1 = r2 = gd
-    if n1 and (gd.shape != x1._data.shape or gd.dtype != x1._data.dtype):
-        r1 = raw_grad(gd, x1, x1._device)
+    shape = gd.shape
+    dt = gd.dtype
+    r1 = r2 = None
+    if n1:
+        d = x1._data
+        if d.dtype != dt:
+            r1 = raw_grad(gd, x1, x1._device)
+        else:
+            r1 = gd if d.shape == shape else _reduce_raw(gd, d.shape, x1._device)
     if n2:
-        if negate:
-            r2 = -gd
-        if r2.shape != x2._data.shape or r2.dtype != x2._data.dtype:
+        r2 = -gd if negate else gd
+        d = x2._data
+        if d.dtype != dt:
             r2 = raw_grad(r2, x2, x2._device)
-    return r1 if n1 else None, r2 if n2 else None
+        elif d.shape != shape:
+            r2 = _reduce_raw(r2, d.shape, x2._device)
+    return r1, r2
 
 
 def _subtract_raw(vjp: partial, gd: Any) -> tuple:
@@ -465,12 +482,20 @@ def _max_plain(greater_is_first: bool) -> Callable[..., tuple]:
         half = g if dev._backend.known_all_false(tie) else xp.where(tie, g * 0.5, g)
         r1 = r2 = None
         if n1:
-            r1 = xp.where(xp.less(a, b) if greater_is_first else xp.greater(a, b), 0.0, half)
+            r1 = _zero_where(dev, xp.less(a, b) if greater_is_first else xp.greater(a, b), half)
         if n2:
-            r2 = xp.where(xp.greater(a, b) if greater_is_first else xp.less(a, b), 0.0, half)
+            r2 = _zero_where(dev, xp.greater(a, b) if greater_is_first else xp.less(a, b), half)
         return r1, r2
 
     return plain
+
+
+def _zero_where(dev: Any, mask: Any, g: Any) -> Any:
+    """``where(mask, 0, g)`` on raw arrays, through the backend's ``zero_where`` kernel
+    where it has one (NumPy's ``where`` branches per element)."""
+    kern = dev._backend.kernels.get("zero_where")
+    r = None if kern is None else kern(mask, g)
+    return dev.xp.where(mask, 0.0, g) if r is None else r
 
 
 maximum = _binary(

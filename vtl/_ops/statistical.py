@@ -58,27 +58,11 @@ def _expand_reduced(g: Tensor, x: Tensor, axes: tuple[int, ...], keepdims: bool)
 
 
 def _spread(dev: Any, x: Tensor, value: Any) -> Any:
-    """The gradient ``value`` of a reduction of ``x`` spread over ``x``'s shape: a read-only
-    broadcast view where the backend gives one (``Backend.spread``) and ``x`` is not a leaf
-    (whose ``.grad`` it would become), else a filled array."""
-    if x._grad_fn is not None:
-        r = dev._backend.spread(value, x._data)
-        if r is not None:
-            return r
-    return _filled(dev.xp, x._data, value)
-
-
-def _filled(xp: Any, like: Any, value: Any) -> Any:
-    """A new array of ``like``'s shape holding ``value`` broadcast (``value``'s dtype).
-
-    Gradients of reductions are materialized rather than broadcast views: a view
-    whose elements share memory must not become a leaf's ``.grad`` (updated in
-    place by optimizers), and not every backend tells views apart. On NumPy it
-    is also cheaper than ``broadcast_to`` for small arrays.
-    """
-    r = xp.empty_like(like, dtype=value.dtype)
-    r[...] = value
-    return r
+    """The gradient ``value`` of a reduction of ``x`` spread over ``x``'s shape
+    (``Backend.spread``): a read-only broadcast view may serve where ``x`` is not a leaf,
+    whose ``.grad`` it would become (a view whose elements share memory must not be updated
+    in place by an optimizer)."""
+    return dev._backend.spread(value, x._data, x._grad_fn is not None)
 
 
 def _kept_shape(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...]:

@@ -158,11 +158,35 @@ def _apply_hooks(hooks: list | None, g: Tensor) -> Tensor:
         for h in list(hooks):
             r = h(g)
             if r is not None:
+                _check_hook_result(h, r, g)
                 g = r
     return g
 
 
+def _check_hook_result(hook: Callable, r: Any, g: Tensor) -> None:
+    """Raise unless the hook's replacement gradient ``r`` matches ``g`` (as PyTorch: a hook
+    may change a gradient's values, not its shape, dtype or device)."""
+    name = getattr(hook, "__name__", type(hook).__name__)
+    if not isinstance(r, _tensor_cls):
+        raise TypeError(
+            f"hook {name!r} returned {type(r).__name__}; expected a vtl.Tensor or None"
+        )
+    if r._device is not g._device or r._data.shape != g._data.shape \
+            or r._data.dtype != g._data.dtype:
+        raise ValueError(
+            f"hook {name!r} changed the gradient from shape {g.shape}, dtype {g.dtype} on "
+            f"{g._device} to shape {r.shape}, dtype {r.dtype} on {r._device}; a hook may "
+            "change a gradient's values only"
+        )
+
+
 _state = grad_mode.state
+# Whether plain backward checks the shape and dtype of every gradient a raw rule returns.
+# The raw rules form their results in the input's shape and dtype (that is their
+# contract, and the test suite turns this on to hold them to it); reading an array's
+# shape costs a new tuple per edge, so a training step leaves it off. Results of Tensor
+# rules and of hooks are always checked.
+check_raw_rules = False
 # whether any leaf tensor ever got a hook (until then, leaves need no hook lookup)
 _leaf_hooks = False
 
@@ -315,7 +339,6 @@ def _run_plain(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph: b
     :func:`_run_rule` and :func:`_check_grad`, :func:`_buffer` for a node with one
     output, the sum per leaf) are written out in the loop instead: this is the hot path
     of a training step, where a function call per node or edge shows."""
-    wrap = _wrap
     tensor_cls = _tensor_cls
     buffers, heap, assigned, leaf_grads, leaves = _seed(roots, grads, False, True)
     while heap:
@@ -329,7 +352,12 @@ def _run_plain(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph: b
         if node.saved != node.versions:
             node._check_saved()
         raw = node.raw
-        res = raw(vjp, gd) if raw is not None else _tensor_rule(node, gd)
+        if raw is not None:
+            res = raw(vjp, gd)
+            check = check_raw_rules
+        else:
+            res = _tensor_rule(node, gd)
+            check = True
         if not retain_graph:  # free what the rules hold (inputs, saved output)
             node.vjp = node.raw = node.out_data = None
         edges = node.edges
@@ -340,9 +368,8 @@ def _run_plain(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph: b
                 continue
             if type(e) is tuple:
                 child = e[0]
-                meta = child.out_meta[e[1]]
-                if d.shape != meta[0] or d.dtype is not meta[1] and d.dtype != meta[1]:
-                    raise _grad_error(node, wrap(d, child.device), *meta)
+                if check:
+                    _check_raw(node, d, *child.out_meta[e[1]], child.device)
                 if child.multi:
                     _buffer(buffers, heap, child, e[1], d, False, True)
                 else:
@@ -353,9 +380,8 @@ def _run_plain(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph: b
                     else:
                         buffers[child] = child.device.xp.add(prev, d)
             else:
-                ed = e._data
-                if d.shape != ed.shape or d.dtype is not ed.dtype and d.dtype != ed.dtype:
-                    raise _grad_error(node, wrap(d, e._device), ed.shape, ed.dtype)
+                if check:
+                    _check_raw(node, d, e._data.shape, e._data.dtype, e._device)
                 if getattr(e, "_grad", None) is None and id(d) not in assigned \
                         and not (_leaf_hooks and getattr(e, "_hooks", None)) \
                         and getattr(d, "base", None) is None:
@@ -525,6 +551,12 @@ def _check_grad(node: Node, g: Tensor, shape: tuple, dtype: Any) -> None:
     d = g._data
     if d.shape != shape or d.dtype is not dtype and d.dtype != dtype:
         raise _grad_error(node, g, shape, dtype)
+
+
+def _check_raw(node: Node, d: Any, shape: tuple, dtype: Any, dev: Any) -> None:
+    """:func:`_check_grad` for a raw gradient ``d`` on the device ``dev``."""
+    if d.shape != shape or d.dtype != dtype:
+        raise _grad_error(node, _wrap(d, dev), shape, dtype)
 
 
 def _count_error(node: Node, n: int) -> RuntimeError:

@@ -271,11 +271,14 @@ class Backend:
         that costs no device sync (host memory); ``False`` means "not known"."""
         return False
 
-    def spread(self, value: Any, like: Any) -> Any | None:
-        """``value`` broadcast to the shape of the array ``like`` as a read-only view (no
-        copy), for the gradient of a reduction flowing into another op; ``None`` where the
-        backend has no such views or copying is cheaper (the gradient is then materialized)."""
-        return None
+    def spread(self, value: Any, like: Any, view: bool) -> Any:
+        """``value`` broadcast to the shape of the array ``like``, in ``value``'s dtype: the
+        gradient of a reduction. With ``view`` a backend may return a read-only broadcast
+        view (no copy) where it has one and it is cheaper; otherwise, and always without
+        ``view``, a new array (one that may become a leaf's ``.grad``, updated in place)."""
+        r = self.xp.empty_like(like, dtype=value.dtype)
+        r[...] = value
+        return r
 
     def kernel(self, name: str) -> Any | None:
         """An optional fused kernel by name, or ``None`` for the portable path."""

@@ -14,6 +14,28 @@ SPREAD_MIN = 1 << 16
 
 #: dtype -> a 0-d array of one (copied, never handed out)
 _ONES: dict[Any, Any] = {}
+#: (rows, dtype) -> a read-only vector of ones, for column sums
+_ROW_ONES: dict[Any, Any] = {}
+_count_nonzero = np.count_nonzero
+try:  # np.count_nonzero without its Python wrapper (a quarter of its cost on small masks)
+    from numpy._core.multiarray import count_nonzero as _count_nonzero
+except ImportError:  # pragma: no cover - other NumPy layouts
+    pass
+
+
+def _column_sums(a: Any) -> Any:
+    """``a.sum(axis=0)`` of a 2-D float32/float64 array as one BLAS ``gemv`` of a vector of
+    ones (``np.add.reduce`` costs several times more on the gradients of a bias; a column
+    of zeros of either sign sums to +0.0)."""
+    key = (a.shape[0], a.dtype)
+    ones = _ROW_ONES.get(key)
+    if ones is None:
+        if len(_ROW_ONES) > 64:
+            _ROW_ONES.clear()
+        ones = np.ones(key[0], a.dtype)
+        ones.flags.writeable = False
+        _ROW_ONES[key] = ones
+    return np.dot(ones, a)
 
 
 class NumpyBackend(Backend):
@@ -58,12 +80,18 @@ class NumpyBackend(Backend):
         return scatter_add(target, indices, values)
 
     def sum_axes(self, a: Any, axes: Any, keepdims: bool = False) -> Any:
-        return np.add.reduce(a, axis=axes, keepdims=keepdims)  # np.sum without its wrapper
+        if axes == 0 and not keepdims and a.ndim == 2 and a.dtype.char in "fd" and a.size:
+            return _column_sums(a)
+        return np.add.reduce(a, axes, None, None, keepdims)  # np.sum without its wrapper
 
-    def spread(self, value: Any, like: Any) -> Any | None:
-        # large gradients only: below SPREAD_MIN elements a filled copy costs less than
-        # np.broadcast_to's few microseconds and is faster to read
-        return np.broadcast_to(value, like.shape) if like.size >= SPREAD_MIN else None
+    def spread(self, value: Any, like: Any, view: bool) -> Any:
+        # a view for large gradients only: below SPREAD_MIN elements a filled copy costs
+        # less than np.broadcast_to's few microseconds and is faster to read
+        if view and like.size >= SPREAD_MIN:
+            return np.broadcast_to(value, like.shape)
+        r = np.empty(like.shape, value.dtype)
+        r[...] = value
+        return r
 
     def ones_like(self, a: Any) -> Any:
         if a.shape == ():  # a scalar loss: a copy of a cached 0-d one (np.ones_like: 1.5 µs)
@@ -74,7 +102,7 @@ class NumpyBackend(Backend):
         return np.ones(a.shape, a.dtype)
 
     def known_all_false(self, mask: Any) -> bool:
-        return not np.count_nonzero(mask)  # host memory: no sync to wait for
+        return not _count_nonzero(mask)  # host memory: no sync to wait for
 
     def info(self) -> dict[str, Any]:
         import array_api_compat

@@ -6,6 +6,8 @@
   ``copyto(where=)``, ``putmask``) branch per element and ran 3-7x slower on a mix of signs.
   From :data:`THRESHOLD` elements of C-contiguous arrays the passes are split over the
   kernels' thread pool (``_numpy_conv.parallel_for``; NumPy releases the GIL in ufuncs).
+* ``zero_where``: ``where(mask, 0, g)`` for a boolean mask of ``g``'s shape, the same way
+  (the gradient of ``maximum``/``minimum`` to the losing operand).
 """
 
 from __future__ import annotations
@@ -22,11 +24,32 @@ THRESHOLD = 1 << 18
 _BITS = {np.dtype(np.float32): np.dtype(np.uint32), np.dtype(np.float64): np.dtype(np.uint64)}
 
 
-def _masked(x: Any, g: Any, out: Any, bits: Any) -> None:
-    """``out = where(x <= 0, 0, g)`` through the bits of ``g``."""
-    m = np.less_equal(x, 0).astype(bits)
-    m -= 1  # x <= 0: 0; otherwise (x > 0 or nan) all ones
+def _zeroed(mask: Any, g: Any, out: Any, bits: Any) -> None:
+    """``out = where(mask, 0, g)`` through the bits of ``g``."""
+    m = mask.astype(bits)
+    m -= 1  # mask: 0; otherwise all ones
     np.bitwise_and(g.view(bits), m, out=out.view(bits))
+
+
+def _select(fn: Any, a: Any, g: Any) -> Any:
+    """A new array ``out`` from ``fn(a, g, out)`` over the same-shaped ``a`` and ``g``, split
+    over the pool from :data:`THRESHOLD` elements of C-contiguous arrays."""
+    out = np.empty_like(g)  # C-contiguous when g is
+    threads = _pool.num_threads() if g.size >= THRESHOLD else 1
+    if threads <= 1 or not (a.flags.c_contiguous and g.flags.c_contiguous):
+        fn(a, g, out)
+        return out
+    af, gf, of = a.reshape(-1), g.reshape(-1), out.reshape(-1)
+    _pool.parallel_for(lambda i, j: fn(af[i:j], gf[i:j], of[i:j]), af.size, threads)
+    return out
+
+
+def _zeroed_small(mask: Any, g: Any, bits: Any) -> Any:
+    """``where(mask, 0, g)`` through the bits, in the mask's integer copy (one pass less)."""
+    m = mask.astype(bits)
+    m -= 1
+    np.bitwise_and(g.view(bits), m, out=m)
+    return m.view(g.dtype)
 
 
 def relu_backward(x: Any, g: Any) -> Any:
@@ -36,16 +59,26 @@ def relu_backward(x: Any, g: Any) -> Any:
     bits = _BITS.get(x.dtype)
     if bits is None:
         return None
-    out = np.empty_like(g)  # C-contiguous when g is
-    threads = _pool.num_threads() if x.size >= THRESHOLD else 1
-    if threads <= 1 or not (x.flags.c_contiguous and g.flags.c_contiguous):
-        _masked(x, g, out, bits)
-        return out
-    xf, gf, of = x.reshape(-1), g.reshape(-1), out.reshape(-1)
-    _pool.parallel_for(lambda i, j: _masked(xf[i:j], gf[i:j], of[i:j], bits), xf.size,
-                       threads)
-    return out
+    if x.size < THRESHOLD:
+        mask = np.less_equal(x, 0)
+        return _zeroed_small(mask if x.ndim else np.asarray(mask), g, bits)
+    return _select(lambda x, g, out: _zeroed(np.less_equal(x, 0), g, out, bits), x, g)
+
+
+def zero_where(mask: Any, g: Any) -> Any:
+    """``where(mask, 0, g)`` for a boolean ``mask`` of ``g``'s shape (``None``: not handled
+    here, use ``where``)."""
+    if type(mask) is not np.ndarray or type(g) is not np.ndarray or mask.shape != g.shape \
+            or mask.dtype.kind != "b":
+        return None
+    bits = _BITS.get(g.dtype)
+    if bits is None:
+        return None
+    if g.size < THRESHOLD:
+        return _zeroed_small(mask, g, bits)
+    return _select(lambda m, g, out: _zeroed(m, g, out, bits), mask, g)
 
 
 def register(backend: Any) -> None:
     backend.kernels["relu_backward"] = relu_backward
+    backend.kernels["zero_where"] = zero_where
