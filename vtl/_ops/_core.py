@@ -331,6 +331,9 @@ def _namespace_function(fname: str) -> Callable:
 
 def forward_operator(fname: str) -> Callable:
     fn = _namespace_function(fname)
+    direct = getattr(fn, "operator", None)  # the function's own operator form
+    if direct is not None:
+        return direct
 
     def op(self: Tensor, other: Any, /) -> Any:
         if not isinstance(other, _OPERAND_TYPES):

@@ -25,6 +25,7 @@ logical and bitwise functions) record no graph. Choices at kinks:
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable
 from functools import partial
@@ -35,6 +36,7 @@ import numpy as np
 from .._tensor import Tensor, _new
 from ..autograd import grad_mode
 from ._core import (
+    _OPERAND_TYPES,
     _reduce_raw,
     binary_operands,
     needs_grad,
@@ -194,50 +196,68 @@ def _binary(name: str, cat: tuple[str, str], doc: str,
     xname = xp_name or name
     bwd = "".join(p.capitalize() for p in name.split("_")) + "Backward"
 
-    def op(x1: Tensor | complex, x2: Tensor | complex, /) -> Tensor:
-        t1 = isinstance(x1, Tensor)
-        t2 = isinstance(x2, Tensor)
-        if t1 and t2:
-            dev = x1._device
-            if x2._device is not dev:
-                binary_operands(x1, x2, name)  # raises the mixed-devices error
-            a, b = x1._data, x2._data
-        elif t1 and (x2.__class__ is float or x2.__class__ is int):
-            dev, a, b = x1._device, x1._data, x2
-        else:
-            dev, a, b = binary_operands(x1, x2, name)
-        if t1 and a.dtype.kind not in kinds:
-            raise _dtype_error(name, what, a.dtype)
-        if t2 and b.dtype.kind not in kinds:
-            raise _dtype_error(name, what, b.dtype)
-        if forward is None:
-            out = getattr(dev.xp, xname)(a, b)
-        else:
-            out = forward(dev.xp, a, b)
-        if rule is not None and _grad.enabled and (
-                t1 and x1._requires_grad or t2 and x2._requires_grad):
-            n1 = t1 and x1._requires_grad
-            n2 = t2 and x2._requires_grad
-            e1 = (x1 if x1._grad_fn is None else (x1._grad_fn, x1._out_idx)) if n1 else None
-            e2 = (x2 if x2._grad_fn is None else (x2._grad_fn, x2._out_idx)) if n2 else None
-            if not saves:
-                saved: tuple = ()
-            elif t1 and t2:
-                saved = (x1, x2)
+    def build(operator: bool) -> Callable[[Any, Any], Tensor]:
+        def op(x1: Tensor | complex, x2: Tensor | complex, /) -> Tensor:
+            t1 = isinstance(x1, Tensor)
+            t2 = isinstance(x2, Tensor)
+            if t1 and t2:
+                dev = x1._device
+                if x2._device is not dev:
+                    binary_operands(x1, x2, name)  # raises the mixed-devices error
+                a, b = x1._data, x2._data
+            elif t1 and (x2.__class__ is float or x2.__class__ is int):
+                dev, a, b = x1._device, x1._data, x2
             else:
-                saved = (x1,) if t1 else (x2,)
-            # plain rules are for real operands (a real result means real operands here)
-            p = None if out.dtype.kind == "c" else plain
-            return record_edges(out, dev, bwd, (e1, e2),
-                                partial(_binary_vjp, rule, p, x1, x2, t1, t2, n1, n2),
-                                saved, False, None if p is None else raw)
-        return new(out, dev)
+                if operator and not isinstance(x2, _OPERAND_TYPES):
+                    return NotImplemented  # Tensor.__<op>__(x1, x2): let x2's reflected op try
+                dev, a, b = binary_operands(x1, x2, name)
+            if t1 and a.dtype.kind not in kinds:
+                raise _dtype_error(name, what, a.dtype)
+            if t2 and b.dtype.kind not in kinds:
+                raise _dtype_error(name, what, b.dtype)
+            if forward is None:
+                out = getattr(dev.xp, xname)(a, b)
+            else:
+                out = forward(dev.xp, a, b)
+            if rule is not None and _grad.enabled and (
+                    t1 and x1._requires_grad or t2 and x2._requires_grad):
+                n1 = t1 and x1._requires_grad
+                n2 = t2 and x2._requires_grad
+                e1 = (x1 if x1._grad_fn is None else (x1._grad_fn, x1._out_idx)) if n1 else None
+                e2 = (x2 if x2._grad_fn is None else (x2._grad_fn, x2._out_idx)) if n2 else None
+                if not saves:
+                    saved: tuple = ()
+                elif t1 and t2:
+                    saved = (x1, x2)
+                else:
+                    saved = (x1,) if t1 else (x2,)
+                # plain rules are for real operands (a real result means real operands here)
+                p = None if out.dtype.kind == "c" else plain
+                return record_edges(out, dev, bwd, (e1, e2),
+                                    partial(_binary_vjp, rule, p, x1, x2, t1, t2, n1, n2),
+                                    saved, False, None if p is None else raw)
+            return new(out, dev)
+
+        return op
 
     if raw is None:
         raw = _binary_raw
+    op = build(False)
+    # Tensor.__<op>__: the same function, returning NotImplemented for an operand it does
+    # not take (one call less per operator than a wrapper)
+    op.operator = build(True)
+    op.operator.__name__ = name
+    op.operator.__qualname__ = f"{name}.operator"
+    op.operator.__signature__ = _OPERATOR_SIGNATURE
     op.__name__ = op.__qualname__ = name
     op.__doc__ = doc
     return op
+
+
+_OPERATOR_SIGNATURE = inspect.Signature([
+    inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY),
+    inspect.Parameter("other", inspect.Parameter.POSITIONAL_ONLY),
+])
 
 
 def _binary_raw(vjp: partial, gd: Any) -> tuple:

@@ -17,6 +17,7 @@ Gradient conventions (PyTorch's):
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any
 
 from .._tensor import Tensor
@@ -213,38 +214,40 @@ def mean(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None,
     shape = data.shape
     if axis is None:
         axes = tuple(range(len(shape)))
-        n = 1
-        for s in shape:
-            n *= s
+        n = data.size
     else:
         axes = normalize_axes(axis, len(shape), "mean")
         n = _count(shape, axes)
     dev = x._device
-    xp = dev.xp
     if dt.kind == "f" and (0 < n < 2**24 if dt.itemsize == 4 else 0 < n and dt.itemsize == 8):
         # the sum divided by the count: what NumPy's mean computes for these dtypes and
         # counts (the count is exact in the dtype), without its Python overhead
         out = dev._backend.sum_axes(data, axes, keepdims) / n
     else:
-        out = xp.mean(data, axis=axes, keepdims=keepdims)
+        out = dev.xp.mean(data, axis=axes, keepdims=keepdims)
     if x._requires_grad and _grad.enabled:
-
-        def raw(_: Any, gd: Any) -> tuple:
-            # plain backward: one division of the (reduced) gradient, spread over the input
-            if not keepdims and gd.ndim:
-                gd = xp.reshape(gd, _kept_shape(data.shape, axes))
-            return (_spread(dev, x, gd / n),)
-
-        def vjp(g: Tensor, _: Any) -> Tensor:
-            if not (_grad.enabled and g._requires_grad):
-                return new(raw(None, g._data)[0], g._device)
-            from .elementwise import divide
-
-            return divide(_expand_reduced(g, x, axes, keepdims), n)
-
         edge = x if x._grad_fn is None else (x._grad_fn, x._out_idx)
-        return record_edges(out, dev, "MeanBackward", (edge,), vjp, (), False, raw)
+        return record_edges(out, dev, "MeanBackward", (edge,),
+                            partial(_mean_vjp, x, axes, keepdims, n), (), False, _mean_raw)
     return new(out, dev)
+
+
+def _mean_raw(vjp: partial, gd: Any) -> tuple:
+    """Plain backward of mean: one division of the (reduced) gradient, spread over the
+    input; ``vjp`` is ``partial(_mean_vjp, x, axes, keepdims, n)``."""
+    x, axes, keepdims, n = vjp.args
+    if not keepdims and gd.ndim:
+        gd = x._device.xp.reshape(gd, _kept_shape(x._data.shape, axes))
+    return (_spread(x._device, x, gd / n),)
+
+
+def _mean_vjp(x: Tensor, axes: tuple[int, ...], keepdims: bool, n: int, g: Tensor,
+              _: Any) -> Tensor:
+    if not (_grad.enabled and g._requires_grad):
+        return new(_mean_raw(partial(_mean_vjp, x, axes, keepdims, n), g._data)[0], g._device)
+    from .elementwise import divide
+
+    return divide(_expand_reduced(g, x, axes, keepdims), n)
 
 
 def _centered(x: Tensor, axes: tuple[int, ...]) -> Tensor:

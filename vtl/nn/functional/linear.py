@@ -104,7 +104,7 @@ def _linear_vjp(x: Tensor, w: Tensor, b: Tensor | None, g: Tensor, _: Any) -> tu
         elif w._requires_grad:
             gw = new(gd.T @ xd, dev)
         if want_b and gb is None:
-            r = xp.sum(gd, axis=0)
+            r = dev._backend.sum_axes(gd, 0)
             gb = new(r if b._data.ndim else xp.sum(r), dev)
         return gx, gw, gb
     import vtl
