@@ -361,9 +361,9 @@ def _run_plain(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph: b
         if not retain_graph:  # free what the rules hold (inputs, saved output)
             node.vjp = node.raw = node.out_data = None
         edges = node.edges
-        if len(res) != len(edges):
+        if check and len(res) != len(edges):
             raise _count_error(node, len(res))
-        for e, d in zip(edges, res):  # noqa: B905 - lengths checked above
+        for e, d in zip(edges, res):  # noqa: B905 - one per input (checked with check)
             if d is None or e is None:
                 continue
             if type(e) is tuple:
@@ -570,6 +570,8 @@ def _deliver_all(leaves: dict[int, Tensor], leaf_grads: dict[int, Any],
                  raw: bool = False) -> None:
     """Give each leaf its summed gradient (a raw array when ``raw``): into ``capture``,
     else into ``.grad``."""
+    if not leaf_grads:
+        return
     prev = _state.enabled
     _state.enabled = create_graph
     try:
