@@ -15,8 +15,9 @@ standard's signed-zero special cases that CuPy itself misses.
   (``1.0 // 0.1`` gave ``10.0``, NumPy ``9.0``).
 * complex ``divide`` is NumPy's algorithm: CuPy's gives ``nan`` parts for a zero divisor
   (NumPy: ``(1 + 1j) / 0 == inf + inf*j``).
-* ``argmax``/``argmin`` return the first nan of the axis, as NumPy; CuPy's reduction returns
-  one of them.
+* ``argmax``/``argmin`` return NumPy's index (the first extreme, the first nan, signed zeros
+  equal; ``_arg_reductions``): CuPy's reduction returned one of several nans, and on an H200
+  a later index for some float32 ties.
 * ``matmul`` of two float matrices is one direct cuBLAS ``gemm`` call (C- or Fortran-order
   operands, so transposed views need no copy; other layouts through ``cupy.dot``): CuPy's
   ``matmul`` costs 20-40 microseconds of host time per call in its generalized-ufunc and
@@ -43,6 +44,7 @@ import cupy as _cupy
 import numpy as _np
 from array_api_compat.cupy import *  # noqa: F403
 
+from ._arg_reductions import first_arg_extreme
 from ._moments import two_pass_var
 
 __all__ = list(_acp.__all__)
@@ -161,24 +163,23 @@ def floor_divide(x1: Any, x2: Any, /) -> Any:
 floor_divide.__doc__ = _acp.floor_divide.__doc__
 
 
-def _nan_first(fn):
-    """``argmax``/``argmin`` whose first nan wins, as NumPy's: CuPy's reduction returns some
-    nan of the axis when there are several."""
-    def wrapped(x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
-        out = fn(x, axis=axis, keepdims=keepdims)
-        if x.dtype.kind != "f" or x.size == 0:
-            return out
-        nan = _cupy.isnan(x)
-        first = _acp.argmax(nan, axis=axis, keepdims=keepdims)  # ties: the lowest index
-        return _cupy.where(_acp.any(nan, axis=axis, keepdims=keepdims), first, out)
+def _first_index(name: str, largest: bool):
+    """``argmax``/``argmin`` with NumPy's answers (``_arg_reductions``): the first index of
+    the extreme, the first nan, signed zeros equal; complex input goes to CuPy's."""
+    cupy_fn = getattr(_acp, name)
 
-    wrapped.__name__ = fn.__name__
-    wrapped.__doc__ = fn.__doc__
+    def wrapped(x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
+        if x.dtype.kind == "c":
+            return cupy_fn(x, axis=axis, keepdims=keepdims)
+        return first_arg_extreme(_acp, x, axis, keepdims, largest)
+
+    wrapped.__name__ = name
+    wrapped.__doc__ = cupy_fn.__doc__
     return wrapped
 
 
-argmax = _nan_first(_acp.argmax)
-argmin = _nan_first(_acp.argmin)
+argmax = _first_index("argmax", True)
+argmin = _first_index("argmin", False)
 
 
 def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None, copy: Any = None) -> Any:
