@@ -20,6 +20,7 @@ input (a Tensor or ``None``), already reduced to the input's shape and dtype
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -314,6 +315,12 @@ def normalize_axes(axis: int | Sequence[int] | None, ndim: int, fname: str) -> t
 
 # -- Tensor operators (installed by vtl/__init__) ------------------------------
 _OPERAND_TYPES = (Tensor, *SCALAR_TYPES, np.generic)
+#: the signature of a namespace function's operator form (``add.operator`` is
+#: ``Tensor.__add__``)
+OPERATOR_SIGNATURE = inspect.Signature([
+    inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY),
+    inspect.Parameter("other", inspect.Parameter.POSITIONAL_ONLY),
+])
 
 
 def _namespace_function(fname: str) -> Callable:

@@ -25,7 +25,6 @@ logical and bitwise functions) record no graph. Choices at kinks:
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Callable
 from functools import partial
@@ -37,6 +36,7 @@ from .._tensor import Tensor, _new
 from ..autograd import grad_mode
 from ._core import (
     _OPERAND_TYPES,
+    OPERATOR_SIGNATURE,
     _reduce_raw,
     binary_operands,
     needs_grad,
@@ -248,16 +248,10 @@ def _binary(name: str, cat: tuple[str, str], doc: str,
     op.operator = build(True)
     op.operator.__name__ = name
     op.operator.__qualname__ = f"{name}.operator"
-    op.operator.__signature__ = _OPERATOR_SIGNATURE
+    op.operator.__signature__ = OPERATOR_SIGNATURE
     op.__name__ = op.__qualname__ = name
     op.__doc__ = doc
     return op
-
-
-_OPERATOR_SIGNATURE = inspect.Signature([
-    inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY),
-    inspect.Parameter("other", inspect.Parameter.POSITIONAL_ONLY),
-])
 
 
 def _binary_raw(vjp: partial, gd: Any) -> tuple:
@@ -496,26 +490,28 @@ def _max_plain(greater_is_first: bool) -> Callable[..., tuple]:
     """The same selection as :func:`_max_rule` on raw arrays (plain backward)."""
     def plain(dev: Any, g: Any, a: Any, b: Any, n1: bool, n2: bool) -> tuple:
         xp = dev.xp
+        backend = dev._backend
         tie = xp.equal(a, b)
         # where the backend can tell without a device sync that there is no tie, the
         # halving pass is skipped (same values)
-        half = g if dev._backend.known_all_false(tie) else xp.where(tie, g * 0.5, g)
+        half = g if backend.known_all_false(tie) else xp.where(tie, g * 0.5, g)
+        # where(lose, 0, g), through the backend's kernel where it has one (NumPy's where
+        # branches per element)
+        zero = backend.kernels.get("zero_where")
         r1 = r2 = None
         if n1:
-            r1 = _zero_where(dev, xp.less(a, b) if greater_is_first else xp.greater(a, b), half)
+            lose = xp.less(a, b) if greater_is_first else xp.greater(a, b)
+            r1 = None if zero is None else zero(lose, half)
+            if r1 is None:
+                r1 = xp.where(lose, 0.0, half)
         if n2:
-            r2 = _zero_where(dev, xp.greater(a, b) if greater_is_first else xp.less(a, b), half)
+            lose = xp.greater(a, b) if greater_is_first else xp.less(a, b)
+            r2 = None if zero is None else zero(lose, half)
+            if r2 is None:
+                r2 = xp.where(lose, 0.0, half)
         return r1, r2
 
     return plain
-
-
-def _zero_where(dev: Any, mask: Any, g: Any) -> Any:
-    """``where(mask, 0, g)`` on raw arrays, through the backend's ``zero_where`` kernel
-    where it has one (NumPy's ``where`` branches per element)."""
-    kern = dev._backend.kernels.get("zero_where")
-    r = None if kern is None else kern(mask, g)
-    return dev.xp.where(mask, 0.0, g) if r is None else r
 
 
 maximum = _binary(

@@ -15,6 +15,8 @@ from typing import Any
 
 from .._tensor import Tensor
 from ._core import (
+    _OPERAND_TYPES,
+    OPERATOR_SIGNATURE,
     _grad,
     mixed_devices,
     needs_grad,
@@ -68,25 +70,43 @@ def _transpose_vjp(g: Tensor, _: Any) -> Tensor:
     return matrix_transpose(g)
 
 
-def matmul(x1: Tensor, x2: Tensor, /) -> Tensor:
-    """Matrix product with NumPy's rules: a 1-D ``x1`` is a row vector and a 1-D ``x2``
-    a column vector (the added axis is removed again); batch axes broadcast."""
-    if isinstance(x1, Tensor) and isinstance(x2, Tensor):
-        d1, d2 = x1._data, x2._data
-        s1, s2 = d1.shape, d2.shape
-        dev = x1._device
-        if len(s1) == 2 and len(s2) == 2 and s1[1] == s2[0] and x2._device is dev \
-                and d1.dtype.kind != "b" and d2.dtype.kind != "b":
-            out = d1 @ d2  # the common case needs no further checks
-            if (x1._requires_grad or x2._requires_grad) and _grad.enabled:
-                e1 = (x1 if x1._grad_fn is None else (x1._grad_fn, x1._out_idx)) \
-                    if x1._requires_grad else None
-                e2 = (x2 if x2._grad_fn is None else (x2._grad_fn, x2._out_idx)) \
-                    if x2._requires_grad else None
-                return record_edges(out, dev, "MatmulBackward", (e1, e2),
-                                    partial(_matmul_vjp, x1, x2), (x1, x2), False,
-                                    None if out.dtype.kind == "c" else _matmul_raw)
-            return new(out, dev)
+def _build_matmul(operator: bool) -> Any:
+    def matmul(x1: Tensor, x2: Tensor, /) -> Tensor:
+        if isinstance(x1, Tensor) and isinstance(x2, Tensor):
+            d1, d2 = x1._data, x2._data
+            s1, s2 = d1.shape, d2.shape
+            dev = x1._device
+            if len(s1) == 2 and len(s2) == 2 and s1[1] == s2[0] and x2._device is dev \
+                    and d1.dtype.kind != "b" and d2.dtype.kind != "b":
+                out = d1 @ d2  # the common case needs no further checks
+                if (x1._requires_grad or x2._requires_grad) and _grad.enabled:
+                    e1 = (x1 if x1._grad_fn is None else (x1._grad_fn, x1._out_idx)) \
+                        if x1._requires_grad else None
+                    e2 = (x2 if x2._grad_fn is None else (x2._grad_fn, x2._out_idx)) \
+                        if x2._requires_grad else None
+                    return record_edges(out, dev, "MatmulBackward", (e1, e2),
+                                        partial(_matmul_vjp, x1, x2), (x1, x2), False,
+                                        None if out.dtype.kind == "c" else _matmul_raw)
+                return new(out, dev)
+        elif operator and not isinstance(x2, _OPERAND_TYPES):
+            return NotImplemented  # Tensor.__matmul__: let x2's reflected op try
+        return _matmul_general(x1, x2)
+
+    return matmul
+
+
+matmul = _build_matmul(False)
+matmul.__qualname__ = "matmul"
+matmul.__doc__ = """Matrix product with NumPy's rules: a 1-D ``x1`` is a row vector and a 1-D
+``x2`` a column vector (the added axis is removed again); batch axes broadcast."""
+# Tensor.__matmul__: the same function, NotImplemented for an operand it does not take
+matmul.operator = _build_matmul(True)
+matmul.operator.__qualname__ = "matmul.operator"
+matmul.operator.__signature__ = OPERATOR_SIGNATURE
+
+
+def _matmul_general(x1: Any, x2: Any) -> Tensor:
+    """:func:`matmul` past its 2-D fast path: checks, batches, 1-D operands."""
     x1, x2 = _operands(x1, x2, "matmul")
     dev = x1._device
     if x1.ndim == 0 or x2.ndim == 0:

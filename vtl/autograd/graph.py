@@ -294,7 +294,7 @@ def run_backward(
             _run_graph(roots, grads, retain_graph, create_graph, capture)
     finally:
         _state.enabled = prev_mode
-    return _captured(capture, inputs, allow_unused)
+    return None if capture is None else _captured(capture, inputs, allow_unused)
 
 
 def _run_graph(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph: bool,
@@ -406,7 +406,8 @@ def _run_plain(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph: b
                     leaves[key] = e
                 else:
                     leaf_grads[key] = e._device.xp.add(prev, d)
-    _deliver_all(leaves, leaf_grads, None, False, assigned, True)
+    if leaf_grads:
+        _deliver_all(leaves, leaf_grads, None, False, assigned, True)
 
 
 def _seed(roots: Sequence[Tensor], grads: Sequence[Tensor], create_graph: bool,

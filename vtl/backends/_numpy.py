@@ -23,21 +23,6 @@ except ImportError:  # pragma: no cover - other NumPy layouts
     pass
 
 
-def _column_sums(a: Any) -> Any:
-    """``a.sum(axis=0)`` of a 2-D float32/float64 array as one BLAS ``gemv`` of a vector of
-    ones (``np.add.reduce`` costs several times more on the gradients of a bias; a column
-    of zeros of either sign sums to +0.0)."""
-    key = (a.shape[0], a.dtype)
-    ones = _ROW_ONES.get(key)
-    if ones is None:
-        if len(_ROW_ONES) > 64:
-            _ROW_ONES.clear()
-        ones = np.ones(key[0], a.dtype)
-        ones.flags.writeable = False
-        _ROW_ONES[key] = ones
-    return np.dot(ones, a)
-
-
 class NumpyBackend(Backend):
     name = "numpy"
     array_type = np.ndarray
@@ -81,7 +66,17 @@ class NumpyBackend(Backend):
 
     def sum_axes(self, a: Any, axes: Any, keepdims: bool = False) -> Any:
         if axes == 0 and not keepdims and a.ndim == 2 and a.dtype.char in "fd" and a.size:
-            return _column_sums(a)
+            # the column sums (a bias's gradient) as one BLAS gemv with a vector of ones:
+            # np.add.reduce costs several times more; a column of zeros of either sign
+            # sums to +0.0
+            key = (a.shape[0], a.dtype)
+            ones = _ROW_ONES.get(key)
+            if ones is None:
+                if len(_ROW_ONES) > 64:
+                    _ROW_ONES.clear()
+                ones = _ROW_ONES[key] = np.ones(key[0], a.dtype)
+                ones.flags.writeable = False
+            return np.dot(ones, a)
         return np.add.reduce(a, axes, None, None, keepdims)  # np.sum without its wrapper
 
     def spread(self, value: Any, like: Any, view: bool) -> Any:

@@ -44,14 +44,6 @@ def _select(fn: Any, a: Any, g: Any) -> Any:
     return out
 
 
-def _zeroed_small(mask: Any, g: Any, bits: Any) -> Any:
-    """``where(mask, 0, g)`` through the bits, in the mask's integer copy (one pass less)."""
-    m = mask.astype(bits)
-    m -= 1
-    np.bitwise_and(g.view(bits), m, out=m)
-    return m.view(g.dtype)
-
-
 def relu_backward(x: Any, g: Any) -> Any:
     if type(x) is not np.ndarray or type(g) is not np.ndarray or x.shape != g.shape \
             or x.dtype != g.dtype:
@@ -60,8 +52,10 @@ def relu_backward(x: Any, g: Any) -> Any:
     if bits is None:
         return None
     if x.size < THRESHOLD:
-        mask = np.less_equal(x, 0)
-        return _zeroed_small(mask if x.ndim else np.asarray(mask), g, bits)
+        m = np.asarray(np.less_equal(x, 0)).astype(bits)
+        m -= 1
+        np.bitwise_and(g.view(bits), m, out=m)  # into the mask's integer copy
+        return m.view(g.dtype)
     return _select(lambda x, g, out: _zeroed(np.less_equal(x, 0), g, out, bits), x, g)
 
 
@@ -75,7 +69,10 @@ def zero_where(mask: Any, g: Any) -> Any:
     if bits is None:
         return None
     if g.size < THRESHOLD:
-        return _zeroed_small(mask, g, bits)
+        m = mask.astype(bits)
+        m -= 1
+        np.bitwise_and(g.view(bits), m, out=m)  # into the mask's integer copy
+        return m.view(g.dtype)
     return _select(lambda m, g, out: _zeroed(m, g, out, bits), mask, g)
 
 
