@@ -16,8 +16,8 @@ standard's signed-zero special cases that CuPy itself misses.
 * complex ``divide`` is NumPy's algorithm: CuPy's gives ``nan`` parts for a zero divisor
   (NumPy: ``(1 + 1j) / 0 == inf + inf*j``).
 * ``argmax``/``argmin`` return NumPy's index (the first extreme, the first nan, signed zeros
-  equal; ``_arg_reductions``): CuPy's reduction returned one of several nans, and on an H200
-  a later index for some float32 ties.
+  equal, subnormals apart from zero; ``_arg_reductions``): CuPy's reduction returned one of
+  several nans, and its float32 kernels on an H200 took the smallest subnormal for zero.
 * ``matmul`` of two float matrices is one direct cuBLAS ``gemm`` call (C- or Fortran-order
   operands, so transposed views need no copy; other layouts through ``cupy.dot``): CuPy's
   ``matmul`` costs 20-40 microseconds of host time per call in its generalized-ufunc and
