@@ -37,7 +37,6 @@ from ..autograd import grad_mode
 from ._core import (
     _OPERAND_TYPES,
     OPERATOR_SIGNATURE,
-    _reduce_raw,
     binary_operands,
     needs_grad,
     new,
@@ -264,19 +263,7 @@ def _binary_raw(vjp: partial, gd: Any) -> tuple:
         g1, g2 = _binary_vjp(rule, None, x1, x2, t1, t2, n1, n2, _new(gd, dev), None)
         return (None if g1 is None else g1._data, None if g2 is None else g2._data)
     r1, r2 = r
-    if n1:
-        d = x1._data
-        if r1.shape != d.shape or r1.dtype != d.dtype:
-            r1 = raw_grad(r1, x1, dev)
-    else:
-        r1 = None
-    if n2:
-        d = x2._data
-        if r2.shape != d.shape or r2.dtype != d.dtype:
-            r2 = raw_grad(r2, x2, dev)
-    else:
-        r2 = None
-    return r1, r2
+    return (raw_grad(r1, x1, dev) if n1 else None), (raw_grad(r2, x2, dev) if n2 else None)
 
 
 def _binary_vjp(rule: Callable[..., tuple], plain: Callable[..., Any] | None, x1: Any, x2: Any,
@@ -311,22 +298,8 @@ def _add_raw(vjp: partial, gd: Any, negate: bool = False) -> tuple:
     """The raw rule of add (of subtract with ``negate``): ``gd`` for the first input and
     ``gd`` (``-gd``) for the second, each reduced to its input's shape and dtype."""
     x1, x2, t1, t2, n1, n2 = vjp.args[2:]
-    shape = gd.shape
-    dt = gd.dtype
-    r1 = r2 = None
-    if n1:
-        d = x1._data
-        if d.dtype != dt:
-            r1 = raw_grad(gd, x1, x1._device)
-        else:
-            r1 = gd if d.shape == shape else _reduce_raw(gd, d.shape, x1._device)
-    if n2:
-        r2 = -gd if negate else gd
-        d = x2._data
-        if d.dtype != dt:
-            r2 = raw_grad(r2, x2, x2._device)
-        elif d.shape != shape:
-            r2 = _reduce_raw(r2, d.shape, x2._device)
+    r1 = raw_grad(gd, x1, x1._device) if n1 else None
+    r2 = raw_grad(-gd if negate else gd, x2, x2._device) if n2 else None
     return r1, r2
 
 

@@ -31,11 +31,20 @@ def _zeroed(mask: Any, g: Any, out: Any, bits: Any) -> None:
     np.bitwise_and(g.view(bits), m, out=out.view(bits))
 
 
+def _zeroed_copy(mask: Any, g: Any, bits: Any) -> Any:
+    """``where(mask, 0, g)`` through the bits of ``g``, written into the mask's integer copy
+    (below :data:`THRESHOLD` elements: one pass and one array fewer than :func:`_select`)."""
+    m = mask.astype(bits)
+    m -= 1
+    np.bitwise_and(g.view(bits), m, out=m)
+    return m.view(g.dtype)
+
+
 def _select(fn: Any, a: Any, g: Any) -> Any:
-    """A new array ``out`` from ``fn(a, g, out)`` over the same-shaped ``a`` and ``g``, split
-    over the pool from :data:`THRESHOLD` elements of C-contiguous arrays."""
+    """A new array ``out`` from ``fn(a, g, out)`` over the same-shaped ``a`` and ``g`` (of at
+    least :data:`THRESHOLD` elements), split over the pool when both are C-contiguous."""
     out = np.empty_like(g)  # C-contiguous when g is
-    threads = _pool.num_threads() if g.size >= THRESHOLD else 1
+    threads = _pool.num_threads()
     if threads <= 1 or not (a.flags.c_contiguous and g.flags.c_contiguous):
         fn(a, g, out)
         return out
@@ -52,10 +61,7 @@ def relu_backward(x: Any, g: Any) -> Any:
     if bits is None:
         return None
     if x.size < THRESHOLD:
-        m = np.asarray(np.less_equal(x, 0)).astype(bits)
-        m -= 1
-        np.bitwise_and(g.view(bits), m, out=m)  # into the mask's integer copy
-        return m.view(g.dtype)
+        return _zeroed_copy(np.asarray(np.less_equal(x, 0)), g, bits)
     return _select(lambda x, g, out: _zeroed(np.less_equal(x, 0), g, out, bits), x, g)
 
 
@@ -69,10 +75,7 @@ def zero_where(mask: Any, g: Any) -> Any:
     if bits is None:
         return None
     if g.size < THRESHOLD:
-        m = mask.astype(bits)
-        m -= 1
-        np.bitwise_and(g.view(bits), m, out=m)  # into the mask's integer copy
-        return m.view(g.dtype)
+        return _zeroed_copy(mask, g, bits)
     return _select(lambda m, g, out: _zeroed(m, g, out, bits), mask, g)
 
 
