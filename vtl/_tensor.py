@@ -224,8 +224,12 @@ class Tensor:
     def _version_counter(self) -> list[int]:
         vc = getattr(self, "_vc", None)
         if vc is None:
-            vc = self._vc = [0]
+            vc = self._vc = [0, 0]  # [version, epoch of the last change]
         return vc
+
+    def _bump_version(self) -> None:
+        """Count an in-place change of this tensor's storage (see ``vtl.autograd.graph``)."""
+        _graph.bump_version(self)
 
     @property
     def _version(self) -> int:

@@ -28,7 +28,8 @@ import numpy as np
 
 from .._tensor import Tensor, _new
 from ..autograd import grad_mode
-from ..autograd.graph import Node, _next_key
+from ..autograd.graph import Node, _next_key, bump_version
+from ..autograd.graph import epoch as _epoch
 from ..backends import Device
 
 new = _new
@@ -161,24 +162,8 @@ def record_edges(out: Any, dev: Device, name: str, edges: tuple, vjp: Callable,
     node.vjp = vjp
     node.raw = raw
     node.edges = edges
-    if saved:
-        c = getattr(saved[0], "_vc", None)
-        if c is None:
-            c = saved[0]._vc = [0]
-        if len(saved) == 1:
-            node.saved = (c,)
-            node.versions = ([c[0]],)
-        elif len(saved) == 2:
-            c2 = getattr(saved[1], "_vc", None)
-            if c2 is None:
-                c2 = saved[1]._vc = [0]
-            node.saved = (c, c2)
-            node.versions = ([c[0]], [c2[0]])
-        else:
-            node.saved = (c, *[t._version_counter() for t in saved[1:]])
-            node.versions = tuple([[c[0]] for c in node.saved])
-    else:
-        node.saved = node.versions = ()
+    node.saved = saved
+    node.epoch = _epoch[0]
     node.out_meta = ((out.shape, out.dtype),)
     node.out_data = (out,) if save_output else None
     node.device = dev
@@ -429,7 +414,7 @@ def assign_result(t: Tensor, res: Tensor, fname: str) -> Tensor:
             "use the out-of-place form"
         )
     t._data[...] = res._data
-    t._version_counter()[0] += 1
+    bump_version(t)
     if res._grad_fn is not None:
         t._grad_fn = res._grad_fn
         t._out_idx = res._out_idx

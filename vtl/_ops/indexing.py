@@ -643,7 +643,7 @@ def _setitem(x: Tensor, key: Any, value: Any) -> None:
     if rk is None:
         rk = _raw_key(_parse(key, x)[0])
     _write(x._data, rk, v)
-    x._version_counter()[0] += 1
+    x._bump_version()
 
 
 # -- take / take_along_axis -----------------------------------------------------------------

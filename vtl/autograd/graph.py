@@ -49,6 +49,19 @@ class RemovableHandle:
 # heap of the nodes that have received a gradient, runs every node after all
 # the nodes that feed it (a topological order without a graph traversal first).
 _next_key = itertools.count(0, -1).__next__
+# How many in-place changes tensors have seen, in all (one-element list). A tensor's
+# version counter is ``[version, epoch]``: its own count and this count at its last
+# change. A node records the count; while it is unchanged at backward, none of the
+# node's saved tensors can have changed, and the per-tensor check is skipped.
+epoch = [0]
+
+
+def bump_version(t: Tensor) -> None:
+    """Count an in-place change of ``t``'s storage (for the saved-tensor checks)."""
+    c = t._version_counter()
+    c[0] += 1
+    e = epoch[0] + 1
+    epoch[0] = c[1] = e
 _object_new = object.__new__
 
 
@@ -56,7 +69,7 @@ class Node:
     """One recorded operation (``tensor.grad_fn``)."""
 
     __slots__ = (
-        "_name", "vjp", "edges", "saved", "versions", "out_meta", "out_data",
+        "_name", "vjp", "edges", "saved", "epoch", "out_meta", "out_data",
         "device", "hooks", "retained", "key", "multi", "raw", "__weakref__",
     )
 
@@ -75,24 +88,8 @@ class Node:
         self.vjp = vjp
         self.raw = raw
         self.edges = edges
-        if not saved:
-            self.saved = self.versions = ()
-        elif len(saved) == 1:
-            t = saved[0]
-            c = getattr(t, "_vc", None)
-            if c is None:
-                c = t._vc = [0]
-            self.saved = (c,)
-            self.versions = ([c[0]],)
-        else:
-            counters = []
-            for t in saved:
-                c = getattr(t, "_vc", None)
-                if c is None:
-                    c = t._vc = [0]
-                counters.append(c)
-            self.saved = tuple(counters)
-            self.versions = tuple([[c[0]] for c in counters])
+        self.saved = tuple(saved)
+        self.epoch = epoch[0]
         self.out_meta = out_meta
         self.out_data = out_data
         self.device = device
@@ -123,25 +120,25 @@ class Node:
 
     def release(self) -> None:
         self.vjp = self.raw = self.out_data = None
-        self.saved = self.versions = ()
+        self.saved = ()
 
     def watch(self, t: Tensor) -> None:
-        """Also check ``t``'s version before running the rule (saved outputs)."""
-        c = t._version_counter()
-        self.saved = (*self.saved, c)
-        self.versions = (*self.versions, [c[0]])
+        """Also check ``t``'s version before running the rule (saved outputs: their
+        counter, not the tensor, which refers to this node)."""
+        self.saved = (*self.saved, t._version_counter())
 
     def _check_saved(self) -> None:
-        """Raise if a saved tensor changed in place since recording. ``saved`` holds the
-        tensors' version counters (one-element lists), ``versions`` one-element lists of
-        the versions at recording, so ``saved != versions`` is the whole check."""
-        for i, (c, v) in enumerate(zip(self.saved, self.versions, strict=True)):
-            if c[0] != v[0]:
+        """Raise if a saved tensor changed in place since recording (called when some
+        tensor did, see :data:`epoch`). ``saved`` holds the tensors, or the version
+        counters of saved outputs; a counter is ``[version, epoch of its last change]``."""
+        for i, s in enumerate(self.saved):
+            c = s if s.__class__ is list else getattr(s, "_vc", None)
+            if c is not None and c[1] > self.epoch:
                 raise RuntimeError(
                     "one of the tensors needed for gradient computation has been modified "
                     f"by an in-place operation: saved tensor {i} of {self._name} is at "
-                    f"version {c[0]}; expected version {v[0]}. Compute the update out of "
-                    "place, or clone the tensor first."
+                    f"version {c[0]}, changed after the op saved it. Compute the update "
+                    "out of place, or clone the tensor first."
                 )
 
 
@@ -315,6 +312,7 @@ def _run_graph(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph: b
         res = _run_rule(node, g)
         if not retain_graph:
             node.vjp = node.raw = node.out_data = None
+            node.saved = ()
         for e, gi in zip(node.edges, res):  # noqa: B905 - lengths checked in _run_rule
             if gi is None or e is None:
                 continue
@@ -349,7 +347,7 @@ def _run_plain(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph: b
         vjp = node.vjp
         if vjp is None:
             raise _freed_error(node)
-        if node.saved != node.versions:
+        if node.epoch != epoch[0]:
             node._check_saved()
         raw = node.raw
         if raw is not None:
@@ -360,6 +358,7 @@ def _run_plain(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph: b
             check = True
         if not retain_graph:  # free what the rules hold (inputs, saved output)
             node.vjp = node.raw = node.out_data = None
+            node.saved = ()
         edges = node.edges
         if check and len(res) != len(edges):
             raise _count_error(node, len(res))
@@ -449,7 +448,7 @@ def _run_rule(node: Node, g: Any) -> tuple:
     vjp = node.vjp
     if vjp is None:
         raise _freed_error(node)
-    if node.saved != node.versions:
+    if node.epoch != epoch[0]:
         node._check_saved()
     if node.multi:
         outs = None if data is None else tuple(

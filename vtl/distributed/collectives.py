@@ -95,7 +95,7 @@ def _store(t: Tensor, buf: Any, staged: bool) -> None:
             np.copyto(raw, buf.reshape(raw.shape))
         else:
             t._data = buf.reshape(raw.shape)
-    t._version_counter()[0] += 1
+    t._bump_version()
 
 
 def _reduce_raw(raw: Any, dev: Any, op: str, fname: str, *, inplace_ok: bool = False) -> Any:

@@ -84,7 +84,7 @@ def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float,
             dt = gxp.float32 if dt == gxp.complex64 else gxp.float64
         c = gxp.astype(c, dt)
         g._data = g._data * c
-        g._version_counter()[0] += 1
+        g._bump_version()
     return total_t
 
 
@@ -95,4 +95,4 @@ def clip_grad_value_(parameters: Tensor | Iterable[Tensor], clip_value: float,
     for g in _grads(parameters):
         xp = g._device.xp
         g._data = xp.clip(g._data, min=-clip_value, max=clip_value)
-        g._version_counter()[0] += 1
+        g._bump_version()

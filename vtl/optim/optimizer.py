@@ -123,7 +123,7 @@ class Optimizer:
                     g._grad_fn = None
                     g._requires_grad = False
                     g._data = g._device.xp.zeros_like(g._data)
-                    g._version_counter()[0] += 1
+                    g._bump_version()
 
     # ------------------------------------------------------------------- step
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
@@ -172,11 +172,11 @@ class Optimizer:
             prog, scalars, kern = plans[key]
             self._run_fused(kern, prog, scalars, items)
             for p, _ in items:
-                p._version_counter()[0] += 1
+                p._bump_version()
         for p, state in portable:
             new = self._portable(p, state, group)
             p._data[...] = new
-            p._version_counter()[0] += 1
+            p._bump_version()
 
     def _run_fused(self, kern: Any, prog: Program, scalars: tuple[float, ...],
                    items: list[tuple[Tensor, dict[str, Any]]]) -> None:

@@ -548,7 +548,7 @@ def _swap(t: Tensor, new: Tensor) -> None:
     """Make ``t`` hold ``new``'s data (device and dtype too), keeping the object."""
     t._data = new._data
     t._device = new._device
-    t._version_counter()[0] += 1
+    t._bump_version()
 
 
 class _Handle:
