@@ -114,3 +114,70 @@ def test_relu_gradient_through_the_kernel(three_threads):
     gs = rng.standard_normal((6, 9)).astype(np.float32)
     F.relu(x).backward(vtl.asarray(gs, backend="numpy"))
     np.testing.assert_array_equal(x.grad.numpy(), np.where(xs <= 0, 0, gs))
+
+
+def _minmax_reference(a, b, g, greater_is_first):
+    """The portable rule: g / 2 on ties, 0 where a loses, else g."""
+    lose = a < b if greater_is_first else a > b
+    return np.where(lose, 0, np.where(a == b, g * 0.5, g)).astype(g.dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("greater_is_first", [True, False])
+def test_minmax_backward_equals_portable(monkeypatch, dtype, threads, greater_is_first):
+    """Bit for bit against the portable rule (signed zeros, ties, nan inputs, non-finite
+    gradients), with a Python number, a same-shaped and a broadcast ``b``, in one pass and
+    in chunks on three threads, on any layout."""
+    monkeypatch.setattr(nk, "THRESHOLD", 7 if threads > 1 else 1 << 18)
+    monkeypatch.setattr(nk._pool, "num_threads", lambda: threads)
+    itype = {np.dtype("float32"): np.uint32, np.dtype("float64"): np.uint64}[np.dtype(dtype)]
+    assert nk.minmax_backward(*_operands(dtype, ())[:1], 0.0, _operands(dtype, ())[1],
+                              greater_is_first) is None  # 0-d: the general path
+    for shape in [(1,), (7,), (5, 11), (2, 3, 4, 5)]:
+        a, g = _operands(dtype, shape)
+        b_arr, _ = _operands(dtype, shape, seed=2)
+        if a.size > 2:
+            b_arr.reshape(-1)[:2] = a.reshape(-1)[1:3]  # a couple of ties at other places
+        for b in (0.0, -1.0, b_arr, b_arr[..., :1]):
+            got = nk.minmax_backward(a, b, g, greater_is_first)
+            want = _minmax_reference(a, b, g, greater_is_first)
+            assert got.dtype == want.dtype and got.shape == want.shape
+            np.testing.assert_array_equal(got.view(itype), want.view(itype))
+    a, g = _operands(dtype, (6, 8), seed=3)
+    for a_, g_ in ((a[:, ::2], g[:, ::2]), (a.T, g.T)):
+        got = nk.minmax_backward(a_, 0.0, g_, greater_is_first)
+        want = _minmax_reference(a_, 0.0, g_, greater_is_first)
+        np.testing.assert_array_equal(got.view(itype), want.view(itype))
+
+
+def test_minmax_backward_declines_what_it_does_not_handle():
+    a = np.ones((4, 4), np.float32)
+    assert nk.minmax_backward(a, 0.0, a.astype(np.float64), True) is None  # mixed dtypes
+    assert nk.minmax_backward(a[:1], a, a, True) is None  # a is broadcast
+    assert nk.minmax_backward(a.astype(np.float16), 0.0, a.astype(np.float16), True) is None
+    assert nk.minmax_backward([1.0], 0.0, a, True) is None  # not an array
+
+
+@pytest.mark.parametrize("fn", ["maximum", "minimum"])
+def test_minmax_gradients_through_the_kernel_and_without(fn, monkeypatch):
+    """The kernel's path (a gradient to x1 alone, x1 of the output's shape) and the general
+    path give the same gradients as the portable rule."""
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((5, 6)).astype(np.float32)
+    b = rng.standard_normal((5, 6)).astype(np.float32)
+    a[0, :3] = [0.0, -0.0, 1.0]
+    b[0, :3] = [0.0, 0.0, 1.0]  # ties
+    gs = rng.standard_normal((5, 6)).astype(np.float32)
+    results = []
+    for use_kernel in (True, False):
+        if not use_kernel:
+            kernels = dict(vtl.backends.get("numpy").kernels)
+            kernels.pop("minmax_backward")
+            monkeypatch.setattr(vtl.backends.get("numpy"), "kernels", kernels)
+        x = vtl.asarray(a, backend="numpy", requires_grad=True)
+        getattr(vtl, fn)(x, vtl.asarray(b)).backward(vtl.asarray(gs))
+        results.append(x.grad.numpy())
+    want = _minmax_reference(a, b, gs, fn == "maximum")
+    np.testing.assert_array_equal(results[0], want)
+    np.testing.assert_array_equal(results[1], want)

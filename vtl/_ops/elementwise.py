@@ -487,14 +487,34 @@ def _max_plain(greater_is_first: bool) -> Callable[..., tuple]:
     return plain
 
 
+def _max_raw(greater_is_first: bool) -> Callable[[partial, Any], tuple]:
+    """The raw rule of maximum (minimum): for a gradient to ``x1`` alone, where ``x1`` has
+    the output's shape (``maximum(h, 0.0)``), the backend's ``minmax_backward`` kernel when
+    it has one; otherwise :func:`_binary_raw`."""
+    def raw(vjp: partial, gd: Any) -> tuple:
+        _, _, x1, x2, t1, t2, n1, n2 = vjp.args
+        if n1 and not n2:
+            backend = x1._device._backend
+            kernel = backend.kernels.get("minmax_backward")
+            if kernel is not None:
+                r = kernel(x1._data, x2._data if t2 else x2, gd, greater_is_first)
+                if r is not None:
+                    return r, None
+        return _binary_raw(vjp, gd)
+
+    return raw
+
+
 maximum = _binary(
     "maximum", _REAL,
     "Elementwise maximum (nan if either is nan). On ties the gradient is split evenly "
-    "between ``x1`` and ``x2`` (as PyTorch).", _max_rule(True), plain=_max_plain(True))
+    "between ``x1`` and ``x2`` (as PyTorch).", _max_rule(True), plain=_max_plain(True),
+    raw=_max_raw(True))
 minimum = _binary(
     "minimum", _REAL,
     "Elementwise minimum (nan if either is nan). On ties the gradient is split evenly "
-    "between ``x1`` and ``x2`` (as PyTorch).", _max_rule(False), plain=_max_plain(False))
+    "between ``x1`` and ``x2`` (as PyTorch).", _max_rule(False), plain=_max_plain(False),
+    raw=_max_raw(False))
 
 
 def _atan2_rule(g: Tensor, x1: Any, x2: Any, n1: bool, n2: bool) -> tuple:

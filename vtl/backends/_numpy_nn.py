@@ -8,6 +8,9 @@
   kernels' thread pool (``_numpy_conv.parallel_for``; NumPy releases the GIL in ufuncs).
 * ``zero_where``: ``where(mask, 0, g)`` for a boolean mask of ``g``'s shape, the same way
   (the gradient of ``maximum``/``minimum`` to the losing operand).
+* ``minmax_backward``: the gradient of ``maximum(a, b)`` (``minimum``) to ``a`` when ``a``
+  has the gradient's shape: ``g`` where ``a`` wins, ``g / 2`` on ties, 0 where it loses
+  (the whole rule in one call; the halving pass runs only when there is a tie).
 """
 
 from __future__ import annotations
@@ -17,17 +20,20 @@ from typing import Any
 import numpy as np
 
 from . import _numpy_conv as _pool
+from ._numpy import _count_nonzero
 
 #: elements from which a pass is split over the pool
 THRESHOLD = 1 << 18
 #: the unsigned integers of each float dtype's width (its bits)
 _BITS = {np.dtype(np.float32): np.dtype(np.uint32), np.dtype(np.float64): np.dtype(np.uint64)}
+#: a 0-d 1 of each of those (a Python int operand costs NumPy a scalar conversion per call)
+_ONE = {b: np.ones((), b) for b in _BITS.values()}
 
 
 def _zeroed(mask: Any, g: Any, out: Any, bits: Any) -> None:
     """``out = where(mask, 0, g)`` through the bits of ``g``."""
     m = mask.astype(bits)
-    m -= 1  # mask: 0; otherwise all ones
+    np.subtract(m, _ONE[bits], out=m)  # mask: 0; otherwise all ones
     np.bitwise_and(g.view(bits), m, out=out.view(bits))
 
 
@@ -35,7 +41,7 @@ def _zeroed_copy(mask: Any, g: Any, bits: Any) -> Any:
     """``where(mask, 0, g)`` through the bits of ``g``, written into the mask's integer copy
     (below :data:`THRESHOLD` elements: one pass and one array fewer than :func:`_select`)."""
     m = mask.astype(bits)
-    m -= 1
+    np.subtract(m, _ONE[bits], out=m)
     np.bitwise_and(g.view(bits), m, out=m)
     return m.view(g.dtype)
 
@@ -79,6 +85,26 @@ def zero_where(mask: Any, g: Any) -> Any:
     return _select(lambda m, g, out: _zeroed(m, g, out, bits), mask, g)
 
 
+def minmax_backward(a: Any, b: Any, g: Any, greater_is_first: bool) -> Any:
+    """The gradient of ``maximum(a, b)`` (``minimum`` when not ``greater_is_first``) to
+    ``a``, for an ``a`` of ``g``'s shape and dtype and a ``b`` that broadcasts to it (an
+    array or a Python number); ``None``: not handled here."""
+    if type(a) is not np.ndarray or type(g) is not np.ndarray or a.shape != g.shape \
+            or a.dtype != g.dtype or not a.ndim:  # (0-d: NumPy's comparisons give scalars)
+        return None
+    bits = _BITS.get(g.dtype)
+    if bits is None:
+        return None
+    tie = np.equal(a, b)
+    if _count_nonzero(tie):
+        g = np.where(tie, g * 0.5, g)
+    lose = np.less(a, b) if greater_is_first else np.greater(a, b)
+    if g.size < THRESHOLD:
+        return _zeroed_copy(lose, g, bits)
+    return _select(lambda m, g, out: _zeroed(m, g, out, bits), lose, g)
+
+
 def register(backend: Any) -> None:
     backend.kernels["relu_backward"] = relu_backward
     backend.kernels["zero_where"] = zero_where
+    backend.kernels["minmax_backward"] = minmax_backward
