@@ -17,6 +17,7 @@ from tests.helpers import (
     to_numpy,
 )
 from vtl import nn
+from vtl.autograd.graph import edge_node
 from vtl.nn.functional._rnn_fused import (
     gru_cell_pointwise,
     gru_layer,
@@ -172,7 +173,7 @@ def test_cell_records_few_nodes():
             if n is None or n in seen:
                 continue
             seen.add(n)
-            stack.extend(e[0] for e in n.edges if type(e) is tuple)
+            stack.extend(edge_node(e) for e in n.edges if edge_node(e) is not None)
         return seen
 
     x = vtl.ones((2, 3))

@@ -109,8 +109,10 @@ def needs_grad(*xs: Any) -> bool:
 
 
 def _edge(t: Any) -> Any:
+    """The graph edge to ``t`` (see ``Node.edges``), ``None`` when it needs no gradient."""
     if isinstance(t, Tensor) and t._requires_grad:
-        return t if t._grad_fn is None else (t._grad_fn, t._out_idx)
+        fn = t._grad_fn
+        return t if fn is None else (fn, t._out_idx) if fn.multi else fn
     return None
 
 
@@ -132,7 +134,7 @@ def record(
     for x in inputs:
         if isinstance(x, Tensor) and x._requires_grad:
             fn = x._grad_fn
-            edges.append(x if fn is None else (fn, x._out_idx))
+            edges.append(x if fn is None else (fn, x._out_idx) if fn.multi else fn)
         else:
             edges.append(None)
     if save_output:

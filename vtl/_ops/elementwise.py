@@ -222,8 +222,13 @@ def _binary(name: str, cat: tuple[str, str], doc: str,
                     t1 and x1._requires_grad or t2 and x2._requires_grad):
                 n1 = t1 and x1._requires_grad
                 n2 = t2 and x2._requires_grad
-                e1 = (x1 if x1._grad_fn is None else (x1._grad_fn, x1._out_idx)) if n1 else None
-                e2 = (x2 if x2._grad_fn is None else (x2._grad_fn, x2._out_idx)) if n2 else None
+                e1 = e2 = None  # the edges (see Node.edges)
+                if n1:
+                    f = x1._grad_fn
+                    e1 = x1 if f is None else (f, x1._out_idx) if f.multi else f
+                if n2:
+                    f = x2._grad_fn
+                    e2 = x2 if f is None else (f, x2._out_idx) if f.multi else f
                 if not saves:
                     saved: tuple = ()
                 elif t1 and t2:

@@ -80,10 +80,13 @@ def _build_matmul(operator: bool) -> Any:
                     and d1.dtype.kind != "b" and d2.dtype.kind != "b":
                 out = d1 @ d2  # the common case needs no further checks
                 if (x1._requires_grad or x2._requires_grad) and _grad.enabled:
-                    e1 = (x1 if x1._grad_fn is None else (x1._grad_fn, x1._out_idx)) \
-                        if x1._requires_grad else None
-                    e2 = (x2 if x2._grad_fn is None else (x2._grad_fn, x2._out_idx)) \
-                        if x2._requires_grad else None
+                    e1 = e2 = None  # the edges (see Node.edges)
+                    if x1._requires_grad:
+                        f = x1._grad_fn
+                        e1 = x1 if f is None else (f, x1._out_idx) if f.multi else f
+                    if x2._requires_grad:
+                        f = x2._grad_fn
+                        e2 = x2 if f is None else (f, x2._out_idx) if f.multi else f
                     return record_edges(out, dev, "MatmulBackward", (e1, e2),
                                         partial(_matmul_vjp, x1, x2), (x1, x2), False,
                                         None if out.dtype.kind == "c" else _matmul_raw)

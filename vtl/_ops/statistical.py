@@ -226,7 +226,8 @@ def mean(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None,
     else:
         out = dev.xp.mean(data, axis=axes, keepdims=keepdims)
     if x._requires_grad and _grad.enabled:
-        edge = x if x._grad_fn is None else (x._grad_fn, x._out_idx)
+        f = x._grad_fn
+        edge = x if f is None else (f, x._out_idx) if f.multi else f
         return record_edges(out, dev, "MeanBackward", (edge,),
                             partial(_mean_vjp, x, axes, keepdims, n), (), False, _mean_raw)
     return new(out, dev)

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import grad_mode
+from .graph import edge_node
 
 if TYPE_CHECKING:
     from .._tensor import Tensor
@@ -112,10 +113,11 @@ def _nested(outer: bool, outs: Sequence[Tensor], tracked: Sequence[Tensor],
         for e in node.edges:
             if e is None:
                 continue
-            if type(e) is tuple:
-                if e[0] not in seen:
-                    seen.add(e[0])
-                    stack.append(e[0])
+            child = edge_node(e)
+            if child is not None:
+                if child not in seen:
+                    seen.add(child)
+                    stack.append(child)
             elif id(e) not in mine and _standins.get(id(e)) is not e:
                 return True
     return False

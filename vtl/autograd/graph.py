@@ -62,11 +62,18 @@ def bump_version(t: Tensor) -> None:
     c[0] += 1
     e = epoch[0] + 1
     epoch[0] = c[1] = e
+
+
 _object_new = object.__new__
 
 
 class Node:
-    """One recorded operation (``tensor.grad_fn``)."""
+    """One recorded operation (``tensor.grad_fn``).
+
+    ``edges`` has one entry per input: ``None`` (no gradient needed), the leaf tensor,
+    the node that made it (an op with one output), or ``(node, output_index)`` (an op
+    with several outputs, ``node.multi``); :func:`edge_target` reads one.
+    """
 
     __slots__ = (
         "_name", "vjp", "edges", "saved", "epoch", "out_meta", "out_data",
@@ -105,15 +112,7 @@ class Node:
     @property
     def next_functions(self) -> tuple:
         """``(node_or_leaf, output_index)`` for each input, like PyTorch."""
-        out = []
-        for e in self.edges:
-            if e is None:
-                out.append((None, 0))
-            elif isinstance(e, tuple):
-                out.append(e)
-            else:
-                out.append((e, 0))
-        return tuple(out)
+        return tuple([(None, 0) if e is None else edge_target(e) for e in self.edges])
 
     def __repr__(self) -> str:
         return f"<{self._name}>"
@@ -140,6 +139,18 @@ class Node:
                     f"version {c[0]}, changed after the op saved it. Compute the update "
                     "out of place, or clone the tensor first."
                 )
+
+
+def edge_target(e: Any) -> tuple[Any, int]:
+    """``(node, output_index)`` of a node edge, ``(leaf, 0)`` of a leaf edge."""
+    return e if e.__class__ is tuple else (e, 0)
+
+
+def edge_node(e: Any) -> Node | None:
+    """The node an edge leads to (``None`` for a leaf or no edge)."""
+    if e.__class__ is Node:
+        return e
+    return e[0] if e.__class__ is tuple else None
 
 
 def _freed_error(node: Node) -> RuntimeError:
@@ -209,8 +220,8 @@ def _collect(roots: Sequence[tuple[Node, int]]) -> dict[Node, int]:
     while stack:
         node = stack.pop()
         for e in node.edges:
-            if type(e) is tuple:
-                child = e[0]
+            child = edge_node(e)
+            if child is not None:
                 if child in deps:
                     deps[child] += 1
                 else:
@@ -233,6 +244,8 @@ def _prune(deps: dict[Node, int], targets: set) -> set[Node]:
             for e in it:
                 if e is None:
                     continue
+                if e.__class__ is Node:
+                    e = (e, 0)
                 if type(e) is tuple:
                     if e in targets:
                         useful[node] = True
@@ -316,6 +329,8 @@ def _run_graph(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph: b
         for e, gi in zip(node.edges, res):  # noqa: B905 - lengths checked in _run_rule
             if gi is None or e is None:
                 continue
+            if e.__class__ is Node:
+                e = (e, 0)
             if type(e) is tuple:
                 _check_grad(node, gi, *e[0].out_meta[e[1]])
                 _buffer(buffers, heap, e[0], e[1], gi, create_graph)
@@ -365,19 +380,21 @@ def _run_plain(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph: b
         for e, d in zip(edges, res):  # noqa: B905 - one per input (checked with check)
             if d is None or e is None:
                 continue
-            if type(e) is tuple:
+            cls = e.__class__
+            if cls is Node:  # the node of a single output
+                if check:
+                    _check_raw(node, d, *e.out_meta[0], e.device)
+                prev = buffers.get(e)
+                if prev is None:
+                    buffers[e] = d
+                    heappush(heap, (e.key, e))
+                else:
+                    buffers[e] = e.device.xp.add(prev, d)
+            elif cls is tuple:  # (node, output index)
                 child = e[0]
                 if check:
                     _check_raw(node, d, *child.out_meta[e[1]], child.device)
-                if child.multi:
-                    _buffer(buffers, heap, child, e[1], d, False, True)
-                else:
-                    prev = buffers.get(child)
-                    if prev is None:
-                        buffers[child] = d
-                        heappush(heap, (child.key, child))
-                    else:
-                        buffers[child] = child.device.xp.add(prev, d)
+                _buffer(buffers, heap, child, e[1], d, False, True)
             else:
                 if check:
                     _check_raw(node, d, e._data.shape, e._data.dtype, e._device)

@@ -37,6 +37,7 @@ from typing import Any
 import vtl
 
 from .._tensor import Tensor
+from ..autograd.graph import edge_node
 from ..nn.modules.module import Module
 from . import collectives as _c
 from . import group as _g
@@ -74,8 +75,9 @@ def _reachable_leaves(outputs: Any) -> set[int]:
         for e in node.edges:
             if e is None:
                 continue
-            if type(e) is tuple:
-                stack.append(e[0])
+            child = edge_node(e)
+            if child is not None:
+                stack.append(child)
             else:
                 leaves.add(id(e))
     return leaves

@@ -15,7 +15,7 @@ import math
 from functools import partial
 from typing import Any
 
-from ..._ops._core import _grad, new, record_edges
+from ..._ops._core import _edge, _grad, new, record_edges
 from ..._tensor import Tensor
 from ._utils import erfc, namespace, normalize_dim
 
@@ -39,9 +39,7 @@ def relu(input: Any) -> Any:  # noqa: A002 - PyTorch's argument name
             dev = input._device
             out = dev.xp.maximum(d, 0)
             if input._requires_grad and _grad.enabled:
-                return record_edges(out, dev, "ReluBackward",
-                                    (input if input._grad_fn is None
-                                     else (input._grad_fn, input._out_idx),),
+                return record_edges(out, dev, "ReluBackward", (_edge(input),),
                                     partial(_relu_vjp, input), (input,))
             return new(out, dev)
         if d.dtype.kind in "iu":  # integers stay integers (as PyTorch)
