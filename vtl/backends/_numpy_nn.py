@@ -28,6 +28,8 @@ THRESHOLD = 1 << 18
 _BITS = {np.dtype(np.float32): np.dtype(np.uint32), np.dtype(np.float64): np.dtype(np.uint64)}
 #: a 0-d 1 of each of those (a Python int operand costs NumPy a scalar conversion per call)
 _ONE = {b: np.ones((), b) for b in _BITS.values()}
+#: a 0-d zero of each float dtype, by its bits' dtype
+_ZERO = {b: np.zeros((), f) for f, b in _BITS.items()}
 
 
 def _zeroed(mask: Any, g: Any, out: Any, bits: Any) -> None:
@@ -95,6 +97,8 @@ def minmax_backward(a: Any, b: Any, g: Any, greater_is_first: bool) -> Any:
     bits = _BITS.get(g.dtype)
     if bits is None:
         return None
+    if b.__class__ is float and b == 0.0:  # maximum(h, 0.0): compare with a 0-d zero
+        b = _ZERO[bits]  # (same results: -0.0 == 0.0; a Python float costs a conversion)
     tie = np.equal(a, b)
     if _count_nonzero(tie):
         g = np.where(tie, g * 0.5, g)
