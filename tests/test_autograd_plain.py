@@ -185,6 +185,36 @@ def test_nodes_with_several_outputs_in_plain_backward(backend):
     assert_close(x.grad, np.array([[2, 2], [0, 0], [1, 1]], np.float32))
 
 
+
+def _forks_and_joins(a, b):
+    """Chains, forks and joins of raw-rule nodes, a node with several outputs in the
+    middle and a node reached twice from one op."""
+    h = a * 2.0
+    u = vtl.exp(h) + h  # h forks, joins at the add
+    v = u * h  # reaches h along a third path
+    w = vtl.maximum(v, u) - b * v
+    p0, p1, p2 = vtl.unstack(w, axis=0)
+    q = p0 * p2 + p1 * p1  # the same output of unstack twice in one op
+    return vtl.sum(q * q) + vtl.mean(w * h)
+
+
+def test_forks_and_joins_in_plain_backward(backend):
+    """Nodes reached along several paths run after all of them: plain backward (which
+    hands a chain's gradient straight to the next node and queues only where paths fork)
+    equals the backward through Tensor rules and finite differences."""
+    rng = np.random.default_rng(5)
+    av = rng.uniform(-0.5, 0.5, (3, 4)).astype(np.float32)
+    bv = rng.uniform(-0.5, 0.5, (4,)).astype(np.float32)
+    results = []
+    for create_graph in (False, True):
+        a, b = leaf(av), leaf(bv)
+        _forks_and_joins(a, b).backward(create_graph=create_graph)
+        results.append(_grads([a, b]))
+    for got, want in zip(*results, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    if backend == "numpy":
+        check_grad(_forks_and_joins, av, bv)
+
 def test_leaf_gradient_from_a_view_owns_its_storage(backend):
     x = leaf([[1.0, 2.0], [3.0, 4.0]])
     vtl.sum(x).backward()  # sum's rule broadcasts the output gradient (a view)

@@ -351,12 +351,19 @@ def _run_plain(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph: b
     :func:`_run_graph`; the steps run for every node and edge (the checks of
     :func:`_run_rule` and :func:`_check_grad`, :func:`_buffer` for a node with one
     output, the sum per leaf) are written out in the loop instead: this is the hot path
-    of a training step, where a function call per node or edge shows."""
+    of a training step, where a function call per node or edge shows.
+
+    A node that receives a gradient while no other node waits for one runs next without
+    going through the heap and the buffers (``nxt``, its gradient ``nxt_g``): along a
+    chain of ops, each node hands its gradient straight to the next."""
     tensor_cls = _tensor_cls
     buffers, heap, assigned, leaf_grads, leaves = _seed(roots, grads, False, True)
-    while heap:
+    if not heap:
+        node = None
+    else:
         node = heappop(heap)[1]
         gd = buffers.pop(node)
+    while node is not None:
         if node.hooks or node.retained:
             gd = _output_grads_raw(node, gd, assigned)
         vjp = node.vjp
@@ -377,6 +384,7 @@ def _run_plain(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph: b
         edges = node.edges
         if check and len(res) != len(edges):
             raise _count_error(node, len(res))
+        nxt = nxt_g = None
         for e, d in zip(edges, res):  # noqa: B905 - one per input (checked with check)
             if d is None or e is None:
                 continue
@@ -384,6 +392,16 @@ def _run_plain(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph: b
             if cls is Node:  # the node of a single output
                 if check:
                     _check_raw(node, d, *e.out_meta[0], e.device)
+                if e is nxt:
+                    nxt_g = e.device.xp.add(nxt_g, d)
+                    continue
+                if nxt is None and not heap:  # no node waits: e runs next
+                    nxt, nxt_g = e, d
+                    continue
+                if nxt is not None:  # two nodes wait now: both go through the heap
+                    buffers[nxt] = nxt_g
+                    heappush(heap, (nxt.key, nxt))
+                    nxt = None
                 prev = buffers.get(e)
                 if prev is None:
                     buffers[e] = d
@@ -394,6 +412,10 @@ def _run_plain(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph: b
                 child = e[0]
                 if check:
                     _check_raw(node, d, *child.out_meta[e[1]], child.device)
+                if nxt is not None:
+                    buffers[nxt] = nxt_g
+                    heappush(heap, (nxt.key, nxt))
+                    nxt = None
                 _buffer(buffers, heap, child, e[1], d, False, True)
             else:
                 if check:
@@ -422,6 +444,17 @@ def _run_plain(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph: b
                     leaves[key] = e
                 else:
                     leaf_grads[key] = e._device.xp.add(prev, d)
+        if nxt is not None:
+            if not heap:
+                node, gd = nxt, nxt_g
+                continue
+            buffers[nxt] = nxt_g
+            heappush(heap, (nxt.key, nxt))
+        if heap:
+            node = heappop(heap)[1]
+            gd = buffers.pop(node)
+        else:
+            node = None
     if leaf_grads:
         _deliver_all(leaves, leaf_grads, None, False, assigned, True)
 
