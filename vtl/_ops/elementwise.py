@@ -302,9 +302,16 @@ def _plain_result(r: Any, g: Tensor, x: Tensor, dev: Any) -> Tensor:
 def _add_raw(vjp: partial, gd: Any, negate: bool = False) -> tuple:
     """The raw rule of add (of subtract with ``negate``): ``gd`` for the first input and
     ``gd`` (``-gd``) for the second, each reduced to its input's shape and dtype."""
-    x1, x2, t1, t2, n1, n2 = vjp.args[2:]
-    r1 = raw_grad(gd, x1, x1._device) if n1 else None
-    r2 = raw_grad(-gd if negate else gd, x2, x2._device) if n2 else None
+    _, _, x1, x2, t1, t2, n1, n2 = vjp.args
+    r1 = r2 = None
+    shape, dtype = gd.shape, gd.dtype
+    if n1:
+        xd = x1._data  # (raw_grad, with its common case first)
+        r1 = gd if xd.shape == shape and xd.dtype == dtype else raw_grad(gd, x1, x1._device)
+    if n2:
+        g2 = -gd if negate else gd
+        xd = x2._data
+        r2 = g2 if xd.shape == shape and xd.dtype == dtype else raw_grad(g2, x2, x2._device)
     return r1, r2
 
 
