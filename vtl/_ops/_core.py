@@ -166,7 +166,7 @@ def record_edges(out: Any, dev: Device, name: str, edges: tuple, vjp: Callable,
     node.edges = edges
     node.saved = saved
     node.epoch = _epoch[0]
-    node.out_meta = ((out.shape, out.dtype),)
+    node.out_meta = (out.shape, out.dtype)
     node.out_data = (out,) if save_output else None
     node.device = dev
     node.hooks = node.retained = None

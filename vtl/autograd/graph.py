@@ -97,13 +97,18 @@ class Node:
         self.edges = edges
         self.saved = tuple(saved)
         self.epoch = epoch[0]
-        self.out_meta = out_meta
+        self.multi = len(out_meta) != 1
+        self.out_meta = out_meta if self.multi else out_meta[0]
         self.out_data = out_data
         self.device = device
         self.hooks: dict[int, list] | None = None
         self.retained: dict[int, Any] | None = None
         self.key = _next_key()
-        self.multi = len(out_meta) != 1
+
+    def meta(self, idx: int) -> tuple:
+        """``(shape, dtype)`` of output ``idx`` (``out_meta`` is that pair for a node with
+        one output, a tuple of them for several)."""
+        return self.out_meta[idx] if self.multi else self.out_meta
 
     def name(self) -> str:
         """The op's name, e.g. ``'MulBackward'``."""
@@ -332,7 +337,7 @@ def _run_graph(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph: b
             if e.__class__ is Node:
                 e = (e, 0)
             if type(e) is tuple:
-                _check_grad(node, gi, *e[0].out_meta[e[1]])
+                _check_grad(node, gi, *e[0].meta(e[1]))
                 _buffer(buffers, heap, e[0], e[1], gi, create_graph)
             else:
                 _check_grad(node, gi, e._data.shape, e._data.dtype)
@@ -391,7 +396,7 @@ def _run_plain(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph: b
             cls = e.__class__
             if cls is Node:  # the node of a single output
                 if check:
-                    _check_raw(node, d, *e.out_meta[0], e.device)
+                    _check_raw(node, d, *e.out_meta, e.device)
                 if e is nxt:
                     nxt_g = e.device.xp.add(nxt_g, d)
                     continue
