@@ -137,6 +137,7 @@ def record(
             edges.append(x if fn is None else (fn, x._out_idx) if fn.multi else fn)
         else:
             edges.append(None)
+    saved = tuple(saved)  # the node keeps it: never a caller's list
     if save_output:
         t = record_edges(out, dev, name, tuple(edges), vjp, saved, True)
         t._grad_fn.watch(t)
@@ -154,6 +155,7 @@ def record_edges(out: Any, dev: Device, name: str, edges: tuple, vjp: Callable,
     ``raw(vjp, g_data)``, when given, is the rule on raw arrays for plain backward: one raw
     gradient (of the input's shape and dtype, see :func:`raw_grad`) or ``None`` per input;
     it gets ``vjp`` too (whose arguments, for a ``functools.partial``, it may read).
+    ``saved`` is kept as given (a tuple).
     """
     if out.__class__ is not dev.array_type:
         out = dev._backend.normalize(out)
