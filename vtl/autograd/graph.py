@@ -363,12 +363,13 @@ def _run_plain(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph: b
     chain of ops, each node hands its gradient straight to the next."""
     tensor_cls = _tensor_cls
     buffers, heap, assigned, leaf_grads, leaves = _seed(roots, grads, False, True)
-    if not heap:
-        node = None
-    else:
-        node = heappop(heap)[1]
-        gd = buffers.pop(node)
-    while node is not None:
+    node = gd = None
+    while True:
+        if node is None:  # no node handed on: the next one from the heap
+            if not heap:
+                break
+            node = heappop(heap)[1]
+            gd = buffers.pop(node)
         if node.hooks or node.retained:
             gd = _output_grads_raw(node, gd, assigned)
         vjp = node.vjp
@@ -449,17 +450,8 @@ def _run_plain(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph: b
                     leaves[key] = e
                 else:
                     leaf_grads[key] = e._device.xp.add(prev, d)
-        if nxt is not None:
-            if not heap:
-                node, gd = nxt, nxt_g
-                continue
-            buffers[nxt] = nxt_g
-            heappush(heap, (nxt.key, nxt))
-        if heap:
-            node = heappop(heap)[1]
-            gd = buffers.pop(node)
-        else:
-            node = None
+        # a node still in nxt is the only one waiting (any push to the heap moved it there)
+        node, gd = nxt, nxt_g
     if leaf_grads:
         _deliver_all(leaves, leaf_grads, None, False, assigned, True)
 
