@@ -28,7 +28,7 @@ import numpy as np
 
 from .._tensor import Tensor, _new
 from ..autograd import grad_mode
-from ..autograd.graph import Node, _next_key, bump_version
+from ..autograd.graph import Node, _next_key
 from ..autograd.graph import epoch as _epoch
 from ..backends import Device
 
@@ -418,7 +418,7 @@ def assign_result(t: Tensor, res: Tensor, fname: str) -> Tensor:
             "use the out-of-place form"
         )
     t._data[...] = res._data
-    bump_version(t)
+    t._bump_version()
     if res._grad_fn is not None:
         t._grad_fn = res._grad_fn
         t._out_idx = res._out_idx

@@ -48,6 +48,14 @@ def _zeroed_copy(mask: Any, g: Any, bits: Any) -> Any:
     return m.view(g.dtype)
 
 
+def _zero_masked(mask: Any, g: Any, bits: Any) -> Any:
+    """``where(mask, 0, g)`` for a boolean mask of ``g``'s shape: in one pass below
+    :data:`THRESHOLD` elements, else over the pool."""
+    if g.size < THRESHOLD:
+        return _zeroed_copy(mask, g, bits)
+    return _select(lambda m, g, out: _zeroed(m, g, out, bits), mask, g)
+
+
 def _select(fn: Any, a: Any, g: Any) -> Any:
     """A new array ``out`` from ``fn(a, g, out)`` over the same-shaped ``a`` and ``g`` (of at
     least :data:`THRESHOLD` elements), split over the pool when both are C-contiguous."""
@@ -82,9 +90,7 @@ def zero_where(mask: Any, g: Any) -> Any:
     bits = _BITS.get(g.dtype)
     if bits is None:
         return None
-    if g.size < THRESHOLD:
-        return _zeroed_copy(mask, g, bits)
-    return _select(lambda m, g, out: _zeroed(m, g, out, bits), mask, g)
+    return _zero_masked(mask, g, bits)
 
 
 def minmax_backward(a: Any, b: Any, g: Any, greater_is_first: bool) -> Any:
@@ -103,9 +109,7 @@ def minmax_backward(a: Any, b: Any, g: Any, greater_is_first: bool) -> Any:
     if _count_nonzero(tie):
         g = np.where(tie, g * 0.5, g)
     lose = np.less(a, b) if greater_is_first else np.greater(a, b)
-    if g.size < THRESHOLD:
-        return _zeroed_copy(lose, g, bits)
-    return _select(lambda m, g, out: _zeroed(m, g, out, bits), lose, g)
+    return _zero_masked(lose, g, bits)
 
 
 def register(backend: Any) -> None:
