@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import assert_close, check_grad
+from helpers import assert_close, check_grad, skip_unless_dtype
 
 import vtl
 
@@ -336,3 +336,78 @@ def test_hook_may_not_change_a_gradients_shape_or_type(backend, on_leaf):
     t.register_hook(lambda g: vtl.astype(g, vtl.float64))
     with pytest.raises(ValueError, match="dtype float64"):
         vtl.sum(t * t).backward()
+
+
+def _scalar_losses(a, b):
+    """Scalar losses that start backward in different ways: from a node that passes the
+    gradient 1 straight to two leaves, through a hook on the loss, and from a retained
+    loss gradient."""
+    yield "add", a[0] + b  # the seed reaches both leaves unchanged
+    yield "sum", vtl.sum(a * b)
+    loss = vtl.mean(a * a) * b
+    loss.register_hook(lambda g: g * 3.0)
+    yield "hook", loss
+    loss = vtl.sum(a) * b
+    loss.retain_grad()
+    yield "retain", loss
+
+
+@pytest.mark.parametrize("case", ["add", "sum", "hook", "retain"])
+def test_scalar_loss_backward_equals_explicit_gradient(backend, case):
+    """``loss.backward()`` of a real scalar (its own start, without the general seed)
+    gives what ``loss.backward(ones)`` gives: the leaves' gradients, the loss's hooks and
+    retained gradient, and a ``.grad`` of its own for every leaf."""
+    results = []
+    for explicit in (False, True):
+        a, b = leaf([0.5, -1.5, 2.0]), leaf(1.25)
+        loss = dict(_scalar_losses(a, b))[case]
+        loss.backward(vtl.ones_like(loss) if explicit else None)
+        assert a.grad._data is not b.grad._data
+        results.append(_grads([a, b]) + ([loss.grad.numpy()] if case == "retain" else []))
+    for got, want in zip(*results, strict=True):
+        np.testing.assert_array_equal(got, want)
+    a, b = leaf([0.5, -1.5, 2.0]), leaf(1.25)
+    (a[0] + b).backward()
+    with vtl.no_grad():
+        a.grad += 1.0  # the seed was not shared: b's gradient stays 1
+    assert_close(b.grad, np.float32(1.0))
+
+
+def test_scalar_loss_backward_frees_or_retains_the_graph(backend):
+    a = leaf([1.0, 2.0])
+    loss = vtl.sum(a * a)
+    loss.backward(retain_graph=True)
+    loss.backward()  # accumulates
+    assert_close(a.grad, np.array([4.0, 8.0], np.float32))
+    with pytest.raises(RuntimeError, match="second time"):
+        loss.backward()
+    assert vtl.is_grad_enabled()  # restored after the error
+    vtl.sum(a * a).backward()
+    assert vtl.is_grad_enabled() and not a.grad.requires_grad
+
+
+@pytest.mark.parametrize("op", ["add", "subtract"])
+@pytest.mark.parametrize("bias_shape", [(4,), (1, 4), (3, 1), (3, 4)])
+@pytest.mark.parametrize("bias_dtype", ["float32", "float64"])
+def test_broadcast_operand_gradients(backend, op, bias_shape, bias_dtype):
+    """The gradient of the broadcast operand of ``x + b`` / ``x - b`` (a bias added to every
+    row, and other broadcasts) is the output gradient summed back to ``b``'s shape and
+    cast to its dtype."""
+    if bias_dtype == "float64":
+        skip_unless_dtype(backend, "float64")
+    rng = np.random.default_rng(6)
+    xv = rng.standard_normal((3, 4)).astype(np.float32)
+    bv = rng.standard_normal(bias_shape).astype(bias_dtype)
+    gv = rng.standard_normal((3, 4))
+    x, b = leaf(xv), leaf(bv, bias_dtype)
+    out = (vtl.add if op == "add" else vtl.subtract)(x, b)
+    vtl.sum(out * vtl.asarray(gv.astype(bias_dtype))).backward()
+    want = gv if op == "add" else -gv
+    if len(bias_shape) == 1:
+        want = want.sum(axis=0)
+    else:
+        want = want.sum(axis=tuple(i for i, s in enumerate(bias_shape) if s == 1), keepdims=True)
+    assert b.grad.dtype == b.dtype and b.grad.shape == b.shape
+    assert x.grad.dtype == x.dtype
+    np.testing.assert_allclose(b.grad.numpy(), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(x.grad.numpy(), gv, rtol=1e-5, atol=1e-6)

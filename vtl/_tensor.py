@@ -212,6 +212,12 @@ class Tensor:
                 "backward() on a tensor that does not require grad and has no grad_fn; "
                 "create the inputs with requires_grad=True"
             )
+        node = self._grad_fn
+        if gradient is None and not create_graph and node is not None and not node.multi:
+            d = self._data
+            if d.shape == () and d.dtype.kind == "f":  # the usual scalar loss
+                _graph.run_plain_scalar(self, bool(retain_graph))
+                return
         gradient = _root_gradient(self, gradient)
         if retain_graph is None:
             retain_graph = create_graph
@@ -493,6 +499,9 @@ def _new(data: Any, device: Device) -> Tensor:
     t._vc = None
     return t
 
+
+# what the backward engine wraps gradients and saved outputs with
+_graph._wrap, _graph._from_node, _graph._tensor_cls = _new, Tensor._from_node, Tensor
 
 _namespace: Any = None
 

@@ -311,7 +311,14 @@ def _add_raw(vjp: partial, gd: Any, negate: bool = False) -> tuple:
     if n2:
         g2 = -gd if negate else gd
         xd = x2._data
-        r2 = g2 if xd.shape == shape and xd.dtype == dtype else raw_grad(g2, x2, x2._device)
+        if xd.dtype != dtype:
+            r2 = raw_grad(g2, x2, x2._device)
+        elif xd.shape == shape:
+            r2 = g2
+        elif len(shape) == 2 and xd.shape == shape[1:]:  # a bias added to every row
+            r2 = x2._device._backend.sum_axes(g2, 0)
+        else:
+            r2 = raw_grad(g2, x2, x2._device)
     return r1, r2
 
 

@@ -208,7 +208,8 @@ def note_leaf_hook() -> None:
     """Called when a hook is registered on a leaf tensor."""
     global _leaf_hooks
     _leaf_hooks = True
-# vtl._tensor._new and Tensor._from_node (set on first use: _tensor imports this module)
+# vtl._tensor._new, Tensor._from_node and Tensor (set by vtl._tensor, which imports this
+# module)
 _wrap: Callable = None  # type: ignore[assignment]
 _from_node: Callable = None  # type: ignore[assignment]
 _tensor_cls: type = None  # type: ignore[assignment]
@@ -285,11 +286,6 @@ def run_backward(
     (``Tensor.backward``); otherwise the gradients with respect to ``inputs``
     are returned and no ``.grad`` is touched (``vtl.autograd.grad``).
     """
-    global _wrap, _from_node, _tensor_cls
-    if _wrap is None:
-        from .._tensor import Tensor, _new
-
-        _wrap, _from_node, _tensor_cls = _new, Tensor._from_node, Tensor
     capture: dict[Any, Tensor | None] | None = None
     if inputs is not None:
         capture = {}
@@ -361,9 +357,30 @@ def _run_plain(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph: b
     A node that receives a gradient while no other node waits for one runs next without
     going through the heap and the buffers (``nxt``, its gradient ``nxt_g``): along a
     chain of ops, each node hands its gradient straight to the next."""
+    _plain_loop(None, None, retain_graph, *_seed(roots, grads, False, True))
+
+
+def run_plain_scalar(root: Tensor, retain_graph: bool) -> None:
+    """``root.backward()`` for a real 0-d ``root`` made by an op with one output, without
+    ``create_graph``: :func:`run_backward` with the gradient 1, started at ``root``'s node
+    without the general start (``Tensor.backward``'s common case: a scalar loss)."""
+    dev = root._device
+    seed = dev._backend.ones_like(root._data)  # a fresh array (it may become a .grad)
+    state = _state
+    prev_mode = state.enabled
+    state.enabled = False
+    try:
+        _plain_loop(root._grad_fn, seed, retain_graph, {}, [], {id(seed)}, {}, {})
+    finally:
+        state.enabled = prev_mode
+
+
+def _plain_loop(node: Node | None, gd: Any, retain_graph: bool, buffers: dict, heap: list,
+                assigned: set[int], leaf_grads: dict[int, Any],
+                leaves: dict[int, Tensor]) -> None:
+    """The loop of :func:`_run_plain`: ``node`` (with its gradient ``gd``) runs first, then
+    the nodes of ``heap``; the containers are :func:`_seed`'s."""
     tensor_cls = _tensor_cls
-    buffers, heap, assigned, leaf_grads, leaves = _seed(roots, grads, False, True)
-    node = gd = None
     while True:
         if node is None:  # no node handed on: the next one from the heap
             if not heap:
