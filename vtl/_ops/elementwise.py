@@ -37,6 +37,7 @@ from ..autograd import grad_mode
 from ._core import (
     _OPERAND_TYPES,
     OPERATOR_SIGNATURE,
+    _reduce_raw,
     binary_operands,
     needs_grad,
     new,
@@ -313,12 +314,8 @@ def _add_raw(vjp: partial, gd: Any, negate: bool = False) -> tuple:
         xd = x2._data
         if xd.dtype != dtype:
             r2 = raw_grad(g2, x2, x2._device)
-        elif xd.shape == shape:
-            r2 = g2
-        elif len(shape) == 2 and xd.shape == shape[1:]:  # a bias added to every row
-            r2 = x2._device._backend.sum_axes(g2, 0)
-        else:
-            r2 = raw_grad(g2, x2, x2._device)
+        else:  # (raw_grad's same-dtype case: a bias's sum goes straight to the backend)
+            r2 = g2 if xd.shape == shape else _reduce_raw(g2, xd.shape, x2._device)
     return r1, r2
 
 

@@ -325,8 +325,7 @@ def _run_graph(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph: b
             continue
         res = _run_rule(node, g)
         if not retain_graph:
-            node.vjp = node.raw = node.out_data = None
-            node.saved = ()
+            node.release()
         for e, gi in zip(node.edges, res):  # noqa: B905 - lengths checked in _run_rule
             if gi is None or e is None:
                 continue
