@@ -9,6 +9,7 @@ PyTorch, so schedulers compose and resume from ``state_dict`` the same way.
 from __future__ import annotations
 
 import math
+import numbers
 import types
 from bisect import bisect_right
 from collections import Counter
@@ -23,15 +24,125 @@ __all__ = [
 ]
 
 
+# -- state checks: every scheduler refuses a state whose fields have the wrong type or range --
+_Check = Callable[[Any, Any], Any]  # (scheduler, saved value) -> the value to restore
+
+
+def _integer(low: int | None = None) -> _Check:
+    def check(_sched: Any, v: Any) -> int:
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+            raise ValueError(f"expected an int, got {v!r}")
+        if low is not None and v < low:
+            raise ValueError(f"expected an int >= {low}, got {v!r}")
+        return int(v)
+    return check
+
+
+def _number(low: float | None = None, high: float | None = None, *, low_open: bool = False,
+            high_open: bool = False) -> _Check:
+    lo = "(" if low_open else "["
+    hi = ")" if high_open else "]"
+    span = f"{lo}{'-inf' if low is None else low}, {'inf' if high is None else high}{hi}"
+
+    def check(_sched: Any, v: Any) -> Any:
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or math.isnan(v):
+            raise ValueError(f"expected a real number, got {v!r}")
+        if (low is not None and (v <= low if low_open else v < low)) or \
+                (high is not None and (v >= high if high_open else v > high)):
+            raise ValueError(f"expected a number in {span}, got {v!r}")
+        return v
+    return check
+
+
+def _flag(_sched: Any, v: Any) -> bool:
+    if not isinstance(v, bool):
+        raise ValueError(f"expected True or False, got {v!r}")
+    return v
+
+
+def _choice(*options: str) -> _Check:
+    def check(_sched: Any, v: Any) -> str:
+        if not isinstance(v, str) or v not in options:
+            raise ValueError(f"expected one of {list(options)}, got {v!r}")
+        return v
+    return check
+
+
+def _numbers(check: _Check, v: Any, n: int | None) -> list[Any]:
+    if not isinstance(v, (list, tuple)):
+        raise ValueError(f"expected a list of numbers, got {v!r}")
+    if n is not None and len(v) != n:
+        raise ValueError(f"expected {n} values, got {len(v)}")
+    return [check(None, x) for x in v]
+
+
+def _lrs(sched: Any, v: Any) -> list[Any]:
+    """One real number per parameter group."""
+    return _numbers(_number(), v, len(sched.optimizer.param_groups))
+
+
+def _check_fields(sched: Any, state: Any) -> dict[str, Any]:
+    """The checked copy of ``state``: the fields of ``sched.state_dict()``, no more, no less,
+    each passing ``sched._fields[name]`` (fields a subclass adds are taken as they are)."""
+    if not isinstance(state, dict):
+        raise ValueError(f"expected a dict from state_dict(), got {type(state).__name__}")
+    own = sched.state_dict()
+    missing = [k for k in own if k not in state]
+    unknown = [k for k in state if k not in own]
+    if missing or unknown:
+        parts = ([f"lacks field(s) {missing}"] if missing else []) + \
+            ([f"has unknown field(s) {unknown}"] if unknown else [])
+        raise ValueError(f"the state {' and '.join(parts)}")
+    out = {}
+    for key, value in state.items():
+        check = sched._fields.get(key)
+        try:
+            out[key] = value if check is None else check(sched, value)
+        except ValueError as exc:
+            raise ValueError(f"field {key!r}: {exc}") from None
+    return out
+
+
 def _check_optimizer(optimizer: Any, cls: str) -> None:
     if not isinstance(optimizer, Optimizer):
         raise TypeError(f"{cls}: expected a vtl.optim.Optimizer, got {type(optimizer).__name__}")
 
 
-class LRScheduler:
+class _CheckedState:
+    """``load_state_dict`` that checks the whole state (``_fields``) before applying any."""
+
+    _fields: dict[str, _Check] = {}
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything but the optimizer (and, for LambdaLR, the functions)."""
+        return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore a state from :meth:`state_dict`.
+
+        ``ValueError``, leaving the scheduler unchanged, when a field is missing,
+        unknown, or of the wrong type or range.
+        """
+        self._apply_state(self._check_state(state_dict))
+
+    def _check_state(self, state_dict: Any) -> dict[str, Any]:
+        """The validated state :meth:`_apply_state` takes (changes nothing)."""
+        try:
+            return _check_fields(self, state_dict)
+        except ValueError as exc:
+            raise ValueError(f"{type(self).__name__}.load_state_dict: {exc}") from None
+
+    def _apply_state(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+
+class LRScheduler(_CheckedState):
     """Base class: keeps ``base_lrs``, ``last_epoch`` and writes ``group['lr']``."""
 
     _get_closed_form_lr: Callable[[], list[float]] | None = None
+    #: state field -> check (see ``_check_fields``); subclasses extend it
+    _fields: dict[str, _Check] = {"base_lrs": _lrs, "last_epoch": _integer(),
+                                  "_step_count": _integer(0), "_last_lr": _lrs}
 
     def __init__(self, optimizer: Optimizer, last_epoch: int = -1) -> None:
         _check_optimizer(optimizer, type(self).__name__)
@@ -79,16 +190,26 @@ class LRScheduler:
     def _lrs(self) -> list[float]:
         return [g["lr"] for g in self.optimizer.param_groups]
 
-    def state_dict(self) -> dict[str, Any]:
-        """Everything but the optimizer (and, for LambdaLR, the functions)."""
-        return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
 
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self.__dict__.update(state_dict)
+
+def _lambda_states(sched: Any, v: Any) -> list[dict[str, Any] | None]:
+    """Per function: ``None`` (a plain function) or the attributes of a callable object."""
+    n = len(sched.lr_lambdas)
+    if not isinstance(v, (list, tuple)) or len(v) != n:
+        raise ValueError(f"expected a list of {n} dicts or None, got {v!r}")
+    for x in v:
+        if x is not None and not (isinstance(x, dict) and all(isinstance(k, str) for k in x)):
+            raise ValueError(f"expected a dict of attributes or None, got {x!r}")
+    for fn, x in zip(sched.lr_lambdas, v, strict=True):
+        if x is not None and not hasattr(fn, "__dict__"):
+            raise ValueError(f"saved attributes {sorted(x)} for {fn!r}, which has none")
+    return [None if x is None else dict(x) for x in v]
 
 
 class LambdaLR(LRScheduler):
     """``lr = initial_lr * lr_lambda(epoch)``; one function or one per group."""
+
+    _fields = {**LRScheduler._fields, "lr_lambdas": _lambda_states}
 
     def __init__(self, optimizer: Optimizer,
                  lr_lambda: Callable[[int], float] | Sequence[Callable[[int], float]],
@@ -116,9 +237,9 @@ class LambdaLR(LRScheduler):
         ]
         return state
 
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        state = dict(state_dict)
-        lambdas = state.pop("lr_lambdas", [None] * len(self.lr_lambdas))
+    def _apply_state(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        lambdas = state.pop("lr_lambdas")
         self.__dict__.update(state)
         for fn, saved in zip(self.lr_lambdas, lambdas, strict=True):
             if saved is not None:
@@ -127,6 +248,8 @@ class LambdaLR(LRScheduler):
 
 class StepLR(LRScheduler):
     """Multiply the lr by ``gamma`` every ``step_size`` epochs."""
+
+    _fields = {**LRScheduler._fields, "step_size": _integer(1), "gamma": _number()}
 
     def __init__(self, optimizer: Optimizer, step_size: int, gamma: float = 0.1,
                  last_epoch: int = -1) -> None:
@@ -145,8 +268,20 @@ class StepLR(LRScheduler):
         return [b * self.gamma ** (self.last_epoch // self.step_size) for b in self.base_lrs]
 
 
+def _milestone_counts(_sched: Any, v: Any) -> Counter:
+    """Epoch -> how many times it was given as a milestone."""
+    items = v.items() if isinstance(v, dict) else None
+    if items is None or not all(
+            isinstance(k, int) and not isinstance(k, bool) and isinstance(c, int)
+            and not isinstance(c, bool) and c >= 1 for k, c in items):
+        raise ValueError(f"expected a Counter of epoch -> count (ints), got {v!r}")
+    return Counter(dict(items))
+
+
 class MultiStepLR(LRScheduler):
     """Multiply the lr by ``gamma`` at each epoch in ``milestones``."""
+
+    _fields = {**LRScheduler._fields, "milestones": _milestone_counts, "gamma": _number()}
 
     def __init__(self, optimizer: Optimizer, milestones: Sequence[int], gamma: float = 0.1,
                  last_epoch: int = -1) -> None:
@@ -170,6 +305,8 @@ class MultiStepLR(LRScheduler):
 class ExponentialLR(LRScheduler):
     """Multiply the lr by ``gamma`` every epoch."""
 
+    _fields = {**LRScheduler._fields, "gamma": _number()}
+
     def __init__(self, optimizer: Optimizer, gamma: float, last_epoch: int = -1) -> None:
         self.gamma = gamma
         super().__init__(optimizer, last_epoch)
@@ -186,6 +323,8 @@ class ExponentialLR(LRScheduler):
 class CosineAnnealingLR(LRScheduler):
     r"""Cosine annealing from the initial lr to ``eta_min`` over ``T_max`` epochs:
     ``eta_min + (initial_lr - eta_min) (1 + cos(π epoch / T_max)) / 2`` (SGDR without restarts)."""
+
+    _fields = {**LRScheduler._fields, "T_max": _number(0, low_open=True), "eta_min": _number()}
 
     def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0,  # noqa: N803
                  last_epoch: int = -1) -> None:
@@ -215,6 +354,9 @@ class CosineAnnealingLR(LRScheduler):
 class LinearLR(LRScheduler):
     """Scale the lr linearly from ``start_factor`` to ``end_factor`` over ``total_iters``."""
 
+    _fields = {**LRScheduler._fields, "start_factor": _number(0, 1, low_open=True),
+               "end_factor": _number(0, 1), "total_iters": _number(0, low_open=True)}
+
     def __init__(self, optimizer: Optimizer, start_factor: float = 1.0 / 3,
                  end_factor: float = 1.0, total_iters: int = 5, last_epoch: int = -1) -> None:
         if not 0 < start_factor <= 1:
@@ -241,9 +383,38 @@ class LinearLR(LRScheduler):
         return [b * (s + (f - s) * min(n, e) / n) for b in self.base_lrs]
 
 
+_PHASE_LRS = ("initial_lr", "max_lr", "min_lr")
+_PHASE_MOMENTA = ("max_momentum", "base_momentum")
+
+
+def _phases(_sched: Any, v: Any) -> list[dict[str, Any]]:
+    """OneCycleLR's two or three phases (end step and the group keys they run between)."""
+    keys = {"end_step", "start_lr", "end_lr", "start_momentum", "end_momentum"}
+    if not isinstance(v, (list, tuple)) or len(v) not in (2, 3):
+        raise ValueError(f"expected a list of 2 or 3 phases, got {v!r}")
+    out = []
+    for i, ph in enumerate(v):
+        if not isinstance(ph, dict) or set(ph) != keys:
+            raise ValueError(f"phase {i}: expected a dict with keys {sorted(keys)}, got {ph!r}")
+        try:
+            _number()(None, ph["end_step"])
+            for k in ("start_lr", "end_lr"):
+                _choice(*_PHASE_LRS)(None, ph[k])
+            for k in ("start_momentum", "end_momentum"):
+                _choice(*_PHASE_MOMENTA)(None, ph[k])
+        except ValueError as exc:
+            raise ValueError(f"phase {i}: {exc}") from None
+        out.append(dict(ph))
+    return out
+
+
 class OneCycleLR(LRScheduler):
     """The 1cycle policy: warm up to ``max_lr`` then anneal far below the start,
     cycling momentum (or ``betas[0]``) the opposite way. Step it once per batch."""
+
+    _fields = {**LRScheduler._fields, "total_steps": _integer(1),
+               "anneal_strategy": _choice("cos", "linear"), "_schedule_phases": _phases,
+               "cycle_momentum": _flag, "use_beta1": _flag}
 
     def __init__(self, optimizer: Optimizer, max_lr: float | Sequence[float],
                  total_steps: int | None = None, epochs: int | None = None,
@@ -359,8 +530,28 @@ def _per_group(value: Any, n: int, name: str) -> list[float]:
     return [value] * n
 
 
+def _sub_states(sched: Any, v: Any) -> list[dict[str, Any]]:
+    subs = sched._schedulers
+    if not isinstance(v, (list, tuple)) or len(v) != len(subs):
+        raise ValueError(f"expected a list of {len(subs)} scheduler states, got {v!r}")
+    out = []
+    for i, (s, sd) in enumerate(zip(subs, v, strict=True)):
+        try:
+            out.append(s._check_state(sd))
+        except ValueError as exc:
+            raise ValueError(f"scheduler {i}: {exc}") from None
+    return out
+
+
+def _switch_epochs(sched: Any, v: Any) -> list[int]:
+    return _numbers(_integer(), v, len(sched._schedulers) - 1)
+
+
 class SequentialLR(LRScheduler):
     """Run ``schedulers`` one after another, switching at each of ``milestones``."""
+
+    _fields = {"_schedulers": _sub_states, "_milestones": _switch_epochs,
+               "last_epoch": _integer(), "_last_lr": _lrs}
 
     def __init__(self, optimizer: Optimizer, schedulers: Sequence[LRScheduler],
                  milestones: Sequence[int], last_epoch: int = -1) -> None:
@@ -407,15 +598,15 @@ class SequentialLR(LRScheduler):
         state["_schedulers"] = [s.state_dict() for s in self._schedulers]
         return state
 
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        state = dict(state_dict)
+    def _apply_state(self, state: dict[str, Any]) -> None:
+        state = dict(state)
         subs = state.pop("_schedulers")
         self.__dict__.update(state)
         for s, sd in zip(self._schedulers, subs, strict=True):
-            s.load_state_dict(sd)
+            s._apply_state(sd)
 
 
-class ReduceLROnPlateau:
+class ReduceLROnPlateau(_CheckedState):
     """Reduce the lr by ``factor`` when a metric stops improving for ``patience`` epochs.
 
     ``mode`` ``'min'``/``'max'``; ``threshold_mode`` ``'rel'`` (improvement means
@@ -423,6 +614,14 @@ class ReduceLROnPlateau:
     After a reduction, ``cooldown`` epochs pass before bad epochs count again;
     lrs never go below ``min_lr`` and changes smaller than ``eps`` are skipped.
     """
+
+    _fields: dict[str, _Check] = {
+        "factor": _number(high=1.0, high_open=True), "min_lrs": _lrs, "patience": _number(),
+        "cooldown": _number(), "cooldown_counter": _number(), "mode": _choice("min", "max"),
+        "threshold": _number(), "threshold_mode": _choice("rel", "abs"), "eps": _number(),
+        "last_epoch": _integer(), "best": _number(), "num_bad_epochs": _integer(0),
+        "_last_lr": _lrs,
+    }
 
     def __init__(self, optimizer: Optimizer, mode: str = "min", factor: float = 0.1,
                  patience: int = 10, threshold: float = 1e-4, threshold_mode: str = "rel",
@@ -486,8 +685,3 @@ class ReduceLROnPlateau:
     def get_last_lr(self) -> list[float]:
         return self._last_lr
 
-    def state_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self.__dict__.update(state_dict)
