@@ -8,7 +8,7 @@ from typing import Any
 from .._tensor import Tensor, _new
 from . import _functional as F
 from . import _programs
-from .optimizer import Optimizer, _check_number, _check_real, _set
+from .optimizer import Optimizer, _check_flags, _check_number, _check_real, _set
 
 __all__ = ["Adagrad"]
 
@@ -28,6 +28,8 @@ class Adagrad(Optimizer):
     """
 
     _state_names = {"s": "sum"}
+    _state_keys = frozenset({"step", "sum"})
+    _required_state = ("step", "sum")
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-2, lr_decay: float = 0.0,
                  weight_decay: float = 0.0, initial_accumulator_value: float = 0.0,
@@ -41,6 +43,7 @@ class Adagrad(Optimizer):
     def _check_group(self, group: dict[str, Any]) -> None:
         for key in ("lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps"):
             _check_number(key, group[key], cls="Adagrad")
+        _check_flags(group, ("maximize", "foreach"), "Adagrad")
 
     def _init_group(self, group: dict[str, Any]) -> None:
         for p in group["params"]:

@@ -8,7 +8,7 @@ from typing import Any
 from .._tensor import Tensor
 from . import _functional as F
 from . import _programs
-from .optimizer import Optimizer, _check_number, _check_real, _set, _zeros_like
+from .optimizer import Optimizer, _check_flags, _check_number, _check_real, _set, _zeros_like
 
 __all__ = ["Adam"]
 
@@ -28,6 +28,8 @@ class Adam(Optimizer):
     """
 
     _state_names = {"m": "exp_avg", "v": "exp_avg_sq", "vmax": "max_exp_avg_sq"}
+    _state_keys = frozenset({"step", *_state_names.values()})
+    _required_state = ("step", "exp_avg", "exp_avg_sq")
     _decoupled = False
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-3,
@@ -48,6 +50,7 @@ class Adam(Optimizer):
         _check_number("beta1 (betas[0])", betas[0], cls=cls, high=1.0, high_open=True)
         _check_number("beta2 (betas[1])", betas[1], cls=cls, high=1.0, high_open=True)
         _check_number("weight_decay", group["weight_decay"], cls=cls)
+        _check_flags(group, ("amsgrad", "maximize", "foreach"), cls)
 
     def _init_state(self, p: Tensor, group: dict[str, Any]) -> dict[str, Any]:
         _check_real(p, type(self).__name__)

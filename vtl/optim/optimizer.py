@@ -54,6 +54,9 @@ class Optimizer:
 
     #: Program array name -> state key (for fused kernels), set by subclasses.
     _state_names: dict[str, str] = {}
+    #: The state names ``load_state_dict`` accepts (``None``: any) and those it requires.
+    _state_keys: frozenset[str] | None = None
+    _required_state: tuple[str, ...] = ()
 
     def __init__(self, params: Iterable[Any], defaults: dict[str, Any]) -> None:
         self.defaults = dict(defaults)
@@ -243,62 +246,107 @@ class Optimizer:
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore state and hyper-parameters saved by :meth:`state_dict`.
 
-        Raises ``ValueError`` (leaving the optimizer unchanged) when the saved
-        groups or state do not match this optimizer's parameters.
+        Everything is checked before anything changes: ``ValueError``, leaving
+        the optimizer unchanged, when the saved groups or state do not match
+        this optimizer's parameters, a hyper-parameter or state value has the
+        wrong type, or a state name is not one this optimizer keeps.
         """
+        self._apply_state(self._check_state_dict(state_dict))
+
+    def _check_state_dict(self, state_dict: Any) -> tuple[list[dict[str, Any]],
+                                                          dict[Tensor, dict[str, Any]]]:
+        """The groups and state :meth:`load_state_dict` would install (changes nothing)."""
         name = type(self).__name__
+        where = f"{name}.load_state_dict"
         if not isinstance(state_dict, dict) or not {"state", "param_groups"} <= set(state_dict):
-            raise ValueError(f"{name}.load_state_dict: expected a dict with 'state' and "
-                             "'param_groups' entries")
-        saved_groups = state_dict["param_groups"]
+            raise ValueError(f"{where}: expected a dict with 'state' and 'param_groups' entries")
+        saved_groups, saved_state = state_dict["param_groups"], state_dict["state"]
+        if not isinstance(saved_groups, (list, tuple)):
+            raise ValueError(f"{where}: 'param_groups' must be a list of dicts, got "
+                             f"{type(saved_groups).__name__}")
+        if not isinstance(saved_state, dict):
+            raise ValueError(f"{where}: 'state' must be a dict of parameter index -> state, "
+                             f"got {type(saved_state).__name__}")
         if len(saved_groups) != len(self.param_groups):
             raise ValueError(
-                f"{name}.load_state_dict: loaded state dict has {len(saved_groups)} parameter "
+                f"{where}: loaded state dict has {len(saved_groups)} parameter "
                 f"group(s), the optimizer has {len(self.param_groups)}"
             )
         by_index: dict[int, Tensor] = {}
         new_groups = []
         for i, (cur, saved) in enumerate(zip(self.param_groups, saved_groups, strict=True)):
+            if not isinstance(saved, dict) or not isinstance(saved.get("params", ()),
+                                                             (list, tuple)):
+                raise ValueError(f"{where}: parameter group {i} must be a dict with a list of "
+                                 f"parameter indices under 'params', got {saved!r}")
             ids = list(saved.get("params", ()))
             if len(ids) != len(cur["params"]):
                 raise ValueError(
-                    f"{name}.load_state_dict: loaded parameter group {i} has {len(ids)} "
+                    f"{where}: loaded parameter group {i} has {len(ids)} "
                     f"parameter(s), the optimizer's group has {len(cur['params'])}"
                 )
             for idx, p in zip(ids, cur["params"], strict=True):
+                if not _is_index(idx) or idx in by_index:
+                    raise ValueError(f"{where}: parameter group {i} lists {idx!r}, expected "
+                                     "parameter indices (ints) that appear once")
                 by_index[idx] = p
             group = {**cur, **{k: v for k, v in saved.items() if k != "params"}}
             group["params"] = cur["params"]
             self._check_group(group)
             new_groups.append(group)
         new_state: dict[Tensor, dict[str, Any]] = {}
-        for idx, st in state_dict["state"].items():
+        for idx, st in saved_state.items():
+            if not _is_index(idx):
+                raise ValueError(f"{where}: state key {idx!r} is not a parameter index (an int)")
             p = by_index.get(idx)
             if p is None:
-                raise ValueError(
-                    f"{name}.load_state_dict: state for parameter {idx!r}, which is in no group"
-                )
+                raise ValueError(f"{where}: state for parameter {idx!r}, which is in no group")
+            if not isinstance(st, dict):
+                raise ValueError(f"{where}: state of parameter {idx} must be a dict, got "
+                                 f"{type(st).__name__}")
+            lacking = [k for k in self._required_state if k not in st]
+            if lacking:
+                raise ValueError(f"{where}: state of parameter {idx} lacks {lacking}")
             new_state[p] = {k: self._load_value(p, idx, k, v) for k, v in st.items()}
-        self.param_groups[:] = new_groups
-        self.state = new_state
+        return new_groups, new_state
+
+    def _apply_state(self, plan: tuple[list[dict[str, Any]],
+                                       dict[Tensor, dict[str, Any]]]) -> None:
+        self.param_groups[:], self.state = plan
 
     def _load_value(self, p: Tensor, idx: Any, key: str, value: Any) -> Any:
+        where = f"{type(self).__name__}.load_state_dict"
+        keys = self._state_keys
+        if keys is not None and key not in keys:
+            raise ValueError(f"{where}: unknown state {key!r} for parameter {idx}; a "
+                             f"{type(self).__name__} keeps {sorted(keys)}")
         if key == "step":
-            return int(float(value))
-        if value is None or isinstance(value, (bool, int, float)):
+            return _step(value, f"{where}: state 'step' of parameter {idx}")
+        tensor_key = key in self._state_names.values()
+        if value is None and key not in self._required_state:
+            return None
+        if not tensor_key and (value is None or isinstance(value, (bool, int, float))):
             return value
         import vtl
 
-        if not isinstance(value, Tensor):
-            value = vtl.asarray(value)
-        if tuple(value.shape) != tuple(p.shape):
-            raise ValueError(
-                f"{type(self).__name__}.load_state_dict: state {key!r} of parameter {idx} has "
-                f"shape {tuple(value.shape)}, the parameter has shape {tuple(p.shape)}"
-            )
-        if value.device != p.device:
-            value = value.to(p.device)
-        out = vtl.astype(value, p.dtype, copy=True)
+        if isinstance(value, (str, bytes, bool, int, float, dict)) or value is None:
+            raise ValueError(f"{where}: state {key!r} of parameter {idx} must be an array of "
+                             f"shape {tuple(p.shape)}, got {value!r}")
+        try:
+            if not isinstance(value, Tensor):
+                value = vtl.asarray(value)
+            if tuple(value.shape) != tuple(p.shape):
+                raise ValueError(
+                    f"{where}: state {key!r} of parameter {idx} has shape "
+                    f"{tuple(value.shape)}, the parameter has shape {tuple(p.shape)}"
+                )
+            if value.device != p.device:
+                value = value.to(p.device)
+            out = vtl.astype(value, p.dtype, copy=True)
+        except (TypeError, ValueError) as exc:
+            if str(exc).startswith(where):
+                raise
+            raise ValueError(f"{where}: state {key!r} of parameter {idx}: {exc}") from exc
         return _new(out._data, p._device)
 
     # ------------------------------------------------------------------ misc
@@ -311,6 +359,31 @@ class Optimizer:
                     lines.append(f"    {k}: {group[k]}")
         lines.append(")")
         return "\n".join(lines)
+
+
+def _is_index(idx: Any) -> bool:
+    return isinstance(idx, int) and not isinstance(idx, bool) and idx >= 0
+
+
+def _step(value: Any, what: str) -> int:
+    """A saved step count as an int: an int, or an integral float / 0-d array."""
+    v = value
+    if hasattr(v, "shape") and tuple(v.shape) == () and not isinstance(v, (str, bytes)):
+        v = v.item()
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise ValueError(f"{what} must be a non-negative integer, got {value!r}")
+    return v
+
+
+def _check_flags(group: dict[str, Any], names: tuple[str, ...], cls: str) -> None:
+    """``ValueError`` unless each of ``names`` is a bool (``foreach`` may also be None)."""
+    for key in names:
+        v = group[key]
+        if not (isinstance(v, bool) or (key == "foreach" and v is None)):
+            allowed = "True, False or None" if key == "foreach" else "True or False"
+            raise ValueError(f"{cls}: {key} must be {allowed}, got {v!r}")
 
 
 def _clone(value: Any) -> Any:

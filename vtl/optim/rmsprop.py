@@ -8,7 +8,7 @@ from typing import Any
 from .._tensor import Tensor
 from . import _functional as F
 from . import _programs
-from .optimizer import Optimizer, _check_number, _check_real, _set, _zeros_like
+from .optimizer import Optimizer, _check_flags, _check_number, _check_real, _set, _zeros_like
 
 __all__ = ["RMSprop"]
 
@@ -26,6 +26,8 @@ class RMSprop(Optimizer):
     """
 
     _state_names = {"sq": "square_avg", "ga": "grad_avg", "buf": "momentum_buffer"}
+    _state_keys = frozenset({"step", *_state_names.values()})
+    _required_state = ("step", "square_avg")
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-2, alpha: float = 0.99,
                  eps: float = 1e-8, weight_decay: float = 0.0, momentum: float = 0.0,
@@ -39,6 +41,7 @@ class RMSprop(Optimizer):
     def _check_group(self, group: dict[str, Any]) -> None:
         for key in ("lr", "eps", "momentum", "weight_decay", "alpha"):
             _check_number(key, group[key], cls="RMSprop")
+        _check_flags(group, ("centered", "maximize", "foreach"), "RMSprop")
 
     def _init_state(self, p: Tensor, group: dict[str, Any]) -> dict[str, Any]:
         _check_real(p, "RMSprop")

@@ -8,7 +8,7 @@ from typing import Any
 from .._tensor import Tensor
 from . import _functional as F
 from . import _programs
-from .optimizer import Optimizer, _check_number, _set, _zeros_like
+from .optimizer import Optimizer, _check_flags, _check_number, _set, _zeros_like
 
 __all__ = ["SGD"]
 
@@ -26,6 +26,7 @@ class SGD(Optimizer):
     """
 
     _state_names = {"buf": "momentum_buffer"}
+    _state_keys = frozenset({"momentum_buffer"})
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-3, momentum: float = 0.0,
                  dampening: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False,
@@ -40,6 +41,7 @@ class SGD(Optimizer):
         _check_number("momentum", group["momentum"], cls="SGD")
         _check_number("weight_decay", group["weight_decay"], cls="SGD")
         _check_number("dampening", group["dampening"], cls="SGD")
+        _check_flags(group, ("nesterov", "maximize", "foreach"), "SGD")
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
             raise ValueError("SGD: Nesterov momentum requires a momentum and zero dampening")
 
