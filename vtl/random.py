@@ -266,25 +266,43 @@ class Generator:
             return {"algorithm": ALGORITHM, "seed": self._seed, "counter": self._counter}
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Restore a state from :meth:`get_state`; ``ValueError`` on a malformed one."""
+        """Restore a state from :meth:`get_state`.
+
+        A malformed state (not a dict: ``TypeError``; missing or unknown keys, another
+        algorithm, a bad seed or counter: ``ValueError``) leaves the generator unchanged.
+        """
+        self._apply_state(self._check_state(state))
+
+    @staticmethod
+    def _check_state(state: Any) -> tuple[int, int]:
+        """``(seed, counter)`` of a :meth:`get_state` dict; raises on a malformed one."""
         if not isinstance(state, dict):
             raise TypeError(f"Generator.set_state() expects a dict from get_state(), "
                             f"got {type(state).__name__}")
-        missing = {"algorithm", "seed", "counter"} - set(state)
+        keys = {"algorithm", "seed", "counter"}
+        missing, unknown = keys - set(state), set(state) - keys
         if missing:
             raise ValueError(f"Generator.set_state(): state lacks {sorted(missing)}")
+        if unknown:
+            raise ValueError(f"Generator.set_state(): state has unknown key(s) "
+                             f"{sorted(map(str, unknown))}; expected {sorted(keys)}")
         if state["algorithm"] != ALGORITHM:
             raise ValueError(f"Generator.set_state(): state is for algorithm "
                              f"{state['algorithm']!r}, expected {ALGORITHM!r}")
-        seed = _check_seed(state["seed"])
+        seed = state["seed"]
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
+            raise ValueError(f"Generator.set_state(): seed must be an int in [0, 2**64), "
+                             f"got {seed!r}")
         counter = state["counter"]
         if isinstance(counter, bool) or not isinstance(counter, int) \
                 or not 0 <= counter < 2**128:
             raise ValueError(f"Generator.set_state(): counter must be an int in [0, 2**128), "
                              f"got {counter!r}")
+        return int(seed), int(counter)
+
+    def _apply_state(self, state: tuple[int, int]) -> None:
         with self._lock:
-            self._seed = seed
-            self._counter = counter
+            self._seed, self._counter = state
 
     def __repr__(self) -> str:
         return f"vtl.random.Generator(seed={self._seed}, counter={self._counter})"

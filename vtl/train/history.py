@@ -67,8 +67,33 @@ class History:
                 "epoch": list(self.epoch)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.history = {k: [float(x) for x in v] for k, v in state["history"].items()}
-        self.epoch = [int(e) for e in state["epoch"]]
+        """Restore what :meth:`state_dict` returned; ``ValueError`` (changing nothing) if
+        it is malformed."""
+        self.history, self.epoch = self._check_state(state)
+
+    @staticmethod
+    def _check_state(state: Any) -> tuple[dict[str, list[float]], list[int]]:
+        """The ``(history, epoch)`` of a :meth:`state_dict`; ``ValueError`` if malformed."""
+        if not isinstance(state, dict) or set(state) != {"history", "epoch"}:
+            raise ValueError("History.load_state_dict: expected a dict with 'history' and "
+                             f"'epoch' entries, got {state!r}")
+        hist, epochs = state["history"], state["epoch"]
+        if not isinstance(epochs, (list, tuple)) or not all(
+                isinstance(e, int) and not isinstance(e, bool) for e in epochs):
+            raise ValueError(f"History.load_state_dict: 'epoch' must be a list of ints, got "
+                             f"{epochs!r}")
+        if not isinstance(hist, dict):
+            raise ValueError(f"History.load_state_dict: 'history' must be a dict of name -> "
+                             f"list of numbers, got {hist!r}")
+        out = {}
+        for k, v in hist.items():
+            if not isinstance(k, str) or not isinstance(v, (list, tuple)) or len(v) != len(
+                    epochs) or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                       for x in v):
+                raise ValueError(f"History.load_state_dict: history[{k!r}] must be a list of "
+                                 f"{len(epochs)} numbers (one per epoch), got {v!r}")
+            out[k] = [float(x) for x in v]
+        return out, [int(e) for e in epochs]
 
     def __repr__(self) -> str:
         last = ", ".join(f"{k}={v:.4g}" for k, v in self.last().items())
