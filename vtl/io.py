@@ -4,7 +4,8 @@ Files are plain `safetensors <https://huggingface.co/docs/safetensors>`_: other
 readers (``safetensors.numpy.load_file``, ``safetensors.torch.load_file``) open
 them. Every write goes to a temporary file in the target folder, is flushed to
 disk and then renamed over the target (``os.replace``), so a crash never leaves
-a half-written file behind.
+a half-written file behind (see :func:`save` for how the temporaries of killed
+writers are cleaned up). Loading changes nothing unless everything loads.
 
 >>> vtl.save(model.state_dict(), "model.safetensors")
 >>> model.load_state_dict(vtl.load("model.safetensors"))
@@ -20,12 +21,16 @@ state of the default ``vtl.random`` generator.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
+import re
+import secrets
+import socket
 import struct
-import tempfile
 from collections import Counter, OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -44,12 +49,60 @@ _CKPT_VERSION = 1
 
 
 # -- files ------------------------------------------------------------------------------------
+# A temporary is named ".<target name>.<host>-<pid>-<random>.tmp": the writer's host (a hash of
+# its name) and process id say whether the writer can still be running.
+_TMP_PATTERN = re.compile(r"(?P<host>[0-9a-f]{8})-(?P<pid>[0-9]+)-[0-9a-f]{8}")
+
+
+def _host_tag() -> str:
+    return hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host may still be running (``True`` when unsure)."""
+    if pid <= 0 or os.name != "posix":
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # PermissionError: it exists, under another user
+        return True
+    try:  # a killed process its parent has not reaped yet is a zombie: it writes no more
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except (OSError, IndexError):
+        return True
+
+
+def _remove_stale_temporaries(path: str) -> None:
+    """Delete the temporaries of ``path`` left by dead writers of this host."""
+    folder, base = os.path.split(os.path.abspath(path))
+    prefix, host = f".{base}.", _host_tag()
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        if not (name.startswith(prefix) and name.endswith(".tmp")):
+            continue
+        m = _TMP_PATTERN.fullmatch(name[len(prefix):-4])
+        if m is None or m["host"] != host or _pid_alive(int(m["pid"])):
+            continue
+        try:
+            os.unlink(os.path.join(folder, name))
+        except OSError:
+            pass
+
+
 def _atomic_write(path: Any, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file and a rename."""
+    """Write ``data`` to ``path`` through a temporary file and a rename (see :func:`save`)."""
     path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".",
-                               suffix=".tmp")
+    _remove_stale_temporaries(path)
+    folder, base = os.path.split(os.path.abspath(path))
+    tmp = os.path.join(folder, f".{base}.{_host_tag()}-{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    # mode 0o666 minus the umask, as open(path, "w") gives
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -62,6 +115,15 @@ def _atomic_write(path: Any, data: bytes) -> None:
         except OSError:
             pass
         raise
+    if os.name == "posix":  # make the rename itself durable
+        try:
+            dfd = os.open(folder, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+        except OSError:
+            pass
 
 
 def _host(t: Any, name: str) -> np.ndarray:
@@ -84,9 +146,25 @@ def _serialize(arrays: dict[str, np.ndarray], metadata: dict[str, str]) -> bytes
     return st_save(arrays, metadata=metadata)
 
 
+# safetensors dtype -> NumPy dtype, for those vtl reads; the others the format can hold
+_NP_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64,
+              "U64": np.uint64, "I32": np.int32, "U32": np.uint32, "I16": np.int16,
+              "U16": np.uint16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_,
+              "C64": np.complex64}
+_UNSUPPORTED_DTYPES = {"BF16": "bfloat16", "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2",
+                       "F8_E8M0": "float8_e8m0fnu", "F8_E4M3FNUZ": "float8_e4m3fnuz",
+                       "F8_E5M2FNUZ": "float8_e5m2fnuz", "F4": "float4_e2m1fn",
+                       "F6_E2M3": "float6_e2m3fn", "F6_E3M2": "float6_e3m2fn"}
+
+
 def _read(path: Any, what: str) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    """Tensors and metadata of a safetensors file; ``ValueError`` naming the file if bad."""
-    from safetensors.numpy import load as st_load
+    """Tensors and metadata of a safetensors file.
+
+    ``ValueError`` naming the file if it is missing or corrupt; ``TypeError``
+    naming the tensors if they have a dtype vtl does not support (bfloat16, the
+    float8/6/4 formats).
+    """
+    from safetensors import deserialize
 
     path = os.fspath(path)
     if not os.path.isfile(path):
@@ -119,9 +197,17 @@ def _read(path: Any, what: str) -> tuple[dict[str, np.ndarray], dict[str, str]]:
         raise ValueError(f"{what}: {path!r} is truncated: its header describes "
                          f"{8 + hlen + end} bytes, the file has {len(data)}")
     try:
-        arrays = st_load(data)
+        entries = deserialize(data)  # checks the whole file, whatever the dtypes
     except Exception as exc:  # safetensors raises its own error type
         raise ValueError(f"{what}: {path!r} is not a valid safetensors file: {exc}") from None
+    unsupported = [(k, e["dtype"]) for k, e in entries if e["dtype"] not in _NP_DTYPES]
+    if unsupported:
+        names = ", ".join(f"{k!r} ({dt}, {_UNSUPPORTED_DTYPES.get(dt, 'unknown')})"
+                          for k, dt in unsupported)
+        raise TypeError(f"{what}: {path!r} holds tensor(s) of a dtype vtl does not support yet: "
+                        f"{names}; convert them to float16 or float32 first")
+    arrays = {k: np.frombuffer(e["data"], dtype=_NP_DTYPES[e["dtype"]]).reshape(e["shape"])
+              for k, e in entries}
     return arrays, metadata
 
 
@@ -131,6 +217,14 @@ def save(obj: Any, path: Any, metadata: dict[str, str] | None = None) -> None:
 
     Tensors are copied to the host; ``metadata`` (str -> str) goes into the
     header. Complex tensors are refused (the format has no complex dtypes).
+
+    The bytes go to ``.<name>.<host>-<pid>-<random>.tmp`` next to ``path``, are
+    flushed to disk and renamed over ``path``; the file gets the mode
+    ``open(path, "w")`` would give a new file (0o666 less the umask). A writer
+    killed before the rename leaves its temporary behind; the next save to the
+    same ``path`` deletes the temporaries whose writer (same host, by process
+    id) is no longer running, and keeps those of live writers. (On non-POSIX
+    systems, where liveness is not checked, temporaries are kept.)
     """
     meta = {str(k): str(v) for k, v in (metadata or {}).items()}
     if isinstance(obj, (Tensor, np.ndarray)):
@@ -157,7 +251,9 @@ def _to_tensors(arrays: dict[str, np.ndarray], device: Any) -> OrderedDict[str, 
 def load(path: Any, device: Any = None) -> Any:
     """Load what :func:`save` wrote: a Tensor, or a dict of name -> Tensor (in file
     order) for a state dict or any other safetensors file. Tensors go to ``device``
-    (default: the default device). ``ValueError`` names a missing/corrupt file."""
+    (default: the default device). ``ValueError`` names a missing/corrupt file;
+    ``TypeError`` names the tensors of a dtype vtl does not support yet (bfloat16
+    and the float8/float6/float4 formats)."""
     arrays, meta = _read(path, "vtl.load")
     tensors = _to_tensors(arrays, device)
     if meta.get(_FORMAT_KEY) == "tensor" and list(tensors) == [_TENSOR_NAME]:
@@ -237,13 +333,26 @@ def load_checkpoint(path: Any, model: Any, optimizer: Any = None, scheduler: Any
                     strict: bool = True) -> dict[str, Any]:
     """Restore what :func:`save_checkpoint` wrote; returns ``{'epoch', 'metrics', 'extra'}``.
 
-    Everything is validated first (the file, the model's keys, shapes and dtypes,
-    the optimizer's groups and state shapes, the presence of scheduler state):
-    on any problem a ``ValueError`` naming the file is raised and the model,
-    optimizer and scheduler are left unchanged. ``strict=False`` tolerates
-    missing/unexpected model keys and absent optimizer/scheduler state. The
-    default ``vtl.random`` generator is restored to its saved state.
+    All or nothing: every part (the file; the model's keys, shapes and dtypes; the
+    optimizer's groups, hyper-parameters and state; the scheduler's state; the RNG
+    state; epoch, metrics and extra values) is checked before any object changes,
+    and a ``ValueError`` naming the file and the part leaves the model, optimizer,
+    scheduler and the default ``vtl.random`` generator as they were (a tensor of a
+    dtype vtl does not support raises ``TypeError``, see :func:`load`).
+    ``strict=False`` tolerates missing/unexpected model keys and absent
+    optimizer/scheduler state. The default generator is restored to its saved state.
     """
+    return _load_checkpoint(path, model, optimizer, scheduler, strict)
+
+
+_INDEX = re.compile(r"[0-9]+")
+
+
+def _load_checkpoint(path: Any, model: Any, optimizer: Any, scheduler: Any, strict: bool,
+                     check_extra: Callable[[dict[str, Any]], None] | None = None
+                     ) -> dict[str, Any]:
+    """:func:`load_checkpoint`; ``check_extra(extra)`` may refuse the extra values
+    (``ValueError``) before anything is restored."""
     fname = os.fspath(path)
     what = "vtl.load_checkpoint"
     arrays, raw_meta = _read(fname, what)
@@ -252,18 +361,101 @@ def load_checkpoint(path: Any, model: Any, optimizer: Any = None, scheduler: Any
                          f"(no {_CKPT_KEY!r} metadata)")
     try:
         meta = _dec(json.loads(raw_meta[_CKPT_KEY]))
-    except json.JSONDecodeError as exc:
+    except (TypeError, ValueError) as exc:  # json.JSONDecodeError is a ValueError
         raise ValueError(f"{what}: {fname!r} has corrupt checkpoint metadata: {exc}") from None
     if not isinstance(meta, dict) or meta.get("version") != _CKPT_VERSION:
         raise ValueError(f"{what}: {fname!r} has checkpoint metadata of an unknown version "
                          f"({meta.get('version') if isinstance(meta, dict) else meta!r})")
 
-    def fail(msg: str) -> ValueError:
-        return ValueError(f"{what}: {fname!r}: {msg}")
+    def fail(part: str, msg: Any) -> ValueError:
+        return ValueError(f"{what}: {fname!r}: {part}: {msg}")
 
+    # epoch, metrics, extra values
+    epoch, metrics, extra = meta.get("epoch"), meta.get("metrics", {}), meta.get("extra", {})
+    if epoch is not None and (isinstance(epoch, bool) or not isinstance(epoch, int)):
+        raise fail("epoch", f"expected an int or None, got {epoch!r}")
+    if not isinstance(metrics, dict):
+        raise fail("metrics", f"expected a dict, got {metrics!r}")
+    if not isinstance(extra, dict):
+        raise fail("extra state", f"expected a dict, got {extra!r}")
+    if check_extra is not None:
+        try:
+            check_extra(extra)
+        except ValueError as exc:
+            raise fail("extra state", exc) from None
     # model: keys, shapes, dtypes
     saved = {k[6:]: v for k, v in arrays.items() if k.startswith("model.")}
-    own = model.state_dict()
+    problems = _model_problems(saved, model.state_dict(), strict)
+    if problems:
+        raise fail("model state", "does not match: " + "; ".join(problems))
+    # optimizer: groups, hyper-parameters, state names, shapes
+    opt_plan = None
+    if optimizer is not None:
+        om = meta.get("optimizer")
+        if om is None:
+            if strict:
+                raise fail("optimizer state", "the checkpoint holds no optimizer state")
+        else:
+            try:
+                opt_plan = optimizer._check_state_dict(_optimizer_state(om, arrays, optimizer))
+            except (TypeError, ValueError) as exc:
+                raise fail("optimizer state", exc) from None
+    # scheduler
+    sched_plan = None
+    if scheduler is not None:
+        sm = meta.get("scheduler")
+        if sm is None:
+            if strict:
+                raise fail("scheduler state", "the checkpoint holds no scheduler state")
+        elif not isinstance(sm, dict) or not isinstance(sm.get("state"), dict):
+            raise fail("scheduler state", f"expected {{'type': ..., 'state': {{...}}}}, got {sm!r}")
+        elif sm.get("type") != type(scheduler).__name__:
+            raise fail("scheduler state", f"checkpoint holds {sm.get('type')} state, the "
+                       f"scheduler is a {type(scheduler).__name__}")
+        else:
+            check = getattr(scheduler, "_check_state", None)
+            try:
+                sched_plan = sm["state"] if check is None else check(sm["state"])
+            except (TypeError, ValueError) as exc:
+                raise fail("scheduler state", exc) from None
+    # RNG
+    gen = vtl.random.default_generator()
+    rng_plan = None
+    if meta.get("rng") is not None:
+        try:
+            rng_plan = gen._check_state(meta["rng"])
+        except (TypeError, ValueError) as exc:
+            raise fail("RNG state", exc) from None
+    # apply: the cheap parts first, each with its undo; the model last (it checks and
+    # converts every tensor before writing any)
+    undo: list[Callable[[], None]] = []
+    try:
+        if opt_plan is not None:
+            old_opt = (list(optimizer.param_groups), optimizer.state)
+            undo.append(lambda: optimizer._apply_state(old_opt))
+            optimizer._apply_state(opt_plan)
+        if sched_plan is not None:
+            apply = getattr(scheduler, "_apply_state", scheduler.load_state_dict)
+            old_sched = scheduler.state_dict()
+            undo.append(lambda: apply(old_sched))
+            apply(sched_plan)
+        if rng_plan is not None:
+            old_rng = gen._check_state(gen.get_state())
+            undo.append(lambda: gen._apply_state(old_rng))
+            gen._apply_state(rng_plan)
+        try:
+            model.load_state_dict(saved, strict=strict)
+        except (RuntimeError, ValueError, TypeError) as exc:
+            raise fail("model state", f"cannot restore the model: {exc}") from exc
+    except BaseException:
+        for fn in reversed(undo):
+            fn()
+        raise
+    return {"epoch": epoch, "metrics": metrics, "extra": extra}
+
+
+def _model_problems(saved: dict[str, np.ndarray], own: dict[str, Any],
+                    strict: bool) -> list[str]:
     problems = []
     missing = [k for k in own if k not in saved]
     unexpected = [k for k in saved if k not in own]
@@ -279,74 +471,36 @@ def load_checkpoint(path: Any, model: Any, optimizer: Any = None, scheduler: Any
                                 "in the model")
             elif a.dtype != np.dtype(str(t.dtype)):
                 problems.append(f"{k}: dtype {a.dtype} in the file, {t.dtype} in the model")
-    if problems:
-        raise fail("model state does not match: " + "; ".join(problems))
-    # optimizer: groups and state shapes
-    opt_sd = None
-    if optimizer is not None:
-        om = meta.get("optimizer")
-        if om is None:
-            if strict:
-                raise fail("the checkpoint holds no optimizer state")
-        else:
-            groups = om["param_groups"]
-            params = [p for g in optimizer.param_groups for p in g["params"]]
-            if len(groups) != len(optimizer.param_groups) or any(
-                    len(sg["params"]) != len(g["params"])
-                    for sg, g in zip(groups, optimizer.param_groups, strict=False)):
-                raise fail(f"optimizer has {[len(g['params']) for g in optimizer.param_groups]} "
-                           f"parameters per group, the checkpoint "
-                           f"{[len(g['params']) for g in groups]}")
-            if om.get("type") != type(optimizer).__name__:
-                raise fail(f"checkpoint holds {om.get('type')} state, the optimizer is a "
-                           f"{type(optimizer).__name__}")
-            state: dict[int, dict[str, Any]] = {}
-            for idx, sc in om["scalars"].items():
-                state.setdefault(int(idx), {}).update(sc)
-            for k, a in arrays.items():
-                if k.startswith("optimizer."):
-                    _, idx, key = k.split(".", 2)
-                    i = int(idx)
-                    if not 0 <= i < len(params) or tuple(a.shape) != tuple(params[i].shape):
-                        raise fail(f"optimizer state {k} of shape {tuple(a.shape)} does not "
-                                   "match the parameter")
-                    state.setdefault(i, {})[key] = a
-            for cur, sg in zip(optimizer.param_groups, groups, strict=True):
-                for key, val in list(sg.items()):
-                    if isinstance(cur.get(key), tuple) and isinstance(val, list):
-                        sg[key] = tuple(val)
-            opt_sd = {"state": state, "param_groups": groups}
-    sched_state = None
-    if scheduler is not None:
-        sm = meta.get("scheduler")
-        if sm is None:
-            if strict:
-                raise fail("the checkpoint holds no scheduler state")
-        elif sm.get("type") != type(scheduler).__name__:
-            raise fail(f"checkpoint holds {sm.get('type')} state, the scheduler is a "
-                       f"{type(scheduler).__name__}")
-        else:
-            sched_state = sm["state"]
-    # apply: optimizer first (restorable), then model (validated above), then the rest
-    old_opt = None
-    if opt_sd is not None:
-        old_opt = ([dict(g) for g in optimizer.param_groups], optimizer.state)
-        try:
-            optimizer.load_state_dict(opt_sd)
-        except (ValueError, TypeError, KeyError) as exc:
-            optimizer.param_groups[:] = old_opt[0]
-            optimizer.state = old_opt[1]
-            raise fail(f"cannot restore the optimizer: {exc}") from exc
-    try:
-        model.load_state_dict(saved, strict=strict)
-    except (RuntimeError, ValueError, TypeError) as exc:
-        if old_opt is not None:
-            optimizer.param_groups[:] = old_opt[0]
-            optimizer.state = old_opt[1]
-        raise fail(f"cannot restore the model: {exc}") from exc
-    if sched_state is not None:
-        scheduler.load_state_dict(sched_state)
-    if meta.get("rng") is not None:
-        vtl.random.set_state(meta["rng"])
-    return {"epoch": meta.get("epoch"), "metrics": meta.get("metrics", {}),
-            "extra": meta.get("extra", {})}
+    return problems
+
+
+def _optimizer_state(om: Any, arrays: dict[str, np.ndarray], optimizer: Any) -> dict[str, Any]:
+    """The optimizer's ``state_dict`` as stored in a checkpoint; ``ValueError`` if malformed."""
+    if not isinstance(om, dict) or not isinstance(om.get("param_groups"), list) \
+            or not isinstance(om.get("scalars", {}), dict):
+        raise ValueError(f"expected {{'type', 'param_groups': [...], 'scalars': {{...}}}}, "
+                         f"got {om!r}")
+    if om.get("type") != type(optimizer).__name__:
+        raise ValueError(f"checkpoint holds {om.get('type')} state, the optimizer is a "
+                         f"{type(optimizer).__name__}")
+    state: dict[int, dict[str, Any]] = {}
+    for idx, sc in om.get("scalars", {}).items():
+        if not _INDEX.fullmatch(str(idx)) or not isinstance(sc, dict):
+            raise ValueError(f"scalar state entry {idx!r}: {sc!r} is not "
+                             "'<parameter index>': {<state name>: <value>}")
+        state.setdefault(int(idx), {}).update(sc)
+    for k, a in arrays.items():
+        if k.startswith("optimizer."):
+            _, idx, key = (k.split(".", 2) + ["", ""])[:3]
+            if not _INDEX.fullmatch(idx) or not key:
+                raise ValueError(f"tensor {k!r} is not named "
+                                 "'optimizer.<parameter index>.<state name>'")
+            state.setdefault(int(idx), {})[key] = a
+    groups = []
+    for cur, sg in zip(optimizer.param_groups, om["param_groups"], strict=False):
+        if isinstance(sg, dict):  # JSON has no tuples: give back the ones the optimizer has
+            sg = {key: tuple(v) if isinstance(cur.get(key), tuple) and isinstance(v, list)
+                  else v for key, v in sg.items()}
+        groups.append(sg)
+    groups += om["param_groups"][len(groups):]
+    return {"state": state, "param_groups": groups}

@@ -16,6 +16,8 @@ from typing import Any
 
 import vtl
 
+from ..io import _load_checkpoint
+from .history import History
 from .loop import FitState, _is_rank0
 
 __all__ = ["Callback", "LambdaCallback", "ModelCheckpoint", "EarlyStopping", "Resume"]
@@ -197,6 +199,13 @@ class EarlyStopping(Callback):
             state.model.load_state_dict(self._best_state)
 
 
+def _check_history(extra: dict[str, Any]) -> None:
+    """Refuse a malformed saved history before :class:`Resume` restores anything."""
+    hist = extra.get("history")
+    if isinstance(hist, dict) and "history" in hist:
+        History._check_state(hist)
+
+
 class Resume(Callback):
     """Continue training from a checkpoint written by :class:`ModelCheckpoint`.
 
@@ -218,8 +227,8 @@ class Resume(Callback):
             if self.missing_ok:
                 return
             raise FileNotFoundError(f"Resume: no checkpoint at {self.path!r}")
-        ckpt = vtl.load_checkpoint(self.path, state.model, optimizer=state.optimizer,
-                                   scheduler=state.scheduler, strict=self.strict)
+        ckpt = _load_checkpoint(self.path, state.model, state.optimizer, state.scheduler,
+                                self.strict, check_extra=_check_history)
         self.checkpoint = ckpt
         epoch = ckpt.get("epoch")
         if epoch is None:
