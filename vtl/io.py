@@ -202,10 +202,10 @@ def _read(path: Any, what: str) -> tuple[dict[str, np.ndarray], dict[str, str]]:
         raise ValueError(f"{what}: {path!r} is not a valid safetensors file: {exc}") from None
     unsupported = [(k, e["dtype"]) for k, e in entries if e["dtype"] not in _NP_DTYPES]
     if unsupported:
-        names = ", ".join(f"{k!r} ({dt}, {_UNSUPPORTED_DTYPES.get(dt, 'unknown')})"
-                          for k, dt in unsupported)
-        raise TypeError(f"{what}: {path!r} holds tensor(s) of a dtype vtl does not support yet: "
-                        f"{names}; convert them to float16 or float32 first")
+        names = "; ".join(f"tensor {k!r} has dtype {dt} ({_UNSUPPORTED_DTYPES.get(dt, dt)}), "
+                          "which vtl does not support yet" for k, dt in unsupported)
+        raise TypeError(f"{what}: {path!r}: {names} (convert to float16 or float32 to load it "
+                        "with vtl)")
     arrays = {k: np.frombuffer(e["data"], dtype=_NP_DTYPES[e["dtype"]]).reshape(e["shape"])
               for k, e in entries}
     return arrays, metadata

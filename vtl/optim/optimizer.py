@@ -304,10 +304,10 @@ class Optimizer:
             if not isinstance(st, dict):
                 raise ValueError(f"{where}: state of parameter {idx} must be a dict, got "
                                  f"{type(st).__name__}")
+            new_state[p] = {k: self._load_value(p, idx, k, v) for k, v in st.items()}
             lacking = [k for k in self._required_state if k not in st]
             if lacking:
                 raise ValueError(f"{where}: state of parameter {idx} lacks {lacking}")
-            new_state[p] = {k: self._load_value(p, idx, k, v) for k, v in st.items()}
         return new_groups, new_state
 
     def _apply_state(self, plan: tuple[list[dict[str, Any]],
