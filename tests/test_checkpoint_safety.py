@@ -185,6 +185,16 @@ def test_load_checkpoint_bad_part_changes_nothing(backend, tmp_path, saved_check
     assert sched.step_size == 2 and not _same(_snapshot(model, opt, sched), before)
 
 
+def test_save_checkpoint_refuses_an_epoch_load_checkpoint_would_refuse(tmp_path):
+    path = tmp_path / "e.safetensors"
+    for bad in (2.5, "3", True):
+        with pytest.raises(TypeError, match="epoch must be an int or None"):
+            vtl.save_checkpoint(path, _model(), epoch=bad)
+    assert not path.exists()
+    vtl.save_checkpoint(path, _model(), epoch=np.int64(3))
+    assert vtl.load_checkpoint(path, _model())["epoch"] == 3
+
+
 def test_load_checkpoint_undoes_everything_when_the_model_fails(backend, tmp_path,
                                                                  saved_checkpoint, monkeypatch):
     model = _model(seed=5)

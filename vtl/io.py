@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import operator
 import os
 import re
 import secrets
@@ -304,8 +305,16 @@ def save_checkpoint(path: Any, model: Any, optimizer: Any = None, scheduler: Any
                     epoch: int | None = None, metrics: dict[str, Any] | None = None,
                     **extra: Any) -> None:
     """Write model + optimizer + scheduler + epoch + metrics + RNG state to one
-    safetensors file, atomically. ``extra`` values must be JSON-like (numbers,
-    strings, lists, tuples, dicts)."""
+    safetensors file, atomically. ``epoch`` is an int or None; ``extra`` values
+    must be JSON-like (numbers, strings, lists, tuples, dicts)."""
+    if epoch is not None:
+        if isinstance(epoch, bool):
+            raise TypeError("vtl.save_checkpoint: epoch must be an int or None, got bool")
+        try:
+            epoch = operator.index(epoch)
+        except TypeError:
+            raise TypeError(f"vtl.save_checkpoint: epoch must be an int or None, got "
+                            f"{type(epoch).__name__}") from None
     arrays: dict[str, np.ndarray] = {}
     for k, v in model.state_dict().items():
         arrays[f"model.{k}"] = _host(v, k)
