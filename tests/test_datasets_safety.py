@@ -378,7 +378,7 @@ def test_imdb_invalid_arguments(tmp_path, kwargs, match):
 
 def test_imdb_count_bounds_and_argument_types(tmp_path):
     _imdb_tree(tmp_path)
-    with pytest.raises(ValueError, match="asked for count=5 reviews, the train split.* has 4"):
+    with pytest.raises(ValueError, match="count=5 takes 3 neg reviews, .*train/neg' holds 2"):
         IMDB(root=tmp_path, count=5)
     assert len(IMDB(root=tmp_path, count=np.int64(4))) == 4
     assert len(IMDB(root=tmp_path, count=0)) == 0
@@ -403,3 +403,15 @@ def test_cifar_counts_accept_numpy_ints(backend, tmp_path):
         [labels["data_batch_1"], labels["data_batch_2"]])[:3])
     assert ds.targets.dtype == vtl.__array_namespace_info__().default_dtypes(
         device=ds.targets.device)["indexing"]
+
+
+def test_imdb_count_takes_both_classes(backend, tmp_path):
+    _imdb_tree(tmp_path)
+    for count, ratings in [(1, [1]), (2, [1, 9]), (3, [1, 3, 9]), (4, [1, 3, 9, 10])]:
+        ds = IMDB(root=tmp_path, count=count)
+        assert ds.targets.tolist() == [0] * ((count + 1) // 2) + [1] * (count // 2)
+        assert ds.ratings.tolist() == ratings and len(ds.texts) == count
+    te = IMDB(root=tmp_path, train=False, count=2)
+    assert te.targets.tolist() == [0, 1]
+    with pytest.raises(ValueError, match="count=3 takes 2 neg reviews, .*test/neg' holds 1"):
+        IMDB(root=tmp_path, train=False, count=3)

@@ -34,13 +34,14 @@ class IMDB(ArrayDataset):
     ``.lengths`` each review's token count (capped at ``max_len``). Without
     ``vocab`` a :class:`Vocab` of at most ``max_vocab`` tokens seen at least
     ``min_freq`` times is built from this split; pass the training set's
-    ``.vocab`` to the test set. Samples are ordered neg then pos, by file id;
-    ``count`` keeps the first that many. ``max_len``, ``min_freq`` (>= 1),
-    ``max_vocab`` (>= 2 or None) and ``count`` (>= 0 or None) must be ints
-    (``ValueError`` otherwise). ``download=True`` fetches the archive (unless
-    ``root`` already holds it), checks its MD5 against the official one and
-    unpacks it atomically; a corrupt or truncated archive raises ``ValueError``
-    naming it.
+    ``.vocab`` to the test set. Samples are ordered neg then pos, by file id.
+    ``count`` keeps that many, balanced: the first ``(count + 1) // 2`` neg and
+    ``count // 2`` pos reviews by file id (only those files are read).
+    ``max_len``, ``min_freq`` (>= 1), ``max_vocab`` (>= 2 or None) and ``count``
+    (>= 0 or None) must be ints (``ValueError`` otherwise). ``download=True``
+    fetches the archive (unless ``root`` already holds it), checks its MD5
+    against the official one and unpacks it atomically; a corrupt or truncated
+    archive raises ``ValueError`` naming it.
     """
 
     url = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
@@ -95,18 +96,17 @@ class IMDB(ArrayDataset):
                 files.append((int(m.group(1)), stars, p))
             if not files:
                 raise ValueError(f"IMDB: {str(folder)!r} holds no reviews (<id>_<rating>.txt)")
-            for _, stars, p in sorted(files):
+            take = len(files) if count is None else (count + 1 - label) // 2
+            if take > len(files):
+                raise ValueError(f"IMDB: count={count} takes {take} {sub} reviews, "
+                                 f"{str(folder)!r} holds {len(files)}")
+            for _, stars, p in sorted(files)[:take]:
                 try:
                     texts.append(p.read_text(encoding="utf-8"))
                 except UnicodeDecodeError as exc:
                     raise ValueError(f"IMDB: {str(p)!r} is not valid UTF-8: {exc}") from None
                 labels.append(label)
                 ratings.append(stars)
-        if count is not None:
-            if count > len(texts):
-                raise ValueError(f"IMDB: asked for count={count} reviews, the {split} split "
-                                 f"in {str(top / split)!r} has {len(texts)}")
-            texts, labels, ratings = texts[:count], labels[:count], ratings[:count]
         self.tokenizer = tokenizer or Tokenizer()
         tokens = [self.tokenizer(t) for t in texts]
         self.vocab = vocab if vocab is not None else Vocab.build(tokens, max_vocab, min_freq)
