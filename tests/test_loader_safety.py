@@ -183,8 +183,8 @@ elif MODE == "caught":
     main()
     print("after", flush=True)
 else:  # an iterator left in a global, collected at exit
-    it = iter(loader)
     try:
+        it = iter(loader)
         while True:
             next(it)
     except KeyboardInterrupt:
