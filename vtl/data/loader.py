@@ -5,6 +5,7 @@ from __future__ import annotations
 import numbers
 import queue
 import threading
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -133,6 +134,7 @@ def _tensor_source(dataset: Any) -> tuple[TensorDataset, np.ndarray | None] | No
 
 
 _END = object()
+_POLL_S = 0.1  # the consumer's wait slice: keeps Ctrl-C responsive on every platform
 
 
 class _Failure:
@@ -158,14 +160,18 @@ def _produce(items: Iterator[Any], q: queue.Queue[Any], stop: threading.Event) -
                 return
         _put(q, stop, _END)
     except BaseException as exc:  # handed to the consumer
+        exc.add_note("DataLoader: raised in the prefetch thread")
         _put(q, stop, _Failure(exc))
 
 
 class _PrefetchIterator:
     """Runs ``items`` in a daemon thread, ``depth`` batches ahead.
 
-    Closing (or dropping) the iterator stops the thread; errors in the thread
-    are raised in the consumer.
+    Errors in the thread are raised in the consumer (the same exception
+    object). Dropping the iterator tells the thread to stop without waiting for
+    it; :meth:`close` also waits, at most ``timeout`` seconds. A thread stuck in
+    a dataset call that never returns cannot be stopped: it is a daemon thread,
+    so it never blocks interpreter exit.
     """
 
     def __init__(self, items: Iterator[Any], depth: int) -> None:
@@ -182,7 +188,12 @@ class _PrefetchIterator:
     def __next__(self) -> Any:
         if self._done:
             raise StopIteration
-        item = self._q.get()
+        while True:
+            try:
+                item = self._q.get(timeout=_POLL_S)
+                break
+            except queue.Empty:
+                continue
         if item is _END:
             self.close()
             raise StopIteration
@@ -191,18 +202,34 @@ class _PrefetchIterator:
             raise item.exc
         return item
 
-    def close(self) -> None:
-        """Stop the thread and wait for it."""
+    def close(self, timeout: float = 1.0) -> None:
+        """Stop the thread and wait for it, at most ``timeout`` seconds.
+
+        Warns (``RuntimeWarning``) when the thread is still busy in the dataset
+        after that; it then ends by itself when that call returns.
+        """
         self._done = True
         self._stop.set()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join()
+        t = self._thread
+        if t is threading.current_thread() or not t.is_alive():
+            return
+        t.join(timeout)
+        if t.is_alive():
+            warnings.warn(f"DataLoader: the prefetch thread is still inside the dataset "
+                          f"(__getitem__ or collate_fn) after {timeout} s; it is left to end "
+                          "by itself (a daemon thread, it does not block exit)",
+                          RuntimeWarning, stacklevel=2)
 
     def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
+        # never waits: __del__ runs wherever the garbage collector does, and at exit
+        stop = getattr(self, "_stop", None)
+        if stop is not None:
+            stop.set()
+
+
+def _short(idx: np.ndarray, k: int = 8) -> str:
+    head = ", ".join(str(int(i)) for i in idx[:k])
+    return f"[{head}{', ...' if len(idx) > k else ''}] ({len(idx)} samples)"
 
 
 class DataLoader:
@@ -222,9 +249,17 @@ class DataLoader:
     * ``device=``/``backend=`` place the batches there (default: where the
       dataset's tensors are; new tensors on the default device).
     * ``prefetch`` batches are prepared ahead in a daemon thread (0: none). The
-      thread stops when the epoch ends or the iterator is closed/dropped. Batches
-      bound for a backend that records into one command stream (wgpu) are made in
-      the consumer's thread.
+      thread stops when the epoch ends or the iterator is closed/dropped;
+      ``iterator.close()`` waits for it at most a second (and warns if it is
+      still busy), dropping the iterator does not wait, and the thread never
+      keeps the interpreter from exiting, even when stuck in a ``__getitem__``
+      that does not return. Batches bound for a backend that records into one
+      command stream (wgpu) are made in the consumer's thread.
+    * An exception raised by the dataset's ``__getitem__`` (or by the collate
+      function) reaches the consumer as the same exception, of the same type
+      (so ``except KeyError`` still works), with a note (``add_note``) naming
+      the dataset index (or the batch's indices) and, from the prefetch thread,
+      saying so.
     """
 
     def __init__(self, dataset: Any, batch_size: int = 1, shuffle: bool = False,
@@ -290,12 +325,25 @@ class DataLoader:
             return
         ds = self.dataset
         for b in batches:
-            samples = [ds[int(i)] for i in b]
-            if self.collate_fn is not None:
-                batch = self.collate_fn(samples)
-                yield _move(batch, device) if device is not None else batch
-            else:
-                yield default_collate(samples, device)
+            samples = []
+            for i in b:
+                try:
+                    samples.append(ds[int(i)])
+                except Exception as exc:
+                    exc.add_note(f"DataLoader: raised by dataset[{int(i)}] "
+                                 f"({type(ds).__name__}.__getitem__)")
+                    raise
+            try:
+                if self.collate_fn is not None:
+                    batch = self.collate_fn(samples)
+                    batch = _move(batch, device) if device is not None else batch
+                else:
+                    batch = default_collate(samples, device)
+            except Exception as exc:
+                exc.add_note(f"DataLoader: raised while collating the samples at dataset "
+                             f"indices {_short(b)}")
+                raise
+            yield batch
 
     def __iter__(self) -> Iterator[Any]:
         batches = self._index_batches()  # in the caller's thread: advances the epoch

@@ -9,7 +9,15 @@ from typing import Any
 
 import numpy as np
 
-from ._common import ArrayDataset, download, extract_tar, missing_file, resolve_root
+from ._common import (
+    ArrayDataset,
+    check_count,
+    clean_stale_extractions,
+    download,
+    missing_file,
+    resolve_root,
+    unpack_archive,
+)
 
 __all__ = ["CIFAR10"]
 
@@ -57,7 +65,7 @@ def _read_py_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     if data is None or labels is None:
         raise ValueError(f"CIFAR10: {str(path)!r} lacks the 'data' or 'labels' entry")
     data = np.asarray(data)
-    labels = np.asarray(labels, dtype=np.int64)
+    labels = _check_labels(labels, path)
     if data.ndim != 2 or data.shape[1] != 3072 or data.dtype != np.uint8:
         raise ValueError(f"CIFAR10: {str(path)!r} has data of shape {data.shape} and dtype "
                          f"{data.dtype}, expected (N, 3072) uint8")
@@ -67,13 +75,31 @@ def _read_py_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     return data, labels
 
 
+def _check_labels(labels: Any, path: Path) -> np.ndarray:
+    """The batch's labels as int64, each an integer in 0..9."""
+    try:
+        arr = np.asarray(labels)
+    except ValueError:  # ragged
+        arr = np.asarray(labels, dtype=object)
+    if arr.size == 0 and arr.ndim == 1:
+        arr = arr.astype(np.int64)
+    if arr.ndim != 1 or arr.dtype.kind not in "iu":
+        found = type(arr.flat[0]).__name__ if arr.size else "none"
+        raise ValueError(f"CIFAR10: {str(path)!r} has labels of dtype {arr.dtype} and shape "
+                         f"{arr.shape} (first: {found}), expected a list of integers in 0..9")
+    if arr.size and (arr.min() < 0 or arr.max() > 9):
+        raise ValueError(f"CIFAR10: {str(path)!r} holds labels outside 0..9 (found "
+                         f"{arr.min()}..{arr.max()})")
+    return arr.astype(np.int64)
+
+
 def _read_bin_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     raw = np.frombuffer(path.read_bytes(), np.uint8)
     if raw.size == 0 or raw.size % _RECORD:
         raise ValueError(f"CIFAR10: {str(path)!r} is truncated or corrupt: {raw.size} bytes is "
                          f"not a whole number of {_RECORD}-byte records")
     rec = raw.reshape(-1, _RECORD)
-    return rec[:, 1:], rec[:, 0].astype(np.int64)
+    return rec[:, 1:], _check_labels(rec[:, 0], path)
 
 
 class CIFAR10(ArrayDataset):
@@ -84,28 +110,34 @@ class CIFAR10(ArrayDataset):
     ``VTL_DATA`` or the user cache folder). ``train_count``/``test_count`` keep
     the first that many samples of the split (reading only the batches needed).
     ``.data`` is float32 ``(N, 3, 32, 32)`` in [0, 1], ``.targets`` int64,
-    ``.classes`` the class names. ``download=True`` fetches and unpacks the
-    Python version.
+    ``.classes`` the class names. ``download=True`` fetches the Python version's
+    archive (unless ``root`` already holds it), checks its MD5 against the
+    official one and unpacks it atomically (see :func:`unpack_archive`); a
+    corrupt or truncated archive raises ``ValueError`` naming it. Labels must be
+    integers in 0..9 (``ValueError`` naming the batch file otherwise).
     """
 
     url = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
+    archive = "cifar-10-python.tar.gz"
+    archive_md5: str | None = "c58f30108f718f92721af3b95e74349a"  # the official checksum
+    archive_files = [f"cifar-10-batches-py/{n}" for n in
+                     ["batches.meta", "test_batch", *(f"data_batch_{i}" for i in range(1, 6))]]
 
     def __init__(self, root: Any = None, train: bool = True, download: bool = False,
                  train_count: int | None = None, test_count: int | None = None,
                  backend: str | None = None, *, device: Any = None) -> None:
         base = resolve_root(root)
-        count = train_count if train else test_count
-        if count is not None and (isinstance(count, bool) or not isinstance(count, int)
-                                  or count < 0):
-            raise ValueError(f"CIFAR10: {'train' if train else 'test'}_count must be an int "
-                             f">= 0, got {count!r}")
+        count = check_count(train_count if train else test_count,
+                            f"{'train' if train else 'test'}_count", "CIFAR10")
         folder = self._locate(base)
-        if folder is None and download:
-            archive = base / "cifar-10-python.tar.gz"
-            if not archive.is_file():
-                download_fn(self.url, archive, base)
-            extract_tar(archive, base)
-            folder = self._locate(base)
+        if download:
+            archive = base / self.archive
+            clean_stale_extractions(base, archive)
+            if folder is None:
+                if not archive.is_file():
+                    download_fn(self.url, archive, base, self.archive_md5)
+                unpack_archive(archive, base, "CIFAR10", self.archive_files, self.archive_md5)
+                folder = self._locate(base)
         if folder is None:
             raise missing_file("CIFAR10", base / "cifar-10-batches-py",
                                "the folder cifar-10-batches-py or cifar-10-batches-bin "
@@ -120,8 +152,6 @@ class CIFAR10(ArrayDataset):
             if not p.is_file():
                 raise missing_file("CIFAR10", p, f"the official {folder.name} files")
             x, y = _read_bin_batch(p) if binary else _read_py_batch(p)
-            if y.size and (y.min() < 0 or y.max() > 9):
-                raise ValueError(f"CIFAR10: {str(p)!r} holds labels outside 0..9")
             xs.append(x)
             ys.append(y)
             have += len(y)
@@ -159,5 +189,5 @@ class CIFAR10(ArrayDataset):
         return names
 
 
-def download_fn(url: str, archive: Path, base: Path) -> None:
-    download([url], archive, "CIFAR10", base, f"{url}, unpack it and")
+def download_fn(url: str, archive: Path, base: Path, md5: str | None = None) -> None:
+    download([url], archive, "CIFAR10", base, f"{url}, unpack it and", md5)

@@ -8,7 +8,15 @@ from typing import Any
 
 import numpy as np
 
-from ._common import ArrayDataset, download, extract_tar, int_tensor, resolve_root
+from ._common import (
+    ArrayDataset,
+    check_count,
+    clean_stale_extractions,
+    download,
+    int_tensor,
+    resolve_root,
+    unpack_archive,
+)
 from .text import Tokenizer, Vocab
 
 __all__ = ["IMDB"]
@@ -27,24 +35,44 @@ class IMDB(ArrayDataset):
     ``vocab`` a :class:`Vocab` of at most ``max_vocab`` tokens seen at least
     ``min_freq`` times is built from this split; pass the training set's
     ``.vocab`` to the test set. Samples are ordered neg then pos, by file id.
+    ``count`` keeps that many, balanced: the first ``(count + 1) // 2`` neg and
+    ``count // 2`` pos reviews by file id (only those files are read).
+    ``max_len``, ``min_freq`` (>= 1), ``max_vocab`` (>= 2 or None) and ``count``
+    (>= 0 or None) must be ints (``ValueError`` otherwise). ``download=True``
+    fetches the archive (unless ``root`` already holds it), checks its MD5
+    against the official one and unpacks it atomically; a corrupt or truncated
+    archive raises ``ValueError`` naming it.
     """
 
     url = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
+    archive = "aclImdb_v1.tar.gz"
+    archive_md5: str | None = "7c2ac02c03563afcf9b574c7e56c153a"  # the official checksum
+    archive_files = [f"aclImdb/{s}/{c}" for s in ("train", "test") for c in ("neg", "pos")]
 
     def __init__(self, root: Any = None, train: bool = True, download: bool = False,
-                 max_len: int = 256, vocab: Vocab | None = None, max_vocab: int = 20000,
+                 max_len: int = 256, vocab: Vocab | None = None, max_vocab: int | None = 20000,
                  min_freq: int = 1, tokenizer: Any = None, count: int | None = None,
                  backend: str | None = None, *, device: Any = None) -> None:
-        if max_len < 1:
-            raise ValueError(f"IMDB: max_len must be >= 1, got {max_len}")
+        max_len = check_count(max_len, "max_len", "IMDB", 1, optional=False)
+        max_vocab = check_count(max_vocab, "max_vocab", "IMDB", 2)
+        min_freq = check_count(min_freq, "min_freq", "IMDB", 1, optional=False)
+        count = check_count(count, "count", "IMDB")
+        if vocab is not None and not isinstance(vocab, Vocab):
+            raise TypeError(f"IMDB: vocab must be a vtl.datasets.Vocab or None, got "
+                            f"{type(vocab).__name__}")
+        if tokenizer is not None and not callable(tokenizer):
+            raise TypeError(f"IMDB: tokenizer must be callable (text -> list of tokens) or "
+                            f"None, got {type(tokenizer).__name__}")
         base = resolve_root(root)
         top = base / "aclImdb"
         split = "train" if train else "test"
-        if not (top / split).is_dir() and download:
-            archive = base / "aclImdb_v1.tar.gz"
-            if not archive.is_file():
-                _download(self.url, archive, base)
-            extract_tar(archive, base)
+        if download:
+            archive = base / self.archive
+            clean_stale_extractions(base, archive)
+            if not (top / split).is_dir():
+                if not archive.is_file():
+                    _download(self.url, archive, base, self.archive_md5)
+                unpack_archive(archive, base, "IMDB", self.archive_files, self.archive_md5)
         texts, labels, ratings = [], [], []
         for label, sub in ((0, "neg"), (1, "pos")):
             folder = top / split / sub
@@ -59,21 +87,26 @@ class IMDB(ArrayDataset):
                 m = _NAME.match(p.name)
                 if m is None:
                     raise ValueError(f"IMDB: {str(p)!r} is not named <id>_<rating>.txt")
+                if not p.is_file():
+                    kind = "a directory" if p.is_dir() else "not a regular file"
+                    raise ValueError(f"IMDB: {str(p)!r} is {kind}, expected a review text file")
                 stars = int(m.group(2))
                 if not 1 <= stars <= 10:
                     raise ValueError(f"IMDB: {str(p)!r} has rating {stars}, expected 1..10")
                 files.append((int(m.group(1)), stars, p))
             if not files:
                 raise ValueError(f"IMDB: {str(folder)!r} holds no reviews (<id>_<rating>.txt)")
-            for _, stars, p in sorted(files):
+            take = len(files) if count is None else (count + 1 - label) // 2
+            if take > len(files):
+                raise ValueError(f"IMDB: count={count} takes {take} {sub} reviews, "
+                                 f"{str(folder)!r} holds {len(files)}")
+            for _, stars, p in sorted(files)[:take]:
                 try:
                     texts.append(p.read_text(encoding="utf-8"))
                 except UnicodeDecodeError as exc:
                     raise ValueError(f"IMDB: {str(p)!r} is not valid UTF-8: {exc}") from None
                 labels.append(label)
                 ratings.append(stars)
-        if count is not None:
-            texts, labels, ratings = texts[:count], labels[:count], ratings[:count]
         self.tokenizer = tokenizer or Tokenizer()
         tokens = [self.tokenizer(t) for t in texts]
         self.vocab = vocab if vocab is not None else Vocab.build(tokens, max_vocab, min_freq)
@@ -86,5 +119,5 @@ class IMDB(ArrayDataset):
         self.lengths = int_tensor(lengths, dev)
 
 
-def _download(url: str, archive: Path, base: Path) -> None:
-    download([url], archive, "IMDB", base, f"{url}, unpack it and")
+def _download(url: str, archive: Path, base: Path, md5: str | None = None) -> None:
+    download([url], archive, "IMDB", base, f"{url}, unpack it and", md5)

@@ -14,7 +14,8 @@ from ._common import ArrayDataset, download, missing_file, resolve_root
 
 __all__ = ["MNIST", "FashionMNIST", "read_idx"]
 
-_IDX_TYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+_IDX_TYPES = {0x08: "uint8", 0x09: "int8", 0x0B: "int16", 0x0C: "int32", 0x0D: "float32",
+              0x0E: "float64"}
 
 
 def _read_maybe_gz(path: Path, name: str) -> bytes:
@@ -28,10 +29,12 @@ def _read_maybe_gz(path: Path, name: str) -> bytes:
     return raw
 
 
-def read_idx(path: Any, ndim: int | None = None, name: str = "read_idx") -> np.ndarray:
+def read_idx(path: Any, ndim: int | None = None, name: str = "read_idx",
+             dtype: Any = None) -> np.ndarray:
     """Parse an IDX file (LeCun's format; gzip or raw), checking the magic number
-    (``0x00 0x00 <type> <ndim>``, and ``ndim`` if given) and that the file holds
-    exactly the data its header describes. ``ValueError`` naming the file otherwise."""
+    (``0x00 0x00 <type> <ndim>``; ``ndim`` and the element ``dtype``, e.g.
+    ``np.uint8``, if given) and that the file holds exactly the data its header
+    describes. ``ValueError`` naming the file and what was found otherwise."""
     path = Path(path)
     data = _read_maybe_gz(path, name)
     if len(data) < 4:
@@ -39,6 +42,13 @@ def read_idx(path: Any, ndim: int | None = None, name: str = "read_idx") -> np.n
     if data[0] != 0 or data[1] != 0 or data[2] not in _IDX_TYPES:
         raise ValueError(f"{name}: {str(path)!r} has a bad IDX magic number "
                          f"0x{data[:4].hex()} (expected 0x0000<type><ndim>)")
+    found = np.dtype(_IDX_TYPES[data[2]])
+    if dtype is not None and found != np.dtype(dtype):
+        want = np.dtype(dtype)
+        code = {np.dtype(v): k for k, v in _IDX_TYPES.items()}.get(want)
+        raise ValueError(f"{name}: {str(path)!r} has magic number 0x{data[:4].hex()}: IDX type "
+                         f"0x{data[2]:02x} ({found}), expected "
+                         + (f"0x{code:02x} ({want})" if code is not None else str(want)))
     nd = data[3]
     if ndim is not None and nd != ndim:
         raise ValueError(f"{name}: {str(path)!r} has magic number 0x{data[:4].hex()}: "
@@ -46,7 +56,7 @@ def read_idx(path: Any, ndim: int | None = None, name: str = "read_idx") -> np.n
     if len(data) < 4 + 4 * nd:
         raise ValueError(f"{name}: {str(path)!r} is truncated inside its IDX header")
     shape = tuple(int(d) for d in np.frombuffer(data, ">u4", nd, 4))
-    dt = np.dtype(_IDX_TYPES[data[2]])
+    dt = found.newbyteorder(">")
     need = math.prod(shape) * dt.itemsize
     have = len(data) - 4 - 4 * nd
     if have < need:
@@ -55,8 +65,7 @@ def read_idx(path: Any, ndim: int | None = None, name: str = "read_idx") -> np.n
     if have > need:
         raise ValueError(f"{name}: {str(path)!r} is corrupt: {have - need} bytes after the "
                          f"data of shape {shape}")
-    return np.frombuffer(data, dt, math.prod(shape), 4 + 4 * nd).reshape(shape).astype(
-        dt.newbyteorder("="))
+    return np.frombuffer(data, dt, math.prod(shape), 4 + 4 * nd).reshape(shape).astype(found)
 
 
 class MNIST(ArrayDataset):
@@ -67,13 +76,20 @@ class MNIST(ArrayDataset):
     ``root/MNIST/raw``, ``root/MNIST`` or ``root`` (``root`` defaults to env
     ``VTL_DATA`` or the user cache folder). ``.data`` is float32
     ``(N, 1, 28, 28)`` in [0, 1] (``(N, 784)`` with ``flatten=True``), ``.targets``
-    int64. ``download=True`` fetches the files into ``root/MNIST/raw``.
+    int64. ``download=True`` fetches the missing files into ``root/MNIST/raw``,
+    each checked against its official MD5 before it is kept. The IDX headers must
+    announce unsigned bytes (type ``0x08``), 3-d images of 28x28 and 1-d labels
+    in 0..9, as many as images (``ValueError`` naming the file otherwise).
     """
 
     folder = "MNIST"
     urls = ["https://ossci-datasets.s3.amazonaws.com/mnist/",
             "https://storage.googleapis.com/cvdf-datasets/mnist/",
             "http://yann.lecun.com/exdb/mnist/"]
+    md5 = {"train-images-idx3-ubyte.gz": "f68b3c2dcbeaaa9fbdd348bbdeb94873",  # official
+           "train-labels-idx1-ubyte.gz": "d53e105ee54ea40749a09fcbcd1e9432",
+           "t10k-images-idx3-ubyte.gz": "9fb629c4189551a2d022fa330f9573f3",
+           "t10k-labels-idx1-ubyte.gz": "ec29112dd5afa0611ce80d1b7f02629c"}
     classes_ = ["0 - zero", "1 - one", "2 - two", "3 - three", "4 - four", "5 - five",
                 "6 - six", "7 - seven", "8 - eight", "9 - nine"]
 
@@ -89,23 +105,24 @@ class MNIST(ArrayDataset):
         if any(p is None for p in paths) and download:
             for f, p in zip(files, paths, strict=True):
                 if p is None:
-                    _download_one(self, dirs[0], f + ".gz")
+                    _download_one(self, dirs[0], f + ".gz", self.md5.get(f + ".gz"))
             paths = [self._find(dirs, f) for f in files]
         for f, p in zip(files, paths, strict=True):
             if p is None:
                 raise missing_file(name, dirs[0] / (f + ".gz"),
                                    f"{files[0]}(.gz) and {files[1]}(.gz) from the official "
                                    f"site ({self.urls[0]})")
-        images = read_idx(paths[0], 3, name)
-        labels = read_idx(paths[1], 1, name)
+        images = read_idx(paths[0], 3, name, np.uint8)
+        labels = read_idx(paths[1], 1, name, np.uint8)
         if images.shape[1:] != (28, 28):
             raise ValueError(f"{name}: {str(paths[0])!r} holds images of shape "
                              f"{images.shape[1:]}, expected (28, 28)")
         if images.shape[0] != labels.shape[0]:
             raise ValueError(f"{name}: {str(paths[0])!r} holds {images.shape[0]} images but "
                              f"{str(paths[1])!r} {labels.shape[0]} labels")
-        if labels.size and (labels.min() < 0 or labels.max() > 9):
-            raise ValueError(f"{name}: {str(paths[1])!r} holds labels outside 0..9")
+        if labels.size and labels.max() > 9:
+            raise ValueError(f"{name}: {str(paths[1])!r} holds labels outside 0..9 (found "
+                             f"{labels.min()}..{labels.max()})")
         x = images.astype(np.float32) / np.float32(255.0)
         x = x.reshape(len(x), 784) if flatten else x.reshape(len(x), 1, 28, 28)
         super().__init__(x, labels.astype(np.int64), self.classes_, backend, device)
@@ -119,9 +136,9 @@ class MNIST(ArrayDataset):
         return None
 
 
-def _download_one(ds: Any, folder: Path, fname: str) -> None:
+def _download_one(ds: Any, folder: Path, fname: str, md5: str | None) -> None:
     download([u + fname for u in ds.urls], folder / fname, type(ds).__name__, folder,
-             f"{fname} (from {ds.urls[0]})")
+             f"{fname} (from {ds.urls[0]})", md5)
 
 
 class FashionMNIST(MNIST):
@@ -130,5 +147,9 @@ class FashionMNIST(MNIST):
 
     folder = "FashionMNIST"
     urls = ["http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"]
+    md5 = {"train-images-idx3-ubyte.gz": "8d4fb7e6c68d591d4c3dfef9ec88bf0d",
+           "train-labels-idx1-ubyte.gz": "25c81989df183df01b3e8a0aad5dffbe",
+           "t10k-images-idx3-ubyte.gz": "bef4ecab320f06d8554ea6380940ec79",
+           "t10k-labels-idx1-ubyte.gz": "bb300cfdad3c16e7a12a480ee83cd310"}
     classes_ = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
                 "Sneaker", "Bag", "Ankle boot"]
