@@ -36,8 +36,9 @@ __all__ = [
 
 def _pointwise_setup(input: Any, target: Any, reduction: str, fname: str) -> Any:  # noqa: A002
     check_reduction(reduction, fname)
+    xp = namespace(input, target)
     check_same_shape(input, target, fname)
-    return namespace(input, target)
+    return xp
 
 
 def mse_loss(input: Any, target: Any, *, reduction: str = "mean") -> Any:  # noqa: A002
