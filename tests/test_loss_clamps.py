@@ -359,6 +359,30 @@ def test_cross_entropy_all_ignored_mean_is_nan_with_zero_gradient(backend):
         assert_close(xt.grad, np.zeros_like(CE_X, np.float32))
 
 
+@pytest.mark.filterwarnings("ignore:.*encountered in divide:RuntimeWarning")  # 0 / 0
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("all_ignored", [False, True])
+def test_nll_loss_weights_and_ignore(backend, reduction, all_ignored):
+    """PyTorch: ``-w[t] x[t]`` per kept row; ``'mean'`` divides by ``sum w[t]``; the gradient
+    is ``-w[t] / den`` at the picked entries, 0 elsewhere (also when all rows are ignored)."""
+    t = np.full(3, -100) if all_ignored else CE_T
+    keep = t != -100
+    ts = np.where(keep, t, 0)
+    wt = np.where(keep, CE_W[ts], 0.0)
+    per = -wt * CE_X[np.arange(3), ts]
+    den = wt.sum() if reduction == "mean" else 1.0
+    out, (gx,), v = _grads(lambda a: F.nll_loss(a, vtl.asarray(t), vtl.asarray(
+        CE_W.astype(np.float32)), reduction=reduction), [CE_X], "float32")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        loss = per if reduction == "none" else per.sum() / den
+        expect = np.zeros_like(CE_X)
+        expect[np.arange(3), ts] = np.where(keep, -wt / den, 0.0) * v
+    assert_close(out, np.asarray(loss, np.float32), rtol=2e-5, atol=2e-6)
+    assert_close(gx, expect.astype(np.float32), rtol=2e-5, atol=2e-6)
+    if all_ignored and reduction == "mean":
+        assert np.isnan(float(out))
+
+
 # -- against CPU PyTorch itself --------------------------------------------------------------
 def _torch_run(torch, fn, arrays, dtype, v):
     ts = [torch.tensor(a.astype(dtype), requires_grad=True) for a in arrays]
