@@ -38,7 +38,28 @@ def namespace(*xs: Any) -> Any:
             _vtl = vtl
         return _vtl
     arrays = [x for x in xs if x is not None and not isinstance(x, _SKIP)]
-    return array_namespace(*arrays)
+    try:
+        return array_namespace(*arrays)
+    except TypeError:
+        raise TypeError(_mixed_arrays(arrays)) from None
+
+
+def _type_name(x: Any) -> str:
+    t = type(x)
+    if t is Tensor or isinstance(x, Tensor):
+        return "vtl.Tensor"
+    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
+def _mixed_arrays(arrays: list) -> str:
+    """Why ``array_namespace`` refused ``arrays``: a mix of libraries, or a non-array."""
+    names = list(dict.fromkeys(_type_name(x) for x in arrays))
+    if "vtl.Tensor" in names:
+        others = [n for n in names if n != "vtl.Tensor"]
+        return (f"expected vtl.Tensor arguments, got vtl.Tensor mixed with {', '.join(others)}; "
+                "convert them with vtl.asarray(...)")
+    return (f"expected arrays of one array-API library, got {', '.join(names)}; convert them "
+            "with vtl.asarray(...) (or the array library's asarray)")
 
 
 def detach(x: Any) -> Any:

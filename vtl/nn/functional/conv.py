@@ -229,6 +229,9 @@ def _check_conv(input: Any, weight: Any, bias: Any, groups: int, nsp: int, fname
                          f"(batched) input, got shape {_shape(input)}")
     if isinstance(groups, bool) or operator.index(groups) < 1:
         raise ValueError(f"{fname}(): groups must be a positive int, got {groups!r}")
+    if 0 in _shape(input)[-nsp:]:  # PyTorch: only the batch or channel axis may be empty
+        raise ValueError(f"{fname}(): expected an input with non-empty spatial "
+                         f"dimensions, got shape {_shape(input)}")
     c = input.shape[-nsp - 1]
     if transposed:
         if c != weight.shape[0]:

@@ -8,6 +8,10 @@ through ``softplus``, logs clamped at -100 in ``binary_cross_entropy`` as in
 PyTorch. Values are not validated on the device (that would need a host
 sync): probabilities outside ``[0, 1]`` give nan. Class indices are checked
 (``IndexError``), since a wrong index would silently read another class.
+
+Gradients at the clamps are PyTorch's: ``binary_cross_entropy`` has its own
+rule (``(x - t) / max(x (1 - x), 1e-12)``, finite at ``x = 0`` and ``x = 1``),
+and the variance clamp of ``gaussian_nll_loss`` passes the gradient through.
 """
 
 from __future__ import annotations
@@ -16,8 +20,9 @@ import math
 from functools import partial
 from typing import Any
 
-from ..._ops._core import _grad, new, record
+from ..._ops._core import _grad, needs_grad, new, record, sum_to
 from ..._tensor import Tensor
+from ...autograd.grad_mode import no_grad
 from ._utils import _REDUCTIONS, check_reduction, check_same_shape, namespace, reduce
 from .activation import softplus
 from .softmax import log_softmax
@@ -31,8 +36,9 @@ __all__ = [
 
 def _pointwise_setup(input: Any, target: Any, reduction: str, fname: str) -> Any:  # noqa: A002
     check_reduction(reduction, fname)
+    xp = namespace(input, target)
     check_same_shape(input, target, fname)
-    return namespace(input, target)
+    return xp
 
 
 def mse_loss(input: Any, target: Any, *, reduction: str = "mean") -> Any:  # noqa: A002
@@ -113,7 +119,7 @@ def smooth_l1_loss(input: Any, target: Any, *, reduction: str = "mean",  # noqa:
     ad = xp.abs(d)
     if beta == 0:
         return reduce(xp, ad, reduction)
-    loss = xp.where(ad < beta, (0.5 / beta) * d * d, ad - 0.5 * beta)
+    loss = xp.where(ad < beta, 0.5 * d * d / beta, ad - 0.5 * beta)
     return reduce(xp, loss, reduction)
 
 
@@ -123,19 +129,62 @@ def _weighted(loss: Any, weight: Any, fname: str) -> Any:
     return loss * weight
 
 
-def _clamped_log(xp: Any, x: Any) -> Any:
-    """``max(log(x), -100)``, with a zero gradient (not nan) at ``x = 0``."""
-    pos = x > 0
-    lg = xp.log(xp.where(pos, x, 1.0))
-    return xp.where(pos, xp.maximum(lg, -100.0), -100.0)
+def _log_or(xp: Any, x: Any, at_zero: float) -> Any:
+    """``log(x)`` with the value ``at_zero`` where ``x == 0`` (no log(0) evaluated, so no
+    warning and no nan in the gradient there); nan for ``x < 0``."""
+    zero = x == 0
+    return xp.where(zero, at_zero, xp.log(xp.where(zero, 1.0, x)))
+
+
+def _bce_forward(xp: Any, x: Any, t: Any) -> Any:
+    """PyTorch's elementwise BCE: ``(t - 1) max(log1p(-x), -100) - t max(log(x), -100)``."""
+    one = x == 1
+    log1m = xp.where(one, -100.0, xp.log1p(-xp.where(one, 0.0, x)))
+    return (t - 1.0) * xp.maximum(log1m, -100.0) - t * xp.maximum(_log_or(xp, x, -100.0),
+                                                                   -100.0)
+
+
+def _neg_logit(x: Tensor) -> Tensor:
+    """``-log(x / (1 - x))`` as ``-torch.logit(x)``: ``inf`` at 0, ``-inf`` at 1, nan outside
+    ``[0, 1]``."""
+    import vtl
+
+    inside = (x > 0) & (x < 1)
+    xs = vtl.where(inside, x, 0.5)
+    edge = vtl.where(x == 0, math.inf, vtl.where(x == 1, -math.inf, vtl.full_like(x, math.nan)))
+    return vtl.where(inside, -vtl.log(xs / (1.0 - xs)), edge)
+
+
+#: PyTorch's ``EPSILON`` of the BCE gradient: 1e-12 rounded to float32, as it is declared.
+_BCE_EPS = 9.999999960041972e-13
+
+
+def _bce_vjp(x: Tensor, t: Tensor, g: Tensor, _: Any) -> tuple:
+    """PyTorch's rules: ``g (x - t) / max(x (1 - x), eps)`` for the input (the clamped
+    logs get a finite gradient, not 0) and ``-g logit(x)`` for the target."""
+    import vtl
+
+    gx = gt = None
+    if x._requires_grad:
+        gx = sum_to(g * (x - t) / vtl.maximum(x * (1.0 - x), _BCE_EPS), x)
+    if isinstance(t, Tensor) and t._requires_grad:
+        gt = sum_to(g * _neg_logit(x), t)
+    return gx, gt
 
 
 def binary_cross_entropy(input: Any, target: Any, weight: Any = None, *,  # noqa: A002
                          reduction: str = "mean") -> Any:
     """``-w (t log(x) + (1 - t) log(1 - x))`` for probabilities ``x``; each log is
-    clamped at -100 as in PyTorch."""
+    clamped at -100 as in PyTorch, whose gradient rule is used as well:
+    ``w (x - t) / max(x (1 - x), 1e-12)`` for ``x`` and ``-w logit(x)`` for ``t``."""
     xp = _pointwise_setup(input, target, reduction, "binary_cross_entropy")
-    loss = -(target * _clamped_log(xp, input) + (1.0 - target) * _clamped_log(xp, 1.0 - input))
+    if needs_grad(input, target):
+        with no_grad():
+            out = _bce_forward(xp, input, target)
+        loss = record(out._data, out._device, "BinaryCrossEntropyBackward", (input, target),
+                      partial(_bce_vjp, input, target), (input, target))
+    else:
+        loss = _bce_forward(xp, input, target)
     return reduce(xp, _weighted(loss, weight, "binary_cross_entropy"), reduction)
 
 
@@ -176,26 +225,47 @@ def poisson_nll_loss(input: Any, target: Any, log_input: bool = True, full: bool
     return reduce(xp, loss, reduction)
 
 
-def gaussian_nll_loss(input: Any, target: Any, var: Any, full: bool = False,  # noqa: A002
-                      eps: float = 1e-6, *, reduction: str = "mean") -> Any:
-    """``0.5 (log(max(var, eps)) + (x - t)^2 / max(var, eps))`` (+ ``0.5 log(2 pi)``
-    when ``full``); ``var`` has the input's shape or one fewer trailing size."""
-    xp = _pointwise_setup(input, target, reduction, "gaussian_nll_loss")
+def _clamped_copy(xp: Any, v: Any, lo: float) -> Any:
+    """``max(v, lo)`` whose gradient is the identity's (PyTorch clamps a copy of ``var``
+    in place under no_grad, so the gradient passes the clamp, evaluated at ``lo``)."""
+    if needs_grad(v):
+        with no_grad():
+            out = xp.maximum(v, lo)
+        return record(out._data, out._device, "CloneBackward", (v,), lambda g, _: g)
+    return xp.maximum(v, lo)
+
+
+def _gaussian_var(xp: Any, var: Any, input: Any) -> Any:  # noqa: A002
+    """``var`` checked and shaped as PyTorch's ``gaussian_nll_loss`` takes it: the input's
+    shape; one fewer trailing axis (homoscedastic: a trailing axis is added); or the
+    input's rank with exactly one axis of size 1 where the input's differs."""
     if isinstance(var, (int, float)):
-        var = xp.full(input.shape, float(var), dtype=input.dtype, device=input.device)
-    if tuple(var.shape) != tuple(input.shape):
-        if tuple(var.shape) == tuple(input.shape[:-1]) or (
-                tuple(var.shape) == tuple(input.shape[:-1]) + (1,)):
-            if var.ndim == input.ndim - 1:
-                var = xp.expand_dims(var, axis=-1)
-        else:
-            raise ValueError(f"gaussian_nll_loss(): var of shape {tuple(var.shape)} does not "
-                             f"match input of shape {tuple(input.shape)}")
+        if var < 0:
+            raise ValueError(f"gaussian_nll_loss(): var must be >= 0, got {var}")
+        return xp.full(input.shape, float(var), dtype=input.dtype, device=input.device)
+    vshape, ishape = tuple(var.shape), tuple(input.shape)
+    if vshape != ishape:
+        if vshape == ishape[:-1]:
+            var = xp.expand_dims(var, axis=-1)
+        elif not (len(vshape) == len(ishape)
+                  and sum(v for i, v in zip(ishape, vshape, strict=True) if i != v) == 1):
+            raise ValueError(f"gaussian_nll_loss(): var of shape {vshape} does not fit input "
+                             f"of shape {ishape} (expected {ishape}, {ishape[:-1]}, or "
+                             f"{ishape} with one axis of size 1)")
     if bool(xp.any(var < 0)):
         raise ValueError("gaussian_nll_loss(): var has negative entries")
-    v = xp.maximum(var, eps)
-    d = input - target
-    loss = 0.5 * (xp.log(v) + d * d / v)
+    return var
+
+
+def gaussian_nll_loss(input: Any, target: Any, var: Any, full: bool = False,  # noqa: A002
+                      eps: float = 1e-6, *, reduction: str = "mean") -> Any:
+    """``0.5 (log(v) + (x - t)^2 / v)`` with ``v = max(var, eps)`` (+ ``0.5 log(2 pi)``
+    when ``full``). ``var`` has the input's shape, one fewer trailing axis, or one axis
+    of size 1 (broadcast), or is a number. As in PyTorch the clamp passes the gradient
+    through: below ``eps``, ``var`` gets the gradient at ``eps``, not 0."""
+    xp = _pointwise_setup(input, target, reduction, "gaussian_nll_loss")
+    v = _clamped_copy(xp, _gaussian_var(xp, var, input), eps)
+    loss = 0.5 * (xp.log(v) + (input - target) ** 2 / v)
     if full:
         loss = loss + 0.5 * math.log(2.0 * math.pi)
     return reduce(xp, loss, reduction)
@@ -212,9 +282,7 @@ def kl_div(input: Any, target: Any, *, reduction: str = "mean",  # noqa: A002
     if log_target:
         loss = xp.exp(target) * (target - input)
     else:
-        pos = target > 0
-        xlogx = xp.where(pos, target * xp.log(xp.where(pos, target, 1.0)), 0.0)
-        loss = xlogx - target * input
+        loss = target * _log_or(xp, target, 0.0) - target * input  # xlogy(t, t) - t x
     if reduction == "batchmean":
         s = xp.sum(loss)
         return s / input.shape[0] if input.ndim else s

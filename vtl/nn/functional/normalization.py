@@ -99,7 +99,9 @@ def batch_norm(input: Any, running_mean: Any, running_var: Any, weight: Any = No
     if training:
         axes = (0, *range(2, input.ndim))
         n = math.prod(input.shape[a] for a in axes)
-        if n <= 1:
+        if n == 0:  # an empty batch: an empty result, the running statistics unchanged
+            return _affine(xp, input, weight, bias, shape)
+        if n == 1:
             raise ValueError(f"batch_norm(): expected more than 1 value per channel when "
                              f"training, got input of shape {_shape(input)}")
         out, mean, var = _normalize(xp, input, axes, eps)

@@ -80,6 +80,15 @@ def _pool_out(size: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int
     return out
 
 
+def _check_nonempty(input: Any, nsp: int, fname: str) -> None:  # noqa: A002
+    """``ValueError`` for an empty channel or spatial axis (PyTorch's pools allow only an
+    empty batch)."""
+    shape = _shape(input)
+    if 0 in shape[-nsp - 1:]:
+        raise ValueError(f"{fname}(): expected non-empty channel and spatial axes (only the "
+                         f"batch axis may be empty), got input of shape {shape}")
+
+
 def _pool_args(input: Any, kernel_size: Any, stride: Any, padding: Any, dilation: Any,  # noqa: A002
                ceil_mode: bool, nsp: int, fname: str) -> tuple[Any, ...]:
     if input.ndim not in (nsp + 1, nsp + 2):
@@ -93,6 +102,7 @@ def _pool_args(input: Any, kernel_size: Any, stride: Any, padding: Any, dilation
     if any(p[a] > k[a] // 2 for a in range(nsp)):
         raise ValueError(f"{fname}(): padding {p} should be at most half of the kernel size "
                          f"{k}")
+    _check_nonempty(input, nsp, fname)
     spatial = _shape(input)[-nsp:]
     out = tuple(_pool_out(spatial[a], k[a], s[a], p[a], d[a], ceil_mode) for a in range(nsp))
     if any(o < 1 for o in out):
@@ -176,8 +186,9 @@ def _max_pool(input: Any, kernel_size: Any, stride: Any, padding: Any, dilation:
 
 
 def _kernel(x: Any) -> Any:
-    """The backend's ``pool2d`` kernel for the tensor ``x``, or ``None`` (portable path)."""
-    if not isinstance(x, Tensor):
+    """The backend's ``pool2d`` kernel for the tensor ``x``, or ``None`` (portable path,
+    also for an empty batch or channel axis, which the kernels need not handle)."""
+    if not isinstance(x, Tensor) or 0 in x._data.shape:
         return None
     kern = x._device.backend.kernel("pool2d")
     return kern if kern is not None and kern.supports(x._data.dtype) else None
@@ -405,6 +416,7 @@ def _adaptive_size(output_size: Any, input: Any, nsp: int, fname: str) -> tuple[
     if len(output_size) != nsp:
         raise ValueError(f"{fname}(): output_size must be an int or a tuple of {nsp}, "
                          f"got {output_size!r}")
+    _check_nonempty(input, nsp, fname)
     spatial = _shape(input)[-nsp:]
     out = tuple(spatial[a] if o is None else int(o) for a, o in enumerate(output_size))
     if any(o < 1 for o in out) or any(v == 0 for v in spatial):

@@ -34,6 +34,8 @@ def _prepare(input: Any, dim: int | None, dtype: Any, fname: str) -> tuple[Any, 
 
 def _shifted(xp: Any, x: Any, d: int) -> Any:
     """``x - max(x, axis=d)`` with a finite, constant shift (0 where the max is inf)."""
+    if x.shape[d] == 0:  # an empty axis: nothing to shift (and no maximum to take)
+        return x
     m = detach(xp.max(x, axis=d, keepdims=True))
     m = xp.where(xp.isfinite(m), m, 0.0)
     return x - m
@@ -61,7 +63,7 @@ def softmin(input: Any, dim: int | None = None, dtype: Any = None) -> Any:  # no
 def log_softmax(input: Any, dim: int | None = None, dtype: Any = None) -> Any:  # noqa: A002
     """``x - logsumexp(x)`` along ``dim``."""
     xp, x, d = _prepare(input, dim, dtype, "log_softmax")
-    if x.ndim == 0:
+    if x.ndim == 0 or x.shape[d] == 0:
         return x - x
     z = _shifted(xp, x, d)
     return z - xp.log(xp.sum(xp.exp(z), axis=d, keepdims=True))

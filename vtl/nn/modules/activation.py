@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..._tensor import Tensor
 from .. import functional as F
 from .. import init
-from ._utils import empty
+from ._utils import check_float, check_tensor, empty
 from .module import Module, Parameter
 
 __all__ = [
@@ -29,6 +30,8 @@ class _Plain(Module):
         self.inplace = inplace
 
     def forward(self, input: Any) -> Any:  # noqa: A002
+        if input.__class__ is not Tensor:
+            check_tensor(self, input)
         return type(self)._fn(input)
 
     def extra_repr(self) -> str:
@@ -84,6 +87,8 @@ class _NoArgs(Module):
     _fn: Any = None
 
     def forward(self, input: Any) -> Any:  # noqa: A002
+        if input.__class__ is not Tensor:
+            check_tensor(self, input)
         return type(self)._fn(input)
 
 
@@ -126,6 +131,8 @@ class LeakyReLU(Module):
         self.inplace = inplace
 
     def forward(self, input: Any) -> Any:  # noqa: A002
+        if input.__class__ is not Tensor:
+            check_tensor(self, input)
         return F.leaky_relu(input, self.negative_slope)
 
     def extra_repr(self) -> str:
@@ -142,6 +149,8 @@ class ELU(Module):
         self.inplace = inplace
 
     def forward(self, input: Any) -> Any:  # noqa: A002
+        if input.__class__ is not Tensor:
+            check_tensor(self, input)
         return F.elu(input, self.alpha)
 
     def extra_repr(self) -> str:
@@ -152,6 +161,8 @@ class CELU(ELU):
     """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
 
     def forward(self, input: Any) -> Any:  # noqa: A002
+        if input.__class__ is not Tensor:
+            check_tensor(self, input)
         return F.celu(input, self.alpha)
 
 
@@ -165,6 +176,8 @@ class GELU(Module):
         self.approximate = approximate
 
     def forward(self, input: Any) -> Any:  # noqa: A002
+        if input.__class__ is not Tensor:
+            check_tensor(self, input)
         return F.gelu(input, self.approximate)
 
     def extra_repr(self) -> str:
@@ -180,6 +193,8 @@ class Softplus(Module):
         self.threshold = threshold
 
     def forward(self, input: Any) -> Any:  # noqa: A002
+        if input.__class__ is not Tensor:
+            check_tensor(self, input)
         return F.softplus(input, self.beta, self.threshold)
 
     def extra_repr(self) -> str:
@@ -200,6 +215,8 @@ class Hardtanh(Module):
         self.inplace = inplace
 
     def forward(self, input: Any) -> Any:  # noqa: A002
+        if input.__class__ is not Tensor:
+            check_tensor(self, input)
         return F.hardtanh(input, self.min_val, self.max_val)
 
     def extra_repr(self) -> str:
@@ -215,6 +232,8 @@ class _Shrink(Module):
         self.lambd = lambd
 
     def forward(self, input: Any) -> Any:  # noqa: A002
+        if input.__class__ is not Tensor:
+            check_tensor(self, input)
         return type(self)._fn(input, self.lambd)
 
     def extra_repr(self) -> str:
@@ -243,6 +262,8 @@ class Threshold(Module):
         self.inplace = inplace
 
     def forward(self, input: Any) -> Any:  # noqa: A002
+        if input.__class__ is not Tensor:
+            check_tensor(self, input)
         return F.threshold(input, self.threshold, self.value)
 
     def extra_repr(self) -> str:
@@ -264,6 +285,8 @@ class PReLU(Module):
         init.constant_(self.weight, self.init)
 
     def forward(self, input: Any) -> Any:  # noqa: A002
+        if input.__class__ is not Tensor or input._data.dtype.kind in "iub":
+            check_float(self, input)
         if self.num_parameters != 1 and (input.ndim < 2 or
                                          input.shape[1] != self.num_parameters):
             raise ValueError(f"PReLU(num_parameters={self.num_parameters}): expected "
@@ -283,6 +306,8 @@ class GLU(Module):
         self.dim = dim
 
     def forward(self, input: Any) -> Any:  # noqa: A002
+        if input.__class__ is not Tensor:
+            check_tensor(self, input)
         return F.glu(input, self.dim)
 
     def extra_repr(self) -> str:
@@ -297,6 +322,8 @@ class _SoftmaxBase(Module):
         self.dim = dim
 
     def forward(self, input: Any) -> Any:  # noqa: A002
+        if input.__class__ is not Tensor:
+            check_tensor(self, input)
         return type(self)._fn(input, self.dim)
 
     def extra_repr(self) -> str:

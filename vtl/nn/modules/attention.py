@@ -8,7 +8,7 @@ import vtl
 
 from .. import functional as F
 from .. import init
-from ._utils import empty
+from ._utils import check_float, check_tensor, empty
 from .linear import Linear
 from .module import Module, Parameter
 
@@ -90,6 +90,12 @@ class MultiheadAttention(Module):
     def forward(self, query: Any, key: Any, value: Any, key_padding_mask: Any = None,
                 need_weights: bool = True, attn_mask: Any = None,
                 average_attn_weights: bool = True, is_causal: bool = False) -> tuple[Any, Any]:
+        check_float(self, query, "query")
+        check_float(self, key, "key")
+        check_float(self, value, "value")
+        for name, mask in (("key_padding_mask", key_padding_mask), ("attn_mask", attn_mask)):
+            if mask is not None:
+                check_tensor(self, mask, name)
         batched = query.ndim == 3
         if query.ndim not in (2, 3) or query.shape[-1] != self.embed_dim:
             raise ValueError(f"{self._describe()}: expected query of shape (L, N, "

@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..._tensor import Tensor
 from .. import functional as F
 from .. import init
 from ..functional.conv import _ntuple
-from ._utils import empty
+from ._utils import check_float, empty
 from .module import Module, Parameter
 
 __all__ = ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d"]
@@ -76,6 +77,8 @@ class _ConvNd(Module):
                 f"kernel_size={self.kernel_size}, groups={self.groups})")
 
     def _check_input(self, x: Any) -> None:
+        if x.__class__ is not Tensor or x._data.dtype.kind in "iub":
+            check_float(self, x)
         n = self._nsp
         if x.ndim not in (n + 1, n + 2):
             raise ValueError(f"{self._describe()}: expected a {n + 1}-D (unbatched) or "

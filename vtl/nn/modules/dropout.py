@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..._tensor import Tensor
 from .. import functional as F
+from ._utils import check_tensor
 from .module import Module
 
 __all__ = ["AlphaDropout", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d"]
@@ -22,6 +24,8 @@ class _DropoutNd(Module):
         self.generator = generator
 
     def forward(self, input: Any) -> Any:  # noqa: A002
+        if input.__class__ is not Tensor:
+            check_tensor(self, input)
         return type(self)._fn(input, self.p, self.training, generator=self.generator)
 
     def extra_repr(self) -> str:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..._tensor import Tensor
 from ..functional._utils import namespace
+from ._utils import check_tensor
 from .module import Module
 
 __all__ = ["Flatten", "Unflatten"]
@@ -20,6 +22,8 @@ class Flatten(Module):
         self.end_dim = end_dim
 
     def forward(self, input: Any) -> Any:  # noqa: A002
+        if input.__class__ is not Tensor:
+            check_tensor(self, input)
         xp = namespace(input)
         shape = tuple(input.shape)
         n = max(len(shape), 1)
@@ -52,6 +56,8 @@ class Unflatten(Module):
         self.unflattened_size = tuple(unflattened_size)
 
     def forward(self, input: Any) -> Any:  # noqa: A002
+        if input.__class__ is not Tensor:
+            check_tensor(self, input)
         xp = namespace(input)
         shape = tuple(input.shape)
         n = len(shape)

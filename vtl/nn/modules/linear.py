@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..._tensor import Tensor
 from .. import functional as F
 from .. import init
-from ._utils import empty
+from ._utils import check_float, empty
 from .module import Module, Parameter
 
 __all__ = ["Bilinear", "Identity", "Linear"]
@@ -56,6 +57,8 @@ class Linear(Module):
         return f"Linear(in_features={self.in_features}, out_features={self.out_features})"
 
     def forward(self, input: Any) -> Any:  # noqa: A002
+        if input.__class__ is not Tensor or input._data.dtype.kind in "iub":
+            check_float(self, input)
         shape = input.shape
         if not shape or shape[-1] != self.in_features:
             raise ValueError(
@@ -94,13 +97,19 @@ class Bilinear(Module):
         if self.bias is not None:
             init.uniform_(self.bias, -bound, bound)
 
+    def _describe(self) -> str:
+        return (f"Bilinear(in1_features={self.in1_features}, in2_features="
+                f"{self.in2_features}, out_features={self.out_features})")
+
     def forward(self, input1: Any, input2: Any) -> Any:
+        check_float(self, input1, "input1")
+        check_float(self, input2, "input2")
         if input1.ndim == 0 or input1.shape[-1] != self.in1_features or input2.ndim == 0 \
                 or input2.shape[-1] != self.in2_features:
             raise ValueError(
-                f"Bilinear(in1_features={self.in1_features}, in2_features="
-                f"{self.in2_features}): got inputs of shapes {tuple(input1.shape)} and "
-                f"{tuple(input2.shape)}"
+                f"{self._describe()}: expected inputs with last dimensions "
+                f"{self.in1_features} and {self.in2_features}, got inputs of shapes "
+                f"{tuple(input1.shape)} and {tuple(input2.shape)}"
             )
         return F.bilinear(input1, input2, self.weight, self.bias)
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from .. import functional as F
 from ..functional._utils import check_reduction
+from ._utils import check_tensor
 from .module import Module
 
 __all__ = [
@@ -27,6 +28,10 @@ class _Loss(Module):
     def extra_repr(self) -> str:
         return f"reduction={self.reduction!r}" if self.reduction != "mean" else ""
 
+    def _check(self, input: Any, target: Any) -> None:  # noqa: A002
+        check_tensor(self, input)
+        check_tensor(self, target, "target")
+
 
 class _WeightedLoss(_Loss):
     def __init__(self, weight: Any = None, reduction: str = "mean") -> None:
@@ -38,6 +43,7 @@ class MSELoss(_Loss):
     """Mean squared error."""
 
     def forward(self, input: Any, target: Any) -> Any:  # noqa: A002
+        self._check(input, target)
         return F.mse_loss(input, target, reduction=self.reduction)
 
 
@@ -45,6 +51,7 @@ class L1Loss(_Loss):
     """Mean absolute error."""
 
     def forward(self, input: Any, target: Any) -> Any:  # noqa: A002
+        self._check(input, target)
         return F.l1_loss(input, target, reduction=self.reduction)
 
 
@@ -52,6 +59,7 @@ class SoftMarginLoss(_Loss):
     """Two-class logistic loss for targets in {-1, 1}."""
 
     def forward(self, input: Any, target: Any) -> Any:  # noqa: A002
+        self._check(input, target)
         return F.soft_margin_loss(input, target, reduction=self.reduction)
 
 
@@ -63,6 +71,7 @@ class HuberLoss(_Loss):
         self.delta = delta
 
     def forward(self, input: Any, target: Any) -> Any:  # noqa: A002
+        self._check(input, target)
         return F.huber_loss(input, target, reduction=self.reduction, delta=self.delta)
 
 
@@ -74,6 +83,7 @@ class SmoothL1Loss(_Loss):
         self.beta = beta
 
     def forward(self, input: Any, target: Any) -> Any:  # noqa: A002
+        self._check(input, target)
         return F.smooth_l1_loss(input, target, reduction=self.reduction, beta=self.beta)
 
 
@@ -81,6 +91,7 @@ class BCELoss(_WeightedLoss):
     """Binary cross-entropy of probabilities."""
 
     def forward(self, input: Any, target: Any) -> Any:  # noqa: A002
+        self._check(input, target)
         return F.binary_cross_entropy(input, target, self.weight, reduction=self.reduction)
 
 
@@ -94,6 +105,7 @@ class BCEWithLogitsLoss(_Loss):
         self.register_buffer("pos_weight", pos_weight)
 
     def forward(self, input: Any, target: Any) -> Any:  # noqa: A002
+        self._check(input, target)
         return F.binary_cross_entropy_with_logits(input, target, self.weight,
                                                   reduction=self.reduction,
                                                   pos_weight=self.pos_weight)
@@ -108,6 +120,7 @@ class NLLLoss(_WeightedLoss):
         self.ignore_index = ignore_index
 
     def forward(self, input: Any, target: Any) -> Any:  # noqa: A002
+        self._check(input, target)
         return F.nll_loss(input, target, self.weight, ignore_index=self.ignore_index,
                           reduction=self.reduction)
 
@@ -125,6 +138,7 @@ class CrossEntropyLoss(_WeightedLoss):
         self.label_smoothing = label_smoothing
 
     def forward(self, input: Any, target: Any) -> Any:  # noqa: A002
+        self._check(input, target)
         return F.cross_entropy(input, target, self.weight, ignore_index=self.ignore_index,
                                reduction=self.reduction, label_smoothing=self.label_smoothing)
 
@@ -139,6 +153,7 @@ class KLDivLoss(_Loss):
         self.log_target = log_target
 
     def forward(self, input: Any, target: Any) -> Any:  # noqa: A002
+        self._check(input, target)
         return F.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
 
 
@@ -153,6 +168,7 @@ class PoissonNLLLoss(_Loss):
         self.eps = eps
 
     def forward(self, log_input: Any, target: Any) -> Any:
+        self._check(log_input, target)
         return F.poisson_nll_loss(log_input, target, self.log_input, self.full, eps=self.eps,
                                   reduction=self.reduction)
 
@@ -167,5 +183,8 @@ class GaussianNLLLoss(_Loss):
         self.eps = eps
 
     def forward(self, input: Any, target: Any, var: Any) -> Any:  # noqa: A002
+        self._check(input, target)
+        if not isinstance(var, (int, float)):
+            check_tensor(self, var, "var")
         return F.gaussian_nll_loss(input, target, var, self.full, self.eps,
                                    reduction=self.reduction)

@@ -6,9 +6,10 @@ from typing import Any
 
 import vtl
 
+from ..._tensor import Tensor
 from .. import functional as F
 from .. import init
-from ._utils import empty
+from ._utils import check_float, empty
 from .module import Module, Parameter
 
 __all__ = ["BatchNorm1d", "BatchNorm2d", "GroupNorm", "LayerNorm"]
@@ -64,6 +65,8 @@ class _BatchNorm(Module):
         return f"{type(self).__name__}({self.num_features})"
 
     def forward(self, input: Any) -> Any:  # noqa: A002
+        if input.__class__ is not Tensor or input._data.dtype.kind in "iub":
+            check_float(self, input)
         if input.ndim not in self._ranks:
             raise ValueError(f"{self._describe()}: expected {self._what}, got input of shape "
                              f"{tuple(input.shape)}")
@@ -135,10 +138,15 @@ class LayerNorm(Module):
         if self.bias is not None:
             init.zeros_(self.bias)
 
+    def _describe(self) -> str:
+        return f"LayerNorm({self.normalized_shape})"
+
     def forward(self, input: Any) -> Any:  # noqa: A002
+        if input.__class__ is not Tensor or input._data.dtype.kind in "iub":
+            check_float(self, input)
         k = len(self.normalized_shape)
         if input.ndim < k or tuple(input.shape[input.ndim - k:]) != self.normalized_shape:
-            raise ValueError(f"LayerNorm({self.normalized_shape}): expected an input ending "
+            raise ValueError(f"{self._describe()}: expected an input ending "
                              f"with shape {self.normalized_shape}, got input of shape "
                              f"{tuple(input.shape)}")
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -175,9 +183,14 @@ class GroupNorm(Module):
             init.ones_(self.weight)
             init.zeros_(self.bias)
 
+    def _describe(self) -> str:
+        return f"GroupNorm({self.num_groups}, {self.num_channels})"
+
     def forward(self, input: Any) -> Any:  # noqa: A002
+        if input.__class__ is not Tensor or input._data.dtype.kind in "iub":
+            check_float(self, input)
         if input.ndim < 2 or input.shape[1] != self.num_channels:
-            raise ValueError(f"GroupNorm({self.num_groups}, {self.num_channels}): expected an "
+            raise ValueError(f"{self._describe()}: expected an "
                              f"input of shape (N, {self.num_channels}, *), got input of shape "
                              f"{tuple(input.shape)}")
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..._tensor import Tensor
 from .. import functional as F
+from ._utils import check_tensor
 from .module import Module
 
 __all__ = [
@@ -14,6 +16,8 @@ __all__ = [
 
 def _named_errors(module: Module, fn: Any, *args: Any) -> Any:
     """``fn(*args)``, with a ``ValueError`` prefixed by the layer and its settings."""
+    if args[0].__class__ is not Tensor:
+        check_tensor(module, args[0])
     try:
         return fn(*args)
     except ValueError as exc:

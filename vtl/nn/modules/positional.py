@@ -7,6 +7,7 @@ from typing import Any
 
 import vtl
 
+from ._utils import check_float
 from .dropout import Dropout
 from .module import Module
 
@@ -40,6 +41,7 @@ class PositionalEncoding(Module):
         self.register_buffer("pe", vtl.astype(vtl.reshape(pe, (max_len, 1, d_model)), dt))
 
     def forward(self, x: Any) -> Any:
+        check_float(self, x)
         if x.ndim != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"PositionalEncoding(d_model={self.d_model}): expected a 3-D input "
                              f"with last dimension {self.d_model}, got input of shape "

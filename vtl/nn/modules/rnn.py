@@ -15,15 +15,43 @@ from typing import Any
 
 import vtl
 
+from ..._tensor import Tensor
 from .. import functional as F
 from .. import init
 from ..functional import _rnn
-from ._utils import empty
+from ._utils import check_float, describe, empty, type_name
 from .module import Module, Parameter
 
 __all__ = ["GRU", "GRUCell", "LSTM", "LSTMCell", "RNN", "RNNBase", "RNNCell"]
 
 _GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
+
+
+def _what(x: Any) -> str:
+    if isinstance(x, Tensor):
+        return "a single Tensor"
+    if isinstance(x, (tuple, list)):
+        return f"a {type(x).__name__} of {len(x)} items"
+    return type_name(x)
+
+
+def _state(module: Module, hx: Any, lstm: bool) -> tuple[Any, Any]:
+    """``(h, c)`` from an LSTM's ``(h, c)`` pair (a tuple or list, as PyTorch takes it) or
+    ``(h, None)`` from another layer's tensor ``h``; ``TypeError`` for anything else."""
+    if lstm:
+        if isinstance(hx, Tensor) or not isinstance(hx, (tuple, list)) or len(hx) != 2:
+            raise TypeError(f"{describe(module)}: expected hx to be a tuple (h_0, c_0) of two "
+                            f"tensors, got {_what(hx)}")
+        h, c = hx
+        check_float(module, h, "h_0")
+        check_float(module, c, "c_0")
+        return h, c
+    if not isinstance(hx, Tensor):
+        raise TypeError(f"{describe(module)}: expected hx to be a vtl.Tensor (h_0), got "
+                        f"{_what(hx)}" + ("; only LSTM takes a (h_0, c_0) pair"
+                                          if isinstance(hx, (tuple, list)) else ""))
+    check_float(module, hx, "hx")
+    return hx, None
 
 
 class RNNBase(Module):
@@ -88,6 +116,7 @@ class RNNBase(Module):
                              f"{tuple(h.shape)}")
 
     def forward(self, input: Any, hx: Any = None) -> tuple[Any, Any]:  # noqa: A002
+        check_float(self, input)
         if input.ndim not in (2, 3):
             raise ValueError(f"{self._describe()}: expected a 2-D (unbatched) or 3-D input, "
                              f"got input of shape {tuple(input.shape)}")
@@ -95,6 +124,11 @@ class RNNBase(Module):
             raise ValueError(f"{self._describe()}: expected input with last dimension "
                              f"{self.input_size}, got input of shape {tuple(input.shape)}")
         batched = input.ndim == 3
+        if input.shape[1 if batched and self.batch_first else 0] == 0:
+            raise ValueError(f"{self._describe()}: expected a sequence of length > 0, got input "
+                             f"of shape {tuple(input.shape)}"
+                             + (" (batch_first=True: axis 1 is the sequence)"
+                                if batched and self.batch_first else ""))
         x = input
         if not batched:
             x = vtl.expand_dims(x, axis=1)
@@ -108,7 +142,7 @@ class RNNBase(Module):
             h0 = vtl.zeros(hshape, dtype=x.dtype, device=x.device)
             c0 = h0 if lstm else None
         else:
-            h0, c0 = hx if lstm else (hx, None)
+            h0, c0 = _state(self, hx, lstm)
             if not batched:
                 h0 = vtl.expand_dims(h0, axis=1)
                 c0 = None if c0 is None else vtl.expand_dims(c0, axis=1)
@@ -218,10 +252,13 @@ class _CellBase(Module):
         for p in self.parameters():
             init.uniform_(p, -stdv, stdv)
 
+    def _describe(self) -> str:
+        return f"{type(self).__name__}({self.input_size}, {self.hidden_size})"
+
     def _prepare(self, input: Any) -> tuple[bool, Any]:  # noqa: A002
+        check_float(self, input)
         if input.ndim not in (1, 2) or input.shape[-1] != self.input_size:
-            raise ValueError(f"{type(self).__name__}({self.input_size}, {self.hidden_size}): "
-                             f"expected a 1-D or 2-D input with last dimension "
+            raise ValueError(f"{self._describe()}: expected a 1-D or 2-D input with last dimension "
                              f"{self.input_size}, got input of shape {tuple(input.shape)}")
         return input.ndim == 2, input
 
@@ -246,7 +283,7 @@ class RNNCell(_CellBase):
 
     def forward(self, input: Any, hx: Any = None) -> Any:  # noqa: A002
         self._prepare(input)
-        h = self._zeros(input) if hx is None else hx
+        h = self._zeros(input) if hx is None else _state(self, hx, False)[0]
         fn = _rnn.rnn_tanh_cell if self.nonlinearity == "tanh" else _rnn.rnn_relu_cell
         return fn(input, h, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
 
@@ -261,6 +298,8 @@ class LSTMCell(_CellBase):
         if hx is None:
             z = self._zeros(input)
             hx = (z, z)
+        else:
+            hx = _state(self, hx, True)
         return _rnn.lstm_cell(input, hx, self.weight_ih, self.weight_hh, self.bias_ih,
                               self.bias_hh)
 
@@ -272,6 +311,6 @@ class GRUCell(_CellBase):
 
     def forward(self, input: Any, hx: Any = None) -> Any:  # noqa: A002
         self._prepare(input)
-        h = self._zeros(input) if hx is None else hx
+        h = self._zeros(input) if hx is None else _state(self, hx, False)[0]
         return _rnn.gru_cell(input, h, self.weight_ih, self.weight_hh, self.bias_ih,
                              self.bias_hh)

@@ -8,7 +8,7 @@ import vtl
 
 from .. import functional as F
 from .. import init
-from ._utils import empty
+from ._utils import check_tensor, empty
 from .module import Module, Parameter
 
 __all__ = ["Embedding"]
@@ -56,10 +56,14 @@ class Embedding(Module):
             with vtl.no_grad():
                 self.weight[self.padding_idx] = 0.0
 
+    def _describe(self) -> str:
+        return f"Embedding({self.num_embeddings}, {self.embedding_dim})"
+
     def forward(self, input: Any) -> Any:  # noqa: A002
+        check_tensor(self, input)
         if not vtl.isdtype(input.dtype, "integral"):
-            raise TypeError(f"Embedding({self.num_embeddings}, {self.embedding_dim}): "
-                            f"indices must be integers, got dtype {input.dtype}")
+            raise TypeError(f"{self._describe()}: indices must be integers, got dtype "
+                            f"{input.dtype}")
         return F.embedding(input, self.weight, self.padding_idx, self.max_norm,
                            self.norm_type)
 

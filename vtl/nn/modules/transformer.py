@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import functional as F
+from ._utils import check_float
 from .attention import MultiheadAttention
 from .container import ModuleList
 from .dropout import Dropout
@@ -61,6 +62,7 @@ class TransformerEncoderLayer(Module):
 
     def forward(self, src: Any, src_mask: Any = None, src_key_padding_mask: Any = None,
                 is_causal: bool = False) -> Any:
+        check_float(self, src, "src")
         x = src
         if self.norm_first:
             x = x + self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
@@ -84,6 +86,7 @@ class TransformerEncoder(Module):
 
     def forward(self, src: Any, mask: Any = None, src_key_padding_mask: Any = None,
                 is_causal: bool = False) -> Any:
+        check_float(self, src, "src")
         x = src
         for layer in self.layers:
             x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask,
