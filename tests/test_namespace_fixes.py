@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import vtl
-from tests.helpers import assert_close, check_grad, skip_unless_dtype
+from tests.helpers import assert_close, check_grad, skip_unless_dtype, supported_dtypes
 
 
 # -- vtl.Device --------------------------------------------------------------------------------
@@ -100,3 +100,118 @@ def test_nd_fft_s_longer_than_the_input(backend):
         with pytest.raises(ValueError, match="s=\\(2, 2, 2\\) has 3 entries but the input has "
                                              "only 2 axes"):
             getattr(vtl.fft, fname)(arg, s=(2, 2, 2))
+
+
+# -- NumPy scalars in type promotion ---------------------------------------------------------
+TENSOR_DTYPES = ("bool", "int8", "uint8", "int32", "int64", "uint64", "float32", "float64",
+                 "complex64", "complex128")
+SCALAR_DTYPES = ("bool", "int8", "int64", "uint64", "float32", "float64", "complex64",
+                 "complex128")
+
+
+def _np_scalar(dtype: str) -> np.generic:
+    return np.dtype(dtype).type(True if dtype == "bool" else 2)
+
+
+def _host(dtype: str) -> np.ndarray:
+    return np.array([1, 2, 3]).astype(dtype) if dtype != "bool" else np.array([True, False, True])
+
+
+@pytest.mark.parametrize("sdt", SCALAR_DTYPES)
+def test_result_type_takes_a_numpy_scalar_as_an_array_of_its_dtype(sdt):
+    s = _np_scalar(sdt)
+    assert vtl.result_type(s) == np.dtype(sdt)
+    for tdt in TENSOR_DTYPES:
+        t = vtl.asarray(_host(tdt), backend="numpy")
+        want = np.result_type(_host(tdt), s)  # NumPy 2: a NumPy scalar is not weak
+        assert vtl.result_type(t, s) == want == vtl.result_type(s, t)
+        assert vtl.result_type(t, s) == vtl.result_type(t, vtl.asarray(s, backend="numpy"))
+    assert vtl.result_type(vtl.float32, np.float64(1)) == vtl.float64
+    assert vtl.result_type(vtl.float32, 1.0) == vtl.float32  # Python scalars stay weak
+    assert vtl.result_type(vtl.int8, 1) == vtl.int8
+
+
+def _binary_cases(tdt: str, sdt: str):
+    """(name, vtl function of (tensor, scalar), NumPy function) for the dtype pair."""
+    kinds = {np.dtype(tdt).kind, np.dtype(sdt).kind}
+    if np.result_type(np.dtype(tdt), np.dtype(sdt)).kind in "iub":
+        yield "and", lambda a, b: a & b, lambda a, b: a & b
+    if "b" in kinds:  # arithmetic refuses a bool operand, tensor or NumPy scalar
+        return
+    yield "add", lambda a, b: a + b, np.add
+    yield "radd", lambda a, b: b + a, lambda a, b: b + a
+    yield "multiply", vtl.multiply, np.multiply
+    yield "rsub", lambda a, b: b - a, lambda a, b: b - a
+    if "c" not in kinds:
+        yield "less", lambda a, b: a < b, np.less
+        yield "maximum", vtl.maximum, np.maximum
+
+
+@pytest.mark.parametrize("tdt", TENSOR_DTYPES)
+def test_binary_ops_promote_numpy_scalars_as_numpy(backend, tdt):
+    """``tensor op numpy_scalar`` has the dtype (and values) NumPy gives, the dtype of
+    ``vtl.result_type``; a float32 tensor with ``numpy.float64(1)`` is float64."""
+    have = supported_dtypes(backend)
+    skip_unless_dtype(backend, tdt)
+    host = _host(tdt)
+    t = vtl.asarray(host)
+    for sdt in SCALAR_DTYPES:
+        s = _np_scalar(sdt)
+        if sdt not in have or np.result_type(host, s).name not in have:
+            continue
+        for name, f, ref in _binary_cases(tdt, sdt):
+            got = f(t, s)
+            want = ref(host, s)
+            assert got.dtype == want.dtype, (name, tdt, sdt)
+            if name != "less":
+                assert got.dtype == vtl.result_type(t, s), (name, tdt, sdt)
+            assert_close(got, want)
+
+
+def test_numpy_scalars_with_where_searchsorted_isin(backend):
+    skip_unless_dtype(backend, "float64")
+    x = vtl.asarray(np.array([0.1, 0.5, 2.0], dtype=np.float32))
+    host = x.numpy()
+    c = x > 0.3
+    for s in (np.float64(0.1), np.float32(0.1), np.int64(3)):
+        got = vtl.where(c, x, s)
+        want = np.where(host > 0.3, host, s)
+        assert_close(got, want)
+        assert got.dtype == vtl.result_type(x, s)
+        assert_close(vtl.where(c, s, x), np.where(host > 0.3, s, host))
+    assert vtl.where(c, x, 0.1).dtype == vtl.float32  # a Python float stays weak
+    # np.float64(0.1) is below float32(0.1): compared in float64, as NumPy does
+    for side in ("left", "right"):
+        got = vtl.searchsorted(x, np.float64(0.1), side=side)
+        assert int(got) == int(np.searchsorted(host, np.float64(0.1), side=side))
+    assert int(vtl.searchsorted(x, np.float32(0.1), side="right")) == 1
+    assert not bool(vtl.isin(np.float64(0.1), x))  # float32(0.1) != 0.1 in float64
+    assert bool(vtl.isin(np.float32(0.1), x))
+    np.testing.assert_array_equal(vtl.isin(x, np.float64(0.5)).numpy(), [False, True, False])
+
+
+def test_numpy_scalar_errors_and_in_place_ops(backend):
+    skip_unless_dtype(backend, "float64")
+    t = vtl.asarray(np.array([1.0, 2.0], dtype=np.float32))
+    with pytest.raises(TypeError, match="in-place add would change the dtype from float32 to "
+                                        "float64"):
+        t += np.float64(1)  # as with a 0-d float64 tensor
+    t += np.float32(1)
+    assert_close(t, np.array([2.0, 3.0], dtype=np.float32))
+    d = vtl.asarray(np.array([1.0, 2.0]))
+    d *= np.float32(2)
+    assert_close(d, np.array([2.0, 4.0]))
+    with pytest.raises(TypeError, match="NumPy float16 scalar: expected a scalar of one of the "
+                                        "dtypes bool, int8"):
+        _ = t + np.float16(1)
+    for bad in (np.bool_(True), vtl.asarray(True)):  # a bool 0-d array either way
+        with pytest.raises(TypeError, match="add\\(\\) expected a tensor of numeric dtype, "
+                                            "got bool"):
+            _ = t + bad
+    with pytest.raises(TypeError, match="NumPy <U1 scalar"):
+        _ = t * np.str_("a")
+    with pytest.raises(TypeError, match="bitwise_and\\(\\) expected a tensor of integer or "
+                                        "boolean dtype, got float64"):
+        _ = vtl.asarray(np.array([1, 2], dtype=np.int32)) & np.float64(1)
+    with pytest.raises(TypeError, match="unsupported dtype float16"):
+        vtl.where(t > 1, t, np.float16(1))
