@@ -9,6 +9,18 @@ import pytest
 
 import vtl
 from tests.helpers import assert_close, check_grad, skip_unless_dtype, supported_dtypes
+from tests.test_cupy_conformance import (
+    COMPLEX_FUNCTIONS,
+    INF,
+    NAN,
+    NUMPY_NAME,
+    SOLVE_SHAPES,
+    assert_same_values,
+    assert_spec_cases,
+    identity_system,
+    spec_value,
+    special_grid,
+)
 
 
 # -- vtl.Device --------------------------------------------------------------------------------
@@ -215,3 +227,94 @@ def test_numpy_scalar_errors_and_in_place_ops(backend):
         _ = vtl.asarray(np.array([1, 2], dtype=np.int32)) & np.float64(1)
     with pytest.raises(TypeError, match="unsupported dtype float16"):
         vtl.where(t > 1, t, np.float16(1))
+
+
+# -- special cases the cupy namespace patches, on every backend ------------------------------
+WGPU_F64_REMAINDER = ("the wgpu library's float64 remainder gives "
+                      "0 % -inf == +0, -0 % inf == -0 and nan % -inf == -inf; the standard "
+                      "and NumPy: -0, +0 and nan")
+
+
+def _remainder_cases(dtype: str) -> tuple[np.ndarray, np.ndarray]:
+    """Every special divisor with finite, zero, infinite and nan dividends, and small finite
+    divisors with the dividends whose quotient stays small."""
+    xs = [0.0, -0.0, 1.0, -1.0, 2.5, -7.0, 1e30, -1e30, 3e-30, -3e-30, INF, -INF, NAN]
+    pairs = [(a, b) for a in xs for b in (INF, -INF, 0.0, -0.0, NAN)]
+    pairs += [(a, b) for a in xs[:6] + [NAN, INF, -INF] for b in (2.5, -7.0)]
+    x, y = np.array(pairs, dtype).T
+    return x.copy(), y.copy()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_remainder_special_cases_on_every_backend(backend, dtype, request):
+    """``%``, ``%=`` and ``remainder`` with infinite divisors: ``x1`` when the signs agree,
+    else ``x2`` (the standard, NumPy and Python); signed zeros and nans as NumPy."""
+    skip_unless_dtype(backend, dtype)
+    if backend == "wgpu" and dtype == "float64":
+        request.applymarker(pytest.mark.xfail(strict=True, reason=WGPU_F64_REMAINDER))
+    x, y = _remainder_cases(dtype)
+    with np.errstate(all="ignore"):
+        want = np.remainder(x, y)
+    assert_same_values((vtl.asarray(x) % vtl.asarray(y)).numpy(), want, 0)
+    assert_same_values(vtl.remainder(vtl.asarray(x), vtl.asarray(y)).numpy(), want, 0)
+    for d in (INF, -INF):
+        with np.errstate(all="ignore"):
+            want = np.remainder(x, np.array(d, dtype))
+        assert_same_values((vtl.asarray(x) % d).numpy(), want, 0)
+        t = vtl.asarray(x)
+        t %= d
+        assert_same_values(t.numpy(), want, 0)
+        with np.errstate(all="ignore"):
+            assert_same_values((d % vtl.asarray(y)).numpy(),
+                               np.remainder(np.array(d, dtype), y), 0)
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+@pytest.mark.parametrize("fname", COMPLEX_FUNCTIONS)
+def test_complex_special_cases_on_every_backend(backend, fname, dtype):
+    """The standard's tables of complex ``log``, ``log1p``, ``acosh`` and ``tanh`` (with
+    their symmetries), and NumPy's values on the other special inputs."""
+    skip_unless_dtype(backend, dtype)
+    z = special_grid(dtype)
+    got = getattr(vtl, fname)(vtl.asarray(z)).numpy()
+    assert assert_spec_cases(fname, z, got) > 20
+    with np.errstate(all="ignore"):
+        want = getattr(np, NUMPY_NAME[fname])(z)
+    other = [spec_value(fname, float(v.real), float(v.imag)) is None for v in z]
+    assert_same_values(got[other], want[other], 1e-6 if dtype == "complex64" else 1e-14)
+
+
+@pytest.mark.parametrize("s1, s2", SOLVE_SHAPES)
+def test_solve_of_systems_without_elements_on_every_backend(backend, s1, s2):
+    x1, x2 = identity_system(s1, s2, "float32", "float32")
+    got = vtl.linalg.solve(vtl.asarray(x1), vtl.asarray(x2))
+    want = np.linalg.solve(x1, x2)
+    assert got.shape == want.shape and got.dtype == want.dtype
+
+
+def test_dlpack_copy_free_export_to_the_cpu(backend):
+    """A copy-free export to another device is the standard's ``BufferError``: always on
+    wgpu (its buffers never leave the device without a copy) and cupy; numpy tensors are on
+    the CPU already."""
+    t = vtl.asarray(np.arange(3.0, dtype=np.float32))
+    if backend == "numpy":
+        np.testing.assert_array_equal(
+            np.from_dlpack(_Export(t, dl_device=(1, 0), copy=False)), [0.0, 1.0, 2.0])
+    else:
+        with pytest.raises(BufferError):
+            t.__dlpack__(dl_device=(1, 0), copy=False)
+    with pytest.raises(BufferError):
+        t.__dlpack__(dl_device=(14, 0), copy=False)  # kDLOneAPI: no backend exports there
+
+
+class _Export:
+    """Hands ``t.__dlpack__`` fixed keyword arguments (for ``numpy.from_dlpack``)."""
+
+    def __init__(self, t: vtl.Tensor, **kw: object) -> None:
+        self.t, self.kw = t, kw
+
+    def __dlpack__(self, **_: object) -> object:
+        return self.t.__dlpack__(**self.kw)
+
+    def __dlpack_device__(self) -> tuple:
+        return self.t.__dlpack_device__()
