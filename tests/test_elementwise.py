@@ -823,7 +823,8 @@ def test_matmul_operator(backend):
 def test_operators_with_numpy_scalars_and_errors(backend):
     a = vtl.asarray(np.array([1.0, 2.0], dtype=np.float32))
     assert_close(a * np.float32(2), np.array([2.0, 4.0], dtype=np.float32))
-    assert_close(np.float64(1) + a, np.array([2.0, 3.0], dtype=np.float32))
+    # a NumPy scalar promotes as a 0-d array of its dtype, as in NumPy
+    assert_close(np.float64(1) + a, np.float64(1) + np.array([1.0, 2.0], dtype=np.float32))
     with pytest.raises(TypeError):
         _ = a + "x"
     with pytest.raises(TypeError):

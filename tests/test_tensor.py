@@ -44,13 +44,14 @@ def data(kind):
 
 
 def scalars(kind):
-    """(scalar operand, its Python value) pairs: Python and NumPy scalars of the kind."""
+    """(scalar operand, NumPy's operand) pairs: Python scalars of the kind (weak: the tensor's
+    dtype wins) and NumPy scalars (0-d arrays of their dtype, promoted as NumPy does)."""
     if kind == "f":
-        return [(2.0, 2.0), (3, 3), (np.float64(2.0), 2.0), (np.float32(0.5), 0.5),
-                (np.int64(2), 2)]
+        return [(2.0, 2.0), (3, 3), (np.float64(2.0), np.float64(2.0)),
+                (np.float32(0.5), np.float32(0.5)), (np.int64(2), np.int64(2))]
     if kind == "i":
-        return [(2, 2), (np.int64(3), 3), (np.int8(1), 1)]
-    return [(True, True), (np.bool_(False), False)]
+        return [(2, 2), (np.int64(3), np.int64(3)), (np.int8(1), np.int8(1))]
+    return [(True, True), (np.bool_(False), np.bool_(False))]
 
 
 def check(result, expected):
@@ -83,7 +84,8 @@ def test_operators_with_python_and_numpy_scalars(backend, kind):
     for s, py in scalars(kind):
         for name in ops_for(kind):
             op = getattr(operator, name)
-            # forward: scalars are "weak", the tensor's dtype wins (array API, NEP 50)
+            # forward: Python scalars are "weak", the tensor's dtype wins (array API, NEP 50);
+            # NumPy scalars promote as in NumPy
             check(op(a, s), op(an, py))
             # reflected
             right = positive if name in ("pow", "lshift", "rshift", "truediv", "floordiv",
@@ -93,13 +95,16 @@ def test_operators_with_python_and_numpy_scalars(backend, kind):
 
 
 def test_operator_result_dtype_follows_tensor(backend):
+    skip_unless_dtype(backend, "int64")
     for dt in ("float32", "float64", "int8", "int16", "uint8"):
         skip_unless_dtype(backend, dt)
         a = vtl.asarray(np.array([1, 2], dtype=dt))
         assert (a + 1).dtype == np.dtype(dt)
         assert (1 + a).dtype == np.dtype(dt)
-        assert (a * np.int64(2)).dtype == np.dtype(dt)
-        assert (np.float64(2) * a if dt.startswith("float") else a).dtype == np.dtype(dt)
+        # NumPy scalars are 0-d arrays of their dtype, as in NumPy
+        an = np.array([1, 2], dtype=dt)
+        assert (a * np.int64(2)).dtype == (an * np.int64(2)).dtype
+        assert (np.float64(2) * a).dtype == (np.float64(2) * an).dtype
 
 
 def test_matmul_operators(backend):
@@ -127,8 +132,9 @@ def test_inplace_operators(backend, kind):
         if name in COMPARE:
             continue
         op, iop = getattr(operator, name), getattr(operator, INPLACE[name])
-        for other, other_np in [(vtl.asarray(bn), bn), (vtl.asarray(bn[0]), bn[0])] + [
-                (s, py) for s, py in scalars(kind)[:2]]:
+        keep = [(s, py) for s, py in scalars(kind)  # scalars that keep the tensor's dtype
+                if not isinstance(s, np.generic) or np.result_type(an, s) == an.dtype]
+        for other, other_np in [(vtl.asarray(bn), bn), (vtl.asarray(bn[0]), bn[0])] + keep:
             if kind == "i" and name in ("pow", "lshift", "rshift") and np.any(
                     np.asarray(other_np) < 0):
                 continue
@@ -144,10 +150,13 @@ def test_inplace_writes_storage_seen_by_views(backend):
     a = vtl.asarray(np.array([1.0, 2.0], np.float32))
     d = a.detach()  # shares storage
     a += 1
-    a *= np.float64(3)
+    a *= np.float32(3)
     check(d, np.array([6.0, 9.0], np.float32))
     assert d._version == a._version == 2
-    assert a.dtype == vtl.float32  # a NumPy float64 scalar does not promote in place
+    with pytest.raises(TypeError, match="would change the dtype from float32 to float64"):
+        a *= np.float64(3)  # a NumPy float64 scalar promotes (as a 0-d float64 tensor would)
+    check(d, np.array([6.0, 9.0], np.float32))
+    assert a.dtype == vtl.float32 and a._version == 2
 
 
 def test_inplace_errors(backend):
@@ -197,8 +206,8 @@ def test_numpy_defers_to_tensor(backend):
     for s in (np.float64(2.0), np.float32(2.0), np.int64(2), np.int32(2)):
         for r in (s * a, s + a, s - a, s / a, s ** a, s < a, s == a):
             assert isinstance(r, vtl.Tensor), type(r)
-        assert (s * a).dtype == vtl.float32
-    check(np.float64(3) - a, np.array([2.0, 1.0], np.float32))
+        assert (s * a).dtype == (s * np.array([1.0, 2.0], np.float32)).dtype  # NumPy's
+    check(np.float64(3) - a, np.float64(3) - np.array([1.0, 2.0], np.float32))
     # an ndarray operand is refused instead of becoming an object array or a silent copy
     with pytest.raises(TypeError):
         np.array([1.0, 2.0]) + a

@@ -274,7 +274,18 @@ class Tensor:
             kwargs["dl_device"] = dl_device
         if copy is not None:
             kwargs["copy"] = copy
-        return self._data.__dlpack__(**kwargs)
+        try:
+            return self._data.__dlpack__(**kwargs)
+        except ValueError as err:
+            # CuPy refuses a copy-free export of GPU memory to the CPU with a ValueError; the
+            # standard's error for an export that needs a copy is BufferError
+            if copy is False and dl_device is not None and \
+                    tuple(dl_device) != tuple(self.__dlpack_device__()):
+                raise BufferError(
+                    f"__dlpack__(copy=False): a tensor on {self._device} cannot be exported to "
+                    f"DLPack device {tuple(dl_device)} without a copy ({err})"
+                ) from err
+            raise
 
     def __dlpack_device__(self, /) -> tuple[Any, int]:
         return self._data.__dlpack_device__()

@@ -19,7 +19,9 @@ Choices where the standard leaves freedom: ``fft``/``ifft``/``fftn``/
 (treated as complex with zero imaginary part); integer and boolean inputs are
 a ``TypeError`` (cast with ``astype`` first); ``rfft``/``rfftn``/``ihfft``
 reject complex input with a ``TypeError``; repeated axes are a ``ValueError``;
-``norm=None`` means ``'backward'``. In ``irfftn``, ``s[-1] == -1`` uses all
+``norm=None`` means ``'backward'``; in the n-dimensional transforms ``s=`` without
+``axes=`` transforms the last ``len(s)`` axes, as NumPy, PyTorch and array-api-strict do
+(the standard asks callers to give both). In ``irfftn``, ``s[-1] == -1`` uses all
 ``M`` input bins of the last axis, as the standard says, so the output has the
 default size ``2*(M-1)`` there (NumPy gives ``M`` points and trims the input).
 """
@@ -139,16 +141,28 @@ def _axes_s(x: Tensor, s: Any, axes: Any, fname: str, c2r: bool = False) -> tupl
     caller gave ``None``: NumPy is faster that way)."""
     given_s, given_axes = s is not None, axes is not None
     axes, sizes = _resolve_axes_s(x, s, axes, fname, c2r)
-    return axes, sizes, sizes if given_s else None, axes if given_axes else None
+    return axes, sizes, sizes if given_s else None, axes if given_axes or given_s else None
 
 
 def _resolve_axes_s(x: Tensor, s: Any, axes: Any, fname: str,
                     c2r: bool) -> tuple[tuple[int, ...], tuple[int, ...]]:
     ndim = x.ndim
+    if s is not None:
+        try:
+            s = tuple(s)
+        except TypeError:
+            raise TypeError(
+                f"{fname}(): s must be a sequence of integers, got {type(s).__name__}"
+            ) from None
     if axes is None:
-        if s is not None:
-            raise ValueError(f"{fname}(): s={s!r} needs axes= too (the standard requires both)")
-        axes = _ALL_AXES[ndim] if ndim < 8 else tuple(range(ndim))
+        if s is None:
+            axes = _ALL_AXES[ndim] if ndim < 8 else tuple(range(ndim))
+        elif len(s) > ndim:
+            raise ValueError(
+                f"{fname}(): s={s} has {len(s)} entries but the input has only {ndim} axes"
+            )
+        else:  # the last len(s) axes, as NumPy
+            axes = tuple(range(ndim - len(s), ndim))
     else:
         axes = _axes_list(axes, ndim, fname)
     shape = x.shape
@@ -159,12 +173,6 @@ def _resolve_axes_s(x: Tensor, s: Any, axes: Any, fname: str,
         if not sizes or min(sizes) >= 1:
             return axes, tuple(sizes)
     else:
-        try:
-            s = tuple(s)
-        except TypeError:
-            raise TypeError(
-                f"{fname}(): s must be a sequence of integers, got {type(s).__name__}"
-            ) from None
         if len(s) != len(axes):
             raise ValueError(
                 f"{fname}(): s and axes must have the same length, got s={s} and axes={axes}"
@@ -417,8 +425,9 @@ def _c2c_nd(fname: str, x: Any, s: Any, axes: Any, norm: Any) -> Tensor:
 
 def fftn(x: Tensor, /, *, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
          norm: Norm = "backward") -> Tensor:
-    """n-dimensional discrete Fourier transform over ``axes`` (all by default), each
-    zero-padded or trimmed to ``s[i]`` points (``-1``: keep the input size)."""
+    """n-dimensional discrete Fourier transform over ``axes`` (all by default, the last
+    ``len(s)`` when only ``s`` is given), each zero-padded or trimmed to ``s[i]`` points
+    (``-1``: keep the input size)."""
     return _c2c_nd("fftn", x, s, axes, norm)
 
 

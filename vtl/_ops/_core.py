@@ -31,6 +31,7 @@ from ..autograd import grad_mode
 from ..autograd.graph import Node, _next_key
 from ..autograd.graph import epoch as _epoch
 from ..backends import Device
+from ..backends._dtypes import ALL_DTYPES, to_dtype
 
 new = _new
 _object_new = object.__new__
@@ -64,11 +65,29 @@ def same_device(fname: str, tensors: Sequence[Tensor]) -> Device:
     return dev
 
 
+def numpy_scalar(v: np.generic, dev: Device, fname: str) -> Any:
+    """A NumPy scalar as a raw 0-d array of its own dtype on ``dev``.
+
+    NumPy scalars take part in type promotion as 0-d arrays, as in NumPy (so
+    ``float32`` tensor ``+ numpy.float64(1)`` is ``float64``), unlike Python
+    scalars, which adopt the tensor's dtype (see :func:`vtl.result_type`).
+    """
+    try:
+        dt = to_dtype(v.dtype)
+    except TypeError:
+        raise TypeError(
+            f"{fname}() cannot combine a vtl.Tensor with a NumPy {v.dtype} scalar: "
+            f"expected a scalar of one of the dtypes {', '.join(ALL_DTYPES)}"
+        ) from None
+    dev.backend.check_dtype(dt, dev.index)
+    return dev.backend.from_host(np.asarray(v, dtype=dt), dev.index)
+
+
 def binary_operands(x1: Any, x2: Any, fname: str) -> tuple[Device, Any, Any]:
     """Device and raw operands of a binary elementwise function.
 
-    One operand may be a Python scalar (array API 2024.12); tensors must share
-    a device.
+    One operand may be a Python scalar (array API 2024.12) or a NumPy scalar (a
+    0-d array of its dtype, :func:`numpy_scalar`); tensors must share a device.
     """
     if isinstance(x1, Tensor):
         dev = x1._device
@@ -77,13 +96,13 @@ def binary_operands(x1: Any, x2: Any, fname: str) -> tuple[Device, Any, Any]:
                 raise mixed_devices(fname, dev, x2._device)
             return dev, x1._data, x2._data
         if isinstance(x2, np.generic):  # first: np.float64 is a float subclass
-            return dev, x1._data, x2.item()
+            return dev, x1._data, numpy_scalar(x2, dev, fname)
         if isinstance(x2, SCALAR_TYPES):
             return dev, x1._data, x2
         bad = x2
     elif isinstance(x2, Tensor):
         if isinstance(x1, np.generic):
-            return x2._device, x1.item(), x2._data
+            return x2._device, numpy_scalar(x1, x2._device, fname), x2._data
         if isinstance(x1, SCALAR_TYPES):
             return x2._device, x1, x2._data
         bad = x1

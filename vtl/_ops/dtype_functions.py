@@ -137,11 +137,16 @@ def isdtype(dtype: Any, kind: Any) -> bool:
 
 
 def result_type(*arrays_and_dtypes: Any) -> Any:
-    """The dtype that type promotion gives for tensors, dtypes and Python scalars.
+    """The dtype that type promotion gives for tensors, dtypes and scalars.
 
     Same-kind pairs follow the standard's table; mixed kinds (which the
     standard leaves unspecified) follow NumPy, as the backends' operators do.
-    Python scalars are weak: they take the dtype of the tensors within a kind.
+    Python scalars are weak: they take the dtype of the tensors within a kind
+    (``float32`` tensor and ``1.0``: ``float32``). NumPy scalars are not: as in
+    NumPy, ``numpy.float64(1)`` counts as a 0-d array of ``float64`` (``float32``
+    tensor and ``numpy.float64(1)``: ``float64``). Binary operators, the binary
+    elementwise functions, ``where``, ``searchsorted`` and ``isin`` promote
+    their operands by the same rule.
     """
     if not arrays_and_dtypes:
         raise ValueError("result_type() needs at least one argument")
@@ -150,6 +155,8 @@ def result_type(*arrays_and_dtypes: Any) -> Any:
     for a in arrays_and_dtypes:
         if isinstance(a, Tensor):
             dtypes.append(a._data.dtype)
+        elif isinstance(a, np.generic):  # first: np.float64 is a float subclass
+            dtypes.append(to_dtype(a.dtype))
         elif isinstance(a, (bool, int, float, complex)):
             scalars.append(a)
         else:

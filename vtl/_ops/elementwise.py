@@ -4,7 +4,9 @@ Dtypes: each function accepts the dtype category the standard names for it
 (e.g. ``sin`` floating-point, ``bitwise_and`` integer or boolean, ``logical_and``
 boolean) and raises ``TypeError`` otherwise, the same on every backend.
 Binary functions take one Python scalar operand (``vtl.add(x, 1)``), which
-adopts the tensor's dtype where its kind fits.
+adopts the tensor's dtype where its kind fits, or one NumPy scalar operand, which
+promotes as a 0-d tensor of its own dtype (``float32`` tensor ``* numpy.float64(2)``
+is ``float64``, as in NumPy; see :func:`vtl.result_type`).
 
 Gradients follow PyTorch: for complex inputs each rule multiplies by the
 *conjugate* of the local derivative (for real tensors ``conj`` is the
@@ -211,9 +213,9 @@ def _binary(name: str, cat: tuple[str, str], doc: str,
                 if operator and not isinstance(x2, _OPERAND_TYPES):
                     return NotImplemented  # Tensor.__<op>__(x1, x2): let x2's reflected op try
                 dev, a, b = binary_operands(x1, x2, name)
-            if t1 and a.dtype.kind not in kinds:
+            if (t1 or isinstance(x1, np.generic)) and a.dtype.kind not in kinds:
                 raise _dtype_error(name, what, a.dtype)
-            if t2 and b.dtype.kind not in kinds:
+            if (t2 or isinstance(x2, np.generic)) and b.dtype.kind not in kinds:
                 raise _dtype_error(name, what, b.dtype)
             if forward is None:
                 out = getattr(dev.xp, xname)(a, b)

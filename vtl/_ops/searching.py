@@ -12,6 +12,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .._tensor import Tensor
+from ..backends._dtypes import to_dtype
 from ._core import (
     SCALAR_TYPES,
     _grad,
@@ -24,7 +25,7 @@ from ._core import (
     sum_to,
     tensor_arg,
 )
-from .dtype_functions import _scalar_promote
+from .dtype_functions import _scalar_promote, result_type
 
 __all__ = ["argmax", "argmin", "count_nonzero", "nonzero", "searchsorted", "where"]
 
@@ -91,8 +92,11 @@ def nonzero(x: Tensor, /) -> tuple[Tensor, ...]:
 
 
 def _scalar_operand(v: Any, fname: str, argname: str) -> Any:
+    """A Python scalar, or a NumPy scalar of a vtl dtype (which promotes as a 0-d array
+    of that dtype, see :func:`vtl.result_type`)."""
     if isinstance(v, np.generic):
-        return v.item()
+        to_dtype(v.dtype)  # a TypeError for dtypes vtl lacks
+        return v
     if isinstance(v, SCALAR_TYPES):
         return v
     raise TypeError(
@@ -108,8 +112,6 @@ def searchsorted(x1: Tensor, x2: Tensor | int | float, /, *,
     ``side='left'`` gives ``x1[i-1] < v <= x1[i]``, ``'right'`` gives
     ``x1[i-1] <= v < x1[i]``; NaNs sort last, as in :func:`sort`.
     """
-    from .dtype_functions import result_type
-
     x1 = tensor_arg(x1, "searchsorted", "x1")
     if x1.ndim != 1:
         raise ValueError(f"searchsorted() needs a 1-D x1, got shape {x1.shape}")
@@ -123,7 +125,8 @@ def searchsorted(x1: Tensor, x2: Tensor | int | float, /, *,
     else:
         x2 = _scalar_operand(x2, "searchsorted", "x2")
     for t in (x1, x2):
-        if isinstance(t, complex) or (isinstance(t, Tensor) and t._data.dtype.kind == "c"):
+        if isinstance(t, complex) or (isinstance(t, (Tensor, np.generic))
+                                      and t.dtype.kind == "c"):
             raise TypeError("searchsorted() needs real-valued x1 and x2, got a complex operand")
     dt = result_type(x1, x2)
     a = x1._data if x1._data.dtype == dt else xp.astype(x1._data, dt)
@@ -175,8 +178,6 @@ def where(condition: Tensor, x1: Tensor | bool | int | float | complex,
                 raise mixed_devices("where", dev, t._device)
         a, b = x1._data, x2._data
         if a.dtype != b.dtype:
-            from .dtype_functions import result_type
-
             dt = result_type(x1, x2)
             a = a if a.dtype == dt else xp.astype(a, dt)
             b = b if b.dtype == dt else xp.astype(b, dt)
@@ -186,9 +187,12 @@ def where(condition: Tensor, x1: Tensor | bool | int | float | complex,
             raise mixed_devices("where", dev, t._device)
         raw = t._data
         s = _scalar_operand(x2 if t1 else x1, "where", "x2" if t1 else "x1")
-        dt = _scalar_promote(raw.dtype, s)
-        if dt != raw.dtype:  # the scalar changes the dtype (e.g. int tensor, float scalar)
+        strong = isinstance(s, np.generic)  # a NumPy scalar: a 0-d array of its dtype
+        dt = result_type(t, s) if strong else _scalar_promote(raw.dtype, s)
+        changed = dt != raw.dtype  # the scalar changes the dtype (e.g. int tensor, float)
+        if changed:
             raw = xp.astype(raw, dt)
+        if strong or changed:
             s = xp.asarray(s, dtype=dt, device=dev.backend.native_device(dev.index))
         # else: a Python scalar of the tensor's kind (the standard's where takes it as is)
         a, b = (raw, s) if t1 else (s, raw)

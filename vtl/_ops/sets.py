@@ -110,10 +110,7 @@ def isin(x1: Tensor | bool | int | float | complex, x2: Tensor | bool | int | fl
         if not isinstance(t, (Tensor, *SCALAR_TYPES, np.generic)):
             raise TypeError(f"isin() expected a vtl.Tensor or a Python scalar for {name}, "
                             f"got {type(t).__name__}")
-    if isinstance(x1, np.generic):
-        x1 = x1.item()
-    if isinstance(x2, np.generic):
-        x2 = x2.item()
+    # (a NumPy scalar promotes as a 0-d array of its dtype, see vtl.result_type)
     dev = x1._device if t1 else x2._device
     if t1 and t2 and x2._device is not dev:
         raise mixed_devices("isin", dev, x2._device)

@@ -19,23 +19,30 @@ from . import _dtypes
 class Device:
     """A place where tensors live: a backend name and an index (``cupy:0``).
 
-    Devices are interned, so ``a.device is b.device`` whenever they are equal.
+    ``Device("wgpu", 1)`` and ``Device("wgpu:1")`` are the same device; the index
+    defaults to 0 and ``"cpu"`` names the numpy backend. Other forms (an unknown
+    backend, an index that is not a non-negative integer, ``"wgpu:0:1"``) raise
+    ``ValueError``. Devices are interned, so ``a.device is b.device`` whenever they are equal.
     """
 
     __slots__ = ("backend_name", "index", "_backend", "xp", "array_type", "__weakref__")
     _interned: ClassVar[dict[tuple[str, int], Device]] = {}
     _lock: ClassVar[threading.Lock] = threading.Lock()
 
-    def __new__(cls, backend: str, index: int = 0) -> Device:
-        key = (backend, int(index))
+    def __new__(cls, backend: str, index: int | None = None) -> Device:
+        if index.__class__ is int:
+            dev = cls._interned.get((backend, index))
+            if dev is not None:
+                return dev
+        key = _device_key(backend, index)
         dev = cls._interned.get(key)
         if dev is None:
             with cls._lock:
                 dev = cls._interned.get(key)
                 if dev is None:
                     dev = object.__new__(cls)
-                    object.__setattr__(dev, "backend_name", backend)
-                    object.__setattr__(dev, "index", int(index))
+                    object.__setattr__(dev, "backend_name", key[0])
+                    object.__setattr__(dev, "index", key[1])
                     object.__setattr__(dev, "_backend", None)
                     object.__setattr__(dev, "xp", None)
                     object.__setattr__(dev, "array_type", None)
@@ -93,29 +100,48 @@ class Device:
         return hash((self.backend_name, self.index))
 
 
-def parse_device_string(spec: str) -> Device:
-    """Turn ``"cupy"``, ``"cupy:1"`` or ``"cpu"`` into a :class:`Device`."""
+def _device_form() -> str:
     from . import KNOWN_BACKENDS
 
-    name, _, idx = spec.partition(":")
+    return (f"expected 'backend[:index]' with backend one of {', '.join(sorted(KNOWN_BACKENDS))} "
+            "(or 'cpu' for numpy) and index a non-negative integer, e.g. 'wgpu:0'")
+
+
+def _device_key(spec: Any, index: Any) -> tuple[str, int]:
+    """``(backend name, index)`` of ``Device(spec, index)``; ``spec`` may carry the index
+    (``"wgpu:1"``), ``"cpu"`` stands for ``"numpy"``."""
+    from . import KNOWN_BACKENDS
+
+    if not isinstance(spec, str):
+        raise TypeError(f"a device is named by a string like 'wgpu:0', got {type(spec).__name__}")
+    name, colon, idx = spec.partition(":")
     name = name.strip().lower()
     if name == "cpu":
         name = "numpy"
     if name not in KNOWN_BACKENDS:
-        raise ValueError(
-            f"unknown device {spec!r}: expected one of {sorted(KNOWN_BACKENDS)} "
-            "optionally followed by ':index'"
-        )
-    if idx:
-        try:
-            index = int(idx)
-        except ValueError:
-            raise ValueError(f"bad device index in {spec!r}: expected an integer") from None
-        if index < 0:
-            raise ValueError(f"bad device index in {spec!r}: must be >= 0")
-    else:
-        index = 0
-    return Device(name, index)
+        raise ValueError(f"unknown device {spec!r}: {_device_form()}")
+    if colon:
+        idx = idx.strip()
+        if not (idx.isascii() and idx.isdigit()):
+            raise ValueError(f"bad device index in {spec!r}: {_device_form()}")
+        if index is not None:
+            raise ValueError(f"Device({spec!r}, {index!r}) gives the index twice: "
+                             f"pass Device({spec!r}) or Device({name!r}, {index!r})")
+        return name, int(idx)
+    if index is None:
+        return name, 0
+    if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
+        raise TypeError(f"a device index must be an integer, got {type(index).__name__}")
+    if index < 0:
+        raise ValueError(f"bad device index {index} for {name!r}: {_device_form()}")
+    return name, int(index)
+
+
+def parse_device_string(spec: str) -> Device:
+    """Turn ``"cupy"``, ``"cupy:1"`` or ``"cpu"`` into a :class:`Device`; any other form
+    (``"wgpu:x"``, ``"wgpu:-1"``, ``"wgpu:0:1"``, ``"gpu"``, ``""``) is a ``ValueError``
+    naming the expected form ``backend[:index]`` and the known backends."""
+    return Device(*_device_key(spec, None))
 
 
 class Backend:

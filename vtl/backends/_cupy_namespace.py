@@ -1,8 +1,18 @@
 """The cupy backend's array-API namespace: ``array_api_compat.cupy`` with the
 standard's signed-zero special cases that CuPy itself misses.
 
-* ``remainder``: a zero result takes the sign of the divisor (``0.0 % -2.0 == -0.0``);
-  CuPy's kernel returns ``+0.0`` there.
+* float ``remainder`` is NumPy's algorithm (``fmod``, then Python's sign convention;
+  ``_special_cases.python_remainder``): CuPy's ``x - floor(x / y) * y`` gives nan for a
+  finite ``x`` and an infinite ``y`` (the standard: ``x`` when the signs agree, else
+  ``y``), ``+0.0`` for ``0.0 % -2.0`` (the standard: ``-0.0``), and ``0.0`` for
+  ``1.0 % 0.1`` (NumPy and Python: ``0.09999999999999995``, consistent with
+  ``1.0 // 0.1 == 9.0``).
+* complex ``log``, ``log1p``, ``acosh`` and ``tanh`` get the standard's special cases with
+  infinite and nan parts that CuPy's kernels miss (``_special_cases``): ``log(inf + nan j)``
+  is ``inf + nan j`` (CuPy: ``nan + nan j``), ``acosh(0 + nan j)`` is ``nan + pi/2 j``,
+  ``tanh(0 + inf j)`` is ``0 + nan j``.
+* ``linalg.solve`` of systems without elements (``_cupy_linalg``): CuPy's batched solver
+  raised ``ZeroDivisionError`` for a right-hand side without columns.
 * ``asarray`` of a 0-d host value and ``full``/``full_like`` with ``-0.0``: CuPy fills
   zeros with a memset, which drops the sign of ``-0.0`` (so ``inf / -0.0`` of uploaded 0-d
   arrays gave ``+inf``); 0-d host values go in as one-element arrays, and a ``-0.0`` fill is
@@ -37,6 +47,7 @@ Every other name is ``array_api_compat.cupy``'s own.
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 import array_api_compat.cupy as _acp
@@ -44,21 +55,48 @@ import cupy as _cupy
 import numpy as _np
 from array_api_compat.cupy import *  # noqa: F403
 
+from . import _cupy_linalg as linalg  # noqa: F401 - the linalg extension, with solve fixed
 from ._arg_reductions import first_arg_extreme
 from ._moments import two_pass_var
+from ._special_cases import (
+    acosh_special_cases,
+    log_special_cases,
+    python_remainder,
+    tanh_special_cases,
+)
 
 __all__ = list(_acp.__all__)
 
-_zero_takes_sign = _cupy.ElementwiseKernel(
-    "T r, T d", "T out", "out = (r == (T)0) ? copysign(r, d) : r", "vtl_remainder_zero_sign")
+_this = sys.modules[__name__]  # the namespace the special cases run on (its asarray keeps -0.0)
 
 
 def remainder(x1: Any, x2: Any, /) -> Any:
-    out = _acp.remainder(x1, x2)
-    if out.dtype.kind == "f" and out.dtype.itemsize >= 4:
-        d = x2 if isinstance(x2, _cupy.ndarray) else asarray(x2, dtype=out.dtype)
-        out = _zero_takes_sign(out, d.astype(out.dtype, copy=False), out)
-    return out
+    dt = _cupy.result_type(x1, x2)
+    if dt.kind != "f":
+        return _acp.remainder(x1, x2)
+    a, b = _as_dtype(x1, dt), _as_dtype(x2, dt)
+    return python_remainder(_this, a, b, _cupy.fmod(a, b))
+
+
+remainder.__doc__ = _acp.remainder.__doc__
+
+
+def _complex_special_cases(name: str, fix):
+    cupy_fn = getattr(_acp, name)
+
+    def wrapped(x: Any, /) -> Any:
+        out = cupy_fn(x)
+        return fix(_this, x, out) if x.dtype.kind == "c" else out
+
+    wrapped.__name__ = name
+    wrapped.__doc__ = cupy_fn.__doc__
+    return wrapped
+
+
+log = _complex_special_cases("log", log_special_cases)
+log1p = _complex_special_cases("log1p", log_special_cases)
+acosh = _complex_special_cases("acosh", acosh_special_cases)
+tanh = _complex_special_cases("tanh", tanh_special_cases)
 
 
 def _as_1d(x: Any) -> Any:
