@@ -1,5 +1,6 @@
 // out[q, j, p] = src[q, idx[j], p] for src viewed as contiguous (pre, A, post);
-// negative indices count from the end. Words: 0 n, 1 nidx, 2 post, 3 A,
+// negative indices count from the end; an index outside the axis gives {{FILL}} (its error is
+// recorded by the kernel that checked the indices: index_check.wgsl). Words: 0 n, 1 nidx, 2 post, 3 A,
 // 4 src offset, 5 idx offset, 6 out offset
 @group(0) @binding(0) var<storage, read> src: array<{{T}}>;
 @group(0) @binding(1) var<storage, read> idx: array<{{I}}>;
@@ -18,6 +19,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let q = t / pw(1u);
   var k = i32(idx[pw(5u) + j]);
   if (k < 0) { k += i32(A); }
-  k = clamp(k, 0, i32(A) - 1);
+  if (k < 0 || u32(k) >= A) {
+    dst[pw(6u) + i] = {{FILL}};
+    return;
+  }
   dst[pw(6u) + i] = src[pw(4u) + (q * A + u32(k)) * post + p];
 }

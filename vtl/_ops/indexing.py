@@ -13,7 +13,8 @@ advanced index when the advanced indices are adjacent, else in front).
 Gradients of every gather are true scatter-adds (``Backend.scatter_add``), so
 repeated indices accumulate; the scatter's own VJP is a gather, so gradients
 of gradients work. Integer indices are bounds-checked (``IndexError``, as
-NumPy); for tensors on an accelerator this reads two numbers back.
+NumPy) on every backend: on the host at once, on a GPU by the backend on the device
+and raised at the thread's next read of a result (see :func:`_norm_index`).
 """
 
 from __future__ import annotations
@@ -81,21 +82,19 @@ def _broadcast_shapes(shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
 
 
 def _norm_index(arr: Any, n: int, axis: int, dev: Any, host: bool, what: str = "") -> Any:
-    """Integer indices wrapped from ``[-n, n)`` to ``[0, n)``, in the device's index
-    dtype and on the device.
+    """Integer indices wrapped from ``[-n, n)`` to ``[0, n)``, on the device, in a dtype
+    its ``take`` accepts; an index outside ``[-n, n)`` is an ``IndexError``, as in NumPy.
 
-    Indices in host memory (Python sequences, NumPy arrays, tensors of the numpy
-    backend) are bounds-checked (``IndexError``). Index tensors in accelerator memory
-    are not read back, which would stall the device: out-of-range entries give
-    unspecified results there, as the standard allows.
+    Indices in host memory (Python sequences, NumPy arrays, tensors of the numpy backend)
+    are checked here. Index arrays in accelerator memory are checked by the backend on the
+    device (``Backend.check_indices``), without a sync: the error is raised by the next
+    read of a result on that thread (``float(loss)``, ``.item()``, ``.numpy()``, printing)
+    or ``synchronize()``, and the failing entries read and write nothing there.
     """
-    idt = _index_dtype(dev)
-    size = 1
-    for s in arr.shape:
-        size *= s
     if host or isinstance(arr, np.ndarray):
+        idt = _index_dtype(dev)
         mn = 0
-        if size:
+        if arr.size:
             mn, mx = int(arr.min()), int(arr.max())
             if mn < -n or mx >= n:
                 bad = mn if mn < -n else mx
@@ -111,13 +110,7 @@ def _norm_index(arr: Any, n: int, axis: int, dev: Any, host: bool, what: str = "
         if arr.dtype != idt:
             arr = xp.astype(arr, idt)
         return xp.where(arr < 0, arr + n, arr) if mn < 0 else arr
-    xp = dev.xp
-    signed = np.dtype(arr.dtype).kind == "i"
-    if arr.dtype != idt:
-        arr = xp.astype(arr, idt)
-    if signed and size and n:
-        arr = xp.remainder(arr, n)  # one kernel, no readback
-    return arr
+    return dev.backend.check_indices(arr, n, axis, what)
 
 
 # -- key parsing -------------------------------------------------------------------------
@@ -587,9 +580,12 @@ def _value_raw(value: Any, x: Tensor) -> Any:
     )
 
 
-def _write(data: Any, rk: tuple, v: Any) -> None:
+def _write(data: Any, rk: tuple, v: Any, dev: Any = None) -> None:
     try:
-        data[rk] = v
+        if dev is None:
+            data[rk] = v
+        else:  # the key holds checked index arrays
+            dev.backend.write_index(data, rk, v)
     except ValueError as exc:
         raise ValueError(f"__setitem__(): {exc}") from None
 
@@ -605,7 +601,7 @@ def _index_put(x: Tensor, items: list[tuple[str, Any, int]], advanced: bool,
     dev = x._device
     v = _value_raw(value, x)
     out = dev.xp.asarray(x._data, copy=True)
-    _write(out, _raw_key(items), v)
+    _write(out, _raw_key(items), v, dev if advanced else None)
     if needs_grad(x, value):
         x_req = x._requires_grad
         vt = value if isinstance(value, Tensor) and value._requires_grad else None
@@ -640,9 +636,12 @@ def _setitem(x: Tensor, key: Any, value: Any) -> None:
         return
     v = _value_raw(value, x)
     rk = _basic_key(key, x._data.shape)
+    dev = None
     if rk is None:
-        rk = _raw_key(_parse(key, x)[0])
-    _write(x._data, rk, v)
+        items, advanced = _parse(key, x)
+        rk = _raw_key(items)
+        dev = x._device if advanced else None
+    _write(x._data, rk, v, dev)
     x._bump_version()
 
 

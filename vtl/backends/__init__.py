@@ -62,6 +62,11 @@ class WgpuBackend(Backend):
     def scatter_add(self, target: Any, indices: Any, values: Any) -> Any:
         return self.xp.scatter_add(target, indices, values)
 
+    def check_indices(self, idx: Any, n: int, axis: int, what: str = "") -> Any:
+        from .wgpu._indexing import check_indices
+
+        return check_indices(idx, n, axis, what)
+
     def memory_info(self, index: int = 0) -> dict[str, int]:
         return self.xp.memory_info()
 

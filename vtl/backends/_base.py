@@ -274,6 +274,35 @@ class Backend:
     def synchronize(self, index: int = 0) -> None:
         """Wait until all queued work on the device is finished."""
 
+    def check_indices(self, idx: Any, n: int, axis: int, what: str = "") -> Any:
+        """The integer array ``idx`` as indices of an axis of size ``n``: wrapped from
+        ``[-n, n)`` to ``[0, n)``, in a dtype the namespace's ``take`` accepts.
+
+        An index outside ``[-n, n)`` is an ``IndexError`` naming it, ``axis`` and ``n``
+        (``what`` prefixes the message, e.g. ``"take(): "``). This version reads the
+        extremes, so it raises at once; GPU backends check on the device instead and raise
+        at the thread's next read of a result (``to_host``) or ``synchronize``.
+        """
+        xp = self.xp
+        size = 1
+        for s in idx.shape:
+            size *= s
+        idt = self.default_dtypes()["indexing"]
+        if idx.dtype != idt:
+            idx = xp.astype(idx, idt)
+        if not size:
+            return idx
+        mn, mx = int(xp.min(idx)), int(xp.max(idx))
+        if mn < -n or mx >= n:
+            bad = mn if mn < -n else mx
+            raise IndexError(f"{what}index {bad} is out of bounds for axis {axis} with size {n}")
+        return xp.where(idx < 0, idx + n, idx) if mn < 0 else idx
+
+    def write_index(self, data: Any, key: tuple, value: Any) -> None:
+        """``data[key] = value`` for a key holding index arrays from :meth:`check_indices`
+        (a backend that checks on the device makes a failed check write nothing)."""
+        data[key] = value
+
     def scatter_add(self, target: Any, indices: Any, values: Any) -> Any:
         """Return ``target`` with ``values`` added at rows ``indices`` of axis 0.
 

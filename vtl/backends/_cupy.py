@@ -8,6 +8,7 @@ import numpy as np
 
 from . import _cupy_nn
 from ._base import Backend, Device
+from ._cupy_checks import CupyIndexChecks
 
 
 class CupyBackend(Backend):
@@ -29,6 +30,7 @@ class CupyBackend(Backend):
 
         register(self, cupy)
         _cupy_nn.register(self, cupy)
+        self._checks = CupyIndexChecks(cupy)
         self.kernels["conv2d"] = CupyConv2d(cupy, matmul=xp.matmul)
         self.kernels["pool2d"] = CupyPool2d(cupy)
         return xp
@@ -48,11 +50,32 @@ class CupyBackend(Backend):
     def normalize(self, raw: Any) -> Any:
         return self._cupy.asarray(raw)
 
-    def to_host(self, raw: Any) -> np.ndarray:
+    def _report(self) -> None:
+        """Raise the errors that kernels found on the device since the last host read."""
         ce = self.kernels.get("cross_entropy")
-        if ce is not None and ce.pending:  # class indices checked on the device: report
+        if ce is not None and ce.pending:  # class indices checked on the device
             ce.check_pending()
-        return self._cupy.asnumpy(raw)
+        if self._checks.pending:  # index arrays checked on the device
+            self._checks.check_pending()
+
+    def to_host(self, raw: Any) -> np.ndarray:
+        out = self._cupy.asnumpy(raw)
+        self._report()
+        return out
+
+    def check_indices(self, idx: Any, n: int, axis: int, what: str = "") -> Any:
+        return self._checks.check(idx, n, axis, what)
+
+    def write_index(self, data: Any, key: tuple, value: Any) -> None:
+        failed = self._checks.failed(data.device.id)
+        if failed is not None:  # keep the old values where a check of this thread failed
+            cp = self._cupy
+            old = data[key]
+            value = cp.asarray(value, dtype=data.dtype)
+            while value.ndim > old.ndim and value.shape[0] == 1:  # NumPy's assignment rule
+                value = value[0]
+            value = cp.where(failed, old, value)
+        data[key] = value
 
     def from_host(self, arr: np.ndarray, index: int = 0) -> Any:
         with self._cupy.cuda.Device(index):
@@ -67,6 +90,7 @@ class CupyBackend(Backend):
 
     def synchronize(self, index: int = 0) -> None:
         self._cupy.cuda.Device(index).synchronize()
+        self._report()
 
     def scatter_add(self, target: Any, indices: Any, values: Any) -> Any:
         cp = self._cupy

@@ -1,5 +1,14 @@
 """Indexing: basic (views), integer-array and boolean (gather/scatter kernels), take,
-take_along_axis, nonzero and the scatter_add extra."""
+take_along_axis, nonzero and the scatter_add extra.
+
+Integer index arrays are checked as NumPy checks them: an index outside ``[-n, n)`` is an
+``IndexError``. Indices in host memory (Python ints and lists, NumPy arrays) and device
+arrays whose values are known on the host (uploaded data, ``_memory.Buf.known``) are
+checked at the call; other device indices by the kernel that wraps them
+(:func:`check_indices`), which records the first bad one in the thread's error buffer: the
+``IndexError`` is raised by the thread's next readback or ``synchronize()`` (``_errors``).
+No kernel reads or writes out of bounds.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +17,7 @@ import operator
 import numpy as np
 
 from . import _dtypes as D
-from . import _kernels
+from . import _errors, _kernels
 from ._array import (
     WgpuArray,
     astype_raw,
@@ -22,7 +31,7 @@ from ._array import (
     to_numpy,
     view,
 )
-from ._elementwise import binary, where
+from ._elementwise import binary
 from ._manipulation import broadcast_to, permute_dims, reshape
 from ._memory import set_known
 from ._recorder import REC, groups_for
@@ -102,6 +111,10 @@ def _bool_key(key):
 
 
 def getitem(x: WgpuArray, key) -> WgpuArray:
+    return _getitem(x, key, None)
+
+
+def _getitem(x: WgpuArray, key, fill: str | None) -> WgpuArray:
     if type(key) is tuple and len(key) == 2 and key[1] is Ellipsis:
         key = key[0]
     if type(key) is int and x._shape:  # x[i], x[i, ...]: the hot path of per-step loops
@@ -118,10 +131,10 @@ def getitem(x: WgpuArray, key) -> WgpuArray:
         if any(isinstance(k, bool) for k in key):
             raise IndexError("boolean scalar indices are not supported")
         return _basic(x, key)
-    return _advanced(x, key)
+    return _advanced(x, key, fill)
 
 
-def _advanced(x: WgpuArray, key) -> WgpuArray:
+def _advanced(x: WgpuArray, key, fill: str | None = None) -> WgpuArray:
     # boolean masks -> integer index arrays (data-dependent: reads the mask back)
     k2 = []
     d = 0  # the dimension of x that k indexes first
@@ -161,25 +174,28 @@ def _advanced(x: WgpuArray, key) -> WgpuArray:
             d += 1
         elif isinstance(k, slice):
             d += 1
-    idx = [a if isinstance(a, WgpuArray) else from_numpy(np.asarray(a).astype(np.int32))
-           for a in arrs]
-    for a in idx:
-        if a.dtype.kind not in "iu":
-            raise IndexError(f"index arrays must be integers, got {a.dtype}")
-    bshape = broadcast_shapes(*(a.shape for a in idx))
+    for a in arrs:
+        if _as_index_dtype(a).kind not in "iu":
+            raise IndexError(f"index arrays must be integers, got {_as_index_dtype(a)}")
     rest = [i for i in range(y.ndim) if i not in pos]
     yp = contiguous(permute_dims(y, pos + rest))
     ishape = yp.shape[: len(pos)]
+    xaxes = _array_axes(key)
+    total = prod(ishape)
+    strides = c_strides(ishape)
+    # an index that fails its check becomes one that puts the flat row out of range
+    idx = [check_indices(a, s, ax, bad=-(-total // max(st, 1)))
+           if isinstance(a, WgpuArray) else _host_index(a, s, ax)
+           for a, s, ax, st in zip(arrs, ishape, xaxes, strides, strict=False)]
+    bshape = broadcast_shapes(*(a.shape for a in idx))
     flat = None
     stride = 1
     for a, s in reversed(list(zip(idx, ishape, strict=False))):
-        a = astype_raw(a, D.int32) if a.dtype != D.int32 else a
-        a = where(binary("less", a, 0), binary("add", a, s), a)
         term = binary("multiply", a, stride) if stride != 1 else a
         flat = term if flat is None else binary("add", flat, term)
         stride *= s
     flat = contiguous(broadcast_to(flat, bshape))
-    out = _gather(yp, flat, 1, prod(ishape), prod(yp.shape[len(pos):]))
+    out = _gather(yp, flat, 1, total, prod(yp.shape[len(pos):]), fill)
     out = reshape(out, bshape + yp.shape[len(pos):])
     adjacent = pos == list(range(pos[0], pos[0] + len(pos)))
     if adjacent and pos[0] > 0:
@@ -190,8 +206,85 @@ def _advanced(x: WgpuArray, key) -> WgpuArray:
     return out
 
 
-def _gather(src: WgpuArray, idx: WgpuArray, pre: int, A: int, post: int) -> WgpuArray:
-    """out[q, j, p] = src[q, idx[j], p] with src contiguous (pre, A, post)."""
+_CHECK_SUBS = {
+    "i32": {"WRAP": "if (w < 0) { w += n; }", "NONNEG": " && w >= 0",
+            "LO": "bitcast<u32>(v)", "HI": "select(0u, 0xffffffffu, v < 0)"},
+    "u32": {"WRAP": "", "NONNEG": "", "LO": "v", "HI": "0u"},
+    "i64": {"WRAP": "if (w < i64(0)) { w += n; }", "NONNEG": " && w >= i64(0)",
+            "LO": "u32(bitcast<u64>(v) & u64(0xffffffffu))",
+            "HI": "u32(bitcast<u64>(v) >> 32u)"},
+    "u64": {"WRAP": "", "NONNEG": "", "LO": "u32(v & u64(0xffffffffu))", "HI": "u32(v >> 32u)"},
+}
+
+
+def _host_error(bad: int, n: int, axis: int, what: str) -> IndexError:
+    return IndexError(f"{what}index {bad} is out of bounds for axis {axis} with size {n}")
+
+
+def check_indices(idx: WgpuArray, n: int, axis: int = 0, what: str = "",
+                  dtype: np.dtype | None = None, bad: int | None = None) -> WgpuArray:
+    """``idx`` (integers) wrapped from ``[-n, n)`` to ``[0, n)`` as a contiguous array of
+    ``dtype`` (default: int32, or the input's own int32/int64 when no kernel is needed):
+    the indices of an axis of size ``n``.
+
+    Out-of-range indices raise ``IndexError`` naming the index, ``axis`` and ``n`` (with the
+    prefix ``what``, e.g. ``"take(): "``): at once when the values are known on the host,
+    else at the thread's next readback (module doc); the result then holds ``bad``
+    (default ``n``) there, a value that the gather and scatter kernels skip.
+    """
+    if idx.dtype.kind not in "iu":
+        raise IndexError(f"{what}index arrays must be integers, got {idx.dtype}")
+    odt = D.int32 if dtype is None else np.dtype(dtype)
+    if idx.size == 0:
+        return astype_raw(idx, odt) if idx.dtype != odt else contiguous(idx)
+    if n == 0:
+        raise IndexError(f"{what}index is out of bounds for axis {axis} with size 0")
+    kr = idx._st.buf.known
+    if kr is not None and kr[0] >= 0 and kr[1] < n:  # valid, none negative: no kernel
+        keep = idx.dtype == odt or (dtype is None and idx.dtype in (D.int32, D.int64))
+        return contiguous(idx if keep else astype_raw(idx, odt))
+    src = contiguous(idx)
+    out = empty(src.shape, odt)
+    k = _kernels.kernel("index_check", "rww", (src.dtype, odt), I=D.wgsl(src.dtype),
+                        O=D.wgsl(odt), **_CHECK_SUBS[D.wgsl(src.dtype)])
+    m = src.size
+    REC.dispatch(k, (src._st.buf, out._st.buf, _errors.buffer()),
+                 [m, n, src._offset, out._offset, axis, _errors.code(what),
+                  n if bad is None else bad], groups_for(m))
+    set_known(out._st.buf, (0, n - 1, None))  # every value is in range (or an error raised)
+    return out
+
+
+def _host_index(k, n: int, axis: int, what: str = "") -> WgpuArray:
+    """A host index array (list, NumPy), checked and wrapped on the host, uploaded as int32."""
+    a = np.asarray(k)
+    if a.dtype.kind not in "iu":
+        raise IndexError(f"{what}index arrays must be integers, got {a.dtype}")
+    if a.size:
+        lo, hi = int(a.min()), int(a.max())
+        if lo < -n or hi >= n:
+            raise _host_error(lo if lo < -n else hi, n, axis, what)
+        if lo < 0:
+            a = np.where(a < 0, a + n, a)
+    return from_numpy(a.astype(np.int32))
+
+
+def _array_axes(key) -> list[int]:
+    """The axis of the indexed array that each index array of ``key`` indexes."""
+    axes, d = [], 0
+    for k in key:
+        if k is None:
+            continue
+        if _is_index_array(k):
+            axes.append(d)
+        d += 1
+    return axes
+
+
+def _gather(src: WgpuArray, idx: WgpuArray, pre: int, A: int, post: int,
+            fill: str | None = None) -> WgpuArray:
+    """out[q, j, p] = src[q, idx[j], p] with src contiguous (pre, A, post); ``fill`` (WGSL,
+    default zero) where ``idx[j]`` is outside ``[-A, A)``."""
     known = src._st.buf.known  # gathered values stay in the source's known range
     src = contiguous(src)
     idx = contiguous(idx)
@@ -201,8 +294,9 @@ def _gather(src: WgpuArray, idx: WgpuArray, pre: int, A: int, post: int) -> Wgpu
     if n:
         if A == 0:
             raise IndexError("cannot take from an empty axis")
-        k = _kernels.kernel("gather", "rrw", (src.dtype,), T=D.wgsl(src.dtype),
-                            I=D.wgsl(idx.dtype))
+        t = D.wgsl(src.dtype)
+        k = _kernels.kernel("gather", "rrw", (src.dtype,), T=t, I=D.wgsl(idx.dtype),
+                            FILL=fill or f"{t}(0)")
         REC.dispatch(k, (src._st.buf, idx._st.buf, out._st.buf),
                      [n, nidx, post, A, src._offset, idx._offset, 0], groups_for(n))
         if known is not None:
@@ -223,7 +317,8 @@ def take(x: WgpuArray, indices: WgpuArray, /, *, axis: int | None = None) -> Wgp
         raise IndexError(f"take(): axis {axis} is out of bounds for a {x.ndim}-D array")
     ax = axis % x.ndim
     pre, A, post = prod(x.shape[:ax]), x.shape[ax], prod(x.shape[ax + 1:])
-    out = _gather(x, indices, pre, A, post)
+    idx = check_indices(indices, A, ax, "take(): ") if A or not indices.size else indices
+    out = _gather(x, idx, pre, A, post)
     return reshape(out, x.shape[:ax] + indices.shape + x.shape[ax + 1:])
 
 
@@ -243,8 +338,11 @@ def take_along_axis(x: WgpuArray, indices: WgpuArray, /, *, axis: int = -1) -> W
     xc = contiguous(x)
     cs = c_strides(x.shape)
     A = x.shape[ax]
-    idx = astype_raw(indices, D.int32) if indices.dtype != D.int32 else indices
-    idx = where(binary("less", idx, 0), binary("add", idx, A), idx)
+    if indices.dtype.kind not in "iu":
+        raise TypeError(f"take_along_axis(): indices must be integers, got {indices.dtype}")
+    idx = check_indices(indices, A, ax, "take_along_axis(): ") if A else indices
+    if idx.dtype != D.int32:
+        idx = astype_raw(idx, D.int32)
     flat = binary("multiply", idx, cs[ax]) if cs[ax] != 1 else idx
     for d in range(x.ndim):
         if d == ax or shape[d] == 1:
@@ -289,7 +387,7 @@ def setitem(x: WgpuArray, key, value) -> None:
         else:
             fill_view(target, _scalar(value, x.dtype))
         return
-    sel = contiguous(getitem(_storage_ids(x), key))
+    sel = contiguous(_getitem(_storage_ids(x), key, "-1"))  # -1: a failed index, skipped
     if isinstance(value, WgpuArray):
         v = value if value.dtype == x.dtype else astype_raw(value, x.dtype)
         v = _drop_leading_ones(v, sel.ndim)
@@ -302,9 +400,9 @@ def setitem(x: WgpuArray, key, value) -> None:
         v = full(sel.shape, _scalar(value, x.dtype), dtype=x.dtype)
     n = sel.size
     if n:
-        k = _kernels.kernel("scatter", "rrw", (x.dtype,), T=D.wgsl(x.dtype))
-        REC.dispatch(k, (sel._st.buf, v._st.buf, x._st.buf), [n, 0, sel._offset, v._offset],
-                     groups_for(n))
+        k = _kernels.kernel("scatter", "rrwr", (x.dtype,), T=D.wgsl(x.dtype))
+        REC.dispatch(k, (sel._st.buf, v._st.buf, x._st.buf, _errors.buffer(write=False)),
+                     [n, 0, sel._offset, v._offset], groups_for(n))
 
 
 def _drop_leading_ones(v: WgpuArray, ndim: int) -> WgpuArray:
@@ -368,8 +466,8 @@ def scatter_add(target: WgpuArray, indices: WgpuArray, values: WgpuArray) -> Wgp
         np.add.at(host, to_numpy(indices).astype(np.int64), to_numpy(values))
         copy_into(from_numpy(host), target)
         return target
-    idx = reshape(indices, (k,))  # a strided 1-D view stays one (read with its stride)
     n0 = target.shape[0]
+    idx = check_indices(reshape(indices, (k,)), n0, 0, "scatter_add(): ")
     v = values
     if not (v._contig and v._shape == (k,) + target.shape[1:]):
         v = contiguous(broadcast_to(values, (k,) + target.shape[1:]))

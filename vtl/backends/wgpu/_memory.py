@@ -8,12 +8,17 @@ new buffers (and their cached bind groups stay valid).
 GPU reuse inside one open command buffer is safe (dispatches run in order);
 a *host* write (``queue.write_buffer``) lands before the open command buffer
 runs, so uploads only get buffers not used by pending work.
+
+A collected array's buffer is queued for release (``Storage.__del__`` may run on any
+thread, at any allocation, even inside the pool's own code) and the queue is drained under
+the runtime lock by the next allocation or statistics call.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+from collections import deque
 
 from . import _runtime
 
@@ -75,9 +80,13 @@ class Storage:
 
     def __del__(self) -> None:
         try:
-            POOL.release(self.buf)
+            _RELEASED.append(self.buf)  # thread-safe; drained by Pool._drain
         except Exception:  # interpreter shutdown
             pass
+
+
+#: buffers of collected storages, waiting to go back to the pool
+_RELEASED: deque = deque()
 
 
 class Pool:
@@ -103,6 +112,12 @@ class Pool:
         to the adapter's maximum buffer size: contiguous elementwise operations process
         them in windows; other operations refuse them with a ``ValueError``.
         """
+        with _LOCK:
+            if _RELEASED:
+                self._drain()
+            return self._alloc(nbytes, upload)
+
+    def _alloc(self, nbytes: int, upload: bool) -> Storage:
         cap = _caps.get(nbytes)
         if cap is None:
             cap = self._cap(nbytes)
@@ -154,7 +169,10 @@ class Pool:
         try:
             gpu = rt.device.create_buffer(size=cap, usage=U.STORAGE | U.COPY_SRC | U.COPY_DST)
         except Exception as exc:
-            self.trim()
+            self._trim()
+            from . import _kernels
+
+            _kernels.clear_bind_groups()
             try:
                 gpu = rt.device.create_buffer(
                     size=cap, usage=U.STORAGE | U.COPY_SRC | U.COPY_DST
@@ -169,7 +187,14 @@ class Pool:
         self.live[buf.uid] = buf
         return buf
 
+    def _drain(self) -> None:
+        """Return the queued buffers of collected storages to the pool (lock held)."""
+        pop = _RELEASED.popleft
+        while _RELEASED:
+            self.release(pop())
+
     def release(self, buf: Buf) -> None:
+        """Put ``buf`` back in the pool (runtime lock held)."""
         if buf.known is not None:
             set_known(buf, None)
         self.in_use -= buf.cap
@@ -180,17 +205,25 @@ class Pool:
         """Destroy every pooled (unused) buffer."""
         from . import _kernels
 
+        with _LOCK:
+            self._drain()
+            self._trim()
+            _kernels.clear_bind_groups()
+
+    def _trim(self) -> None:
         for lst in self.free.values():
             for _, b in lst:
                 self.live.pop(b.uid, None)
                 b.gpu.destroy()
         self.free.clear()
         self.pooled = 0
-        _kernels.clear_bind_groups()
 
     def info(self) -> dict[str, int]:
+        with _LOCK:
+            self._drain()
         return {"in_use": self.in_use, "pooled": self.pooled, "peak": self.peak,
                 "buffers_created": self.created, "reused": self.reused}
 
 
+_LOCK = _runtime.LOCK
 POOL = Pool()

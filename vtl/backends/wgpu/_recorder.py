@@ -9,6 +9,11 @@ they are reachable (wgpu-py's wrappers add about 3 µs per dispatch); errors in
 recorded commands are still raised, by ``end()``/``finish()`` at the flush.
 Per-dispatch parameters are packed into the pipeline's 128-byte immediates
 block: the words given, then zeros.
+
+Every method that touches the open pass, submits or reads back holds the runtime lock
+(``_runtime.LOCK``), so threads may record and read at the same time; a readback also
+copies the calling thread's error buffer (``_errors``) when a kernel may have written it,
+and raises the error it records.
 """
 
 from __future__ import annotations
@@ -16,11 +21,12 @@ from __future__ import annotations
 import struct
 from time import perf_counter, sleep
 
-from . import _kernels, _runtime
+from . import _errors, _kernels, _runtime
 from ._memory import KNOWN, set_known
 
 FLUSH_EVERY = 2048
 _MASK = 0xFFFFFFFF
+_LOCK = _runtime.LOCK
 _WG = 256
 _NWORDS = _runtime.PARAM_BYTES // 4
 
@@ -128,11 +134,16 @@ class Recorder:
         """
         if groups <= 0 or gy <= 0 or gz <= 0:
             return
-        self.record(kernel, _kernels.bind_group(kernel.layout, bufs), bufs, words,
-                    groups, gy, gz)
+        with _LOCK:
+            self._record(kernel, _kernels.bind_group(kernel.layout, bufs), bufs, words,
+                         groups, gy, gz)
 
     def record(self, kernel, bg, bufs, words, groups: int, gy: int = 1, gz: int = 1) -> None:
         """Record ``kernel`` with the bind group ``bg`` over the buffers ``bufs``."""
+        with _LOCK:
+            self._record(kernel, bg, bufs, words, groups, gy, gz)
+
+    def _record(self, kernel, bg, bufs, words, groups: int, gy: int, gz: int) -> None:
         cp = self.cpass
         if cp is None:
             cp = self._open()
@@ -165,15 +176,20 @@ class Recorder:
         self.pending += 1
         self.dispatches += 1
         if self.pending >= FLUSH_EVERY:
-            self.flush()
+            self._flush()
 
     def keep(self, obj) -> None:
         """Keep ``obj`` (a bind group dropped from a cache) alive until the next flush."""
-        if self.cpass is not None:
-            self._keep.append(obj)
+        with _LOCK:
+            if self.cpass is not None:
+                self._keep.append(obj)
 
     def flush(self) -> None:
         """Submit recorded work (does not wait)."""
+        with _LOCK:
+            self._flush()
+
+    def _flush(self) -> None:
         if self.cpass is None:
             return
         self.cpass.end()
@@ -188,8 +204,17 @@ class Recorder:
         self.submits += 1
 
     def synchronize(self) -> None:
-        """Submit and wait until the device is idle."""
-        self.flush()
+        """Submit and wait until the device is idle; raise the error a kernel recorded in
+        the calling thread's error buffer, if any."""
+        with _LOCK:
+            err = _errors.pending()
+            if err is not None:  # reading the error buffer is the wait
+                _errors.check(self._read(err.gpu, 0, _errors.NBYTES, None))
+                return
+            self._synchronize()
+
+    def _synchronize(self) -> None:
+        self._flush()
         rt = _runtime.get()
         if _ON_DONE is not None:
             _ON_DONE(rt.queue._internal, _DONE_INFO[0])
@@ -205,27 +230,44 @@ class Recorder:
         after every recorded operation, as a ``bytes``-like object.
 
         The copy to a staging buffer goes into the same submit as the recorded work, and
-        the staging buffer's mapping is the wait (see :func:`_wait`).
+        the staging buffer's mapping is the wait (see :func:`_wait`). When a kernel may
+        have written the calling thread's error buffer, its words come along in the same
+        copy and the error they record is raised (see ``_errors``).
         """
+        with _LOCK:
+            err = _errors.pending()
+            if err is None:
+                return self._read(gpu, offset, size, None)
+            out = self._read(gpu, offset, size, err)
+            _errors.check(out[size:])
+            return out[:size]
+
+    def _read(self, gpu, offset: int, size: int, err):
         rt = _runtime.get()
+        total = size + (_errors.NBYTES if err is not None else 0)
         if _ON_DONE is None:  # pragma: no cover - another wgpu backend or header
-            self.flush()
-            return rt.queue.read_buffer(gpu, offset, size)
-        staging, reuse = self._staging(rt, size)
+            self._flush()
+            out = rt.queue.read_buffer(gpu, offset, size)
+            if err is not None:
+                out = bytes(out) + bytes(rt.queue.read_buffer(err.gpu, 0, _errors.NBYTES))
+            return out
+        staging, reuse = self._staging(rt, total)
         encoder = self.encoder
         if encoder is None:
             encoder = rt.device.create_command_encoder()
         else:
             self.cpass.end()
         encoder.copy_buffer_to_buffer(gpu, offset, staging, 0, size)
+        if err is not None:
+            encoder.copy_buffer_to_buffer(err.gpu, 0, staging, size, _errors.NBYTES)
         self._submit(encoder)
         handle = staging._internal
-        _MAP(handle, _MAP_READ, 0, size, _MAP_INFO[0])
+        _MAP(handle, _MAP_READ, 0, total, _MAP_INFO[0])
         _wait(rt.device._internal, 1)
         try:
             if _counts[2] != _MAP_OK:
                 raise RuntimeError(f"wgpu: mapping a staging buffer failed (status {_counts[2]})")
-            return bytes(_ffi.buffer(_MAPPED_RANGE(handle, 0, size), size))
+            return bytes(_ffi.buffer(_MAPPED_RANGE(handle, 0, total), total))
         finally:
             _UNMAP(handle)
             if not reuse:

@@ -4,6 +4,11 @@ The adapter is chosen high-performance first; ``VTL_WGPU_ADAPTER`` picks one by
 a substring of its name or its backend type (``vulkan``, ``metal``, ``d3d12``).
 The device is requested with the adapter's full limits and the native
 features that kernels use when present.
+
+Threads: one lock (:data:`LOCK`) serialises what the threads of a process share on the
+device: the open command encoder and compute pass of the recorder, submissions and
+readbacks, the buffer pool and the pipeline cache. Each operation takes it for the few
+microseconds it records; arrays made by one thread may be used by another.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ REQUIRED_FEATURES = ("immediates",)
 PARAM_BYTES = 128
 
 _lock = threading.Lock()
+#: held while recording, submitting, reading back and allocating (see the module doc)
+LOCK = threading.RLock()
 _runtime: Runtime | None = None
 _error: str | None = None
 
