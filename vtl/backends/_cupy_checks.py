@@ -64,7 +64,7 @@ class CupyIndexChecks:
     def _get_kernel(self) -> Any:
         if self._kernel is None:
             self._kernel = self._cp.ElementwiseKernel(
-                "T idx, int64 n, int64 axis, int64 code, raw int64 err", "int64 out",
+                "T idx, int64 n, int64 axis, int64 code", "int64 out, raw int64 err",
                 _SOURCE, "vtl_check_indices")
         return self._kernel
 
@@ -85,8 +85,8 @@ class CupyIndexChecks:
                 return idx.astype(np.int64)
             err = self._buffer(dev)
             out = cp.empty(idx.shape, dtype=np.int64)
-            self._get_kernel()(idx, np.int64(n), np.int64(axis), np.int64(_code(what)), err,
-                               out)
+            self._get_kernel()(idx, np.int64(n), np.int64(axis), np.int64(_code(what)), out,
+                               err)
         self.launches += 1
         self._state.pending.add(dev)
         return out
