@@ -388,17 +388,23 @@ fn m32_powpos(ax: u32, ay: u32, yneg: bool) -> u32 {
   let s2a = pb.y + pc;
   let s2 = s2a + select(0u, 1u, s1 < pa.y);
   let s3 = select(0u, 1u, s2a < pb.y) + select(0u, 1u, s2 < s2a);
-  var w = array<u32, 7>(pa.x << 9u, (s1 << 9u) | (pa.x >> 23u), (s2 << 9u) | (s1 >> 23u),
-                        (s3 << 9u) | (s2 >> 23u), 0u, 0u, 0u);
+  let w0 = pa.x << 9u;
+  let w1 = (s1 << 9u) | (pa.x >> 23u);
+  let w2 = (s2 << 9u) | (s1 >> 23u);
+  let w3 = (s3 << 9u) | (s2 >> 23u);
   let p = u32(32 - ey);
-  let k = p >> 5u;
+  let k = p >> 5u;  // 0, 1 or 2: the words from k on (selects, not an indexed array)
   let sh = p & 31u;
-  let fr = vec2<u32>(m32_fsr(w[k + 1u], w[k], sh), m32_fsr(w[k + 2u], w[k + 1u], sh));
-  let ip = m32_fsr(w[k + 3u], w[k + 2u], sh);
-  let pneg = lneg != yneg;
-  if (ip >= 512u || m32_fsr(w[k + 4u], w[k + 3u], sh) != 0u) {
-    return select(0x7f800000u, 0u, pneg);
+  let a0 = select(select(w0, w1, k == 1u), w2, k == 2u);
+  let a1 = select(select(w1, w2, k == 1u), w3, k == 2u);
+  let a2 = select(select(w2, w3, k == 1u), 0u, k == 2u);
+  let a3 = select(w3, 0u, k >= 1u);
+  let fr = vec2<u32>(m32_fsr(a1, a0, sh), m32_fsr(a2, a1, sh));
+  let ip = m32_fsr(a3, a2, sh);
+  if (ip >= 512u || m32_fsr(0u, a3, sh) != 0u) {
+    return select(0x7f800000u, 0u, lneg != yneg);
   }
+  let pneg = lneg != yneg;
   var n = i32(ip);
   var g = fr;
   if (pneg) {

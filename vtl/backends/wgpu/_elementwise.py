@@ -7,11 +7,19 @@ Integer and bool inputs of floating-only functions (``exp``, ``sqrt``, true
 scalars follow the standard's weak-scalar rule: they take the array's dtype
 (a float scalar with an integer array gives float32).
 
+float32 ``pow``, ``sin``, ``cos`` and ``tan`` (float16 through them) come from
+``wgsl/math32.wgsl``: the builtins are loose on real GPUs and drivers may rewrite
+float expressions, so the steps that need exact arithmetic (log2/exp2 of pow, the
+Payne-Hanek reduction of trigonometric arguments) are done in 32-bit integers.
+pow is exact where the result is a float and otherwise within 2^-30 of half an
+ulp (integral powers below 64 are correctly rounded); sin/cos are within 2 ulp
+and tan 4 ulp for every finite argument. ``x ** 2`` with a Python 2 is a square.
+
 float64 note: GLSL.std.450 defines exp/log/trig only for 16/32-bit floats, so
 float64 transcendental functions come from ``wgsl/math64.wgsl`` (double
-arithmetic, fdlibm-style range reduction and polynomials; sin/cos/tan keep full
-precision for |x| < 1e6); arithmetic, sqrt, comparisons and rounding are the
-device's own float64 operations.
+arithmetic, fdlibm-style range reduction and polynomials; sin/cos/tan reduce
+exactly for every finite argument); arithmetic, sqrt, comparisons and rounding
+are the device's own float64 operations.
 """
 
 from __future__ import annotations
