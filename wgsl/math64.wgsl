@@ -210,7 +210,7 @@ fn m64_reduce_big(x: f64) -> M64Red {
   var n: array<u32, 3>;
   n[2] = m32_funnel(p[top], p[top - 1u], lz);
   n[1] = m32_funnel(p[top - 1u], p[top - 2u], lz);
-  n[0] = m32_funnel(p[top - 2u], select(0u, p[top - 3u], top >= 3u), lz);
+  n[0] = m32_funnel(p[top - 2u], select(0u, p[max(top, 3u) - 3u], top >= 3u), lz);
   // r + lo = f pi/2 = (N pi/4) 2^(-93-s) = T 2^(-93-s), T the top 96 bits of N pi/4
   var pr: array<u32, 6>;
   for (var i = 0u; i < 3u; i++) {
