@@ -202,6 +202,10 @@ fn {{P}}_sinh(z: {{P}}_t) -> {{P}}_t {
     if (x == {{F}}(0)) {  // real part sinh(x) cos(y): a zero, signed as x cos(y)
       return {{P}}_t({{P}}_ws(x, {{P}}_sb(x) != {{P}}_sb({{COS}}(y))), {{SIN}}(y));
     }
+    if (abs(x) > {{LOGMAX}}) {  // cosh x, |sinh x| = e^|x| / 2 may overflow where the product does not
+      let e = {{P}}_expk(abs(x), -65);
+      return {{P}}_t({{P}}_ldexp({{P}}_cs(e, x) * {{COS}}(y), 64), {{P}}_ldexp(e * {{SIN}}(y), 64));
+    }
     return {{P}}_t({{P}}_rsinh(x) * {{COS}}(y), {{P}}_rcosh(x) * {{SIN}}(y));
   }
   if (x == {{F}}(0)) { return {{P}}_t(x, nan_{{DT}}()); }
@@ -226,6 +230,10 @@ fn {{P}}_cosh(z: {{P}}_t) -> {{P}}_t {
     if (x == {{F}}(0)) {
       let s = {{SIN}}(y);
       return {{P}}_t({{COS}}(y), {{P}}_ws(x, {{P}}_sb(x) != {{P}}_sb(s)));
+    }
+    if (abs(x) > {{LOGMAX}}) {  // as in sinh
+      let e = {{P}}_expk(abs(x), -65);
+      return {{P}}_t({{P}}_ldexp(e * {{COS}}(y), 64), {{P}}_ldexp({{P}}_cs(e, x) * {{SIN}}(y), 64));
     }
     return {{P}}_t({{P}}_rcosh(x) * {{COS}}(y), {{P}}_rsinh(x) * {{SIN}}(y));
   }

@@ -1,8 +1,7 @@
-// float32 exp/expm1/sin/cos/tan for the complex64 functions (prefix {{P}}_). The WGSL builtins
-// are only required to be accurate to 3 + 2|x| ulp (exp) or to an absolute 2^-11 (sin/cos),
-// and some drivers use approximations that reach those bounds (exp(50) off by 1e-5), so
-// these are evaluated with range reduction plus polynomials: exp to < 1 ulp, sin/cos to about
-// 1 ulp for |x| < 1e5 (Cody-Waite reduction by pi/2 in three parts), the builtins beyond.
+// float32 exp/expm1 for the complex64 functions (prefix {{P}}_); sin/cos/tan come from
+// wgsl/math32.wgsl. The WGSL builtin exp is only required to be accurate to 3 + 2|x| ulp, and
+// some drivers use approximations that reach that bound (exp(50) off by 1e-5), so it is
+// evaluated with range reduction plus a polynomial: < 1 ulp.
 
 fn {{P}}_pow2(j: i32) -> f32 { return bitcast<f32>(u32(j + 127) << 23u); }  // -126..127
 
@@ -44,73 +43,4 @@ fn {{P}}_rexp(x: f32) -> f32 { return {{P}}_expk(x, 0); }
 fn {{P}}_rexpm1(x: f32) -> f32 {
   if (!(abs(x) >= f32(0.5))) { return expm1_float32(x); }  // also NaN and +-0
   return {{P}}_expk(x, 0) - f32(1);
-}
-
-// x = k pi/2 + r, |r| <= pi/4: pi/2 = 1.5703125 + 0x1.fcp-12 + P3, the first two parts
-// with 8 significant bits (k times them exact for |k| < 2^16, and the differences exact)
-struct {{P}}_red { r: f32, q: i32 }
-
-fn {{P}}_reduce(x: f32) -> {{P}}_red {
-  let k = round(x * f32(0.6366197723675814));
-  let r = ((x - k * f32(1.5703125)) - k * f32(4.84466552734375e-4))
-          - k * f32(-6.3975783775576868e-7);
-  return {{P}}_red(r, i32(k) & 3);
-}
-
-fn {{P}}_sinp(r: f32) -> f32 {
-  let z = r * r;
-  var p = f32(1.0 / 362880.0);
-  p = p * z - f32(1.0 / 5040.0);
-  p = p * z + f32(1.0 / 120.0);
-  p = p * z - f32(1.0 / 6.0);
-  return r + r * z * p;
-}
-
-fn {{P}}_cosp(r: f32) -> f32 {
-  let z = r * r;
-  var p = f32(-1.0 / 3628800.0);
-  p = p * z + f32(1.0 / 40320.0);
-  p = p * z - f32(1.0 / 720.0);
-  p = p * z + f32(1.0 / 24.0);
-  let hz = f32(0.5) * z;
-  let w = f32(1) - hz;
-  return w + (((f32(1) - w) - hz) + z * z * p);
-}
-
-const {{P}}_RED_MAX: f32 = 100000.0;  // |k| < 2^16
-
-fn {{P}}_rsin(x: f32) -> f32 {
-  if (x == f32(0)) { return x; }
-  if (!{{P}}_isfin(x)) { return nan_float32(); }
-  if (abs(x) >= {{P}}_RED_MAX) { return sin(x); }
-  let t = {{P}}_reduce(x);
-  switch t.q {
-    case 0: { return {{P}}_sinp(t.r); }
-    case 1: { return {{P}}_cosp(t.r); }
-    case 2: { return -{{P}}_sinp(t.r); }
-    default: { return -{{P}}_cosp(t.r); }
-  }
-}
-
-fn {{P}}_rcos(x: f32) -> f32 {
-  if (!{{P}}_isfin(x)) { return nan_float32(); }
-  if (abs(x) >= {{P}}_RED_MAX) { return cos(x); }
-  let t = {{P}}_reduce(x);
-  switch t.q {
-    case 0: { return {{P}}_cosp(t.r); }
-    case 1: { return -{{P}}_sinp(t.r); }
-    case 2: { return -{{P}}_cosp(t.r); }
-    default: { return {{P}}_sinp(t.r); }
-  }
-}
-
-fn {{P}}_rtan(x: f32) -> f32 {
-  if (x == f32(0)) { return x; }
-  if (!{{P}}_isfin(x)) { return nan_float32(); }
-  if (abs(x) >= {{P}}_RED_MAX) { return tan(x); }
-  let t = {{P}}_reduce(x);
-  let s = {{P}}_sinp(t.r);
-  let c = {{P}}_cosp(t.r);
-  if ((t.q & 1) == 0) { return s / c; }
-  return -c / s;
 }

@@ -1,8 +1,8 @@
 // float64 elementary functions. GLSL.std.450 (and so WGSL on Vulkan) defines exp/log/trig only
 // for 16/32-bit floats, so these are evaluated here with double arithmetic: range reduction
 // plus polynomials, as in fdlibm. Relative error a few ulp for ordinary arguments; sin/cos/tan
-// reduce with a three-part pi/2 (Cody-Waite): full precision for |x| < 1e6, degrading
-// beyond (no Payne-Hanek reduction).
+// reduce with a three-part pi/2 (Cody-Waite) for |x| < 2^19 and beyond with the bits of 2/pi in
+// 32-bit integer arithmetic (Payne-Hanek, as wgsl/math32.wgsl, whose integer helpers it uses).
 const M64_LN2_HI: f64 = 6.93147180369123816490e-01;
 const M64_LN2_LO: f64 = 1.90821492927058770002e-10;
 const M64_INV_LN2: f64 = 1.44269504088896338700e+00;
@@ -107,8 +107,8 @@ fn m64_log1p(x: f64) -> f64 {
   return m64_log(u) * (x / (u - 1.0));
 }
 
-// sin and cos of |r| <= pi/4
-fn m64_sin_poly(r: f64) -> f64 {
+// sin and cos of r + lo, |r| <= pi/4, |lo| <= ulp(r) (first order in lo)
+fn m64_sin_poly(r: f64, lo: f64) -> f64 {
   let z = r * r;
   var p: f64 = 1.0 / 355687428096000.0;
   p = p * z - 1.0 / 1307674368000.0;
@@ -118,10 +118,10 @@ fn m64_sin_poly(r: f64) -> f64 {
   p = p * z - 1.0 / 5040.0;
   p = p * z + 1.0 / 120.0;
   p = p * z - 1.0 / 6.0;
-  return r + r * z * p;
+  return r + (r * z * p + lo * (1.0 - 0.5 * z));
 }
 
-fn m64_cos_poly(r: f64) -> f64 {
+fn m64_cos_poly(r: f64, lo: f64) -> f64 {
   let z = r * r;
   var p: f64 = -1.0 / 6402373705728000.0;
   p = p * z + 1.0 / 20922789888000.0;
@@ -133,17 +133,116 @@ fn m64_cos_poly(r: f64) -> f64 {
   p = p * z + 1.0 / 24.0;
   let hz = 0.5 * z;
   let w = 1.0 - hz;
-  return w + (((1.0 - w) - hz) + z * z * p);
+  return w + (((1.0 - w) - hz) + (z * z * p - r * lo));
 }
 
-struct M64Red { r: f64, q: i32 }
+// x = (4k + q) pi/2 + r + lo, |r| <= pi/4
+struct M64Red { r: f64, lo: f64, q: i32 }
 
 fn m64_reduce(x: f64) -> M64Red {
+  if (abs(x) >= 524288.0) { return m64_reduce_big(x); }
   let k = round(x * M64_2_PI);
-  // three-part pi/2 with fma, which compilers do not merge (see m64_sub_ln2)
+  // three-part pi/2 with fma, which compilers do not merge (see m64_sub_ln2); k M64_PIO2_1
+  // and k M64_PIO2_2 are exact (33-bit parts, |k| < 2^19)
   let r = fma(-k, M64_PIO2_3, fma(-k, M64_PIO2_2, fma(-k, M64_PIO2_1, x)));
   let kk = k - 4.0 * floor(k * 0.25);
-  return M64Red(r, i32(kk));
+  return M64Red(r, 0.0, i32(kk));
+}
+
+// bits of 2/pi after the point, after two words of zeros
+var<private> M64_2OPI: array<u32, 39> = array<u32, 39>(
+  0u, 0u, 0xA2F9836Eu, 0x4E441529u, 0xFC2757D1u, 0xF534DDC0u,
+  0xDB629599u, 0x3C439041u, 0xFE5163ABu, 0xDEBBC561u, 0xB7246E3Au, 0x424DD2E0u,
+  0x06492EEAu, 0x09D1921Cu, 0xFE1DEB1Cu, 0xB129A73Eu, 0xE88235F5u, 0x2EBB4484u,
+  0xE99C7026u, 0xB45F7E41u, 0x3991D639u, 0x835339F4u, 0x9C845F8Bu, 0xBDF9283Bu,
+  0x1FF897FFu, 0xDE05980Fu, 0xEF2F118Bu, 0x5A0A6D1Fu, 0x6D367ECFu, 0x27CB09B7u,
+  0x4F463F66u, 0x9E5FEA2Du, 0x7527BAC7u, 0xEBE5F17Bu, 0x3D0739F7u, 0x8A5292EAu,
+  0x6BFB5FB1u, 0x1F8D5D08u, 0x56033046u);
+var<private> M64_PIO4: array<u32, 3> = array<u32, 3>(0xC4C6628Bu, 0x2168C234u, 0xC90FDAA2u);
+
+// Payne-Hanek for finite |x| >= 2^19: |x| = M 2^E with M of 53 bits, x 2/pi mod 4 = M W 2^-190
+// mod 4 with W the 192 bits of 2/pi from the bit of weight 2^(1-E) on (the bits before add
+// multiples of 4, those after less than 2^-130); the fraction then times pi/2 in 96 bits
+fn m64_reduce_big(x: f64) -> M64Red {
+  let fr = frexp(abs(x));
+  let m = fr.fract * 9007199254740992.0;  // 2^53 fract: an integer, exact
+  let mh = u32(floor(m * (1.0 / 4294967296.0)));
+  let mw = vec2<u32>(u32(m - f64(mh) * 4294967296.0), mh);
+  // E - 1 + 64 (two words of zeros), E = exp - 53; converted through f64 (lavapipe's LLVM
+  // failed to compile frexp's integer exponent used in an index)
+  let q0 = u32(f64(fr.exp) + 9.0);
+  let wi = q0 >> 5u;
+  let sh = q0 & 31u;
+  var w: array<u32, 6>;
+  for (var k = 0u; k < 6u; k++) {
+    w[5u - k] = m32_funnel(M64_2OPI[wi + k], M64_2OPI[wi + k + 1u], sh);
+  }
+  var p: array<u32, 8>;  // M W
+  for (var i = 0u; i < 6u; i++) {
+    let lo = m32_mul(mw[0], w[i]);
+    let hi = m32_mul(mw[1], w[i]);
+    let s0 = m32_add(vec2<u32>(p[i], 0u), vec2<u32>(lo.x, 0u));
+    let s1 = m32_add(m32_add(vec2<u32>(p[i + 1u], 0u), vec2<u32>(lo.y, 0u)),
+                     vec2<u32>(hi.x + s0.y, select(0u, 1u, hi.x + s0.y < hi.x)));
+    p[i] = s0.x;
+    p[i + 1u] = s1.x;
+    p[i + 2u] = hi.y + s1.y;
+  }
+  var q = p[5] >> 30u;
+  p[5] = p[5] & 0x3fffffffu;
+  var neg = false;
+  if ((p[5] & 0x20000000u) != 0u) {  // fraction >= 1/2: the next quadrant, r = -(1 - fraction)
+    q = q + 1u;
+    neg = true;
+    var c = 1u;
+    for (var k = 0u; k < 6u; k++) {
+      let v = ~p[k] + c;
+      c = select(0u, 1u, c == 1u && v == 0u);
+      p[k] = v;
+    }
+    p[5] = p[5] & 0x3fffffffu;
+  }
+  // the top 96 bits N of the fraction f = (p5 .. p0) 2^-190 = N 2^(-94-s)
+  var top = 5u;
+  while (top > 2u && p[top] == 0u) { top = top - 1u; }
+  let lz = countLeadingZeros(p[top]);
+  let s = (5u - top) * 32u + lz;
+  var n: array<u32, 3>;
+  n[2] = m32_funnel(p[top], p[top - 1u], lz);
+  n[1] = m32_funnel(p[top - 1u], p[top - 2u], lz);
+  n[0] = m32_funnel(p[top - 2u], select(0u, p[max(top, 3u) - 3u], top >= 3u), lz);
+  // r + lo = f pi/2 = (N pi/4) 2^(-93-s) = T 2^(-93-s), T the top 96 bits of N pi/4
+  var pr: array<u32, 6>;
+  for (var i = 0u; i < 3u; i++) {
+    var c = 0u;
+    for (var j = 0u; j < 3u; j++) {
+      let ab = m32_add(m32_add(m32_mul(n[i], M64_PIO4[j]), vec2<u32>(pr[i + j], 0u)),
+                       vec2<u32>(c, 0u));
+      pr[i + j] = ab.x;
+      c = ab.y;
+    }
+    pr[i + 3u] = c;
+  }
+  var t2 = pr[5];
+  var t1 = pr[4];
+  var t0 = pr[3];
+  var e = 2 - i32(s) - 95;  // T 2^e
+  if (t2 < 0x80000000u) {
+    t2 = (t2 << 1u) | (t1 >> 31u);
+    t1 = (t1 << 1u) | (t0 >> 31u);
+    t0 = t0 << 1u;
+    e = e - 1;
+  }
+  // r: T's top 53 bits rounded; lo: the rest, exactly (both are integers below 2^53 times 2^e)
+  let up = ((t1 >> 10u) & 1u) == 1u;
+  let hi = f64(t2) * 2097152.0 + f64(t1 >> 11u) + select(f64(0.0), f64(1.0), up);
+  let rest = f64(t1 & 0x7ffu) * 4294967296.0 + f64(t0) - select(f64(0.0), f64(8796093022208.0), up);
+  var r = ldexp(hi, e + 43);
+  var lo = ldexp(rest, e);
+  if (neg != (x < 0.0)) { r = -r; lo = -lo; }
+  var qq = q & 3u;
+  if (x < 0.0) { qq = (4u - qq) & 3u; }
+  return M64Red(r, lo, i32(qq));
 }
 
 fn m64_sin(x: f64) -> f64 {
@@ -151,10 +250,10 @@ fn m64_sin(x: f64) -> f64 {
   if (m64_isnan(x) || m64_isinf(x)) { return m64_nan(); }
   let t = m64_reduce(x);
   switch t.q {
-    case 0: { return m64_sin_poly(t.r); }
-    case 1: { return m64_cos_poly(t.r); }
-    case 2: { return -m64_sin_poly(t.r); }
-    default: { return -m64_cos_poly(t.r); }
+    case 0: { return m64_sin_poly(t.r, t.lo); }
+    case 1: { return m64_cos_poly(t.r, t.lo); }
+    case 2: { return -m64_sin_poly(t.r, t.lo); }
+    default: { return -m64_cos_poly(t.r, t.lo); }
   }
 }
 
@@ -162,10 +261,10 @@ fn m64_cos(x: f64) -> f64 {
   if (m64_isnan(x) || m64_isinf(x)) { return m64_nan(); }
   let t = m64_reduce(x);
   switch t.q {
-    case 0: { return m64_cos_poly(t.r); }
-    case 1: { return -m64_sin_poly(t.r); }
-    case 2: { return -m64_cos_poly(t.r); }
-    default: { return m64_sin_poly(t.r); }
+    case 0: { return m64_cos_poly(t.r, t.lo); }
+    case 1: { return -m64_sin_poly(t.r, t.lo); }
+    case 2: { return -m64_cos_poly(t.r, t.lo); }
+    default: { return m64_sin_poly(t.r, t.lo); }
   }
 }
 
@@ -173,8 +272,8 @@ fn m64_tan(x: f64) -> f64 {
   if (x == 0.0) { return x; }
   if (m64_isnan(x) || m64_isinf(x)) { return m64_nan(); }
   let t = m64_reduce(x);
-  let s = m64_sin_poly(t.r);
-  let c = m64_cos_poly(t.r);
+  let s = m64_sin_poly(t.r, t.lo);
+  let c = m64_cos_poly(t.r, t.lo);
   if ((t.q & 1) == 0) { return s / c; }
   return -c / s;
 }

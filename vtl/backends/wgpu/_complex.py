@@ -29,11 +29,12 @@ from ._array import (
 from ._recorder import REC, groups_for
 
 _PREFIX = {D.complex64: "c64", D.complex128: "c128"}
-# Real functions of the complex library: complex64 uses the careful float32 exp/sin/cos of
-# wgsl/complex_f32.wgsl (the builtins are too coarse for large results), complex128 math64
+# Real functions of the complex library: complex64 uses the careful float32 exp of
+# wgsl/complex_f32.wgsl (the builtins are too coarse for large results) and sin/cos/tan of
+# wgsl/math32.wgsl (exact reduction of any argument), complex128 math64
 _REAL_FNS = {
-    "f32": {"EXP": "{{P}}_rexp", "LOG": "log", "SIN": "{{P}}_rsin", "COS": "{{P}}_rcos",
-            "TAN": "{{P}}_rtan", "EXPM1": "{{P}}_rexpm1", "LOG1P": "log1p_float32",
+    "f32": {"EXP": "{{P}}_rexp", "LOG": "log", "SIN": "m32_sin", "COS": "m32_cos",
+            "TAN": "m32_tan", "EXPM1": "{{P}}_rexpm1", "LOG1P": "log1p_float32",
             "ATAN": "atan_float32", "LOGMAX": "f32(88.0)", "BIG": "f32(8.0e37)",
             "SQBIG": "f32(1.0e18)", "TANHBIG": "f32(9.0)"},
     "f64": {"EXP": "m64_exp", "LOG": "m64_log", "SIN": "m64_sin", "COS": "m64_cos",

@@ -7,11 +7,19 @@ Integer and bool inputs of floating-only functions (``exp``, ``sqrt``, true
 scalars follow the standard's weak-scalar rule: they take the array's dtype
 (a float scalar with an integer array gives float32).
 
+float32 ``pow``, ``sin``, ``cos`` and ``tan`` (float16 through them) come from
+``wgsl/math32.wgsl``: the builtins are loose on real GPUs and drivers may rewrite
+float expressions, so the steps that need exact arithmetic (log2/exp2 of pow, the
+Payne-Hanek reduction of trigonometric arguments) are done in 32-bit integers.
+pow is exact where the result is a float and otherwise within 2^-30 of half an
+ulp (integral powers below 64 are correctly rounded); sin/cos are within 2 ulp
+and tan 4 ulp for every finite argument. ``x ** 2`` with a Python 2 is a square.
+
 float64 note: GLSL.std.450 defines exp/log/trig only for 16/32-bit floats, so
 float64 transcendental functions come from ``wgsl/math64.wgsl`` (double
-arithmetic, fdlibm-style range reduction and polynomials; sin/cos/tan keep full
-precision for |x| < 1e6); arithmetic, sqrt, comparisons and rounding are the
-device's own float64 operations.
+arithmetic, fdlibm-style range reduction and polynomials; sin/cos/tan reduce
+exactly for every finite argument); arithmetic, sqrt, comparisons and rounding
+are the device's own float64 operations.
 """
 
 from __future__ import annotations
@@ -50,6 +58,12 @@ def _kind(dt: np.dtype) -> str:
 def _tr(fn: str) -> dict:
     """A float-only transcendental: the WGSL builtin, float64 through ``wgsl/math64.wgsl``."""
     return {F: f"return {fn}(x);", "f64": f"return m64_{fn}(x);"}
+
+
+def _m32(fn: str) -> dict:
+    """A float-only function of ``wgsl/math32.wgsl`` (float16 through float32), float64 through
+    ``wgsl/math64.wgsl``."""
+    return {F: f"return {{{{T}}}}(m32_{fn}(f32(x)));", "f64": f"return m64_{fn}(x);"}
 
 
 def div_body(x: str = "x", y: str = "y", approx=None) -> str:
@@ -152,7 +166,8 @@ UNARY: dict[str, tuple[str, dict]] = {
     "log10": ("float", {F: "return log(x) * {{T}}(0.4342944819032518);",
                         "f64": "return m64_log10(x);"}),
     "log1p": ("float", {F: "return log1p_{{DT}}(x);", "f64": "return m64_log1p(x);"}),
-    "sin": ("float", _tr("sin")), "cos": ("float", _tr("cos")), "tan": ("float", _tr("tan")),
+    # float32 (and float16 through it) from wgsl/math32.wgsl: exact reduction of any argument
+    "sin": ("float", _m32("sin")), "cos": ("float", _m32("cos")), "tan": ("float", _m32("tan")),
     # the driver's asin/acos may be coarse (lavapipe: 2e-4): through atan instead
     "asin": ("float", {F: "return atan_{{DT}}(x / sqrt(({{T}}(1) - x) * ({{T}}(1) + x)));",
                        "f64": "return m64_asin(x);"}),
@@ -343,7 +358,7 @@ BINARY: dict[str, tuple[str, dict]] = {
                               U: "if (y == {{T}}(0)) { return {{T}}(0); } return x / y;"}),
     "remainder": ("same", {F: _REM_F, "f32": rem_body(), I: _REM_I,
                            U: "if (y == {{T}}(0)) { return {{T}}(0); } return x % y;"}),
-    "pow": ("same", {F: _POW_F.replace("{{POW}}", "pow"),
+    "pow": ("same", {F: "return {{T}}(m32_pow(f32(x), f32(y)));",
                      "f64": _POW_F.replace("{{POW}}", "m64_pow_pos"),
                      I: _POW_NEG + _POW_U, U: _POW_U}),
     "maximum": ("same", {F: _MAXMIN_F % "max", I: "return max(x, y);", U: "return max(x, y);",
@@ -514,6 +529,8 @@ def binary(name: str, x1, x2) -> WgpuArray:
                                          (n, x1._offset, x2._offset, 0), -(-n // 256))
                     return out
         elif t2 in _FLOATS:
+            if x2 == 2 and name == "pow" and x1._dtype.kind == "f":
+                return unary("square", x1)  # as NumPy's ``x ** 2``: one rounded product
             return _binary_scalar(name, x1, x2, 2)
     elif type(x2) is WgpuArray and type(x1) in _FLOATS and x2._contig:
         return _binary_scalar(name, x2, x1, 1)

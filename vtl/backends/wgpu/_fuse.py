@@ -593,6 +593,9 @@ class Tracer:
         elif rule == "logical":
             dt = D.bool_
         E.check_dtype(dt)
+        if (name == "pow" and v2 is None and dt.kind == "f" and type(s) in (int, float)
+                and s == 2):
+            return self.unary("square", self.cast(v1, dt))  # as the eager x ** 2
         E._body(E.BINARY, name, dt)
         out_dt = D.bool_ if rule in ("bool", "logical") else dt
         v1 = self.scalar(s, dt) if v1 is None else self.cast(v1, dt)

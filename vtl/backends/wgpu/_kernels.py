@@ -196,6 +196,8 @@ def render(name: str, dtypes: tuple, subs: dict) -> str:
     helpers = "".join(_helpers(dt) for dt in dict.fromkeys(dtypes))
     if D.float64 in dtypes:
         helpers += math64()
+    if "m32_" in src or "m32_" in helpers:  # the float32 pow/sin/cos/tan library
+        helpers += source("math32")
     return head + _PRELUDE + helpers + src
 
 
