@@ -211,7 +211,8 @@ def _wait_line(proc: subprocess.Popen, want: str, timeout: float) -> None:
 def test_ctrl_c_with_a_stuck_getitem_exits_promptly(tmp_path, mode):
     script = tmp_path / "stuck_loader.py"
     script.write_text(textwrap.dedent(_SCRIPT))
-    env = dict(os.environ, PYTHONPATH=str(REPO), VTL_BACKEND="numpy")
+    path = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
+    env = dict(os.environ, PYTHONPATH=path, VTL_BACKEND="numpy")
     proc = subprocess.Popen([sys.executable, str(script), mode], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
     try:

@@ -134,9 +134,9 @@ class Recorder:
         """
         if groups <= 0 or gy <= 0 or gz <= 0:
             return
-        with _LOCK:
-            self._record(kernel, _kernels.bind_group(kernel.layout, bufs), bufs, words,
-                         groups, gy, gz)
+        with _LOCK:  # record() is the one entry point (and takes the lock again: cheap)
+            self.record(kernel, _kernels.bind_group(kernel.layout, bufs), bufs, words,
+                        groups, gy, gz)
 
     def record(self, kernel, bg, bufs, words, groups: int, gy: int = 1, gz: int = 1) -> None:
         """Record ``kernel`` with the bind group ``bg`` over the buffers ``bufs``."""
