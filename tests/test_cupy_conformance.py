@@ -215,14 +215,17 @@ def _parts(re: np.ndarray, im: np.ndarray, dtype: np.dtype) -> np.ndarray:
 def cupy_kernel_result(fname: str, z: np.ndarray) -> np.ndarray:
     """``fname(z)`` as CuPy computes it on the special values: its ``clog`` (thrust's port of
     FreeBSD's) sends any nan input through ``log(re**2 + im**2) + atan2(im, re) j``;
-    ``log1p`` is ``log(1 + z)``; ``cacosh(+-0 + nan j)`` returns ``nan + nan j``; ``ctanh``
-    returns ``nan + nan j`` for every non-finite imaginary part. Elsewhere NumPy's value."""
+    ``log1p`` is ``log(1 + z)``, whose complex sum turns a ``-0`` imaginary part into ``+0``
+    (seen on the H200: ``log1p(-1 - 0j)`` is ``-inf + 0j``); ``cacosh(+-0 + nan j)`` returns
+    ``nan + nan j``; ``ctanh`` returns ``nan + nan j`` for every non-finite imaginary part.
+    Elsewhere NumPy's value."""
     with np.errstate(all="ignore"):
         want = getattr(np, NUMPY_NAME[fname])(z)
         a, b = z.real, z.imag
         if fname in ("log", "log1p"):
             if fname == "log1p":
-                a = a + 1
+                a, b = a + 1, b + 0.0
+                want = np.log(_parts(a, b, z.dtype))
             nan_in = np.isnan(a) | np.isnan(b)
             mixed = _parts(np.log(a * a + b * b), np.arctan2(b, a), z.dtype)
             return np.where(nan_in, mixed, want)
@@ -231,7 +234,7 @@ def cupy_kernel_result(fname: str, z: np.ndarray) -> np.ndarray:
         return np.where((a == 0) & ~np.isfinite(b), complex(NAN, NAN), want).astype(z.dtype)
 
 
-FIXES = {"log": sc.log_special_cases, "log1p": sc.log_special_cases,
+FIXES = {"log": sc.log_special_cases, "log1p": sc.log1p_special_cases,
          "acosh": sc.acosh_special_cases, "tanh": sc.tanh_special_cases}
 
 

@@ -60,6 +60,7 @@ from ._arg_reductions import first_arg_extreme
 from ._moments import two_pass_var
 from ._special_cases import (
     acosh_special_cases,
+    log1p_special_cases,
     log_special_cases,
     python_remainder,
     tanh_special_cases,
@@ -94,7 +95,7 @@ def _complex_special_cases(name: str, fix):
 
 
 log = _complex_special_cases("log", log_special_cases)
-log1p = _complex_special_cases("log1p", log_special_cases)
+log1p = _complex_special_cases("log1p", log1p_special_cases)
 acosh = _complex_special_cases("acosh", acosh_special_cases)
 tanh = _complex_special_cases("tanh", tanh_special_cases)
 

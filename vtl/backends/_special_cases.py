@@ -7,6 +7,8 @@ returns the result with the standard's values where they differ:
 
 * complex ``log``/``log1p``: an infinite part with a nan part gives ``+inf + nan j`` (CuPy
   mixes the parts as ``log(re**2 + im**2) + atan2(im, re) j``, a nan real part);
+* complex ``log1p``: also the sign of a zero imaginary part carried to the result's
+  imaginary part (CuPy gives ``log1p(-1 - 0j) == -inf + 0j``);
 * complex ``acosh``: ``+-0 + nan j`` gives ``nan + pi/2 j`` (CuPy: ``nan + nan j``);
 * complex ``tanh``: ``+-0 + inf j`` and ``+-0 + nan j`` give ``+-0 + nan j`` (CuPy:
   ``nan + nan j``).
@@ -36,6 +38,18 @@ def log_special_cases(xp: Any, x: Any, out: Any) -> Any:
     mixed = xp.logical_or(xp.logical_and(xp.isinf(a), xp.isnan(b)),
                           xp.logical_and(xp.isnan(a), xp.isinf(b)))
     return xp.where(mixed, _const(xp, complex(math.inf, math.nan), out), out)
+
+
+def log1p_special_cases(xp: Any, x: Any, out: Any) -> Any:
+    """Complex ``log1p(x)``: :func:`log_special_cases`, and the conjugate symmetry
+    ``log1p(conj(x)) == conj(log1p(x))`` where ``x``'s imaginary part is a zero: the result's
+    imaginary part (a zero or ``+-pi``) has the sign of that zero (``log1p(-1 - 0j)`` is
+    ``-inf - 0j``, ``log1p(-inf - 0j)`` is ``inf - pi j``; CuPy gives ``+0`` and ``+pi``)."""
+    out = log_special_cases(xp, x, out)
+    a, b = xp.real(x), xp.imag(x)
+    wrong = xp.logical_and(xp.logical_and(b == 0, xp.logical_not(xp.isnan(a))),
+                           xp.signbit(xp.imag(out)) != xp.signbit(b))
+    return xp.where(wrong, xp.conj(out), out)
 
 
 def acosh_special_cases(xp: Any, x: Any, out: Any) -> Any:
