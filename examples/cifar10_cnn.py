@@ -13,8 +13,8 @@ import vtl
 from vtl import nn, optim
 
 args = setup(__doc__.splitlines()[0], epochs=3, train_count=2000, test_count=500)
-epochs = 4 if args.quick else args.epochs
-train = cifar10(train=True, count=96 if args.quick else args.train_count)
+epochs = args.epochs  # --quick trains as long, on fewer images
+train = cifar10(train=True, count=128 if args.quick else args.train_count)
 test = cifar10(train=False, count=64 if args.quick else args.test_count)
 print(f"{len(train)} train / {len(test)} test images of shape {tuple(train.tensors[0].shape[1:])}")
 

@@ -31,10 +31,9 @@ class SentimentLSTM(nn.Module):
 
 args = setup(__doc__.splitlines()[0], epochs=4, max_len=128)
 epochs = 6 if args.quick else args.epochs
-max_len = 24 if args.quick else args.max_len
-train, test, vocab = imdb(max_len, count=None if not args.quick else 256, quick=args.quick)
+train, test, vocab = imdb(args.max_len, count=None if not args.quick else 256, quick=args.quick)
 print(f"{len(train)} train / {len(test)} test reviews, vocabulary {len(vocab)}, "
-      f"length {max_len}")
+      f"length {args.max_len}")
 
 vtl.random.seed(0)
 model = SentimentLSTM(len(vocab), pad_index=vocab.pad_index)
