@@ -1,4 +1,5 @@
-"""Shared command line of the examples: ``--backend`` and ``--quick``."""
+"""Shared pieces of the examples: the command line (``--backend``, ``--quick``), the output
+folder, and the datasets with their synthetic fallbacks."""
 
 from __future__ import annotations
 
