@@ -1,4 +1,5 @@
-"""Shared command line of the examples: ``--backend`` and ``--quick``."""
+"""Shared pieces of the examples: the command line (``--backend``, ``--quick``), the output
+folder, and the datasets with their synthetic fallbacks."""
 
 from __future__ import annotations
 
@@ -10,18 +11,38 @@ import numpy as np
 
 import vtl
 
+#: Where the examples write files (checkpoints, plots) unless given ``--out``; git-ignored.
+OUT = "demo_out"
+
+#: What to install when a backend's runtime is missing (the extras of pyproject.toml).
+_EXTRAS = {"cupy": ("cuda", "CuPy for CUDA 12"), "wgpu": ("wgpu", "wgpu-py")}
+
+
+def backend_error(name: str, reason: str) -> str:
+    """Why ``--backend name`` cannot run, and, when its runtime is not installed, the
+    ``pip install`` that adds it."""
+    text = f"backend {name!r} is not available ({reason})"
+    if name in _EXTRAS and "ModuleNotFoundError" in reason:
+        extra, what = _EXTRAS[name]
+        text += f"; install it ({what}) with `pip install -e '.[{extra}]'`, then run again"
+    return text
+
 
 def setup(description: str, **defaults: object) -> argparse.Namespace:
     """Parse ``--backend NAME`` (default: env VTL_BACKEND or numpy) and ``--quick``
     (a few seconds: smaller data, fewer epochs), make the backend the default,
-    and print it."""
+    and print it. An unusable backend ends the script with the reason (and what
+    to install)."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--backend", default=os.environ.get("VTL_BACKEND", "numpy"),
-                   help="numpy, cupy or wgpu")
+                   choices=sorted(vtl.backends.KNOWN_BACKENDS), help="numpy, cupy or wgpu")
     p.add_argument("--quick", action="store_true", help="tiny run for CI")
     for name, value in defaults.items():
         p.add_argument(f"--{name.replace('_', '-')}", type=type(value), default=value)
     args = p.parse_args()
+    backend = vtl.backends.get(args.backend)
+    if not backend.is_available:
+        raise SystemExit(f"{p.prog}: {backend_error(args.backend, backend.unavailable_reason)}")
     vtl.set_backend(args.backend)
     print(f"backend: {args.backend}")
     return args
@@ -39,22 +60,36 @@ def _fallback(name: str, exc: Exception) -> None:
           f"{name} results)")
 
 
-def _synthetic_images(n: int, shape: tuple[int, ...], seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Ten classes, each a fixed random template plus noise, values in [0, 1]."""
-    rng = np.random.default_rng(seed)
+#: The largest weight of the other class's pattern in a synthetic image: images whose
+#: weight is above 0.5 look more like the other class (about 1 in 11 of them).
+BLEND = 0.55
+
+
+def templates(shape: tuple[int, ...]) -> np.ndarray:
+    """The ten fixed class patterns of the synthetic images, values in [0, 1]."""
+    rng = np.random.default_rng(1234)
     if len(shape) == 3:  # blocky 4x4 colour patterns, upsampled to the image size
         c, h, w = shape
-        coarse = np.random.default_rng(1234).random((10, c, 4, 4))
-        templates = coarse.repeat(h // 4, axis=2).repeat(w // 4, axis=3)
-    else:
-        templates = np.random.default_rng(1234).random((10, *shape))
+        return rng.random((10, c, 4, 4)).repeat(h // 4, axis=2).repeat(w // 4, axis=3)
+    return rng.random((10, *shape))
+
+
+def synthetic_images(n: int, shape: tuple[int, ...], seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Ten classes. Each image blends its class's pattern with a random other class's
+    (weight uniform in [0, BLEND]) and adds Gaussian noise, values clipped to [0, 1]:
+    learnable, but no classifier gets every image right."""
+    rng = np.random.default_rng(seed)
+    t = templates(shape)
     y = rng.integers(0, 10, n)
-    x = np.clip(0.7 * templates[y] + 0.3 * rng.random((n, *shape)), 0, 1)
-    return x.astype(np.float32), y.astype(np.int64)
+    other = (y + rng.integers(1, 10, n)) % 10
+    w = rng.uniform(0, BLEND, n).reshape(n, *(1,) * len(shape))
+    x = (1 - w) * t[y] + w * t[other] + 0.1 * rng.standard_normal((n, *shape))
+    return np.clip(x, 0, 1).astype(np.float32), y.astype(np.int64)
 
 
 def mnist(train: bool, count: int | None = None, flatten: bool = False) -> Any:
-    """MNIST from VTL_DATA (or the cache folder), else synthetic 28x28 digits."""
+    """MNIST (the first ``count`` images) from VTL_DATA (or the cache folder), else
+    synthetic 28x28 images: ``count`` of them, or 6000 train / 1000 test."""
     try:
         ds = vtl.datasets.MNIST(train=train, flatten=flatten)
         if count is not None and count < len(ds):
@@ -64,7 +99,8 @@ def mnist(train: bool, count: int | None = None, flatten: bool = False) -> Any:
         if train:
             _fallback("MNIST", exc)
         shape = (784,) if flatten else (1, 28, 28)
-        x, y = _synthetic_images(count or 1000, shape, seed=0 if train else 1)
+        n = count or (6000 if train else 1000)
+        x, y = synthetic_images(n, shape, seed=0 if train else 1)
         return vtl.data.TensorDataset(vtl.asarray(x), vtl.asarray(y))
 
 
@@ -76,7 +112,7 @@ def cifar10(train: bool, count: int) -> Any:
     except ValueError as exc:
         if train:
             _fallback("CIFAR-10", exc)
-        x, y = _synthetic_images(count, (3, 32, 32), seed=0 if train else 1)
+        x, y = synthetic_images(count, (3, 32, 32), seed=0 if train else 1)
         return vtl.data.TensorDataset(vtl.asarray(x), vtl.asarray(y))
 
 
@@ -85,16 +121,23 @@ _NEG = "awful boring terrible hated dull worst waste bad".split()
 _FILL = "the a movie film plot actor scene story it was and of this".split()
 
 
+#: The chance that a sentiment word of a synthetic review has the review's sentiment.
+AGREE = 0.85
+
+
 def synthetic_reviews(n: int, seed: int) -> tuple[list[str], np.ndarray]:
-    """Short English-like reviews whose sentiment words decide the label."""
+    """Short English-like reviews with three sentiment words, each of the review's
+    sentiment with probability AGREE, else of the other: mixed reviews, whose words
+    mislead in about 1 case in 16."""
     rng = np.random.default_rng(seed)
     y = rng.integers(0, 2, n)
     texts = []
     for label in y:
         words = list(rng.choice(_FILL, rng.integers(6, 14)))
         for _ in range(3):
-            words.insert(int(rng.integers(0, len(words) + 1)),
-                         str(rng.choice(_POS if label else _NEG)))
+            agrees = rng.random() < AGREE
+            pool = _POS if bool(label) == agrees else _NEG
+            words.insert(int(rng.integers(0, len(words) + 1)), str(rng.choice(pool)))
         texts.append(" ".join(words))
     return texts, y.astype(np.int64)
 
@@ -114,10 +157,7 @@ def imdb(max_len: int, count: int | None, quick: bool) -> tuple[Any, Any, Any]:
     vocab = vtl.datasets.text.Vocab.build([tok(t) for t in tr_texts])
 
     def encode(texts: list[str], y: np.ndarray) -> Any:
-        ids = np.zeros((len(texts), max_len), dtype=np.int64)
-        for i, t in enumerate(texts):
-            seq = vocab.encode(tok(t))[:max_len]
-            ids[i, :len(seq)] = seq
+        ids, _ = vocab.encode_batch([tok(t) for t in texts], max_len)  # padded at the end
         ds = vtl.data.TensorDataset(vtl.asarray(ids), vtl.asarray(y))
         ds.texts = texts
         return ds

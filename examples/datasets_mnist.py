@@ -11,8 +11,8 @@ import vtl
 
 args = setup(__doc__.splitlines()[0])
 
-train = mnist(train=True, count=2000 if args.quick else None)
-test = mnist(train=False, count=500 if args.quick else None)
+train = mnist(train=True, count=1000 if args.quick else None)
+test = mnist(train=False, count=200 if args.quick else None)
 x, y = train.tensors
 print(f"train: {len(train)} images {tuple(x.shape[1:])} {x.dtype}, labels {y.dtype}")
 print(f"test: {len(test)} images")

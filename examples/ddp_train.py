@@ -3,7 +3,8 @@
 Each rank trains a replica of the model on its own share of every epoch
 (``DistributedSampler``); ``DistributedDataParallel`` averages the gradients
 over the ranks after each backward, so the replicas stay identical. Progress
-bars, printing and the checkpoint come from rank 0 only:
+bars, printing and the checkpoint (``demo_out/digits_ddp.safetensors``, git-ignored;
+``--out DIR`` to change) come from rank 0 only:
 
     mpiexec -n 2 python examples/ddp_train.py --backend numpy
     python examples/ddp_train.py --backend numpy      # also runs alone (world size 1)
@@ -14,13 +15,13 @@ openmpi-bin``) for more than one rank; as root add ``--allow-run-as-root``.
 
 import os
 
-from _common import report, setup
+from _common import OUT, report, setup
 
 import vtl
 import vtl.distributed as dist
 from vtl import nn, optim
 
-args = setup(__doc__.splitlines()[0], epochs=20, out="ddp_out")
+args = setup(__doc__.splitlines()[0], epochs=20, out=OUT)
 epochs = 3 if args.quick else args.epochs
 
 dist.init_process_group()  # rank and world size from mpiexec; a world of one without it

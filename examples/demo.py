@@ -8,12 +8,12 @@ prints the test accuracy, saves a checkpoint and the learning curve:
 
 import os
 
-from _common import report, setup
+from _common import OUT, report, setup
 
 import vtl
 from vtl import nn, optim
 
-args = setup(__doc__.splitlines()[0], epochs=30, out="demo_out")
+args = setup(__doc__.splitlines()[0], epochs=30, out=OUT)
 epochs = 3 if args.quick else args.epochs
 
 vtl.random.seed(0)

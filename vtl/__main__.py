@@ -25,6 +25,9 @@ def _backend_report(name: str) -> dict[str, Any]:
         report["runtime"] = b.info()
     except Exception as exc:  # a driver query failing must not hide the rest
         report["info_error"] = f"{type(exc).__name__}: {exc}"
+    memory_info = getattr(b.xp, "memory_info", None)  # the wgpu library's buffer pool
+    if memory_info is not None:
+        report["memory"] = memory_info()
     return report
 
 
@@ -53,6 +56,22 @@ def info() -> dict[str, Any]:
     }
 
 
+def _bytes(n: int) -> str:
+    """``n`` bytes in B, KiB, MiB or GiB."""
+    size, unit = float(n), "B"
+    for bigger in ("KiB", "MiB", "GiB"):
+        if size < 1024:
+            break
+        size, unit = size / 1024, bigger
+    return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
+
+
+def _memory_line(m: dict[str, int]) -> str:
+    return (f"  memory: {_bytes(m['in_use'])} in use, {_bytes(m['pooled'])} pooled for reuse, "
+            f"peak {_bytes(m['peak'])}; {m['buffers_created']} buffers created, "
+            f"{m['reused']} reuses")
+
+
 def _print_human(data: dict[str, Any]) -> None:
     print(f"vtl {data['vtl']} (array API {data['array_api_version']}), "
           f"Python {data['python']} on {data['platform']}")
@@ -65,7 +84,9 @@ def _print_human(data: dict[str, Any]) -> None:
         for key, value in rep.items():
             if key in ("available", "reason", "devices"):
                 continue
-            if isinstance(value, dict):
+            if key == "memory":
+                print(_memory_line(value))
+            elif isinstance(value, dict):
                 print(f"  {key}:")
                 for k, v in value.items():
                     print(f"    {k}: {v}")

@@ -89,18 +89,25 @@ class Sequential(Module):
     def summary(self, input_shape: tuple[int, ...], *, dtype: Any = None, device: Any = None,
                 file: TextIO | None = None) -> None:
         """Print each layer's output shape and parameter count for an input of
-        ``input_shape`` (batch axis included), then the totals.
+        ``input_shape`` (batch axis included: ``(1, 3, 32, 32)`` for one 3x32x32
+        image), then the totals.
 
-        Runs one forward pass on zeros without recording gradients; a layer
-        that rejects the shape raises its own error.
+        Runs one forward pass on zeros without recording gradients. A layer that
+        rejects the shape raises ``ValueError`` naming the layer and recalling that
+        the shape includes the batch axis (chained to the layer's own error).
         """
         out = file or sys.stdout
-        x = vtl.zeros(tuple(input_shape), dtype=dtype or vtl.float32, device=device)
+        given = tuple(input_shape)
+        x = vtl.zeros(given, dtype=dtype or vtl.float32, device=device)
         rows = [("Layer (type)", "Output shape", "Param #")]
         total = trainable = 0
         with vtl.no_grad():
             for name, m in self._modules.items():
-                x = m(x)
+                try:
+                    x = m(x)
+                except (ValueError, TypeError, IndexError) as exc:
+                    raise ValueError(self._summary_error(given, x, dtype, device, name, m, exc)
+                                     ) from exc
                 n = sum(p.size for p in m.parameters())
                 total += n
                 trainable += sum(p.size for p in m.parameters() if p.requires_grad)
@@ -115,6 +122,21 @@ class Sequential(Module):
                  f"Trainable params: {trainable:,}",
                  f"Non-trainable params: {total - trainable:,}", line]
         print("\n".join(text), file=out)
+
+    def _summary_error(self, given: tuple[int, ...], x: Any, dtype: Any, device: Any,
+                       name: str, layer: Module, exc: Exception) -> str:
+        """What summary() says when layer ``name`` rejects its input ``x``."""
+        shape = tuple(x.shape) if hasattr(x, "shape") else type(x).__name__
+        msg = (f"Sequential.summary(): input_shape {given} does not fit the model: layer "
+               f"{name!r} ({type(layer).__name__}) rejected its input of shape {shape} "
+               f"({type(exc).__name__}: {exc}); input_shape must include the batch axis")
+        batched = (1, *given)
+        try:
+            with vtl.no_grad():
+                self(vtl.zeros(batched, dtype=dtype or vtl.float32, device=device))
+        except Exception:
+            return f"{msg}, e.g. (1, 3, 32, 32) for one 3x32x32 image"
+        return f"{msg}: the model runs on {batched}, one sample of shape {given}"
 
 
 class ModuleList(Module):
