@@ -36,6 +36,7 @@ host with a small emulation of the CUDA built-ins (the tests do both).
 
 from __future__ import annotations
 
+import threading
 import weakref
 from typing import Any, NamedTuple
 
@@ -425,24 +426,37 @@ def known_range(raw: Any) -> tuple[int, int, int | None] | None:
     return hit[1]
 
 
+class _CEThreadState(threading.local):
+    """Each thread's error buffers (device id -> buffer) and the devices with calls since
+    their last read: an error is raised in the thread whose call found it."""
+
+    def __init__(self) -> None:
+        self.buffers: dict[int, Any] = {}
+        self.pending: set[int] = set()
+
+
 class CupyCrossEntropy:
     """``kernels["cross_entropy"]`` (the protocol of ``vtl/nn/functional/loss.py``):
     ``fwd(x, t, reduction, ignore_index)`` -> ``(loss, saved)``;
     ``grad(x, t, saved, g, reduction, ignore_index)`` -> the logits' gradient. ``x`` is
     (M, C) float32/float64 with any strides, ``t`` (M,) integers up to 32 bits or int64.
 
-    Bad targets are reported lazily (module docstring): ``pending`` holds the devices
-    whose error buffer has not been read since a call; :meth:`check_pending` reads them
-    and raises."""
+    Bad targets are reported lazily (module docstring), per thread: ``pending`` says
+    whether this thread's error buffers have calls since they were last read;
+    :meth:`check_pending` reads them and raises."""
 
     _device_of = staticmethod(lambda a: a.device)
 
     def __init__(self, cupy: Any) -> None:
         self._cp = cupy
         self._k = _Kernels(cupy)
-        self._err: dict[int, Any] = {}
-        self.pending: set[int] = set()
+        self._local = _CEThreadState()
         self.launches = 0
+
+    @property
+    def pending(self) -> set[int]:
+        """The devices whose error buffer (of this thread) has calls since its last read."""
+        return self._local.pending
 
     def supports(self, x: Any, t: Any) -> bool:
         nd = self._cp.ndarray
@@ -462,9 +476,10 @@ class CupyCrossEntropy:
         return True if kr is None or targets_in_range(kr, c, ignore_index) else None
 
     def _error_buffer(self, dev: int) -> Any:
-        err = self._err.get(dev)
+        bufs = self._local.buffers
+        err = bufs.get(dev)
         if err is None:
-            err = self._err[dev] = self._cp.zeros((3,), dtype=np.int64)
+            err = bufs[dev] = self._cp.zeros((3,), dtype=np.int64)
         return err
 
     @staticmethod
@@ -498,7 +513,7 @@ class CupyCrossEntropy:
             if not one:
                 kern((1,), (256,), (*base, _I32(1), *ig))
                 self.launches += 1
-        self.pending.add(dev)
+        self._local.pending.add(dev)
         return out, saved
 
     def grad(self, x: Any, t: Any, saved: Any, g: Any, reduction: str,
@@ -520,16 +535,17 @@ class CupyCrossEntropy:
         """Read the error buffers of the devices with calls since the last check; raise
         ``IndexError`` (as the portable path) for the first bad target found."""
         cp = self._cp
-        devs = sorted(self.pending)
-        self.pending = set()
+        st = self._local
+        devs = sorted(st.pending)
+        st.pending = set()
         for k, dev in enumerate(devs):
-            err = self._err[dev]
+            err = st.buffers[dev]
             with cp.cuda.Device(dev):
                 flag, value, c = (int(v) for v in cp.asnumpy(err))
                 if flag:
                     err.fill(0)
             if flag:
-                self.pending.update(devs[k + 1:])
+                st.pending.update(devs[k + 1:])
                 raise IndexError(f"cross_entropy(): target {value} is out of bounds for {c} "
                                  "classes")
 
