@@ -17,7 +17,11 @@ print("rows 1..3, columns 1..2:", V[1:4, 1:3].tolist())
 print("every other row, reversed columns:", V[::2, ::-1].tolist())
 print("last row:", V[-1].tolist(), " element V[3, 3]:", float(V[3, 3]))
 
-# least squares: the coefficients of y = 1 - 2x + 0.5x^3 from 5 samples
+# least squares: the coefficients of y = 1 - 2x + 0.5x^3 from 5 samples, through the QR
+# factorisation V = QR (R c = Q^T y); the normal equations V^T V c = V^T y would square V's
+# condition number (about 1e3 here), too much for float32
 y = 1 - 2 * x + 0.5 * x**3
-coef = vtl.linalg.solve(V.T @ V, V.T @ y)
-print("fitted coefficients (expect 1, -2, 0, 0.5):", [round(c, 4) for c in coef.tolist()])
+Q, R = vtl.linalg.qr(V)
+coef = vtl.linalg.solve(R, Q.T @ y)
+print("fitted coefficients (expect 1, -2, 0, 0.5):",
+      [round(c, 4) + 0.0 for c in coef.tolist()])

@@ -122,6 +122,19 @@ def test_example_runs_and_learns(results, name, backend):
         assert float(accuracies[0]) >= MIN_ACCURACY[name], out
 
 
+@pytest.mark.parametrize("backend", sorted({b for _, b in RUNS}))
+def test_vandermonde_is_exact(results, backend):
+    """The matrix of integer powers is exact and the fitted coefficients are the true ones
+    to 4 decimals on every backend (float32 pow and least squares through QR)."""
+    _, proc = _result(results, "vandermonde.py", backend)
+    out = proc.stdout
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for k in (1, 2, 3, 4, 5):
+        assert f"    {[k ** j for j in range(4)]}" in out, out
+    assert "last row: [1.0, 5.0, 25.0, 125.0]" in out, out
+    assert "fitted coefficients (expect 1, -2, 0, 0.5): [1.0, -2.0, 0.0, 0.5]" in out, out
+
+
 def test_synthetic_fallback_is_announced(results):
     for name in ("datasets_mnist.py", "mnist_mlp.py", "cifar10_cnn.py", "imdb_lstm.py",
                  "datasets_imdb.py"):
