@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -165,3 +167,16 @@ def test_array_api_compat_sees_vtl(backend):
     assert x.__array_namespace__(api_version="2024.12") is vtl
     with pytest.raises(ValueError, match="unsupported array API version"):
         x.__array_namespace__(api_version="1999.01")
+
+
+@pytest.mark.parametrize(("name", "extra"), [("cupy", "cuda"), ("wgpu", "wgpu")])
+def test_a_missing_runtime_names_the_install(monkeypatch, name, extra):
+    b = backends.get(name)
+    monkeypatch.setattr(b, "_probed", True)
+    monkeypatch.setattr(b, "_error", f"ModuleNotFoundError: No module named '{name}'")
+    with pytest.raises(RuntimeError, match=re.escape(f"pip install -e '.[{extra}]'")):
+        vtl.set_backend(name)
+    monkeypatch.setattr(b, "_error", "RuntimeError: no WebGPU adapter found")
+    with pytest.raises(RuntimeError, match="not available") as info:
+        vtl.set_backend(name)
+    assert "pip install" not in str(info.value)  # installed, but no device: no install hint

@@ -117,11 +117,20 @@ def available_names() -> list[str]:
     return [name for name, b in _REGISTRY.items() if b.is_available]
 
 
+#: the extra of pyproject.toml that installs a backend's runtime
+_EXTRAS = {"cupy": "cuda", "wgpu": "wgpu"}
+
+
 def require(name: str) -> Backend:
-    """The backend ``name`` if usable; ``ValueError``/``RuntimeError`` otherwise."""
+    """The backend ``name`` if usable; ``ValueError``/``RuntimeError`` otherwise (naming the
+    ``pip install`` that adds a runtime that is not installed)."""
     b = get(name)
     if not b.is_available:
-        raise RuntimeError(f"backend {name!r} is not available: {b.unavailable_reason}")
+        reason = b.unavailable_reason or ""
+        hint = ""
+        if name in _EXTRAS and "ModuleNotFoundError" in reason:
+            hint = f"; install it with: pip install -e '.[{_EXTRAS[name]}]'"
+        raise RuntimeError(f"backend {name!r} is not available: {reason}{hint}")
     return b
 
 
