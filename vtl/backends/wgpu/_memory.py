@@ -115,37 +115,34 @@ class Pool:
         with _LOCK:
             if _RELEASED:
                 self._drain()
-            return self._alloc(nbytes, upload)
+            cap = _caps.get(nbytes)
+            if cap is None:
+                cap = self._cap(nbytes)
+            lst = self.free.get(cap)
+            buf = None
+            if lst:
+                if upload:
+                    from ._recorder import REC
 
-    def _alloc(self, nbytes: int, upload: bool) -> Storage:
-        cap = _caps.get(nbytes)
-        if cap is None:
-            cap = self._cap(nbytes)
-        lst = self.free.get(cap)
-        buf = None
-        if lst:
-            if upload:
-                from ._recorder import REC
-
-                cur = REC.batch if REC.pending else -2
-                for i, (_, b) in enumerate(lst):
-                    if b.batch != cur:
-                        buf = b
-                        lst[i] = lst[-1]
-                        lst.pop()
-                        heapq.heapify(lst)
-                        break
+                    cur = REC.batch if REC.pending else -2
+                    for i, (_, b) in enumerate(lst):
+                        if b.batch != cur:
+                            buf = b
+                            lst[i] = lst[-1]
+                            lst.pop()
+                            heapq.heapify(lst)
+                            break
+                else:
+                    buf = heapq.heappop(lst)[1]
+            if buf is None:
+                buf = self._create(_runtime.get(), cap)
             else:
-                buf = heapq.heappop(lst)[1]
-        if buf is None:
-            buf = self._create(_runtime.get(), cap)
-        else:
-            self.pooled -= cap
-            self.reused += 1
-        self.in_use += cap
-        if self.in_use > self.peak:
-            self.peak = self.in_use
-        return Storage(buf, nbytes)
+                self.pooled -= cap
+                self.reused += 1
+            self.in_use += cap
+            if self.in_use > self.peak:
+                self.peak = self.in_use
+            return Storage(buf, nbytes)
 
     @staticmethod
     def _cap(nbytes: int) -> int:

@@ -134,9 +134,9 @@ class Recorder:
         """
         if groups <= 0 or gy <= 0 or gz <= 0:
             return
-        with _LOCK:  # record() is the one entry point (and takes the lock again: cheap)
-            self.record(kernel, _kernels.bind_group(kernel.layout, bufs), bufs, words,
-                        groups, gy, gz)
+        with _LOCK:
+            self._record(kernel, _kernels.bind_group(kernel.layout, bufs), bufs, words,
+                         groups, gy, gz)
 
     def record(self, kernel, bg, bufs, words, groups: int, gy: int = 1, gz: int = 1) -> None:
         """Record ``kernel`` with the bind group ``bg`` over the buffers ``bufs``."""
@@ -144,6 +144,7 @@ class Recorder:
             self._record(kernel, bg, bufs, words, groups, gy, gz)
 
     def _record(self, kernel, bg, bufs, words, groups: int, gy: int, gz: int) -> None:
+        """Record one dispatch (lock held): every dispatch goes through here."""
         cp = self.cpass
         if cp is None:
             cp = self._open()
