@@ -35,3 +35,12 @@ def test_summary_of_a_wrong_shape_recalls_the_batch_axis(backend):
         m.summary((2, 5, 8, 8))  # 5 channels where the model takes 3: no batch axis fixes it
     assert str(info.value).endswith("input_shape must include the batch axis, e.g. "
                                     "(1, 3, 32, 32) for one 3x32x32 image")
+
+
+def test_summary_runs_where_the_model_is(backend, other_backends):
+    """A model moved to another backend than the default is summarised on its own device."""
+    for other in other_backends:
+        m = _cnn().to(other)
+        buf = io.StringIO()
+        m.summary((1, 3, 8, 8), file=buf)
+        assert "(1, 10)" in buf.getvalue()

@@ -92,12 +92,18 @@ class Sequential(Module):
         ``input_shape`` (batch axis included: ``(1, 3, 32, 32)`` for one 3x32x32
         image), then the totals.
 
-        Runs one forward pass on zeros without recording gradients. A layer that
+        Runs one forward pass on zeros (on ``device``, by default the device of the
+        model's first parameter or buffer) without recording gradients. A layer that
         rejects the shape raises ``ValueError`` naming the layer and recalling that
         the shape includes the batch axis (chained to the layer's own error).
         """
         out = file or sys.stdout
         given = tuple(input_shape)
+        if device is None:  # where the model is
+            first = next(self.parameters(), None)
+            if first is None:
+                first = next(self.buffers(), None)
+            device = None if first is None else first.device
         x = vtl.zeros(given, dtype=dtype or vtl.float32, device=device)
         rows = [("Layer (type)", "Output shape", "Param #")]
         total = trainable = 0
