@@ -155,3 +155,23 @@ def draw_array(data: Any, dtype: Any, shape: tuple[int, ...] | None = None, min_
     else:
         elems = None
     return data.draw(hnp.arrays(dtype, shape, elements=elems), label="x")
+
+
+def small_mlp(seed: int = 0) -> Any:
+    """A 3-4-2 MLP with weights drawn from ``seed`` (for checkpoint and state tests)."""
+    from vtl import nn
+
+    vtl.random.seed(seed)
+    return nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+
+
+def train_steps(model: Any, opt: Any, sched: Any = None, steps: int = 3) -> None:
+    """``steps`` optimizer (and scheduler) steps of ``model`` on a fixed batch of 5 rows."""
+    x = vtl.asarray(np.linspace(-1, 1, 15, dtype=np.float32).reshape(5, 3))
+    for _ in range(steps):
+        loss = vtl.sum(model(x) ** 2)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if sched is not None:
+            sched.step()

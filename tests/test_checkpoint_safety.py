@@ -16,11 +16,12 @@ import numpy as np
 import pytest
 import safetensors
 import safetensors.numpy as stnp
-from helpers import to_numpy
+from helpers import small_mlp as _model
+from helpers import to_numpy, train_steps
 
 import vtl
 from vtl import io as vio
-from vtl import nn, optim
+from vtl import optim
 from vtl.optim import lr_scheduler as S
 from vtl.train import History, Resume
 from vtl.train.loop import FitState
@@ -28,20 +29,8 @@ from vtl.train.loop import FitState
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _model(seed: int = 0) -> nn.Module:
-    vtl.random.seed(seed)
-    return nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
-
-
 def _train(model, opt, sched=None, steps: int = 2) -> None:
-    x = vtl.asarray(np.linspace(-1, 1, 15, dtype=np.float32).reshape(5, 3))
-    for _ in range(steps):
-        loss = vtl.sum(model(x) ** 2)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        if sched is not None:
-            sched.step()
+    train_steps(model, opt, sched, steps)
 
 
 def _plain(v):

@@ -29,6 +29,27 @@ def _pos_finite(v: float) -> bool:
     return math.isfinite(v) and v > 0
 
 
+
+def _infinite_parts(a: float, b: float) -> tuple | None:
+    """The rows that log's and acosh's tables share: an infinite or nan part (``b >= 0``)."""
+    if a == -INF and _pos_finite(b):
+        return INF, PI
+    if a == INF and _pos_finite(b):
+        return INF, 0.0
+    if a == -INF and b == INF:
+        return INF, 3 * PI / 4
+    if a == INF and b == INF:
+        return INF, PI / 4
+    if math.isinf(a) and math.isnan(b):
+        return INF, NAN
+    if math.isnan(a) and math.isfinite(b):
+        return NAN, NAN
+    if math.isnan(a) and b == INF:
+        return INF, NAN
+    if math.isnan(a) and math.isnan(b):
+        return NAN, NAN
+    return None
+
 def _log_table(a: float, b: float, log1p: bool) -> tuple | None:
     """The standard's table of complex ``log``/``log1p`` for ``b`` not negative."""
     zero_b = b == 0 and math.copysign(1, b) > 0
@@ -42,23 +63,7 @@ def _log_table(a: float, b: float, log1p: bool) -> tuple | None:
         return INF, PI / 2
     if math.isfinite(a) and math.isnan(b):
         return NAN, NAN
-    if a == -INF and _pos_finite(b):
-        return INF, PI
-    if a == INF and _pos_finite(b):
-        return INF, 0.0
-    if a == -INF and b == INF:
-        return INF, 3 * PI / 4
-    if a == INF and b == INF:
-        return INF, PI / 4
-    if math.isinf(a) and math.isnan(b):
-        return INF, NAN
-    if math.isnan(a) and math.isfinite(b):
-        return NAN, NAN
-    if math.isnan(a) and b == INF:
-        return INF, NAN
-    if math.isnan(a) and math.isnan(b):
-        return NAN, NAN
-    return None
+    return _infinite_parts(a, b)
 
 
 def _acosh_table(a: float, b: float) -> tuple | None:
@@ -71,23 +76,7 @@ def _acosh_table(a: float, b: float) -> tuple | None:
         return NAN, NAN
     if a == 0 and math.copysign(1, a) > 0 and math.isnan(b):
         return NAN, (PI / 2, ANY_SIGN)
-    if a == -INF and _pos_finite(b):
-        return INF, PI
-    if a == INF and _pos_finite(b):
-        return INF, 0.0
-    if a == -INF and b == INF:
-        return INF, 3 * PI / 4
-    if a == INF and b == INF:
-        return INF, PI / 4
-    if math.isinf(a) and math.isnan(b):
-        return INF, NAN
-    if math.isnan(a) and math.isfinite(b):
-        return NAN, NAN
-    if math.isnan(a) and b == INF:
-        return INF, NAN
-    if math.isnan(a) and math.isnan(b):
-        return NAN, NAN
-    return None
+    return _infinite_parts(a, b)
 
 
 def _tanh_table(a: float, b: float, c99: bool) -> tuple | None:

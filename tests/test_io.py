@@ -10,25 +10,11 @@ import numpy as np
 import pytest
 import safetensors.numpy as stnp
 from helpers import assert_close, supported_dtypes, to_numpy
+from helpers import small_mlp as _model
+from helpers import train_steps as _train
 
 import vtl
 from vtl import nn, optim
-
-
-def _model(seed: int = 0) -> nn.Module:
-    vtl.random.seed(seed)
-    return nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
-
-
-def _train(model, opt, sched=None, steps: int = 3) -> None:
-    x = vtl.asarray(np.linspace(-1, 1, 15, dtype=np.float32).reshape(5, 3))
-    for _ in range(steps):
-        loss = vtl.sum(model(x) ** 2)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        if sched is not None:
-            sched.step()
 
 
 def _snapshot(model, opt=None):

@@ -52,13 +52,57 @@ class _ThreadState(threading.local):
         self.pending: set[int] = set()  # devices whose buffer a kernel may have written
 
 
+class ErrorBuffers:
+    """Small int64 device buffers, one per thread and device, that kernels record their
+    first error in (``[flag, ...]``); read lazily, so an error reaches the thread whose
+    call found it at that thread's next host read."""
+
+    def __init__(self, cupy: Any, size: int) -> None:
+        self._cp = cupy
+        self._size = size
+        self._state = _ThreadState()
+
+    def get(self, dev: int) -> Any:
+        """This thread's buffer on device ``dev``, marked as possibly written."""
+        st = self._state
+        err = st.buffers.get(dev)
+        if err is None:
+            err = st.buffers[dev] = self._cp.zeros((self._size,), dtype=np.int64)
+        st.pending.add(dev)
+        return err
+
+    @property
+    def pending(self) -> set[int]:
+        """The devices whose buffer (of this thread) may have been written since read."""
+        return self._state.pending
+
+    def first_error(self) -> list[int] | None:
+        """Read this thread's buffers written since they were last read; the values of the
+        first one that records an error (then cleared), else ``None``. Buffers after it
+        stay pending."""
+        cp = self._cp
+        st = self._state
+        devs = sorted(st.pending)
+        st.pending = set()
+        for k, dev in enumerate(devs):
+            err = st.buffers[dev]
+            with cp.cuda.Device(dev):
+                values = [int(v) for v in cp.asnumpy(err)]
+                if values[0]:
+                    err.fill(0)
+            if values[0]:
+                st.pending.update(devs[k + 1:])
+                return values
+        return None
+
+
 class CupyIndexChecks:
     """The kernel, the error buffers and the deferred ``IndexError``."""
 
     def __init__(self, cupy: Any) -> None:
         self._cp = cupy
         self._kernel = None
-        self._state = _ThreadState()
+        self._errors = ErrorBuffers(cupy, 5)
         self.launches = 0
 
     def _get_kernel(self) -> Any:
@@ -68,57 +112,39 @@ class CupyIndexChecks:
                 _SOURCE, "vtl_check_indices")
         return self._kernel
 
-    def _buffer(self, dev: int) -> Any:
-        st = self._state
-        err = st.buffers.get(dev)
-        if err is None:
-            err = st.buffers[dev] = self._cp.zeros((5,), dtype=np.int64)
-        return err
-
     def check(self, idx: Any, n: int, axis: int, what: str) -> Any:
         """``idx`` wrapped from ``[-n, n)`` to ``[0, n)`` as int64 (one launch); errors are
         recorded for the next host read (module doc)."""
         cp = self._cp
-        dev = idx.device.id
         with idx.device:
             if idx.size == 0:
                 return idx.astype(np.int64)
-            err = self._buffer(dev)
+            err = self._errors.get(idx.device.id)
             out = cp.empty(idx.shape, dtype=np.int64)
             self._get_kernel()(idx, np.int64(n), np.int64(axis), np.int64(_code(what)), out,
                                err)
         self.launches += 1
-        self._state.pending.add(dev)
         return out
 
     def failed(self, dev: int) -> Any:
         """A 0-d boolean device array: whether an index check of this thread on device
         ``dev`` failed since the buffer was last read; ``None`` when none is pending."""
-        if dev not in self._state.pending:
+        if dev not in self._errors.pending:
             return None
-        return self._state.buffers[dev][0] != 0
+        return self._errors.get(dev)[0] != 0
 
     @property
     def pending(self) -> bool:
-        return bool(self._state.pending)
+        return bool(self._errors.pending)
 
     def check_pending(self) -> None:
         """Read this thread's error buffers written since the last read; raise the
         ``IndexError`` for the first bad index found (and clear its buffer)."""
-        cp = self._cp
-        st = self._state
-        devs = sorted(st.pending)
-        st.pending = set()
-        for k, dev in enumerate(devs):
-            err = st.buffers[dev]
-            with cp.cuda.Device(dev):
-                flag, value, n, axis, code = (int(v) for v in cp.asnumpy(err))
-                if flag:
-                    err.fill(0)
-            if flag:
-                st.pending.update(devs[k + 1:])
-                name = _NAMES[code] if code < len(_NAMES) else ""
-                raise IndexError(
-                    f"{name}index {value} is out of bounds for axis {axis} with size {n} "
-                    "(found on the device by an earlier operation and raised at the first "
-                    "read of a result after it)")
+        found = self._errors.first_error()
+        if found is not None:
+            _, value, n, axis, code = found
+            name = _NAMES[code] if code < len(_NAMES) else ""
+            raise IndexError(
+                f"{name}index {value} is out of bounds for axis {axis} with size {n} "
+                "(found on the device by an earlier operation and raised at the first "
+                "read of a result after it)")

@@ -36,12 +36,12 @@ host with a small emulation of the CUDA built-ins (the tests do both).
 
 from __future__ import annotations
 
-import threading
 import weakref
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from ._cupy_checks import ErrorBuffers
 from ._cupy_kernels import _CTYPES
 from ._ranges import KNOWN_MAX, targets_in_range, value_range
 
@@ -426,15 +426,6 @@ def known_range(raw: Any) -> tuple[int, int, int | None] | None:
     return hit[1]
 
 
-class _CEThreadState(threading.local):
-    """Each thread's error buffers (device id -> buffer) and the devices with calls since
-    their last read: an error is raised in the thread whose call found it."""
-
-    def __init__(self) -> None:
-        self.buffers: dict[int, Any] = {}
-        self.pending: set[int] = set()
-
-
 class CupyCrossEntropy:
     """``kernels["cross_entropy"]`` (the protocol of ``vtl/nn/functional/loss.py``):
     ``fwd(x, t, reduction, ignore_index)`` -> ``(loss, saved)``;
@@ -450,13 +441,13 @@ class CupyCrossEntropy:
     def __init__(self, cupy: Any) -> None:
         self._cp = cupy
         self._k = _Kernels(cupy)
-        self._local = _CEThreadState()
+        self._errors = ErrorBuffers(cupy, 3)
         self.launches = 0
 
     @property
     def pending(self) -> set[int]:
         """The devices whose error buffer (of this thread) has calls since its last read."""
-        return self._local.pending
+        return self._errors.pending
 
     def supports(self, x: Any, t: Any) -> bool:
         nd = self._cp.ndarray
@@ -474,13 +465,6 @@ class CupyCrossEntropy:
         possibly bad target (the caller checks eagerly, naming the first one)."""
         kr = known_range(t)
         return True if kr is None or targets_in_range(kr, c, ignore_index) else None
-
-    def _error_buffer(self, dev: int) -> Any:
-        bufs = self._local.buffers
-        err = bufs.get(dev)
-        if err is None:
-            err = bufs[dev] = self._cp.zeros((3,), dtype=np.int64)
-        return err
 
     @staticmethod
     def _args(x: Any, t: Any, reduction: str, ignore_index: int) -> tuple:
@@ -501,7 +485,7 @@ class CupyCrossEntropy:
         mode, m, c, dims, ig = self._args(x, t, reduction, ignore_index)
         dev = self._device_of(x).id
         with self._device_of(x):
-            err = self._error_buffer(dev)
+            err = self._errors.get(dev)
             out = cp.empty((m,) if mode == 0 else (), dtype=x.dtype)
             saved = cp.empty((3 * m + 1,), dtype=x.dtype)
             kern = self._k.get(CROSS_ENTROPY, x.dtype, t.dtype)
@@ -513,7 +497,6 @@ class CupyCrossEntropy:
             if not one:
                 kern((1,), (256,), (*base, _I32(1), *ig))
                 self.launches += 1
-        self._local.pending.add(dev)
         return out, saved
 
     def grad(self, x: Any, t: Any, saved: Any, g: Any, reduction: str,
@@ -534,20 +517,11 @@ class CupyCrossEntropy:
     def check_pending(self) -> None:
         """Read the error buffers of the devices with calls since the last check; raise
         ``IndexError`` (as the portable path) for the first bad target found."""
-        cp = self._cp
-        st = self._local
-        devs = sorted(st.pending)
-        st.pending = set()
-        for k, dev in enumerate(devs):
-            err = st.buffers[dev]
-            with cp.cuda.Device(dev):
-                flag, value, c = (int(v) for v in cp.asnumpy(err))
-                if flag:
-                    err.fill(0)
-            if flag:
-                st.pending.update(devs[k + 1:])
-                raise IndexError(f"cross_entropy(): target {value} is out of bounds for {c} "
-                                 "classes")
+        found = self._errors.first_error()
+        if found is not None:
+            _, value, c = found
+            raise IndexError(f"cross_entropy(): target {value} is out of bounds for {c} "
+                             "classes")
 
 
 def register(backend: Any, cupy: Any) -> None:
