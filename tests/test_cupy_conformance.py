@@ -29,7 +29,6 @@ def _pos_finite(v: float) -> bool:
     return math.isfinite(v) and v > 0
 
 
-
 def _infinite_parts(a: float, b: float) -> tuple | None:
     """The rows that log's and acosh's tables share: an infinite or nan part (``b >= 0``)."""
     if a == -INF and _pos_finite(b):
