@@ -7,7 +7,7 @@ import array_api_compat.numpy as xp
 import numpy as np
 import pytest
 
-from vtl.backends._arg_reductions import first_arg_extreme
+from vtl.backends._common.arg_reductions import first_arg_extreme
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "int32", "bool"])
@@ -40,7 +40,7 @@ def test_first_arg_extreme_is_numpys(fn, dtype):
 def test_order_keys_sort_as_the_floats():
     """The integer keys order every float as NumPy compares them (signed zeros equal, the
     subnormals apart from zero), nan the extreme either way."""
-    from vtl.backends._arg_reductions import _order_keys
+    from vtl.backends._common.arg_reductions import _order_keys
 
     for dtype in ("float16", "float32", "float64"):
         f = np.finfo(dtype)

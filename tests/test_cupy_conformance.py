@@ -1,5 +1,5 @@
-"""The cupy backend's array-API conformance fixes (``vtl/backends/_cupy_namespace.py``,
-``_cupy_linalg.py``, ``_special_cases.py``, ``Tensor.__dlpack__``).
+"""The cupy backend's array-API conformance fixes (``vtl/backends/cupy/namespace.py``,
+``linalg.py``, ``vtl/backends/_common/special_cases.py``, ``Tensor.__dlpack__``).
 
 The special-case logic is array-API code: the first half of this file runs it here on
 NumPy (``array_api_compat.numpy``) over results shaped like CuPy's (what CuPy's kernels
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import vtl
-from vtl.backends import _special_cases as sc
+from vtl.backends._common import special_cases as sc
 
 # -- the standard's special cases (2024.12) --------------------------------------------------
 INF, NAN, PI = math.inf, math.nan, math.pi
@@ -316,7 +316,7 @@ def cp():
 
 @pytest.fixture(scope="module")
 def ns(cp):
-    from vtl.backends import _cupy_namespace
+    from vtl.backends.cupy import namespace as _cupy_namespace
 
     return _cupy_namespace
 

@@ -1,4 +1,4 @@
-"""The cupy backend's namespace fixes (``vtl/backends/_cupy_namespace.py``) against NumPy:
+"""The cupy backend's namespace fixes (``vtl/backends/cupy/namespace.py``) against NumPy:
 the direct cuBLAS matmul over every operand layout, staged reductions, signed zeros."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ try:
 except Exception:  # noqa: BLE001 - no driver / no device
     pytest.skip("no CUDA device", allow_module_level=True)
 
-from vtl.backends import _cupy_namespace as ns  # noqa: E402
+from vtl.backends.cupy import namespace as ns  # noqa: E402
 
 RNG = np.random.default_rng(3)
 

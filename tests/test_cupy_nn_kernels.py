@@ -1,4 +1,4 @@
-"""The CuPy backend's fused nn kernels (``vtl/backends/_cupy_nn.py``).
+"""The CuPy backend's fused nn kernels (``vtl/backends/cupy/nn.py``).
 
 Two layers of checks:
 
@@ -38,7 +38,7 @@ from nn_kernel_checks import (
 
 import vtl
 from vtl import nn
-from vtl.backends import _cupy_nn as K
+from vtl.backends.cupy import nn as K
 from vtl.nn import functional as F
 
 # -- the CUDA emulation on the host -------------------------------------------------------------
@@ -481,9 +481,9 @@ def numpy_with_kernels(host_lib, monkeypatch):
     """The numpy backend equipped with the host build of the CuPy nn kernels."""
     cp, nnk, ce = _fake(host_lib, monkeypatch)
     b = vtl.backends.get("numpy")
-    kernels = dict(b.kernels, linear=nnk.linear, linear_grad_weight=nnk.linear_grad_weight,
+    kernels = dict(b._kernels, linear=nnk.linear, linear_grad_weight=nnk.linear_grad_weight,
                    relu_backward=nnk.relu_backward, cross_entropy=ce)
-    monkeypatch.setattr(b, "kernels", kernels)
+    monkeypatch.setattr(b, "_kernels", kernels)
     return cp, nnk, ce
 
 
@@ -502,8 +502,8 @@ def test_mlp_training_with_the_kernels_matches_the_portable_path(host_lib, monke
     ref = _mlp_run()
     cp, nnk, ce = _fake(host_lib, monkeypatch)
     b = vtl.backends.get("numpy")
-    monkeypatch.setattr(b, "kernels", dict(
-        b.kernels, linear=nnk.linear, linear_grad_weight=nnk.linear_grad_weight,
+    monkeypatch.setattr(b, "_kernels", dict(
+        b._kernels, linear=nnk.linear, linear_grad_weight=nnk.linear_grad_weight,
         relu_backward=nnk.relu_backward, cross_entropy=ce))
     _mlp_run(steps=1)
     # one step: 3 linear (gemm + bias) + 1 loss | 1 loss gradient + 3 weight gradients
@@ -523,10 +523,10 @@ def test_hooks_give_the_portable_values_and_gradients(numpy_with_kernels):
     res = []
     for use in (True, False):
         b_ = vtl.backends.get("numpy")
-        kern = dict(b_.kernels)
+        kern = dict(b_._kernels)
         if not use:
             for k in ("linear", "linear_grad_weight", "relu_backward", "cross_entropy"):
-                b_.kernels.pop(k)
+                b_._kernels.pop(k)
         cp.log.clear()
         ts = [vtl.asarray(a, requires_grad=True, backend="numpy") for a in (x, w, b)]
         h = F.relu(F.linear(*ts))
@@ -535,8 +535,8 @@ def test_hooks_give_the_portable_values_and_gradients(numpy_with_kernels):
         loss.backward()
         res.append([loss.numpy()] + [a.grad.numpy() for a in ts])
         assert ("vtl_cross_entropy" in cp.log) is use
-        b_.kernels.clear()
-        b_.kernels.update(kern)
+        b_._kernels.clear()
+        b_._kernels.update(kern)
     for a, c in zip(*res, strict=True):
         np.testing.assert_allclose(a, c, rtol=1e-12, atol=1e-13)
     # create_graph: the differentiable rules, also with the kernels installed
@@ -571,7 +571,7 @@ def test_every_variant_compiles_with_nvcc(tmp_path):
         pytest.skip("nvcc not installed")
     units = []
     for k, (spec, c, tc) in enumerate(itertools.product(
-            K.SPECS, K._CTYPES.values(), ("int", "long long", "unsigned char"))):
+            K.SPECS, K.CTYPES.values(), ("int", "long long", "unsigned char"))):
         if tc != "int" and spec not in (K.CROSS_ENTROPY, K.CROSS_ENTROPY_GRAD):
             continue
         units.append(f"namespace v{k} {{\n" + K.cuda_source(spec, c, tc, name=f"k{k}")
@@ -594,9 +594,9 @@ def cupy_backend():
 
 def _portable(b, monkeypatch):
     """Remove the nn kernels from the backend ``b`` (the portable paths run)."""
-    kern = {k: v for k, v in b.kernels.items()
+    kern = {k: v for k, v in b._kernels.items()
             if k not in ("linear", "linear_grad_weight", "relu_backward", "cross_entropy")}
-    monkeypatch.setattr(b, "kernels", kern)
+    monkeypatch.setattr(b, "_kernels", kern)
 
 
 @pytest.mark.parametrize("dt", ["float32", "float64"])
@@ -624,7 +624,7 @@ def test_gpu_mlp_step_matches_the_portable_path_and_numpy(cupy_backend, monkeypa
 @pytest.mark.parametrize(("m", "k", "n"), [(1, 1, 1), (70, 33, 130), (128, 784, 256)])
 def test_gpu_linear_kernels(cupy_backend, dt, m, k, n):
     cp = cupy_backend._cupy
-    nnk = cupy_backend.kernels["linear"].__self__
+    nnk = cupy_backend._kernels["linear"].__self__
     rng = np.random.default_rng(m + n)
     x, w, b = (rng.standard_normal(s).astype(dt) for s in ((m, k), (n, k), (n,)))
     tol = _tol(dt) if dt == np.float64 else {"rtol": 1e-4, "atol": 1e-3}
@@ -649,7 +649,7 @@ def test_gpu_linear_kernels(cupy_backend, dt, m, k, n):
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
 def test_gpu_relu_backward(cupy_backend, dt):
     cp = cupy_backend._cupy
-    relu_bwd = cupy_backend.kernels["relu_backward"]
+    relu_bwd = cupy_backend._kernels["relu_backward"]
     rng = np.random.default_rng(5)
     x = rng.standard_normal((40, 33)).astype(dt)
     x[0, :5] = [0.0, -0.0, np.nan, np.inf, -np.inf]
@@ -668,7 +668,7 @@ def test_gpu_cross_entropy_matches_the_portable_path(cupy_backend, monkeypatch, 
                                                      dt, tdt):
     rng = np.random.default_rng(m + c)
     x, t = ce_case(rng, m, c, dt, tdt, high=min(c, 100))
-    ce = cupy_backend.kernels["cross_entropy"]
+    ce = cupy_backend._kernels["cross_entropy"]
     v = rng.standard_normal(m).astype(dt)
     res = []
     for fused in (True, False):
@@ -696,7 +696,7 @@ def test_gpu_cross_entropy_special_values_strides_and_errors(cupy_backend):
     cp = cupy_backend._cupy
     check_ce_special_values("cupy")
     # strided logits and targets (raw CuPy views through the kernel)
-    ce = cupy_backend.kernels["cross_entropy"]
+    ce = cupy_backend._kernels["cross_entropy"]
     rng = np.random.default_rng(1)
     xb = rng.standard_normal((9, 70)).astype(np.float64)
     tb = rng.integers(0, 9, 70)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vtl.backends._moments import two_pass_var
+from vtl.backends._common.moments import two_pass_var
 
 
 @pytest.mark.filterwarnings("ignore:Degrees of freedom")

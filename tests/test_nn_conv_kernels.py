@@ -16,7 +16,8 @@ from test_nn_conv_pool import np_conv2d
 
 import vtl
 import vtl.nn.functional as F
-from vtl.backends._numpy_conv import StridedConv2d
+from vtl.backends._common.conv import StridedConv2d
+from vtl.backends.numpy.conv import NumpyConv2d
 
 RNG = np.random.default_rng(7)
 
@@ -35,11 +36,11 @@ CASES = [
 @contextlib.contextmanager
 def portable(name="numpy"):
     be = vtl.backends.get(name)
-    saved = be.kernels.pop("conv2d")
+    saved = be._kernels.pop("conv2d")
     try:
         yield
     finally:
-        be.kernels["conv2d"] = saved
+        be._kernels["conv2d"] = saved
 
 
 def _run(xs, ws, bs, args, dtype, v, backend="numpy"):
@@ -81,7 +82,7 @@ def test_kernel_equals_portable(backend, case, dtype):
 def test_kernel_raw_matches_loop_reference(case):
     """The raw kernel on NumPy arrays (what CuPy runs on its own arrays) against loops."""
     xsh, wsh, s, p, d, g, has_b = case
-    kern = StridedConv2d(np)
+    kern = NumpyConv2d()
     s2 = (s, s) if isinstance(s, int) else s
     d2 = (d, d) if isinstance(d, int) else d
     p2 = (p, p) if isinstance(p, int) else p
@@ -174,8 +175,8 @@ def test_kernel_fallbacks_and_errors():
                  F.conv2d(to_numpy(xc), to_numpy(wc), padding=1), rtol=1e-12)
     with pytest.raises(ValueError, match="with groups=1 expects 1"):
         F.conv2d(x32, vtl.zeros((3, 1, 3, 3), dtype=vtl.float32))
-    assert not StridedConv2d(np).supports(np.dtype(np.complex128))
-    assert not StridedConv2d(np).supports(np.dtype(np.float16))
+    assert not NumpyConv2d().supports(np.dtype(np.complex128))
+    assert not NumpyConv2d().supports(np.dtype(np.float16))
 
 
 def kernel_geometry(s, p, d):
@@ -195,8 +196,8 @@ def test_cupy_conv_kernel_bodies_on_the_host(tmp_path, monkeypatch):
     launch also forms the constants of the geometry-compiled variant (``FOLD_MIN`` 0)."""
     from test_nn_lstm_fused import _call, _compile, _host_source
 
-    from vtl.backends import _cupy_conv as cc
-    from vtl.backends import _cupy_kernels
+    from vtl.backends.cupy import _codegen as _cupy_kernels
+    from vtl.backends.cupy import conv as cc
 
     monkeypatch.setattr(_cupy_kernels, "FOLD_MIN", 0)
 
@@ -257,7 +258,7 @@ def test_cupy_kernels_compiled_for_their_geometry(backend, case, monkeypatch):
     threads) give the portable path's values and gradients."""
     if backend != "cupy":
         pytest.skip("the cupy kernels")
-    from vtl.backends import _cupy_kernels
+    from vtl.backends.cupy import _codegen as _cupy_kernels
 
     monkeypatch.setattr(_cupy_kernels, "FOLD_MIN", 0)
     test_kernel_equals_portable(backend, case, np.float32)
@@ -265,8 +266,8 @@ def test_cupy_kernels_compiled_for_their_geometry(backend, case, monkeypatch):
 
 def test_folded_kernel_bodies_declare_every_size_constant():
     """Every narrowed size of the im2col/col2im/bias kernels becomes a constant."""
-    from vtl.backends import _cupy_conv as cc
-    from vtl.backends._cupy_kernels import fold_constants
+    from vtl.backends.cupy import conv as cc
+    from vtl.backends.cupy._codegen import fold_constants
 
     for spec, names in [(cc.im2col_spec, cc._NARROWED), (cc.col2im_spec, cc._NARROWED),
                         (cc.bias_transpose_spec, ["O", "NB", "HW"])]:

@@ -334,15 +334,15 @@ def test_conv2d_backend_kernel_hook(backend):
             calls.append((tuple(inp.shape), stride, padding, dilation, groups))
             return be.xp.zeros((1, 3, 4, 4), dtype=inp.dtype), None
 
-    saved = be.kernels.get("conv2d")
-    be.kernels["conv2d"] = Kernel()
+    saved = be._kernels.get("conv2d")
+    be._kernels["conv2d"] = Kernel()
     try:
         out = F.conv2d(x[0], w, padding="same")
     finally:
         if saved is None:
-            del be.kernels["conv2d"]
+            del be._kernels["conv2d"]
         else:
-            be.kernels["conv2d"] = saved
+            be._kernels["conv2d"] = saved
     assert calls == [((1, 2, 4, 4), (1, 1), (1, 1, 1, 1), (1, 1), 1)]
     assert out.shape == (3, 4, 4)
 
@@ -682,11 +682,11 @@ def portable_conv(backend_name=None):
     """Run conv2d and the pools through the portable gather path (the backend's conv2d and
     pool2d kernels removed)."""
     be = vtl.backends.get(backend_name or vtl.asarray(1.0).device.backend.name)
-    saved = {k: be.kernels.pop(k) for k in ("conv2d", "pool2d") if k in be.kernels}
+    saved = {k: be._kernels.pop(k) for k in ("conv2d", "pool2d") if k in be._kernels}
     try:
         yield
     finally:
-        be.kernels.update(saved)
+        be._kernels.update(saved)
 
 
 @pytest.fixture
@@ -774,7 +774,7 @@ def test_max_pool2d_second_order_gradients():
 @pytest.mark.parametrize("dtype", ["float32", "float64", "complex128"])
 @pytest.mark.parametrize("row", [(), (3,), (5, 7)])
 def test_numpy_scatter_add_equals_add_at(dtype, row):
-    from vtl.backends._numpy_scatter import scatter_add
+    from vtl.backends.numpy.scatter import scatter_add
 
     rng = np.random.default_rng(7)
     for n, rows, repeat in [(300, 40, 0), (5000, 30, 0), (3000, 5000, 0), (2000, 50, 1500)]:

@@ -16,10 +16,13 @@ from test_nn_conv_pool import np_avg_pool2d, np_conv2d, np_max_pool2d
 
 import vtl
 import vtl.nn.functional as F
-from vtl.backends import _numpy_conv as nc
-from vtl.backends import _numpy_pool as npool
-from vtl.backends._numpy_conv import StridedConv2d
-from vtl.backends._numpy_pool import StridedPool2d
+from vtl.backends._common import conv as common_conv
+from vtl.backends._common import pool as common_pool
+from vtl.backends._common import threads as nc
+from vtl.backends.numpy import conv as npconv
+from vtl.backends.numpy import pool as npool
+from vtl.backends.numpy.conv import NumpyConv2d
+from vtl.backends.numpy.pool import NumpyPool2d
 
 RNG = np.random.default_rng(23)
 
@@ -40,17 +43,17 @@ def threads(monkeypatch):
     def set_(n, one_product=None, block=None):
         monkeypatch.delenv("VTL_NUM_THREADS", raising=False)
         monkeypatch.setattr(nc, "usable_cpus", lambda: n)
-        monkeypatch.setattr(nc, "THRESHOLD", 0)
+        monkeypatch.setattr(npconv, "THRESHOLD", 0)
         monkeypatch.setattr(npool, "THRESHOLD", 0)
-        monkeypatch.setattr(nc, "ONE_PRODUCT_THREADS", one_product or n + 1)
+        monkeypatch.setattr(common_conv, "ONE_PRODUCT_THREADS", one_product or n + 1)
         if block is not None:
-            monkeypatch.setattr(nc, "BLOCK", block)
+            monkeypatch.setattr(common_conv, "BLOCK", block)
 
     return set_
 
 
 def _conv_all(xs, ws, bs, s, pad, d, g, gy):
-    kern = StridedConv2d(np)
+    kern = NumpyConv2d()
     out, col = kern.forward(xs, ws, bs, s, pad, d, g)
     res = {"out": out}
     for need in ((True, True, True), (True, False, False), (False, True, False),
@@ -77,7 +80,7 @@ def test_conv_threads_equal_single_thread(threads, monkeypatch, case, mode):
     xsh, wsh, s, pad, d, g, has_b = _geometry(case)
     xs, ws = RNG.standard_normal(xsh), RNG.standard_normal(wsh)
     bs = RNG.standard_normal(wsh[0]) if has_b else None
-    monkeypatch.setattr(nc, "THRESHOLD", 1 << 60)
+    monkeypatch.setattr(npconv, "THRESHOLD", 1 << 60)
     gy = RNG.standard_normal(np_conv2d(xs, ws, bs, s, pad, d, g).shape)
     ref, col1 = _conv_all(xs, ws, bs, s, pad, d, g, gy)
     assert col1.ndim == 4
@@ -101,12 +104,12 @@ def test_conv_threads_float32_layouts_and_broadcast_gradient(threads, mode):
     ws = RNG.standard_normal((6, 4, 3, 3)).astype(np.float32)
     bs = RNG.standard_normal(6).astype(np.float32)
     geom = ((1, 1), (1, 1, 1, 1), (1, 1), 1)
-    single = StridedConv2d(np)
+    single = NumpyConv2d()
     out1, col1 = single.forward(xs, ws, bs, *geom)
     gy = np.broadcast_to(np.float32(0.5), out1.shape)
     ref = single.backward(col1, xs.shape, ws, gy, *geom, True, True, True)
     threads(2, one_product=2 if mode == "wide" else None)
-    kern = StridedConv2d(np)
+    kern = NumpyConv2d()
     out, col = kern.forward(xs, ws, bs, *geom)
     assert out.dtype == np.float32 and out.flags.c_contiguous
     np.testing.assert_allclose(out, out1, rtol=1e-5, atol=1e-5)
@@ -129,13 +132,13 @@ def test_conv_one_cpu(monkeypatch):
                         lambda *a, **k: pytest.fail("pool used") or submit(*a, **k))
     nc.parallel_for(lambda i, j: seen.add((i, j, threading.get_ident())), 9)
     assert seen == {(0, 9, threading.get_ident())}
-    monkeypatch.setattr(nc, "THRESHOLD", 0)  # the threaded code paths, on one thread
+    monkeypatch.setattr(npconv, "THRESHOLD", 0)  # the threaded code paths, on one thread
     xs, ws = RNG.standard_normal((4, 3, 9, 9)), RNG.standard_normal((5, 3, 3, 3))
     pad = (1, 1, 1, 1)
     full = None
     for one_product in (4, 1):  # per-image products, then the wide layout
-        monkeypatch.setattr(nc, "ONE_PRODUCT_THREADS", one_product)
-        kern = StridedConv2d(np)
+        monkeypatch.setattr(common_conv, "ONE_PRODUCT_THREADS", one_product)
+        kern = NumpyConv2d()
         out, col = kern.forward(xs, ws, np.zeros(5), (1, 1), pad, (1, 1), 1)
         assert col.ndim == (4 if one_product > 1 else 3)
         ref = np_conv2d(xs, ws, None, (1, 1), pad)
@@ -148,7 +151,7 @@ def test_conv_one_cpu(monkeypatch):
         np.testing.assert_allclose(db, gy.sum(axis=(0, 2, 3)), rtol=1e-12)
         np.testing.assert_allclose(np.sum(dw * ws), full, rtol=1e-10)
         np.testing.assert_allclose(np.sum(dx * xs), full, rtol=1e-10)
-    y, _ = StridedPool2d(np).max_forward(xs, (2, 2), (2, 2), (0, 0), (1, 1), (4, 4))
+    y, _ = NumpyPool2d().max_forward(xs, (2, 2), (2, 2), (0, 0), (1, 1), (4, 4))
     np.testing.assert_array_equal(y, np_max_pool2d(xs, (2, 2), (2, 2))[0])
 
 
@@ -254,7 +257,7 @@ def test_pool_threads_equal_single_thread(threads, monkeypatch, case):
     ref_y, _ = np_max_pool2d(xs, k, s, p, d, ceil)
     out = ref_y.shape[2:]
     g = RNG.standard_normal(ref_y.shape)
-    single = StridedPool2d(np)
+    single = NumpyPool2d()
     y1, a1 = single.max_forward(xs, k, s, p, d, out)
     dx1 = single.max_backward(a1, xs.shape, g, k, s, p, d)
     avg_out = np_avg_pool2d(xs, k, s, p, ceil, True).shape[2:]
@@ -262,8 +265,8 @@ def test_pool_threads_equal_single_thread(threads, monkeypatch, case):
     av1 = single.avg_forward(xs, k, s, p, avg_out, True, None)
     ad1 = single.avg_backward(xs.shape, ga, k, s, p, False, None)
     threads(3)
-    monkeypatch.setattr(npool, "BLOCK", shape[2] * shape[3] * 2 + 1)
-    kern = StridedPool2d(np)
+    monkeypatch.setattr(common_pool, "BLOCK", shape[2] * shape[3] * 2 + 1)
+    kern = NumpyPool2d()
     y, a = kern.max_forward(xs, k, s, p, d, out)
     np.testing.assert_array_equal(y, y1)
     np.testing.assert_array_equal(y, ref_y)
@@ -294,11 +297,11 @@ def test_cnn_layers_through_the_api(backend, threads):
 
     ref = run()
     be = vtl.backends.get("numpy")
-    saved = be.kernels.pop("conv2d")
+    saved = be._kernels.pop("conv2d")
     try:
         portable = run()
     finally:
-        be.kernels["conv2d"] = saved
+        be._kernels["conv2d"] = saved
     for one_product in (None, 2):
         threads(2, one_product=one_product, block=30)
         for a, r, q in zip(run(), ref, portable, strict=True):

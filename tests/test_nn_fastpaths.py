@@ -304,7 +304,7 @@ class _Spy:
 def test_numpy_fused_step_used_unless_foreach_false(monkeypatch, foreach):
     b = vtl.backends.get("numpy")
     spy = _Spy(b.kernel("multi_tensor_apply"))
-    monkeypatch.setitem(b.kernels, "multi_tensor_apply", spy)
+    monkeypatch.setitem(b._kernels, "multi_tensor_apply", spy)
     p = vtl.asarray(np.ones(3, np.float32), backend="numpy", requires_grad=True)
     opt = optim.SGD([p], lr=0.1, momentum=0.9, foreach=foreach)
     for _ in range(3):
@@ -319,7 +319,7 @@ def test_numpy_kernel_pieces_and_threads_give_the_same_values(monkeypatch, threa
     """Large contiguous tensors updated in pieces (here of 64 elements), spread over the
     thread pool, next to whole small and non-contiguous ones: exactly Program.evaluate's
     values, and the gradients untouched."""
-    from vtl.backends import _numpy_kernels
+    from vtl.backends.numpy import optim as _numpy_kernels
 
     monkeypatch.setattr(_numpy_kernels, "CHUNK", 64)
     monkeypatch.setattr(_numpy_kernels, "MIN_PIECE", 16)

@@ -450,7 +450,7 @@ def simulated_kernels(backend, monkeypatch):
     b = vtl.backends.get(backend)
     kerns = {"lstm_cell": SimulatedLstm(b.xp), "gru_cell": SimulatedGru(b.xp)}
     for name, k in kerns.items():
-        monkeypatch.setitem(b.kernels, name, k)
+        monkeypatch.setitem(b._kernels, name, k)
     return kerns
 
 
@@ -481,7 +481,7 @@ def test_simulated_kernel_matches_portable(backend, simulated_kernels):
     assert calls["gru_cell"] == {"forward": 6, "backward": 6}
     b = vtl.backends.get(backend)
     for name in simulated_kernels:
-        del b.kernels[name]
+        del b._kernels[name]
     portable = _run_layers(7)
     assert len(with_kernel) == len(portable)
     for a, p in zip(with_kernel, portable, strict=True):
@@ -611,7 +611,7 @@ def _call(fn, *args):
 
 
 def test_cupy_kernel_bodies_on_the_host(tmp_path):
-    from vtl.backends import _cupy_kernels as ck
+    from vtl.backends.cupy import rnn as ck
     from vtl.nn.functional import _rnn_fused as rf
 
     specs = {"lf0": ck.lstm_forward_spec(False), "lf1": ck.lstm_forward_spec(True),

@@ -16,7 +16,8 @@ from test_nn_conv_pool import np_avg_pool2d, np_max_pool2d
 
 import vtl
 import vtl.nn.functional as F
-from vtl.backends._numpy_pool import StridedPool2d
+from vtl.backends._common.pool import StridedPool2d
+from vtl.backends.numpy.pool import NumpyPool2d
 
 RNG = np.random.default_rng(11)
 
@@ -44,12 +45,12 @@ AVG_CASES = [
 def portable(name="numpy"):
     """The portable gather path: the backend's pool2d kernel removed."""
     be = vtl.backends.get(name)
-    saved = be.kernels.pop("pool2d", None)
+    saved = be._kernels.pop("pool2d", None)
     try:
         yield
     finally:
         if saved is not None:
-            be.kernels["pool2d"] = saved
+            be._kernels["pool2d"] = saved
 
 
 def _need_kernel(backend):
@@ -161,7 +162,7 @@ def test_pool_kernels_random_geometry(backend, data):
 
 def test_raw_kernel_against_loops():
     """The raw NumPy kernel (what CuPy's class inherits the protocol of) against loops."""
-    kern = StridedPool2d(np)
+    kern = NumpyPool2d()
     for shape, k, s, p, d, ceil in MAX_CASES[:5]:
         k2 = (k, k) if isinstance(k, int) else k
         s2 = k2 if s is None else ((s, s) if isinstance(s, int) else s)
@@ -181,9 +182,9 @@ def test_raw_kernel_against_loops():
 
 def test_kernel_blocks_cover_every_plane(monkeypatch):
     """Inputs larger than one block (split by images, and by channels within an image)."""
-    from vtl.backends import _numpy_pool
+    from vtl.backends._common import pool as _numpy_pool
 
-    kern = StridedPool2d(np)
+    kern = NumpyPool2d()
     xs = RNG.standard_normal((3, 5, 6, 6))
     ref, _ = np_max_pool2d(xs, (2, 2), (2, 2))
     for block in (36 * 5 * 2, 36 * 2, 7):  # two images, two channels, one plane per block
@@ -298,7 +299,7 @@ def test_cupy_pool_kernel_bodies_on_the_host(tmp_path):
     import shutil
     import subprocess
 
-    from vtl.backends import _cupy_pool as cp_pool
+    from vtl.backends.cupy import pool as cp_pool
 
     cxx = shutil.which("g++") or shutil.which("clang++")
     if cxx is None:
@@ -383,7 +384,7 @@ def test_cupy_kernels_compiled_for_their_geometry(backend, which, monkeypatch):
     ``FOLD_MIN`` threads) give the portable path's values, indices and gradients."""
     if backend != "cupy":
         pytest.skip("the cupy kernels")
-    from vtl.backends import _cupy_kernels
+    from vtl.backends.cupy import _codegen as _cupy_kernels
 
     monkeypatch.setattr(_cupy_kernels, "FOLD_MIN", 0)
     if which == "max":

@@ -1,4 +1,4 @@
-"""The NumPy backend's threaded nn kernels (``vtl/backends/_numpy_nn.py``) against the
+"""The NumPy backend's threaded nn kernels (``vtl/backends/numpy/nn.py``) against the
 portable expressions, bit for bit."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 
 import vtl
 import vtl.nn.functional as F
-from vtl.backends import _numpy_nn as nk
+from vtl.backends.numpy import nn as nk
 
 SPECIAL = [np.nan, 0.0, -0.0, np.inf, -np.inf, 1.0, -1.0, 5e-45, -5e-45]
 
@@ -172,9 +172,9 @@ def test_minmax_gradients_through_the_kernel_and_without(fn, monkeypatch):
     results = []
     for use_kernel in (True, False):
         if not use_kernel:
-            kernels = dict(vtl.backends.get("numpy").kernels)
+            kernels = dict(vtl.backends.get("numpy")._kernels)
             kernels.pop("minmax_backward")
-            monkeypatch.setattr(vtl.backends.get("numpy"), "kernels", kernels)
+            monkeypatch.setattr(vtl.backends.get("numpy"), "_kernels", kernels)
         x = vtl.asarray(a, backend="numpy", requires_grad=True)
         getattr(vtl, fn)(x, vtl.asarray(b)).backward(vtl.asarray(gs))
         results.append(x.grad.numpy())

@@ -198,7 +198,7 @@ class SimulatedFused:
 def simulated_fused(backend, monkeypatch):
     b = vtl.backends.get(backend)
     kern = SimulatedFused(b.xp)
-    monkeypatch.setitem(b.kernels, "multi_tensor_apply", kern)
+    monkeypatch.setitem(b._kernels, "multi_tensor_apply", kern)
     return kern
 
 
@@ -615,7 +615,7 @@ def test_cuda_source_computes_the_program_on_the_host(tmp_path):
     import shutil
     import subprocess
 
-    from vtl.backends._cupy_kernels import cuda_source
+    from vtl.backends.cupy.optim import cuda_source
 
     cxx = shutil.which("g++") or shutil.which("clang++")
     if cxx is None:

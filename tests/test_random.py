@@ -283,7 +283,7 @@ def test_fused_kernel_hook_is_used(monkeypatch):
         calls.append((n, key, counter, index))
         return np.asarray(ref_words(key[0] + (key[1] << 32), counter, n))
 
-    monkeypatch.setitem(b.kernels, "philox", fused)
+    monkeypatch.setitem(b._kernels, "philox", fused)
     g = vr.Generator(5)
     np.testing.assert_array_equal(to_numpy(g.bits(6, backend="numpy")), ref_words(5, 0, 6))
     assert calls == [(6, (5, 0), 0, 0)]

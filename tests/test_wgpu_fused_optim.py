@@ -149,7 +149,7 @@ def test_float64_fused_matches_portable(wgpu):
 
 
 def test_source_names_are_prefixed_and_bindings_follow_writes():
-    from vtl.backends.wgpu.fused_optim import wgsl_source
+    from vtl.backends.wgpu.optim import wgsl_source
 
     prog = _programs.adagrad(weight_decay=True, maximize=False)
     sig, decls, body = wgsl_source(prog, np.float32)

@@ -1,4 +1,4 @@
-"""The wgpu backend's fused nn kernels (``vtl/backends/wgpu/_nn.py``) against the portable
+"""The wgpu backend's fused nn kernels (``vtl/backends/wgpu/nn.py``) against the portable
 paths, and the dispatch/sync budget of an MLP training step (regressions fail here)."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from nn_kernel_checks import (  # noqa: E402
 import vtl  # noqa: E402
 from benchmarks.test_train_bench import _batch, _vtl_setup  # noqa: E402
 from vtl import nn  # noqa: E402
-from vtl.backends.wgpu import _nn  # noqa: E402
+from vtl.backends.wgpu import nn as _nn  # noqa: E402
 from vtl.backends.wgpu._recorder import REC  # noqa: E402
 from vtl.nn import functional as F  # noqa: E402
 
@@ -385,7 +385,8 @@ def test_conv2d_kernel_leaves_grouped_convolutions_to_the_portable_path(wgpu, mo
 
 
 def test_conv2d_kernel_declines_arrays_past_one_binding(wgpu, monkeypatch):
-    from vtl.backends.wgpu import _conv, _runtime
+    from vtl.backends.wgpu import _runtime
+    from vtl.backends.wgpu import conv as _conv
 
     xp = wgpu.xp
     x = xp.asarray(np.ones((2, 3, 8, 8), np.float32))

@@ -32,10 +32,9 @@ Conversions:
 * permutations: a stable sort of 64-bit random keys (two stable passes over
   32-bit halves), the same on every backend.
 
-A backend may provide a fused generator as ``backend.kernel("philox")``:
-``fn(n, key, counter, index) -> uint32 array`` returning the first ``n`` words
-of the stream for ``key = (k0, k1)`` from block ``counter`` on device
-``index``, bit-identical to the portable version here.
+A backend may provide the words in one kernel, ``backend.kernel("philox")`` (the contract
+is ``PhiloxKernel`` in ``vtl.backends.kernels``; every built-in backend has one): the
+same bits as the portable version here, which stays their oracle.
 """
 
 from __future__ import annotations
@@ -317,11 +316,15 @@ class Generator:
 
     def _words(self, n: int, xp: Any, device: Any, backend: Any = None,
                index: int = 0) -> Any:
+        if -(-n // 4) >= 2**32:
+            raise ValueError(f"vtl.random: cannot draw {n} words at once (at most 2**34)")
         start = self._take_blocks(n)
         if backend is not None:
             fused = backend.kernel("philox")
             if fused is not None:
-                return fused(n, self.key, start, index)
+                words = fused(n, self.key, start, index)
+                if words is not None:
+                    return words
         return philox_words(xp, n, self.key, start, device)
 
     def _raw(self, n: int, like: Any) -> tuple[Any, Any, Any, Any]:

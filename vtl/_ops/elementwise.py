@@ -488,7 +488,7 @@ def _max_plain(greater_is_first: bool) -> Callable[..., tuple]:
         half = g if backend.known_all_false(tie) else xp.where(tie, g * 0.5, g)
         # where(lose, 0, g), through the backend's kernel where it has one (NumPy's where
         # branches per element)
-        zero = backend.kernels.get("zero_where")
+        zero = backend.kernel("zero_where")
         r1 = r2 = None
         if n1:
             lose = xp.less(a, b) if greater_is_first else xp.greater(a, b)
@@ -513,7 +513,7 @@ def _max_raw(greater_is_first: bool) -> Callable[[partial, Any], tuple]:
         _, _, x1, x2, t1, t2, n1, n2 = vjp.args
         if n1 and not n2:
             backend = x1._device._backend
-            kernel = backend.kernels.get("minmax_backward")
+            kernel = backend.kernel("minmax_backward")
             if kernel is not None:
                 r = kernel(x1._data, x2._data if t2 else x2, gd, greater_is_first)
                 if r is not None:

@@ -4,6 +4,15 @@
 ``wgpu`` needs wgpu-py and a WebGPU adapter (Vulkan, Metal or D3D12).
 Importing vtl never fails because an optional runtime is missing: each backend
 is probed lazily and reports why it is unavailable.
+
+Each backend is a package of its own (``vtl/backends/numpy``, ``cupy``, ``wgpu``) with the
+same file names for the same job: ``backend.py`` (the :class:`Backend` object and the one
+``register`` of its kernels), ``namespace.py`` where vtl adjusts the runtime's namespace,
+and ``conv.py``, ``pool.py``, ``nn.py``, ``rnn.py``, ``optim.py``, ``random.py`` for the
+kernels it has (their contracts: :mod:`vtl.backends.kernels`). What several backends
+share is in ``vtl/backends/_common``; no backend package imports another. A backend's
+package is imported when the backend is first asked for, so ``import vtl`` imports none
+of the runtimes.
 """
 
 from __future__ import annotations
@@ -15,71 +24,15 @@ from collections.abc import Iterator
 from typing import Any
 
 from ._base import Backend, Device, parse_device_string
-from ._cupy import CupyBackend
-from ._numpy import NumpyBackend
 
-
-class WgpuBackend(Backend):
-    """Slot for the WebGPU backend (``vtl.backends.wgpu``)."""
-
-    name = "wgpu"
-
-    def _load(self) -> Any:
-        from . import wgpu as xp  # the package provides the whole backend
-
-        return xp._load_backend(self)
-
-    def native_device(self, index: int) -> Any:
-        return self.xp.__array_namespace_info__().default_device()
-
-    def is_native(self, obj: Any) -> bool:
-        return self.is_available and isinstance(obj, self.array_type)
-
-    def normalize(self, raw: Any) -> Any:
-        return self.xp.asarray(raw)
-
-    def to_host(self, raw: Any) -> Any:
-        return self.xp.to_numpy(raw)
-
-    def from_host(self, arr: Any, index: int = 0) -> Any:
-        return self.xp.from_host(arr)
-
-    def from_dlpack(self, obj: Any, index: int = 0, copy: bool | None = None) -> Any:
-        return self.xp.from_dlpack(obj, copy=copy)
-
-    def dtypes(self, index: int = 0) -> dict[str, Any]:
-        return self.xp.__array_namespace_info__().dtypes()
-
-    def default_dtypes(self, index: int = 0) -> dict[str, Any]:
-        return self.xp.__array_namespace_info__().default_dtypes()
-
-    def check_dtype(self, dtype: Any, index: int = 0) -> None:
-        self.xp.check_dtype(dtype)
-
-    def synchronize(self, index: int = 0) -> None:
-        self.xp.synchronize()
-
-    def scatter_add(self, target: Any, indices: Any, values: Any) -> Any:
-        return self.xp.scatter_add(target, indices, values)
-
-    def check_indices(self, idx: Any, n: int, axis: int, what: str = "") -> Any:
-        from .wgpu._indexing import check_indices
-
-        return check_indices(idx, n, axis, what)
-
-    def memory_info(self, index: int = 0) -> dict[str, int]:
-        return self.xp.memory_info()
-
-    def info(self) -> dict[str, Any]:
-        return self.xp.runtime_info()
-
-
-_REGISTRY: dict[str, Backend] = {
-    "numpy": NumpyBackend(),
-    "cupy": CupyBackend(),
-    "wgpu": WgpuBackend(),
+#: name -> the Backend object, or the ``module:class`` that makes it on first use
+_REGISTRY: dict[str, Backend | str] = {
+    "numpy": "vtl.backends.numpy.backend:NumpyBackend",
+    "cupy": "vtl.backends.cupy.backend:CupyBackend",
+    "wgpu": "vtl.backends.wgpu.backend:WgpuBackend",
 }
 KNOWN_BACKENDS = frozenset(_REGISTRY)
+_registry_lock = threading.Lock()
 
 
 class _DefaultState(threading.local):
@@ -92,12 +45,25 @@ _global_default = [os.environ.get("VTL_BACKEND", "numpy").strip().lower() or "nu
 
 def get(name: str) -> Backend:
     """The :class:`Backend` called ``name``; ``ValueError`` if unknown."""
-    try:
-        return _REGISTRY[name]
-    except KeyError:
+    b = _REGISTRY.get(name)
+    if b.__class__ is str:
+        return _instantiate(name)
+    if b is None:
         raise ValueError(
             f"unknown backend {name!r}: known backends are {', '.join(_REGISTRY)}"
-        ) from None
+        )
+    return b  # type: ignore[return-value]
+
+
+def _instantiate(name: str) -> Backend:
+    import importlib
+
+    with _registry_lock:
+        b = _REGISTRY[name]
+        if isinstance(b, str):
+            module, _, cls = b.partition(":")
+            b = _REGISTRY[name] = getattr(importlib.import_module(module), cls)()
+    return b
 
 
 def register(backend: Backend) -> None:
@@ -109,12 +75,12 @@ def register(backend: Backend) -> None:
 
 def available() -> dict[str, str | None]:
     """Every known backend mapped to ``None`` if usable, else the reason it is not."""
-    return {name: b.unavailable_reason for name, b in _REGISTRY.items()}
+    return {name: get(name).unavailable_reason for name in list(_REGISTRY)}
 
 
 def available_names() -> list[str]:
     """Names of the backends that can be used on this machine."""
-    return [name for name, b in _REGISTRY.items() if b.is_available]
+    return [name for name in list(_REGISTRY) if get(name).is_available]
 
 
 #: the extra of pyproject.toml that installs a backend's runtime
@@ -188,8 +154,8 @@ def resolve_device(device: Any = None, backend: str | None = None) -> Device:
 
 def backend_of_native(obj: Any) -> Backend | None:
     """The backend whose raw array type ``obj`` is, among loaded backends."""
-    for b in _REGISTRY.values():
-        if b._probed and b._error is None and b.is_native(obj):
+    for b in list(_REGISTRY.values()):
+        if isinstance(b, Backend) and b._probed and b._error is None and b.is_native(obj):
             return b
     return None
 

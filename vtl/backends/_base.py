@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from . import _dtypes
+from . import kernels as _kernel_contracts
 
 
 class Device:
@@ -153,8 +154,6 @@ class Backend:
     """
 
     name: ClassVar[str] = ""
-    #: Names of optional fused kernels this backend provides (see :meth:`kernel`).
-    kernels: dict[str, Any]
     #: The runtime's array class; results of other types go through :meth:`normalize`.
     array_type: type = object
 
@@ -162,7 +161,7 @@ class Backend:
         self._xp: Any = None
         self._error: str | None = None
         self._probed = False
-        self.kernels = {}
+        self._kernels: dict[str, Any] = {}
 
     # -- availability ---------------------------------------------------------
     def _load(self) -> Any:  # pragma: no cover - overridden
@@ -336,8 +335,26 @@ class Backend:
         return r
 
     def kernel(self, name: str) -> Any | None:
-        """An optional fused kernel by name, or ``None`` for the portable path."""
-        return self.kernels.get(name)
+        """The optional kernel ``name`` (one of ``vtl.backends.kernels.KERNELS``, whose
+        contract it follows), or ``None`` when this backend has none: the caller runs the
+        portable path. An unknown name is a ``ValueError``."""
+        kern = self._kernels.get(name)
+        if kern is None and name not in _kernel_contracts.KERNELS:
+            _kernel_contracts.check(name, None)
+        return kern
+
+    def register_kernel(self, name: str, impl: Any) -> None:
+        """Provide the optional kernel ``name``; ``impl`` must follow its contract in
+        ``vtl.backends.kernels`` (checked here: ``ValueError`` for an unknown name,
+        ``TypeError`` for a missing method)."""
+        _kernel_contracts.check(name, impl)
+        self._kernels[name] = impl
+
+    @property
+    def kernel_names(self) -> list[str]:
+        """The names of the optional kernels this backend provides (after loading)."""
+        self._ensure()
+        return sorted(self._kernels)
 
     def memory_info(self, index: int = 0) -> dict[str, int]:
         return {}

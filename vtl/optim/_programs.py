@@ -1,15 +1,14 @@
 """Update rules as tiny straight-line programs, for fused multi-tensor kernels.
 
-A :class:`Program` is a list of assignments ``name = expression`` over
-per-element values (parameter, gradient, state) and per-launch scalars
-(learning rate, betas, bias corrections...). Expressions use only names,
-``+ - * /``, parentheses, ``sqrt(x)`` and ``max(x, y)``, so the same text is
-valid C/CUDA, WGSL and Python. A backend that registers the optional kernel
-``"multi_tensor_apply"`` compiles a program once and runs it over all the
-tensors of a parameter group in one launch (see ``vtl/backends/_cupy_kernels.py``).
-:meth:`Program.evaluate` runs the same text with an array namespace: the
-tests use it to check the fused arithmetic against the portable rules in
-``_functional.py`` without a GPU.
+A :class:`Program` is a list of assignments ``name = expression`` over per-element values
+(parameter, gradient, state) and per-launch scalars (learning rate, betas, bias
+corrections...). Expressions use only names, ``+ - * /``, parentheses, ``sqrt(x)`` and
+``max(x, y)``, so the same text is valid C/CUDA, WGSL and Python. A backend that registers
+the optional kernel ``"multi_tensor_apply"`` compiles a program once and runs it over all
+the tensors of a parameter group in one launch (``vtl/backends/*/optim.py``; the contract is
+``MultiTensorApplyKernel`` in ``vtl.backends.kernels``). :meth:`Program.evaluate` runs the
+same text with an array namespace: the tests use it to check the fused arithmetic against
+the portable rules in ``_functional.py`` without a GPU.
 
 The programs compute exactly what the portable rules compute, in the same
 order of operations.

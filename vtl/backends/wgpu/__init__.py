@@ -180,21 +180,4 @@ def is_available() -> bool:
     return True
 
 
-def _load_backend(backend: Any) -> Any:
-    """Hook for vtl's backend registry: check the device and equip ``backend``."""
-    _runtime.get()
-    import sys
-
-    from . import _conv, _nn, _pool, _rnn
-    from .fused_optim import register
-
-    backend.array_type = WgpuArray
-    register(backend)  # the fused optimizer step (multi_tensor_apply)
-    _nn.register(backend)  # fused linear / relu / cross-entropy kernels
-    _conv.register(backend)  # conv2d by one patch kernel and products
-    _pool.register(backend)  # max/avg pooling, one kernel each way
-    _rnn.register(backend)  # the LSTM cell's pointwise part, one kernel each way
-    return sys.modules[__name__]
-
-
 __all__ = [n for n in list(globals()) if not n.startswith("_")]

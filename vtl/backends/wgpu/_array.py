@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .._ranges import KNOWN_MAX, value_range
+from .._common.ranges import KNOWN_MAX, value_range
 from . import _dtypes as D
 from . import _runtime
 from ._memory import POOL, Storage, set_known

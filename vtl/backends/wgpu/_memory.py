@@ -43,7 +43,7 @@ KNOWN: dict[int, Buf] = {}
 class Buf:
     """One GPU buffer and the batch that last used it.
 
-    ``known`` is ``(lo, hi, lo2)`` (``vtl.backends._ranges.value_range``), the smallest and
+    ``known`` is ``(lo, hi, lo2)`` (``vtl.backends._common.ranges.value_range``), the smallest and
     largest value of integer data uploaded from the host (or gathered from such a buffer)
     and the smallest above a negative ``lo``, or ``None``. It lets checks of
     class indices run on the host without a readback; any dispatch that binds the

@@ -13,71 +13,30 @@ hidden projections (each ``(..., 3 * H)``, order ``r, z, n``, biases included)::
     r = sigmoid(x_r + h_r);  z = sigmoid(x_z + h_z);  n = tanh(x_n + r * h_n)
     h = (1 - z) * n + z * h_prev
 
-On vtl tensors each is one graph node. The forward keeps the activated gates
-(and ``tanh(c)``) for the backward, which in plain backward runs on the raw
-arrays in a few array operations; with ``create_graph=True`` the rule is
-written with vtl functions (recomputing the activations from the inputs), so
-higher-order gradients work. A backend may provide both directions as fused
-kernels (``backend.kernel("lstm_cell")`` / ``backend.kernel("gru_cell")``, see
-:class:`LstmCellKernel` for the protocol); otherwise the portable array-API
-code runs. On other arrays (NumPy, CuPy, array-api-strict) the functions
-compute the forward only. Sigmoids are ``(1 + tanh(x / 2)) / 2``: stable for
-any ``x``.
+On vtl tensors each is one graph node. The forward keeps the activated gates (and
+``tanh(c)``) for the backward, which in plain backward runs on the raw arrays in a few array
+operations; with ``create_graph=True`` the rule is written with vtl functions (recomputing
+the activations from the inputs), so higher-order gradients work. A backend may provide both
+directions as fused kernels (``backend.kernel("lstm_cell")`` /
+``backend.kernel("gru_cell")``; the contracts are ``LstmCellKernel``/``GruCellKernel`` in
+``vtl.backends.kernels``); otherwise the portable array-API code runs. On other arrays
+(NumPy, CuPy, array-api-strict) the functions compute the forward only. Sigmoids are ``(1 +
+tanh(x / 2)) / 2``: stable for any ``x``.
 """
 
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, Protocol
+from typing import Any
 
 from ..._ops._core import needs_grad, new, plain_grad, record, record_multi, same_device
 from ..._tensor import Tensor
 from ...autograd import grad_mode
 from ._utils import namespace
 
-__all__ = ["GruCellKernel", "LstmCellKernel", "gru_cell_pointwise", "gru_layer",
-           "lstm_cell_pointwise", "lstm_layer"]
+__all__ = ["gru_cell_pointwise", "gru_layer", "lstm_cell_pointwise", "lstm_layer"]
 
 _grad = grad_mode.state
-
-
-class LstmCellKernel(Protocol):
-    """What a backend registers as ``kernels["lstm_cell"]`` (raw arrays throughout).
-
-    ``forward(gates, hidden_gates, c_prev)`` (``hidden_gates`` may be ``None``)
-    returns ``(h, c, act, tc)``: ``act`` holds the activated gates ``i, f, g, o``
-    laid out as ``gates`` (``(..., 4 * H)``), ``tc = tanh(c)``; ``out``, when given,
-    is those four C-contiguous arrays to write into.
-    ``backward(act, c_prev, tc, dh, dc, need_dc_prev, dh2=None, out=None)``
-    (``dh``/``dc`` may be ``None``: no gradient reached that output; ``dh2``, when
-    given, is added to ``dh``; ``out`` receives ``d_gates``) returns
-    ``(d_gates, d_c_prev)``, ``d_c_prev`` being ``None`` unless asked for.
-    """
-
-    def supports(self, dtype: Any) -> bool: ...
-
-    def forward(self, gates: Any, hidden_gates: Any, c_prev: Any, out: Any = None
-                ) -> tuple[Any, Any, Any, Any]: ...
-
-    def backward(self, act: Any, c_prev: Any, tc: Any, dh: Any, dc: Any,
-                 need_dc_prev: bool, dh2: Any = None, out: Any = None) -> tuple[Any, Any]: ...
-
-
-class GruCellKernel(Protocol):
-    """What a backend registers as ``kernels["gru_cell"]`` (raw arrays throughout).
-
-    ``forward(gates, hidden_gates, h_prev)`` returns ``(h, act)``: ``act`` of
-    shape ``(..., 4 * H)`` holds ``r, z, n`` and the hidden part ``h_n``.
-    ``backward(act, h_prev, dh, need_dh_prev)`` returns
-    ``(d_gates, d_hidden_gates, d_h_prev)`` (the last ``None`` unless asked for).
-    """
-
-    def supports(self, dtype: Any) -> bool: ...
-
-    def forward(self, gates: Any, hidden_gates: Any, h_prev: Any) -> tuple[Any, Any]: ...
-
-    def backward(self, act: Any, h_prev: Any, dh: Any,
-                 need_dh_prev: bool) -> tuple[Any, Any, Any]: ...
 
 
 def _check(fname: str, gates: Any, state: Any, hidden_gates: Any, k: int) -> int:

@@ -51,7 +51,7 @@ def relu(input: Any) -> Any:  # noqa: A002 - PyTorch's argument name
 def _relu_vjp(x: Tensor, g: Tensor, _: Any) -> Tensor:
     if not (_grad.enabled and g._requires_grad):  # plain backward: raw arrays
         dev = g._device
-        kern = dev.backend.kernels.get("relu_backward")
+        kern = dev.backend.kernel("relu_backward")
         r = None if kern is None else kern(x._data, g._data)
         return new(dev.xp.where(x._data <= 0, 0, g._data) if r is None else r, dev)
     import vtl

@@ -12,9 +12,9 @@ copy. A transposed convolution is the convolution of the stride-dilated,
 padded input with the flipped, transposed weight; the zeros between pixels
 and the padding are fill taps of the same gather.
 
-A backend may register a faster ``conv2d`` on raw arrays as
-``backend.kernels["conv2d"]`` (see :class:`Conv2dKernel`; NumPy and CuPy use
-strided-slice im2col/col2im without index arrays, ``vtl/backends/_numpy_conv.py``).
+A backend may provide a faster ``conv2d`` on raw arrays as ``backend.kernel("conv2d")``
+(the contract is ``Conv2dKernel`` in ``vtl.backends.kernels``; the kernels are
+``vtl/backends/*/conv.py``).
 On vtl tensors conv2d and conv1d are then ONE graph node whose plain backward
 calls the kernel; with ``create_graph=True`` the rule is the portable path's
 VJP written with vtl functions (:func:`_conv2d_vjp_graph`), so higher-order
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import operator
 from functools import partial
-from typing import Any, Protocol
+from typing import Any
 
 from ..._ops._core import needs_grad, new, plain_grad, record, same_device
 from ..._tensor import Tensor
@@ -33,34 +33,9 @@ from ...autograd import grad_mode
 from ._im2col import gather_rows, pixel_rows, tap_index
 from ._utils import namespace
 
-__all__ = ["Conv2dKernel", "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d"]
+__all__ = ["conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d"]
 
 _grad = grad_mode.state
-
-
-class Conv2dKernel(Protocol):
-    """What a backend registers as ``kernels["conv2d"]`` (raw arrays throughout).
-
-    ``forward(x, w, b, stride, padding, dilation, groups)`` (``x``: 4-D input,
-    ``b``: ``None`` or ``(C_out,)``, ``padding = (top, bottom, left, right)``)
-    returns ``(out, ctx)``: the ``(N, C_out, Ho, Wo)`` result and what the backward
-    needs besides the weight (kept only while the weight or bias needs a gradient;
-    otherwise ``None`` is passed back), or ``None`` for arguments it does not take
-    (the portable path runs instead).
-    ``backward(ctx, x_shape, w, g, stride, padding, dilation, groups, need_x, need_w,
-    need_b)`` returns ``(dx, dw, db)`` (``None`` where not asked for).
-    """
-
-    def supports(self, dtype: Any) -> bool: ...
-
-    def forward(self, x: Any, w: Any, b: Any, stride: tuple[int, int],
-                padding: tuple[int, int, int, int], dilation: tuple[int, int],
-                groups: int) -> tuple[Any, Any] | None: ...
-
-    def backward(self, ctx: Any, x_shape: tuple[int, ...], w: Any, g: Any,
-                 stride: tuple[int, int], padding: tuple[int, int, int, int],
-                 dilation: tuple[int, int], groups: int, need_x: bool, need_w: bool,
-                 need_b: bool) -> tuple[Any, Any, Any]: ...
 
 
 def _ntuple(v: Any, n: int, what: str, fname: str, minimum: int = 1) -> tuple[int, ...]:

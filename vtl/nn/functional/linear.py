@@ -63,7 +63,7 @@ def _linear_tensor(x: Tensor, w: Any, b: Any) -> Tensor | None:
             return None
     xp = dev.xp
     x2 = xd if xd.ndim == 2 else xp.reshape(xd, (-1, wd.shape[1]))
-    kern = dev.backend.kernels.get("linear")  # the backend's fused matmul + bias
+    kern = dev.backend.kernel("linear")  # the backend's fused matmul + bias
     out = None if kern is None else kern(x2, wd, None if b is None else bd)
     if out is None:
         out = x2 @ wd.T
@@ -89,13 +89,13 @@ def _linear_vjp(x: Tensor, w: Tensor, b: Tensor | None, g: Tensor, _: Any) -> tu
             gd = xp.reshape(gd, (-1, n_out))
             xd = xp.reshape(xd, (-1, n_in))
         if x._requires_grad:
-            lin = dev.backend.kernels.get("linear")  # g @ w is linear(g, w.T) = g @ w.T.T
+            lin = dev.backend.kernel("linear")  # g @ w is linear(g, w.T) = g @ w.T.T
             r = None if lin is None else lin(gd, w._data.T, None)
             if r is None:
                 r = gd @ w._data
             gx = new(r if r.shape == x._data.shape else xp.reshape(r, x._data.shape), dev)
         want_b = b is not None and b._requires_grad
-        kern = dev.backend.kernels.get("linear_grad_weight") if w._requires_grad else None
+        kern = dev.backend.kernel("linear_grad_weight") if w._requires_grad else None
         res = None if kern is None else kern(gd, xd, want_b and b._data.ndim == 1)
         if res is not None:  # the backend's fused g.T @ x (+ column sums of g)
             gw = new(res[0], dev)

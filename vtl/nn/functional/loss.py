@@ -346,7 +346,7 @@ def _cross_entropy_fused(input: Tensor, target: Tensor, c: int, ignore_index: in
     dev = input._device
     if target._device is not dev or reduction not in _REDUCTIONS:
         return None
-    kern = dev.backend.kernels.get("cross_entropy")
+    kern = dev.backend.kernel("cross_entropy")
     if kern is None:
         return None
     xd, td = input._data, target._data

@@ -11,9 +11,9 @@ PyTorch's divisors (``count_include_pad``, ``ceil_mode``,
 ``divisor_override``). Adaptive average pooling averages PyTorch's windows
 ``[floor(i*L/O), ceil((i+1)*L/O))`` separably (rows, then columns).
 
-A backend may register faster max/avg pooling on raw arrays as
-``backend.kernels["pool2d"]`` (see :class:`Pool2dKernel`; NumPy and CuPy:
-``vtl/backends/_numpy_pool.py``, ``_cupy_pool.py``). On vtl tensors of such a
+A backend may provide faster max/avg pooling on raw arrays as ``backend.kernel("pool2d")``
+(the contract is ``Pool2dKernel`` in ``vtl.backends.kernels``; the kernels are
+``vtl/backends/*/pool.py``). On vtl tensors of such a
 backend max_pool1d/2d and avg_pool1d/2d are then ONE graph node whose plain
 backward calls the kernel; with ``create_graph=True`` the rule is the portable
 path's VJP written with vtl functions (a scatter-add of the output gradient),
@@ -25,51 +25,22 @@ from __future__ import annotations
 
 import math
 from functools import partial
-from typing import Any, Protocol
+from typing import Any
 
 from ..._ops._core import needs_grad, new, record
 from ..._tensor import Tensor
 from ...autograd import grad_mode
-from ...backends._numpy_pool import avg_divisors
+from ...backends._common.pool import avg_divisors
 from ._im2col import arange_host, gather_rows, host_index, on_device, pixel_rows, raw, tap_index
 from ._utils import detach, namespace
 from .conv import _ntuple, _shape
 
 __all__ = [
-    "Pool2dKernel", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "avg_pool1d", "avg_pool2d",
+    "adaptive_avg_pool1d", "adaptive_avg_pool2d", "avg_pool1d", "avg_pool2d",
     "max_pool1d", "max_pool2d",
 ]
 
 _grad = grad_mode.state
-
-
-class Pool2dKernel(Protocol):
-    """What a backend registers as ``kernels["pool2d"]`` (raw 4-D arrays throughout).
-
-    Geometry: ``k``, ``s``, ``p`` (symmetric padding), ``d`` pairs and the output size
-    ``out`` (``ceil_mode`` applied; windows may run past the padding, those taps count
-    as padding). ``max_forward`` returns the maxima and ``arg``, the row-major tap
-    number ``a*kw + b`` of the first maximal element of each window, or of its first
-    nan (padding reads ``-inf``); ``max_backward`` adds each output gradient to the
-    chosen element. ``avg_*`` divide window sums (zero padding) by PyTorch's divisors.
-    """
-
-    def supports(self, dtype: Any) -> bool: ...
-
-    def max_forward(self, x: Any, k: tuple[int, int], s: tuple[int, int],
-                    p: tuple[int, int], d: tuple[int, int], out: tuple[int, int]
-                    ) -> tuple[Any, Any]: ...
-
-    def max_backward(self, arg: Any, x_shape: tuple[int, ...], g: Any, k: tuple[int, int],
-                     s: tuple[int, int], p: tuple[int, int], d: tuple[int, int]) -> Any: ...
-
-    def avg_forward(self, x: Any, k: tuple[int, int], s: tuple[int, int],
-                    p: tuple[int, int], out: tuple[int, int], count_include_pad: bool,
-                    divisor_override: int | None) -> Any: ...
-
-    def avg_backward(self, x_shape: tuple[int, ...], g: Any, k: tuple[int, int],
-                     s: tuple[int, int], p: tuple[int, int], count_include_pad: bool,
-                     divisor_override: int | None) -> Any: ...
 
 
 def _pool_out(size: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int:
@@ -289,7 +260,7 @@ def _divided_by_windows(xp: Any, total: Any, hw: tuple[int, int], k: tuple, s: t
                         p: tuple, out: tuple, count_include_pad: bool, divisor_override: Any,
                         dtype: Any, device: Any) -> Any:
     """``total`` (sums over each window, ``(..., Ho, Wo)``) divided by the windows' divisors
-    over an ``hw`` input (:func:`vtl.backends._numpy_pool.avg_divisors`, host arithmetic on
+    over an ``hw`` input (:func:`vtl.backends._common.pool.avg_divisors`, host arithmetic on
     the geometry)."""
     div = avg_divisors(hw, k, s, p, out, count_include_pad, divisor_override)
     if isinstance(div, float):

@@ -11,7 +11,7 @@ standard's signed-zero special cases that CuPy itself misses.
   infinite and nan parts that CuPy's kernels miss (``_special_cases``): ``log(inf + nan j)``
   is ``inf + nan j`` (CuPy: ``nan + nan j``), ``acosh(0 + nan j)`` is ``nan + pi/2 j``,
   ``tanh(0 + inf j)`` is ``0 + nan j``.
-* ``linalg.solve`` of systems without elements (``_cupy_linalg``): CuPy's batched solver
+* ``linalg.solve`` of systems without elements (``linalg.py``): CuPy's batched solver
   raised ``ZeroDivisionError`` for a right-hand side without columns.
 * ``asarray`` of a 0-d host value and ``full``/``full_like`` with ``-0.0``: CuPy fills
   zeros with a memset, which drops the sign of ``-0.0`` (so ``inf / -0.0`` of uploaded 0-d
@@ -55,16 +55,16 @@ import cupy as _cupy
 import numpy as _np
 from array_api_compat.cupy import *  # noqa: F403
 
-from . import _cupy_linalg as linalg  # noqa: F401 - the linalg extension, with solve fixed
-from ._arg_reductions import first_arg_extreme
-from ._moments import two_pass_var
-from ._special_cases import (
+from .._common.arg_reductions import first_arg_extreme
+from .._common.moments import two_pass_var
+from .._common.special_cases import (
     acosh_special_cases,
     log1p_special_cases,
     log_special_cases,
     python_remainder,
     tanh_special_cases,
 )
+from . import linalg  # noqa: F401 - the linalg extension, with solve fixed
 
 __all__ = list(_acp.__all__)
 

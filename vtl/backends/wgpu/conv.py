@@ -1,5 +1,5 @@
-"""``kernels["conv2d"]`` of the wgpu backend (the protocol is ``Conv2dKernel`` in
-``vtl.nn.functional.conv``).
+"""``kernel("conv2d")`` of the wgpu backend (the contract is ``Conv2dKernel`` in
+``vtl.backends.kernels``).
 
 The patches of all images form one ``(N*HO*WO, C*kh*kw)`` matrix written by one kernel
 (``wgsl/conv_im2col.wgsl``), so the convolution is the fused ``linear`` product of
@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._numpy_conv import _out_size
+from .._common.conv import out_size
 from . import _dtypes as D
 from . import _kernels, _runtime
 from ._array import WgpuArray, contiguous, empty
 from ._linalg import matmul2d
 from ._manipulation import permute_dims, reshape
-from ._nn import linear, linear_grad_weight
 from ._recorder import REC, groups_for
+from .nn import linear, linear_grad_weight
 
 _FLOATS = (D.float32, D.float64)
 
@@ -46,8 +46,8 @@ class WgpuConv2d:
             return None
         n, c, h, wd = x.shape
         o, _, kh, kw = w.shape
-        ho = _out_size(h, kh, stride[0], padding[0], padding[1], dilation[0])
-        wo = _out_size(wd, kw, stride[1], padding[2], padding[3], dilation[1])
+        ho = out_size(h, kh, stride[0], padding[0], padding[1], dilation[0])
+        wo = out_size(wd, kw, stride[1], padding[2], padding[3], dilation[1])
         k, m = c * kh * kw, n * ho * wo
         big = max(m * max(k, o), x.size) * D.itemsize(x.dtype) > _runtime.get().max_binding
         if big or min(k, m, o) <= 0:
@@ -85,7 +85,3 @@ class WgpuConv2d:
             REC.dispatch(kern, (dcol._st.buf, dx._st.buf),
                          _words(dx.size, k, x_shape, geom, dcol._offset), groups_for(dx.size))
         return dx, dw, db
-
-
-def register(backend: Any) -> None:
-    backend.kernels["conv2d"] = WgpuConv2d()

@@ -1,4 +1,5 @@
-"""Fused kernels of ``vtl.nn`` ops on the CuPy backend (``backend.kernels``).
+"""Fused kernels of ``vtl.nn`` ops on the CuPy backend (``linear``, ``linear_grad_weight``,
+``relu_backward``, ``cross_entropy``; the contracts are in ``vtl.backends.kernels``).
 
 Each replaces a chain of portable array-API calls (one CuPy launch and 10-20 us of host
 time each) by fewer launches; the portable versions stay the reference
@@ -41,9 +42,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._cupy_checks import ErrorBuffers
-from ._cupy_kernels import _CTYPES
-from ._ranges import KNOWN_MAX, targets_in_range, value_range
+from .._common.ranges import KNOWN_MAX, targets_in_range, value_range
+from ._codegen import CTYPES
+from .checks import ErrorBuffers
 
 _TCTYPES = {
     np.dtype(np.int8): "signed char", np.dtype(np.int16): "short",
@@ -300,7 +301,7 @@ class _Kernels:
         key = (spec.name, dtype, tdtype)
         k = self._compiled.get(key)
         if k is None:
-            src = cuda_source(spec, _CTYPES[np.dtype(dtype)],
+            src = cuda_source(spec, CTYPES[np.dtype(dtype)],
                               _TCTYPES[np.dtype(tdtype)] if tdtype is not None else "int")
             k = self._compiled[key] = self._cp.RawKernel(src, spec.name)
         return k
@@ -324,7 +325,7 @@ class CupyNN:
         nd = self._cp.ndarray
         x0 = xs[0]
         return all(type(x) is nd and x.ndim == 2 and x.dtype == x0.dtype for x in xs) \
-            and x0.dtype in _CTYPES
+            and x0.dtype in CTYPES
 
     def linear(self, x: Any, w: Any, b: Any) -> Any:
         """``x @ w.T + b`` for 2-D ``x`` (M, in), ``w`` (out, in), ``b`` (out,) or None."""
@@ -374,7 +375,7 @@ class CupyNN:
         """``where(x <= 0, 0, g)`` (relu's gradient; nan in ``x`` passes ``g`` through)."""
         cp = self._cp
         if (type(x) is not cp.ndarray or type(g) is not cp.ndarray or x.shape != g.shape
-                or x.dtype != g.dtype or x.dtype not in _CTYPES):
+                or x.dtype != g.dtype or x.dtype not in CTYPES):
             return None
         with self._device_of(x):
             if x.flags.c_contiguous and g.flags.c_contiguous:
@@ -452,7 +453,7 @@ class CupyCrossEntropy:
     def supports(self, x: Any, t: Any) -> bool:
         nd = self._cp.ndarray
         return (type(x) is nd and type(t) is nd and x.ndim == 2 and t.ndim == 1
-                and x.dtype in _CTYPES and t.dtype in _TCTYPES and x.shape[0] == t.shape[0]
+                and x.dtype in CTYPES and t.dtype in _TCTYPES and x.shape[0] == t.shape[0]
                 and x.shape[0] > 0 and x.shape[1] > 0
                 and self._device_of(x).id == self._device_of(t).id
                 and _elem_strides(x) is not None and _elem_strides(t) is not None)
@@ -524,17 +525,5 @@ class CupyCrossEntropy:
                              "classes")
 
 
-def register(backend: Any, cupy: Any) -> None:
-    """Equip a CuPy backend object with the nn kernels (products through the backend
-    namespace's ``matmul``: one direct cuBLAS call)."""
-    from . import _cupy_namespace
-
-    nn = CupyNN(cupy, _cupy_namespace.matmul)
-    backend.kernels["linear"] = nn.linear
-    backend.kernels["linear_grad_weight"] = nn.linear_grad_weight
-    backend.kernels["relu_backward"] = nn.relu_backward
-    backend.kernels["cross_entropy"] = CupyCrossEntropy(cupy)
-
-
 __all__ = ["CE_ONE_BLOCK", "SPECS", "CupyCrossEntropy", "CupyNN", "Spec", "cuda_source",
-           "known_range", "note_upload", "register"]
+           "known_range", "note_upload"]

@@ -7,7 +7,7 @@ ufuncs writing into their ``out`` argument: the arrays the program updates
 reused scratch arrays, instead of a new array per operation and a final
 copy into the parameter as in the portable rules. Large contiguous tensors are
 updated in pieces of up to :data:`CHUNK` elements (each through every operation
-while it is in cache), spread over the kernels' thread pool (``_numpy_conv``;
+while it is in cache), spread over the kernels' thread pool (``vtl.backends._common.threads``;
 ufuncs release the GIL); elementwise updates give the same values either way.
 Each program is translated once into a Python function (one ufunc call per
 operation, in the program's order of operations, so the values equal the
@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _numpy_conv as _pool
+from .._common import threads as _pool
 
 #: Largest piece (elements) a large tensor is updated in: the few arrays of a step
 #: (parameter, gradient, state, temporaries) stay in the core's cache through all its
@@ -224,8 +224,3 @@ class MultiTensorApply:
                                threads)
         else:
             fn(items, _scratch, *svals)
-
-
-def register(backend: Any) -> None:
-    """Equip a NumPy backend object with the fused kernels."""
-    backend.kernels["multi_tensor_apply"] = MultiTensorApply()

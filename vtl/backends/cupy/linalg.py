@@ -19,7 +19,7 @@ import array_api_compat.cupy as _acp
 import array_api_compat.cupy.linalg as _acl
 from array_api_compat.cupy.linalg import *  # noqa: F403
 
-from ._special_cases import empty_solve
+from .._common.special_cases import empty_solve
 
 __all__ = list(_acl.__all__)
 

@@ -1,5 +1,5 @@
-"""``kernels["lstm_cell"]`` and ``kernels["gru_cell"]`` of the wgpu backend (the protocols
-are ``LstmCellKernel``/``GruCellKernel`` in ``vtl.nn.functional._rnn_fused``): the cells'
+"""``kernel("lstm_cell")`` and ``kernel("gru_cell")`` of the wgpu backend (the contracts
+are ``LstmCellKernel``/``GruCellKernel`` in ``vtl.backends.kernels``): the cells'
 pointwise parts in one dispatch each way (``wgsl/lstm_fwd.wgsl``, ``lstm_bwd.wgsl``,
 ``gru_fwd.wgsl``, ``gru_bwd.wgsl``), where the portable code takes about twenty.
 
@@ -150,8 +150,3 @@ class WgpuGruCell(_Cell):
             self._dispatch("gru_bwd", "rrrwww", [*reads, *writes], hprev.size, hs,
                            NEED_DHP=int(dhp is not None))
         return dx, dhg, dhp
-
-
-def register(backend: Any) -> None:
-    backend.kernels["lstm_cell"] = WgpuLstmCell()
-    backend.kernels["gru_cell"] = WgpuGruCell()

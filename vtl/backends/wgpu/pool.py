@@ -1,7 +1,8 @@
-"""``kernels["pool2d"]`` of the wgpu backend (the protocol is ``Pool2dKernel`` in
-``vtl.nn.functional.pooling``): one dispatch per forward and per backward.
+"""``kernel("pool2d")`` of the wgpu backend (the contract is ``Pool2dKernel`` in
+``vtl.backends.kernels``): one dispatch per forward and per backward.
 
-The kernels follow the CuPy backend's (``_cupy_pool.py``) step for step: max forward walks
+The kernels follow the CuPy backend's (``vtl/backends/cupy/pool.py``) step for step: max
+forward walks
 each window in row-major tap order and keeps the first maximal element or the first nan
 (padding reads ``-inf``), writing the value and the tap number; the backward passes are
 gathers, a thread per input element summing the gradients of the windows that hold it
@@ -86,7 +87,3 @@ class WgpuPool2d:
         dx = empty(x_shape, g.dtype)
         return self._avg(g, dx, x_shape, k, s, p, g.shape[2:], 1, count_include_pad,
                          divisor_override)
-
-
-def register(backend: Any) -> None:
-    backend.kernels["pool2d"] = WgpuPool2d()

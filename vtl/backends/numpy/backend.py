@@ -1,4 +1,8 @@
-"""The NumPy backend: the CPU, always available."""
+"""The NumPy backend: the CPU, always available (its namespace is ``array_api_compat.numpy``).
+
+:func:`register` is the one place that equips it with its kernels (the contracts are in
+``vtl.backends.kernels``): ``conv.py``, ``pool.py``, ``nn.py`` and ``optim.py`` of this
+package hold them."""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ._base import Backend
+from .._base import Backend
 
 #: Elements from which the gradient of a reduction is a broadcast view (``Backend.spread``).
 SPREAD_MIN = 1 << 16
@@ -30,15 +34,7 @@ class NumpyBackend(Backend):
     def _load(self) -> Any:
         import array_api_compat.numpy as xp
 
-        from . import _numpy_nn
-        from ._numpy_conv import StridedConv2d
-        from ._numpy_kernels import register
-        from ._numpy_pool import StridedPool2d
-
         register(self)
-        _numpy_nn.register(self)
-        self.kernels["conv2d"] = StridedConv2d(np)
-        self.kernels["pool2d"] = StridedPool2d(np)
         return xp
 
     def native_device(self, index: int) -> Any:
@@ -60,7 +56,7 @@ class NumpyBackend(Backend):
         return np.from_dlpack(obj, copy=copy)
 
     def scatter_add(self, target: Any, indices: Any, values: Any) -> Any:
-        from ._numpy_scatter import scatter_add
+        from .scatter import scatter_add
 
         return scatter_add(target, indices, values)
 
@@ -103,3 +99,19 @@ class NumpyBackend(Backend):
         import array_api_compat
 
         return {"numpy": np.__version__, "array_api_compat": array_api_compat.__version__}
+
+
+def register(backend: Backend) -> None:
+    """Equip the NumPy backend object with its kernels."""
+    from . import nn, random
+    from .conv import NumpyConv2d
+    from .optim import MultiTensorApply
+    from .pool import NumpyPool2d
+
+    backend.register_kernel("conv2d", NumpyConv2d())
+    backend.register_kernel("pool2d", NumpyPool2d())
+    backend.register_kernel("relu_backward", nn.relu_backward)
+    backend.register_kernel("zero_where", nn.zero_where)
+    backend.register_kernel("minmax_backward", nn.minmax_backward)
+    backend.register_kernel("multi_tensor_apply", MultiTensorApply())
+    backend.register_kernel("philox", random.philox)

@@ -1,4 +1,5 @@
-"""Fused kernels of ``vtl.nn`` ops on the wgpu backend (``backend.kernels``).
+"""Fused kernels of ``vtl.nn`` ops on the wgpu backend (``linear``, ``linear_grad_weight``,
+``relu_backward``, ``cross_entropy``; the contracts are in ``vtl.backends.kernels``).
 
 Each replaces a chain of portable array-API calls by fewer dispatches; the
 portable versions stay the reference (``tests/test_wgpu_nn_kernels.py`` checks
@@ -22,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .._ranges import targets_in_range
+from .._common.ranges import targets_in_range
 from . import _dtypes as D
 from . import _fuse, _kernels
 from ._array import WgpuArray, astype_raw, empty, fresh, known_range
@@ -208,12 +209,3 @@ class CrossEntropy:
                      groups_for(M * C))
         self.launches += 1
         return out
-
-
-def register(backend: Any) -> None:
-    """Equip the wgpu backend object with the nn kernels."""
-    backend.kernels["linear"] = linear
-    backend.kernels["linear_grad_weight"] = linear_grad_weight
-    backend.kernels["relu_backward"] = relu_backward
-    backend.kernels["cross_entropy"] = CrossEntropy()
-

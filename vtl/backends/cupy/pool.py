@@ -1,8 +1,9 @@
-"""max/avg pooling on CuPy: one ``ElementwiseKernel`` launch per forward and per backward.
+"""``kernel("pool2d")`` of the CuPy backend, max/avg pooling: one ``ElementwiseKernel``
+launch per forward and per backward.
 
 * max forward: a thread per output element walks its window's taps in row-major order
   and keeps the first maximal element, or the first nan (padding taps read ``-inf``), as
-  the strided NumPy kernel of ``_numpy_pool`` does; it writes the value and the tap
+  the strided kernel of ``vtl.backends._common.pool`` does; it writes the value and the tap
   number (``int32``);
 * max backward: a thread per input element sums the output gradients of the windows
   whose chosen tap is that element (gather form: no atomics, no zero fill), in the tap
@@ -24,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from ._cupy_kernels import _CTYPES, SpecKernels, fold, narrow
-from ._cupy_kernels import needs_wide_index as _wide
-from ._numpy_pool import StridedPool2d
+from .._common.pool import StridedPool2d
+from ._codegen import CTYPES, SpecKernels, fold, narrow
+from ._codegen import needs_wide_index as _wide
 
 __all__ = ["CupyPool2d", "avg_backward_spec", "avg_forward_spec", "max_backward_spec",
            "max_forward_spec"]
@@ -89,7 +90,7 @@ def max_forward_spec(dtype: Any, wide: bool = False) -> tuple[list[str], list[st
     ``arg`` (``int32`` tap numbers); ``x`` is the C-contiguous ``(N, C, H, W)`` input;
     ``NINF`` is ``-inf``, the value of padding taps."""
     dt = np.dtype(dtype)
-    t = _CTYPES[dt]
+    t = CTYPES[dt]
     body = _OUT_INDEX + (
         f"{t} best = 0; int bi = 0; bool isnan_best = false;\n"
         "for (ptrdiff_t a = 0; a < KH; ++a) {\n"
@@ -114,7 +115,7 @@ def max_backward_spec(dtype: Any, wide: bool = False) -> tuple[list[str], list[s
     """``(inputs, outputs, body)``: ``i`` runs over the ``N*C*H*W`` input gradient ``dx``;
     ``g`` (C-contiguous) and ``arg`` are ``(N, C, HO, WO)``."""
     dt = np.dtype(dtype)
-    t = _CTYPES[dt]
+    t = CTYPES[dt]
     body = _IN_INDEX + f"{t} acc = 0;\n" + _IN_LOOP + (
         "    if (arg[o] == a * KW + b) acc += g[o];\n"
         "  }\n"
@@ -128,7 +129,7 @@ def max_backward_spec(dtype: Any, wide: bool = False) -> tuple[list[str], list[s
 def avg_forward_spec(dtype: Any, wide: bool = False) -> tuple[list[str], list[str], str]:
     """``(inputs, outputs, body)``: ``i`` runs over the ``N*C*HO*WO`` outputs ``y``."""
     dt = np.dtype(dtype)
-    t = _CTYPES[dt]
+    t = CTYPES[dt]
     body = _OUT_INDEX + (
         f"{t} acc = 0;\n"
         "for (ptrdiff_t a = 0; a < KH; ++a) {\n"
@@ -148,7 +149,7 @@ def avg_backward_spec(dtype: Any, wide: bool = False) -> tuple[list[str], list[s
     """``(inputs, outputs, body)``: ``i`` runs over the ``N*C*H*W`` input gradient ``dx``;
     ``g`` is the C-contiguous ``(N, C, HO, WO)`` output gradient."""
     dt = np.dtype(dtype)
-    t = _CTYPES[dt]
+    t = CTYPES[dt]
     body = _IN_INDEX + f"{t} acc = 0;\n" + _IN_LOOP + (
         "    const ptrdiff_t wo = v / SW;\n"
         + "".join("    " + line + "\n" for line in _DIVISOR.splitlines())

@@ -1,4 +1,9 @@
-"""The CuPy backend: NVIDIA GPUs through CUDA."""
+"""The CuPy backend: NVIDIA GPUs through CUDA (its namespace is ``namespace.py``, a thin
+module over ``array_api_compat.cupy``).
+
+:func:`register` is the one place that equips it with its kernels (the contracts are in
+``vtl.backends.kernels``): ``conv.py``, ``pool.py``, ``nn.py``, ``rnn.py``, ``optim.py`` and
+``random.py`` of this package hold them."""
 
 from __future__ import annotations
 
@@ -6,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from . import _cupy_nn
-from ._base import Backend, Device
-from ._cupy_checks import CupyIndexChecks
+from .._base import Backend, Device
+from . import nn as _nn
+from .checks import CupyIndexChecks
 
 
 class CupyBackend(Backend):
@@ -20,19 +25,12 @@ class CupyBackend(Backend):
         count = cupy.cuda.runtime.getDeviceCount()
         if count < 1:
             raise RuntimeError("CuPy is installed but no CUDA device is present")
-        from . import _cupy_namespace as xp
+        from . import namespace as xp
 
         self._cupy = cupy
         self.array_type = cupy.ndarray
-        from ._cupy_conv import CupyConv2d
-        from ._cupy_kernels import register
-        from ._cupy_pool import CupyPool2d
-
-        register(self, cupy)
-        _cupy_nn.register(self, cupy)
         self._checks = CupyIndexChecks(cupy)
-        self.kernels["conv2d"] = CupyConv2d(cupy, matmul=xp.matmul)
-        self.kernels["pool2d"] = CupyPool2d(cupy)
+        register(self, cupy, xp)
         return xp
 
     def device_count(self) -> int:
@@ -52,7 +50,7 @@ class CupyBackend(Backend):
 
     def _report(self) -> None:
         """Raise the errors that kernels found on the device since the last host read."""
-        ce = self.kernels.get("cross_entropy")
+        ce = self._kernels.get("cross_entropy")
         if ce is not None and ce.pending:  # class indices checked on the device
             ce.check_pending()
         if self._checks.pending:  # index arrays checked on the device
@@ -81,7 +79,7 @@ class CupyBackend(Backend):
         with self._cupy.cuda.Device(index):
             out = self.xp.asarray(arr)  # the namespace's: 0-d values keep the sign of zero
         if arr.ndim and arr.dtype.kind in "iu":  # value range of uploaded class indices
-            _cupy_nn.note_upload(out, arr)
+            _nn.note_upload(out, arr)
         return out
 
     def from_dlpack(self, obj: Any, index: int = 0, copy: bool | None = None) -> Any:
@@ -115,3 +113,25 @@ class CupyBackend(Backend):
                 {"index": i, "name": props["name"].decode(), "memory": props["totalGlobalMem"]}
             )
         return out
+
+
+def register(backend: Backend, cupy: Any, xp: Any) -> None:
+    """Equip the CuPy backend object with its kernels (products through the namespace's
+    ``matmul``: one direct cuBLAS call)."""
+    from .conv import CupyConv2d
+    from .optim import MultiTensorApply
+    from .pool import CupyPool2d
+    from .random import Philox
+    from .rnn import GruCell, LstmCell
+
+    nn = _nn.CupyNN(cupy, xp.matmul)
+    backend.register_kernel("conv2d", CupyConv2d(cupy, matmul=xp.matmul))
+    backend.register_kernel("pool2d", CupyPool2d(cupy))
+    backend.register_kernel("linear", nn.linear)
+    backend.register_kernel("linear_grad_weight", nn.linear_grad_weight)
+    backend.register_kernel("relu_backward", nn.relu_backward)
+    backend.register_kernel("cross_entropy", _nn.CupyCrossEntropy(cupy))
+    backend.register_kernel("lstm_cell", LstmCell(cupy))
+    backend.register_kernel("gru_cell", GruCell(cupy))
+    backend.register_kernel("multi_tensor_apply", MultiTensorApply(cupy))
+    backend.register_kernel("philox", Philox(cupy))

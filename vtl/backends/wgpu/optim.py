@@ -1,4 +1,4 @@
-"""Fused optimizer steps of the wgpu backend (the ``multi_tensor_apply`` kernel).
+"""``kernel("multi_tensor_apply")`` of the wgpu backend: fused optimizer steps.
 
 An update program (``vtl/optim/_programs.py``: a few assignments using
 ``+ - * /``, ``sqrt`` and ``max``) becomes one WGSL compute shader, compiled
@@ -11,7 +11,7 @@ arrays sharing a buffer with another operand are copied to fresh contiguous
 arrays first (and written back afterwards when the program updates them), as
 the CuPy kernel does.
 
-The calling convention is the CuPy backend's (``vtl/backends/_cupy_kernels.py``):
+The calling convention is the CuPy backend's (``vtl/backends/cupy/optim.py``):
 ``kern(program, tensors, scalars)`` with one tuple of arrays per parameter in
 ``program.arrays`` order, and ``kern.supports(dtype)``.
 """
@@ -30,7 +30,7 @@ from ._recorder import REC, groups_for
 
 _TEMPLATE_NAME = "fused_optim"
 _TEMPLATE = """
-// Fused optimizer update over one tensor (see vtl/backends/wgpu/fused_optim.py).
+// Fused optimizer update over one tensor (see vtl/backends/wgpu/optim.py).
 // Words: 0 n, 1.. element offset of each array, then the scalars.
 {{DECLS}}
 @compute @workgroup_size(256)
@@ -148,8 +148,3 @@ class MultiTensorApply:
             self.launches += 1
             for orig, c in back:
                 copy_into(c, orig)
-
-
-def register(backend: Any) -> None:
-    """Equip the wgpu backend object with the fused optimizer kernel."""
-    backend.kernels["multi_tensor_apply"] = MultiTensorApply()

@@ -1,6 +1,6 @@
-"""conv2d on CuPy: the strided kernel of ``_numpy_conv`` with im2col and col2im as one
-``ElementwiseKernel`` launch each (instead of ``kh*kw`` slice copies/adds and a padded
-copy of the input).
+"""``kernel("conv2d")`` of the CuPy backend: the strided kernel of
+``vtl.backends._common.conv`` with im2col and col2im as one ``ElementwiseKernel`` launch
+each (instead of ``kh*kw`` slice copies/adds and a padded copy of the input).
 
 * im2col: a thread per ``(n, c, tap, output pixel)`` writes its patch element, reading
   the input by index arithmetic (zero outside it, so no padded copy);
@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from ._cupy_kernels import _CTYPES, SpecKernels, fold, narrow
-from ._cupy_kernels import needs_wide_index as _wide
-from ._numpy_conv import StridedConv2d, _out_size
+from .._common.conv import StridedConv2d, out_size
+from ._codegen import CTYPES, SpecKernels, fold, narrow
+from ._codegen import needs_wide_index as _wide
 
 __all__ = ["CupyConv2d", "bias_transpose_spec", "col2im_spec", "im2col_spec"]
 
@@ -53,7 +53,7 @@ def im2col_spec(dtype: Any, wide: bool = False) -> tuple[list[str], list[str], s
     starts at ``col[n*SN + g*SG + k*SR]`` (``(N, G, rows, HO*WO)`` or ``(rows, N*HO*WO)``).
     The index arithmetic is 32-bit (64-bit division is slow on GPUs) unless ``wide``."""
     dt = np.dtype(dtype)
-    t = _CTYPES[dt]
+    t = CTYPES[dt]
     it = "ptrdiff_t" if wide else "int"
     body = (
         _geometry_head(it)
@@ -76,7 +76,7 @@ def col2im_spec(dtype: Any, wide: bool = False) -> tuple[list[str], list[str], s
     """``(inputs, outputs, body)``: ``i`` runs over the ``N*C*H*W`` input gradient
     ``dx``; ``dcol`` is the patch gradient, laid out as ``col`` of :func:`im2col_spec`."""
     dt = np.dtype(dtype)
-    t = _CTYPES[dt]
+    t = CTYPES[dt]
     it = "ptrdiff_t" if wide else "int"
     body = (
         _geometry_head(it)
@@ -110,7 +110,7 @@ def bias_transpose_spec(dtype: Any, wide: bool = False) -> tuple[list[str], list
         + f"const {it} ii = ({it})i;\n"
         f"const {it} p = ii % HW_; const {it} t = ii / HW_;\n"
         f"const {it} o = t % O_; const {it} n = t / O_;\n"
-        f"{_CTYPES[dt]} v = y[((ptrdiff_t)o * NB_ + n) * HW_ + p];\n"
+        f"{CTYPES[dt]} v = y[((ptrdiff_t)o * NB_ + n) * HW_ + p];\n"
         "if (HASB) v += bias[o];\n"
         "out[i] = v;\n"
     )
@@ -177,8 +177,8 @@ class CupyConv2d(StridedConv2d):
         m = self.m
         n, c, h, wd = x.shape
         o, _, kh, kw = w.shape
-        ho = _out_size(h, kh, stride[0], padding[0], padding[1], dilation[0])
-        wo = _out_size(wd, kw, stride[1], padding[2], padding[3], dilation[1])
+        ho = out_size(h, kh, stride[0], padding[0], padding[1], dilation[0])
+        wo = out_size(wd, kw, stride[1], padding[2], padding[3], dilation[1])
         k, hw = c * kh * kw, ho * wo
         col = m.empty((k, n * hw), dtype=x.dtype)
         geom = (stride, padding, dilation, 1, kh, kw, ho, wo)

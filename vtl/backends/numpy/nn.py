@@ -1,11 +1,13 @@
-"""Fused nn kernels of the NumPy backend (``backend.kernels``).
+"""Fused nn kernels of the NumPy backend (``relu_backward``, ``zero_where``,
+``minmax_backward``; the contracts are in ``vtl.backends.kernels``).
 
 * ``relu_backward``: ``where(x <= 0, 0, g)`` (nan in ``x`` passes ``g``), equal to the
   portable expression bit for bit, computed through the bits: ``g`` AND a mask of all ones
   (``x > 0`` or nan) or all zeros (+0.0). NumPy's masked selections (``where``,
   ``copyto(where=)``, ``putmask``) branch per element and ran 3-7x slower on a mix of signs.
   From :data:`THRESHOLD` elements of C-contiguous arrays the passes are split over the
-  kernels' thread pool (``_numpy_conv.parallel_for``; NumPy releases the GIL in ufuncs).
+  kernels' thread pool (``vtl.backends._common.threads.parallel_for``; NumPy releases the
+  GIL in ufuncs).
 * ``zero_where``: ``where(mask, 0, g)`` for a boolean mask of ``g``'s shape, the same way
   (the gradient of ``maximum``/``minimum`` to the losing operand).
 * ``minmax_backward``: the gradient of ``maximum(a, b)`` (``minimum``) to ``a`` when ``a``
@@ -19,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from . import _numpy_conv as _pool
-from ._numpy import _count_nonzero
+from .._common import threads as _pool
+from .backend import _count_nonzero
 
 #: elements from which a pass is split over the pool
 THRESHOLD = 1 << 18
@@ -110,9 +112,3 @@ def minmax_backward(a: Any, b: Any, g: Any, greater_is_first: bool) -> Any:
         g = np.where(tie, g * 0.5, g)
     lose = np.less(a, b) if greater_is_first else np.greater(a, b)
     return _zero_masked(lose, g, bits)
-
-
-def register(backend: Any) -> None:
-    backend.kernels["relu_backward"] = relu_backward
-    backend.kernels["zero_where"] = zero_where
-    backend.kernels["minmax_backward"] = minmax_backward

@@ -1,7 +1,7 @@
 """max/avg pooling by strided slices for array libraries with NumPy's indexing (NumPy, CuPy).
 
-:class:`StridedPool2d` implements the raw-array ``pool2d`` kernel protocol of
-``vtl.nn.functional.pooling`` (see ``Pool2dKernel`` there) with the module it is
+:class:`StridedPool2d` implements the raw-array ``pool2d`` kernel contract
+(``Pool2dKernel`` in ``vtl.backends.kernels``) with the module it is
 given; no index arrays are involved. Each of the ``kh*kw`` window taps is ONE
 strided slice of the input (padded once with ``-inf`` or zeros when the windows
 reach past an edge; not copied otherwise):
@@ -18,10 +18,10 @@ reach past an edge; not copied otherwise):
 * avg forward: ``kh*kw`` strided adds, divided by PyTorch's divisors
   (:func:`avg_divisors`); avg backward: ``kh*kw`` strided adds of ``g / divisor``.
 
-On NumPy, inputs of at least :data:`THRESHOLD` elements are split (blocks of planes for
-max pooling, images for average pooling) over the thread pool of ``_numpy_conv``
-(:func:`~vtl.backends._numpy_conv.num_threads` threads; NumPy releases the GIL in its
-ufuncs and copies); every block is computed exactly as on one thread.
+A subclass whose ``_threads`` returns more than one thread splits the work (blocks of
+planes for max pooling, images for average pooling) over the thread pool of
+:mod:`vtl.backends._common.threads` (the NumPy backend's ``NumpyPool2d``); every block is
+computed exactly as on one thread.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from ._numpy_conv import FloatKernel, _tap, num_threads, parallel_for
+from .conv import FloatKernel, tap_slices
+from .threads import parallel_for
 
 __all__ = ["StridedPool2d", "avg_divisors"]
 
@@ -40,10 +41,6 @@ _UINT = {4: np.uint32, 8: np.uint64}
 
 #: Input elements per block of planes (a few MiB: the taps of a block stay in cache).
 BLOCK = 1 << 19
-
-#: Input elements from which the NumPy kernel spreads its work over the thread pool.
-THRESHOLD = 1 << 18
-
 
 def _blocks(n: int, c: int, plane: int) -> Any:
     """``(images, channels)`` slices covering ``N x C`` planes of ``plane`` elements in
@@ -119,12 +116,13 @@ def avg_divisors(x_shape: tuple[int, ...], k: tuple[int, int], s: tuple[int, int
 
 class StridedPool2d(FloatKernel):
     """The ``pool2d`` kernel on the arrays of ``mod`` (``numpy`` or ``cupy``); see
-    ``vtl.nn.functional.pooling.Pool2dKernel``. Geometry: ``k, s, p, d`` pairs (``p``
+    ``vtl.backends.kernels.Pool2dKernel``. Geometry: ``k, s, p, d`` pairs (``p``
     symmetric), ``out`` the output size (``ceil_mode`` already applied)."""
 
     def _threads(self, size: int) -> int:
-        """Pool threads for an input of ``size`` elements (1: the calling thread only)."""
-        return num_threads() if self.m is np and size >= THRESHOLD else 1
+        """Pool threads for an input of ``size`` elements (1: the calling thread only; a
+        subclass may return more)."""
+        return 1
 
     @staticmethod
     def arg_dtype(kk: int) -> Any:
@@ -178,7 +176,8 @@ class StridedPool2d(FloatKernel):
         m = self.m
         ho, wo = best.shape[2:]
         kk = k[0] * k[1]
-        taps = [src[(..., *_tap(a, b, ho, wo, s, d))] for a in range(k[0]) for b in range(k[1])]
+        taps = [src[(..., *tap_slices(a, b, ho, wo, s, d))]
+                for a in range(k[0]) for b in range(k[1])]
         if kk == 1:
             best[...] = taps[0]
             arg[...] = 0
@@ -240,7 +239,7 @@ class StridedPool2d(FloatKernel):
                 t = 0
                 for a in range(k[0]):
                     for b in range(k[1]):
-                        rs, cs = _tap(a, b, ho, wo, s, d)
+                        rs, cs = tap_slices(a, b, ho, wo, s, d)
                         m.equal(ab, t, out=hit)
                         if disjoint:  # every element in at most one window: write, no add
                             m.multiply(gbb, hit, out=dstb[..., rs, cs])
@@ -267,11 +266,11 @@ class StridedPool2d(FloatKernel):
 
         def run(i: int, j: int) -> None:
             a_, s_ = acc[i:j], src[i:j]
-            a_[...] = s_[(..., *_tap(0, 0, ho, wo, s, d))]
+            a_[...] = s_[(..., *tap_slices(0, 0, ho, wo, s, d))]
             for a in range(k[0]):
                 for b in range(k[1]):
                     if a or b:
-                        a_ += s_[(..., *_tap(a, b, ho, wo, s, d))]
+                        a_ += s_[(..., *tap_slices(a, b, ho, wo, s, d))]
             a_ /= div
 
         parallel_for(run, x.shape[0], self._threads(src.size))
@@ -292,7 +291,7 @@ class StridedPool2d(FloatKernel):
             gd = g[i:j] / div
             for a in range(k[0]):
                 for b in range(k[1]):
-                    view = buf[i:j][(..., *_tap(a, b, ho, wo, s, d))]
+                    view = buf[i:j][(..., *tap_slices(a, b, ho, wo, s, d))]
                     if disjoint:
                         view[...] = gd
                     else:

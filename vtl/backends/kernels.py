@@ -1,0 +1,280 @@
+"""The optional kernels vtl may ask a backend for: one typed contract per kernel name.
+
+The array API standard covers what every op needs; a backend may also provide fused
+kernels for the hot spots of training (a convolution, a fused loss, an optimizer step
+over all parameters at once...). Each kernel has a name, and here a ``typing.Protocol``
+saying what it takes and returns. vtl looks a kernel up one way only::
+
+    kern = tensor.device.backend.kernel("conv2d")   # None: the backend has none
+
+and a backend registers its kernels in one place (the ``register`` function of
+``vtl/backends/<name>/backend.py``) through :meth:`Backend.register_kernel
+<vtl.backends.Backend.register_kernel>`, which refuses names not listed in
+:data:`KERNELS` and objects lacking a method of the contract.
+
+All kernels work on the backend's raw arrays (never on ``vtl.Tensor``), record nothing
+in the autograd graph, and never wait for the device: a value check that needs the
+device's data is left to a device-side flag that the backend reports at the next host
+read (see ``CrossEntropyKernel``). A kernel may **decline** arguments it does not
+handle by returning ``None`` (or ``False`` from ``supports``); vtl then runs the portable
+array-API path, which stays the oracle the kernel's tests compare against. Where the
+contract says a method returns a result (not ``None``), the kernel must handle every
+argument ``supports`` accepted.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = [
+    "KERNELS", "Conv2dKernel", "CrossEntropyKernel", "GruCellKernel", "LinearGradWeightKernel",
+    "LinearKernel", "LstmCellKernel", "MinmaxBackwardKernel", "MultiTensorApplyKernel",
+    "PhiloxKernel", "Pool2dKernel", "ReluBackwardKernel", "ZeroWhereKernel",
+]
+
+
+@runtime_checkable
+class Conv2dKernel(Protocol):
+    """``kernel("conv2d")``: a 2-D convolution (NCHW) and its gradients.
+
+    ``forward(x, w, b, stride, padding, dilation, groups)`` (``x``: 4-D input, ``w``:
+    ``(C_out, C_in/groups, kh, kw)``, ``b``: ``None`` or ``(C_out,)``, ``padding = (top,
+    bottom, left, right)``) returns ``(out, ctx)``: the ``(N, C_out, Ho, Wo)`` result and
+    what the backward needs besides the weight (kept only while the weight or bias needs
+    a gradient; otherwise ``None`` is passed back), or ``None`` for arguments it does not
+    take.
+    ``backward(ctx, x_shape, w, g, stride, padding, dilation, groups, need_x, need_w,
+    need_b)`` returns ``(dx, dw, db)`` (``None`` where not asked for).
+    """
+
+    def supports(self, dtype: Any) -> bool:
+        """Whether the kernel takes operands of ``dtype`` (input, weight and bias share it)."""
+        ...
+
+    def forward(self, x: Any, w: Any, b: Any, stride: tuple[int, int],
+                padding: tuple[int, int, int, int], dilation: tuple[int, int],
+                groups: int) -> tuple[Any, Any] | None: ...
+
+    def backward(self, ctx: Any, x_shape: tuple[int, ...], w: Any, g: Any,
+                 stride: tuple[int, int], padding: tuple[int, int, int, int],
+                 dilation: tuple[int, int], groups: int, need_x: bool, need_w: bool,
+                 need_b: bool) -> tuple[Any, Any, Any]: ...
+
+
+@runtime_checkable
+class Pool2dKernel(Protocol):
+    """``kernel("pool2d")``: max and average pooling of 4-D (NCHW) arrays, both ways.
+
+    Geometry: ``k``, ``s``, ``p`` (symmetric padding), ``d`` pairs and the output size
+    ``out`` (``ceil_mode`` applied; windows may run past the padding, those taps count
+    as padding). ``max_forward`` returns the maxima and ``arg``, the row-major tap
+    number ``a*kw + b`` of the first maximal element of each window, or of its first
+    nan (padding reads ``-inf``); ``max_backward`` adds each output gradient to the
+    chosen element. ``avg_*`` divide window sums (zero padding) by PyTorch's divisors.
+    """
+
+    def supports(self, dtype: Any) -> bool: ...
+
+    def max_forward(self, x: Any, k: tuple[int, int], s: tuple[int, int],
+                    p: tuple[int, int], d: tuple[int, int], out: tuple[int, int]
+                    ) -> tuple[Any, Any]: ...
+
+    def max_backward(self, arg: Any, x_shape: tuple[int, ...], g: Any, k: tuple[int, int],
+                     s: tuple[int, int], p: tuple[int, int], d: tuple[int, int]) -> Any: ...
+
+    def avg_forward(self, x: Any, k: tuple[int, int], s: tuple[int, int],
+                    p: tuple[int, int], out: tuple[int, int], count_include_pad: bool,
+                    divisor_override: int | None) -> Any: ...
+
+    def avg_backward(self, x_shape: tuple[int, ...], g: Any, k: tuple[int, int],
+                     s: tuple[int, int], p: tuple[int, int], count_include_pad: bool,
+                     divisor_override: int | None) -> Any: ...
+
+
+@runtime_checkable
+class LinearKernel(Protocol):
+    """``kernel("linear")``: ``x @ w.T + b`` in one launch (the bias add as the product's
+    epilogue).
+
+    ``x`` is ``(M, K)``, ``w`` ``(N, K)`` (possibly a transposed view), ``b`` ``None`` or
+    ``(N,)``, all of one floating dtype. Returns a new ``(M, N)`` array, or ``None`` to
+    decline.
+    """
+
+    def __call__(self, x: Any, w: Any, b: Any) -> Any | None: ...
+
+
+@runtime_checkable
+class LinearGradWeightKernel(Protocol):
+    """``kernel("linear_grad_weight")``: the weight gradient ``g.T @ x`` of ``linear`` and,
+    with ``bias``, the bias gradient (the column sums of ``g``) in the same pass.
+
+    ``g`` is ``(M, N)``, ``x`` ``(M, K)``. Returns ``(dw, db)`` (``db`` ``None`` without
+    ``bias``), or ``None`` to decline.
+    """
+
+    def __call__(self, g: Any, x: Any, bias: bool) -> tuple[Any, Any] | None: ...
+
+
+@runtime_checkable
+class ReluBackwardKernel(Protocol):
+    """``kernel("relu_backward")``: ``where(x <= 0, 0, g)`` for ``x`` and ``g`` of one shape
+    and floating dtype (a nan in ``x`` passes ``g`` through, as PyTorch). Returns a new
+    array, or ``None`` to decline."""
+
+    def __call__(self, x: Any, g: Any) -> Any | None: ...
+
+
+@runtime_checkable
+class ZeroWhereKernel(Protocol):
+    """``kernel("zero_where")``: ``where(mask, 0, g)`` for a boolean ``mask`` of ``g``'s
+    shape; masked elements are ``+0.0`` (nan and inf in ``g`` do not leak through).
+    Returns a new array, or ``None`` to decline."""
+
+    def __call__(self, mask: Any, g: Any) -> Any | None: ...
+
+
+@runtime_checkable
+class MinmaxBackwardKernel(Protocol):
+    """``kernel("minmax_backward")``: the gradient of ``maximum(a, b)`` (``minimum`` when
+    not ``greater_is_first``) to ``a``: ``g`` where ``a`` wins, ``g / 2`` on ties, ``+0.0``
+    where it loses. ``a`` has ``g``'s shape and dtype; ``b`` broadcasts to it (an array
+    or a Python number). Returns a new array, or ``None`` to decline."""
+
+    def __call__(self, a: Any, b: Any, g: Any, greater_is_first: bool) -> Any | None: ...
+
+
+@runtime_checkable
+class CrossEntropyKernel(Protocol):
+    """``kernel("cross_entropy")``: softmax cross-entropy of ``(M, C)`` logits against
+    ``(M,)`` class indices, forward and gradient, each in one or two launches.
+
+    ``supports(x, t)``: whether it takes these logits and targets. ``targets_valid(t, c,
+    ignore_index)``: ``True`` when every target is known (without a device sync) to be in
+    ``[0, c)`` or ``ignore_index``, ``False`` when one is known not to be, ``None`` when
+    unknown: the kernel then checks on the device and the backend raises ``IndexError``
+    at the next host read. ``fwd(x, t, reduction, ignore_index)`` returns ``(loss,
+    saved)`` (``loss`` 0-d for ``'mean'``/``'sum'``, ``(M,)`` for ``'none'``; ``saved``
+    is what ``grad`` needs). ``grad(x, t, saved, g, reduction, ignore_index)`` returns
+    the ``(M, C)`` gradient for the loss gradient ``g``.
+    """
+
+    def supports(self, x: Any, t: Any) -> bool: ...
+
+    def targets_valid(self, t: Any, c: int, ignore_index: int) -> bool | None: ...
+
+    def fwd(self, x: Any, t: Any, reduction: str, ignore_index: int) -> tuple[Any, Any]: ...
+
+    def grad(self, x: Any, t: Any, saved: Any, g: Any, reduction: str,
+             ignore_index: int) -> Any: ...
+
+
+@runtime_checkable
+class LstmCellKernel(Protocol):
+    """``kernel("lstm_cell")``: the LSTM cell's pointwise part, one launch each way.
+
+    ``forward(gates, hidden_gates, c_prev, out=None)`` (``hidden_gates`` may be
+    ``None``; otherwise it is added to ``gates``) returns ``(h, c, act, tc)``: ``act``
+    holds the activated gates ``i, f, g, o`` laid out as ``gates`` (``(..., 4 * H)``),
+    ``tc = tanh(c)``; ``out``, when given, is those four C-contiguous arrays to write
+    into. ``backward(act, c_prev, tc, dh, dc, need_dc_prev, dh2=None, out=None)``
+    (``dh``/``dc`` may be ``None``: no gradient reached that output; ``dh2``, when given,
+    is added to ``dh``; ``out`` receives ``d_gates``) returns ``(d_gates, d_c_prev)``,
+    ``d_c_prev`` being ``None`` unless asked for.
+    """
+
+    def supports(self, dtype: Any) -> bool: ...
+
+    def forward(self, gates: Any, hidden_gates: Any, c_prev: Any, out: Any = None
+                ) -> tuple[Any, Any, Any, Any]: ...
+
+    def backward(self, act: Any, c_prev: Any, tc: Any, dh: Any, dc: Any,
+                 need_dc_prev: bool, dh2: Any = None, out: Any = None) -> tuple[Any, Any]: ...
+
+
+@runtime_checkable
+class GruCellKernel(Protocol):
+    """``kernel("gru_cell")``: the GRU cell's pointwise part, one launch each way.
+
+    ``forward(gates, hidden_gates, h_prev)`` returns ``(h, act)``: ``act`` of shape
+    ``(..., 4 * H)`` holds ``r, z, n`` and the hidden part ``h_n``.
+    ``backward(act, h_prev, dh, need_dh_prev)`` returns ``(d_gates, d_hidden_gates,
+    d_h_prev)`` (the last ``None`` unless asked for).
+    """
+
+    def supports(self, dtype: Any) -> bool: ...
+
+    def forward(self, gates: Any, hidden_gates: Any, h_prev: Any) -> tuple[Any, Any]: ...
+
+    def backward(self, act: Any, h_prev: Any, dh: Any,
+                 need_dh_prev: bool) -> tuple[Any, Any, Any]: ...
+
+
+@runtime_checkable
+class MultiTensorApplyKernel(Protocol):
+    """``kernel("multi_tensor_apply")``: an optimizer's update over all the tensors of a
+    parameter group at once.
+
+    ``kern(program, tensors, scalars)`` runs ``program`` (a ``vtl.optim._programs.Program``:
+    straight-line assignments over per-element values with ``+ - * /``, ``sqrt`` and
+    ``max``) on every element of every tuple in ``tensors`` (one tuple of arrays per
+    parameter, in ``program.arrays`` order, all of one dtype and device), with the
+    per-launch ``scalars`` in ``program.scalars`` order; the arrays named in
+    ``program.writes`` are updated in place, with the same arithmetic as
+    ``Program.evaluate``. ``supports(dtype)``: whether it takes tensors of ``dtype``.
+    """
+
+    def supports(self, dtype: Any) -> bool: ...
+
+    def __call__(self, prog: Any, tensors: list[tuple[Any, ...]],
+                 scalars: tuple[float, ...]) -> None: ...
+
+
+@runtime_checkable
+class PhiloxKernel(Protocol):
+    """``kernel("philox")``: the random words of ``vtl.random``'s generator.
+
+    ``kern(n, key, counter, index)`` returns the first ``n`` words (a 1-D ``uint32``
+    array on device ``index``) of the Philox-4x32-10 stream of the 64-bit ``key =
+    (k0, k1)`` from the 128-bit block ``counter`` on (block ``counter + i`` gives words
+    ``4i .. 4i+3``): bit for bit what ``vtl.random.philox_words`` computes; or ``None`` to
+    decline (e.g. a draw larger than the device's largest buffer).
+    """
+
+    def __call__(self, n: int, key: tuple[int, int], counter: int, index: int) -> Any | None:
+        ...
+
+
+#: every kernel name vtl may look up, and its contract
+KERNELS: dict[str, type] = {
+    "conv2d": Conv2dKernel,
+    "pool2d": Pool2dKernel,
+    "linear": LinearKernel,
+    "linear_grad_weight": LinearGradWeightKernel,
+    "relu_backward": ReluBackwardKernel,
+    "zero_where": ZeroWhereKernel,
+    "minmax_backward": MinmaxBackwardKernel,
+    "cross_entropy": CrossEntropyKernel,
+    "lstm_cell": LstmCellKernel,
+    "gru_cell": GruCellKernel,
+    "multi_tensor_apply": MultiTensorApplyKernel,
+    "philox": PhiloxKernel,
+}
+
+
+def check(name: str, impl: Any) -> None:
+    """``ValueError`` for a kernel name vtl never asks for, ``TypeError`` for an object
+    that lacks a method of the contract of ``name``."""
+    contract = KERNELS.get(name)
+    if contract is None:
+        raise ValueError(f"unknown kernel name {name!r}: vtl asks for "
+                         f"{', '.join(sorted(KERNELS))}")
+    if not isinstance(impl, contract):
+        missing = [m for m in _methods(contract) if not callable(getattr(impl, m, None))]
+        raise TypeError(f"kernel {name!r} must implement {contract.__name__} "
+                        f"(missing: {', '.join(missing)}), got {type(impl).__name__}")
+
+
+def _methods(contract: type) -> list[str]:
+    return sorted(n for n, v in vars(contract).items()
+                  if callable(v) and (not n.startswith("_") or n == "__call__"))

@@ -1,0 +1,97 @@
+"""The wgpu backend of vtl: the ``Backend`` object over this package's array library.
+
+:func:`register` is the one place that equips it with its kernels (the contracts are in
+``vtl.backends.kernels``): ``conv.py``, ``pool.py``, ``nn.py``, ``rnn.py``, ``optim.py`` and
+``random.py`` of this package hold them (the rest of the package is the standalone
+array-API library).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._base import Backend
+
+__all__ = ["WgpuBackend", "register"]
+
+
+class WgpuBackend(Backend):
+    """The WebGPU backend: vtl on the array library of this package."""
+
+    name = "wgpu"
+
+    def _load(self) -> Any:
+        import sys
+
+        from . import _runtime
+
+        _runtime.get()  # RuntimeError: no adapter (or no wgpu-py)
+        xp = sys.modules[__package__]
+        self.array_type = xp.WgpuArray
+        register(self)
+        return xp
+
+    def native_device(self, index: int) -> Any:
+        return self.xp.__array_namespace_info__().default_device()
+
+    def is_native(self, obj: Any) -> bool:
+        return self.is_available and isinstance(obj, self.array_type)
+
+    def normalize(self, raw: Any) -> Any:
+        return self.xp.asarray(raw)
+
+    def to_host(self, raw: Any) -> Any:
+        return self.xp.to_numpy(raw)
+
+    def from_host(self, arr: Any, index: int = 0) -> Any:
+        return self.xp.from_host(arr)
+
+    def from_dlpack(self, obj: Any, index: int = 0, copy: bool | None = None) -> Any:
+        return self.xp.from_dlpack(obj, copy=copy)
+
+    def dtypes(self, index: int = 0) -> dict[str, Any]:
+        return self.xp.__array_namespace_info__().dtypes()
+
+    def default_dtypes(self, index: int = 0) -> dict[str, Any]:
+        return self.xp.__array_namespace_info__().default_dtypes()
+
+    def check_dtype(self, dtype: Any, index: int = 0) -> None:
+        self.xp.check_dtype(dtype)
+
+    def synchronize(self, index: int = 0) -> None:
+        self.xp.synchronize()
+
+    def scatter_add(self, target: Any, indices: Any, values: Any) -> Any:
+        return self.xp.scatter_add(target, indices, values)
+
+    def check_indices(self, idx: Any, n: int, axis: int, what: str = "") -> Any:
+        from ._indexing import check_indices
+
+        return check_indices(idx, n, axis, what)
+
+    def memory_info(self, index: int = 0) -> dict[str, int]:
+        return self.xp.memory_info()
+
+    def info(self) -> dict[str, Any]:
+        return self.xp.runtime_info()
+
+
+def register(backend: Backend) -> None:
+    """Equip the wgpu backend object with its kernels."""
+    from . import nn
+    from .conv import WgpuConv2d
+    from .optim import MultiTensorApply
+    from .pool import WgpuPool2d
+    from .random import philox
+    from .rnn import WgpuGruCell, WgpuLstmCell
+
+    backend.register_kernel("conv2d", WgpuConv2d())  # one patch kernel and products
+    backend.register_kernel("pool2d", WgpuPool2d())  # max/avg pooling, one kernel each way
+    backend.register_kernel("linear", nn.linear)  # product with the bias as epilogue
+    backend.register_kernel("linear_grad_weight", nn.linear_grad_weight)
+    backend.register_kernel("relu_backward", nn.relu_backward)
+    backend.register_kernel("cross_entropy", nn.CrossEntropy())
+    backend.register_kernel("lstm_cell", WgpuLstmCell())  # the cells' pointwise parts
+    backend.register_kernel("gru_cell", WgpuGruCell())
+    backend.register_kernel("multi_tensor_apply", MultiTensorApply())  # fused optimizer step
+    backend.register_kernel("philox", philox)
