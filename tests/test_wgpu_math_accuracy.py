@@ -1,6 +1,6 @@
-"""Exact pow and accurate sin/cos/tan on the wgpu library (``wgsl/math32.wgsl``, the float64
-reduction of ``wgsl/math64.wgsl``) and the complex functions built on them, against NumPy
-(and NumPy in float64 as the exact reference of float32 results)."""
+"""Exact pow and accurate sin/cos/tan on the wgpu library (``wgsl/math/math32.wgsl``, the
+float64 reduction of ``wgsl/math/math64.wgsl``) and the complex functions built on them,
+against NumPy (and NumPy in float64 as the exact reference of float32 results)."""
 
 from __future__ import annotations
 
@@ -408,8 +408,8 @@ def _wgsl_words(src: str, name: str) -> list[int]:
 
 
 def test_wgsl_tables_match_their_definitions():
-    """The bits of 2/pi, pi/4, ln2, 1/ln2 and the pow tables of wgsl/math32.wgsl and
-    wgsl/math64.wgsl, recomputed with mpmath."""
+    """The bits of 2/pi, pi/4, ln2, 1/ln2 and the pow tables of wgsl/math/math32.wgsl and
+    wgsl/math/math64.wgsl, recomputed with mpmath."""
     mp = pytest.importorskip("mpmath")
     from vtl.backends.wgpu import _kernels
 

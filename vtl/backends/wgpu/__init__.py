@@ -25,7 +25,7 @@ device) and ``cumulative_prod`` of complex arrays.
 
 Complex dtypes: complex64 always, complex128 with ``shader-f64``, stored as
 (real, imag) pairs (``_complex``; the functions with the standard's special
-cases are in ``wgsl/complex.wgsl``). As the standard says, ``astype`` refuses
+cases are in ``wgsl/math/complex.wgsl``). As the standard says, ``astype`` refuses
 complex -> real/integer casts (take ``real``/``imag``); complex -> bool is allowed.
 """
 

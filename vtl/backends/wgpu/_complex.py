@@ -4,7 +4,7 @@ A complex array is stored as (real, imag) pairs, the layout NumPy uses, so host
 transfer, views, copies, gathers, ``where`` and sums work with the generic
 kernels. The real and imaginary parts are float views of the same storage
 (:func:`part`), which is how ``real``/``imag``, ``full`` and ``linspace`` are
-written. The elementwise functions come from ``wgsl/complex.wgsl`` (C99/array
+written. The elementwise functions come from ``wgsl/math/complex.wgsl`` (C99/array
 API special cases, NumPy's values), compiled into the ``unary``/``binary``
 templates.
 """
@@ -30,8 +30,8 @@ from ._recorder import REC, groups_for
 
 _PREFIX = {D.complex64: "c64", D.complex128: "c128"}
 # Real functions of the complex library: complex64 uses the careful float32 exp of
-# wgsl/complex_f32.wgsl (the builtins are too coarse for large results) and sin/cos/tan of
-# wgsl/math32.wgsl (exact reduction of any argument), complex128 math64
+# wgsl/math/complex_f32.wgsl (the builtins are too coarse for large results) and sin/cos/tan of
+# wgsl/math/math32.wgsl (exact reduction of any argument), complex128 math64
 _REAL_FNS = {
     "f32": {"EXP": "{{P}}_rexp", "LOG": "log", "SIN": "m32_sin", "COS": "m32_cos",
             "TAN": "m32_tan", "EXPM1": "{{P}}_rexpm1", "LOG1P": "log1p_float32",

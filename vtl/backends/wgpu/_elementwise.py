@@ -8,7 +8,7 @@ scalars follow the standard's weak-scalar rule: they take the array's dtype
 (a float scalar with an integer array gives float32).
 
 float32 ``pow``, ``sin``, ``cos`` and ``tan`` (float16 through them) come from
-``wgsl/math32.wgsl``: the builtins are loose on real GPUs and drivers may rewrite
+``wgsl/math/math32.wgsl``: the builtins are loose on real GPUs and drivers may rewrite
 float expressions, so the steps that need exact arithmetic (log2/exp2 of pow, the
 Payne-Hanek reduction of trigonometric arguments) are done in 32-bit integers.
 pow is exact where the result is a float and otherwise within 2^-30 of half an
@@ -16,7 +16,7 @@ ulp (integral powers below 64 are correctly rounded); sin/cos are within 2 ulp
 and tan 4 ulp for every finite argument. ``x ** 2`` with a Python 2 is a square.
 
 float64 note: GLSL.std.450 defines exp/log/trig only for 16/32-bit floats, so
-float64 transcendental functions come from ``wgsl/math64.wgsl`` (double
+float64 transcendental functions come from ``wgsl/math/math64.wgsl`` (double
 arithmetic, fdlibm-style range reduction and polynomials; sin/cos/tan reduce
 exactly for every finite argument); arithmetic, sqrt, comparisons and rounding
 are the device's own float64 operations.
@@ -56,13 +56,13 @@ def _kind(dt: np.dtype) -> str:
 
 
 def _tr(fn: str) -> dict:
-    """A float-only transcendental: the WGSL builtin, float64 through ``wgsl/math64.wgsl``."""
+    """A float-only transcendental: the WGSL builtin, float64 through ``wgsl/math/math64.wgsl``."""
     return {F: f"return {fn}(x);", "f64": f"return m64_{fn}(x);"}
 
 
 def _m32(fn: str) -> dict:
-    """A float-only function of ``wgsl/math32.wgsl`` (float16 through float32), float64 through
-    ``wgsl/math64.wgsl``."""
+    """A float-only function of ``wgsl/math/math32.wgsl`` (float16 through float32), float64 through
+    ``wgsl/math/math64.wgsl``."""
     return {F: f"return {{{{T}}}}(m32_{fn}(f32(x)));", "f64": f"return m64_{fn}(x);"}
 
 
@@ -166,7 +166,7 @@ UNARY: dict[str, tuple[str, dict]] = {
     "log10": ("float", {F: "return log(x) * {{T}}(0.4342944819032518);",
                         "f64": "return m64_log10(x);"}),
     "log1p": ("float", {F: "return log1p_{{DT}}(x);", "f64": "return m64_log1p(x);"}),
-    # float32 (and float16 through it) from wgsl/math32.wgsl: exact reduction of any argument
+    # float32 (and float16 through it) from wgsl/math/math32.wgsl: exact reduction of any argument
     "sin": ("float", _m32("sin")), "cos": ("float", _m32("cos")), "tan": ("float", _m32("tan")),
     # the driver's asin/acos may be coarse (lavapipe: 2e-4): through atan instead
     "asin": ("float", {F: "return atan_{{DT}}(x / sqrt(({{T}}(1) - x) * ({{T}}(1) + x)));",

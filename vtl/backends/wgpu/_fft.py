@@ -1,7 +1,7 @@
 """The ``fft`` extension.
 
 Transforms whose lengths are powers of two run on the device: a radix-2 Stockham
-kernel (``wgsl/fft.wgsl``, log2(n) passes, one dispatch each, batched over every
+kernel (``wgsl/fft/fft.wgsl``, log2(n) passes, one dispatch each, batched over every
 other axis; the transformed axis is moved last and made contiguous first), with
 twiddle factors computed on the host once per (n, dtype). ``fft``/``ifft`` are
 that kernel; ``rfft`` is a complex transform of the real input, cut to

@@ -720,8 +720,8 @@ _SUB = 1 << 16  # elements one workgroup folds in the first pass over long rows
 
 
 def reduce_chunked(xr: WgpuArray, rows: int, K: int, out: WgpuArray, subs: dict) -> WgpuArray:
-    """Row reduction (``wgsl/reduce.wgsl``) of a contiguous (rows, K) block larger than one
-    binding: whole rows per window, or, for long rows, partial results of blocks of
+    """Row reduction (``wgsl/reduction/reduce.wgsl``) of a contiguous (rows, K) block larger
+    than one binding: whole rows per window, or, for long rows, partial results of blocks of
     ``_SUB`` elements reduced again (``subs``: the template's substitutions)."""
     from ._array import empty
 

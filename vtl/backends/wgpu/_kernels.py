@@ -1,10 +1,10 @@
 """WGSL kernels: templates specialised by dtype/op, compiled once per process.
 
-Sources live in ``wgsl/*.wgsl`` (next to the package in a wheel, at the
-repository root in a checkout). A template names its specialisations as
-``{{KEY}}``; :func:`kernel` fills them, prepends the shared prelude (params
-through ``immediates``, strided indexing, per-dtype helpers) and caches the
-compute pipeline under the template name and the substitutions.
+Sources live in ``wgsl/<family>/<name>.wgsl`` (next to the package in a wheel, at the
+repository root in a checkout); :func:`source` finds them by name. A template names its
+specialisations as ``{{KEY}}``; :func:`kernel` fills them, prepends the shared prelude
+(params through ``immediates``, strided indexing, per-dtype helpers) and caches the compute
+pipeline under the template name and the substitutions.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ def _wgsl_dir() -> Path:
 
 
 _sources: dict[str, str] = {}
+_paths: dict[str, Path] = {}
 _pipelines: dict[tuple, Kernel] = {}
 _layouts: dict[tuple, tuple] = {}
 _bind_groups: dict[tuple, object] = {}
@@ -46,10 +47,20 @@ class Kernel:
 
 
 def source(name: str) -> str:
+    """The text of ``wgsl/<family>/<name>.wgsl`` (kernel names are unique across the
+    family folders)."""
     src = _sources.get(name)
     if src is None:
-        src = (_wgsl_dir() / f"{name}.wgsl").read_text()
-        _sources[name] = src
+        if not _paths:
+            for path in _wgsl_dir().rglob("*.wgsl"):
+                if path.stem in _paths:
+                    raise RuntimeError(f"wgpu backend: two WGSL sources named {path.stem!r}: "
+                                       f"{_paths[path.stem]} and {path}")
+                _paths[path.stem] = path
+        path = _paths.get(name)
+        if path is None:
+            raise RuntimeError(f"wgpu backend: no WGSL source {name}.wgsl under {_wgsl_dir()}")
+        src = _sources[name] = path.read_text()
     return src
 
 
@@ -202,7 +213,7 @@ def render(name: str, dtypes: tuple, subs: dict) -> str:
 
 
 def math64() -> str:
-    """The float64 elementary functions (``wgsl/math64.wgsl``), sign tests by bits when the
+    """The float64 elementary functions (``wgsl/math/math64.wgsl``), sign tests by bits when the
     adapter has 64-bit integers."""
     if "shader-int64" in _runtime.get().features:
         sb = "(bitcast<u64>(x) >> 63u) != 0lu"

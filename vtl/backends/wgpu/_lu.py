@@ -1,6 +1,6 @@
 """``linalg.solve``, ``inv``, ``det`` and ``slogdet`` on the device for small matrices.
 
-A batched LU factorisation with partial pivoting (``wgsl/lu.wgsl``): one workgroup per
+A batched LU factorisation with partial pivoting (``wgsl/linalg/lu.wgsl``): one workgroup per
 matrix, held in workgroup memory, so n is limited to what fits (64 for float32; float64
 as the device's workgroup memory allows). Larger matrices, integer inputs and invalid
 shapes go through host NumPy (the ``HOST_LINALG`` wrappers), which also raise the

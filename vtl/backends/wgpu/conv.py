@@ -2,11 +2,11 @@
 ``vtl.backends.kernels``).
 
 The patches of all images form one ``(N*HO*WO, C*kh*kw)`` matrix written by one kernel
-(``wgsl/conv_im2col.wgsl``), so the convolution is the fused ``linear`` product of
+(``wgsl/nn/conv_im2col.wgsl``), so the convolution is the fused ``linear`` product of
 ``_nn`` (its epilogue adds the bias) and one copy into NCHW. Backward: the output
 gradient in ``(N*HO*WO, O)`` order (one copy), the weight gradient and the bias gradient in
 one product (``linear_grad_weight``), the patch gradient in another, and one kernel
-(``wgsl/conv_col2im.wgsl``) that sums each input pixel's taps: a gather, no atomics.
+(``wgsl/nn/conv_col2im.wgsl``) that sums each input pixel's taps: a gather, no atomics.
 Grouped convolutions take the portable path.
 """
 

@@ -7,7 +7,7 @@ each window in row-major tap order and keeps the first maximal element or the fi
 (padding reads ``-inf``), writing the value and the tap number; the backward passes are
 gathers, a thread per input element summing the gradients of the windows that hold it
 (max: those that chose it), in tap order, so no atomics; average pooling divides by
-PyTorch's divisors, computed in the kernel (``wgsl/pool_max.wgsl``, ``pool_max_grad.wgsl``,
+PyTorch's divisors, computed in the kernel (``wgsl/nn/pool_max.wgsl``, ``pool_max_grad.wgsl``,
 ``pool_avg.wgsl``).
 """
 

@@ -1,5 +1,5 @@
 """``kernel("philox")`` of the wgpu backend: Philox-4x32-10 in one dispatch
-(``wgsl/philox.wgsl``).
+(``wgsl/random/philox.wgsl``).
 
 The portable generator (``vtl.random.philox_words``) builds each of the ten rounds from
 array-API ``uint32`` operations, hundreds of dispatches per draw; here an invocation

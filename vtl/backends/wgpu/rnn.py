@@ -1,6 +1,6 @@
 """``kernel("lstm_cell")`` and ``kernel("gru_cell")`` of the wgpu backend (the contracts
 are ``LstmCellKernel``/``GruCellKernel`` in ``vtl.backends.kernels``): the cells'
-pointwise parts in one dispatch each way (``wgsl/lstm_fwd.wgsl``, ``lstm_bwd.wgsl``,
+pointwise parts in one dispatch each way (``wgsl/nn/lstm_fwd.wgsl``, ``lstm_bwd.wgsl``,
 ``gru_fwd.wgsl``, ``gru_bwd.wgsl``), where the portable code takes about twenty.
 
 A thread per element of the ``(N, H)`` state reads its gates from the stacked ``(N, kH)``
