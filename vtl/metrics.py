@@ -70,12 +70,15 @@ def _labels(output: Any, target: Any, fname: str) -> tuple[Tensor, Tensor]:
 
 def accuracy(output: Any, target: Any) -> float:
     """Fraction of samples whose predicted class equals the target (``nan`` for N = 0)."""
+    n, correct = _accuracy_sum(output, target)
+    return float(correct.item()) / n if n else float("nan")
+
+
+def _accuracy_sum(output: Any, target: Any) -> tuple[int, Tensor]:
+    """``(N, number of correct predictions)``, the count a 0-d int64 tensor on the device."""
     with vtl.no_grad():
         pred, tgt = _labels(output, target, "accuracy")
-        n = tgt.shape[0]
-        if n == 0:
-            return float("nan")
-        return float(vtl.sum(vtl.astype(pred == tgt, vtl.int64)).item()) / n
+        return tgt.shape[0], vtl.sum(vtl.astype(pred == tgt, vtl.int64))
 
 
 def top_k_accuracy(output: Any, target: Any, k: int = 5) -> float:
@@ -86,6 +89,12 @@ def top_k_accuracy(output: Any, target: Any, k: int = 5) -> float:
     sample is correct when fewer than ``k`` classes score strictly higher than
     the target's class (the usual "rank < k" definition).
     """
+    n, correct = _top_k_sum(output, target, k)
+    return float(correct.item()) / n if n else float("nan")
+
+
+def _top_k_sum(output: Any, target: Any, k: int) -> tuple[int, Tensor]:
+    """``(N, number of samples whose target is among the k highest scores)``."""
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise ValueError(f"top_k_accuracy: k must be a positive int, got {k!r}")
     with vtl.no_grad():
@@ -101,12 +110,10 @@ def top_k_accuracy(output: Any, target: Any, k: int = 5) -> float:
             raise ValueError(f"top_k_accuracy: k={k} exceeds the number of classes "
                              f"{out.shape[1]}")
         n = out.shape[0]
-        if n == 0:
-            return float("nan")
         tgt = vtl.astype(tgt, vtl.int64)
         picked = vtl.take_along_axis(out, vtl.reshape(tgt, (n, 1)), axis=1)
         higher = vtl.sum(vtl.astype(out > picked, vtl.int64), axis=1)
-        return float(vtl.sum(vtl.astype(higher < k, vtl.int64)).item()) / n
+        return n, vtl.sum(vtl.astype(higher < k, vtl.int64))
 
 
 def confusion_matrix(output: Any, target: Any, num_classes: int | None = None) -> Tensor:
@@ -261,6 +268,11 @@ def _mean(t: Tensor) -> float:
     return float(vtl.mean(t).item()) if t.size else float("nan")
 
 
+def _top5(output: Any, target: Any) -> float:
+    """:func:`top_k_accuracy` with ``k=5``."""
+    return top_k_accuracy(output, target, 5)
+
+
 def mean_squared_error(y: Any, y_true: Any) -> float:
     """Mean of :func:`squared_error` (MSE)."""
     return _mean(squared_error(y, y_true))
@@ -280,12 +292,32 @@ mse = mean_squared_error
 mae = mean_absolute_error
 
 _BY_NAME = {
-    "accuracy": accuracy, "acc": accuracy, "top5": lambda o, t: top_k_accuracy(o, t, 5),
+    "accuracy": accuracy, "acc": accuracy, "top5": _top5,
     "top_k_accuracy": top_k_accuracy, "precision": precision, "recall": recall,
     "f1": f1_score, "f1_score": f1_score, "mse": mean_squared_error,
     "mean_squared_error": mean_squared_error, "mae": mean_absolute_error,
     "mean_absolute_error": mean_absolute_error, "relative_error": mean_relative_error,
     "mean_relative_error": mean_relative_error,
+}
+
+
+def _weighted_mean(error: Any) -> Any:
+    def batch_sum(y: Any, y_true: Any, n: int) -> Tensor:
+        with vtl.no_grad():
+            return vtl.mean(error(y, y_true)) * n
+    return batch_sum
+
+
+#: metric -> ``f(output, target, n) -> Tensor``: the batch's value times its weight ``n``
+#: (the number of samples), computed on the device, so that a loop averages over batches
+#: without reading each batch's value back (``vtl.train.fit``); accuracies are exact counts
+_BATCH_SUMS: dict[Any, Any] = {
+    accuracy: lambda o, t, n: _accuracy_sum(o, t)[1],
+    top_k_accuracy: lambda o, t, n: _top_k_sum(o, t, 5)[1],
+    _top5: lambda o, t, n: _top_k_sum(o, t, 5)[1],
+    mean_squared_error: _weighted_mean(squared_error),
+    mean_absolute_error: _weighted_mean(absolute_error),
+    mean_relative_error: _weighted_mean(relative_error),
 }
 
 

@@ -75,7 +75,8 @@ def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float,
             f"clip_grad_norm_: the total norm of order {norm_type} of the gradients is "
             "non-finite; set error_if_nonfinite=False to clip anyway"
         )
-    coef = xp.clip(max_norm / (total + 1e-6), max=1.0)
+    # minimum with a Python scalar: a kernel argument, not an uploaded 0-d array
+    coef = xp.minimum(max_norm / (total + 1e-6), 1.0)
     for g in grads:
         gxp = g._device.xp
         c = coef if g._device is dev else _new(coef, dev).to(g._device)._data

@@ -14,9 +14,9 @@
 
 from .callbacks import Callback, EarlyStopping, LambdaCallback, ModelCheckpoint, Resume
 from .history import History
-from .loop import FitState, evaluate, fit
+from .loop import BatchLogs, FitState, evaluate, fit
 
 __all__ = [
     "fit", "evaluate", "History", "FitState", "Callback", "ModelCheckpoint", "EarlyStopping",
-    "Resume", "LambdaCallback",
+    "Resume", "LambdaCallback", "BatchLogs",
 ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import os
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import vtl
@@ -49,7 +49,7 @@ class Callback:
     def on_epoch_begin(self, state: FitState, epoch: int) -> None:
         pass
 
-    def on_batch_end(self, state: FitState, batch: int, logs: dict[str, float]) -> None:
+    def on_batch_end(self, state: FitState, batch: int, logs: Mapping[str, float]) -> None:
         pass
 
     def on_epoch_end(self, state: FitState, epoch: int, logs: dict[str, float]) -> None:

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import vtl
 
 from .. import metrics as _metrics
+from .._tensor import Tensor
 from ..optim.clip import clip_grad_norm_
 from ..optim.lr_scheduler import ReduceLROnPlateau
 from .history import History
 
-__all__ = ["fit", "evaluate", "FitState"]
+__all__ = ["BatchLogs", "FitState", "evaluate", "fit"]
 
 
 @dataclass
@@ -93,28 +95,50 @@ def _bar(loader: Any, desc: str, progress: bool, leave: bool) -> Any:
                 dynamic_ncols=True)
 
 
+#: seconds between updates of the progress bar's running loss and metrics (each update
+#: reads them back from the device)
+POSTFIX_INTERVAL = 0.5
+
+
 def _fmt(logs: dict[str, float]) -> dict[str, str]:
     return {k: f"{v:.4g}" for k, v in logs.items() if k != "lr"}
 
 
 class _Mean:
-    """Sample-weighted running means of the loss and metrics."""
+    """Sample-weighted running means of the loss and metrics.
+
+    A batch value is either a float (the batch's mean, weighted by the batch size here) or
+    a Tensor holding the batch's weighted sum on the device (``_batch_values``): those are
+    summed on the device and read back only when the means are asked for, so a training
+    step never waits for the device to report its loss.
+    """
 
     def __init__(self) -> None:
         self.sums: dict[str, float] = {}
+        self.pending: dict[str, Any] = {}
         self.n = 0
 
-    def add(self, values: dict[str, float], n: int) -> None:
+    def add(self, values: dict[str, Any], n: int) -> None:
         for k, v in values.items():
-            self.sums[k] = self.sums.get(k, 0.0) + v * n
+            if isinstance(v, Tensor):
+                prev = self.pending.get(k)
+                self.pending[k] = v if prev is None else prev + v
+                self.sums.setdefault(k, 0.0)  # keeps the keys in the order they came
+            else:
+                self.sums[k] = self.sums.get(k, 0.0) + v * n
         self.n += n
 
     def means(self) -> dict[str, float]:
+        """The means so far (reads the device sums back: one wait for the device)."""
+        for k, t in self.pending.items():
+            self.sums[k] += float(t)
+        self.pending.clear()
         return {k: s / self.n for k, s in self.sums.items()} if self.n else {}
 
     def synced(self) -> _Mean:
         """Sums and counts added over the data-parallel ranks (``vtl.distributed``), so
         every rank logs, schedules and stops early on the same global means."""
+        self.means()  # folds the device sums into ``sums``
         dist = vtl.distributed
         if not dist.is_initialized() or dist.get_world_size() == 1:
             return self
@@ -127,14 +151,48 @@ class _Mean:
         return out
 
 
-def _batch_logs(output: Any, target: Any, loss: Any,
-                metric_fns: list[tuple[str, Callable]]) -> dict[str, float]:
-    logs = {} if loss is None else {"loss": float(loss.item())}
+class BatchLogs(Mapping):
+    """The loss and metrics of one batch, as ``on_batch_end`` callbacks see them: a mapping
+    of names to floats whose values are read from the device only when looked up (reading
+    one waits for the device)."""
+
+    def __init__(self, values: dict[str, Any], n: int) -> None:
+        self._values = values
+        self._n = n
+
+    def __getitem__(self, key: str) -> float:
+        v = self._values[key]
+        return float(v) / self._n if isinstance(v, Tensor) else v
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"BatchLogs({dict(self)!r})"
+
+
+def _batch_values(output: Any, target: Any, loss: Any, metric_fns: list[tuple[str, Callable]],
+                  n: int) -> dict[str, Any]:
+    """The batch's loss and metrics for :class:`_Mean`: weighted sums on the device
+    (Tensors) where the value is a Tensor or the metric has a device form
+    (``vtl.metrics._BATCH_SUMS``), else floats (a user metric returning a Python number)."""
+    values: dict[str, Any] = {}
+    if loss is not None:
+        with vtl.no_grad():
+            values["loss"] = loss.detach() * n if isinstance(loss, Tensor) else float(loss)
     if metric_fns:
         out = output.detach() if hasattr(output, "detach") else output
         for name, fn in metric_fns:
-            logs[name] = float(fn(out, target))
-    return logs
+            batch_sum = _metrics._BATCH_SUMS.get(fn)
+            if batch_sum is not None and isinstance(out, Tensor):
+                values[name] = batch_sum(out, target, n)
+            else:
+                v = fn(out, target)
+                values[name] = v * n if isinstance(v, Tensor) else float(v)
+    return values
 
 
 def evaluate(model: Any, loader: Iterable, loss_fn: Callable | None = None,
@@ -162,7 +220,8 @@ def _evaluate_mean(model: Any, loader: Iterable, loss_fn: Callable | None, metri
                 inputs, target = _split(batch)
                 output = model(*inputs)
                 loss = loss_fn(output, target) if loss_fn is not None else None
-                mean.add(_batch_logs(output, target, loss, metric_fns), _batch_size(target))
+                n = _batch_size(target)
+                mean.add(_batch_values(output, target, loss, metric_fns, n), n)
                 if bar is not None:
                     bar.update(1)
     finally:
@@ -193,11 +252,16 @@ def fit(model: Any, train_loader: Iterable, loss_fn: Callable, optimizer: Any, e
     ``val_`` twins and the ``lr`` used during the epoch.
 
     ``progress`` shows one tqdm bar per epoch with the running loss and
-    metrics. ``resume_from`` loads a checkpoint written by
-    :class:`~vtl.train.ModelCheckpoint` (model, optimizer, scheduler, history)
-    and continues after its epoch; a loader with ``set_epoch`` (``vtl.data.DataLoader``)
-    is moved to that epoch, so a resumed run shuffles as the uninterrupted one
-    would have. ``callbacks`` receive a :class:`FitState`.
+    metrics (refreshed every :data:`POSTFIX_INTERVAL` seconds). A step never waits for
+    the device: the loss and the built-in metrics are summed on the device and read back
+    only for the bar, at the end of the epoch, and when a callback looks a value up in
+    the :class:`BatchLogs` it gets in ``on_batch_end``.
+
+    ``resume_from`` loads a checkpoint written by :class:`~vtl.train.ModelCheckpoint`
+    (model, optimizer, scheduler, history) and continues after its epoch; a loader with
+    ``set_epoch`` (``vtl.data.DataLoader``) is moved to that epoch, so a resumed run
+    shuffles as the uninterrupted one would have. ``callbacks`` receive a
+    :class:`FitState`.
     """
     from .callbacks import Resume
 
@@ -231,6 +295,7 @@ def fit(model: Any, train_loader: Iterable, loss_fn: Callable, optimizer: Any, e
         model.train()
         mean = _Mean()
         bar = _bar(train_loader, f"epoch {epoch}/{epochs}", progress, leave=True)
+        shown = time.monotonic()
         try:
             for i, batch in enumerate(train_loader):
                 inputs, target = _split(batch)
@@ -243,13 +308,19 @@ def fit(model: Any, train_loader: Iterable, loss_fn: Callable, optimizer: Any, e
                 optimizer.step()
                 if scheduler is not None and scheduler_step == "batch":
                     scheduler.step()
-                blogs = _batch_logs(output, target, loss, metric_fns)
-                mean.add(blogs, _batch_size(target))
+                n = _batch_size(target)
+                values = _batch_values(output, target, loss, metric_fns, n)
+                mean.add(values, n)
                 if bar is not None:
                     bar.update(1)
-                    bar.set_postfix(_fmt(mean.means()), refresh=False)
-                for cb in cbs:
-                    cb.on_batch_end(state, i, blogs)
+                    now = time.monotonic()
+                    if now - shown >= POSTFIX_INTERVAL:  # the running means: one read-back
+                        shown = now
+                        bar.set_postfix(_fmt(mean.means()), refresh=False)
+                if cbs:
+                    blogs = BatchLogs(values, n)
+                    for cb in cbs:
+                        cb.on_batch_end(state, i, blogs)
             if mean.n == 0:
                 raise ValueError("fit: train_loader yielded no batches")
             logs = mean.synced().means()

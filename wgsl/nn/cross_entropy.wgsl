@@ -1,18 +1,20 @@
-// Cross-entropy of logit rows against class indices (vtl/backends/wgpu/_nn.py).
+// Cross-entropy of logit rows against class indices (vtl/backends/wgpu/nn.py).
 // Row m: x[c] = X[offX + m*sXm + c*sXc], target t = Tg[offT + m*sT]. As the portable
 // log_softmax/nll_loss: sh = max(x) (0 when not finite), s = sum(exp(x - sh)),
 // loss = -((x[t] - sh) - log(s)), 0 where t == ignore_index (weight 0, else 1); a target
-// outside [0, C) gives nan (checked before on the host). S[2m] = sh, S[2m+1] = s for the
+// outside [0, C) gives nan and records itself as the first error in err (see
+// vtl/backends/wgpu/_errors.py) unless one is recorded. S[2m] = sh, S[2m+1] = s for the
 // gradient; S[2M] = total weight. Pass 0: one thread per row over nwg workgroups: per-row
 // losses into L (mode 0) or the sum (mode 1) / weighted mean (mode 2) into L[offL] (one
 // workgroup) or partial sums into S[2M+1+2w], S[2M+2+2w]; pass 1 (one workgroup) folds
 // `parts` of those into L[offL] and S[2M].
 // Words: 0 M, 1 C, 2 offX, 3 sXm, 4 sXc, 5 offT, 6 sT, 7 mode, 8 pass, 9 parts, 10 offL,
-// 11 has_ignore, 12.. ignore_index (in the target's dtype)
+// 11 has_ignore, 12.. ignore_index (in the target's dtype: 12 and 13), 14 error code
 @group(0) @binding(0) var<storage, read> X: array<{{T}}>;
 @group(0) @binding(1) var<storage, read> Tg: array<{{TI}}>;
 @group(0) @binding(2) var<storage, read_write> L: array<{{T}}>;
 @group(0) @binding(3) var<storage, read_write> S: array<{{T}}>;
+@group(0) @binding(4) var<storage, read_write> err: array<atomic<u32>>;
 var<workgroup> wl: array<{{T}}, 256>;
 var<workgroup> ww: array<{{T}}, 256>;
 
@@ -50,6 +52,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
           loss = -((X[u32(base + i32(tv) * sc)] - sh) - log(s));
         } else {
           loss = nan_{{D}}();
+          let v = tv;
+          loop {
+            let r = atomicCompareExchangeWeak(&err[0], 0u, 1u);
+            if (r.exchanged) {
+              atomicStore(&err[1], {{LO}});
+              atomicStore(&err[2], {{HI}});
+              atomicStore(&err[3], C);
+              atomicStore(&err[4], 1u);
+              atomicStore(&err[5], pw(14u));
+              break;
+            }
+            if (r.old_value != 0u) { break; }
+          }
         }
       }
       if (mode == 0u) {

@@ -69,6 +69,10 @@ def cuda_source(prog: Any, dtype: Any, name: str = "multi_tensor_apply") -> str:
     return "\n".join(lines)
 
 
+#: pointer tables kept on the device (one per parameter group and set of states, typically)
+_TABLES = 64
+
+
 class MultiTensorApply:
     """The ``multi_tensor_apply`` kernel: ``kern(program, tensors, scalars)``.
 
@@ -80,6 +84,7 @@ class MultiTensorApply:
     def __init__(self, cupy: Any) -> None:
         self._cp = cupy
         self._compiled: dict[tuple, Any] = {}
+        self._table_cache: dict[tuple, tuple[Any, Any, Any]] = {}
 
     def supports(self, dtype: Any) -> bool:
         return np.dtype(dtype) in CTYPES
@@ -91,6 +96,29 @@ class MultiTensorApply:
             src = cuda_source(prog, dtype)
             kern = self._compiled[key] = self._cp.RawKernel(src, "multi_tensor_apply")
         return kern
+
+    def _tables(self, device: int, ptrs: np.ndarray, starts: np.ndarray) -> tuple[Any, Any]:
+        """The pointer and start tables on the device, made once per distinct table (the
+        same parameters and states give the same table every step). They are copied from
+        pinned host memory, kept with them, on the current stream: the copy does not wait
+        for the device, and a captured step (``vtl.compile``) can hold it."""
+        key = (device, ptrs.tobytes(), starts.tobytes())
+        hit = self._table_cache.get(key)
+        if hit is None:
+            cp = self._cp
+            import cupyx
+
+            if len(self._table_cache) >= _TABLES:
+                self._table_cache.clear()
+            stream = cp.cuda.get_current_stream()
+            host = cupyx.empty_pinned(ptrs.size + starts.size, dtype=np.int64)
+            host[:ptrs.size] = ptrs.ravel().view(np.int64)
+            host[ptrs.size:] = starts
+            dev = cp.empty(host.size, dtype=np.int64)
+            dev.set(host, stream=stream)
+            hit = self._table_cache[key] = (dev[:ptrs.size].view(np.uint64), dev[ptrs.size:],
+                                            host)
+        return hit[0], hit[1]
 
     def __call__(self, prog: Any, tensors: list[tuple[Any, ...]],
                  scalars: tuple[float, ...]) -> None:
@@ -116,10 +144,9 @@ class MultiTensorApply:
                     keep.append(c)
                     a = c
                 ptrs[t, n] = a.data.ptr
-        with tensors[0][0].device:
+        with tensors[0][0].device as device:
             kern = self._kernel(prog, dtype)
-            d_ptrs = cp.asarray(ptrs.ravel())
-            d_starts = cp.asarray(starts)
+            d_ptrs, d_starts = self._tables(device.id, ptrs, starts)
             blocks = min((total + 255) // 256, 65536)
             args = (d_ptrs, d_starts, np.int32(len(tensors)), np.int64(total),
                     *(dtype.type(s) for s in scalars))

@@ -1,8 +1,9 @@
 """Errors found on the device, reported at the next readback of the thread that caused them.
 
-A kernel that meets an out-of-range index never reads or writes out of bounds; it records
-the first bad index in the calling thread's *error buffer* (8 words: flag, the index as two
-words, the axis size, the axis, the operation's code, 0, 0) and carries on. Reading the
+A kernel that meets an out-of-range index (or class target) never reads or writes out of
+bounds; it records the first bad value in the calling thread's *error buffer* (8 words:
+flag, the value as two words, the axis size, the axis, the operation's code, 0, 0) and
+carries on. The code names the operation and its message (:func:`code`). Reading the
 buffer would stall the device, so it is read only where the thread waits anyway: its next
 readback (``to_numpy``, ``bool(x)``, ``float(x)``...) or :func:`synchronize` copies the
 buffer along with the data in the same submit, and raises the ``IndexError`` there (the
@@ -19,9 +20,12 @@ from . import _runtime
 NBYTES = 32
 _ZEROS = bytes(NBYTES)
 
-#: operation codes -> the name that error messages give (``""``: a plain index)
-_NAMES: list[str] = [""]
-_CODES: dict[str, int] = {"": 0}
+#: the message of an index outside its axis (``name`` is the operation's prefix)
+INDEX = "{name}index {value} is out of bounds for axis {axis} with size {size}"
+
+#: operation codes -> (the name that error messages give (``""``: a plain index), message)
+_NAMES: list[tuple[str, str]] = [("", INDEX)]
+_CODES: dict[tuple[str, str], int] = {("", INDEX): 0}
 
 
 class _ThreadState(threading.local):
@@ -32,15 +36,17 @@ class _ThreadState(threading.local):
 _state = _ThreadState()
 
 
-def code(name: str) -> int:
-    """The code that kernels store for an operation called ``name`` (e.g. ``"take(): "``)."""
-    c = _CODES.get(name)
+def code(name: str, message: str = INDEX) -> int:
+    """The code that kernels store for an operation called ``name`` (e.g. ``"take(): "``)
+    whose error reads ``message`` (formatted with ``name``, ``value``, ``axis``, ``size``)."""
+    key = (name, message)
+    c = _CODES.get(key)
     if c is None:
         with _runtime.LOCK:
-            c = _CODES.get(name)
+            c = _CODES.get(key)
             if c is None:
-                c = _CODES[name] = len(_NAMES)
-                _NAMES.append(name)
+                c = _CODES[key] = len(_NAMES)
+                _NAMES.append(key)
     return c
 
 
@@ -77,8 +83,8 @@ def check(words: bytes) -> None:
         value -= 1 << 64
     size, axis, op = w[3], w[4], w[5]
     _runtime.get().queue.write_buffer(_state.storage.buf.gpu, 0, _ZEROS)
-    name = _NAMES[op] if op < len(_NAMES) else ""
+    name, message = _NAMES[op] if op < len(_NAMES) else _NAMES[0]
     raise IndexError(
-        f"{name}index {value} is out of bounds for axis {axis} with size {size} (found on the "
+        message.format(name=name, value=value, axis=axis, size=size) + " (found on the "
         "device by an earlier operation and raised at the first read of a result after it)"
     )

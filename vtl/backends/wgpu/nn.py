@@ -25,8 +25,9 @@ import numpy as np
 
 from .._common.ranges import targets_in_range
 from . import _dtypes as D
-from . import _fuse, _kernels
+from . import _errors, _fuse, _kernels
 from ._array import WgpuArray, astype_raw, empty, fresh, known_range
+from ._indexing import _CHECK_SUBS
 from ._linalg import (
     _TILE,
     cols_contiguous,
@@ -134,7 +135,12 @@ _CE_MODES = {"none": 0, "sum": 1, "mean": 2}
 def _target_subs(tdt: np.dtype) -> dict:
     ti = D.wgsl(tdt)
     rng = f"tv < {ti}(C)" if tdt.kind == "u" else f"tv >= {ti}(0) && tv < {ti}(C)"
-    return {"TI": ti, "DTI": tdt.name, "INRANGE": rng}
+    split = _CHECK_SUBS[ti]  # the target as two words for the error buffer
+    return {"TI": ti, "DTI": tdt.name, "INRANGE": rng, "LO": split["LO"], "HI": split["HI"]}
+
+
+#: the error code of a class target outside ``[0, C)`` found by the kernel
+_TARGET_ERROR = ("cross_entropy(): ", "{name}target {value} is out of bounds for {size} classes")
 
 
 def _ignore_words(tdt: np.dtype, ignore_index: int) -> list[int]:
@@ -147,11 +153,12 @@ def _ignore_words(tdt: np.dtype, ignore_index: int) -> list[int]:
 
 
 def targets_valid(t: Any, c: int, ignore_index: int) -> bool | None:
-    """Whether every target is in ``[0, c)`` or equals ``ignore_index``, decided on the host
-    from the known value range of the target's data; ``None`` when that range is unknown
-    or inconclusive (the caller then checks on the device, with a readback)."""
+    """``True`` when no host check is needed: the known value range of the targets shows
+    them valid, or no range is known (the kernel checks on the device and the thread's next
+    read-back raises the error, ``_errors``); ``None`` when a known range shows a possibly
+    bad target (the caller checks eagerly, naming the first one)."""
     kr = known_range(t)
-    return True if kr is not None and targets_in_range(kr, c, ignore_index) else None
+    return True if kr is None or targets_in_range(kr, c, ignore_index) else None
 
 
 class CrossEntropy:
@@ -181,11 +188,13 @@ class CrossEntropy:
         out = empty((M,) if mode == 0 else (), dt)
         groups = 1 if mode and M * C <= CE_ONE_GROUP else min(groups_for(M), 1024)
         saved = empty((2 * M + 1 + 2 * groups,), dt)
-        k = _kernels.kernel("cross_entropy", "rrww", (dt, t.dtype), T=D.wgsl(dt), D=dt.name,
+        k = _kernels.kernel("cross_entropy", "rrwww", (dt, t.dtype), T=D.wgsl(dt), D=dt.name,
                             **_target_subs(t.dtype))
         base = self._words(x, t, mode)
-        ig = _ignore_words(t.dtype, ignore_index)
-        bufs = (x._st.buf, t._st.buf, out._st.buf, saved._st.buf)
+        ig = [*_ignore_words(t.dtype, ignore_index), _errors.code(*_TARGET_ERROR)]
+        # the error buffer is written only where the targets' values are not known valid
+        err = _errors.buffer(write=known_range(t) is None)
+        bufs = (x._st.buf, t._st.buf, out._st.buf, saved._st.buf, err)
         REC.dispatch(k, bufs, [*base, 0, 0, out._offset, *ig], groups)
         if mode and groups > 1:
             REC.dispatch(k, bufs, [*base, 1, groups, out._offset, *ig], 1)
