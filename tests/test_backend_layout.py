@@ -24,7 +24,8 @@ ROOT = Path(vtl.__file__).resolve().parent / "backends"
 BACKENDS = ("numpy", "cupy", "wgpu")
 #: the files a backend package may hold besides its private modules (``_*.py``)
 JOBS = {"__init__.py", "backend.py", "namespace.py", "linalg.py", "conv.py", "pool.py",
-        "nn.py", "rnn.py", "optim.py", "random.py", "scatter.py", "checks.py"}
+        "nn.py", "rnn.py", "optim.py", "random.py", "scatter.py", "checks.py", "capture.py",
+        "blas.py"}
 
 
 def _imports(path: Path) -> list[str]:
@@ -172,7 +173,8 @@ def test_cupy_philox_source_on_the_host(tmp_path):
     cxx = shutil.which("g++") or shutil.which("clang++")
     if cxx is None:
         pytest.skip("no C++ compiler")
-    (tmp_path / "k.cpp").write_text(_SHIM + cuda_source())
+    (tmp_path / "k.cpp").write_text(_SHIM + cuda_source() + cuda_source(
+        "vtl_philox_mem", words_in_memory=True))
     lib = tmp_path / "k.so"
     subprocess.run([cxx, "-O1", "-shared", "-fPIC", "-o", str(lib), str(tmp_path / "k.cpp")],
                    check=True, capture_output=True)
@@ -181,13 +183,18 @@ def test_cupy_philox_source_on_the_host(tmp_path):
     u32 = ctypes.c_uint
     fn.argtypes = [ctypes.c_void_p, ctypes.c_longlong, ctypes.c_longlong, u32, u32, u32, u32,
                    u32, u32]
+    mem = so.vtl_philox_mem  # the words of a captured draw, read from memory
+    mem.argtypes = [ctypes.c_void_p, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_void_p]
     key = (0x1234ABCD, 0xFEDC0987)
     for n, counter in CASES:
-        out = np.zeros(n, dtype=np.uint32)
         nblocks = -(-n // 4)
         limbs = [(counter >> (32 * k)) & 0xFFFFFFFF for k in range(4)]
-        for blk in range(2):  # grid of 2 blocks of 3 threads, striding over the blocks
-            for t in range(3):
-                so.set_grid(blk, 3, t, 2)
-                fn(out.ctypes.data, n, nblocks, *limbs, *key)
-        np.testing.assert_array_equal(out, philox_words(xp, n, key, counter), err_msg=str(n))
+        words = np.array([*limbs, *key], dtype=np.uint32)
+        want = philox_words(xp, n, key, counter)
+        for kern, tail in ((fn, (*limbs, *key)), (mem, (words.ctypes.data,))):
+            out = np.zeros(n, dtype=np.uint32)
+            for blk in range(2):  # grid of 2 blocks of 3 threads, striding over the blocks
+                for t in range(3):
+                    so.set_grid(blk, 3, t, 2)
+                    kern(out.ctypes.data, n, nblocks, *tail)
+            np.testing.assert_array_equal(out, want, err_msg=str(n))

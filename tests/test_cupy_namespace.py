@@ -42,8 +42,10 @@ def test_matmul_every_layout_matches_numpy(dtype, mkn):
     b = RNG.standard_normal((k, n)).astype(dtype)
     want = a.astype(np.float64) @ b.astype(np.float64)
     tol = 1e-5 if dtype == "float32" else 1e-12
-    direct = ns._gemm(cp.asarray(a), cp.asfortranarray(cp.asarray(b)))  # the cuBLAS call itself
-    assert direct is not None and ns._gemm_direct
+    ns.matmul(cp.ones((1, 1), dtype=dtype), cp.ones((1, 1), dtype=dtype))
+    assert ns._blas  # the direct cuBLAS path loaded
+    direct = ns._blas.matmul(cp.asarray(a), cp.asfortranarray(cp.asarray(b)))
+    assert direct is not None
     np.testing.assert_allclose(cp.asnumpy(direct), want, rtol=tol, atol=tol * max(k, 1))
     for x in _layouts(a):
         for y in _layouts(b):
@@ -58,6 +60,34 @@ def test_matmul_errors_and_other_ranks():
     a = RNG.standard_normal((2, 3, 4))
     np.testing.assert_allclose(cp.asnumpy(ns.matmul(cp.asarray(a), cp.asarray(a[0].T))),
                                a @ a[0].T, rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shapes", [((4, 5, 3), (4, 3, 6)), ((2, 3, 5, 4), (2, 3, 4, 2)),
+                                    ((3, 5, 4), (4, 7)), ((5, 4), (2, 4, 3)),
+                                    ((2, 1, 5, 4), (1, 3, 4, 6)), ((1, 5, 4), (3, 4, 2)),
+                                    ((0, 5, 4), (0, 4, 2)), ((3, 2, 0), (3, 0, 4))])
+def test_batched_matmul_every_layout_matches_numpy(dtype, shapes):
+    """Stacks of matrices (strided-batched cuBLAS; broadcasts, transposed and strided
+    operands)."""
+    a = RNG.standard_normal(shapes[0]).astype(dtype)
+    b = RNG.standard_normal(shapes[1]).astype(dtype)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    k = a.shape[-1]
+
+    def layouts(x):
+        yield cp.asarray(x)
+        yield cp.ascontiguousarray(cp.asarray(np.swapaxes(x, -1, -2))).swapaxes(-1, -2)
+        big = cp.zeros((*x.shape[:-1], 2 * x.shape[-1]), dtype=x.dtype)
+        big[..., ::2] = cp.asarray(x)
+        yield big[..., ::2]
+
+    for x in layouts(a):
+        for y in layouts(b):
+            got = ns.matmul(x, y)
+            assert got.shape == want.shape and got.dtype == np.dtype(dtype)
+            np.testing.assert_allclose(cp.asnumpy(got), want, rtol=tol, atol=tol * max(k, 1))
 
 
 @pytest.mark.parametrize("axis", [None, 0, (0, 2, 3), (2, 3), (1, 3), -1])

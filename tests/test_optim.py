@@ -627,6 +627,8 @@ def test_cuda_source_computes_the_program_on_the_host(tmp_path):
         for dt in dtypes:
             name = f"k{i}_{np.dtype(dt).name}"
             src.append(f"namespace n{name} {{\n{cuda_source(prog, dt, name)}}}\n")
+            src.append(f"namespace n{name}m {{\n"
+                       f"{cuda_source(prog, dt, name + '_mem', scalars_in_memory=True)}}}\n")
     (tmp_path / "k.cpp").write_text("".join(src))
     lib = tmp_path / "k.so"
     subprocess.run([cxx, "-O1", "-shared", "-fPIC", "-o", str(lib), str(tmp_path / "k.cpp")],
@@ -654,11 +656,24 @@ def test_cuda_source_computes_the_program_on_the_host(tmp_path):
                         for arrs in tensors]
             table = np.array([[a.ctypes.data for a in arrs] for arrs in tensors],
                              dtype=np.uint64)
+            fresh = [[a.copy() for a in arrs] for arrs in tensors]
             for b, t in [(blk, thr) for blk in range(2) for thr in range(3)]:
                 so.set_grid(b, 3, t, 2)
                 fn(table.ctypes.data, starts.ctypes.data, len(sizes), sum(sizes), *scalars)
+            # the variant of captured steps reads the same scalars from memory
+            mem = getattr(so, f"k{i}_{np.dtype(dt).name}_mem")
+            mem.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int, ctypes.c_longlong,
+                                                    ctypes.c_void_p]
+            svec = np.array(scalars, dtype=dt)
+            table2 = np.array([[a.ctypes.data for a in arrs] for arrs in fresh], dtype=np.uint64)
+            for b, t in [(blk, thr) for blk in range(2) for thr in range(3)]:
+                so.set_grid(b, 3, t, 2)
+                mem(table2.ctypes.data, starts.ctypes.data, len(sizes), sum(sizes),
+                    svec.ctypes.data)
             tol = {"rtol": 1e-5, "atol": 1e-6} if dt == np.float32 else {"rtol": 1e-12}
-            for arrs, exp in zip(tensors, expected, strict=True):
+            for arrs, arrs2, exp in zip(tensors, fresh, expected, strict=True):
                 for name, e in zip(prog.writes, exp, strict=True):
-                    np.testing.assert_allclose(arrs[prog.arrays.index(name)], e, **tol,
+                    j = prog.arrays.index(name)
+                    np.testing.assert_allclose(arrs[j], e, **tol,
                                                err_msg=f"{prog.name} {name} {dt}")
+                    np.testing.assert_array_equal(arrs2[j], arrs[j])

@@ -56,6 +56,7 @@ from . import _tensor_methods, autograd, fft, linalg
 
 _tensor_methods.install()
 from . import (
+    capture,
     data,
     datasets,
     distributed,  # MPI/NCCL are loaded only by init_process_group
@@ -67,4 +68,5 @@ from . import (
     train,
 )
 from .autograd.functional import grad, hessian, jacobian, jvp, value_and_grad, vjp
+from .capture import CaptureError, compile
 from .io import load, load_checkpoint, save, save_checkpoint

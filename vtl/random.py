@@ -44,6 +44,8 @@ import operator
 import threading
 from typing import Any
 
+from . import capture as _capture
+
 __all__ = [
     "Generator", "bernoulli", "bits", "default_generator", "get_state", "initial_seed",
     "normal", "permutation", "randint", "random", "seed", "set_state", "shuffle",
@@ -315,9 +317,12 @@ class Generator:
         return start
 
     def _words(self, n: int, xp: Any, device: Any, backend: Any = None,
-               index: int = 0) -> Any:
+               index: int = 0, vdev: Any = None) -> Any:
         if -(-n // 4) >= 2**32:
             raise ValueError(f"vtl.random: cannot draw {n} words at once (at most 2**34)")
+        cap = None if vdev is None else _capture.current(vdev)
+        if cap is not None:
+            return self._captured_words(cap, n, backend, index)
         start = self._take_blocks(n)
         if backend is not None:
             fused = backend.kernel("philox")
@@ -326,6 +331,26 @@ class Generator:
                 if words is not None:
                     return words
         return philox_words(xp, n, self.key, start, device)
+
+    def _draw_words(self, n: int) -> tuple[int, ...]:
+        """The counter's four words (low first) and the key's two for the next draw of ``n``
+        words (advances the counter, as a draw does)."""
+        start = self._take_blocks(n)
+        return (*((start >> (32 * k)) & _MASK for k in range(4)), *self.key)
+
+    def _captured_words(self, cap: Any, n: int, backend: Any, index: int) -> Any:
+        """A draw recorded by a capture (``vtl.compile``): the backend's kernel reads the
+        counter and key from per-step scalars, which each replay advances as the draw
+        would."""
+        fused = backend.kernel("philox")
+        dyn = cap.scalars(self._draw_words(n), "uint32")
+        words = None if fused is None else fused(n, self.key, dyn, index)
+        if words is None:
+            raise _capture.CaptureError(
+                f"vtl.compile: a random draw of {n} words on {backend.name} cannot be "
+                "captured (the backend's philox kernel declines it)")
+        _capture.on_replay(lambda: dyn.set(self._draw_words(n)))
+        return words
 
     def _raw(self, n: int, like: Any) -> tuple[Any, Any, Any, Any]:
         """Namespace, device and ``n`` words for ``like`` (a Device, Tensor or raw array)."""
@@ -337,7 +362,8 @@ class Generator:
         if isinstance(like, Device):
             b = like.backend
             native = b.native_device(like.index)
-            return like.xp, native, self._words(n, like.xp, native, b, like.index), like
+            return (like.xp, native, self._words(n, like.xp, native, b, like.index, like),
+                    like)
         from array_api_compat import array_namespace
 
         xp = array_namespace(like)

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from ._base import Backend, Device, parse_device_string
+from ._base import Backend, Capture, Device, DynamicScalars, parse_device_string
 
 #: name -> the Backend object, or the ``module:class`` that makes it on first use
 _REGISTRY: dict[str, Backend | str] = {
@@ -162,7 +162,9 @@ def backend_of_native(obj: Any) -> Backend | None:
 
 __all__ = [
     "Backend",
+    "Capture",
     "Device",
+    "DynamicScalars",
     "available",
     "available_names",
     "default_device",

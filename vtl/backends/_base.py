@@ -145,6 +145,56 @@ def parse_device_string(spec: str) -> Device:
     return Device(*_device_key(spec, None))
 
 
+class DynamicScalars:
+    """Per-step scalars of a captured kernel launch (``vtl.compile``): a kernel given one
+    instead of numbers reads the values from where its backend's capture puts them before
+    each replay (device memory, or the launch's parameters), and the host code that owns
+    them (an optimizer, a random generator) calls :meth:`set` before each replay."""
+
+    __slots__ = ("values", "dtype", "where")
+
+    def __init__(self, values: Any, dtype: Any) -> None:
+        self.values = tuple(values)
+        self.dtype = np.dtype(dtype)
+        self.where: Any = None  # the backend's: a device slot, or the dispatches to patch
+
+    def set(self, values: Any) -> None:
+        """The values for the next replay (as many as before)."""
+        values = tuple(values)
+        if len(values) != len(self.values):
+            raise ValueError(f"DynamicScalars.set: expected {len(self.values)} values, got "
+                             f"{len(values)}")
+        self.values = values
+
+
+class Capture:
+    """The device work of one call recorded for replays (``vtl.compile``); made by
+    :meth:`Backend.begin_capture`, which starts recording this thread's work on the device.
+    """
+
+    def scalars(self, values: Any, dtype: Any) -> DynamicScalars:
+        """Scalars that kernels recorded in this capture read anew at each replay."""
+        return DynamicScalars(values, dtype)
+
+    def end(self) -> None:
+        """Stop recording; the recorded call's work has run when this returns (backends
+        that do not run work while recording run it here)."""
+        raise NotImplementedError
+
+    def replay(self) -> None:
+        """Run the recorded work again, with the current values of its dynamic scalars."""
+        raise NotImplementedError
+
+    def abort(self) -> None:
+        """Stop recording after an error, dropping what was recorded."""
+        raise NotImplementedError
+
+    def explain(self, exc: BaseException) -> str | None:
+        """What an error raised while recording means for the user (e.g. a read of a
+        device value, which no capture can hold), or ``None`` to re-raise it as it is."""
+        return None
+
+
 class Backend:
     """One runtime that vtl can run on.
 
@@ -154,6 +204,8 @@ class Backend:
     """
 
     name: ClassVar[str] = ""
+    #: whether :meth:`begin_capture` records work for ``vtl.compile`` (else it runs eagerly)
+    can_capture: ClassVar[bool] = False
     #: The runtime's array class; results of other types go through :meth:`normalize`.
     array_type: type = object
 
@@ -358,6 +410,11 @@ class Backend:
 
     def memory_info(self, index: int = 0) -> dict[str, int]:
         return {}
+
+    def begin_capture(self, index: int = 0) -> Capture:
+        """Start recording this thread's work on device ``index`` for replays
+        (``vtl.compile``); only where :attr:`can_capture`."""
+        raise NotImplementedError(f"backend {self.name!r} does not capture work")
 
     def info(self) -> dict[str, Any]:
         """Versions and device details for ``vtl info``."""

@@ -34,6 +34,30 @@ def _norm(xp: Any, g: Any, norm_type: float) -> Any:
     return xp.sum(a**norm_type) ** (1.0 / norm_type)
 
 
+def _combine(xp: Any, norms: list[Any], norm_type: float) -> Any:
+    """The ``norm_type`` norm of the vector of the 0-d ``norms`` (each gradient's norm), as
+    a pairwise tree of elementwise ops: no stacking (CuPy's ``stack`` of many arrays uploads
+    a table of their addresses, a wait for the device that a captured step cannot hold)."""
+    if math.isinf(norm_type):
+        parts = norms
+        op = xp.maximum if norm_type > 0 else xp.minimum
+    else:
+        if norm_type == 2.0:
+            parts = [n * n for n in norms]
+        elif norm_type in (0.0, 1.0):
+            parts = norms
+        else:
+            parts = [n ** norm_type for n in norms]
+        op = xp.add
+    while len(parts) > 1:
+        pairs = [op(parts[i], parts[i + 1]) for i in range(0, len(parts) - 1, 2)]
+        parts = pairs + ([parts[-1]] if len(parts) % 2 else [])
+    total = parts[0]
+    if math.isinf(norm_type) or norm_type in (0.0, 1.0):
+        return total
+    return xp.sqrt(total) if norm_type == 2.0 else total ** (1.0 / norm_type)
+
+
 def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float,
                     norm_type: float = 2.0, error_if_nonfinite: bool = False,
                     foreach: bool | None = None) -> Tensor:
@@ -67,8 +91,7 @@ def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float,
     dtype = norms[0].dtype
     for n in norms[1:]:
         dtype = xp.result_type(dtype, n.dtype)
-    stacked = xp.stack([xp.astype(n, dtype) for n in norms])
-    total = _norm(xp, stacked, norm_type)
+    total = _combine(xp, [xp.astype(n, dtype) for n in norms], norm_type)
     total_t = _new(total, dev)
     if error_if_nonfinite and not bool(xp.all(xp.isfinite(total))):
         raise RuntimeError(

@@ -8,20 +8,43 @@ PyTorch, so schedulers compose and resume from ``state_dict`` the same way.
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
+import threading
 import types
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .. import capture as _capture
 from .optimizer import Optimizer
 
 __all__ = [
     "LRScheduler", "LambdaLR", "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR",
     "LinearLR", "OneCycleLR", "SequentialLR", "ReduceLROnPlateau",
 ]
+
+_nesting = threading.local()
+
+
+def _replayed(step: Callable[..., None]) -> Callable[..., None]:
+    """A scheduler's ``step`` that a capture (``vtl.compile``) re-runs before each replay:
+    a step taken inside a captured function happens at every replayed call, as in eager
+    mode (only the outermost step registers, not those a SequentialLR takes inside)."""
+    @functools.wraps(step)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
+        depth = getattr(_nesting, "depth", 0)
+        if depth == 0 and _capture.active():
+            _capture.on_replay(functools.partial(wrapper, self, *args, **kwargs))
+        _nesting.depth = depth + 1
+        try:
+            step(self, *args, **kwargs)
+        finally:
+            _nesting.depth = depth
+
+    return wrapper
 
 
 # -- state checks: every scheduler refuses a state whose fields have the wrong type or range --
@@ -173,6 +196,7 @@ class LRScheduler(_CheckedState):
         """The learning rates set by the last :meth:`step`."""
         return self._last_lr
 
+    @_replayed
     def step(self, epoch: int | None = None) -> None:
         """Advance one step (or jump to ``epoch``, using the closed form when there is one)."""
         self._step_count += 1
@@ -583,6 +607,7 @@ class SequentialLR(LRScheduler):
         schedulers[0]._initial_step()
         self._last_lr = schedulers[0].get_last_lr()
 
+    @_replayed
     def step(self, epoch: int | None = None) -> None:  # noqa: ARG002 - PyTorch signature
         self.last_epoch += 1
         idx = bisect_right(self._milestones, self.last_epoch)
@@ -660,6 +685,7 @@ class ReduceLROnPlateau(_CheckedState):
     def in_cooldown(self) -> bool:
         return self.cooldown_counter > 0
 
+    @_replayed
     def step(self, metrics: Any, epoch: int | None = None) -> None:
         """Record this epoch's metric (a float or 0-d tensor; read back to the host)."""
         current = float(metrics)

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any
 
+from .. import capture as _capture
 from .._tensor import Tensor, _new
 from ..autograd.grad_mode import enable_grad
 from ._programs import Program
@@ -152,6 +154,11 @@ class Optimizer:
                 continue
             state = states.get(p)
             if state is None:
+                if _capture.current(p._device) is not None:
+                    raise _capture.CaptureError(
+                        f"vtl.compile: the first step of {type(self).__name__} for a parameter "
+                        "creates its state, which a replay would create again: run the step "
+                        "eagerly once before it is captured (warmup >= 1)")
                 state = states[p] = self._init_state(p, group)
             self._advance(state, group)
             dev = p._device
@@ -173,10 +180,21 @@ class Optimizer:
                 portable.append((p, state))
         for key, items in buckets.items():
             prog, scalars, kern = plans[key]
+            cap = _capture.current(items[0][0]._device)
+            if cap is not None:  # the scalars of every replay's step come from the host
+                dyn = cap.scalars(scalars, items[0][0]._data.dtype)
+                _capture.on_replay(partial(self._replay_bucket, group, items, prog, dyn))
+                scalars = dyn
             self._run_fused(kern, prog, scalars, items)
             for p, _ in items:
                 p._bump_version()
         for p, state in portable:
+            if _capture.current(p._device) is not None:
+                raise _capture.CaptureError(
+                    f"vtl.compile: {type(self).__name__} cannot capture the step of a "
+                    f"{p.dtype} parameter on {p._device}: only the fused multi-tensor step "
+                    "(foreach not False, a dtype the backend's kernel takes) reads its "
+                    "per-step scalars anew at each replay")
             new = self._portable(p, state, group)
             p._data[...] = new
             p._bump_version()
@@ -202,6 +220,23 @@ class Optimizer:
                         arrs.append(state[names[a]]._data)
                 tensors.append(tuple(arrs))
         kern(prog, tensors, scalars)
+
+    def _replay_bucket(self, group: dict[str, Any], items: list[tuple[Tensor, dict[str, Any]]],
+                       prog: Program, dyn: Any) -> None:
+        """Before a replay of a captured step: the host part of the step of ``items``
+        (step counts) and the fused kernel's scalars for it, as :meth:`_step_group` does."""
+        for _, state in items:
+            self._advance(state, group)
+        p, state = items[0]
+        now, scalars = self._plan(p, state, group)
+        if now is not prog:
+            raise _capture.CaptureError(
+                f"vtl.compile: the update rule of {type(self).__name__} changed after its step "
+                f"was captured ({prog.name} -> {now.name}: a hyper-parameter such as "
+                "weight_decay or amsgrad changed); capture the function again")
+        dyn.set(scalars)
+        for p, _ in items:
+            p._bump_version()
 
     # Subclass hooks ---------------------------------------------------------
     def _init_state(self, p: Tensor, group: dict[str, Any]) -> dict[str, Any]:

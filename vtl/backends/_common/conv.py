@@ -130,6 +130,10 @@ class StridedConv2d(FloatKernel):
         thread (a subclass may return more; see the module docstring)."""
         return 0
 
+    def _product(self, a: Any, b: Any) -> Any:
+        """``a @ b`` (batched over leading axes) with the module's ``matmul``."""
+        return self.m.matmul(a, b)
+
     def forward(self, x: Any, w: Any, b: Any, stride: tuple[int, int],
                 padding: tuple[int, int, int, int], dilation: tuple[int, int],
                 groups: int) -> tuple[Any, Any]:
@@ -165,7 +169,7 @@ class StridedConv2d(FloatKernel):
             parallel_for(fill, n, threads)
         else:
             self._im2col(x, col, geom)
-        out = m.matmul(wm, col)  # (N, G, O/G, Ho*Wo)
+        out = self._product(wm, col)  # (N, G, O/G, Ho*Wo)
         return out.reshape(n, o, ho, wo), col
 
     def backward(self, col: Any, x_shape: tuple[int, ...], w: Any, g: Any,
@@ -192,14 +196,14 @@ class StridedConv2d(FloatKernel):
             if threads:  # products per image, summed over blocks of images that stay in cache
                 dwe = None
                 for a, b in _blocks(0, n, groups * og * kc):
-                    part = m.matmul(g4[a:b], col[a:b].transpose(0, 1, 3, 2)).sum(axis=0)
+                    part = self._product(g4[a:b], col[a:b].transpose(0, 1, 3, 2)).sum(axis=0)
                     dwe = part if dwe is None else m.add(dwe, part, out=dwe)
             elif kc <= hw:  # a batch of products, summed over the images
-                dwe = m.matmul(g4, col.transpose(0, 1, 3, 2)).sum(axis=0)
+                dwe = self._product(g4, col.transpose(0, 1, 3, 2)).sum(axis=0)
             else:  # few pixels, many taps: one product over all images
                 ga = m.ascontiguousarray(g4.transpose(1, 2, 0, 3)).reshape(groups, og, n * hw)
                 ca = m.ascontiguousarray(col.transpose(1, 0, 3, 2)).reshape(groups, n * hw, kc)
-                dwe = m.matmul(ga, ca)
+                dwe = self._product(ga, ca)
             if need_w:
                 dw = m.ascontiguousarray(dwe[:, :, :k]).reshape(o, cg, kh, kw)
             if need_b and kc > k:
@@ -218,7 +222,7 @@ class StridedConv2d(FloatKernel):
 
                 parallel_for(spread, n, threads)
             else:
-                dcol = m.matmul(wt, g4)  # (N, G, C/G*kh*kw, Ho*Wo)
+                dcol = self._product(wt, g4)  # (N, G, C/G*kh*kw, Ho*Wo)
                 dx = self._col2im(dcol, x_shape, geom)
         return dx, dw, db
 

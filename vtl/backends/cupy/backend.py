@@ -18,6 +18,7 @@ from .checks import CupyIndexChecks
 
 class CupyBackend(Backend):
     name = "cupy"
+    can_capture = True
 
     def _load(self) -> Any:
         import cupy  # noqa: F401 - ImportError means "not installed"
@@ -99,6 +100,11 @@ class CupyBackend(Backend):
             return target
         cp.add.at(target, indices, values)
         return target
+
+    def begin_capture(self, index: int = 0) -> Any:
+        from .capture import CupyCapture
+
+        return CupyCapture(self._cupy, index)
 
     def memory_info(self, index: int = 0) -> dict[str, int]:
         pool = self._cupy.get_default_memory_pool()

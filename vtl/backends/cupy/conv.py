@@ -149,7 +149,10 @@ class CupyConv2d(StridedConv2d):
     def __init__(self, cupy: Any, matmul: Any = None) -> None:
         super().__init__(cupy)
         self._specs = SpecKernels(cupy, "vtl_")
-        self._mm = matmul or cupy.dot  # 2-D products (the backend namespace's direct gemm)
+        self._mm = matmul or cupy.matmul  # products (the namespace's direct cuBLAS calls)
+
+    def _product(self, a: Any, b: Any) -> Any:
+        return self._mm(a, b)  # the namespace's matmul: direct cuBLAS, also when captured
 
     def _get(self, spec: Any, dtype: Any, wide: bool = False, consts: tuple | None = None
              ) -> Any:

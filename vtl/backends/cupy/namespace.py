@@ -28,10 +28,11 @@ standard's signed-zero special cases that CuPy itself misses.
 * ``argmax``/``argmin`` return NumPy's index (the first extreme, the first nan, signed zeros
   equal, subnormals apart from zero; ``_arg_reductions``): CuPy's reduction returned one of
   several nans, and its float32 kernels on an H200 took the smallest subnormal for zero.
-* ``matmul`` of two float matrices is one direct cuBLAS ``gemm`` call (C- or Fortran-order
-  operands, so transposed views need no copy; other layouts through ``cupy.dot``): CuPy's
-  ``matmul`` costs 20-40 microseconds of host time per call in its generalized-ufunc and
-  dispatch layers, which dominates small layers and recurrent steps.
+* ``matmul`` of float32/float64 matrices and stacks of them is one direct cuBLAS call
+  (``gemm`` or ``gemmStridedBatched`` through ``blas.py``; C- or Fortran-order operands, so
+  transposed views need no copy): CuPy's ``matmul`` costs 20-40 microseconds of host time
+  per call in its generalized-ufunc and dispatch layers, which dominates small layers and
+  recurrent steps, and its cuBLAS bindings refuse to be captured into a CUDA graph.
 * ``sum``/``mean`` of large arrays: CuPy's generic reduction runs one thread block per
   output element, so a full reduction of a non-contiguous array (one block for millions of
   elements) or a reduction over leading and trailing axes together (e.g. a bias gradient
@@ -65,6 +66,7 @@ from .._common.special_cases import (
     tanh_special_cases,
 )
 from . import linalg  # noqa: F401 - the linalg extension, with solve fixed
+from .blas import Blas
 
 __all__ = list(_acp.__all__)
 
@@ -247,64 +249,22 @@ def full_like(x: Any, /, fill_value: Any, *, dtype: Any = None, device: Any = No
     return _acp.full_like(x, fill_value, dtype=dtype, device=device)
 
 
-_GEMM_DTYPES = (_cupy.dtype("float32"), _cupy.dtype("float64"))
-_ONES = {dt: _np.ones((), dt) for dt in _GEMM_DTYPES}  # alpha (host memory)
-_ZEROS = {dt: _np.zeros((), dt) for dt in _GEMM_DTYPES}  # beta
-_gemm_direct = True  # cleared if this CuPy's cuBLAS binding differs
-
-
-def _layout(a: Any) -> tuple[int, int] | None:
-    """(op, leading dimension) of a row-major matrix seen as its column-major transpose.
-    (``max``/``min``/``sum`` are the array functions in this module.)"""
-    if a.flags.c_contiguous:
-        return 0, a.shape[1] or 1  # CUBLAS_OP_N
-    if a.flags.f_contiguous:
-        return 1, a.shape[0] or 1  # CUBLAS_OP_T
-    return None
-
-
-def _gemm(a: Any, b: Any) -> Any:
-    """``a @ b`` for contiguous (C or Fortran order) float matrices by one cuBLAS call
-    (``out.T = b.T @ a.T`` in column-major terms), or ``None``."""
-    la, lb = _layout(a), _layout(b)
-    if la is None or lb is None or a.data.device_id != _cupy.cuda.runtime.getDevice():
-        return None
-    from cupy.cuda import device
-    from cupy_backends.cuda.libs import cublas
-
-    m, k = a.shape
-    n = b.shape[1]
-    out = _cupy.empty((m, n), dtype=a.dtype)
-    if m == 0 or n == 0:
-        return out
-    if k == 0:
-        out.fill(0)
-        return out
-    handle = device.get_cublas_handle()
-    cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
-    fn = cublas.sgemm if a.dtype == _GEMM_DTYPES[0] else cublas.dgemm
-    fn(handle, lb[0], la[0], n, m, k, _ONES[a.dtype].ctypes.data, b.data.ptr, lb[1],
-       a.data.ptr, la[1], _ZEROS[a.dtype].ctypes.data, out.data.ptr, n)
-    return out
+_blas: Any = None  # the Blas of this module's products (False where it cannot load)
 
 
 def matmul(x1: Any, x2: Any, /) -> Any:
-    global _gemm_direct
-    if (getattr(x1, "ndim", 0) == 2 and getattr(x2, "ndim", 0) == 2 and x1.dtype == x2.dtype
-            and x1.dtype in _GEMM_DTYPES and isinstance(x1, _cupy.ndarray)
-            and isinstance(x2, _cupy.ndarray)):
-        if x1.shape[1] != x2.shape[0]:
-            raise ValueError(f"matmul: shapes {x1.shape} and {x2.shape} are not aligned "
-                             f"({x1.shape[1]} != {x2.shape[0]})")
-        if _gemm_direct:
+    global _blas
+    if (isinstance(x1, _cupy.ndarray) and isinstance(x2, _cupy.ndarray)
+            and x1.ndim >= 2 and x2.ndim >= 2):
+        if _blas is None:
             try:
-                out = _gemm(x1, x2)
-            except (AttributeError, TypeError, ImportError):
-                _gemm_direct = False
-                out = None
+                _blas = Blas(_cupy)
+            except (OSError, AttributeError, RuntimeError):  # no cuBLAS symbols: CuPy's path
+                _blas = False
+        if _blas:
+            out = _blas.matmul(x1, x2)
             if out is not None:
                 return out
-        return _cupy.dot(x1, x2)
     return _acp.matmul(x1, x2)
 
 

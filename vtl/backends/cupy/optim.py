@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from .._base import DynamicScalars
 from ._codegen import CTYPES
 
 _FUNC = re.compile(r"\b(sqrt|max)\s*\(")
@@ -31,21 +32,30 @@ def _c_expr(expr: str, ctype: str) -> str:
     return _FUNC.sub(lambda m: names[m.group(1)] + "(", expr)
 
 
-def cuda_source(prog: Any, dtype: Any, name: str = "multi_tensor_apply") -> str:
+def cuda_source(prog: Any, dtype: Any, name: str = "multi_tensor_apply",
+                scalars_in_memory: bool = False) -> str:
     """CUDA C++ source of ``prog`` over tensors of ``dtype`` (float32 or float64).
 
     Signature: ``(const unsigned long long* ptrs, const long long* starts,
     int ntensors, long long total, T scalar...)`` where ``ptrs`` holds
-    ``len(prog.arrays)`` pointers per tensor.
+    ``len(prog.arrays)`` pointers per tensor; with ``scalars_in_memory`` the scalars are
+    read from ``const T* scalars`` instead (the slots of a captured step's per-step
+    scalars, ``vtl.compile``).
     """
     ctype = CTYPES[np.dtype(dtype)]
     k = len(prog.arrays)
-    params = "".join(f", const T {s}" for s in prog.scalars)
+    if scalars_in_memory:
+        params = ", const T* __restrict__ scalars"
+        loads = [f"  const T {s} = scalars[{i}];" for i, s in enumerate(prog.scalars)]
+    else:
+        params = "".join(f", const T {s}" for s in prog.scalars)
+        loads = []
     lines = [
         f"typedef {ctype} T;",
         f'extern "C" __global__ void {name}(const unsigned long long* __restrict__ ptrs,',
         "    const long long* __restrict__ starts, const int ntensors, const long long total"
         f"{params}) {{",
+        *loads,
         "  const long long stride = (long long)blockDim.x * gridDim.x;",
         "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;",
         "       i += stride) {",
@@ -78,7 +88,8 @@ class MultiTensorApply:
 
     ``tensors`` is a list of tuples of CuPy arrays (one tuple per parameter,
     in ``program.arrays`` order, all of one dtype and device); arrays named in
-    ``program.writes`` are updated in place.
+    ``program.writes`` are updated in place. ``scalars`` may be the
+    :class:`~vtl.backends.DynamicScalars` of a captured step (read from device memory).
     """
 
     def __init__(self, cupy: Any) -> None:
@@ -89,11 +100,11 @@ class MultiTensorApply:
     def supports(self, dtype: Any) -> bool:
         return np.dtype(dtype) in CTYPES
 
-    def _kernel(self, prog: Any, dtype: np.dtype) -> Any:
-        key = (prog.key, dtype)
+    def _kernel(self, prog: Any, dtype: np.dtype, in_memory: bool = False) -> Any:
+        key = (prog.key, dtype, in_memory)
         kern = self._compiled.get(key)
         if kern is None:
-            src = cuda_source(prog, dtype)
+            src = cuda_source(prog, dtype, scalars_in_memory=in_memory)
             kern = self._compiled[key] = self._cp.RawKernel(src, "multi_tensor_apply")
         return kern
 
@@ -115,7 +126,9 @@ class MultiTensorApply:
             host[:ptrs.size] = ptrs.ravel().view(np.int64)
             host[ptrs.size:] = starts
             dev = cp.empty(host.size, dtype=np.int64)
-            dev.set(host, stream=stream)
+            # cudaMemcpyAsync itself: CuPy's set() refuses a stream that is being captured
+            cp.cuda.runtime.memcpyAsync(dev.data.ptr, host.ctypes.data, host.nbytes,
+                                        cp.cuda.runtime.memcpyHostToDevice, stream.ptr)
             hit = self._table_cache[key] = (dev[:ptrs.size].view(np.uint64), dev[ptrs.size:],
                                             host)
         return hit[0], hit[1]
@@ -144,12 +157,13 @@ class MultiTensorApply:
                     keep.append(c)
                     a = c
                 ptrs[t, n] = a.data.ptr
+        dynamic = isinstance(scalars, DynamicScalars)
         with tensors[0][0].device as device:
-            kern = self._kernel(prog, dtype)
+            kern = self._kernel(prog, dtype, dynamic)
             d_ptrs, d_starts = self._tables(device.id, ptrs, starts)
             blocks = min((total + 255) // 256, 65536)
-            args = (d_ptrs, d_starts, np.int32(len(tensors)), np.int64(total),
-                    *(dtype.type(s) for s in scalars))
+            tail = (scalars.where,) if dynamic else tuple(dtype.type(s) for s in scalars)
+            args = (d_ptrs, d_starts, np.int32(len(tensors)), np.int64(total), *tail)
             kern((blocks,), (256,), args)
             for orig, c in copies:
                 orig[...] = c

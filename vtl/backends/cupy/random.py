@@ -13,20 +13,30 @@ from typing import Any
 
 import numpy as np
 
+from .._base import DynamicScalars
+
 __all__ = ["Philox", "cuda_source"]
 
 _MASK = 0xFFFFFFFF
 
 
-def cuda_source(name: str = "vtl_philox") -> str:
+def cuda_source(name: str = "vtl_philox", words_in_memory: bool = False) -> str:
     """CUDA C++ of the kernel ``name(unsigned* out, long long n, long long nblocks,
-    unsigned c0, unsigned c1, unsigned c2, unsigned c3, unsigned k0, unsigned k1)``."""
+    unsigned c0, unsigned c1, unsigned c2, unsigned c3, unsigned k0, unsigned k1)``; with
+    ``words_in_memory`` the six counter and key words are read from ``const unsigned*
+    words`` instead (a captured draw's per-step words, ``vtl.compile``)."""
+    if words_in_memory:
+        params = "const unsigned int* __restrict__ words"
+        loads = ("  const unsigned int b0 = words[0], b1 = words[1], b2 = words[2], "
+                 "b3 = words[3], key0 = words[4], key1 = words[5];\n")
+    else:
+        params = ("const unsigned int b0, const unsigned int b1, const unsigned int b2, "
+                  "const unsigned int b3, const unsigned int key0, const unsigned int key1")
+        loads = ""
     return f"""
 extern "C" __global__ void {name}(unsigned int* __restrict__ out, const long long n,
-    const long long nblocks, const unsigned int b0, const unsigned int b1,
-    const unsigned int b2, const unsigned int b3, const unsigned int key0,
-    const unsigned int key1) {{
-  const long long stride = (long long)blockDim.x * gridDim.x;
+    const long long nblocks, {params}) {{
+{loads}  const long long stride = (long long)blockDim.x * gridDim.x;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < nblocks;
        i += stride) {{
     unsigned long long s = (unsigned long long)b0 + (unsigned long long)i;
@@ -60,22 +70,27 @@ class Philox:
 
     def __init__(self, cupy: Any) -> None:
         self._cp = cupy
-        self._kernel: Any = None
+        self._kernels: dict[bool, Any] = {}
 
-    def __call__(self, n: int, key: tuple[int, int], counter: int, index: int = 0) -> Any:
+    def __call__(self, n: int, key: Any, counter: Any, index: int = 0) -> Any:
         nblocks = -(-n // 4)
         if nblocks >= 2**32:
             raise ValueError(f"vtl.random: cannot draw {n} words at once (at most 2**34)")
         cp = self._cp
+        dynamic = isinstance(counter, DynamicScalars)
         with cp.cuda.Device(index):
             out = cp.empty(n, dtype=cp.uint32)
             if not n:
                 return out
-            kern = self._kernel
+            kern = self._kernels.get(dynamic)
             if kern is None:  # compiled on first use on each device
-                kern = self._kernel = cp.RawKernel(cuda_source(), "vtl_philox")
-            limbs = [np.uint32((counter >> (32 * k)) & _MASK) for k in range(4)]
+                kern = self._kernels[dynamic] = cp.RawKernel(
+                    cuda_source(words_in_memory=dynamic), "vtl_philox")
+            if dynamic:
+                words: tuple = (counter.where,)
+            else:
+                words = (*(np.uint32((counter >> (32 * k)) & _MASK) for k in range(4)),
+                         np.uint32(key[0]), np.uint32(key[1]))
             blocks = min(-(-nblocks // 256), 65536)
-            kern((blocks,), (256,), (out, np.int64(n), np.int64(nblocks), *limbs,
-                                     np.uint32(key[0]), np.uint32(key[1])))
+            kern((blocks,), (256,), (out, np.int64(n), np.int64(nblocks), *words))
         return out

@@ -50,7 +50,7 @@ class Buf:
     buffer for writing, and the buffer's return to the pool, forget it.
     """
 
-    __slots__ = ("gpu", "cap", "uid", "batch", "known")
+    __slots__ = ("gpu", "cap", "uid", "batch", "known", "owner")
 
     def __init__(self, gpu, cap: int) -> None:
         self.gpu = gpu
@@ -58,6 +58,7 @@ class Buf:
         self.uid = next(_uid)
         self.batch = -1
         self.known = None
+        self.owner = None  # the Reserve of the capture (vtl.compile) that uses it
 
 
 def set_known(buf: Buf, known) -> None:
@@ -191,9 +192,16 @@ class Pool:
             self.release(pop())
 
     def release(self, buf: Buf) -> None:
-        """Put ``buf`` back in the pool (runtime lock held)."""
+        """Put ``buf`` back in the pool (runtime lock held); a buffer that a capture's
+        replays use stays with the capture (counted in use)."""
         if buf.known is not None:
             set_known(buf, None)
+        owner = buf.owner
+        if owner is not None:
+            if not owner.closed:
+                owner.free.append(buf)
+                return
+            buf.owner = None
         self.in_use -= buf.cap
         self.pooled += buf.cap
         heapq.heappush(self.free.setdefault(buf.cap, []), (buf.uid, buf))

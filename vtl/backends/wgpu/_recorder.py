@@ -19,6 +19,7 @@ and raises the error it records.
 from __future__ import annotations
 
 import struct
+from threading import get_ident
 from time import perf_counter, sleep
 
 from . import _errors, _kernels, _runtime
@@ -117,6 +118,8 @@ class Recorder:
         self._sync_buf = None
         self._stagings: dict = {}  # size class -> mappable staging buffer
         self._keep: list = []  # objects the open pass uses that caches may drop
+        #: thread id -> the capture recording that thread's dispatches (``capture.py``)
+        self.captures: dict = {}
 
     def _open(self):
         rt = _runtime.get()
@@ -126,24 +129,28 @@ class Recorder:
         self._pipeline = None
         return cp
 
-    def dispatch(self, kernel, bufs, words, groups: int, gy: int = 1, gz: int = 1) -> None:
+    def dispatch(self, kernel, bufs, words, groups: int, gy: int = 1, gz: int = 1,
+                 dynamic=None) -> None:
         """Record ``kernel`` over ``groups`` x ``gy`` x ``gz`` workgroups.
 
         A 1-D grid above the per-dimension limit folds into x/y; kernels then
-        number their groups ``wid.y * num_workgroups.x + wid.x``.
+        number their groups ``wid.y * num_workgroups.x + wid.x``. ``dynamic`` lists the
+        ``(position, DynamicScalars, encode)`` of words that a capture re-encodes from
+        the scalars' values at each replay (``encode(values)`` gives the words).
         """
         if groups <= 0 or gy <= 0 or gz <= 0:
             return
         with _LOCK:
             self._record(kernel, _kernels.bind_group(kernel.layout, bufs), bufs, words,
-                         groups, gy, gz)
+                         groups, gy, gz, dynamic)
 
     def record(self, kernel, bg, bufs, words, groups: int, gy: int = 1, gz: int = 1) -> None:
         """Record ``kernel`` with the bind group ``bg`` over the buffers ``bufs``."""
         with _LOCK:
             self._record(kernel, bg, bufs, words, groups, gy, gz)
 
-    def _record(self, kernel, bg, bufs, words, groups: int, gy: int, gz: int) -> None:
+    def _record(self, kernel, bg, bufs, words, groups: int, gy: int, gz: int,
+                dynamic=None) -> None:
         """Record one dispatch (lock held): every dispatch goes through here."""
         cp = self.cpass
         if cp is None:
@@ -174,10 +181,62 @@ class Recorder:
             b.batch = batch
         if KNOWN:
             _forget_written(kernel.layout[2], bufs)
+        if self.captures:
+            cap = self.captures.get(get_ident())
+            if cap is not None:
+                cap.add(kernel, bg, bufs, words, groups, gy, gz, dynamic)
         self.pending += 1
         self.dispatches += 1
         if self.pending >= FLUSH_EVERY:
             self._flush()
+
+    def replay(self, entries, bufs) -> None:
+        """Record captured dispatches again (lock held): ``entries`` of ``(pipeline, bind
+        group, immediates block, groups, gy, gz)`` (native handles where available), and
+        ``bufs`` the buffers they use."""
+        n = 0
+        cp = self.cpass
+        if cp is None:
+            cp = self._open()
+        h = self._handle
+        pipe = None
+        for pipeline, bg, block, groups, gy, gz in entries:
+            if h is not None:
+                if pipeline is not pipe:
+                    _SET_PIPE(h, pipeline)
+                    pipe = pipeline
+                _SET_BG(h, 0, bg, 0, _NULL)
+                _SET_IMM(h, 0, block, 128)
+                _DISPATCH(h, groups, gy, gz)
+            else:
+                if pipeline is not pipe:
+                    cp.set_pipeline(pipeline)
+                    pipe = pipeline
+                cp.set_bind_group(0, bg)
+                cp.set_immediates(0, block, 0, 128)
+                cp.dispatch_workgroups(groups, gy, gz)
+            n += 1
+            if self.pending + n >= FLUSH_EVERY:
+                self.pending += n
+                self.dispatches += n
+                n = 0
+                self._flush()
+                cp = self._open()
+                h = self._handle
+                pipe = None
+        self._pipeline = None  # the next _record sets its own pipeline
+        self.pending += n
+        self.dispatches += n
+        batch = self.batch
+        for b in bufs:
+            b.batch = batch
+
+    def _no_wait_in_capture(self) -> None:
+        if self.captures and get_ident() in self.captures:
+            raise RuntimeError(
+                "wgpu: a read of device data (or a synchronize) while a capture records this "
+                "thread's work (vtl.compile); a captured function must leave its values on "
+                "the device")
 
     def keep(self, obj) -> None:
         """Keep ``obj`` (a bind group dropped from a cache) alive until the next flush."""
@@ -208,6 +267,7 @@ class Recorder:
         """Submit and wait until the device is idle; raise the error a kernel recorded in
         the calling thread's error buffer, if any."""
         with _LOCK:
+            self._no_wait_in_capture()
             err = _errors.pending()
             if err is not None:  # reading the error buffer is the wait
                 _errors.check(self._read(err.gpu, 0, _errors.NBYTES, None))
@@ -236,6 +296,7 @@ class Recorder:
         copy and the error they record is raised (see ``_errors``).
         """
         with _LOCK:
+            self._no_wait_in_capture()
             err = _errors.pending()
             if err is None:
                 return self._read(gpu, offset, size, None)

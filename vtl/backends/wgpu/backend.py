@@ -19,6 +19,7 @@ class WgpuBackend(Backend):
     """The WebGPU backend: vtl on the array library of this package."""
 
     name = "wgpu"
+    can_capture = True
 
     def _load(self) -> Any:
         import sys
@@ -68,6 +69,11 @@ class WgpuBackend(Backend):
         from ._indexing import check_indices
 
         return check_indices(idx, n, axis, what)
+
+    def begin_capture(self, index: int = 0) -> Any:
+        from .capture import WgpuCapture
+
+        return WgpuCapture()
 
     def memory_info(self, index: int = 0) -> dict[str, int]:
         return self.xp.memory_info()

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from .._base import DynamicScalars
 from . import _dtypes as D
 from . import _kernels, _runtime
 from ._array import astype_raw, contiguous, copy_into, words_for_scalar
@@ -89,7 +90,8 @@ class MultiTensorApply:
     ``tensors`` is a list of tuples of wgpu arrays (one tuple per parameter, in
     ``program.arrays`` order, all of one dtype); arrays named in
     ``program.writes`` are updated in place. ``launches`` counts the dispatches
-    of update programs.
+    of update programs. ``scalars`` may be the :class:`~vtl.backends.DynamicScalars` of a
+    captured step: the dispatches' words are then encoded anew at each replay.
     """
 
     def __init__(self) -> None:
@@ -123,9 +125,16 @@ class MultiTensorApply:
             raise ValueError(f"multi_tensor_apply: program {prog.name} needs more than "
                              f"{_MAX_WORDS} immediate words")
         kern, sig = self._kernel(prog, dt)
-        swords: list[int] = []
-        for s in scalars:
-            swords += words_for_scalar(s, dt)[:_scalar_words(dt)]
+        dynamic = isinstance(scalars, DynamicScalars)
+
+        def encode(values: Any) -> list[int]:
+            out: list[int] = []
+            for v in values:
+                out += words_for_scalar(v, dt)[:_scalar_words(dt)]
+            return out
+
+        swords = encode(scalars.values if dynamic else scalars)
+        start = 1 + len(prog.arrays)
         for arrs in tensors:
             n = arrs[0].size
             bound: list[Any] = []
@@ -144,7 +153,8 @@ class MultiTensorApply:
                     back.append((a, c))
                 bound.append(c)
             words = [n, *(c._offset for c in bound), *swords]
-            REC.dispatch(kern, tuple(c._st.buf for c in bound), words, groups_for(n))
+            REC.dispatch(kern, tuple(c._st.buf for c in bound), words, groups_for(n),
+                         dynamic=[(start, scalars, encode)] if dynamic else None)
             self.launches += 1
             for orig, c in back:
                 copy_into(c, orig)

@@ -1,0 +1,228 @@
+"""vtl.compile: captured steps give eager mode's numbers, and its documented semantics
+(signatures, warm-up, outputs, replayed host work, errors) hold on every backend."""
+
+from __future__ import annotations
+
+import gc
+import warnings
+
+import numpy as np
+import pytest
+from test_sync_free import MODELS
+
+import vtl
+from vtl import nn, optim
+
+STEPS = 6
+
+
+def _data(backend: str, shape: tuple, n: int = STEPS, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    xs = [vtl.asarray(rng.standard_normal(shape, dtype=np.float32), device=backend)
+          for _ in range(n)]
+    ys = [vtl.asarray(rng.integers(0, 5, shape[0]), device=backend) for _ in range(n)]
+    return xs, ys
+
+
+def _train(backend: str, model: str, compiled: bool, sched_inside: bool = True, **kw):
+    make, shape = MODELS[model]
+    xs, ys = _data(backend, shape)
+    vtl.random.seed(0)
+    net = make().to(backend)
+    opt = optim.Adam(net.parameters(), lr=1e-2)
+    sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=10)
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(net(x), y)
+        loss.backward()
+        nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+        opt.step()
+        if sched_inside:
+            sched.step()
+        return loss
+
+    f = vtl.compile(step, **kw) if compiled else step
+    losses = []
+    for x, y in zip(xs, ys, strict=True):
+        losses.append(float(f(x, y)))
+        if not sched_inside:
+            sched.step()
+    params = [p.numpy() for p in net.parameters()]
+    return losses, params, f, opt
+
+
+@pytest.mark.parametrize("model", list(MODELS))
+def test_compiled_training_equals_eager_bit_for_bit(backend, model):
+    eager, pe, _, _ = _train(backend, model, compiled=False)
+    comp, pc, f, opt = _train(backend, model, compiled=True)
+    assert comp == eager
+    for a, b in zip(pe, pc, strict=True):
+        np.testing.assert_array_equal(a, b)
+    if vtl.backends.get(backend).can_capture:
+        assert f.captures == 1
+    assert all(s["step"] == STEPS for s in opt.state.values())
+
+
+def test_scheduler_outside_and_two_warmup_calls(backend):
+    eager, _, _, _ = _train(backend, "mlp", compiled=False, sched_inside=False)
+    comp, _, _, _ = _train(backend, "mlp", compiled=True, sched_inside=False, warmup=2)
+    assert comp == eager
+
+
+def test_a_first_optimizer_step_cannot_be_captured(backend):
+    if not vtl.backends.get(backend).can_capture:
+        pytest.skip("the numpy backend runs eagerly")
+    with pytest.raises(vtl.CaptureError, match="first step of Adam"):
+        _train(backend, "mlp", compiled=True, warmup=0)
+
+
+def test_python_code_runs_only_while_capturing_and_signatures(backend):
+    calls = []
+    x = vtl.asarray(np.arange(6, dtype=np.float32), device=backend)
+
+    @vtl.compile
+    def f(t, scale):
+        calls.append(1)
+        return t * scale
+
+    for _ in range(4):
+        np.testing.assert_array_equal(f(x, 2.0).numpy(), np.arange(6) * 2.0)
+    captures = vtl.backends.get(backend).can_capture
+    assert len(calls) == (2 if captures else 4)  # one eager call, then the capture
+    np.testing.assert_array_equal(f(x + 1, 2.0).numpy(), (np.arange(6) + 1) * 2.0)
+    np.testing.assert_array_equal(f(x, 3.0).numpy(), np.arange(6) * 3.0)  # new signature
+    y = vtl.asarray(np.ones(3, np.float32), device=backend)
+    np.testing.assert_array_equal(f(y, 3.0).numpy(), np.full(3, 3.0))  # new shape
+    if captures:
+        assert f.captures == 1  # the new signatures are still warming up
+
+
+def test_recapturing_warns_once(backend):
+    if not vtl.backends.get(backend).can_capture:
+        pytest.skip("the numpy backend runs eagerly")
+    f = vtl.compile(lambda t: t + 1, warmup=0, max_signatures=2)
+    with pytest.warns(RuntimeWarning, match="captured 3 times"):
+        for n in range(1, 5):
+            f(vtl.ones((n,), device=backend))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        f(vtl.ones((5,), device=backend))
+    assert f.captures == 5
+
+
+def test_outputs_are_fresh_tensors(backend):
+    x = vtl.asarray(np.ones(4, np.float32), device=backend)
+    f = vtl.compile(lambda t: (t * 2, {"s": vtl.sum(t)}, None), warmup=0)
+    a = f(x)
+    b = f(x)
+    assert b[2] is None and float(b[1]["s"]) == 4.0
+    assert a[0] is not b[0]
+    b[0][...] = 7.0  # a returned tensor is the caller's
+    np.testing.assert_array_equal(f(x)[0].numpy(), np.full(4, 2.0))
+    assert not b[0].requires_grad
+
+
+def test_a_python_number_output_is_refused(backend):
+    if not vtl.backends.get(backend).can_capture:
+        pytest.skip("the numpy backend runs eagerly")
+    f = vtl.compile(lambda t: (t + 1, 3.0), warmup=0)
+    with pytest.raises(vtl.CaptureError, match="returned a float"):
+        f(vtl.ones((2,), device=backend))
+
+
+def test_reading_a_value_inside_is_a_capture_error(backend):
+    if not vtl.backends.get(backend).can_capture:
+        pytest.skip("the numpy backend runs eagerly")
+
+    def f(t):
+        if float(vtl.sum(t)) > 0:  # data-dependent Python control flow
+            return t + 1
+        return t - 1
+
+    g = vtl.compile(f, warmup=0)
+    with pytest.raises(vtl.CaptureError, match="read a value on the host"):
+        g(vtl.ones((3,), device=backend))
+    # the failed capture left the device usable
+    np.testing.assert_array_equal((vtl.ones((3,), device=backend) * 2).numpy(), np.full(3, 2.0))
+
+
+def test_gradients_of_arguments_and_lr_changes(backend):
+    w = vtl.asarray(np.linspace(-1, 1, 5, dtype=np.float32), device=backend,
+                    requires_grad=True)
+    opt = optim.SGD([w], lr=0.1, momentum=0.9)
+
+    def step(x):
+        opt.zero_grad()
+        loss = vtl.sum((x * w) ** 2)
+        loss.backward()
+        opt.step()
+        return loss
+
+    f = vtl.compile(step)
+    xs = [vtl.asarray(np.full(5, v, np.float32), device=backend, requires_grad=True)
+          for v in (1.0, 2.0, 3.0, 0.5)]
+    got = []
+    for i, x in enumerate(xs):
+        if i == 3:
+            opt.param_groups[0]["lr"] = 0.01  # a new learning rate reaches the replay
+        got.append((float(f(x)), x.grad.numpy()))
+    w2 = vtl.asarray(np.linspace(-1, 1, 5, dtype=np.float32), device=backend,
+                     requires_grad=True)
+    opt2 = optim.SGD([w2], lr=0.1, momentum=0.9)
+    for i, v in enumerate((1.0, 2.0, 3.0, 0.5)):
+        if i == 3:
+            opt2.param_groups[0]["lr"] = 0.01
+        x = vtl.asarray(np.full(5, v, np.float32), device=backend, requires_grad=True)
+        opt2.zero_grad()
+        loss = vtl.sum((x * w2) ** 2)
+        loss.backward()
+        opt2.step()
+        assert got[i][0] == float(loss)
+        np.testing.assert_array_equal(got[i][1], x.grad.numpy())
+    np.testing.assert_array_equal(w.numpy(), w2.numpy())
+
+
+def test_a_changed_update_rule_is_refused(backend):
+    if not vtl.backends.get(backend).can_capture:
+        pytest.skip("the numpy backend runs eagerly")
+    w = vtl.ones((3,), device=backend, requires_grad=True)
+    opt = optim.Adam([w], lr=0.1)
+
+    def step():
+        opt.zero_grad()
+        vtl.sum(w * w).backward()
+        opt.step()
+
+    f = vtl.compile(step)
+    f()
+    f()
+    opt.param_groups[0]["weight_decay"] = 0.1
+    with pytest.raises(vtl.CaptureError, match="update rule of Adam changed"):
+        f()
+
+
+def test_bad_arguments():
+    with pytest.raises(TypeError, match="expected a callable"):
+        vtl.compile(3)
+    with pytest.raises(ValueError, match="warmup"):
+        vtl.compile(lambda: None, warmup=-1)
+    with pytest.raises(ValueError, match="max_signatures"):
+        vtl.compile(lambda: None, max_signatures=0)
+    f = vtl.compile(lambda t, opts: t)
+    with pytest.raises(TypeError, match="ndarray is neither a tensor nor hashable"):
+        f(vtl.ones((1,)), {"a": [1, np.zeros(2)]})
+
+
+def test_wgpu_capture_returns_its_buffers(wgpu):
+    from vtl.backends.wgpu import memory_info
+
+    x = vtl.ones((1 << 16,), device="wgpu")
+    f = vtl.compile(lambda t: vtl.sum(vtl.exp(t) * 2.0), warmup=0)
+    f(x)
+    f(x)
+    held = memory_info()["in_use"]
+    del f
+    gc.collect()
+    vtl.ones((1,), device="wgpu")  # an allocation drains the released buffers
+    assert memory_info()["in_use"] < held

@@ -1,0 +1,184 @@
+"""Matrix products of the CuPy backend by direct cuBLAS calls (through ``ctypes``).
+
+CuPy's own cuBLAS bindings refuse to run while a stream is being captured into a CUDA
+graph ("calling cuBLAS API during stream capture is currently unsupported"), and cost
+20-40 µs of host time per ``matmul``/``dot``. cuBLAS itself can be captured (NVIDIA's
+conditions: a workspace set by the caller, so that no call allocates one, and scalars in
+host memory that do not change between replays: alpha 1, beta 0 here), so vtl keeps a
+handle of its own per device, with a workspace from CuPy's pool, and calls
+``cublas{S,D}gemm_v2`` and ``cublas{S,D}gemmStridedBatched`` on the current stream.
+
+Row-major ``C = A @ B`` is the column-major ``C^T = B^T A^T``: each operand is passed as
+its column-major transpose (a C-contiguous matrix as is, an F-contiguous one transposed).
+Batched products take operands whose matrices sit at a fixed stride (0 for one matrix
+broadcast over the batch); others are made contiguous first.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Blas"]
+
+_OP_N, _OP_T = 0, 1
+_DEFAULT_MATH, _TF32_MATH = 0, 3
+#: bytes of the workspace each handle uses (NVIDIA's recommendation for Hopper: 32 MiB)
+WORKSPACE = 32 << 20
+
+
+def _library() -> ctypes.CDLL:
+    """The cuBLAS library CuPy loaded (found through the process's mapped files)."""
+    from cupy_backends.cuda.libs import cublas  # noqa: F401 - loads libcublas
+
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            path = line.rsplit(" ", 1)[-1].strip()
+            if "libcublas.so" in path and "Lt" not in os.path.basename(path):
+                return ctypes.CDLL(path)
+    return ctypes.CDLL("libcublas.so")
+
+
+class _Handle:
+    """One cuBLAS handle on one device, its workspace and the stream it was last set to."""
+
+    def __init__(self, lib: ctypes.CDLL, cupy: Any) -> None:
+        h = ctypes.c_void_p()
+        _check(lib.cublasCreate_v2(ctypes.byref(h)), "cublasCreate")
+        self.ptr = h
+        self.workspace = cupy.empty(WORKSPACE, dtype=np.uint8)
+        self.stream: int | None = None
+        tf32 = os.environ.get("CUPY_TF32", "0").strip() not in ("", "0")
+        _check(lib.cublasSetMathMode(h, _TF32_MATH if tf32 else _DEFAULT_MATH),
+               "cublasSetMathMode")
+
+
+def _check(status: int, what: str) -> None:
+    if status != 0:
+        raise RuntimeError(f"cuBLAS: {what} failed with status {status}")
+
+
+class Blas:
+    """``matmul(a, b)`` of float32/float64 CuPy arrays by cuBLAS, or ``None`` for operands
+    it does not take (other dtypes, fewer than two dimensions)."""
+
+    def __init__(self, cupy: Any) -> None:
+        self._cp = cupy
+        self._lib = lib = _library()
+        self._handles: dict[int, _Handle] = {}
+        self._lock = threading.Lock()
+        vp, i, ll = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
+        gemm = [vp, i, i, i, i, i, vp, vp, i, vp, i, vp, vp, i]
+        batched = [vp, i, i, i, i, i, vp, vp, i, ll, vp, i, ll, vp, vp, i, ll, i]
+        self._gemm = {}
+        self._batched = {}
+        for dt, c in ((np.dtype(np.float32), "S"), (np.dtype(np.float64), "D")):
+            fn = getattr(lib, f"cublas{c}gemm_v2")
+            fn.argtypes, fn.restype = gemm, i
+            self._gemm[dt] = fn
+            fn = getattr(lib, f"cublas{c}gemmStridedBatched")
+            fn.argtypes, fn.restype = batched, i
+            self._batched[dt] = fn
+        lib.cublasSetStream_v2.argtypes = [vp, vp]
+        lib.cublasSetWorkspace_v2.argtypes = [vp, vp, ctypes.c_size_t]
+        lib.cublasCreate_v2.argtypes = [ctypes.POINTER(vp)]
+        lib.cublasSetMathMode.argtypes = [vp, i]
+        self._one = {dt: np.ones((), dt) for dt in self._gemm}  # alpha, beta (host memory)
+        self._zero = {dt: np.zeros((), dt) for dt in self._gemm}
+
+    def _handle(self, device: int) -> ctypes.c_void_p:
+        h = self._handles.get(device)
+        if h is None:
+            with self._lock:
+                h = self._handles.get(device)
+                if h is None:
+                    h = self._handles[device] = _Handle(self._lib, self._cp)
+        stream = self._cp.cuda.get_current_stream().ptr
+        if h.stream != stream:  # setting the stream resets the workspace: set both
+            _check(self._lib.cublasSetStream_v2(h.ptr, stream), "cublasSetStream")
+            _check(self._lib.cublasSetWorkspace_v2(h.ptr, h.workspace.data.ptr, WORKSPACE),
+                   "cublasSetWorkspace")
+            h.stream = stream
+        return h.ptr
+
+    @staticmethod
+    def _layout(a: Any) -> tuple[int, int] | None:
+        """(op, leading dimension) of the last two axes of ``a`` as a column-major matrix,
+        or ``None`` when they are neither C- nor F-ordered."""
+        *_, r, c = a.shape
+        item = a.itemsize
+        sr, sc = a.strides[-2], a.strides[-1]  # the stride of an axis of size 1 is any
+        if (c <= 1 or sc == item) and (r <= 1 or sr == c * item):
+            return _OP_N, max(c, 1)
+        if (r <= 1 or sr == item) and (c <= 1 or sc == r * item):
+            return _OP_T, max(r, 1)
+        return None
+
+    def matmul(self, a: Any, b: Any) -> Any | None:
+        cp = self._cp
+        dt = a.dtype
+        if a.ndim < 2 or b.ndim < 2 or dt != b.dtype or dt not in self._gemm:
+            return None
+        m, k = a.shape[-2:]
+        k2, n = b.shape[-2:]
+        if k != k2:
+            raise ValueError(f"matmul: shapes {a.shape} and {b.shape} are not aligned "
+                             f"({k} != {k2})")
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        count = 1
+        for s in batch:
+            count *= s
+        device = a.data.device_id
+        with cp.cuda.Device(device):
+            out = cp.empty((*batch, m, n), dtype=dt)
+            if out.size == 0:
+                return out
+            if k == 0:
+                out.fill(0)
+                return out
+            a, sa = self._operand(a, batch)
+            b, sb = self._operand(b, batch)
+            la, lb = self._layout(a), self._layout(b)
+            h = self._handle(device)
+            one, zero = self._one[dt].ctypes.data, self._zero[dt].ctypes.data
+            if count == 1:
+                status = self._gemm[dt](h, lb[0], la[0], n, m, k, one, b.data.ptr, lb[1],
+                                        a.data.ptr, la[1], zero, out.data.ptr, n)
+            else:
+                status = self._batched[dt](h, lb[0], la[0], n, m, k, one, b.data.ptr, lb[1],
+                                           sb, a.data.ptr, la[1], sa, zero, out.data.ptr, n,
+                                           m * n, count)
+            _check(status, "gemm")
+        return out
+
+    def _operand(self, x: Any, batch: tuple[int, ...]) -> tuple[Any, int]:
+        """``x`` with its matrices C- or F-ordered at one stride (elements) over the flattened
+        ``batch`` (0: one matrix for all), copied where they are not."""
+        cp = self._cp
+        lead = x.shape[:-2]
+        if all(s == 1 for s in lead):  # one matrix for every batch entry
+            x2 = x.reshape(x.shape[-2:]) if lead else x
+            if self._layout(x2) is None:
+                x2 = cp.ascontiguousarray(x2)
+            return x2, 0
+        if lead != batch:
+            x = cp.broadcast_to(x, (*batch, *x.shape[-2:]))
+        r, c = x.shape[-2:]
+        if self._layout(x) is not None:
+            strides = [s // x.itemsize for s in x.strides[:-2]]
+            step = r * c
+            # the batch axes must flatten to one stride of whole matrices
+            expect = step
+            ok = True
+            for size, st in zip(reversed(x.shape[:-2]), reversed(strides), strict=True):
+                if size != 1 and st != expect:
+                    ok = False
+                    break
+                expect *= size
+            if ok:
+                return x, step
+        return cp.ascontiguousarray(x), r * c

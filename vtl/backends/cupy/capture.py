@@ -1,0 +1,119 @@
+"""Captures of the CuPy backend (``vtl.compile``): CUDA graphs.
+
+The work of a call is captured on a side stream (CUDA cannot capture the legacy default
+stream) into a ``cupy.cuda.Graph``; nothing runs while it is recorded, so :meth:`end`
+launches the graph once for the captured call itself. Every allocation made while
+recording comes from a memory pool of the capture's own, which nothing else allocates
+from: the graph's temporaries keep their addresses for all replays, and memory freed
+during the capture is reused only by the capture.
+
+Per-step scalars (:class:`~vtl.backends.DynamicScalars`: an optimizer's learning rate
+and bias corrections, a random draw's counter) live in a device buffer of slots that the
+captured kernels read; before each launch their current values are copied there from
+pinned host memory, on the stream of the launch (no wait for the device).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._base import Capture, DynamicScalars
+
+__all__ = ["CupyCapture"]
+
+#: bytes of per-step scalars one capture can hold
+SLOT_BYTES = 1 << 16
+#: pinned staging buffers in turn: the host waits for the copy out of one only when it
+#: runs this many launches ahead of the device
+RING = 8
+
+
+class CupyCapture(Capture):
+    """One captured call on CUDA device ``index``."""
+
+    def __init__(self, cupy: Any, index: int) -> None:
+        import cupyx
+
+        cp = self._cp = cupy
+        self._device = cp.cuda.Device(index)
+        self._dyn: list[tuple[DynamicScalars, int]] = []
+        self._used = 0
+        self.graph: Any = None
+        with self._device:
+            self.pool = cp.cuda.MemoryPool()
+            self.stream = cp.cuda.Stream(non_blocking=True)
+            with cp.cuda.using_allocator(self.pool.malloc):
+                self._slots = cp.empty(SLOT_BYTES, dtype=np.uint8)
+            self._ring = [(cupyx.empty_pinned(SLOT_BYTES, dtype=np.uint8), cp.cuda.Event())
+                          for _ in range(RING)]
+        self._turn = 0
+        self._contexts = [self._device, cp.cuda.using_allocator(self.pool.malloc), self.stream]
+        for ctx in self._contexts:
+            ctx.__enter__()
+        try:
+            self.stream.begin_capture()
+        except BaseException:
+            self._leave()
+            raise
+
+    def _leave(self) -> None:
+        while self._contexts:
+            self._contexts.pop().__exit__(None, None, None)
+
+    def scalars(self, values: Any, dtype: Any) -> DynamicScalars:
+        dyn = DynamicScalars(values, dtype)
+        n = len(dyn.values) * dyn.dtype.itemsize
+        off = -(-self._used // 8) * 8
+        if off + n > SLOT_BYTES:
+            raise RuntimeError(f"vtl.compile: a captured call may use at most {SLOT_BYTES} "
+                               "bytes of per-step scalars")
+        self._used = off + n
+        dyn.where = self._slots[off:off + n].view(dyn.dtype)
+        self._dyn.append((dyn, off))
+        return dyn
+
+    def end(self) -> None:
+        try:
+            self.graph = self.stream.end_capture()
+        finally:
+            self._leave()
+        with self._device:
+            self._launch()
+
+    def abort(self) -> None:
+        try:
+            if self.stream.is_capturing():
+                self.stream.end_capture()
+        except Exception:  # noqa: BLE001 - the capture is broken already; drop it
+            pass
+        finally:
+            self._leave()
+
+    def replay(self) -> None:
+        with self._device:
+            self._launch()
+
+    def _launch(self) -> None:
+        stream = self._cp.cuda.get_current_stream()
+        if self._dyn:
+            buf, done = self._ring[self._turn]
+            self._turn = (self._turn + 1) % RING
+            done.synchronize()  # returns at once unless the host is RING launches ahead
+            for dyn, off in self._dyn:
+                buf[off:off + len(dyn.values) * dyn.dtype.itemsize].view(dyn.dtype)[:] = \
+                    dyn.values
+            self._slots[:self._used].set(buf[:self._used], stream=stream)
+            done.record(stream)
+        self.graph.launch(stream=stream)
+
+    def explain(self, exc: BaseException) -> str | None:
+        text = f"{type(exc).__name__}: {exc}"
+        if "captur" in text or "DeviceSynchronized" in text:
+            return ("vtl.compile: while being captured, the function waited for the device: "
+                    "it read a value on the host (.item(), float(), bool() or printing of a "
+                    "tensor), copied host data to the device, or synchronized. A captured "
+                    f"function must leave its values on the device; move such code out of it "
+                    f"({text})")
+        return None
