@@ -258,6 +258,8 @@ CATEGORIES = (
     ("Distributed", ("test_distributed_bench.py",)),
     ("wgpu array library", ("test_wgpu_bench.py",)),
 )
+#: The groups that have no case on some backends (the others have cases on every backend).
+CATEGORY_BACKENDS = {"Distributed": ("numpy", "cupy"), "wgpu array library": ("wgpu",)}
 #: The two reference columns of each backend's table; other references share a third.
 MAIN_REFS = {"numpy": ("NumPy", "PyTorch CPU"), "cupy": ("CuPy", "PyTorch CUDA"),
              "wgpu": ("CuPy", "PyTorch CUDA")}
@@ -369,6 +371,11 @@ def page(runs: list[Run], out: str = "docs/benchmarks.md") -> str:
             names = ", ".join(f"**{runs[i].name}**" for i in runs_here)
             lines += [f"From runs {names} (column *run*).", ""]
         lines += backend_table(b, rows, runs, show_run=len(runs_here) > 1)
+        have = {_category(section) for section, *_ in rows}
+        missing = [t for t, _ in CATEGORIES
+                   if t not in have and b in CATEGORY_BACKENDS.get(t, (b,))]
+        if missing:
+            lines += ["", "Not timed in these runs: " + ", ".join(missing) + "."]
     return "\n".join(lines) + "\n"
 
 
