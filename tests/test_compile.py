@@ -226,3 +226,24 @@ def test_wgpu_capture_returns_its_buffers(wgpu):
     gc.collect()
     vtl.ones((1,), device="wgpu")  # an allocation drains the released buffers
     assert memory_info()["in_use"] < held
+
+
+def test_fit_with_compile_gives_the_same_history(backend):
+    def run(compiled):
+        vtl.random.seed(0)
+        net = nn.Sequential(nn.Linear(20, 32), nn.ReLU(), nn.Dropout(0.1),
+                            nn.Linear(32, 5)).to(backend)
+        opt = optim.Adam(net.parameters(), lr=1e-2)
+        sched = optim.lr_scheduler.OneCycleLR(opt, max_lr=0.05, total_steps=9)
+        xs, ys = _data(backend, (40, 20), n=1, seed=3)
+        loader = vtl.data.DataLoader(vtl.data.TensorDataset(xs[0], ys[0]), batch_size=16)
+        hist = vtl.train.fit(net, loader, nn.CrossEntropyLoss(), opt, epochs=3,
+                             scheduler=sched, scheduler_step="batch", clip_grad_norm=1.0,
+                             progress=False, compile=compiled)
+        return hist.history, [p.numpy() for p in net.parameters()]
+
+    eager, pe = run(False)
+    comp, pc = run(True)
+    assert comp == eager
+    for a, b in zip(pe, pc, strict=True):
+        np.testing.assert_array_equal(a, b)

@@ -237,7 +237,7 @@ def fit(model: Any, train_loader: Iterable, loss_fn: Callable, optimizer: Any, e
         val_loader: Iterable | None = None, metrics: Any = ("accuracy",), scheduler: Any = None,
         callbacks: Sequence[Any] = (), *, progress: bool = True,
         resume_from: str | None = None, scheduler_step: str = "epoch",
-        clip_grad_norm: float | None = None) -> History:
+        clip_grad_norm: float | None = None, compile: bool = False) -> History:  # noqa: A002
     """Train ``model`` for ``epochs`` epochs and return its :class:`History`.
 
     Each batch of ``train_loader`` is a tuple ``(inputs..., target)``; the
@@ -256,6 +256,10 @@ def fit(model: Any, train_loader: Iterable, loss_fn: Callable, optimizer: Any, e
     the device: the loss and the built-in metrics are summed on the device and read back
     only for the bar, at the end of the epoch, and when a callback looks a value up in
     the :class:`BatchLogs` it gets in ``on_batch_end``.
+
+    ``compile=True`` runs the training step (forward, loss, backward, clipping, optimizer
+    step and a per-batch scheduler step) through :func:`vtl.compile`: captured once per
+    batch shape on a GPU backend and replayed, with the same numbers as without it.
 
     ``resume_from`` loads a checkpoint written by :class:`~vtl.train.ModelCheckpoint`
     (model, optimizer, scheduler, history) and continues after its epoch; a loader with
@@ -282,6 +286,20 @@ def fit(model: Any, train_loader: Iterable, loss_fn: Callable, optimizer: Any, e
     for cb in cbs:
         cb.on_train_begin(state)
     params = list(model.parameters()) if clip_grad_norm is not None else None
+
+    def train_step(inputs: tuple[Any, ...], target: Any) -> tuple[Any, Any]:
+        output = model(*inputs)
+        loss = loss_fn(output, target)
+        optimizer.zero_grad()
+        loss.backward()
+        if params is not None:
+            clip_grad_norm_(params, clip_grad_norm)
+        optimizer.step()
+        if scheduler is not None and scheduler_step == "batch":
+            scheduler.step()
+        return output, loss
+
+    step = vtl.compile(train_step) if compile else train_step
     if state.initial_epoch and hasattr(train_loader, "set_epoch"):
         train_loader.set_epoch(state.initial_epoch)  # shuffle as the interrupted run would have
 
@@ -299,15 +317,7 @@ def fit(model: Any, train_loader: Iterable, loss_fn: Callable, optimizer: Any, e
         try:
             for i, batch in enumerate(train_loader):
                 inputs, target = _split(batch)
-                output = model(*inputs)
-                loss = loss_fn(output, target)
-                optimizer.zero_grad()
-                loss.backward()
-                if params is not None:
-                    clip_grad_norm_(params, clip_grad_norm)
-                optimizer.step()
-                if scheduler is not None and scheduler_step == "batch":
-                    scheduler.step()
+                output, loss = step(inputs, target)
                 n = _batch_size(target)
                 values = _batch_values(output, target, loss, metric_fns, n)
                 mean.add(values, n)
