@@ -11,6 +11,7 @@ of anything that is not already on the device)."""
 from __future__ import annotations
 
 import contextlib
+import traceback
 import warnings
 
 import numpy as np
@@ -31,6 +32,14 @@ def gpu(request):
     if name not in BACKENDS or not b.is_available:
         pytest.skip(f"backend {name} not selected or unavailable")
     return name
+
+
+def _caller() -> str:
+    """The innermost vtl frame of the current stack (where a wait comes from)."""
+    for frame in reversed(traceback.extract_stack()[:-2]):
+        if "/vtl/" in frame.filename:
+            return f"{frame.filename.split('/vtl/')[-1]}:{frame.lineno} ({frame.name})"
+    return "?"
 
 
 @contextlib.contextmanager
@@ -67,7 +76,7 @@ def count_waits(name: str, strict: bool = True):
 
         def counted(*a, **k):
             if not host_only or not isinstance(a[0] if a else None, cupy.ndarray):
-                waits.append(what)
+                waits.append(f"{what} at {_caller()}")
             return orig(*a, **k)
 
         setattr(owner, attr, counted)
