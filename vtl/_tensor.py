@@ -512,7 +512,7 @@ def _new(data: Any, device: Device) -> Tensor:
 
 
 # what the backward engine wraps gradients and saved outputs with
-_graph._wrap, _graph._from_node, _graph._tensor_cls = _new, Tensor._from_node, Tensor
+_graph.register_tensor_type(_new, Tensor._from_node, Tensor)
 
 _namespace: Any = None
 

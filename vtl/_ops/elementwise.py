@@ -46,7 +46,7 @@ from ._core import (
     plain_grad,
     raw_grad,
     record,
-    record_edges,
+    record_op,
     sum_to,
     tensor_arg,
 )
@@ -221,28 +221,21 @@ def _binary(name: str, cat: tuple[str, str], doc: str,
                 out = getattr(dev.xp, xname)(a, b)
             else:
                 out = forward(dev.xp, a, b)
-            if rule is not None and _grad.enabled and (
-                    t1 and x1._requires_grad or t2 and x2._requires_grad):
+            if rule is not None and _grad.enabled:
                 n1 = t1 and x1._requires_grad
                 n2 = t2 and x2._requires_grad
-                e1 = e2 = None  # the edges (see Node.edges)
-                if n1:
-                    f = x1._grad_fn
-                    e1 = x1 if f is None else (f, x1._out_idx) if f.multi else f
-                if n2:
-                    f = x2._grad_fn
-                    e2 = x2 if f is None else (f, x2._out_idx) if f.multi else f
-                if not saves:
-                    saved: tuple = ()
-                elif t1 and t2:
-                    saved = (x1, x2)
-                else:
-                    saved = (x1,) if t1 else (x2,)
-                # plain rules are for real operands (a real result means real operands here)
-                p = None if out.dtype.kind == "c" else plain
-                return record_edges(out, dev, bwd, (e1, e2),
-                                    partial(_binary_vjp, rule, p, x1, x2, t1, t2, n1, n2),
-                                    saved, False, None if p is None else raw)
+                if n1 or n2:
+                    if not saves:
+                        saved: tuple = ()
+                    elif t1 and t2:
+                        saved = (x1, x2)
+                    else:
+                        saved = (x1,) if t1 else (x2,)
+                    # plain rules are for real operands (a real result means real operands)
+                    p = None if out.dtype.kind == "c" else plain
+                    return record_op(out, dev, bwd, x1 if n1 else None, x2 if n2 else None,
+                                     partial(_binary_vjp, rule, p, x1, x2, t1, t2, n1, n2),
+                                     saved, None if p is None else raw)
             return new(out, dev)
 
         return op
