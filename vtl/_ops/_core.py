@@ -34,7 +34,6 @@ and reads edges back (``edge_node``, ``edge_target``); ``Node`` objects are made
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -383,80 +382,23 @@ def normalize_axes(axis: int | Sequence[int] | None, ndim: int, fname: str) -> t
     return tuple(sorted(out))
 
 
-# -- Tensor operators (installed by vtl/__init__) ------------------------------
+# -- Tensor operators (declared in vtl._tensor_operators) ---------------------------------
+#: what a binary operator takes besides a Tensor (else it returns ``NotImplemented``)
 _OPERAND_TYPES = (Tensor, *SCALAR_TYPES, np.generic)
-#: the signature of a namespace function's operator form (``add.operator`` is
-#: ``Tensor.__add__``)
-OPERATOR_SIGNATURE = inspect.Signature([
-    inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY),
-    inspect.Parameter("other", inspect.Parameter.POSITIONAL_ONLY),
-])
 
 
-def _namespace_function(fname: str) -> Callable:
-    import vtl
-
-    fn = getattr(vtl, fname, None)
-    if fn is not None:
-        return fn
-
-    def late(*args: Any) -> Any:  # resolved on first use (function defined later)
-        return getattr(vtl, fname)(*args)
-
-    return late
-
-
-def forward_operator(fname: str) -> Callable:
-    fn = _namespace_function(fname)
-    direct = getattr(fn, "operator", None)  # the function's own operator form
-    if direct is not None:
-        return direct
-
-    def op(self: Tensor, other: Any, /) -> Any:
-        if not isinstance(other, _OPERAND_TYPES):
-            return NotImplemented
-        return fn(self, other)
-
-    op.__name__ = fname
-    return op
-
-
-def reflected_operator(fname: str) -> Callable:
-    fn = _namespace_function(fname)
-
-    def op(self: Tensor, other: Any, /) -> Any:
-        if not isinstance(other, _OPERAND_TYPES):
-            return NotImplemented
-        return fn(other, self)
-
-    op.__name__ = "r" + fname
-    return op
-
-
-def unary_operator(fname: str) -> Callable:
-    fn = _namespace_function(fname)
-
-    def op(self: Tensor, /) -> Any:
-        return fn(self)
-
-    op.__name__ = fname
-    return op
-
-
-def inplace_operator(fname: str) -> Callable:
-    fn = _namespace_function(fname)
-
-    def op(self: Tensor, other: Any, /) -> Any:
-        if not isinstance(other, _OPERAND_TYPES):
-            return NotImplemented
-        check_inplace(self, fname)
-        if needs_grad(self, other):
-            src = _inplace_source(self, other, fname)
-            return assign_result(self, fn(src, src if other is self else other), fname)
-        return assign_result(self, fn(self, other), fname)
-
-    op.__name__ = "i" + fname
-    return op
+def inplace(t: Tensor, other: Any, fn: Callable, fname: str) -> Any:
+    """``t <op>= other`` (``Tensor.__iadd__`` and the others) through the out-of-place
+    function ``fn``, written into ``t``'s storage: ``NotImplemented`` for an operand type
+    it does not take; an error for a leaf that requires grad (see :func:`check_inplace`).
+    When recorded, ``t`` takes over the new node's history (:func:`assign_result`)."""
+    if not isinstance(other, _OPERAND_TYPES):
+        return NotImplemented
+    check_inplace(t, fname)
+    if needs_grad(t, other):
+        src = _inplace_source(t, other, fname)
+        return assign_result(t, fn(src, src if other is t else other), fname)
+    return assign_result(t, fn(t, other), fname)
 
 
 _READS_NO_VALUES = frozenset({"add", "subtract"})

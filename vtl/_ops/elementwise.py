@@ -38,7 +38,6 @@ from .._tensor import Tensor, _new
 from ..autograd import grad_mode
 from ._core import (
     _OPERAND_TYPES,
-    OPERATOR_SIGNATURE,
     _reduce_raw,
     binary_operands,
     needs_grad,
@@ -243,12 +242,11 @@ def _binary(name: str, cat: tuple[str, str], doc: str,
     if raw is None:
         raw = _binary_raw
     op = build(False)
-    # Tensor.__<op>__: the same function, returning NotImplemented for an operand it does
-    # not take (one call less per operator than a wrapper)
+    # the operator form, which Tensor.__<op>__ calls: the same function, returning
+    # NotImplemented for an operand it does not take (no checking wrapper in between)
     op.operator = build(True)
     op.operator.__name__ = name
     op.operator.__qualname__ = f"{name}.operator"
-    op.operator.__signature__ = OPERATOR_SIGNATURE
     op.__name__ = op.__qualname__ = name
     op.__doc__ = doc
     return op

@@ -16,7 +16,6 @@ from typing import Any
 from .._tensor import Tensor
 from ._core import (
     _OPERAND_TYPES,
-    OPERATOR_SIGNATURE,
     _grad,
     mixed_devices,
     needs_grad,
@@ -97,10 +96,10 @@ matmul = _build_matmul(False)
 matmul.__qualname__ = "matmul"
 matmul.__doc__ = """Matrix product with NumPy's rules: a 1-D ``x1`` is a row vector and a 1-D
 ``x2`` a column vector (the added axis is removed again); batch axes broadcast."""
-# Tensor.__matmul__: the same function, NotImplemented for an operand it does not take
+# the operator form, which Tensor.__matmul__ calls: the same function, NotImplemented for
+# an operand it does not take
 matmul.operator = _build_matmul(True)
 matmul.operator.__qualname__ = "matmul.operator"
-matmul.operator.__signature__ = OPERATOR_SIGNATURE
 
 
 def _matmul_general(x1: Any, x2: Any) -> Tensor:
