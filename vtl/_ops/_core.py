@@ -1,7 +1,8 @@
 """Shared machinery for the namespace functions: argument checks, wrapping
 raw backend results into Tensors, and recording graph nodes.
 
-How an op is written (see ``elementwise.py`` for many examples)::
+How an op is written (see ``docs/dev/writing-an-op.md``, and ``elementwise.py`` for
+many examples)::
 
     def exp(x, /):
         x = tensor_arg(x, "exp")
