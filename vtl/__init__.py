@@ -34,6 +34,7 @@ from .backends._dtypes import (
 
 newaxis = None
 
+from . import _tensor_operators
 from ._ops.creation import *
 from ._ops.dtype_functions import *
 from ._ops.elementwise import *
@@ -47,14 +48,13 @@ from ._ops.sorting import *
 from ._ops.statistical import *
 from ._ops.transfer import *
 from ._ops.utility import *
-from ._tensor import _install_operators
 
-_install_operators()
-del _install_operators
+# Tensor's operators call the functions above (their modules import Tensor)
+_tensor_operators.bind()
 
 from . import _tensor_methods, autograd, fft, linalg
 
-_tensor_methods.install()
+_tensor_methods.bind()  # Tensor's PyTorch-style methods call the vtl namespace
 from . import (
     capture,
     data,

@@ -2,7 +2,10 @@
 
 Every operator and method calls a function of the ``vtl`` namespace, so the
 array-API object protocol and PyTorch's tensor conveniences share one
-implementation per op (in ``vtl._ops``).
+implementation per op (in ``vtl._ops``). ``Tensor`` declares its attributes,
+conversions and autograd methods here; it inherits the operators from
+:class:`~vtl._tensor_operators.TensorOperators` and the PyTorch-style methods
+(``t.sum()``, ``t.reshape(...)``) from :class:`~vtl._tensor_methods.TensorMethods`.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ._tensor_methods import TensorMethods
+from ._tensor_operators import TensorOperators
 from .autograd import graph as _graph
 from .autograd.graph import Node, RemovableHandle, run_backward
 from .backends import Device
@@ -19,7 +24,7 @@ _SUPPORTED_API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12", "2025.12"
 _SCALAR_TYPES = (bool, int, float, complex)
 
 
-class Tensor:
+class Tensor(TensorOperators, TensorMethods):
     """An n-dimensional array on a vtl device, with reverse-mode autograd.
 
     Create tensors with :func:`vtl.asarray` and the other creation functions;
@@ -54,14 +59,17 @@ class Tensor:
 
     @property
     def shape(self) -> tuple[int, ...]:
+        """The size of each axis."""
         return self._data.shape  # every backend's shape is a tuple of ints
 
     @property
     def ndim(self) -> int:
+        """The number of axes."""
         return self._data.ndim
 
     @property
     def size(self) -> int:
+        """The number of elements (an attribute, not PyTorch's ``size()``: see ``shape``)."""
         n = 1
         for s in self._data.shape:
             n *= s
@@ -256,6 +264,7 @@ class Tensor:
 
     # ------------------------------------------------------------- conversions
     def __array_namespace__(self, /, *, api_version: str | None = None) -> Any:
+        """The ``vtl`` namespace (``api_version``: ``None`` or one that vtl implements)."""
         if api_version is not None and api_version not in _SUPPORTED_API_VERSIONS:
             raise ValueError(
                 f"unsupported array API version {api_version!r}; vtl implements "
@@ -265,6 +274,7 @@ class Tensor:
 
     def __dlpack__(self, /, *, stream: Any = None, max_version: Any = None,
                    dl_device: Any = None, copy: bool | None = None) -> Any:
+        """The data as a DLPack capsule (the backend array's ``__dlpack__``)."""
         kwargs: dict[str, Any] = {}
         if stream is not None:
             kwargs["stream"] = stream
@@ -288,6 +298,7 @@ class Tensor:
             raise
 
     def __dlpack_device__(self, /) -> tuple[Any, int]:
+        """``(device_type, device_id)`` of the data, as DLPack numbers them."""
         return self._data.__dlpack_device__()
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> Any:
@@ -359,18 +370,23 @@ class Tensor:
         return _ns().asarray(self, copy=True)
 
     def __bool__(self) -> bool:
+        """The truth value of a one-element tensor (copied to the host)."""
         return bool(self._scalar_host("bool"))
 
     def __int__(self) -> int:
+        """The value of a one-element tensor as an int (copied to the host)."""
         return int(self._scalar_host("int"))
 
     def __float__(self) -> float:
+        """The value of a one-element tensor as a float (copied to the host)."""
         return float(self._scalar_host("float"))
 
     def __complex__(self) -> complex:
+        """The value of a one-element tensor as a complex (copied to the host)."""
         return complex(self._scalar_host("complex"))
 
     def __index__(self) -> int:
+        """The value of a one-element integer tensor, used as an index."""
         if self._data.dtype.kind not in "iu" or self.size != 1:
             raise TypeError(
                 "only single-element integer tensors can be used as an index, "
@@ -399,8 +415,6 @@ class Tensor:
         if self.ndim == 0:
             raise TypeError("iteration over a 0-d tensor")  # at iter(), not at next()
         return (self[i] for i in range(self._data.shape[0]))
-
-    __hash__ = object.__hash__
 
     def __deepcopy__(self, memo: dict) -> Tensor:
         if self._grad_fn is not None:
@@ -444,9 +458,11 @@ class Tensor:
         return self.__repr__()
 
     def __getitem__(self, key: Any, /) -> Tensor:
+        """``self[key]``: indexing, differentiable (see ``vtl._ops.indexing``)."""
         return _ns()._getitem(self, key)
 
     def __setitem__(self, key: Any, value: Any, /) -> None:
+        """``self[key] = value``, written in place (recorded like an in-place operator)."""
         _ns()._setitem(self, key, value)
 
 
@@ -512,7 +528,7 @@ def _new(data: Any, device: Device) -> Tensor:
 
 
 # what the backward engine wraps gradients and saved outputs with
-_graph._wrap, _graph._from_node, _graph._tensor_cls = _new, Tensor._from_node, Tensor
+_graph.register_tensor_type(_new, Tensor._from_node, Tensor)
 
 _namespace: Any = None
 
@@ -525,25 +541,3 @@ def _ns() -> Any:
         _namespace = vtl
     return _namespace
 
-
-def _install_operators() -> None:
-    """Give Tensor every operator of the array API, via the namespace functions."""
-    from ._ops import _core
-
-    binary = {
-        "add": "add", "sub": "subtract", "mul": "multiply", "truediv": "divide",
-        "floordiv": "floor_divide", "mod": "remainder", "pow": "pow",
-        "matmul": "matmul", "and": "bitwise_and", "or": "bitwise_or",
-        "xor": "bitwise_xor", "lshift": "bitwise_left_shift",
-        "rshift": "bitwise_right_shift",
-    }
-    compare = {"eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal",
-               "gt": "greater", "ge": "greater_equal"}
-    for dunder, fname in {**binary, **compare}.items():
-        setattr(Tensor, f"__{dunder}__", _core.forward_operator(fname))
-    for dunder, fname in binary.items():
-        setattr(Tensor, f"__r{dunder}__", _core.reflected_operator(fname))
-        setattr(Tensor, f"__i{dunder}__", _core.inplace_operator(fname))
-    for dunder, fname in {"neg": "negative", "pos": "positive", "abs": "abs",
-                          "invert": "bitwise_invert"}.items():
-        setattr(Tensor, f"__{dunder}__", _core.unary_operator(fname))

@@ -1,7 +1,8 @@
 """Shared machinery for the namespace functions: argument checks, wrapping
 raw backend results into Tensors, and recording graph nodes.
 
-How an op is written (see ``elementwise.py`` for many examples)::
+How an op is written (see ``docs/dev/writing-an-op.md``, and ``elementwise.py`` for
+many examples)::
 
     def exp(x, /):
         x = tensor_arg(x, "exp")
@@ -16,11 +17,24 @@ A VJP rule gets the output gradient ``g`` (a Tensor) and the output tensor
 (only when ``save_output=True``, else ``None``) and returns one gradient per
 input (a Tensor or ``None``), already reduced to the input's shape and dtype
 (use :func:`sum_to`). Rules use vtl functions, so they are differentiable.
+
+This module is the only one that knows how the graph is encoded. The API that
+``vtl._ops`` and ``vtl.nn.functional`` use to record:
+
+* :func:`record`: a node with one output, for any operands;
+* :func:`record_op`: the same for one or two inputs given as the inputs that need a
+  gradient (one call, no loop: the recording path of the hot ops);
+* :func:`record_multi`: a node with several outputs;
+* :func:`edge`: the graph edge to one input (:data:`Edge`);
+* ``raw=`` (``record``, ``record_op``): the rule on raw arrays that plain backward
+  runs instead of the vtl-function rule, which stays the rule for ``create_graph``.
+
+``vtl.autograd.graph`` owns the :class:`~vtl.autograd.graph.Node` class and the engine,
+and reads edges back (``edge_node``, ``edge_target``); ``Node`` objects are made here.
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -127,11 +141,33 @@ def needs_grad(*xs: Any) -> bool:
     return False
 
 
-def _edge(t: Any) -> Any:
-    """The graph edge to ``t`` (see ``Node.edges``), ``None`` when it needs no gradient."""
-    if isinstance(t, Tensor) and t._requires_grad:
-        fn = t._grad_fn
-        return t if fn is None else (fn, t._out_idx) if fn.multi else fn
+# -- the graph: how an op's inputs become a node's edges ----------------------------------
+# This module is the only one that encodes edges and builds nodes; ``vtl.autograd.graph``
+# owns the Node class and the engine, and reads edges back (``edge_node``, ``edge_target``).
+
+#: An edge of the graph, from a node to one of its op's inputs (``Node.edges``): the
+#: input itself when it is a leaf tensor, the node that made it (an op with one output),
+#: or ``(node, output_index)`` (an op with several outputs, ``node.multi``).
+Edge = Tensor | Node | tuple[Node, int]
+
+
+class _OneInput:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "ONE_INPUT"
+
+
+#: ``record_op(..., x1, ONE_INPUT, ...)``: the op has one input only.
+ONE_INPUT: Any = _OneInput()
+
+
+def edge(x: Any) -> Edge | None:
+    """The graph edge to ``x``, an input of an op being recorded (see :data:`Edge`);
+    ``None`` when ``x`` needs no gradient (not a tensor, or one without requires_grad)."""
+    if isinstance(x, Tensor) and x._requires_grad:
+        f = x._grad_fn
+        return x if f is None else (f, x._out_idx) if f.multi else f
     return None
 
 
@@ -143,43 +179,69 @@ def record(
     vjp: Callable,
     saved: Sequence[Tensor] = (),
     save_output: bool = False,
+    raw: Callable | None = None,
 ) -> Tensor:
-    """Wrap ``out`` and attach a graph node with VJP rule ``vjp(g, out)``.
+    """Wrap the raw array ``out`` as the output of op ``name`` on ``inputs`` (its
+    operands: tensors or not, one gradient of the rule each), recorded with the VJP rule
+    ``vjp(g, out)`` (``out``: the output tensor when ``save_output``, else ``None``).
 
-    ``saved`` lists the input tensors the rule reads: an in-place change to
-    any of them before backward raises an error instead of a wrong gradient.
+    ``saved`` lists the input tensors the rule reads: an in-place change to any of them
+    before backward raises an error instead of a wrong gradient (with ``save_output``,
+    the output is checked too). ``raw``: the rule on raw arrays for plain backward, see
+    :func:`record_op`.
     """
-    edges = []
-    for x in inputs:
-        if isinstance(x, Tensor) and x._requires_grad:
-            fn = x._grad_fn
-            edges.append(x if fn is None else (fn, x._out_idx) if fn.multi else fn)
-        else:
-            edges.append(None)
-    saved = tuple(saved)  # the node keeps it: never a caller's list
+    n = len(inputs)
+    if n == 1 or n == 2:
+        x1 = inputs[0]
+        if not (isinstance(x1, Tensor) and x1._requires_grad):
+            x1 = None
+        x2 = ONE_INPUT
+        if n == 2:
+            x2 = inputs[1]
+            if not (isinstance(x2, Tensor) and x2._requires_grad):
+                x2 = None
+        t = record_op(out, dev, name, x1, x2, vjp, tuple(saved), raw)
+    else:
+        t = record_op(out, dev, name, None, ONE_INPUT, vjp, tuple(saved), raw)
+        t._grad_fn.edges = tuple([edge(x) for x in inputs])  # any number of inputs
     if save_output:
-        t = record_edges(out, dev, name, tuple(edges), vjp, saved, True)
-        t._grad_fn.watch(t)
-        return t
-    return record_edges(out, dev, name, tuple(edges), vjp, saved)
+        node = t._grad_fn
+        node.out_data = (t._data,)
+        node.watch(t)
+    return t
 
 
-def record_edges(out: Any, dev: Device, name: str, edges: tuple, vjp: Callable,
-                 saved: Sequence[Tensor] = (), save_output: bool = False,
-                 raw: Callable | None = None) -> Tensor:
-    """:func:`record` with the graph edges of the inputs already formed (one per input:
-    the leaf tensor, ``(node, output_index)``, or ``None``); ``save_output`` here only
-    keeps the data (the caller watches the output's version).
+def record_op(out: Any, dev: Device, name: str, x1: Tensor | None, x2: Any, vjp: Callable,
+              saved: tuple, raw: Callable | None) -> Tensor:
+    """:func:`record` for an op of one or two inputs, given as the inputs that need a
+    gradient: ``x1``, ``x2`` are the op's first and second input when it is a tensor
+    that requires grad (the caller has checked), else ``None``; ``x2`` is
+    :data:`ONE_INPUT` for an op of one input. ``saved`` is kept as given (a tuple). This
+    is the recording path of the hot ops (one call, no loop, every argument given);
+    :func:`record` and :func:`record_multi` are the general forms, and every node with
+    one output is made here.
 
-    ``raw(vjp, g_data)``, when given, is the rule on raw arrays for plain backward: one raw
-    gradient (of the input's shape and dtype, see :func:`raw_grad`) or ``None`` per input;
-    it gets ``vjp`` too (whose arguments, for a ``functools.partial``, it may read).
-    ``saved`` is kept as given (a tuple).
+    ``raw(vjp, g_data)``, when not ``None``, is the rule on raw arrays for plain backward
+    (no ``create_graph``; ``vjp``, written with vtl functions, stays the rule for
+    ``create_graph``): one raw gradient (of the input's shape and dtype, see
+    :func:`raw_grad`) or ``None`` per input. It gets ``vjp`` too, whose arguments it may
+    read when ``vjp`` is a ``functools.partial`` (no second closure per op).
     """
+    if x1 is not None:  # edge(x1), written out (a call per input shows here)
+        f = x1._grad_fn
+        x1 = x1 if f is None else (f, x1._out_idx) if f.multi else f
+    edges: tuple
+    if x2 is ONE_INPUT:
+        edges = (x1,)
+    else:
+        if x2 is not None:
+            f = x2._grad_fn
+            x2 = x2 if f is None else (f, x2._out_idx) if f.multi else f
+        edges = (x1, x2)
     if out.__class__ is not dev.array_type:
         out = dev._backend.normalize(out)
-    # Node(name, vjp, edges, saved, ((out.shape, out.dtype),), ..., dev, raw), built
-    # without the type call (this is the recording path of every op)
+    # Node(name, vjp, edges, saved, ((out.shape, out.dtype),), None, dev, raw), built
+    # without the type call
     node = _object_new(Node)
     node._name = name
     node.vjp = vjp
@@ -188,7 +250,7 @@ def record_edges(out: Any, dev: Device, name: str, edges: tuple, vjp: Callable,
     node.saved = saved
     node.epoch = _epoch[0]
     node.out_meta = (out.shape, out.dtype)
-    node.out_data = (out,) if save_output else None
+    node.out_data = None
     node.device = dev
     node.hooks = node.retained = None
     node.key = _next_key()
@@ -222,7 +284,7 @@ def record_multi(
     ts = [_new(o, dev) for o in outs]
     diff = differentiable or [True] * len(ts)
     node = Node(
-        name, vjp, tuple(_edge(x) for x in inputs), tuple(saved),
+        name, vjp, tuple([edge(x) for x in inputs]), tuple(saved),
         tuple((t.shape, t._data.dtype) for t in ts),
         tuple(t._data for t in ts) if save_outputs else None, dev,
     )
@@ -321,80 +383,23 @@ def normalize_axes(axis: int | Sequence[int] | None, ndim: int, fname: str) -> t
     return tuple(sorted(out))
 
 
-# -- Tensor operators (installed by vtl/__init__) ------------------------------
+# -- Tensor operators (declared in vtl._tensor_operators) ---------------------------------
+#: what a binary operator takes besides a Tensor (else it returns ``NotImplemented``)
 _OPERAND_TYPES = (Tensor, *SCALAR_TYPES, np.generic)
-#: the signature of a namespace function's operator form (``add.operator`` is
-#: ``Tensor.__add__``)
-OPERATOR_SIGNATURE = inspect.Signature([
-    inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY),
-    inspect.Parameter("other", inspect.Parameter.POSITIONAL_ONLY),
-])
 
 
-def _namespace_function(fname: str) -> Callable:
-    import vtl
-
-    fn = getattr(vtl, fname, None)
-    if fn is not None:
-        return fn
-
-    def late(*args: Any) -> Any:  # resolved on first use (function defined later)
-        return getattr(vtl, fname)(*args)
-
-    return late
-
-
-def forward_operator(fname: str) -> Callable:
-    fn = _namespace_function(fname)
-    direct = getattr(fn, "operator", None)  # the function's own operator form
-    if direct is not None:
-        return direct
-
-    def op(self: Tensor, other: Any, /) -> Any:
-        if not isinstance(other, _OPERAND_TYPES):
-            return NotImplemented
-        return fn(self, other)
-
-    op.__name__ = fname
-    return op
-
-
-def reflected_operator(fname: str) -> Callable:
-    fn = _namespace_function(fname)
-
-    def op(self: Tensor, other: Any, /) -> Any:
-        if not isinstance(other, _OPERAND_TYPES):
-            return NotImplemented
-        return fn(other, self)
-
-    op.__name__ = "r" + fname
-    return op
-
-
-def unary_operator(fname: str) -> Callable:
-    fn = _namespace_function(fname)
-
-    def op(self: Tensor, /) -> Any:
-        return fn(self)
-
-    op.__name__ = fname
-    return op
-
-
-def inplace_operator(fname: str) -> Callable:
-    fn = _namespace_function(fname)
-
-    def op(self: Tensor, other: Any, /) -> Any:
-        if not isinstance(other, _OPERAND_TYPES):
-            return NotImplemented
-        check_inplace(self, fname)
-        if needs_grad(self, other):
-            src = _inplace_source(self, other, fname)
-            return assign_result(self, fn(src, src if other is self else other), fname)
-        return assign_result(self, fn(self, other), fname)
-
-    op.__name__ = "i" + fname
-    return op
+def inplace(t: Tensor, other: Any, fn: Callable, fname: str) -> Any:
+    """``t <op>= other`` (``Tensor.__iadd__`` and the others) through the out-of-place
+    function ``fn``, written into ``t``'s storage: ``NotImplemented`` for an operand type
+    it does not take; an error for a leaf that requires grad (see :func:`check_inplace`).
+    When recorded, ``t`` takes over the new node's history (:func:`assign_result`)."""
+    if not isinstance(other, _OPERAND_TYPES):
+        return NotImplemented
+    check_inplace(t, fname)
+    if needs_grad(t, other):
+        src = _inplace_source(t, other, fname)
+        return assign_result(t, fn(src, src if other is t else other), fname)
+    return assign_result(t, fn(t, other), fname)
 
 
 _READS_NO_VALUES = frozenset({"add", "subtract"})

@@ -38,7 +38,6 @@ from .._tensor import Tensor, _new
 from ..autograd import grad_mode
 from ._core import (
     _OPERAND_TYPES,
-    OPERATOR_SIGNATURE,
     _reduce_raw,
     binary_operands,
     needs_grad,
@@ -46,7 +45,7 @@ from ._core import (
     plain_grad,
     raw_grad,
     record,
-    record_edges,
+    record_op,
     sum_to,
     tensor_arg,
 )
@@ -221,28 +220,21 @@ def _binary(name: str, cat: tuple[str, str], doc: str,
                 out = getattr(dev.xp, xname)(a, b)
             else:
                 out = forward(dev.xp, a, b)
-            if rule is not None and _grad.enabled and (
-                    t1 and x1._requires_grad or t2 and x2._requires_grad):
+            if rule is not None and _grad.enabled:
                 n1 = t1 and x1._requires_grad
                 n2 = t2 and x2._requires_grad
-                e1 = e2 = None  # the edges (see Node.edges)
-                if n1:
-                    f = x1._grad_fn
-                    e1 = x1 if f is None else (f, x1._out_idx) if f.multi else f
-                if n2:
-                    f = x2._grad_fn
-                    e2 = x2 if f is None else (f, x2._out_idx) if f.multi else f
-                if not saves:
-                    saved: tuple = ()
-                elif t1 and t2:
-                    saved = (x1, x2)
-                else:
-                    saved = (x1,) if t1 else (x2,)
-                # plain rules are for real operands (a real result means real operands here)
-                p = None if out.dtype.kind == "c" else plain
-                return record_edges(out, dev, bwd, (e1, e2),
-                                    partial(_binary_vjp, rule, p, x1, x2, t1, t2, n1, n2),
-                                    saved, False, None if p is None else raw)
+                if n1 or n2:
+                    if not saves:
+                        saved: tuple = ()
+                    elif t1 and t2:
+                        saved = (x1, x2)
+                    else:
+                        saved = (x1,) if t1 else (x2,)
+                    # plain rules are for real operands (a real result means real operands)
+                    p = None if out.dtype.kind == "c" else plain
+                    return record_op(out, dev, bwd, x1 if n1 else None, x2 if n2 else None,
+                                     partial(_binary_vjp, rule, p, x1, x2, t1, t2, n1, n2),
+                                     saved, None if p is None else raw)
             return new(out, dev)
 
         return op
@@ -250,12 +242,11 @@ def _binary(name: str, cat: tuple[str, str], doc: str,
     if raw is None:
         raw = _binary_raw
     op = build(False)
-    # Tensor.__<op>__: the same function, returning NotImplemented for an operand it does
-    # not take (one call less per operator than a wrapper)
+    # the operator form, which Tensor.__<op>__ calls: the same function, returning
+    # NotImplemented for an operand it does not take (no checking wrapper in between)
     op.operator = build(True)
     op.operator.__name__ = name
     op.operator.__qualname__ = f"{name}.operator"
-    op.operator.__signature__ = OPERATOR_SIGNATURE
     op.__name__ = op.__qualname__ = name
     op.__doc__ = doc
     return op

@@ -16,7 +16,6 @@ from typing import Any
 from .._tensor import Tensor
 from ._core import (
     _OPERAND_TYPES,
-    OPERATOR_SIGNATURE,
     _grad,
     mixed_devices,
     needs_grad,
@@ -25,7 +24,7 @@ from ._core import (
     plain_grad,
     raw_grad,
     record,
-    record_edges,
+    record_op,
     sum_to,
     tensor_arg,
 )
@@ -79,17 +78,12 @@ def _build_matmul(operator: bool) -> Any:
             if len(s1) == 2 and len(s2) == 2 and s1[1] == s2[0] and x2._device is dev \
                     and d1.dtype.kind != "b" and d2.dtype.kind != "b":
                 out = d1 @ d2  # the common case needs no further checks
-                if (x1._requires_grad or x2._requires_grad) and _grad.enabled:
-                    e1 = e2 = None  # the edges (see Node.edges)
-                    if x1._requires_grad:
-                        f = x1._grad_fn
-                        e1 = x1 if f is None else (f, x1._out_idx) if f.multi else f
-                    if x2._requires_grad:
-                        f = x2._grad_fn
-                        e2 = x2 if f is None else (f, x2._out_idx) if f.multi else f
-                    return record_edges(out, dev, "MatmulBackward", (e1, e2),
-                                        partial(_matmul_vjp, x1, x2), (x1, x2), False,
-                                        None if out.dtype.kind == "c" else _matmul_raw)
+                n1 = x1._requires_grad
+                n2 = x2._requires_grad
+                if (n1 or n2) and _grad.enabled:
+                    return record_op(out, dev, "MatmulBackward", x1 if n1 else None,
+                                     x2 if n2 else None, partial(_matmul_vjp, x1, x2),
+                                     (x1, x2), None if out.dtype.kind == "c" else _matmul_raw)
                 return new(out, dev)
         elif operator and not isinstance(x2, _OPERAND_TYPES):
             return NotImplemented  # Tensor.__matmul__: let x2's reflected op try
@@ -102,10 +96,10 @@ matmul = _build_matmul(False)
 matmul.__qualname__ = "matmul"
 matmul.__doc__ = """Matrix product with NumPy's rules: a 1-D ``x1`` is a row vector and a 1-D
 ``x2`` a column vector (the added axis is removed again); batch axes broadcast."""
-# Tensor.__matmul__: the same function, NotImplemented for an operand it does not take
+# the operator form, which Tensor.__matmul__ calls: the same function, NotImplemented for
+# an operand it does not take
 matmul.operator = _build_matmul(True)
 matmul.operator.__qualname__ = "matmul.operator"
-matmul.operator.__signature__ = OPERATOR_SIGNATURE
 
 
 def _matmul_general(x1: Any, x2: Any) -> Tensor:

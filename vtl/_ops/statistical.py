@@ -23,13 +23,14 @@ from typing import Any
 from .._tensor import Tensor
 from ..backends import _dtypes
 from ._core import (
+    ONE_INPUT,
     _grad,
     needs_grad,
     new,
     normalize_axes,
     normalize_axis,
     record,
-    record_edges,
+    record_op,
     sum_to,
     tensor_arg,
 )
@@ -226,10 +227,8 @@ def mean(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None,
     else:
         out = dev.xp.mean(data, axis=axes, keepdims=keepdims)
     if x._requires_grad and _grad.enabled:
-        f = x._grad_fn
-        edge = x if f is None else (f, x._out_idx) if f.multi else f
-        return record_edges(out, dev, "MeanBackward", (edge,),
-                            partial(_mean_vjp, x, axes, keepdims, n), (), False, _mean_raw)
+        return record_op(out, dev, "MeanBackward", x, ONE_INPUT,
+                         partial(_mean_vjp, x, axes, keepdims, n), (), _mean_raw)
     return new(out, dev)
 
 

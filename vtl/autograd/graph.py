@@ -15,6 +15,12 @@ the raw one instead of a second closure being made per op). A plain backward (no
 node to node and wraps them into Tensors only where a Tensor is needed: for a
 node without a raw rule, for hooks and retained gradients, and for the leaves'
 ``.grad``.
+
+What lives where: this module owns the :class:`Node` class, the engine and the
+walkers' view of edges (:func:`edge_node`, :func:`edge_target` read them back);
+``vtl._ops._core`` is the only module that encodes edges and makes nodes (its
+``record``, ``record_op``, ``record_multi`` and ``edge``), and ``vtl._tensor`` tells
+the engine how to make tensors (:func:`register_tensor_type`).
 """
 
 from __future__ import annotations
@@ -72,7 +78,9 @@ class Node:
 
     ``edges`` has one entry per input: ``None`` (no gradient needed), the leaf tensor,
     the node that made it (an op with one output), or ``(node, output_index)`` (an op
-    with several outputs, ``node.multi``); :func:`edge_target` reads one.
+    with several outputs, ``node.multi``); ``vtl._ops._core.edge`` makes one,
+    :func:`edge_target` and :func:`edge_node` read one. Ops record nodes through
+    ``vtl._ops._core`` (``record`` and its kin), not with this constructor.
     """
 
     __slots__ = (
@@ -208,11 +216,28 @@ def note_leaf_hook() -> None:
     """Called when a hook is registered on a leaf tensor."""
     global _leaf_hooks
     _leaf_hooks = True
-# vtl._tensor._new, Tensor._from_node and Tensor (set by vtl._tensor, which imports this
-# module)
-_wrap: Callable = None  # type: ignore[assignment]
-_from_node: Callable = None  # type: ignore[assignment]
-_tensor_cls: type = None  # type: ignore[assignment]
+
+
+# How the engine makes tensors: set once by register_tensor_type (vtl._tensor imports this
+# module, so this module cannot import it; module globals keep the backward loop's lookups
+# as cheap as they were).
+_wrap: Callable[[Any, Any], Tensor] = None  # type: ignore[assignment]
+_from_node: Callable[[Any, Any, Node, int], Tensor] = None  # type: ignore[assignment]
+_tensor_cls: type[Tensor] = None  # type: ignore[assignment]
+
+
+def register_tensor_type(wrap: Callable[[Any, Any], Tensor],
+                         from_node: Callable[[Any, Any, Node, int], Tensor],
+                         cls: type[Tensor]) -> None:
+    """Tell the engine how to make tensors (called once, by ``vtl._tensor``).
+
+    ``wrap(data, device)`` wraps a raw gradient array into a tensor outside the graph,
+    ``from_node(data, device, node, idx)`` makes output ``idx`` of ``node`` (a saved
+    output handed to a rule), and ``cls`` is the tensor class (leaf gradients are made
+    as its instances, and a hook's result must be one).
+    """
+    global _wrap, _from_node, _tensor_cls
+    _wrap, _from_node, _tensor_cls = wrap, from_node, cls
 
 
 def _collect(roots: Sequence[tuple[Node, int]]) -> dict[Node, int]:

@@ -15,7 +15,7 @@ import math
 from functools import partial
 from typing import Any
 
-from ..._ops._core import _edge, _grad, new, record_edges
+from ..._ops._core import ONE_INPUT, _grad, new, record_op
 from ..._tensor import Tensor
 from ._utils import erfc, namespace, normalize_dim
 
@@ -39,8 +39,8 @@ def relu(input: Any) -> Any:  # noqa: A002 - PyTorch's argument name
             dev = input._device
             out = dev.xp.maximum(d, 0)
             if input._requires_grad and _grad.enabled:
-                return record_edges(out, dev, "ReluBackward", (_edge(input),),
-                                    partial(_relu_vjp, input), (input,))
+                return record_op(out, dev, "ReluBackward", input, ONE_INPUT,
+                                 partial(_relu_vjp, input), (input,), None)
             return new(out, dev)
         if d.dtype.kind in "iu":  # integers stay integers (as PyTorch)
             return new(input._device.xp.maximum(d, 0), input._device)
