@@ -141,6 +141,10 @@ def _copy(t: Tensor) -> Tensor:
     return _new(t._device.xp.asarray(t._data, copy=True), t._device)
 
 
+def _copy_out(cap: Any, t: Tensor) -> Tensor:
+    return _new(cap.copy_out(t._data, t._device.xp), t._device)
+
+
 class _Entry:
     """One signature's state: eager calls so far, then its capture."""
 
@@ -261,19 +265,20 @@ class CompiledFunction:
         entry.outputs = out_leaves
         entry.out_tree = out_tree
         self._copy_input_grads(entry, leaves)
-        return _unflatten(out_tree, iter([None if o is None else _copy(o)
+        return _unflatten(out_tree, iter([None if o is None else _copy_out(cap, o)
                                           for o in out_leaves]))
 
     # ------------------------------------------------------------------- replay
     def _replay(self, entry: _Entry, leaves: list[Any]) -> Any:
+        cap = entry.capture
         for pos, static in entry.inputs:
-            static._data[...] = leaves[pos]._data
+            cap.copy_in(static._data, leaves[pos]._data)
         for hook in entry.hooks:
             hook()
-        entry.capture.replay()
+        cap.replay()
         if any(s._requires_grad for _, s in entry.inputs):
             self._copy_input_grads(entry, leaves)
-        return _unflatten(entry.out_tree, iter([None if o is None else _copy(o)
+        return _unflatten(entry.out_tree, iter([None if o is None else _copy_out(cap, o)
                                                 for o in entry.outputs]))
 
     @staticmethod

@@ -194,6 +194,15 @@ class Capture:
         device value, which no capture can hold), or ``None`` to re-raise it as it is."""
         return None
 
+    def copy_in(self, dst: Any, src: Any) -> None:
+        """Copy the raw array ``src`` into the captured input ``dst`` (same shape and dtype)
+        before a replay."""
+        dst[...] = src
+
+    def copy_out(self, src: Any, xp: Any) -> Any:
+        """A new raw array holding the captured output ``src`` after a replay."""
+        return xp.asarray(src, copy=True)
+
 
 class Backend:
     """One runtime that vtl can run on.

@@ -79,6 +79,9 @@ class CupyCapture(Capture):
             self.graph = self.stream.end_capture()
         finally:
             self._leave()
+        # each staging buffer's view of each dynamic scalar's slot
+        self._views = [[buf[off:off + len(d.values) * d.dtype.itemsize].view(d.dtype)
+                        for d, off in self._dyn] for buf, _ in self._ring]
         with self._device:
             self._launch()
 
@@ -96,17 +99,39 @@ class CupyCapture(Capture):
             self._launch()
 
     def _launch(self) -> None:
-        stream = self._cp.cuda.get_current_stream()
+        cp = self._cp
+        stream = cp.cuda.get_current_stream()
         if self._dyn:
-            buf, done = self._ring[self._turn]
-            self._turn = (self._turn + 1) % RING
+            turn = self._turn
+            buf, done = self._ring[turn]
+            self._turn = (turn + 1) % RING
             done.synchronize()  # returns at once unless the host is RING launches ahead
-            for dyn, off in self._dyn:
-                buf[off:off + len(dyn.values) * dyn.dtype.itemsize].view(dyn.dtype)[:] = \
-                    dyn.values
-            self._slots[:self._used].set(buf[:self._used], stream=stream)
+            for (dyn, _), view in zip(self._dyn, self._views[turn], strict=True):
+                view[:] = dyn.values
+            cp.cuda.runtime.memcpyAsync(self._slots.data.ptr, buf.ctypes.data, self._used,
+                                        cp.cuda.runtime.memcpyHostToDevice, stream.ptr)
             done.record(stream)
         self.graph.launch(stream=stream)
+
+    def copy_in(self, dst: Any, src: Any) -> None:
+        if dst.flags.c_contiguous and src.flags.c_contiguous and dst.dtype == src.dtype \
+                and dst.shape == src.shape and src.data.device_id == self._device.id:
+            rt = self._cp.cuda.runtime
+            rt.memcpyAsync(dst.data.ptr, src.data.ptr, dst.nbytes, rt.memcpyDeviceToDevice,
+                           self._cp.cuda.get_current_stream().ptr)
+        else:
+            dst[...] = src
+
+    def copy_out(self, src: Any, xp: Any) -> Any:
+        cp = self._cp
+        if not src.flags.c_contiguous:
+            return cp.array(src, copy=True)
+        with self._device:
+            out = cp.empty(src.shape, dtype=src.dtype)
+            rt = cp.cuda.runtime
+            rt.memcpyAsync(out.data.ptr, src.data.ptr, src.nbytes, rt.memcpyDeviceToDevice,
+                           cp.cuda.get_current_stream().ptr)
+        return out
 
     def explain(self, exc: BaseException) -> str | None:
         text = f"{type(exc).__name__}: {exc}"
