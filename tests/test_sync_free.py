@@ -173,7 +173,9 @@ def test_fit_reads_the_loss_back_only_at_the_end_of_an_epoch(gpu):
     with count_waits(gpu, strict=False) as waits:
         history = vtl.train.fit(net, loader, nn.CrossEntropyLoss(), opt, epochs=1,
                                 progress=False)
-    # the epoch's means: one read of the loss sum and one of the accuracy count
+    # the epoch's means: one read of the loss sum and one of the accuracy count (cupy reads
+    # its buffer of device-side errors along with a result: no wait of its own)
+    waits = [w for w in waits if "(first_error)" not in w]
     assert len(waits) <= 2, waits
     assert 0.0 <= history.history["accuracy"][0] <= 1.0
 

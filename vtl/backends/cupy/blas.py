@@ -5,7 +5,7 @@ graph ("calling cuBLAS API during stream capture is currently unsupported"), and
 20-40 µs of host time per ``matmul``/``dot``. cuBLAS itself can be captured (NVIDIA's
 conditions: a workspace set by the caller, so that no call allocates one, and scalars in
 host memory that do not change between replays: alpha 1, beta 0 here), so vtl keeps a
-handle of its own per device, with a workspace from CuPy's pool, and calls
+handle of its own per thread and device, with a workspace from CuPy's pool, and calls
 ``cublas{S,D}gemm_v2`` and ``cublas{S,D}gemmStridedBatched`` on the current stream.
 
 Row-major ``C = A @ B`` is the column-major ``C^T = B^T A^T``: each operand is passed as
@@ -69,8 +69,8 @@ class Blas:
     def __init__(self, cupy: Any) -> None:
         self._cp = cupy
         self._lib = lib = _library()
-        self._handles: dict[int, _Handle] = {}
-        self._lock = threading.Lock()
+        # a handle per thread and device (as CuPy's own): threads may set different streams
+        self._local = threading.local()
         vp, i, ll = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
         gemm = [vp, i, i, i, i, i, vp, vp, i, vp, i, vp, vp, i]
         batched = [vp, i, i, i, i, i, vp, vp, i, ll, vp, i, ll, vp, vp, i, ll, i]
@@ -91,12 +91,12 @@ class Blas:
         self._zero = {dt: np.zeros((), dt) for dt in self._gemm}
 
     def _handle(self, device: int) -> ctypes.c_void_p:
-        h = self._handles.get(device)
+        handles = getattr(self._local, "handles", None)
+        if handles is None:
+            handles = self._local.handles = {}
+        h = handles.get(device)
         if h is None:
-            with self._lock:
-                h = self._handles.get(device)
-                if h is None:
-                    h = self._handles[device] = _Handle(self._lib, self._cp)
+            h = handles[device] = _Handle(self._lib, self._cp)
         stream = self._cp.cuda.get_current_stream().ptr
         if h.stream != stream:  # setting the stream resets the workspace: set both
             _check(self._lib.cublasSetStream_v2(h.ptr, stream), "cublasSetStream")
