@@ -29,7 +29,7 @@ def _wgsl_dir() -> Path:
 
 
 _sources: dict[str, str] = {}
-_paths: dict[str, Path] = {}
+_paths: dict[str, Path] | None = None  # kernel name -> its file, made once
 _pipelines: dict[tuple, Kernel] = {}
 _layouts: dict[tuple, tuple] = {}
 _bind_groups: dict[tuple, object] = {}
@@ -49,15 +49,19 @@ class Kernel:
 def source(name: str) -> str:
     """The text of ``wgsl/<family>/<name>.wgsl`` (kernel names are unique across the
     family folders)."""
+    global _paths
     src = _sources.get(name)
     if src is None:
-        if not _paths:
+        paths = _paths
+        if paths is None:  # built whole, then published: threads never see half of it
+            paths = {}
             for path in _wgsl_dir().rglob("*.wgsl"):
-                if path.stem in _paths:
+                if path.stem in paths:
                     raise RuntimeError(f"wgpu backend: two WGSL sources named {path.stem!r}: "
-                                       f"{_paths[path.stem]} and {path}")
-                _paths[path.stem] = path
-        path = _paths.get(name)
+                                       f"{paths[path.stem]} and {path}")
+                paths[path.stem] = path
+            _paths = paths
+        path = paths.get(name)
         if path is None:
             raise RuntimeError(f"wgpu backend: no WGSL source {name}.wgsl under {_wgsl_dir()}")
         src = _sources[name] = path.read_text()
