@@ -121,7 +121,28 @@ class Blas:
     def matmul(self, a: Any, b: Any) -> Any | None:
         cp = self._cp
         dt = a.dtype
-        if a.ndim < 2 or b.ndim < 2 or dt != b.dtype or dt not in self._gemm:
+        if dt != b.dtype or dt not in self._gemm:
+            return None
+        if a.ndim == 2 and b.ndim == 2:  # the common case, with the least host work
+            la, lb = self._layout(a), self._layout(b)
+            device = a.data.device_id
+            if la is not None and lb is not None and device == cp.cuda.runtime.getDevice():
+                m, k = a.shape
+                k2, n = b.shape
+                if k != k2:
+                    raise ValueError(f"matmul: shapes {a.shape} and {b.shape} are not aligned "
+                                     f"({k} != {k2})")
+                out = cp.empty((m, n), dtype=dt)
+                if m and n:
+                    if k:
+                        _check(self._gemm[dt](
+                            self._handle(device), lb[0], la[0], n, m, k,
+                            self._one[dt].ctypes.data, b.data.ptr, lb[1], a.data.ptr, la[1],
+                            self._zero[dt].ctypes.data, out.data.ptr, n), "gemm")
+                    else:
+                        out.fill(0)
+                return out
+        if a.ndim < 2 or b.ndim < 2:
             return None
         m, k = a.shape[-2:]
         k2, n = b.shape[-2:]
