@@ -253,7 +253,7 @@ CATEGORIES = (
     ("Core ops", ("test_core_bench.py",)),
     ("Call overhead", ("test_frontend_overhead.py",)),
     ("nn layers", ("test_nn_bench.py",)),
-    ("Training steps", ("test_mlp_autograd.py", "test_train_bench.py")),
+    ("Training steps", ("test_mlp_autograd.py", "test_train_bench.py", "test_step_bench.py")),
     ("Optimizer step", ("test_optim_bench.py",)),
     ("Distributed", ("test_distributed_bench.py",)),
     ("wgpu array library", ("test_wgpu_bench.py",)),
@@ -289,8 +289,10 @@ CUDA. Other references: *portable* is vtl's optimizer without its fused kernel
 *wgpu library* vtl's array library `vtl.backends.wgpu` called directly, so the ratio is
 what the tensor layer adds. The "wgpu array library" rows time that library against CuPy.
 Case names: `-b64` is a batch of 64, `fwd-bwd` forward and backward, `add-small`/`-large`
-1,000 and 1,000,000 elements, `matmul-small`/`-large` 32 and 512 square; each benchmark
-file in `benchmarks/` describes its cases."""
+1,000 and 1,000,000 elements, `matmul-small`/`-large` 32 and 512 square, `step-<model>`
+a whole training step (forward, loss, backward, clipping, Adam, schedule) and
+`step-<model>-compiled` the same step through `vtl.compile` (PyTorch runs eagerly in both);
+each benchmark file in `benchmarks/` describes its cases."""
 
 PAGE_HOWTO = """\
 Run the benchmarks with `make bench` (every available backend; `VTL_TEST_BACKENDS=numpy`
