@@ -13,7 +13,7 @@ from test_sync_free import MODELS
 import vtl
 from vtl import nn, optim
 
-STEPS = 6
+STEPS = 100  # as long as the loss curves compared in the docs
 
 
 def _data(backend: str, shape: tuple, n: int = STEPS, seed: int = 0):
@@ -30,7 +30,7 @@ def _train(backend: str, model: str, compiled: bool, sched_inside: bool = True, 
     vtl.random.seed(0)
     net = make().to(backend)
     opt = optim.Adam(net.parameters(), lr=1e-2)
-    sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=10)
+    sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=STEPS)
 
     def step(x, y):
         opt.zero_grad()
