@@ -582,6 +582,19 @@ def test_every_variant_compiles_with_nvcc(tmp_path):
     assert r.returncode == 0, r.stderr[-4000:]
 
 
+def test_layer_norm_kernels_compile_with_nvcc(tmp_path):
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not installed")
+    units = [f"namespace v{i} {{\n" + src.format(T=c, A=c).replace('extern "C" ', "") + "}\n"
+             for i, (src, c) in enumerate(itertools.product((K._LN_FWD, K._LN_BWD),
+                                                            K.CTYPES.values()))]
+    (tmp_path / "k.cu").write_text("\n".join(units))
+    r = subprocess.run([nvcc, "-arch=sm_90", "--ptx", "-o", str(tmp_path / "k.ptx"),
+                        str(tmp_path / "k.cu")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-4000:]
+
+
 # -- on the GPU --------------------------------------------------------------------------------
 
 @pytest.fixture

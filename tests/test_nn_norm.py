@@ -371,3 +371,34 @@ def test_against_pytorch():
         tm.eval()
         vm.eval()
         assert_close(vm(vtl.asarray(x)), tm(torch.tensor(x)).detach().numpy())
+
+
+@pytest.mark.parametrize("shape,k", [((7, 5), 1), ((3, 4, 300), 1), ((2, 3, 4, 6), 2), ((1, 1), 1)])
+@pytest.mark.parametrize("affine", [True, False])
+def test_layer_norm_kernel_equals_the_portable_path(backend, shape, k, affine, monkeypatch):
+    """The backend's fused layer_norm (one graph node, one launch each way) against the
+    portable rows, values and every gradient."""
+    b = vtl.backends.get(backend)
+    if b.kernel("layer_norm") is None:
+        pytest.skip(f"{backend} has no layer_norm kernel")
+    x = _rand(*shape)
+    ns = shape[len(shape) - k:]
+    w, bias = (_rand(*ns), _rand(*ns)) if affine else (None, None)
+    g = _rand(*shape)
+
+    def run():
+        xt = vtl.asarray(x, requires_grad=True)
+        wt = None if w is None else vtl.asarray(w, requires_grad=True)
+        bt = None if bias is None else vtl.asarray(bias, requires_grad=True)
+        y = F.layer_norm(xt, ns, wt, bt, eps=1e-3)
+        assert y._grad_fn.name() == "LayerNormBackward"
+        y.backward(vtl.asarray(g))
+        return [to_numpy(t) for t in (y, xt.grad, *(() if w is None else (wt.grad, bt.grad)))]
+
+    fused = run()
+    monkeypatch.delitem(b._kernels, "layer_norm")
+    portable = run()
+    for a, p in zip(fused, portable, strict=True):
+        assert_close(a, p, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(fused[0], np_layer_norm(x, k, w, bias, eps=1e-3), rtol=1e-4,
+                               atol=1e-5)

@@ -27,9 +27,10 @@ from __future__ import annotations
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
-    "KERNELS", "Conv2dKernel", "CrossEntropyKernel", "GruCellKernel", "LinearGradWeightKernel",
-    "LinearKernel", "LstmCellKernel", "MinmaxBackwardKernel", "MultiTensorApplyKernel",
-    "PhiloxKernel", "Pool2dKernel", "ReluBackwardKernel", "ZeroWhereKernel",
+    "KERNELS", "Conv2dKernel", "CrossEntropyKernel", "GruCellKernel", "LayerNormKernel",
+    "LinearGradWeightKernel", "LinearKernel", "LstmCellKernel", "MinmaxBackwardKernel",
+    "MultiTensorApplyKernel", "PhiloxKernel", "Pool2dKernel", "ReluBackwardKernel",
+    "ZeroWhereKernel",
 ]
 
 
@@ -170,6 +171,28 @@ class CrossEntropyKernel(Protocol):
 
 
 @runtime_checkable
+class LayerNormKernel(Protocol):
+    """``kernel("layer_norm")``: layer normalisation of the rows of an ``(M, N)`` array, each
+    way in one or two launches, statistics in float32 or wider.
+
+    ``forward(x, w, b, eps)`` (``w``/``b``: ``None`` or ``(N,)``) returns ``(y, mean, rstd)``:
+    ``y = (x - mean) * rstd * w + b`` with the row means and ``rstd = 1 / sqrt(var + eps)``
+    (biased variance) as ``(M, 1)`` arrays, or ``None`` to decline.
+    ``backward(x, w, mean, rstd, g, need_x, need_w, need_b)`` returns ``(dx, dw, db)``
+    (``None`` where not asked for): ``dx = rstd (gw - mean(gw) - xhat mean(gw xhat))`` with
+    ``gw = g w`` and ``xhat = (x - mean) rstd`` per row, ``dw = sum(g xhat)`` and
+    ``db = sum(g)`` over the rows; or ``None`` to decline.
+    """
+
+    def supports(self, dtype: Any) -> bool: ...
+
+    def forward(self, x: Any, w: Any, b: Any, eps: float) -> tuple[Any, Any, Any] | None: ...
+
+    def backward(self, x: Any, w: Any, mean: Any, rstd: Any, g: Any, need_x: bool,
+                 need_w: bool, need_b: bool) -> tuple[Any, Any, Any] | None: ...
+
+
+@runtime_checkable
 class LstmCellKernel(Protocol):
     """``kernel("lstm_cell")``: the LSTM cell's pointwise part, one launch each way.
 
@@ -255,6 +278,7 @@ KERNELS: dict[str, type] = {
     "zero_where": ZeroWhereKernel,
     "minmax_backward": MinmaxBackwardKernel,
     "cross_entropy": CrossEntropyKernel,
+    "layer_norm": LayerNormKernel,
     "lstm_cell": LstmCellKernel,
     "gru_cell": GruCellKernel,
     "multi_tensor_apply": MultiTensorApplyKernel,

@@ -525,5 +525,136 @@ class CupyCrossEntropy:
                              "classes")
 
 
-__all__ = ["CE_ONE_BLOCK", "SPECS", "CupyCrossEntropy", "CupyNN", "Spec", "cuda_source",
-           "known_range", "note_upload"]
+
+
+_LN_FWD = r"""
+typedef {T} T; typedef {A} A;
+extern "C" __global__ void vtl_layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w,
+    const T* __restrict__ b, T* __restrict__ y, T* __restrict__ stats, const long long M,
+    const int N, const A eps, const int flags) {{
+  const long long row = (long long)blockIdx.x * 8 + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (row >= M) return;
+  const T* xr = x + row * N;
+  A s = 0;
+  for (int j = lane; j < N; j += 32) s += (A)xr[j];
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  const A mu = s / N;
+  A q = 0;
+  for (int j = lane; j < N; j += 32) {{ const A d = (A)xr[j] - mu; q += d * d; }}
+  for (int o = 16; o > 0; o >>= 1) q += __shfl_xor_sync(0xffffffffu, q, o);
+  const A r = (A)1 / sqrt(q / N + eps);
+  T* yr = y + row * N;
+  for (int j = lane; j < N; j += 32) {{
+    A v = ((A)xr[j] - mu) * r;
+    if (flags & 1) v *= (A)w[j];
+    if (flags & 2) v += (A)b[j];
+    yr[j] = (T)v;
+  }}
+  if (lane == 0) {{ stats[2 * row] = (T)mu; stats[2 * row + 1] = (T)r; }}
+}}
+"""
+
+_LN_BWD = r"""
+typedef {T} T; typedef {A} A;
+extern "C" __global__ void vtl_layer_norm_bwd(const T* __restrict__ x, const T* __restrict__ w,
+    const T* __restrict__ stats, const T* __restrict__ g, T* __restrict__ dx,
+    T* __restrict__ gx, const long long M, const int N, const int flags) {{
+  const long long row = (long long)blockIdx.x * 8 + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (row >= M) return;
+  const T* xr = x + row * N;
+  const T* gr = g + row * N;
+  const A mu = (A)stats[2 * row], r = (A)stats[2 * row + 1];
+  A c1 = 0, c2 = 0;
+  for (int j = lane; j < N; j += 32) {{
+    const A xh = ((A)xr[j] - mu) * r;
+    const A gw = (flags & 1) ? (A)gr[j] * (A)w[j] : (A)gr[j];
+    c1 += gw;
+    c2 += gw * xh;
+  }}
+  for (int o = 16; o > 0; o >>= 1) {{
+    c1 += __shfl_xor_sync(0xffffffffu, c1, o);
+    c2 += __shfl_xor_sync(0xffffffffu, c2, o);
+  }}
+  c1 /= N;
+  c2 /= N;
+  for (int j = lane; j < N; j += 32) {{
+    const A xh = ((A)xr[j] - mu) * r;
+    const A gv = (A)gr[j];
+    const A gw = (flags & 1) ? gv * (A)w[j] : gv;
+    dx[row * N + j] = (T)(r * (gw - c1 - xh * c2));
+    gx[row * N + j] = (T)(gv * xh);
+  }}
+}}
+"""
+
+
+class CupyLayerNorm:
+    """``kernel("layer_norm")``: a warp per row each way (shuffle reductions, the mean and
+    then the variance of the deviations), the weight and bias gradients as column sums."""
+
+    def __init__(self, cupy: Any, sum_axis0: Any) -> None:
+        self._cp = cupy
+        self._sum = sum_axis0  # column sums (the namespace's staged reduction)
+        self._compiled: dict[tuple, Any] = {}
+        self.launches = 0
+
+    def supports(self, dtype: Any) -> bool:
+        return np.dtype(dtype) in CTYPES
+
+    def _kernel(self, which: str, dtype: Any) -> Any:
+        key = (which, np.dtype(dtype))
+        k = self._compiled.get(key)
+        if k is None:
+            ctype = CTYPES[key[1]]
+            src = (_LN_FWD if which == "fwd" else _LN_BWD).format(T=ctype, A=ctype)
+            k = self._compiled[key] = self._cp.RawKernel(src, f"vtl_layer_norm_{which}")
+        return k
+
+    def forward(self, x: Any, w: Any, b: Any, eps: float) -> tuple | None:
+        cp = self._cp
+        if type(x) is not cp.ndarray or x.ndim != 2 or x.dtype not in CTYPES \
+                or x.shape[1] >= 2**31:
+            return None
+        m, n = x.shape
+        dt = x.dtype
+        with x.device:
+            x = cp.ascontiguousarray(x)
+            w = None if w is None else cp.ascontiguousarray(w)
+            b = None if b is None else cp.ascontiguousarray(b)
+            y = cp.empty((m, n), dtype=dt)
+            stats = cp.empty((m, 2), dtype=dt)
+            flags = (1 if w is not None else 0) | (2 if b is not None else 0)
+            self._kernel("fwd", dt)((-(-m // 8),), (256,), (
+                x, x if w is None else w, x if b is None else b, y, stats, np.int64(m),
+                np.int32(n), dt.type(eps), np.int32(flags)))
+            self.launches += 1
+        return y, stats[:, 0:1], stats[:, 1:2]
+
+    def backward(self, x: Any, w: Any, mean: Any, rstd: Any, g: Any, need_x: bool,
+                 need_w: bool, need_b: bool) -> tuple | None:
+        cp = self._cp
+        m, n = x.shape
+        dt = x.dtype
+        base = mean.base if mean.base is not None else None
+        if (base is None or rstd.base is not base or base.shape != (m, 2)
+                or mean.data.ptr != base.data.ptr or g.dtype != dt):
+            return None  # not the statistics of forward()
+        with x.device:
+            x = cp.ascontiguousarray(x)
+            g = cp.ascontiguousarray(g)
+            w = None if w is None else cp.ascontiguousarray(w)
+            dx = cp.empty((m, n), dtype=dt)
+            gx = cp.empty((m, n), dtype=dt)
+            self._kernel("bwd", dt)((-(-m // 8),), (256,), (
+                x, x if w is None else w, base, g, dx, gx, np.int64(m), np.int32(n),
+                np.int32(1 if w is not None else 0)))
+            self.launches += 1
+            dw = self._sum(gx, axis=0) if need_w else None
+            db = self._sum(g, axis=0) if need_b else None
+        return (dx if need_x else None), dw, db
+
+
+__all__ = ["CE_ONE_BLOCK", "SPECS", "CupyCrossEntropy", "CupyLayerNorm", "CupyNN", "Spec",
+           "cuda_source", "known_range", "note_upload"]

@@ -26,7 +26,7 @@ import numpy as np
 from .._common.ranges import targets_in_range
 from . import _dtypes as D
 from . import _errors, _fuse, _kernels
-from ._array import WgpuArray, astype_raw, empty, fresh, known_range
+from ._array import WgpuArray, astype_raw, contiguous, empty, fresh, known_range, words_for_scalar
 from ._indexing import _CHECK_SUBS
 from ._linalg import (
     _TILE,
@@ -37,6 +37,7 @@ from ._linalg import (
     split_product,
 )
 from ._recorder import REC, groups_for
+from ._reduction import sum as _sum
 
 _FLOATS = (D.float32, D.float64)
 
@@ -218,3 +219,59 @@ class CrossEntropy:
                      groups_for(M * C))
         self.launches += 1
         return out
+
+
+class LayerNorm:
+    """``kernel("layer_norm")``: a workgroup per row each way (``wgsl/nn/layer_norm.wgsl``,
+    ``layer_norm_grad.wgsl``), the weight and bias gradients as column sums."""
+
+    def __init__(self) -> None:
+        self.launches = 0
+
+    def supports(self, dtype: Any) -> bool:
+        return dtype in _FLOATS
+
+    def forward(self, x: Any, w: Any, b: Any, eps: float) -> tuple | None:
+        if type(x) is not WgpuArray or x.ndim != 2 or x.dtype not in _FLOATS:
+            return None
+        m, n = x.shape
+        dt = x.dtype
+        x = contiguous(x)
+        w = None if w is None else contiguous(w)
+        b = None if b is None else contiguous(b)
+        y = empty((m, n), dt)
+        stats = empty((m, 2), dt)
+        k = _kernels.kernel("layer_norm", "rrrww", (dt,), T=D.wgsl(dt), D=dt.name)
+        flags = (1 if w is not None else 0) | (2 if b is not None else 0)
+        words = [m, n, x._offset, 0 if w is None else w._offset, 0 if b is None else b._offset,
+                 y._offset, stats._offset, flags, *words_for_scalar(eps, dt)]
+        bufs = (x._st.buf, (w if w is not None else x)._st.buf,
+                (b if b is not None else x)._st.buf, y._st.buf, stats._st.buf)
+        REC.dispatch(k, bufs, words, m)
+        self.launches += 1
+        return y, stats[:, 0:1], stats[:, 1:2]
+
+    def backward(self, x: Any, w: Any, mean: Any, rstd: Any, g: Any, need_x: bool,
+                 need_w: bool, need_b: bool) -> tuple | None:
+        m, n = x.shape
+        dt = x.dtype
+        # the statistics of forward(): views of one (M, 2) array
+        if (type(mean) is not WgpuArray or mean._st is not rstd._st
+                or rstd._offset != mean._offset + 1 or mean._strides != (2, 1)
+                or g.dtype != dt):
+            return None
+        x = contiguous(x)
+        g = contiguous(g)
+        w = None if w is None else contiguous(w)
+        dx = empty((m, n), dt)
+        gx = empty((m, n), dt)
+        k = _kernels.kernel("layer_norm_grad", "rrrrww", (dt,), T=D.wgsl(dt), D=dt.name)
+        words = [m, n, x._offset, 0 if w is None else w._offset, g._offset, mean._offset,
+                 dx._offset, gx._offset, 1 if w is not None else 0]
+        bufs = (x._st.buf, (w if w is not None else x)._st.buf, g._st.buf, mean._st.buf,
+                dx._st.buf, gx._st.buf)
+        REC.dispatch(k, bufs, words, m)
+        self.launches += 1
+        dw = _sum(gx, axis=0) if need_w else None
+        db = _sum(g, axis=0) if need_b else None
+        return (dx if need_x else None), dw, db

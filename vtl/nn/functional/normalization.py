@@ -8,8 +8,10 @@ place, outside the graph, with the unbiased variance (``n / (n - 1)``).
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any
 
+from ..._ops._core import _grad, needs_grad, new, record
 from ..._tensor import Tensor
 from ._utils import detach, namespace
 
@@ -56,9 +58,124 @@ def layer_norm(input: Any, normalized_shape: Any, weight: Any = None, bias: Any 
     for name, t in (("weight", weight), ("bias", bias)):
         if t is not None and _shape(t) != ns:
             raise ValueError(f"layer_norm(): {name} must have shape {ns}, got {_shape(t)}")
+    if isinstance(input, Tensor) and all(t is None or isinstance(t, Tensor)
+                                         for t in (weight, bias)):
+        out = _layer_norm_tensor(input, ns, weight, bias, eps)
+        if out is not None:
+            return out
     axes = tuple(range(input.ndim - k, input.ndim))
     out, _, _ = _normalize(xp, input, axes, eps)
     return _affine(xp, out, weight, bias, ns)
+
+
+def _layer_norm_tensor(x: Tensor, ns: tuple[int, ...], w: Tensor | None, b: Tensor | None,
+                       eps: float) -> Tensor | None:
+    """layer_norm of a tensor as ONE graph node: the backend's ``layer_norm`` kernel where it
+    has one, else the portable statistics on the raw arrays; ``None`` for arguments the
+    general path takes (mixed devices or dtypes, no elements)."""
+    dev = x._device
+    xd = x._data
+    dt = xd.dtype
+    for t in (w, b):
+        if t is not None and (t._device is not dev or t._data.dtype != dt):
+            return None
+    n = math.prod(ns)
+    if n == 0 or xd.size == 0:
+        return None
+    xp = dev.xp
+    x2 = xp.reshape(xd, (xd.size // n, n))
+    w2 = None if w is None else xp.reshape(w._data, (n,))
+    b2 = None if b is None else xp.reshape(b._data, (n,))
+    kern = dev.backend.kernel("layer_norm")
+    res = None
+    if kern is not None and kern.supports(dt):
+        res = kern.forward(x2, w2, b2, eps)
+    if res is None:
+        kern = None
+        res = _ln_forward(xp, x2, w2, b2, eps)
+    y2, mean, rstd = res
+    out = xp.reshape(y2, xd.shape)
+    if needs_grad(x, w, b):
+        return record(out, dev, "LayerNormBackward", (x, w, b),
+                      partial(_layer_norm_vjp, kern, x, w, b, ns, mean, rstd, eps), (x, w))
+    return new(out, dev)
+
+
+def _ln_forward(xp: Any, x: Any, w: Any, b: Any, eps: float) -> tuple[Any, Any, Any]:
+    """The portable forward on raw ``(M, N)`` rows: ``(y, mean, rstd)``, statistics ``(M, 1)``
+    (the biased variance; ``rstd = 1 / sqrt(var + eps)``)."""
+    mean = xp.mean(x, axis=1, keepdims=True)
+    d = x - mean
+    rstd = 1.0 / xp.sqrt(xp.mean(d * d, axis=1, keepdims=True) + eps)
+    y = d * rstd
+    if w is not None:
+        y = y * w
+    if b is not None:
+        y = y + b
+    return y, mean, rstd
+
+
+def _ln_backward(xp: Any, x: Any, w: Any, mean: Any, rstd: Any, g: Any, need_x: bool,
+                 need_w: bool, need_b: bool) -> tuple[Any, Any, Any]:
+    """The portable backward on raw ``(M, N)`` rows: ``(dx, dw, db)`` (``None`` where not
+    asked for): ``dx = rstd (gw - mean(gw) - xhat mean(gw xhat))`` with ``gw = g w``,
+    ``dw = sum(g xhat)``, ``db = sum(g)`` over the rows."""
+    xhat = (x - mean) * rstd
+    dx = dw = db = None
+    if need_x:
+        gw = g if w is None else g * w
+        c1 = xp.mean(gw, axis=1, keepdims=True)
+        c2 = xp.mean(gw * xhat, axis=1, keepdims=True)
+        dx = rstd * (gw - c1 - xhat * c2)
+    if need_w:
+        dw = xp.sum(g * xhat, axis=0)
+    if need_b:
+        db = xp.sum(g, axis=0)
+    return dx, dw, db
+
+
+def _layer_norm_vjp(kern: Any, x: Tensor, w: Tensor | None, b: Tensor | None,
+                    ns: tuple[int, ...], mean: Any, rstd: Any, eps: float, g: Tensor,
+                    _: Any) -> tuple:
+    need_x = x._requires_grad
+    need_w = w is not None and w._requires_grad
+    need_b = b is not None and b._requires_grad
+    n = math.prod(ns)
+    m = x._data.size // n
+    if not _grad.enabled:  # plain backward: raw arrays (the backend's kernel where it ran)
+        dev = g._device
+        xp = dev.xp
+        x2 = xp.reshape(x._data, (m, n))
+        w2 = None if w is None else xp.reshape(w._data, (n,))
+        g2 = xp.reshape(g._data, (m, n))
+        res = None
+        if kern is not None:
+            res = kern.backward(x2, w2, mean, rstd, g2, need_x, need_w, need_b)
+        if res is None:
+            res = _ln_backward(xp, x2, w2, mean, rstd, g2, need_x, need_w, need_b)
+        dx, dw, db = res
+        return (None if dx is None else new(xp.reshape(dx, x._data.shape), dev),
+                None if dw is None else new(xp.reshape(dw, ns), dev),
+                None if db is None else new(xp.reshape(db, ns), dev))
+    import vtl  # create_graph: the same rule in vtl functions (recomputing the statistics)
+
+    x2 = vtl.reshape(x, (m, n))
+    mu = vtl.mean(x2, axis=1, keepdims=True)
+    d = x2 - mu
+    r = 1.0 / vtl.sqrt(vtl.mean(d * d, axis=1, keepdims=True) + eps)
+    xhat = d * r
+    g2 = vtl.reshape(g, (m, n))
+    dx = dw = db = None
+    if need_x:
+        gw = g2 if w is None else g2 * vtl.reshape(w, (n,))
+        c1 = vtl.mean(gw, axis=1, keepdims=True)
+        c2 = vtl.mean(gw * xhat, axis=1, keepdims=True)
+        dx = vtl.reshape(r * (gw - c1 - xhat * c2), x.shape)
+    if need_w:
+        dw = vtl.reshape(vtl.sum(g2 * xhat, axis=0), ns)
+    if need_b:
+        db = vtl.reshape(vtl.sum(g2, axis=0), ns)
+    return dx, dw, db
 
 
 def _write(buf: Any, value: Any) -> None:
