@@ -582,13 +582,18 @@ def test_every_variant_compiles_with_nvcc(tmp_path):
     assert r.returncode == 0, r.stderr[-4000:]
 
 
-def test_layer_norm_kernels_compile_with_nvcc(tmp_path):
+def test_layer_norm_and_gelu_kernels_compile_with_nvcc(tmp_path):
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         pytest.skip("nvcc not installed")
     units = [f"namespace v{i} {{\n" + src.format(T=c, A=c).replace('extern "C" ', "") + "}\n"
              for i, (src, c) in enumerate(itertools.product((K._LN_FWD, K._LN_BWD),
                                                             K.CTYPES.values()))]
+    for i, (body, c) in enumerate(itertools.product(K.GELU_BODIES.values(),
+                                                    K.CTYPES.values())):
+        units.append(f"namespace g{i} {{ typedef {c} T; __global__ void k(const T* X, "
+                     f"const T* G, T* Y) {{ const int i = threadIdx.x; const T x = X[i]; "
+                     f"const T g = G[i]; (void)g; T y; {body} Y[i] = y; }} }}\n")
     (tmp_path / "k.cu").write_text("\n".join(units))
     r = subprocess.run([nvcc, "-arch=sm_90", "--ptx", "-o", str(tmp_path / "k.ptx"),
                         str(tmp_path / "k.cu")], capture_output=True, text=True)
@@ -730,3 +735,43 @@ def test_gpu_cross_entropy_special_values_strides_and_errors(cupy_backend):
     with pytest.raises(IndexError, match="target 3 is out of bounds for 3 classes"):
         F.cross_entropy(x4, vtl.asarray([0, 1, 3, 0], backend="cupy"))
     assert not ce.pending or ce.check_pending() is None
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gelu_bodies_on_the_host(tmp_path, dtype):
+    """The CuPy GELU kernel bodies compiled as C++ for the CPU against the portable formulas."""
+    import ctypes
+
+    from vtl.nn.functional.activation import _gelu, _gelu_grad
+
+    cxx = shutil.which("g++") or shutil.which("clang++")
+    if cxx is None:
+        pytest.skip("no C++ compiler")
+    ctype = K.CTYPES[np.dtype(dtype)]
+    funcs = []
+    for (which, form), body in K.GELU_BODIES.items():
+        funcs.append(
+            f'extern "C" void gelu_{which}_{form}(const T* X, const T* G, T* Y, long n) {{\n'
+            f"  for (long i = 0; i < n; ++i) {{ const T x = X[i]; const T g = G[i]; T y;\n"
+            f"    (void)g; {body}\n    Y[i] = y; }}\n}}\n")
+    src = (f"#include <cmath>\nusing std::erfc; using std::exp; using std::tanh;\n"
+           f"typedef {ctype} T;\n" + "".join(funcs))
+    (tmp_path / "g.cpp").write_text(src)
+    lib = tmp_path / "g.so"
+    subprocess.run([cxx, "-O1", "-shared", "-fPIC", "-o", str(lib), str(tmp_path / "g.cpp")],
+                   check=True, capture_output=True)
+    so = ctypes.CDLL(str(lib))
+    x = np.concatenate([np.linspace(-12, 12, 241), [-1e4, -30.0, 0.0, 30.0, 1e4]]).astype(dtype)
+    g = np.linspace(-1, 1, x.size).astype(dtype)
+    # (the tanh form's 1 + tanh and 1 - tanh^2 cancel where |x| is large: libm's last bits
+    # of tanh then show; absolute differences stay at the dtype's epsilon)
+    tol = {"rtol": 2e-6, "atol": 1e-6} if dtype == np.float32 else {"rtol": 1e-13, "atol": 1e-13}
+    for (which, form) in K.GELU_BODIES:
+        y = np.empty_like(x)
+        getattr(so, f"gelu_{which}_{form}")(x.ctypes.data_as(ctypes.c_void_p),
+                                            g.ctypes.data_as(ctypes.c_void_p),
+                                            y.ctypes.data_as(ctypes.c_void_p),
+                                            ctypes.c_long(x.size))
+        with np.errstate(all="ignore"):
+            want = _gelu(np, x, form) if which == "fwd" else _gelu_grad(np, x, g, form)
+        np.testing.assert_allclose(y, want, **tol, err_msg=f"{which} {form}")

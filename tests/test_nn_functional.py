@@ -708,3 +708,29 @@ def test_dropout_on_array_api_strict():
     np.testing.assert_array_equal(host, ref)  # the same mask as on vtl tensors
     a = np.ones(10, np.float32)
     assert isinstance(F.dropout(a, 0.5), np.ndarray)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_kernel_equals_the_portable_path(backend, approximate, monkeypatch):
+    """The backend's fused GELU (one graph node, one launch each way) against the portable
+    formulas, values and gradients, over the body and both tails."""
+    b = vtl.backends.get(backend)
+    if b.kernel("gelu") is None or not b.kernel("gelu").supports(np.dtype(np.float32)):
+        pytest.skip(f"{backend} has no float32 gelu kernel")
+    x = np.concatenate([np.linspace(-12, 12, 301), [-1e4, -30.0, 0.0, 30.0, 1e4]]).astype(
+        np.float32).reshape(2, 153)
+    g = np.linspace(-1, 1, x.size, dtype=np.float32).reshape(x.shape)
+
+    def run():
+        xt = vtl.asarray(x, requires_grad=True)
+        y = F.gelu(xt, approximate)
+        assert y._grad_fn.name() == "GeluBackward"
+        y.backward(vtl.asarray(g))
+        return to_numpy(y), to_numpy(xt.grad)
+
+    fused = run()
+    monkeypatch.delitem(b._kernels, "gelu")
+    portable = run()
+    for a, p in zip(fused, portable, strict=True):
+        assert np.isfinite(a).all()
+        np.testing.assert_allclose(a, p, rtol=2e-5, atol=2e-6)

@@ -27,7 +27,8 @@ from __future__ import annotations
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
-    "KERNELS", "Conv2dKernel", "CrossEntropyKernel", "GruCellKernel", "LayerNormKernel",
+    "KERNELS", "Conv2dKernel", "CrossEntropyKernel", "GeluKernel", "GruCellKernel",
+    "LayerNormKernel",
     "LinearGradWeightKernel", "LinearKernel", "LstmCellKernel", "MinmaxBackwardKernel",
     "MultiTensorApplyKernel", "PhiloxKernel", "Pool2dKernel", "ReluBackwardKernel",
     "ZeroWhereKernel",
@@ -171,6 +172,23 @@ class CrossEntropyKernel(Protocol):
 
 
 @runtime_checkable
+class GeluKernel(Protocol):
+    """``kernel("gelu")``: GELU and its gradient, one launch each way.
+
+    ``forward(x, approximate)`` returns ``x * Phi(x)`` (``approximate='none'``) or
+    PyTorch's tanh approximation (``'tanh'``), a new array of ``x``'s shape and dtype, or
+    ``None`` to decline. ``backward(x, g, approximate)`` returns ``g`` times the derivative at
+    ``x``, or ``None`` to decline.
+    """
+
+    def supports(self, dtype: Any) -> bool: ...
+
+    def forward(self, x: Any, approximate: str) -> Any | None: ...
+
+    def backward(self, x: Any, g: Any, approximate: str) -> Any | None: ...
+
+
+@runtime_checkable
 class LayerNormKernel(Protocol):
     """``kernel("layer_norm")``: layer normalisation of the rows of an ``(M, N)`` array, each
     way in one or two launches, statistics in float32 or wider.
@@ -278,6 +296,7 @@ KERNELS: dict[str, type] = {
     "zero_where": ZeroWhereKernel,
     "minmax_backward": MinmaxBackwardKernel,
     "cross_entropy": CrossEntropyKernel,
+    "gelu": GeluKernel,
     "layer_norm": LayerNormKernel,
     "lstm_cell": LstmCellKernel,
     "gru_cell": GruCellKernel,

@@ -656,5 +656,50 @@ class CupyLayerNorm:
         return (dx if need_x else None), dw, db
 
 
-__all__ = ["CE_ONE_BLOCK", "SPECS", "CupyCrossEntropy", "CupyLayerNorm", "CupyNN", "Spec",
-           "cuda_source", "known_range", "note_upload"]
+#: the bodies of the GELU kernels (``y`` from ``x``, and ``g``), by (direction, form): plain C++
+#: apart from CUDA's overloaded math functions, so the tests compile them on the host too
+GELU_BODIES = {
+    ("fwd", "none"): "y = x * ((T)0.5 * erfc(-x * (T)0.70710678118654752440));",
+    ("fwd", "tanh"): ("y = (T)0.5 * x * ((T)1 + tanh((T)0.79788456080286535588 * "
+                      "(x + (T)0.044715 * x * x * x)));"),
+    ("bwd", "none"): ("y = g * ((T)0.5 * erfc(-x * (T)0.70710678118654752440) "
+                      "+ x * exp((T)-0.5 * x * x) * (T)0.39894228040143267794);"),
+    ("bwd", "tanh"): ("const T t = tanh((T)0.79788456080286535588 * "
+                      "(x + (T)0.044715 * x * x * x)); "
+                      "const T du = (T)0.79788456080286535588 * ((T)1 + (T)0.134145 * x * x); "
+                      "y = g * ((T)0.5 * ((T)1 + t) + (T)0.5 * x * ((T)1 - t * t) * du);"),
+}
+
+
+class CupyGelu:
+    """``kernel("gelu")``: one ``ElementwiseKernel`` each way (:data:`GELU_BODIES`)."""
+
+    def __init__(self, cupy: Any) -> None:
+        self._cp = cupy
+        self._compiled: dict[tuple, Any] = {}
+
+    def supports(self, dtype: Any) -> bool:
+        return np.dtype(dtype) in CTYPES
+
+    def _kernel(self, which: str, form: str) -> Any:
+        k = self._compiled.get((which, form))
+        if k is None:
+            ins = "T x" if which == "fwd" else "T x, T g"
+            k = self._compiled[(which, form)] = self._cp.ElementwiseKernel(
+                ins, "T y", GELU_BODIES[(which, form)], f"vtl_gelu_{which}_{form}")
+        return k
+
+    def forward(self, x: Any, approximate: str) -> Any:
+        if type(x) is not self._cp.ndarray or x.dtype not in CTYPES:
+            return None
+        return self._kernel("fwd", approximate)(x)
+
+    def backward(self, x: Any, g: Any, approximate: str) -> Any:
+        cp = self._cp
+        if type(g) is not cp.ndarray or g.dtype != x.dtype or g.shape != x.shape:
+            return None
+        return self._kernel("bwd", approximate)(x, g)
+
+
+__all__ = ["CE_ONE_BLOCK", "GELU_BODIES", "SPECS", "CupyCrossEntropy", "CupyGelu",
+           "CupyLayerNorm", "CupyNN", "Spec", "cuda_source", "known_range", "note_upload"]

@@ -98,6 +98,7 @@ def register(backend: Backend) -> None:
     backend.register_kernel("relu_backward", nn.relu_backward)
     backend.register_kernel("cross_entropy", nn.CrossEntropy())
     backend.register_kernel("layer_norm", nn.LayerNorm())  # a workgroup per row each way
+    backend.register_kernel("gelu", nn.Gelu())  # one dispatch each way
     backend.register_kernel("lstm_cell", WgpuLstmCell())  # the cells' pointwise parts
     backend.register_kernel("gru_cell", WgpuGruCell())
     backend.register_kernel("multi_tensor_apply", MultiTensorApply())  # fused optimizer step

@@ -275,3 +275,42 @@ class LayerNorm:
         dw = _sum(gx, axis=0) if need_w else None
         db = _sum(g, axis=0) if need_b else None
         return (dx if need_x else None), dw, db
+
+
+class Gelu:
+    """``kernel("gelu")`` for float32: one dispatch each way (``wgsl/nn/gelu.wgsl``, erfc by
+    the portable code's rational approximations)."""
+
+    _MODES = {"none": 0, "tanh": 1}
+
+    def supports(self, dtype: Any) -> bool:
+        return dtype == D.float32
+
+    def _run(self, x: Any, g: Any, mode: int) -> Any:
+        if type(x) is not WgpuArray or x.dtype != D.float32 or (
+                g is not None and (type(g) is not WgpuArray or g.dtype != D.float32
+                                   or g.shape != x.shape)):
+            return None
+        n = x.size
+        if n == 0 or n * 4 > _runtime_binding():
+            return None
+        x = contiguous(x)
+        g = None if g is None else contiguous(g)
+        y = empty(x.shape, D.float32)
+        k = _kernels.kernel("gelu", "rrw", (D.float32,))
+        REC.dispatch(k, (x._st.buf, (g if g is not None else x)._st.buf, y._st.buf),
+                     [n, mode, x._offset, 0 if g is None else g._offset, y._offset],
+                     groups_for(n))
+        return y
+
+    def forward(self, x: Any, approximate: str) -> Any:
+        return self._run(x, None, self._MODES[approximate])
+
+    def backward(self, x: Any, g: Any, approximate: str) -> Any:
+        return self._run(x, g, 2 + self._MODES[approximate])
+
+
+def _runtime_binding() -> int:
+    from . import _runtime
+
+    return _runtime.get().max_binding

@@ -96,14 +96,64 @@ def celu(input: Any, alpha: float = 1.0) -> Any:  # noqa: A002
 
 def gelu(input: Any, approximate: str = "none") -> Any:  # noqa: A002
     """``x * Phi(x)`` (``approximate='none'``, through an accurate erfc) or
-    PyTorch's tanh approximation (``approximate='tanh'``)."""
-    xp = namespace(input)
+    PyTorch's tanh approximation (``approximate='tanh'``).
+
+    On a real floating tensor it is one graph node: the backend's ``gelu`` kernel (one
+    launch each way) where it has one, else the portable formulas on the raw arrays."""
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu(): approximate must be 'none' or 'tanh', got {approximate!r}")
+    if isinstance(input, Tensor) and input._data.dtype.kind == "f":
+        return _gelu_tensor(input, approximate)
+    return _gelu(namespace(input), input, approximate)
+
+
+_SQRT1_2 = 1.0 / math.sqrt(2.0)
+_SQRT2_PI = math.sqrt(2.0 / math.pi)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+def _gelu(xp: Any, x: Any, approximate: str) -> Any:
+    """The portable forward (any namespace; raw arrays or tensors)."""
     if approximate == "none":
-        return input * (0.5 * erfc(xp, input * (-1.0 / math.sqrt(2.0))))
-    if approximate == "tanh":
-        inner = math.sqrt(2.0 / math.pi) * (input + 0.044715 * input * input * input)
-        return 0.5 * input * (1.0 + xp.tanh(inner))
-    raise ValueError(f"gelu(): approximate must be 'none' or 'tanh', got {approximate!r}")
+        return x * (0.5 * erfc(xp, x * -_SQRT1_2))
+    inner = _SQRT2_PI * (x + 0.044715 * x * x * x)
+    return 0.5 * x * (1.0 + xp.tanh(inner))
+
+
+def _gelu_grad(xp: Any, x: Any, g: Any, approximate: str) -> Any:
+    """``g * d gelu(x) / dx`` (any namespace): ``Phi(x) + x phi(x)`` for the exact form; for
+    the tanh form ``(1 + t) / 2 + x (1 - t^2) u' / 2`` with ``t = tanh(u)``."""
+    if approximate == "none":
+        return g * (0.5 * erfc(xp, x * -_SQRT1_2) + x * xp.exp(-0.5 * x * x) * _INV_SQRT_2PI)
+    t = xp.tanh(_SQRT2_PI * (x + 0.044715 * x * x * x))
+    du = _SQRT2_PI * (1.0 + 3.0 * 0.044715 * x * x)
+    return g * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du)
+
+
+def _gelu_tensor(x: Tensor, approximate: str) -> Tensor:
+    dev = x._device
+    xd = x._data
+    kern = dev.backend.kernel("gelu")
+    out = None
+    if kern is not None and kern.supports(xd.dtype):
+        out = kern.forward(xd, approximate)
+    if out is None:
+        kern = None
+        out = _gelu(dev.xp, xd, approximate)
+    if x._requires_grad and _grad.enabled:
+        return record_op(out, dev, "GeluBackward", x, ONE_INPUT,
+                         partial(_gelu_vjp, kern, x, approximate), (x,), None)
+    return new(out, dev)
+
+
+def _gelu_vjp(kern: Any, x: Tensor, approximate: str, g: Tensor, _: Any) -> Tensor:
+    if not (_grad.enabled and g._requires_grad):  # plain backward: raw arrays
+        dev = g._device
+        r = None if kern is None else kern.backward(x._data, g._data, approximate)
+        return new(_gelu_grad(dev.xp, x._data, g._data, approximate) if r is None else r, dev)
+    import vtl
+
+    return _gelu_grad(vtl, x, g, approximate)
 
 
 def sigmoid(input: Any) -> Any:  # noqa: A002
