@@ -734,3 +734,47 @@ def test_gelu_kernel_equals_the_portable_path(backend, approximate, monkeypatch)
     for a, p in zip(fused, portable, strict=True):
         assert np.isfinite(a).all()
         np.testing.assert_allclose(a, p, rtol=2e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("fn", [F.softmax, F.log_softmax])
+def test_softmax_single_node_and_second_order(backend, fn):
+    """softmax and log_softmax of a tensor are one graph node whose rule is differentiable:
+    the Hessian of w . f(x) equals finite differences of its gradient."""
+    skip_unless_dtype(backend, "float64")
+    x = np.array([[0.3, -1.2, 2.0], [1.5, 0.1, -0.4]])
+    w = vtl.asarray(np.array([[0.7, -0.2, 1.1], [0.4, 0.9, -1.3]]))
+    xt = vtl.asarray(x, requires_grad=True)
+    y = fn(xt, 1)
+    assert y._grad_fn.name() in ("SoftmaxBackward", "LogSoftmaxBackward")
+
+    def f(t):
+        return vtl.sum(w * fn(t, 1))
+
+    grad = vtl.grad(f)
+    hess = to_numpy(vtl.hessian(f)(vtl.asarray(x))).reshape(6, 6)
+    eps = 1e-6
+    num = np.zeros((6, 6))
+    for i in range(6):
+        d = np.zeros(6)
+        d[i] = eps
+        hi = to_numpy(grad(vtl.asarray(x + d.reshape(2, 3)))).reshape(6)
+        lo = to_numpy(grad(vtl.asarray(x - d.reshape(2, 3)))).reshape(6)
+        num[:, i] = (hi - lo) / (2 * eps)
+    np.testing.assert_allclose(hess, num, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_second_order(backend, approximate):
+    """The GELU node's rule is differentiable (create_graph): its Hessian matches finite
+    differences of its gradient."""
+    skip_unless_dtype(backend, "float64")
+    x = np.array([-2.5, -0.7, 0.0, 0.4, 1.9])
+
+    def f(t):
+        return vtl.sum(F.gelu(t, approximate) * vtl.asarray(np.arange(1.0, 6.0)))
+
+    hess = np.diag(to_numpy(vtl.hessian(f)(vtl.asarray(x))))
+    grad = vtl.grad(f)
+    eps = 1e-6
+    num = (to_numpy(grad(vtl.asarray(x + eps))) - to_numpy(grad(vtl.asarray(x - eps)))) / (2 * eps)
+    np.testing.assert_allclose(hess, num, rtol=1e-5, atol=1e-7)

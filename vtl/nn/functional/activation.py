@@ -147,7 +147,7 @@ def _gelu_tensor(x: Tensor, approximate: str) -> Tensor:
 
 
 def _gelu_vjp(kern: Any, x: Tensor, approximate: str, g: Tensor, _: Any) -> Tensor:
-    if not (_grad.enabled and g._requires_grad):  # plain backward: raw arrays
+    if not _grad.enabled:  # plain backward: raw arrays (create_graph: the rule below)
         dev = g._device
         r = None if kern is None else kern.backward(x._data, g._data, approximate)
         return new(_gelu_grad(dev.xp, x._data, g._data, approximate) if r is None else r, dev)

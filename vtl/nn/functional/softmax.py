@@ -5,8 +5,11 @@ does not depend on it)."""
 from __future__ import annotations
 
 import warnings
+from functools import partial
 from typing import Any
 
+from ..._ops._core import _grad, needs_grad, new, record
+from ..._tensor import Tensor
 from ._utils import detach, namespace, normalize_dim
 
 __all__ = ["log_softmax", "logsumexp", "softmax", "softmin"]
@@ -49,6 +52,8 @@ def softmax(input: Any, dim: int | None = None, dtype: Any = None) -> Any:  # no
     xp, x, d = _prepare(input, dim, dtype, "softmax")
     if x.ndim == 0:
         return xp.exp(x - x)
+    if isinstance(x, Tensor) and x.shape[d]:
+        return _softmax_tensor(x, d, False)
     e = xp.exp(_shifted(xp, x, d))
     return e / xp.sum(e, axis=d, keepdims=True)
 
@@ -65,8 +70,43 @@ def log_softmax(input: Any, dim: int | None = None, dtype: Any = None) -> Any:  
     xp, x, d = _prepare(input, dim, dtype, "log_softmax")
     if x.ndim == 0 or x.shape[d] == 0:
         return x - x
+    if isinstance(x, Tensor):
+        return _softmax_tensor(x, d, True)
     z = _shifted(xp, x, d)
     return z - xp.log(xp.sum(xp.exp(z), axis=d, keepdims=True))
+
+
+def _softmax_tensor(x: Tensor, d: int, log: bool) -> Tensor:
+    """softmax (``log``: log_softmax) of a tensor along axis ``d`` as ONE graph node: the
+    same stable formula on the raw arrays, and a backward from the output alone
+    (``y (g - sum(g y))``, or ``g - exp(y) sum(g)``) instead of autograd through the passes."""
+    dev = x._device
+    xp = dev.xp
+    z = _shifted(xp, x._data, d)
+    if log:
+        out = z - xp.log(xp.sum(xp.exp(z), axis=d, keepdims=True))
+    else:
+        e = xp.exp(z)
+        out = e / xp.sum(e, axis=d, keepdims=True)
+    if needs_grad(x):
+        return record(out, dev, "LogSoftmaxBackward" if log else "SoftmaxBackward", (x,),
+                      partial(_softmax_vjp, d, log), save_output=True)
+    return new(out, dev)
+
+
+def _softmax_vjp(d: int, log: bool, g: Tensor, out: Tensor) -> Tensor:
+    if not _grad.enabled:  # plain backward: raw arrays (create_graph: the rule below)
+        dev = g._device
+        xp = dev.xp
+        gd, yd = g._data, out._data
+        if log:
+            return new(gd - xp.exp(yd) * xp.sum(gd, axis=d, keepdims=True), dev)
+        return new(yd * (gd - xp.sum(gd * yd, axis=d, keepdims=True)), dev)
+    import vtl
+
+    if log:
+        return g - vtl.exp(out) * vtl.sum(g, axis=d, keepdims=True)
+    return out * (g - vtl.sum(g * out, axis=d, keepdims=True))
 
 
 def logsumexp(input: Any, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A002
