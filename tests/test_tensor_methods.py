@@ -18,7 +18,21 @@ def _same(a, b):
     assert_close(a, b.numpy())
 
 
-@pytest.mark.parametrize("name", ["sum", "prod", "mean", "max", "min"])
+@pytest.mark.parametrize("name", ["max", "min"])
+def test_max_min_take_axis_and_return_named_tuples_for_dim(backend, name):
+    t = vtl.asarray(X)
+    fn = getattr(vtl, name)
+    m = getattr(t, name)
+    _same(m(), fn(t))
+    _same(m(axis=(0, 2), keepdims=True), fn(t, axis=(0, 2), keepdims=True))
+    _same(m(axis=1), fn(t, axis=1))
+    _same(m(1).values, fn(t, axis=1))  # PyTorch's form: (values, indices)
+    _same(m(dim=-1, keepdim=True).values, fn(t, axis=-1, keepdims=True))
+    with pytest.raises(TypeError, match="both dim and axis="):
+        m(0, axis=0)
+
+
+@pytest.mark.parametrize("name", ["sum", "prod", "mean"])
 def test_reductions_accept_axis_dim_keepdims_keepdim(backend, name):
     t = vtl.asarray(X)
     fn = getattr(vtl, name)

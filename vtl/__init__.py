@@ -57,6 +57,7 @@ from . import _tensor_methods, autograd, fft, linalg
 _tensor_methods.bind()  # Tensor's PyTorch-style methods call the vtl namespace
 from . import (
     capture,
+    cuda,
     data,
     datasets,
     distributed,  # MPI/NCCL are loaded only by init_process_group
@@ -67,6 +68,8 @@ from . import (
     random,
     train,
 )
+from ._conveniences import *
 from .autograd.functional import grad, hessian, jacobian, jvp, value_and_grad, vjp
+from .autograd.grad_mode import inference_mode
 from .capture import CaptureError, compile
 from .io import load, load_checkpoint, save, save_checkpoint

@@ -11,8 +11,10 @@ Differences from PyTorch, on purpose:
 
 * ``t.size`` is the array API attribute (the number of elements), not a method;
   PyTorch's ``t.size()`` is ``t.shape``.
-* ``t.max(dim)``/``t.min(dim)`` return the values only (use ``argmax``/``argmin``
-  for the indices).
+* ``t.max(dim)``/``t.min(dim)`` (a dim given positionally or as ``dim=``) return
+  PyTorch's named tuple ``(values, indices)``, as ``t.sort``, ``t.topk`` and
+  ``t.kthvalue`` do (``vtl.return_types``); with the array API's ``axis=``/``keepdims=``
+  they return the values (``vtl.max``), so array-API style calls keep working.
 * ``t.squeeze(d)`` raises ``ValueError`` when axis ``d`` does not have size one
   (PyTorch silently leaves it); ``t.squeeze()`` removes every size-one axis.
 * PyTorch's ``repeat`` (whole-tensor repetition) is ``t.tile(...)``; the array
@@ -49,6 +51,44 @@ def _axis(axis: Any, dim: Any, fname: str) -> Any:
     if axis is not None:
         raise TypeError(f"Tensor.{fname}() got both axis= and dim=; pass one of them")
     return tuple(dim) if isinstance(dim, list) else dim
+
+
+def _return_types() -> Any:
+    from . import return_types
+
+    return return_types
+
+
+def _take_first(idx: Tensor, dim: int, k: int) -> Tensor:
+    """The first ``k`` entries of ``idx`` along ``dim`` (``k=-1``: the last one only)."""
+    key: list[Any] = [slice(None)] * idx.ndim
+    key[dim] = slice(k, None) if k < 0 else slice(0, k)
+    return idx[tuple(key)]
+
+
+def _extreme(t: Tensor, dim: Any, keepdim: bool, axis: Any, keepdims: bool | None,
+             fname: str) -> Any:
+    """``t.max``/``t.min``: the namespace's reduction, or PyTorch's named tuple for a dim."""
+    if dim is None or axis is not None or keepdims is not None:
+        if dim is not None and axis is not None:
+            raise TypeError(f"Tensor.{fname}() got both dim and axis=; pass one of them")
+        ax = axis if dim is None else dim
+        keep = bool(keepdims) if keepdims is not None else bool(keepdim)
+        return getattr(_vtl, fname)(t, axis=tuple(ax) if isinstance(ax, list) else ax,
+                                    keepdims=keep)
+    if isinstance(dim, (tuple, list)):
+        raise TypeError(f"Tensor.{fname}(dim) takes one dim, got {dim!r} (use axis= to "
+                        "reduce over several)")
+    if not t.ndim:  # PyTorch: a 0-d tensor is its own extreme along dim 0 or -1
+        if dim not in (0, -1):
+            raise IndexError(f"Tensor.{fname}(): dim {dim} is out of range for a 0-d tensor")
+        return getattr(_return_types(), fname)(t, _vtl.zeros((), dtype=_vtl.int64,
+                                                             device=t.device))
+    arg = getattr(_vtl, "argmax" if fname == "max" else "argmin")(t, axis=dim, keepdims=True)
+    values = _vtl.take_along_axis(t, arg, axis=dim)
+    if not keepdim:
+        values, arg = _vtl.squeeze(values, axis=dim), _vtl.squeeze(arg, axis=dim)
+    return getattr(_return_types(), fname)(values, arg)
 
 
 def _keep(keepdims: bool, keepdim: bool | None) -> bool:
@@ -137,15 +177,68 @@ class TensorMethods:
         return _vtl.mean(self, axis=_axis(axis, dim, "mean"),
                          keepdims=_keep(keepdims, keepdim))
 
-    def max(self, axis: Any = None, *, keepdims: bool = False, dim: Any = None,
-            keepdim: bool | None = None) -> Tensor:
-        """``vtl.max(self, ...)`` (values only, unlike PyTorch's ``max(dim)``)."""
-        return _vtl.max(self, axis=_axis(axis, dim, "max"), keepdims=_keep(keepdims, keepdim))
+    def max(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None,
+            keepdims: bool | None = None) -> Any:
+        """The maximum (``vtl.max``); with ``dim`` (PyTorch's form), the named tuple
+        ``(values, indices)`` of the maxima along ``dim`` (the first maximal element; the
+        gradient goes to it); with ``axis=``/``keepdims=``, ``vtl.max``'s values."""
+        return _extreme(self, dim, keepdim, axis, keepdims, "max")
 
-    def min(self, axis: Any = None, *, keepdims: bool = False, dim: Any = None,
-            keepdim: bool | None = None) -> Tensor:
-        """``vtl.min(self, ...)`` (values only, unlike PyTorch's ``min(dim)``)."""
-        return _vtl.min(self, axis=_axis(axis, dim, "min"), keepdims=_keep(keepdims, keepdim))
+    def min(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None,
+            keepdims: bool | None = None) -> Any:
+        """The minimum (``vtl.min``); with ``dim``, the named tuple ``(values, indices)`` of
+        the minima along ``dim``; with ``axis=``/``keepdims=``, ``vtl.min``'s values."""
+        return _extreme(self, dim, keepdim, axis, keepdims, "min")
+
+    def sort(self, dim: int = -1, descending: bool = False, stable: bool = False) -> Any:
+        """The named tuple ``(values, indices)`` of the values sorted along ``dim`` (a stable
+        sort whatever ``stable`` says) and the positions they came from."""
+        idx = _vtl.argsort(self, axis=dim, descending=bool(descending), stable=True)
+        return _return_types().sort(_vtl.take_along_axis(self, idx, axis=dim), idx)
+
+    def topk(self, k: int, dim: int = -1, largest: bool = True, sorted: bool = True  # noqa: A002
+             ) -> Any:
+        """The named tuple ``(values, indices)`` of the ``k`` largest (``largest=False``:
+        smallest) values along ``dim``, largest first (ties in their order along ``dim``)."""
+        n = self.shape[dim] if self.ndim else 1
+        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= n:
+            raise ValueError(f"topk(): k must be an int in [0, {n}] for dim {dim} of size {n}, "
+                             f"got {k!r}")
+        t = self if self.ndim else _vtl.reshape(self, (1,))
+        idx = _vtl.argsort(t, axis=dim, descending=bool(largest), stable=True)
+        idx = _take_first(idx, dim, k)
+        values = _vtl.take_along_axis(t, idx, axis=dim)
+        if not self.ndim:
+            values, idx = _vtl.reshape(values, ()), _vtl.reshape(idx, ())
+        return _return_types().topk(values, idx)
+
+    def kthvalue(self, k: int, dim: int = -1, keepdim: bool = False) -> Any:
+        """The named tuple ``(values, indices)`` of the ``k``-th smallest value along
+        ``dim`` (``k`` from 1) and its position."""
+        n = self.shape[dim] if self.ndim else 1
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= n:
+            raise ValueError(f"kthvalue(): k must be an int in [1, {n}] for dim {dim} of size "
+                             f"{n}, got {k!r}")
+        t = self if self.ndim else _vtl.reshape(self, (1,))
+        idx = _vtl.argsort(t, axis=dim, stable=True)
+        idx = _take_first(_take_first(idx, dim, k), dim, -1)  # the k-th: the last of k
+        values = _vtl.take_along_axis(t, idx, axis=dim)
+        if not keepdim or not self.ndim:
+            values = _vtl.squeeze(values, axis=dim if self.ndim else 0)
+            idx = _vtl.squeeze(idx, axis=dim if self.ndim else 0)
+        return _return_types().kthvalue(values, idx)
+
+    def numel(self) -> int:
+        """The number of elements (PyTorch's ``numel()``; the array API's ``t.size``)."""
+        return self.size
+
+    def dim(self) -> int:
+        """The number of axes (PyTorch's ``dim()``; the array API's ``t.ndim``)."""
+        return self.ndim
+
+    def cuda(self, device: int | None = None) -> Tensor:
+        """A copy on the cupy backend (PyTorch's ``.cuda()``: ``"cuda"`` names cupy)."""
+        return self.to_device(f"cupy:{0 if device is None else int(device)}")
 
     def std(self, axis: Any = None, *, correction: int | float | None = None,
             keepdims: bool = False, dim: Any = None, keepdim: bool | None = None,

@@ -85,3 +85,18 @@ class set_grad_enabled(_GradModeContext):
         # used as a decorator: the mode applies to calls of fn, not from now on
         state.enabled = self._prev
         return super().__call__(fn)
+
+
+class inference_mode(_GradModeContext):
+    """PyTorch's ``inference_mode(mode=True)``: no graph recording inside (vtl has no
+    separate inference tensors, so it is :class:`no_grad` when ``mode`` is true)."""
+
+    def __new__(cls, *args: Any) -> Any:
+        if len(args) == 1 and callable(args[0]):  # @vtl.inference_mode
+            obj = object.__new__(cls)
+            obj._mode = False
+            return obj(args[0])
+        return object.__new__(cls)
+
+    def __init__(self, mode: bool = True) -> None:
+        self._mode = not bool(mode)

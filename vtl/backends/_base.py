@@ -105,7 +105,8 @@ def _device_form() -> str:
     from . import KNOWN_BACKENDS
 
     return (f"expected 'backend[:index]' with backend one of {', '.join(sorted(KNOWN_BACKENDS))} "
-            "(or 'cpu' for numpy) and index a non-negative integer, e.g. 'wgpu:0'")
+            "(or 'cpu' for numpy, 'cuda' for cupy) and index a non-negative integer, "
+            "e.g. 'wgpu:0'")
 
 
 def _device_key(spec: Any, index: Any) -> tuple[str, int]:
@@ -119,6 +120,8 @@ def _device_key(spec: Any, index: Any) -> tuple[str, int]:
     name = name.strip().lower()
     if name == "cpu":
         name = "numpy"
+    elif name == "cuda":  # PyTorch's name for the NVIDIA GPUs: the cupy backend
+        name = "cupy"
     if name not in KNOWN_BACKENDS:
         raise ValueError(f"unknown device {spec!r}: {_device_form()}")
     if colon:

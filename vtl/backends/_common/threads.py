@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["num_threads", "parallel_for", "scratch", "usable_cpus"]
+__all__ = ["num_threads", "parallel_for", "scratch", "set_limit", "usable_cpus"]
 
 _pool: ThreadPoolExecutor | None = None
 _pool_key: tuple[int, int] = (0, 0)
@@ -30,9 +30,24 @@ def usable_cpus() -> int:
         return max(os.cpu_count() or 1, 1)
 
 
+#: the cap set by ``vtl.set_num_threads`` (``None``: ``VTL_NUM_THREADS``, else none)
+_limit: int | None = None
+
+
+def set_limit(n: int) -> None:
+    """Cap the pool's threads at ``n`` (``vtl.set_num_threads``)."""
+    global _limit
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"set_num_threads(): expected a positive int, got {n!r}")
+    _limit = n
+
+
 def num_threads() -> int:
-    """Threads of the NumPy kernels' pool: the usable CPUs, capped by ``VTL_NUM_THREADS``."""
+    """Threads of the NumPy kernels' pool: the usable CPUs, capped by
+    ``vtl.set_num_threads`` or else ``VTL_NUM_THREADS``."""
     n = usable_cpus()
+    if _limit is not None:
+        return min(n, _limit)
     env = os.environ.get("VTL_NUM_THREADS", "").strip()
     if env:
         try:

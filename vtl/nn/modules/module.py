@@ -420,6 +420,10 @@ class Module:
     def cpu(self) -> Module:
         return self.to("numpy")
 
+    def cuda(self, device: int | None = None) -> Module:
+        """Move to the cupy backend (PyTorch's ``.cuda()``; ``"cuda"`` names cupy)."""
+        return self.to(f"cupy:{0 if device is None else int(device)}")
+
     # -- state_dict ---------------------------------------------------------------------------
     def state_dict(self, *, destination: dict | None = None, prefix: str = "",
                    keep_vars: bool = False) -> OrderedDict[str, Tensor]:

@@ -1,0 +1,120 @@
+"""PyTorch's top-level names beside the array API's (extensions the standard allows), each a
+thin call of a vtl function: ``vtl.tensor``, ``vtl.from_numpy``, ``vtl.rand``/``randn``/
+``randint``, ``vtl.manual_seed``, ``vtl.cat``, ``vtl.clamp``, ``vtl.flatten``,
+``vtl.set_num_threads``/``get_num_threads``. ``vtl.inference_mode`` lives with the other
+grad modes (``vtl.autograd.grad_mode``)."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from typing import Any
+
+from ._tensor import Tensor
+
+__all__ = ["cat", "clamp", "flatten", "from_numpy", "get_num_threads", "manual_seed", "rand",
+           "randint", "randn", "set_num_threads", "tensor"]
+
+
+def _vtl() -> Any:
+    import vtl
+
+    return vtl
+
+
+def _size(size: tuple[Any, ...], fname: str) -> tuple[int, ...]:
+    """``rand(2, 3)`` and ``rand((2, 3))`` alike."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    try:
+        return tuple(operator.index(s) for s in size)
+    except TypeError:
+        raise TypeError(f"{fname}(): sizes must be ints, got {size!r}") from None
+
+
+def _finish(t: Tensor, requires_grad: bool) -> Tensor:
+    return t.requires_grad_(True) if requires_grad else t
+
+
+def tensor(data: Any, *, dtype: Any = None, device: Any = None,
+           requires_grad: bool = False) -> Tensor:
+    """PyTorch's ``torch.tensor``: always a copy of ``data`` (``vtl.asarray(data,
+    copy=True)``; Python floats become float32, ints int64)."""
+    return _vtl().asarray(data, dtype=dtype, device=device, copy=True,
+                          requires_grad=requires_grad)
+
+
+def from_numpy(array: Any) -> Tensor:
+    """A numpy-backend tensor sharing ``array``'s memory (PyTorch's ``torch.from_numpy``)."""
+    import numpy as np
+
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"from_numpy() expected a numpy.ndarray, got {type(array).__name__}")
+    return _vtl().asarray(array, device="numpy", copy=False)
+
+
+def manual_seed(seed: int) -> Any:
+    """Seed ``vtl.random``'s default generator (PyTorch's ``torch.manual_seed``); returns it."""
+    random = _vtl().random
+    random.seed(seed)
+    return random.default_generator()
+
+
+def rand(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False,
+         generator: Any = None) -> Tensor:
+    """Uniform numbers in ``[0, 1)`` of shape ``size`` (``vtl.random.uniform``)."""
+    g = generator or _vtl().random.default_generator()
+    return _finish(g.uniform(size=_size(size, "rand"), dtype=dtype, device=device),
+                   requires_grad)
+
+
+def randn(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False,
+          generator: Any = None) -> Tensor:
+    """Standard normal numbers of shape ``size`` (``vtl.random.normal``)."""
+    g = generator or _vtl().random.default_generator()
+    return _finish(g.normal(size=_size(size, "randn"), dtype=dtype, device=device),
+                   requires_grad)
+
+
+def randint(low: int, high: Any = None, size: Any = None, *, dtype: Any = None,
+            device: Any = None, generator: Any = None) -> Tensor:
+    """Integers in ``[low, high)``: ``randint(high, size)`` or ``randint(low, high, size)``
+    as PyTorch (``size`` a tuple; int64 by default)."""
+    if size is None:
+        if not isinstance(high, (tuple, list)):
+            raise TypeError("randint() needs a size: randint(high, size) or "
+                            "randint(low, high, size)")
+        low, high, size = 0, low, high
+    g = generator or _vtl().random.default_generator()
+    return g.randint(low, high, _size(tuple(size), "randint"), dtype=dtype, device=device)
+
+
+def cat(tensors: Sequence[Tensor], dim: int = 0, *, axis: int | None = None) -> Tensor:
+    """Join ``tensors`` along ``dim`` (``vtl.concat``)."""
+    return _vtl().concat(tensors, axis=dim if axis is None else axis)
+
+
+def clamp(input: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A001, A002
+    """Limit the values to ``[min, max]`` (``vtl.clip``)."""
+    return _vtl().clip(input, min=min, max=max)
+
+
+def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:  # noqa: A002
+    """Merge axes ``start_dim..end_dim`` into one (``Tensor.flatten``)."""
+    return input.flatten(start_dim, end_dim)
+
+
+def set_num_threads(n: int) -> None:
+    """Threads of the numpy backend's kernels (convolution, pooling, optimizer steps):
+    at most ``n`` (PyTorch's ``torch.set_num_threads``; NumPy's BLAS keeps its own
+    setting, e.g. ``OMP_NUM_THREADS``). Overrides ``VTL_NUM_THREADS``."""
+    from .backends._common import threads
+
+    threads.set_limit(n)
+
+
+def get_num_threads() -> int:
+    """The threads the numpy backend's kernels use (see :func:`set_num_threads`)."""
+    from .backends._common import threads
+
+    return threads.num_threads()
