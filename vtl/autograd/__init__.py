@@ -3,7 +3,7 @@
 ``Tensor.backward()`` accumulates into leaves' ``.grad``; :func:`grad`
 returns gradients of outputs with respect to given tensors; the functional
 transforms (``vtl.grad``, ``vjp``, ``jvp``, ``jacobian``, ``hessian``) live in
-:mod:`vtl.autograd.functional`.
+:mod:`vtl.autograd.functional`; custom ops subclass :class:`Function`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .function import Function, FunctionCtx
+from .grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .graph import Node, RemovableHandle, run_backward
 
 if TYPE_CHECKING:
@@ -100,6 +101,6 @@ def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
 
 
 __all__ = [
-    "Node", "RemovableHandle", "backward", "enable_grad", "grad", "is_grad_enabled",
-    "no_grad", "set_grad_enabled",
+    "Function", "FunctionCtx", "Node", "RemovableHandle", "backward", "enable_grad", "grad",
+    "inference_mode", "is_grad_enabled", "no_grad", "set_grad_enabled",
 ]
