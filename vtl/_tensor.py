@@ -221,7 +221,8 @@ class Tensor(TensorOperators, TensorMethods):
                 "create the inputs with requires_grad=True"
             )
         node = self._grad_fn
-        if gradient is None and not create_graph and node is not None and not node.multi:
+        if gradient is None and not create_graph and node is not None and not node.multi \
+                and not _graph.anomaly[0]:
             d = self._data
             if d.shape == () and d.dtype.kind == "f":  # the usual scalar loss
                 _graph.run_plain_scalar(self, bool(retain_graph))

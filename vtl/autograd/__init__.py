@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from .anomaly import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
 from .function import Function, FunctionCtx
 from .grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .graph import Node, RemovableHandle, run_backward
@@ -101,6 +102,7 @@ def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
 
 
 __all__ = [
-    "Function", "FunctionCtx", "Node", "RemovableHandle", "backward", "enable_grad", "grad",
-    "inference_mode", "is_grad_enabled", "no_grad", "set_grad_enabled",
+    "Function", "FunctionCtx", "Node", "RemovableHandle", "backward", "detect_anomaly",
+    "enable_grad", "grad", "inference_mode", "is_anomaly_enabled", "is_grad_enabled", "no_grad",
+    "set_detect_anomaly", "set_grad_enabled",
 ]

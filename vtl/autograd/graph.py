@@ -60,6 +60,11 @@ _next_key = itertools.count(0, -1).__next__
 # change. A node records the count; while it is unchanged at backward, none of the
 # node's saved tensors can have changed, and the per-tensor check is skipped.
 epoch = [0]
+#: whether anomaly detection is on (``vtl.autograd.detect_anomaly``): backward then takes
+#: the general path and checks each rule's gradients
+anomaly = [False]
+#: node key -> the stack that recorded the node, while anomaly detection is on
+anomaly_traces: dict[int, str] = {}
 
 
 def bump_version(t: Tensor) -> None:
@@ -324,7 +329,7 @@ def run_backward(
     prev_mode = _state.enabled
     _state.enabled = create_graph  # the rules record a graph only with create_graph
     try:
-        if capture is None and not create_graph:
+        if capture is None and not create_graph and not anomaly[0]:
             _run_plain(roots, grads, retain_graph)
         else:
             _run_graph(roots, grads, retain_graph, create_graph, capture)
@@ -349,6 +354,8 @@ def _run_graph(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph: b
         if useful is not None and node not in useful:
             continue
         res = _run_rule(node, g)
+        if anomaly[0]:
+            _check_finite(node, res)
         if not retain_graph:
             node.release()
         for e, gi in zip(node.edges, res):  # noqa: B905 - lengths checked in _run_rule
@@ -366,6 +373,23 @@ def _run_graph(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph: b
                 leaf_grads[key] = gi if prev is None else _sum(prev, gi, create_graph)
                 leaves[key] = e
     _deliver_all(leaves, leaf_grads, capture, create_graph, assigned)
+
+
+def _check_finite(node: Node, res: tuple) -> None:
+    """Anomaly detection: ``RuntimeError`` at the first gradient of ``node``'s rule holding
+    nan or inf, naming the op and where it was recorded."""
+    for i, gi in enumerate(res):
+        if gi is None or gi._data.dtype.kind not in "fc":
+            continue
+        xp = gi._device.xp
+        d = gi._data
+        if bool(xp.all(xp.isfinite(d))):
+            continue
+        what = "nan" if bool(xp.any(xp.isnan(d))) else "inf"
+        trace = anomaly_traces.get(node.key)
+        where = f"; the op was recorded at:\n{trace}" if trace else ""
+        raise RuntimeError(f"detect_anomaly: the backward of {node.name()} returned {what} "
+                           f"values in its gradient for input {i}{where}")
 
 
 def _run_plain(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph: bool) -> None:
