@@ -1,0 +1,1 @@
+"""``vtl.utils``: training utilities outside ``vtl.nn`` (PyTorch's ``torch.utils`` names)."""
