@@ -299,8 +299,8 @@ def test_recurrent_errors_name_the_layer(backend):
         nn.RNN(3, 4, nonlinearity="sigmoid")
     with pytest.raises(ValueError, match="dropout"):
         nn.LSTM(3, 4, dropout=1.5)
-    with pytest.raises(NotImplementedError, match="proj_size"):
-        nn.LSTM(3, 4, proj_size=2)
+    with pytest.raises(ValueError, match="proj_size has to be smaller than hidden_size"):
+        nn.LSTM(3, 4, proj_size=4)
     with pytest.raises(ValueError, match=r"LSTMCell\(3, 4\): expected a 1-D or 2-D input"):
         nn.LSTMCell(3, 4)(vtl.ones((2, 5)))
 

@@ -4,13 +4,18 @@ Parameter names and shapes follow PyTorch (``weight_ih_l{k}``, ``weight_hh_l{k}`
 ``bias_ih_l{k}``, ``bias_hh_l{k}``, ``_reverse`` for the backward direction; gates
 stacked LSTM ``i, f, g, o``, GRU ``r, z, n``), so state dicts load either way.
 Every weight and bias starts as ``U(-1/sqrt(hidden_size), 1/sqrt(hidden_size))``.
-Inputs are ``(L, N, H_in)``, ``(N, L, H_in)`` with ``batch_first`` or unbatched
-``(L, H_in)``; packed sequences and ``proj_size`` are not supported.
+Inputs are ``(L, N, H_in)``, ``(N, L, H_in)`` with ``batch_first``, unbatched
+``(L, H_in)`` or a :class:`vtl.nn.utils.rnn.PackedSequence` (the output is then packed
+too, and the final states are each sequence's state after its own last step, in the
+caller's batch order; ``batch_first`` does not apply to packed data).
+``LSTM(proj_size=P)`` adds ``weight_hr_l{k}`` ``(P, hidden)``
+projecting every hidden state to ``P`` features.
 """
 
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any
 
 import vtl
@@ -19,6 +24,7 @@ from ..._tensor import Tensor
 from .. import functional as F
 from .. import init
 from ..functional import _rnn
+from ..utils.rnn import PackedSequence, _host_batch_sizes
 from ._utils import check_float, describe, empty, type_name
 from .module import Module, Parameter
 
@@ -63,8 +69,29 @@ class RNNBase(Module):
                  dtype: Any = None) -> None:
         super().__init__()
         name = type(self).__name__
-        if proj_size:
-            raise NotImplementedError(f"{name}: proj_size is not supported")
+        if mode not in _GATES:
+            raise ValueError(f"{name}: unknown mode {mode!r}, expected one of {list(_GATES)}")
+        sizes = {}
+        for what, v in (("input_size", input_size), ("hidden_size", hidden_size),
+                        ("num_layers", num_layers), ("proj_size", proj_size)):
+            try:
+                if isinstance(v, bool):
+                    raise TypeError
+                sizes[what] = operator.index(v)
+            except TypeError:
+                raise TypeError(f"{name}: {what} should be of type int, got "
+                                f"{type(v).__name__}") from None
+        input_size, hidden_size = sizes["input_size"], sizes["hidden_size"]
+        num_layers, proj_size = sizes["num_layers"], sizes["proj_size"]
+        if proj_size < 0:
+            raise ValueError(f"{name}: proj_size should be a positive integer or zero to "
+                             f"disable projections, got {proj_size}")
+        if proj_size and mode != "LSTM":
+            raise ValueError(f"{name}: proj_size argument is only supported for LSTM, not RNN "
+                             "or GRU")
+        if proj_size and proj_size >= hidden_size:
+            raise ValueError(f"{name}: proj_size has to be smaller than hidden_size, got "
+                             f"proj_size={proj_size} and hidden_size={hidden_size}")
         if not isinstance(dropout, (int, float)) or not 0 <= dropout <= 1 \
                 or isinstance(dropout, bool):
             raise ValueError(f"{name}: dropout should be a number in range [0, 1] representing "
@@ -83,14 +110,17 @@ class RNNBase(Module):
         self.proj_size = proj_size
         g = _GATES[mode] * hidden_size
         dirs = 2 if bidirectional else 1
+        real = proj_size if proj_size else hidden_size  # the width of h
         self._flat_weights_names: list[str] = []
         for layer in range(num_layers):
             for d in range(dirs):
                 sfx = f"_l{layer}" + ("_reverse" if d else "")
-                in_sz = input_size if layer == 0 else hidden_size * dirs
-                shapes = [("weight_ih", (g, in_sz)), ("weight_hh", (g, hidden_size))]
+                in_sz = input_size if layer == 0 else real * dirs
+                shapes = [("weight_ih", (g, in_sz)), ("weight_hh", (g, real))]
                 if bias:
                     shapes += [("bias_ih", (g,)), ("bias_hh", (g,))]
+                if proj_size:
+                    shapes.append(("weight_hr", (proj_size, hidden_size)))
                 for pname, shape in shapes:
                     setattr(self, pname + sfx, Parameter(empty(shape, device, dtype)))
                     self._flat_weights_names.append(pname + sfx)
@@ -104,18 +134,19 @@ class RNNBase(Module):
     def _describe(self) -> str:
         return f"{type(self).__name__}({self.input_size}, {self.hidden_size})"
 
-    def _layer_params(self, layer: int, d: int) -> tuple[Any, Any, Any, Any]:
+    def _layer_params(self, layer: int, d: int) -> tuple[Any, Any, Any, Any, Any]:
         sfx = f"_l{layer}" + ("_reverse" if d else "")
         return (getattr(self, "weight_ih" + sfx), getattr(self, "weight_hh" + sfx),
                 getattr(self, "bias_ih" + sfx) if self.bias else None,
-                getattr(self, "bias_hh" + sfx) if self.bias else None)
+                getattr(self, "bias_hh" + sfx) if self.bias else None,
+                getattr(self, "weight_hr" + sfx) if self.proj_size else None)
 
     def _check_hidden(self, h: Any, shape: tuple[int, ...], what: str) -> None:
         if tuple(h.shape) != shape:
             raise ValueError(f"{self._describe()}: expected {what} of shape {shape}, got "
                              f"{tuple(h.shape)}")
 
-    def forward(self, input: Any, hx: Any = None) -> tuple[Any, Any]:  # noqa: A002
+    def _check_input(self, input: Any) -> None:  # noqa: A002
         check_float(self, input)
         if input.ndim not in (2, 3):
             raise ValueError(f"{self._describe()}: expected a 2-D (unbatched) or 3-D input, "
@@ -129,49 +160,96 @@ class RNNBase(Module):
                              f"of shape {tuple(input.shape)}"
                              + (" (batch_first=True: axis 1 is the sequence)"
                                 if batched and self.batch_first else ""))
+
+    def _initial_states(self, x: Any, hx: Any, n: int, batched: bool) -> tuple[Any, Any]:
+        dirs = 2 if self.bidirectional else 1
+        hshape = (self.num_layers * dirs, n, self.proj_size or self.hidden_size)
+        cshape = (self.num_layers * dirs, n, self.hidden_size)
+        lstm = self.mode == "LSTM"
+        if hx is None:
+            h0 = vtl.zeros(hshape, dtype=x.dtype, device=x.device)
+            c0 = (vtl.zeros(cshape, dtype=x.dtype, device=x.device) if self.proj_size
+                  else h0) if lstm else None
+            return h0, c0
+        h0, c0 = _state(self, hx, lstm)
+        if not batched:
+            if h0.ndim != 2 or (c0 is not None and c0.ndim != 2):
+                raise ValueError(f"{self._describe()}: for an unbatched input expected 2-D "
+                                 f"states, got hidden state of shape {tuple(h0.shape)}")
+            h0 = vtl.expand_dims(h0, axis=1)
+            c0 = None if c0 is None else vtl.expand_dims(c0, axis=1)
+        self._check_hidden(h0, hshape, "hidden state h_0" if lstm else "hidden state")
+        if lstm:
+            self._check_hidden(c0, cshape, "cell state c_0")
+        return h0, c0
+
+    def forward(self, input: Any, hx: Any = None) -> tuple[Any, Any]:  # noqa: A002
+        """``(output, h_n)`` (LSTM: ``(output, (h_n, c_n))``) for a padded or packed
+        input, as PyTorch."""
+        if isinstance(input, PackedSequence):
+            return self._forward_packed(input, hx)
+        self._check_input(input)
+        batched = input.ndim == 3
         x = input
         if not batched:
             x = vtl.expand_dims(x, axis=1)
         elif self.batch_first:
             x = vtl.permute_dims(x, (1, 0, 2))
-        n = x.shape[1]
-        dirs = 2 if self.bidirectional else 1
-        hshape = (self.num_layers * dirs, n, self.hidden_size)
-        lstm = self.mode == "LSTM"
-        if hx is None:
-            h0 = vtl.zeros(hshape, dtype=x.dtype, device=x.device)
-            c0 = h0 if lstm else None
-        else:
-            h0, c0 = _state(self, hx, lstm)
-            if not batched:
-                h0 = vtl.expand_dims(h0, axis=1)
-                c0 = None if c0 is None else vtl.expand_dims(c0, axis=1)
-            self._check_hidden(h0, hshape, "hidden state h_0" if lstm else "hidden state")
-            if lstm:
-                self._check_hidden(c0, hshape, "cell state c_0")
-        h_n, c_n = [], []
-        for layer in range(self.num_layers):
-            outs = []
-            for d in range(dirs):
-                k = layer * dirs + d
-                out, h, c = _rnn.run_layer(self.mode, x, h0[k, ...],
-                                           c0[k, ...] if lstm else None,
-                                           *self._layer_params(layer, d), reverse=bool(d))
-                outs.append(out)
-                h_n.append(h)
-                c_n.append(c)
-            x = outs[0] if dirs == 1 else vtl.concat(outs, axis=2)
-            if self.dropout and self.training and layer < self.num_layers - 1:
-                x = F.dropout(x, self.dropout, True)
-        hn = vtl.stack(h_n, axis=0)
-        cn = vtl.stack(c_n, axis=0) if lstm else None
+        h0, c0 = self._initial_states(x, hx, x.shape[1], batched)
+        x, hn, cn = self._layers(x, h0, c0, None)
         if not batched:
             x = x[:, 0, :]
             hn = hn[:, 0, :]
             cn = None if cn is None else cn[:, 0, :]
         elif self.batch_first:
             x = vtl.permute_dims(x, (1, 0, 2))
-        return x, ((hn, cn) if lstm else hn)
+        return x, ((hn, cn) if self.mode == "LSTM" else hn)
+
+    def _forward_packed(self, input: PackedSequence, hx: Any) -> tuple[Any, Any]:  # noqa: A002
+        data = input.data
+        check_float(self, data, "input.data")
+        if data.ndim != 2 or data.shape[-1] != self.input_size:
+            raise ValueError(f"{self._describe()}: expected packed data of shape (sum of "
+                             f"lengths, {self.input_size}), got {tuple(data.shape)}")
+        sizes = _host_batch_sizes(input, type(self).__name__)
+        h0, c0 = self._initial_states(data, hx, sizes[0], True)
+        if hx is not None and input.sorted_indices is not None:  # into the sorted order
+            h0 = vtl.take(h0, input.sorted_indices, axis=1)
+            c0 = None if c0 is None else vtl.take(c0, input.sorted_indices, axis=1)
+        x, hn, cn = self._layers(data, h0, c0, sizes)
+        if input.unsorted_indices is not None:  # back to the caller's order
+            hn = vtl.take(hn, input.unsorted_indices, axis=1)
+            cn = None if cn is None else vtl.take(cn, input.unsorted_indices, axis=1)
+        out = PackedSequence(x, input.batch_sizes, input.sorted_indices,
+                             input.unsorted_indices)
+        return out, ((hn, cn) if self.mode == "LSTM" else hn)
+
+    def _layers(self, x: Any, h0: Any, c0: Any,
+                sizes: list[int] | None) -> tuple[Any, Any, Any]:
+        """Every layer and direction over ``x``: ``(L, N, in)``, or packed data with its
+        batch ``sizes``; returns the last layer's output and the stacked final states."""
+        dirs = 2 if self.bidirectional else 1
+        lstm = self.mode == "LSTM"
+        h_n, c_n = [], []
+        for layer in range(self.num_layers):
+            outs = []
+            for d in range(dirs):
+                k = layer * dirs + d
+                h, c = h0[k, ...], (c0[k, ...] if lstm else None)
+                *ws, w_hr = self._layer_params(layer, d)
+                if sizes is None:
+                    out, h, c = _rnn.run_layer(self.mode, x, h, c, *ws, reverse=bool(d),
+                                               w_hr=w_hr)
+                else:
+                    out, h, c = _rnn.run_packed_layer(self.mode, x, sizes, h, c, *ws,
+                                                      reverse=bool(d), w_hr=w_hr)
+                outs.append(out)
+                h_n.append(h)
+                c_n.append(c)
+            x = outs[0] if dirs == 1 else vtl.concat(outs, axis=-1)
+            if self.dropout and self.training and layer < self.num_layers - 1:
+                x = F.dropout(x, self.dropout, True)
+        return x, vtl.stack(h_n, axis=0), (vtl.stack(c_n, axis=0) if lstm else None)
 
     def extra_repr(self) -> str:
         s = f"{self.input_size}, {self.hidden_size}"
@@ -185,6 +263,8 @@ class RNNBase(Module):
             s += f", dropout={self.dropout}"
         if self.bidirectional:
             s += ", bidirectional=True"
+        if self.proj_size:
+            s += f", proj_size={self.proj_size}"
         return s
 
 
@@ -207,7 +287,14 @@ class RNN(RNNBase):
 
 class LSTM(RNNBase):
     """Long short-term memory; ``forward(input, (h_0, c_0))`` returns
-    ``(output, (h_n, c_n))``. Gates ``i, f, g, o``."""
+    ``(output, (h_n, c_n))``. Gates ``i, f, g, o``.
+
+    With ``proj_size > 0`` (smaller than ``hidden_size``) each step's hidden state is
+    projected, ``h_t = W_hr (o_t * tanh(c_t))`` with ``weight_hr_l{k}`` of shape
+    ``(proj_size, hidden_size)``: ``h`` and the output are ``proj_size`` wide (times two
+    directions), ``c`` stays ``hidden_size`` wide, and ``weight_hh_l{k}`` is
+    ``(4 * hidden_size, proj_size)``. Such a layer runs step by step (portable code).
+    """
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
                  bias: bool = True, batch_first: bool = False, dropout: float = 0.0,
