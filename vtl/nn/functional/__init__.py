@@ -7,7 +7,8 @@ arguments and defaults follow ``torch.nn.functional``.
 
 Files by topic: ``activation`` (elementwise activations), ``softmax``
 (softmax, log_softmax, softmin, logsumexp), ``linear`` (linear, bilinear,
-embedding, one_hot, pad, dropout), ``loss`` (losses), ``conv`` (convolutions),
+embedding, one_hot, pad, dropout), ``loss`` (losses), ``loss_margin`` (margin,
+ranking and embedding losses), ``ctc`` (CTC loss), ``conv`` (convolutions),
 ``pooling``, ``normalization`` (layer/batch/group/instance norm), ``attention``
 (scaled dot-product and multi-head attention); ``_rnn`` holds the recurrent
 cells used by ``nn.RNN``/``nn.LSTM``/``nn.GRU``.
@@ -19,10 +20,14 @@ from .attention import *  # noqa: F403
 from .attention import __all__ as _attn
 from .conv import *  # noqa: F403
 from .conv import __all__ as _conv
+from .ctc import *  # noqa: F403
+from .ctc import __all__ as _ctc
 from .linear import *  # noqa: F403
 from .linear import __all__ as _lin
 from .loss import *  # noqa: F403
 from .loss import __all__ as _loss
+from .loss_margin import *  # noqa: F403
+from .loss_margin import __all__ as _loss_margin
 from .normalization import *  # noqa: F403
 from .normalization import __all__ as _norm
 from .pooling import *  # noqa: F403
@@ -31,3 +36,4 @@ from .softmax import *  # noqa: F403
 from .softmax import __all__ as _sm
 
 __all__ = [*_act, *_lin, *_loss, *_sm, *_conv, *_pool, *_norm, *_attn]
+__all__ += [*_loss_margin, *_ctc]
