@@ -22,6 +22,8 @@ from .conv import *  # noqa: F403
 from .conv import __all__ as _conv
 from .ctc import *  # noqa: F403
 from .ctc import __all__ as _ctc
+from .distance import *  # noqa: F403
+from .distance import __all__ as _dist
 from .linear import *  # noqa: F403
 from .linear import __all__ as _lin
 from .loss import *  # noqa: F403
@@ -37,3 +39,4 @@ from .softmax import __all__ as _sm
 
 __all__ = [*_act, *_lin, *_loss, *_sm, *_conv, *_pool, *_norm, *_attn]
 __all__ += [*_loss_margin, *_ctc]
+__all__ += [*_dist]

@@ -1,6 +1,6 @@
 """Layers of ``vtl.nn``: each owns its parameters and calls ``vtl.nn.functional``.
 
-One file per family (``linear``, ``activation``, ``dropout``, ``sparse``,
+One file per family (``linear``, ``activation``, ``distance``, ``dropout``, ``sparse``,
 ``flatten``, ``loss``, ``container``, ``conv``, ``pooling``, ``normalization``,
 ``rnn``, ``attention``, ``transformer``, ``positional``).
 """
@@ -13,6 +13,8 @@ from .container import *  # noqa: F403
 from .container import __all__ as _cont
 from .conv import *  # noqa: F403
 from .conv import __all__ as _conv
+from .distance import *  # noqa: F403
+from .distance import __all__ as _dist
 from .dropout import *  # noqa: F403
 from .dropout import __all__ as _drop
 from .flatten import *  # noqa: F403
@@ -38,3 +40,4 @@ from .transformer import __all__ as _tf
 
 __all__ = [*_mod, *_cont, *_lin, *_act, *_drop, *_flat, *_loss, *_sparse, *_conv, *_pool,
            *_norm, *_rnn, *_attn, *_tf, *_pos]
+__all__ += [*_dist]
