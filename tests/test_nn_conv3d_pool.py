@@ -514,6 +514,94 @@ def test_lp_pool_gradients():
     check_grad(lambda x: F.lp_pool3d(x, 3, (2, 2, 1)), x[:, None])
 
 
+# -- max unpooling ---------------------------------------------------------------------------
+def np_max_unpool(x, idx, out):
+    """Zeros of ``(N, C, *out)`` with ``x`` written at the flat indices in order (the last
+    write to a position stays, as PyTorch's CPU loop)."""
+    res = np.zeros(x.shape[:2] + (math.prod(out),), x.dtype)
+    xf, idf = x.reshape(x.shape[:2] + (-1,)), idx.reshape(idx.shape[:2] + (-1,))
+    for n, c in itertools.product(*map(range, x.shape[:2])):
+        for j in range(xf.shape[2]):
+            res[n, c, idf[n, c, j]] = xf[n, c, j]
+    return res.reshape(x.shape[:2] + tuple(out))
+
+
+# (nsp, input spatial, kernel, stride, padding, output_size)
+UNPOOL_CASES = [
+    (1, (7,), 2, None, 0, None),
+    (2, (5, 6), 3, 2, 1, (5, 6)),
+    (2, (4, 6), 2, None, 0, (1, 2, 5, 7)),
+    (3, (3, 4, 4), (1, 2, 2), None, 0, None),
+    (3, (4, 4, 3), 2, 1, 1, (4, 4, 3)),
+]
+
+
+@pytest.mark.parametrize("case", UNPOOL_CASES)
+def test_max_unpool_inverts_max_pool(backend, case):
+    nsp, sp, k, s, p, osz = case
+    x = _rand(2, 2, *sp, dtype="float32")
+    pool = getattr(F, f"max_pool{nsp}d")
+    unpool = getattr(F, f"max_unpool{nsp}d")
+    v, i = pool(vtl.asarray(x), k, s, p, return_indices=True)
+    out = unpool(v, i, k, s, p, osz)
+    kk = (k,) * nsp if isinstance(k, int) else k
+    ss = kk if s is None else (s,) * nsp
+    size = tuple((v.shape[2 + a] - 1) * ss[a] - 2 * p + kk[a] for a in range(nsp)) \
+        if osz is None else tuple(osz)[-nsp:]
+    ref = np_max_unpool(to_numpy(v), to_numpy(i), size)
+    assert_close(out, ref)
+    assert_close(unpool(v[0], i[0], k, s, p, osz), ref[0])
+
+
+def test_max_unpool_last_write_wins_and_gradients(backend):
+    x = np.array([[[1.0, 2.0, 3.0, 4.0]]], np.float32)
+    idx = np.array([[[3, 0, 3, 1]]])
+    xt = vtl.asarray(x, requires_grad=True)
+    out = F.max_unpool1d(xt, vtl.asarray(idx), 2, output_size=(7,))
+    assert to_numpy(out).ravel().tolist() == [2.0, 4.0, 0.0, 3.0, 0.0, 0.0, 0.0]
+    vtl.sum(out * vtl.asarray(np.arange(1, 8, dtype=np.float32))).backward()
+    # the derivative of the output: none for the overwritten value
+    assert to_numpy(xt.grad).ravel().tolist() == [0.0, 1.0, 4.0, 2.0]
+
+
+def test_max_unpool_gradients():
+    x = _rand(1, 2, 4, 5)
+    _, i = F.max_pool2d(vtl.asarray(x, backend="numpy"), 2, 1, return_indices=True)
+    check_grad(lambda v: F.max_unpool2d(v, i, 2, 1), _rand(*i.shape))
+    x3 = _rand(1, 1, 2, 4, 4)
+    _, i3 = F.max_pool3d(vtl.asarray(x3, backend="numpy"), 2, return_indices=True)
+    check_grad(lambda v: F.max_unpool3d(v, i3, 2), _rand(*i3.shape))
+
+
+def test_max_unpool_gradients_match_numpy_backend(backend):
+    x = _rand(1, 2, 4, 6)
+    _, i = F.max_pool2d(vtl.asarray(x, backend="numpy"), 2, return_indices=True)
+    idx = to_numpy(i)
+    check_grad_matches_numpy(lambda v: F.max_unpool2d(v, vtl.asarray(idx, device=v.device), 2),
+                             backend, _rand(*idx.shape))
+
+
+def test_max_unpool_errors(backend):
+    x = vtl.ones((1, 1, 2, 2))
+    i = vtl.asarray(np.array([[[[0, 1], [2, 3]]]]))
+    with pytest.raises(ValueError, match=r"max_unpool2d\(\): indices of shape \(1, 1, 2\) must "
+                                         r"have the input's shape \(1, 1, 2, 2\)"):
+        F.max_unpool2d(x, i[..., 0], 2)
+    with pytest.raises(TypeError, match=r"max_unpool2d\(\) expected integer indices"):
+        F.max_unpool2d(x, x, 2)
+    with pytest.raises(ValueError, match=r"max_unpool2d\(\): invalid output_size \(6, 4\) \(axis "
+                                         "0 must be between 2 and 6"):
+        F.max_unpool2d(x, i, 2, output_size=(6, 4))
+    with pytest.raises(ValueError, match=r"max_unpool2d\(\): output_size must have 2 or 4"):
+        F.max_unpool2d(x, i, 2, output_size=(4, 4, 4))
+    with pytest.raises(ValueError, match=r"max_unpool3d\(\): expected a 4-D \(unbatched\) or "
+                                         "5-D"):
+        F.max_unpool3d(x[0, 0], i[0, 0], 2)
+    bad = vtl.asarray(np.array([[[[0, 1], [2, 16]]]]))
+    with pytest.raises(IndexError, match="out of bounds"):  # at the first read on a GPU
+        to_numpy(F.max_unpool2d(x, bad, 2))
+
+
 # -- errors ----------------------------------------------------------------------------------
 def test_pool_errors(backend):
     x = vtl.asarray(_rand(1, 2, 4, 4, 4))
@@ -657,6 +745,19 @@ def test_pool_modules(backend):
                  **_tol("float32"))
     assert repr(nn.LPPool2d(2, 3)) == "LPPool2d(norm_type=2, kernel_size=3, stride=None, " \
         "ceil_mode=False)"
+    v, i = nn.MaxPool2d(2, return_indices=True)(xt[0])
+    m = nn.MaxUnpool2d(2)
+    assert repr(m) == "MaxUnpool2d(kernel_size=2, stride=2, padding=0)"
+    up = m(v, i, output_size=xt[0].shape)
+    assert up.shape == (2, 4, 5, 4)
+    assert_close(up, np_max_unpool(to_numpy(v), to_numpy(i), (5, 4)))
+    v3, i3 = nn.MaxPool3d(2, return_indices=True)(xt)
+    assert_close(nn.MaxUnpool3d(2)(v3, i3, xt.shape),
+                 np_max_unpool(to_numpy(v3), to_numpy(i3), (4, 5, 4)))
+    v1, i1 = nn.MaxPool1d(2, return_indices=True)(xt[0, 0])
+    assert_close(nn.MaxUnpool1d(2)(v1, i1), np_max_unpool(to_numpy(v1), to_numpy(i1), (4,)))
+    with pytest.raises(ValueError, match=r"^MaxUnpool2d\(kernel_size=2.*\): max_unpool2d\(\)"):
+        m(v, i[..., 0])
     with pytest.raises(ValueError, match=r"^MaxPool3d\(kernel_size=2.*\): max_pool3d\(\)"):
         nn.MaxPool3d(2)(vtl.ones((2, 2)))
     with pytest.raises(ValueError, match=r"^AdaptiveMaxPool2d\(output_size=0\)"):
@@ -676,6 +777,8 @@ STRICT_CASES = {
     "adaptive_max_pool2d": lambda x, w: F.adaptive_max_pool2d(x[0, ...], (2, 3)),
     "adaptive_avg_pool3d": lambda x, w: F.adaptive_avg_pool3d(x, (2, 3, 2)),
     "lp_pool2d": lambda x, w: F.lp_pool2d(x[0, ...] * x[0, ...], 2, 2),
+    "max_unpool3d": lambda x, w: F.max_unpool3d(*F.max_pool3d(x, 2, 1, return_indices=True),
+                                                2, 1),
 }
 
 
@@ -740,6 +843,14 @@ def test_against_pytorch(backend):
                  TF.lp_pool1d(T(xa[0, 0, 0]), 2, 3, 2, True).numpy(), **tol)
     assert_close(F.lp_pool2d(xav[0], 1.5, (2, 3), None, True),
                  TF.lp_pool2d(T(xa[0]), 1.5, (2, 3), None, True).numpy(), **tol)
+    for nsp in (1, 2, 3):
+        xs_ = x[0, 0, 0] if nsp == 1 else x[0] if nsp == 2 else x
+        tv, ti = getattr(TF, f"max_pool{nsp}d")(T(xs_), 2, 1, 1, return_indices=True)
+        vi = vtl.asarray(ti.numpy())
+        size = xs_.shape[-nsp:]
+        assert_close(getattr(F, f"max_unpool{nsp}d")(vtl.asarray(tv.numpy()), vi, 2, 1, 1,
+                                                     size),
+                     getattr(TF, f"max_unpool{nsp}d")(tv, ti, 2, 1, 1, size).numpy())
     if hasattr(TF, "lp_pool3d"):
         assert_close(F.lp_pool3d(xav, 3, 2, (1, 2, 2)),
                      TF.lp_pool3d(T(xa), 3, 2, (1, 2, 2)).numpy(), **tol)
@@ -770,6 +881,11 @@ def test_gradients_against_pytorch():
     both(lambda x: F.adaptive_max_pool2d(x, (3, 2)), lambda x: TF.adaptive_max_pool2d(x, (3, 2)),
          x[0])
     both(lambda x: F.lp_pool2d(x, 2, 2), lambda x: TF.lp_pool2d(x, 2, 2), np.abs(x[0]) + 0.1)
+    # disjoint windows: PyTorch's gradient gathers g at every index, also at one written
+    # twice (overlapping windows); here only the value that stays gets one
+    _, i = TF.max_pool2d(torch.tensor(x[0]), 2, 2, 1, return_indices=True)
+    both(lambda v: F.max_unpool2d(v, vtl.asarray(i.numpy(), backend="numpy"), 2, 2, 1, (5, 4)),
+         lambda v: TF.max_unpool2d(v, i, 2, 2, 1, (5, 4)), _rand(*i.shape))
 
 
 @needs_torch

@@ -1,5 +1,5 @@
 """Pooling: max_pool1d/2d/3d, avg_pool1d/2d/3d, adaptive_avg_pool1d/2d/3d,
-adaptive_max_pool1d/2d/3d and lp_pool1d/2d/3d.
+adaptive_max_pool1d/2d/3d, lp_pool1d/2d/3d and max_unpool1d/2d/3d.
 
 All windows come from ONE gather of the channels-last pixel rows (the cached
 tap index of ``_im2col``; padding taps read fill rows of ``-inf`` or 0), and
@@ -36,6 +36,12 @@ the largest one by repeating its first element) with one ``take`` of a cached
 index, takes the ``argmax`` (no graph) and gathers the chosen elements with one
 differentiable ``take``. Power-average pooling (``lp_pool*``) is PyTorch's
 formula on ``avg_pool*`` of ``x ** p``.
+
+Max unpooling inverts the scatter ``out[index] = x`` without a scatter (the
+standard has none): the flat target of every input element is sorted once
+(``argsort``), each output position finds its last writer with
+``searchsorted``, and one differentiable ``take`` reads it (zero where there
+is none).
 """
 
 from __future__ import annotations
@@ -66,6 +72,7 @@ __all__ = [
     "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
     "adaptive_max_pool2d", "adaptive_max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
     "lp_pool1d", "lp_pool2d", "lp_pool3d", "max_pool1d", "max_pool2d", "max_pool3d",
+    "max_unpool1d", "max_unpool2d", "max_unpool3d",
 ]
 
 _grad = grad_mode.state
@@ -623,3 +630,109 @@ def lp_pool3d(input: Any, norm_type: float, kernel_size: Any, stride: Any = None
     """Power-average pooling of ``(N, C, D, H, W)``/``(C, D, H, W)`` inputs:
     ``(sign(a) * relu(|a|) * kD * kH * kW) ** (1 / p)`` with ``a = avg_pool3d(x ** p)``."""
     return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 3, "lp_pool3d")
+
+
+# -- max unpooling ---------------------------------------------------------------------------
+def _unpool_size(input: Any, kernel_size: Any, stride: Any, padding: Any,  # noqa: A002
+                 output_size: Any, nsp: int, fname: str) -> tuple[int, ...]:
+    """PyTorch's output size: ``(L - 1) * stride - 2 * padding + kernel_size`` per axis, or
+    ``output_size`` (``nsp`` or ``nsp + 2`` entries) when it lies strictly within one
+    stride of that."""
+    k = _ntuple(kernel_size, nsp, "kernel_size", fname)
+    s = k if stride is None else _ntuple(stride, nsp, "stride", fname)
+    p = _ntuple(padding, nsp, "padding", fname, minimum=0)
+    spatial = _shape(input)[-nsp:]
+    default = tuple((spatial[a] - 1) * s[a] - 2 * p[a] + k[a] for a in range(nsp))
+    if output_size is None:
+        size = default
+    else:
+        size = tuple(int(v) for v in output_size)
+        if len(size) == nsp + 2:
+            size = size[2:]
+        if len(size) != nsp:
+            raise ValueError(f"{fname}(): output_size must have {nsp} or {nsp + 2} entries, "
+                             f"got {tuple(output_size)}")
+        for a in range(nsp):
+            lo, hi = default[a] - s[a], default[a] + s[a]
+            if not lo < size[a] < hi:
+                raise ValueError(f"{fname}(): invalid output_size {tuple(output_size)} (axis "
+                                 f"{a} must be between {lo} and {hi}, exclusive)")
+    if any(v < 1 for v in size):
+        raise ValueError(f"{fname}(): input of shape {_shape(input)} with kernel_size={k}, "
+                         f"stride={s}, padding={p} gives an empty output {size}")
+    return size
+
+
+def _max_unpool(input: Any, indices: Any, kernel_size: Any, stride: Any, padding: Any,  # noqa: A002
+                output_size: Any, nsp: int, fname: str) -> Any:
+    xp = namespace(input, indices)
+    if input.ndim not in (nsp + 1, nsp + 2):
+        raise ValueError(f"{fname}(): expected a {nsp + 1}-D (unbatched) or {nsp + 2}-D "
+                         f"(batched) input, got shape {_shape(input)}")
+    if _shape(indices) != _shape(input):
+        raise ValueError(f"{fname}(): indices of shape {_shape(indices)} must have the "
+                         f"input's shape {_shape(input)}")
+    if not xp.isdtype(indices.dtype, "integral"):
+        raise TypeError(f"{fname}() expected integer indices, got {indices.dtype}")
+    _check_nonempty(input, nsp, fname)
+    out = _unpool_size(input, kernel_size, stride, padding, output_size, nsp, fname)
+    batched = input.ndim == nsp + 2
+    x = input if batched else xp.expand_dims(input, axis=0)
+    ind = indices if batched else xp.expand_dims(indices, axis=0)
+    n, c = _shape(x)[:2]
+    planes, lin, lout = n * c, math.prod(_shape(x)[2:]), math.prod(out)
+    if planes == 0:
+        res = xp.zeros((n, c, *out), dtype=x.dtype, device=x.device)
+        return res if batched else res[0, ...]
+    flat_x = xp.reshape(x, (planes * lin,))
+    # an index outside [-L_out, L_out) is an IndexError (take's check; on an accelerator
+    # raised at the next read of a result); negative ones count from the end
+    it = ind.dtype
+    try:
+        checked = xp.take(xp.arange(lout, dtype=it, device=x.device), xp.reshape(ind, (-1,)),
+                          axis=0)
+    except IndexError as exc:
+        raise IndexError(f"{fname}(): an index is out of range for an output of {out} "
+                         f"({lout} elements per plane): {exc}") from None
+    rchk, rxp = raw(detach(checked), xp)
+    dev = rchk.device
+    base = rxp.reshape(rxp.arange(planes, dtype=it, device=dev) * lout, (planes, 1))
+    target = rxp.reshape(rxp.reshape(rchk, (planes, lin)) + base, (-1,))
+    order = rxp.argsort(target, stable=True)
+    srt = rxp.take(target, order, axis=0)
+    q = rxp.arange(planes * lout, dtype=it, device=dev)
+    last = rxp.astype(rxp.searchsorted(srt, q, side="right"), it) - 1  # the last writer
+    pos = rxp.clip(last, 0, planes * lin - 1)
+    hit = (last >= 0) & (rxp.take(srt, pos, axis=0) == q)
+    vals = gather_rows(xp, flat_x, rxp.take(order, pos, axis=0))
+    if isinstance(x, Tensor):
+        hit = new(hit, x._device)
+    res = xp.reshape(xp.where(hit, vals, xp.zeros_like(vals)), (n, c, *out))
+    return res if batched else res[0, ...]
+
+
+def max_unpool1d(input: Any, indices: Any, kernel_size: Any, stride: Any = None,  # noqa: A002
+                 padding: Any = 0, output_size: Any = None) -> Any:
+    """The partial inverse of ``max_pool1d``: zeros of length
+    ``(L - 1) * stride - 2 * padding + kernel_size`` (or ``output_size``) with each input
+    value put at its index (as returned by ``max_pool1d(..., return_indices=True)``);
+    of several values sent to one position, the last one is kept."""
+    return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 1,
+                       "max_unpool1d")
+
+
+def max_unpool2d(input: Any, indices: Any, kernel_size: Any, stride: Any = None,  # noqa: A002
+                 padding: Any = 0, output_size: Any = None) -> Any:
+    """The partial inverse of ``max_pool2d``: each value of ``(N, C, H, W)``/``(C, H, W)``
+    put at its flat ``h * W_out + w`` index of a zero output (see :func:`max_unpool1d`)."""
+    return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 2,
+                       "max_unpool2d")
+
+
+def max_unpool3d(input: Any, indices: Any, kernel_size: Any, stride: Any = None,  # noqa: A002
+                 padding: Any = 0, output_size: Any = None) -> Any:
+    """The partial inverse of ``max_pool3d``: each value of ``(N, C, D, H, W)``/
+    ``(C, D, H, W)`` put at its flat ``d * H_out * W_out + h * W_out + w`` index of a zero
+    output (see :func:`max_unpool1d`)."""
+    return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 3,
+                       "max_unpool3d")

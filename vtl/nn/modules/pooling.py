@@ -1,5 +1,5 @@
-"""Pooling layers: max, average, adaptive average, adaptive max and power-average pooling
-(1-D, 2-D and 3-D)."""
+"""Pooling layers: max, average, adaptive average, adaptive max and power-average pooling,
+and max unpooling (1-D, 2-D and 3-D)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from .module import Module
 __all__ = [
     "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d",
     "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "LPPool1d",
-    "LPPool2d", "LPPool3d", "MaxPool1d", "MaxPool2d", "MaxPool3d",
+    "LPPool2d", "LPPool3d", "MaxPool1d", "MaxPool2d", "MaxPool3d", "MaxUnpool1d", "MaxUnpool2d",
+    "MaxUnpool3d",
 ]
 
 
@@ -240,3 +241,39 @@ class LPPool3d(_LPPoolNd):
     ``vtl.nn.functional.lp_pool3d``)."""
 
     _fn = staticmethod(F.lp_pool3d)
+
+
+class _MaxUnpoolNd(Module):
+    _fn: Any = None
+
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0) -> None:
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = kernel_size if stride is None else stride
+        self.padding = padding
+
+    def forward(self, input: Any, indices: Any, output_size: Any = None) -> Any:  # noqa: A002
+        return _named_errors(self, type(self)._fn, input, indices, self.kernel_size,
+                             self.stride, self.padding, output_size)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxUnpool1d(_MaxUnpoolNd):
+    """The partial inverse of ``MaxPool1d``: ``forward(input, indices, output_size=None)``
+    puts each value at its index of a zero output."""
+
+    _fn = staticmethod(F.max_unpool1d)
+
+
+class MaxUnpool2d(_MaxUnpoolNd):
+    """The partial inverse of ``MaxPool2d`` (see ``MaxUnpool1d``)."""
+
+    _fn = staticmethod(F.max_unpool2d)
+
+
+class MaxUnpool3d(_MaxUnpoolNd):
+    """The partial inverse of ``MaxPool3d`` (see ``MaxUnpool1d``)."""
+
+    _fn = staticmethod(F.max_unpool3d)
