@@ -465,7 +465,7 @@ def test_adaptive_max_pool2d_matches_loops(backend, out):
     assert_close(F.adaptive_max_pool2d(vtl.asarray(x), out), vals)
 
 
-@pytest.mark.parametrize("out", [1, 3, 4, 7])
+@pytest.mark.parametrize("out", [1, 3, 4, 7, 9])
 def test_adaptive_max_pool1d_matches_loops(backend, out):
     x = _rand(2, 3, 7, dtype="float32")
     vals, idx = np_adaptive_max(x, (out,))

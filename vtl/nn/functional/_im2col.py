@@ -181,7 +181,6 @@ def out_size(size: int, k: int, s: int, lo: int, hi: int, d: int) -> int:
     return (size + lo + hi - d * (k - 1) - 1) // s + 1
 
 
-
 def axis_index(size: int, k: int, s: int, d: int, lo: int, out: int, dil: int = 1
                ) -> tuple[np.ndarray, bool]:
     """The source position along one axis of every ``(output, tap)`` pair (host, int64,
