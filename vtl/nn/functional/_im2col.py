@@ -27,8 +27,8 @@ import numpy as np
 
 from ..._tensor import Tensor
 
-__all__ = ["arange_host", "gather_rows", "host_index", "on_device", "pixel_rows", "raw",
-           "tap_index"]
+__all__ = ["adaptive_index", "arange_host", "axis_index", "gather_rows", "host_index",
+           "on_device", "pixel_rows", "raw", "tap_index"]
 
 #: At most this many fill rows (the padding taps are spread over them).
 MAX_FILL = 1024
@@ -180,3 +180,37 @@ def raw(x: Any, xp: Any) -> tuple[Any, Any]:
 def out_size(size: int, k: int, s: int, lo: int, hi: int, d: int) -> int:
     return (size + lo + hi - d * (k - 1) - 1) // s + 1
 
+
+def axis_index(size: int, k: int, s: int, d: int, lo: int, out: int, dil: int = 1
+               ) -> tuple[np.ndarray, bool]:
+    """The source position along one axis of every ``(output, tap)`` pair (host, int64,
+    ``out * k`` entries, output-major) and whether any tap reads no input position
+    (padding, or a zero between the pixels of an input dilated by ``dil``): those get
+    ``size``, the index of one zero slice appended to the axis. Output ``o``'s tap
+    ``t`` sits at ``o*s + t*d - lo`` of the dilated input (``d`` may be negative)."""
+    src, ok = _axis_taps(size, k, s, d, lo, out, dil)
+    return np.where(ok, src, size).reshape(-1).astype(np.int64), not bool(ok.all())
+
+
+def adaptive_index(spatial: tuple[int, ...], out: tuple[int, ...]) -> tuple[np.ndarray, int]:
+    """PyTorch's adaptive pooling windows ``[floor(i*L/O), ceil((i+1)*L/O))`` of every
+    output position as flat (row-major) input positions: ``(index, taps)`` with
+    ``index`` of shape ``(prod(out) * taps,)`` (host, int64, output-major) and ``taps``
+    the largest window's number of elements. A window smaller than the largest repeats
+    its first element, which changes neither its maximum nor which element is first."""
+    per_axis = []
+    for size, o in zip(spatial, out, strict=True):
+        i = np.arange(o)
+        start = (i * size) // o
+        length = -((-(i + 1) * size) // o) - start
+        kmax = int(length.max())
+        t = np.arange(kmax)[None, :]
+        per_axis.append(start[:, None] + np.where(t < length[:, None], t, 0))  # (o, kmax)
+    flat = np.zeros((1, 1), dtype=np.int64)
+    for a, tab in enumerate(per_axis):
+        stride = int(np.prod(spatial[a + 1:], dtype=np.int64))
+        o, kk = tab.shape
+        # combine: (O_prev, K_prev) x (o, kk) -> (O_prev*o, K_prev*kk), output- and tap-major
+        flat = (flat[:, None, :, None] + tab[None, :, None, :] * stride)
+        flat = flat.reshape(flat.shape[0] * o, -1)
+    return flat.reshape(-1).astype(np.int64), flat.shape[1]

@@ -1,4 +1,4 @@
-"""Convolutions: conv1d, conv2d, conv_transpose1d and conv_transpose2d.
+"""Convolutions: conv1d/2d/3d and conv_transpose1d/2d/3d.
 
 Written with standard array-API calls only (``xp = array_namespace(x)``):
 im2col by ONE gather (``take`` of a cached row index, see ``_im2col``) of the
@@ -19,6 +19,15 @@ On vtl tensors conv2d and conv1d are then ONE graph node whose plain backward
 calls the kernel; with ``create_graph=True`` the rule is the portable path's
 VJP written with vtl functions (:func:`_conv2d_vjp_graph`), so higher-order
 gradients work. Kernel results equal the portable ones up to rounding.
+
+3-D convolutions are 2-D ones over the height and width: ONE gather (``take``
+of a cached depth index) stacks, for every output depth, the ``kD`` input depth
+slices under its kernel taps (a zero slice where a tap falls on padding, or on
+the zeros between the slices of a transposed convolution's stride-dilated
+input) into the channels of a batch of ``N*D_out`` images; the weight's depth
+taps join its input channels. conv3d is then one conv2d (the backend kernel
+where there is one), conv_transpose3d one conv_transpose2d; the gradients come
+from those ops and the gather's scatter-add.
 """
 
 from __future__ import annotations
@@ -30,10 +39,11 @@ from typing import Any
 from ..._ops._core import needs_grad, new, plain_grad, record, same_device
 from ..._tensor import Tensor
 from ...autograd import grad_mode
-from ._im2col import gather_rows, pixel_rows, tap_index
+from ._im2col import axis_index, gather_rows, on_device, pixel_rows, tap_index
 from ._utils import namespace
 
-__all__ = ["conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d"]
+__all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+           "conv_transpose3d"]
 
 _grad = grad_mode.state
 
@@ -327,3 +337,110 @@ def conv_transpose1d(input: Any, weight: Any, bias: Any = None, stride: Any = 1,
     """Transposed 1-D convolution with a ``(C_in, C_out / groups, k)`` weight."""
     return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
                            dilation, 1, "conv_transpose1d")
+
+
+def _index_array(xp: Any, x: Any, host: Any, what: str, geometry: tuple) -> Any:
+    """The host index ``host`` as an index array of ``xp`` on ``x``'s device (cached)."""
+    arr = on_device(host, what, geometry, xp, x)
+    return new(arr, x._device) if isinstance(x, Tensor) else arr
+
+
+def _fold_depth(xp: Any, x: Any, kd: int, s: int, d: int, lo: int, out: int, dil: int,
+                groups: int) -> Any:
+    """``(N, C, D, H, W)`` as ``(N*D_out, G*kD*C/G, H, W)`` (stored channels-last): image
+    ``n*D_out + z`` holds, group by group and tap by tap, the input depth slice under
+    tap ``t`` of output depth ``z`` (at ``z*s + t*d - lo`` of the input dilated by
+    ``dil``), or zeros where that is no input slice."""
+    n, c, depth, h, w = _shape(x)
+    xl = xp.permute_dims(x, (0, 2, 3, 4, 1))  # (N, D, H, W, C)
+    host, missing = axis_index(depth, kd, s, d, lo, out, dil)
+    if not (kd == 1 and out == depth and s == 1 and lo == 0 and dil == 1):
+        if missing:
+            zero = xp.zeros((n, 1, h, w, c), dtype=x.dtype, device=x.device)
+            xl = xp.concat([xl, zero], axis=1)
+        idx = _index_array(xp, x, host, "depth", (depth, kd, s, d, lo, out, dil))
+        xl = xp.take(xl, idx, axis=1)  # (N, D_out*kD, H, W, C)
+    cg = c // groups
+    xl = xp.permute_dims(xp.reshape(xl, (n, out, kd, h, w, groups, cg)), (0, 1, 3, 4, 5, 2, 6))
+    xl = xp.reshape(xl, (n * out, h, w, groups * kd * cg))
+    return xp.permute_dims(xl, (0, 3, 1, 2))
+
+
+def _unfold_depth(xp: Any, y: Any, n: int, out: int) -> Any:
+    """``(N*D_out, C, H, W)`` as ``(N, C, D_out, H, W)`` (a view of channels-last storage)."""
+    _, c, h, w = _shape(y)
+    y = xp.reshape(xp.permute_dims(y, (0, 2, 3, 1)), (n, out, h, w, c))
+    return xp.permute_dims(y, (0, 4, 1, 2, 3))
+
+
+def conv3d(input: Any, weight: Any, bias: Any = None, stride: Any = 1,  # noqa: A002
+           padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Any:
+    """3-D cross-correlation of ``(N, C_in, D, H, W)`` (or ``(C_in, D, H, W)``) with a
+    ``(C_out, C_in / groups, kD, kH, kW)`` weight, as ``torch.nn.functional.conv3d``.
+
+    ``padding``: an int, a triple, ``'valid'`` (none) or ``'same'`` (output size equals
+    input size; stride 1 only; an odd total pads one more at the end of that axis).
+    Computed as one conv2d over ``N*D_out`` images whose channels hold the ``kD`` input
+    depth slices under each output depth.
+    """
+    xp = namespace(input, weight, bias)
+    batched = _check_conv(input, weight, bias, groups, 3, "conv3d")
+    groups = operator.index(groups)
+    s = _ntuple(stride, 3, "stride", "conv3d")
+    d = _ntuple(dilation, 3, "dilation", "conv3d")
+    ks = _shape(weight)[2:]
+    pads = _conv_padding(padding, ks, s, d, "conv3d")
+    x = input if batched else xp.expand_dims(input, axis=0)
+    sizes = tuple(_out_size(x.shape[2 + a], ks[a], s[a], pads[a][0], pads[a][1], d[a])
+                  for a in range(3))
+    if any(v < 1 for v in sizes):
+        raise ValueError(
+            f"conv3d(): input of shape {_shape(input)} (padded by "
+            f"{tuple(p for lh in pads for p in lh)}) is smaller than the dilated kernel of "
+            f"shape {_shape(weight)} (dilation={d})")
+    o, cg, kd, kh, kw = _shape(weight)
+    x2 = _fold_depth(xp, x, kd, s[0], d[0], pads[0][0], sizes[0], 1, groups)
+    w2 = xp.reshape(xp.permute_dims(weight, (0, 2, 1, 3, 4)), (o, kd * cg, kh, kw))
+    (pt, pb), (pl, pr) = pads[1], pads[2]
+    y = _conv2d_core(xp, x2, w2, bias, s[1:], (pt, pb, pl, pr), d[1:], groups, sizes[1:])
+    out = _unfold_depth(xp, y, x.shape[0], sizes[0])
+    return out if batched else out[0, ...]
+
+
+def conv_transpose3d(input: Any, weight: Any, bias: Any = None, stride: Any = 1,  # noqa: A002
+                     padding: Any = 0, output_padding: Any = 0, groups: int = 1,
+                     dilation: Any = 1) -> Any:
+    """Transposed 3-D convolution (the gradient of conv3d with respect to its input) of
+    ``(N, C_in, D, H, W)`` (or ``(C_in, D, H, W)``) with a
+    ``(C_in, C_out / groups, kD, kH, kW)`` weight; output size per axis
+    ``(D - 1) * stride - 2 * padding + dilation * (kD - 1) + output_padding + 1``.
+    Computed as one conv_transpose2d over ``N*D_out`` images whose channels hold the
+    input depth slices under each output depth's taps."""
+    fname = "conv_transpose3d"
+    xp = namespace(input, weight, bias)
+    batched = _check_conv(input, weight, bias, groups, 3, fname, transposed=True)
+    groups = operator.index(groups)
+    s = _ntuple(stride, 3, "stride", fname)
+    d = _ntuple(dilation, 3, "dilation", fname)
+    p = _ntuple(padding, 3, "padding", fname, minimum=0)
+    op = _ntuple(output_padding, 3, "output_padding", fname, minimum=0)
+    for a in range(3):
+        if op[a] >= max(s[a], d[a]):
+            raise ValueError(f"{fname}(): output_padding {op} must be smaller than either "
+                             f"stride {s} or dilation {d}")
+    x = input if batched else xp.expand_dims(input, axis=0)
+    ks = _shape(weight)[2:]
+    sizes = tuple((x.shape[2 + a] - 1) * s[a] - 2 * p[a] + d[a] * (ks[a] - 1) + op[a] + 1
+                  for a in range(3))
+    if any(v < 1 for v in sizes):
+        raise ValueError(f"{fname}(): input of shape {_shape(input)} with weight of shape "
+                         f"{_shape(weight)} gives an empty output {sizes}")
+    cin, cog, kd, kh, kw = _shape(weight)
+    cg = cin // groups
+    # output depth z, tap t reads input slice (z + p - t*d) / s when that is a whole number
+    x2 = _fold_depth(xp, x, kd, 1, -d[0], -p[0], sizes[0], s[0], groups)
+    w2 = xp.permute_dims(xp.reshape(weight, (groups, cg, cog, kd, kh, kw)), (0, 3, 1, 2, 4, 5))
+    w2 = xp.reshape(w2, (groups * kd * cg, cog, kh, kw))
+    y = _conv_transpose(x2, w2, bias, s[1:], p[1:], op[1:], groups, d[1:], 2, fname)
+    out = _unfold_depth(xp, y, x.shape[0], sizes[0])
+    return out if batched else out[0, ...]

@@ -1,4 +1,5 @@
-"""Pooling: max_pool1d/2d, avg_pool1d/2d and adaptive_avg_pool1d/2d.
+"""Pooling: max_pool1d/2d/3d, avg_pool1d/2d/3d, adaptive_avg_pool1d/2d/3d,
+adaptive_max_pool1d/2d/3d, lp_pool1d/2d/3d and max_unpool1d/2d/3d.
 
 All windows come from ONE gather of the channels-last pixel rows (the cached
 tap index of ``_im2col``; padding taps read fill rows of ``-inf`` or 0), and
@@ -19,6 +20,28 @@ backward calls the kernel; with ``create_graph=True`` the rule is the portable
 path's VJP written with vtl functions (a scatter-add of the output gradient),
 so higher-order gradients work. Kernel results equal the portable ones (max:
 exactly, the same element of each window; avg: up to rounding).
+
+3-D max and average pooling are separable: a 2-D pool over the height and width
+of all ``N*C*D`` planes, then a ``(kD, 1)`` 2-D pool over the depth of the result
+seen as ``(N, C, D, H_out*W_out)`` (both on the backend kernels where there are
+some). The maximum of a box is the maximum over depth of the per-slice maxima,
+and the first maximum in ``(d, h, w)`` order is the first one of the first slice
+that holds it, so values, indices and gradients are those of one 3-D window;
+PyTorch's average divisors are products of per-axis factors, so the two passes
+divide by the 3-D divisor (``divisor_override`` is applied once, in the depth
+pass, after a plain sum over each plane's window).
+
+Adaptive max pooling gathers every output's window (PyTorch's windows, padded to
+the largest one by repeating its first element) with one ``take`` of a cached
+index, takes the ``argmax`` (no graph) and gathers the chosen elements with one
+differentiable ``take``. Power-average pooling (``lp_pool*``) is PyTorch's
+formula on ``avg_pool*`` of ``x ** p``.
+
+Max unpooling inverts the scatter ``out[index] = x`` without a scatter (the
+standard has none): the flat target of every input element is sorted once
+(``argsort``), each output position finds its last writer with
+``searchsorted``, and one differentiable ``take`` reads it (zero where there
+is none).
 """
 
 from __future__ import annotations
@@ -31,13 +54,25 @@ from ..._ops._core import needs_grad, new, record
 from ..._tensor import Tensor
 from ...autograd import grad_mode
 from ...backends._common.pool import avg_divisors
-from ._im2col import arange_host, gather_rows, host_index, on_device, pixel_rows, raw, tap_index
+from ._im2col import (
+    adaptive_index,
+    arange_host,
+    gather_rows,
+    host_index,
+    on_device,
+    pixel_rows,
+    raw,
+    tap_index,
+)
 from ._utils import detach, namespace
+from .activation import relu
 from .conv import _ntuple, _shape
 
 __all__ = [
-    "adaptive_avg_pool1d", "adaptive_avg_pool2d", "avg_pool1d", "avg_pool2d",
-    "max_pool1d", "max_pool2d",
+    "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
+    "adaptive_max_pool2d", "adaptive_max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+    "lp_pool1d", "lp_pool2d", "lp_pool3d", "max_pool1d", "max_pool2d", "max_pool3d",
+    "max_unpool1d", "max_unpool2d", "max_unpool3d",
 ]
 
 _grad = grad_mode.state
@@ -409,3 +444,295 @@ def adaptive_avg_pool1d(input: Any, output_size: Any) -> Any:  # noqa: A002
     xp = namespace(input)
     (lo,) = _adaptive_size(output_size, input, 1, "adaptive_avg_pool1d")
     return _adaptive_axis(xp, input, -1, lo)
+
+
+# -- 3-D max and average pooling (separable: height/width, then depth) -----------------------
+def _planes(xp: Any, input: Any) -> tuple[Any, tuple[int, ...]]:  # noqa: A002
+    """A 5-D input (batch of one for a 4-D one) as ``(N, C*D, H, W)``, and its 5-D shape."""
+    x = input if input.ndim == 5 else xp.expand_dims(input, axis=0)
+    n, c, depth, h, w = _shape(x)
+    return xp.reshape(x, (n, c * depth, h, w)), (n, c, depth, h, w)
+
+
+def _back_to_3d(xp: Any, y: Any, input: Any, out: tuple[int, ...]) -> Any:  # noqa: A002
+    """``(N, C, D_out, H_out*W_out)`` as ``(N, C, D_out, H_out, W_out)`` (unbatched: 4-D)."""
+    y = xp.reshape(y, (*_shape(y)[:3], *out[1:]))
+    return y if input.ndim == 5 else y[0, ...]
+
+
+def max_pool3d(input: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,  # noqa: A002
+               dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False) -> Any:
+    """Maximum over ``kernel_size`` windows of ``(N, C, D, H, W)`` or ``(C, D, H, W)``
+    inputs (padding counts as ``-inf``; ``stride`` defaults to ``kernel_size``), as
+    ``torch.nn.functional.max_pool3d``. With ``return_indices`` also the flat
+    ``d * H * W + h * W + w`` input index of each maximum (the first one of a window in
+    that order; the gradient goes to it)."""
+    fname = "max_pool3d"
+    xp = namespace(input)
+    if not xp.isdtype(input.dtype, "real floating"):
+        raise TypeError(f"{fname}() needs a real floating-point input, got {input.dtype}")
+    k, s, p, d, out = _pool_args(input, kernel_size, stride, padding, dilation, ceil_mode, 3,
+                                 fname)
+    x4, (n, c, depth, h, w) = _planes(xp, input)
+    first = _max_pool(x4, k[1:], s[1:], p[1:], d[1:], ceil_mode, return_indices, 2, fname)
+    y1, i1 = first if return_indices else (first, None)
+    hw = out[1] * out[2]
+    y1 = xp.reshape(y1, (n, c, depth, hw))
+    second = _max_pool(y1, (k[0], 1), (s[0], 1), (p[0], 0), (d[0], 1), ceil_mode,
+                       return_indices, 2, fname)
+    if not return_indices:
+        return _back_to_3d(xp, second, input, out)
+    y, i2 = second
+    # i2 = depth * hw + column; the plane pass's index of that depth and column
+    dz = i2 // hw
+    it = i2.dtype
+    dev = i2.device
+    plane = xp.reshape(xp.arange(n * c, dtype=it, device=dev) * depth, (n, c, 1, 1))
+    col = xp.reshape(xp.arange(hw, dtype=it, device=dev), (1, 1, 1, hw))
+    # a window of -inf only may choose a padding slice: read a real one there
+    flat = (plane + xp.clip(dz, 0, depth - 1)) * hw + col
+    hw_idx = xp.take(xp.reshape(i1, (-1,)), xp.reshape(flat, (-1,)), axis=0)
+    idx = dz * (h * w) + xp.reshape(hw_idx, _shape(dz))
+    return _back_to_3d(xp, y, input, out), _back_to_3d(xp, idx, input, out)
+
+
+def avg_pool3d(input: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,  # noqa: A002
+               ceil_mode: bool = False, count_include_pad: bool = True,
+               divisor_override: int | None = None) -> Any:
+    """Mean over ``kernel_size`` windows of ``(N, C, D, H, W)`` or ``(C, D, H, W)`` inputs,
+    as ``torch.nn.functional.avg_pool3d`` (``count_include_pad``, ``ceil_mode`` divisors
+    and ``divisor_override`` as in PyTorch)."""
+    return _avg_pool3d(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                       divisor_override, "avg_pool3d")
+
+
+def _avg_pool3d(input: Any, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool,  # noqa: A002
+                count_include_pad: bool, divisor_override: int | None, fname: str) -> Any:
+    xp = namespace(input)
+    if not xp.isdtype(input.dtype, "real floating"):
+        raise TypeError(f"{fname}() needs a real floating-point input, got {input.dtype}")
+    if divisor_override is not None and divisor_override == 0:
+        raise ValueError(f"{fname}(): divisor_override must be non-zero")
+    k, s, p, _, out = _pool_args(input, kernel_size, stride, padding, 1, ceil_mode, 3, fname)
+    x4, (n, c, depth, _, _) = _planes(xp, input)
+    plane_div = None if divisor_override is None else 1  # a plain sum; divided once below
+    y1 = _avg_pool(x4, k[1:], s[1:], p[1:], ceil_mode, count_include_pad, plane_div, 2, fname)
+    y1 = xp.reshape(y1, (n, c, depth, out[1] * out[2]))
+    y = _avg_pool(y1, (k[0], 1), (s[0], 1), (p[0], 0), ceil_mode, count_include_pad,
+                  divisor_override, 2, fname)
+    return _back_to_3d(xp, y, input, out)
+
+
+# -- adaptive pooling ------------------------------------------------------------------------
+def adaptive_avg_pool3d(input: Any, output_size: Any) -> Any:  # noqa: A002
+    """Average ``(N, C, D, H, W)``/``(C, D, H, W)`` over PyTorch's adaptive windows to
+    ``output_size`` (an int, or a triple whose ``None`` entries keep that size)."""
+    xp = namespace(input)
+    do, ho, wo = _adaptive_size(output_size, input, 3, "adaptive_avg_pool3d")
+    return _adaptive_axis(xp, _adaptive_axis(xp, _adaptive_axis(xp, input, -3, do), -2, ho),
+                          -1, wo)
+
+
+def _adaptive_max(input: Any, output_size: Any, return_indices: bool, nsp: int,  # noqa: A002
+                  fname: str) -> Any:
+    xp = namespace(input)
+    if not xp.isdtype(input.dtype, "real floating"):
+        raise TypeError(f"{fname}() needs a real floating-point input, got {input.dtype}")
+    out = _adaptive_size(output_size, input, nsp, fname)
+    batched = input.ndim == nsp + 2
+    x = input if batched else xp.expand_dims(input, axis=0)
+    n, c = _shape(x)[:2]
+    spatial = _shape(x)[2:]
+    size = math.prod(spatial)
+    o = math.prod(out)
+    host, kk = adaptive_index(spatial, out)
+    flat_x = xp.reshape(x, (n * c * size,))
+    # the argmax (first maximum of each window, nan first) on the raw arrays, no graph
+    rx, rxp = raw(detach(flat_x), xp)
+    idx = on_device(host, "adaptive", (spatial, out), rxp, rx)
+    win = rxp.take(rxp.reshape(rx, (n * c, size)), idx, axis=1)  # (N*C, O*K)
+    am = rxp.argmax(rxp.reshape(win, (n * c, o, kk)), axis=2)  # (N*C, O)
+    it = am.dtype
+    taps = rxp.reshape(rxp.arange(o, dtype=it, device=am.device) * kk, (1, o))
+    pos = rxp.reshape(rxp.take(rxp.astype(idx, it), rxp.reshape(am + taps, (-1,)), axis=0),
+                      (n * c, o))
+    base = rxp.reshape(rxp.arange(n * c, dtype=it, device=am.device) * size, (n * c, 1))
+    # the one differentiable gather: gradients go to the chosen elements only
+    res = gather_rows(xp, flat_x, rxp.reshape(pos + base, (-1,)))
+    res = xp.reshape(res, (n, c, *out))
+    if not batched:
+        res = res[0, ...]
+    if not return_indices:
+        return res
+    pos = rxp.reshape(pos, (n, c, *out))
+    if isinstance(input, Tensor):
+        pos = new(pos, input._device)
+    return res, (pos if batched else pos[0, ...])
+
+
+def adaptive_max_pool1d(input: Any, output_size: Any, return_indices: bool = False) -> Any:  # noqa: A002
+    """Maximum of ``(N, C, L)``/``(C, L)`` over PyTorch's adaptive windows
+    ``[floor(i*L/O), ceil((i+1)*L/O))``; with ``return_indices`` also the input
+    position of each maximum (the first one; the gradient goes to it)."""
+    return _adaptive_max(input, output_size, return_indices, 1, "adaptive_max_pool1d")
+
+
+def adaptive_max_pool2d(input: Any, output_size: Any, return_indices: bool = False) -> Any:  # noqa: A002
+    """Maximum of ``(N, C, H, W)``/``(C, H, W)`` over adaptive windows to ``output_size``
+    (an int, or a pair whose ``None`` entries keep that size); with ``return_indices``
+    also the flat ``h * W + w`` input index of each maximum."""
+    return _adaptive_max(input, output_size, return_indices, 2, "adaptive_max_pool2d")
+
+
+def adaptive_max_pool3d(input: Any, output_size: Any, return_indices: bool = False) -> Any:  # noqa: A002
+    """Maximum of ``(N, C, D, H, W)``/``(C, D, H, W)`` over adaptive windows to
+    ``output_size``; with ``return_indices`` also the flat ``d * H * W + h * W + w``
+    input index of each maximum."""
+    return _adaptive_max(input, output_size, return_indices, 3, "adaptive_max_pool3d")
+
+
+# -- power-average pooling -------------------------------------------------------------------
+def _lp_pool(input: Any, norm_type: float, kernel_size: Any, stride: Any, ceil_mode: bool,  # noqa: A002
+             nsp: int, fname: str) -> Any:
+    xp = namespace(input)
+    if isinstance(norm_type, bool) or not isinstance(norm_type, (int, float)):
+        raise TypeError(f"{fname}(): norm_type must be a number, got {norm_type!r}")
+    if norm_type == 0:
+        raise ValueError(f"{fname}(): norm_type must be non-zero, got {norm_type!r}")
+    k = _ntuple(kernel_size, nsp, "kernel_size", fname)
+    if not xp.isdtype(input.dtype, "real floating"):
+        raise TypeError(f"{fname}() needs a real floating-point input, got {input.dtype}")
+    powered = input ** float(norm_type)
+    if nsp == 3:
+        out = _avg_pool3d(powered, k, stride, 0, ceil_mode, True, None, fname)
+    else:
+        out = _avg_pool(powered, k, stride, 0, ceil_mode, True, None, nsp, fname)
+    return (xp.sign(out) * relu(xp.abs(out)) * float(math.prod(k))) ** (1.0 / norm_type)
+
+
+def lp_pool1d(input: Any, norm_type: float, kernel_size: Any, stride: Any = None,  # noqa: A002
+              ceil_mode: bool = False) -> Any:
+    """Power-average pooling of ``(N, C, L)``/``(C, L)`` inputs, PyTorch's formula:
+    ``(sign(a) * relu(|a|) * k) ** (1 / p)`` with ``a = avg_pool1d(x ** p)``
+    (the p-norm of each window; ``p = 1`` sums). No padding."""
+    return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 1, "lp_pool1d")
+
+
+def lp_pool2d(input: Any, norm_type: float, kernel_size: Any, stride: Any = None,  # noqa: A002
+              ceil_mode: bool = False) -> Any:
+    """Power-average pooling of ``(N, C, H, W)``/``(C, H, W)`` inputs:
+    ``(sign(a) * relu(|a|) * kH * kW) ** (1 / p)`` with ``a = avg_pool2d(x ** p)``."""
+    return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 2, "lp_pool2d")
+
+
+def lp_pool3d(input: Any, norm_type: float, kernel_size: Any, stride: Any = None,  # noqa: A002
+              ceil_mode: bool = False) -> Any:
+    """Power-average pooling of ``(N, C, D, H, W)``/``(C, D, H, W)`` inputs:
+    ``(sign(a) * relu(|a|) * kD * kH * kW) ** (1 / p)`` with ``a = avg_pool3d(x ** p)``."""
+    return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 3, "lp_pool3d")
+
+
+# -- max unpooling ---------------------------------------------------------------------------
+def _unpool_size(input: Any, kernel_size: Any, stride: Any, padding: Any,  # noqa: A002
+                 output_size: Any, nsp: int, fname: str) -> tuple[int, ...]:
+    """PyTorch's output size: ``(L - 1) * stride - 2 * padding + kernel_size`` per axis, or
+    ``output_size`` (``nsp`` or ``nsp + 2`` entries) when it lies strictly within one
+    stride of that."""
+    k = _ntuple(kernel_size, nsp, "kernel_size", fname)
+    s = k if stride is None else _ntuple(stride, nsp, "stride", fname)
+    p = _ntuple(padding, nsp, "padding", fname, minimum=0)
+    spatial = _shape(input)[-nsp:]
+    default = tuple((spatial[a] - 1) * s[a] - 2 * p[a] + k[a] for a in range(nsp))
+    if output_size is None:
+        size = default
+    else:
+        size = tuple(int(v) for v in output_size)
+        if len(size) == nsp + 2:
+            size = size[2:]
+        if len(size) != nsp:
+            raise ValueError(f"{fname}(): output_size must have {nsp} or {nsp + 2} entries, "
+                             f"got {tuple(output_size)}")
+        for a in range(nsp):
+            lo, hi = default[a] - s[a], default[a] + s[a]
+            if not lo < size[a] < hi:
+                raise ValueError(f"{fname}(): invalid output_size {tuple(output_size)} (axis "
+                                 f"{a} must be between {lo} and {hi}, exclusive)")
+    if any(v < 1 for v in size):
+        raise ValueError(f"{fname}(): input of shape {_shape(input)} with kernel_size={k}, "
+                         f"stride={s}, padding={p} gives an empty output {size}")
+    return size
+
+
+def _max_unpool(input: Any, indices: Any, kernel_size: Any, stride: Any, padding: Any,  # noqa: A002
+                output_size: Any, nsp: int, fname: str) -> Any:
+    xp = namespace(input, indices)
+    if input.ndim not in (nsp + 1, nsp + 2):
+        raise ValueError(f"{fname}(): expected a {nsp + 1}-D (unbatched) or {nsp + 2}-D "
+                         f"(batched) input, got shape {_shape(input)}")
+    if _shape(indices) != _shape(input):
+        raise ValueError(f"{fname}(): indices of shape {_shape(indices)} must have the "
+                         f"input's shape {_shape(input)}")
+    if not xp.isdtype(indices.dtype, "integral"):
+        raise TypeError(f"{fname}() expected integer indices, got {indices.dtype}")
+    _check_nonempty(input, nsp, fname)
+    out = _unpool_size(input, kernel_size, stride, padding, output_size, nsp, fname)
+    batched = input.ndim == nsp + 2
+    x = input if batched else xp.expand_dims(input, axis=0)
+    ind = indices if batched else xp.expand_dims(indices, axis=0)
+    n, c = _shape(x)[:2]
+    planes, lin, lout = n * c, math.prod(_shape(x)[2:]), math.prod(out)
+    if planes == 0:
+        res = xp.zeros((n, c, *out), dtype=x.dtype, device=x.device)
+        return res if batched else res[0, ...]
+    flat_x = xp.reshape(x, (planes * lin,))
+    # an index outside [-L_out, L_out) is an IndexError (take's check; on an accelerator
+    # raised at the next read of a result); negative ones count from the end
+    it = ind.dtype
+    try:
+        checked = xp.take(xp.arange(lout, dtype=it, device=x.device), xp.reshape(ind, (-1,)),
+                          axis=0)
+    except IndexError as exc:
+        raise IndexError(f"{fname}(): an index is out of range for an output of {out} "
+                         f"({lout} elements per plane): {exc}") from None
+    rchk, rxp = raw(detach(checked), xp)
+    dev = rchk.device
+    base = rxp.reshape(rxp.arange(planes, dtype=it, device=dev) * lout, (planes, 1))
+    target = rxp.reshape(rxp.reshape(rchk, (planes, lin)) + base, (-1,))
+    order = rxp.argsort(target, stable=True)
+    srt = rxp.take(target, order, axis=0)
+    q = rxp.arange(planes * lout, dtype=it, device=dev)
+    last = rxp.astype(rxp.searchsorted(srt, q, side="right"), it) - 1  # the last writer
+    pos = rxp.clip(last, 0, planes * lin - 1)
+    hit = (last >= 0) & (rxp.take(srt, pos, axis=0) == q)
+    vals = gather_rows(xp, flat_x, rxp.take(order, pos, axis=0))
+    if isinstance(x, Tensor):
+        hit = new(hit, x._device)
+    res = xp.reshape(xp.where(hit, vals, xp.zeros_like(vals)), (n, c, *out))
+    return res if batched else res[0, ...]
+
+
+def max_unpool1d(input: Any, indices: Any, kernel_size: Any, stride: Any = None,  # noqa: A002
+                 padding: Any = 0, output_size: Any = None) -> Any:
+    """The partial inverse of ``max_pool1d``: zeros of length
+    ``(L - 1) * stride - 2 * padding + kernel_size`` (or ``output_size``) with each input
+    value put at its index (as returned by ``max_pool1d(..., return_indices=True)``);
+    of several values sent to one position, the last one is kept."""
+    return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 1,
+                       "max_unpool1d")
+
+
+def max_unpool2d(input: Any, indices: Any, kernel_size: Any, stride: Any = None,  # noqa: A002
+                 padding: Any = 0, output_size: Any = None) -> Any:
+    """The partial inverse of ``max_pool2d``: each value of ``(N, C, H, W)``/``(C, H, W)``
+    put at its flat ``h * W_out + w`` index of a zero output (see :func:`max_unpool1d`)."""
+    return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 2,
+                       "max_unpool2d")
+
+
+def max_unpool3d(input: Any, indices: Any, kernel_size: Any, stride: Any = None,  # noqa: A002
+                 padding: Any = 0, output_size: Any = None) -> Any:
+    """The partial inverse of ``max_pool3d``: each value of ``(N, C, D, H, W)``/
+    ``(C, D, H, W)`` put at its flat ``d * H_out * W_out + h * W_out + w`` index of a zero
+    output (see :func:`max_unpool1d`)."""
+    return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 3,
+                       "max_unpool3d")

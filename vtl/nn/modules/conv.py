@@ -1,4 +1,4 @@
-"""Convolution layers: Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d."""
+"""Convolution layers: Conv1d/2d/3d and ConvTranspose1d/2d/3d."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from ..functional.conv import _ntuple
 from ._utils import check_float, empty
 from .module import Module, Parameter
 
-__all__ = ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d"]
+__all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"]
 
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
@@ -159,6 +159,16 @@ class Conv2d(_Conv):
     _fn = staticmethod(F.conv2d)
 
 
+class Conv3d(_Conv):
+    """3-D convolution over ``(N, C_in, D, H, W)`` or ``(C_in, D, H, W)`` inputs; weight
+    ``(out_channels, in_channels / groups, kD, kH, kW)``; padding an int, a triple,
+    ``'valid'`` or ``'same'``; ``padding_mode`` ``'zeros'``, ``'reflect'``,
+    ``'replicate'`` or ``'circular'``. Default init as PyTorch (see ``reset_parameters``)."""
+
+    _nsp = 3
+    _fn = staticmethod(F.conv3d)
+
+
 class _ConvTranspose(_ConvNd):
     _transposed = True
     _fn: Any = None
@@ -216,3 +226,12 @@ class ConvTranspose2d(_ConvTranspose):
 
     _nsp = 2
     _fn = staticmethod(F.conv_transpose2d)
+
+
+class ConvTranspose3d(_ConvTranspose):
+    """Transposed 3-D convolution; weight ``(in_channels, out_channels / groups, kD, kH,
+    kW)``; ``forward(input, output_size=None)`` can pick the output size (via
+    output_padding)."""
+
+    _nsp = 3
+    _fn = staticmethod(F.conv_transpose3d)
