@@ -1,7 +1,7 @@
 """Layers of ``vtl.nn``: each owns its parameters and calls ``vtl.nn.functional``.
 
 One file per family (``linear``, ``activation``, ``distance``, ``dropout``, ``sparse``,
-``flatten``, ``loss``, ``container``, ``conv``, ``pooling``, ``normalization``,
+``flatten``, ``loss``, ``padding``, ``container``, ``conv``, ``pooling``, ``normalization``,
 ``rnn``, ``attention``, ``transformer``, ``positional``).
 """
 
@@ -27,6 +27,8 @@ from .module import *  # noqa: F403
 from .module import __all__ as _mod
 from .normalization import *  # noqa: F403
 from .normalization import __all__ as _norm
+from .padding import *  # noqa: F403
+from .padding import __all__ as _padding
 from .pooling import *  # noqa: F403
 from .pooling import __all__ as _pool
 from .positional import *  # noqa: F403
@@ -40,4 +42,4 @@ from .transformer import __all__ as _tf
 
 __all__ = [*_mod, *_cont, *_lin, *_act, *_drop, *_flat, *_loss, *_sparse, *_conv, *_pool,
            *_norm, *_rnn, *_attn, *_tf, *_pos]
-__all__ += [*_dist]
+__all__ += [*_dist, *_padding]
