@@ -37,6 +37,7 @@ newaxis = None
 from . import _tensor_operators
 from ._ops.creation import *
 from ._ops.dtype_functions import *
+from ._ops.einsum import *
 from ._ops.elementwise import *
 from ._ops.indexing import *
 from ._ops.indexing import _getitem, _setitem

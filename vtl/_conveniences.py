@@ -1,8 +1,8 @@
 """PyTorch's top-level names beside the array API's (extensions the standard allows), each a
 thin call of a vtl function: ``vtl.tensor``, ``vtl.from_numpy``, ``vtl.rand``/``randn``/
 ``randint``, ``vtl.manual_seed``, ``vtl.cat``, ``vtl.clamp``, ``vtl.flatten``,
-``vtl.set_num_threads``/``get_num_threads``. ``vtl.inference_mode`` lives with the other
-grad modes (``vtl.autograd.grad_mode``)."""
+``vtl.cumsum``/``cumprod``, ``vtl.set_num_threads``/``get_num_threads``.
+``vtl.inference_mode`` lives with the other grad modes (``vtl.autograd.grad_mode``)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Any
 
 from ._tensor import Tensor
 
-__all__ = ["cat", "clamp", "flatten", "from_numpy", "get_num_threads", "manual_seed", "rand",
-           "randint", "randn", "set_num_threads", "tensor"]
+__all__ = ["cat", "clamp", "cumprod", "cumsum", "flatten", "from_numpy", "get_num_threads",
+           "manual_seed", "rand", "randint", "randn", "set_num_threads", "tensor"]
 
 
 def _vtl() -> Any:
@@ -92,6 +92,16 @@ def randint(low: int, high: Any = None, size: Any = None, *, dtype: Any = None,
 def cat(tensors: Sequence[Tensor], dim: int = 0, *, axis: int | None = None) -> Tensor:
     """Join ``tensors`` along ``dim`` (``vtl.concat``)."""
     return _vtl().concat(tensors, axis=dim if axis is None else axis)
+
+
+def cumsum(input: Tensor, dim: int, *, dtype: Any = None) -> Tensor:  # noqa: A002
+    """Running sum along ``dim`` (``vtl.cumulative_sum``)."""
+    return _vtl().cumulative_sum(input, axis=dim, dtype=dtype)
+
+
+def cumprod(input: Tensor, dim: int, *, dtype: Any = None) -> Tensor:  # noqa: A002
+    """Running product along ``dim`` (``vtl.cumulative_prod``)."""
+    return _vtl().cumulative_prod(input, axis=dim, dtype=dtype)
 
 
 def clamp(input: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A001, A002

@@ -22,6 +22,9 @@ Differences from PyTorch, on purpose:
 
 ``t.std()``/``t.var()`` use PyTorch's default ``correction=1`` (Bessel's
 correction); ``vtl.std``/``vtl.var`` keep the standard's ``correction=0``.
+
+``t.half()``/``t.bfloat16()`` raise ``TypeError``: vtl's tensors hold the array API
+standard's 13 dtypes, which have no 16-bit floats.
 """
 
 from __future__ import annotations
@@ -107,6 +110,18 @@ def _correction(correction: Any, unbiased: bool | None) -> Any:
     if correction is not None:
         raise TypeError("pass either correction= or unbiased=, not both")
     return 1 if unbiased else 0
+
+
+def _cast_to(t: Tensor, name: str, method: str) -> Tensor:
+    """``t`` cast to the dtype ``name``; a ``TypeError`` naming the method when vtl has no
+    such dtype."""
+    try:
+        dt = _dtypes.to_dtype(name)
+    except TypeError:
+        raise TypeError(f"Tensor.{method}(): vtl has no {name} dtype (its tensors hold the "
+                        f"array API standard's dtypes: {', '.join(_dtypes.ALL_DTYPES)}); use "
+                        ".float() for float32") from None
+    return _vtl.astype(t, dt, copy=False)
 
 
 def _flat_shape(shape: tuple, start: int, end: int) -> tuple:
@@ -228,6 +243,19 @@ class TensorMethods:
             idx = _vtl.squeeze(idx, axis=dim if self.ndim else 0)
         return _return_types().kthvalue(values, idx)
 
+    def mode(self, dim: int = -1, keepdim: bool = False) -> Any:
+        """The named tuple ``(values, indices)`` of the most frequent value along ``dim``
+        (the smallest of those tied) and its last position (``vtl.mode``)."""
+        return _vtl.mode(self, dim, keepdim)
+
+    def cumsum(self, dim: int, *, dtype: Any = None) -> Tensor:
+        """``vtl.cumulative_sum(self, axis=dim, dtype=dtype)``."""
+        return _vtl.cumulative_sum(self, axis=dim, dtype=dtype)
+
+    def cumprod(self, dim: int, *, dtype: Any = None) -> Tensor:
+        """``vtl.cumulative_prod(self, axis=dim, dtype=dtype)``."""
+        return _vtl.cumulative_prod(self, axis=dim, dtype=dtype)
+
     def numel(self) -> int:
         """The number of elements (PyTorch's ``numel()``; the array API's ``t.size``)."""
         return self.size
@@ -297,6 +325,17 @@ class TensorMethods:
         """Swap two axes (a view)."""
         return _vtl.permute_dims(self, _swapped(self.ndim, dim0, dim1))
 
+    def flip(self, *dims: Any) -> Tensor:
+        """``vtl.flip``: ``t.flip(0, 1)`` or ``t.flip((0, 1))`` (PyTorch's ``dims``)."""
+        return _vtl.flip(self, axis=_shape_args(dims, "flip"))
+
+    def roll(self, shifts: Any, dims: Any = None) -> Tensor:
+        """``vtl.roll(self, shifts, axis=dims)`` (the flattened tensor when ``dims`` is
+        ``None``)."""
+        if isinstance(shifts, list):
+            shifts = tuple(shifts)
+        return _vtl.roll(self, shifts, axis=tuple(dims) if isinstance(dims, list) else dims)
+
     def expand(self, *sizes: Any) -> Tensor:
         """``vtl.broadcast_to``; ``-1`` keeps the size of that axis, as in PyTorch."""
         return _vtl.broadcast_to(self, _expand_shape(self.shape, _shape_args(sizes, "expand")))
@@ -343,6 +382,15 @@ class TensorMethods:
         """``vtl.astype(self, dtype, ...)``."""
         return _vtl.astype(self, dtype, copy=copy, device=device)
 
+    def half(self) -> Tensor:
+        """Cast to float16 (PyTorch's ``half()``): a ``TypeError``, as vtl has no float16
+        dtype (see the module docstring)."""
+        return _cast_to(self, "float16", "half")
+
+    def bfloat16(self) -> Tensor:
+        """Cast to bfloat16: a ``TypeError``, as vtl has no bfloat16 dtype."""
+        return _cast_to(self, "bfloat16", "bfloat16")
+
     def double(self) -> Tensor:
         """Cast to float64 (``self`` when it already is)."""
         return _vtl.astype(self, _dtypes.float64, copy=False)
@@ -363,3 +411,13 @@ class TensorMethods:
     def bool(self) -> Tensor:
         """Cast to bool (``self`` when it already is)."""
         return _vtl.astype(self, _dtypes.bool, copy=False)
+
+    def any(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None,
+            keepdims: bool | None = None) -> Tensor:
+        """``vtl.any`` over ``dim`` (or ``axis``; all axes by default)."""
+        return _vtl.any(self, axis=_axis(axis, dim, "any"), keepdims=_keep(keepdim, keepdims))
+
+    def all(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None,
+            keepdims: bool | None = None) -> Tensor:
+        """``vtl.all`` over ``dim`` (or ``axis``; all axes by default)."""
+        return _vtl.all(self, axis=_axis(axis, dim, "all"), keepdims=_keep(keepdim, keepdims))

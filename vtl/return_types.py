@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from ._tensor import Tensor
 
-__all__ = ["kthvalue", "max", "min", "sort", "topk"]
+__all__ = ["kthvalue", "max", "min", "mode", "sort", "topk"]
 
 
 class max(NamedTuple):  # noqa: A001, N801 - PyTorch's names
@@ -40,6 +40,14 @@ class topk(NamedTuple):  # noqa: N801
 
 class kthvalue(NamedTuple):  # noqa: N801
     """The ``k``-th smallest value along a dim and its position."""
+
+    values: Tensor
+    indices: Tensor
+
+
+class mode(NamedTuple):  # noqa: N801
+    """The most frequent value along a dim (the smallest of those tied) and the position of
+    its last occurrence."""
 
     values: Tensor
     indices: Tensor

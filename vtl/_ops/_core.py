@@ -402,6 +402,21 @@ def inplace(t: Tensor, other: Any, fn: Callable, fname: str) -> Any:
     return assign_result(t, fn(t, other), fname)
 
 
+def inplace_apply(t: Tensor, fn: Callable[[Tensor], Tensor], fname: str) -> Tensor:
+    """``t = fn(t)`` written into ``t``'s storage (``F.relu(t, inplace=True)`` and the other
+    ``inplace=`` flags of ``vtl.nn.functional``), with the rules of the in-place operators:
+    an error for a leaf that requires grad while grad mode is on (:func:`check_inplace`);
+    the version counter moves, so a backward that saved ``t`` raises; when recorded, ``t``
+    takes over the new node's history (:func:`assign_result`), and the rule reads a
+    snapshot of the values from before the write. ``fn`` runs out of place: the write saves
+    no memory."""
+    check_inplace(t, fname)
+    if needs_grad(t):
+        return assign_result(t, fn(_inplace_source(t, None, fname)), fname)
+    res = fn(t)
+    return t if res is t else assign_result(t, res, fname)
+
+
 _READS_NO_VALUES = frozenset({"add", "subtract"})
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from .._tensor import Tensor
+from ._aliases import torch_names
 from ._core import (
     assign_result,
     check_inplace,
@@ -714,6 +715,7 @@ def _take_grad(g: Tensor, rows: Any, ax: int, shape: tuple[int, ...],
     return z
 
 
+@torch_names(dim="axis")
 def take_along_axis(x: Tensor, indices: Tensor, /, *, axis: int = -1) -> Tensor:
     """``out[..., j, ...] = x[..., indices[..., j, ...], ...]`` along ``axis``.
 

@@ -14,6 +14,7 @@ from functools import partial
 from typing import Any
 
 from .._tensor import Tensor
+from ._aliases import torch_names
 from ._core import (
     _OPERAND_TYPES,
     _grad,
@@ -217,6 +218,7 @@ def _tensordot_axes(axes: Any, nd1: int, nd2: int) -> tuple[tuple[int, ...], tup
     return a1, a2
 
 
+@torch_names(dims="axes")
 def tensordot(x1: Tensor, x2: Tensor, /, *,
               axes: int | tuple[Sequence[int], Sequence[int]] = 2) -> Tensor:
     """Contract ``x1`` and ``x2`` over ``axes``: the last ``axes`` axes of ``x1`` with the
@@ -280,6 +282,7 @@ def _tensordot_vjp(g: Tensor, x1: Tensor, x2: Tensor, a1: tuple[int, ...],
     return g1, g2
 
 
+@torch_names(dim="axis")
 def vecdot(x1: Tensor, x2: Tensor, /, *, axis: int = -1) -> Tensor:
     """Dot products ``sum(conj(x1) * x2, axis=axis)`` of vectors along ``axis``, with
     the other axes broadcast. ``axis`` counts from the end (``[-N, -1]``, N the smaller

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._tensor import Tensor
+from ._aliases import torch_names
 from ._core import needs_grad, new, record, record_multi, same_device, sum_to, tensor_arg
 
 __all__ = [
@@ -120,6 +121,7 @@ def reshape(x: Tensor, /, shape: tuple[int, ...], *, copy: bool | None = None) -
     return new(out, dev)
 
 
+@torch_names(dims="axes")
 def permute_dims(x: Tensor, /, axes: tuple[int, ...]) -> Tensor:
     """Permute the axes of ``x`` (a view)."""
     x = tensor_arg(x, "permute_dims")
@@ -157,6 +159,7 @@ def moveaxis(x: Tensor, source: int | tuple[int, ...], destination: int | tuple[
     return permute_dims(x, tuple(order))
 
 
+@torch_names(dim="axis")
 def expand_dims(x: Tensor, /, axis: int | tuple[int, ...]) -> Tensor:
     """Insert a size-one axis at ``axis`` (in ``[-N-1, N]``); a view.
 
@@ -176,6 +179,7 @@ def expand_dims(x: Tensor, /, axis: int | tuple[int, ...]) -> Tensor:
     return new(out, dev)
 
 
+@torch_names(dim="axis")
 def squeeze(x: Tensor, /, axis: int | tuple[int, ...]) -> Tensor:
     """Remove the size-one axes ``axis``; ``ValueError`` if one has another size."""
     x = tensor_arg(x, "squeeze")
@@ -249,6 +253,7 @@ def broadcast_arrays(*arrays: Tensor) -> list[Tensor]:
 
 
 # -- joining and splitting ----------------------------------------------------------
+@torch_names(dim="axis")
 def concat(arrays: tuple[Tensor, ...] | list[Tensor], /, *, axis: int | None = 0) -> Tensor:
     """Join tensors along an existing axis (flattened first when ``axis=None``)."""
     ts, dev, raws = _joined(arrays, "concat")
@@ -291,6 +296,7 @@ def concat(arrays: tuple[Tensor, ...] | list[Tensor], /, *, axis: int | None = 0
     return new(out, dev)
 
 
+@torch_names(dim="axis")
 def stack(arrays: tuple[Tensor, ...] | list[Tensor], /, *, axis: int = 0) -> Tensor:
     """Join same-shaped tensors along a new axis ``axis`` (in ``[-N-1, N]``)."""
     ts, dev, raws = _joined(arrays, "stack")
@@ -315,6 +321,7 @@ def stack(arrays: tuple[Tensor, ...] | list[Tensor], /, *, axis: int = 0) -> Ten
     return new(out, dev)
 
 
+@torch_names(dim="axis")
 def unstack(x: Tensor, /, *, axis: int = 0) -> tuple[Tensor, ...]:
     """Split ``x`` along ``axis`` into a tuple of views."""
     x = tensor_arg(x, "unstack")
@@ -338,6 +345,7 @@ def unstack(x: Tensor, /, *, axis: int = 0) -> tuple[Tensor, ...]:
 
 
 # -- reordering ------------------------------------------------------------------------
+@torch_names(dims="axis")
 def flip(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None) -> Tensor:
     """Reverse the order of elements along ``axis`` (all axes by default); a view."""
     x = tensor_arg(x, "flip")
@@ -349,6 +357,7 @@ def flip(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None) -> Tensor:
     return new(out, dev)
 
 
+@torch_names(shifts="shift", dims="axis")
 def roll(x: Tensor, /, shift: int | tuple[int, ...], *,
          axis: int | tuple[int, ...] | None = None) -> Tensor:
     """Shift elements cyclically along ``axis`` (the flattened tensor when ``None``).
@@ -384,6 +393,7 @@ def roll(x: Tensor, /, shift: int | tuple[int, ...], *,
 
 
 # -- repetition ------------------------------------------------------------------------
+@torch_names(dim="axis")
 def repeat(x: Tensor, repeats: int | Tensor, /, *, axis: int | None = None) -> Tensor:
     """Repeat each element ``repeats`` times along ``axis`` (of the flattened tensor when
     ``None``). ``repeats`` is an int or a 1-D integer tensor of length 1 or

@@ -13,6 +13,7 @@ import numpy as np
 
 from .._tensor import Tensor
 from ..backends._dtypes import to_dtype
+from ._aliases import torch_names
 from ._core import (
     SCALAR_TYPES,
     _grad,
@@ -58,16 +59,19 @@ def _index_dtype(dev: Any) -> Any:
     return dev.backend.default_dtypes(dev.index)["indexing"]
 
 
+@torch_names(dim="axis", keepdim="keepdims")
 def argmax(x: Tensor, /, *, axis: int | None = None, keepdims: bool = False) -> Tensor:
     """Index of the first maximum along ``axis`` (of the flattened tensor for ``None``)."""
     return _arg_extremum(x, axis, keepdims, "argmax")
 
 
+@torch_names(dim="axis", keepdim="keepdims")
 def argmin(x: Tensor, /, *, axis: int | None = None, keepdims: bool = False) -> Tensor:
     """Index of the first minimum along ``axis`` (of the flattened tensor for ``None``)."""
     return _arg_extremum(x, axis, keepdims, "argmin")
 
 
+@torch_names(dim="axis", keepdim="keepdims")
 def count_nonzero(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None,
                   keepdims: bool = False) -> Tensor:
     """Number of non-zero (``True``) elements over ``axis``, in the default index dtype."""

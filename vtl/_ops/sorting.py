@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._tensor import Tensor
+from ._aliases import torch_names
 from ._core import needs_grad, new, normalize_axis, record, tensor_arg
 
 __all__ = ["argsort", "sort"]
@@ -25,11 +26,20 @@ def _sort_args(x: Any, axis: Any, fname: str) -> tuple[Tensor, int]:
     return x, normalize_axis(axis, x.ndim, fname)
 
 
+def _sort_pair(x: Any, /, *, axis: int, descending: bool, stable: bool) -> Any:
+    """``vtl.sort(x, dim=d)``: PyTorch's named tuple ``(values, indices)`` (``Tensor.sort``;
+    always a stable sort)."""
+    return tensor_arg(x, "sort").sort(axis, descending, stable)
+
+
+@torch_names(dim="axis", torch_form=_sort_pair)
 def sort(x: Tensor, /, *, axis: int = -1, descending: bool = False,
          stable: bool = True) -> Tensor:
     """``x`` sorted along ``axis``; ties keep their order when ``stable``.
 
-    Differentiable: the gradient is gathered back through the inverse permutation.
+    Differentiable: the gradient is gathered back through the inverse permutation. With
+    PyTorch's ``dim=`` instead of ``axis=`` the result is PyTorch's named tuple
+    ``(values, indices)`` (``torch.sort(x, dim)``).
     """
     x, ax = _sort_args(x, axis, "sort")
     dev = x._device
@@ -53,6 +63,7 @@ def sort(x: Tensor, /, *, axis: int = -1, descending: bool = False,
     return record(out, dev, "SortBackward", (x,), vjp)
 
 
+@torch_names(dim="axis")
 def argsort(x: Tensor, /, *, axis: int = -1, descending: bool = False,
             stable: bool = True) -> Tensor:
     """Indices that sort ``x`` along ``axis`` (default index dtype)."""

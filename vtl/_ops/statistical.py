@@ -22,6 +22,7 @@ from typing import Any
 
 from .._tensor import Tensor
 from ..backends import _dtypes
+from ._aliases import torch_names, unbiased_to_correction
 from ._core import (
     ONE_INPUT,
     _grad,
@@ -36,7 +37,8 @@ from ._core import (
 )
 
 __all__ = [
-    "cumulative_prod", "cumulative_sum", "max", "mean", "min", "prod", "std", "sum", "var",
+    "cumulative_prod", "cumulative_sum", "max", "mean", "min", "mode", "prod", "std", "sum",
+    "var",
 ]
 
 # -- helpers ----------------------------------------------------------------------
@@ -143,6 +145,7 @@ def _real_check(x: Tensor, fname: str, allow_complex: bool = False,
 
 
 # -- sums and products ----------------------------------------------------------------
+@torch_names(dim="axis", keepdim="keepdims")
 def sum(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None, dtype: Any = None,
         keepdims: bool = False) -> Tensor:  # noqa: A001 - the standard's name
     """Sum over ``axis`` (all axes by default).
@@ -164,6 +167,7 @@ def sum(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None, dtype: Any =
     return new(out, dev)
 
 
+@torch_names(dim="axis", keepdim="keepdims")
 def prod(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None, dtype: Any = None,
          keepdims: bool = False) -> Tensor:
     """Product over ``axis`` (all axes by default); the product of an empty axis is 1.
@@ -203,6 +207,7 @@ def prod(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None, dtype: Any 
 
 
 # -- moments ----------------------------------------------------------------------------
+@torch_names(dim="axis", keepdim="keepdims")
 def mean(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None,
          keepdims: bool = False) -> Tensor:
     """Arithmetic mean over ``axis`` of a floating-point tensor; NaN for an empty axis."""
@@ -271,10 +276,14 @@ def _check_correction(correction: Any, fname: str) -> float:
     return correction
 
 
+@torch_names(dim="axis", keepdim="keepdims", unbiased=("correction", unbiased_to_correction))
 def var(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None, correction: float = 0.0,
         keepdims: bool = False) -> Tensor:
     """Variance over ``axis`` with ``N - correction`` degrees of freedom
-    (``correction=1`` for the unbiased sample variance)."""
+    (``correction=1`` for the unbiased sample variance).
+
+    ``correction`` defaults to 0, the standard's default; PyTorch's ``torch.var`` defaults
+    to 1: pass ``correction=1`` or ``unbiased=True`` (``Tensor.var`` defaults to 1)."""
     x = tensor_arg(x, "var")
     _real_check(x, "var", allow_int=False)
     correction = _check_correction(correction, "var")
@@ -294,11 +303,14 @@ def var(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None, correction: 
     return new(out, dev)
 
 
+@torch_names(dim="axis", keepdim="keepdims", unbiased=("correction", unbiased_to_correction))
 def std(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None, correction: float = 0.0,
         keepdims: bool = False) -> Tensor:
     """Standard deviation over ``axis`` with ``N - correction`` degrees of freedom.
 
     Where the standard deviation is 0 its gradient is 0 (PyTorch's convention).
+    ``correction`` defaults to 0, the standard's default; PyTorch's ``torch.std`` defaults
+    to 1: pass ``correction=1`` or ``unbiased=True`` (``Tensor.std`` defaults to 1).
     """
     x = tensor_arg(x, "std")
     _real_check(x, "std", allow_int=False)
@@ -323,6 +335,16 @@ def std(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None, correction: 
 
 
 # -- extrema ------------------------------------------------------------------------------
+def _max_pair(x: Any, /, *, axis: Any, keepdims: bool) -> Any:
+    """``vtl.max(x, dim=d)``: PyTorch's named tuple ``(values, indices)`` (``Tensor.max``)."""
+    return tensor_arg(x, "max").max(axis, keepdims)
+
+
+def _min_pair(x: Any, /, *, axis: Any, keepdims: bool) -> Any:
+    """``vtl.min(x, dim=d)``: PyTorch's named tuple ``(values, indices)`` (``Tensor.min``)."""
+    return tensor_arg(x, "min").min(axis, keepdims)
+
+
 def _extremum(x: Tensor, axis: Any, keepdims: bool, fname: str) -> Tensor:
     x = tensor_arg(x, fname)
     _real_check(x, fname)
@@ -352,20 +374,28 @@ def _extremum(x: Tensor, axis: Any, keepdims: bool, fname: str) -> Tensor:
     return new(out, dev)
 
 
+@torch_names(dim="axis", keepdim="keepdims", torch_form=_max_pair)
 def max(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None,
         keepdims: bool = False) -> Tensor:  # noqa: A001 - the standard's name
     """Maximum over ``axis`` (NaN propagates); ``ValueError`` for an empty axis.
 
-    The gradient is split evenly among tied maxima (like ``torch.amax``).
+    The gradient is split evenly among tied maxima (like ``torch.amax``). With PyTorch's
+    ``dim=`` instead of ``axis=`` the result is PyTorch's named tuple ``(values, indices)``
+    along that one axis (``torch.max(x, dim)``; the first maximal element, which gets the
+    gradient).
     """
     return _extremum(x, axis, keepdims, "max")
 
 
+@torch_names(dim="axis", keepdim="keepdims", torch_form=_min_pair)
 def min(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None,
         keepdims: bool = False) -> Tensor:  # noqa: A001 - the standard's name
     """Minimum over ``axis`` (NaN propagates); ``ValueError`` for an empty axis.
 
-    The gradient is split evenly among tied minima (like ``torch.amin``).
+    The gradient is split evenly among tied minima (like ``torch.amin``). With PyTorch's
+    ``dim=`` instead of ``axis=`` the result is PyTorch's named tuple ``(values, indices)``
+    along that one axis (``torch.min(x, dim)``; the first minimal element, which gets the
+    gradient).
     """
     return _extremum(x, axis, keepdims, "min")
 
@@ -387,6 +417,7 @@ def _cumulative_args(x: Any, axis: Any, fname: str) -> tuple[Tensor, int]:
     return x, normalize_axis(axis, x.ndim, fname)
 
 
+@torch_names(dim="axis")
 def cumulative_sum(x: Tensor, /, *, axis: int | None = None, dtype: Any = None,
                    include_initial: bool = False) -> Tensor:
     """Running sum along ``axis`` (optional for 1-D input); with ``include_initial``
@@ -405,6 +436,7 @@ def cumulative_sum(x: Tensor, /, *, axis: int | None = None, dtype: Any = None,
     return new(out, dev)
 
 
+@torch_names(dim="axis")
 def cumulative_prod(x: Tensor, /, *, axis: int | None = None, dtype: Any = None,
                     include_initial: bool = False) -> Tensor:
     """Running product along ``axis`` (optional for 1-D input); with
@@ -443,3 +475,57 @@ def cumulative_prod(x: Tensor, /, *, axis: int | None = None, dtype: Any = None,
         return record(out, dev, "CumprodBackward", (x,), vjp, saved=(x,), save_output=True)
     return new(out, dev)
 
+
+
+# -- mode (PyTorch's) ---------------------------------------------------------------------
+@torch_names(axis="dim", keepdims="keepdim", origin="The array API")
+def mode(input: Tensor, dim: int = -1, keepdim: bool = False) -> Any:  # noqa: A002
+    """PyTorch's ``torch.mode``: the named tuple ``(values, indices)`` of the most frequent
+    value along ``dim`` (the smallest of the values tied for most frequent) and the index
+    of its **last** occurrence along ``dim`` (what PyTorch's CPU kernel returns; PyTorch
+    documents only "an" index). NaNs never equal each other, so each counts once.
+
+    Computed on the device without a host sync: a stable sort, the start of each run of
+    equal values (a second sort), the run lengths and their first maximum. The values are
+    differentiable (the gradient goes to the returned index).
+    """
+    from .. import return_types
+    from .indexing import take_along_axis
+    from .manipulation import squeeze
+
+    x = tensor_arg(input, "mode", "input")
+    _real_check(x, "mode")
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"mode() expected an int for dim, got {dim!r}")
+    dev = x._device
+    xp = dev.xp
+    idt = dev.backend.default_dtypes(dev.index)["indexing"]
+    if x.ndim == 0:
+        if dim not in (0, -1):
+            raise IndexError(f"mode(): dim {dim} is out of range for a 0-d tensor")
+        from .creation import zeros
+        from .manipulation import reshape
+
+        return return_types.mode(reshape(x, ()), zeros((), dtype=idt, device=dev))
+    ax = normalize_axis(dim, x.ndim, "mode")
+    n = x.shape[ax]
+    if n == 0:
+        raise ValueError(f"mode(): cannot take the mode along dim {dim} of size 0 (shape "
+                         f"{x.shape})")
+    dt = x._data
+    perm = xp.moveaxis(xp.argsort(dt, axis=ax, stable=True), ax, -1)
+    s = xp.moveaxis(xp.take_along_axis(dt, xp.moveaxis(perm, -1, ax), axis=ax), ax, -1)
+    lead = s.shape[:-1]
+    first = xp.ones((*lead, 1), dtype=xp.bool, device=dev.backend.native_device(dev.index))
+    starts = xp.concat([first, s[..., 1:] != s[..., :-1]], axis=-1)  # a run begins here
+    runs = xp.cumulative_sum(xp.astype(starts, idt), axis=-1) - 1  # run number per element
+    begin = xp.argsort(xp.astype(starts, xp.int32), axis=-1, descending=True, stable=True)
+    run_start = xp.take_along_axis(begin, runs, axis=-1)  # where each element's run begins
+    pos = xp.arange(n, dtype=idt, device=dev.backend.native_device(dev.index))
+    length = pos - run_start  # elements of the run so far, minus one
+    end = xp.argmax(length, axis=-1, keepdims=True)  # the first longest run's last element
+    idx = new(xp.moveaxis(xp.take_along_axis(perm, end, axis=-1), -1, ax), dev)
+    values = take_along_axis(x, idx, axis=ax)
+    if not keepdim:
+        values, idx = squeeze(values, axis=ax), squeeze(idx, axis=ax)
+    return return_types.mode(values, idx)

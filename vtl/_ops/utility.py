@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._tensor import Tensor
+from ._aliases import torch_names
 from ._core import (
     mixed_devices,
     needs_grad,
@@ -19,6 +20,7 @@ from ._core import (
 __all__ = ["all", "any", "diff"]
 
 
+@torch_names(dim="axis", keepdim="keepdims")
 def all(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None,
         keepdims: bool = False) -> Tensor:  # noqa: A001 - the standard's name
     """Whether every element over ``axis`` is true (non-zero); ``True`` for an empty axis."""
@@ -28,6 +30,7 @@ def all(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None,
     return new(dev.xp.all(x._data, axis=axes, keepdims=keepdims), dev)
 
 
+@torch_names(dim="axis", keepdim="keepdims")
 def any(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None,
         keepdims: bool = False) -> Tensor:  # noqa: A001 - the standard's name
     """Whether some element over ``axis`` is true (non-zero); ``False`` for an empty axis."""
@@ -57,6 +60,7 @@ def _shapes_differ(a: tuple[int, ...], b: tuple[int, ...], axis: int) -> bool:
     return [s for i, s in enumerate(a) if i != axis] != [s for i, s in enumerate(b) if i != axis]
 
 
+@torch_names(dim="axis")
 def diff(x: Tensor, /, *, axis: int = -1, n: int = 1, prepend: Tensor | None = None,
          append: Tensor | None = None) -> Tensor:
     """The ``n``-th forward difference ``out[i] = x[i+1] - x[i]`` along ``axis``.

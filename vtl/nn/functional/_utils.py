@@ -149,3 +149,30 @@ def erfc(xp: Any, x: Any) -> Any:
     erfc_pos = xp.exp(-ab * ab) * tail
     erfc_big = xp.where(x < 0, 2.0 - erfc_pos, erfc_pos)
     return xp.where(small, erfc_small, erfc_big)
+
+
+def apply_inplace(input: Any, fn: Any, fname: str) -> Any:  # noqa: A002
+    """``fn(input)`` written into ``input``, which is returned (PyTorch's ``inplace=True``).
+
+    A vtl tensor follows the rules of vtl's in-place operators
+    (``vtl._ops._core.inplace_apply``: a leaf that requires grad is refused while grad mode
+    is on, the tensor takes over the result's history, its version counter moves). Another
+    array-API array gets ``input[...] = fn(input)``; a ``TypeError`` says so when the array
+    cannot be written (read-only, or an immutable array library)."""
+    if isinstance(input, Tensor):
+        from ..._ops._core import inplace_apply
+
+        return inplace_apply(input, fn, fname)
+    out = fn(input)
+    if out is input:
+        return input
+    if tuple(out.shape) != tuple(input.shape) or out.dtype != input.dtype:
+        raise TypeError(f"{fname}(inplace=True): the result (shape {tuple(out.shape)}, dtype "
+                        f"{out.dtype}) cannot be written into the input (shape "
+                        f"{tuple(input.shape)}, dtype {input.dtype}); use inplace=False")
+    try:
+        input[...] = out
+    except (TypeError, ValueError, AttributeError) as e:
+        raise TypeError(f"{fname}(inplace=True): cannot write into the input "
+                        f"({_type_name(input)}: {e}); use inplace=False") from None
+    return input

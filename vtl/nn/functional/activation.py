@@ -7,6 +7,13 @@ conventions at kinks (``relu'(0) = 0``, ``leaky_relu'(0) = negative_slope``,
 hardtanh's derivative 0 on the boundary). Branches that could overflow are
 fed clamped inputs, so the branch that ``where`` discards never yields inf or
 nan in values or gradients.
+
+``inplace=True`` (and the ``relu_``/``elu_``/... forms) writes the result into the input
+and returns it, as PyTorch: on a vtl tensor with the rules of vtl's in-place operators (a
+leaf that requires grad is refused while grad mode is on; the tensor takes over the
+result's history; its version counter moves, so a backward that saved it raises); on
+another array-API array by ``input[...] = result`` where the array can be written. The
+result is computed out of place first, so the write saves no memory.
 """
 
 from __future__ import annotations
@@ -17,22 +24,25 @@ from typing import Any
 
 from ..._ops._core import ONE_INPUT, _grad, new, record_op
 from ..._tensor import Tensor
-from ._utils import erfc, namespace, normalize_dim
+from ._utils import apply_inplace, erfc, namespace, normalize_dim
 
 __all__ = [
-    "celu", "elu", "gelu", "glu", "hardshrink", "hardsigmoid", "hardswish", "hardtanh",
-    "leaky_relu", "logsigmoid", "mish", "prelu", "relu", "relu6", "selu", "sigmoid", "silu",
-    "softplus", "softshrink", "softsign", "swish", "tanh", "tanhshrink", "threshold",
+    "celu", "celu_", "elu", "elu_", "gelu", "glu", "hardshrink", "hardsigmoid", "hardswish",
+    "hardtanh", "hardtanh_", "leaky_relu", "leaky_relu_", "logsigmoid", "mish", "prelu", "relu",
+    "relu6", "relu_", "selu", "selu_", "sigmoid", "silu", "softplus", "softshrink", "softsign",
+    "swish", "tanh", "tanhshrink", "threshold", "threshold_",
 ]
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
 
 
-def relu(input: Any) -> Any:  # noqa: A002 - PyTorch's argument name
+def relu(input: Any, inplace: bool = False) -> Any:  # noqa: A002 - PyTorch's argument name
     """``max(x, 0)``; derivative 0 at 0; nan stays nan (its gradient passes through,
     as PyTorch's). One recorded node on real floating vtl tensors; integer tensors
     keep their dtype."""
+    if inplace:
+        return apply_inplace(input, relu, "relu")
     if input.__class__ is Tensor or isinstance(input, Tensor):
         d = input._data
         if d.dtype.kind == "f":
@@ -59,13 +69,19 @@ def _relu_vjp(x: Tensor, g: Tensor, _: Any) -> Tensor:
     return vtl.where(x <= 0, 0.0, g)
 
 
-def relu6(input: Any) -> Any:  # noqa: A002
+def relu6(input: Any, inplace: bool = False) -> Any:  # noqa: A002
     """``min(max(x, 0), 6)``."""
+    if inplace:
+        return apply_inplace(input, relu6, "relu6")
     return hardtanh(input, 0.0, 6.0)
 
 
-def leaky_relu(input: Any, negative_slope: float = 0.01) -> Any:  # noqa: A002
+def leaky_relu(input: Any, negative_slope: float = 0.01, inplace: bool = False  # noqa: A002
+               ) -> Any:
     """``x`` for ``x > 0``, else ``negative_slope * x``."""
+    if inplace:
+        return apply_inplace(input, partial(leaky_relu, negative_slope=negative_slope),
+                             "leaky_relu")
     xp = namespace(input)
     return xp.where(input > 0, input, input * negative_slope)
 
@@ -75,21 +91,27 @@ def _neg_part(xp: Any, x: Any) -> Any:
     return xp.where(x > 0, 0.0, x)
 
 
-def elu(input: Any, alpha: float = 1.0) -> Any:  # noqa: A002
+def elu(input: Any, alpha: float = 1.0, inplace: bool = False) -> Any:  # noqa: A002
     """``x`` for ``x > 0``, else ``alpha * (exp(x) - 1)``."""
+    if inplace:
+        return apply_inplace(input, partial(elu, alpha=alpha), "elu")
     xp = namespace(input)
     return xp.where(input > 0, input, alpha * xp.expm1(_neg_part(xp, input)))
 
 
-def selu(input: Any) -> Any:  # noqa: A002
+def selu(input: Any, inplace: bool = False) -> Any:  # noqa: A002
     """``scale * elu(x, alpha)`` with the self-normalising constants."""
+    if inplace:
+        return apply_inplace(input, selu, "selu")
     return _SELU_SCALE * elu(input, _SELU_ALPHA)
 
 
-def celu(input: Any, alpha: float = 1.0) -> Any:  # noqa: A002
+def celu(input: Any, alpha: float = 1.0, inplace: bool = False) -> Any:  # noqa: A002
     """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
     if alpha == 0:
         raise ValueError("celu(): alpha must not be 0")
+    if inplace:
+        return apply_inplace(input, partial(celu, alpha=alpha), "celu")
     xp = namespace(input)
     return xp.where(input > 0, input, alpha * xp.expm1(_neg_part(xp, input) / alpha))
 
@@ -169,8 +191,10 @@ def tanh(input: Any) -> Any:  # noqa: A002
     return namespace(input).tanh(input)
 
 
-def silu(input: Any) -> Any:  # noqa: A002
+def silu(input: Any, inplace: bool = False) -> Any:  # noqa: A002
     """``x * sigmoid(x)`` (also called swish)."""
+    if inplace:
+        return apply_inplace(input, silu, "silu")
     return input * sigmoid(input)
 
 
@@ -198,29 +222,39 @@ def logsigmoid(input: Any) -> Any:  # noqa: A002
     return -softplus(-input, 1.0, math.inf)
 
 
-def mish(input: Any) -> Any:  # noqa: A002
+def mish(input: Any, inplace: bool = False) -> Any:  # noqa: A002
     """``x * tanh(softplus(x))``."""
+    if inplace:
+        return apply_inplace(input, mish, "mish")
     xp = namespace(input)
     return input * xp.tanh(softplus(input, 1.0, math.inf))
 
 
-def hardtanh(input: Any, min_val: float = -1.0, max_val: float = 1.0) -> Any:  # noqa: A002
+def hardtanh(input: Any, min_val: float = -1.0, max_val: float = 1.0,  # noqa: A002
+             inplace: bool = False) -> Any:
     """``clip(x, min_val, max_val)``; derivative 1 strictly inside, else 0."""
     if min_val > max_val:
         raise ValueError(f"hardtanh(): min_val ({min_val}) must not exceed max_val ({max_val})")
+    if inplace:
+        return apply_inplace(input, partial(hardtanh, min_val=min_val, max_val=max_val),
+                             "hardtanh")
     xp = namespace(input)
     inner = xp.where(input <= min_val, float(min_val), input)
     return xp.where(input >= max_val, float(max_val), inner)
 
 
-def hardsigmoid(input: Any) -> Any:  # noqa: A002
+def hardsigmoid(input: Any, inplace: bool = False) -> Any:  # noqa: A002
     """``0`` for ``x <= -3``, ``1`` for ``x >= 3``, else ``x / 6 + 1/2``."""
+    if inplace:
+        return apply_inplace(input, hardsigmoid, "hardsigmoid")
     return hardtanh(input / 6.0 + 0.5, 0.0, 1.0)
 
 
-def hardswish(input: Any) -> Any:  # noqa: A002
+def hardswish(input: Any, inplace: bool = False) -> Any:  # noqa: A002
     """``0`` for ``x <= -3``, ``x`` for ``x >= 3``, else ``x * (x + 3) / 6``
     (derivative 0 at -3 and 1 at 3, as PyTorch)."""
+    if inplace:
+        return apply_inplace(input, hardswish, "hardswish")
     xp = namespace(input)
     mid = input * (input + 3.0) / 6.0
     return xp.where(input <= -3.0, 0.0, xp.where(input < 3.0, mid, input))
@@ -252,8 +286,16 @@ def hardshrink(input: Any, lambd: float = 0.5) -> Any:  # noqa: A002
     return xp.where((input >= -lambd) & (input <= lambd), 0.0, input)
 
 
-def threshold(input: Any, threshold: float, value: float) -> Any:  # noqa: A002
+def threshold(input: Any, threshold: float, value: float,  # noqa: A002
+              inplace: bool = False) -> Any:
     """``x`` where ``x > threshold``, else ``value``."""
+    if inplace:
+        return apply_inplace(input, partial(_threshold, threshold=threshold, value=value),
+                             "threshold")
+    return _threshold(input, threshold, value)
+
+
+def _threshold(input: Any, threshold: float, value: float) -> Any:  # noqa: A002
     xp = namespace(input)
     return xp.where(input <= threshold, float(value), input)
 
@@ -291,3 +333,40 @@ def glu(input: Any, dim: int = -1) -> Any:  # noqa: A002
     b = input[lead + (slice(n // 2, n),)]
     del xp
     return a * sigmoid(b)
+
+
+# -- PyTorch's in-place forms ------------------------------------------------------------
+def relu_(input: Any) -> Any:  # noqa: A002
+    """``relu(input, inplace=True)``."""
+    return relu(input, inplace=True)
+
+
+def elu_(input: Any, alpha: float = 1.0) -> Any:  # noqa: A002
+    """``elu(input, alpha, inplace=True)``."""
+    return elu(input, alpha, inplace=True)
+
+
+def leaky_relu_(input: Any, negative_slope: float = 0.01) -> Any:  # noqa: A002
+    """``leaky_relu(input, negative_slope, inplace=True)``."""
+    return leaky_relu(input, negative_slope, inplace=True)
+
+
+def hardtanh_(input: Any, min_val: float = -1.0, max_val: float = 1.0) -> Any:  # noqa: A002
+    """``hardtanh(input, min_val, max_val, inplace=True)``."""
+    return hardtanh(input, min_val, max_val, inplace=True)
+
+
+def threshold_(input: Any, threshold: float, value: float) -> Any:  # noqa: A002
+    """``threshold(input, threshold, value, inplace=True)``."""
+    return apply_inplace(input, partial(_threshold, threshold=threshold, value=value),
+                         "threshold")
+
+
+def celu_(input: Any, alpha: float = 1.0) -> Any:  # noqa: A002
+    """``celu(input, alpha, inplace=True)``."""
+    return celu(input, alpha, inplace=True)
+
+
+def selu_(input: Any) -> Any:  # noqa: A002
+    """``selu(input, inplace=True)``."""
+    return selu(input, inplace=True)

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..._ops._core import _grad, new, record
 from ..._tensor import Tensor
-from ._utils import detach, namespace
+from ._utils import apply_inplace, detach, namespace
 
 __all__ = [
     "alpha_dropout", "bilinear", "dropout", "dropout1d", "dropout2d", "dropout3d",
@@ -324,16 +324,18 @@ def dropout(input: Any, p: float = 0.5, training: bool = True, inplace: bool = F
             *, generator: Any = None) -> Any:
     """Zero each element with probability ``p`` and scale the rest by ``1/(1-p)``
     when ``training``; the identity otherwise. Draws from ``generator`` (default:
-    ``vtl.random``'s). ``inplace`` is accepted for PyTorch compatibility; the
-    result is always a new array."""
+    ``vtl.random``'s). ``inplace=True`` writes the result into ``input`` and returns it
+    (see ``vtl.nn.functional.relu``)."""
     _check_p(p, "dropout")
     if not training or p == 0.0:
         return input
+    if inplace:
+        return apply_inplace(input, lambda x: _masked(x, _shape(x), p, generator), "dropout")
     return _masked(input, _shape(input), p, generator)
 
 
 def _feature_dropout(input: Any, p: float, training: bool, generator: Any, spatial: int,  # noqa: A002
-                     fname: str) -> Any:
+                     fname: str, inplace: bool = False) -> Any:
     _check_p(p, fname)
     nd = input.ndim
     if nd not in (spatial + 1, spatial + 2):
@@ -344,25 +346,28 @@ def _feature_dropout(input: Any, p: float, training: bool, generator: Any, spati
     if not training or p == 0.0:
         return input
     lead = nd - spatial
-    return _masked(input, _shape(input)[:lead] + (1,) * spatial, p, generator)
+    shape = _shape(input)[:lead] + (1,) * spatial
+    if inplace:
+        return apply_inplace(input, lambda x: _masked(x, shape, p, generator), fname)
+    return _masked(input, shape, p, generator)
 
 
 def dropout1d(input: Any, p: float = 0.5, training: bool = True, inplace: bool = False,  # noqa: A002
               *, generator: Any = None) -> Any:
     """Zero whole channels of ``(N, C, L)`` or ``(C, L)`` inputs."""
-    return _feature_dropout(input, p, training, generator, 1, "dropout1d")
+    return _feature_dropout(input, p, training, generator, 1, "dropout1d", inplace)
 
 
 def dropout2d(input: Any, p: float = 0.5, training: bool = True, inplace: bool = False,  # noqa: A002
               *, generator: Any = None) -> Any:
     """Zero whole channels of ``(N, C, H, W)`` or ``(C, H, W)`` inputs."""
-    return _feature_dropout(input, p, training, generator, 2, "dropout2d")
+    return _feature_dropout(input, p, training, generator, 2, "dropout2d", inplace)
 
 
 def dropout3d(input: Any, p: float = 0.5, training: bool = True, inplace: bool = False,  # noqa: A002
               *, generator: Any = None) -> Any:
     """Zero whole channels of ``(N, C, D, H, W)`` or ``(C, D, H, W)`` inputs."""
-    return _feature_dropout(input, p, training, generator, 3, "dropout3d")
+    return _feature_dropout(input, p, training, generator, 3, "dropout3d", inplace)
 
 
 _ALPHA_PRIME = -1.7580993408473766  # -scale * alpha of SELU
@@ -375,6 +380,9 @@ def alpha_dropout(input: Any, p: float = 0.5, training: bool = False, inplace: b
     _check_p(p, "alpha_dropout")
     if not training or p == 0.0:
         return input
+    if inplace:
+        return apply_inplace(input, partial(alpha_dropout, p=p, training=True,
+                                            generator=generator), "alpha_dropout")
     xp = namespace(input)
     if p == 1.0:
         return input * 0.0

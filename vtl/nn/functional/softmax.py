@@ -8,6 +8,7 @@ import warnings
 from functools import partial
 from typing import Any
 
+from ..._ops._aliases import torch_names
 from ..._ops._core import _grad, needs_grad, new, record
 from ..._tensor import Tensor
 from ._utils import detach, namespace, normalize_dim
@@ -44,6 +45,7 @@ def _shifted(xp: Any, x: Any, d: int) -> Any:
     return x - m
 
 
+@torch_names(axis="dim", origin="The array API")
 def softmax(input: Any, dim: int | None = None, dtype: Any = None) -> Any:  # noqa: A002
     """``exp(x) / sum(exp(x))`` along ``dim`` (cast to ``dtype`` first if given).
 
@@ -58,6 +60,7 @@ def softmax(input: Any, dim: int | None = None, dtype: Any = None) -> Any:  # no
     return e / xp.sum(e, axis=d, keepdims=True)
 
 
+@torch_names(axis="dim", origin="The array API")
 def softmin(input: Any, dim: int | None = None, dtype: Any = None) -> Any:  # noqa: A002
     """``softmax(-x)``."""
     xp, x, d = _prepare(input, dim, dtype, "softmin")
@@ -65,6 +68,7 @@ def softmin(input: Any, dim: int | None = None, dtype: Any = None) -> Any:  # no
     return softmax(-x, d)
 
 
+@torch_names(axis="dim", origin="The array API")
 def log_softmax(input: Any, dim: int | None = None, dtype: Any = None) -> Any:  # noqa: A002
     """``x - logsumexp(x)`` along ``dim``."""
     xp, x, d = _prepare(input, dim, dtype, "log_softmax")
@@ -109,6 +113,7 @@ def _softmax_vjp(d: int, log: bool, g: Tensor, out: Tensor) -> Tensor:
     return out * (g - vtl.sum(g * out, axis=d, keepdims=True))
 
 
+@torch_names(axis="dim", keepdims="keepdim", origin="The array API")
 def logsumexp(input: Any, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A002
     """``log(sum(exp(x)))`` over ``dim`` (an int, a tuple, or None for all axes).
 

@@ -1,7 +1,7 @@
 """A module for every activation in ``vtl.nn.functional``.
 
-``inplace=`` is accepted where PyTorch has it, for compatibility; vtl always
-returns a new tensor (the values are the same).
+``inplace=True`` (where PyTorch has it) makes the layer write its result into its input
+and return it, as ``vtl.nn.functional``'s ``inplace=True`` does.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ class _Plain(Module):
     def forward(self, input: Any) -> Any:  # noqa: A002
         if input.__class__ is not Tensor:
             check_tensor(self, input)
+        if self.inplace:
+            return type(self)._fn(input, inplace=True)
         return type(self)._fn(input)
 
     def extra_repr(self) -> str:
@@ -133,7 +135,7 @@ class LeakyReLU(Module):
     def forward(self, input: Any) -> Any:  # noqa: A002
         if input.__class__ is not Tensor:
             check_tensor(self, input)
-        return F.leaky_relu(input, self.negative_slope)
+        return F.leaky_relu(input, self.negative_slope, self.inplace)
 
     def extra_repr(self) -> str:
         return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace
@@ -151,7 +153,7 @@ class ELU(Module):
     def forward(self, input: Any) -> Any:  # noqa: A002
         if input.__class__ is not Tensor:
             check_tensor(self, input)
-        return F.elu(input, self.alpha)
+        return F.elu(input, self.alpha, self.inplace)
 
     def extra_repr(self) -> str:
         return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
@@ -163,7 +165,7 @@ class CELU(ELU):
     def forward(self, input: Any) -> Any:  # noqa: A002
         if input.__class__ is not Tensor:
             check_tensor(self, input)
-        return F.celu(input, self.alpha)
+        return F.celu(input, self.alpha, self.inplace)
 
 
 class GELU(Module):
@@ -217,7 +219,7 @@ class Hardtanh(Module):
     def forward(self, input: Any) -> Any:  # noqa: A002
         if input.__class__ is not Tensor:
             check_tensor(self, input)
-        return F.hardtanh(input, self.min_val, self.max_val)
+        return F.hardtanh(input, self.min_val, self.max_val, self.inplace)
 
     def extra_repr(self) -> str:
         return f"min_val={self.min_val}, max_val={self.max_val}" + (
@@ -264,10 +266,11 @@ class Threshold(Module):
     def forward(self, input: Any) -> Any:  # noqa: A002
         if input.__class__ is not Tensor:
             check_tensor(self, input)
-        return F.threshold(input, self.threshold, self.value)
+        return F.threshold(input, self.threshold, self.value, self.inplace)
 
     def extra_repr(self) -> str:
-        return f"threshold={self.threshold}, value={self.value}"
+        return f"threshold={self.threshold}, value={self.value}" + (
+            ", inplace=True" if self.inplace else "")
 
 
 class PReLU(Module):

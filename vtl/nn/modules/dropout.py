@@ -26,7 +26,7 @@ class _DropoutNd(Module):
     def forward(self, input: Any) -> Any:  # noqa: A002
         if input.__class__ is not Tensor:
             check_tensor(self, input)
-        return type(self)._fn(input, self.p, self.training, generator=self.generator)
+        return type(self)._fn(input, self.p, self.training, self.inplace, generator=self.generator)
 
     def extra_repr(self) -> str:
         return f"p={self.p}, inplace={self.inplace}"
