@@ -33,7 +33,7 @@ class Tensor(TensorOperators, TensorMethods):
 
     __slots__ = (
         "_data", "_device", "_grad_fn", "_out_idx", "_requires_grad",
-        "_grad", "_vc", "_hooks", "__weakref__",
+        "_grad", "_vc", "_hooks", "_view", "__weakref__",
     )
     __array_priority__ = 1000
     __array_ufunc__ = None  # make NumPy defer to Tensor's reflected operators

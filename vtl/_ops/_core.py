@@ -46,6 +46,7 @@ from ..autograd.graph import Node, _next_key
 from ..autograd.graph import epoch as _epoch
 from ..backends import Device
 from ..backends._dtypes import ALL_DTYPES, to_dtype
+from .views import check_view_write, rebase_bases, refresh_views
 
 new = _new
 _object_new = object.__new__
@@ -437,12 +438,16 @@ def _inplace_source(t: Tensor, other: Any, fname: str) -> Tensor:
 
 
 def check_inplace(t: Tensor, fname: str) -> None:
-    """Refuse in-place changes to leaves that require grad (outside no_grad)."""
-    if _grad.enabled and t._requires_grad and t._grad_fn is None:
-        raise RuntimeError(
-            f"in-place {fname} on a leaf tensor that requires grad; wrap the update in "
-            "`with vtl.no_grad():` or use an out-of-place operation"
-        )
+    """Refuse in-place changes to leaves that require grad, and to the views PyTorch
+    refuses to write (see :mod:`vtl._ops.views`), while grad mode is on."""
+    if _grad.enabled:
+        if t._requires_grad and t._grad_fn is None:
+            raise RuntimeError(
+                f"in-place {fname} on a leaf tensor that requires grad; wrap the update in "
+                "`with vtl.no_grad():` or use an out-of-place operation"
+            )
+        if getattr(t, "_view", None) is not None:
+            check_view_write(t, fname)
 
 
 def assign_result(t: Tensor, res: Tensor, fname: str) -> Tensor:
@@ -459,7 +464,10 @@ def assign_result(t: Tensor, res: Tensor, fname: str) -> Tensor:
     t._data[...] = res._data
     t._bump_version()
     if res._grad_fn is not None:
+        if getattr(t, "_view", None) is not None:
+            rebase_bases(t, res, fname)  # the bases up the chain take the write
         t._grad_fn = res._grad_fn
         t._out_idx = res._out_idx
         t._requires_grad = True
+        refresh_views(t._vc, t)  # the other views of the storage see it
     return t

@@ -49,6 +49,7 @@ from ._core import (
     sum_to,
     tensor_arg,
 )
+from .views import maybe_view
 
 __all__ = [
     "abs", "acos", "acosh", "add", "asin", "asinh", "atan", "atan2", "atanh",
@@ -698,8 +699,10 @@ def real(x: Tensor, /) -> Tensor:
     dev = x._device
     out = dev.xp.real(data) if k == "c" else dev.xp.asarray(data, copy=True)
     if x._requires_grad and _grad.enabled:
-        return record(out, dev, "RealBackward", (x,), lambda g, _: sum_to(g, x))
-    return new(out, dev)
+        t = record(out, dev, "RealBackward", (x,), lambda g, _: sum_to(g, x))
+    else:
+        t = new(out, dev)
+    return maybe_view(t, x, "real") if k == "c" else t
 
 
 def imag(x: Tensor, /) -> Tensor:
@@ -712,8 +715,10 @@ def imag(x: Tensor, /) -> Tensor:
     dev = x._device
     out = dev.xp.imag(data)
     if x._requires_grad and _grad.enabled:
-        return record(out, dev, "ImagBackward", (x,), lambda g, _: sum_to(multiply(g, 1j), x))
-    return new(out, dev)
+        t = record(out, dev, "ImagBackward", (x,), lambda g, _: sum_to(multiply(g, 1j), x))
+    else:
+        t = new(out, dev)
+    return maybe_view(t, x, "imag")
 
 
 conj = _unary("conj", _NUMERIC, "Complex conjugate (a copy for real tensors).",

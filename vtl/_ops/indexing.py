@@ -36,6 +36,7 @@ from ._core import (
     sum_to,
     tensor_arg,
 )
+from .views import make_view
 
 __all__ = ["take", "take_along_axis"]
 
@@ -522,8 +523,7 @@ def _getitem(x: Tensor, key: Any) -> Tensor:
         t = record(out, dev, "IndexBackward", (x,), lambda g, _: _basic_grad(g, bkey, xshape))
     else:
         t = new(out, dev)
-    t._vc = x._version_counter()  # a view: in-place writes to either count for both
-    return t
+    return make_view(t, x, "index", bkey)
 
 
 def _getitem_advanced(x: Tensor, items: list[tuple[str, Any, int]]) -> Tensor:

@@ -29,6 +29,7 @@ from ._core import (
     sum_to,
     tensor_arg,
 )
+from .views import maybe_view
 
 __all__ = ["matmul", "matrix_transpose", "tensordot", "vecdot"]
 
@@ -59,8 +60,10 @@ def matrix_transpose(x: Tensor, /) -> Tensor:
     d = x._data
     out = d.T if d.ndim == 2 else dev.xp.matrix_transpose(d)
     if x._requires_grad and _grad.enabled:
-        return record(out, dev, "TransposeBackward", (x,), _transpose_vjp)
-    return new(out, dev)
+        t = record(out, dev, "TransposeBackward", (x,), _transpose_vjp)
+    else:
+        t = new(out, dev)
+    return maybe_view(t, x, "matrix_transpose")
 
 
 def _transpose_vjp(g: Tensor, _: Any) -> Tensor:

@@ -16,6 +16,7 @@ from typing import Any
 from .._tensor import Tensor
 from ._aliases import torch_names
 from ._core import needs_grad, new, record, record_multi, same_device, sum_to, tensor_arg
+from .views import maybe_view
 
 __all__ = [
     "broadcast_arrays", "broadcast_shapes", "broadcast_to", "concat", "expand_dims", "flip",
@@ -115,10 +116,12 @@ def reshape(x: Tensor, /, shape: tuple[int, ...], *, copy: bool | None = None) -
     except (ValueError, AttributeError) as exc:  # CuPy reports copy=False as AttributeError
         raise ValueError(f"reshape(): cannot reshape a tensor of shape {x.shape} to {shape}: "
                          f"{exc}") from None
+    src_shape = x.shape
     if needs_grad(x):
-        src_shape = x.shape
-        return record(out, dev, "ReshapeBackward", (x,), lambda g, _: reshape(g, src_shape))
-    return new(out, dev)
+        t = record(out, dev, "ReshapeBackward", (x,), lambda g, _: reshape(g, src_shape))
+    else:
+        t = new(out, dev)
+    return maybe_view(t, x, "reshape", (shape, src_shape))
 
 
 @torch_names(dims="axes")
@@ -137,8 +140,10 @@ def permute_dims(x: Tensor, /, axes: tuple[int, ...]) -> Tensor:
     out = dev.xp.permute_dims(x._data, axes)
     if needs_grad(x):
         inv = tuple(sorted(range(len(axes)), key=axes.__getitem__))
-        return record(out, dev, "PermuteBackward", (x,), lambda g, _: permute_dims(g, inv))
-    return new(out, dev)
+        t = record(out, dev, "PermuteBackward", (x,), lambda g, _: permute_dims(g, inv))
+    else:
+        t = new(out, dev)
+    return maybe_view(t, x, "permute", axes)
 
 
 def moveaxis(x: Tensor, source: int | tuple[int, ...], destination: int | tuple[int, ...],
@@ -173,10 +178,12 @@ def expand_dims(x: Tensor, /, axis: int | tuple[int, ...]) -> Tensor:
         shape.insert(a, 1)
     dev = x._device
     out = dev.xp.reshape(x._data, tuple(shape))
+    src = x.shape
     if needs_grad(x):
-        src = x.shape
-        return record(out, dev, "ExpandDimsBackward", (x,), lambda g, _: reshape(g, src))
-    return new(out, dev)
+        t = record(out, dev, "ExpandDimsBackward", (x,), lambda g, _: reshape(g, src))
+    else:
+        t = new(out, dev)
+    return maybe_view(t, x, "expand_dims", (axes, src))
 
 
 @torch_names(dim="axis")
@@ -194,8 +201,10 @@ def squeeze(x: Tensor, /, axis: int | tuple[int, ...]) -> Tensor:
     dev = x._device
     out = dev.xp.squeeze(x._data, axis=axes)
     if needs_grad(x):
-        return record(out, dev, "SqueezeBackward", (x,), lambda g, _: reshape(g, shape))
-    return new(out, dev)
+        t = record(out, dev, "SqueezeBackward", (x,), lambda g, _: reshape(g, shape))
+    else:
+        t = new(out, dev)
+    return maybe_view(t, x, "squeeze", (axes, shape))
 
 
 def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
@@ -340,8 +349,11 @@ def unstack(x: Tensor, /, *, axis: int = 0) -> tuple[Tensor, ...]:
             full = [zeros(part, dtype=dtype, device=dev) if g is None else g for g in gs]
             return stack(full, axis=ax)
 
-        return record_multi(outs, dev, "UnstackBackward", (x,), vjp)
-    return tuple(new(o, dev) for o in outs)
+        res = record_multi(outs, dev, "UnstackBackward", (x,), vjp)
+    else:
+        res = tuple(new(o, dev) for o in outs)
+    lead = (slice(None),) * ax
+    return tuple(maybe_view(t, x, "index", (*lead, i)) for i, t in enumerate(res))
 
 
 # -- reordering ------------------------------------------------------------------------
@@ -353,8 +365,10 @@ def flip(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None) -> Tensor:
     dev = x._device
     out = dev.xp.flip(x._data, axis=axes) if axes else x._data
     if needs_grad(x):
-        return record(out, dev, "FlipBackward", (x,), lambda g, _: flip(g, axis=axes))
-    return new(out, dev)
+        t = record(out, dev, "FlipBackward", (x,), lambda g, _: flip(g, axis=axes))
+    else:
+        t = new(out, dev)
+    return maybe_view(t, x, "flip", axes)
 
 
 @torch_names(shifts="shift", dims="axis")

@@ -333,6 +333,12 @@ class Backend:
         """Turn a result that is not ``array_type`` (e.g. a NumPy scalar) into one."""
         return raw
 
+    def same_storage(self, a: Any, b: Any) -> bool:
+        """Whether the raw arrays ``a`` and ``b`` are views of one allocation (so a write
+        into one shows in the other). This version follows NumPy's ``base``, which
+        points to the array owning the memory; a backend without it overrides."""
+        return (a if a.base is None else a.base) is (b if b.base is None else b.base)
+
     # -- extras the standard lacks ----------------------------------------------
     def synchronize(self, index: int = 0) -> None:
         """Wait until all queued work on the device is finished."""

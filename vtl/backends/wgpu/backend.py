@@ -41,6 +41,9 @@ class WgpuBackend(Backend):
     def normalize(self, raw: Any) -> Any:
         return self.xp.asarray(raw)
 
+    def same_storage(self, a: Any, b: Any) -> bool:
+        return a._st is b._st
+
     def to_host(self, raw: Any) -> Any:
         return self.xp.to_numpy(raw)
 
