@@ -5,7 +5,7 @@ fused multi-tensor kernel is used automatically when it has one
 (``foreach=None``), and ``foreach=False`` forces the portable array-API rules.
 """
 
-from . import lr_scheduler
+from . import lr_scheduler, swa_utils
 from .adagrad import Adagrad
 from .adam import Adam
 from .adamax import Adamax
@@ -22,4 +22,4 @@ __all__ = [
     "Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "lr_scheduler",
     "clip_grad_norm_", "clip_grad_value_",
 ]
-__all__ += ["NAdam", "RAdam", "Adamax", "LBFGS"]
+__all__ += ["NAdam", "RAdam", "Adamax", "LBFGS", "swa_utils"]
