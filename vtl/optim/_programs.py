@@ -11,7 +11,9 @@ same text with an array namespace: the tests use it to check the fused arithmeti
 the portable rules in ``_functional.py`` without a GPU.
 
 The programs compute exactly what the portable rules compute, in the same
-order of operations.
+order of operations, except RAdam's: its program is one rule for both of the
+algorithm's phases (so that a captured step stays valid across the switch),
+equal to the portable rule up to rounding.
 """
 
 from __future__ import annotations
@@ -222,3 +224,70 @@ def adagrad(*, weight_decay: bool, maximize: bool) -> Program:
         return _program("adagrad", ("p", "g", "s"), ("p", "s"), body, tuple(scalars))
 
     return _cached(("adagrad", weight_decay, maximize), build)
+
+
+def _decay_or_l2(body: list[tuple[str, str]], scalars: list[str], maximize: bool,
+                 weight_decay: bool, decoupled: bool) -> None:
+    """Negate for ``maximize``; decoupled decay (``p * decay``) or the L2 term."""
+    if maximize:
+        body.append(("g", "-g"))
+    if weight_decay and decoupled:
+        body.append(("p", "p * decay"))
+        scalars.append("decay")
+    elif weight_decay:
+        body.append(("g", "g + wd * p"))
+        scalars.append("wd")
+
+
+def nadam(*, weight_decay: bool, decoupled: bool, maximize: bool) -> Program:
+    """NAdam; scalars: wd or decay, omb1, b2, omb2, bc2, eps, cg (gradient coefficient),
+    cm (momentum coefficient)."""
+
+    def build() -> Program:
+        body: list[tuple[str, str]] = []
+        scalars: list[str] = []
+        _decay_or_l2(body, scalars, maximize, weight_decay, decoupled)
+        body.append(("m", "m + omb1 * (g - m)"))
+        body.append(("v", "v * b2 + omb2 * (g * g)"))
+        body.append(("denom", "sqrt(v / bc2) + eps"))
+        body.append(("p", "p + cg * g / denom"))
+        body.append(("p", "p + cm * m / denom"))
+        scalars += ["omb1", "b2", "omb2", "bc2", "eps", "cg", "cm"]
+        return _program("nadam", ("p", "g", "m", "v"), ("p", "m", "v"), body, tuple(scalars))
+
+    return _cached(("nadam", weight_decay, decoupled, maximize), build)
+
+
+def radam(*, weight_decay: bool, decoupled: bool, maximize: bool) -> Program:
+    """RAdam as one rule for both phases (so a captured step stays valid when the
+    rectification starts): ``p - (m / bc1) * lr * (rc / (sqrt(v) + eps) + un)`` with
+    ``rc = rect * sqrt(bc2), un = 0`` once ``rho_t > 5`` and ``rc = 0, un = 1`` before.
+    Scalars: wd or decay, omb1, b2, omb2, bc1, lr, rc, eps, un."""
+
+    def build() -> Program:
+        body: list[tuple[str, str]] = []
+        scalars: list[str] = []
+        _decay_or_l2(body, scalars, maximize, weight_decay, decoupled)
+        body.append(("m", "m + omb1 * (g - m)"))
+        body.append(("v", "v * b2 + omb2 * (g * g)"))
+        body.append(("p", "p - m / bc1 * lr * (rc / (sqrt(v) + eps) + un)"))
+        scalars += ["omb1", "b2", "omb2", "bc1", "lr", "rc", "eps", "un"]
+        return _program("radam", ("p", "g", "m", "v"), ("p", "m", "v"), body, tuple(scalars))
+
+    return _cached(("radam", weight_decay, decoupled, maximize), build)
+
+
+def adamax(*, weight_decay: bool, maximize: bool) -> Program:
+    """Adamax; scalars: wd, omb1, b2, eps, nclr (minus the bias-corrected lr)."""
+
+    def build() -> Program:
+        body: list[tuple[str, str]] = []
+        scalars: list[str] = []
+        _coupled_gradient(body, scalars, maximize, weight_decay)
+        body.append(("m", "m + omb1 * (g - m)"))
+        body.append(("u", "max(u * b2, max(g, -g) + eps)"))
+        body.append(("p", "p + nclr * m / u"))
+        scalars += ["omb1", "b2", "eps", "nclr"]
+        return _program("adamax", ("p", "g", "m", "u"), ("p", "m", "u"), body, tuple(scalars))
+
+    return _cached(("adamax", weight_decay, maximize), build)

@@ -24,6 +24,8 @@ from .optimizer import Optimizer
 __all__ = [
     "LRScheduler", "LambdaLR", "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR",
     "LinearLR", "OneCycleLR", "SequentialLR", "ReduceLROnPlateau",
+    "MultiplicativeLR", "ConstantLR", "PolynomialLR", "CosineAnnealingWarmRestarts", "CyclicLR",
+    "ChainedScheduler",
 ]
 
 _nesting = threading.local()
@@ -184,9 +186,16 @@ class LRScheduler(_CheckedState):
         self.last_epoch = last_epoch
         self._initial_step()
 
+    #: True during the step a scheduler takes at construction (PyTorch's ``_is_initial``)
+    _is_initial = False
+
     def _initial_step(self) -> None:
         self._step_count = 0
-        self.step()
+        self._is_initial = True
+        try:
+            self.step()
+        finally:
+            del self._is_initial  # back to the class's False, and out of state_dict()
 
     def get_lr(self) -> list[float]:
         """The learning rates of the current ``last_epoch`` (chainable form)."""
@@ -200,6 +209,11 @@ class LRScheduler(_CheckedState):
     def step(self, epoch: int | None = None) -> None:
         """Advance one step (or jump to ``epoch``, using the closed form when there is one)."""
         self._step_count += 1
+        self._update_lr(epoch)
+
+    def _update_lr(self, epoch: int | None = None) -> None:
+        """The lr update of :meth:`step` without counting a step (SequentialLR uses it
+        to restart a scheduler at a milestone, as PyTorch does)."""
         if epoch is None:
             self.last_epoch += 1
             values = self.get_lr()
@@ -230,27 +244,28 @@ def _lambda_states(sched: Any, v: Any) -> list[dict[str, Any] | None]:
     return [None if x is None else dict(x) for x in v]
 
 
-class LambdaLR(LRScheduler):
-    """``lr = initial_lr * lr_lambda(epoch)``; one function or one per group."""
+class _LambdaState:
+    """State of the schedulers driven by functions (LambdaLR, MultiplicativeLR):
+    plain functions and lambdas are not saved, callable objects save their ``__dict__``."""
 
-    _fields = {**LRScheduler._fields, "lr_lambdas": _lambda_states}
+    lr_lambdas: list[Callable[[int], float]]
+    optimizer: Optimizer
 
-    def __init__(self, optimizer: Optimizer,
-                 lr_lambda: Callable[[int], float] | Sequence[Callable[[int], float]],
-                 last_epoch: int = -1) -> None:
-        _check_optimizer(optimizer, "LambdaLR")
+    def _set_lambdas(self, lr_lambda: Any, optimizer: Optimizer) -> None:
+        cls = type(self).__name__
+        _check_optimizer(optimizer, cls)
         n = len(optimizer.param_groups)
         if isinstance(lr_lambda, (list, tuple)):
             if len(lr_lambda) != n:
-                raise ValueError(f"LambdaLR: expected {n} lr_lambdas, got {len(lr_lambda)}")
-            self.lr_lambdas = list(lr_lambda)
+                raise ValueError(f"{cls}: expected {n} lr_lambdas, got {len(lr_lambda)}")
+            fns = list(lr_lambda)
         else:
-            self.lr_lambdas = [lr_lambda] * n
-        super().__init__(optimizer, last_epoch)
-
-    def get_lr(self) -> list[float]:
-        return [base * fn(self.last_epoch)
-                for base, fn in zip(self.base_lrs, self.lr_lambdas, strict=True)]
+            fns = [lr_lambda] * n
+        for fn in fns:
+            if not callable(fn):
+                raise TypeError(f"{cls}: lr_lambda should be a function, got "
+                                f"{type(fn).__name__}")
+        self.lr_lambdas = fns
 
     def state_dict(self) -> dict[str, Any]:
         """Functions and lambdas are not saved; callable objects save their ``__dict__``."""
@@ -268,6 +283,41 @@ class LambdaLR(LRScheduler):
         for fn, saved in zip(self.lr_lambdas, lambdas, strict=True):
             if saved is not None:
                 fn.__dict__.update(saved)
+
+
+class LambdaLR(_LambdaState, LRScheduler):
+    """``lr = initial_lr * lr_lambda(epoch)``; one function or one per group."""
+
+    _fields = {**LRScheduler._fields, "lr_lambdas": _lambda_states}
+
+    def __init__(self, optimizer: Optimizer,
+                 lr_lambda: Callable[[int], float] | Sequence[Callable[[int], float]],
+                 last_epoch: int = -1) -> None:
+        self._set_lambdas(lr_lambda, optimizer)
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        return [base * fn(self.last_epoch)
+                for base, fn in zip(self.base_lrs, self.lr_lambdas, strict=True)]
+
+
+class MultiplicativeLR(_LambdaState, LRScheduler):
+    """Multiply each group's lr by ``lr_lambda(epoch)`` at every step (one function or
+    one per group): ``lr_e = lr_{e-1} * lr_lambda(e)`` for ``e >= 1``."""
+
+    _fields = {**LRScheduler._fields, "lr_lambdas": _lambda_states}
+
+    def __init__(self, optimizer: Optimizer,
+                 lr_lambda: Callable[[int], float] | Sequence[Callable[[int], float]],
+                 last_epoch: int = -1) -> None:
+        self._set_lambdas(lr_lambda, optimizer)
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        if self._is_initial:
+            return self._lrs()
+        return [lr * fn(self.last_epoch)
+                for lr, fn in zip(self._lrs(), self.lr_lambdas, strict=True)]
 
 
 class StepLR(LRScheduler):
@@ -336,7 +386,7 @@ class ExponentialLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[float]:
-        if self.last_epoch == 0:
+        if self._is_initial:
             return self._lrs()
         return [lr * self.gamma for lr in self._lrs()]
 
@@ -360,7 +410,7 @@ class CosineAnnealingLR(LRScheduler):
 
     def get_lr(self) -> list[float]:
         e, t, lo = self.last_epoch, self.T_max, self.eta_min
-        if e == 0:
+        if self._is_initial:
             return self._lrs()
         if self._step_count == 1 and e > 0:
             return [lo + (b - lo) * (1 + math.cos(e * math.pi / t)) / 2 for b in self.base_lrs]
@@ -398,7 +448,7 @@ class LinearLR(LRScheduler):
         e, s, f, n = self.last_epoch, self.start_factor, self.end_factor, self.total_iters
         if e == 0:
             return [lr * s for lr in self._lrs()]
-        if e > n:
+        if self._is_initial or e > n:
             return self._lrs()
         return [lr * (1.0 + (f - s) / (n * s + (e - 1) * (f - s))) for lr in self._lrs()]
 
@@ -571,8 +621,45 @@ def _switch_epochs(sched: Any, v: Any) -> list[int]:
     return _numbers(_integer(), v, len(sched._schedulers) - 1)
 
 
+def _undo_steps(sched: Any) -> None:
+    """Take back the construction step of the schedulers inside ``sched`` (recursively
+    through SequentialLR and ChainedScheduler), as PyTorch's ``recursive_undo``."""
+    subs = getattr(sched, "_schedulers", None)
+    if subs is not None:
+        for s in subs:
+            if hasattr(s, "_schedulers"):
+                _undo_steps(s)
+            elif hasattr(s, "last_epoch"):
+                s.last_epoch -= 1
+
+
+class _NestedState:
+    """state_dict of a scheduler made of schedulers: theirs under ``_schedulers``."""
+
+    _schedulers: list[Any]
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything but the optimizer, and the state of each scheduler in
+        ``_schedulers``."""
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return state
+
+    def _apply_state(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        subs = state.pop("_schedulers")
+        self.__dict__.update(state)
+        for s, sd in zip(self._schedulers, subs, strict=True):
+            s._apply_state(sd)
+
+
 class SequentialLR(LRScheduler):
-    """Run ``schedulers`` one after another, switching at each of ``milestones``."""
+    """Run ``schedulers`` one after another, switching at each of ``milestones``.
+
+    At a milestone the next scheduler restarts at epoch 0 from the current lr (its
+    closed form where it has one) without counting a step, as in PyTorch; the
+    construction steps of the schedulers (also inside a ChainedScheduler) are
+    taken back and only the scheduler that runs at epoch 0 takes one."""
 
     _fields = {"_schedulers": _sub_states, "_milestones": _switch_epochs,
                "last_epoch": _integer(), "_last_lr": _lrs}
@@ -602,10 +689,10 @@ class SequentialLR(LRScheduler):
         self.optimizer = optimizer
         for group in optimizer.param_groups:
             group["lr"] = group["initial_lr"]
-        for s in schedulers:
-            s.last_epoch -= 1
-        schedulers[0]._initial_step()
-        self._last_lr = schedulers[0].get_last_lr()
+        _undo_steps(self)  # the steps the schedulers took when they were made
+        idx = bisect_right(self._milestones, 0)  # only the scheduler running at step 0
+        schedulers[idx]._initial_step()
+        self._last_lr = schedulers[idx].get_last_lr()
 
     @_replayed
     def step(self, epoch: int | None = None) -> None:  # noqa: ARG002 - PyTorch signature
@@ -613,22 +700,13 @@ class SequentialLR(LRScheduler):
         idx = bisect_right(self._milestones, self.last_epoch)
         s = self._schedulers[idx]
         if idx > 0 and self._milestones[idx - 1] == self.last_epoch:
-            s.step(0)
+            s._update_lr(0)  # restart it at epoch 0 (its closed form where it has one)
         else:
             s.step()
         self._last_lr = s.get_last_lr()
 
-    def state_dict(self) -> dict[str, Any]:
-        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
-        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
-        return state
-
-    def _apply_state(self, state: dict[str, Any]) -> None:
-        state = dict(state)
-        subs = state.pop("_schedulers")
-        self.__dict__.update(state)
-        for s, sd in zip(self._schedulers, subs, strict=True):
-            s._apply_state(sd)
+    state_dict = _NestedState.state_dict
+    _apply_state = _NestedState._apply_state
 
 
 class ReduceLROnPlateau(_CheckedState):
@@ -711,3 +789,332 @@ class ReduceLROnPlateau(_CheckedState):
     def get_last_lr(self) -> list[float]:
         return self._last_lr
 
+
+
+class ConstantLR(LRScheduler):
+    """Multiply the lr by ``factor`` until epoch ``total_iters``, then restore it:
+    ``lr_e = initial_lr * (factor if e < total_iters else 1)``."""
+
+    _fields = {**LRScheduler._fields, "factor": _number(0, 1), "total_iters": _integer(0)}
+
+    def __init__(self, optimizer: Optimizer, factor: float = 1.0 / 3, total_iters: int = 5,
+                 last_epoch: int = -1) -> None:
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)) \
+                or not 0 <= factor <= 1:
+            raise ValueError("ConstantLR: constant multiplicative factor expected to be "
+                             f"between 0 and 1, got {factor!r}")
+        if isinstance(total_iters, bool) or not isinstance(total_iters, int) or total_iters < 0:
+            raise ValueError(f"ConstantLR: total_iters must be a non-negative int, "
+                             f"got {total_iters!r}")
+        self.factor = factor
+        self.total_iters = total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        if self.last_epoch == 0:
+            return [lr * self.factor for lr in self._lrs()]
+        if self.last_epoch != self.total_iters:
+            return self._lrs()
+        return [lr * (1.0 / self.factor) for lr in self._lrs()]
+
+    def _get_closed_form_lr(self) -> list[float]:
+        return [b * (self.factor + (self.last_epoch >= self.total_iters) * (1 - self.factor))
+                for b in self.base_lrs]
+
+
+class PolynomialLR(LRScheduler):
+    """Decay the lr polynomially to 0 over ``total_iters`` epochs:
+    ``lr_e = initial_lr * (1 - min(e, total_iters) / total_iters) ** power``."""
+
+    _fields = {**LRScheduler._fields, "total_iters": _integer(1), "power": _number()}
+
+    def __init__(self, optimizer: Optimizer, total_iters: int = 5, power: float = 1.0,
+                 last_epoch: int = -1) -> None:
+        if isinstance(total_iters, bool) or not isinstance(total_iters, int) or total_iters < 1:
+            raise ValueError(f"PolynomialLR: total_iters must be a positive int, "
+                             f"got {total_iters!r}")
+        if isinstance(power, bool) or not isinstance(power, (int, float)) or math.isnan(power):
+            raise ValueError(f"PolynomialLR: power must be a real number, got {power!r}")
+        self.total_iters = total_iters
+        self.power = power
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        if self._is_initial or self.last_epoch > self.total_iters:
+            return self._lrs()
+        decay_factor = ((1.0 - self.last_epoch / self.total_iters)
+                        / (1.0 - (self.last_epoch - 1) / self.total_iters)) ** self.power
+        return [lr * decay_factor for lr in self._lrs()]
+
+    def _get_closed_form_lr(self) -> list[float]:
+        return [b * (1.0 - min(self.total_iters, self.last_epoch) / self.total_iters)
+                ** self.power for b in self.base_lrs]
+
+
+class CosineAnnealingWarmRestarts(LRScheduler):
+    r"""Cosine annealing with warm restarts (SGDR):
+    ``lr = eta_min + (initial_lr - eta_min) (1 + cos(π T_cur / T_i)) / 2``, where
+    ``T_cur`` counts the epochs since the last restart and ``T_i``, first ``T_0``,
+    is multiplied by ``T_mult`` at each restart.
+
+    ``step()`` advances one epoch; ``step(epoch)`` jumps to ``epoch``, which may
+    be fractional (``step(epoch + i / iters)`` once per batch), as in PyTorch.
+    """
+
+    _fields = {**LRScheduler._fields, "T_0": _integer(1), "T_i": _number(0, low_open=True),
+               "T_mult": _integer(1), "eta_min": _number(), "T_cur": _number()}
+
+    def __init__(self, optimizer: Optimizer, T_0: int, T_mult: int = 1,  # noqa: N803
+                 eta_min: float = 0.0, last_epoch: int = -1) -> None:
+        if isinstance(T_0, bool) or not isinstance(T_0, int) or T_0 <= 0:
+            raise ValueError(f"Expected positive integer T_0, but got {T_0!r}")
+        if isinstance(T_mult, bool) or not isinstance(T_mult, int) or T_mult < 1:
+            raise ValueError(f"Expected integer T_mult >= 1, but got {T_mult!r}")
+        if isinstance(eta_min, bool) or not isinstance(eta_min, (float, int)):
+            raise ValueError(f"Expected float or int eta_min, but got {eta_min!r} of type "
+                             f"{type(eta_min).__name__}")
+        self.T_0 = T_0
+        self.T_i = T_0
+        self.T_mult = T_mult
+        self.eta_min = eta_min
+        self.T_cur = last_epoch
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        return [self.eta_min + (b - self.eta_min) * (1 + math.cos(math.pi * self.T_cur / self.T_i))
+                / 2 for b in self.base_lrs]
+
+    @_replayed
+    def step(self, epoch: float | None = None) -> None:
+        """Advance one epoch, or go to ``epoch`` (a non-negative number, fractional
+        allowed)."""
+        if epoch is None and self.last_epoch < 0:
+            epoch = 0
+        if epoch is None:
+            epoch = self.last_epoch + 1
+            self.T_cur = self.T_cur + 1
+            if self.T_cur >= self.T_i:
+                self.T_cur = self.T_cur % self.T_i
+                self.T_i = self.T_i * self.T_mult
+        else:
+            if isinstance(epoch, bool) or not isinstance(epoch, numbers.Real) \
+                    or math.isnan(epoch):
+                raise ValueError(f"Expected a non-negative epoch, but got {epoch!r}")
+            if epoch < 0:
+                raise ValueError(f"Expected non-negative epoch, but got {epoch}")
+            if epoch >= self.T_0:
+                if self.T_mult == 1:
+                    self.T_cur = epoch % self.T_0
+                else:
+                    n = int(math.log((epoch / self.T_0 * (self.T_mult - 1) + 1), self.T_mult))
+                    self.T_cur = epoch - self.T_0 * (self.T_mult**n - 1) / (self.T_mult - 1)
+                    self.T_i = self.T_0 * self.T_mult ** (n)
+            else:
+                self.T_i = self.T_0
+                self.T_cur = epoch
+        self.last_epoch = math.floor(epoch)
+        for group, lr in zip(self.optimizer.param_groups, self.get_lr(), strict=True):
+            group["lr"] = lr
+        self._last_lr = self._lrs()
+
+
+def _scale_fn_state(sched: Any, v: Any) -> dict[str, Any] | None:
+    """CyclicLR's custom scale function: ``None`` (none, or a plain function) or the
+    attributes of a callable object."""
+    if v is None:
+        return None
+    if not isinstance(v, dict) or not all(isinstance(k, str) for k in v):
+        raise ValueError(f"expected None or a dict of attributes, got {v!r}")
+    fn = sched._scale_fn_custom
+    if fn is None or not hasattr(fn, "__dict__"):
+        raise ValueError(f"saved attributes {sorted(v)} of a scale function, but this "
+                         "scheduler has no scale_fn object to restore them into")
+    return dict(v)
+
+
+def _mode(_sched: Any, v: Any) -> str:
+    if not isinstance(v, str):
+        raise ValueError(f"expected a mode name, got {v!r}")
+    return v
+
+
+class CyclicLR(LRScheduler):
+    """Cyclical learning rates (Smith, 2017): the lr cycles between ``base_lr`` and
+    ``max_lr`` (per group), rising over ``step_size_up`` steps and falling over
+    ``step_size_down`` (default: ``step_size_up``); step it once per batch.
+
+    ``mode``: ``"triangular"`` (constant amplitude), ``"triangular2"`` (halved
+    each cycle), ``"exp_range"`` (scaled by ``gamma ** iteration``); or a custom
+    ``scale_fn(x)`` in [0, 1] evaluated on the cycle number or the iteration
+    (``scale_mode``). With ``cycle_momentum`` the momentum (SGD's ``momentum``,
+    or ``betas[0]`` of Adam-like optimizers) cycles inversely between
+    ``max_momentum`` and ``base_momentum``.
+    """
+
+    _fields = {**LRScheduler._fields, "max_lrs": _lrs, "total_size": _number(0, low_open=True),
+               "step_ratio": _number(0, 1, low_open=True), "mode": _mode, "gamma": _number(),
+               "scale_mode": _choice("cycle", "iterations"), "cycle_momentum": _flag,
+               "use_beta1": _flag, "base_momentums": _lrs, "max_momentums": _lrs,
+               "_scale_fn_custom": _scale_fn_state}
+
+    def __init__(self, optimizer: Optimizer, base_lr: float | Sequence[float],
+                 max_lr: float | Sequence[float], step_size_up: int = 2000,
+                 step_size_down: int | None = None, mode: str = "triangular",
+                 gamma: float = 1.0, scale_fn: Callable[[float], float] | None = None,
+                 scale_mode: str = "cycle", cycle_momentum: bool = True,
+                 base_momentum: float | Sequence[float] = 0.8,
+                 max_momentum: float | Sequence[float] = 0.9, last_epoch: int = -1) -> None:
+        _check_optimizer(optimizer, "CyclicLR")
+        n = len(optimizer.param_groups)
+        base_lrs = _per_group(base_lr, n, "base_lr")
+        if isinstance(step_size_up, bool) or not isinstance(step_size_up, (int, float)) \
+                or not step_size_up > 0:
+            raise ValueError(f"CyclicLR: step_size_up must be positive, got {step_size_up!r}")
+        if step_size_down is not None and (
+                isinstance(step_size_down, bool) or not isinstance(step_size_down, (int, float))
+                or not step_size_down >= 0):
+            raise ValueError(f"CyclicLR: step_size_down must be non-negative, "
+                             f"got {step_size_down!r}")
+        if mode not in ("triangular", "triangular2", "exp_range") and scale_fn is None:
+            raise ValueError(f"CyclicLR: mode is invalid and scale_fn is None (mode {mode!r}; "
+                             "expected 'triangular', 'triangular2' or 'exp_range')")
+        if scale_fn is not None and not callable(scale_fn):
+            raise TypeError(f"CyclicLR: scale_fn must be callable, got {type(scale_fn).__name__}")
+        if scale_mode not in ("cycle", "iterations"):
+            raise ValueError(f"CyclicLR: scale_mode must be 'cycle' or 'iterations', "
+                             f"got {scale_mode!r}")
+        if not isinstance(cycle_momentum, bool):
+            raise ValueError(f"CyclicLR: cycle_momentum must be True or False, "
+                             f"got {cycle_momentum!r}")
+        self.optimizer = optimizer
+        if last_epoch == -1:
+            for lr, group in zip(base_lrs, optimizer.param_groups, strict=True):
+                group["lr"] = lr
+        self.max_lrs = _per_group(max_lr, n, "max_lr")
+        up = float(step_size_up)
+        down = float(step_size_down) if step_size_down is not None else up
+        self.total_size = up + down
+        self.step_ratio = up / self.total_size
+        self.mode = mode
+        self.gamma = gamma
+        self._scale_fn_custom = scale_fn
+        self.scale_mode = scale_mode
+        self._init_scale_fn()
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+                raise ValueError("CyclicLR: optimizer must support momentum or beta1 with "
+                                 "`cycle_momentum` option enabled")
+            self.use_beta1 = "betas" in optimizer.defaults
+            self.base_momentums = _per_group(base_momentum, n, "base_momentum")
+            self.max_momentums = _per_group(max_momentum, n, "max_momentum")
+            if last_epoch == -1:
+                for m_max, m_base, group in zip(self.max_momentums, self.base_momentums,
+                                                optimizer.param_groups, strict=True):
+                    if self.use_beta1:
+                        group["betas"] = (m_max, *group["betas"][1:])
+                    else:
+                        group["momentum"] = m_max
+                    group["max_momentum"] = m_max
+                    group["base_momentum"] = m_base
+        super().__init__(optimizer, last_epoch)
+        self.base_lrs = base_lrs
+
+    def _init_scale_fn(self) -> None:
+        if self._scale_fn_custom is not None:
+            return
+        self.scale_mode = "iterations" if self.mode == "exp_range" else "cycle"
+
+    def scale_fn(self, x: float) -> float:
+        """The amplitude scale at ``x`` (a cycle number or an iteration)."""
+        if self._scale_fn_custom is not None:
+            return self._scale_fn_custom(x)
+        if self.mode == "triangular":
+            return 1.0
+        if self.mode == "triangular2":
+            return 1 / (2.0 ** (x - 1))
+        return self.gamma**x
+
+    def get_lr(self) -> list[float]:
+        cycle = math.floor(1 + self.last_epoch / self.total_size)
+        x = 1.0 + self.last_epoch / self.total_size - cycle
+        if x <= self.step_ratio:
+            scale_factor = x / self.step_ratio
+        else:
+            scale_factor = (x - 1) / (self.step_ratio - 1)
+        at = cycle if self.scale_mode == "cycle" else self.last_epoch
+        lrs = []
+        for base_lr, max_lr in zip(self.base_lrs, self.max_lrs, strict=True):
+            base_height = (max_lr - base_lr) * scale_factor
+            lrs.append(base_lr + base_height * self.scale_fn(at))
+        if self.cycle_momentum:
+            for group, m_base, m_max in zip(self.optimizer.param_groups, self.base_momentums,
+                                            self.max_momentums, strict=True):
+                base_height = (m_max - m_base) * scale_factor
+                momentum = m_max - base_height * self.scale_fn(at)
+                if self.use_beta1:
+                    group["betas"] = (momentum, *group["betas"][1:])
+                else:
+                    group["momentum"] = momentum
+        return lrs
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything but the optimizer; a custom ``scale_fn`` is saved only as the
+        attributes of a callable object (functions and lambdas are not saved)."""
+        state = {k: v for k, v in self.__dict__.items() if k != "optimizer"}
+        fn = state.pop("_scale_fn_custom")
+        state["_scale_fn_custom"] = (None if fn is None or isinstance(fn, types.FunctionType)
+                                     else dict(fn.__dict__))
+        return state
+
+    def _apply_state(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        saved = state.pop("_scale_fn_custom")
+        self.__dict__.update(state)
+        if saved is not None:
+            self._scale_fn_custom.__dict__.update(saved)
+        self._init_scale_fn()
+
+
+class ChainedScheduler(_NestedState, LRScheduler):
+    """Step several schedulers of one optimizer together: each ``step()`` steps every
+    scheduler in ``schedulers`` in order, so their (chainable) factors combine.
+    ``optimizer`` defaults to the schedulers' optimizer."""
+
+    _fields = {"_schedulers": _sub_states, "_last_lr": _lrs, "_step_count": _integer(0)}
+
+    def __init__(self, schedulers: Sequence[LRScheduler],
+                 optimizer: Optimizer | None = None) -> None:
+        schedulers = list(schedulers)
+        if not schedulers:
+            raise ValueError("ChainedScheduler expects at least one scheduler to be chained, "
+                             "but got no scheduler")
+        if optimizer is None:
+            if not hasattr(schedulers[0], "optimizer"):
+                raise TypeError("ChainedScheduler: schedulers[0] is not a scheduler")
+            optimizer = schedulers[0].optimizer
+        _check_optimizer(optimizer, "ChainedScheduler")
+        for i, s in enumerate(schedulers):
+            if not hasattr(s, "optimizer"):
+                raise TypeError(f"ChainedScheduler: schedulers[{i}] is not a scheduler")
+            if isinstance(s, ReduceLROnPlateau):
+                raise ValueError("ChainedScheduler does not support ReduceLROnPlateau "
+                                 f"(schedulers[{i}]): its step needs a metric")
+            if s.optimizer is not optimizer:
+                raise ValueError(f"ChainedScheduler: schedulers[{i}] has a different optimizer")
+        self._schedulers = schedulers
+        self.optimizer = optimizer
+        self._last_lr = self._lrs()
+
+    @_replayed
+    def step(self, epoch: int | None = None) -> None:  # noqa: ARG002 - PyTorch signature
+        """Step every scheduler, in order."""
+        for s in self._schedulers:
+            s.step()
+        self._last_lr = self._lrs()
+
+    def _update_lr(self, epoch: int | None = None) -> None:
+        """Restart every scheduler at ``epoch`` (inside a SequentialLR, at a milestone)."""
+        for s in self._schedulers:
+            s._update_lr(epoch)
+        self._last_lr = self._lrs()

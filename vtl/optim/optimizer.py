@@ -364,7 +364,11 @@ class Optimizer:
             return value
         import vtl
 
-        if isinstance(value, (str, bytes, bool, int, float, dict)) or value is None:
+        # a number stands for the state of a 0-d parameter (a checkpoint stores 0-d
+        # state among its scalars)
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if (isinstance(value, (str, bytes, bool, int, float, dict)) or value is None) \
+                and not (number and tuple(p.shape) == ()):
             raise ValueError(f"{where}: state {key!r} of parameter {idx} must be an array of "
                              f"shape {tuple(p.shape)}, got {value!r}")
         try:
@@ -444,3 +448,22 @@ def _set(state: dict[str, Any], key: str, p: Tensor, raw: Any) -> None:
 def _check_real(p: Tensor, cls: str) -> None:
     if p._data.dtype.kind == "c":
         raise TypeError(f"{cls} does not support complex parameters yet (got {p.dtype})")
+
+
+def _check_betas(group: dict[str, Any], cls: str) -> None:
+    """``ValueError`` unless ``group['betas']`` is a pair of numbers in [0, 1)."""
+    betas = group["betas"]
+    if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+        raise ValueError(f"{cls}: betas must be a pair of floats, got {betas!r}")
+    _check_number("beta1 (betas[0])", betas[0], cls=cls, high=1.0, high_open=True)
+    _check_number("beta2 (betas[1])", betas[1], cls=cls, high=1.0, high_open=True)
+
+
+def _scalar_state(value: Any, what: str) -> float:
+    """A saved real scalar (a number or a 0-d array) as a Python float."""
+    v = value
+    if hasattr(v, "shape") and tuple(v.shape) == () and not isinstance(v, (str, bytes)):
+        v = v.item()
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v):
+        raise ValueError(f"{what} must be a real number, got {value!r}")
+    return float(v)
