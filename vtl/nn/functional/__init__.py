@@ -9,7 +9,8 @@ Files by topic: ``activation`` (elementwise activations), ``softmax``
 (softmax, log_softmax, softmin, logsumexp), ``linear`` (linear, bilinear,
 embedding, one_hot, pad, dropout), ``loss`` (losses), ``conv`` (convolutions),
 ``pooling``, ``normalization`` (layer/batch/group/instance norm), ``attention``
-(scaled dot-product and multi-head attention); ``_rnn`` holds the recurrent
+(scaled dot-product and multi-head attention), ``sampling`` (interpolate,
+pixel_shuffle, fold/unfold); ``_rnn`` holds the recurrent
 cells used by ``nn.RNN``/``nn.LSTM``/``nn.GRU``.
 """
 
@@ -27,7 +28,10 @@ from .normalization import *  # noqa: F403
 from .normalization import __all__ as _norm
 from .pooling import *  # noqa: F403
 from .pooling import __all__ as _pool
+from .sampling import *  # noqa: F403
+from .sampling import __all__ as _samp
 from .softmax import *  # noqa: F403
 from .softmax import __all__ as _sm
 
 __all__ = [*_act, *_lin, *_loss, *_sm, *_conv, *_pool, *_norm, *_attn]
+__all__ += _samp

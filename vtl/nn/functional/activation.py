@@ -21,7 +21,8 @@ from ._utils import erfc, namespace, normalize_dim
 
 __all__ = [
     "celu", "elu", "gelu", "glu", "hardshrink", "hardsigmoid", "hardswish", "hardtanh",
-    "leaky_relu", "logsigmoid", "mish", "prelu", "relu", "relu6", "selu", "sigmoid", "silu",
+    "leaky_relu", "logsigmoid", "mish", "prelu", "relu", "relu6", "rrelu", "selu", "sigmoid",
+    "silu",
     "softplus", "softshrink", "softsign", "swish", "tanh", "tanhshrink", "threshold",
 ]
 
@@ -68,6 +69,29 @@ def leaky_relu(input: Any, negative_slope: float = 0.01) -> Any:  # noqa: A002
     """``x`` for ``x > 0``, else ``negative_slope * x``."""
     xp = namespace(input)
     return xp.where(input > 0, input, input * negative_slope)
+
+
+def rrelu(input: Any, lower: float = 1.0 / 8.0, upper: float = 1.0 / 3.0,  # noqa: A002
+          training: bool = False, inplace: bool = False, *, generator: Any = None) -> Any:
+    """Randomized leaky ReLU: ``x`` for ``x >= 0``, else ``a * x``.
+
+    In training mode each element draws its own slope ``a ~ U(lower, upper)`` from
+    ``generator`` (default: ``vtl.random``'s); otherwise ``a = (lower + upper) / 2``.
+    ``inplace`` is accepted for PyTorch compatibility; the result is a new array."""
+    lower, upper = float(lower), float(upper)
+    if not lower <= upper:
+        raise ValueError(f"rrelu(): lower ({lower}) must not exceed upper ({upper})")
+    xp = namespace(input)
+    if not xp.isdtype(input.dtype, "real floating"):
+        raise TypeError(f"rrelu() needs a real floating-point input, got {input.dtype}")
+    if not training:
+        return leaky_relu(input, (lower + upper) / 2.0)
+    from ... import random
+
+    g = random.default_generator() if generator is None else generator
+    u = g._random_like(input, tuple(input.shape))
+    slope = xp.astype(u, input.dtype) * (upper - lower) + lower
+    return xp.where(input > 0, input, input * slope)
 
 
 def _neg_part(xp: Any, x: Any) -> Any:

@@ -2,7 +2,7 @@
 
 One file per family (``linear``, ``activation``, ``dropout``, ``sparse``,
 ``flatten``, ``loss``, ``container``, ``conv``, ``pooling``, ``normalization``,
-``rnn``, ``attention``, ``transformer``, ``positional``).
+``rnn``, ``attention``, ``transformer``, ``positional``, ``sampling``).
 """
 
 from .activation import *  # noqa: F403
@@ -31,6 +31,8 @@ from .positional import *  # noqa: F403
 from .positional import __all__ as _pos
 from .rnn import *  # noqa: F403
 from .rnn import __all__ as _rnn
+from .sampling import *  # noqa: F403
+from .sampling import __all__ as _samp
 from .sparse import *  # noqa: F403
 from .sparse import __all__ as _sparse
 from .transformer import *  # noqa: F403
@@ -38,3 +40,4 @@ from .transformer import __all__ as _tf
 
 __all__ = [*_mod, *_cont, *_lin, *_act, *_drop, *_flat, *_loss, *_sparse, *_conv, *_pool,
            *_norm, *_rnn, *_attn, *_tf, *_pos]
+__all__ += _samp
