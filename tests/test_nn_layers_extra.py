@@ -916,3 +916,12 @@ def test_steps_do_not_wait_for_the_device(name):
         with count_waits(name) as waits:
             step()
         assert waits == []
+
+
+def test_out_of_range_indices_raise(backend):
+    w = vtl.asarray(_rand(4, 2, dtype="float32"), requires_grad=True)
+    with pytest.raises(IndexError, match="out of bounds"):
+        to_numpy(F.embedding(vtl.asarray([1, 7]), w, scale_grad_by_freq=True))
+    with pytest.raises(IndexError, match="out of bounds"):
+        to_numpy(F.embedding_bag(vtl.asarray([1, 9, 2]), w, vtl.asarray([0, 1]), mode="sum",
+                                 scale_grad_by_freq=True))

@@ -192,6 +192,13 @@ def _padding_index(padding_idx: int | None, n: int, fname: str) -> int | None:
     return padding_idx % n
 
 
+def _row_index(xp: Any, flat: Any, n: int) -> Any:
+    """Raw row numbers of the raw indices ``flat``: negative ones from the end, and clipped
+    into range (an out-of-range index is reported by the lookup's own bounds check; the
+    clip only keeps the counting scatter inside the table)."""
+    return xp.clip(xp.where(flat < 0, flat + n, flat), 0, n - 1)
+
+
 def _row_counts(weight: Tensor, flat: Any) -> Any:
     """Raw ``(num_embeddings, 1)`` counts of each index in the raw 1-D ``flat`` (one
     scatter-add on the device), in ``weight``'s dtype."""
@@ -200,7 +207,7 @@ def _row_counts(weight: Tensor, flat: Any) -> Any:
     native = dev.backend.native_device(dev.index)
     dt = weight._data.dtype
     n = weight.shape[0]
-    idx = xp.where(flat < 0, flat + n, flat)
+    idx = _row_index(xp, flat, n)
     z = xp.zeros((n, 1), dtype=dt, device=native)
     return dev.backend.scatter_add(z, idx, xp.ones((flat.shape[0], 1), dtype=dt, device=native))
 
@@ -213,8 +220,7 @@ def _scale_grad_by_freq(rows: Any, weight: Any, flat: Any) -> Any:
     dev = rows._device
     xp = dev.xp
     fd = flat._data if isinstance(flat, Tensor) else flat
-    n = weight.shape[0]
-    idx = xp.where(fd < 0, fd + n, fd)
+    idx = _row_index(xp, fd, weight.shape[0])
     inv = new(1.0 / xp.take(_row_counts(weight, fd), idx, axis=0), dev)  # (m, 1)
     return record(rows._data, dev, "ScaleGradByFreqBackward", (rows,),
                   partial(_scale_grad_vjp, inv))
