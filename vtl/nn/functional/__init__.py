@@ -10,7 +10,8 @@ Files by topic: ``activation`` (elementwise activations), ``softmax``
 embedding, one_hot, pad, dropout), ``loss`` (losses), ``loss_margin`` (margin,
 ranking and embedding losses), ``ctc`` (CTC loss), ``conv`` (convolutions),
 ``pooling``, ``normalization`` (layer/batch/group/instance norm), ``attention``
-(scaled dot-product and multi-head attention); ``_rnn`` holds the recurrent
+(scaled dot-product and multi-head attention), ``sampling`` (interpolate,
+pixel_shuffle, fold/unfold); ``_rnn`` holds the recurrent
 cells used by ``nn.RNN``/``nn.LSTM``/``nn.GRU``.
 """
 
@@ -34,9 +35,12 @@ from .normalization import *  # noqa: F403
 from .normalization import __all__ as _norm
 from .pooling import *  # noqa: F403
 from .pooling import __all__ as _pool
+from .sampling import *  # noqa: F403
+from .sampling import __all__ as _samp
 from .softmax import *  # noqa: F403
 from .softmax import __all__ as _sm
 
 __all__ = [*_act, *_lin, *_loss, *_sm, *_conv, *_pool, *_norm, *_attn]
 __all__ += [*_loss_margin, *_ctc]
 __all__ += [*_dist]
+__all__ += [*_samp]

@@ -29,8 +29,8 @@ from ._utils import apply_inplace, erfc, namespace, normalize_dim
 __all__ = [
     "celu", "celu_", "elu", "elu_", "gelu", "glu", "hardshrink", "hardsigmoid", "hardswish",
     "hardtanh", "hardtanh_", "leaky_relu", "leaky_relu_", "logsigmoid", "mish", "prelu", "relu",
-    "relu6", "relu_", "selu", "selu_", "sigmoid", "silu", "softplus", "softshrink", "softsign",
-    "swish", "tanh", "tanhshrink", "threshold", "threshold_",
+    "relu6", "relu_", "rrelu", "rrelu_", "selu", "selu_", "sigmoid", "silu", "softplus",
+    "softshrink", "softsign", "swish", "tanh", "tanhshrink", "threshold", "threshold_",
 ]
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
@@ -84,6 +84,37 @@ def leaky_relu(input: Any, negative_slope: float = 0.01, inplace: bool = False  
                              "leaky_relu")
     xp = namespace(input)
     return xp.where(input > 0, input, input * negative_slope)
+
+
+def rrelu(input: Any, lower: float = 1.0 / 8.0, upper: float = 1.0 / 3.0,  # noqa: A002
+          training: bool = False, inplace: bool = False, *, generator: Any = None) -> Any:
+    """Randomized leaky ReLU: ``x`` for ``x >= 0``, else ``a * x``.
+
+    In training mode each element draws its own slope ``a ~ U(lower, upper)`` from
+    ``generator`` (default: ``vtl.random``'s); otherwise ``a = (lower + upper) / 2``."""
+    lower, upper = float(lower), float(upper)
+    if not lower <= upper:
+        raise ValueError(f"rrelu(): lower ({lower}) must not exceed upper ({upper})")
+    if inplace:
+        return apply_inplace(input, partial(rrelu, lower=lower, upper=upper, training=training,
+                                            generator=generator), "rrelu")
+    xp = namespace(input)
+    if not xp.isdtype(input.dtype, "real floating"):
+        raise TypeError(f"rrelu() needs a real floating-point input, got {input.dtype}")
+    if not training:
+        return leaky_relu(input, (lower + upper) / 2.0)
+    from ... import random
+
+    g = random.default_generator() if generator is None else generator
+    u = g._random_like(input, tuple(input.shape))
+    slope = xp.astype(u, input.dtype) * (upper - lower) + lower
+    return xp.where(input > 0, input, input * slope)
+
+
+def rrelu_(input: Any, lower: float = 1.0 / 8.0, upper: float = 1.0 / 3.0,  # noqa: A002
+           training: bool = False, *, generator: Any = None) -> Any:
+    """:func:`rrelu` in place."""
+    return rrelu(input, lower, upper, training, True, generator=generator)
 
 
 def _neg_part(xp: Any, x: Any) -> Any:

@@ -1,4 +1,4 @@
-"""linear, bilinear, embedding, one_hot, pad and the dropout family."""
+"""linear, bilinear, embedding, embedding_bag, one_hot, pad and the dropout family."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import operator
 from functools import partial
 from typing import Any
 
-from ..._ops._core import _grad, new, record
+from ..._ops._core import _grad, needs_grad, new, record
 from ..._tensor import Tensor
 from ._utils import apply_inplace, detach, namespace
 
 __all__ = [
     "alpha_dropout", "bilinear", "dropout", "dropout1d", "dropout2d", "dropout3d",
-    "embedding", "linear", "one_hot", "pad",
+    "embedding", "embedding_bag", "linear", "one_hot", "pad",
 ]
 
 
@@ -150,51 +150,290 @@ def embedding(input: Any, weight: Any, padding_idx: int | None = None,  # noqa: 
     """Rows of ``weight`` at the integer indices ``input``: shape ``input.shape + (dim,)``.
 
     The gradient is a scatter-add into ``weight`` (repeated indices accumulate);
-    rows at ``padding_idx`` get no gradient. ``max_norm`` renormalises, in
-    place and outside the graph, the referenced rows whose ``norm_type``-norm
-    exceeds it (as PyTorch does).
+    rows at ``padding_idx`` get no gradient. ``scale_grad_by_freq`` divides the
+    gradient of each row by how often its index occurs in ``input``. ``max_norm``
+    renormalises, in place and outside the graph, the referenced rows whose
+    ``norm_type``-norm exceeds it (as PyTorch does). ``sparse=True`` (sparse
+    gradients) is not supported.
     """
     xp = namespace(input, weight)
-    if scale_grad_by_freq or sparse:
-        raise NotImplementedError("embedding(): scale_grad_by_freq and sparse are not supported")
-    if weight.ndim != 2:
-        raise ValueError(f"embedding(): weight must be 2-D (num_embeddings, embedding_dim), "
-                         f"got shape {_shape(weight)}")
-    if not xp.isdtype(input.dtype, "integral"):
-        raise TypeError(f"embedding(): indices must have an integer dtype, got {input.dtype}")
+    if sparse:
+        raise NotImplementedError("embedding(): sparse gradients (sparse=True) are not "
+                                  "supported; use sparse=False (dense gradients)")
+    _check_table(xp, input, weight, "embedding")
     n = weight.shape[0]
-    if padding_idx is not None:
-        if not -n <= padding_idx < n:
-            raise ValueError(f"embedding(): padding_idx {padding_idx} out of range for "
-                             f"{n} embeddings")
-        padding_idx %= n
+    padding_idx = _padding_index(padding_idx, n, "embedding")
     flat = xp.reshape(input, (-1,))
     if max_norm is not None:
         _renorm_rows(xp, weight, flat, max_norm, norm_type)
     rows = xp.take(weight, flat, axis=0)
+    if scale_grad_by_freq:
+        rows = _scale_grad_by_freq(rows, weight, flat)
     if padding_idx is not None:
         keep = xp.expand_dims(flat != padding_idx, axis=1)
         rows = xp.where(keep, rows, detach(rows))  # same values; no gradient to the row
     return xp.reshape(rows, _shape(input) + (weight.shape[1],))
 
 
+def _check_table(xp: Any, input: Any, weight: Any, fname: str) -> None:  # noqa: A002
+    if weight.ndim != 2:
+        raise ValueError(f"{fname}(): weight must be 2-D (num_embeddings, embedding_dim), "
+                         f"got shape {_shape(weight)}")
+    if not xp.isdtype(input.dtype, "integral"):
+        raise TypeError(f"{fname}(): indices must have an integer dtype, got {input.dtype}")
+
+
+def _padding_index(padding_idx: int | None, n: int, fname: str) -> int | None:
+    if padding_idx is None:
+        return None
+    if not -n <= padding_idx < n:
+        raise ValueError(f"{fname}(): padding_idx {padding_idx} out of range for {n} "
+                         f"embeddings")
+    return padding_idx % n
+
+
+def _row_index(xp: Any, flat: Any, n: int) -> Any:
+    """Raw row numbers of the raw indices ``flat``: negative ones from the end, and clipped
+    into range (an out-of-range index is reported by the lookup's own bounds check; the
+    clip only keeps the counting scatter inside the table)."""
+    return xp.clip(xp.where(flat < 0, flat + n, flat), 0, n - 1)
+
+
+def _row_counts(weight: Tensor, flat: Any) -> Any:
+    """Raw ``(num_embeddings, 1)`` counts of each index in the raw 1-D ``flat`` (one
+    scatter-add on the device), in ``weight``'s dtype."""
+    dev = weight._device
+    xp = dev.xp
+    native = dev.backend.native_device(dev.index)
+    dt = weight._data.dtype
+    n = weight.shape[0]
+    idx = _row_index(xp, flat, n)
+    z = xp.zeros((n, 1), dtype=dt, device=native)
+    return dev.backend.scatter_add(z, idx, xp.ones((flat.shape[0], 1), dtype=dt, device=native))
+
+
+def _scale_grad_by_freq(rows: Any, weight: Any, flat: Any) -> Any:
+    """``rows`` (``weight`` gathered at ``flat``) whose gradient is divided by the number of
+    times each row's index occurs in ``flat``; the values are unchanged."""
+    if not (isinstance(rows, Tensor) and needs_grad(rows)):
+        return rows  # no gradient to scale
+    dev = rows._device
+    xp = dev.xp
+    fd = flat._data if isinstance(flat, Tensor) else flat
+    idx = _row_index(xp, fd, weight.shape[0])
+    inv = new(1.0 / xp.take(_row_counts(weight, fd), idx, axis=0), dev)  # (m, 1)
+    return record(rows._data, dev, "ScaleGradByFreqBackward", (rows,),
+                  partial(_scale_grad_vjp, inv))
+
+
+def _scale_grad_vjp(inv: Tensor, g: Tensor, _: Any) -> Tensor:
+    """``g / frequency``. Under ``create_graph`` the scaled gradient passes gradients through
+    unscaled, as PyTorch's double backward of ``embedding`` (the first backward did the
+    scaling)."""
+    dev = g._device
+    out = g._data * inv._data
+    if needs_grad(g):
+        return record(out, dev, "ScaleGradByFreqDoubleBackward", (g,), lambda h, _: h)
+    return new(out, dev)
+
+
+def embedding_bag(input: Any, weight: Any, offsets: Any = None,  # noqa: A002
+                  max_norm: float | None = None, norm_type: float = 2.0,
+                  scale_grad_by_freq: bool = False, mode: str = "mean", sparse: bool = False,
+                  per_sample_weights: Any = None, include_last_offset: bool = False,
+                  padding_idx: int | None = None) -> Any:
+    """Sums, means or maxima of bags of rows of ``weight``, without building the
+    ``(bags, bag_size, dim)`` lookup.
+
+    ``input`` is either 2-D ``(B, N)`` (each row a bag of ``N`` indices; ``offsets``
+    must be ``None``) or 1-D with 1-D ``offsets`` giving the start of each bag
+    (``include_last_offset=True``: ``offsets`` has ``B + 1`` entries, the last one
+    the end of the last bag). ``mode``: ``'sum'``, ``'mean'`` or ``'max'``
+    (per dimension; the gradient goes to the first maximum). ``per_sample_weights``
+    (``input``'s shape; ``'sum'`` only) scales each row first. Indices equal to
+    ``padding_idx`` are left out of their bag (and of the mean's count); an empty bag
+    gives zeros. ``scale_grad_by_freq`` divides each row's gradient by how often its
+    index occurs in ``input`` (not with ``'max'``). Returns ``(B, dim)``.
+
+    Offsets are not read on the host: indices before ``offsets[0]`` (PyTorch requires
+    ``offsets[0] == 0``) or after the last offset of ``include_last_offset`` belong to
+    no bag.
+    """
+    xp = namespace(input, weight, offsets, per_sample_weights)
+    if sparse:
+        raise NotImplementedError("embedding_bag(): sparse gradients (sparse=True) are not "
+                                  "supported; use sparse=False (dense gradients)")
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError(f"embedding_bag(): mode must be 'sum', 'mean' or 'max', got {mode!r}")
+    _check_table(xp, input, weight, "embedding_bag")
+    if not xp.isdtype(weight.dtype, "real floating"):
+        raise TypeError(f"embedding_bag(): weight must have a real floating dtype, got "
+                        f"{weight.dtype}")
+    if scale_grad_by_freq and mode == "max":
+        raise ValueError("embedding_bag(): scale_grad_by_freq is not supported with "
+                         "mode='max'")
+    n_emb, dim = weight.shape
+    padding_idx = _padding_index(padding_idx, n_emb, "embedding_bag")
+    if per_sample_weights is not None:
+        if mode != "sum":
+            raise ValueError(f"embedding_bag(): per_sample_weights is only supported for "
+                             f"mode='sum', got mode={mode!r}")
+        if _shape(per_sample_weights) != _shape(input):
+            raise ValueError(f"embedding_bag(): per_sample_weights must have the shape of "
+                             f"input {_shape(input)}, got {_shape(per_sample_weights)}")
+        if per_sample_weights.dtype != weight.dtype:
+            raise TypeError(f"embedding_bag(): per_sample_weights must have weight's dtype "
+                            f"{weight.dtype}, got {per_sample_weights.dtype}")
+    if input.ndim == 2:
+        if offsets is not None:
+            raise ValueError("embedding_bag(): if input is 2-D (bags of equal size), offsets "
+                             "must be None")
+    elif input.ndim == 1:
+        if offsets is None:
+            raise ValueError("embedding_bag(): a 1-D input needs 1-D offsets (the start of "
+                             "each bag), got None")
+        if offsets.ndim != 1:
+            raise ValueError(f"embedding_bag(): offsets must be 1-D, got shape "
+                             f"{_shape(offsets)}")
+        if not xp.isdtype(offsets.dtype, "integral"):
+            raise TypeError(f"embedding_bag(): offsets must have an integer dtype, got "
+                            f"{offsets.dtype}")
+        if include_last_offset and offsets.shape[0] < 1:
+            raise ValueError("embedding_bag(): include_last_offset=True needs at least one "
+                             "offset")
+    else:
+        raise ValueError(f"embedding_bag(): input must be 1-D (with offsets) or 2-D (B, N), "
+                         f"got shape {_shape(input)}")
+    flat = xp.reshape(input, (-1,))
+    if max_norm is not None:
+        _renorm_rows(xp, weight, flat, max_norm, norm_type)
+    rows = xp.take(weight, flat, axis=0)  # (n, dim)
+    if scale_grad_by_freq:
+        rows = _scale_grad_by_freq(rows, weight, flat)
+    valid = None if padding_idx is None else flat != padding_idx
+    if per_sample_weights is not None:
+        rows = rows * xp.expand_dims(xp.reshape(per_sample_weights, (-1,)), axis=1)
+    if input.ndim == 2:
+        return _bags_2d(xp, rows, valid, _shape(input), mode)
+    return _bags_1d(xp, rows, valid, flat, offsets, include_last_offset, mode)
+
+
+def _bags_2d(xp: Any, rows: Any, valid: Any, shape: tuple[int, int], mode: str) -> Any:
+    b, m = shape
+    dim = rows.shape[1]
+    rows = xp.reshape(rows, (b, m, dim))
+    if valid is not None:
+        valid = xp.reshape(valid, (b, m, 1))
+    if mode == "max":
+        if m == 0:
+            return xp.zeros((b, dim), dtype=rows.dtype, device=rows.device)
+        v = detach(rows)
+        if valid is not None:
+            v = xp.where(valid, v, -math.inf)
+        arg = xp.argmax(v, axis=1, keepdims=True)  # the first maximum of each bag
+        out = xp.take_along_axis(rows, arg, axis=1)[:, 0, :]
+        if valid is not None:
+            out = xp.where(xp.any(valid, axis=1), out, 0.0)
+        return out
+    if valid is not None:
+        rows = xp.where(valid, rows, 0.0)
+    out = xp.sum(rows, axis=1)
+    if mode == "mean":
+        if valid is None:
+            return out / m if m else out
+        count = xp.sum(xp.astype(valid, rows.dtype), axis=1)
+        out = out / xp.maximum(count, 1.0)
+    return out
+
+
+def _segment_sum(xp: Any, values: Any, seg: Any, n_seg: int) -> Any:
+    """Per segment ``s < n_seg`` the sum of the rows ``values[j]`` with ``seg[j] == s``
+    (rows with ``seg[j] == n_seg`` belong to none): one scatter-add on vtl tensors, a
+    one-hot matrix product on other arrays."""
+    if isinstance(values, Tensor):
+        from ..._ops.indexing import _scatter_rows
+
+        raw_seg = seg._data if isinstance(seg, Tensor) else seg
+        return _scatter_rows(values, raw_seg, n_seg + 1)[:n_seg, ...]
+    ids = xp.arange(n_seg, dtype=seg.dtype, device=seg.device)
+    onehot = xp.astype(xp.expand_dims(ids, axis=1) == xp.expand_dims(seg, axis=0), values.dtype)
+    return xp.matmul(onehot, values)
+
+
+def _bags_1d(xp: Any, rows: Any, valid: Any, flat: Any, offsets: Any, include_last: bool,
+             mode: str) -> Any:
+    n, dim = rows.shape
+    n_bags = offsets.shape[0] - (1 if include_last else 0)
+    if n == 0 or n_bags == 0:
+        return xp.zeros((n_bags, dim), dtype=rows.dtype, device=rows.device)
+    offsets = detach(offsets)
+    pos = xp.arange(n, dtype=offsets.dtype, device=offsets.device)
+    if isinstance(offsets, Tensor):  # the bag of each index
+        bag = xp.searchsorted(offsets, pos, side="right") - 1
+    else:  # (array-api-strict's searchsorted ignores the device's index dtype)
+        le = xp.expand_dims(offsets, axis=0) <= xp.expand_dims(pos, axis=1)
+        bag = xp.sum(xp.astype(le, offsets.dtype), axis=1, dtype=offsets.dtype) - 1
+    bag = xp.where((bag < 0) | (bag >= n_bags), n_bags, bag)  # before the first / after the end
+    seg = bag if valid is None else xp.where(valid, bag, n_bags)  # padding: in no bag
+    fd = rows.dtype
+    ones = xp.ones((n, 1), dtype=fd, device=rows.device)
+    count = None
+    if mode == "mean" or mode == "max" or valid is not None:
+        count = _segment_sum(xp, ones, seg, n_bags)  # (n_bags, 1) members of each bag
+    if mode != "max":
+        out = _segment_sum(xp, rows, seg, n_bags)
+        if mode == "mean":
+            out = out / xp.maximum(count, 1.0)
+        return out
+    # max: a segmented prefix maximum (Hillis-Steele, ties kept on the left) finds the index
+    # of the first maximum of each bag per dimension; one differentiable gather reads it
+    v = detach(rows)
+    v = xp.where(xp.expand_dims(seg < n_bags, axis=1), v, -math.inf)
+    idt = seg.dtype
+    arg = xp.broadcast_to(xp.expand_dims(xp.arange(n, dtype=idt, device=rows.device), axis=1),
+                          (n, dim))
+    step = 1
+    while step < n:
+        same = xp.expand_dims(bag[step:] == bag[:-step], axis=1)  # bags are contiguous
+        left_v, cur_v = v[:-step, ...], v[step:, ...]
+        take_left = same & (left_v >= cur_v)
+        v = xp.concat([v[:step, ...], xp.where(take_left, left_v, cur_v)], axis=0)
+        arg = xp.concat([arg[:step, ...], xp.where(take_left, arg[:-step, ...],
+                                                   arg[step:, ...])], axis=0)
+        step *= 2
+    if include_last:
+        ends = offsets[1:]
+    else:
+        ends = xp.concat([offsets[1:], xp.full((1,), n, dtype=offsets.dtype,
+                                               device=offsets.device)])
+    last = xp.clip(xp.astype(ends, idt) - 1, 0, n - 1)  # the last member of each bag
+    bag_arg = xp.take(arg, last, axis=0)  # (n_bags, dim)
+    out = xp.take_along_axis(rows, bag_arg, axis=0)
+    return xp.where(count > 0, out, 0.0)
+
+
 def _renorm_rows(xp: Any, weight: Any, flat: Any, max_norm: float, norm_type: float) -> None:
     w = detach(weight)
-    used = xp.any(xp.expand_dims(flat, axis=1) == xp.arange(
-        weight.shape[0], dtype=flat.dtype, device=flat.device), axis=0)
+    if isinstance(weight, Tensor):  # one scatter-add marks the rows in use
+        fd = flat._data if isinstance(flat, Tensor) else flat
+        used = new(weight._device.xp.reshape(_row_counts(weight, fd), (-1,)) > 0,
+                   weight._device)
+    else:
+        used = xp.any(xp.expand_dims(flat, axis=1) == xp.arange(
+            weight.shape[0], dtype=flat.dtype, device=flat.device), axis=0)
     if norm_type == math.inf:
         norms = xp.max(xp.abs(w), axis=1)
     else:
         norms = xp.sum(xp.abs(w) ** norm_type, axis=1) ** (1.0 / norm_type)
     scale = xp.where(used & (norms > max_norm), max_norm / (norms + 1e-7), 1.0)
-    new = w * xp.expand_dims(xp.astype(scale, w.dtype), axis=1)
+    new_w = w * xp.expand_dims(xp.astype(scale, w.dtype), axis=1)
     if isinstance(weight, Tensor):
         import vtl
 
         with vtl.no_grad():
-            weight[...] = new
+            weight[...] = new_w
     else:
-        weight[...] = new
+        weight[...] = new_w
 
 
 def one_hot(tensor: Any, num_classes: int = -1) -> Any:

@@ -1,4 +1,5 @@
-"""Normalisation: layer_norm, batch_norm, group_norm and instance_norm.
+"""Normalisation: layer_norm, rms_norm, batch_norm, group_norm, instance_norm and
+local_response_norm.
 
 Statistics use the biased variance (divide by ``n``) for normalising, as
 PyTorch; ``batch_norm`` in training mode updates the running statistics in
@@ -15,7 +16,8 @@ from ..._ops._core import _grad, needs_grad, new, record
 from ..._tensor import Tensor
 from ._utils import detach, namespace
 
-__all__ = ["batch_norm", "group_norm", "instance_norm", "layer_norm"]
+__all__ = ["batch_norm", "group_norm", "instance_norm", "layer_norm", "local_response_norm",
+           "rms_norm"]
 
 
 def _shape(x: Any) -> tuple[int, ...]:
@@ -273,6 +275,9 @@ def instance_norm(input: Any, running_mean: Any = None, running_var: Any = None,
     n, c = input.shape[:2]
     shape = (1, c) + (1,) * (input.ndim - 2)
     if use_input_stats:
+        if math.prod(input.shape[2:]) == 1:
+            raise ValueError(f"instance_norm(): expected more than 1 spatial element when "
+                             f"training, got input of shape {_shape(input)}")
         axes = tuple(range(2, input.ndim))
         out, mean, var = _normalize(xp, input, axes, eps)
         m = math.prod(input.shape[2:])
@@ -289,3 +294,67 @@ def instance_norm(input: Any, running_mean: Any = None, running_var: Any = None,
         out = (input - xp.reshape(running_mean, shape)) / xp.sqrt(
             xp.reshape(running_var, shape) + eps)
     return _affine(xp, out, weight, bias, shape)
+
+
+def _normalized_shape(normalized_shape: Any, fname: str) -> tuple[int, ...]:
+    try:
+        if isinstance(normalized_shape, int):
+            return (normalized_shape,)
+        return tuple(int(s) for s in normalized_shape)
+    except TypeError:
+        raise TypeError(f"{fname}(): normalized_shape must be an int or a sequence of ints, "
+                        f"got {normalized_shape!r}") from None
+
+
+def rms_norm(input: Any, normalized_shape: Any, weight: Any = None,  # noqa: A002
+             eps: float | None = None) -> Any:
+    """Root-mean-square normalisation over the trailing ``normalized_shape`` axes:
+    ``x / sqrt(mean(x**2) + eps) * weight``; ``eps=None`` uses ``finfo(dtype).eps``
+    of the input's dtype (PyTorch's default)."""
+    xp = namespace(input, weight)
+    _check_float(xp, input, "rms_norm")
+    ns = _normalized_shape(normalized_shape, "rms_norm")
+    k = len(ns)
+    if k == 0 or input.ndim < k or _shape(input)[input.ndim - k:] != ns:
+        raise ValueError(f"rms_norm(): input of shape {_shape(input)} does not end with "
+                         f"normalized_shape {ns}")
+    if weight is not None and _shape(weight) != ns:
+        raise ValueError(f"rms_norm(): weight must have shape {ns}, got {_shape(weight)}")
+    if eps is None:
+        eps = float(xp.finfo(input.dtype).eps)
+    axes = tuple(range(input.ndim - k, input.ndim))
+    out = input / xp.sqrt(xp.mean(input * input, axis=axes, keepdims=True) + eps)
+    return out if weight is None else out * weight
+
+
+def local_response_norm(input: Any, size: int, alpha: float = 1e-4, beta: float = 0.75,  # noqa: A002
+                        k: float = 1.0) -> Any:
+    """Normalise each element of ``(N, C, *)`` inputs by its neighbours across channels:
+    ``x / (k + alpha / size * sum(x**2 over channels c - size//2 .. c + (size-1)//2))
+    ** beta`` (channels beyond the edges count as zeros, as PyTorch)."""
+    xp = namespace(input)
+    _check_float(xp, input, "local_response_norm")
+    if input.ndim < 3:
+        raise ValueError(f"local_response_norm(): expected a 3-D or higher input (N, C, *), "
+                         f"got shape {_shape(input)}")
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(f"local_response_norm(): size must be a positive int, got {size!r}")
+    if math.prod(input.shape) == 0:
+        return input
+    c = input.shape[1]
+    sq = input * input
+    lo, hi = size // 2, (size - 1) // 2
+    tail = _shape(input)[2:]
+    n = input.shape[0]
+    parts = []
+    if lo:
+        parts.append(xp.zeros((n, lo) + tail, dtype=input.dtype, device=input.device))
+    parts.append(sq)
+    if hi:
+        parts.append(xp.zeros((n, hi) + tail, dtype=input.dtype, device=input.device))
+    padded = xp.concat(parts, axis=1) if len(parts) > 1 else sq
+    total = padded[:, 0:c, ...]
+    for j in range(1, size):
+        total = total + padded[:, j:j + c, ...]
+    div = (total * (alpha / size) + k) ** beta
+    return input / div

@@ -2,7 +2,7 @@
 
 One file per family (``linear``, ``activation``, ``distance``, ``dropout``, ``sparse``,
 ``flatten``, ``loss``, ``padding``, ``container``, ``conv``, ``pooling``, ``normalization``,
-``rnn``, ``attention``, ``transformer``, ``positional``).
+``rnn``, ``attention``, ``transformer``, ``positional``, ``sampling``).
 """
 
 from .activation import *  # noqa: F403
@@ -35,6 +35,8 @@ from .positional import *  # noqa: F403
 from .positional import __all__ as _pos
 from .rnn import *  # noqa: F403
 from .rnn import __all__ as _rnn
+from .sampling import *  # noqa: F403
+from .sampling import __all__ as _samp
 from .sparse import *  # noqa: F403
 from .sparse import __all__ as _sparse
 from .transformer import *  # noqa: F403
@@ -42,4 +44,4 @@ from .transformer import __all__ as _tf
 
 __all__ = [*_mod, *_cont, *_lin, *_act, *_drop, *_flat, *_loss, *_sparse, *_conv, *_pool,
            *_norm, *_rnn, *_attn, *_tf, *_pos]
-__all__ += [*_dist, *_padding]
+__all__ += [*_dist, *_padding, *_samp]

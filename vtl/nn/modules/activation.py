@@ -16,9 +16,9 @@ from .module import Module, Parameter
 
 __all__ = [
     "CELU", "ELU", "GELU", "GLU", "Hardshrink", "Hardsigmoid", "Hardswish", "Hardtanh",
-    "LeakyReLU", "LogSigmoid", "LogSoftmax", "Mish", "PReLU", "ReLU", "ReLU6", "SELU", "SiLU",
-    "Sigmoid", "Softmax", "Softmin", "Softplus", "Softshrink", "Softsign", "Swish", "Tanh",
-    "Tanhshrink", "Threshold",
+    "LeakyReLU", "LogSigmoid", "LogSoftmax", "Mish", "PReLU", "RReLU", "ReLU", "ReLU6", "SELU",
+    "SiLU", "Sigmoid", "Softmax", "Softmax2d", "Softmin", "Softplus", "Softshrink", "Softsign",
+    "Swish", "Tanh", "Tanhshrink", "Threshold",
 ]
 
 
@@ -140,6 +140,30 @@ class LeakyReLU(Module):
     def extra_repr(self) -> str:
         return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace
                                                            else "")
+
+
+class RReLU(Module):
+    """Randomized leaky ReLU: in training mode each negative element is scaled by its own
+    slope drawn from ``U(lower, upper)`` (``vtl.random``); in eval mode by
+    ``(lower + upper) / 2``."""
+
+    def __init__(self, lower: float = 1.0 / 8.0, upper: float = 1.0 / 3.0,
+                 inplace: bool = False) -> None:
+        super().__init__()
+        if not lower <= upper:
+            raise ValueError(f"RReLU: lower ({lower}) must not exceed upper ({upper})")
+        self.lower = lower
+        self.upper = upper
+        self.inplace = inplace
+
+    def forward(self, input: Any) -> Any:  # noqa: A002
+        if input.__class__ is not Tensor or input._data.dtype.kind in "iub":
+            check_float(self, input)
+        return F.rrelu(input, self.lower, self.upper, self.training, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"lower={self.lower}, upper={self.upper}" + (", inplace=True" if self.inplace
+                                                            else "")
 
 
 class ELU(Module):
@@ -349,3 +373,16 @@ class LogSoftmax(_SoftmaxBase):
     """Log-softmax along ``dim``."""
 
     _fn = staticmethod(F.log_softmax)
+
+
+class Softmax2d(Module):
+    """Softmax over the channels of ``(N, C, H, W)`` or ``(C, H, W)`` inputs (axis -3) at
+    every spatial position."""
+
+    def forward(self, input: Any) -> Any:  # noqa: A002
+        if input.__class__ is not Tensor:
+            check_tensor(self, input)
+        if input.ndim not in (3, 4):
+            raise ValueError(f"Softmax2d: expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, "
+                             f"got input of shape {tuple(input.shape)}")
+        return F.softmax(input, -3)

@@ -1,7 +1,9 @@
-"""Normalisation layers: BatchNorm1d, BatchNorm2d, LayerNorm, GroupNorm."""
+"""Normalisation layers: BatchNorm1d, BatchNorm2d, InstanceNorm1d/2d/3d, LayerNorm,
+RMSNorm, GroupNorm and LocalResponseNorm."""
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import vtl
@@ -12,7 +14,8 @@ from .. import init
 from ._utils import check_float, empty
 from .module import Module, Parameter
 
-__all__ = ["BatchNorm1d", "BatchNorm2d", "GroupNorm", "LayerNorm"]
+__all__ = ["BatchNorm1d", "BatchNorm2d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d",
+           "InstanceNorm3d", "LayerNorm", "LocalResponseNorm", "RMSNorm"]
 
 
 class _BatchNorm(Module):
@@ -197,3 +200,129 @@ class GroupNorm(Module):
 
     def extra_repr(self) -> str:
         return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+
+
+class _InstanceNorm(_BatchNorm):
+    """Instance normalisation: each channel of each sample over its spatial positions."""
+
+    _spatial = 0
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
+                 affine: bool = False, track_running_stats: bool = False, device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+
+    def forward(self, input: Any) -> Any:  # noqa: A002
+        if input.__class__ is not Tensor or input._data.dtype.kind in "iub":
+            check_float(self, input)
+        sp = self._spatial
+        if input.ndim not in (sp + 1, sp + 2):
+            raise ValueError(f"{self._describe()}: expected a {sp + 1}-D (unbatched) or "
+                             f"{sp + 2}-D (batched) input, got input of shape "
+                             f"{tuple(input.shape)}")
+        c = input.shape[input.ndim - sp - 1]
+        if c != self.num_features:
+            if self.affine or self.track_running_stats:
+                raise ValueError(f"{self._describe()}: expected {self.num_features} channels, "
+                                 f"got input of shape {tuple(input.shape)}")
+            warnings.warn(f"{self._describe()}: input of shape {tuple(input.shape)} has {c} "
+                          f"channels, not num_features={self.num_features} (ignored, since "
+                          "affine=False and track_running_stats=False)", stacklevel=2)
+        batched = input.ndim == sp + 2
+        x = input if batched else vtl.expand_dims(input, axis=0)
+        use_input_stats = self.training or not self.track_running_stats
+        try:
+            out = F.instance_norm(x, self.running_mean, self.running_var, self.weight,
+                                  self.bias, use_input_stats,
+                                  0.0 if self.momentum is None else self.momentum, self.eps)
+        except ValueError as exc:
+            raise ValueError(f"{self._describe()}: {exc}") from None
+        return out if batched else out[0, ...]
+
+
+class InstanceNorm1d(_InstanceNorm):
+    """Instance normalisation of ``(N, C, L)`` or ``(C, L)`` inputs; ``affine=False`` and
+    ``track_running_stats=False`` by default, as PyTorch."""
+
+    _spatial = 1
+
+
+class InstanceNorm2d(_InstanceNorm):
+    """Instance normalisation of ``(N, C, H, W)`` or ``(C, H, W)`` inputs."""
+
+    _spatial = 2
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """Instance normalisation of ``(N, C, D, H, W)`` or ``(C, D, H, W)`` inputs."""
+
+    _spatial = 3
+
+
+class RMSNorm(Module):
+    """Root-mean-square normalisation over the trailing ``normalized_shape`` axes:
+    ``x / sqrt(mean(x**2) + eps) * weight``; ``eps=None`` uses the input dtype's
+    ``finfo().eps``; ``weight`` (``elementwise_affine``) starts at 1."""
+
+    def __init__(self, normalized_shape: Any, eps: float | None = None,
+                 elementwise_affine: bool = True, device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__()
+        if isinstance(normalized_shape, int):
+            normalized_shape = (normalized_shape,)
+        self.normalized_shape = tuple(int(s) for s in normalized_shape)
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:
+            self.weight = Parameter(empty(self.normalized_shape, device, dtype))
+        else:
+            self.register_parameter("weight", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        if self.weight is not None:
+            init.ones_(self.weight)
+
+    def _describe(self) -> str:
+        return f"RMSNorm({self.normalized_shape})"
+
+    def forward(self, input: Any) -> Any:  # noqa: A002
+        if input.__class__ is not Tensor or input._data.dtype.kind in "iub":
+            check_float(self, input)
+        k = len(self.normalized_shape)
+        if input.ndim < k or tuple(input.shape[input.ndim - k:]) != self.normalized_shape:
+            raise ValueError(f"{self._describe()}: expected an input ending with shape "
+                             f"{self.normalized_shape}, got input of shape "
+                             f"{tuple(input.shape)}")
+        return F.rms_norm(input, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}")
+
+
+class LocalResponseNorm(Module):
+    """Normalise each element by the squares of its ``size`` neighbouring channels:
+    ``x / (k + alpha / size * sum(x**2)) ** beta`` (see
+    :func:`vtl.nn.functional.local_response_norm`)."""
+
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75,
+                 k: float = 1.0) -> None:
+        super().__init__()
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ValueError(f"LocalResponseNorm: size must be a positive int, got {size!r}")
+        self.size = size
+        self.alpha = alpha
+        self.beta = beta
+        self.k = k
+
+    def forward(self, input: Any) -> Any:  # noqa: A002
+        if input.__class__ is not Tensor or input._data.dtype.kind in "iub":
+            check_float(self, input)
+        try:
+            return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+        except ValueError as exc:
+            raise ValueError(f"LocalResponseNorm({self.extra_repr()}): {exc}") from None
+
+    def extra_repr(self) -> str:
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"

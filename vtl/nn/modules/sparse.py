@@ -1,4 +1,4 @@
-"""Embedding: a lookup table of learned vectors."""
+"""Embedding and EmbeddingBag: lookup tables of learned vectors."""
 
 from __future__ import annotations
 
@@ -11,13 +11,15 @@ from .. import init
 from ._utils import check_tensor, empty
 from .module import Module, Parameter
 
-__all__ = ["Embedding"]
+__all__ = ["Embedding", "EmbeddingBag"]
 
 
 class Embedding(Module):
     """Rows of a ``(num_embeddings, embedding_dim)`` weight looked up by integer
     indices. Default init ``N(0, 1)`` with the ``padding_idx`` row zeroed (and
-    kept out of the gradient), as PyTorch."""
+    kept out of the gradient), as PyTorch. ``scale_grad_by_freq`` divides each row's
+    gradient by its index's frequency in the batch; ``sparse=True`` is not
+    supported."""
 
     def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
                  max_norm: float | None = None, norm_type: float = 2.0,
@@ -25,14 +27,10 @@ class Embedding(Module):
                  _weight: Any = None, _freeze: bool = False, *, device: Any = None,
                  dtype: Any = None) -> None:
         super().__init__()
-        if padding_idx is not None:
-            if not -num_embeddings <= padding_idx < num_embeddings:
-                raise ValueError(f"Embedding: padding_idx {padding_idx} must be within "
-                                 f"[-{num_embeddings}, {num_embeddings})")
-            padding_idx %= num_embeddings
-        if scale_grad_by_freq or sparse:
-            raise NotImplementedError("Embedding: scale_grad_by_freq and sparse are not "
-                                      "supported")
+        padding_idx = _check_padding(self, num_embeddings, padding_idx)
+        if sparse:
+            raise NotImplementedError(f"{type(self).__name__}: sparse gradients (sparse=True) "
+                                      "are not supported; use sparse=False")
         self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim
         self.padding_idx = padding_idx
@@ -65,7 +63,7 @@ class Embedding(Module):
             raise TypeError(f"{self._describe()}: indices must be integers, got dtype "
                             f"{input.dtype}")
         return F.embedding(input, self.weight, self.padding_idx, self.max_norm,
-                           self.norm_type)
+                           self.norm_type, self.scale_grad_by_freq)
 
     @classmethod
     def from_pretrained(cls, embeddings: Any, freeze: bool = True,
@@ -86,4 +84,116 @@ class Embedding(Module):
             s += f", padding_idx={self.padding_idx}"
         if self.max_norm is not None:
             s += f", max_norm={self.max_norm}"
+        if self.scale_grad_by_freq:
+            s += ", scale_grad_by_freq=True"
+        return s
+
+
+def _check_padding(module: Any, num_embeddings: int, padding_idx: int | None) -> int | None:
+    if padding_idx is None:
+        return None
+    if not -num_embeddings <= padding_idx < num_embeddings:
+        raise ValueError(f"{type(module).__name__}: padding_idx {padding_idx} must be within "
+                         f"[-{num_embeddings}, {num_embeddings})")
+    return padding_idx % num_embeddings
+
+
+class EmbeddingBag(Module):
+    """Sums, means or maxima over bags of embeddings, without materialising the rows of
+    each bag (see :func:`vtl.nn.functional.embedding_bag`).
+
+    ``forward(input, offsets=None, per_sample_weights=None)``: a 2-D ``(B, N)`` input
+    (one bag per row) or a 1-D input with the bag starts ``offsets``; returns
+    ``(B, embedding_dim)``. Default init ``N(0, 1)`` with the ``padding_idx`` row
+    zeroed, as PyTorch; ``sparse=True`` is not supported."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, max_norm: float | None = None,
+                 norm_type: float = 2.0, scale_grad_by_freq: bool = False, mode: str = "mean",
+                 sparse: bool = False, _weight: Any = None, include_last_offset: bool = False,
+                 padding_idx: int | None = None, device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        padding_idx = _check_padding(self, num_embeddings, padding_idx)
+        if sparse:
+            raise NotImplementedError("EmbeddingBag: sparse gradients (sparse=True) are not "
+                                      "supported; use sparse=False")
+        if mode not in ("sum", "mean", "max"):
+            raise ValueError(f"EmbeddingBag: mode must be 'sum', 'mean' or 'max', got {mode!r}")
+        if scale_grad_by_freq and mode == "max":
+            raise ValueError("EmbeddingBag: scale_grad_by_freq is not supported with "
+                             "mode='max'")
+        self.num_embeddings = num_embeddings
+        self.embedding_dim = embedding_dim
+        self.max_norm = max_norm
+        self.norm_type = norm_type
+        self.scale_grad_by_freq = scale_grad_by_freq
+        self.mode = mode
+        self.sparse = sparse
+        self.include_last_offset = include_last_offset
+        self.padding_idx = padding_idx
+        if _weight is None:
+            self.weight = Parameter(empty((num_embeddings, embedding_dim), device, dtype))
+            self.reset_parameters()
+        else:
+            if tuple(_weight.shape) != (num_embeddings, embedding_dim):
+                raise ValueError(f"EmbeddingBag: _weight has shape {tuple(_weight.shape)}, "
+                                 f"expected {(num_embeddings, embedding_dim)}")
+            self.weight = Parameter(_weight)
+
+    def reset_parameters(self) -> None:
+        init.normal_(self.weight)
+        if self.padding_idx is not None:
+            with vtl.no_grad():
+                self.weight[self.padding_idx] = 0.0
+
+    def _describe(self) -> str:
+        return f"EmbeddingBag({self.num_embeddings}, {self.embedding_dim}, mode={self.mode!r})"
+
+    def forward(self, input: Any, offsets: Any = None,  # noqa: A002
+                per_sample_weights: Any = None) -> Any:
+        check_tensor(self, input)
+        if not vtl.isdtype(input.dtype, "integral"):
+            raise TypeError(f"{self._describe()}: indices must be integers, got dtype "
+                            f"{input.dtype}")
+        if offsets is not None:
+            check_tensor(self, offsets, "offsets")
+        if per_sample_weights is not None:
+            check_tensor(self, per_sample_weights, "per_sample_weights")
+        try:
+            return F.embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type,
+                                   self.scale_grad_by_freq, self.mode, self.sparse,
+                                   per_sample_weights, self.include_last_offset,
+                                   self.padding_idx)
+        except ValueError as exc:
+            raise ValueError(f"{self._describe()}: {exc}") from None
+
+    @classmethod
+    def from_pretrained(cls, embeddings: Any, freeze: bool = True,
+                        max_norm: float | None = None, norm_type: float = 2.0,
+                        scale_grad_by_freq: bool = False, mode: str = "mean",
+                        sparse: bool = False, include_last_offset: bool = False,
+                        padding_idx: int | None = None) -> EmbeddingBag:
+        """An EmbeddingBag holding ``embeddings`` (2-D); frozen unless ``freeze=False``."""
+        if embeddings.ndim != 2:
+            raise ValueError(f"EmbeddingBag.from_pretrained: embeddings must be 2-D, got shape "
+                             f"{tuple(embeddings.shape)}")
+        rows, cols = embeddings.shape
+        bag = cls(rows, cols, max_norm, norm_type, scale_grad_by_freq, mode, sparse,
+                  _weight=embeddings, include_last_offset=include_last_offset,
+                  padding_idx=padding_idx)
+        bag.weight.requires_grad_(not freeze)
+        return bag
+
+    def extra_repr(self) -> str:
+        s = f"{self.num_embeddings}, {self.embedding_dim}"
+        if self.max_norm is not None:
+            s += f", max_norm={self.max_norm}"
+        if self.norm_type != 2:
+            s += f", norm_type={self.norm_type}"
+        if self.scale_grad_by_freq:
+            s += ", scale_grad_by_freq=True"
+        s += f", mode={self.mode!r}"
+        if self.include_last_offset:
+            s += ", include_last_offset=True"
+        if self.padding_idx is not None:
+            s += f", padding_idx={self.padding_idx}"
         return s
