@@ -284,10 +284,7 @@ class _TreeWriter:
         name, k = base, 1
         while name in self.arrays:
             name, k = f"{base}#{k}", k + 1
-        try:
-            self.arrays[name] = _host(value, where)
-        except TypeError as exc:
-            raise TypeError(f"vtl.save: cannot store {where}: {exc}") from None
+        self.arrays[name] = _host(value, where)  # its errors name ``where``
         self.names[id(value)] = name
         self.keep.append(value)
         return name

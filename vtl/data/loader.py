@@ -9,6 +9,7 @@ import os
 import pickle
 import queue
 import threading
+import time
 import warnings
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -557,7 +558,7 @@ def _mp_context(ctx: Any) -> Any:
                     f"multiprocessing context, got {type(ctx).__name__}")
 
 
-_JOIN_S = 5.0  # how long shutdown waits for a worker before terminating it
+_JOIN_S = 1.0  # how long shutdown waits for the workers before terminating them
 
 
 class _WorkerPool:
@@ -630,8 +631,8 @@ class _WorkerPool:
             raise RuntimeError(f"DataLoader worker(s) exited unexpectedly ({codes})")
 
     def shutdown(self) -> None:
-        """Stop the workers: tell them, wait for them (at most a few seconds each), then
-        terminate the processes still running. Safe to call more than once."""
+        """Stop the workers: tell them, wait for them (a second in all), then terminate the
+        processes still running (still inside the dataset). Safe to call more than once."""
         if self.closed:
             return
         self.closed = True
@@ -642,12 +643,14 @@ class _WorkerPool:
             except (OSError, ValueError):
                 pass
         stuck = []
+        deadline = time.monotonic() + _JOIN_S  # idle workers see the flag within _POLL_S
         for w in self.workers:
-            w.join(_JOIN_S)
+            w.join(max(0.0, deadline - time.monotonic()))
+        for w in self.workers:
             if w.is_alive():
-                if self.mode == "process":
+                if self.mode == "process":  # busy in the dataset: nothing of it is needed
                     w.terminate()
-                    w.join(1.0)
+                    w.join(_JOIN_S)
                 else:
                     stuck.append(w)
         if self.mode == "process":

@@ -13,6 +13,8 @@ The ``state_dict`` keys are PyTorch's.
 
 from __future__ import annotations
 
+import math
+
 import vtl
 
 from ..._tensor import Tensor
@@ -134,4 +136,233 @@ def spectral_norm(module: Module, name: str = "weight", n_power_iterations: int 
         dim = _default_dim(module)
     parametrize.register_parametrization(
         module, name, _SpectralNorm(weight, n_power_iterations, dim, eps))
+    return module
+
+
+# -- orthogonal -----------------------------------------------------------------------------------
+_ORTH_MAPS = ("matrix_exp", "cayley", "householder")
+
+# Padé [13/13] coefficients and the bound on the 1-norm up to which it is accurate in double
+# precision (Higham, "The scaling and squaring method for the matrix exponential revisited",
+# 2005); larger matrices are scaled by 2**-s first and squared s times afterwards.
+_PADE13 = (64764752532480000.0, 32382376266240000.0, 7771770303897600.0, 1187353796428800.0,
+           129060195264000.0, 10559470521600.0, 670442572800.0, 33522128640.0, 1323241920.0,
+           40840800.0, 960960.0, 16380.0, 182.0, 1.0)
+_THETA13 = 5.371920351148152
+
+
+def _mH(x: Tensor) -> Tensor:
+    """The conjugate transpose of the last two axes."""
+    t = vtl.matrix_transpose(x)
+    return vtl.conj(t) if vtl.isdtype(x.dtype, "complex floating") else t
+
+
+def _eye_like(x: Tensor, n: int) -> Tensor:
+    return vtl.eye(n, dtype=x.dtype, device=x.device)
+
+
+def _matrix_exp(a: Tensor) -> Tensor:
+    """``exp(a)`` of (a batch of) square matrices by scaling and squaring with a Padé
+    [13/13] approximant, differentiable through vtl's matmul and solve. The number of
+    squarings depends on the largest 1-norm in the batch, read from the device (one
+    synchronisation per call)."""
+    n = a.shape[-1]
+    norm = float(vtl.max(vtl.sum(vtl.abs(a), axis=-2)))
+    s = max(0, math.ceil(math.log2(norm / _THETA13))) if norm > _THETA13 else 0
+    if s:
+        a = a / (2.0 ** s)
+    b = _PADE13
+    ident = vtl.broadcast_to(_eye_like(a, n), a.shape)
+    a2 = a @ a
+    a4 = a2 @ a2
+    a6 = a4 @ a2
+    u = a @ (a6 @ (b[13] * a6 + b[11] * a4 + b[9] * a2)
+             + b[7] * a6 + b[5] * a4 + b[3] * a2 + b[1] * ident)
+    v = a6 @ (b[12] * a6 + b[10] * a4 + b[8] * a2) + b[6] * a6 + b[4] * a4 + b[2] * a2 \
+        + b[0] * ident
+    r = vtl.linalg.solve(v - u, v + u)
+    for _ in range(s):
+        r = r @ r
+    return r
+
+
+def _householder_product(a: Tensor, tau: Tensor) -> Tensor:
+    """The first ``k`` columns of ``H_1 H_2 ... H_k``, ``H_i = I - tau_i v_i v_i^H`` with
+    ``v_i`` column ``i`` of ``a`` below the diagonal and 1 on it (PyTorch's
+    ``linalg.householder_product``, LAPACK's ``orgqr``), written with vtl functions."""
+    n, k = a.shape[-2], a.shape[-1]
+    rows = vtl.arange(n, device=a.device)
+    q = vtl.broadcast_to(vtl.eye(n, k, dtype=a.dtype, device=a.device), a.shape)
+    for i in range(k - 1, -1, -1):
+        col = a[..., :, i]
+        v = vtl.where(rows > i, col, vtl.astype(rows == i, a.dtype))
+        v = vtl.expand_dims(v, axis=-1)  # (..., n, 1)
+        t = vtl.expand_dims(vtl.expand_dims(tau[..., i], axis=-1), axis=-1)
+        q = q - t * (v @ (_mH(v) @ q))
+    return q
+
+
+def _geqrf(a: Tensor) -> tuple[Tensor, Tensor]:
+    """LAPACK's ``geqrf`` (outside the graph): the Householder QR of ``a`` as ``R`` on and
+    above the diagonal, the reflectors below it (unit first component implied), and their
+    scalars ``tau`` (0 where a column needs no reflection)."""
+    a = vtl.asarray(a, copy=True)
+    n, k = a.shape[-2], a.shape[-1]
+    taus = []
+    rows = vtl.arange(n, device=a.device)
+    for j in range(min(n, k)):
+        x = a[..., :, j]
+        below = vtl.astype(rows > j, a.dtype)
+        alpha = x[..., j]
+        xnorm = vtl.linalg.vector_norm(x * below, axis=-1)
+        norm = vtl.sqrt(vtl.abs(alpha) ** 2 + xnorm ** 2)
+        beta = vtl.where(alpha >= 0, -norm, norm)
+        trivial = xnorm == 0
+        safe_beta = vtl.where(trivial, vtl.ones_like(beta), beta)
+        tau = vtl.where(trivial, vtl.zeros_like(beta), (beta - alpha) / safe_beta)
+        scale = vtl.where(trivial, vtl.zeros_like(alpha), 1.0 / (alpha - safe_beta))
+        v = x * below * vtl.expand_dims(scale, axis=-1) \
+            + vtl.astype(rows == j, a.dtype)  # (..., n): 1 at j, reflector below
+        # apply H = I - tau v v^H to the columns after j, then store R's entry and v
+        vm = vtl.expand_dims(v, axis=-1)
+        rest = a - vtl.expand_dims(vtl.expand_dims(tau, axis=-1), axis=-1) \
+            * (vm @ (_mH(vm) @ a))
+        cols = vtl.arange(k, device=a.device)
+        newcol = vtl.where(rows < j, x, vtl.where(rows == j, vtl.expand_dims(
+            vtl.where(trivial, alpha, beta), axis=-1), v))
+        a = vtl.where(cols > j, rest, vtl.where(cols == j, vtl.expand_dims(newcol, axis=-1), a))
+        taus.append(tau)
+    return a, vtl.stack(taus, axis=-1)
+
+
+def _is_orthogonal(q: Tensor) -> bool:
+    n, k = q.shape[-2], q.shape[-1]
+    eps = 10.0 * n * float(vtl.finfo(q.dtype).eps)
+    return bool(vtl.all(vtl.abs(_mH(q) @ q - _eye_like(q, k)) <= eps))
+
+
+def _make_orthogonal(a: Tensor) -> Tensor:
+    """The ``Q`` of the QR decomposition of ``a`` whose ``R`` has a positive diagonal."""
+    q, r = vtl.linalg.qr(a)
+    d = vtl.linalg.diagonal(r)
+    absd = vtl.abs(d)
+    s = vtl.where(absd == 0, vtl.ones_like(d), d / vtl.where(absd == 0, vtl.ones_like(absd),
+                                                              absd))
+    return q * vtl.expand_dims(s, axis=-2)
+
+
+class _Orthogonal(Module):
+    def __init__(self, weight: Tensor, orthogonal_map: str, *,
+                 use_trivialization: bool = True) -> None:
+        super().__init__()
+        if vtl.isdtype(weight.dtype, "complex floating") and orthogonal_map == "householder":
+            raise ValueError("The householder parametrization does not support complex tensors.")
+        self.shape = tuple(weight.shape)
+        self.orthogonal_map = orthogonal_map
+        if use_trivialization:
+            self.register_buffer("base", None)
+
+    def forward(self, X: Tensor) -> Tensor:  # noqa: N803 - PyTorch's name
+        n, k = X.shape[-2], X.shape[-1]
+        transposed = n < k
+        if transposed:
+            X = vtl.matrix_transpose(X)
+            n, k = k, n
+        if self.orthogonal_map in ("matrix_exp", "cayley"):
+            X = vtl.tril(X)
+            if n != k:
+                X = vtl.concat([X, vtl.zeros((*X.shape[:-2], n, n - k), dtype=X.dtype,
+                                             device=X.device)], axis=-1)
+            A = X - _mH(X)
+            if self.orthogonal_map == "matrix_exp":
+                Q = _matrix_exp(A)
+            else:
+                ident = _eye_like(A, n)
+                Q = vtl.linalg.solve(ident - 0.5 * A, ident + 0.5 * A)
+            if n != k:
+                Q = Q[..., :k]
+        else:
+            A = vtl.tril(X, k=-1)
+            tau = 2.0 / (1.0 + vtl.sum(A * A, axis=-2))
+            Q = _householder_product(A, tau)
+            sign = vtl.trunc(vtl.linalg.diagonal(X.detach()))  # PyTorch's .int()
+            Q = Q * vtl.expand_dims(sign, axis=-2)
+        if self.__dict__["_buffers"].get("base", _MISSING) is not _MISSING:
+            Q = self.base @ Q
+        if transposed:
+            Q = vtl.matrix_transpose(Q)
+        return Q
+
+    def right_inverse(self, Q: Tensor) -> Tensor:  # noqa: N803 - PyTorch's name
+        with vtl.no_grad():
+            if tuple(Q.shape) != self.shape:
+                raise ValueError(f"Expected a matrix or batch of matrices of shape "
+                                 f"{self.shape}. Got a tensor of shape {tuple(Q.shape)}.")
+            Q_init = Q  # noqa: N806
+            n, k = Q.shape[-2], Q.shape[-1]
+            transpose = n < k
+            if transpose:
+                Q = vtl.matrix_transpose(Q)
+                n, k = k, n
+            if "base" not in self.__dict__["_buffers"]:
+                if self.orthogonal_map in ("cayley", "matrix_exp"):
+                    raise NotImplementedError(
+                        "It is not possible to assign to the matrix exponential or the Cayley "
+                        "parametrizations when use_trivialization=False.")
+                A, tau = _geqrf(Q)
+                d = vtl.linalg.diagonal(A)
+                sign = vtl.where(tau == 0, -vtl.sign(d), vtl.sign(d))
+                diag = vtl.eye(n, k, dtype=vtl.bool, device=A.device)
+                A = vtl.where(diag, vtl.expand_dims(sign, axis=-2), A)
+                return vtl.matrix_transpose(A) if transpose else A
+            if n == k:
+                Q = vtl.asarray(Q, copy=True) if _is_orthogonal(Q) else _make_orthogonal(Q)
+            else:
+                N = vtl.random.normal(0.0, 1.0, (*Q.shape[:-2], n, n - k),  # noqa: N806
+                                      dtype=Q.dtype, device=Q.device)
+                Q = _make_orthogonal(vtl.concat([Q, N], axis=-1))
+            self.base = Q
+            neg_id = -vtl.broadcast_to(vtl.eye(Q_init.shape[-2], Q_init.shape[-1],
+                                                dtype=Q_init.dtype, device=Q_init.device),
+                                        Q_init.shape)
+            return vtl.asarray(neg_id, copy=True)
+
+
+_MISSING = object()
+
+
+def orthogonal(module: Module, name: str = "weight", orthogonal_map: str | None = None, *,
+               use_trivialization: bool = True) -> Module:
+    r"""Make ``module.<name>`` (a matrix or a batch of matrices) orthogonal, or unitary for
+    complex tensors: :math:`Q^H Q = I` (or :math:`Q Q^H = I` for wide matrices), as a
+    parametrization (PyTorch's ``parametrizations.orthogonal``).
+
+    ``orthogonal_map``: ``"matrix_exp"`` (the exponential of a skew-symmetric matrix; the
+    default for square or complex matrices), ``"cayley"`` (the Cayley transform) or
+    ``"householder"`` (a product of Householder reflectors; the default otherwise).
+    ``use_trivialization=True`` (the default) keeps a buffer ``base``
+    (``parametrizations.<name>.0.base``) that the map multiplies, so assigning an
+    orthogonal matrix to ``module.<name>`` stores it there exactly. The current weight
+    becomes the initial value (made orthogonal by a QR decomposition when it is not;
+    completed with random columns from the default ``vtl.random`` generator when the
+    matrix is not square). ``matrix_exp`` reads one scalar from the device per forward
+    (its scaling); the others do not. Returns ``module``.
+    """
+    if not isinstance(module, Module):
+        raise TypeError(f"orthogonal() expects a vtl.nn.Module, got {type(module).__name__}")
+    weight = getattr(module, name, None)
+    if not isinstance(weight, Tensor):
+        raise ValueError(f"Module '{module}' has no parameter or buffer with name '{name}'")
+    if weight.ndim < 2:
+        raise ValueError(f"Expected a matrix or batch of matrices. Got a tensor of "
+                         f"{weight.ndim} dimensions.")
+    if orthogonal_map is None:
+        square = weight.shape[-2] == weight.shape[-1]
+        orthogonal_map = "matrix_exp" if square or vtl.isdtype(weight.dtype, "complex floating") \
+            else "householder"
+    if orthogonal_map not in _ORTH_MAPS:
+        raise ValueError('orthogonal_map has to be one of "matrix_exp", "cayley", '
+                         f'"householder". Got: {orthogonal_map}')
+    orth = _Orthogonal(weight, orthogonal_map, use_trivialization=use_trivialization)
+    parametrize.register_parametrization(module, name, orth, unsafe=True)
     return module
