@@ -219,18 +219,21 @@ def test_abandoned_iterator_stops_its_workers():
         next(it)
 
 
-def test_unpicklable_dataset_falls_back_to_threads():
+def test_unpicklable_dataset_falls_back_to_threads(backend):
     class Local(vtl.data.Dataset):  # a local class cannot be pickled
         def __len__(self):
             return 6
 
         def __getitem__(self, i):
-            return i * 2, get_worker_info().id
+            made_on = vtl.ones((1,)).device.backend_name  # worker threads make host tensors
+            return i * 2, get_worker_info().id, made_on == "numpy"
 
     with pytest.warns(RuntimeWarning, match="cannot be pickled.*run as threads"):
-        got = [tuple(to_numpy(t).tolist() for t in b)
-               for b in DataLoader(Local(), batch_size=2, num_workers=2, backend="numpy")]
-    assert got == [([0, 2], [0, 0]), ([4, 6], [1, 1]), ([8, 10], [0, 0])]
+        batches = list(DataLoader(Local(), batch_size=2, num_workers=2))
+    got = [tuple(to_numpy(t).tolist() for t in b) for b in batches]
+    assert got == [([0, 2], [0, 0], [True, True]), ([4, 6], [1, 1], [True, True]),
+                   ([8, 10], [0, 0], [True, True])]
+    assert batches[0][0].device == vtl.backends.default_device()
     assert get_worker_info() is None
 
 

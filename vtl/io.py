@@ -9,8 +9,14 @@ writers are cleaned up). Loading changes nothing unless everything loads.
 
 >>> vtl.save(model.state_dict(), "model.safetensors")
 >>> model.load_state_dict(vtl.load("model.safetensors"))
+>>> vtl.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "epoch": 3},
+...          "ckpt.safetensors")                 # any nesting, as with torch.save
+>>> ck = vtl.load("ckpt.safetensors"); opt.load_state_dict(ck["optimizer"])
 >>> vtl.save_checkpoint("ckpt.safetensors", model, opt, sched, epoch=3, metrics={"acc": 0.9})
 >>> info = vtl.load_checkpoint("ckpt.safetensors", model, opt, sched)   # {'epoch': 3, ...}
+
+A nested object (:func:`save`) keeps each tensor as an entry named by its key path and
+the structure as JSON in the header metadata (key ``vtl.tree``); nothing is pickled.
 
 A checkpoint stores the model's state under ``model.<name>``, tensor entries of
 the optimizer state under ``optimizer.<param index>.<key>``, and in the header

@@ -16,8 +16,10 @@ import pickle
 import queue
 import random
 import signal
+import sys
 import threading
 import traceback
+import types
 from collections.abc import Mapping
 from dataclasses import dataclass
 from multiprocessing.reduction import ForkingPickler
@@ -169,6 +171,13 @@ class _HostPickler(ForkingPickler):
     def reducer_override(self, obj: Any) -> Any:
         from .._tensor import Tensor
 
+        if isinstance(obj, (type, types.FunctionType)) and obj.__module__ == "__main__" \
+                and not hasattr(sys.modules.get("__main__"), "__file__"):
+            # pickled by reference to a module a new process cannot import (an interactive
+            # session, a notebook): refuse here, so the loader can say so and use threads
+            raise pickle.PicklingError(
+                f"{obj.__qualname__} is defined in an interactive session (its __main__ "
+                "has no file), which a worker process cannot import")
         if isinstance(obj, Tensor):
             if obj._grad_fn is not None:
                 obj = obj.detach()
@@ -290,14 +299,18 @@ def worker_loop(spec: WorkerSpec, index_queue: Any, result_queue: Any, done_even
     when ``epoch`` changes). The answer ``(epoch, task_index, batch)`` carries the batch
     in host form, a :class:`WorkerError` or an :class:`IterableEnd`.
     """
+    from ..backends import use_backend
+
     if spec.is_process:
         try:  # Ctrl-C is the main process's to handle: it stops the workers
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         except (ValueError, OSError):
             pass
-        import vtl
+    with use_backend("numpy"):  # this thread's default: samples are made on the host
+        _serve(spec, index_queue, result_queue, done_event)
 
-        vtl.set_backend("numpy")
+
+def _serve(spec: WorkerSpec, index_queue: Any, result_queue: Any, done_event: Any) -> None:
     wid = spec.worker_id
     where = "process" if spec.is_process else "thread"
     try:

@@ -312,7 +312,8 @@ class DataLoader:
       the fork server is a clean single-threaded process (it has ``vtl`` imported, so a
       worker starts in milliseconds). These start methods pickle the dataset,
       ``collate_fn`` and ``worker_init_fn`` (vtl tensors in them are sent as host
-      arrays): define them at module level. Where they cannot be pickled, the workers
+      arrays): define them at module level of a file. Where they cannot be pickled (a
+      local class or function, a lambda, a class defined in a notebook), the workers
       run as **threads** of the main process instead, with a ``RuntimeWarning`` saying
       why (same batches and order; ``get_worker_info`` works per thread; the generators
       are not reseeded, as threads share them with the main thread; useful only where
@@ -587,7 +588,8 @@ class _WorkerPool:
                     f"DataLoader: the dataset, collate_fn or worker_init_fn cannot be pickled "
                     f"({type(exc).__name__}: {exc}), which worker processes started with "
                     f"{method!r} need; the {num_workers} workers run as threads of this "
-                    "process instead. Define them at module level to get processes.",
+                    "process instead. Define them at module level of a file (not in an "
+                    "interactive session or a notebook) to get processes.",
                     RuntimeWarning, stacklevel=5)
         if self.mode == "process":
             if method == "forkserver":
