@@ -68,6 +68,7 @@ from . import (
     optim,
     random,
     train,
+    utils,
 )
 from ._conveniences import *
 from .autograd.functional import grad, hessian, jacobian, jvp, value_and_grad, vjp

@@ -9,8 +9,14 @@ writers are cleaned up). Loading changes nothing unless everything loads.
 
 >>> vtl.save(model.state_dict(), "model.safetensors")
 >>> model.load_state_dict(vtl.load("model.safetensors"))
+>>> vtl.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "epoch": 3},
+...          "ckpt.safetensors")                 # any nesting, as with torch.save
+>>> ck = vtl.load("ckpt.safetensors"); opt.load_state_dict(ck["optimizer"])
 >>> vtl.save_checkpoint("ckpt.safetensors", model, opt, sched, epoch=3, metrics={"acc": 0.9})
 >>> info = vtl.load_checkpoint("ckpt.safetensors", model, opt, sched)   # {'epoch': 3, ...}
+
+A nested object (:func:`save`) keeps each tensor as an entry named by its key path and
+the structure as JSON in the header metadata (key ``vtl.tree``); nothing is pickled.
 
 A checkpoint stores the model's state under ``model.<name>``, tensor entries of
 the optimizer state under ``optimizer.<param index>.<key>``, and in the header
@@ -214,10 +220,26 @@ def _read(path: Any, what: str) -> tuple[dict[str, np.ndarray], dict[str, str]]:
 
 # -- tensors and state dicts -------------------------------------------------------------------
 def save(obj: Any, path: Any, metadata: dict[str, str] | None = None) -> None:
-    """Save a Tensor, or a dict of name -> Tensor (a ``state_dict``), to ``path``.
+    """Save a Tensor, a dict of name -> Tensor (a ``state_dict``), or any nesting of
+    dicts, lists and tuples holding tensors, NumPy arrays and plain values (what
+    ``torch.save`` users keep in a training checkpoint: ``{'model': model.state_dict(),
+    'optimizer': opt.state_dict(), 'epoch': 3}``) to ``path``, as one safetensors file.
 
-    Tensors are copied to the host; ``metadata`` (str -> str) goes into the
-    header. Complex tensors are refused (the format has no complex dtypes).
+    * A Tensor, or a dict whose keys are strings and whose values are all tensors or
+      arrays, is written as plain safetensors entries (any safetensors reader opens it).
+    * Anything else is a *tree*: each tensor or array is one safetensors entry, named by
+      its key path (``optimizer.state.0.exp_avg``), and the structure (dict types and key
+      types, lists, tuples, ``None``, bools, ints, floats including nan/inf, complex
+      numbers, strings, bytes, NumPy scalars, and which entries are vtl tensors,
+      Parameters or NumPy arrays) is JSON in the header metadata (key ``vtl.tree``). A
+      tensor that appears several times is stored once and loads as one object. No
+      pickle is involved: loading never runs code from the file.
+
+    Any other object (a module, a function, a set, an instance of a user class ...) is a
+    ``TypeError`` naming its key path (``obj['optimizer']['state'][0]['foo']``), raised
+    before anything is written. Tensors are copied to the host; complex tensors are
+    refused (the format has no complex dtypes). ``metadata`` (str -> str) goes into the
+    header too.
 
     The bytes go to ``.<name>.<host>-<pid>-<random>.tmp`` next to ``path``, are
     flushed to disk and renamed over ``path``; the file gets the mode
@@ -231,17 +253,207 @@ def save(obj: Any, path: Any, metadata: dict[str, str] | None = None) -> None:
     if isinstance(obj, (Tensor, np.ndarray)):
         arrays = {_TENSOR_NAME: _host(obj, _TENSOR_NAME)}
         meta[_FORMAT_KEY] = "tensor"
-    elif isinstance(obj, dict):
-        arrays = {}
-        for k, v in obj.items():
-            if not isinstance(k, str):
-                raise TypeError(f"vtl.save: dict keys must be strings, got {k!r}")
-            arrays[k] = _host(v, k)
+    elif isinstance(obj, dict) and all(isinstance(k, str) for k in obj) \
+            and all(isinstance(v, (Tensor, np.ndarray)) for v in obj.values()):
+        arrays = {k: _host(v, k) for k, v in obj.items()}
         meta[_FORMAT_KEY] = "dict"
+    elif isinstance(obj, (dict, list, tuple)):
+        writer = _TreeWriter()
+        tree = writer.encode(obj, "obj", ())
+        arrays = writer.arrays
+        meta[_FORMAT_KEY] = "tree"
+        meta[_TREE_KEY] = json.dumps({"version": _TREE_VERSION, "tree": tree}, allow_nan=False)
     else:
-        raise TypeError(f"vtl.save: expected a Tensor or a dict of name -> Tensor, got "
-                        f"{type(obj).__name__}")
+        raise TypeError(f"vtl.save: expected a Tensor, or a dict, list or tuple (of tensors, "
+                        f"arrays and plain values), got {type(obj).__name__}")
     _atomic_write(path, _serialize(arrays, meta))
+
+
+_TREE_KEY = "vtl.tree"
+_TREE_VERSION = 1
+_DICT_TYPES = {"dict": dict, "OrderedDict": OrderedDict}
+
+
+class _TreeWriter:
+    """Encodes a nested object as JSON, collecting its tensors and arrays as entries."""
+
+    def __init__(self) -> None:
+        self.arrays: dict[str, np.ndarray] = {}
+        self.names: dict[int, str] = {}  # id(tensor) -> entry name (stored once)
+        self.keep: list[Any] = []  # the objects named in self.names stay alive meanwhile
+
+    def _entry(self, value: Any, where: str, path: tuple[str, ...]) -> str:
+        name = self.names.get(id(value))
+        if name is not None:
+            return name
+        base = ".".join(path) or _TENSOR_NAME
+        name, k = base, 1
+        while name in self.arrays:
+            name, k = f"{base}#{k}", k + 1
+        self.arrays[name] = _host(value, where)  # its errors name ``where``
+        self.names[id(value)] = name
+        self.keep.append(value)
+        return name
+
+    def encode(self, v: Any, where: str, path: tuple[str, ...]) -> Any:
+        if v is None or isinstance(v, (bool, str)):
+            return v
+        if type(v) is int:
+            return v
+        if type(v) is float:
+            return v if math.isfinite(v) else {"__float__": repr(v)}
+        if type(v) is complex:
+            return {"__complex__": [self.encode(v.real, where, path),
+                                    self.encode(v.imag, where, path)]}
+        if isinstance(v, bytes):
+            return {"__bytes__": v.hex()}
+        if isinstance(v, Tensor):
+            if v._grad_fn is not None:
+                v = v.detach()  # the values; a saved graph means nothing after loading
+            kind = "parameter" if _is_parameter(v) else "tensor"
+            return {"__tensor__": self._entry(v, where, path), "kind": kind,
+                    "requires_grad": bool(v.requires_grad)}
+        if isinstance(v, np.ndarray):
+            return {"__tensor__": self._entry(v, where, path), "kind": "ndarray"}
+        if isinstance(v, np.generic) and v.dtype.kind in "biuf":
+            return {"__tensor__": self._entry(np.asarray(v), where, path), "kind": "numpy_scalar"}
+        if type(v) is list:
+            return [self.encode(x, f"{where}[{i}]", (*path, str(i))) for i, x in enumerate(v)]
+        if type(v) is tuple:
+            return {"__tuple__": [self.encode(x, f"{where}[{i}]", (*path, str(i)))
+                                  for i, x in enumerate(v)]}
+        if type(v) in (dict, OrderedDict):
+            items = []
+            for k, x in v.items():
+                if not (k is None or isinstance(k, (bool, str)) or type(k) in (int, float)):
+                    raise TypeError(f"vtl.save: cannot store {where}: a dict key of type "
+                                    f"{type(k).__name__} ({k!r}); keys must be strings, "
+                                    "ints, floats, bools or None")
+                items.append((k, self.encode(x, f"{where}[{k!r}]", (*path, str(k)))))
+            if type(v) is dict and all(isinstance(k, str) and not k.startswith("__")
+                                       for k, _ in items):
+                return dict(items)
+            return {"__items__": [[self.encode(k, where, path), x] for k, x in items],
+                    "__type__": type(v).__name__}
+        raise TypeError(f"vtl.save: cannot store {where} (a {type(v).__module__}."
+                        f"{type(v).__qualname__}): vtl.save stores tensors, NumPy arrays and "
+                        "scalars, None, bools, ints, floats, complex numbers, strings, bytes "
+                        "and dicts (dict, OrderedDict), lists and tuples of them; it uses no "
+                        "pickle. Convert the value (e.g. to a dict of plain values) first.")
+
+
+def _is_parameter(t: Tensor) -> bool:
+    from .nn.modules.module import Parameter
+
+    return isinstance(t, Parameter)
+
+
+class _TreeReader:
+    """Decodes the JSON of a tree (checking it all) into a plan, then builds the objects."""
+
+    def __init__(self, arrays: dict[str, np.ndarray], what: str, fname: str) -> None:
+        self.arrays = arrays
+        self.what, self.fname = what, fname
+
+    def fail(self, msg: str) -> ValueError:
+        return ValueError(f"{self.what}: {self.fname!r} has a corrupt vtl.tree structure: {msg}")
+
+    def check(self, v: Any, where: str) -> None:
+        """Raise ``ValueError`` for anything :meth:`build` could not rebuild."""
+        if v is None or isinstance(v, (bool, int, float, str)):
+            return
+        if isinstance(v, list):
+            for i, x in enumerate(v):
+                self.check(x, f"{where}[{i}]")
+            return
+        if not isinstance(v, dict):
+            raise self.fail(f"{where} is a {type(v).__name__}")
+        if "__tensor__" in v:
+            name, kind = v["__tensor__"], v.get("kind")
+            if not isinstance(name, str) or name not in self.arrays:
+                raise self.fail(f"{where} names the tensor {name!r}, which the file lacks")
+            if kind not in ("tensor", "parameter", "ndarray", "numpy_scalar"):
+                raise self.fail(f"{where} has an unknown kind of tensor {kind!r}")
+            if kind == "numpy_scalar" and self.arrays[name].ndim != 0:
+                raise self.fail(f"{where}: a NumPy scalar stored with shape "
+                                f"{self.arrays[name].shape}")
+            return
+        if "__float__" in v:
+            if v["__float__"] not in ("nan", "inf", "-inf"):
+                raise self.fail(f"{where}: {v['__float__']!r} is not nan, inf or -inf")
+            return
+        if "__complex__" in v:
+            parts = v["__complex__"]
+            if not (isinstance(parts, list) and len(parts) == 2):
+                raise self.fail(f"{where}: a complex number needs [real, imag], got {parts!r}")
+            for x in parts:
+                self.check(x, where)
+            return
+        if "__bytes__" in v:
+            try:
+                bytes.fromhex(v["__bytes__"])
+            except (TypeError, ValueError):
+                raise self.fail(f"{where}: bytes that are not hex digits") from None
+            return
+        if "__tuple__" in v:
+            if not isinstance(v["__tuple__"], list):
+                raise self.fail(f"{where}: a tuple that is not a list")
+            self.check(v["__tuple__"], where)
+            return
+        if "__items__" in v:
+            if v.get("__type__") not in _DICT_TYPES or not isinstance(v["__items__"], list):
+                raise self.fail(f"{where}: a dict of unknown type {v.get('__type__')!r}")
+            for i, kv in enumerate(v["__items__"]):
+                if not (isinstance(kv, list) and len(kv) == 2):
+                    raise self.fail(f"{where}: item {i} is not a [key, value] pair")
+                key = kv[0]
+                if isinstance(key, dict) and set(key) == {"__float__"}:
+                    self.check(key, where)
+                elif not (key is None or isinstance(key, (bool, int, float, str))):
+                    raise self.fail(f"{where}: item {i} has a key that is not a string, "
+                                    f"number, bool or None: {key!r}")
+                self.check(kv[1], f"{where}[{i}]")
+            return
+        for k, x in v.items():
+            if k.startswith("__"):
+                raise self.fail(f"{where}: unknown marker {k!r}")
+            self.check(x, f"{where}[{k!r}]")
+
+    def build(self, v: Any, tensors: dict[str, Any] | None) -> Any:
+        if v is None or isinstance(v, (bool, int, float, str)):
+            return v
+        if isinstance(v, list):
+            return [self.build(x, tensors) for x in v]
+        if "__tensor__" in v:
+            assert tensors is not None
+            return tensors[v["__tensor__"], v["kind"], bool(v.get("requires_grad", False))]
+        if "__float__" in v:
+            return float(v["__float__"])
+        if "__complex__" in v:
+            re_, im = (self.build(x, tensors) for x in v["__complex__"])
+            return complex(re_, im)
+        if "__bytes__" in v:
+            return bytes.fromhex(v["__bytes__"])
+        if "__tuple__" in v:
+            return tuple(self.build(x, tensors) for x in v["__tuple__"])
+        if "__items__" in v:
+            return _DICT_TYPES[v["__type__"]](
+                (self.build(k, tensors), self.build(x, tensors)) for k, x in v["__items__"])
+        return {k: self.build(x, tensors) for k, x in v.items()}
+
+    def leaves(self, v: Any, out: set[tuple[str, str, bool]]) -> None:
+        if isinstance(v, list):
+            for x in v:
+                self.leaves(x, out)
+        elif isinstance(v, dict):
+            if "__tensor__" in v:
+                out.add((v["__tensor__"], v["kind"], bool(v.get("requires_grad", False))))
+                return
+            for k, x in v.items():
+                if k in ("__items__", "__tuple__", "__complex__"):
+                    self.leaves(x, out)
+                elif not k.startswith("__"):
+                    self.leaves(x, out)
 
 
 def _to_tensors(arrays: dict[str, np.ndarray], device: Any) -> OrderedDict[str, Tensor]:
@@ -249,17 +461,84 @@ def _to_tensors(arrays: dict[str, np.ndarray], device: Any) -> OrderedDict[str, 
     return OrderedDict((k, vtl.asarray(v, device=dev)) for k, v in arrays.items())
 
 
-def load(path: Any, device: Any = None) -> Any:
-    """Load what :func:`save` wrote: a Tensor, or a dict of name -> Tensor (in file
-    order) for a state dict or any other safetensors file. Tensors go to ``device``
-    (default: the default device). ``ValueError`` names a missing/corrupt file;
-    ``TypeError`` names the tensors of a dtype vtl does not support yet (bfloat16
-    and the float8/float6/float4 formats)."""
+def _load_device(device: Any, map_location: Any) -> Any:
+    """The device of :func:`load` from ``device`` and PyTorch's ``map_location``."""
+    if map_location is None:
+        return device
+    if callable(map_location) or isinstance(map_location, dict):
+        raise TypeError("vtl.load: map_location must be a device or a device string such as "
+                        "'numpy', 'cpu', 'cuda:0' or 'wgpu' (a dict or a function, which "
+                        "torch.load also takes, is not supported)")
+    if device is not None and resolve_device(device) != resolve_device(map_location):
+        raise ValueError(f"vtl.load: device={device!r} and map_location={map_location!r} "
+                         "disagree; pass one of them")
+    return map_location
+
+
+def load(path: Any, device: Any = None, *, map_location: Any = None) -> Any:
+    """Load what :func:`save` wrote: a Tensor, a dict of name -> Tensor (in file order; also
+    for any other safetensors file), or the nested object of a tree (its dicts of the
+    types saved, lists, tuples, plain values, NumPy arrays and scalars as NumPy, tensors
+    as vtl tensors -- Parameters where a Parameter was saved, with ``requires_grad`` as
+    saved; a tensor saved several times is one object).
+
+    Tensors go to ``device`` (default: the default device); ``map_location`` (PyTorch's
+    name) is the same argument, as a device or a string (``'cpu'`` is numpy, ``'cuda'``
+    cupy). Everything is read and checked before any tensor is made, and nothing
+    outside the returned object changes, so a failed load leaves no trace.
+    ``ValueError`` names a missing/corrupt file; ``TypeError`` names the tensors of a
+    dtype vtl does not support yet (bfloat16 and the float8/float6/float4 formats).
+    """
+    device = _load_device(device, map_location)
     arrays, meta = _read(path, "vtl.load")
+    fmt = meta.get(_FORMAT_KEY)
+    if fmt == "tree":
+        return _load_tree(arrays, meta, device, os.fspath(path))
     tensors = _to_tensors(arrays, device)
-    if meta.get(_FORMAT_KEY) == "tensor" and list(tensors) == [_TENSOR_NAME]:
+    if fmt == "tensor" and list(tensors) == [_TENSOR_NAME]:
         return tensors[_TENSOR_NAME]
     return tensors
+
+
+def _load_tree(arrays: dict[str, np.ndarray], meta: dict[str, str], device: Any,
+               fname: str) -> Any:
+    what = "vtl.load"
+    reader = _TreeReader(arrays, what, fname)
+    try:
+        doc = json.loads(meta.get(_TREE_KEY, ""))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{what}: {fname!r} is marked as a vtl tree but its {_TREE_KEY!r} "
+                         f"metadata is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("version") != _TREE_VERSION or "tree" not in doc:
+        raise ValueError(f"{what}: {fname!r} has {_TREE_KEY!r} metadata of an unknown version "
+                         f"({doc.get('version') if isinstance(doc, dict) else doc!r})")
+    tree = doc["tree"]
+    reader.check(tree, "obj")
+    leaves: set[tuple[str, str, bool]] = set()
+    reader.leaves(tree, leaves)
+    dev = resolve_device(device)
+    made: dict[tuple[str, str, bool], Any] = {}
+    by_name: dict[tuple[str, bool], Any] = {}
+    for name, kind, rg in sorted(leaves):
+        a = arrays[name]
+        if kind == "ndarray":
+            made[name, kind, rg] = np.array(a)  # writable, owns its memory
+        elif kind == "numpy_scalar":
+            made[name, kind, rg] = a[()]
+        else:
+            key = (name, kind == "parameter")
+            t = by_name.get(key)
+            if t is None:
+                t = vtl.asarray(a, device=dev, copy=True)
+                if kind == "parameter":
+                    from .nn.modules.module import Parameter
+
+                    t = Parameter(t, requires_grad=rg)
+                elif rg:
+                    t.requires_grad_(True)
+                by_name[key] = t
+            made[name, kind, rg] = t
+    return reader.build(tree, made)
 
 
 # -- JSON for metadata (tuples, Counters and int-keyed dicts survive the round trip) -----------

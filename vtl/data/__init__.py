@@ -7,7 +7,16 @@
 """
 
 from . import transforms
-from .dataset import ConcatDataset, Dataset, Subset, TensorDataset, random_split
+from ._worker import WorkerInfo, get_worker_info
+from .dataset import (
+    ChainDataset,
+    ConcatDataset,
+    Dataset,
+    IterableDataset,
+    Subset,
+    TensorDataset,
+    random_split,
+)
 from .loader import DataLoader, RandomSampler, SequentialSampler, default_collate
 from .transforms import normalize, one_hot, to_float
 
@@ -16,3 +25,4 @@ __all__ = [
     "TensorDataset", "default_collate", "normalize", "one_hot", "random_split", "to_float",
     "transforms",
 ]
+__all__ += ["ChainDataset", "IterableDataset", "WorkerInfo", "get_worker_info"]

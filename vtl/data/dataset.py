@@ -15,7 +15,8 @@ import vtl
 from .._tensor import Tensor
 from ..backends import resolve_device
 
-__all__ = ["ConcatDataset", "Dataset", "Subset", "TensorDataset", "random_split"]
+__all__ = ["ChainDataset", "ConcatDataset", "Dataset", "IterableDataset", "Subset", "TensorDataset",
+           "random_split"]
 
 
 class Dataset:
@@ -29,6 +30,45 @@ class Dataset:
 
     def __add__(self, other: Dataset) -> ConcatDataset:
         return ConcatDataset([self, other])
+
+
+class IterableDataset(Dataset):
+    """A dataset that is a stream of samples: subclasses implement ``__iter__`` (and may
+    implement ``__len__``). A :class:`~vtl.data.DataLoader` batches consecutive samples.
+
+    With ``num_workers > 0`` every worker iterates its own copy of the dataset, so each
+    sample comes once per worker unless ``__iter__`` shards the stream with
+    :func:`vtl.data.get_worker_info` (as in PyTorch)."""
+
+    def __iter__(self) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} must implement __iter__")
+
+    def __getitem__(self, index: int) -> Any:
+        raise TypeError(f"{type(self).__name__} is an IterableDataset: iterate over it "
+                        "instead of indexing it")
+
+    def __len__(self) -> int:
+        raise TypeError(f"{type(self).__name__} is an IterableDataset without __len__")
+
+    def __add__(self, other: Any) -> ChainDataset:
+        return ChainDataset([self, other])
+
+
+class ChainDataset(IterableDataset):
+    """Several iterable datasets one after the other."""
+
+    def __init__(self, datasets: Sequence[Any]) -> None:
+        self.datasets = list(datasets)
+
+    def __iter__(self) -> Any:
+        for d in self.datasets:
+            if not isinstance(d, IterableDataset):
+                raise TypeError(f"ChainDataset only supports IterableDataset, got "
+                                f"{type(d).__name__}")
+            yield from d
+
+    def __len__(self) -> int:
+        return sum(len(d) for d in self.datasets)
 
 
 def _as_tensor(t: Any, device: Any, name: str) -> Tensor:

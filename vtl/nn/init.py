@@ -14,9 +14,9 @@ import vtl
 from .._tensor import Tensor
 
 __all__ = [
-    "calculate_gain", "constant_", "eye_", "kaiming_normal_", "kaiming_uniform_", "normal_",
-    "ones_", "orthogonal_", "trunc_normal_", "uniform_", "xavier_normal_", "xavier_uniform_",
-    "zeros_",
+    "calculate_gain", "constant_", "dirac_", "eye_", "kaiming_normal_", "kaiming_uniform_",
+    "normal_", "ones_", "orthogonal_", "sparse_", "trunc_normal_", "uniform_", "xavier_normal_",
+    "xavier_uniform_", "zeros_",
 ]
 
 
@@ -223,3 +223,63 @@ def orthogonal_(tensor: Tensor, gain: float = 1.0, *, generator: Any = None) -> 
             q = vtl.matrix_transpose(q)
         q = vtl.reshape(q * gain, tensor.shape)
     return _write(tensor, q)
+
+
+def dirac_(tensor: Tensor, groups: int = 1) -> Tensor:
+    """Fill a 3-, 4- or 5-D tensor with the Dirac delta: a convolution with it keeps
+    the identity of the input channels (as many as fit: ``min(out/groups, in)`` per
+    group). With ``groups`` > 1 each of the ``groups`` blocks of ``shape[0] // groups``
+    output channels gets its own identity (PyTorch's layout, kernel centre at
+    ``size // 2`` along each spatial axis)."""
+    _check(tensor, "dirac_")
+    if tensor.ndim not in (3, 4, 5):
+        raise ValueError("Only tensors with 3, 4, or 5 dimensions are supported (got shape "
+                         f"{tuple(tensor.shape)})")
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
+        raise ValueError(f"init.dirac_(): groups must be a positive int, got {groups!r}")
+    out_ch, in_ch = tensor.shape[0], tensor.shape[1]
+    if out_ch % groups != 0:
+        raise ValueError(f"dim 0 must be divisible by groups (got shape {tuple(tensor.shape)} "
+                         f"and groups={groups})")
+    per_group = out_ch // groups
+    dev, dt = tensor.device, tensor.dtype
+    with vtl.no_grad():
+        # channel part: out channel o (of group o // per_group) maps input channel o % per_group
+        o = vtl.arange(out_ch, device=dev) % per_group
+        i = vtl.arange(in_ch, device=dev)
+        vals = vtl.astype(vtl.reshape(o, (out_ch, 1)) == vtl.reshape(i, (1, in_ch)), dt)
+        for size in tensor.shape[2:]:  # one-hot at the centre of each spatial axis
+            hot = vtl.astype(vtl.arange(size, device=dev) == size // 2, dt)
+            vals = vtl.expand_dims(vals, axis=-1) * hot
+    return _write(tensor, vals)
+
+
+def sparse_(tensor: Tensor, sparsity: float, std: float = 0.01, *,
+            generator: Any = None) -> Tensor:
+    """Fill a 2-D tensor with ``N(0, std^2)`` values and zero ``ceil(sparsity * rows)``
+    randomly chosen entries of every column (Martens, 2010), as PyTorch does.
+
+    The zeroed rows of each column are the first ones of an independent random
+    permutation of the rows (drawn, after the normal values, from ``generator`` or the
+    default ``vtl.random`` generator; ranks of 32-bit random keys, ties broken by row)."""
+    _check(tensor, "sparse_")
+    if tensor.ndim != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported (got shape "
+                         f"{tuple(tensor.shape)})")
+    if isinstance(sparsity, bool) or not isinstance(sparsity, (int, float)) \
+            or not 0.0 <= sparsity <= 1.0:
+        raise ValueError(f"init.sparse_(): sparsity must be a number in [0, 1], got {sparsity!r}")
+    if std < 0:
+        raise ValueError(f"init.sparse_(): std must be >= 0, got {std}")
+    dt = _draw_dtype(tensor, "sparse_")
+    rows, cols = tensor.shape
+    num_zeros = int(math.ceil(sparsity * rows))
+    g = _gen(generator)
+    dev = tensor.device
+    with vtl.no_grad():
+        vals = g.normal(0.0, std, (rows, cols), dtype=dt, device=dev)
+        if num_zeros and tensor.size:
+            keys = g.bits((rows, cols), device=dev)
+            rank = vtl.argsort(vtl.argsort(keys, axis=0, stable=True), axis=0, stable=True)
+            vals = vtl.where(rank < num_zeros, vtl.zeros((), dtype=dt, device=dev), vals)
+    return _write(tensor, vals)
