@@ -238,3 +238,15 @@ def test_matches_torch_checkpoint():
 
     for a, b in zip(run_vtl(), run_torch(), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_reentrant_variant_refuses_selective_backward():
+    """The nested backward of the reentrant variant fills .grad: with vtl.autograd.grad or
+    backward(inputs=) it would return wrong gradients, so it raises (as PyTorch does)."""
+    w = vtl.asarray([[0.5, -1.0], [2.0, 0.25]], requires_grad=True)
+    x = vtl.asarray([[1.0, 2.0]], requires_grad=True)
+    y = vtl.sum(checkpoint(lambda t: vtl.tanh(t @ w), x, use_reentrant=True))
+    with pytest.raises(RuntimeError, match="not compatible with vtl.autograd.grad"):
+        vtl.autograd.grad(y, [x, w], retain_graph=True)
+    with pytest.raises(RuntimeError, match="not compatible with vtl.autograd.grad"):
+        y.backward(inputs=[x])

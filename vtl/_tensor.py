@@ -209,12 +209,19 @@ class Tensor(TensorOperators, TensorMethods):
         return RemovableHandle(hooks, hook)
 
     def backward(self, gradient: Tensor | None = None, retain_graph: bool | None = None,
-                 create_graph: bool = False) -> None:
+                 create_graph: bool = False, inputs: Any = None) -> None:
         """Accumulate d(self)/d(leaf) into every leaf's ``.grad``.
 
         ``gradient`` is the vector of the vector-Jacobian product; it may be
-        omitted only for single-element tensors.
+        omitted only for single-element tensors. ``inputs`` (a tensor or a sequence of
+        them, leaves or not): accumulate into those tensors' ``.grad`` only.
         """
+        if inputs is not None:
+            from .autograd import backward
+
+            backward([self], None if gradient is None else [gradient], retain_graph,
+                     create_graph, inputs)
+            return
         if not self._requires_grad:
             raise RuntimeError(
                 "backward() on a tensor that does not require grad and has no grad_fn; "

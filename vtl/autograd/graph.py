@@ -302,6 +302,11 @@ def _prune(deps: dict[Node, int], targets: set) -> set[Node]:
     return {n for n, u in useful.items() if u}
 
 
+#: How many backward passes with ``inputs`` (``vtl.autograd.grad``, ``backward(inputs=)``)
+#: are running: a rule that runs its own full backward (reentrant checkpointing) refuses them.
+selective = [0]
+
+
 def run_backward(
     roots: Sequence[Tensor],
     grads: Sequence[Tensor],
@@ -328,6 +333,7 @@ def run_backward(
             capture[t._grad_key()] = None
     prev_mode = _state.enabled
     _state.enabled = create_graph  # the rules record a graph only with create_graph
+    selective[0] += capture is not None
     try:
         if capture is None and not create_graph and not anomaly[0]:
             _run_plain(roots, grads, retain_graph)
@@ -335,6 +341,7 @@ def run_backward(
             _run_graph(roots, grads, retain_graph, create_graph, capture)
     finally:
         _state.enabled = prev_mode
+        selective[0] -= capture is not None
     return None if capture is None else _captured(capture, inputs, allow_unused)
 
 

@@ -33,8 +33,9 @@ Two variants, as in PyTorch (``use_reentrant``):
   the tensor arguments. At backward the recomputed graph is differentiated by a nested
   ``backward()`` that accumulates into the ``.grad`` of every leaf ``fn`` reads (as
   PyTorch's reentrant variant does): if no tensor argument requires grad, nothing is
-  recorded (and a warning says so), and the gradients of tensors ``fn`` closes over reach
-  their ``.grad`` but not ``vtl.autograd.grad``'s results. Keyword arguments are refused.
+  recorded (and a warning says so). As in PyTorch, it works with ``.backward()`` only:
+  ``vtl.autograd.grad`` and ``backward(inputs=...)`` through it raise ``RuntimeError``.
+  Keyword arguments are refused.
 
 The random state: vtl has one default generator for every backend and device (Philox,
 counter-based), so saving and restoring its state covers dropout on numpy, cupy and wgpu
@@ -308,6 +309,12 @@ def _checkpoint_reentrant(function: Callable, args: tuple, preserve: bool,
     dev = same_device("checkpoint", [*flat, *(args[i] for i in needs)])
 
     def vjp(gs: Any, _outs: Any) -> list[Any]:
+        if graph.selective[0]:
+            raise RuntimeError(
+                "checkpoint(use_reentrant=True) is not compatible with vtl.autograd.grad() or "
+                "with backward(inputs=...): its recomputed forward runs a full backward into "
+                "the leaves' .grad; use .backward() without inputs, or use_reentrant=False"
+            )
         if not isinstance(gs, list):  # a node of one output gets its gradient alone
             gs = [gs]
         create_graph = _grad_state.enabled
