@@ -132,10 +132,18 @@ def constant_(tensor: Tensor, val: float) -> Tensor:
 
 
 def zeros_(tensor: Tensor) -> Tensor:
+    """Fill ``tensor`` with zeros, in place, without recording a gradient; returns it.
+
+    Example:
+        >>> w = vtl.nn.init.zeros_(vtl.empty((2, 3)))
+        >>> float(vtl.sum(w))
+        0.0
+    """
     return constant_(tensor, 0)
 
 
 def ones_(tensor: Tensor) -> Tensor:
+    """Fill ``tensor`` with ones, in place, without recording a gradient; returns it."""
     return constant_(tensor, 1)
 
 

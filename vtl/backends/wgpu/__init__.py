@@ -173,6 +173,7 @@ def from_host(a: np.ndarray) -> WgpuArray:
 
 
 def is_available() -> bool:
+    """Whether a WebGPU adapter and device can be created here (creating them if not yet)."""
     try:
         _runtime.get()
     except RuntimeError:
@@ -180,4 +181,5 @@ def is_available() -> bool:
     return True
 
 
-__all__ = [n for n in list(globals()) if not n.startswith("_")]
+__all__ = [n for n in list(globals()) if not n.startswith("_")
+           and n not in ("annotations", "Any", "np")]

@@ -223,6 +223,13 @@ def fresh(shape: tuple, dtype: np.dtype, n: int, isz: int) -> WgpuArray:
 
 
 def check_dtype(dtype: np.dtype) -> None:
+    """Check that arrays of ``dtype`` can live on this device.
+
+    Raises:
+        TypeError: naming the dtype when the library has no storage for it, or the adapter
+            feature it needs (``shader-f64`` for float64/complex128) when this adapter
+            lacks it.
+    """
     D.check(dtype, _runtime.get().features)
 
 
