@@ -78,6 +78,7 @@ def to_markdown(text: str) -> str:
 
 
 def _inline(line: str) -> str:
+    line = line.replace("`\\ ", "`")  # reST's escaped space after markup: ``Parameter``\ s
     line = _ROLE.sub(_role, line)
     return _DOUBLE.sub(lambda m: f"`{m.group(1)}`", line)
 
