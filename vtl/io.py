@@ -248,6 +248,12 @@ def save(obj: Any, path: Any, metadata: dict[str, str] | None = None) -> None:
     same ``path`` deletes the temporaries whose writer (same host, by process
     id) is no longer running, and keeps those of live writers. (On non-POSIX
     systems, where liveness is not checked, temporaries are kept.)
+
+    Example:
+        >>> model = nn.Linear(2, 1)
+        >>> vtl.save(model.state_dict(), "linear.safetensors")
+        >>> sorted(vtl.load("linear.safetensors"))
+        ['bias', 'weight']
     """
     meta = {str(k): str(v) for k, v in (metadata or {}).items()}
     if isinstance(obj, (Tensor, np.ndarray)):

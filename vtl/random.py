@@ -651,7 +651,15 @@ def default_generator() -> Generator:
 
 
 def seed(n: int) -> None:
-    """Reseed the default generator (``torch.manual_seed``/``numpy.random.seed``)."""
+    """Reseed the default generator (``torch.manual_seed``/``numpy.random.seed``).
+
+    Example:
+        >>> vtl.random.seed(0)
+        >>> a = vtl.random.uniform(size=(3,))
+        >>> vtl.random.seed(0)
+        >>> bool(vtl.all(a == vtl.random.uniform(size=(3,))))
+        True
+    """
     _default.manual_seed(n)
 
 

@@ -12,8 +12,6 @@ import importlib
 import types
 from pathlib import Path
 
-import vtl
-
 REF = Path(__file__).resolve().parent.parent / "reference"
 
 #: The ``vtl`` namespace as the standard groups it: (page, title, intro, modules, extras).

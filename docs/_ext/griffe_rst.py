@@ -13,7 +13,8 @@ from typing import Any
 
 import griffe
 
-_ROLE = re.compile(r":(?:py:)?(?:func|class|meth|attr|mod|data|obj|exc|const|ref|math|term):`~?([^`]+)`")
+_ROLE = re.compile(
+    r":(?:py:)?(?:func|class|meth|attr|mod|data|obj|exc|const|ref|math|term):`~?([^`]+)`")
 _DOUBLE = re.compile(r"``(.+?)``")
 
 

@@ -87,6 +87,13 @@ def asarray(
     another runtime (e.g. CuPy) stay on their device unless ``device`` says
     otherwise. ``copy=True`` always copies, ``copy=False`` raises ``ValueError``
     when a copy would be needed, ``copy=None`` copies only when necessary.
+
+    Example:
+        >>> x = vtl.asarray([[1.0, 2.0], [3.0, 4.0]])
+        >>> x.dtype, x.shape
+        (dtype('float32'), (2, 2))
+        >>> vtl.asarray([1, 2]).dtype
+        dtype('int64')
     """
     if isinstance(obj, Tensor):
         return _asarray_tensor(obj, dtype, device, copy, backend, requires_grad)

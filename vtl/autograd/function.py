@@ -68,7 +68,23 @@ class FunctionCtx:
 
 class Function:
     """Base class of custom ops: subclass it with static ``forward(ctx, *args)`` and
-    ``backward(ctx, *grad_outputs)``, and call ``YourOp.apply(*args)``."""
+    ``backward(ctx, *grad_outputs)``, and call ``YourOp.apply(*args)``.
+
+    Example:
+        >>> class Square(vtl.autograd.Function):
+        ...     @staticmethod
+        ...     def forward(ctx, x):
+        ...         ctx.save_for_backward(x)
+        ...         return x * x
+        ...     @staticmethod
+        ...     def backward(ctx, g):
+        ...         (x,) = ctx.saved_tensors
+        ...         return 2 * x * g
+        >>> x = vtl.asarray([3.0, 4.0], requires_grad=True)
+        >>> vtl.sum(Square.apply(x)).backward()
+        >>> x.grad.tolist()
+        [6.0, 8.0]
+    """
 
     @staticmethod
     def forward(ctx: FunctionCtx, *args: Any, **kwargs: Any) -> Any:

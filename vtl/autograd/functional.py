@@ -219,6 +219,11 @@ def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False)
 
     ``vtl.grad(f)(x)`` has ``x``'s shape and dtype; with ``has_aux=True`` it
     returns ``(gradient, aux)``.
+
+    Example:
+        >>> f = lambda x: vtl.sum(x ** 3)
+        >>> vtl.grad(f)(vtl.asarray([1.0, 2.0])).tolist()
+        [3.0, 12.0]
     """
     vg = value_and_grad(fun, argnums, has_aux)
 

@@ -203,6 +203,13 @@ def evaluate(model: Any, loader: Iterable, loss_fn: Callable | None = None,
     Returns ``{"loss": mean loss (when ``loss_fn`` is given), name: mean metric}``,
     each a sample-weighted mean of per-batch values (exact for accuracy, MSE and
     MAE). The model's previous train/eval mode is restored afterwards.
+
+    Example:
+        >>> model = nn.Linear(2, 2)
+        >>> data = vtl.data.TensorDataset(vtl.zeros((8, 2)), vtl.zeros(8, dtype=vtl.int64))
+        >>> sorted(vtl.train.evaluate(model, vtl.data.DataLoader(data, batch_size=4),
+        ...                           nn.CrossEntropyLoss(), ("accuracy",)))
+        ['accuracy', 'loss']
     """
     return _evaluate_mean(model, loader, loss_fn, metrics, progress, desc).means()
 

@@ -437,6 +437,11 @@ def cross_entropy(input: Any, target: Any, weight: Any = None, *,  # noqa: A002
     * Probabilities (``target`` has the input's shape): ``-sum_c w_c t_c logp_c``
       with ``t`` smoothed to ``t (1 - eps) + eps / C``; ``'mean'`` divides by the
       number of rows (not by weights). ``ignore_index`` does not apply.
+
+    Example:
+        >>> logits = vtl.asarray([[2.0, 0.0], [0.0, 2.0]])
+        >>> round(float(nn.functional.cross_entropy(logits, vtl.asarray([0, 1]))), 4)
+        0.1269
     """
     check_reduction(reduction, "cross_entropy")
     if not 0.0 <= label_smoothing <= 1.0:

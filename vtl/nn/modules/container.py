@@ -24,6 +24,13 @@ class Sequential(Module):
     """Modules applied in order: ``Sequential(a, b, c)(x) == c(b(a(x)))``.
 
     Also ``Sequential(OrderedDict(name=module, ...))`` for named layers.
+
+    Example:
+        >>> model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+        >>> model(vtl.zeros((5, 4))).shape
+        (5, 2)
+        >>> len(model), type(model[1]).__name__
+        (3, 'ReLU')
     """
 
     def __init__(self, *args: Any) -> None:

@@ -29,6 +29,13 @@ class Linear(Module):
 
     Default init as PyTorch: ``W, b ~ U(-1/sqrt(in_features), 1/sqrt(in_features))``
     (``kaiming_uniform_(W, a=sqrt(5))``).
+
+    Example:
+        >>> layer = nn.Linear(3, 2)
+        >>> layer(vtl.ones((4, 3))).shape
+        (4, 2)
+        >>> layer.weight.shape, layer.bias.shape
+        ((2, 3), (2,))
     """
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, *,

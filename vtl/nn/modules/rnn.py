@@ -294,6 +294,12 @@ class LSTM(RNNBase):
     ``(proj_size, hidden_size)``: ``h`` and the output are ``proj_size`` wide (times two
     directions), ``c`` stays ``hidden_size`` wide, and ``weight_hh_l{k}`` is
     ``(4 * hidden_size, proj_size)``. Such a layer runs step by step (portable code).
+
+    Example:
+        >>> lstm = nn.LSTM(input_size=4, hidden_size=8, batch_first=True)
+        >>> out, (h, c) = lstm(vtl.zeros((2, 5, 4)))
+        >>> out.shape, h.shape, c.shape
+        ((2, 5, 8), (1, 2, 8), (1, 2, 8))
     """
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
