@@ -8,6 +8,8 @@ examples become ``pycon`` code blocks and literal blocks ``text`` code blocks.
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import re
 from typing import Any
 
@@ -121,3 +123,61 @@ class ExpandNestedExports(griffe.Extension):
                         break
 
         walk(pkg)
+
+
+_KINDS = {
+    inspect.Parameter.POSITIONAL_ONLY: griffe.ParameterKind.positional_only,
+    inspect.Parameter.POSITIONAL_OR_KEYWORD: griffe.ParameterKind.positional_or_keyword,
+    inspect.Parameter.VAR_POSITIONAL: griffe.ParameterKind.var_positional,
+    inspect.Parameter.KEYWORD_ONLY: griffe.ParameterKind.keyword_only,
+    inspect.Parameter.VAR_KEYWORD: griffe.ParameterKind.var_keyword,
+}
+
+
+class FactoryFunctions(griffe.Extension):
+    """Document module-level functions that factories build (``sin = _unary("sin", ...)``).
+
+    Static analysis sees such a name as an attribute with a call for its value and no
+    docstring. For those attributes this reads the built function from the imported module
+    (vtl imports nothing heavier than NumPy, and needs no GPU) and documents it as a
+    function with its runtime signature and docstring. An attribute that merely renames a
+    function or class of its module (``mse = mean_squared_error``) becomes an alias of it.
+    """
+
+    def on_package(self, *, pkg: Any, loader: Any, **kwargs: Any) -> None:
+        def walk(mod: Any) -> None:
+            for sub in [s for s in mod.modules.values() if not s.is_alias]:
+                walk(sub)
+            for name, member in list(mod.members.items()):
+                if member.is_alias or not member.is_attribute or member.docstring is not None:
+                    continue
+                value = member.value
+                if isinstance(value, griffe.ExprName) and value.name in mod.members:
+                    target = mod.members[value.name]
+                    if not target.is_alias and (target.is_function or target.is_class):
+                        mod.set_member(name, griffe.Alias(name, target, parent=mod))
+                elif isinstance(value, griffe.ExprCall):
+                    func = self._runtime_function(mod, name, member)
+                    if func is not None:
+                        mod.set_member(name, func)
+
+        walk(pkg)
+
+    @staticmethod
+    def _runtime_function(mod: Any, name: str, member: Any) -> Any:
+        try:
+            obj = getattr(importlib.import_module(mod.path), name)
+        except (ImportError, AttributeError):
+            return None
+        if not inspect.isfunction(obj) or not obj.__doc__:
+            return None
+        params = griffe.Parameters(*(
+            griffe.Parameter(p.name, kind=_KINDS[p.kind],
+                             default=None if p.default is p.empty else repr(p.default))
+            for p in inspect.signature(obj).parameters.values()))
+        func = griffe.Function(name, lineno=member.lineno, endlineno=member.endlineno,
+                               parameters=params)
+        func.docstring = griffe.Docstring(to_markdown(inspect.cleandoc(obj.__doc__)),
+                                          parent=func)
+        func.docstring._vtl_markdown = True
+        return func
