@@ -139,8 +139,23 @@ def main() -> None:
 
     page("tensor.md", "Tensor",
          "`vtl.Tensor` is the array object of the standard plus PyTorch's methods; "
-         "`vtl.return_types` holds the named tuples of `t.max(dim)`, `t.sort(dim)`, ...",
-         entries("vtl", ["Tensor"]) + "\n## Named tuples (`vtl.return_types`)\n\n"
+         "`vtl.return_types` holds the named tuples of `t.max(dim)`, `t.sort(dim)`, ...\n\n"
+         "Where the methods differ from PyTorch's, on purpose:\n\n"
+         "* `t.size` is the standard's attribute (the number of elements); PyTorch's "
+         "`t.size()` is `t.shape`.\n"
+         "* `t.max(dim)`/`t.min(dim)` return PyTorch's named tuple `(values, indices)`, as "
+         "`t.sort`, `t.topk` and `t.kthvalue` do; with the standard's `axis=`/`keepdims=` "
+         "they return the values.\n"
+         "* `t.squeeze(d)` raises `ValueError` when axis `d` does not have size one "
+         "(PyTorch leaves it).\n"
+         "* PyTorch's `t.repeat(...)` (whole-tensor repetition) is `t.tile(...)`; "
+         "`vtl.repeat` repeats elements, as the standard says.\n"
+         "* `t.std()`/`t.var()` use PyTorch's `correction=1`; `vtl.std`/`vtl.var` keep the "
+         "standard's `correction=0`.\n"
+         "* `t.half()`/`t.bfloat16()` raise `TypeError`: the standard's 13 dtypes have no "
+         "16-bit floats.",
+         "::: vtl.Tensor\n    options:\n      heading_level: 2\n      inherited_members: true\n"
+         + "\n## Named tuples (`vtl.return_types`)\n\n"
          + entries("vtl.return_types", names("vtl.return_types"), 3))
     page("linalg.md", "vtl.linalg", "The standard's `linalg` extension, differentiable.",
          entries("vtl.linalg", names("vtl.linalg")))
