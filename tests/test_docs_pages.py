@@ -21,7 +21,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -134,11 +133,9 @@ def test_site_builds_strict(tmp_path):
     pytest.importorskip("mkdocs")
     pytest.importorskip("mkdocstrings_handlers.python")
     pytest.importorskip("material")
-    t0 = time.perf_counter()
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
     r = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir",
                         str(tmp_path / "site")], cwd=ROOT, capture_output=True, text=True,
                        env=env, timeout=300)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-8000:]
     assert (tmp_path / "site" / "reference" / "nn" / "modules" / "index.html").exists()
-    assert time.perf_counter() - t0 < 120
