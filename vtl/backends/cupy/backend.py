@@ -115,7 +115,13 @@ class CupyBackend(Backend):
 
     def info(self) -> dict[str, Any]:
         cp = self._cupy
+        from .cudnn import load_cudnn
+
         out: dict[str, Any] = {"cupy": cp.__version__, "devices": []}
+        cudnn, why = load_cudnn()
+        out["cudnn"] = (f"cuDNN {cudnn.backend_version()} through nvidia-cudnn-frontend "
+                        f"{cudnn.__version__} (convolutions)") if cudnn is not None else \
+            f"not used: {why}"
         for i in range(self.device_count()):
             props = cp.cuda.runtime.getDeviceProperties(i)
             out["devices"].append(
@@ -134,7 +140,12 @@ def register(backend: Backend, cupy: Any, xp: Any) -> None:
     from .rnn import GruCell, LstmCell
 
     nn = _nn.CupyNN(cupy, xp.matmul)
-    backend.register_kernel("conv2d", CupyConv2d(cupy, matmul=xp.matmul))
+    from .cudnn import CudnnConv2d, load_cudnn
+
+    cudnn, _why = load_cudnn()
+    conv = CupyConv2d(cupy, matmul=xp.matmul) if cudnn is None else \
+        CudnnConv2d(cupy, cudnn, matmul=xp.matmul)
+    backend.register_kernel("conv2d", conv)
     backend.register_kernel("pool2d", CupyPool2d(cupy))
     backend.register_kernel("linear", nn.linear)
     backend.register_kernel("linear_grad_weight", nn.linear_grad_weight)
