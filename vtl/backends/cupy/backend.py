@@ -133,6 +133,7 @@ class CupyBackend(Backend):
 def register(backend: Backend, cupy: Any, xp: Any) -> None:
     """Equip the CuPy backend object with its kernels (products through the namespace's
     ``matmul``: one direct cuBLAS call)."""
+    from .attention import CupyAttention
     from .conv import CupyConv2d
     from .optim import MultiTensorApply
     from .pool import CupyPool2d
@@ -147,6 +148,7 @@ def register(backend: Backend, cupy: Any, xp: Any) -> None:
         CudnnConv2d(cupy, cudnn, matmul=xp.matmul)
     backend.register_kernel("conv2d", conv)
     backend.register_kernel("pool2d", CupyPool2d(cupy))
+    backend.register_kernel("attention", CupyAttention(cupy))
     backend.register_kernel("linear", nn.linear)
     backend.register_kernel("linear_grad_weight", nn.linear_grad_weight)
     backend.register_kernel("relu_backward", nn.relu_backward)
