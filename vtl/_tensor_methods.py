@@ -58,11 +58,13 @@ def _inplace(t: Tensor, fname: str, fn: Any, *operands: Any) -> Tensor:
     write) is an error while grad mode is on; the version counter moves, so a backward
     that saved ``t`` raises; when the result is recorded (``t`` or one of ``operands``
     requires grad) ``t`` takes over its history and the rule reads a snapshot of ``t``'s
-    old values. The shape and dtype must stay."""
+    old values (``fn(snapshot, *operands)``, ``t`` among the operands replaced by the
+    snapshot too). The shape and dtype must stay."""
     _core.check_inplace(t, fname)
     if _core.needs_grad(t, *operands):
-        return _core.assign_result(t, fn(_core._inplace_source(t, None, fname)), fname)
-    return _core.assign_result(t, fn(t), fname)
+        s = _core._inplace_source(t, None, fname)
+        return _core.assign_result(t, fn(s, *[s if o is t else o for o in operands]), fname)
+    return _core.assign_result(t, fn(t, *operands), fname)
 
 
 def _scaled(other: Any, alpha: Any, fname: str) -> Any:
@@ -441,7 +443,7 @@ class TensorMethods:
     def scatter_(self, dim: int, index: Tensor, src: Any = None, *, value: Any = None,
                  reduce: str | None = None) -> Tensor:
         """:meth:`scatter` written into ``self`` (in place)."""
-        return _inplace(self, "scatter_", lambda s: _vtl.scatter(
+        return _inplace(self, "scatter_", lambda s, src: _vtl.scatter(
             s, dim, index, src, value=value, reduce=reduce), src)
 
     def scatter_add(self, dim: int, index: Tensor, src: Tensor) -> Tensor:
@@ -451,7 +453,7 @@ class TensorMethods:
     def scatter_add_(self, dim: int, index: Tensor, src: Tensor) -> Tensor:
         """:meth:`scatter_add` written into ``self`` (in place)."""
         return _inplace(self, "scatter_add_",
-                        lambda s: _vtl.scatter_add(s, dim, index, src), src)
+                        lambda s, src: _vtl.scatter_add(s, dim, index, src), src)
 
     def index_select(self, dim: int, index: Tensor) -> Tensor:
         """``vtl.index_select(self, dim, index)``."""
@@ -464,7 +466,7 @@ class TensorMethods:
     def index_add_(self, dim: int, index: Tensor, source: Tensor, *,
                    alpha: Any = 1) -> Tensor:
         """:meth:`index_add` written into ``self`` (in place)."""
-        return _inplace(self, "index_add_", lambda s: _vtl.index_add(
+        return _inplace(self, "index_add_", lambda s, source: _vtl.index_add(
             s, dim, index, source, alpha=alpha), source)
 
     def index_copy(self, dim: int, index: Tensor, source: Tensor) -> Tensor:
@@ -474,7 +476,7 @@ class TensorMethods:
     def index_copy_(self, dim: int, index: Tensor, source: Tensor) -> Tensor:
         """:meth:`index_copy` written into ``self`` (in place)."""
         return _inplace(self, "index_copy_",
-                        lambda s: _vtl.index_copy(s, dim, index, source), source)
+                        lambda s, source: _vtl.index_copy(s, dim, index, source), source)
 
     def index_fill(self, dim: int, index: Tensor, value: Any) -> Tensor:
         """``vtl.index_fill(self, dim, index, value)`` (out of place)."""
@@ -483,7 +485,7 @@ class TensorMethods:
     def index_fill_(self, dim: int, index: Tensor, value: Any) -> Tensor:
         """:meth:`index_fill` written into ``self`` (in place)."""
         return _inplace(self, "index_fill_",
-                        lambda s: _vtl.index_fill(s, dim, index, value), value)
+                        lambda s, value: _vtl.index_fill(s, dim, index, value), value)
 
     def put(self, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:
         """``vtl.put(self, index, source, accumulate)``: ``source`` written (or added) at
@@ -492,7 +494,7 @@ class TensorMethods:
 
     def put_(self, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:
         """:meth:`put` written into ``self`` (in place)."""
-        return _inplace(self, "put_", lambda s: _vtl.put(s, index, source, accumulate),
+        return _inplace(self, "put_", lambda s, source: _vtl.put(s, index, source, accumulate),
                         source)
 
     def take(self, index: Tensor) -> Tensor:
@@ -507,7 +509,7 @@ class TensorMethods:
 
     def masked_fill_(self, mask: Tensor, value: Any) -> Tensor:
         """:meth:`masked_fill` written into ``self`` (in place)."""
-        return _inplace(self, "masked_fill_", lambda s: _vtl.masked_fill(s, mask, value),
+        return _inplace(self, "masked_fill_", lambda s, value: _vtl.masked_fill(s, mask, value),
                         value)
 
     def masked_select(self, mask: Tensor) -> Tensor:
@@ -521,7 +523,7 @@ class TensorMethods:
     def masked_scatter_(self, mask: Tensor, source: Tensor) -> Tensor:
         """:meth:`masked_scatter` written into ``self`` (in place)."""
         return _inplace(self, "masked_scatter_",
-                        lambda s: _vtl.masked_scatter(s, mask, source), source)
+                        lambda s, source: _vtl.masked_scatter(s, mask, source), source)
 
     # -- shapes and views (PyTorch's forms) ----------------------------------------------
     def repeat(self, *sizes: Any) -> Tensor:
@@ -585,7 +587,11 @@ class TensorMethods:
     def contiguous(self) -> Tensor:
         """``self`` when its elements lie in row-major order without gaps, else a
         row-major copy (differentiable)."""
-        return self if self.is_contiguous() else _vtl.asarray(self, copy=True)
+        if self.is_contiguous():
+            return self
+        # flattening a tensor whose elements are not in row-major order copies them in
+        # that order (the standard has no memory-order argument)
+        return _vtl.reshape(_vtl.reshape(self, (-1,)), self.shape)
 
     def triu(self, diagonal: int = 0) -> Tensor:
         """``vtl.triu(self, k=diagonal)``."""
@@ -704,7 +710,7 @@ class TensorMethods:
         if isinstance(value, Tensor) and value.ndim:
             raise ValueError(f"Tensor.fill_(): value must be a scalar or a 0-d tensor, got "
                              f"shape {value.shape}")
-        return _inplace(self, "fill_", lambda s: _vtl.masked_fill(
+        return _inplace(self, "fill_", lambda s, value: _vtl.masked_fill(
             s, _vtl.ones((), dtype=_dtypes.bool, device=s.device), value), value)
 
     def zero_(self) -> Tensor:
@@ -720,7 +726,7 @@ class TensorMethods:
         if not isinstance(src, Tensor):
             raise TypeError(f"Tensor.copy_() expected a vtl.Tensor, got {type(src).__name__}")
 
-        def fn(s: Tensor) -> Tensor:
+        def fn(s: Tensor, src: Tensor) -> Tensor:
             v = src if src.device == s.device else src.to_device(s.device)
             if v.dtype != s.dtype:
                 v = _vtl.astype(v, s.dtype)
@@ -730,11 +736,11 @@ class TensorMethods:
 
     def clamp_(self, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
         """:meth:`clamp` in place."""
-        return _inplace(self, "clamp_", lambda s: _vtl.clip(s, min=min, max=max), min, max)
+        return _inplace(self, "clamp_", lambda s, lo, hi: _vtl.clip(s, min=lo, max=hi), min, max)
 
     def clip_(self, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
         """:meth:`clip` in place."""
-        return _inplace(self, "clip_", lambda s: _vtl.clip(s, min=min, max=max), min, max)
+        return _inplace(self, "clip_", lambda s, lo, hi: _vtl.clip(s, min=lo, max=hi), min, max)
 
     def add(self, other: Any, *, alpha: Any = 1) -> Tensor:
         """``self + alpha * other``."""
@@ -742,7 +748,7 @@ class TensorMethods:
 
     def add_(self, other: Any, *, alpha: Any = 1) -> Tensor:
         """``self += alpha * other``."""
-        return _inplace(self, "add_", lambda s: _vtl.add(s, _scaled(other, alpha, "add_")),
+        return _inplace(self, "add_", lambda s, o: _vtl.add(s, _scaled(o, alpha, "add_")),
                         other)
 
     def sub(self, other: Any, *, alpha: Any = 1) -> Tensor:
@@ -752,7 +758,7 @@ class TensorMethods:
     def sub_(self, other: Any, *, alpha: Any = 1) -> Tensor:
         """``self -= alpha * other``."""
         return _inplace(self, "sub_",
-                        lambda s: _vtl.subtract(s, _scaled(other, alpha, "sub_")), other)
+                        lambda s, o: _vtl.subtract(s, _scaled(o, alpha, "sub_")), other)
 
     def mul(self, other: Any) -> Tensor:
         """``self * other``."""
@@ -760,7 +766,7 @@ class TensorMethods:
 
     def mul_(self, other: Any) -> Tensor:
         """``self *= other``."""
-        return _inplace(self, "mul_", lambda s: _vtl.multiply(s, other), other)
+        return _inplace(self, "mul_", _vtl.multiply, other)
 
     def div(self, other: Any, *, rounding_mode: str | None = None) -> Tensor:
         """``self / other``; ``rounding_mode='floor'`` or ``'trunc'`` rounds the quotient
@@ -769,7 +775,7 @@ class TensorMethods:
 
     def div_(self, other: Any, *, rounding_mode: str | None = None) -> Tensor:
         """:meth:`div` in place."""
-        return _inplace(self, "div_", lambda s: _divided(s, other, rounding_mode), other)
+        return _inplace(self, "div_", lambda s, o: _divided(s, o, rounding_mode), other)
 
     def relu_(self) -> Tensor:
         """:meth:`relu` in place."""
@@ -801,7 +807,7 @@ class TensorMethods:
 
     def pow_(self, exponent: Any) -> Tensor:
         """:meth:`pow` in place."""
-        return _inplace(self, "pow_", lambda s: _vtl.pow(s, exponent), exponent)
+        return _inplace(self, "pow_", _vtl.pow, exponent)
 
     # -- elementwise (PyTorch's names) ----------------------------------------------------
     def sin(self) -> Tensor:

@@ -431,8 +431,11 @@ def isclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-
             device=a.device) else v.float32
         a, b = (t if t.dtype.kind in "fc" else v.astype(t, ft) for t in (a, b))
     with v.no_grad():
-        close = v.less_equal(v.abs(a - b), atol + rtol * v.abs(b))
-        out = v.logical_or(same, v.logical_and(close, v.isfinite(a - b)))
+        fin = v.logical_and(v.isfinite(a), v.isfinite(b))
+        zero = v.zeros((), dtype=a.dtype, device=a.device)
+        fa, fb = v.where(fin, a, zero), v.where(fin, b, v.astype(zero, b.dtype))
+        close = v.less_equal(v.abs(fa - fb), atol + rtol * v.abs(fb))
+        out = v.logical_or(same, v.logical_and(close, fin))
         if equal_nan:
             out = v.logical_or(out, v.logical_and(v.isnan(a), v.isnan(b)))
     return out
