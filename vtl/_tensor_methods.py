@@ -17,8 +17,22 @@ Differences from PyTorch, on purpose:
   they return the values (``vtl.max``), so array-API style calls keep working.
 * ``t.squeeze(d)`` raises ``ValueError`` when axis ``d`` does not have size one
   (PyTorch silently leaves it); ``t.squeeze()`` removes every size-one axis.
-* PyTorch's ``repeat`` (whole-tensor repetition) is ``t.tile(...)``; the array
-  API's ``vtl.repeat`` repeats elements.
+* ``t.repeat(2, 3)`` is PyTorch's (whole-tensor repetition, ``vtl.tile``); the array
+  API's ``vtl.repeat`` repeats elements (PyTorch's ``repeat_interleave``).
+* Where the standard defines a name, ``vtl.<name>`` keeps the standard's meaning and the
+  method has PyTorch's: ``t.equal(u)`` is a Python bool (``vtl.equal`` compares
+  elementwise), ``t.take(i)`` indexes the flattened tensor (``vtl.take`` takes along an
+  axis), ``t.round(decimals=2)`` (``vtl.round`` has no ``decimals``), ``t.nonzero()``
+  is a ``(count, ndim)`` tensor (``vtl.nonzero`` and ``as_tuple=True``: a tuple).
+* The in-place methods (``add_``, ``scatter_``, ``masked_fill_``, ``copy_`` ...) follow
+  the in-place operators' rules (``vtl._ops._core.inplace``): an error for a leaf that
+  requires grad while grad mode is on; the version counter moves; a recorded result
+  rebases the tensor's (and its views' bases') history. The result's dtype must be the
+  tensor's own (``float32.add_(float64)`` is a ``TypeError``; PyTorch casts), except
+  ``copy_``, which casts, broadcasts and moves ``src`` as PyTorch does.
+* ``stride()``, ``storage_offset()`` and ``is_contiguous()`` describe the backend
+  array's layout (``Backend.layout``); ``data_ptr()`` is an address on numpy and cupy,
+  and a number naming the storage and byte offset on wgpu (buffers have no address).
 
 ``t.std()``/``t.var()`` use PyTorch's default ``correction=1`` (Bessel's
 correction); ``vtl.std``/``vtl.var`` keep the standard's ``correction=0``.

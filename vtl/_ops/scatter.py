@@ -1,7 +1,7 @@
 """PyTorch's gather/scatter family: ``gather``, ``scatter``, ``scatter_add``,
-``index_select``, ``index_add``, ``index_copy``, ``index_fill``, ``put`` and the flat
-``take`` of ``Tensor.take`` (out of place; the in-place ``Tensor`` methods write these
-results through the in-place rules).
+``index_select``, ``index_add``, ``index_copy``, ``index_fill`` and ``put`` (out of
+place; the in-place ``Tensor`` methods ``scatter_``, ``index_add_`` ... write these
+results through the in-place rules of ``vtl._ops._core``).
 
 Each op is a composition of the differentiable gather/scatter pair of
 :mod:`vtl._ops.indexing` on the flattened tensor: the positions an index tensor names are

@@ -81,7 +81,8 @@ def narrow(input: Tensor, dim: int, start: Any, length: int) -> Tensor:  # noqa:
     length = _int(length, "narrow", "length")
     if not -n <= start <= n:
         raise IndexError(f"narrow(): start {start} is out of range for dim {d} of size {n}")
-    start %= n if n else 1
+    if start < 0:
+        start += n
     if length < 0 or start + length > n:
         raise ValueError(f"narrow(): start ({start}) + length ({length}) exceeds the size "
                          f"of dim {d} ({n}), or length is negative")
@@ -527,7 +528,8 @@ def median(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Any:
         return v.reshape(median(flat, 0).values, ())
     if x.ndim == 0:
         _dim(dim, 0, "median")
-        return return_types.median(x, v.zeros((), dtype=v.int64, device=x.device))
+        idt = v.__array_namespace_info__().default_dtypes(device=x.device)["indexing"]
+        return return_types.median(x, v.zeros((), dtype=idt, device=x.device))
     d = _dim(dim, x.ndim, "median")
     n = x.shape[d]
     if not n:
