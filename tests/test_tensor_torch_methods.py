@@ -451,3 +451,35 @@ def test_against_torch():
             assert g.shape == w.shape, name
             np.testing.assert_allclose(g, w, rtol=1e-7, atol=1e-9, equal_nan=True,
                                        err_msg=name)
+
+
+@needs_torch
+def test_gradients_match_torch_with_ties():
+    a = np.array([[1.0, 3.0, 3.0], [2.0, 2.0, 0.0]])
+    for name, args in [("amax", (1,)), ("amin", ()), ("median", ()), ("median", (1,)),
+                       ("quantile", (0.4,)), ("norm", (float("inf"),)), ("nanmean", ()),
+                       ("logsumexp", (1,)), ("msort", ()), ("diag", (1,)),
+                       ("diagonal", (-1,))]:
+        t = torch.tensor(a, requires_grad=True)
+        r = getattr(t, name)(*args)
+        (r[0] if isinstance(r, tuple) else r).pow(2).sum().backward()
+        v = vtl.asarray(a, backend="numpy", requires_grad=True)
+        r = getattr(v, name)(*args)
+        vtl.sum((r[0] if isinstance(r, tuple) else r) ** 2).backward()
+        np.testing.assert_allclose(v.grad.numpy(), t.grad.numpy(), rtol=1e-12, err_msg=name)
+
+
+def test_gradients_on_the_backend_equal_numpys(backend):
+    from tests.helpers import check_grad_matches_numpy
+
+    idx = np.array([[0, 2, 1, 0], [2, 2, 0, 1]], np.int32)
+
+    def scatter_chain(x, s):
+        i = vtl.asarray(idx, device=x.device)
+        y = vtl.scatter_add(x, 0, i, s).index_select(1, i[0])
+        return vtl.gather(y, 1, i % 4).masked_fill(i > 1, 0.0)
+
+    check_grad_matches_numpy(scatter_chain, backend, B, B)
+    check_grad_matches_numpy(lambda x: x.median(1).values + x.quantile(0.25, 1), backend, B)
+    check_grad_matches_numpy(lambda x, y: x.lerp(y, 0.7).fmod(0.5).unfold(1, 2, 1), backend,
+                             B, P)

@@ -516,16 +516,23 @@ def median(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Any:
     """PyTorch's ``median``: the lower median (the ``(n - 1) // 2``-th smallest value, not
     the mean of the two middle ones); nan when the values include a nan. Without ``dim``,
     of every element (a 0-d tensor); with ``dim``, the named tuple ``(values, indices)``
-    along it. The gradient goes to the returned element."""
+    along it. The gradient goes to the returned element (without ``dim``: shared evenly
+    by the elements equal to the median, as PyTorch does)."""
     from .. import return_types
 
     x = tensor_arg(input, "median", "input")
     v = _vtl()
-    if dim is None:
+    if dim is None:  # the gradient is shared by the elements equal to the median
         flat = v.reshape(x, (-1,))
         if not flat.shape[0]:
             raise ValueError("median() of an empty tensor")
-        return v.reshape(median(flat, 0).values, ())
+        med = v.reshape(median(flat.detach(), 0).values, ())
+        if not (v.is_grad_enabled() and x.requires_grad):
+            return med
+        tied = v.equal(flat, med)
+        count = v.maximum(v.sum(v.astype(tied, x.dtype)), 1)
+        zero = v.zeros((), dtype=x.dtype, device=x.device)
+        return med + v.sum(v.where(tied, flat - med, zero)) / count
     if x.ndim == 0:
         _dim(dim, 0, "median")
         idt = v.__array_namespace_info__().default_dtypes(device=x.device)["indexing"]
