@@ -483,3 +483,12 @@ def test_gradients_on_the_backend_equal_numpys(backend):
     check_grad_matches_numpy(lambda x: x.median(1).values + x.quantile(0.25, 1), backend, B)
     check_grad_matches_numpy(lambda x, y: x.lerp(y, 0.7).fmod(0.5).unfold(1, 2, 1), backend,
                              B, P)
+
+
+def test_in_place_methods_write_through_views(backend):
+    x = vtl.zeros((2, 3))
+    x[0].fill_(1)
+    x.t()[1].add_(5)
+    x[:, 2].masked_fill_(vtl.asarray([True, False]), -1.0)
+    x[1].scatter_(0, vtl.asarray(np.array([0], np.int32)), 9.0)
+    assert x.tolist() == [[1.0, 6.0, -1.0], [9.0, 5.0, 0.0]]  # what PyTorch gives
