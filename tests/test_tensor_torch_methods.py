@@ -191,6 +191,10 @@ def test_elementwise(backend):
     assert_close(x.div(p, rounding_mode="floor"), np.floor(B / P), rtol=1e-6)
     i = vtl.asarray(np.array([-7, 7], np.int32))
     assert_close(i.div(2, rounding_mode="trunc"), np.array([-3, 3], np.int32))
+    big = np.array([2**30 + 1, -(2**30) - 1, -8], np.int32)  # exact beyond float32
+    assert_close(vtl.asarray(big).div(vtl.asarray(np.array([3, 3, -3], np.int32)),
+                                      rounding_mode="trunc"),
+                 np.array([357913941, -357913941, 2], np.int32))
     assert_close(i.bitwise_not(), ~np.array([-7, 7], np.int32))
     close = B + 1e-7
     close[0, 0] = 1.0

@@ -96,9 +96,11 @@ def _divided(a: Any, b: Any, rounding_mode: str | None) -> Tensor:
     if rounding_mode == "floor":
         return _vtl.floor_divide(a, b)
     if rounding_mode == "trunc":
-        q = _vtl.trunc(_vtl.divide(a, b))
-        dt = _vtl.result_type(a, b)
-        return q if q.dtype == dt else _vtl.astype(q, dt)
+        if _vtl.result_type(a, b).kind in "iu":  # exact: the floor quotient, moved to zero
+            q = _vtl.floor_divide(a, b)
+            inexact = _vtl.not_equal(_vtl.remainder(a, b), 0)
+            return _vtl.where(_vtl.logical_and(inexact, q < 0), q + 1, q)
+        return _vtl.trunc(_vtl.divide(a, b))
     raise ValueError(f"div(): rounding_mode must be None, 'trunc' or 'floor', got "
                      f"{rounding_mode!r}")
 
