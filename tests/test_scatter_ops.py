@@ -19,6 +19,7 @@ needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed")
 
 RNG = np.random.default_rng(7)
 X = RNG.standard_normal((3, 4, 2)).astype(np.float32)
+M = RNG.random((3, 4)) > 0.5
 
 
 def _np_gather(x, d, idx):
@@ -270,3 +271,25 @@ def test_against_torch():
     vtl.sum(vtl.gather(vtl.scatter_add(va, 1, vi % 4, vb), 0, vi) ** 2).backward()
     np.testing.assert_allclose(va.grad.numpy(), a.grad.numpy(), rtol=1e-12)
     np.testing.assert_allclose(vb.grad.numpy(), b.grad.numpy(), rtol=1e-12)
+
+
+def test_no_device_waits_on_wgpu(wgpu):
+    """Forward and backward of these ops read nothing back (indices are checked on the
+    device; an error would show at the next read)."""
+    from tests.test_sync_free import count_waits
+
+    x = vtl.asarray(X[:, :, 0], backend="wgpu", requires_grad=True)
+    src = vtl.asarray(np.ones((3, 4), np.float32), backend="wgpu", requires_grad=True)
+    idx = vtl.asarray(np.array([[0, 2, 1, 0]], np.int32), backend="wgpu")
+    sel = vtl.asarray(np.array([3, 0], np.int32), backend="wgpu")
+    mask = vtl.asarray(M, backend="wgpu")
+    with count_waits("wgpu") as waits:
+        y = vtl.scatter_add(x, 0, idx, src) + vtl.scatter(x, 1, idx, src)
+        y = vtl.gather(y, 0, idx).sum() + vtl.index_add(x, 1, sel, src[:, :2], alpha=2.0)
+        y = vtl.index_copy(y, 1, sel, src[:, 1:3]) * vtl.index_fill(x, 0, sel[:1] - 1, 0.5)
+        y = vtl.put(y, sel, src[0, :2], accumulate=True).index_select(1, sel)
+        z = vtl.masked_scatter(x, mask, src).masked_fill(mask, 1.0)
+        z = z.median(1).values + z.quantile(0.5, 1) + z.histc(4).sum()
+        vtl.sum(y * y).backward()
+        vtl.sum(z).backward()
+    assert waits == []

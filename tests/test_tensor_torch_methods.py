@@ -163,8 +163,11 @@ def test_masks(backend):
         nz.numpy().dtype))
     with pytest.raises(TypeError, match="bool"):
         x.masked_fill(x, 0.0)
-    with pytest.raises(ValueError, match="true elements"):
-        x.masked_scatter(vtl.asarray(np.ones((3, 4), bool)), vtl.asarray(src[:3]))
+    with pytest.raises(IndexError, match="out of bounds"):
+        x.masked_scatter(vtl.asarray(np.ones((3, 4), bool)), vtl.asarray(src[:3])).numpy()
+    with pytest.raises(ValueError, match="empty"):
+        x.masked_scatter(m, vtl.asarray(src[:0]))
+    assert_close(x.masked_scatter(vtl.zeros((3, 4), dtype=vtl.bool), vtl.asarray(src[:0])), B)
 
 
 def test_elementwise(backend):

@@ -307,21 +307,28 @@ def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:  # no
     """``input`` with the positions where ``mask`` (broadcast to ``input``'s shape) is
     true filled, in row-major order, by the leading elements of ``source`` (out of place;
     PyTorch's ``masked_scatter``). ``source`` has ``input``'s dtype and at least as many
-    elements as the mask has true ones (counted with a device sync)."""
+    elements as the mask has true ones: a shortfall is an ``IndexError`` (on a GPU at the
+    next read of a result, as for indexing; no sync here). Gradients: ``g`` where the
+    mask is false to ``input``; to ``source``, ``g`` at the positions each element
+    went to."""
     x = tensor_arg(input, "masked_scatter", "input")
     m = _mask(mask, x, "masked_scatter")
     source = tensor_arg(source, "masked_scatter", "source")
+    if source.dtype != x.dtype:
+        raise TypeError(f"masked_scatter(): source has dtype {source.dtype} but input has "
+                        f"{x.dtype}; they must be equal")
     v = _vtl()
-    m = v.broadcast_to(m, x.shape)
-    pos = v.nonzero(v.reshape(m, (-1,)))[0] if x.ndim else \
-        v.nonzero(v.reshape(m, (1,)))[0]
-    k = pos.shape[0]
-    if source.size < k:
-        raise ValueError(f"masked_scatter(): mask has {k} true elements but source has only "
-                         f"{source.size}")
-    from .scatter import put
-
-    return put(x, pos, v.reshape(source, (-1,))[:k])
+    m = v.reshape(v.broadcast_to(m, x.shape), (-1,))
+    if source.size == 0:  # nothing to take from: only an all-false mask is valid
+        if bool(v.any(m)):
+            raise ValueError("masked_scatter(): the mask has true elements but source is "
+                             "empty")
+        return x
+    idt = v.__array_namespace_info__().default_dtypes(device=x.device)["indexing"]
+    rank = v.cumulative_sum(v.astype(m, idt)) - 1  # the source element of each true one
+    pos = v.where(m, rank, v.zeros((), dtype=idt, device=x.device))
+    vals = v.take(v.reshape(source, (-1,)), pos, axis=0)
+    return v.reshape(v.where(m, vals, v.reshape(x, (-1,))), x.shape)
 
 
 # -- elementwise --------------------------------------------------------------------------
