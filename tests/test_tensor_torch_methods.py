@@ -238,6 +238,11 @@ def test_reductions_and_statistics(backend):
                  np.quantile(B, [0.1, 0.5, 0.95], axis=0, keepdims=True).astype(np.float32),
                  rtol=1e-5, atol=1e-6)
     assert_close(xn.quantile(0.5, 1)[1], np.float32(np.nan))
+    for bad in (-0.1, 1.5):
+        with pytest.raises(IndexError):
+            x.quantile(vtl.asarray(np.array([0.5, bad], np.float32)), 1).numpy()
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        x.quantile(1.5)
     assert_close(x.norm(), np.linalg.norm(B), rtol=1e-5)
     assert_close(x.norm(1, 1), np.abs(B).sum(1), rtol=1e-5)
     assert_close(x.norm(float("inf"), 0, True), np.abs(B).max(0, keepdims=True))

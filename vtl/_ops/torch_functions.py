@@ -568,7 +568,8 @@ def quantile(input: Tensor, q: Any, dim: int | None = None, keepdim: bool = Fals
     (of every element when ``None``), with PyTorch's ``interpolation`` between the two
     nearest sorted values (``'linear'``, ``'lower'``, ``'higher'``, ``'midpoint'``,
     ``'nearest'``); nan where the values include a nan. A 1-D ``q`` adds a leading
-    dim of its length."""
+    dim of its length; a tensor ``q`` with a value outside ``[0, 1]`` is an ``IndexError``
+    (on a GPU at the next read of a result: it is checked on the device)."""
     x = tensor_arg(input, "quantile", "input")
     v = _vtl()
     if x.dtype.kind != "f":
@@ -601,7 +602,11 @@ def quantile(input: Tensor, q: Any, dim: int | None = None, keepdim: bool = Fals
     order = v.argsort(y, axis=-1, stable=True)
     s = v.take_along_axis(y, order, axis=-1)  # sorted along the last dim, nans last
     m = qt.shape[0]
-    pos = v.multiply(qt, n - 1)
+    # a q outside [0, 1] (or nan) points past the end: an IndexError from the gather (on a
+    # GPU at the next read of a result), not a quiet wrap-around
+    valid = v.logical_and(qt >= 0, qt <= 1)
+    pos = v.where(valid, v.multiply(qt, n - 1), v.asarray(float(n), dtype=x.dtype,
+                                                          device=x.device))
     lo_f, hi_f = v.floor(pos), v.ceil(pos)
     idt = order.dtype
     shape = s.shape[:-1] + (m,)
