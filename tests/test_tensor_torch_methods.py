@@ -504,3 +504,24 @@ def test_in_place_methods_write_through_views(backend):
     x[:, 2].masked_fill_(vtl.asarray([True, False]), -1.0)
     x[1].scatter_(0, vtl.asarray(np.array([0], np.int32)), 9.0)
     assert x.tolist() == [[1.0, 6.0, -1.0], [9.0, 5.0, 0.0]]  # what PyTorch gives
+
+
+@pytest.mark.parametrize("name", ["log1p", "expm1", "log2", "log10", "tan", "sinh", "cosh",
+                                  "asin", "acos", "atan", "asinh", "acosh", "atanh",
+                                  "signbit", "conj", "atan2", "hypot", "maximum", "minimum",
+                                  "logaddexp", "copysign", "floor_divide"])
+def test_thin_methods_equal_the_namespace_functions(name):
+    x = vtl.asarray(np.array([0.25, 0.5, 0.75], np.float32), backend="numpy")
+    y = x + 1 if name == "acosh" else x
+    fn = getattr(vtl, name)
+    args = () if len(inspect.signature(fn).parameters) == 1 else (x * 2,)
+    assert_close(getattr(y, name)(*args), fn(y, *args).numpy())
+
+
+def test_more_thin_methods():
+    x = vtl.asarray(np.array([[0.0, 2.0, -1.0], [3.0, 0.0, 5.0]], np.float32), backend="numpy")
+    assert_close(x.clamp_min(0.5), np.maximum(x.numpy(), 0.5))
+    assert_close(x.clamp_max(0.5), np.minimum(x.numpy(), 0.5))
+    assert_close(x.true_divide(2), x.numpy() / 2)
+    assert_close(x.diff(dim=0), np.diff(x.numpy(), axis=0))
+    assert x.count_nonzero(1).tolist() == [2, 2]

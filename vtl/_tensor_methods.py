@@ -1026,6 +1026,116 @@ class TensorMethods:
         """``vtl.bitwise_right_shift(self, other)``."""
         return _vtl.bitwise_right_shift(self, other)
 
+    # -- more elementwise methods (thin calls of the namespace functions) ----------------
+    def log1p(self) -> Tensor:
+        """``vtl.log1p(self)``."""
+        return _vtl.log1p(self)
+
+    def expm1(self) -> Tensor:
+        """``vtl.expm1(self)``."""
+        return _vtl.expm1(self)
+
+    def log2(self) -> Tensor:
+        """``vtl.log2(self)``."""
+        return _vtl.log2(self)
+
+    def log10(self) -> Tensor:
+        """``vtl.log10(self)``."""
+        return _vtl.log10(self)
+
+    def tan(self) -> Tensor:
+        """``vtl.tan(self)``."""
+        return _vtl.tan(self)
+
+    def sinh(self) -> Tensor:
+        """``vtl.sinh(self)``."""
+        return _vtl.sinh(self)
+
+    def cosh(self) -> Tensor:
+        """``vtl.cosh(self)``."""
+        return _vtl.cosh(self)
+
+    def asin(self) -> Tensor:
+        """``vtl.asin(self)``."""
+        return _vtl.asin(self)
+
+    def acos(self) -> Tensor:
+        """``vtl.acos(self)``."""
+        return _vtl.acos(self)
+
+    def atan(self) -> Tensor:
+        """``vtl.atan(self)``."""
+        return _vtl.atan(self)
+
+    def asinh(self) -> Tensor:
+        """``vtl.asinh(self)``."""
+        return _vtl.asinh(self)
+
+    def acosh(self) -> Tensor:
+        """``vtl.acosh(self)``."""
+        return _vtl.acosh(self)
+
+    def atanh(self) -> Tensor:
+        """``vtl.atanh(self)``."""
+        return _vtl.atanh(self)
+
+    def signbit(self) -> Tensor:
+        """``vtl.signbit(self)``."""
+        return _vtl.signbit(self)
+
+    def conj(self) -> Tensor:
+        """``vtl.conj(self)``."""
+        return _vtl.conj(self)
+
+    def atan2(self, other: Any) -> Tensor:
+        """``vtl.atan2(self, other)``."""
+        return _vtl.atan2(self, other)
+
+    def hypot(self, other: Any) -> Tensor:
+        """``vtl.hypot(self, other)``."""
+        return _vtl.hypot(self, other)
+
+    def maximum(self, other: Any) -> Tensor:
+        """``vtl.maximum(self, other)``."""
+        return _vtl.maximum(self, other)
+
+    def minimum(self, other: Any) -> Tensor:
+        """``vtl.minimum(self, other)``."""
+        return _vtl.minimum(self, other)
+
+    def logaddexp(self, other: Any) -> Tensor:
+        """``vtl.logaddexp(self, other)``."""
+        return _vtl.logaddexp(self, other)
+
+    def copysign(self, other: Any) -> Tensor:
+        """``vtl.copysign(self, other)``."""
+        return _vtl.copysign(self, other)
+
+    def floor_divide(self, other: Any) -> Tensor:
+        """``vtl.floor_divide(self, other)``."""
+        return _vtl.floor_divide(self, other)
+
+    def true_divide(self, other: Any) -> Tensor:
+        """``vtl.divide(self, other)``."""
+        return _vtl.divide(self, other)
+
+    def clamp_min(self, min: Any) -> Tensor:  # noqa: A002
+        """``vtl.clip(self, min=min)``."""
+        return _vtl.clip(self, min=min)
+
+    def clamp_max(self, max: Any) -> Tensor:  # noqa: A002
+        """``vtl.clip(self, max=max)``."""
+        return _vtl.clip(self, max=max)
+
+    def diff(self, n: int = 1, dim: int = -1, prepend: Tensor | None = None,
+             append: Tensor | None = None) -> Tensor:
+        """``vtl.diff(self, axis=dim, n=n, prepend=prepend, append=append)``."""
+        return _vtl.diff(self, axis=dim, n=n, prepend=prepend, append=append)
+
+    def count_nonzero(self, dim: Any = None) -> Tensor:
+        """``vtl.count_nonzero(self, axis=dim)``."""
+        return _vtl.count_nonzero(self, axis=tuple(dim) if isinstance(dim, list) else dim)
+
     # -- products -------------------------------------------------------------------------
     def mm(self, mat2: Tensor) -> Tensor:
         """``vtl.mm(self, mat2)``."""
