@@ -72,6 +72,8 @@ from . import (
     utils,
 )
 from ._conveniences import *
+from ._ops.scatter import *
+from ._ops.torch_functions import *
 from .autograd.functional import grad, hessian, jacobian, jvp, value_and_grad, vjp
 from .autograd.grad_mode import inference_mode
 from .autograd.vmap import vmap

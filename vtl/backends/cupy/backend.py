@@ -52,6 +52,11 @@ class CupyBackend(Backend):
     def same_storage(self, a: Any, b: Any) -> bool:
         return a.data.mem is b.data.mem
 
+    def layout(self, raw: Any) -> tuple[tuple[int, ...], int, int]:
+        isz = raw.dtype.itemsize
+        ptr = raw.data.ptr
+        return tuple(st // isz for st in raw.strides), (ptr - raw.data.mem.ptr) // isz, ptr
+
     def _report(self) -> None:
         """Raise the errors that kernels found on the device since the last host read."""
         ce = self._kernels.get("cross_entropy")
