@@ -9,7 +9,8 @@ Files by topic: ``activation`` (elementwise activations), ``softmax``
 (softmax, log_softmax, softmin, logsumexp), ``linear`` (linear, bilinear,
 embedding, one_hot, pad, dropout), ``loss`` (losses), ``loss_margin`` (margin,
 ranking and embedding losses), ``ctc`` (CTC loss), ``conv`` (convolutions),
-``pooling``, ``normalization`` (layer/batch/group/instance norm), ``attention``
+``vision`` (affine_grid, grid_sample, channel_shuffle), ``pooling``,
+``normalization`` (layer/batch/group/instance norm), ``attention``
 (scaled dot-product and multi-head attention), ``sampling`` (interpolate,
 pixel_shuffle, fold/unfold); ``_rnn`` holds the recurrent
 cells used by ``nn.RNN``/``nn.LSTM``/``nn.GRU``.
@@ -39,8 +40,11 @@ from .sampling import *  # noqa: F403
 from .sampling import __all__ as _samp
 from .softmax import *  # noqa: F403
 from .softmax import __all__ as _sm
+from .vision import *  # noqa: F403
+from .vision import __all__ as _vision
 
 __all__ = [*_act, *_lin, *_loss, *_sm, *_conv, *_pool, *_norm, *_attn]
 __all__ += [*_loss_margin, *_ctc]
 __all__ += [*_dist]
 __all__ += [*_samp]
+__all__ += [*_vision]

@@ -470,7 +470,7 @@ class Module:
                 errors.append(f"value for {key!r} is a {type(value).__name__}, expected a "
                               "tensor or array")
                 continue
-            if shape != tuple(target.shape):
+            if shape != tuple(target.shape) and not getattr(target, "_uninitialized", False):
                 errors.append(f"size mismatch for {key}: copying a param with shape {shape} "
                               f"from checkpoint, the shape in current model is "
                               f"{tuple(target.shape)}.")
@@ -504,6 +504,8 @@ class Module:
             converted.append((key, target, v))
         with vtl.no_grad():
             for key, target, v in converted:
+                if getattr(target, "_uninitialized", False):  # a lazy layer's placeholder
+                    target.materialize(tuple(v.shape))
                 if assign:
                     self._assign(key, target, v)
                 else:
