@@ -163,7 +163,7 @@ def gumbel_softmax(logits: Any, tau: float = 1.0, hard: bool = False, eps: float
     gen = random.default_generator() if generator is None else generator
     u = xp.astype(gen._random_like(detach(logits), tuple(logits.shape)), logits.dtype)
     # E = -log(1 - u) ~ Exp(1) for u uniform in [0, 1); clamped away from 0 (u == 0)
-    e = xp.maximum(-xp.log1p(-u), xp.finfo(logits.dtype).tiny)
+    e = xp.maximum(-xp.log1p(-u), xp.finfo(logits.dtype).smallest_normal)
     y_soft = softmax((logits - xp.log(e)) / tau, dim=d)
     if not hard:
         return y_soft
