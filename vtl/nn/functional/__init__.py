@@ -36,6 +36,8 @@ from .normalization import *  # noqa: F403
 from .normalization import __all__ as _norm
 from .pooling import *  # noqa: F403
 from .pooling import __all__ as _pool
+from .pooling_fractional import *  # noqa: F403
+from .pooling_fractional import __all__ as _pool_frac
 from .sampling import *  # noqa: F403
 from .sampling import __all__ as _samp
 from .softmax import *  # noqa: F403
@@ -48,3 +50,4 @@ __all__ += [*_loss_margin, *_ctc]
 __all__ += [*_dist]
 __all__ += [*_samp]
 __all__ += [*_vision]
+__all__ += [*_pool_frac]

@@ -38,6 +38,8 @@ from .padding import *  # noqa: F403
 from .padding import __all__ as _padding
 from .pooling import *  # noqa: F403
 from .pooling import __all__ as _pool
+from .pooling_fractional import *  # noqa: F403
+from .pooling_fractional import __all__ as _pool_frac
 from .positional import *  # noqa: F403
 from .positional import __all__ as _pos
 from .rnn import *  # noqa: F403
@@ -55,3 +57,4 @@ __all__ = [*_mod, *_cont, *_lin, *_act, *_drop, *_flat, *_loss, *_sparse, *_conv
            *_norm, *_rnn, *_attn, *_tf, *_pos]
 __all__ += [*_dist, *_padding, *_samp]
 __all__ += [*_adaptive, *_chshuffle, *_lazy, *_syncbn]
+__all__ += [*_pool_frac]

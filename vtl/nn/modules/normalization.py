@@ -11,10 +11,12 @@ import vtl
 from ..._tensor import Tensor
 from .. import functional as F
 from .. import init
+from ..functional.normalization import _cross_map_lrn2d
 from ._utils import check_float, empty
 from .module import Module, Parameter
 
-__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "GroupNorm", "InstanceNorm1d",
+__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "CrossMapLRN2d", "GroupNorm",
+           "InstanceNorm1d",
            "InstanceNorm2d", "InstanceNorm3d", "LayerNorm", "LocalResponseNorm", "RMSNorm"]
 
 
@@ -341,6 +343,29 @@ class LocalResponseNorm(Module):
             return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
         except ValueError as exc:
             raise ValueError(f"LocalResponseNorm({self.extra_repr()}): {exc}") from None
+
+    def extra_repr(self) -> str:
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+class CrossMapLRN2d(Module):
+    """PyTorch's legacy cross-channel local response normalisation of ``(N, C, H, W)``
+    inputs: ``x * (k + alpha / size * S) ** -beta`` with ``S`` the sum of squares over a
+    window of channels computed as PyTorch's kernel does (channel 0 stays in every
+    window; prefer :class:`LocalResponseNorm`)."""
+
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1) -> None:
+        super().__init__()
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ValueError(f"CrossMapLRN2d: size must be a positive int, got {size!r}")
+        self.size = size
+        self.alpha = alpha
+        self.beta = beta
+        self.k = k
+
+    def forward(self, input: Any) -> Any:  # noqa: A002
+        check_float(self, input)
+        return _cross_map_lrn2d(input, self.size, self.alpha, self.beta, self.k)
 
     def extra_repr(self) -> str:
         return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
