@@ -28,6 +28,8 @@ from .distance import *  # noqa: F403
 from .distance import __all__ as _dist
 from .linear import *  # noqa: F403
 from .linear import __all__ as _lin
+from .linear_cross_entropy import *  # noqa: F403
+from .linear_cross_entropy import __all__ as _lce
 from .loss import *  # noqa: F403
 from .loss import __all__ as _loss
 from .loss_margin import *  # noqa: F403
@@ -51,3 +53,4 @@ __all__ += [*_dist]
 __all__ += [*_samp]
 __all__ += [*_vision]
 __all__ += [*_pool_frac]
+__all__ += [*_lce]

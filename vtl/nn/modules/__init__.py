@@ -28,6 +28,8 @@ from .lazy import *  # noqa: F403
 from .lazy import __all__ as _lazy
 from .linear import *  # noqa: F403
 from .linear import __all__ as _lin
+from .linear_cross_entropy import *  # noqa: F403
+from .linear_cross_entropy import __all__ as _lce
 from .loss import *  # noqa: F403
 from .loss import __all__ as _loss
 from .module import *  # noqa: F403
@@ -58,3 +60,4 @@ __all__ = [*_mod, *_cont, *_lin, *_act, *_drop, *_flat, *_loss, *_sparse, *_conv
 __all__ += [*_dist, *_padding, *_samp]
 __all__ += [*_adaptive, *_chshuffle, *_lazy, *_syncbn]
 __all__ += [*_pool_frac]
+__all__ += [*_lce]
