@@ -1,8 +1,9 @@
 """affine_grid/grid_sample, channel_shuffle, gumbel_softmax, feature_alpha_dropout, the
-``*_with_indices`` pools, BatchNorm3d (and ``bias=``), lazy layers, SyncBatchNorm,
-AdaptiveLogSoftmaxWithLoss and NLLLoss2d: NumPy oracles of PyTorch's formulas on every
-backend, float64 finite-difference gradients, PyTorch as an extra oracle where installed,
-and several ranks through ``mpiexec`` for SyncBatchNorm."""
+``*_with_indices`` pools, fractional max pooling, BatchNorm3d (and ``bias=``), lazy layers,
+SyncBatchNorm, AdaptiveLogSoftmaxWithLoss, linear_cross_entropy, NLLLoss2d, CrossMapLRN2d,
+conv_tbc, vtl.nn.grad, Buffer, Container and RNNCellBase: NumPy oracles of PyTorch's
+formulas on every backend, float64 finite-difference gradients, PyTorch as an extra oracle
+where installed, and several ranks through ``mpiexec`` for SyncBatchNorm."""
 
 from __future__ import annotations
 
@@ -635,15 +636,251 @@ def test_nllloss2d_is_deprecated_nllloss(backend):
                  to_numpy(ref(vtl.asarray(x), vtl.asarray(t))))
 
 
+# -- fractional max pooling --------------------------------------------------------------------
+def _np_intervals(u, n_in, n_out, k, dtype):
+    """PyTorch's generate_intervals, in the input's precision."""
+    t = np.dtype(dtype).type
+    seq = np.zeros(n_out, dtype=int)
+    if n_out > 1:
+        alpha = t(n_in - k) / t(n_out - 1)
+        for i in range(n_out - 1):
+            seq[i] = int((t(i) + t(u)) * alpha) - int(t(u) * alpha)
+    seq[n_out - 1] = n_in - k
+    return seq
+
+
+def np_fractional_max_pool(x, k, out, samples):
+    n, c, *sizes = x.shape
+    nsp = len(sizes)
+    res = np.zeros((n, c, *out), x.dtype)
+    idx = np.zeros((n, c, *out), int)
+    for b, ch in itertools.product(range(n), range(c)):
+        # sample j drives the width in 2-D (reversed axes), the time axis in 3-D
+        axes_of = list(reversed(range(nsp))) if nsp == 2 else list(range(nsp))
+        starts = [_np_intervals(samples[b, ch, axes_of.index(a)], sizes[a], out[a], k[a],
+                                x.dtype) for a in range(nsp)]
+        for o in itertools.product(*(range(s) for s in out)):
+            lo = [starts[a][o[a]] for a in range(nsp)]
+            win = x[(b, ch, *(slice(lo[a], lo[a] + k[a]) for a in range(nsp)))]
+            j = np.unravel_index(int(np.argmax(win)), win.shape)
+            pos = [lo[a] + j[a] for a in range(nsp)]
+            res[(b, ch, *o)] = win[j]
+            idx[(b, ch, *o)] = np.ravel_multi_index(pos, sizes)
+    return res, idx
+
+
+def test_fractional_max_pool_matches_oracle(backend):
+    for shape, k, out in (((2, 2, 7, 6), (2, 3), (4, 3)), ((1, 2, 4, 5, 5), (2, 2, 3), (3, 2, 3))):
+        nsp = len(k)
+        x = _rand(*shape, dtype="float32")
+        u = RNG.uniform(0, 1, (shape[0], shape[1], nsp)).astype("float32")
+        fn = F.fractional_max_pool2d if nsp == 2 else F.fractional_max_pool3d
+        y, i = fn(vtl.asarray(x), k, output_size=out, return_indices=True,
+                  _random_samples=vtl.asarray(u))
+        ry, ri = np_fractional_max_pool(x, k, out, u)
+        assert_close(y, ry)
+        np.testing.assert_array_equal(to_numpy(i), ri)
+    # output_ratio, unbatched input, drawn samples; the module
+    m = nn.FractionalMaxPool2d(2, output_ratio=0.5)
+    assert repr(m) == "FractionalMaxPool2d(kernel_size=(2, 2), output_ratio=(0.5, 0.5))"
+    assert m(vtl.asarray(_rand(3, 8, 6, dtype="float32"))).shape == (3, 4, 3)
+    y, i = nn.FractionalMaxPool3d(2, output_size=2, return_indices=True)(
+        vtl.asarray(_rand(1, 1, 4, 4, 4, dtype="float32")))
+    assert y.shape == i.shape == (1, 1, 2, 2, 2)
+    with pytest.raises(ValueError, match="does not fit"):
+        F.fractional_max_pool2d(vtl.ones((1, 1, 4, 4)), 3, output_size=3)
+    with pytest.raises(ValueError, match="output_size or an output_ratio"):
+        F.fractional_max_pool2d(vtl.ones((1, 1, 4, 4)), 2)
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        nn.FractionalMaxPool2d(2, output_ratio=1.5)
+
+
+def test_fractional_max_pool_gradient():
+    u = vtl.asarray(RNG.uniform(0, 1, (1, 2, 2)))
+    check_grad(lambda a: F.fractional_max_pool2d(a, 2, output_size=(3, 2), _random_samples=u),
+               _rand(1, 2, 5, 4))
+
+
+@needs_torch
+def test_fractional_max_pool_matches_torch():
+    for shape, k, out in (((2, 3, 9, 7), (2, 3), (4, 3)), ((1, 2, 6, 7, 8), (2, 2, 3), (3, 4, 3))):
+        nsp = len(k)
+        x = _rand(*shape)
+        u = RNG.uniform(0, 1, (shape[0], shape[1], nsp))
+        tf = torch.nn.functional.fractional_max_pool2d if nsp == 2 else \
+            torch.nn.functional.fractional_max_pool3d
+        vf = F.fractional_max_pool2d if nsp == 2 else F.fractional_max_pool3d
+        xt = torch.tensor(x, requires_grad=True)
+        yt, it = tf(xt, k, output_size=out, return_indices=True, _random_samples=torch.tensor(u))
+        xv = vtl.asarray(x, requires_grad=True)
+        yv, iv = vf(xv, k, output_size=out, return_indices=True, _random_samples=vtl.asarray(u))
+        g = RNG.standard_normal(tuple(yt.shape))
+        (yt * torch.tensor(g)).sum().backward()
+        vtl.sum(yv * vtl.asarray(g)).backward()
+        np.testing.assert_array_equal(yv.numpy(), yt.detach().numpy())
+        np.testing.assert_array_equal(iv.numpy(), it.numpy())
+        np.testing.assert_allclose(xv.grad.numpy(), xt.grad.numpy(), rtol=1e-12)
+
+
+# -- linear_cross_entropy ----------------------------------------------------------------------
+def test_linear_cross_entropy(backend):
+    from vtl.nn.functional.linear_cross_entropy import LinearCrossEntropyOptions
+
+    x = _rand(7, 4, dtype="float32")
+    w = _rand(6, 4, dtype="float32")
+    b = _rand(6, dtype="float32")
+    t = RNG.integers(0, 6, 7)
+    t[3] = -100
+    z = x.astype("float64") @ w.T + b
+    lp = z - z.max(1, keepdims=True)
+    lp -= np.log(np.exp(lp).sum(1, keepdims=True))
+    keep = t != -100
+    nll = np.where(keep, -lp[np.arange(7), np.where(keep, t, 0)], 0.0)
+    expect = {"none": nll, "sum": nll.sum(), "mean": nll.sum() / keep.sum()}
+    for red, opts in itertools.product(("mean", "sum", "none"),
+                                       (None, LinearCrossEntropyOptions(batch_chunk_size=3))):
+        got = F.linear_cross_entropy(vtl.asarray(x), vtl.asarray(w), vtl.asarray(t),
+                                     linear_bias=vtl.asarray(b), reduction=red, options=opts)
+        assert_close(got, expect[red].astype("float32"), rtol=1e-5, atol=1e-5)
+    m = nn.LinearCrossEntropyLoss(4, 6, bias=True, options=LinearCrossEntropyOptions())
+    with vtl.no_grad():
+        m.linear.weight[...] = vtl.asarray(w)
+        m.linear.bias[...] = vtl.asarray(b)
+    assert_close(m(vtl.asarray(x), vtl.asarray(t)), np.float32(expect["mean"]), rtol=1e-5,
+                 atol=1e-6)
+
+
+def test_linear_cross_entropy_chunks_give_reference_gradients():
+    from vtl.nn.functional.linear_cross_entropy import LinearCrossEntropyOptions
+
+    x, w, b = _rand(5, 3), _rand(4, 3), _rand(4)
+    t = vtl.asarray(np.array([0, 3, 1, 1, 2]))
+    cw = vtl.asarray(RNG.uniform(0.5, 2.0, 4))
+    for opts in (None, LinearCrossEntropyOptions(batch_chunk_size=2)):
+        check_grad(lambda a, ww, bb, opts=opts: F.linear_cross_entropy(
+            a, ww, t, linear_bias=bb, weight=cw, options=opts), x, w, b)
+    # K-dimensional loss: logits (N, C, *out_features)
+    w3 = _rand(4, 2, 3)
+    t3 = vtl.asarray(RNG.integers(0, 4, (5, 2)))
+    y = F.linear_cross_entropy(vtl.asarray(x), vtl.asarray(w3), t3, label_smoothing=0.2)
+    logits = np.einsum("nf,cof->nco", x, w3)
+    assert_close(y, to_numpy(F.cross_entropy(vtl.asarray(logits), t3, label_smoothing=0.2)))
+    with pytest.warns(UserWarning, match="options.*ignored"):
+        F.linear_cross_entropy(vtl.asarray(x), vtl.asarray(w3), t3,
+                               options=LinearCrossEntropyOptions())
+    with pytest.raises(ValueError, match="in_features"):
+        F.linear_cross_entropy(vtl.asarray(x), vtl.asarray(_rand(4, 2)), t)
+    with pytest.raises(ValueError, match="batch_chunk_size"):
+        LinearCrossEntropyOptions(batch_chunk_size=0)
+
+
+@needs_torch
+def test_linear_cross_entropy_matches_torch():
+    tm = torch.nn.LinearCrossEntropyLoss(4, 5, out_features=(3,), bias=True,
+                                         label_smoothing=0.1).double()
+    vm = nn.LinearCrossEntropyLoss(4, 5, out_features=(3,), bias=True,
+                                   label_smoothing=0.1).double()
+    vm.load_state_dict({k: v.detach().numpy() for k, v in tm.state_dict().items()})
+    x, t = _rand(7, 4), RNG.integers(0, 5, (7, 3))
+    np.testing.assert_allclose(float(vm(vtl.asarray(x), vtl.asarray(t))),
+                               float(tm(torch.tensor(x), torch.tensor(t)).detach()), rtol=1e-12)
+    assert repr(vm) == repr(tm)
+
+
+# -- CrossMapLRN2d, conv_tbc, nn.grad ----------------------------------------------------------
+def np_cross_map_lrn2d(x, size, alpha, beta, k):
+    """PyTorch's running-sum kernel, transcribed."""
+    sq = x * x
+    c = x.shape[1]
+    scale = np.zeros_like(x)
+    pre = int((size - 1) / 2 + 1)
+    for j in range(min(pre, c)):
+        scale[:, 0] += sq[:, j]
+    for j in range(1, c):
+        scale[:, j] = scale[:, j - 1]
+        if j < c - pre + 1:
+            scale[:, j] += sq[:, j + pre - 1]
+        if j > pre:
+            scale[:, j] -= sq[:, j - pre]
+    return x * (k + alpha / size * scale) ** -beta
+
+
+def test_cross_map_lrn2d(backend):
+    x = _rand(2, 6, 2, 3, dtype="float32")
+    for size in (1, 2, 3, 5):
+        m = nn.CrossMapLRN2d(size, alpha=0.1, beta=0.75, k=2.0)
+        assert_close(m(vtl.asarray(x)), np_cross_map_lrn2d(x.astype("float64"), size, 0.1, 0.75,
+                                                           2.0).astype("float32"),
+                     rtol=1e-5, atol=1e-6)
+    assert repr(nn.CrossMapLRN2d(3)) == "CrossMapLRN2d(3, alpha=0.0001, beta=0.75, k=1)"
+    with pytest.raises(ValueError, match="4D"):
+        nn.CrossMapLRN2d(3)(vtl.ones((2, 3, 4)))
+    check_grad(lambda a: nn.CrossMapLRN2d(3, 0.5, 0.75, 1.0)(a), _rand(1, 4, 2, 2))
+
+
+def test_conv_tbc(backend):
+    x, w, b = _rand(6, 2, 3, dtype="float32"), _rand(3, 3, 4, dtype="float32"), \
+        _rand(4, dtype="float32")
+    for pad in (0, 1):
+        xp = np.pad(x.astype("float64"), ((pad, pad), (0, 0), (0, 0)))
+        t_out = xp.shape[0] - 3 + 1
+        expect = np.stack([np.einsum("kbc,kco->bo", xp[i:i + 3], w) for i in range(t_out)]) + b
+        assert_close(F.conv_tbc(vtl.asarray(x), vtl.asarray(w), vtl.asarray(b), pad),
+                     expect.astype("float32"), rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="bias"):
+        F.conv_tbc(vtl.asarray(x), vtl.asarray(w), None)
+
+
+def test_nn_grad_convolutions(backend):
+    x = _rand(2, 4, 5, 6, dtype="float32")
+    w = _rand(6, 2, 3, 2, dtype="float32")
+    xv, wv = vtl.asarray(x, requires_grad=True), vtl.asarray(w, requires_grad=True)
+    y = F.conv2d(xv, wv, stride=2, padding=1, groups=2)
+    go = vtl.asarray(_rand(*y.shape, dtype="float32"))
+    gx, gw = vtl.autograd.grad(y, (xv, wv), go)
+    assert_close(nn.grad.conv2d_input(x.shape, vtl.asarray(w), go, 2, 1, 1, 2), to_numpy(gx),
+                 rtol=1e-5, atol=1e-5)
+    assert_close(nn.grad.conv2d_weight(vtl.asarray(x), w.shape, go, 2, 1, 1, 2), to_numpy(gw),
+                 rtol=1e-5, atol=1e-5)
+    x1, w1 = _rand(1, 2, 7, dtype="float32"), _rand(3, 2, 2, dtype="float32")
+    y1 = F.conv1d(vtl.asarray(x1), vtl.asarray(w1), dilation=2)
+    g1 = vtl.ones(y1.shape)
+    assert nn.grad.conv1d_input(x1.shape, vtl.asarray(w1), g1, dilation=2).shape == x1.shape
+    assert nn.grad.conv1d_weight(vtl.asarray(x1), w1.shape, g1, dilation=2).shape == w1.shape
+    with pytest.raises(ValueError, match="grad_output has shape"):
+        nn.grad.conv2d_input(x.shape, vtl.asarray(w), vtl.ones((1, 1)), groups=2)
+
+
+# -- Buffer, Container, RNNCellBase ------------------------------------------------------------
+def test_buffer_container_rnncellbase():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stats = nn.Buffer(vtl.zeros(3))
+            self.scratch = nn.Buffer(vtl.ones(2), persistent=False)
+
+    m = M()
+    assert [n for n, _ in m.named_buffers()] == ["stats", "scratch"]
+    assert list(m.state_dict()) == ["stats"] and not list(m.parameters())
+    m.to(dtype=vtl.float64)
+    assert m.stats.dtype == vtl.float64
+    with pytest.warns(FutureWarning, match="Container is deprecated"):
+        c = nn.Container(lin=nn.Linear(2, 3))
+    assert [n for n, _ in c.named_children()] == ["lin"]
+    for cell in (nn.RNNCell(3, 4), nn.LSTMCell(3, 4), nn.GRUCell(3, 4, bias=False)):
+        assert isinstance(cell, nn.RNNCellBase)
+    base = nn.RNNCellBase(3, 4, True, num_chunks=2)
+    assert base.weight_ih.shape == (8, 3) and base.bias_hh.shape == (8,)
+    assert np.abs(to_numpy(base.weight_hh)).max() <= 0.5
+
+
 @needs_torch
 def test_every_torch_nn_name_is_known():
-    """Names of torch.nn that vtl.nn lacks are the ones listed here (with the reason in the
-    project's docs); a new PyTorch name makes this test say so."""
+    """Names of torch.nn that vtl.nn lacks are the ones listed here; a new PyTorch name
+    makes this test say so."""
     import torch.nn as tnn
 
     missing = {n for n in dir(tnn) if not n.startswith("_") and not hasattr(nn, n)}
-    known = {"Buffer", "Container", "CrossMapLRN2d", "DataParallel", "FractionalMaxPool2d",
-             "FractionalMaxPool3d", "LinearCrossEntropyLoss", "LinearCrossEntropyOptions",
-             "RNNCellBase", "attention", "common_types", "factory_kwargs", "grad",
-             "intrinsic", "parallel", "parameter", "qat", "quantizable", "quantized"}
+    known = {"DataParallel", "attention", "common_types", "factory_kwargs", "intrinsic",
+             "parallel", "parameter", "qat", "quantizable", "quantized"}
     assert missing <= known, sorted(missing - known)
