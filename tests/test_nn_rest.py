@@ -872,6 +872,10 @@ def test_buffer_container_rnncellbase():
     base = nn.RNNCellBase(3, 4, True, num_chunks=2)
     assert base.weight_ih.shape == (8, 3) and base.bias_hh.shape == (8,)
     assert np.abs(to_numpy(base.weight_hh)).max() <= 0.5
+    from vtl.nn.parameter import Buffer, Parameter, UninitializedParameter
+
+    assert Buffer is nn.Buffer and Parameter is nn.Parameter
+    assert UninitializedParameter is nn.UninitializedParameter
 
 
 @needs_torch
@@ -882,5 +886,5 @@ def test_every_torch_nn_name_is_known():
 
     missing = {n for n in dir(tnn) if not n.startswith("_") and not hasattr(nn, n)}
     known = {"DataParallel", "attention", "common_types", "factory_kwargs", "intrinsic",
-             "parallel", "parameter", "qat", "quantizable", "quantized"}
+             "parallel", "qat", "quantizable", "quantized"}
     assert missing <= known, sorted(missing - known)

@@ -7,8 +7,8 @@
 * ``vtl.nn.grad`` — gradients of the convolutions (``conv2d_input``, ...).
 """
 
-from . import functional, grad, init, utils
+from . import functional, grad, init, parameter, utils
 from .modules import *  # noqa: F403
 from .modules import __all__ as _modules_all
 
-__all__ = ["functional", "grad", "init", "utils", *_modules_all]
+__all__ = ["functional", "grad", "init", "parameter", "utils", *_modules_all]
