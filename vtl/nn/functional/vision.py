@@ -250,7 +250,7 @@ def grid_sample(input: Any, grid: Any, mode: str = "bilinear",  # noqa: A002
     ``'border'`` or ``'reflection'``; ``align_corners``: -1 and 1 are the centres
     (``True``) or the outer edges (``False``) of the corner pixels (``None`` warns, as
     PyTorch, and means ``False``). Differentiable with respect to ``input`` and ``grid``
-    (``'nearest'`` gives the grid no gradient).
+    (``'nearest'`` gives the grid a zero gradient).
     """
     xp = namespace(input, grid)
     if mode not in ("bilinear", "nearest", "bicubic"):
@@ -304,6 +304,10 @@ def grid_sample(input: Any, grid: Any, mode: str = "bilinear",  # noqa: A002
         if mode == "nearest":
             vals, valid = gather([xp.round(detach(q)) for q in coords])
             out = _weighted(xp, vals, valid, None)
+            if getattr(grid, "requires_grad", False):
+                # the output depends on the grid with a zero gradient, as PyTorch
+                never = xp.zeros((1, 1, 1), dtype=xp.bool, device=grid.device)
+                out = out + xp.where(never, g[:, :, :1], 0.0)
         else:
             lows = [xp.floor(detach(q)) for q in coords]
             # weights as PyTorch: (low + 1 - q) for the low neighbour, (q - low) for the high
