@@ -62,6 +62,7 @@ from . import (
     data,
     datasets,
     distributed,  # MPI/NCCL are loaded only by init_process_group
+    func,  # noqa: E402  (torch.func's names; imports nn)
     io,
     metrics,
     nn,
@@ -71,7 +72,10 @@ from . import (
     utils,
 )
 from ._conveniences import *
+from ._ops.scatter import *
+from ._ops.torch_functions import *
 from .autograd.functional import grad, hessian, jacobian, jvp, value_and_grad, vjp
 from .autograd.grad_mode import inference_mode
+from .autograd.vmap import vmap
 from .capture import CaptureError, compile
 from .io import load, load_checkpoint, save, save_checkpoint

@@ -15,6 +15,7 @@ from .._tensor import Tensor
 from ..backends import _dtypes, backend_of_native, resolve_device
 from ..backends._base import Device
 from ..backends._dtypes import to_dtype
+from ._aliases import torch_names
 from ._core import needs_grad, new, record, same_device, tensor_arg
 
 __all__ = [
@@ -526,11 +527,13 @@ def _tri(name: str, x: Tensor, k: int) -> Tensor:
     return new(out, dev)
 
 
+@torch_names(diagonal="k")
 def tril(x: Tensor, /, *, k: int = 0) -> Tensor:
     """Lower triangle of the last two axes (zero above diagonal ``k``)."""
     return _tri("tril", x, k)
 
 
+@torch_names(diagonal="k")
 def triu(x: Tensor, /, *, k: int = 0) -> Tensor:
     """Upper triangle of the last two axes (zero below diagonal ``k``)."""
     return _tri("triu", x, k)

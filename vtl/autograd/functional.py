@@ -84,6 +84,38 @@ def _track_args(args: Sequence[Any], nums: Sequence[int], where: str,
     return args_l, [args_l[i] for i in nums]
 
 
+def _track_tree_args(args: Sequence[Any], nums: Sequence[int], where: str,
+                     outer: bool) -> tuple[list[Any], list[Tensor], Callable]:
+    """Like :func:`_track_args`, but a differentiated argument may be a tuple/list/dict of
+    tensors (``grad`` of a function of a parameter dict). Returns the arguments, the flat
+    stand-ins, and a function regrouping flat gradients into one entry per argument."""
+    from .vmap import _leaves, _rebuild
+
+    args_l = list(args)
+    tracked: list[Tensor] = []
+    shapes = []
+    for i in nums:
+        a = args_l[i]
+        if isinstance(a, (tuple, list, dict)):
+            ts = [_track(leaf, where, outer) for leaf in _leaves(a)]
+            args_l[i] = _rebuild(a, iter(ts))
+            shapes.append((a, len(ts)))
+        else:
+            ts = [_track(a, where, outer)]
+            args_l[i] = ts[0]
+            shapes.append((None, 1))
+        tracked.extend(ts)
+
+    def regroup(flat: Sequence[Any]) -> list[Any]:
+        out, k = [], 0
+        for tree, n in shapes:
+            out.append(flat[k] if tree is None else _rebuild(tree, iter(flat[k:k + n])))
+            k += n
+        return out
+
+    return args_l, tracked, regroup
+
+
 def _call(fun: Callable, args: Sequence[Any], kwargs: dict) -> Any:
     _level.depth += 1
     try:
@@ -192,17 +224,19 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0,
 
     ``fun`` must return a single-element real tensor. With ``has_aux=True``,
     ``fun`` returns ``(value, aux)`` and the result is ``((value, aux), gradient)``.
-    An int ``argnums`` gives one gradient, a tuple gives a tuple of gradients.
+    An int ``argnums`` gives one gradient, a tuple gives a tuple of gradients. A
+    differentiated argument may be a tuple/list/dict of tensors (say a parameter dict for
+    :func:`vtl.func.functional_call`); its gradient has the same structure.
     """
 
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         nums, single = _argnums(argnums, len(args), "grad")
         outer = grad_mode.state.enabled
-        args_l, tracked = _track_args(args, nums, "grad", outer)
+        args_l, tracked, regroup = _track_tree_args(args, nums, "grad", outer)
         res, aux = _split_aux(_call(fun, args_l, kwargs), has_aux, "grad")
         out = _scalar_output(res, "grad")
         nested = _nested(outer, [out], tracked)
-        gs = _grads([out], tracked, nested, retain=False)
+        gs = regroup(_grads([out], tracked, nested, retain=False))
         value = out if nested else out.detach()
         g = gs[0] if single else tuple(gs)
         if has_aux:

@@ -52,6 +52,11 @@ class CupyBackend(Backend):
     def same_storage(self, a: Any, b: Any) -> bool:
         return a.data.mem is b.data.mem
 
+    def layout(self, raw: Any) -> tuple[tuple[int, ...], int, int]:
+        isz = raw.dtype.itemsize
+        ptr = raw.data.ptr
+        return tuple(st // isz for st in raw.strides), (ptr - raw.data.mem.ptr) // isz, ptr
+
     def _report(self) -> None:
         """Raise the errors that kernels found on the device since the last host read."""
         ce = self._kernels.get("cross_entropy")
@@ -115,7 +120,13 @@ class CupyBackend(Backend):
 
     def info(self) -> dict[str, Any]:
         cp = self._cupy
+        from .cudnn import load_cudnn
+
         out: dict[str, Any] = {"cupy": cp.__version__, "devices": []}
+        cudnn, why = load_cudnn()
+        out["cudnn"] = (f"cuDNN {cudnn.backend_version()} through nvidia-cudnn-frontend "
+                        f"{cudnn.__version__} (convolutions)") if cudnn is not None else \
+            f"not used: {why}"
         for i in range(self.device_count()):
             props = cp.cuda.runtime.getDeviceProperties(i)
             out["devices"].append(
@@ -127,6 +138,7 @@ class CupyBackend(Backend):
 def register(backend: Backend, cupy: Any, xp: Any) -> None:
     """Equip the CuPy backend object with its kernels (products through the namespace's
     ``matmul``: one direct cuBLAS call)."""
+    from .attention import CupyAttention
     from .conv import CupyConv2d
     from .optim import MultiTensorApply
     from .pool import CupyPool2d
@@ -134,8 +146,14 @@ def register(backend: Backend, cupy: Any, xp: Any) -> None:
     from .rnn import GruCell, LstmCell
 
     nn = _nn.CupyNN(cupy, xp.matmul)
-    backend.register_kernel("conv2d", CupyConv2d(cupy, matmul=xp.matmul))
+    from .cudnn import CudnnConv2d, load_cudnn
+
+    cudnn, _why = load_cudnn()
+    conv = CupyConv2d(cupy, matmul=xp.matmul) if cudnn is None else \
+        CudnnConv2d(cupy, cudnn, matmul=xp.matmul)
+    backend.register_kernel("conv2d", conv)
     backend.register_kernel("pool2d", CupyPool2d(cupy))
+    backend.register_kernel("attention", CupyAttention(cupy))
     backend.register_kernel("linear", nn.linear)
     backend.register_kernel("linear_grad_weight", nn.linear_grad_weight)
     backend.register_kernel("relu_backward", nn.relu_backward)

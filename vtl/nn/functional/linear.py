@@ -13,7 +13,7 @@ from ._utils import apply_inplace, detach, namespace
 
 __all__ = [
     "alpha_dropout", "bilinear", "dropout", "dropout1d", "dropout2d", "dropout3d",
-    "embedding", "embedding_bag", "linear", "one_hot", "pad",
+    "embedding", "embedding_bag", "feature_alpha_dropout", "linear", "one_hot", "pad",
 ]
 
 
@@ -622,10 +622,35 @@ def alpha_dropout(input: Any, p: float = 0.5, training: bool = False, inplace: b
     if inplace:
         return apply_inplace(input, partial(alpha_dropout, p=p, training=True,
                                             generator=generator), "alpha_dropout")
+    return _alpha_masked(input, _shape(input), p, generator)
+
+
+def _alpha_masked(input: Any, shape: tuple[int, ...], p: float, generator: Any) -> Any:  # noqa: A002
+    """PyTorch's alpha-dropout arithmetic with a keep mask of ``shape`` (broadcast)."""
     xp = namespace(input)
     if p == 1.0:
         return input * 0.0
-    keep = xp.astype(_uniform_like(input, _shape(input), generator) >= p, input.dtype)
+    keep = xp.astype(_uniform_like(input, shape, generator) >= p, input.dtype)
     a = ((1.0 - p) * (1.0 + p * _ALPHA_PRIME**2)) ** -0.5
     b = -a * _ALPHA_PRIME * p
     return (input * keep + _ALPHA_PRIME * (1.0 - keep)) * a + b
+
+
+def feature_alpha_dropout(input: Any, p: float = 0.5, training: bool = False,  # noqa: A002
+                          inplace: bool = False, *, generator: Any = None) -> Any:
+    """Alpha dropout of whole channels: each channel of an ``(N, C, *)`` input (one mask
+    value per ``(n, c)``) is either kept or set to SELU's negative saturation value
+    ``alpha'``, then an affine map restores zero mean and unit variance, as
+    :func:`alpha_dropout`. The identity unless ``training`` (PyTorch's default
+    ``training=False``)."""
+    _check_p(p, "feature_alpha_dropout")
+    if input.ndim < 2:
+        raise ValueError(f"feature_alpha_dropout(): feature dropout requires at least 2 "
+                         f"dimensions in the input, got shape {_shape(input)}")
+    if not training or p == 0.0 or math.prod(_shape(input)) == 0:
+        return input
+    shape = _shape(input)[:2] + (1,) * (input.ndim - 2)
+    if inplace:
+        return apply_inplace(input, lambda x: _alpha_masked(x, shape, p, generator),
+                             "feature_alpha_dropout")
+    return _alpha_masked(input, shape, p, generator)

@@ -358,3 +358,22 @@ def local_response_norm(input: Any, size: int, alpha: float = 1e-4, beta: float 
         total = total + padded[:, j:j + c, ...]
     div = (total * (alpha / size) + k) ** beta
     return input / div
+
+
+def _cross_map_lrn2d(input: Any, size: int, alpha: float, beta: float, k: float) -> Any:  # noqa: A002
+    """PyTorch's legacy ``CrossMapLRN2d`` forward on ``(N, C, H, W)`` inputs:
+    ``x * (k + alpha / size * S) ** -beta`` where ``S`` sums the squares over the channels
+    ``[c - p + 1, c + p)`` with ``p = int((size - 1) / 2 + 1)``, except that the running
+    sum of PyTorch's kernel never drops channel 0 (it stays in every window)."""
+    xp = namespace(input)
+    _check_float(xp, input, "CrossMapLRN2d")
+    if input.ndim != 4:
+        raise ValueError(f"CrossMapLRN2d: Expected input to be 4D, got {input.ndim}D instead.")
+    c = input.shape[1]
+    p = int((size - 1) / 2 + 1)
+    rows = [[1.0 if j < min(i + p, c) and not (1 <= j <= i - p) else 0.0 for j in range(c)]
+            for i in range(c)]
+    m = xp.asarray(rows, dtype=input.dtype, device=input.device)
+    sq = xp.permute_dims(input * input, (0, 2, 3, 1))
+    s = xp.permute_dims(xp.matmul(sq, xp.matrix_transpose(m)), (0, 3, 1, 2))
+    return input * (k + (alpha / size) * s) ** (-beta)

@@ -17,7 +17,7 @@ import vtl
 from ..._tensor import Tensor
 from ...backends import Device
 
-__all__ = ["Module", "Parameter"]
+__all__ = ["Buffer", "Module", "Parameter"]
 
 
 class Parameter(Tensor):
@@ -50,6 +50,38 @@ class Parameter(Tensor):
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         return (_rebuild_parameter, (self.numpy(), str(self._device), self._requires_grad))
+
+
+class Buffer(Tensor):
+    """A tensor that a :class:`Module` registers as a buffer when assigned as an attribute
+    (``self.stats = nn.Buffer(vtl.zeros(3))`` is ``register_buffer("stats", ...)``), as
+    PyTorch's ``nn.Buffer``. ``persistent=False`` keeps it out of ``state_dict``. It shares
+    ``data``'s storage and keeps its ``requires_grad``."""
+
+    __slots__ = ("persistent",)
+
+    def __new__(cls, data: Any = None, *, persistent: bool = True) -> Buffer:
+        if data is None:
+            data = vtl.empty((0,))
+        elif not isinstance(data, Tensor):
+            data = vtl.asarray(data)
+        b = object.__new__(cls)
+        b._data = data._data
+        b._device = data._device
+        b._grad_fn = None
+        b._requires_grad = False
+        b._vc = data._version_counter()
+        b.persistent = bool(persistent)
+        if data.requires_grad:
+            b.requires_grad_(True)
+        return b
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        return (_rebuild_buffer, (self.numpy(), str(self._device), self.persistent))
+
+
+def _rebuild_buffer(host: Any, device: str, persistent: bool) -> Buffer:
+    return Buffer(vtl.asarray(host, device=device), persistent=persistent)
 
 
 def _rebuild_parameter(host: Any, device: str, requires_grad: bool) -> Parameter:
@@ -199,6 +231,11 @@ class Module:
                 raise TypeError(f"cannot assign {type(value).__name__} as sub-module {name!r} "
                                 "(vtl.nn.Module or None expected)")
             modules[name] = None
+            return
+        if isinstance(value, Buffer):
+            self._check_init("buffers")
+            self._remove_from(name, d, keep="_buffers")
+            self.register_buffer(name, value, value.persistent)
             return
         buffers = d.get("_buffers")
         if buffers is not None and name in buffers:
@@ -470,7 +507,7 @@ class Module:
                 errors.append(f"value for {key!r} is a {type(value).__name__}, expected a "
                               "tensor or array")
                 continue
-            if shape != tuple(target.shape):
+            if shape != tuple(target.shape) and not getattr(target, "_uninitialized", False):
                 errors.append(f"size mismatch for {key}: copying a param with shape {shape} "
                               f"from checkpoint, the shape in current model is "
                               f"{tuple(target.shape)}.")
@@ -504,6 +541,8 @@ class Module:
             converted.append((key, target, v))
         with vtl.no_grad():
             for key, target, v in converted:
+                if getattr(target, "_uninitialized", False):  # a lazy layer's placeholder
+                    target.materialize(tuple(v.shape))
                 if assign:
                     self._assign(key, target, v)
                 else:
