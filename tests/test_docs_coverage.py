@@ -29,7 +29,8 @@ MODULES = [
     "vtl.optim.swa_utils", "vtl.data", "vtl.data.transforms", "vtl.datasets",
     "vtl.datasets.synthetic", "vtl.datasets.text", "vtl.io", "vtl.train", "vtl.metrics",
     "vtl.distributed", "vtl.backends", "vtl.backends.wgpu", "vtl.utils",
-    "vtl.utils.checkpoint", "vtl.cuda", "vtl.capture", "vtl.return_types",
+    "vtl.utils.checkpoint", "vtl.cuda", "vtl.capture", "vtl.return_types", "vtl.func",
+    "vtl.nn.grad", "vtl.nn.parameter", "vtl.nn.utils.stateless",
 ]
 
 _ENTRY = re.compile(r"^::: ([\w.]+)", re.MULTILINE)

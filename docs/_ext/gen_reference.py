@@ -41,6 +41,11 @@ NAMESPACE = [
      "`x[...]` indexing (basic, integer arrays, boolean masks; reading and writing) is "
      "on [Tensor](../tensor.md); these are the standard's functions.", ["indexing"], []),
     ("data-types", "Data types", "", ["dtype_functions"], ["__array_namespace_info__"]),
+    ("pytorch", "PyTorch-style functions",
+     "PyTorch's top-level functions that the standard does not define (`vtl.mm`, "
+     "`vtl.gather`, `vtl.softmax`, ...), with PyTorch's argument names (`dim=`, "
+     "`keepdim=`). They are compositions of the functions above, so they run and "
+     "differentiate on every backend.", ["torch_functions", "scatter"], []),
     ("devices", "Devices, backends and threads",
      "Where tensors live and run. See the [installation and backends guide]"
      "(../../guide/installation.md).",
@@ -171,37 +176,54 @@ def main() -> None:
          + "\n## Functional transforms\n\nAlso at the top level: `vtl.grad`, "
          "`vtl.value_and_grad`, ...\n\n"
          + entries("vtl", ["grad", "value_and_grad", "vjp", "jvp", "jacobian", "hessian"], 3)
+         + entries("vtl.func", ["vmap"], 3)
+         + "\n## vtl.func\n\nPyTorch's `torch.func` names for the same transforms.\n\n"
+         + entries("vtl.func", [n for n in names("vtl.func")
+                                if n not in ("grad", "vjp", "jvp", "hessian", "vmap")], 3)
          + "\n## Captured steps (`vtl.compile`)\n\n"
          + entries("vtl.capture", names("vtl.capture"), 3))
     page("nn/modules.md", "vtl.nn: modules",
          "Layers own their parameters and call [vtl.nn.functional](functional.md).",
          sections("vtl.nn.modules", [
              ("module", "Module and parameters"), ("container", "Containers"),
-             ("linear", "Linear layers"), ("conv", "Convolution layers"),
-             ("pooling", "Pooling layers"), ("padding", "Padding layers"),
+             ("linear", "Linear layers"), ("lazy", "Lazy layers"),
+             ("conv", "Convolution layers"), ("pooling", "Pooling layers"),
+             ("pooling_fractional", "Fractional max pooling"), ("padding", "Padding layers"),
              ("activation", "Activations"), ("normalization", "Normalization layers"),
+             ("sync_batchnorm", "Synchronized batch normalization"),
              ("dropout", "Dropout layers"), ("rnn", "Recurrent layers"),
              ("attention", "Attention and transformers"), ("transformer", "Transformers"),
              ("positional", "Positional encodings"), ("sparse", "Sparse layers"),
              ("distance", "Distances"), ("flatten", "Flatten and unflatten"),
-             ("sampling", "Resampling"), ("loss", "Loss functions")], "vtl.nn"))
+             ("sampling", "Resampling"), ("channelshuffle", "Channel shuffle"),
+             ("loss", "Loss functions"), ("adaptive", "Adaptive softmax"),
+             ("linear_cross_entropy", "Linear cross-entropy")], "vtl.nn")
+         + "\n## vtl.nn.parameter\n\n"
+         + entries("vtl.nn.parameter", names("vtl.nn.parameter"), 3))
     page("nn/functional.md", "vtl.nn.functional",
          "Every layer's computation as a function written against the array API: it also "
          "runs (without gradients) on plain NumPy, CuPy or array-api-strict arrays.",
          sections("vtl.nn.functional", [
              ("linear", "Linear"), ("conv", "Convolutions"), ("pooling", "Pooling"),
+             ("pooling_fractional", "Fractional max pooling"), ("vision", "Vision"),
              ("activation", "Activations"), ("softmax", "Softmax"),
              ("normalization", "Normalization"), ("attention", "Attention"),
              ("sampling", "Resampling and padding"), ("distance", "Distances"),
-             ("loss", "Losses"), ("loss_margin", "Margin losses"), ("ctc", "CTC loss")],
+             ("loss", "Losses"), ("loss_margin", "Margin losses"), ("ctc", "CTC loss"),
+             ("linear_cross_entropy", "Linear cross-entropy")],
              "vtl.nn.functional"))
     page("nn/init.md", "vtl.nn.init", "PyTorch's initialisations, drawn from `vtl.random`.",
          entries("vtl.nn.init", names("vtl.nn.init")))
+    page("nn/grad.md", "vtl.nn.grad", "Gradients of the convolutions with respect to their "
+         "input and weight (PyTorch's `torch.nn.grad`).",
+         entries("vtl.nn.grad", names("vtl.nn.grad")))
     page("nn/utils.md", "vtl.nn.utils", "",
          entries("vtl.nn.utils", names("vtl.nn.utils"))
          + "\n## vtl.nn.utils.rnn\n\n" + entries("vtl.nn.utils.rnn", names("vtl.nn.utils.rnn"), 3)
          + "\n## vtl.nn.utils.parametrize\n\n"
          + entries("vtl.nn.utils.parametrize", names("vtl.nn.utils.parametrize"), 3)
+         + "\n## vtl.nn.utils.stateless\n\n"
+         + entries("vtl.nn.utils.stateless", names("vtl.nn.utils.stateless"), 3)
          + "\n## vtl.nn.utils.parametrizations\n\n"
          + entries("vtl.nn.utils.parametrizations", names("vtl.nn.utils.parametrizations"), 3))
     page("optim/optimizers.md", "vtl.optim", "Optimizers with PyTorch's algorithms and "

@@ -135,12 +135,14 @@ _KINDS = {
 
 
 class FactoryFunctions(griffe.Extension):
-    """Document module-level functions that factories build (``sin = _unary("sin", ...)``).
+    """Document module-level functions and classes that factories build.
+
+    (``sin = _unary("sin", ...)``, ``LazyConv2d = _lazy_conv(Conv2d, False)``.)
 
     Static analysis sees such a name as an attribute with a call for its value and no
-    docstring. For those attributes this reads the built function from the imported module
+    docstring. For those attributes this reads the built object from the imported module
     (vtl imports nothing heavier than NumPy, and needs no GPU) and documents it as a
-    function with its runtime signature and docstring. An attribute that merely renames a
+    function or class with its runtime signature and docstring. An attribute that merely renames a
     function or class of its module (``mse = mean_squared_error``) becomes an alias of it.
     """
 
@@ -169,15 +171,23 @@ class FactoryFunctions(griffe.Extension):
             obj = getattr(importlib.import_module(mod.path), name)
         except (ImportError, AttributeError):
             return None
-        if not inspect.isfunction(obj) or not obj.__doc__:
+        if not (inspect.isfunction(obj) or inspect.isclass(obj)) or not obj.__doc__:
             return None
-        params = griffe.Parameters(*(
-            griffe.Parameter(p.name, kind=_KINDS[p.kind],
-                             default=None if p.default is p.empty else repr(p.default))
-            for p in inspect.signature(obj).parameters.values()))
-        func = griffe.Function(name, lineno=member.lineno, endlineno=member.endlineno,
-                               parameters=params)
-        func.docstring = griffe.Docstring(to_markdown(inspect.cleandoc(obj.__doc__)),
-                                          parent=func)
-        func.docstring._vtl_markdown = True
-        return func
+        lines = {"lineno": member.lineno, "endlineno": member.endlineno}
+        if inspect.isclass(obj):  # a class built by a factory: its docstring and __init__
+            out = griffe.Class(name, **lines)
+            init = griffe.Function("__init__", parameters=_parameters(obj.__init__), **lines)
+            out.set_member("__init__", init)
+        else:
+            out = griffe.Function(name, parameters=_parameters(obj), **lines)
+        out.docstring = griffe.Docstring(to_markdown(inspect.cleandoc(obj.__doc__)), parent=out)
+        out.docstring._vtl_markdown = True
+        return out
+
+
+def _parameters(fn: Any) -> Any:
+    """``fn``'s runtime signature as griffe parameters."""
+    return griffe.Parameters(*(
+        griffe.Parameter(p.name, kind=_KINDS[p.kind],
+                         default=None if p.default is p.empty else repr(p.default))
+        for p in inspect.signature(fn).parameters.values()))
