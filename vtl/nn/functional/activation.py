@@ -40,7 +40,15 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 def relu(input: Any, inplace: bool = False) -> Any:  # noqa: A002 - PyTorch's argument name
     """``max(x, 0)``; derivative 0 at 0; nan stays nan (its gradient passes through,
     as PyTorch's). One recorded node on real floating vtl tensors; integer tensors
-    keep their dtype."""
+    keep their dtype.
+
+    Args:
+        input: The input tensor.
+        inplace: Write the result into ``input`` and return it.
+
+    Returns:
+        A tensor of the input's shape.
+    """
     if inplace:
         return apply_inplace(input, relu, "relu")
     if input.__class__ is Tensor or isinstance(input, Tensor):
@@ -70,7 +78,15 @@ def _relu_vjp(x: Tensor, g: Tensor, _: Any) -> Tensor:
 
 
 def relu6(input: Any, inplace: bool = False) -> Any:  # noqa: A002
-    """``min(max(x, 0), 6)``."""
+    """``min(max(x, 0), 6)``.
+
+    Args:
+        input: The input tensor.
+        inplace: Write the result into ``input`` and return it.
+
+    Returns:
+        A tensor of the input's shape.
+    """
     if inplace:
         return apply_inplace(input, relu6, "relu6")
     return hardtanh(input, 0.0, 6.0)
@@ -78,7 +94,16 @@ def relu6(input: Any, inplace: bool = False) -> Any:  # noqa: A002
 
 def leaky_relu(input: Any, negative_slope: float = 0.01, inplace: bool = False  # noqa: A002
                ) -> Any:
-    """``x`` for ``x > 0``, else ``negative_slope * x``."""
+    """``x`` for ``x > 0``, else ``negative_slope * x``.
+
+    Args:
+        input: The input tensor.
+        negative_slope: Slope for negative inputs.
+        inplace: Write the result into ``input`` and return it.
+
+    Returns:
+        A tensor of the input's shape.
+    """
     if inplace:
         return apply_inplace(input, partial(leaky_relu, negative_slope=negative_slope),
                              "leaky_relu")
@@ -91,7 +116,24 @@ def rrelu(input: Any, lower: float = 1.0 / 8.0, upper: float = 1.0 / 3.0,  # noq
     """Randomized leaky ReLU: ``x`` for ``x >= 0``, else ``a * x``.
 
     In training mode each element draws its own slope ``a ~ U(lower, upper)`` from
-    ``generator`` (default: ``vtl.random``'s); otherwise ``a = (lower + upper) / 2``."""
+    ``generator`` (default: ``vtl.random``'s); otherwise ``a = (lower + upper) / 2``.
+
+    Args:
+        input: The input tensor.
+        lower: Lower bound of the uniform distribution of slopes.
+        upper: Upper bound of the uniform distribution of slopes.
+        training: Draw a slope per element; otherwise use ``(lower + upper) / 2``.
+        inplace: Write the result into ``input`` and return it.
+        generator: A :class:`vtl.random.Generator` to draw from (default: ``vtl.random``'s default
+            generator).
+
+    Returns:
+        A tensor of the input's shape.
+
+    Raises:
+        ValueError: If ``lower > upper``.
+        TypeError: If the input is not real floating-point.
+    """
     lower, upper = float(lower), float(upper)
     if not lower <= upper:
         raise ValueError(f"rrelu(): lower ({lower}) must not exceed upper ({upper})")
@@ -113,7 +155,19 @@ def rrelu(input: Any, lower: float = 1.0 / 8.0, upper: float = 1.0 / 3.0,  # noq
 
 def rrelu_(input: Any, lower: float = 1.0 / 8.0, upper: float = 1.0 / 3.0,  # noqa: A002
            training: bool = False, *, generator: Any = None) -> Any:
-    """:func:`rrelu` in place."""
+    """:func:`rrelu` in place.
+
+    Args:
+        input: The input tensor.
+        lower: Lower bound of the uniform distribution of slopes.
+        upper: Upper bound of the uniform distribution of slopes.
+        training: Draw a slope per element; otherwise use ``(lower + upper) / 2``.
+        generator: A :class:`vtl.random.Generator` to draw from (default: ``vtl.random``'s default
+            generator).
+
+    Returns:
+        ``input``, modified in place.
+    """
     return rrelu(input, lower, upper, training, True, generator=generator)
 
 
@@ -123,7 +177,16 @@ def _neg_part(xp: Any, x: Any) -> Any:
 
 
 def elu(input: Any, alpha: float = 1.0, inplace: bool = False) -> Any:  # noqa: A002
-    """``x`` for ``x > 0``, else ``alpha * (exp(x) - 1)``."""
+    """``x`` for ``x > 0``, else ``alpha * (exp(x) - 1)``.
+
+    Args:
+        input: The input tensor.
+        alpha: Scale of the negative part.
+        inplace: Write the result into ``input`` and return it.
+
+    Returns:
+        A tensor of the input's shape.
+    """
     if inplace:
         return apply_inplace(input, partial(elu, alpha=alpha), "elu")
     xp = namespace(input)
@@ -131,14 +194,34 @@ def elu(input: Any, alpha: float = 1.0, inplace: bool = False) -> Any:  # noqa: 
 
 
 def selu(input: Any, inplace: bool = False) -> Any:  # noqa: A002
-    """``scale * elu(x, alpha)`` with the self-normalising constants."""
+    """``scale * elu(x, alpha)`` with the self-normalising constants.
+
+    Args:
+        input: The input tensor.
+        inplace: Write the result into ``input`` and return it.
+
+    Returns:
+        A tensor of the input's shape.
+    """
     if inplace:
         return apply_inplace(input, selu, "selu")
     return _SELU_SCALE * elu(input, _SELU_ALPHA)
 
 
 def celu(input: Any, alpha: float = 1.0, inplace: bool = False) -> Any:  # noqa: A002
-    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
+    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``.
+
+    Args:
+        input: The input tensor.
+        alpha: The ``alpha`` of the formula (not 0).
+        inplace: Write the result into ``input`` and return it.
+
+    Returns:
+        A tensor of the input's shape.
+
+    Raises:
+        ValueError: If ``alpha`` is 0.
+    """
     if alpha == 0:
         raise ValueError("celu(): alpha must not be 0")
     if inplace:
@@ -152,7 +235,18 @@ def gelu(input: Any, approximate: str = "none") -> Any:  # noqa: A002
     PyTorch's tanh approximation (``approximate='tanh'``).
 
     On a real floating tensor it is one graph node: the backend's ``gelu`` kernel (one
-    launch each way) where it has one, else the portable formulas on the raw arrays."""
+    launch each way) where it has one, else the portable formulas on the raw arrays.
+
+    Args:
+        input: The input tensor.
+        approximate: ``'none'`` (exact) or ``'tanh'``.
+
+    Returns:
+        A tensor of the input's shape.
+
+    Raises:
+        ValueError: If ``approximate`` is not ``'none'`` or ``'tanh'``.
+    """
     if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu(): approximate must be 'none' or 'tanh', got {approximate!r}")
     if isinstance(input, Tensor) and input._data.dtype.kind == "f":
@@ -210,7 +304,14 @@ def _gelu_vjp(kern: Any, x: Tensor, approximate: str, g: Tensor, _: Any) -> Tens
 
 
 def sigmoid(input: Any) -> Any:  # noqa: A002
-    """``1 / (1 + exp(-x))``, evaluated through ``exp(-|x|)`` (no overflow)."""
+    """``1 / (1 + exp(-x))``, evaluated through ``exp(-|x|)`` (no overflow).
+
+    Args:
+        input: The input tensor.
+
+    Returns:
+        A tensor of the input's shape.
+    """
     xp = namespace(input)
     pos = input >= 0
     e = xp.exp(xp.where(pos, -input, input))  # exp(-|x|) in (0, 1]
@@ -218,12 +319,27 @@ def sigmoid(input: Any) -> Any:  # noqa: A002
 
 
 def tanh(input: Any) -> Any:  # noqa: A002
-    """Hyperbolic tangent."""
+    """Hyperbolic tangent.
+
+    Args:
+        input: The input tensor.
+
+    Returns:
+        A tensor of the input's shape.
+    """
     return namespace(input).tanh(input)
 
 
 def silu(input: Any, inplace: bool = False) -> Any:  # noqa: A002
-    """``x * sigmoid(x)`` (also called swish)."""
+    """``x * sigmoid(x)`` (also called swish).
+
+    Args:
+        input: The input tensor.
+        inplace: Write the result into ``input`` and return it.
+
+    Returns:
+        A tensor of the input's shape.
+    """
     if inplace:
         return apply_inplace(input, silu, "silu")
     return input * sigmoid(input)
@@ -236,6 +352,14 @@ def softplus(input: Any, beta: float = 1.0, threshold: float = 20.0) -> Any:  # 
     """``log(1 + exp(beta * x)) / beta``; linear where ``beta * x > threshold``.
 
     Evaluated as ``max(z, 0) + log1p(exp(-|z|))`` with ``z = beta * x``.
+
+    Args:
+        input: The input tensor.
+        beta: The ``beta`` of the formula.
+        threshold: Where ``beta * x > threshold`` the result is ``x``.
+
+    Returns:
+        A tensor of the input's shape.
     """
     xp = namespace(input)
     z = input * beta if beta != 1 else input
@@ -249,12 +373,27 @@ def softplus(input: Any, beta: float = 1.0, threshold: float = 20.0) -> Any:  # 
 
 
 def logsigmoid(input: Any) -> Any:  # noqa: A002
-    """``log(sigmoid(x)) = -softplus(-x)``, stable for large ``|x|``."""
+    """``log(sigmoid(x)) = -softplus(-x)``, stable for large ``|x|``.
+
+    Args:
+        input: The input tensor.
+
+    Returns:
+        A tensor of the input's shape.
+    """
     return -softplus(-input, 1.0, math.inf)
 
 
 def mish(input: Any, inplace: bool = False) -> Any:  # noqa: A002
-    """``x * tanh(softplus(x))``."""
+    """``x * tanh(softplus(x))``.
+
+    Args:
+        input: The input tensor.
+        inplace: Write the result into ``input`` and return it.
+
+    Returns:
+        A tensor of the input's shape.
+    """
     if inplace:
         return apply_inplace(input, mish, "mish")
     xp = namespace(input)
@@ -263,7 +402,20 @@ def mish(input: Any, inplace: bool = False) -> Any:  # noqa: A002
 
 def hardtanh(input: Any, min_val: float = -1.0, max_val: float = 1.0,  # noqa: A002
              inplace: bool = False) -> Any:
-    """``clip(x, min_val, max_val)``; derivative 1 strictly inside, else 0."""
+    """``clip(x, min_val, max_val)``; derivative 1 strictly inside, else 0.
+
+    Args:
+        input: The input tensor.
+        min_val: Lower end of the linear region.
+        max_val: Upper end of the linear region.
+        inplace: Write the result into ``input`` and return it.
+
+    Returns:
+        A tensor of the input's shape.
+
+    Raises:
+        ValueError: If ``min_val > max_val``.
+    """
     if min_val > max_val:
         raise ValueError(f"hardtanh(): min_val ({min_val}) must not exceed max_val ({max_val})")
     if inplace:
@@ -275,7 +427,15 @@ def hardtanh(input: Any, min_val: float = -1.0, max_val: float = 1.0,  # noqa: A
 
 
 def hardsigmoid(input: Any, inplace: bool = False) -> Any:  # noqa: A002
-    """``0`` for ``x <= -3``, ``1`` for ``x >= 3``, else ``x / 6 + 1/2``."""
+    """``0`` for ``x <= -3``, ``1`` for ``x >= 3``, else ``x / 6 + 1/2``.
+
+    Args:
+        input: The input tensor.
+        inplace: Write the result into ``input`` and return it.
+
+    Returns:
+        A tensor of the input's shape.
+    """
     if inplace:
         return apply_inplace(input, hardsigmoid, "hardsigmoid")
     return hardtanh(input / 6.0 + 0.5, 0.0, 1.0)
@@ -283,7 +443,15 @@ def hardsigmoid(input: Any, inplace: bool = False) -> Any:  # noqa: A002
 
 def hardswish(input: Any, inplace: bool = False) -> Any:  # noqa: A002
     """``0`` for ``x <= -3``, ``x`` for ``x >= 3``, else ``x * (x + 3) / 6``
-    (derivative 0 at -3 and 1 at 3, as PyTorch)."""
+    (derivative 0 at -3 and 1 at 3, as PyTorch).
+
+    Args:
+        input: The input tensor.
+        inplace: Write the result into ``input`` and return it.
+
+    Returns:
+        A tensor of the input's shape.
+    """
     if inplace:
         return apply_inplace(input, hardswish, "hardswish")
     xp = namespace(input)
@@ -292,18 +460,43 @@ def hardswish(input: Any, inplace: bool = False) -> Any:  # noqa: A002
 
 
 def softsign(input: Any) -> Any:  # noqa: A002
-    """``x / (1 + |x|)``."""
+    """``x / (1 + |x|)``.
+
+    Args:
+        input: The input tensor.
+
+    Returns:
+        A tensor of the input's shape.
+    """
     xp = namespace(input)
     return input / (1.0 + xp.abs(input))
 
 
 def tanhshrink(input: Any) -> Any:  # noqa: A002
-    """``x - tanh(x)``."""
+    """``x - tanh(x)``.
+
+    Args:
+        input: The input tensor.
+
+    Returns:
+        A tensor of the input's shape.
+    """
     return input - namespace(input).tanh(input)
 
 
 def softshrink(input: Any, lambd: float = 0.5) -> Any:  # noqa: A002
-    """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0."""
+    """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0.
+
+    Args:
+        input: The input tensor.
+        lambd: The threshold (at least 0).
+
+    Returns:
+        A tensor of the input's shape.
+
+    Raises:
+        ValueError: If ``lambd`` is negative.
+    """
     if lambd < 0:
         raise ValueError(f"softshrink(): lambd must be >= 0, got {lambd}")
     xp = namespace(input)
@@ -312,14 +505,32 @@ def softshrink(input: Any, lambd: float = 0.5) -> Any:  # noqa: A002
 
 
 def hardshrink(input: Any, lambd: float = 0.5) -> Any:  # noqa: A002
-    """``x`` where ``|x| > lambd``, else 0."""
+    """``x`` where ``|x| > lambd``, else 0.
+
+    Args:
+        input: The input tensor.
+        lambd: The threshold.
+
+    Returns:
+        A tensor of the input's shape.
+    """
     xp = namespace(input)
     return xp.where((input >= -lambd) & (input <= lambd), 0.0, input)
 
 
 def threshold(input: Any, threshold: float, value: float,  # noqa: A002
               inplace: bool = False) -> Any:
-    """``x`` where ``x > threshold``, else ``value``."""
+    """``x`` where ``x > threshold``, else ``value``.
+
+    Args:
+        input: The input tensor.
+        threshold: The value to compare with.
+        value: The value of the elements at or below ``threshold``.
+        inplace: Write the result into ``input`` and return it.
+
+    Returns:
+        A tensor of the input's shape.
+    """
     if inplace:
         return apply_inplace(input, partial(_threshold, threshold=threshold, value=value),
                              "threshold")
@@ -333,7 +544,18 @@ def _threshold(input: Any, threshold: float, value: float) -> Any:  # noqa: A002
 
 def prelu(input: Any, weight: Any) -> Any:  # noqa: A002
     """``x`` for ``x > 0``, else ``weight * x``; ``weight`` has one element or one per
-    channel (axis 1 of the input)."""
+    channel (axis 1 of the input).
+
+    Args:
+        input: The input tensor.
+        weight: The slopes: one element, or one per channel (axis 1 of the input).
+
+    Returns:
+        A tensor of the input's shape.
+
+    Raises:
+        ValueError: If ``weight`` is not 1-D or its size is neither 1 nor the number of channels.
+    """
     xp = namespace(input, weight)
     if weight.ndim != 1:
         raise ValueError(f"prelu(): weight must be 1-D, got shape {tuple(weight.shape)}")
@@ -352,7 +574,18 @@ def prelu(input: Any, weight: Any) -> Any:  # noqa: A002
 
 
 def glu(input: Any, dim: int = -1) -> Any:  # noqa: A002
-    """``a * sigmoid(b)`` where ``a, b`` are the halves of ``input`` along ``dim``."""
+    """``a * sigmoid(b)`` where ``a, b`` are the halves of ``input`` along ``dim``.
+
+    Args:
+        input: The input tensor.
+        dim: The axis split in halves ``a, b``; its size must be even.
+
+    Returns:
+        A tensor whose ``dim`` axis is half the input's.
+
+    Raises:
+        ValueError: If the size of ``dim`` is odd.
+    """
     xp = namespace(input)
     d = normalize_dim(dim, input.ndim, "glu")
     n = input.shape[d] if input.ndim else 0
@@ -368,36 +601,92 @@ def glu(input: Any, dim: int = -1) -> Any:  # noqa: A002
 
 # -- PyTorch's in-place forms ------------------------------------------------------------
 def relu_(input: Any) -> Any:  # noqa: A002
-    """``relu(input, inplace=True)``."""
+    """``relu(input, inplace=True)``.
+
+    Args:
+        input: The input tensor.
+
+    Returns:
+        ``input``, modified in place.
+    """
     return relu(input, inplace=True)
 
 
 def elu_(input: Any, alpha: float = 1.0) -> Any:  # noqa: A002
-    """``elu(input, alpha, inplace=True)``."""
+    """``elu(input, alpha, inplace=True)``.
+
+    Args:
+        input: The input tensor.
+        alpha: Scale of the negative part.
+
+    Returns:
+        ``input``, modified in place.
+    """
     return elu(input, alpha, inplace=True)
 
 
 def leaky_relu_(input: Any, negative_slope: float = 0.01) -> Any:  # noqa: A002
-    """``leaky_relu(input, negative_slope, inplace=True)``."""
+    """``leaky_relu(input, negative_slope, inplace=True)``.
+
+    Args:
+        input: The input tensor.
+        negative_slope: Slope for negative inputs.
+
+    Returns:
+        ``input``, modified in place.
+    """
     return leaky_relu(input, negative_slope, inplace=True)
 
 
 def hardtanh_(input: Any, min_val: float = -1.0, max_val: float = 1.0) -> Any:  # noqa: A002
-    """``hardtanh(input, min_val, max_val, inplace=True)``."""
+    """``hardtanh(input, min_val, max_val, inplace=True)``.
+
+    Args:
+        input: The input tensor.
+        min_val: Lower end of the linear region.
+        max_val: Upper end of the linear region.
+
+    Returns:
+        ``input``, modified in place.
+    """
     return hardtanh(input, min_val, max_val, inplace=True)
 
 
 def threshold_(input: Any, threshold: float, value: float) -> Any:  # noqa: A002
-    """``threshold(input, threshold, value, inplace=True)``."""
+    """``threshold(input, threshold, value, inplace=True)``.
+
+    Args:
+        input: The input tensor.
+        threshold: The value to compare with.
+        value: The value of the elements at or below ``threshold``.
+
+    Returns:
+        ``input``, modified in place.
+    """
     return apply_inplace(input, partial(_threshold, threshold=threshold, value=value),
                          "threshold")
 
 
 def celu_(input: Any, alpha: float = 1.0) -> Any:  # noqa: A002
-    """``celu(input, alpha, inplace=True)``."""
+    """``celu(input, alpha, inplace=True)``.
+
+    Args:
+        input: The input tensor.
+        alpha: The ``alpha`` of the formula (not 0).
+
+    Returns:
+        ``input``, modified in place.
+    """
     return celu(input, alpha, inplace=True)
 
 
 def selu_(input: Any) -> Any:  # noqa: A002
-    """``selu(input, inplace=True)``."""
+    """``selu(input, inplace=True)``.
+
+    Args:
+        input: The input tensor.
+
+    Returns:
+        ``input``, modified in place.
+    """
     return selu(input, inplace=True)

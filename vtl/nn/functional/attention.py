@@ -60,6 +60,26 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
     float (added). ``is_causal`` masks keys after each query (no ``attn_mask`` then).
     ``enable_gqa`` lets ``H_q`` query heads share ``H_q / H_kv`` key/value heads
     (axis -3). Dropout (``dropout_p``) is applied to the attention weights.
+
+    Args:
+        query: ``(..., L, E)``.
+        key: ``(..., S, E)``.
+        value: ``(..., S, Ev)``.
+        attn_mask: Boolean (``True`` may attend) or additive float mask broadcasting to ``(..., L,
+            S)``.
+        dropout_p: Dropout probability on the attention weights.
+        is_causal: Mask the keys after each query (not with ``attn_mask``).
+        scale: The scale of the scores (default ``1/sqrt(E)``).
+        enable_gqa: Allow fewer key/value heads than query heads (grouped-query attention).
+        generator: A :class:`vtl.random.Generator` to draw from (default: ``vtl.random``'s default
+            generator).
+
+    Returns:
+        The attention output, ``(..., L, Ev)``.
+
+    Raises:
+        ValueError: If the shapes do not match, both ``attn_mask`` and ``is_causal`` are given, or
+            the heads do not group.
     """
     xp = namespace(query, key, value, attn_mask)
     if query.ndim < 2 or key.ndim != query.ndim or value.ndim != query.ndim:
@@ -212,6 +232,42 @@ def multi_head_attention_forward(
     ``attn_mask`` is ``(L, S)`` or ``(N * heads, L, S)``; ``key_padding_mask`` is
     ``(N, S)``; boolean masks are ``True`` where attention is not allowed.
     ``is_causal`` without ``attn_mask`` masks keys after each query.
+
+    Args:
+        query: ``(L, N, E)`` (or ``(L, E)``).
+        key: ``(S, N, Ek)``.
+        value: ``(S, N, Ev)``.
+        embed_dim_to_check: The expected ``E``.
+        num_heads: Number of heads.
+        in_proj_weight: Packed q/k/v projection ``(3E, E)``.
+        in_proj_bias: Packed q/k/v bias ``(3E,)``, or ``None``.
+        bias_k: Optional bias appended to the keys.
+        bias_v: Optional bias appended to the values.
+        add_zero_attn: Append a position of zeros to the keys and values.
+        dropout_p: Dropout probability on the attention weights.
+        out_proj_weight: Output projection ``(E, E)``.
+        out_proj_bias: Output projection bias ``(E,)``.
+        training: Apply dropout.
+        key_padding_mask: ``(N, S)``: ``True`` (or a float added) marks keys to ignore.
+        need_weights: Also return the attention weights.
+        attn_mask: ``(L, S)`` or ``(N * num_heads, L, S)`` mask.
+        use_separate_proj_weight: Use ``q/k/v_proj_weight`` instead of ``in_proj_weight``.
+        q_proj_weight: Separate query projection.
+        k_proj_weight: Separate key projection.
+        v_proj_weight: Separate value projection.
+        static_k: Not supported (must be ``None``).
+        static_v: Not supported (must be ``None``).
+        average_attn_weights: Average the returned weights over the heads.
+        is_causal: A hint that ``attn_mask`` is causal.
+        generator: A :class:`vtl.random.Generator` to draw from (default: ``vtl.random``'s default
+            generator).
+
+    Returns:
+        ``(output, weights)`` as described above.
+
+    Raises:
+        ValueError: If the shapes or masks do not match.
+        NotImplementedError: If ``static_k`` or ``static_v`` is given.
     """
     xp = namespace(query, key, value, in_proj_weight, in_proj_bias)
     fname = "multi_head_attention_forward"

@@ -248,6 +248,21 @@ def conv2d(input: Any, weight: Any, bias: Any = None, stride: Any = 1,  # noqa: 
 
     ``padding``: an int, a pair, ``'valid'`` (none) or ``'same'`` (output size equals
     input size; stride 1 only; an odd total pads one more at the bottom/right).
+
+    Args:
+        input: The input, ``(N, C_in, *spatial)`` or unbatched ``(C_in, *spatial)``.
+        weight: ``(C_out, C_in / groups, *kernel)``.
+        bias: An optional bias, ``(C_out,)``.
+        stride: Stride: an int or a tuple of 2 ints.
+        padding: Zero padding on both sides: an int, a tuple, ``'valid'`` or ``'same'``.
+        dilation: Spacing between kernel elements: an int or a tuple.
+        groups: Number of blocked connections from input to output channels.
+
+    Returns:
+        The output, ``(N, C_out, *spatial_out)``.
+
+    Raises:
+        ValueError: If the shapes, ``groups`` or the padding do not fit.
     """
     xp = namespace(input, weight, bias)
     batched = _check_conv(input, weight, bias, groups, 2, "conv2d")
@@ -269,7 +284,23 @@ def conv2d(input: Any, weight: Any, bias: Any = None, stride: Any = 1,  # noqa: 
 def conv1d(input: Any, weight: Any, bias: Any = None, stride: Any = 1,  # noqa: A002
            padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Any:
     """1-D cross-correlation of ``(N, C_in, L)`` (or ``(C_in, L)``) with a
-    ``(C_out, C_in / groups, k)`` weight (computed as a conv2d of height 1)."""
+    ``(C_out, C_in / groups, k)`` weight (computed as a conv2d of height 1).
+
+    Args:
+        input: The input, ``(N, C_in, *spatial)`` or unbatched ``(C_in, *spatial)``.
+        weight: ``(C_out, C_in / groups, *kernel)``.
+        bias: An optional bias, ``(C_out,)``.
+        stride: Stride: an int or a tuple of 1 ints.
+        padding: Zero padding on both sides: an int, a tuple, ``'valid'`` or ``'same'``.
+        dilation: Spacing between kernel elements: an int or a tuple.
+        groups: Number of blocked connections from input to output channels.
+
+    Returns:
+        The output, ``(N, C_out, *spatial_out)``.
+
+    Raises:
+        ValueError: If the shapes, ``groups`` or the padding do not fit.
+    """
     xp = namespace(input, weight, bias)
     batched = _check_conv(input, weight, bias, groups, 1, "conv1d")
     s = _ntuple(stride, 1, "stride", "conv1d")
@@ -326,7 +357,25 @@ def conv_transpose2d(input: Any, weight: Any, bias: Any = None, stride: Any = 1,
                      dilation: Any = 1) -> Any:
     """Transposed 2-D convolution (the gradient of conv2d with respect to its input)
     with a ``(C_in, C_out / groups, kH, kW)`` weight; output size
-    ``(H - 1) * stride - 2 * padding + dilation * (kH - 1) + output_padding + 1``."""
+    ``(H - 1) * stride - 2 * padding + dilation * (kH - 1) + output_padding + 1``.
+
+    Args:
+        input: The input, ``(N, C_in, *spatial)`` or unbatched ``(C_in, *spatial)``.
+        weight: ``(C_in, C_out / groups, *kernel)``.
+        bias: An optional bias, ``(C_out,)``.
+        stride: Stride: an int or a tuple of 2 ints.
+        padding: ``dilation * (kernel_size - 1) - padding`` zeros are added to each side of the
+            input: an int or a tuple.
+        output_padding: Extra size added to one side of each output axis.
+        groups: Number of blocked connections from input to output channels.
+        dilation: Spacing between kernel elements: an int or a tuple.
+
+    Returns:
+        The output, ``(N, C_out, *spatial_out)``.
+
+    Raises:
+        ValueError: If the shapes, ``groups``, ``output_padding`` or the padding do not fit.
+    """
     return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
                            dilation, 2, "conv_transpose2d")
 
@@ -334,7 +383,25 @@ def conv_transpose2d(input: Any, weight: Any, bias: Any = None, stride: Any = 1,
 def conv_transpose1d(input: Any, weight: Any, bias: Any = None, stride: Any = 1,  # noqa: A002
                      padding: Any = 0, output_padding: Any = 0, groups: int = 1,
                      dilation: Any = 1) -> Any:
-    """Transposed 1-D convolution with a ``(C_in, C_out / groups, k)`` weight."""
+    """Transposed 1-D convolution with a ``(C_in, C_out / groups, k)`` weight.
+
+    Args:
+        input: The input, ``(N, C_in, *spatial)`` or unbatched ``(C_in, *spatial)``.
+        weight: ``(C_in, C_out / groups, *kernel)``.
+        bias: An optional bias, ``(C_out,)``.
+        stride: Stride: an int or a tuple of 1 ints.
+        padding: ``dilation * (kernel_size - 1) - padding`` zeros are added to each side of the
+            input: an int or a tuple.
+        output_padding: Extra size added to one side of each output axis.
+        groups: Number of blocked connections from input to output channels.
+        dilation: Spacing between kernel elements: an int or a tuple.
+
+    Returns:
+        The output, ``(N, C_out, *spatial_out)``.
+
+    Raises:
+        ValueError: If the shapes, ``groups``, ``output_padding`` or the padding do not fit.
+    """
     return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
                            dilation, 1, "conv_transpose1d")
 
@@ -382,6 +449,21 @@ def conv3d(input: Any, weight: Any, bias: Any = None, stride: Any = 1,  # noqa: 
     input size; stride 1 only; an odd total pads one more at the end of that axis).
     Computed as one conv2d over ``N*D_out`` images whose channels hold the ``kD`` input
     depth slices under each output depth.
+
+    Args:
+        input: The input, ``(N, C_in, *spatial)`` or unbatched ``(C_in, *spatial)``.
+        weight: ``(C_out, C_in / groups, *kernel)``.
+        bias: An optional bias, ``(C_out,)``.
+        stride: Stride: an int or a tuple of 3 ints.
+        padding: Zero padding on both sides: an int, a tuple, ``'valid'`` or ``'same'``.
+        dilation: Spacing between kernel elements: an int or a tuple.
+        groups: Number of blocked connections from input to output channels.
+
+    Returns:
+        The output, ``(N, C_out, *spatial_out)``.
+
+    Raises:
+        ValueError: If the shapes, ``groups`` or the padding do not fit.
     """
     xp = namespace(input, weight, bias)
     batched = _check_conv(input, weight, bias, groups, 3, "conv3d")
@@ -415,7 +497,25 @@ def conv_transpose3d(input: Any, weight: Any, bias: Any = None, stride: Any = 1,
     ``(C_in, C_out / groups, kD, kH, kW)`` weight; output size per axis
     ``(D - 1) * stride - 2 * padding + dilation * (kD - 1) + output_padding + 1``.
     Computed as one conv_transpose2d over ``N*D_out`` images whose channels hold the
-    input depth slices under each output depth's taps."""
+    input depth slices under each output depth's taps.
+
+    Args:
+        input: The input, ``(N, C_in, *spatial)`` or unbatched ``(C_in, *spatial)``.
+        weight: ``(C_in, C_out / groups, *kernel)``.
+        bias: An optional bias, ``(C_out,)``.
+        stride: Stride: an int or a tuple of 3 ints.
+        padding: ``dilation * (kernel_size - 1) - padding`` zeros are added to each side of the
+            input: an int or a tuple.
+        output_padding: Extra size added to one side of each output axis.
+        groups: Number of blocked connections from input to output channels.
+        dilation: Spacing between kernel elements: an int or a tuple.
+
+    Returns:
+        The output, ``(N, C_out, *spatial_out)``.
+
+    Raises:
+        ValueError: If the shapes, ``groups``, ``output_padding`` or the padding do not fit.
+    """
     fname = "conv_transpose3d"
     xp = namespace(input, weight, bias)
     batched = _check_conv(input, weight, bias, groups, 3, fname, transposed=True)
@@ -449,7 +549,20 @@ def conv_transpose3d(input: Any, weight: Any, bias: Any = None, stride: Any = 1,
 def conv_tbc(input: Any, weight: Any, bias: Any, pad: int = 0) -> Any:  # noqa: A002
     """1-D convolution in time-batch-channels layout (PyTorch's ``conv_tbc``): ``input``
     ``(T, B, C_in)``, ``weight`` ``(k, C_in, C_out)``, ``bias`` ``(C_out,)``, ``pad`` zeros
-    on both ends of the time axis; returns ``(T + 2 * pad - k + 1, B, C_out)``."""
+    on both ends of the time axis; returns ``(T + 2 * pad - k + 1, B, C_out)``.
+
+    Args:
+        input: ``(T, B, C_in)``.
+        weight: ``(k, C_in, C_out)``.
+        bias: ``(C_out,)``.
+        pad: Zeros added on both ends of the time axis.
+
+    Returns:
+        A tensor of shape ``(T + 2 * pad - k + 1, B, C_out)``.
+
+    Raises:
+        ValueError: If the shapes do not match.
+    """
     xp = namespace(input, weight, bias)
     if input.ndim != 3:
         raise ValueError(f"conv_tbc(): expected a 3-D (T, B, C_in) input, got shape "

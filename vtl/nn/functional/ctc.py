@@ -112,6 +112,15 @@ def ctc_loss(log_probs: Any, targets: Any, input_lengths: Any, target_lengths: A
             unbatched).
         zero_infinity: give samples without any alignment (targets too long for their
             frames) the loss 0 instead of ``inf``. Their gradient is 0 either way.
+
+    Returns:
+        The loss: a 0-d tensor, or ``(N,)`` with ``reduction='none'``.
+
+    Raises:
+        ValueError: If a shape, length, ``blank`` or ``reduction`` is invalid, or a target is the
+            blank.
+        TypeError: If a dtype is wrong.
+        IndexError: If a target class is out of range.
     """
     fname = "ctc_loss"
     check_reduction(reduction, fname)

@@ -28,7 +28,20 @@ def _check_p(p: float, fname: str) -> None:
 
 
 def normalize(input: Any, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Any:  # noqa: A002
-    """``input / max(||input||_p, eps)`` with the norm taken along ``dim``."""
+    """``input / max(||input||_p, eps)`` with the norm taken along ``dim``.
+
+    Args:
+        input: The input tensor.
+        p: The norm degree.
+        dim: The axis of the vectors.
+        eps: Lower bound of the norm.
+
+    Returns:
+        A tensor of the input's shape.
+
+    Raises:
+        ValueError: If the input is 0-d.
+    """
     fname = "normalize"
     xp = namespace(input)
     _check_float(xp, input, "input", fname)
@@ -42,7 +55,20 @@ def normalize(input: Any, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> A
 
 def cosine_similarity(x1: Any, x2: Any, dim: int = 1, eps: float = 1e-8) -> Any:
     """Cosine of the angle between ``x1`` and ``x2`` along ``dim`` (they broadcast):
-    ``sum(x1/max(||x1||, eps) * x2/max(||x2||, eps))``, PyTorch's stable form."""
+    ``sum(x1/max(||x1||, eps) * x2/max(||x2||, eps))``, PyTorch's stable form.
+
+    Args:
+        x1: First input.
+        x2: Second input (broadcasts with ``x1``).
+        dim: The axis of the vectors.
+        eps: Lower bound of each norm.
+
+    Returns:
+        The cosines, the broadcast shape less ``dim``.
+
+    Raises:
+        ValueError: If the inputs are 0-d or do not broadcast.
+    """
     fname = "cosine_similarity"
     xp = namespace(x1, x2)
     _check_float(xp, x1, "x1", fname)
@@ -65,7 +91,21 @@ def cosine_similarity(x1: Any, x2: Any, dim: int = 1, eps: float = 1e-8) -> Any:
 
 def pairwise_distance(x1: Any, x2: Any, p: float = 2.0, eps: float = 1e-6,
                       keepdim: bool = False) -> Any:
-    """``||x1 - x2 + eps||_p`` along the last axis (the inputs broadcast)."""
+    """``||x1 - x2 + eps||_p`` along the last axis (the inputs broadcast).
+
+    Args:
+        x1: First input.
+        x2: Second input (broadcasts with ``x1``).
+        p: The norm degree.
+        eps: Added to the difference.
+        keepdim: Keep the reduced last axis.
+
+    Returns:
+        The distances, the broadcast shape less the last axis (kept with ``keepdim``).
+
+    Raises:
+        ValueError: If the inputs are 0-d.
+    """
     fname = "pairwise_distance"
     xp = namespace(x1, x2)
     _check_float(xp, x1, "x1", fname)
@@ -90,7 +130,18 @@ def _row_pairs(xp: Any, n: int, device: Any) -> tuple[Any, Any]:
 
 def pdist(input: Any, p: float = 2.0) -> Any:  # noqa: A002
     """The ``p``-norm distances between the rows of an ``(N, M)`` input: the ``N(N-1)/2``
-    pairs ``i < j`` in row-major order (SciPy's condensed form)."""
+    pairs ``i < j`` in row-major order (SciPy's condensed form).
+
+    Args:
+        input: ``(N, M)``.
+        p: The norm degree.
+
+    Returns:
+        The ``N * (N - 1) / 2`` distances, a 1-D tensor.
+
+    Raises:
+        ValueError: If the input is not 2-D.
+    """
     fname = "pdist"
     xp = namespace(input)
     _check_float(xp, input, "input", fname)
@@ -114,6 +165,19 @@ def cdist(x1: Any, x2: Any, p: float = 2.0,
     ``compute_mode='use_mm_for_euclid_dist'``, or by default when either side has more
     than 25 rows (``'use_mm_for_euclid_dist_if_necessary'``); ``'donot_use_mm_for_euclid_dist'``
     and other ``p`` take the direct differences.
+
+    Args:
+        x1: ``(B..., P, M)``.
+        x2: ``(B..., R, M)``.
+        p: The norm degree (at least 0).
+        compute_mode: ``'use_mm_for_euclid_dist_if_necessary'``, ``'use_mm_for_euclid_dist'`` or
+            ``'donot_use_mm_for_euclid_dist'``.
+
+    Returns:
+        The distances, ``(B..., P, R)``.
+
+    Raises:
+        ValueError: If the shapes do not fit or ``compute_mode`` is unknown.
     """
     fname = "cdist"
     xp = namespace(x1, x2)

@@ -26,6 +26,17 @@ def linear(input: Any, weight: Any, bias: Any = None) -> Any:  # noqa: A002
 
     On real floating vtl tensors of one dtype and device with a 2-D ``weight``,
     this is one recorded node (``LinearBackward``).
+
+    Args:
+        input: The input, ``(*, in)``.
+        weight: The weight, ``(out, in)`` (or ``(in,)``).
+        bias: An optional bias, ``(out,)``.
+
+    Returns:
+        A tensor of shape ``(*, out)``.
+
+    Raises:
+        ValueError: If ``weight`` is not 1-D or 2-D or the shapes do not match.
     """
     if input.__class__ is Tensor or isinstance(input, Tensor):
         res = _linear_tensor(input, weight, bias)
@@ -127,7 +138,20 @@ def _linear_vjp(x: Tensor, w: Tensor, b: Tensor | None, g: Tensor, _: Any) -> tu
 
 
 def bilinear(input1: Any, input2: Any, weight: Any, bias: Any = None) -> Any:
-    """``y_k = x1^T W_k x2 + b_k`` with ``weight`` of shape ``(out, in1, in2)``."""
+    """``y_k = x1^T W_k x2 + b_k`` with ``weight`` of shape ``(out, in1, in2)``.
+
+    Args:
+        input1: The first input, ``(*, in1)``.
+        input2: The second input, ``(*, in2)``.
+        weight: The weight, ``(out, in1, in2)``.
+        bias: An optional bias, ``(out,)``.
+
+    Returns:
+        A tensor of shape ``(*, out)``.
+
+    Raises:
+        ValueError: If the shapes do not match.
+    """
     xp = namespace(input1, input2, weight, bias)
     if weight.ndim != 3 or input1.shape[-1] != weight.shape[1] \
             or input2.shape[-1] != weight.shape[2] or input1.shape[:-1] != input2.shape[:-1]:
@@ -155,6 +179,21 @@ def embedding(input: Any, weight: Any, padding_idx: int | None = None,  # noqa: 
     renormalises, in place and outside the graph, the referenced rows whose
     ``norm_type``-norm exceeds it (as PyTorch does). ``sparse=True`` (sparse
     gradients) is not supported.
+
+    Args:
+        input: Integer indices of the rows.
+        weight: The embedding matrix, ``(num_embeddings, dim)``.
+        padding_idx: A row that gets no gradient.
+        max_norm: Renormalise each looked-up row whose norm exceeds this (in place, in ``weight``).
+        norm_type: The p of the p-norm for ``max_norm``.
+        scale_grad_by_freq: Divide each row's gradient by its index's frequency in ``input``.
+        sparse: Must be ``False``: vtl has no sparse gradients.
+
+    Returns:
+        A tensor of shape ``input.shape + (dim,)``.
+
+    Raises:
+        NotImplementedError: If ``sparse=True``.
     """
     xp = namespace(input, weight)
     if sparse:
@@ -258,6 +297,27 @@ def embedding_bag(input: Any, weight: Any, offsets: Any = None,  # noqa: A002
     Offsets are not read on the host: indices before ``offsets[0]`` (PyTorch requires
     ``offsets[0] == 0``) or after the last offset of ``include_last_offset`` belong to
     no bag.
+
+    Args:
+        input: Integer indices: 2-D ``(B, N)`` or 1-D with ``offsets``.
+        weight: The embedding matrix, ``(num_embeddings, dim)``.
+        offsets: 1-D start of each bag in a 1-D ``input``.
+        max_norm: Renormalise each looked-up row whose norm exceeds this (in place, in ``weight``).
+        norm_type: The p of the p-norm for ``max_norm``.
+        scale_grad_by_freq: Divide each row's gradient by its index's frequency in ``input``.
+        mode: ``'sum'``, ``'mean'`` or ``'max'``.
+        sparse: Must be ``False``: vtl has no sparse gradients.
+        per_sample_weights: Weights of the looked-up rows (``'sum'`` only), of ``input``'s shape.
+        include_last_offset: Whether ``offsets`` has one more entry, the end of the last bag.
+        padding_idx: Indices equal to it are left out of their bag.
+
+    Returns:
+        A tensor of shape ``(B, dim)``.
+
+    Raises:
+        NotImplementedError: If ``sparse=True``.
+        ValueError: If ``mode``, the shapes or the offsets are invalid.
+        TypeError: If a dtype is wrong.
     """
     xp = namespace(input, weight, offsets, per_sample_weights)
     if sparse:
@@ -439,7 +499,19 @@ def _renorm_rows(xp: Any, weight: Any, flat: Any, max_norm: float, norm_type: fl
 def one_hot(tensor: Any, num_classes: int = -1) -> Any:
     """``tensor.shape + (num_classes,)`` array of 0/1 in the default integer dtype;
     ``num_classes=-1`` uses ``max(tensor) + 1``. Values outside
-    ``[0, num_classes)`` raise ``ValueError``."""
+    ``[0, num_classes)`` raise ``ValueError``.
+
+    Args:
+        tensor: Integer class values.
+        num_classes: Number of classes (-1: ``max(tensor) + 1``).
+
+    Returns:
+        A tensor of shape ``tensor.shape + (num_classes,)`` in the default integer dtype.
+
+    Raises:
+        TypeError: If ``tensor`` is not of an integer dtype.
+        ValueError: If ``num_classes`` is invalid or a value is outside ``[0, num_classes)``.
+    """
     xp = namespace(tensor)
     if not xp.isdtype(tensor.dtype, "integral"):
         raise TypeError(f"one_hot(): tensor must have an integer dtype, got {tensor.dtype}")
@@ -467,6 +539,19 @@ def pad(input: Any, pad: Any, mode: str = "constant", value: float | None = None
     ``'replicate'`` (repeat the edge) and ``'circular'`` (wrap around; pads at most
     the axis size). Differentiable: the non-constant modes gather with
     ``take`` (scatter-add gradients).
+
+    Args:
+        input: The input tensor.
+        pad: Pad sizes ``(left_last, right_last, left_second_last, ...)``, an even number of ints.
+        mode: ``'constant'``, ``'reflect'``, ``'replicate'`` or ``'circular'``.
+        value: The fill value of ``'constant'`` mode (default 0).
+
+    Returns:
+        The padded tensor.
+
+    Raises:
+        ValueError: If ``pad`` has an odd length or too many values, or ``mode`` is unknown, or
+            ``value`` is given with another mode.
     """
     xp = namespace(input)
     pads = [operator.index(p) for p in pad]
@@ -564,7 +649,23 @@ def dropout(input: Any, p: float = 0.5, training: bool = True, inplace: bool = F
     """Zero each element with probability ``p`` and scale the rest by ``1/(1-p)``
     when ``training``; the identity otherwise. Draws from ``generator`` (default:
     ``vtl.random``'s). ``inplace=True`` writes the result into ``input`` and returns it
-    (see ``vtl.nn.functional.relu``)."""
+    (see ``vtl.nn.functional.relu``).
+
+    Args:
+        input: The input tensor.
+        p: Probability that an element (a channel, for the feature variants) is dropped, in ``[0,
+            1]``.
+        training: Apply dropout; otherwise return the input unchanged.
+        inplace: Write the result into ``input`` and return it.
+        generator: A :class:`vtl.random.Generator` to draw from (default: ``vtl.random``'s default
+            generator).
+
+    Returns:
+        A tensor of the input's shape.
+
+    Raises:
+        ValueError: If ``p`` is not in ``[0, 1]``.
+    """
     _check_p(p, "dropout")
     if not training or p == 0.0:
         return input
@@ -593,19 +694,67 @@ def _feature_dropout(input: Any, p: float, training: bool, generator: Any, spati
 
 def dropout1d(input: Any, p: float = 0.5, training: bool = True, inplace: bool = False,  # noqa: A002
               *, generator: Any = None) -> Any:
-    """Zero whole channels of ``(N, C, L)`` or ``(C, L)`` inputs."""
+    """Zero whole channels of ``(N, C, L)`` or ``(C, L)`` inputs.
+
+    Args:
+        input: The input tensor.
+        p: Probability that an element (a channel, for the feature variants) is dropped, in ``[0,
+            1]``.
+        training: Apply dropout; otherwise return the input unchanged.
+        inplace: Write the result into ``input`` and return it.
+        generator: A :class:`vtl.random.Generator` to draw from (default: ``vtl.random``'s default
+            generator).
+
+    Returns:
+        A tensor of the input's shape.
+
+    Raises:
+        ValueError: If ``p`` is not in ``[0, 1]``.
+    """
     return _feature_dropout(input, p, training, generator, 1, "dropout1d", inplace)
 
 
 def dropout2d(input: Any, p: float = 0.5, training: bool = True, inplace: bool = False,  # noqa: A002
               *, generator: Any = None) -> Any:
-    """Zero whole channels of ``(N, C, H, W)`` or ``(C, H, W)`` inputs."""
+    """Zero whole channels of ``(N, C, H, W)`` or ``(C, H, W)`` inputs.
+
+    Args:
+        input: The input tensor.
+        p: Probability that an element (a channel, for the feature variants) is dropped, in ``[0,
+            1]``.
+        training: Apply dropout; otherwise return the input unchanged.
+        inplace: Write the result into ``input`` and return it.
+        generator: A :class:`vtl.random.Generator` to draw from (default: ``vtl.random``'s default
+            generator).
+
+    Returns:
+        A tensor of the input's shape.
+
+    Raises:
+        ValueError: If ``p`` is not in ``[0, 1]``.
+    """
     return _feature_dropout(input, p, training, generator, 2, "dropout2d", inplace)
 
 
 def dropout3d(input: Any, p: float = 0.5, training: bool = True, inplace: bool = False,  # noqa: A002
               *, generator: Any = None) -> Any:
-    """Zero whole channels of ``(N, C, D, H, W)`` or ``(C, D, H, W)`` inputs."""
+    """Zero whole channels of ``(N, C, D, H, W)`` or ``(C, D, H, W)`` inputs.
+
+    Args:
+        input: The input tensor.
+        p: Probability that an element (a channel, for the feature variants) is dropped, in ``[0,
+            1]``.
+        training: Apply dropout; otherwise return the input unchanged.
+        inplace: Write the result into ``input`` and return it.
+        generator: A :class:`vtl.random.Generator` to draw from (default: ``vtl.random``'s default
+            generator).
+
+    Returns:
+        A tensor of the input's shape.
+
+    Raises:
+        ValueError: If ``p`` is not in ``[0, 1]``.
+    """
     return _feature_dropout(input, p, training, generator, 3, "dropout3d", inplace)
 
 
@@ -615,7 +764,23 @@ _ALPHA_PRIME = -1.7580993408473766  # -scale * alpha of SELU
 def alpha_dropout(input: Any, p: float = 0.5, training: bool = False, inplace: bool = False,  # noqa: A002
                   *, generator: Any = None) -> Any:
     """Dropout that keeps SELU's zero mean and unit variance: dropped elements
-    become ``alpha'`` and an affine map restores the statistics."""
+    become ``alpha'`` and an affine map restores the statistics.
+
+    Args:
+        input: The input tensor.
+        p: Probability that an element (a channel, for the feature variants) is dropped, in ``[0,
+            1]``.
+        training: Apply dropout; otherwise return the input unchanged.
+        inplace: Write the result into ``input`` and return it.
+        generator: A :class:`vtl.random.Generator` to draw from (default: ``vtl.random``'s default
+            generator).
+
+    Returns:
+        A tensor of the input's shape.
+
+    Raises:
+        ValueError: If ``p`` is not in ``[0, 1]``.
+    """
     _check_p(p, "alpha_dropout")
     if not training or p == 0.0:
         return input
@@ -642,7 +807,24 @@ def feature_alpha_dropout(input: Any, p: float = 0.5, training: bool = False,  #
     value per ``(n, c)``) is either kept or set to SELU's negative saturation value
     ``alpha'``, then an affine map restores zero mean and unit variance, as
     :func:`alpha_dropout`. The identity unless ``training`` (PyTorch's default
-    ``training=False``)."""
+    ``training=False``).
+
+    Args:
+        input: The input tensor.
+        p: Probability that an element (a channel, for the feature variants) is dropped, in ``[0,
+            1]``.
+        training: Apply dropout; otherwise return the input unchanged.
+        inplace: Write the result into ``input`` and return it.
+        generator: A :class:`vtl.random.Generator` to draw from (default: ``vtl.random``'s default
+            generator).
+
+    Returns:
+        A tensor of the input's shape.
+
+    Raises:
+        ValueError: If ``p`` is not in ``[0, 1]``.
+        ValueError: If the input has fewer than 2 dimensions.
+    """
     _check_p(p, "feature_alpha_dropout")
     if input.ndim < 2:
         raise ValueError(f"feature_alpha_dropout(): feature dropout requires at least 2 "

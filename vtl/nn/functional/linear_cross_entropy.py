@@ -28,6 +28,17 @@ class LinearCrossEntropyOptions:
     in (default: the input's); the result is cast back. ``allow_retain_graph``,
     ``chunking_method`` and ``acc_policy`` (PyTorch's tuning knobs for its own kernels) are
     validated and kept, but vtl has one chunked algorithm, whatever their value.
+
+    Args:
+        allow_retain_graph: PyTorch's tuning knob (kept, no effect).
+        batch_chunk_size: Rows per chunk (a positive int, or ``None`` for the default).
+        chunking_method: PyTorch's tuning knob (a string or ``None``; kept, no effect).
+        acc_policy: ``'accurate'``, ``'balanced'``, ``'compact'`` or ``'auto'`` (kept, no effect).
+        acc_dtype: The dtype the logits and loss are computed in (default: the input's).
+
+    Raises:
+        ValueError: If ``batch_chunk_size`` or ``acc_policy`` is invalid.
+        TypeError: If ``chunking_method`` is neither a string nor ``None``.
     """
 
     allow_retain_graph: bool = False
@@ -65,6 +76,25 @@ def linear_cross_entropy(input: Any, linear_weight: Any, target: Any, *,  # noqa
     as :func:`cross_entropy`. With ``options`` (a :class:`LinearCrossEntropyOptions`) the
     batch is processed in chunks (class-index targets, ``label_smoothing == 0`` and no
     ``out_features`` only; other cases warn and take the reference path, as PyTorch).
+
+    Args:
+        input: ``(N, in_features)`` or ``(in_features,)``.
+        linear_weight: ``(C, *out_features, in_features)``.
+        target: Class indices or probabilities.
+        linear_bias: ``(C, *out_features)``, or ``None``.
+        weight: A manual rescaling weight per class (a 1-D tensor of size ``C``).
+        reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+        ignore_index: A target value that is ignored and does not contribute to the input gradient.
+            ``None`` means -100.
+        label_smoothing: Amount of smoothing in ``[0, 1]``.
+        options: A :class:`LinearCrossEntropyOptions` for the chunked computation.
+
+    Returns:
+        The loss: a 0-d tensor, or one loss per element with ``reduction='none'``.
+
+    Raises:
+        ValueError: If ``reduction`` is unknown or the shapes do not match.
+        TypeError: If ``options`` is not a ``LinearCrossEntropyOptions``.
     """
     xp = namespace(input, linear_weight, linear_bias, weight)
     check_reduction(reduction, "linear_cross_entropy")

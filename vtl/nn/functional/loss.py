@@ -47,6 +47,18 @@ def mse_loss(input: Any, target: Any, *, reduction: str = "mean") -> Any:  # noq
     On two real floating vtl tensors of one dtype and device this is one recorded
     node (``MseLossBackward``: ``2 (input - target) g``, divided by the count for
     ``'mean'``).
+
+    Args:
+        input: The input tensor.
+        target: The target tensor.
+        reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+
+    Returns:
+        The loss: a 0-d tensor, or one loss per element with ``reduction='none'``.
+
+    Raises:
+        ValueError: If ``reduction`` is unknown, or ``target``'s shape differs from ``input``'s
+            (vtl does not broadcast them, unlike PyTorch, which warns).
     """
     if isinstance(input, Tensor) and isinstance(target, Tensor):
         xd, yd = input._data, target._data
@@ -92,14 +104,40 @@ def _mse_vjp(x: Tensor, y: Tensor, d: Any, scale: float, g: Tensor, _: Any) -> t
 
 
 def l1_loss(input: Any, target: Any, *, reduction: str = "mean") -> Any:  # noqa: A002
-    """``|input - target|`` (derivative 0 where they are equal)."""
+    """``|input - target|`` (derivative 0 where they are equal).
+
+    Args:
+        input: The input tensor.
+        target: The target tensor.
+        reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+
+    Returns:
+        The loss: a 0-d tensor, or one loss per element with ``reduction='none'``.
+
+    Raises:
+        ValueError: If ``reduction`` is unknown, or ``target``'s shape differs from ``input``'s
+            (vtl does not broadcast them, unlike PyTorch, which warns).
+    """
     xp = _pointwise_setup(input, target, reduction, "l1_loss")
     return reduce(xp, xp.abs(input - target), reduction)
 
 
 def huber_loss(input: Any, target: Any, *, reduction: str = "mean",  # noqa: A002
                delta: float = 1.0) -> Any:
-    """``0.5 d^2`` where ``|d| < delta``, else ``delta * (|d| - 0.5 delta)``."""
+    """``0.5 d^2`` where ``|d| < delta``, else ``delta * (|d| - 0.5 delta)``.
+
+    Args:
+        input: The input tensor.
+        target: The target tensor.
+        reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+        delta: The threshold between the quadratic and the linear part (greater than 0).
+
+    Returns:
+        The loss: a 0-d tensor, or one loss per element with ``reduction='none'``.
+
+    Raises:
+        ValueError: If ``delta`` is not positive, ``reduction`` is unknown, or the shapes differ.
+    """
     xp = _pointwise_setup(input, target, reduction, "huber_loss")
     if delta <= 0:
         raise ValueError(f"huber_loss(): delta must be > 0, got {delta}")
@@ -111,7 +149,20 @@ def huber_loss(input: Any, target: Any, *, reduction: str = "mean",  # noqa: A00
 
 def smooth_l1_loss(input: Any, target: Any, *, reduction: str = "mean",  # noqa: A002
                    beta: float = 1.0) -> Any:
-    """``0.5 d^2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta`` (L1 for beta=0)."""
+    """``0.5 d^2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta`` (L1 for beta=0).
+
+    Args:
+        input: The input tensor.
+        target: The target tensor.
+        reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+        beta: The threshold between the quadratic and the L1 part (at least 0).
+
+    Returns:
+        The loss: a 0-d tensor, or one loss per element with ``reduction='none'``.
+
+    Raises:
+        ValueError: If ``beta`` is negative, ``reduction`` is unknown, or the shapes differ.
+    """
     xp = _pointwise_setup(input, target, reduction, "smooth_l1_loss")
     if beta < 0:
         raise ValueError(f"smooth_l1_loss(): beta must be >= 0, got {beta}")
@@ -176,7 +227,21 @@ def binary_cross_entropy(input: Any, target: Any, weight: Any = None, *,  # noqa
                          reduction: str = "mean") -> Any:
     """``-w (t log(x) + (1 - t) log(1 - x))`` for probabilities ``x``; each log is
     clamped at -100 as in PyTorch, whose gradient rule is used as well:
-    ``w (x - t) / max(x (1 - x), 1e-12)`` for ``x`` and ``-w logit(x)`` for ``t``."""
+    ``w (x - t) / max(x (1 - x), 1e-12)`` for ``x`` and ``-w logit(x)`` for ``t``.
+
+    Args:
+        input: Probabilities in ``[0, 1]``.
+        target: Targets in ``[0, 1]``, of the input's shape.
+        weight: A rescaling weight, broadcast to the input's shape.
+        reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+
+    Returns:
+        The loss: a 0-d tensor, or one loss per element with ``reduction='none'``.
+
+    Raises:
+        ValueError: If ``reduction`` is unknown, or ``target``'s shape differs from ``input``'s
+            (vtl does not broadcast them, unlike PyTorch, which warns).
+    """
     xp = _pointwise_setup(input, target, reduction, "binary_cross_entropy")
     if needs_grad(input, target):
         with no_grad():
@@ -192,7 +257,22 @@ def binary_cross_entropy_with_logits(input: Any, target: Any, weight: Any = None
                                      reduction: str = "mean", pos_weight: Any = None) -> Any:
     """``binary_cross_entropy(sigmoid(x), t)`` computed stably from logits:
     ``(1 - t) x + (1 + (pos_weight - 1) t) softplus(-x)``. ``pos_weight``
-    broadcasts against the last (class) axis."""
+    broadcasts against the last (class) axis.
+
+    Args:
+        input: Logits.
+        target: Targets in ``[0, 1]``, of the input's shape.
+        weight: A rescaling weight, broadcast to the input's shape.
+        reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+        pos_weight: A weight of the positive examples, broadcast along the last axis.
+
+    Returns:
+        The loss: a 0-d tensor, or one loss per element with ``reduction='none'``.
+
+    Raises:
+        ValueError: If ``reduction`` is unknown, or ``target``'s shape differs from ``input``'s
+            (vtl does not broadcast them, unlike PyTorch, which warns).
+    """
     xp = _pointwise_setup(input, target, reduction, "binary_cross_entropy_with_logits")
     sp = softplus(-input, 1.0, math.inf)  # -log(sigmoid(x))
     if pos_weight is None:
@@ -203,7 +283,20 @@ def binary_cross_entropy_with_logits(input: Any, target: Any, weight: Any = None
 
 
 def soft_margin_loss(input: Any, target: Any, *, reduction: str = "mean") -> Any:  # noqa: A002
-    """``log(1 + exp(-t x))`` for targets ``t`` in {-1, 1}."""
+    """``log(1 + exp(-t x))`` for targets ``t`` in {-1, 1}.
+
+    Args:
+        input: The input tensor.
+        target: Targets in {-1, 1}, of the input's shape.
+        reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+
+    Returns:
+        The loss: a 0-d tensor, or one loss per element with ``reduction='none'``.
+
+    Raises:
+        ValueError: If ``reduction`` is unknown, or ``target``'s shape differs from ``input``'s
+            (vtl does not broadcast them, unlike PyTorch, which warns).
+    """
     xp = _pointwise_setup(input, target, reduction, "soft_margin_loss")
     return reduce(xp, softplus(-target * input, 1.0, math.inf), reduction)
 
@@ -211,7 +304,23 @@ def soft_margin_loss(input: Any, target: Any, *, reduction: str = "mean") -> Any
 def poisson_nll_loss(input: Any, target: Any, log_input: bool = True, full: bool = False,  # noqa: A002
                      *, eps: float = 1e-8, reduction: str = "mean") -> Any:
     """Poisson negative log likelihood: ``exp(x) - t x`` (``log_input``) or
-    ``x - t log(x + eps)``; ``full`` adds Stirling's term for ``t > 1``."""
+    ``x - t log(x + eps)``; ``full`` adds Stirling's term for ``t > 1``.
+
+    Args:
+        input: The expected counts (their log with ``log_input``).
+        target: The observed counts.
+        log_input: Whether ``input`` is the log of the rate.
+        full: Add Stirling's approximation term.
+        eps: Added inside the log when ``log_input=False``.
+        reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+
+    Returns:
+        The loss: a 0-d tensor, or one loss per element with ``reduction='none'``.
+
+    Raises:
+        ValueError: If ``reduction`` is unknown, or ``target``'s shape differs from ``input``'s
+            (vtl does not broadcast them, unlike PyTorch, which warns).
+    """
     xp = _pointwise_setup(input, target, reduction, "poisson_nll_loss")
     if log_input:
         loss = xp.exp(input) - target * input
@@ -262,7 +371,23 @@ def gaussian_nll_loss(input: Any, target: Any, var: Any, full: bool = False,  # 
     """``0.5 (log(v) + (x - t)^2 / v)`` with ``v = max(var, eps)`` (+ ``0.5 log(2 pi)``
     when ``full``). ``var`` has the input's shape, one fewer trailing axis, or one axis
     of size 1 (broadcast), or is a number. As in PyTorch the clamp passes the gradient
-    through: below ``eps``, ``var`` gets the gradient at ``eps``, not 0."""
+    through: below ``eps``, ``var`` gets the gradient at ``eps``, not 0.
+
+    Args:
+        input: The predicted means.
+        target: Samples of the Gaussian.
+        var: The predicted variances (see above).
+        full: Include the constant term.
+        eps: Lower clamp of the variance.
+        reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+
+    Returns:
+        The loss: a 0-d tensor, or one loss per element with ``reduction='none'``.
+
+    Raises:
+        ValueError: If ``reduction`` is unknown, or ``target``'s shape differs from ``input``'s
+            (vtl does not broadcast them, unlike PyTorch, which warns).
+    """
     xp = _pointwise_setup(input, target, reduction, "gaussian_nll_loss")
     v = _clamped_copy(xp, _gaussian_var(xp, var, input), eps)
     loss = 0.5 * (xp.log(v) + (input - target) ** 2 / v)
@@ -275,7 +400,20 @@ def kl_div(input: Any, target: Any, *, reduction: str = "mean",  # noqa: A002
            log_target: bool = False) -> Any:
     """Pointwise KL divergence with ``input`` in log space: ``t (log t - x)`` (0 where
     ``t = 0``), or ``exp(t) (t - x)`` when ``log_target``. ``reduction='batchmean'``
-    divides the sum by the batch size (the mathematically correct KL)."""
+    divides the sum by the batch size (the mathematically correct KL).
+
+    Args:
+        input: Log-probabilities.
+        target: Probabilities (log-probabilities with ``log_target``).
+        reduction: ``'none'``, ``'batchmean'``, ``'mean'`` or ``'sum'``.
+        log_target: Whether ``target`` is in log space.
+
+    Returns:
+        The loss: a 0-d tensor, or one loss per element with ``reduction='none'``.
+
+    Raises:
+        ValueError: If ``reduction`` is unknown.
+    """
     check_reduction(reduction, "kl_div", ("batchmean",))
     check_same_shape(input, target, "kl_div")
     xp = namespace(input, target)
@@ -407,7 +545,21 @@ def nll_loss(input: Any, target: Any, weight: Any = None, *, ignore_index: int =
              reduction: str = "mean") -> Any:
     """Negative log likelihood of class indices: ``-weight[t] * input[t]`` along the
     class axis 1 (axis 0 for an unbatched ``(C,)`` input). ``'mean'`` divides by the
-    total weight of the non-ignored targets (nan when all are ignored)."""
+    total weight of the non-ignored targets (nan when all are ignored).
+
+    Args:
+        input: Log-probabilities, ``(N, C, *)`` or ``(C,)``.
+        target: Class indices, ``(N, *)`` or 0-d.
+        weight: A manual rescaling weight per class (a 1-D tensor of size ``C``).
+        ignore_index: A target value that is ignored and does not contribute to the input gradient.
+        reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+
+    Returns:
+        The loss: a 0-d tensor, or one loss per element with ``reduction='none'``.
+
+    Raises:
+        ValueError: If ``reduction`` is unknown or the shapes do not match.
+    """
     check_reduction(reduction, "nll_loss")
     rows, t, c, unbatched = _class_layout(input, target, "nll_loss")
     _check_weight(weight, c, "nll_loss")
@@ -437,6 +589,22 @@ def cross_entropy(input: Any, target: Any, weight: Any = None, *,  # noqa: A002
     * Probabilities (``target`` has the input's shape): ``-sum_c w_c t_c logp_c``
       with ``t`` smoothed to ``t (1 - eps) + eps / C``; ``'mean'`` divides by the
       number of rows (not by weights). ``ignore_index`` does not apply.
+
+    Args:
+        input: Unnormalised logits, ``(N, C, *)`` or ``(C,)``.
+        target: Class indices ``(N, *)`` (or 0-d), or class probabilities of the input's shape.
+        weight: A manual rescaling weight per class (a 1-D tensor of size ``C``).
+        ignore_index: A target value that is ignored and does not contribute to the input gradient.
+            Only with class indices.
+        reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+        label_smoothing: Amount of smoothing in ``[0, 1]``.
+
+    Returns:
+        The loss: a 0-d tensor, or one loss per element with ``reduction='none'``.
+
+    Raises:
+        ValueError: If ``reduction`` is unknown, ``label_smoothing`` is not in ``[0, 1]``, or the
+            input has no class axis.
 
     Example:
         >>> logits = vtl.asarray([[2.0, 0.0], [0.0, 2.0]])

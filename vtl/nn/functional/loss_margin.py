@@ -78,6 +78,19 @@ def margin_ranking_loss(input1: Any, input2: Any, target: Any, margin: float = 0
 
     The three arguments must have the same number of dimensions (as in PyTorch) and
     broadcast together; ``'none'`` returns the broadcast shape.
+
+    Args:
+        input1: First scores.
+        input2: Second scores.
+        target: 1 or -1 per pair.
+        margin: The margin.
+        reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+
+    Returns:
+        The loss: a 0-d tensor, or one loss per element with ``reduction='none'``.
+
+    Raises:
+        ValueError: If ``reduction`` is unknown or the arguments differ in rank.
     """
     fname = "margin_ranking_loss"
     check_reduction(reduction, fname)
@@ -100,6 +113,18 @@ def hinge_embedding_loss(input: Any, target: Any, margin: float = 1.0, *,  # noq
 
     As in PyTorch, a target that is neither 1 nor -1 gets both terms. ``input`` and
     ``target`` broadcast together.
+
+    Args:
+        input: The input tensor.
+        target: 1 or -1 per element.
+        margin: The margin.
+        reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+
+    Returns:
+        The loss: a 0-d tensor, or one loss per element with ``reduction='none'``.
+
+    Raises:
+        ValueError: If ``reduction`` is unknown.
     """
     fname = "hinge_embedding_loss"
     check_reduction(reduction, fname)
@@ -118,6 +143,19 @@ def cosine_embedding_loss(input1: Any, input2: Any, target: Any, margin: float =
 
     Inputs ``(N, D)`` with a target ``(N,)``, or ``(D,)`` with a 0-d target. The
     cosine is PyTorch's: ``sum(x1 x2) / sqrt((|x1|^2 + 1e-12) (|x2|^2 + 1e-12))``.
+
+    Args:
+        input1: First inputs, ``(N, D)`` or ``(D,)``.
+        input2: Second inputs, of the same shape.
+        target: 1 or -1 per pair, ``(N,)`` or 0-d.
+        margin: The margin for ``y = -1``.
+        reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+
+    Returns:
+        The loss: a 0-d tensor, or one loss per element with ``reduction='none'``.
+
+    Raises:
+        ValueError: If ``reduction`` is unknown or the shapes do not match.
     """
     fname = "cosine_embedding_loss"
     check_reduction(reduction, fname)
@@ -169,6 +207,23 @@ def triplet_margin_loss(anchor: Any, positive: Any, negative: Any, margin: float
 
     Inputs of one rank (``(N, D)`` or unbatched ``(D,)``; more leading axes are kept)
     that broadcast together. ``margin`` must be positive, as in PyTorch.
+
+    Args:
+        anchor: The anchors, ``(N, D)`` or ``(D,)``.
+        positive: The positive examples.
+        negative: The negative examples.
+        margin: The margin (greater than 0).
+        p: The norm degree.
+        eps: Added to the difference before the norm.
+        swap: Use the distance swap.
+        reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+
+    Returns:
+        The loss: a 0-d tensor, or one loss per element with ``reduction='none'``.
+
+    Raises:
+        ValueError: If ``margin`` is not positive, ``reduction`` is unknown, or the inputs have no
+            feature axis.
     """
     fname = "triplet_margin_loss"
     xp = _check_triplet(anchor, positive, negative, margin, reduction, fname)
@@ -193,6 +248,23 @@ def triplet_margin_with_distance_loss(
     tensors returning one distance per row; default: the Euclidean
     ``||x - y + 1e-6||_2`` along the last axis). ``swap`` uses
     ``min(d(a, n), d(p, n))``. ``margin`` must be positive, as in PyTorch.
+
+    Args:
+        anchor: The anchors, ``(N, D)`` or ``(D,)``.
+        positive: The positive examples.
+        negative: The negative examples.
+        distance_function: A function of two tensors returning one distance per row (default: the
+            Euclidean distance).
+        margin: The margin (greater than 0).
+        swap: Use the distance swap.
+        reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+
+    Returns:
+        The loss: a 0-d tensor, or one loss per element with ``reduction='none'``.
+
+    Raises:
+        ValueError: If ``margin`` is not positive or ``reduction`` is unknown.
+        TypeError: If ``distance_function`` is not callable.
     """
     fname = "triplet_margin_with_distance_loss"
     xp = _check_triplet(anchor, positive, negative, margin, reduction, fname)
@@ -228,6 +300,21 @@ def multi_margin_loss(input: Any, target: Any, p: int = 1, margin: float = 1.0, 
     ``input`` ``(N, C)`` with ``target`` ``(N,)``, or ``(C,)`` with a 0-d (or
     one-element) target; ``weight`` ``(C,)`` weighs each row by its target's class.
     ``'none'`` returns the target's shape.
+
+    Args:
+        input: Scores, ``(N, C)`` or ``(C,)``.
+        target: Class indices, ``(N,)`` or 0-d.
+        p: 1 or 2.
+        margin: The margin.
+        weight: A manual rescaling weight per class (a 1-D tensor of size ``C``).
+        reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+
+    Returns:
+        The loss: a 0-d tensor, or one loss per element with ``reduction='none'``.
+
+    Raises:
+        ValueError: If ``p`` is not 1 or 2, ``reduction`` is unknown or a shape is wrong.
+        TypeError: If ``target`` is not of an integer dtype.
     """
     fname = "multi_margin_loss"
     check_reduction(reduction, fname)
@@ -272,6 +359,19 @@ def multilabel_margin_loss(input: Any, target: Any, *,  # noqa: A002
     ``target`` has the input's shape and integer dtype; each row lists class indices
     up to the first ``-1`` (the rest of the row is ignored, but every entry must lie in
     ``[-1, C)``, as PyTorch checks). ``'none'`` returns ``(N,)`` (0-d unbatched).
+
+    Args:
+        input: Scores, ``(N, C)`` or ``(C,)``.
+        target: Class indices of the input's shape, each row ended by -1.
+        reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+
+    Returns:
+        The loss: a 0-d tensor, or one loss per element with ``reduction='none'``.
+
+    Raises:
+        ValueError: If ``reduction`` is unknown or the shapes differ.
+        TypeError: If ``target`` is not of an integer dtype.
+        IndexError: If a target class is out of range.
     """
     fname = "multilabel_margin_loss"
     check_reduction(reduction, fname)
@@ -314,6 +414,18 @@ def multilabel_soft_margin_loss(input: Any, target: Any, weight: Any = None, *, 
     ``-mean_c w_c (y_c log sigmoid(x_c) + (1 - y_c) log sigmoid(-x_c))`` over the last
     (class) axis. ``target`` (0/1 or probabilities) and ``weight`` broadcast against
     the input; ``'none'`` returns the input's shape without the class axis.
+
+    Args:
+        input: Scores, ``(N, C)`` or ``(C,)``.
+        target: 0/1 labels or probabilities.
+        weight: A weight per class, broadcast against the input.
+        reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+
+    Returns:
+        The loss: a 0-d tensor, or one loss per element with ``reduction='none'``.
+
+    Raises:
+        ValueError: If ``reduction`` is unknown or the shapes do not broadcast.
     """
     fname = "multilabel_soft_margin_loss"
     check_reduction(reduction, fname)

@@ -49,7 +49,22 @@ def _affine(xp: Any, out: Any, weight: Any, bias: Any, shape: tuple[int, ...]) -
 def layer_norm(input: Any, normalized_shape: Any, weight: Any = None, bias: Any = None,  # noqa: A002
                eps: float = 1e-5) -> Any:
     """Normalise over the trailing ``normalized_shape`` axes, then scale by ``weight``
-    and shift by ``bias`` (both of shape ``normalized_shape``)."""
+    and shift by ``bias`` (both of shape ``normalized_shape``).
+
+    Args:
+        input: The input tensor.
+        normalized_shape: The trailing shape normalised over.
+        weight: Scale of shape ``normalized_shape``.
+        bias: Shift of shape ``normalized_shape``.
+        eps: Added to the variance.
+
+    Returns:
+        A tensor of the input's shape.
+
+    Raises:
+        ValueError: If the input does not end with ``normalized_shape`` or ``weight``/``bias`` has
+            another shape.
+    """
     xp = namespace(input, weight, bias)
     _check_float(xp, input, "layer_norm")
     ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
@@ -202,6 +217,23 @@ def batch_norm(input: Any, running_mean: Any, running_var: Any, weight: Any = No
     statistics are updated in place: ``running = (1 - momentum) * running +
     momentum * batch`` (unbiased variance). In eval mode the running statistics
     are used (they must be given).
+
+    Args:
+        input: The input, ``(N, C, *)``.
+        running_mean: Running means ``(C,)``, or ``None``.
+        running_var: Running variances ``(C,)``, or ``None``.
+        weight: Per-channel scale ``(C,)``.
+        bias: Per-channel shift ``(C,)``.
+        training: Use (and track) the batch statistics.
+        momentum: Weight of the batch statistics in the running update.
+        eps: Added to the variance.
+
+    Returns:
+        A tensor of the input's shape.
+
+    Raises:
+        ValueError: If the shapes do not match, a channel has one value in training mode, or the
+            running statistics are missing in eval mode.
     """
     xp = namespace(input, running_mean, running_var, weight, bias)
     _check_float(xp, input, "batch_norm")
@@ -243,7 +275,21 @@ def batch_norm(input: Any, running_mean: Any, running_var: Any, weight: Any = No
 def group_norm(input: Any, num_groups: int, weight: Any = None, bias: Any = None,  # noqa: A002
                eps: float = 1e-5) -> Any:
     """Normalise ``(N, C, *)`` inputs over groups of ``C / num_groups`` channels (and all
-    spatial positions), then apply the per-channel ``weight`` and ``bias``."""
+    spatial positions), then apply the per-channel ``weight`` and ``bias``.
+
+    Args:
+        input: The input, ``(N, C, *)``.
+        num_groups: Number of groups (divides ``C``).
+        weight: Per-channel scale ``(C,)``.
+        bias: Per-channel shift ``(C,)``.
+        eps: Added to the variance.
+
+    Returns:
+        A tensor of the input's shape.
+
+    Raises:
+        ValueError: If the shapes do not match or ``C`` is not divisible by ``num_groups``.
+    """
     xp = namespace(input, weight, bias)
     _check_float(xp, input, "group_norm")
     if input.ndim < 2:
@@ -266,7 +312,25 @@ def instance_norm(input: Any, running_mean: Any = None, running_var: Any = None,
                   weight: Any = None, bias: Any = None, use_input_stats: bool = True,
                   momentum: float = 0.1, eps: float = 1e-5) -> Any:
     """Normalise each channel of each sample of ``(N, C, *)`` inputs over its spatial
-    positions (batch_norm applied per sample)."""
+    positions (batch_norm applied per sample).
+
+    Args:
+        input: The input, ``(N, C, *)``.
+        running_mean: Running means ``(C,)``, or ``None``.
+        running_var: Running variances ``(C,)``, or ``None``.
+        weight: Per-channel scale ``(C,)``.
+        bias: Per-channel shift ``(C,)``.
+        use_input_stats: Use the statistics of each sample (else the running ones).
+        momentum: Weight of the new statistics in the running update.
+        eps: Added to the variance.
+
+    Returns:
+        A tensor of the input's shape.
+
+    Raises:
+        ValueError: If the input has no spatial axis or one spatial element, or the running
+            statistics are missing when ``use_input_stats=False``.
+    """
     xp = namespace(input, running_mean, running_var, weight, bias)
     _check_float(xp, input, "instance_norm")
     if input.ndim < 3:
@@ -310,7 +374,21 @@ def rms_norm(input: Any, normalized_shape: Any, weight: Any = None,  # noqa: A00
              eps: float | None = None) -> Any:
     """Root-mean-square normalisation over the trailing ``normalized_shape`` axes:
     ``x / sqrt(mean(x**2) + eps) * weight``; ``eps=None`` uses ``finfo(dtype).eps``
-    of the input's dtype (PyTorch's default)."""
+    of the input's dtype (PyTorch's default).
+
+    Args:
+        input: The input tensor.
+        normalized_shape: The trailing shape normalised over.
+        weight: Scale of shape ``normalized_shape``.
+        eps: Added to the mean square (``None``: the dtype's ``eps``).
+
+    Returns:
+        A tensor of the input's shape.
+
+    Raises:
+        ValueError: If the input does not end with ``normalized_shape`` or ``weight`` has another
+            shape.
+    """
     xp = namespace(input, weight)
     _check_float(xp, input, "rms_norm")
     ns = _normalized_shape(normalized_shape, "rms_norm")
@@ -331,7 +409,21 @@ def local_response_norm(input: Any, size: int, alpha: float = 1e-4, beta: float 
                         k: float = 1.0) -> Any:
     """Normalise each element of ``(N, C, *)`` inputs by its neighbours across channels:
     ``x / (k + alpha / size * sum(x**2 over channels c - size//2 .. c + (size-1)//2))
-    ** beta`` (channels beyond the edges count as zeros, as PyTorch)."""
+    ** beta`` (channels beyond the edges count as zeros, as PyTorch).
+
+    Args:
+        input: The input, ``(N, C, *)``.
+        size: Number of neighbouring channels.
+        alpha: Multiplicative factor.
+        beta: Exponent.
+        k: Additive factor.
+
+    Returns:
+        A tensor of the input's shape.
+
+    Raises:
+        ValueError: If the input has fewer than 3 dimensions or ``size`` is not a positive int.
+    """
     xp = namespace(input)
     _check_float(xp, input, "local_response_norm")
     if input.ndim < 3:

@@ -277,14 +277,46 @@ def max_pool2d(input: Any, kernel_size: Any, stride: Any = None, padding: Any = 
                dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False) -> Any:
     """Maximum over ``kernel_size`` windows of ``(N, C, H, W)`` or ``(C, H, W)`` inputs
     (padding counts as ``-inf``; ``stride`` defaults to ``kernel_size``). With
-    ``return_indices`` also the flat ``h * W + w`` input index of each maximum."""
+    ``return_indices`` also the flat ``h * W + w`` input index of each maximum.
+
+    Args:
+        input: The input tensor.
+        kernel_size: Size of the window: an int or a tuple.
+        stride: Stride of the window (default: ``kernel_size``).
+        padding: Implicit ``-inf`` padding on both sides (at most half the kernel size).
+        dilation: Spacing between the elements of a window.
+        ceil_mode: Use ``ceil`` instead of ``floor`` to compute the output size.
+        return_indices: Also return the indices of the maxima.
+
+    Returns:
+        The output, and with ``return_indices`` also the indices: ``(output, indices)``.
+
+    Raises:
+        ValueError: If the input's rank or a size argument is invalid.
+    """
     return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices,
                      2, "max_pool2d")
 
 
 def max_pool1d(input: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,  # noqa: A002
                dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False) -> Any:
-    """Maximum over windows of ``(N, C, L)`` or ``(C, L)`` inputs."""
+    """Maximum over windows of ``(N, C, L)`` or ``(C, L)`` inputs.
+
+    Args:
+        input: The input tensor.
+        kernel_size: Size of the window: an int or a tuple.
+        stride: Stride of the window (default: ``kernel_size``).
+        padding: Implicit ``-inf`` padding on both sides (at most half the kernel size).
+        dilation: Spacing between the elements of a window.
+        ceil_mode: Use ``ceil`` instead of ``floor`` to compute the output size.
+        return_indices: Also return the indices of the maxima.
+
+    Returns:
+        The output, and with ``return_indices`` also the indices: ``(output, indices)``.
+
+    Raises:
+        ValueError: If the input's rank or a size argument is invalid.
+    """
     return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices,
                      1, "max_pool1d")
 
@@ -387,14 +419,45 @@ def avg_pool2d(input: Any, kernel_size: Any, stride: Any = None, padding: Any = 
 
     ``count_include_pad`` counts the zero padding in the divisor; windows that a
     ``ceil_mode`` output lets run past the padding are divided by their clipped
-    size (PyTorch's divisors); ``divisor_override`` replaces the divisor."""
+    size (PyTorch's divisors); ``divisor_override`` replaces the divisor.
+
+    Args:
+        input: The input tensor.
+        kernel_size: Size of the window: an int or a tuple.
+        stride: Stride of the window (default: ``kernel_size``).
+        padding: Implicit zero padding on both sides (at most half the kernel size).
+        ceil_mode: Use ``ceil`` instead of ``floor`` to compute the output size.
+        count_include_pad: Include the zero padding in the averages' divisors.
+        divisor_override: If given, the divisor of every window's sum.
+
+    Returns:
+        The pooled tensor.
+
+    Raises:
+        ValueError: If the input's rank or a size argument is invalid.
+    """
     return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
                      divisor_override, 2, "avg_pool2d")
 
 
 def avg_pool1d(input: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,  # noqa: A002
                ceil_mode: bool = False, count_include_pad: bool = True) -> Any:
-    """Mean over windows of ``(N, C, L)`` or ``(C, L)`` inputs."""
+    """Mean over windows of ``(N, C, L)`` or ``(C, L)`` inputs.
+
+    Args:
+        input: The input tensor.
+        kernel_size: Size of the window: an int or a tuple.
+        stride: Stride of the window (default: ``kernel_size``).
+        padding: Implicit zero padding on both sides (at most half the kernel size).
+        ceil_mode: Use ``ceil`` instead of ``floor`` to compute the output size.
+        count_include_pad: Include the zero padding in the averages' divisors.
+
+    Returns:
+        The pooled tensor.
+
+    Raises:
+        ValueError: If the input's rank or a size argument is invalid.
+    """
     return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, None,
                      1, "avg_pool1d")
 
@@ -436,14 +499,36 @@ def _adaptive_size(output_size: Any, input: Any, nsp: int, fname: str) -> tuple[
 
 def adaptive_avg_pool2d(input: Any, output_size: Any) -> Any:  # noqa: A002
     """Average ``(N, C, H, W)``/``(C, H, W)`` over PyTorch's adaptive windows to
-    ``output_size`` (an int, or a pair whose ``None`` entries keep that size)."""
+    ``output_size`` (an int, or a pair whose ``None`` entries keep that size).
+
+    Args:
+        input: The input tensor.
+        output_size: Target output size: an int or a tuple (``None`` keeps that axis).
+
+    Returns:
+        The pooled tensor.
+
+    Raises:
+        ValueError: If the input's rank or a size argument is invalid.
+    """
     xp = namespace(input)
     ho, wo = _adaptive_size(output_size, input, 2, "adaptive_avg_pool2d")
     return _adaptive_axis(xp, _adaptive_axis(xp, input, -2, ho), -1, wo)
 
 
 def adaptive_avg_pool1d(input: Any, output_size: Any) -> Any:  # noqa: A002
-    """Average ``(N, C, L)``/``(C, L)`` over adaptive windows to ``output_size``."""
+    """Average ``(N, C, L)``/``(C, L)`` over adaptive windows to ``output_size``.
+
+    Args:
+        input: The input tensor.
+        output_size: Target output size: an int or a tuple (``None`` keeps that axis).
+
+    Returns:
+        The pooled tensor.
+
+    Raises:
+        ValueError: If the input's rank or a size argument is invalid.
+    """
     xp = namespace(input)
     (lo,) = _adaptive_size(output_size, input, 1, "adaptive_avg_pool1d")
     return _adaptive_axis(xp, input, -1, lo)
@@ -469,7 +554,24 @@ def max_pool3d(input: Any, kernel_size: Any, stride: Any = None, padding: Any = 
     inputs (padding counts as ``-inf``; ``stride`` defaults to ``kernel_size``), as
     ``torch.nn.functional.max_pool3d``. With ``return_indices`` also the flat
     ``d * H * W + h * W + w`` input index of each maximum (the first one of a window in
-    that order; the gradient goes to it)."""
+    that order; the gradient goes to it).
+
+    Args:
+        input: The input tensor.
+        kernel_size: Size of the window: an int or a tuple.
+        stride: Stride of the window (default: ``kernel_size``).
+        padding: Implicit ``-inf`` padding on both sides (at most half the kernel size).
+        dilation: Spacing between the elements of a window.
+        ceil_mode: Use ``ceil`` instead of ``floor`` to compute the output size.
+        return_indices: Also return the indices of the maxima.
+
+    Returns:
+        The output, and with ``return_indices`` also the indices: ``(output, indices)``.
+
+    Raises:
+        ValueError: If the input's rank or a size argument is invalid.
+        TypeError: If the input is not real floating-point.
+    """
     fname = "max_pool3d"
     xp = namespace(input)
     if not xp.isdtype(input.dtype, "real floating"):
@@ -504,7 +606,23 @@ def avg_pool3d(input: Any, kernel_size: Any, stride: Any = None, padding: Any = 
                divisor_override: int | None = None) -> Any:
     """Mean over ``kernel_size`` windows of ``(N, C, D, H, W)`` or ``(C, D, H, W)`` inputs,
     as ``torch.nn.functional.avg_pool3d`` (``count_include_pad``, ``ceil_mode`` divisors
-    and ``divisor_override`` as in PyTorch)."""
+    and ``divisor_override`` as in PyTorch).
+
+    Args:
+        input: The input tensor.
+        kernel_size: Size of the window: an int or a tuple.
+        stride: Stride of the window (default: ``kernel_size``).
+        padding: Implicit zero padding on both sides (at most half the kernel size).
+        ceil_mode: Use ``ceil`` instead of ``floor`` to compute the output size.
+        count_include_pad: Include the zero padding in the averages' divisors.
+        divisor_override: If given, the divisor of every window's sum.
+
+    Returns:
+        The pooled tensor.
+
+    Raises:
+        ValueError: If the input's rank or a size argument is invalid.
+    """
     return _avg_pool3d(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
                        divisor_override, "avg_pool3d")
 
@@ -529,7 +647,18 @@ def _avg_pool3d(input: Any, kernel_size: Any, stride: Any, padding: Any, ceil_mo
 # -- adaptive pooling ------------------------------------------------------------------------
 def adaptive_avg_pool3d(input: Any, output_size: Any) -> Any:  # noqa: A002
     """Average ``(N, C, D, H, W)``/``(C, D, H, W)`` over PyTorch's adaptive windows to
-    ``output_size`` (an int, or a triple whose ``None`` entries keep that size)."""
+    ``output_size`` (an int, or a triple whose ``None`` entries keep that size).
+
+    Args:
+        input: The input tensor.
+        output_size: Target output size: an int or a tuple (``None`` keeps that axis).
+
+    Returns:
+        The pooled tensor.
+
+    Raises:
+        ValueError: If the input's rank or a size argument is invalid.
+    """
     xp = namespace(input)
     do, ho, wo = _adaptive_size(output_size, input, 3, "adaptive_avg_pool3d")
     return _adaptive_axis(xp, _adaptive_axis(xp, _adaptive_axis(xp, input, -3, do), -2, ho),
@@ -576,21 +705,57 @@ def _adaptive_max(input: Any, output_size: Any, return_indices: bool, nsp: int, 
 def adaptive_max_pool1d(input: Any, output_size: Any, return_indices: bool = False) -> Any:  # noqa: A002
     """Maximum of ``(N, C, L)``/``(C, L)`` over PyTorch's adaptive windows
     ``[floor(i*L/O), ceil((i+1)*L/O))``; with ``return_indices`` also the input
-    position of each maximum (the first one; the gradient goes to it)."""
+    position of each maximum (the first one; the gradient goes to it).
+
+    Args:
+        input: The input tensor.
+        output_size: Target output size: an int or a tuple (``None`` keeps that axis).
+        return_indices: Also return the indices of the maxima.
+
+    Returns:
+        The output, and with ``return_indices`` also the indices: ``(output, indices)``.
+
+    Raises:
+        ValueError: If the input's rank or a size argument is invalid.
+    """
     return _adaptive_max(input, output_size, return_indices, 1, "adaptive_max_pool1d")
 
 
 def adaptive_max_pool2d(input: Any, output_size: Any, return_indices: bool = False) -> Any:  # noqa: A002
     """Maximum of ``(N, C, H, W)``/``(C, H, W)`` over adaptive windows to ``output_size``
     (an int, or a pair whose ``None`` entries keep that size); with ``return_indices``
-    also the flat ``h * W + w`` input index of each maximum."""
+    also the flat ``h * W + w`` input index of each maximum.
+
+    Args:
+        input: The input tensor.
+        output_size: Target output size: an int or a tuple (``None`` keeps that axis).
+        return_indices: Also return the indices of the maxima.
+
+    Returns:
+        The output, and with ``return_indices`` also the indices: ``(output, indices)``.
+
+    Raises:
+        ValueError: If the input's rank or a size argument is invalid.
+    """
     return _adaptive_max(input, output_size, return_indices, 2, "adaptive_max_pool2d")
 
 
 def adaptive_max_pool3d(input: Any, output_size: Any, return_indices: bool = False) -> Any:  # noqa: A002
     """Maximum of ``(N, C, D, H, W)``/``(C, D, H, W)`` over adaptive windows to
     ``output_size``; with ``return_indices`` also the flat ``d * H * W + h * W + w``
-    input index of each maximum."""
+    input index of each maximum.
+
+    Args:
+        input: The input tensor.
+        output_size: Target output size: an int or a tuple (``None`` keeps that axis).
+        return_indices: Also return the indices of the maxima.
+
+    Returns:
+        The output, and with ``return_indices`` also the indices: ``(output, indices)``.
+
+    Raises:
+        ValueError: If the input's rank or a size argument is invalid.
+    """
     return _adaptive_max(input, output_size, return_indices, 3, "adaptive_max_pool3d")
 
 
@@ -617,21 +782,63 @@ def lp_pool1d(input: Any, norm_type: float, kernel_size: Any, stride: Any = None
               ceil_mode: bool = False) -> Any:
     """Power-average pooling of ``(N, C, L)``/``(C, L)`` inputs, PyTorch's formula:
     ``(sign(a) * relu(|a|) * k) ** (1 / p)`` with ``a = avg_pool1d(x ** p)``
-    (the p-norm of each window; ``p = 1`` sums). No padding."""
+    (the p-norm of each window; ``p = 1`` sums). No padding.
+
+    Args:
+        input: The input tensor.
+        norm_type: The power ``p``.
+        kernel_size: Size of the window: an int or a tuple.
+        stride: Stride of the window (default: ``kernel_size``).
+        ceil_mode: Use ``ceil`` instead of ``floor`` to compute the output size.
+
+    Returns:
+        The pooled tensor.
+
+    Raises:
+        ValueError: If the input's rank or a size argument is invalid.
+    """
     return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 1, "lp_pool1d")
 
 
 def lp_pool2d(input: Any, norm_type: float, kernel_size: Any, stride: Any = None,  # noqa: A002
               ceil_mode: bool = False) -> Any:
     """Power-average pooling of ``(N, C, H, W)``/``(C, H, W)`` inputs:
-    ``(sign(a) * relu(|a|) * kH * kW) ** (1 / p)`` with ``a = avg_pool2d(x ** p)``."""
+    ``(sign(a) * relu(|a|) * kH * kW) ** (1 / p)`` with ``a = avg_pool2d(x ** p)``.
+
+    Args:
+        input: The input tensor.
+        norm_type: The power ``p``.
+        kernel_size: Size of the window: an int or a tuple.
+        stride: Stride of the window (default: ``kernel_size``).
+        ceil_mode: Use ``ceil`` instead of ``floor`` to compute the output size.
+
+    Returns:
+        The pooled tensor.
+
+    Raises:
+        ValueError: If the input's rank or a size argument is invalid.
+    """
     return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 2, "lp_pool2d")
 
 
 def lp_pool3d(input: Any, norm_type: float, kernel_size: Any, stride: Any = None,  # noqa: A002
               ceil_mode: bool = False) -> Any:
     """Power-average pooling of ``(N, C, D, H, W)``/``(C, D, H, W)`` inputs:
-    ``(sign(a) * relu(|a|) * kD * kH * kW) ** (1 / p)`` with ``a = avg_pool3d(x ** p)``."""
+    ``(sign(a) * relu(|a|) * kD * kH * kW) ** (1 / p)`` with ``a = avg_pool3d(x ** p)``.
+
+    Args:
+        input: The input tensor.
+        norm_type: The power ``p``.
+        kernel_size: Size of the window: an int or a tuple.
+        stride: Stride of the window (default: ``kernel_size``).
+        ceil_mode: Use ``ceil`` instead of ``floor`` to compute the output size.
+
+    Returns:
+        The pooled tensor.
+
+    Raises:
+        ValueError: If the input's rank or a size argument is invalid.
+    """
     return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 3, "lp_pool3d")
 
 
@@ -719,7 +926,22 @@ def max_unpool1d(input: Any, indices: Any, kernel_size: Any, stride: Any = None,
     """The partial inverse of ``max_pool1d``: zeros of length
     ``(L - 1) * stride - 2 * padding + kernel_size`` (or ``output_size``) with each input
     value put at its index (as returned by ``max_pool1d(..., return_indices=True)``);
-    of several values sent to one position, the last one is kept."""
+    of several values sent to one position, the last one is kept.
+
+    Args:
+        input: The pooled values.
+        indices: Their indices, from the max pooling.
+        kernel_size: Size of the max-pooling window.
+        stride: Stride of the max pooling (default: ``kernel_size``).
+        padding: Padding of the max pooling.
+        output_size: The output's spatial size (default: computed from the other arguments).
+
+    Returns:
+        The unpooled tensor.
+
+    Raises:
+        ValueError: If the input's rank or a size argument is invalid.
+    """
     return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 1,
                        "max_unpool1d")
 
@@ -727,7 +949,22 @@ def max_unpool1d(input: Any, indices: Any, kernel_size: Any, stride: Any = None,
 def max_unpool2d(input: Any, indices: Any, kernel_size: Any, stride: Any = None,  # noqa: A002
                  padding: Any = 0, output_size: Any = None) -> Any:
     """The partial inverse of ``max_pool2d``: each value of ``(N, C, H, W)``/``(C, H, W)``
-    put at its flat ``h * W_out + w`` index of a zero output (see :func:`max_unpool1d`)."""
+    put at its flat ``h * W_out + w`` index of a zero output (see :func:`max_unpool1d`).
+
+    Args:
+        input: The pooled values.
+        indices: Their indices, from the max pooling.
+        kernel_size: Size of the max-pooling window.
+        stride: Stride of the max pooling (default: ``kernel_size``).
+        padding: Padding of the max pooling.
+        output_size: The output's spatial size (default: computed from the other arguments).
+
+    Returns:
+        The unpooled tensor.
+
+    Raises:
+        ValueError: If the input's rank or a size argument is invalid.
+    """
     return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 2,
                        "max_unpool2d")
 
@@ -736,7 +973,22 @@ def max_unpool3d(input: Any, indices: Any, kernel_size: Any, stride: Any = None,
                  padding: Any = 0, output_size: Any = None) -> Any:
     """The partial inverse of ``max_pool3d``: each value of ``(N, C, D, H, W)``/
     ``(C, D, H, W)`` put at its flat ``d * H_out * W_out + h * W_out + w`` index of a zero
-    output (see :func:`max_unpool1d`)."""
+    output (see :func:`max_unpool1d`).
+
+    Args:
+        input: The pooled values.
+        indices: Their indices, from the max pooling.
+        kernel_size: Size of the max-pooling window.
+        stride: Stride of the max pooling (default: ``kernel_size``).
+        padding: Padding of the max pooling.
+        output_size: The output's spatial size (default: computed from the other arguments).
+
+    Returns:
+        The unpooled tensor.
+
+    Raises:
+        ValueError: If the input's rank or a size argument is invalid.
+    """
     return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 3,
                        "max_unpool3d")
 
@@ -746,7 +998,23 @@ def max_pool1d_with_indices(input: Any, kernel_size: Any, stride: Any = None,  #
                             padding: Any = 0, dilation: Any = 1, ceil_mode: bool = False,
                             return_indices: bool = False) -> Any:
     """:func:`max_pool1d` returning ``(output, indices)`` whatever ``return_indices`` says
-    (PyTorch's ``max_pool1d_with_indices``)."""
+    (PyTorch's ``max_pool1d_with_indices``).
+
+    Args:
+        input: The input tensor.
+        kernel_size: Size of the window: an int or a tuple.
+        stride: Stride of the window (default: ``kernel_size``).
+        padding: Implicit ``-inf`` padding on both sides (at most half the kernel size).
+        dilation: Spacing between the elements of a window.
+        ceil_mode: Use ``ceil`` instead of ``floor`` to compute the output size.
+        return_indices: Ignored (the indices are always returned).
+
+    Returns:
+        ``(output, indices)``.
+
+    Raises:
+        ValueError: If the input's rank or a size argument is invalid.
+    """
     return max_pool1d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
 
 
@@ -754,7 +1022,23 @@ def max_pool2d_with_indices(input: Any, kernel_size: Any, stride: Any = None,  #
                             padding: Any = 0, dilation: Any = 1, ceil_mode: bool = False,
                             return_indices: bool = False) -> Any:
     """:func:`max_pool2d` returning ``(output, indices)`` whatever ``return_indices`` says
-    (PyTorch's ``max_pool2d_with_indices``)."""
+    (PyTorch's ``max_pool2d_with_indices``).
+
+    Args:
+        input: The input tensor.
+        kernel_size: Size of the window: an int or a tuple.
+        stride: Stride of the window (default: ``kernel_size``).
+        padding: Implicit ``-inf`` padding on both sides (at most half the kernel size).
+        dilation: Spacing between the elements of a window.
+        ceil_mode: Use ``ceil`` instead of ``floor`` to compute the output size.
+        return_indices: Ignored (the indices are always returned).
+
+    Returns:
+        ``(output, indices)``.
+
+    Raises:
+        ValueError: If the input's rank or a size argument is invalid.
+    """
     return max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
 
 
@@ -762,23 +1046,75 @@ def max_pool3d_with_indices(input: Any, kernel_size: Any, stride: Any = None,  #
                             padding: Any = 0, dilation: Any = 1, ceil_mode: bool = False,
                             return_indices: bool = False) -> Any:
     """:func:`max_pool3d` returning ``(output, indices)`` whatever ``return_indices`` says
-    (PyTorch's ``max_pool3d_with_indices``)."""
+    (PyTorch's ``max_pool3d_with_indices``).
+
+    Args:
+        input: The input tensor.
+        kernel_size: Size of the window: an int or a tuple.
+        stride: Stride of the window (default: ``kernel_size``).
+        padding: Implicit ``-inf`` padding on both sides (at most half the kernel size).
+        dilation: Spacing between the elements of a window.
+        ceil_mode: Use ``ceil`` instead of ``floor`` to compute the output size.
+        return_indices: Ignored (the indices are always returned).
+
+    Returns:
+        ``(output, indices)``.
+
+    Raises:
+        ValueError: If the input's rank or a size argument is invalid.
+    """
     return max_pool3d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
 
 
 def adaptive_max_pool1d_with_indices(input: Any, output_size: Any,  # noqa: A002
                                      return_indices: bool = False) -> Any:
-    """:func:`adaptive_max_pool1d` returning ``(output, indices)``."""
+    """:func:`adaptive_max_pool1d` returning ``(output, indices)``.
+
+    Args:
+        input: The input tensor.
+        output_size: Target output size: an int or a tuple (``None`` keeps that axis).
+        return_indices: Ignored (the indices are always returned).
+
+    Returns:
+        ``(output, indices)``.
+
+    Raises:
+        ValueError: If the input's rank or a size argument is invalid.
+    """
     return adaptive_max_pool1d(input, output_size, True)
 
 
 def adaptive_max_pool2d_with_indices(input: Any, output_size: Any,  # noqa: A002
                                      return_indices: bool = False) -> Any:
-    """:func:`adaptive_max_pool2d` returning ``(output, indices)``."""
+    """:func:`adaptive_max_pool2d` returning ``(output, indices)``.
+
+    Args:
+        input: The input tensor.
+        output_size: Target output size: an int or a tuple (``None`` keeps that axis).
+        return_indices: Ignored (the indices are always returned).
+
+    Returns:
+        ``(output, indices)``.
+
+    Raises:
+        ValueError: If the input's rank or a size argument is invalid.
+    """
     return adaptive_max_pool2d(input, output_size, True)
 
 
 def adaptive_max_pool3d_with_indices(input: Any, output_size: Any,  # noqa: A002
                                      return_indices: bool = False) -> Any:
-    """:func:`adaptive_max_pool3d` returning ``(output, indices)``."""
+    """:func:`adaptive_max_pool3d` returning ``(output, indices)``.
+
+    Args:
+        input: The input tensor.
+        output_size: Target output size: an int or a tuple (``None`` keeps that axis).
+        return_indices: Ignored (the indices are always returned).
+
+    Returns:
+        ``(output, indices)``.
+
+    Raises:
+        ValueError: If the input's rank or a size argument is invalid.
+    """
     return adaptive_max_pool3d(input, output_size, True)

@@ -125,7 +125,24 @@ def fractional_max_pool2d_with_indices(input: Any, kernel_size: Any,  # noqa: A0
     (or ``int(size * output_ratio)``) with ``kernel_size`` windows; returns ``(output,
     indices)`` (flat ``h * W + w`` positions). ``_random_samples`` ``(N, C, 2)`` in
     ``[0, 1)`` fixes the windows, else they are drawn from ``generator`` (default
-    ``vtl.random``'s)."""
+    ``vtl.random``'s).
+
+    Args:
+        input: The input tensor.
+        kernel_size: Size of the pooling window: an int or a tuple.
+        output_size: The output size: an int or a tuple (this or ``output_ratio``).
+        output_ratio: The output size as a fraction of the input size, each in ``(0, 1)``.
+        return_indices: Ignored (the indices are always returned).
+        generator: A :class:`vtl.random.Generator` to draw from (default: ``vtl.random``'s default
+            generator).
+
+    Returns:
+        ``(output, indices)``.
+
+    Raises:
+        ValueError: If neither or both of ``output_size`` and ``output_ratio`` are given, or a size
+            is invalid.
+    """
     return _fractional_max_pool(input, kernel_size, output_size, output_ratio, _random_samples,
                                 2, "fractional_max_pool2d", generator)
 
@@ -134,7 +151,24 @@ def fractional_max_pool2d(input: Any, kernel_size: Any, output_size: Any = None,
                           output_ratio: Any = None, return_indices: bool = False,
                           _random_samples: Any = None, *, generator: Any = None) -> Any:
     """:func:`fractional_max_pool2d_with_indices`; the indices too when
-    ``return_indices``."""
+    ``return_indices``.
+
+    Args:
+        input: The input tensor.
+        kernel_size: Size of the pooling window: an int or a tuple.
+        output_size: The output size: an int or a tuple (this or ``output_ratio``).
+        output_ratio: The output size as a fraction of the input size, each in ``(0, 1)``.
+        return_indices: Also return the indices of the maxima.
+        generator: A :class:`vtl.random.Generator` to draw from (default: ``vtl.random``'s default
+            generator).
+
+    Returns:
+        The output, and with ``return_indices`` also the indices: ``(output, indices)``.
+
+    Raises:
+        ValueError: If neither or both of ``output_size`` and ``output_ratio`` are given, or a size
+            is invalid.
+    """
     out, idx = fractional_max_pool2d_with_indices(input, kernel_size, output_size,
                                                   output_ratio, return_indices,
                                                   _random_samples, generator=generator)
@@ -148,7 +182,24 @@ def fractional_max_pool3d_with_indices(input: Any, kernel_size: Any,  # noqa: A0
                                        generator: Any = None) -> tuple[Any, Any]:
     """Fractional max pooling of ``(N, C, T, H, W)``/``(C, T, H, W)`` inputs; returns
     ``(output, indices)`` (flat ``t * H * W + h * W + w`` positions); ``_random_samples``
-    ``(N, C, 3)``."""
+    ``(N, C, 3)``.
+
+    Args:
+        input: The input tensor.
+        kernel_size: Size of the pooling window: an int or a tuple.
+        output_size: The output size: an int or a tuple (this or ``output_ratio``).
+        output_ratio: The output size as a fraction of the input size, each in ``(0, 1)``.
+        return_indices: Ignored (the indices are always returned).
+        generator: A :class:`vtl.random.Generator` to draw from (default: ``vtl.random``'s default
+            generator).
+
+    Returns:
+        ``(output, indices)``.
+
+    Raises:
+        ValueError: If neither or both of ``output_size`` and ``output_ratio`` are given, or a size
+            is invalid.
+    """
     return _fractional_max_pool(input, kernel_size, output_size, output_ratio, _random_samples,
                                 3, "fractional_max_pool3d", generator)
 
@@ -157,7 +208,24 @@ def fractional_max_pool3d(input: Any, kernel_size: Any, output_size: Any = None,
                           output_ratio: Any = None, return_indices: bool = False,
                           _random_samples: Any = None, *, generator: Any = None) -> Any:
     """:func:`fractional_max_pool3d_with_indices`; the indices too when
-    ``return_indices``."""
+    ``return_indices``.
+
+    Args:
+        input: The input tensor.
+        kernel_size: Size of the pooling window: an int or a tuple.
+        output_size: The output size: an int or a tuple (this or ``output_ratio``).
+        output_ratio: The output size as a fraction of the input size, each in ``(0, 1)``.
+        return_indices: Also return the indices of the maxima.
+        generator: A :class:`vtl.random.Generator` to draw from (default: ``vtl.random``'s default
+            generator).
+
+    Returns:
+        The output, and with ``return_indices`` also the indices: ``(output, indices)``.
+
+    Raises:
+        ValueError: If neither or both of ``output_size`` and ``output_ratio`` are given, or a size
+            is invalid.
+    """
     out, idx = fractional_max_pool3d_with_indices(input, kernel_size, output_size,
                                                   output_ratio, return_indices,
                                                   _random_samples, generator=generator)

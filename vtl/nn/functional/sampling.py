@@ -332,6 +332,24 @@ def interpolate(input: Any, size: Any = None, scale_factor: Any = None,  # noqa:
     ``floor(in * scale_factor)``; the kernels use ``1 / scale_factor`` as the step
     unless ``recompute_scale_factor=True`` (then ``in / out``), as PyTorch.
     ``antialias=True`` is not supported (``NotImplementedError``).
+
+    Args:
+        input: ``(N, C, d1[, d2[, d3]])``.
+        size: Output spatial size: an int or a tuple (this or ``scale_factor``).
+        scale_factor: Multiplier of the spatial size: a float or a tuple.
+        mode: The algorithm (see above).
+        align_corners: For the linear and cubic modes: align the corner pixels (default ``False``).
+        recompute_scale_factor: Compute the interpolation from the output size rather than from
+            ``scale_factor``.
+        antialias: Must be ``False``: vtl has no anti-aliasing.
+
+    Returns:
+        The resampled tensor.
+
+    Raises:
+        ValueError: If ``mode``, the rank or the size arguments are invalid.
+        NotImplementedError: If ``antialias=True``.
+        TypeError: If a linear or cubic mode gets a non-floating input.
     """
     xp = namespace(input)
     if mode not in _MODES:
@@ -369,21 +387,50 @@ def interpolate(input: Any, size: Any = None, scale_factor: Any = None,  # noqa:
 
 def upsample(input: Any, size: Any = None, scale_factor: Any = None,  # noqa: A002
              mode: str = "nearest", align_corners: bool | None = None) -> Any:
-    """Deprecated alias of :func:`interpolate` (as in PyTorch; warns)."""
+    """Deprecated alias of :func:`interpolate` (as in PyTorch; warns).
+
+    Args:
+        input: ``(N, C, d1[, d2[, d3]])``.
+        size: Output spatial size: an int or a tuple (this or ``scale_factor``).
+        scale_factor: Multiplier of the spatial size: a float or a tuple.
+        mode: The algorithm (see above).
+        align_corners: For the linear and cubic modes: align the corner pixels (default ``False``).
+
+    Returns:
+        The resampled tensor.
+    """
     warnings.warn("nn.functional.upsample is deprecated. Use nn.functional.interpolate "
                   "instead.", stacklevel=2)
     return interpolate(input, size, scale_factor, mode, align_corners)
 
 
 def upsample_nearest(input: Any, size: Any = None, scale_factor: Any = None) -> Any:  # noqa: A002
-    """Deprecated: ``interpolate(input, size, scale_factor, mode='nearest')`` (warns)."""
+    """Deprecated: ``interpolate(input, size, scale_factor, mode='nearest')`` (warns).
+
+    Args:
+        input: ``(N, C, d1[, d2[, d3]])``.
+        size: Output spatial size: an int or a tuple (this or ``scale_factor``).
+        scale_factor: Multiplier of the spatial size: a float or a tuple.
+
+    Returns:
+        The resampled tensor.
+    """
     warnings.warn("nn.functional.upsample_nearest is deprecated. Use "
                   "nn.functional.interpolate instead.", stacklevel=2)
     return interpolate(input, size, scale_factor, mode="nearest")
 
 
 def upsample_bilinear(input: Any, size: Any = None, scale_factor: Any = None) -> Any:  # noqa: A002
-    """Deprecated: ``interpolate(..., mode='bilinear', align_corners=True)`` (warns)."""
+    """Deprecated: ``interpolate(..., mode='bilinear', align_corners=True)`` (warns).
+
+    Args:
+        input: ``(N, C, d1[, d2[, d3]])``.
+        size: Output spatial size: an int or a tuple (this or ``scale_factor``).
+        scale_factor: Multiplier of the spatial size: a float or a tuple.
+
+    Returns:
+        The resampled tensor.
+    """
     warnings.warn("nn.functional.upsample_bilinear is deprecated. Use "
                   "nn.functional.interpolate instead.", stacklevel=2)
     return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
@@ -392,7 +439,19 @@ def upsample_bilinear(input: Any, size: Any = None, scale_factor: Any = None) ->
 # -- pixel shuffle ----------------------------------------------------------------------------
 def pixel_shuffle(input: Any, upscale_factor: int) -> Any:  # noqa: A002
     """Rearrange ``(*, C * r**2, H, W)`` into ``(*, C, H * r, W * r)`` with ``r =
-    upscale_factor``: ``out[..., c, h*r + i, w*r + j] = in[..., c*r*r + i*r + j, h, w]``."""
+    upscale_factor``: ``out[..., c, h*r + i, w*r + j] = in[..., c*r*r + i*r + j, h, w]``.
+
+    Args:
+        input: The input tensor.
+        upscale_factor: The factor ``r``.
+
+    Returns:
+        A tensor of shape ``(*, C, H * r, W * r)``.
+
+    Raises:
+        ValueError: If the input has fewer than 3 dimensions or its channels are not divisible by
+            ``r**2``.
+    """
     xp = namespace(input)
     r = _positive_int(upscale_factor, "upscale_factor", "pixel_shuffle")
     if input.ndim < 3:
@@ -410,7 +469,19 @@ def pixel_shuffle(input: Any, upscale_factor: int) -> Any:  # noqa: A002
 
 def pixel_unshuffle(input: Any, downscale_factor: int) -> Any:  # noqa: A002
     """The inverse of :func:`pixel_shuffle`: ``(*, C, H * r, W * r)`` into
-    ``(*, C * r**2, H, W)`` with ``r = downscale_factor``."""
+    ``(*, C * r**2, H, W)`` with ``r = downscale_factor``.
+
+    Args:
+        input: The input tensor.
+        downscale_factor: The factor ``r``.
+
+    Returns:
+        A tensor of shape ``(*, C * r**2, H, W)``.
+
+    Raises:
+        ValueError: If the input has fewer than 3 dimensions or its height or width is not
+            divisible by ``r``.
+    """
     xp = namespace(input)
     r = _positive_int(downscale_factor, "downscale_factor", "pixel_unshuffle")
     if input.ndim < 3:
@@ -521,7 +592,21 @@ def unfold(input: Any, kernel_size: Any, dilation: Any = 1, padding: Any = 0,  #
            stride: Any = 1) -> Any:
     """Extract sliding blocks (im2col): ``(N, C, H, W)`` (or unbatched ``(C, H, W)``) to
     ``(N, C * kh * kw, L)`` with ``L`` blocks in row-major order; row ``c * kh * kw +
-    i * kw + j`` holds tap ``(i, j)`` of channel ``c``. Padding taps read zeros."""
+    i * kw + j`` holds tap ``(i, j)`` of channel ``c``. Padding taps read zeros.
+
+    Args:
+        input: ``(N, C, H, W)`` or ``(C, H, W)``.
+        kernel_size: Size of the blocks: an int or a pair.
+        dilation: Spacing between the elements of a block.
+        padding: Implicit zero padding on both sides.
+        stride: Stride of the blocks.
+
+    Returns:
+        The blocks, ``(N, C * kh * kw, L)``.
+
+    Raises:
+        ValueError: If the input's shape does not fit the sizes.
+    """
     xp = namespace(input)
     k, d, p, s = _fold_args(kernel_size, dilation, padding, stride, "unfold")
     if input.ndim not in (3, 4):
@@ -549,7 +634,22 @@ def fold(input: Any, output_size: Any, kernel_size: Any, dilation: Any = 1,  # n
          padding: Any = 0, stride: Any = 1) -> Any:
     """Combine sliding blocks into an image (col2im), summing overlapping entries: the
     adjoint of :func:`unfold`. ``(N, C * kh * kw, L)`` (or unbatched ``(C * kh * kw, L)``)
-    to ``(N, C, *output_size)``; ``L`` must be the number of blocks that fit."""
+    to ``(N, C, *output_size)``; ``L`` must be the number of blocks that fit.
+
+    Args:
+        input: ``(N, C * kh * kw, L)`` or ``(C * kh * kw, L)``.
+        output_size: Spatial size ``(H, W)`` of the output: an int or a pair.
+        kernel_size: Size of the blocks: an int or a pair.
+        dilation: Spacing between the elements of a block.
+        padding: Implicit zero padding on both sides.
+        stride: Stride of the blocks.
+
+    Returns:
+        The image, ``(N, C, *output_size)``.
+
+    Raises:
+        ValueError: If the input's shape does not fit the sizes.
+    """
     xp = namespace(input)
     k, d, p, s = _fold_args(kernel_size, dilation, padding, stride, "fold")
     size = _ntuple(output_size, 2, "output_size", "fold", 1)

@@ -50,6 +50,19 @@ def softmax(input: Any, dim: int | None = None, dtype: Any = None) -> Any:  # no
     """``exp(x) / sum(exp(x))`` along ``dim`` (cast to ``dtype`` first if given).
 
     ``dim=None`` picks PyTorch's legacy implicit dimension with its warning.
+
+    Args:
+        input: The input tensor.
+        dim: The axis (``None``: PyTorch's legacy implicit choice, with a warning).
+        dtype: If given, ``input`` is cast to this dtype first.
+        axis: The array API's name for ``dim`` (give one of the two).
+
+    Returns:
+        A tensor of the input's shape.
+
+    Raises:
+        TypeError: If the input is not real floating-point or a parameter is given under both
+            names.
     """
     xp, x, d = _prepare(input, dim, dtype, "softmax")
     if x.ndim == 0:
@@ -62,7 +75,21 @@ def softmax(input: Any, dim: int | None = None, dtype: Any = None) -> Any:  # no
 
 @torch_names(axis="dim", origin="The array API")
 def softmin(input: Any, dim: int | None = None, dtype: Any = None) -> Any:  # noqa: A002
-    """``softmax(-x)``."""
+    """``softmax(-x)``.
+
+    Args:
+        input: The input tensor.
+        dim: The axis (``None``: PyTorch's legacy implicit choice, with a warning).
+        dtype: If given, ``input`` is cast to this dtype first.
+        axis: The array API's name for ``dim`` (give one of the two).
+
+    Returns:
+        A tensor of the input's shape.
+
+    Raises:
+        TypeError: If the input is not real floating-point or a parameter is given under both
+            names.
+    """
     xp, x, d = _prepare(input, dim, dtype, "softmin")
     del xp
     return softmax(-x, d)
@@ -70,7 +97,21 @@ def softmin(input: Any, dim: int | None = None, dtype: Any = None) -> Any:  # no
 
 @torch_names(axis="dim", origin="The array API")
 def log_softmax(input: Any, dim: int | None = None, dtype: Any = None) -> Any:  # noqa: A002
-    """``x - logsumexp(x)`` along ``dim``."""
+    """``x - logsumexp(x)`` along ``dim``.
+
+    Args:
+        input: The input tensor.
+        dim: The axis (``None``: PyTorch's legacy implicit choice, with a warning).
+        dtype: If given, ``input`` is cast to this dtype first.
+        axis: The array API's name for ``dim`` (give one of the two).
+
+    Returns:
+        A tensor of the input's shape.
+
+    Raises:
+        TypeError: If the input is not real floating-point or a parameter is given under both
+            names.
+    """
     xp, x, d = _prepare(input, dim, dtype, "log_softmax")
     if x.ndim == 0 or x.shape[d] == 0:
         return x - x
@@ -118,6 +159,20 @@ def logsumexp(input: Any, dim: Any = None, keepdim: bool = False) -> Any:  # noq
     """``log(sum(exp(x)))`` over ``dim`` (an int, a tuple, or None for all axes).
 
     Rows of ``-inf`` give ``-inf``; a ``+inf`` entry gives ``inf``.
+
+    Args:
+        input: The input tensor.
+        dim: An int, a tuple of ints, or ``None`` for all axes.
+        keepdim: Keep the reduced axes (size 1).
+        axis: The array API's name for ``dim`` (give one of the two).
+        keepdims: The array API's name for ``keepdim`` (give one of the two).
+
+    Returns:
+        The reduced tensor.
+
+    Raises:
+        TypeError: If the input is not real floating-point or a parameter is given under both
+            names.
     """
     xp = namespace(input)
     if not xp.isdtype(input.dtype, "real floating"):
@@ -147,6 +202,21 @@ def gumbel_softmax(logits: Any, tau: float = 1.0, hard: bool = False, eps: float
     one-hot vector of ``argmax(y)`` in the forward pass while the gradient is that of
     ``y`` (the straight-through estimator: ``y_hard - detach(y) + y``). ``eps`` is
     deprecated and unused (a value other than the default warns, as PyTorch).
+
+    Args:
+        logits: Unnormalised log-probabilities.
+        tau: The temperature (positive).
+        hard: Return one-hot vectors (with the soft gradient).
+        eps: Accepted for PyTorch compatibility (unused, as in PyTorch).
+        dim: The class axis.
+        generator: A :class:`vtl.random.Generator` to draw from (default: ``vtl.random``'s default
+            generator).
+
+    Returns:
+        A tensor of the logits' shape.
+
+    Raises:
+        TypeError: If ``logits`` is not real floating-point or ``tau`` is not a number.
     """
     from ... import random
 

@@ -45,7 +45,20 @@ def _shape(x: Any) -> tuple[int, ...]:
 def channel_shuffle(input: Any, groups: int) -> Any:  # noqa: A002
     """Divide the ``C`` channels of an ``(N, C, *)`` input into ``groups`` groups and
     interleave them: output channel ``j * groups + g`` is input channel
-    ``g * (C // groups) + j`` (ShuffleNet's channel shuffle)."""
+    ``g * (C // groups) + j`` (ShuffleNet's channel shuffle).
+
+    Args:
+        input: ``(N, C, *)``.
+        groups: Number of groups (divides ``C``).
+
+    Returns:
+        A tensor of the input's shape.
+
+    Raises:
+        TypeError: If ``groups`` is not an int.
+        ValueError: If the input has fewer than 3 dimensions or ``C`` is not divisible by
+            ``groups``.
+    """
     xp = namespace(input)
     try:
         g = operator.index(groups)
@@ -67,7 +80,15 @@ def channel_shuffle(input: Any, groups: int) -> Any:  # noqa: A002
 
 
 def native_channel_shuffle(input: Any, groups: int) -> Any:  # noqa: A002
-    """The same as :func:`channel_shuffle` (PyTorch's native entry point)."""
+    """The same as :func:`channel_shuffle` (PyTorch's native entry point).
+
+    Args:
+        input: ``(N, C, *)``.
+        groups: Number of groups (divides ``C``).
+
+    Returns:
+        A tensor of the input's shape.
+    """
     return channel_shuffle(input, groups)
 
 
@@ -90,6 +111,18 @@ def affine_grid(theta: Any, size: Any, align_corners: bool | None = None) -> Any
     Each output position's normalised coordinates ``(x, y[, z], 1)`` (x along the width)
     are multiplied by ``theta``; ``align_corners`` as in :func:`grid_sample`
     (``None`` warns, as PyTorch, and means ``False``). Differentiable in ``theta``.
+
+    Args:
+        theta: Affine matrices, ``(N, 2, 3)`` or ``(N, 3, 4)``.
+        size: The output size ``(N, C, H, W)`` or ``(N, C, D, H, W)``.
+        align_corners: Whether -1 and 1 are the centres of the corner pixels (default ``False``).
+
+    Returns:
+        The grid, ``(N, H, W, 2)`` or ``(N, D, H, W, 3)``.
+
+    Raises:
+        TypeError: If ``theta`` is not floating-point or ``size`` not a sequence of ints.
+        ValueError: If the shapes do not match.
     """
     xp = namespace(theta)
     if align_corners is None:
@@ -251,6 +284,20 @@ def grid_sample(input: Any, grid: Any, mode: str = "bilinear",  # noqa: A002
     (``True``) or the outer edges (``False``) of the corner pixels (``None`` warns, as
     PyTorch, and means ``False``). Differentiable with respect to ``input`` and ``grid``
     (``'nearest'`` gives the grid a zero gradient).
+
+    Args:
+        input: ``(N, C, H_in, W_in)`` or ``(N, C, D_in, H_in, W_in)``.
+        grid: ``(N, H_out, W_out, 2)`` or ``(N, D_out, H_out, W_out, 3)``.
+        mode: ``'bilinear'``, ``'nearest'`` or ``'bicubic'`` (4-D only).
+        padding_mode: ``'zeros'``, ``'border'`` or ``'reflection'``.
+        align_corners: Whether -1 and 1 are the centres of the corner pixels (default ``False``).
+
+    Returns:
+        The samples, ``(N, C, H_out, W_out)`` or ``(N, C, D_out, H_out, W_out)``.
+
+    Raises:
+        ValueError: If ``mode``, ``padding_mode`` or the shapes are invalid.
+        TypeError: If a dtype is not floating-point or they differ.
     """
     xp = namespace(input, grid)
     if mode not in ("bilinear", "nearest", "bicubic"):

@@ -41,25 +41,41 @@ class _Plain(Module):
 
 
 class ReLU(_Plain):
-    """``max(x, 0)``."""
+    """``max(x, 0)``.
+
+    Args:
+        inplace: Write the result into the input and return it.
+    """
 
     _fn = staticmethod(F.relu)
 
 
 class ReLU6(_Plain):
-    """``min(max(x, 0), 6)``."""
+    """``min(max(x, 0), 6)``.
+
+    Args:
+        inplace: Write the result into the input and return it.
+    """
 
     _fn = staticmethod(F.relu6)
 
 
 class SELU(_Plain):
-    """Scaled ELU with the self-normalising constants."""
+    """Scaled ELU with the self-normalising constants.
+
+    Args:
+        inplace: Write the result into the input and return it.
+    """
 
     _fn = staticmethod(F.selu)
 
 
 class SiLU(_Plain):
-    """``x * sigmoid(x)``."""
+    """``x * sigmoid(x)``.
+
+    Args:
+        inplace: Write the result into the input and return it.
+    """
 
     _fn = staticmethod(F.silu)
 
@@ -68,19 +84,31 @@ Swish = SiLU
 
 
 class Mish(_Plain):
-    """``x * tanh(softplus(x))``."""
+    """``x * tanh(softplus(x))``.
+
+    Args:
+        inplace: Write the result into the input and return it.
+    """
 
     _fn = staticmethod(F.mish)
 
 
 class Hardsigmoid(_Plain):
-    """Piecewise-linear sigmoid."""
+    """Piecewise-linear sigmoid.
+
+    Args:
+        inplace: Write the result into the input and return it.
+    """
 
     _fn = staticmethod(F.hardsigmoid)
 
 
 class Hardswish(_Plain):
-    """``x * hardsigmoid(x)``."""
+    """``x * hardsigmoid(x)``.
+
+    Args:
+        inplace: Write the result into the input and return it.
+    """
 
     _fn = staticmethod(F.hardswish)
 
@@ -125,7 +153,12 @@ class Tanhshrink(_NoArgs):
 
 
 class LeakyReLU(Module):
-    """``x`` for ``x > 0``, else ``negative_slope * x``."""
+    """``x`` for ``x > 0``, else ``negative_slope * x``.
+
+    Args:
+        negative_slope: Slope for negative inputs.
+        inplace: Write the result into the input and return it.
+    """
 
     def __init__(self, negative_slope: float = 0.01, inplace: bool = False) -> None:
         super().__init__()
@@ -145,7 +178,16 @@ class LeakyReLU(Module):
 class RReLU(Module):
     """Randomized leaky ReLU: in training mode each negative element is scaled by its own
     slope drawn from ``U(lower, upper)`` (``vtl.random``); in eval mode by
-    ``(lower + upper) / 2``."""
+    ``(lower + upper) / 2``.
+
+    Args:
+        lower: Lower bound of the uniform distribution of slopes.
+        upper: Upper bound of the uniform distribution of slopes.
+        inplace: Write the result into the input and return it.
+
+    Raises:
+        ValueError: If ``lower > upper``.
+    """
 
     def __init__(self, lower: float = 1.0 / 8.0, upper: float = 1.0 / 3.0,
                  inplace: bool = False) -> None:
@@ -167,7 +209,12 @@ class RReLU(Module):
 
 
 class ELU(Module):
-    """``x`` for ``x > 0``, else ``alpha * (exp(x) - 1)``."""
+    """``x`` for ``x > 0``, else ``alpha * (exp(x) - 1)``.
+
+    Args:
+        alpha: Scale of the negative part (default 1).
+        inplace: Write the result into the input and return it.
+    """
 
     def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
         super().__init__()
@@ -184,7 +231,12 @@ class ELU(Module):
 
 
 class CELU(ELU):
-    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
+    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``.
+
+    Args:
+        alpha: The ``alpha`` of the formula (default 1).
+        inplace: Write the result into the input and return it.
+    """
 
     def forward(self, input: Any) -> Any:  # noqa: A002
         if input.__class__ is not Tensor:
@@ -193,7 +245,14 @@ class CELU(ELU):
 
 
 class GELU(Module):
-    """``x * Phi(x)``; ``approximate='tanh'`` for the tanh approximation."""
+    """``x * Phi(x)``; ``approximate='tanh'`` for the tanh approximation.
+
+    Args:
+        approximate: ``'none'`` (the exact ``x * Phi(x)``) or ``'tanh'``.
+
+    Raises:
+        ValueError: If ``approximate`` is not ``'none'`` or ``'tanh'``.
+    """
 
     def __init__(self, approximate: str = "none") -> None:
         super().__init__()
@@ -211,7 +270,12 @@ class GELU(Module):
 
 
 class Softplus(Module):
-    """``log(1 + exp(beta x)) / beta``, linear above ``threshold``."""
+    """``log(1 + exp(beta x)) / beta``, linear above ``threshold``.
+
+    Args:
+        beta: The ``beta`` of the formula.
+        threshold: Above ``beta * x > threshold`` the function is the identity.
+    """
 
     def __init__(self, beta: float = 1.0, threshold: float = 20.0) -> None:
         super().__init__()
@@ -228,7 +292,16 @@ class Softplus(Module):
 
 
 class Hardtanh(Module):
-    """``clip(x, min_val, max_val)``."""
+    """``clip(x, min_val, max_val)``.
+
+    Args:
+        min_val: Lower end of the linear region.
+        max_val: Upper end of the linear region.
+        inplace: Write the result into the input and return it.
+
+    Raises:
+        ValueError: If ``min_val > max_val``.
+    """
 
     def __init__(self, min_val: float = -1.0, max_val: float = 1.0,
                  inplace: bool = False) -> None:
@@ -267,19 +340,34 @@ class _Shrink(Module):
 
 
 class Softshrink(_Shrink):
-    """Soft thresholding by ``lambd``."""
+    """Soft thresholding by ``lambd``.
+
+    Args:
+        lambd: The threshold: values with ``|x| <= lambd`` become 0, the others move ``lambd``
+            towards 0.
+    """
 
     _fn = staticmethod(F.softshrink)
 
 
 class Hardshrink(_Shrink):
-    """Hard thresholding by ``lambd``."""
+    """Hard thresholding by ``lambd``.
+
+    Args:
+        lambd: The threshold: values with ``|x| <= lambd`` become 0.
+    """
 
     _fn = staticmethod(F.hardshrink)
 
 
 class Threshold(Module):
-    """``x`` where ``x > threshold``, else ``value``."""
+    """``x`` where ``x > threshold``, else ``value``.
+
+    Args:
+        threshold: The value to compare with.
+        value: The value of the elements at or below ``threshold``.
+        inplace: Write the result into the input and return it.
+    """
 
     def __init__(self, threshold: float, value: float, inplace: bool = False) -> None:
         super().__init__()
@@ -298,7 +386,15 @@ class Threshold(Module):
 
 
 class PReLU(Module):
-    """Leaky ReLU with a learned slope (one, or one per channel), initialised to ``init``."""
+    """Leaky ReLU with a learned slope (one, or one per channel), initialised to ``init``.
+
+    Args:
+        num_parameters: Number of learned slopes: 1, or the number of channels (axis 1 of the
+            input).
+        init: Initial value of the slopes.
+        device: Device of the parameters and buffers (default: the current default device).
+        dtype: Floating dtype of the parameters and buffers (default: the default dtype).
+    """
 
     def __init__(self, num_parameters: int = 1, init: float = 0.25, *, device: Any = None,
                  dtype: Any = None) -> None:
@@ -326,7 +422,12 @@ class PReLU(Module):
 
 
 class GLU(Module):
-    """Gated linear unit along ``dim``."""
+    """Gated linear unit along ``dim``.
+
+    Args:
+        dim: The axis split in two halves ``a, b`` (the output is ``a * sigmoid(b)``); its size
+            must be even.
+    """
 
     def __init__(self, dim: int = -1) -> None:
         super().__init__()
@@ -358,19 +459,34 @@ class _SoftmaxBase(Module):
 
 
 class Softmax(_SoftmaxBase):
-    """Softmax along ``dim``."""
+    """Softmax along ``dim``.
+
+    Args:
+        dim: The axis along which the values sum to 1 (``None``: PyTorch's legacy choice of axis, 0
+            for 0-D, 1-D and 3-D inputs and 1 otherwise, with a warning).
+    """
 
     _fn = staticmethod(F.softmax)
 
 
 class Softmin(_SoftmaxBase):
-    """Softmin along ``dim``."""
+    """Softmin along ``dim``.
+
+    Args:
+        dim: The axis along which the values sum to 1 (``None``: PyTorch's legacy choice of axis, 0
+            for 0-D, 1-D and 3-D inputs and 1 otherwise, with a warning).
+    """
 
     _fn = staticmethod(F.softmin)
 
 
 class LogSoftmax(_SoftmaxBase):
-    """Log-softmax along ``dim``."""
+    """Log-softmax along ``dim``.
+
+    Args:
+        dim: The axis along which the values sum to 1 (``None``: PyTorch's legacy choice of axis, 0
+            for 0-D, 1-D and 3-D inputs and 1 otherwise, with a warning).
+    """
 
     _fn = staticmethod(F.log_softmax)
 

@@ -40,6 +40,19 @@ class AdaptiveLogSoftmaxWithLoss(Module):
     of all classes, :meth:`predict` the most likely class. Every cluster is evaluated on
     every row (fixed shapes, no data-dependent indexing); a target outside
     ``[0, n_classes)`` is a ``RuntimeError`` (a host sync on accelerators).
+
+    Args:
+        in_features: Number of features of the input.
+        n_classes: Number of classes.
+        cutoffs: Increasing class indices in ``[1, n_classes - 1]`` where the clusters start.
+        div_value: Each tail cluster's projection is ``div_value`` times narrower than the previous
+            one's.
+        head_bias: Whether the head has a bias.
+        device: Device of the parameters and buffers (default: the current default device).
+        dtype: Floating dtype of the parameters and buffers (default: the default dtype).
+
+    Raises:
+        ValueError: If ``cutoffs`` is empty, unsorted, not unique or out of range.
     """
 
     def __init__(self, in_features: int, n_classes: int, cutoffs: Any, div_value: float = 4.0,

@@ -26,6 +26,24 @@ class MultiheadAttention(Module):
     ``forward(query, key, value, key_padding_mask=None, need_weights=True,
     attn_mask=None, average_attn_weights=True, is_causal=False)`` returns
     ``(output, weights)``; boolean masks are ``True`` where attention is not allowed.
+
+    Args:
+        embed_dim: Total dimension ``E`` of the model (split across the heads).
+        num_heads: Number of parallel heads (``embed_dim`` must be divisible by it).
+        dropout: Dropout probability on the attention weights.
+        bias: Whether the input and output projections have biases.
+        add_bias_kv: Add learned biases ``bias_k``/``bias_v`` to the keys and values (one more
+            position).
+        add_zero_attn: Add a batch of zeros to the keys and values (one more position).
+        kdim: Number of features of the keys (default ``embed_dim``).
+        vdim: Number of features of the values (default ``embed_dim``).
+        batch_first: Inputs and outputs are ``(N, L, E)`` instead of ``(L, N, E)``.
+        device: Device of the parameters and buffers (default: the current default device).
+        dtype: Floating dtype of the parameters and buffers (default: the default dtype).
+
+    Raises:
+        ValueError: If ``embed_dim`` or ``num_heads`` is not positive, or ``embed_dim`` is not
+            divisible by ``num_heads``.
     """
 
     def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0,

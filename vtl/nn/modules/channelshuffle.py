@@ -14,7 +14,14 @@ __all__ = ["ChannelShuffle"]
 
 class ChannelShuffle(Module):
     """Split the ``C`` channels of an ``(N, C, *)`` input into ``groups`` groups and
-    interleave them (see :func:`vtl.nn.functional.channel_shuffle`)."""
+    interleave them (see :func:`vtl.nn.functional.channel_shuffle`).
+
+    Args:
+        groups: Number of groups the channels are split into.
+
+    Raises:
+        TypeError: If ``groups`` is not an int.
+    """
 
     def __init__(self, groups: int) -> None:
         super().__init__()

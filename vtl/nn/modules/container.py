@@ -155,7 +155,11 @@ class Sequential(Module):
 
 
 class ModuleList(Module):
-    """A list of modules, registered so their parameters are found."""
+    """A list of modules, registered so their parameters are found.
+
+    Args:
+        modules: An iterable of modules to append.
+    """
 
     def __init__(self, modules: Iterable[Module] | None = None) -> None:
         super().__init__()
@@ -210,7 +214,12 @@ class ModuleList(Module):
 
 
 class ModuleDict(Module):
-    """An ordered dict of modules, registered so their parameters are found."""
+    """An ordered dict of modules, registered so their parameters are found.
+
+    Args:
+        modules: A mapping of names to modules, or an iterable of ``(name, module)`` pairs, added
+            in order.
+    """
 
     def __init__(self, modules: Mapping[str, Module] | Iterable | None = None) -> None:
         super().__init__()
@@ -260,7 +269,12 @@ class ModuleDict(Module):
 
 
 class ParameterList(Module):
-    """A list of parameters, registered as ``'0'``, ``'1'``, ..."""
+    """A list of parameters, registered as ``'0'``, ``'1'``, ...
+
+    Args:
+        values: An iterable of parameters (a tensor that is not a :class:`Parameter` is wrapped in
+            one).
+    """
 
     def __init__(self, values: Iterable[Any] | None = None) -> None:
         super().__init__()
@@ -291,7 +305,12 @@ class ParameterList(Module):
 
 
 class ParameterDict(Module):
-    """An ordered dict of parameters."""
+    """An ordered dict of parameters.
+
+    Args:
+        parameters: A mapping of names to parameters (a tensor that is not a :class:`Parameter` is
+            wrapped in one).
+    """
 
     def __init__(self, parameters: Mapping[str, Any] | None = None) -> None:
         super().__init__()

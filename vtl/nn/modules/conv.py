@@ -144,7 +144,27 @@ class _Conv(_ConvNd):
 class Conv1d(_Conv):
     """1-D convolution over ``(N, C_in, L)`` or ``(C_in, L)`` inputs; weight
     ``(out_channels, in_channels / groups, k)``. ``padding_mode`` ``'zeros'``,
-    ``'reflect'``, ``'replicate'`` or ``'circular'``."""
+    ``'reflect'``, ``'replicate'`` or ``'circular'``.
+
+    Args:
+        in_channels: Number of channels of the input.
+        out_channels: Number of channels of the output.
+        kernel_size: Size of the kernel: an int or a tuple of 1 ints.
+        stride: Stride of the convolution: an int or a tuple.
+        padding: Padding added to both sides of each spatial axis: an int, a tuple, ``'valid'``
+            (none) or ``'same'`` (output size = input size; stride 1 only).
+        dilation: Spacing between kernel elements: an int or a tuple.
+        groups: Number of blocked connections from input to output channels (both divisible by it).
+        bias: Whether to learn an additive bias.
+        padding_mode: ``'zeros'``, ``'reflect'``, ``'replicate'`` or ``'circular'``.
+        device: Device of the parameters and buffers (default: the current default device).
+        dtype: Floating dtype of the parameters and buffers (default: the default dtype).
+
+    Raises:
+        ValueError: If the channels are not divisible by ``groups``, ``padding_mode`` or
+            ``padding`` is unknown, ``padding='same'`` is used with a stride, or a size argument is
+            invalid.
+    """
 
     _nsp = 1
     _fn = staticmethod(F.conv1d)
@@ -153,7 +173,27 @@ class Conv1d(_Conv):
 class Conv2d(_Conv):
     """2-D convolution over ``(N, C_in, H, W)`` or ``(C_in, H, W)`` inputs; weight
     ``(out_channels, in_channels / groups, kH, kW)``; padding an int, a pair,
-    ``'valid'`` or ``'same'``. Default init as PyTorch (see ``reset_parameters``)."""
+    ``'valid'`` or ``'same'``. Default init as PyTorch (see ``reset_parameters``).
+
+    Args:
+        in_channels: Number of channels of the input.
+        out_channels: Number of channels of the output.
+        kernel_size: Size of the kernel: an int or a tuple of 2 ints.
+        stride: Stride of the convolution: an int or a tuple.
+        padding: Padding added to both sides of each spatial axis: an int, a tuple, ``'valid'``
+            (none) or ``'same'`` (output size = input size; stride 1 only).
+        dilation: Spacing between kernel elements: an int or a tuple.
+        groups: Number of blocked connections from input to output channels (both divisible by it).
+        bias: Whether to learn an additive bias.
+        padding_mode: ``'zeros'``, ``'reflect'``, ``'replicate'`` or ``'circular'``.
+        device: Device of the parameters and buffers (default: the current default device).
+        dtype: Floating dtype of the parameters and buffers (default: the default dtype).
+
+    Raises:
+        ValueError: If the channels are not divisible by ``groups``, ``padding_mode`` or
+            ``padding`` is unknown, ``padding='same'`` is used with a stride, or a size argument is
+            invalid.
+    """
 
     _nsp = 2
     _fn = staticmethod(F.conv2d)
@@ -163,7 +203,27 @@ class Conv3d(_Conv):
     """3-D convolution over ``(N, C_in, D, H, W)`` or ``(C_in, D, H, W)`` inputs; weight
     ``(out_channels, in_channels / groups, kD, kH, kW)``; padding an int, a triple,
     ``'valid'`` or ``'same'``; ``padding_mode`` ``'zeros'``, ``'reflect'``,
-    ``'replicate'`` or ``'circular'``. Default init as PyTorch (see ``reset_parameters``)."""
+    ``'replicate'`` or ``'circular'``. Default init as PyTorch (see ``reset_parameters``).
+
+    Args:
+        in_channels: Number of channels of the input.
+        out_channels: Number of channels of the output.
+        kernel_size: Size of the kernel: an int or a tuple of 3 ints.
+        stride: Stride of the convolution: an int or a tuple.
+        padding: Padding added to both sides of each spatial axis: an int, a tuple, ``'valid'``
+            (none) or ``'same'`` (output size = input size; stride 1 only).
+        dilation: Spacing between kernel elements: an int or a tuple.
+        groups: Number of blocked connections from input to output channels (both divisible by it).
+        bias: Whether to learn an additive bias.
+        padding_mode: ``'zeros'``, ``'reflect'``, ``'replicate'`` or ``'circular'``.
+        device: Device of the parameters and buffers (default: the current default device).
+        dtype: Floating dtype of the parameters and buffers (default: the default dtype).
+
+    Raises:
+        ValueError: If the channels are not divisible by ``groups``, ``padding_mode`` or
+            ``padding`` is unknown, ``padding='same'`` is used with a stride, or a size argument is
+            invalid.
+    """
 
     _nsp = 3
     _fn = staticmethod(F.conv3d)
@@ -214,7 +274,28 @@ class _ConvTranspose(_ConvNd):
 
 
 class ConvTranspose1d(_ConvTranspose):
-    """Transposed 1-D convolution; weight ``(in_channels, out_channels / groups, k)``."""
+    """Transposed 1-D convolution; weight ``(in_channels, out_channels / groups, k)``.
+
+    Args:
+        in_channels: Number of channels of the input.
+        out_channels: Number of channels of the output.
+        kernel_size: Size of the kernel: an int or a tuple of 1 ints.
+        stride: Stride of the convolution: an int or a tuple.
+        padding: ``dilation * (kernel_size - 1) - padding`` zeros are added to both sides of each
+            spatial axis of the input: an int or a tuple.
+        output_padding: Extra size added to one side of each spatial axis of the output (smaller
+            than ``stride`` or ``dilation``).
+        groups: Number of blocked connections from input to output channels (both divisible by it).
+        bias: Whether to learn an additive bias.
+        dilation: Spacing between kernel elements: an int or a tuple.
+        padding_mode: Only ``'zeros'`` is supported (as PyTorch).
+        device: Device of the parameters and buffers (default: the current default device).
+        dtype: Floating dtype of the parameters and buffers (default: the default dtype).
+
+    Raises:
+        ValueError: If the channels are not divisible by ``groups``, ``padding_mode`` is not
+            ``'zeros'``, or a size argument is invalid.
+    """
 
     _nsp = 1
     _fn = staticmethod(F.conv_transpose1d)
@@ -222,7 +303,28 @@ class ConvTranspose1d(_ConvTranspose):
 
 class ConvTranspose2d(_ConvTranspose):
     """Transposed 2-D convolution; weight ``(in_channels, out_channels / groups, kH, kW)``;
-    ``forward(input, output_size=None)`` can pick the output size (via output_padding)."""
+    ``forward(input, output_size=None)`` can pick the output size (via output_padding).
+
+    Args:
+        in_channels: Number of channels of the input.
+        out_channels: Number of channels of the output.
+        kernel_size: Size of the kernel: an int or a tuple of 2 ints.
+        stride: Stride of the convolution: an int or a tuple.
+        padding: ``dilation * (kernel_size - 1) - padding`` zeros are added to both sides of each
+            spatial axis of the input: an int or a tuple.
+        output_padding: Extra size added to one side of each spatial axis of the output (smaller
+            than ``stride`` or ``dilation``).
+        groups: Number of blocked connections from input to output channels (both divisible by it).
+        bias: Whether to learn an additive bias.
+        dilation: Spacing between kernel elements: an int or a tuple.
+        padding_mode: Only ``'zeros'`` is supported (as PyTorch).
+        device: Device of the parameters and buffers (default: the current default device).
+        dtype: Floating dtype of the parameters and buffers (default: the default dtype).
+
+    Raises:
+        ValueError: If the channels are not divisible by ``groups``, ``padding_mode`` is not
+            ``'zeros'``, or a size argument is invalid.
+    """
 
     _nsp = 2
     _fn = staticmethod(F.conv_transpose2d)
@@ -231,7 +333,28 @@ class ConvTranspose2d(_ConvTranspose):
 class ConvTranspose3d(_ConvTranspose):
     """Transposed 3-D convolution; weight ``(in_channels, out_channels / groups, kD, kH,
     kW)``; ``forward(input, output_size=None)`` can pick the output size (via
-    output_padding)."""
+    output_padding).
+
+    Args:
+        in_channels: Number of channels of the input.
+        out_channels: Number of channels of the output.
+        kernel_size: Size of the kernel: an int or a tuple of 3 ints.
+        stride: Stride of the convolution: an int or a tuple.
+        padding: ``dilation * (kernel_size - 1) - padding`` zeros are added to both sides of each
+            spatial axis of the input: an int or a tuple.
+        output_padding: Extra size added to one side of each spatial axis of the output (smaller
+            than ``stride`` or ``dilation``).
+        groups: Number of blocked connections from input to output channels (both divisible by it).
+        bias: Whether to learn an additive bias.
+        dilation: Spacing between kernel elements: an int or a tuple.
+        padding_mode: Only ``'zeros'`` is supported (as PyTorch).
+        device: Device of the parameters and buffers (default: the current default device).
+        dtype: Floating dtype of the parameters and buffers (default: the default dtype).
+
+    Raises:
+        ValueError: If the channels are not divisible by ``groups``, ``padding_mode`` is not
+            ``'zeros'``, or a size argument is invalid.
+    """
 
     _nsp = 3
     _fn = staticmethod(F.conv_transpose3d)

@@ -11,7 +11,12 @@ __all__ = ["CosineSimilarity", "PairwiseDistance"]
 
 
 class CosineSimilarity(Module):
-    """``F.cosine_similarity(x1, x2, dim, eps)``: the cosine along ``dim``."""
+    """``F.cosine_similarity(x1, x2, dim, eps)``: the cosine along ``dim``.
+
+    Args:
+        dim: The axis of the vectors.
+        eps: Lower bound of each norm, to avoid division by zero.
+    """
 
     def __init__(self, dim: int = 1, eps: float = 1e-8) -> None:
         super().__init__()
@@ -27,7 +32,13 @@ class CosineSimilarity(Module):
 
 class PairwiseDistance(Module):
     """``F.pairwise_distance(x1, x2, p, eps, keepdim)``: ``||x1 - x2 + eps||_p`` along the
-    last axis."""
+    last axis.
+
+    Args:
+        p: The norm degree.
+        eps: Added to the difference, to avoid division by zero.
+        keepdim: Keep the reduced last axis (size 1).
+    """
 
     def __init__(self, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> None:
         super().__init__()

@@ -34,31 +34,86 @@ class _DropoutNd(Module):
 
 class Dropout(_DropoutNd):
     """Zero elements with probability ``p`` and scale the rest by ``1/(1-p)``
-    (in training mode). Draws from ``generator`` or ``vtl.random``'s default."""
+    (in training mode). Draws from ``generator`` or ``vtl.random``'s default.
+
+    Args:
+        p: Probability that an element (a channel, for the feature variants) is dropped, in ``[0,
+            1]``.
+        inplace: Write the result into the input and return it.
+        generator: A :class:`vtl.random.Generator` to draw the mask from (default: ``vtl.random``'s
+            default generator).
+
+    Raises:
+        ValueError: If ``p`` is not in ``[0, 1]``.
+    """
 
     _fn = staticmethod(F.dropout)
 
 
 class Dropout1d(_DropoutNd):
-    """Zero whole channels of ``(N, C, L)``/``(C, L)`` inputs."""
+    """Zero whole channels of ``(N, C, L)``/``(C, L)`` inputs.
+
+    Args:
+        p: Probability that an element (a channel, for the feature variants) is dropped, in ``[0,
+            1]``.
+        inplace: Write the result into the input and return it.
+        generator: A :class:`vtl.random.Generator` to draw the mask from (default: ``vtl.random``'s
+            default generator).
+
+    Raises:
+        ValueError: If ``p`` is not in ``[0, 1]``.
+    """
 
     _fn = staticmethod(F.dropout1d)
 
 
 class Dropout2d(_DropoutNd):
-    """Zero whole channels of ``(N, C, H, W)``/``(C, H, W)`` inputs."""
+    """Zero whole channels of ``(N, C, H, W)``/``(C, H, W)`` inputs.
+
+    Args:
+        p: Probability that an element (a channel, for the feature variants) is dropped, in ``[0,
+            1]``.
+        inplace: Write the result into the input and return it.
+        generator: A :class:`vtl.random.Generator` to draw the mask from (default: ``vtl.random``'s
+            default generator).
+
+    Raises:
+        ValueError: If ``p`` is not in ``[0, 1]``.
+    """
 
     _fn = staticmethod(F.dropout2d)
 
 
 class Dropout3d(_DropoutNd):
-    """Zero whole channels of ``(N, C, D, H, W)``/``(C, D, H, W)`` inputs."""
+    """Zero whole channels of ``(N, C, D, H, W)``/``(C, D, H, W)`` inputs.
+
+    Args:
+        p: Probability that an element (a channel, for the feature variants) is dropped, in ``[0,
+            1]``.
+        inplace: Write the result into the input and return it.
+        generator: A :class:`vtl.random.Generator` to draw the mask from (default: ``vtl.random``'s
+            default generator).
+
+    Raises:
+        ValueError: If ``p`` is not in ``[0, 1]``.
+    """
 
     _fn = staticmethod(F.dropout3d)
 
 
 class AlphaDropout(_DropoutNd):
-    """Dropout for SELU networks (keeps zero mean and unit variance)."""
+    """Dropout for SELU networks (keeps zero mean and unit variance).
+
+    Args:
+        p: Probability that an element (a channel, for the feature variants) is dropped, in ``[0,
+            1]``.
+        inplace: Write the result into the input and return it.
+        generator: A :class:`vtl.random.Generator` to draw the mask from (default: ``vtl.random``'s
+            default generator).
+
+    Raises:
+        ValueError: If ``p`` is not in ``[0, 1]``.
+    """
 
     _fn = staticmethod(F.alpha_dropout)
 
@@ -66,6 +121,17 @@ class AlphaDropout(_DropoutNd):
 class FeatureAlphaDropout(_DropoutNd):
     """Alpha dropout of whole channels of ``(N, C, *)`` inputs: a dropped channel is set to
     SELU's negative saturation value and an affine map keeps zero mean and unit variance
-    (see :func:`vtl.nn.functional.feature_alpha_dropout`)."""
+    (see :func:`vtl.nn.functional.feature_alpha_dropout`).
+
+    Args:
+        p: Probability that an element (a channel, for the feature variants) is dropped, in ``[0,
+            1]``.
+        inplace: Write the result into the input and return it.
+        generator: A :class:`vtl.random.Generator` to draw the mask from (default: ``vtl.random``'s
+            default generator).
+
+    Raises:
+        ValueError: If ``p`` is not in ``[0, 1]``.
+    """
 
     _fn = staticmethod(F.feature_alpha_dropout)

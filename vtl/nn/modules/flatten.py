@@ -14,7 +14,12 @@ __all__ = ["Flatten", "Unflatten"]
 
 
 class Flatten(Module):
-    """Merge axes ``start_dim .. end_dim`` into one (default: all but the batch axis)."""
+    """Merge axes ``start_dim .. end_dim`` into one (default: all but the batch axis).
+
+    Args:
+        start_dim: First axis to merge.
+        end_dim: Last axis to merge.
+    """
 
     def __init__(self, start_dim: int = 1, end_dim: int = -1) -> None:
         super().__init__()
@@ -45,7 +50,16 @@ class Flatten(Module):
 
 
 class Unflatten(Module):
-    """Split axis ``dim`` into ``unflattened_size`` (one entry may be -1)."""
+    """Split axis ``dim`` into ``unflattened_size`` (one entry may be -1).
+
+    Args:
+        dim: The axis to split.
+        unflattened_size: The sizes it is split into (their product is the axis size; one may be
+            -1).
+
+    Raises:
+        TypeError: If ``unflattened_size`` is not a non-empty tuple or list of ints.
+    """
 
     def __init__(self, dim: int, unflattened_size: tuple[int, ...]) -> None:
         super().__init__()

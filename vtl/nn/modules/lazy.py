@@ -15,6 +15,7 @@ that size their state at construction would not follow the materialisation.
 
 from __future__ import annotations
 
+import inspect
 import operator
 from typing import Any
 
@@ -69,7 +70,13 @@ def _materialize(t: Tensor, shape: Any, device: Any, dtype: Any, becomes: type) 
 class UninitializedParameter(Parameter):
     """A parameter whose shape is not known yet (of a lazy layer). It holds no data;
     :meth:`materialize` gives it a shape (uninitialised values) and makes it a
-    :class:`Parameter`, the same object."""
+    :class:`Parameter`, the same object.
+
+    Args:
+        requires_grad: Whether the parameter requires a gradient.
+        device: Device of the materialised parameter.
+        dtype: Dtype of the materialised parameter.
+    """
 
     __slots__ = ()
     _uninitialized = True
@@ -95,7 +102,13 @@ class UninitializedParameter(Parameter):
 
 class UninitializedBuffer(Tensor):
     """A buffer whose shape is not known yet (running statistics of a lazy norm layer);
-    :meth:`materialize` gives it a shape and makes it a plain tensor."""
+    :meth:`materialize` gives it a shape and makes it a plain tensor.
+
+    Args:
+        requires_grad: Whether the buffer requires a gradient.
+        device: Device of the materialised buffer.
+        dtype: Dtype of the materialised buffer.
+    """
 
     __slots__ = ()
     _uninitialized = True
@@ -166,7 +179,14 @@ class _LazyModuleMixin:
 
 
 class LazyLinear(_LazyModuleMixin, Linear):
-    """:class:`Linear` whose ``in_features`` is the last dimension of the first input."""
+    """:class:`Linear` whose ``in_features`` is the last dimension of the first input.
+
+    Args:
+        out_features: Size of each output sample.
+        bias: Whether to learn an additive bias.
+        device: Device of the parameters and buffers (default: the current default device).
+        dtype: Floating dtype of the parameters and buffers (default: the default dtype).
+    """
 
     cls_to_become = Linear
 
@@ -227,6 +247,27 @@ class _LazyConvMixin(_LazyModuleMixin):
         self.reset_parameters()
 
 
+def _sections_less(doc: str | None, name: str) -> str:
+    """The ``Args:`` and ``Raises:`` sections of the class docstring ``doc``, less the
+    ``Args`` entry of ``name``: the documentation of a lazy class's arguments."""
+    out: list[str] = []
+    keep = False
+    skipping = False
+    for line in inspect.cleandoc(doc or "").splitlines():
+        if line.strip() and not line[0].isspace():
+            keep = line.strip() in ("Args:", "Raises:")
+            if keep:
+                out += ["", line] if out else [line]
+            continue
+        if not keep or not line.strip():
+            continue
+        if line.strip() and len(line) - len(line.lstrip()) == 4:  # an entry's first line
+            skipping = line.strip().startswith(name + ":")
+        if not skipping:
+            out.append(line)
+    return "\n\n" + "\n".join(out) if out else ""
+
+
 def _lazy_conv(cls: type, transposed: bool) -> type:
     """A lazy class of the convolution ``cls``: the same arguments without
     ``in_channels``."""
@@ -248,7 +289,8 @@ def _lazy_conv(cls: type, transposed: bool) -> type:
             _lazy_conv_params(self, out_channels, groups, bias, device, dtype)
     name = "Lazy" + cls.__name__
     doc = (f":class:`{cls.__name__}` whose ``in_channels`` is the channel dimension of the "
-           "first input (the same arguments, less ``in_channels``).")
+           "first input (the same arguments, less ``in_channels``)."
+           + _sections_less(cls.__doc__, "in_channels"))
     return type(name, (_LazyConvMixin, cls), {"__init__": __init__, "cls_to_become": cls,
                                                "__doc__": doc, "__module__": __name__,
                                                "__qualname__": name})
@@ -316,7 +358,8 @@ def _lazy_norm(cls: type, affine: bool, track: bool) -> type:
 
     name = "Lazy" + cls.__name__
     doc = (f":class:`{cls.__name__}` whose ``num_features`` is the channel dimension of the "
-           "first input (the same arguments, less ``num_features``).")
+           "first input (the same arguments, less ``num_features``)."
+           + _sections_less(cls.__doc__, "num_features"))
     body: dict[str, Any] = {"__init__": __init__, "cls_to_become": cls, "__doc__": doc,
                             "__module__": __name__, "__qualname__": name}
     if getattr(cls, "_spatial", 0):

@@ -30,6 +30,16 @@ class Linear(Module):
     Default init as PyTorch: ``W, b ~ U(-1/sqrt(in_features), 1/sqrt(in_features))``
     (``kaiming_uniform_(W, a=sqrt(5))``).
 
+    Args:
+        in_features: Size of each input sample.
+        out_features: Size of each output sample.
+        bias: Whether to learn an additive bias ``b``.
+        device: Device of the parameters and buffers (default: the current default device).
+        dtype: Floating dtype of the parameters and buffers (default: the default dtype).
+
+    Raises:
+        ValueError: If ``in_features`` or ``out_features`` is negative.
+
     Example:
         >>> layer = nn.Linear(3, 2)
         >>> layer(vtl.ones((4, 3))).shape
@@ -83,7 +93,16 @@ class Linear(Module):
 
 
 class Bilinear(Module):
-    """``y_k = x1^T W_k x2 + b_k``; init ``U(-1/sqrt(in1_features), 1/sqrt(in1_features))``."""
+    """``y_k = x1^T W_k x2 + b_k``; init ``U(-1/sqrt(in1_features), 1/sqrt(in1_features))``.
+
+    Args:
+        in1_features: Size of each first input sample.
+        in2_features: Size of each second input sample.
+        out_features: Size of each output sample.
+        bias: Whether to learn an additive bias ``b``.
+        device: Device of the parameters and buffers (default: the current default device).
+        dtype: Floating dtype of the parameters and buffers (default: the default dtype).
+    """
 
     def __init__(self, in1_features: int, in2_features: int, out_features: int,
                  bias: bool = True, *, device: Any = None, dtype: Any = None) -> None:

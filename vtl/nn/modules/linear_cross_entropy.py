@@ -20,6 +20,24 @@ class LinearCrossEntropyLoss(_WeightedLoss):
     weight viewed as ``(num_classes, *out_features, in_features)`` in forward), as PyTorch
     2.13. ``weight``, ``reduction``, ``ignore_index`` (``None``: -100),
     ``label_smoothing`` and ``options`` as :func:`vtl.nn.functional.linear_cross_entropy`.
+
+    Args:
+        in_features: Size of each input sample.
+        num_classes: Number of classes ``C``.
+        out_features: Extra output axes of a K-dimensional loss (logits ``(N, C, *out_features)``).
+        bias: Whether the linear layer has a bias.
+        device: Device of the parameters and buffers (default: the current default device).
+        dtype: Floating dtype of the parameters and buffers (default: the default dtype).
+        reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+        weight: A manual rescaling weight per class (a 1-D tensor of size ``C``).
+        ignore_index: A target value that is ignored and does not contribute to the input gradient.
+            ``None`` means -100.
+        label_smoothing: Amount of smoothing in ``[0, 1]``.
+        options: A :class:`LinearCrossEntropyOptions` for the chunked computation.
+
+    Raises:
+        ValueError: If ``weight`` is not of shape ``(num_classes,)`` or ``label_smoothing`` is not
+            in ``[0, 1]``.
     """
 
     def __init__(self, in_features: int, num_classes: int, *, out_features: tuple[int, ...] = (),

@@ -47,7 +47,11 @@ class _WeightedLoss(_Loss):
 
 
 class MSELoss(_Loss):
-    """Mean squared error."""
+    """Mean squared error.
+
+    Args:
+        reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+    """
 
     def forward(self, input: Any, target: Any) -> Any:  # noqa: A002
         self._check(input, target)
@@ -55,7 +59,11 @@ class MSELoss(_Loss):
 
 
 class L1Loss(_Loss):
-    """Mean absolute error."""
+    """Mean absolute error.
+
+    Args:
+        reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+    """
 
     def forward(self, input: Any, target: Any) -> Any:  # noqa: A002
         self._check(input, target)
@@ -63,7 +71,11 @@ class L1Loss(_Loss):
 
 
 class SoftMarginLoss(_Loss):
-    """Two-class logistic loss for targets in {-1, 1}."""
+    """Two-class logistic loss for targets in {-1, 1}.
+
+    Args:
+        reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+    """
 
     def forward(self, input: Any, target: Any) -> Any:  # noqa: A002
         self._check(input, target)
@@ -71,7 +83,12 @@ class SoftMarginLoss(_Loss):
 
 
 class HuberLoss(_Loss):
-    """Quadratic below ``delta``, linear above."""
+    """Quadratic below ``delta``, linear above.
+
+    Args:
+        reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+        delta: The threshold between the quadratic and the linear part.
+    """
 
     def __init__(self, reduction: str = "mean", delta: float = 1.0) -> None:
         super().__init__(reduction)
@@ -83,7 +100,12 @@ class HuberLoss(_Loss):
 
 
 class SmoothL1Loss(_Loss):
-    """Quadratic below ``beta`` (scaled by ``1/beta``), L1 above."""
+    """Quadratic below ``beta`` (scaled by ``1/beta``), L1 above.
+
+    Args:
+        reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+        beta: The threshold between the quadratic and the L1 part; 0 gives the L1 loss.
+    """
 
     def __init__(self, reduction: str = "mean", beta: float = 1.0) -> None:
         super().__init__(reduction)
@@ -95,7 +117,12 @@ class SmoothL1Loss(_Loss):
 
 
 class BCELoss(_WeightedLoss):
-    """Binary cross-entropy of probabilities."""
+    """Binary cross-entropy of probabilities.
+
+    Args:
+        weight: A manual rescaling weight, broadcast to the input's shape.
+        reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+    """
 
     def forward(self, input: Any, target: Any) -> Any:  # noqa: A002
         self._check(input, target)
@@ -103,7 +130,13 @@ class BCELoss(_WeightedLoss):
 
 
 class BCEWithLogitsLoss(_Loss):
-    """Binary cross-entropy of logits (stable), with optional ``pos_weight``."""
+    """Binary cross-entropy of logits (stable), with optional ``pos_weight``.
+
+    Args:
+        weight: A manual rescaling weight, broadcast to the input's shape.
+        reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+        pos_weight: A weight of the positive examples, broadcast along the last (class) axis.
+    """
 
     def __init__(self, weight: Any = None, reduction: str = "mean",
                  pos_weight: Any = None) -> None:
@@ -119,7 +152,13 @@ class BCEWithLogitsLoss(_Loss):
 
 
 class NLLLoss(_WeightedLoss):
-    """Negative log likelihood of class indices (input: log-probabilities)."""
+    """Negative log likelihood of class indices (input: log-probabilities).
+
+    Args:
+        weight: A manual rescaling weight per class (a 1-D tensor of size ``C``).
+        ignore_index: A target value that is ignored and does not contribute to the input gradient.
+        reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+    """
 
     def __init__(self, weight: Any = None, ignore_index: int = -100,
                  reduction: str = "mean") -> None:
@@ -133,7 +172,19 @@ class NLLLoss(_WeightedLoss):
 
 
 class CrossEntropyLoss(_WeightedLoss):
-    """Cross-entropy of logits against class indices or probabilities."""
+    """Cross-entropy of logits against class indices or probabilities.
+
+    Args:
+        weight: A manual rescaling weight per class (a 1-D tensor of size ``C``).
+        ignore_index: A target value that is ignored and does not contribute to the input gradient.
+            Only with class-index targets.
+        reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+        label_smoothing: Amount of smoothing in ``[0, 1]``: the target becomes a mix of the
+            original and the uniform distribution.
+
+    Raises:
+        ValueError: If ``label_smoothing`` is not in ``[0, 1]``.
+    """
 
     def __init__(self, weight: Any = None, ignore_index: int = -100, reduction: str = "mean",
                  label_smoothing: float = 0.0) -> None:
@@ -151,7 +202,13 @@ class CrossEntropyLoss(_WeightedLoss):
 
 
 class KLDivLoss(_Loss):
-    """KL divergence with log-space input; ``reduction='batchmean'`` for the true KL."""
+    """KL divergence with log-space input; ``reduction='batchmean'`` for the true KL.
+
+    Args:
+        reduction: ``'none'``, ``'batchmean'`` (the sum divided by the batch size, the true KL
+            divergence), ``'mean'`` (the mean over all elements) or ``'sum'``.
+        log_target: Whether the target is given as log-probabilities.
+    """
 
     _extra_reductions = ("batchmean",)
 
@@ -165,7 +222,16 @@ class KLDivLoss(_Loss):
 
 
 class PoissonNLLLoss(_Loss):
-    """Poisson negative log likelihood."""
+    """Poisson negative log likelihood.
+
+    Args:
+        log_input: Whether the input is the log of the rate (``exp(input) - target * input``) or
+            the rate itself (``input - target * log(input + eps)``).
+        full: Add the Stirling approximation term ``target * log(target) - target + 0.5 * log(2 *
+            pi * target)`` (for targets above 1).
+        eps: Added to the input inside the log when ``log_input=False``.
+        reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+    """
 
     def __init__(self, log_input: bool = True, full: bool = False, eps: float = 1e-8,
                  reduction: str = "mean") -> None:
@@ -181,7 +247,13 @@ class PoissonNLLLoss(_Loss):
 
 
 class GaussianNLLLoss(_Loss):
-    """Gaussian negative log likelihood with predicted variance."""
+    """Gaussian negative log likelihood with predicted variance.
+
+    Args:
+        full: Include the constant ``0.5 * log(2 * pi)`` term.
+        eps: Lower clamp of the variance, for stability.
+        reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+    """
 
     def __init__(self, *, full: bool = False, eps: float = 1e-6,
                  reduction: str = "mean") -> None:
@@ -203,7 +275,12 @@ def _check_all(module: Module, **tensors: Any) -> None:
 
 
 class MarginRankingLoss(_Loss):
-    """``max(0, -y (x1 - x2) + margin)`` for targets ``y`` in {1, -1}."""
+    """``max(0, -y (x1 - x2) + margin)`` for targets ``y`` in {1, -1}.
+
+    Args:
+        margin: The margin.
+        reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+    """
 
     def __init__(self, margin: float = 0.0, reduction: str = "mean") -> None:
         super().__init__(reduction)
@@ -216,7 +293,12 @@ class MarginRankingLoss(_Loss):
 
 
 class HingeEmbeddingLoss(_Loss):
-    """``x`` where ``y = 1``, ``max(0, margin - x)`` where ``y = -1``."""
+    """``x`` where ``y = 1``, ``max(0, margin - x)`` where ``y = -1``.
+
+    Args:
+        margin: The margin for ``y = -1``.
+        reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+    """
 
     def __init__(self, margin: float = 1.0, reduction: str = "mean") -> None:
         super().__init__(reduction)
@@ -229,7 +311,12 @@ class HingeEmbeddingLoss(_Loss):
 
 class CosineEmbeddingLoss(_Loss):
     """``1 - cos(x1, x2)`` where ``y = 1``, ``max(0, cos(x1, x2) - margin)`` where
-    ``y = -1``."""
+    ``y = -1``.
+
+    Args:
+        margin: The margin for dissimilar pairs, in ``[-1, 1]`` (0 to 0.5 suggested).
+        reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+    """
 
     def __init__(self, margin: float = 0.0, reduction: str = "mean") -> None:
         super().__init__(reduction)
@@ -243,7 +330,19 @@ class CosineEmbeddingLoss(_Loss):
 
 class TripletMarginLoss(_Loss):
     """``max(d(a, p) - d(a, n) + margin, 0)`` with the ``p``-norm distance
-    ``||x - y + eps||_p``; ``swap`` takes ``min(d(a, n), d(p, n))``."""
+    ``||x - y + eps||_p``; ``swap`` takes ``min(d(a, n), d(p, n))``.
+
+    Args:
+        margin: The margin (greater than 0).
+        p: The norm degree of the pairwise distance.
+        eps: Added to the difference before the norm, for stability.
+        swap: Use the distance swap (take the smaller of the anchor-negative and positive-negative
+            distances).
+        reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+
+    Raises:
+        ValueError: If ``margin`` is not greater than 0.
+    """
 
     def __init__(self, margin: float = 1.0, p: float = 2.0, eps: float = 1e-6,
                  swap: bool = False, reduction: str = "mean") -> None:
@@ -262,7 +361,20 @@ class TripletMarginLoss(_Loss):
 
 
 class TripletMarginWithDistanceLoss(_Loss):
-    """Triplet margin loss for any ``distance_function`` (default: Euclidean)."""
+    """Triplet margin loss for any ``distance_function`` (default: Euclidean).
+
+    Args:
+        distance_function: A function of two tensors returning their distances (default:
+            :func:`vtl.nn.functional.pairwise_distance`).
+        margin: The margin (greater than 0).
+        swap: Use the distance swap (take the smaller of the anchor-negative and positive-negative
+            distances).
+        reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+
+    Raises:
+        ValueError: If ``margin`` is not greater than 0.
+        TypeError: If ``distance_function`` is neither ``None`` nor callable.
+    """
 
     def __init__(self, *, distance_function: Callable[[Any, Any], Any] | None = None,
                  margin: float = 1.0, swap: bool = False, reduction: str = "mean") -> None:
@@ -285,7 +397,17 @@ class TripletMarginWithDistanceLoss(_Loss):
 
 
 class MultiMarginLoss(_WeightedLoss):
-    """Multi-class hinge loss of class indices (``p`` 1 or 2, per-class ``weight``)."""
+    """Multi-class hinge loss of class indices (``p`` 1 or 2, per-class ``weight``).
+
+    Args:
+        p: 1 or 2: the power of the hinge.
+        margin: The margin.
+        weight: A manual rescaling weight per class (a 1-D tensor of size ``C``).
+        reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+
+    Raises:
+        ValueError: If ``p`` is not 1 or 2, or ``weight`` is not 1-D.
+    """
 
     def __init__(self, p: int = 1, margin: float = 1.0, weight: Any = None,
                  reduction: str = "mean") -> None:
@@ -305,7 +427,11 @@ class MultiMarginLoss(_WeightedLoss):
 
 
 class MultiLabelMarginLoss(_Loss):
-    """Multi-label hinge loss; each target row lists classes up to the first -1."""
+    """Multi-label hinge loss; each target row lists classes up to the first -1.
+
+    Args:
+        reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+    """
 
     def forward(self, input: Any, target: Any) -> Any:  # noqa: A002
         self._check(input, target)
@@ -313,7 +439,12 @@ class MultiLabelMarginLoss(_Loss):
 
 
 class MultiLabelSoftMarginLoss(_WeightedLoss):
-    """Multi-label one-versus-all logistic loss, averaged over classes."""
+    """Multi-label one-versus-all logistic loss, averaged over classes.
+
+    Args:
+        weight: A manual rescaling weight per class (a 1-D tensor of size ``C``).
+        reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+    """
 
     def forward(self, input: Any, target: Any) -> Any:  # noqa: A002
         self._check(input, target)
@@ -322,7 +453,16 @@ class MultiLabelSoftMarginLoss(_WeightedLoss):
 
 
 class CTCLoss(_Loss):
-    """Connectionist temporal classification loss (see ``vtl.nn.functional.ctc_loss``)."""
+    """Connectionist temporal classification loss (see ``vtl.nn.functional.ctc_loss``).
+
+    Args:
+        blank: Index of the blank label.
+        reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+        zero_infinity: Replace infinite losses (impossible alignments) and their gradients by zero.
+
+    Raises:
+        ValueError: If ``blank`` is not a non-negative int.
+    """
 
     def __init__(self, blank: int = 0, reduction: str = "mean",
                  zero_infinity: bool = False) -> None:
@@ -341,7 +481,13 @@ class CTCLoss(_Loss):
 
 class NLLLoss2d(NLLLoss):
     """Deprecated alias of :class:`NLLLoss` (which takes ``(N, C, H, W)`` inputs too); warns
-    with a ``FutureWarning`` as PyTorch."""
+    with a ``FutureWarning`` as PyTorch.
+
+    Args:
+        weight: A manual rescaling weight per class (a 1-D tensor of size ``C``).
+        ignore_index: A target value that is ignored and does not contribute to the input gradient.
+        reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+    """
 
     def __init__(self, weight: Any = None, ignore_index: int = -100,
                  reduction: str = "mean") -> None:

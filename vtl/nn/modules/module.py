@@ -26,6 +26,12 @@ class Parameter(Tensor):
 
     ``Parameter(data)`` shares ``data``'s storage (like PyTorch); ``data`` must be
     floating-point or complex when ``requires_grad``.
+
+    Args:
+        data: The tensor (or array-like) to wrap; ``None`` gives an empty tensor. The parameter
+            shares its storage.
+        requires_grad: Whether the parameter requires a gradient (``data`` must then be
+            floating-point or complex).
     """
 
     __slots__ = ()
@@ -56,7 +62,13 @@ class Buffer(Tensor):
     """A tensor that a :class:`Module` registers as a buffer when assigned as an attribute
     (``self.stats = nn.Buffer(vtl.zeros(3))`` is ``register_buffer("stats", ...)``), as
     PyTorch's ``nn.Buffer``. ``persistent=False`` keeps it out of ``state_dict``. It shares
-    ``data``'s storage and keeps its ``requires_grad``."""
+    ``data``'s storage and keeps its ``requires_grad``.
+
+    Args:
+        data: The tensor (or array-like) to register; ``None`` gives an empty tensor. The buffer
+            shares its storage.
+        persistent: Whether the buffer is part of the module's ``state_dict``.
+    """
 
     __slots__ = ("persistent",)
 

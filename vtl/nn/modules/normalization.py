@@ -110,21 +110,60 @@ class _BatchNorm(Module):
 
 class BatchNorm1d(_BatchNorm):
     """Batch normalisation of ``(N, C)`` or ``(N, C, L)`` inputs: batch statistics and
-    running-statistics updates in training mode, running statistics in eval mode."""
+    running-statistics updates in training mode, running statistics in eval mode.
+
+    Args:
+        num_features: Number of channels ``C`` (axis 1 of the input).
+        eps: Added to the variance for numerical stability.
+        momentum: Weight of the new batch statistics in the running statistics (``None``: a
+            cumulative moving average).
+        affine: Whether to learn a per-channel ``weight`` (1 at init) and ``bias`` (0).
+        track_running_stats: Whether to keep running mean and variance (used in eval mode); without
+            them batch statistics are used in both modes.
+        device: Device of the parameters and buffers (default: the current default device).
+        dtype: Floating dtype of the parameters and buffers (default: the default dtype).
+        bias: With ``affine``, whether to learn the ``bias`` too.
+    """
 
     _ranks = (2, 3)
     _what = "a 2-D (N, C) or 3-D (N, C, L) input"
 
 
 class BatchNorm2d(_BatchNorm):
-    """Batch normalisation of ``(N, C, H, W)`` inputs (per channel)."""
+    """Batch normalisation of ``(N, C, H, W)`` inputs (per channel).
+
+    Args:
+        num_features: Number of channels ``C`` (axis 1 of the input).
+        eps: Added to the variance for numerical stability.
+        momentum: Weight of the new batch statistics in the running statistics (``None``: a
+            cumulative moving average).
+        affine: Whether to learn a per-channel ``weight`` (1 at init) and ``bias`` (0).
+        track_running_stats: Whether to keep running mean and variance (used in eval mode); without
+            them batch statistics are used in both modes.
+        device: Device of the parameters and buffers (default: the current default device).
+        dtype: Floating dtype of the parameters and buffers (default: the default dtype).
+        bias: With ``affine``, whether to learn the ``bias`` too.
+    """
 
     _ranks = (4,)
     _what = "a 4-D (N, C, H, W) input"
 
 
 class BatchNorm3d(_BatchNorm):
-    """Batch normalisation of ``(N, C, D, H, W)`` inputs (per channel)."""
+    """Batch normalisation of ``(N, C, D, H, W)`` inputs (per channel).
+
+    Args:
+        num_features: Number of channels ``C`` (axis 1 of the input).
+        eps: Added to the variance for numerical stability.
+        momentum: Weight of the new batch statistics in the running statistics (``None``: a
+            cumulative moving average).
+        affine: Whether to learn a per-channel ``weight`` (1 at init) and ``bias`` (0).
+        track_running_stats: Whether to keep running mean and variance (used in eval mode); without
+            them batch statistics are used in both modes.
+        device: Device of the parameters and buffers (default: the current default device).
+        dtype: Floating dtype of the parameters and buffers (default: the default dtype).
+        bias: With ``affine``, whether to learn the ``bias`` too.
+    """
 
     _ranks = (5,)
     _what = "a 5-D (N, C, D, H, W) input"
@@ -132,7 +171,16 @@ class BatchNorm3d(_BatchNorm):
 
 class LayerNorm(Module):
     """Normalise over the trailing ``normalized_shape`` axes; ``weight`` 1 and ``bias`` 0
-    at init (``elementwise_affine``, ``bias``)."""
+    at init (``elementwise_affine``, ``bias``).
+
+    Args:
+        normalized_shape: The trailing shape normalised over (an int for the last axis only).
+        eps: Added to the variance for numerical stability.
+        elementwise_affine: Whether to learn an elementwise ``weight`` and ``bias``.
+        bias: With ``elementwise_affine``, whether to learn the ``bias`` too.
+        device: Device of the parameters and buffers (default: the current default device).
+        dtype: Floating dtype of the parameters and buffers (default: the default dtype).
+    """
 
     def __init__(self, normalized_shape: Any, eps: float = 1e-5,
                  elementwise_affine: bool = True, bias: bool = True, device: Any = None,
@@ -180,7 +228,19 @@ class LayerNorm(Module):
 
 class GroupNorm(Module):
     """Normalise ``(N, C, *)`` inputs over ``num_groups`` groups of channels; per-channel
-    ``weight`` 1 and ``bias`` 0 at init (``affine``)."""
+    ``weight`` 1 and ``bias`` 0 at init (``affine``).
+
+    Args:
+        num_groups: Number of groups the channels are split into.
+        num_channels: Number of channels ``C`` (axis 1 of the input).
+        eps: Added to the variance for numerical stability.
+        affine: Whether to learn a per-channel ``weight`` and ``bias``.
+        device: Device of the parameters and buffers (default: the current default device).
+        dtype: Floating dtype of the parameters and buffers (default: the default dtype).
+
+    Raises:
+        ValueError: If ``num_channels`` is not divisible by ``num_groups``.
+    """
 
     def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5,
                  affine: bool = True, device: Any = None, dtype: Any = None) -> None:
@@ -262,19 +322,58 @@ class _InstanceNorm(_BatchNorm):
 
 class InstanceNorm1d(_InstanceNorm):
     """Instance normalisation of ``(N, C, L)`` or ``(C, L)`` inputs; ``affine=False`` and
-    ``track_running_stats=False`` by default, as PyTorch."""
+    ``track_running_stats=False`` by default, as PyTorch.
+
+    Args:
+        num_features: Number of channels ``C`` (axis 1 of the input).
+        eps: Added to the variance for numerical stability.
+        momentum: Weight of the new batch statistics in the running statistics (``None``: a
+            cumulative moving average).
+        affine: Whether to learn a per-channel ``weight`` (1 at init) and ``bias`` (0).
+        track_running_stats: Whether to keep running mean and variance (used in eval mode); without
+            them batch statistics are used in both modes.
+        device: Device of the parameters and buffers (default: the current default device).
+        dtype: Floating dtype of the parameters and buffers (default: the default dtype).
+        bias: With ``affine``, whether to learn the ``bias`` too.
+    """
 
     _spatial = 1
 
 
 class InstanceNorm2d(_InstanceNorm):
-    """Instance normalisation of ``(N, C, H, W)`` or ``(C, H, W)`` inputs."""
+    """Instance normalisation of ``(N, C, H, W)`` or ``(C, H, W)`` inputs.
+
+    Args:
+        num_features: Number of channels ``C`` (axis 1 of the input).
+        eps: Added to the variance for numerical stability.
+        momentum: Weight of the new batch statistics in the running statistics (``None``: a
+            cumulative moving average).
+        affine: Whether to learn a per-channel ``weight`` (1 at init) and ``bias`` (0).
+        track_running_stats: Whether to keep running mean and variance (used in eval mode); without
+            them batch statistics are used in both modes.
+        device: Device of the parameters and buffers (default: the current default device).
+        dtype: Floating dtype of the parameters and buffers (default: the default dtype).
+        bias: With ``affine``, whether to learn the ``bias`` too.
+    """
 
     _spatial = 2
 
 
 class InstanceNorm3d(_InstanceNorm):
-    """Instance normalisation of ``(N, C, D, H, W)`` or ``(C, D, H, W)`` inputs."""
+    """Instance normalisation of ``(N, C, D, H, W)`` or ``(C, D, H, W)`` inputs.
+
+    Args:
+        num_features: Number of channels ``C`` (axis 1 of the input).
+        eps: Added to the variance for numerical stability.
+        momentum: Weight of the new batch statistics in the running statistics (``None``: a
+            cumulative moving average).
+        affine: Whether to learn a per-channel ``weight`` (1 at init) and ``bias`` (0).
+        track_running_stats: Whether to keep running mean and variance (used in eval mode); without
+            them batch statistics are used in both modes.
+        device: Device of the parameters and buffers (default: the current default device).
+        dtype: Floating dtype of the parameters and buffers (default: the default dtype).
+        bias: With ``affine``, whether to learn the ``bias`` too.
+    """
 
     _spatial = 3
 
@@ -282,7 +381,15 @@ class InstanceNorm3d(_InstanceNorm):
 class RMSNorm(Module):
     """Root-mean-square normalisation over the trailing ``normalized_shape`` axes:
     ``x / sqrt(mean(x**2) + eps) * weight``; ``eps=None`` uses the input dtype's
-    ``finfo().eps``; ``weight`` (``elementwise_affine``) starts at 1."""
+    ``finfo().eps``; ``weight`` (``elementwise_affine``) starts at 1.
+
+    Args:
+        normalized_shape: The trailing shape normalised over (an int for the last axis only).
+        eps: Added to the mean square (``None``: the input dtype's ``eps``).
+        elementwise_affine: Whether to learn an elementwise ``weight``.
+        device: Device of the parameters and buffers (default: the current default device).
+        dtype: Floating dtype of the parameters and buffers (default: the default dtype).
+    """
 
     def __init__(self, normalized_shape: Any, eps: float | None = None,
                  elementwise_affine: bool = True, device: Any = None,
@@ -324,7 +431,17 @@ class RMSNorm(Module):
 class LocalResponseNorm(Module):
     """Normalise each element by the squares of its ``size`` neighbouring channels:
     ``x / (k + alpha / size * sum(x**2)) ** beta`` (see
-    :func:`vtl.nn.functional.local_response_norm`)."""
+    :func:`vtl.nn.functional.local_response_norm`).
+
+    Args:
+        size: Number of neighbouring channels summed over.
+        alpha: Multiplicative factor.
+        beta: Exponent.
+        k: Additive factor.
+
+    Raises:
+        ValueError: If ``size`` is not a positive int.
+    """
 
     def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75,
                  k: float = 1.0) -> None:
@@ -352,7 +469,17 @@ class CrossMapLRN2d(Module):
     """PyTorch's legacy cross-channel local response normalisation of ``(N, C, H, W)``
     inputs: ``x * (k + alpha / size * S) ** -beta`` with ``S`` the sum of squares over a
     window of channels computed as PyTorch's kernel does (channel 0 stays in every
-    window; prefer :class:`LocalResponseNorm`)."""
+    window; prefer :class:`LocalResponseNorm`).
+
+    Args:
+        size: Number of neighbouring channels summed over.
+        alpha: Multiplicative factor.
+        beta: Exponent.
+        k: Additive factor.
+
+    Raises:
+        ValueError: If ``size`` is not a positive int.
+    """
 
     def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1) -> None:
         super().__init__()

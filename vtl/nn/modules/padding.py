@@ -74,19 +74,48 @@ class _ConstantPadNd(_PadNd):
 
 
 class ConstantPad1d(_ConstantPadNd):
-    """Pad the last axis with ``value``; negative padding crops."""
+    """Pad the last axis with ``value``; negative padding crops.
+
+    Args:
+        padding: An int (the same on every side) or a tuple of ``2 * 1`` ints, ``(left, right)``.
+        value: The fill value.
+
+    Raises:
+        TypeError: If ``padding`` is not an int or a tuple of ints.
+        ValueError: If ``padding`` has the wrong number of values.
+    """
 
     dims = 1
 
 
 class ConstantPad2d(_ConstantPadNd):
-    """Pad the last two axes with ``value``; negative padding crops."""
+    """Pad the last two axes with ``value``; negative padding crops.
+
+    Args:
+        padding: An int (the same on every side) or a tuple of ``2 * 2`` ints, ``(left, right, top,
+            bottom)``.
+        value: The fill value.
+
+    Raises:
+        TypeError: If ``padding`` is not an int or a tuple of ints.
+        ValueError: If ``padding`` has the wrong number of values.
+    """
 
     dims = 2
 
 
 class ConstantPad3d(_ConstantPadNd):
-    """Pad the last three axes with ``value``; negative padding crops."""
+    """Pad the last three axes with ``value``; negative padding crops.
+
+    Args:
+        padding: An int (the same on every side) or a tuple of ``2 * 3`` ints, ``(left, right, top,
+            bottom, front, back)``.
+        value: The fill value.
+
+    Raises:
+        TypeError: If ``padding`` is not an int or a tuple of ints.
+        ValueError: If ``padding`` has the wrong number of values.
+    """
 
     dims = 3
 
@@ -100,72 +129,176 @@ class _ZeroPadNd(_ConstantPadNd):
 
 
 class ZeroPad1d(_ZeroPadNd):
-    """Pad the last axis with zeros."""
+    """Pad the last axis with zeros.
+
+    Args:
+        padding: An int (the same on every side) or a tuple of ``2 * 1`` ints, ``(left, right)``.
+
+    Raises:
+        TypeError: If ``padding`` is not an int or a tuple of ints.
+        ValueError: If ``padding`` has the wrong number of values.
+    """
 
     dims = 1
 
 
 class ZeroPad2d(_ZeroPadNd):
-    """Pad the last two axes with zeros."""
+    """Pad the last two axes with zeros.
+
+    Args:
+        padding: An int (the same on every side) or a tuple of ``2 * 2`` ints, ``(left, right, top,
+            bottom)``.
+
+    Raises:
+        TypeError: If ``padding`` is not an int or a tuple of ints.
+        ValueError: If ``padding`` has the wrong number of values.
+    """
 
     dims = 2
 
 
 class ZeroPad3d(_ZeroPadNd):
-    """Pad the last three axes with zeros."""
+    """Pad the last three axes with zeros.
+
+    Args:
+        padding: An int (the same on every side) or a tuple of ``2 * 3`` ints, ``(left, right, top,
+            bottom, front, back)``.
+
+    Raises:
+        TypeError: If ``padding`` is not an int or a tuple of ints.
+        ValueError: If ``padding`` has the wrong number of values.
+    """
 
     dims = 3
 
 
 class ReflectionPad1d(_PadNd):
-    """Mirror the last axis without repeating the edge (padding smaller than the axis)."""
+    """Mirror the last axis without repeating the edge (padding smaller than the axis).
+
+    Args:
+        padding: An int (the same on every side) or a tuple of ``2 * 1`` ints, ``(left, right)``.
+
+    Raises:
+        TypeError: If ``padding`` is not an int or a tuple of ints.
+        ValueError: If ``padding`` has the wrong number of values.
+    """
 
     mode, dims = "reflect", 1
 
 
 class ReflectionPad2d(_PadNd):
-    """Mirror the last two axes without repeating the edge."""
+    """Mirror the last two axes without repeating the edge.
+
+    Args:
+        padding: An int (the same on every side) or a tuple of ``2 * 2`` ints, ``(left, right, top,
+            bottom)``.
+
+    Raises:
+        TypeError: If ``padding`` is not an int or a tuple of ints.
+        ValueError: If ``padding`` has the wrong number of values.
+    """
 
     mode, dims = "reflect", 2
 
 
 class ReflectionPad3d(_PadNd):
-    """Mirror the last three axes without repeating the edge."""
+    """Mirror the last three axes without repeating the edge.
+
+    Args:
+        padding: An int (the same on every side) or a tuple of ``2 * 3`` ints, ``(left, right, top,
+            bottom, front, back)``.
+
+    Raises:
+        TypeError: If ``padding`` is not an int or a tuple of ints.
+        ValueError: If ``padding`` has the wrong number of values.
+    """
 
     mode, dims = "reflect", 3
 
 
 class ReplicationPad1d(_PadNd):
-    """Repeat the edge value of the last axis."""
+    """Repeat the edge value of the last axis.
+
+    Args:
+        padding: An int (the same on every side) or a tuple of ``2 * 1`` ints, ``(left, right)``.
+
+    Raises:
+        TypeError: If ``padding`` is not an int or a tuple of ints.
+        ValueError: If ``padding`` has the wrong number of values.
+    """
 
     mode, dims = "replicate", 1
 
 
 class ReplicationPad2d(_PadNd):
-    """Repeat the edge values of the last two axes."""
+    """Repeat the edge values of the last two axes.
+
+    Args:
+        padding: An int (the same on every side) or a tuple of ``2 * 2`` ints, ``(left, right, top,
+            bottom)``.
+
+    Raises:
+        TypeError: If ``padding`` is not an int or a tuple of ints.
+        ValueError: If ``padding`` has the wrong number of values.
+    """
 
     mode, dims = "replicate", 2
 
 
 class ReplicationPad3d(_PadNd):
-    """Repeat the edge values of the last three axes."""
+    """Repeat the edge values of the last three axes.
+
+    Args:
+        padding: An int (the same on every side) or a tuple of ``2 * 3`` ints, ``(left, right, top,
+            bottom, front, back)``.
+
+    Raises:
+        TypeError: If ``padding`` is not an int or a tuple of ints.
+        ValueError: If ``padding`` has the wrong number of values.
+    """
 
     mode, dims = "replicate", 3
 
 
 class CircularPad1d(_PadNd):
-    """Wrap the last axis around (padding at most the axis size)."""
+    """Wrap the last axis around (padding at most the axis size).
+
+    Args:
+        padding: An int (the same on every side) or a tuple of ``2 * 1`` ints, ``(left, right)``.
+
+    Raises:
+        TypeError: If ``padding`` is not an int or a tuple of ints.
+        ValueError: If ``padding`` has the wrong number of values.
+    """
 
     mode, dims = "circular", 1
 
 
 class CircularPad2d(_PadNd):
-    """Wrap the last two axes around."""
+    """Wrap the last two axes around.
+
+    Args:
+        padding: An int (the same on every side) or a tuple of ``2 * 2`` ints, ``(left, right, top,
+            bottom)``.
+
+    Raises:
+        TypeError: If ``padding`` is not an int or a tuple of ints.
+        ValueError: If ``padding`` has the wrong number of values.
+    """
 
     mode, dims = "circular", 2
 
 
 class CircularPad3d(_PadNd):
-    """Wrap the last three axes around."""
+    """Wrap the last three axes around.
+
+    Args:
+        padding: An int (the same on every side) or a tuple of ``2 * 3`` ints, ``(left, right, top,
+            bottom, front, back)``.
+
+    Raises:
+        TypeError: If ``padding`` is not an int or a tuple of ints.
+        ValueError: If ``padding`` has the wrong number of values.
+    """
 
     mode, dims = "circular", 3

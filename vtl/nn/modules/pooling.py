@@ -52,21 +52,48 @@ class _MaxPoolNd(Module):
 
 
 class MaxPool1d(_MaxPoolNd):
-    """Maximum over windows of ``(N, C, L)``/``(C, L)`` inputs."""
+    """Maximum over windows of ``(N, C, L)``/``(C, L)`` inputs.
+
+    Args:
+        kernel_size: Size of the window: an int or a tuple.
+        stride: Stride of the window (default: ``kernel_size``).
+        padding: Implicit ``-inf`` padding on both sides (at most half the kernel size).
+        dilation: Spacing between the elements of a window.
+        return_indices: Also return the indices of the maxima (for :class:`MaxUnpool1d`).
+        ceil_mode: Use ``ceil`` instead of ``floor`` to compute the output size.
+    """
 
     _fn = staticmethod(F.max_pool1d)
 
 
 class MaxPool2d(_MaxPoolNd):
     """Maximum over windows of ``(N, C, H, W)``/``(C, H, W)`` inputs (gradient to the
-    first maximum of each window)."""
+    first maximum of each window).
+
+    Args:
+        kernel_size: Size of the window: an int or a tuple.
+        stride: Stride of the window (default: ``kernel_size``).
+        padding: Implicit ``-inf`` padding on both sides (at most half the kernel size).
+        dilation: Spacing between the elements of a window.
+        return_indices: Also return the indices of the maxima (for :class:`MaxUnpool2d`).
+        ceil_mode: Use ``ceil`` instead of ``floor`` to compute the output size.
+    """
 
     _fn = staticmethod(F.max_pool2d)
 
 
 class MaxPool3d(_MaxPoolNd):
     """Maximum over windows of ``(N, C, D, H, W)``/``(C, D, H, W)`` inputs (gradient to
-    the first maximum of each window)."""
+    the first maximum of each window).
+
+    Args:
+        kernel_size: Size of the window: an int or a tuple.
+        stride: Stride of the window (default: ``kernel_size``).
+        padding: Implicit ``-inf`` padding on both sides (at most half the kernel size).
+        dilation: Spacing between the elements of a window.
+        return_indices: Also return the indices of the maxima (for :class:`MaxUnpool3d`).
+        ceil_mode: Use ``ceil`` instead of ``floor`` to compute the output size.
+    """
 
     _fn = staticmethod(F.max_pool3d)
 
@@ -83,7 +110,15 @@ class _AvgPoolNd(Module):
 
 
 class AvgPool1d(_AvgPoolNd):
-    """Mean over windows of ``(N, C, L)``/``(C, L)`` inputs."""
+    """Mean over windows of ``(N, C, L)``/``(C, L)`` inputs.
+
+    Args:
+        kernel_size: Size of the window: an int or a tuple.
+        stride: Stride of the window (default: ``kernel_size``).
+        padding: Implicit zero padding on both sides (at most half the kernel size).
+        ceil_mode: Use ``ceil`` instead of ``floor`` to compute the output size.
+        count_include_pad: Include the zero padding in the averages' divisors.
+    """
 
     def forward(self, input: Any) -> Any:  # noqa: A002
         return _named_errors(self, F.avg_pool1d, input, self.kernel_size, self.stride,
@@ -95,7 +130,16 @@ class AvgPool1d(_AvgPoolNd):
 
 class AvgPool2d(_AvgPoolNd):
     """Mean over windows of ``(N, C, H, W)``/``(C, H, W)`` inputs (``count_include_pad``,
-    ``ceil_mode`` and ``divisor_override`` as PyTorch)."""
+    ``ceil_mode`` and ``divisor_override`` as PyTorch).
+
+    Args:
+        kernel_size: Size of the window: an int or a tuple.
+        stride: Stride of the window (default: ``kernel_size``).
+        padding: Implicit zero padding on both sides (at most half the kernel size).
+        ceil_mode: Use ``ceil`` instead of ``floor`` to compute the output size.
+        count_include_pad: Include the zero padding in the averages' divisors.
+        divisor_override: If given, the divisor of every window's sum.
+    """
 
     def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0,
                  ceil_mode: bool = False, count_include_pad: bool = True,
@@ -114,7 +158,16 @@ class AvgPool2d(_AvgPoolNd):
 
 class AvgPool3d(_AvgPoolNd):
     """Mean over windows of ``(N, C, D, H, W)``/``(C, D, H, W)`` inputs
-    (``count_include_pad``, ``ceil_mode`` and ``divisor_override`` as PyTorch)."""
+    (``count_include_pad``, ``ceil_mode`` and ``divisor_override`` as PyTorch).
+
+    Args:
+        kernel_size: Size of the window: an int or a tuple.
+        stride: Stride of the window (default: ``kernel_size``).
+        padding: Implicit zero padding on both sides (at most half the kernel size).
+        ceil_mode: Use ``ceil`` instead of ``floor`` to compute the output size.
+        count_include_pad: Include the zero padding in the averages' divisors.
+        divisor_override: If given, the divisor of every window's sum.
+    """
 
     def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0,
                  ceil_mode: bool = False, count_include_pad: bool = True,
@@ -146,21 +199,33 @@ class _AdaptiveAvgPoolNd(Module):
 
 
 class AdaptiveAvgPool1d(_AdaptiveAvgPoolNd):
-    """Average ``(N, C, L)``/``(C, L)`` inputs to ``output_size`` positions."""
+    """Average ``(N, C, L)``/``(C, L)`` inputs to ``output_size`` positions.
+
+    Args:
+        output_size: Target output size: an int or a tuple (``None`` keeps that axis).
+    """
 
     _pool = staticmethod(F.adaptive_avg_pool1d)
 
 
 class AdaptiveAvgPool2d(_AdaptiveAvgPoolNd):
     """Average ``(N, C, H, W)``/``(C, H, W)`` inputs to ``output_size`` (an int or a pair;
-    ``None`` keeps that axis)."""
+    ``None`` keeps that axis).
+
+    Args:
+        output_size: Target output size: an int or a tuple (``None`` keeps that axis).
+    """
 
     _pool = staticmethod(F.adaptive_avg_pool2d)
 
 
 class AdaptiveAvgPool3d(_AdaptiveAvgPoolNd):
     """Average ``(N, C, D, H, W)``/``(C, D, H, W)`` inputs to ``output_size`` (an int or a
-    triple; ``None`` keeps that axis)."""
+    triple; ``None`` keeps that axis).
+
+    Args:
+        output_size: Target output size: an int or a tuple (``None`` keeps that axis).
+    """
 
     _pool = staticmethod(F.adaptive_avg_pool3d)
 
@@ -183,21 +248,36 @@ class _AdaptiveMaxPoolNd(Module):
 
 class AdaptiveMaxPool1d(_AdaptiveMaxPoolNd):
     """Maximum of ``(N, C, L)``/``(C, L)`` inputs over adaptive windows to ``output_size``
-    positions (``return_indices`` also returns the position of each maximum)."""
+    positions (``return_indices`` also returns the position of each maximum).
+
+    Args:
+        output_size: Target output size: an int or a tuple (``None`` keeps that axis).
+        return_indices: Also return the indices of the maxima.
+    """
 
     _pool = staticmethod(F.adaptive_max_pool1d)
 
 
 class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
     """Maximum of ``(N, C, H, W)``/``(C, H, W)`` inputs over adaptive windows to
-    ``output_size`` (an int or a pair; ``None`` keeps that axis)."""
+    ``output_size`` (an int or a pair; ``None`` keeps that axis).
+
+    Args:
+        output_size: Target output size: an int or a tuple (``None`` keeps that axis).
+        return_indices: Also return the indices of the maxima.
+    """
 
     _pool = staticmethod(F.adaptive_max_pool2d)
 
 
 class AdaptiveMaxPool3d(_AdaptiveMaxPoolNd):
     """Maximum of ``(N, C, D, H, W)``/``(C, D, H, W)`` inputs over adaptive windows to
-    ``output_size`` (an int or a triple; ``None`` keeps that axis)."""
+    ``output_size`` (an int or a triple; ``None`` keeps that axis).
+
+    Args:
+        output_size: Target output size: an int or a tuple (``None`` keeps that axis).
+        return_indices: Also return the indices of the maxima.
+    """
 
     _pool = staticmethod(F.adaptive_max_pool3d)
 
@@ -224,21 +304,42 @@ class _LPPoolNd(Module):
 
 class LPPool1d(_LPPoolNd):
     """Power-average pooling of ``(N, C, L)``/``(C, L)`` inputs: the ``norm_type``-norm
-    of each window (PyTorch's formula, see ``vtl.nn.functional.lp_pool1d``)."""
+    of each window (PyTorch's formula, see ``vtl.nn.functional.lp_pool1d``).
+
+    Args:
+        norm_type: The power ``p`` (``inf`` gives max pooling).
+        kernel_size: Size of the window: an int or a tuple.
+        stride: Stride of the window (default: ``kernel_size``).
+        ceil_mode: Use ``ceil`` instead of ``floor`` to compute the output size.
+    """
 
     _fn = staticmethod(F.lp_pool1d)
 
 
 class LPPool2d(_LPPoolNd):
     """Power-average pooling of ``(N, C, H, W)``/``(C, H, W)`` inputs (see
-    ``vtl.nn.functional.lp_pool2d``)."""
+    ``vtl.nn.functional.lp_pool2d``).
+
+    Args:
+        norm_type: The power ``p`` (``inf`` gives max pooling).
+        kernel_size: Size of the window: an int or a tuple.
+        stride: Stride of the window (default: ``kernel_size``).
+        ceil_mode: Use ``ceil`` instead of ``floor`` to compute the output size.
+    """
 
     _fn = staticmethod(F.lp_pool2d)
 
 
 class LPPool3d(_LPPoolNd):
     """Power-average pooling of ``(N, C, D, H, W)``/``(C, D, H, W)`` inputs (see
-    ``vtl.nn.functional.lp_pool3d``)."""
+    ``vtl.nn.functional.lp_pool3d``).
+
+    Args:
+        norm_type: The power ``p`` (``inf`` gives max pooling).
+        kernel_size: Size of the window: an int or a tuple.
+        stride: Stride of the window (default: ``kernel_size``).
+        ceil_mode: Use ``ceil`` instead of ``floor`` to compute the output size.
+    """
 
     _fn = staticmethod(F.lp_pool3d)
 
@@ -262,18 +363,36 @@ class _MaxUnpoolNd(Module):
 
 class MaxUnpool1d(_MaxUnpoolNd):
     """The partial inverse of ``MaxPool1d``: ``forward(input, indices, output_size=None)``
-    puts each value at its index of a zero output."""
+    puts each value at its index of a zero output.
+
+    Args:
+        kernel_size: Size of the max-pooling window.
+        stride: Stride of the max-pooling window (default: ``kernel_size``).
+        padding: Padding of the max pooling.
+    """
 
     _fn = staticmethod(F.max_unpool1d)
 
 
 class MaxUnpool2d(_MaxUnpoolNd):
-    """The partial inverse of ``MaxPool2d`` (see ``MaxUnpool1d``)."""
+    """The partial inverse of ``MaxPool2d`` (see ``MaxUnpool1d``).
+
+    Args:
+        kernel_size: Size of the max-pooling window.
+        stride: Stride of the max-pooling window (default: ``kernel_size``).
+        padding: Padding of the max pooling.
+    """
 
     _fn = staticmethod(F.max_unpool2d)
 
 
 class MaxUnpool3d(_MaxUnpoolNd):
-    """The partial inverse of ``MaxPool3d`` (see ``MaxUnpool1d``)."""
+    """The partial inverse of ``MaxPool3d`` (see ``MaxUnpool1d``).
+
+    Args:
+        kernel_size: Size of the max-pooling window.
+        stride: Stride of the max-pooling window (default: ``kernel_size``).
+        padding: Padding of the max pooling.
+    """
 
     _fn = staticmethod(F.max_unpool3d)

@@ -54,12 +54,34 @@ class FractionalMaxPool2d(_FractionalMaxPoolNd):
     :func:`vtl.nn.functional.fractional_max_pool2d`): pseudo-random, overlapping
     ``kernel_size`` windows reduce the input to ``output_size`` (or ``output_ratio`` of
     it); new windows are drawn from ``vtl.random`` at every call unless
-    ``_random_samples`` fixes them."""
+    ``_random_samples`` fixes them.
+
+    Args:
+        kernel_size: Size of the pooling window: an int or a tuple.
+        output_size: The output size: an int or a tuple (this or ``output_ratio``).
+        output_ratio: The output size as a fraction of the input size, each in ``(0, 1)``.
+        return_indices: Also return the indices of the maxima.
+
+    Raises:
+        ValueError: If neither or both of ``output_size`` and ``output_ratio`` are given, or a
+            ratio is not in ``(0, 1)``.
+    """
 
     _nsp = 2
 
 
 class FractionalMaxPool3d(_FractionalMaxPoolNd):
-    """Fractional max pooling of ``(N, C, T, H, W)``/``(C, T, H, W)`` inputs."""
+    """Fractional max pooling of ``(N, C, T, H, W)``/``(C, T, H, W)`` inputs.
+
+    Args:
+        kernel_size: Size of the pooling window: an int or a tuple.
+        output_size: The output size: an int or a tuple (this or ``output_ratio``).
+        output_ratio: The output size as a fraction of the input size, each in ``(0, 1)``.
+        return_indices: Also return the indices of the maxima.
+
+    Raises:
+        ValueError: If neither or both of ``output_size`` and ``output_ratio`` are given, or a
+            ratio is not in ``(0, 1)``.
+    """
 
     _nsp = 3

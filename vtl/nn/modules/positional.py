@@ -19,6 +19,17 @@ class PositionalEncoding(Module):
     ``(L, N, d_model)`` input (``(N, L, d_model)`` with ``batch_first``), then dropout.
 
     ``pe`` is a persistent buffer of shape ``(max_len, 1, d_model)`` as in the tutorial.
+
+    Args:
+        d_model: Number of features of the inputs.
+        dropout: Dropout probability applied after the addition.
+        max_len: Longest sequence supported.
+        batch_first: Inputs are ``(N, L, d_model)`` instead of ``(L, N, d_model)``.
+        device: Device of the parameters and buffers (default: the current default device).
+        dtype: Floating dtype of the parameters and buffers (default: the default dtype).
+
+    Raises:
+        ValueError: If ``d_model`` or ``max_len`` is not positive.
     """
 
     def __init__(self, d_model: int, dropout: float = 0.1, max_len: int = 5000, *,

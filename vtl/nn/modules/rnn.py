@@ -61,7 +61,27 @@ def _state(module: Module, hx: Any, lstm: bool) -> tuple[Any, Any]:
 
 
 class RNNBase(Module):
-    """The shared machinery of :class:`RNN`, :class:`LSTM` and :class:`GRU`."""
+    """The shared machinery of :class:`RNN`, :class:`LSTM` and :class:`GRU`.
+
+    Args:
+        mode: ``'RNN_TANH'``, ``'RNN_RELU'``, ``'LSTM'`` or ``'GRU'``.
+        input_size: Number of features of the input ``x``.
+        hidden_size: Number of features of the hidden state ``h``.
+        num_layers: Number of stacked recurrent layers.
+        bias: Whether to use the biases ``b_ih`` and ``b_hh``.
+        batch_first: Inputs and outputs are ``(N, L, H)`` instead of ``(L, N, H)`` (not the hidden
+            state).
+        dropout: Dropout probability on the outputs of every layer but the last.
+        bidirectional: Whether to run a reverse direction too (outputs concatenated).
+        proj_size: With ``proj_size > 0``, project each hidden state to that size (LSTM only).
+        device: Device of the parameters and buffers (default: the current default device).
+        dtype: Floating dtype of the parameters and buffers (default: the default dtype).
+
+    Raises:
+        ValueError: If ``mode`` is unknown, or a size, ``dropout`` or ``proj_size`` is out of
+            range.
+        TypeError: If a size is not an int.
+    """
 
     def __init__(self, mode: str, input_size: int, hidden_size: int, num_layers: int = 1,
                  bias: bool = True, batch_first: bool = False, dropout: float = 0.0,
@@ -270,7 +290,26 @@ class RNNBase(Module):
 
 class RNN(RNNBase):
     """Elman RNN: ``h_t = tanh(x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh)`` (or ``relu``
-    with ``nonlinearity='relu'``). Returns ``(output, h_n)``."""
+    with ``nonlinearity='relu'``). Returns ``(output, h_n)``.
+
+    Args:
+        input_size: Number of features of the input ``x``.
+        hidden_size: Number of features of the hidden state ``h``.
+        num_layers: Number of stacked recurrent layers.
+        nonlinearity: ``'tanh'`` or ``'relu'``.
+        bias: Whether to use the biases ``b_ih`` and ``b_hh``.
+        batch_first: Inputs and outputs are ``(N, L, H)`` instead of ``(L, N, H)`` (not the hidden
+            state).
+        dropout: Dropout probability on the outputs of every layer but the last.
+        bidirectional: Whether to run a reverse direction too (outputs concatenated).
+        device: Device of the parameters and buffers (default: the current default device).
+        dtype: Floating dtype of the parameters and buffers (default: the default dtype).
+
+    Raises:
+        ValueError: If a size, ``dropout`` or ``proj_size`` is out of range (or ``nonlinearity``
+            unknown).
+        TypeError: If a size is not an int.
+    """
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
                  nonlinearity: str = "tanh", bias: bool = True, batch_first: bool = False,
@@ -295,6 +334,24 @@ class LSTM(RNNBase):
     directions), ``c`` stays ``hidden_size`` wide, and ``weight_hh_l{k}`` is
     ``(4 * hidden_size, proj_size)``. Such a layer runs step by step (portable code).
 
+    Args:
+        input_size: Number of features of the input ``x``.
+        hidden_size: Number of features of the hidden state ``h``.
+        num_layers: Number of stacked recurrent layers.
+        bias: Whether to use the biases ``b_ih`` and ``b_hh``.
+        batch_first: Inputs and outputs are ``(N, L, H)`` instead of ``(L, N, H)`` (not the hidden
+            state).
+        dropout: Dropout probability on the outputs of every layer but the last.
+        bidirectional: Whether to run a reverse direction too (outputs concatenated).
+        proj_size: With ``proj_size > 0``, project each hidden state to that size (LSTM only).
+        device: Device of the parameters and buffers (default: the current default device).
+        dtype: Floating dtype of the parameters and buffers (default: the default dtype).
+
+    Raises:
+        ValueError: If a size, ``dropout`` or ``proj_size`` is out of range (or ``nonlinearity``
+            unknown).
+        TypeError: If a size is not an int.
+
     Example:
         >>> lstm = nn.LSTM(input_size=4, hidden_size=8, batch_first=True)
         >>> out, (h, c) = lstm(vtl.zeros((2, 5, 4)))
@@ -311,7 +368,25 @@ class LSTM(RNNBase):
 
 
 class GRU(RNNBase):
-    """Gated recurrent unit; returns ``(output, h_n)``. Gates ``r, z, n``."""
+    """Gated recurrent unit; returns ``(output, h_n)``. Gates ``r, z, n``.
+
+    Args:
+        input_size: Number of features of the input ``x``.
+        hidden_size: Number of features of the hidden state ``h``.
+        num_layers: Number of stacked recurrent layers.
+        bias: Whether to use the biases ``b_ih`` and ``b_hh``.
+        batch_first: Inputs and outputs are ``(N, L, H)`` instead of ``(L, N, H)`` (not the hidden
+            state).
+        dropout: Dropout probability on the outputs of every layer but the last.
+        bidirectional: Whether to run a reverse direction too (outputs concatenated).
+        device: Device of the parameters and buffers (default: the current default device).
+        dtype: Floating dtype of the parameters and buffers (default: the default dtype).
+
+    Raises:
+        ValueError: If a size, ``dropout`` or ``proj_size`` is out of range (or ``nonlinearity``
+            unknown).
+        TypeError: If a size is not an int.
+    """
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
                  bias: bool = True, batch_first: bool = False, dropout: float = 0.0,
@@ -324,7 +399,17 @@ class RNNCellBase(Module):
     """Base of :class:`RNNCell`, :class:`LSTMCell` and :class:`GRUCell`: ``weight_ih``
     ``(num_chunks * hidden_size, input_size)``, ``weight_hh`` ``(num_chunks * hidden_size,
     hidden_size)`` and, with ``bias``, ``bias_ih``/``bias_hh``; all ``U(-1/sqrt(hidden_size),
-    1/sqrt(hidden_size))`` at init."""
+    1/sqrt(hidden_size))`` at init.
+
+    Args:
+        input_size: Number of features of the input ``x``.
+        hidden_size: Number of features of the hidden state ``h``.
+        bias: Whether to use the biases ``b_ih`` and ``b_hh``.
+        num_chunks: Number of gate blocks stacked in the weights (1 for RNN, 3 for GRU, 4 for
+            LSTM).
+        device: Device of the parameters and buffers (default: the current default device).
+        dtype: Floating dtype of the parameters and buffers (default: the default dtype).
+    """
 
     def __init__(self, input_size: int, hidden_size: int, bias: bool, num_chunks: int,
                  device: Any = None, dtype: Any = None) -> None:
@@ -376,7 +461,19 @@ class _CellBase(RNNCellBase):
 
 
 class RNNCell(_CellBase):
-    """One Elman RNN step: ``h' = tanh(x W_ih^T + b_ih + h W_hh^T + b_hh)``."""
+    """One Elman RNN step: ``h' = tanh(x W_ih^T + b_ih + h W_hh^T + b_hh)``.
+
+    Args:
+        input_size: Number of features of the input ``x``.
+        hidden_size: Number of features of the hidden state ``h``.
+        bias: Whether to use the biases ``b_ih`` and ``b_hh``.
+        nonlinearity: ``'tanh'`` or ``'relu'``.
+        device: Device of the parameters and buffers (default: the current default device).
+        dtype: Floating dtype of the parameters and buffers (default: the default dtype).
+
+    Raises:
+        ValueError: If ``nonlinearity`` is unknown.
+    """
 
     def __init__(self, input_size: int, hidden_size: int, bias: bool = True,
                  nonlinearity: str = "tanh", device: Any = None, dtype: Any = None) -> None:
@@ -393,7 +490,15 @@ class RNNCell(_CellBase):
 
 
 class LSTMCell(_CellBase):
-    """One LSTM step: ``forward(input, (h, c))`` returns ``(h', c')``."""
+    """One LSTM step: ``forward(input, (h, c))`` returns ``(h', c')``.
+
+    Args:
+        input_size: Number of features of the input ``x``.
+        hidden_size: Number of features of the hidden state ``h``.
+        bias: Whether to use the biases ``b_ih`` and ``b_hh``.
+        device: Device of the parameters and buffers (default: the current default device).
+        dtype: Floating dtype of the parameters and buffers (default: the default dtype).
+    """
 
     _gates = 4
 
@@ -409,7 +514,15 @@ class LSTMCell(_CellBase):
 
 
 class GRUCell(_CellBase):
-    """One GRU step: returns ``h'``."""
+    """One GRU step: returns ``h'``.
+
+    Args:
+        input_size: Number of features of the input ``x``.
+        hidden_size: Number of features of the hidden state ``h``.
+        bias: Whether to use the biases ``b_ih`` and ``b_hh``.
+        device: Device of the parameters and buffers (default: the current default device).
+        dtype: Floating dtype of the parameters and buffers (default: the default dtype).
+    """
 
     _gates = 3
 

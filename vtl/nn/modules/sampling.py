@@ -35,7 +35,17 @@ def _float_or_tuple(v: Any) -> Any:
 class Upsample(Module):
     """Resample ``(N, C, d1[, d2[, d3]])`` inputs to ``size`` or by ``scale_factor`` with
     :func:`vtl.nn.functional.interpolate` (``mode``: ``'nearest'``, ``'nearest-exact'``,
-    ``'linear'``, ``'bilinear'``, ``'bicubic'``, ``'trilinear'`` or ``'area'``)."""
+    ``'linear'``, ``'bilinear'``, ``'bicubic'``, ``'trilinear'`` or ``'area'``).
+
+    Args:
+        size: Output spatial size: an int or a tuple (this or ``scale_factor``).
+        scale_factor: Multiplier of the spatial size: a float or a tuple.
+        mode: The interpolation algorithm (see above).
+        align_corners: For the linear modes: align the corner pixels of input and output (default
+            ``False``).
+        recompute_scale_factor: Compute the interpolation from the output size rather than from
+            ``scale_factor``.
+    """
 
     def __init__(self, size: Any = None, scale_factor: Any = None, mode: str = "nearest",
                  align_corners: bool | None = None,
@@ -61,21 +71,35 @@ class Upsample(Module):
 
 
 class UpsamplingNearest2d(Upsample):
-    """2-D nearest-neighbour upsampling: ``Upsample(size, scale_factor, mode='nearest')``."""
+    """2-D nearest-neighbour upsampling: ``Upsample(size, scale_factor, mode='nearest')``.
+
+    Args:
+        size: Output spatial size: an int or a tuple (this or ``scale_factor``).
+        scale_factor: Multiplier of the spatial size: a float or a tuple.
+    """
 
     def __init__(self, size: Any = None, scale_factor: Any = None) -> None:
         super().__init__(size, scale_factor, mode="nearest")
 
 
 class UpsamplingBilinear2d(Upsample):
-    """2-D bilinear upsampling with ``align_corners=True`` (PyTorch's definition)."""
+    """2-D bilinear upsampling with ``align_corners=True`` (PyTorch's definition).
+
+    Args:
+        size: Output spatial size: an int or a tuple (this or ``scale_factor``).
+        scale_factor: Multiplier of the spatial size: a float or a tuple.
+    """
 
     def __init__(self, size: Any = None, scale_factor: Any = None) -> None:
         super().__init__(size, scale_factor, mode="bilinear", align_corners=True)
 
 
 class PixelShuffle(Module):
-    """``(*, C * r**2, H, W)`` to ``(*, C, H * r, W * r)`` with ``r = upscale_factor``."""
+    """``(*, C * r**2, H, W)`` to ``(*, C, H * r, W * r)`` with ``r = upscale_factor``.
+
+    Args:
+        upscale_factor: The factor ``r`` by which height and width grow.
+    """
 
     def __init__(self, upscale_factor: int) -> None:
         super().__init__()
@@ -89,7 +113,11 @@ class PixelShuffle(Module):
 
 
 class PixelUnshuffle(Module):
-    """``(*, C, H * r, W * r)`` to ``(*, C * r**2, H, W)`` with ``r = downscale_factor``."""
+    """``(*, C, H * r, W * r)`` to ``(*, C * r**2, H, W)`` with ``r = downscale_factor``.
+
+    Args:
+        downscale_factor: The factor ``r`` by which height and width shrink.
+    """
 
     def __init__(self, downscale_factor: int) -> None:
         super().__init__()
@@ -104,7 +132,15 @@ class PixelUnshuffle(Module):
 
 class Fold(Module):
     """Combine sliding blocks ``(N, C * prod(kernel_size), L)`` into an ``(N, C,
-    *output_size)`` image, summing overlaps (col2im; the adjoint of :class:`Unfold`)."""
+    *output_size)`` image, summing overlaps (col2im; the adjoint of :class:`Unfold`).
+
+    Args:
+        output_size: Spatial size ``(H, W)`` of the output image: an int or a pair.
+        kernel_size: Size of the blocks: an int or a pair.
+        dilation: Spacing between the elements of a block.
+        padding: Implicit zero padding on both sides of the image.
+        stride: Stride of the blocks.
+    """
 
     def __init__(self, output_size: Any, kernel_size: Any, dilation: Any = 1,
                  padding: Any = 0, stride: Any = 1) -> None:
@@ -126,7 +162,14 @@ class Fold(Module):
 
 class Unfold(Module):
     """Extract sliding blocks (im2col): ``(N, C, H, W)`` to ``(N, C * prod(kernel_size),
-    L)``."""
+    L)``.
+
+    Args:
+        kernel_size: Size of the blocks: an int or a pair.
+        dilation: Spacing between the elements of a block.
+        padding: Implicit zero padding on both sides of the image.
+        stride: Stride of the blocks.
+    """
 
     def __init__(self, kernel_size: Any, dilation: Any = 1, padding: Any = 0,
                  stride: Any = 1) -> None:

@@ -19,7 +19,24 @@ class Embedding(Module):
     indices. Default init ``N(0, 1)`` with the ``padding_idx`` row zeroed (and
     kept out of the gradient), as PyTorch. ``scale_grad_by_freq`` divides each row's
     gradient by its index's frequency in the batch; ``sparse=True`` is not
-    supported."""
+    supported.
+
+    Args:
+        num_embeddings: Size of the dictionary (number of rows).
+        embedding_dim: Size of each embedding vector.
+        padding_idx: A row that is zero at init and gets no gradient (negative values count from
+            the end).
+        max_norm: Renormalise each looked-up row whose norm exceeds this (in place, in the weight).
+        norm_type: The p of the p-norm for ``max_norm``.
+        scale_grad_by_freq: Divide each row's gradient by its index's frequency in the batch.
+        sparse: Must be ``False``: vtl has no sparse gradients.
+        device: Device of the parameters and buffers (default: the current default device).
+        dtype: Floating dtype of the parameters and buffers (default: the default dtype).
+
+    Raises:
+        NotImplementedError: If ``sparse=True``.
+        ValueError: If ``padding_idx`` is out of range.
+    """
 
     def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
                  max_norm: float | None = None, norm_type: float = 2.0,
@@ -105,7 +122,28 @@ class EmbeddingBag(Module):
     ``forward(input, offsets=None, per_sample_weights=None)``: a 2-D ``(B, N)`` input
     (one bag per row) or a 1-D input with the bag starts ``offsets``; returns
     ``(B, embedding_dim)``. Default init ``N(0, 1)`` with the ``padding_idx`` row
-    zeroed, as PyTorch; ``sparse=True`` is not supported."""
+    zeroed, as PyTorch; ``sparse=True`` is not supported.
+
+    Args:
+        num_embeddings: Size of the dictionary (number of rows).
+        embedding_dim: Size of each embedding vector.
+        max_norm: Renormalise each looked-up row whose norm exceeds this (in place, in the weight).
+        norm_type: The p of the p-norm for ``max_norm``.
+        scale_grad_by_freq: Divide each row's gradient by its index's frequency in the batch.
+        mode: ``'sum'``, ``'mean'`` or ``'max'`` of each bag.
+        sparse: Must be ``False``: vtl has no sparse gradients.
+        include_last_offset: Whether ``offsets`` has one more entry, the end of the last bag (as
+            the CSR format).
+        padding_idx: A row that is zero at init and gets no gradient (negative values count from
+            the end).
+        device: Device of the parameters and buffers (default: the current default device).
+        dtype: Floating dtype of the parameters and buffers (default: the default dtype).
+
+    Raises:
+        NotImplementedError: If ``sparse=True``.
+        ValueError: If ``mode`` is unknown, ``scale_grad_by_freq`` is used with ``mode='max'``, or
+            ``padding_idx`` is out of range.
+    """
 
     def __init__(self, num_embeddings: int, embedding_dim: int, max_norm: float | None = None,
                  norm_type: float = 2.0, scale_grad_by_freq: bool = False, mode: str = "mean",

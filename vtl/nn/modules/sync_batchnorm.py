@@ -79,6 +79,22 @@ class SyncBatchNorm(_BatchNorm):
     ``process_group``: ``None`` (the default group; ``vtl.distributed`` has no other).
     Every rank must call forward the same number of times (each call is a collective).
     Use :meth:`convert_sync_batchnorm` to replace the ``BatchNorm*d`` layers of a model.
+
+    Args:
+        num_features: Number of channels ``C`` (axis 1 of the input).
+        eps: Added to the variance for numerical stability.
+        momentum: Weight of the new batch statistics in the running statistics (``None``: a
+            cumulative moving average).
+        affine: Whether to learn a per-channel ``weight`` (1 at init) and ``bias`` (0).
+        track_running_stats: Whether to keep running mean and variance (used in eval mode); without
+            them batch statistics are used in both modes.
+        process_group: ``None`` (the default group; ``vtl.distributed`` has no other).
+        device: Device of the parameters and buffers (default: the current default device).
+        dtype: Floating dtype of the parameters and buffers (default: the default dtype).
+        bias: With ``affine``, whether to learn the ``bias`` too.
+
+    Raises:
+        ValueError: If ``process_group`` is not ``None``.
     """
 
     _ranks = ()

@@ -55,6 +55,23 @@ class TransformerEncoderLayer(Module):
     Sub-modules as PyTorch: ``self_attn``, ``linear1``, ``dropout``, ``linear2``,
     ``norm1``, ``norm2``, ``dropout1``, ``dropout2``. ``activation``: ``'relu'``,
     ``'gelu'`` or a callable.
+
+    Args:
+        d_model: Number of features of the inputs.
+        nhead: Number of attention heads.
+        dim_feedforward: Width of the feed-forward block.
+        dropout: Dropout probability.
+        activation: ``'relu'``, ``'gelu'`` or a callable, for the feed-forward block.
+        layer_norm_eps: The ``eps`` of the LayerNorms.
+        batch_first: Inputs and outputs are ``(N, L, E)`` instead of ``(L, N, E)``.
+        norm_first: Apply LayerNorm before each block (pre-norm) instead of after it.
+        bias: Whether the Linear and LayerNorm layers have biases.
+        device: Device of the parameters and buffers (default: the current default device).
+        dtype: Floating dtype of the parameters and buffers (default: the default dtype).
+
+    Raises:
+        ValueError: If ``activation`` is a string other than ``'relu'`` or ``'gelu'``.
+        TypeError: If ``activation`` is neither a string nor callable.
     """
 
     def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048,
@@ -105,6 +122,16 @@ class TransformerEncoder(Module):
     ``enable_nested_tensor`` and ``mask_check`` are accepted for PyTorch compatibility;
     vtl has no nested tensors, so every position is computed (PyTorch's fast path may
     instead return zeros at padded positions in inference).
+
+    Args:
+        encoder_layer: The layer copied ``num_layers`` times.
+        num_layers: Number of layers.
+        norm: An optional final normalisation layer.
+        enable_nested_tensor: Accepted for PyTorch compatibility (no effect).
+        mask_check: Accepted for PyTorch compatibility (no effect).
+
+    Raises:
+        TypeError: If ``encoder_layer`` is not a Module.
     """
 
     def __init__(self, encoder_layer: TransformerEncoderLayer, num_layers: int,
@@ -139,6 +166,23 @@ class TransformerDecoderLayer(Module):
     Sub-modules as PyTorch: ``self_attn``, ``multihead_attn``, ``linear1``, ``dropout``,
     ``linear2``, ``norm1``, ``norm2``, ``norm3``, ``dropout1``, ``dropout2``, ``dropout3``.
     ``activation``: ``'relu'``, ``'gelu'`` or a callable.
+
+    Args:
+        d_model: Number of features of the inputs.
+        nhead: Number of attention heads.
+        dim_feedforward: Width of the feed-forward block.
+        dropout: Dropout probability.
+        activation: ``'relu'``, ``'gelu'`` or a callable, for the feed-forward block.
+        layer_norm_eps: The ``eps`` of the LayerNorms.
+        batch_first: Inputs and outputs are ``(N, L, E)`` instead of ``(L, N, E)``.
+        norm_first: Apply LayerNorm before each block (pre-norm) instead of after it.
+        bias: Whether the Linear and LayerNorm layers have biases.
+        device: Device of the parameters and buffers (default: the current default device).
+        dtype: Floating dtype of the parameters and buffers (default: the default dtype).
+
+    Raises:
+        ValueError: If ``activation`` is a string other than ``'relu'`` or ``'gelu'``.
+        TypeError: If ``activation`` is neither a string nor callable.
     """
 
     def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048,
@@ -203,7 +247,16 @@ class TransformerDecoderLayer(Module):
 
 class TransformerDecoder(Module):
     """``num_layers`` deep copies of ``decoder_layer`` applied in turn (``layers``), each
-    attending to ``memory``, then an optional final ``norm``."""
+    attending to ``memory``, then an optional final ``norm``.
+
+    Args:
+        decoder_layer: The layer copied ``num_layers`` times.
+        num_layers: Number of layers.
+        norm: An optional final normalisation layer.
+
+    Raises:
+        TypeError: If ``decoder_layer`` is not a Module.
+    """
 
     def __init__(self, decoder_layer: TransformerDecoderLayer, num_layers: int,
                  norm: Module | None = None) -> None:
@@ -239,6 +292,27 @@ class Transformer(Module):
     ``forward(src, tgt, ...)`` encodes ``src`` (``(S, N, E)``, ``(N, S, E)`` with
     ``batch_first``, or unbatched ``(S, E)``) and decodes ``tgt`` against it; masks as
     in :class:`TransformerEncoder` and :class:`TransformerDecoder`.
+
+    Args:
+        d_model: Number of features of the inputs.
+        nhead: Number of attention heads.
+        num_encoder_layers: Number of encoder layers.
+        num_decoder_layers: Number of decoder layers.
+        dim_feedforward: Width of the feed-forward block.
+        dropout: Dropout probability.
+        activation: ``'relu'``, ``'gelu'`` or a callable, for the feed-forward block.
+        custom_encoder: A module used as the encoder instead.
+        custom_decoder: A module used as the decoder instead.
+        layer_norm_eps: The ``eps`` of the LayerNorms.
+        batch_first: Inputs and outputs are ``(N, L, E)`` instead of ``(L, N, E)``.
+        norm_first: Apply LayerNorm before each block (pre-norm) instead of after it.
+        bias: Whether the Linear and LayerNorm layers have biases.
+        device: Device of the parameters and buffers (default: the current default device).
+        dtype: Floating dtype of the parameters and buffers (default: the default dtype).
+
+    Raises:
+        ValueError: If ``activation`` is a string other than ``'relu'`` or ``'gelu'``.
+        TypeError: If ``activation`` is neither a string nor callable.
     """
 
     def __init__(self, d_model: int = 512, nhead: int = 8, num_encoder_layers: int = 6,
