@@ -140,7 +140,8 @@ def test_count():
 # ``__init__``'s; ``*args``/``**kwargs`` excepted), what it returns in ``Returns:`` (or
 # ``Yields:``) when it returns something, and a ``Raises:`` section when its body raises.
 
-SECTION_MODULES = ["vtl.nn", "vtl.nn.functional"]
+SECTION_MODULES = ["vtl.nn", "vtl.nn.functional", "vtl.optim", "vtl.optim.lr_scheduler",
+                   "vtl.optim.swa_utils"]
 
 _HEADER = re.compile(r"^(\w[\w ]*):\s*$")
 _ENTRY_NAME = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:")

@@ -25,6 +25,23 @@ class Adagrad(Optimizer):
 
     The sum ``s`` starts at ``initial_accumulator_value`` and is created, with
     ``step = 0``, when the parameter is added (as in PyTorch).
+
+    Args:
+        params: The parameters to optimize: an iterable of tensors, or of dicts that each hold a
+            ``'params'`` entry and per-group options overriding the defaults.
+        lr: Learning rate.
+        lr_decay: Learning-rate decay.
+        weight_decay: Weight decay (an L2 penalty added to the gradient).
+        initial_accumulator_value: Initial value of the sum of squares.
+        eps: Added to the denominator for numerical stability.
+        maximize: Maximize the objective instead of minimizing it.
+        foreach: ``None``/``True`` allows the fused multi-tensor kernel where the backend has one;
+            ``False`` updates the parameters one by one.
+
+    Raises:
+        ValueError: If a hyper-parameter is out of range or of the wrong type, or ``params`` is
+            empty.
+        TypeError: If ``params`` is a single tensor or holds something other than tensors.
     """
 
     _state_names = {"s": "sum"}

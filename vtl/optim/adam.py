@@ -26,6 +26,24 @@ class Adam(Optimizer):
     State per parameter: ``step`` (int), ``exp_avg``, ``exp_avg_sq`` and, with
     ``amsgrad``, ``max_exp_avg_sq``.
 
+    Args:
+        params: The parameters to optimize: an iterable of tensors, or of dicts that each hold a
+            ``'params'`` entry and per-group options overriding the defaults.
+        lr: Learning rate.
+        betas: Coefficients ``(β1, β2)`` of the running averages of the gradient and of its square,
+            each in ``[0, 1)``.
+        eps: Added to the denominator for numerical stability.
+        weight_decay: Weight decay (an L2 penalty added to the gradient).
+        amsgrad: Use the AMSGrad variant (the maximum of the second-moment averages).
+        maximize: Maximize the objective instead of minimizing it.
+        foreach: ``None``/``True`` allows the fused multi-tensor kernel where the backend has one;
+            ``False`` updates the parameters one by one.
+
+    Raises:
+        ValueError: If a hyper-parameter is out of range or of the wrong type, or ``params`` is
+            empty.
+        TypeError: If ``params`` is a single tensor or holds something other than tensors.
+
     Example:
         >>> w = vtl.asarray([1.0, -1.0], requires_grad=True)
         >>> opt = optim.Adam([w], lr=0.1)

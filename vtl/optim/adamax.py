@@ -32,6 +32,23 @@ class Adamax(Optimizer):
         p = p - lr / (1 - β1ᵗ) · m / u
 
     State per parameter: ``step`` (int), ``exp_avg`` and ``exp_inf``.
+
+    Args:
+        params: The parameters to optimize: an iterable of tensors, or of dicts that each hold a
+            ``'params'`` entry and per-group options overriding the defaults.
+        lr: Learning rate.
+        betas: Coefficients ``(β1, β2)`` of the running average of the gradient and of the decay of
+            the infinity norm, each in ``[0, 1)``.
+        eps: Added to the denominator for numerical stability.
+        weight_decay: Weight decay (an L2 penalty added to the gradient).
+        foreach: ``None``/``True`` allows the fused multi-tensor kernel where the backend has one;
+            ``False`` updates the parameters one by one.
+        maximize: Maximize the objective instead of minimizing it.
+
+    Raises:
+        ValueError: If a hyper-parameter is out of range or of the wrong type, or ``params`` is
+            empty.
+        TypeError: If ``params`` is a single tensor or holds something other than tensors.
     """
 
     _state_names = {"m": "exp_avg", "u": "exp_inf"}

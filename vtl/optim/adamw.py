@@ -16,6 +16,24 @@ class AdamW(Adam):
     Each step first shrinks the parameter, ``p = p (1 - lr · weight_decay)``,
     then applies the Adam update with the raw gradient (no L2 term). The
     moments are kept per parameter in ``state`` exactly as for :class:`Adam`.
+
+    Args:
+        params: The parameters to optimize: an iterable of tensors, or of dicts that each hold a
+            ``'params'`` entry and per-group options overriding the defaults.
+        lr: Learning rate.
+        betas: Coefficients ``(β1, β2)`` of the running averages of the gradient and of its square,
+            each in ``[0, 1)``.
+        eps: Added to the denominator for numerical stability.
+        weight_decay: Decoupled weight decay coefficient.
+        amsgrad: Use the AMSGrad variant (the maximum of the second-moment averages).
+        maximize: Maximize the objective instead of minimizing it.
+        foreach: ``None``/``True`` allows the fused multi-tensor kernel where the backend has one;
+            ``False`` updates the parameters one by one.
+
+    Raises:
+        ValueError: If a hyper-parameter is out of range or of the wrong type, or ``params`` is
+            empty.
+        TypeError: If ``params`` is a single tensor or holds something other than tensors.
     """
 
     _decoupled = True

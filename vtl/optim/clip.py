@@ -67,6 +67,20 @@ def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float,
     The norm is taken over all gradients as if concatenated into one vector;
     gradients are multiplied by ``min(1, max_norm / (total_norm + 1e-6))``
     (PyTorch's rule). ``foreach`` is accepted for compatibility.
+
+    Args:
+        parameters: A tensor or an iterable of tensors whose gradients are clipped (tensors without
+            a gradient are skipped).
+        max_norm: Largest allowed joint norm.
+        norm_type: Order of the norm (``inf`` for the maximum).
+        error_if_nonfinite: Raise if the joint norm is nan or infinite.
+        foreach: Accepted for PyTorch compatibility.
+
+    Returns:
+        The joint norm of the gradients before clipping, a 0-d tensor.
+
+    Raises:
+        RuntimeError: If ``error_if_nonfinite`` and the joint norm is nan or infinite.
     """
     import vtl
 
@@ -114,7 +128,13 @@ def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float,
 
 def clip_grad_value_(parameters: Tensor | Iterable[Tensor], clip_value: float,
                      foreach: bool | None = None) -> None:
-    """Clamp every gradient to ``[-clip_value, clip_value]`` in place."""
+    """Clamp every gradient to ``[-clip_value, clip_value]`` in place.
+
+    Args:
+        parameters: A tensor or an iterable of tensors whose gradients are clipped.
+        clip_value: Largest allowed absolute value.
+        foreach: Accepted for PyTorch compatibility.
+    """
     clip_value = float(clip_value)
     for g in _grads(parameters):
         xp = g._device.xp

@@ -178,6 +178,23 @@ class LBFGS(Optimizer):
     checkpoint stores it as arrays); :meth:`load_state_dict` also takes
     PyTorch's lists of vectors. This optimizer keeps ``history_size + 2`` flat
     copies of the parameters.
+
+    Args:
+        params: The parameters to optimize: an iterable of tensors, or of dicts that each hold a
+            ``'params'`` entry and per-group options overriding the defaults.
+        lr: Learning rate (step length).
+        max_iter: Maximal number of iterations per ``step``.
+        max_eval: Maximal number of closure evaluations per ``step`` (default ``max_iter * 5 //
+            4``).
+        tolerance_grad: Stop when the largest absolute gradient entry is at most this.
+        tolerance_change: Stop when the change of the loss or of the parameters is at most this.
+        history_size: Number of correction pairs kept.
+        line_search_fn: ``None`` (fixed step) or ``'strong_wolfe'``.
+
+    Raises:
+        ValueError: If the parameters are spread over devices or dtypes, there is more than one
+            group, or an option is invalid.
+        TypeError: If a parameter is not of a real floating dtype.
     """
 
     def __init__(self, params: Iterable[Any], lr: float = 1, max_iter: int = 20,

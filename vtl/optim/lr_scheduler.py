@@ -162,7 +162,16 @@ class _CheckedState:
 
 
 class LRScheduler(_CheckedState):
-    """Base class: keeps ``base_lrs``, ``last_epoch`` and writes ``group['lr']``."""
+    """Base class: keeps ``base_lrs``, ``last_epoch`` and writes ``group['lr']``.
+
+    Args:
+        optimizer: The wrapped optimizer.
+        last_epoch: Index of the last epoch; -1 starts afresh (otherwise each group needs an
+            ``initial_lr`` entry, to resume).
+
+    Raises:
+        KeyError: If ``last_epoch != -1`` and a group has no ``initial_lr``.
+    """
 
     _get_closed_form_lr: Callable[[], list[float]] | None = None
     #: state field -> check (see ``_check_fields``); subclasses extend it
@@ -286,7 +295,15 @@ class _LambdaState:
 
 
 class LambdaLR(_LambdaState, LRScheduler):
-    """``lr = initial_lr * lr_lambda(epoch)``; one function or one per group."""
+    """``lr = initial_lr * lr_lambda(epoch)``; one function or one per group.
+
+    Args:
+        optimizer: The wrapped optimizer.
+        lr_lambda: A function of the epoch returning a factor, or a list of them (one per parameter
+            group).
+        last_epoch: Index of the last epoch; -1 starts afresh (otherwise each group needs an
+            ``initial_lr`` entry, to resume).
+    """
 
     _fields = {**LRScheduler._fields, "lr_lambdas": _lambda_states}
 
@@ -303,7 +320,15 @@ class LambdaLR(_LambdaState, LRScheduler):
 
 class MultiplicativeLR(_LambdaState, LRScheduler):
     """Multiply each group's lr by ``lr_lambda(epoch)`` at every step (one function or
-    one per group): ``lr_e = lr_{e-1} * lr_lambda(e)`` for ``e >= 1``."""
+    one per group): ``lr_e = lr_{e-1} * lr_lambda(e)`` for ``e >= 1``.
+
+    Args:
+        optimizer: The wrapped optimizer.
+        lr_lambda: A function of the epoch returning a factor, or a list of them (one per parameter
+            group).
+        last_epoch: Index of the last epoch; -1 starts afresh (otherwise each group needs an
+            ``initial_lr`` entry, to resume).
+    """
 
     _fields = {**LRScheduler._fields, "lr_lambdas": _lambda_states}
 
@@ -322,6 +347,16 @@ class MultiplicativeLR(_LambdaState, LRScheduler):
 
 class StepLR(LRScheduler):
     """Multiply the lr by ``gamma`` every ``step_size`` epochs.
+
+    Args:
+        optimizer: The wrapped optimizer.
+        step_size: Period of the decay, in epochs.
+        gamma: Multiplicative factor of the decay.
+        last_epoch: Index of the last epoch; -1 starts afresh (otherwise each group needs an
+            ``initial_lr`` entry, to resume).
+
+    Raises:
+        ValueError: If ``step_size`` is not a positive int.
 
     Example:
         >>> opt = optim.SGD([vtl.zeros(1, requires_grad=True)], lr=1.0)
@@ -365,7 +400,18 @@ def _milestone_counts(_sched: Any, v: Any) -> Counter:
 
 
 class MultiStepLR(LRScheduler):
-    """Multiply the lr by ``gamma`` at each epoch in ``milestones``."""
+    """Multiply the lr by ``gamma`` at each epoch in ``milestones``.
+
+    Args:
+        optimizer: The wrapped optimizer.
+        milestones: Increasing epoch indices.
+        gamma: Multiplicative factor of the decay.
+        last_epoch: Index of the last epoch; -1 starts afresh (otherwise each group needs an
+            ``initial_lr`` entry, to resume).
+
+    Raises:
+        ValueError: If ``milestones`` is not increasing.
+    """
 
     _fields = {**LRScheduler._fields, "milestones": _milestone_counts, "gamma": _number()}
 
@@ -389,7 +435,14 @@ class MultiStepLR(LRScheduler):
 
 
 class ExponentialLR(LRScheduler):
-    """Multiply the lr by ``gamma`` every epoch."""
+    """Multiply the lr by ``gamma`` every epoch.
+
+    Args:
+        optimizer: The wrapped optimizer.
+        gamma: Multiplicative factor of the decay.
+        last_epoch: Index of the last epoch; -1 starts afresh (otherwise each group needs an
+            ``initial_lr`` entry, to resume).
+    """
 
     _fields = {**LRScheduler._fields, "gamma": _number()}
 
@@ -408,7 +461,18 @@ class ExponentialLR(LRScheduler):
 
 class CosineAnnealingLR(LRScheduler):
     r"""Cosine annealing from the initial lr to ``eta_min`` over ``T_max`` epochs:
-    ``eta_min + (initial_lr - eta_min) (1 + cos(π epoch / T_max)) / 2`` (SGDR without restarts)."""
+    ``eta_min + (initial_lr - eta_min) (1 + cos(π epoch / T_max)) / 2`` (SGDR without restarts).
+
+    Args:
+        optimizer: The wrapped optimizer.
+        T_max: Number of epochs of the half cosine.
+        eta_min: Minimum learning rate.
+        last_epoch: Index of the last epoch; -1 starts afresh (otherwise each group needs an
+            ``initial_lr`` entry, to resume).
+
+    Raises:
+        ValueError: If ``T_max`` is not positive.
+    """
 
     _fields = {**LRScheduler._fields, "T_max": _number(0, low_open=True), "eta_min": _number()}
 
@@ -438,7 +502,19 @@ class CosineAnnealingLR(LRScheduler):
 
 
 class LinearLR(LRScheduler):
-    """Scale the lr linearly from ``start_factor`` to ``end_factor`` over ``total_iters``."""
+    """Scale the lr linearly from ``start_factor`` to ``end_factor`` over ``total_iters``.
+
+    Args:
+        optimizer: The wrapped optimizer.
+        start_factor: Factor of the first epoch, in ``(0, 1]``.
+        end_factor: Factor at the end, in ``[0, 1]``.
+        total_iters: Number of epochs of the ramp.
+        last_epoch: Index of the last epoch; -1 starts afresh (otherwise each group needs an
+            ``initial_lr`` entry, to resume).
+
+    Raises:
+        ValueError: If a factor or ``total_iters`` is out of range.
+    """
 
     _fields = {**LRScheduler._fields, "start_factor": _number(0, 1, low_open=True),
                "end_factor": _number(0, 1), "total_iters": _number(0, low_open=True)}
@@ -496,7 +572,29 @@ def _phases(_sched: Any, v: Any) -> list[dict[str, Any]]:
 
 class OneCycleLR(LRScheduler):
     """The 1cycle policy: warm up to ``max_lr`` then anneal far below the start,
-    cycling momentum (or ``betas[0]``) the opposite way. Step it once per batch."""
+    cycling momentum (or ``betas[0]``) the opposite way. Step it once per batch.
+
+    Args:
+        optimizer: The wrapped optimizer.
+        max_lr: Peak learning rate (one, or one per group).
+        total_steps: Total number of steps (or give ``epochs`` and ``steps_per_epoch``).
+        epochs: Number of epochs, with ``steps_per_epoch``.
+        steps_per_epoch: Steps per epoch, with ``epochs``.
+        pct_start: Fraction of the cycle spent increasing the lr.
+        anneal_strategy: ``'cos'`` or ``'linear'``.
+        cycle_momentum: Cycle the momentum (or ``betas[0]``) inversely to the lr.
+        base_momentum: Lowest momentum (one, or one per group).
+        max_momentum: Highest momentum (one, or one per group).
+        div_factor: The initial lr is ``max_lr / div_factor``.
+        final_div_factor: The final lr is ``initial_lr / final_div_factor``.
+        three_phase: Use a third phase that anneals to the final lr (fast.ai's schedule).
+        last_epoch: Index of the last epoch; -1 starts afresh (otherwise each group needs an
+            ``initial_lr`` entry, to resume).
+
+    Raises:
+        ValueError: If the step counts, ``pct_start`` or ``anneal_strategy`` are invalid, or
+            ``cycle_momentum`` is asked of an optimizer without momentum or betas.
+    """
 
     _fields = {**LRScheduler._fields, "total_steps": _integer(1),
                "anneal_strategy": _choice("cos", "linear"), "_schedule_phases": _phases,
@@ -671,7 +769,21 @@ class SequentialLR(LRScheduler):
     At a milestone the next scheduler restarts at epoch 0 from the current lr (its
     closed form where it has one) without counting a step, as in PyTorch; the
     construction steps of the schedulers (also inside a ChainedScheduler) are
-    taken back and only the scheduler that runs at epoch 0 takes one."""
+    taken back and only the scheduler that runs at epoch 0 takes one.
+
+    Args:
+        optimizer: The wrapped optimizer.
+        schedulers: The schedulers, in order.
+        milestones: Epochs at which to switch to the next scheduler (one fewer than the
+            schedulers).
+        last_epoch: Index of the last epoch; -1 starts afresh (otherwise each group needs an
+            ``initial_lr`` entry, to resume).
+
+    Raises:
+        ValueError: If ``schedulers`` is empty, holds a ReduceLROnPlateau or a scheduler of another
+            optimizer, or ``milestones`` has the wrong length.
+        TypeError: If an entry of ``schedulers`` is not a scheduler.
+    """
 
     _fields = {"_schedulers": _sub_states, "_milestones": _switch_epochs,
                "last_epoch": _integer(), "_last_lr": _lrs}
@@ -728,6 +840,20 @@ class ReduceLROnPlateau(_CheckedState):
     beating ``best * (1 ∓ threshold)``) or ``'abs'`` (``best ∓ threshold``).
     After a reduction, ``cooldown`` epochs pass before bad epochs count again;
     lrs never go below ``min_lr`` and changes smaller than ``eps`` are skipped.
+
+    Args:
+        optimizer: The wrapped optimizer.
+        mode: ``'min'`` (the metric should decrease) or ``'max'``.
+        factor: Factor by which the lr is reduced (below 1).
+        patience: Number of epochs without improvement tolerated.
+        threshold: Threshold of a significant improvement.
+        threshold_mode: ``'rel'`` or ``'abs'``.
+        cooldown: Epochs to wait after a reduction.
+        min_lr: Lower bound of the lr (one, or one per group).
+        eps: A reduction smaller than this is skipped.
+
+    Raises:
+        ValueError: If ``factor >= 1`` or ``mode``/``threshold_mode`` is unknown.
     """
 
     _fields: dict[str, _Check] = {
@@ -805,7 +931,18 @@ class ReduceLROnPlateau(_CheckedState):
 
 class ConstantLR(LRScheduler):
     """Multiply the lr by ``factor`` until epoch ``total_iters``, then restore it:
-    ``lr_e = initial_lr * (factor if e < total_iters else 1)``."""
+    ``lr_e = initial_lr * (factor if e < total_iters else 1)``.
+
+    Args:
+        optimizer: The wrapped optimizer.
+        factor: The factor, in ``[0, 1]``.
+        total_iters: Number of epochs it applies to.
+        last_epoch: Index of the last epoch; -1 starts afresh (otherwise each group needs an
+            ``initial_lr`` entry, to resume).
+
+    Raises:
+        ValueError: If ``factor`` or ``total_iters`` is out of range.
+    """
 
     _fields = {**LRScheduler._fields, "factor": _number(0, 1), "total_iters": _integer(0)}
 
@@ -836,7 +973,18 @@ class ConstantLR(LRScheduler):
 
 class PolynomialLR(LRScheduler):
     """Decay the lr polynomially to 0 over ``total_iters`` epochs:
-    ``lr_e = initial_lr * (1 - min(e, total_iters) / total_iters) ** power``."""
+    ``lr_e = initial_lr * (1 - min(e, total_iters) / total_iters) ** power``.
+
+    Args:
+        optimizer: The wrapped optimizer.
+        total_iters: Number of epochs of the decay.
+        power: The power of the polynomial.
+        last_epoch: Index of the last epoch; -1 starts afresh (otherwise each group needs an
+            ``initial_lr`` entry, to resume).
+
+    Raises:
+        ValueError: If ``total_iters`` is not a positive int or ``power`` is not a real number.
+    """
 
     _fields = {**LRScheduler._fields, "total_iters": _integer(1), "power": _number()}
 
@@ -871,6 +1019,17 @@ class CosineAnnealingWarmRestarts(LRScheduler):
 
     ``step()`` advances one epoch; ``step(epoch)`` jumps to ``epoch``, which may
     be fractional (``step(epoch + i / iters)`` once per batch), as in PyTorch.
+
+    Args:
+        optimizer: The wrapped optimizer.
+        T_0: Number of epochs before the first restart.
+        T_mult: Factor by which each period grows (an int at least 1).
+        eta_min: Minimum learning rate.
+        last_epoch: Index of the last epoch; -1 starts afresh (otherwise each group needs an
+            ``initial_lr`` entry, to resume).
+
+    Raises:
+        ValueError: If ``T_0``, ``T_mult`` or ``eta_min`` is invalid.
     """
 
     _fields = {**LRScheduler._fields, "T_0": _integer(1), "T_i": _number(0, low_open=True),
@@ -961,6 +1120,27 @@ class CyclicLR(LRScheduler):
     (``scale_mode``). With ``cycle_momentum`` the momentum (SGD's ``momentum``,
     or ``betas[0]`` of Adam-like optimizers) cycles inversely between
     ``max_momentum`` and ``base_momentum``.
+
+    Args:
+        optimizer: The wrapped optimizer.
+        base_lr: Lower lr bound (one, or one per group).
+        max_lr: Upper lr bound (one, or one per group).
+        step_size_up: Steps in the increasing half of a cycle.
+        step_size_down: Steps in the decreasing half (default ``step_size_up``).
+        mode: ``'triangular'``, ``'triangular2'`` or ``'exp_range'`` (ignored with ``scale_fn``).
+        gamma: The factor of ``'exp_range'``: ``gamma ** iterations``.
+        scale_fn: A custom scaling function of one argument (replaces ``mode``).
+        scale_mode: ``'cycle'`` or ``'iterations'``: what ``scale_fn`` is given.
+        cycle_momentum: Cycle the momentum (or ``betas[0]``) inversely to the lr.
+        base_momentum: Lowest momentum (one, or one per group).
+        max_momentum: Highest momentum (one, or one per group).
+        last_epoch: Index of the last epoch; -1 starts afresh (otherwise each group needs an
+            ``initial_lr`` entry, to resume).
+
+    Raises:
+        ValueError: If a step size, ``mode``, ``scale_mode`` or ``cycle_momentum`` is invalid, or
+            momentum cycling is asked of an optimizer without it.
+        TypeError: If ``scale_fn`` is not callable.
     """
 
     _fields = {**LRScheduler._fields, "max_lrs": _lrs, "total_size": _number(0, low_open=True),
@@ -1091,7 +1271,17 @@ class CyclicLR(LRScheduler):
 class ChainedScheduler(_NestedState, LRScheduler):
     """Step several schedulers of one optimizer together: each ``step()`` steps every
     scheduler in ``schedulers`` in order, so their (chainable) factors combine.
-    ``optimizer`` defaults to the schedulers' optimizer."""
+    ``optimizer`` defaults to the schedulers' optimizer.
+
+    Args:
+        schedulers: The schedulers to step together.
+        optimizer: Their optimizer (default: the first scheduler's).
+
+    Raises:
+        ValueError: If ``schedulers`` is empty, holds a ReduceLROnPlateau or a scheduler of another
+            optimizer.
+        TypeError: If an entry of ``schedulers`` is not a scheduler.
+    """
 
     _fields = {"_schedulers": _sub_states, "_last_lr": _lrs, "_step_count": _integer(0)}
 

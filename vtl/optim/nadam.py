@@ -39,6 +39,26 @@ class NAdam(Optimizer):
     (int), ``mu_product`` (float, ∏ μᵢ so far), ``exp_avg`` and ``exp_avg_sq``.
     The step count and μ product are kept on the host, so a step never reads a
     device value; they reach the fused kernel as per-step scalars.
+
+    Args:
+        params: The parameters to optimize: an iterable of tensors, or of dicts that each hold a
+            ``'params'`` entry and per-group options overriding the defaults.
+        lr: Learning rate.
+        betas: Coefficients ``(β1, β2)`` of the running averages of the gradient and of its square,
+            each in ``[0, 1)``.
+        eps: Added to the denominator for numerical stability.
+        weight_decay: Weight decay (an L2 penalty added to the gradient).
+        momentum_decay: The ``ψ`` of the momentum schedule.
+        decoupled_weight_decay: Apply the weight decay to the parameter directly (AdamW style)
+            instead of adding it to the gradient.
+        foreach: ``None``/``True`` allows the fused multi-tensor kernel where the backend has one;
+            ``False`` updates the parameters one by one.
+        maximize: Maximize the objective instead of minimizing it.
+
+    Raises:
+        ValueError: If a hyper-parameter is out of range or of the wrong type, or ``params`` is
+            empty.
+        TypeError: If ``params`` is a single tensor or holds something other than tensors.
     """
 
     _state_names = {"m": "exp_avg", "v": "exp_avg_sq"}

@@ -52,6 +52,16 @@ class Optimizer:
 
     ``params`` is an iterable of tensors, or of dicts each with a ``"params"``
     entry and per-group hyper-parameters overriding ``defaults``.
+
+    Args:
+        params: The parameters to optimize: an iterable of tensors, or of dicts that each hold a
+            ``'params'`` entry and per-group options overriding the defaults.
+        defaults: Default hyper-parameters of the groups.
+
+    Raises:
+        ValueError: If a hyper-parameter is out of range or of the wrong type, or ``params`` is
+            empty.
+        TypeError: If ``params`` is a single tensor or holds something other than tensors.
     """
 
     #: Program array name -> state key (for fused kernels), set by subclasses.

@@ -41,6 +41,25 @@ class RAdam(Optimizer):
     one rule for both phases, ``p - m̂ lr (r sqrt(1 - β2ᵗ) / (sqrt(v) + eps) + u)``
     with ``r = 0, u = 1`` before the rectification starts (PyTorch's
     multi-tensor form), so a captured step stays valid across the switch.
+
+    Args:
+        params: The parameters to optimize: an iterable of tensors, or of dicts that each hold a
+            ``'params'`` entry and per-group options overriding the defaults.
+        lr: Learning rate.
+        betas: Coefficients ``(β1, β2)`` of the running averages of the gradient and of its square,
+            each in ``[0, 1)``.
+        eps: Added to the denominator for numerical stability.
+        weight_decay: Weight decay (an L2 penalty added to the gradient).
+        decoupled_weight_decay: Apply the weight decay to the parameter directly (AdamW style)
+            instead of adding it to the gradient.
+        foreach: ``None``/``True`` allows the fused multi-tensor kernel where the backend has one;
+            ``False`` updates the parameters one by one.
+        maximize: Maximize the objective instead of minimizing it.
+
+    Raises:
+        ValueError: If a hyper-parameter is out of range or of the wrong type, or ``params`` is
+            empty.
+        TypeError: If ``params`` is a single tensor or holds something other than tensors.
     """
 
     _state_names = {"m": "exp_avg", "v": "exp_avg_sq"}

@@ -23,6 +23,24 @@ class RMSprop(Optimizer):
         avg = sqrt(s) + eps                              (otherwise)
         b = μ b + g / avg,  p = p - lr b                  (momentum > 0)
         p = p - lr g / avg                               (otherwise)
+
+    Args:
+        params: The parameters to optimize: an iterable of tensors, or of dicts that each hold a
+            ``'params'`` entry and per-group options overriding the defaults.
+        lr: Learning rate.
+        alpha: Smoothing constant of the squared-gradient average.
+        eps: Added to the denominator for numerical stability.
+        weight_decay: Weight decay (an L2 penalty added to the gradient).
+        momentum: Momentum factor.
+        centered: Normalise by the estimated variance of the gradient.
+        maximize: Maximize the objective instead of minimizing it.
+        foreach: ``None``/``True`` allows the fused multi-tensor kernel where the backend has one;
+            ``False`` updates the parameters one by one.
+
+    Raises:
+        ValueError: If a hyper-parameter is out of range or of the wrong type, or ``params`` is
+            empty.
+        TypeError: If ``params`` is a single tensor or holds something other than tensors.
     """
 
     _state_names = {"sq": "square_avg", "ga": "grad_avg", "buf": "momentum_buffer"}

@@ -23,6 +23,23 @@ class SGD(Optimizer):
         b = g (first step),  b = μ b + (1 - τ) g (later steps)
         g = g + μ b (nesterov)  or  g = b
         p = p - lr g
+
+    Args:
+        params: The parameters to optimize: an iterable of tensors, or of dicts that each hold a
+            ``'params'`` entry and per-group options overriding the defaults.
+        lr: Learning rate.
+        momentum: Momentum factor.
+        dampening: Dampening of the momentum.
+        weight_decay: Weight decay (an L2 penalty added to the gradient).
+        nesterov: Use Nesterov momentum (needs ``momentum > 0`` and zero dampening).
+        maximize: Maximize the objective instead of minimizing it.
+        foreach: ``None``/``True`` allows the fused multi-tensor kernel where the backend has one;
+            ``False`` updates the parameters one by one.
+
+    Raises:
+        ValueError: If a hyper-parameter is out of range or of the wrong type, or ``params`` is
+            empty.
+        TypeError: If ``params`` is a single tensor or holds something other than tensors.
     """
 
     _state_names = {"buf": "momentum_buffer"}

@@ -65,7 +65,15 @@ def _as_float(t: Tensor) -> Tensor:
 def get_ema_multi_avg_fn(decay: float = 0.999) -> Callable[[ParamList, ParamList, Any], None]:
     """An in-place exponential moving average over lists of tensors, for
     :class:`AveragedModel`'s ``multi_avg_fn``:
-    ``ema = decay * ema + (1 - decay) * param`` (as ``lerp(ema, param, 1 - decay)``)."""
+    ``ema = decay * ema + (1 - decay) * param`` (as ``lerp(ema, param, 1 - decay)``).
+
+    Args:
+        decay: The decay of the moving average.
+
+    Returns:
+        A function ``(averaged_list, current_list, num_averaged)`` updating the first list in
+        place.
+    """
     _check_decay(decay)
 
     def ema_update(ema_param_list: ParamList, current_param_list: ParamList, _: Any) -> None:
@@ -82,7 +90,12 @@ def get_ema_multi_avg_fn(decay: float = 0.999) -> Callable[[ParamList, ParamList
 def get_swa_multi_avg_fn() -> Callable[[ParamList, ParamList, Any], None]:
     """An in-place equal-weight running average over lists of tensors, for
     :class:`AveragedModel`'s ``multi_avg_fn``: ``avg += (param - avg) / (n + 1)`` where
-    ``n`` (an int or a 0-d tensor) is the number of models averaged so far."""
+    ``n`` (an int or a 0-d tensor) is the number of models averaged so far.
+
+    Returns:
+        A function ``(averaged_list, current_list, num_averaged)`` updating the first list in
+        place.
+    """
 
     def swa_update(averaged_param_list: ParamList, current_param_list: ParamList,
                    num_averaged: Any) -> None:
@@ -101,7 +114,14 @@ def get_swa_multi_avg_fn() -> Callable[[ParamList, ParamList, Any], None]:
 
 def get_ema_avg_fn(decay: float = 0.999) -> Callable[[Tensor, Tensor, Any], Tensor]:
     """An exponential moving average of one tensor, for :class:`AveragedModel`'s
-    ``avg_fn``: returns ``decay * ema + (1 - decay) * param``."""
+    ``avg_fn``: returns ``decay * ema + (1 - decay) * param``.
+
+    Args:
+        decay: The decay of the moving average.
+
+    Returns:
+        A function ``(averaged, current, num_averaged)`` returning the new average.
+    """
     _check_decay(decay)
 
     def ema_update(ema_param: Tensor, current_param: Tensor, num_averaged: Any) -> Tensor:
@@ -113,7 +133,11 @@ def get_ema_avg_fn(decay: float = 0.999) -> Callable[[Tensor, Tensor, Any], Tens
 
 def get_swa_avg_fn() -> Callable[[Tensor, Tensor, Any], Tensor]:
     """An equal-weight running average of one tensor, for :class:`AveragedModel`'s
-    ``avg_fn``: returns ``avg + (param - avg) / (n + 1)``."""
+    ``avg_fn``: returns ``avg + (param - avg) / (n + 1)``.
+
+    Returns:
+        A function ``(averaged, current, num_averaged)`` returning the new average.
+    """
 
     def swa_update(averaged_param: Tensor, current_param: Tensor, num_averaged: Any) -> Tensor:
         with vtl.no_grad():
@@ -155,6 +179,18 @@ class AveragedModel(Module):
     ``n_averaged``, so an update does not wait for the device (the buffer is read
     back once only after something else changed it, e.g. ``load_state_dict``).
     ``avg_fn``/``multi_avg_fn`` are not saved in ``state_dict``.
+
+    Args:
+        model: The model to average.
+        device: Device of the averaged copy (default: the model's).
+        avg_fn: ``avg_fn(averaged, current, num_averaged)`` returning the new average of one tensor
+            (default: equal-weight running average).
+        multi_avg_fn: An in-place version over lists of tensors (give at most one of the two).
+        use_buffers: Average the buffers too (else they are copied at each update).
+
+    Raises:
+        TypeError: If ``model`` is not a Module or ``use_buffers`` is not a bool.
+        ValueError: If both ``avg_fn`` and ``multi_avg_fn`` are given.
     """
 
     def __init__(self, model: Module, device: Any = None,
@@ -259,6 +295,11 @@ def update_bn(loader: Iterable[Any], model: Module, device: Any = None) -> None:
     batches (``momentum=None`` during the pass); each batch is a tensor, or a
     list/tuple whose first element is the input. ``device`` moves each batch
     first. The model's training mode and the layers' momenta are restored.
+
+    Args:
+        loader: An iterable of batches.
+        model: The model.
+        device: Move each batch there first.
     """
     momenta: dict[Module, Any] = {}
     for module in model.modules():
@@ -293,6 +334,17 @@ class SWALR(LRScheduler):
     It anneals from whatever lr the group has when it starts (e.g. after another
     scheduler), as PyTorch's: at step ``k`` the lr is
     ``swa_lr α(k) + lr₀ (1 - α(k))``, ``α(k) = f(min(1, k / anneal_epochs))``.
+
+    Args:
+        optimizer: The wrapped optimizer.
+        swa_lr: The lr to anneal to (one, or one per group).
+        anneal_epochs: Number of epochs of the annealing.
+        anneal_strategy: ``'cos'`` or ``'linear'``.
+        last_epoch: Index of the last epoch; -1 starts afresh (otherwise each group needs an
+            ``initial_lr`` entry, to resume).
+
+    Raises:
+        ValueError: If ``swa_lr``, ``anneal_strategy`` or ``anneal_epochs`` is invalid.
     """
 
     _fields = {**LRScheduler._fields, "anneal_epochs": _integer(0),
