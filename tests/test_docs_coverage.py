@@ -141,7 +141,8 @@ def test_count():
 # ``Yields:``) when it returns something, and a ``Raises:`` section when its body raises.
 
 SECTION_MODULES = ["vtl.nn", "vtl.nn.functional", "vtl.optim", "vtl.optim.lr_scheduler",
-                   "vtl.optim.swa_utils"]
+                   "vtl.optim.swa_utils", "vtl.data", "vtl.data.transforms", "vtl.io", "vtl.train",
+                   "vtl.train.callbacks", "vtl.metrics"]
 
 _HEADER = re.compile(r"^(\w[\w ]*):\s*$")
 _ENTRY_NAME = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:")

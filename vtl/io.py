@@ -249,6 +249,14 @@ def save(obj: Any, path: Any, metadata: dict[str, str] | None = None) -> None:
     id) is no longer running, and keeps those of live writers. (On non-POSIX
     systems, where liveness is not checked, temporaries are kept.)
 
+    Args:
+        obj: A tensor, a dict of tensors, or a tree of dicts, lists and tuples.
+        path: The file to write.
+        metadata: Extra string entries of the header.
+
+    Raises:
+        TypeError: If ``obj`` holds an object that cannot be saved (before anything is written).
+
     Example:
         >>> model = nn.Linear(2, 1)
         >>> vtl.save(model.state_dict(), "linear.safetensors")
@@ -494,6 +502,18 @@ def load(path: Any, device: Any = None, *, map_location: Any = None) -> Any:
     outside the returned object changes, so a failed load leaves no trace.
     ``ValueError`` names a missing/corrupt file; ``TypeError`` names the tensors of a
     dtype vtl does not support yet (bfloat16 and the float8/float6/float4 formats).
+
+    Args:
+        path: The safetensors file.
+        device: Device of the tensors (default: the default device).
+        map_location: PyTorch's name for ``device`` (a device or a string).
+
+    Returns:
+        The saved object: a tensor, a dict of tensors, or the saved tree.
+
+    Raises:
+        ValueError: If the file is missing or corrupt.
+        TypeError: If it holds a dtype vtl does not support.
     """
     device = _load_device(device, map_location)
     arrays, meta = _read(path, "vtl.load")
@@ -591,7 +611,20 @@ def save_checkpoint(path: Any, model: Any, optimizer: Any = None, scheduler: Any
                     **extra: Any) -> None:
     """Write model + optimizer + scheduler + epoch + metrics + RNG state to one
     safetensors file, atomically. ``epoch`` is an int or None; ``extra`` values
-    must be JSON-like (numbers, strings, lists, tuples, dicts)."""
+    must be JSON-like (numbers, strings, lists, tuples, dicts).
+
+    Args:
+        path: The file path.
+        model: The model whose ``state_dict`` is saved.
+        optimizer: Its optimizer, or ``None``.
+        scheduler: Its learning-rate scheduler, or ``None``.
+        epoch: The epoch (an int or ``None``).
+        metrics: A dict of metric values.
+        **extra: More JSON-like values to keep.
+
+    Raises:
+        TypeError: If ``epoch`` is not an int or ``None``, or a value is not JSON-like.
+    """
     if epoch is not None:
         if isinstance(epoch, bool):
             raise TypeError("vtl.save_checkpoint: epoch must be an int or None, got bool")
@@ -635,6 +668,21 @@ def load_checkpoint(path: Any, model: Any, optimizer: Any = None, scheduler: Any
     dtype vtl does not support raises ``TypeError``, see :func:`load`).
     ``strict=False`` tolerates missing/unexpected model keys and absent
     optimizer/scheduler state. The default generator is restored to its saved state.
+
+    Args:
+        path: The file path.
+        model: The model to restore.
+        optimizer: The optimizer to restore, or ``None``.
+        scheduler: The scheduler to restore, or ``None``.
+        strict: Require the model's keys to match exactly (and the optimizer and scheduler state to
+            be present).
+
+    Returns:
+        A dict with ``'epoch'``, ``'metrics'`` and ``'extra'``.
+
+    Raises:
+        ValueError: If the file or a part does not match (nothing is changed then).
+        TypeError: If the file holds a dtype vtl does not support.
     """
     return _load_checkpoint(path, model, optimizer, scheduler, strict)
 

@@ -71,6 +71,17 @@ def _labels(output: Any, target: Any, fname: str) -> tuple[Tensor, Tensor]:
 def accuracy(output: Any, target: Any) -> float:
     """Fraction of samples whose predicted class equals the target (``nan`` for N = 0).
 
+    Args:
+        output: Model outputs: scores ``(N, C)`` or predicted labels ``(N,)``.
+        target: True class labels, ``(N,)``.
+
+    Returns:
+        The accuracy, a float.
+
+    Raises:
+        ValueError: If the shapes of ``output`` and ``target`` do not fit.
+        TypeError: If the labels are not integers.
+
     Example:
         >>> logits = vtl.asarray([[0.9, 0.1], [0.2, 0.8], [0.6, 0.4]])
         >>> round(vtl.metrics.accuracy(logits, vtl.asarray([0, 1, 1])), 4)
@@ -94,6 +105,17 @@ def top_k_accuracy(output: Any, target: Any, k: int = 5) -> float:
     target's favour only when its score is strictly among the top ``k``: a
     sample is correct when fewer than ``k`` classes score strictly higher than
     the target's class (the usual "rank < k" definition).
+
+    Args:
+        output: Scores ``(N, C)``.
+        target: True class labels, ``(N,)``.
+        k: Number of top classes.
+
+    Returns:
+        The top-k accuracy, a float.
+
+    Raises:
+        ValueError: If ``k`` is not a positive int at most ``C``, or the shapes do not fit.
     """
     n, correct = _top_k_sum(output, target, k)
     return float(correct.item()) / n if n else float("nan")
@@ -128,6 +150,20 @@ def confusion_matrix(output: Any, target: Any, num_classes: int | None = None) -
 
     ``num_classes`` defaults to the score width for ``(N, C)`` output, else to
     ``max(labels) + 1``; labels outside ``[0, num_classes)`` raise ``ValueError``.
+
+    Args:
+        output: Model outputs: scores ``(N, C)`` or predicted labels ``(N,)``.
+        target: True class labels, ``(N,)``.
+        num_classes: Number of classes (default: from the scores' width, else the largest label
+            plus one).
+
+    Returns:
+        A ``(C, C)`` int64 tensor.
+
+    Raises:
+        ValueError: If ``num_classes`` is negative, a label is out of range, or the shapes do not
+            fit.
+        TypeError: If the labels are not integers.
     """
     with vtl.no_grad():
         out = _tensor(output)
@@ -171,6 +207,20 @@ def precision_recall_f1(output: Any, target: Any, num_classes: int | None = None
     classes), ``"weighted"`` (weighted by each class's support), ``"micro"``
     (from global counts; equals accuracy for single-label data) or ``None``
     (float32 Tensors of per-class values).
+
+    Args:
+        output: Model outputs: scores ``(N, C)`` or predicted labels ``(N,)``.
+        target: True class labels, ``(N,)``.
+        num_classes: Number of classes (default: from the scores' width, else the largest label
+            plus one).
+        average: ``'macro'``, ``'weighted'``, ``'micro'`` or ``None`` (per-class values).
+
+    Returns:
+        ``(precision, recall, f1)``: floats, or tensors of per-class values with ``average=None``.
+
+    Raises:
+        ValueError: If ``average`` is unknown or the shapes do not fit.
+        TypeError: If the labels are not integers.
     """
     _check_average(average, "precision_recall_f1")
     cm = confusion_matrix(output, target, num_classes)
@@ -206,21 +256,66 @@ def precision_recall_f1(output: Any, target: Any, num_classes: int | None = None
 
 def precision(output: Any, target: Any, num_classes: int | None = None,
               average: str | None = "macro") -> Any:
-    """Precision ``TP / (TP + FP)``; see :func:`precision_recall_f1` for ``average``."""
+    """Precision ``TP / (TP + FP)``; see :func:`precision_recall_f1` for ``average``.
+
+    Args:
+        output: Model outputs: scores ``(N, C)`` or predicted labels ``(N,)``.
+        target: True class labels, ``(N,)``.
+        num_classes: Number of classes (default: from the scores' width, else the largest label
+            plus one).
+        average: ``'macro'``, ``'weighted'``, ``'micro'`` or ``None`` (per-class values).
+
+    Returns:
+        A float, or a tensor of per-class values with ``average=None``.
+
+    Raises:
+        ValueError: If ``average`` is unknown or the shapes do not fit.
+        TypeError: If the labels are not integers.
+    """
     _check_average(average, "precision")
     return precision_recall_f1(output, target, num_classes, average)[0]
 
 
 def recall(output: Any, target: Any, num_classes: int | None = None,
            average: str | None = "macro") -> Any:
-    """Recall ``TP / (TP + FN)``; see :func:`precision_recall_f1` for ``average``."""
+    """Recall ``TP / (TP + FN)``; see :func:`precision_recall_f1` for ``average``.
+
+    Args:
+        output: Model outputs: scores ``(N, C)`` or predicted labels ``(N,)``.
+        target: True class labels, ``(N,)``.
+        num_classes: Number of classes (default: from the scores' width, else the largest label
+            plus one).
+        average: ``'macro'``, ``'weighted'``, ``'micro'`` or ``None`` (per-class values).
+
+    Returns:
+        A float, or a tensor of per-class values with ``average=None``.
+
+    Raises:
+        ValueError: If ``average`` is unknown or the shapes do not fit.
+        TypeError: If the labels are not integers.
+    """
     _check_average(average, "recall")
     return precision_recall_f1(output, target, num_classes, average)[1]
 
 
 def f1_score(output: Any, target: Any, num_classes: int | None = None,
              average: str | None = "macro") -> Any:
-    """F1 ``2 P R / (P + R)``; see :func:`precision_recall_f1` for ``average``."""
+    """F1 ``2 P R / (P + R)``; see :func:`precision_recall_f1` for ``average``.
+
+    Args:
+        output: Model outputs: scores ``(N, C)`` or predicted labels ``(N,)``.
+        target: True class labels, ``(N,)``.
+        num_classes: Number of classes (default: from the scores' width, else the largest label
+            plus one).
+        average: ``'macro'``, ``'weighted'``, ``'micro'`` or ``None`` (per-class values).
+
+    Returns:
+        A float, or a tensor of per-class values with ``average=None``.
+
+    Raises:
+        ValueError: If ``average`` is unknown or the shapes do not fit.
+        TypeError: If the labels are not integers.
+    """
     _check_average(average, "f1_score")
     return precision_recall_f1(output, target, num_classes, average)[2]
 
@@ -242,7 +337,18 @@ def _pair(y: Any, y_true: Any, fname: str) -> tuple[Tensor, Tensor]:
 
 
 def squared_error(y: Any, y_true: Any) -> Tensor:
-    """Elementwise ``(y - y_true) ** 2``."""
+    """Elementwise ``(y - y_true) ** 2``.
+
+    Args:
+        y: Predictions.
+        y_true: True values (broadcast with ``y``).
+
+    Returns:
+        A tensor of the broadcast shape.
+
+    Raises:
+        ValueError: If the shapes do not broadcast.
+    """
     with vtl.no_grad():
         a, b = _pair(y, y_true, "squared_error")
         d = a - b
@@ -250,7 +356,18 @@ def squared_error(y: Any, y_true: Any) -> Tensor:
 
 
 def absolute_error(y: Any, y_true: Any) -> Tensor:
-    """Elementwise ``|y - y_true|``."""
+    """Elementwise ``|y - y_true|``.
+
+    Args:
+        y: Predictions.
+        y_true: True values (broadcast with ``y``).
+
+    Returns:
+        A tensor of the broadcast shape.
+
+    Raises:
+        ValueError: If the shapes do not broadcast.
+    """
     with vtl.no_grad():
         a, b = _pair(y, y_true, "absolute_error")
         return vtl.abs(a - b)
@@ -262,6 +379,16 @@ def relative_error(y: Any, y_true: Any) -> Tensor:
 
     VTL's definition, with its sign bug fixed: VTL took ``| |y_true| - |y| |``
     for the numerator, which calls ``y = -y_true`` exact; here that gives 2.
+
+    Args:
+        y: Predictions.
+        y_true: True values (broadcast with ``y``).
+
+    Returns:
+        A tensor of the broadcast shape.
+
+    Raises:
+        ValueError: If the shapes do not broadcast.
     """
     with vtl.no_grad():
         a, b = _pair(y, y_true, "relative_error")
@@ -280,17 +407,50 @@ def _top5(output: Any, target: Any) -> float:
 
 
 def mean_squared_error(y: Any, y_true: Any) -> float:
-    """Mean of :func:`squared_error` (MSE)."""
+    """Mean of :func:`squared_error` (MSE).
+
+    Args:
+        y: Predictions.
+        y_true: True values (broadcast with ``y``).
+
+    Returns:
+        The mean, a float.
+
+    Raises:
+        ValueError: If the shapes do not broadcast.
+    """
     return _mean(squared_error(y, y_true))
 
 
 def mean_absolute_error(y: Any, y_true: Any) -> float:
-    """Mean of :func:`absolute_error` (MAE)."""
+    """Mean of :func:`absolute_error` (MAE).
+
+    Args:
+        y: Predictions.
+        y_true: True values (broadcast with ``y``).
+
+    Returns:
+        The mean, a float.
+
+    Raises:
+        ValueError: If the shapes do not broadcast.
+    """
     return _mean(absolute_error(y, y_true))
 
 
 def mean_relative_error(y: Any, y_true: Any) -> float:
-    """Mean of :func:`relative_error`."""
+    """Mean of :func:`relative_error`.
+
+    Args:
+        y: Predictions.
+        y_true: True values (broadcast with ``y``).
+
+    Returns:
+        The mean, a float.
+
+    Raises:
+        ValueError: If the shapes do not broadcast.
+    """
     return _mean(relative_error(y, y_true))
 
 
@@ -329,7 +489,17 @@ _BATCH_SUMS: dict[Any, Any] = {
 
 def get(metric: Any) -> Any:
     """A metric function from its name (``"accuracy"``, ``"top5"``, ``"f1"``, ``"mse"``,
-    ``"mae"``, ...) or a callable ``metric(output, target) -> float`` unchanged."""
+    ``"mae"``, ...) or a callable ``metric(output, target) -> float`` unchanged.
+
+    Args:
+        metric: A name or a callable.
+
+    Returns:
+        The metric function.
+
+    Raises:
+        ValueError: If the name is unknown.
+    """
     if callable(metric):
         return metric
     if isinstance(metric, str) and metric in _BY_NAME:

@@ -34,7 +34,14 @@ _POLL_S = 0.1  # how often an idle worker checks that it should go on
 
 @dataclass(frozen=True)
 class WorkerInfo:
-    """Describes the DataLoader worker this code runs in (:func:`get_worker_info`)."""
+    """Describes the DataLoader worker this code runs in (:func:`get_worker_info`).
+
+    Args:
+        id: The worker's index, ``0 .. num_workers - 1``.
+        num_workers: How many workers the loader has.
+        seed: The seed of this worker.
+        dataset: This worker's copy of the dataset.
+    """
 
     #: the worker's index, ``0 .. num_workers - 1``
     id: int
@@ -67,6 +74,9 @@ def get_worker_info() -> WorkerInfo | None:
             if info is None:
                 return iter(range(self.start, self.end))
             return iter(range(self.start + info.id, self.end, info.num_workers))
+
+    Returns:
+        A :class:`WorkerInfo` in a worker, else ``None``.
     """
     return _local.info
 

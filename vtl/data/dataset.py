@@ -55,7 +55,11 @@ class IterableDataset(Dataset):
 
 
 class ChainDataset(IterableDataset):
-    """Several iterable datasets one after the other."""
+    """Several iterable datasets one after the other.
+
+    Args:
+        datasets: The iterable datasets, in order.
+    """
 
     def __init__(self, datasets: Sequence[Any]) -> None:
         self.datasets = list(datasets)
@@ -86,6 +90,14 @@ class TensorDataset(Dataset):
     ``TensorDataset(x, y)[i] == (x[i], y[i])``. Arrays are turned into Tensors on
     the default backend (or ``backend=``/``device=``); a :class:`DataLoader`
     gathers whole batches with one ``vtl.take`` per tensor.
+
+    Args:
+        *tensors: Tensors (or arrays) with the same first dimension.
+        device: Device of the tensors (default: the default device).
+        backend: Backend of the tensors (instead of ``device``).
+
+    Raises:
+        ValueError: If no tensor is given, a tensor is 0-d, or the first dimensions differ.
 
     Example:
         >>> ds = vtl.data.TensorDataset(vtl.zeros((3, 2)), vtl.asarray([0, 1, 2]))
@@ -131,7 +143,12 @@ def _check_index(i: Any, n: int, what: str) -> int:
 
 
 class Subset(Dataset):
-    """The samples of ``dataset`` at ``indices``, in that order."""
+    """The samples of ``dataset`` at ``indices``, in that order.
+
+    Args:
+        dataset: The dataset.
+        indices: Indices into it.
+    """
 
     def __init__(self, dataset: Any, indices: Sequence[int]) -> None:
         if isinstance(indices, Tensor):
@@ -150,7 +167,14 @@ class Subset(Dataset):
 
 
 class ConcatDataset(Dataset):
-    """Several datasets one after the other."""
+    """Several datasets one after the other.
+
+    Args:
+        datasets: The datasets (map-style), in order.
+
+    Raises:
+        ValueError: If ``datasets`` is empty.
+    """
 
     def __init__(self, datasets: Sequence[Any]) -> None:
         self.datasets = list(datasets)
@@ -200,6 +224,18 @@ def random_split(dataset: Any, lengths: Sequence[float], seed: int | None = None
     to 1 (remainders go to the first subsets). The permutation comes from a
     ``vtl.random.Generator(seed)`` (the default generator when ``seed`` is None),
     so a seed gives the same split on every machine and backend.
+
+    Args:
+        dataset: The dataset to split.
+        lengths: Sample counts or fractions.
+        seed: Seed of the permutation (``None``: the default generator).
+
+    Returns:
+        A list of :class:`Subset`, one per length.
+
+    Raises:
+        ValueError: If ``lengths`` is empty, negative, or does not sum to the dataset's length (or
+            to 1).
     """
     n = len(dataset)
     sizes = _split_lengths(n, lengths)

@@ -46,7 +46,11 @@ def epoch_permutation(n: int, seed: int, epoch: int) -> np.ndarray:
 
 
 class SequentialSampler:
-    """``0, 1, ..., n - 1``."""
+    """``0, 1, ..., n - 1``.
+
+    Args:
+        data_source: The dataset (its length is used).
+    """
 
     def __init__(self, data_source: Any) -> None:
         self.n = data_source if isinstance(data_source, int) else len(data_source)
@@ -64,6 +68,10 @@ class RandomSampler:
     Each ``iter()`` uses the current epoch and then advances it; ``set_epoch``
     picks one (to resume a run). ``seed=None`` draws a seed from the default
     ``vtl.random`` generator once, at construction.
+
+    Args:
+        data_source: The dataset (its length is used).
+        seed: Seed of the permutations (``None``: drawn once from the default generator).
     """
 
     def __init__(self, data_source: Any, seed: int | None = None) -> None:
@@ -99,6 +107,16 @@ def default_collate(batch: Sequence[Any], device: Device | None = None) -> Any:
     tuples/lists and dicts are collated per field; strings and other objects
     are returned as lists. Tensors go to ``device`` (default: where they are;
     new tensors: the default device).
+
+    Args:
+        batch: The samples (all with the same structure).
+        device: Device of the batch tensors.
+
+    Returns:
+        The batch, with the samples' structure.
+
+    Raises:
+        ValueError: If ``batch`` is empty or its samples have different numbers of fields.
     """
     if not batch:
         raise ValueError("default_collate(): empty batch")
@@ -326,6 +344,35 @@ class DataLoader:
       the numpy backend's batches are host memory already, wgpu has no page-locked host
       memory (uploads are staged by the driver), and the cupy backend copies batches
       with ``cupy.asarray`` from ordinary host memory.
+
+    Args:
+        dataset: A map-style dataset (``__getitem__`` and ``__len__``) or an
+            :class:`IterableDataset`.
+        batch_size: Samples per batch.
+        shuffle: Draw a new order each epoch.
+        sampler: An iterable of indices replacing the built-in order (not with ``shuffle``).
+        drop_last: Drop a final short batch.
+        collate_fn: Builds a batch from a list of samples (default: see above).
+        seed: Seed of the shuffling (``None``: drawn once from ``generator``).
+        prefetch: Batches prepared ahead by the background thread without workers (0: none). A vtl
+            addition.
+        device: Device of the batches.
+        backend: Backend of the batches (instead of ``device``).
+        num_workers: Number of worker processes (0: none).
+        pin_memory: Accepted for PyTorch code; changes nothing.
+        timeout: Seconds to wait for a worker's batch (0: no limit).
+        worker_init_fn: Called with the worker id first in each worker.
+        multiprocessing_context: A start method name or a ``multiprocessing`` context.
+        generator: A :class:`vtl.random.Generator` for the shuffling seed and the workers' base
+            seed (not with ``seed``).
+        prefetch_factor: Batches requested ahead per worker (with workers only; default 2).
+        persistent_workers: Keep the workers between epochs (with workers only).
+
+    Raises:
+        ValueError: If an option is out of range or options conflict (``sampler`` with ``shuffle``,
+            ``seed`` with ``generator``, worker options without workers, ``shuffle`` or ``sampler``
+            with an IterableDataset).
+        TypeError: If ``worker_init_fn`` is not callable or ``generator`` is not a Generator.
 
     Example:
         >>> ds = vtl.data.TensorDataset(vtl.arange(10.0), vtl.arange(10))

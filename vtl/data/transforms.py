@@ -23,7 +23,20 @@ def _tensor(x: Any, fname: str) -> Tensor:
 
 def to_float(x: Any, dtype: Any = None, scale: float | None = None) -> Tensor:
     """``x`` as a floating tensor (``float32`` unless ``dtype``), divided by ``scale``
-    if given (``to_float(pixels, scale=255)`` maps uint8 images to ``[0, 1]``)."""
+    if given (``to_float(pixels, scale=255)`` maps uint8 images to ``[0, 1]``).
+
+    Args:
+        x: The input tensor or array.
+        dtype: A real floating dtype (default ``float32``).
+        scale: Divide by this (non-zero).
+
+    Returns:
+        The floating tensor.
+
+    Raises:
+        TypeError: If ``dtype`` is not real floating.
+        ValueError: If ``scale`` is 0.
+    """
     x = _tensor(x, "to_float")
     dt = vtl.float32 if dtype is None else dtype
     if not vtl.isdtype(dt, "real floating"):
@@ -39,7 +52,22 @@ def to_float(x: Any, dtype: Any = None, scale: float | None = None) -> Tensor:
 def normalize(x: Any, mean: float | Sequence[float] | Tensor,
               std: float | Sequence[float] | Tensor, axis: int = -1) -> Tensor:
     """``(x - mean) / std``; sequences of per-channel values apply along ``axis``
-    (``axis=1`` for NCHW images, ``-1`` for feature columns)."""
+    (``axis=1`` for NCHW images, ``-1`` for feature columns).
+
+    Args:
+        x: The input tensor.
+        mean: A number or per-channel values.
+        std: A number or per-channel values (non-zero).
+        axis: The channel axis of per-channel values.
+
+    Returns:
+        The normalised tensor.
+
+    Raises:
+        ValueError: If ``mean`` or ``std`` is not a number or 1-D of the right length, or ``std``
+            is 0.
+        IndexError: If ``axis`` is out of range.
+    """
     x = _tensor(x, "normalize")
     if not vtl.isdtype(x.dtype, "real floating"):
         x = to_float(x)
@@ -68,7 +96,20 @@ def normalize(x: Any, mean: float | Sequence[float] | Tensor,
 
 def one_hot(labels: Any, num_classes: int, dtype: Any = None) -> Tensor:
     """``float32`` (or ``dtype``) rows with a 1 at each label; labels must lie in
-    ``[0, num_classes)`` (``ValueError`` otherwise)."""
+    ``[0, num_classes)`` (``ValueError`` otherwise).
+
+    Args:
+        labels: Integer labels.
+        num_classes: Number of classes.
+        dtype: dtype of the result (default ``float32``).
+
+    Returns:
+        A tensor of shape ``labels.shape + (num_classes,)``.
+
+    Raises:
+        TypeError: If the labels are not integers.
+        ValueError: If ``num_classes < 1`` or a label is out of range.
+    """
     y = _tensor(labels, "one_hot")
     if not vtl.isdtype(y.dtype, "integral"):
         raise TypeError(f"one_hot(): labels must be integers, got {y.dtype}")

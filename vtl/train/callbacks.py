@@ -60,7 +60,15 @@ class Callback:
 
 
 class LambdaCallback(Callback):
-    """A callback from plain functions, e.g. ``LambdaCallback(on_epoch_end=f)``."""
+    """A callback from plain functions, e.g. ``LambdaCallback(on_epoch_end=f)``.
+
+    Args:
+        on_train_begin: Called as the callback's ``on_train_begin``.
+        on_epoch_begin: Called as the callback's ``on_epoch_begin``.
+        on_batch_end: Called as the callback's ``on_batch_end``.
+        on_epoch_end: Called as the callback's ``on_epoch_end``.
+        on_train_end: Called as the callback's ``on_train_end``.
+    """
 
     def __init__(self, on_train_begin: Callable | None = None,
                  on_epoch_begin: Callable | None = None, on_batch_end: Callable | None = None,
@@ -98,6 +106,18 @@ class ModelCheckpoint(Callback):
     ``every`` saves every n-th epoch otherwise. The checkpoint holds the model,
     optimizer and scheduler state, the epoch, its logs and the history, so
     ``fit(..., resume_from=path)`` continues from it.
+
+    Args:
+        path: The file (may hold ``{epoch}`` and logged names).
+        monitor: The logged value to watch (e.g. ``'val_loss'``).
+        mode: ``'min'``, ``'max'`` or ``'auto'`` (``'max'`` for accuracy-like names).
+        save_best_only: Save only when ``monitor`` improves.
+        every: Save every n-th epoch.
+        min_delta: Smallest change that counts as an improvement.
+        verbose: Print a line on each save.
+
+    Raises:
+        ValueError: If ``every`` is not a positive int.
     """
 
     def __init__(self, path: str | os.PathLike, monitor: str = "val_loss", mode: str = "auto",
@@ -150,6 +170,16 @@ class EarlyStopping(Callback):
     ``restore_best`` loads the best epoch's weights back into the model when
     training ends. After training, ``stopped_epoch`` is the epoch that
     triggered the stop (0 if none) and ``best_epoch``/``best`` the best one.
+
+    Args:
+        monitor: The logged value to watch (e.g. ``'val_loss'``).
+        patience: Epochs without improvement tolerated.
+        min_delta: Smallest change that counts as an improvement.
+        mode: ``'min'``, ``'max'`` or ``'auto'`` (``'max'`` for accuracy-like names).
+        restore_best: Load the best epoch's weights when training ends.
+
+    Raises:
+        ValueError: If ``patience`` is not a non-negative int.
     """
 
     def __init__(self, monitor: str = "val_loss", patience: int = 5, min_delta: float = 0.0,
@@ -213,6 +243,15 @@ class Resume(Callback):
     history, and makes :func:`fit` start after the saved epoch. A missing file
     raises ``FileNotFoundError`` unless ``missing_ok=True`` (then training
     starts from scratch, handy for "resume if a checkpoint exists").
+
+    Args:
+        path: The checkpoint.
+        strict: Require the model's keys to match exactly (and the optimizer and scheduler state to
+            be present).
+        missing_ok: Start from scratch if the file does not exist.
+
+    Raises:
+        FileNotFoundError: When training begins, if the file is missing and not ``missing_ok``.
     """
 
     def __init__(self, path: str | os.PathLike, strict: bool = True,

@@ -15,6 +15,10 @@ class History:
     ``history.history`` maps each key to a list with one float per epoch
     (``nan`` where an epoch did not log that key); ``history.epoch`` lists the
     1-based epoch numbers.
+
+    Args:
+        history: Initial logs: a dict of lists of floats.
+        epoch: The epoch numbers of those logs.
     """
 
     def __init__(self, history: dict[str, list[float]] | None = None,

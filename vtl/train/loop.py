@@ -25,6 +25,18 @@ class FitState:
     A callback may set ``stop_training = True`` (the loop ends after the
     current epoch) or, in ``on_train_begin``, ``initial_epoch`` (epochs
     already done, e.g. when resuming).
+
+    Args:
+        model: The model (a :class:`vtl.nn.Module`).
+        optimizer: Its optimizer, or ``None``.
+        loss_fn: The loss function.
+        epochs: The number of epochs.
+        scheduler: Its learning-rate scheduler, or ``None``.
+        history: The :class:`History` so far.
+        initial_epoch: Epochs already done.
+        epoch: The current epoch (1-based).
+        stop_training: Set to ``True`` to stop after this epoch.
+        logs: The logs of the current epoch.
     """
 
     model: Any
@@ -154,7 +166,12 @@ class _Mean:
 class BatchLogs(Mapping):
     """The loss and metrics of one batch, as ``on_batch_end`` callbacks see them: a mapping
     of names to floats whose values are read from the device only when looked up (reading
-    one waits for the device)."""
+    one waits for the device).
+
+    Args:
+        values: The batch's values: numbers, or device tensors holding sums.
+        n: The number of samples the tensor sums are divided by.
+    """
 
     def __init__(self, values: dict[str, Any], n: int) -> None:
         self._values = values
@@ -203,6 +220,17 @@ def evaluate(model: Any, loader: Iterable, loss_fn: Callable | None = None,
     Returns ``{"loss": mean loss (when ``loss_fn`` is given), name: mean metric}``,
     each a sample-weighted mean of per-batch values (exact for accuracy, MSE and
     MAE). The model's previous train/eval mode is restored afterwards.
+
+    Args:
+        model: The model (a :class:`vtl.nn.Module`).
+        loader: Batches ``(inputs..., target)``.
+        loss_fn: ``loss_fn(output, target)``, or ``None`` for no loss.
+        metrics: Metric names or callables.
+        progress: Show a progress bar.
+        desc: The bar's label.
+
+    Returns:
+        A dict of the mean loss and metrics.
 
     Example:
         >>> model = nn.Linear(2, 2)
@@ -273,6 +301,29 @@ def fit(model: Any, train_loader: Iterable, loss_fn: Callable, optimizer: Any, e
     ``set_epoch`` (``vtl.data.DataLoader``) is moved to that epoch, so a resumed run
     shuffles as the uninterrupted one would have. ``callbacks`` receive a
     :class:`FitState`.
+
+    Args:
+        model: The model (a :class:`vtl.nn.Module`).
+        train_loader: Batches ``(inputs..., target)``.
+        loss_fn: ``loss_fn(output, target)`` returning a 0-d loss.
+        optimizer: Its optimizer, or ``None``.
+        epochs: Number of epochs (in total, when resuming).
+        val_loader: Validation batches, evaluated after each epoch.
+        metrics: Metric names or callables (see :func:`vtl.metrics.get`).
+        scheduler: Its learning-rate scheduler, or ``None``.
+        callbacks: Callbacks (see :mod:`vtl.train.callbacks`).
+        progress: Show a progress bar.
+        resume_from: A checkpoint to continue from.
+        scheduler_step: ``'epoch'`` or ``'batch'``.
+        clip_grad_norm: Clip the gradients to this global L2 norm.
+        compile: Run the training step through :func:`vtl.compile`.
+
+    Returns:
+        The :class:`History` of the run.
+
+    Raises:
+        ValueError: If ``epochs`` or ``scheduler_step`` is invalid, a ReduceLROnPlateau is stepped
+            per batch, or ``train_loader`` yields no batches.
     """
     from .callbacks import Resume
 
