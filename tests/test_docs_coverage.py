@@ -142,7 +142,8 @@ def test_count():
 
 SECTION_MODULES = ["vtl.nn", "vtl.nn.functional", "vtl.optim", "vtl.optim.lr_scheduler",
                    "vtl.optim.swa_utils", "vtl.data", "vtl.data.transforms", "vtl.io", "vtl.train",
-                   "vtl.train.callbacks", "vtl.metrics"]
+                   "vtl.train.callbacks", "vtl.metrics", "vtl.autograd",
+                   "vtl.autograd.functional", "vtl.func"]
 
 _HEADER = re.compile(r"^(\w[\w ]*):\s*$")
 _ENTRY_NAME = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:")
@@ -230,11 +231,23 @@ def _parameters(obj) -> list[str] | None:
             and not p.name.startswith("_")]
 
 
+def _section_names(modname: str) -> list[str]:
+    """The public names of ``modname``: its ``__all__``, or, for a module without one (such
+    as ``vtl.autograd.functional``, whose functions ``vtl`` exports), the functions and
+    classes it defines whose names do not start with ``_``."""
+    mod = importlib.import_module(modname)
+    if hasattr(mod, "__all__"):
+        return public_names(modname)
+    return [n for n, v in vars(mod).items() if not n.startswith("_")
+            and (inspect.isfunction(v) or inspect.isclass(v))
+            and getattr(v, "__module__", None) == modname]
+
+
 def section_problems(modname: str) -> list[str]:
     """``name: problem`` for each public function or class of ``modname`` that lacks a section."""
     mod = importlib.import_module(modname)
     problems = []
-    for n in public_names(modname):
+    for n in _section_names(modname):
         obj = getattr(mod, n)
         if not (inspect.isclass(obj) or inspect.isfunction(obj) or inspect.ismethod(obj)):
             continue

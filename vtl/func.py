@@ -24,7 +24,17 @@ def grad_and_value(func: Callable, argnums: int | Sequence[int] = 0,
                    has_aux: bool = False) -> Callable:
     """``func`` -> a function returning ``(gradient, value)`` (``torch.func.grad_and_value``;
     with ``has_aux=True``: ``(gradient, (value, aux))``). The order is PyTorch's, the reverse
-    of :func:`vtl.value_and_grad`."""
+    of :func:`vtl.value_and_grad`.
+
+    Args:
+        func: The function to differentiate; it takes tensors and returns tensors.
+        argnums: The positional argument(s) to differentiate with respect to: an int, or a tuple of
+            ints (a tuple of results then).
+        has_aux: ``fun`` returns ``(output, aux)``; ``aux`` is passed through, not differentiated.
+
+    Returns:
+        A function of the same arguments returning ``(gradient, value)``.
+    """
     vg = value_and_grad(func, argnums, has_aux)
 
     def wrapped(*args: Any, **kwargs: Any) -> Any:
@@ -38,7 +48,21 @@ def grad_and_value(func: Callable, argnums: int | Sequence[int] = 0,
 def jacrev(func: Callable, argnums: int | Sequence[int] = 0, *, has_aux: bool = False,
            chunk_size: int | None = None) -> Callable:
     """The Jacobian of ``func`` by reverse mode (``torch.func.jacrev``); see
-    :func:`vtl.jacobian`. ``chunk_size`` is accepted for compatibility."""
+    :func:`vtl.jacobian`. ``chunk_size`` is accepted for compatibility.
+
+    Args:
+        func: The function to differentiate; it takes tensors and returns tensors.
+        argnums: The positional argument(s) to differentiate with respect to: an int, or a tuple of
+            ints (a tuple of results then).
+        has_aux: ``fun`` returns ``(output, aux)``; ``aux`` is passed through, not differentiated.
+        chunk_size: Accepted for compatibility (``None`` or a positive int).
+
+    Returns:
+        A function of the same arguments returning the Jacobian.
+
+    Raises:
+        ValueError: If ``chunk_size`` is not ``None`` or a positive int.
+    """
     if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size < 1):
         raise ValueError(f"jacrev: chunk_size must be None or a positive int, got {chunk_size!r}")
     return jacobian(func, argnums, has_aux)
@@ -48,7 +72,22 @@ def jacfwd(func: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fal
            randomness: str = "error") -> Callable:
     """The Jacobian of ``func`` (``torch.func.jacfwd``'s result). vtl computes it in reverse
     mode, like :func:`jacrev`: the same numbers, at the cost of one backward pass per output
-    element instead of one forward pass per input element."""
+    element instead of one forward pass per input element.
+
+    Args:
+        func: The function to differentiate; it takes tensors and returns tensors.
+        argnums: The positional argument(s) to differentiate with respect to: an int, or a tuple of
+            ints (a tuple of results then).
+        has_aux: ``fun`` returns ``(output, aux)``; ``aux`` is passed through, not differentiated.
+        randomness: ``'error'``, ``'different'`` or ``'same'`` (checked, then unused: vtl computes
+            in reverse mode).
+
+    Returns:
+        A function of the same arguments returning the Jacobian.
+
+    Raises:
+        ValueError: If ``randomness`` is unknown.
+    """
     if randomness not in ("error", "different", "same"):
         raise ValueError(f"jacfwd: randomness must be 'error', 'different' or 'same', got "
                          f"{randomness!r}")

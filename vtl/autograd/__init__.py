@@ -52,6 +52,17 @@ def backward(tensors: Tensor | Sequence[Tensor],
     Like ``torch.autograd.backward``: ``grad_tensors`` holds one gradient per
     root (``None`` for single-element roots); with ``inputs`` only those
     tensors (leaves or not) accumulate ``.grad``.
+
+    Args:
+        tensors: The roots: a tensor or a sequence of tensors.
+        grad_tensors: The gradient of each root (``None`` for a single-element root).
+        retain_graph: Keep the graph for another backward pass (default: ``create_graph``).
+        create_graph: Record the backward pass, so that the gradients can be differentiated again.
+        inputs: Only these tensors accumulate ``.grad`` (default: all leaves).
+
+    Raises:
+        RuntimeError: If the graph was freed by an earlier backward pass, or (with ``inputs``) an
+            input does not require grad.
     """
     roots = _as_seq(tensors)
     grads = _root_grads("backward()", roots, grad_tensors)
@@ -82,6 +93,25 @@ def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
     differentiable (and retains the graph). An input the outputs do not depend
     on raises, unless ``allow_unused=True`` (its gradient is ``None``) or
     ``materialize_grads=True`` (zeros).
+
+    Args:
+        outputs: A tensor or a sequence of tensors.
+        inputs: The tensors to differentiate with respect to.
+        grad_outputs: The gradient of each output (``None`` for a single-element output).
+        retain_graph: Keep the graph for another backward pass (default: ``create_graph``).
+        create_graph: Record the backward pass, so that the gradients can be differentiated again.
+        allow_unused: Give ``None`` for an input the outputs do not depend on, instead of raising
+            (default: ``materialize_grads``).
+        materialize_grads: Give zeros instead of ``None`` for unused inputs.
+
+    Returns:
+        A tuple with the gradient of each input.
+
+    Raises:
+        ValueError: If ``inputs`` is empty, or ``materialize_grads=True`` with
+            ``allow_unused=False``.
+        RuntimeError: If an input is unused (without ``allow_unused``) or does not require grad, or
+            the graph was freed.
     """
     outs = _as_seq(outputs)
     ins = _as_seq(inputs)

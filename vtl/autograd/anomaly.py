@@ -37,7 +37,11 @@ def _traced_next_key() -> int:
 
 
 def set_detect_anomaly(mode: bool) -> None:
-    """Turn anomaly detection on or off for the whole process."""
+    """Turn anomaly detection on or off for the whole process.
+
+    Args:
+        mode: ``True`` to turn it on, ``False`` to turn it off.
+    """
     from .._ops import _core
 
     with _lock:
@@ -50,12 +54,20 @@ def set_detect_anomaly(mode: bool) -> None:
 
 
 def is_anomaly_enabled() -> bool:
-    """Whether anomaly detection is on."""
+    """Whether anomaly detection is on.
+
+    Returns:
+        ``True`` if anomaly detection is on.
+    """
     return graph.anomaly[0]
 
 
 class detect_anomaly:
-    """Context manager (or decorator) that turns anomaly detection on inside it."""
+    """Context manager (or decorator) that turns anomaly detection on inside it.
+
+    Args:
+        check_nan: Turn anomaly detection on (``False`` leaves it off inside).
+    """
 
     def __init__(self, check_nan: bool = True) -> None:
         self.check_nan = bool(check_nan)

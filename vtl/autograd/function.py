@@ -36,7 +36,11 @@ __all__ = ["Function", "FunctionCtx"]
 
 
 class FunctionCtx:
-    """What ``forward`` hands to ``backward`` (``ctx``)."""
+    """What ``forward`` hands to ``backward`` (``ctx``).
+
+    Args:
+        needs_input_grad: For each input of ``forward``, whether it needs a gradient.
+    """
 
     def __init__(self, needs_input_grad: tuple[bool, ...]) -> None:
         #: for each ``forward`` argument, whether it is a tensor that requires grad
@@ -69,6 +73,9 @@ class FunctionCtx:
 class Function:
     """Base class of custom ops: subclass it with static ``forward(ctx, *args)`` and
     ``backward(ctx, *grad_outputs)``, and call ``YourOp.apply(*args)``.
+
+    Raises:
+        TypeError: If instantiated directly (use ``apply``).
 
     Example:
         >>> class Square(vtl.autograd.Function):

@@ -227,6 +227,16 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0,
     An int ``argnums`` gives one gradient, a tuple gives a tuple of gradients. A
     differentiated argument may be a tuple/list/dict of tensors (say a parameter dict for
     :func:`vtl.func.functional_call`); its gradient has the same structure.
+
+    Args:
+        fun: The function to differentiate; it takes tensors and returns tensors.
+        argnums: The positional argument(s) to differentiate with respect to: an int, or a tuple of
+            ints (a tuple of results then).
+        has_aux: ``fun`` returns ``(output, aux)``; ``aux`` is passed through, not differentiated.
+
+    Returns:
+        A function of the same arguments returning ``(value, gradient)`` (``((value, aux),
+        gradient)`` with ``has_aux``).
     """
 
     def wrapped(*args: Any, **kwargs: Any) -> Any:
@@ -254,6 +264,16 @@ def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False)
     ``vtl.grad(f)(x)`` has ``x``'s shape and dtype; with ``has_aux=True`` it
     returns ``(gradient, aux)``.
 
+    Args:
+        fun: The function to differentiate; it takes tensors and returns tensors.
+        argnums: The positional argument(s) to differentiate with respect to: an int, or a tuple of
+            ints (a tuple of results then).
+        has_aux: ``fun`` returns ``(output, aux)``; ``aux`` is passed through, not differentiated.
+
+    Returns:
+        A function of the same arguments returning the gradient (``(gradient, aux)`` with
+        ``has_aux``).
+
     Example:
         >>> f = lambda x: vtl.sum(x ** 3)
         >>> vtl.grad(f)(vtl.asarray([1.0, 2.0])).tolist()
@@ -278,6 +298,18 @@ def vjp(fun: Callable, *primals: Tensor, has_aux: bool = False) -> tuple[Any, ..
     ``fun`` returns a Tensor or a tuple of Tensors; ``vjp_fn(cotangent)`` takes
     cotangents of the same structure and returns a tuple with one gradient per
     primal. ``vjp_fn`` may be called several times.
+
+    Args:
+        fun: The function to differentiate; it takes tensors and returns tensors.
+        *primals: The arguments of ``fun`` (tensors).
+        has_aux: ``fun`` returns ``(output, aux)``; ``aux`` is returned too.
+
+    Returns:
+        ``(output, vjp_fn)``, or ``(output, vjp_fn, aux)`` with ``has_aux``.
+
+    Raises:
+        TypeError: If no primal is given.
+        ValueError: When ``vjp_fn`` gets the wrong number of cotangents.
     """
     if not primals:
         raise TypeError("vjp: at least one primal is needed")
@@ -311,6 +343,18 @@ def jvp(fun: Callable, primals: Sequence[Tensor],
     Computed by the double-VJP trick (two reverse passes), so it costs about
     as much as two gradients. ``fun`` returns a Tensor or a tuple of Tensors;
     the tangent output has the same structure.
+
+    Args:
+        fun: The function to differentiate; it takes tensors and returns tensors.
+        primals: The arguments of ``fun``.
+        tangents: One tangent per primal, of its shape and dtype.
+
+    Returns:
+        ``(output, jvp_out)``, with the structure of ``fun``'s output.
+
+    Raises:
+        ValueError: If the numbers or shapes of primals and tangents differ.
+        TypeError: If a tangent is not a tensor or its dtype differs.
     """
     from .._ops.creation import zeros_like
     from .._tensor import Tensor
@@ -375,6 +419,16 @@ def jacobian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fa
     ``y.shape + x.shape``. A tuple ``argnums`` gives a tuple (one Jacobian per
     argument); a function returning a tuple of tensors gives a tuple over its
     outputs. With ``has_aux=True`` the result is ``(jacobian, aux)``.
+
+    Args:
+        fun: The function to differentiate; it takes tensors and returns tensors.
+        argnums: The positional argument(s) to differentiate with respect to: an int, or a tuple of
+            ints (a tuple of results then).
+        has_aux: ``fun`` returns ``(output, aux)``; ``aux`` is passed through, not differentiated.
+
+    Returns:
+        A function of the same arguments returning the Jacobian (tuples as described above;
+        ``(jacobian, aux)`` with ``has_aux``).
     """
 
     def wrapped(*args: Any, **kwargs: Any) -> Any:
@@ -418,6 +472,14 @@ def hessian(fun: Callable, argnums: int | Sequence[int] = 0) -> Callable:
 
     For an argument ``x`` the Hessian has shape ``x.shape + x.shape``; a tuple
     ``argnums`` gives nested tuples ``H[i][j]`` of shape ``x_i.shape + x_j.shape``.
+
+    Args:
+        fun: The function; it returns a single-element real tensor.
+        argnums: The positional argument(s) to differentiate with respect to: an int, or a tuple of
+            ints (a tuple of results then).
+
+    Returns:
+        A function of the same arguments returning the Hessian.
     """
     h = jacobian(grad(fun, argnums), argnums)
     h.__name__ = f"hessian({getattr(fun, '__name__', 'f')})"

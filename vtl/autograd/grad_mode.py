@@ -18,7 +18,11 @@ state = _GradState()
 
 
 def is_grad_enabled() -> bool:
-    """Whether operations on tensors that require grad are being recorded."""
+    """Whether operations on tensors that require grad are being recorded.
+
+    Returns:
+        ``True`` if grad mode is on.
+    """
     return state.enabled
 
 
@@ -68,7 +72,11 @@ class enable_grad(_GradModeContext):
 
 
 class set_grad_enabled(_GradModeContext):
-    """Set grad mode on or off; works as a call, a context manager or a decorator."""
+    """Set grad mode on or off; works as a call, a context manager or a decorator.
+
+    Args:
+        mode: ``True`` to turn it on, ``False`` to turn it off.
+    """
 
     def __init__(self, mode: bool) -> None:
         self._mode = bool(mode)

@@ -37,7 +37,12 @@ if TYPE_CHECKING:
 
 
 class RemovableHandle:
-    """Returned by ``register_hook``; ``remove()`` unregisters the hook."""
+    """Returned by ``register_hook``; ``remove()`` unregisters the hook.
+
+    Args:
+        hooks: The list the hook was added to.
+        fn: The hook.
+    """
 
     __slots__ = ("_hooks", "_fn")
 
@@ -86,6 +91,16 @@ class Node:
     with several outputs, ``node.multi``); ``vtl._ops._core.edge`` makes one,
     :func:`edge_target` and :func:`edge_node` read one. Ops record nodes through
     ``vtl._ops._core`` (``record`` and its kin), not with this constructor.
+
+    Args:
+        name: The op's name, e.g. ``'MulBackward'``.
+        vjp: The backward rule: output gradients to input gradients.
+        edges: One entry per input (see above).
+        saved: The tensors the rule reads (checked against in-place changes).
+        out_meta: ``(shape, dtype)`` of the output, or a tuple of them.
+        out_data: The outputs' arrays, where the rule needs them.
+        device: The device of the op.
+        raw: An optional rule on raw arrays.
     """
 
     __slots__ = (
