@@ -143,7 +143,7 @@ def test_count():
 SECTION_MODULES = ["vtl.nn", "vtl.nn.functional", "vtl.optim", "vtl.optim.lr_scheduler",
                    "vtl.optim.swa_utils", "vtl.data", "vtl.data.transforms", "vtl.io", "vtl.train",
                    "vtl.train.callbacks", "vtl.metrics", "vtl.autograd",
-                   "vtl.autograd.functional", "vtl.func"]
+                   "vtl.autograd.functional", "vtl.func", "vtl.random", "vtl.nn.init"]
 
 _HEADER = re.compile(r"^(\w[\w ]*):\s*$")
 _ENTRY_NAME = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:")

@@ -230,6 +230,13 @@ class Generator:
     a string like ``'cupy:0'``; ``backend=`` picks a backend's first device;
     default: the default backend) and returns a :class:`vtl.Tensor`. The
     numbers do not depend on the device.
+
+    Args:
+        seed: The key: an int in ``[0, 2**64)``.
+
+    Raises:
+        TypeError: If ``seed`` is not an int.
+        ValueError: If ``seed`` is out of range.
     """
 
     def __init__(self, seed: int = _DEFAULT_SEED) -> None:
@@ -646,12 +653,23 @@ _default = Generator(_DEFAULT_SEED)
 
 
 def default_generator() -> Generator:
-    """The generator behind the module-level functions, init and dropout."""
+    """The generator behind the module-level functions, init and dropout.
+
+    Returns:
+        The default :class:`Generator`.
+    """
     return _default
 
 
 def seed(n: int) -> None:
     """Reseed the default generator (``torch.manual_seed``/``numpy.random.seed``).
+
+    Args:
+        n: The new seed: an int in ``[0, 2**64)``.
+
+    Raises:
+        TypeError: If ``n`` is not an int.
+        ValueError: If ``n`` is out of range.
 
     Example:
         >>> vtl.random.seed(0)
@@ -667,66 +685,213 @@ manual_seed = seed
 
 
 def initial_seed() -> int:
-    """The seed of the default generator."""
+    """The seed of the default generator.
+
+    Returns:
+        The seed, an int.
+    """
     return _default.initial_seed()
 
 
 def get_state() -> dict[str, Any]:
-    """The default generator's state (see :meth:`Generator.get_state`)."""
+    """The default generator's state (see :meth:`Generator.get_state`).
+
+    Returns:
+        A dict that :func:`set_state` takes.
+    """
     return _default.get_state()
 
 
 def set_state(state: dict[str, Any]) -> None:
-    """Restore the default generator's state."""
+    """Restore the default generator's state.
+
+    Args:
+        state: A dict from :func:`get_state`.
+
+    Raises:
+        TypeError: If ``state`` is not a dict.
+        ValueError: If ``state`` is malformed.
+    """
     _default.set_state(state)
 
 
 def bits(size: Any = None, *, device: Any = None, backend: str | None = None) -> Any:
-    """:meth:`Generator.bits` on the default generator."""
+    """:meth:`Generator.bits` on the default generator.
+
+    Args:
+        size: Shape of the result: an int, a tuple of ints, or ``None`` for a 0-d tensor.
+        device: Device of the result (a Device or a string like ``'cupy:0'``; default: the default
+            device).
+        backend: Put the result on this backend's first device instead.
+
+    Returns:
+        A uint32 tensor of raw words.
+
+    Raises:
+        TypeError: If ``size`` is not an int or a tuple of ints.
+    """
     return _default.bits(size, device=device, backend=backend)
 
 
 def random(size: Any = None, *, dtype: Any = None, device: Any = None,
            backend: str | None = None) -> Any:
-    """:meth:`Generator.random` on the default generator."""
+    """:meth:`Generator.random` on the default generator.
+
+    Args:
+        size: Shape of the result: an int, a tuple of ints, or ``None`` for a 0-d tensor.
+        dtype: ``vtl.float32`` (the default) or ``vtl.float64``.
+        device: Device of the result (a Device or a string like ``'cupy:0'``; default: the default
+            device).
+        backend: Put the result on this backend's first device instead.
+
+    Returns:
+        A tensor of floats in ``[0, 1)``.
+
+    Raises:
+        TypeError: If ``size`` is not an int or a tuple of ints, or ``dtype`` is not a supported
+            floating dtype.
+    """
     return _default.random(size, dtype=dtype, device=device, backend=backend)
 
 
 def uniform(low: float = 0.0, high: float = 1.0, size: Any = None, *, dtype: Any = None,
             device: Any = None, backend: str | None = None) -> Any:
-    """:meth:`Generator.uniform` on the default generator."""
+    """:meth:`Generator.uniform` on the default generator.
+
+    Args:
+        low: Lower bound.
+        high: Upper bound.
+        size: Shape of the result: an int, a tuple of ints, or ``None`` for a 0-d tensor.
+        dtype: ``vtl.float32`` (the default) or ``vtl.float64``.
+        device: Device of the result (a Device or a string like ``'cupy:0'``; default: the default
+            device).
+        backend: Put the result on this backend's first device instead.
+
+    Returns:
+        A tensor of floats in ``[low, high)``.
+
+    Raises:
+        TypeError: If ``size`` is not an int or a tuple of ints, or ``dtype`` is not a supported
+            floating dtype.
+    """
     return _default.uniform(low, high, size, dtype=dtype, device=device, backend=backend)
 
 
 def standard_normal(size: Any = None, *, dtype: Any = None, device: Any = None,
                     backend: str | None = None) -> Any:
-    """:meth:`Generator.standard_normal` on the default generator."""
+    """:meth:`Generator.standard_normal` on the default generator.
+
+    Args:
+        size: Shape of the result: an int, a tuple of ints, or ``None`` for a 0-d tensor.
+        dtype: ``vtl.float32`` (the default) or ``vtl.float64``.
+        device: Device of the result (a Device or a string like ``'cupy:0'``; default: the default
+            device).
+        backend: Put the result on this backend's first device instead.
+
+    Returns:
+        A tensor of standard normal floats.
+
+    Raises:
+        TypeError: If ``size`` is not an int or a tuple of ints, or ``dtype`` is not a supported
+            floating dtype.
+    """
     return _default.standard_normal(size, dtype=dtype, device=device, backend=backend)
 
 
 def normal(loc: float = 0.0, scale: float = 1.0, size: Any = None, *, dtype: Any = None,
            device: Any = None, backend: str | None = None) -> Any:
-    """:meth:`Generator.normal` on the default generator."""
+    """:meth:`Generator.normal` on the default generator.
+
+    Args:
+        loc: The mean.
+        scale: The standard deviation (at least 0).
+        size: Shape of the result: an int, a tuple of ints, or ``None`` for a 0-d tensor.
+        dtype: ``vtl.float32`` (the default) or ``vtl.float64``.
+        device: Device of the result (a Device or a string like ``'cupy:0'``; default: the default
+            device).
+        backend: Put the result on this backend's first device instead.
+
+    Returns:
+        A tensor of normal floats.
+
+    Raises:
+        ValueError: If ``scale`` is negative.
+        TypeError: If ``size`` is not an int or a tuple of ints, or ``dtype`` is not a supported
+            floating dtype.
+    """
     return _default.normal(loc, scale, size, dtype=dtype, device=device, backend=backend)
 
 
 def randint(low: int, high: int | None = None, size: Any = None, *, dtype: Any = None,
             device: Any = None, backend: str | None = None) -> Any:
-    """:meth:`Generator.randint` on the default generator."""
+    """:meth:`Generator.randint` on the default generator.
+
+    Args:
+        low: The lowest value (the exclusive upper bound when ``high`` is ``None``).
+        high: One above the highest value.
+        size: Shape of the result: an int, a tuple of ints, or ``None`` for a 0-d tensor.
+        dtype: An integer dtype (default: the device's default integer dtype).
+        device: Device of the result (a Device or a string like ``'cupy:0'``; default: the default
+            device).
+        backend: Put the result on this backend's first device instead.
+
+    Returns:
+        A tensor of random integers.
+
+    Raises:
+        ValueError: If ``low >= high`` or the range does not fit the dtype.
+        TypeError: If ``dtype`` is not an integer dtype or a bound is not an int.
+    """
     return _default.randint(low, high, size, dtype=dtype, device=device, backend=backend)
 
 
 def bernoulli(p: Any = 0.5, size: Any = None, *, dtype: Any = None, device: Any = None,
               backend: str | None = None) -> Any:
-    """:meth:`Generator.bernoulli` on the default generator."""
+    """:meth:`Generator.bernoulli` on the default generator.
+
+    Args:
+        p: The probability of a 1: a float in ``[0, 1]`` or a tensor of probabilities.
+        size: Shape of the result: an int, a tuple of ints, or ``None`` for a 0-d tensor.
+        dtype: dtype of the result (default: ``p``'s floating dtype, float32 for a float;
+            ``vtl.bool`` for a mask).
+        device: Device of the result (a Device or a string like ``'cupy:0'``; default: the default
+            device).
+        backend: Put the result on this backend's first device instead.
+
+    Returns:
+        A tensor of 0s and 1s.
+
+    Raises:
+        ValueError: If ``p`` is out of ``[0, 1]`` or ``size`` differs from a tensor ``p``'s shape.
+    """
     return _default.bernoulli(p, size, dtype=dtype, device=device, backend=backend)
 
 
 def permutation(x: Any, *, device: Any = None, backend: str | None = None) -> Any:
-    """:meth:`Generator.permutation` on the default generator."""
+    """:meth:`Generator.permutation` on the default generator.
+
+    Args:
+        x: An int ``n`` (permute ``range(n)``) or a tensor (permute its rows).
+        device: Device of the result (a Device or a string like ``'cupy:0'``; default: the default
+            device).
+        backend: Put the result on this backend's first device instead.
+
+    Returns:
+        The permuted indices or rows.
+
+    Raises:
+        ValueError: If ``n`` is negative or the tensor is 0-d.
+    """
     return _default.permutation(x, device=device, backend=backend)
 
 
 def shuffle(x: Any) -> None:
-    """:meth:`Generator.shuffle` on the default generator."""
+    """:meth:`Generator.shuffle` on the default generator.
+
+    Args:
+        x: A tensor (or a mutable raw array) of at least one dimension.
+
+    Raises:
+        ValueError: If ``x`` is 0-d.
+    """
     _default.shuffle(x)

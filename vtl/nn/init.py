@@ -44,7 +44,19 @@ def _draw_dtype(tensor: Tensor, fname: str) -> Any:
 
 
 def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
-    """The recommended gain for a nonlinearity (PyTorch's table)."""
+    """The recommended gain for a nonlinearity (PyTorch's table).
+
+    Args:
+        nonlinearity: ``'linear'``, ``'conv1d'`` ... ``'sigmoid'``, ``'tanh'``, ``'relu'``,
+            ``'leaky_relu'`` or ``'selu'``.
+        param: The negative slope for ``'leaky_relu'`` (default 0.01).
+
+    Returns:
+        The gain, a float.
+
+    Raises:
+        ValueError: If ``nonlinearity`` is unknown or ``param`` is not a number.
+    """
     linear = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d",
               "conv_transpose2d", "conv_transpose3d", "sigmoid")
     if nonlinearity in linear:
@@ -82,7 +94,21 @@ def _fan(tensor: Tensor, mode: str) -> int:
 
 
 def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, *, generator: Any = None) -> Tensor:
-    """Fill with ``U(a, b)``."""
+    """Fill with ``U(a, b)``.
+
+    Args:
+        tensor: The tensor to fill, in place (no gradient is recorded).
+        a: Lower bound.
+        b: Upper bound.
+        generator: A :class:`vtl.random.Generator` to draw from (default: ``vtl.random``'s default
+            generator).
+
+    Returns:
+        ``tensor``, filled.
+
+    Raises:
+        ValueError: If ``a > b``.
+    """
     _check(tensor, "uniform_")
     if a > b:
         raise ValueError(f"init.uniform_(): a ({a}) must not exceed b ({b})")
@@ -93,7 +119,21 @@ def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, *, generator: Any =
 
 def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, *,
             generator: Any = None) -> Tensor:
-    """Fill with ``N(mean, std^2)``."""
+    """Fill with ``N(mean, std^2)``.
+
+    Args:
+        tensor: The tensor to fill, in place (no gradient is recorded).
+        mean: The mean.
+        std: The standard deviation (at least 0).
+        generator: A :class:`vtl.random.Generator` to draw from (default: ``vtl.random``'s default
+            generator).
+
+    Returns:
+        ``tensor``, filled.
+
+    Raises:
+        ValueError: If ``std`` is negative.
+    """
     _check(tensor, "normal_")
     if std < 0:
         raise ValueError(f"init.normal_(): std must be >= 0, got {std}")
@@ -105,7 +145,23 @@ def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, *,
 def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0,
                   b: float = 2.0, *, generator: Any = None) -> Tensor:
     """Fill with ``N(mean, std^2)`` truncated to ``[a, b]`` (by redrawing the values
-    outside; deterministic for a given generator state)."""
+    outside; deterministic for a given generator state).
+
+    Args:
+        tensor: The tensor to fill, in place (no gradient is recorded).
+        mean: The mean.
+        std: The standard deviation.
+        a: Lower truncation bound.
+        b: Upper truncation bound.
+        generator: A :class:`vtl.random.Generator` to draw from (default: ``vtl.random``'s default
+            generator).
+
+    Returns:
+        ``tensor``, filled.
+
+    Raises:
+        ValueError: If ``a >= b`` or ``[a, b]`` is too unlikely under the normal distribution.
+    """
     _check(tensor, "trunc_normal_")
     if not a < b:
         raise ValueError(f"init.trunc_normal_(): need a < b, got a={a}, b={b}")
@@ -126,13 +182,27 @@ def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float 
 
 
 def constant_(tensor: Tensor, val: float) -> Tensor:
-    """Fill with ``val``."""
+    """Fill with ``val``.
+
+    Args:
+        tensor: The tensor to fill, in place (no gradient is recorded).
+        val: The fill value.
+
+    Returns:
+        ``tensor``, filled.
+    """
     _check(tensor, "constant_")
     return _write(tensor, vtl.full(tensor.shape, val, dtype=tensor.dtype, device=tensor.device))
 
 
 def zeros_(tensor: Tensor) -> Tensor:
     """Fill ``tensor`` with zeros, in place, without recording a gradient; returns it.
+
+    Args:
+        tensor: The tensor to fill, in place (no gradient is recorded).
+
+    Returns:
+        ``tensor``, filled.
 
     Example:
         >>> w = vtl.nn.init.zeros_(vtl.empty((2, 3)))
@@ -143,12 +213,29 @@ def zeros_(tensor: Tensor) -> Tensor:
 
 
 def ones_(tensor: Tensor) -> Tensor:
-    """Fill ``tensor`` with ones, in place, without recording a gradient; returns it."""
+    """Fill ``tensor`` with ones, in place, without recording a gradient; returns it.
+
+    Args:
+        tensor: The tensor to fill, in place (no gradient is recorded).
+
+    Returns:
+        ``tensor``, filled.
+    """
     return constant_(tensor, 1)
 
 
 def eye_(tensor: Tensor) -> Tensor:
-    """Fill a 2-D tensor with the identity (ones on the main diagonal)."""
+    """Fill a 2-D tensor with the identity (ones on the main diagonal).
+
+    Args:
+        tensor: A 2-D tensor to fill, in place.
+
+    Returns:
+        ``tensor``, filled.
+
+    Raises:
+        ValueError: If the tensor is not 2-D.
+    """
     _check(tensor, "eye_")
     if tensor.ndim != 2:
         raise ValueError(f"init.eye_(): only 2-D tensors are supported, got shape "
@@ -166,7 +253,20 @@ def _empty_warn(tensor: Tensor, fname: str) -> bool:
 
 
 def xavier_uniform_(tensor: Tensor, gain: float = 1.0, *, generator: Any = None) -> Tensor:
-    """``U(-a, a)`` with ``a = gain * sqrt(6 / (fan_in + fan_out))`` (Glorot & Bengio)."""
+    """``U(-a, a)`` with ``a = gain * sqrt(6 / (fan_in + fan_out))`` (Glorot & Bengio).
+
+    Args:
+        tensor: The tensor to fill, in place (no gradient is recorded).
+        gain: A scaling factor.
+        generator: A :class:`vtl.random.Generator` to draw from (default: ``vtl.random``'s default
+            generator).
+
+    Returns:
+        ``tensor``, filled.
+
+    Raises:
+        ValueError: If the tensor has fewer than 2 dimensions.
+    """
     _check(tensor, "xavier_uniform_")
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     std = gain * math.sqrt(2.0 / float(fan_in + fan_out)) if fan_in + fan_out else 0.0
@@ -175,7 +275,20 @@ def xavier_uniform_(tensor: Tensor, gain: float = 1.0, *, generator: Any = None)
 
 
 def xavier_normal_(tensor: Tensor, gain: float = 1.0, *, generator: Any = None) -> Tensor:
-    """``N(0, std^2)`` with ``std = gain * sqrt(2 / (fan_in + fan_out))``."""
+    """``N(0, std^2)`` with ``std = gain * sqrt(2 / (fan_in + fan_out))``.
+
+    Args:
+        tensor: The tensor to fill, in place (no gradient is recorded).
+        gain: A scaling factor.
+        generator: A :class:`vtl.random.Generator` to draw from (default: ``vtl.random``'s default
+            generator).
+
+    Returns:
+        ``tensor``, filled.
+
+    Raises:
+        ValueError: If the tensor has fewer than 2 dimensions.
+    """
     _check(tensor, "xavier_normal_")
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     std = gain * math.sqrt(2.0 / float(fan_in + fan_out)) if fan_in + fan_out else 0.0
@@ -185,7 +298,25 @@ def xavier_normal_(tensor: Tensor, gain: float = 1.0, *, generator: Any = None) 
 def kaiming_uniform_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in",
                      nonlinearity: str = "leaky_relu", *, generator: Any = None) -> Tensor:
     """``U(-bound, bound)`` with ``bound = gain * sqrt(3 / fan)`` (He et al.), ``gain``
-    from :func:`calculate_gain` with ``a`` the negative slope."""
+    from :func:`calculate_gain` with ``a`` the negative slope.
+
+    Args:
+        tensor: The tensor to fill, in place (no gradient is recorded).
+        a: The negative slope of the rectifier after this layer (``leaky_relu`` only).
+        mode: ``'fan_in'`` (keeps the variance of the forward pass) or ``'fan_out'`` (of the
+            backward pass).
+        nonlinearity: The nonlinearity after this layer, for :func:`calculate_gain` (``'relu'`` or
+            ``'leaky_relu'`` recommended).
+        generator: A :class:`vtl.random.Generator` to draw from (default: ``vtl.random``'s default
+            generator).
+
+    Returns:
+        ``tensor``, filled.
+
+    Raises:
+        ValueError: If ``mode`` or ``nonlinearity`` is unknown, or the tensor has fewer than 2
+            dimensions.
+    """
     _check(tensor, "kaiming_uniform_")
     if _empty_warn(tensor, "kaiming_uniform_"):
         return tensor
@@ -197,7 +328,25 @@ def kaiming_uniform_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in",
 
 def kaiming_normal_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in",
                     nonlinearity: str = "leaky_relu", *, generator: Any = None) -> Tensor:
-    """``N(0, std^2)`` with ``std = gain / sqrt(fan)``."""
+    """``N(0, std^2)`` with ``std = gain / sqrt(fan)``.
+
+    Args:
+        tensor: The tensor to fill, in place (no gradient is recorded).
+        a: The negative slope of the rectifier after this layer (``leaky_relu`` only).
+        mode: ``'fan_in'`` (keeps the variance of the forward pass) or ``'fan_out'`` (of the
+            backward pass).
+        nonlinearity: The nonlinearity after this layer, for :func:`calculate_gain` (``'relu'`` or
+            ``'leaky_relu'`` recommended).
+        generator: A :class:`vtl.random.Generator` to draw from (default: ``vtl.random``'s default
+            generator).
+
+    Returns:
+        ``tensor``, filled.
+
+    Raises:
+        ValueError: If ``mode`` or ``nonlinearity`` is unknown, or the tensor has fewer than 2
+            dimensions.
+    """
     _check(tensor, "kaiming_normal_")
     if _empty_warn(tensor, "kaiming_normal_"):
         return tensor
@@ -209,7 +358,20 @@ def kaiming_normal_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in",
 def orthogonal_(tensor: Tensor, gain: float = 1.0, *, generator: Any = None) -> Tensor:
     """A (semi-)orthogonal matrix (Saxe et al.) from the QR decomposition of a
     normal matrix, signs fixed so the distribution is uniform; tensors with
-    more than two dimensions are flattened to ``(shape[0], rest)``."""
+    more than two dimensions are flattened to ``(shape[0], rest)``.
+
+    Args:
+        tensor: A tensor of at least 2 dimensions to fill, in place.
+        gain: A scaling factor.
+        generator: A :class:`vtl.random.Generator` to draw from (default: ``vtl.random``'s default
+            generator).
+
+    Returns:
+        ``tensor``, filled.
+
+    Raises:
+        ValueError: If the tensor has fewer than 2 dimensions.
+    """
     _check(tensor, "orthogonal_")
     if tensor.ndim < 2:
         raise ValueError("Only tensors with 2 or more dimensions are supported (got shape "
@@ -238,7 +400,19 @@ def dirac_(tensor: Tensor, groups: int = 1) -> Tensor:
     the identity of the input channels (as many as fit: ``min(out/groups, in)`` per
     group). With ``groups`` > 1 each of the ``groups`` blocks of ``shape[0] // groups``
     output channels gets its own identity (PyTorch's layout, kernel centre at
-    ``size // 2`` along each spatial axis)."""
+    ``size // 2`` along each spatial axis).
+
+    Args:
+        tensor: A 3-, 4- or 5-D tensor to fill, in place.
+        groups: Number of groups of output channels.
+
+    Returns:
+        ``tensor``, filled.
+
+    Raises:
+        ValueError: If the tensor's rank is not 3, 4 or 5, or ``groups`` does not divide its first
+            dimension.
+    """
     _check(tensor, "dirac_")
     if tensor.ndim not in (3, 4, 5):
         raise ValueError("Only tensors with 3, 4, or 5 dimensions are supported (got shape "
@@ -269,7 +443,21 @@ def sparse_(tensor: Tensor, sparsity: float, std: float = 0.01, *,
 
     The zeroed rows of each column are the first ones of an independent random
     permutation of the rows (drawn, after the normal values, from ``generator`` or the
-    default ``vtl.random`` generator; ranks of 32-bit random keys, ties broken by row)."""
+    default ``vtl.random`` generator; ranks of 32-bit random keys, ties broken by row).
+
+    Args:
+        tensor: A 2-D tensor to fill, in place.
+        sparsity: The fraction of each column set to zero, in ``[0, 1]``.
+        std: The standard deviation of the non-zero values.
+        generator: A :class:`vtl.random.Generator` to draw from (default: ``vtl.random``'s default
+            generator).
+
+    Returns:
+        ``tensor``, filled.
+
+    Raises:
+        ValueError: If the tensor is not 2-D, or ``sparsity`` or ``std`` is out of range.
+    """
     _check(tensor, "sparse_")
     if tensor.ndim != 2:
         raise ValueError("Only tensors with 2 dimensions are supported (got shape "
