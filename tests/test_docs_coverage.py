@@ -143,7 +143,10 @@ def test_count():
 SECTION_MODULES = ["vtl.nn", "vtl.nn.functional", "vtl.optim", "vtl.optim.lr_scheduler",
                    "vtl.optim.swa_utils", "vtl.data", "vtl.data.transforms", "vtl.io", "vtl.train",
                    "vtl.train.callbacks", "vtl.metrics", "vtl.autograd",
-                   "vtl.autograd.functional", "vtl.func", "vtl.random", "vtl.nn.init"]
+                   "vtl.autograd.functional", "vtl.func", "vtl.random", "vtl.nn.init",
+                   "vtl.nn.utils", "vtl.nn.utils.rnn", "vtl.nn.utils.parametrize",
+                   "vtl.nn.utils.parametrizations", "vtl.nn.utils.stateless", "vtl.utils",
+                   "vtl.utils.checkpoint", "vtl.nn.grad", "vtl.nn.parameter"]
 
 _HEADER = re.compile(r"^(\w[\w ]*):\s*$")
 _ENTRY_NAME = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:")

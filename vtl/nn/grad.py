@@ -51,35 +51,113 @@ def _vjp(nsp: int, wrt: str, given: Any, size: Any, grad_output: Any, stride: An
 
 def conv1d_input(input_size: Any, weight: Any, grad_output: Any, stride: Any = 1,
                  padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Any:
-    """Gradient of :func:`~vtl.nn.functional.conv1d` with respect to its input."""
+    """Gradient of :func:`~vtl.nn.functional.conv1d` with respect to its input.
+
+    Args:
+        input_size: The shape of the convolution's input.
+        weight: The convolution's weight.
+        grad_output: The gradient of the convolution's output.
+        stride: Stride of the convolution.
+        padding: Padding of the convolution.
+        dilation: Dilation of the convolution.
+        groups: Groups of the convolution.
+
+    Returns:
+        The gradient with respect to the input, of shape ``input_size``.
+    """
     return _vjp(1, "input", weight, input_size, grad_output, stride, padding, dilation, groups)
 
 
 def conv1d_weight(input: Any, weight_size: Any, grad_output: Any, stride: Any = 1,  # noqa: A002
                   padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Any:
-    """Gradient of :func:`~vtl.nn.functional.conv1d` with respect to its weight."""
+    """Gradient of :func:`~vtl.nn.functional.conv1d` with respect to its weight.
+
+    Args:
+        input: The convolution's input.
+        weight_size: The shape of the convolution's weight.
+        grad_output: The gradient of the convolution's output.
+        stride: Stride of the convolution.
+        padding: Padding of the convolution.
+        dilation: Dilation of the convolution.
+        groups: Groups of the convolution.
+
+    Returns:
+        The gradient with respect to the weight, of shape ``weight_size``.
+    """
     return _vjp(1, "weight", input, weight_size, grad_output, stride, padding, dilation, groups)
 
 
 def conv2d_input(input_size: Any, weight: Any, grad_output: Any, stride: Any = 1,
                  padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Any:
-    """Gradient of :func:`~vtl.nn.functional.conv2d` with respect to its input."""
+    """Gradient of :func:`~vtl.nn.functional.conv2d` with respect to its input.
+
+    Args:
+        input_size: The shape of the convolution's input.
+        weight: The convolution's weight.
+        grad_output: The gradient of the convolution's output.
+        stride: Stride of the convolution.
+        padding: Padding of the convolution.
+        dilation: Dilation of the convolution.
+        groups: Groups of the convolution.
+
+    Returns:
+        The gradient with respect to the input, of shape ``input_size``.
+    """
     return _vjp(2, "input", weight, input_size, grad_output, stride, padding, dilation, groups)
 
 
 def conv2d_weight(input: Any, weight_size: Any, grad_output: Any, stride: Any = 1,  # noqa: A002
                   padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Any:
-    """Gradient of :func:`~vtl.nn.functional.conv2d` with respect to its weight."""
+    """Gradient of :func:`~vtl.nn.functional.conv2d` with respect to its weight.
+
+    Args:
+        input: The convolution's input.
+        weight_size: The shape of the convolution's weight.
+        grad_output: The gradient of the convolution's output.
+        stride: Stride of the convolution.
+        padding: Padding of the convolution.
+        dilation: Dilation of the convolution.
+        groups: Groups of the convolution.
+
+    Returns:
+        The gradient with respect to the weight, of shape ``weight_size``.
+    """
     return _vjp(2, "weight", input, weight_size, grad_output, stride, padding, dilation, groups)
 
 
 def conv3d_input(input_size: Any, weight: Any, grad_output: Any, stride: Any = 1,
                  padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Any:
-    """Gradient of :func:`~vtl.nn.functional.conv3d` with respect to its input."""
+    """Gradient of :func:`~vtl.nn.functional.conv3d` with respect to its input.
+
+    Args:
+        input_size: The shape of the convolution's input.
+        weight: The convolution's weight.
+        grad_output: The gradient of the convolution's output.
+        stride: Stride of the convolution.
+        padding: Padding of the convolution.
+        dilation: Dilation of the convolution.
+        groups: Groups of the convolution.
+
+    Returns:
+        The gradient with respect to the input, of shape ``input_size``.
+    """
     return _vjp(3, "input", weight, input_size, grad_output, stride, padding, dilation, groups)
 
 
 def conv3d_weight(input: Any, weight_size: Any, grad_output: Any, stride: Any = 1,  # noqa: A002
                   padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Any:
-    """Gradient of :func:`~vtl.nn.functional.conv3d` with respect to its weight."""
+    """Gradient of :func:`~vtl.nn.functional.conv3d` with respect to its weight.
+
+    Args:
+        input: The convolution's input.
+        weight_size: The shape of the convolution's weight.
+        grad_output: The gradient of the convolution's output.
+        stride: Stride of the convolution.
+        padding: Padding of the convolution.
+        dilation: Dilation of the convolution.
+        groups: Groups of the convolution.
+
+    Returns:
+        The gradient with respect to the weight, of shape ``weight_size``.
+    """
     return _vjp(3, "weight", input, weight_size, grad_output, stride, padding, dilation, groups)

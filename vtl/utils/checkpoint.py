@@ -359,6 +359,24 @@ def checkpoint(function: Callable[..., Any], *args: Any, use_reentrant: bool | N
       skips that.
 
     With grad mode off, ``function`` simply runs. Returns what ``function`` returns.
+
+    Args:
+        function: The function to run.
+        *args: Its positional arguments.
+        use_reentrant: The variant (``None`` means ``False``).
+        preserve_rng_state: Replay the default generator's state in the recomputation.
+        context_fn: Returns the two context managers (see above).
+        determinism_check: ``'default'`` or ``'none'``.
+        **kwargs: Its keyword arguments (``use_reentrant=True`` takes none).
+
+    Returns:
+        What ``function`` returns.
+
+    Raises:
+        TypeError: If ``function`` is not callable.
+        ValueError: If ``determinism_check`` is unknown, or ``context_fn`` or keyword arguments are
+            given with ``use_reentrant=True``.
+        RuntimeError: In backward, when the recomputed outputs differ (see above).
     """
     if not callable(function):
         raise TypeError(f"checkpoint() expects a callable, got {type(function).__name__}")
@@ -388,6 +406,21 @@ def checkpoint_sequential(functions: Any, segments: int, input: Any,  # noqa: A0
     modules or callables) in ``segments`` chunks, each but the last under
     :func:`checkpoint` (the last one's graph is kept, as in PyTorch: its backward comes
     first). Only ``preserve_rng_state`` is accepted as a further keyword argument.
+
+    Args:
+        functions: A Sequential, or a list of modules or callables.
+        segments: Number of chunks.
+        input: The input of the first function.
+        use_reentrant: The variant (``None`` means ``False``).
+        **kwargs: Only ``preserve_rng_state``.
+
+    Returns:
+        The output of the last function.
+
+    Raises:
+        TypeError: If ``functions`` is not a Sequential or a list.
+        ValueError: If ``segments`` is not a positive int, there are no functions, or another
+            keyword argument is given.
     """
     preserve = kwargs.pop("preserve_rng_state", True)
     if kwargs:

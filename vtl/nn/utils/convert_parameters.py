@@ -28,6 +28,16 @@ def parameters_to_vector(parameters: Iterable[Tensor]) -> Tensor:
     The result is differentiable with respect to the parameters (a concatenation of
     their flattened views, promoted to a common dtype as ``vtl.concat`` does). All
     parameters must be on one device (``TypeError`` otherwise, as in PyTorch).
+
+    Args:
+        parameters: An iterable of tensors (e.g. ``model.parameters()``).
+
+    Returns:
+        A 1-D tensor.
+
+    Raises:
+        ValueError: If there are no parameters.
+        TypeError: If the parameters are on different devices.
     """
     device = None
     flat = []
@@ -47,6 +57,14 @@ def vector_to_parameters(vec: Tensor, parameters: Iterable[Tensor]) -> None:
     sharing storage with ``vec`` where the backend's slices are views; this happens
     outside the graph. ``vec`` must be 1-D with at least as many elements as the
     parameters hold (``ValueError`` otherwise, checked before any parameter changes).
+
+    Args:
+        vec: A 1-D tensor with as many elements as the parameters.
+        parameters: An iterable of tensors.
+
+    Raises:
+        TypeError: If ``vec`` is not a tensor or is on another device.
+        ValueError: If ``vec`` is not 1-D or its size differs.
     """
     if not isinstance(vec, Tensor):
         raise TypeError(f"expected vtl.Tensor, but got: {type(vec).__name__}")

@@ -50,6 +50,19 @@ def weight_norm(module: Module, name: str = "weight", dim: int | None = 0) -> Mo
     (:func:`vtl.nn.utils.weight_norm`: keys ``weight_g``/``weight_v``) into a module
     parametrized this way is not converted automatically (rename the two keys to
     ``parametrizations.<name>.original0``/``original1``).
+
+    Args:
+        module: The module holding the tensor.
+        name: Name of the parameter.
+        dim: The axis kept by the norm (``None``: one norm over the whole tensor).
+
+    Returns:
+        ``module``, modified in place.
+
+    Raises:
+        TypeError: If ``module`` is not a Module.
+        ValueError: If ``name`` is not a tensor of ``module``.
+        IndexError: If ``dim`` is out of range.
     """
     if not isinstance(module, Module):
         raise TypeError(f"weight_norm() expects a vtl.nn.Module, got {type(module).__name__}")
@@ -126,6 +139,20 @@ def spectral_norm(module: Module, name: str = "weight", n_power_iterations: int 
     iterations here; each read in training mode runs ``n_power_iterations`` more (in
     place), in eval mode none. A 1-D tensor is divided by its norm. ``dim`` defaults to 1
     for transposed convolutions and 0 otherwise. Returns ``module``.
+
+    Args:
+        module: The module holding the tensor.
+        name: Name of the parameter.
+        n_power_iterations: Power-method steps per forward in training mode.
+        eps: Guards the normalizations against division by zero.
+        dim: The axis of the output channels (default: 1 for transposed convolutions, else 0).
+
+    Returns:
+        ``module``, modified in place.
+
+    Raises:
+        TypeError: If ``module`` is not a Module.
+        ValueError: If ``name`` is not a tensor of ``module``.
     """
     if not isinstance(module, Module):
         raise TypeError(f"spectral_norm() expects a vtl.nn.Module, got {type(module).__name__}")
@@ -347,6 +374,20 @@ def orthogonal(module: Module, name: str = "weight", orthogonal_map: str | None 
     completed with random columns from the default ``vtl.random`` generator when the
     matrix is not square). ``matrix_exp`` reads one scalar from the device per forward
     (its scaling); the others do not. Returns ``module``.
+
+    Args:
+        module: The module holding the tensor.
+        name: Name of the parameter.
+        orthogonal_map: ``'matrix_exp'``, ``'cayley'`` or ``'householder'`` (default: see above).
+        use_trivialization: Keep the ``base`` buffer (see above).
+
+    Returns:
+        ``module``, modified in place.
+
+    Raises:
+        TypeError: If ``module`` is not a Module.
+        ValueError: If ``name`` is not a tensor of ``module``, it is not a (batch of) matrices, or
+            ``orthogonal_map`` is unknown.
     """
     if not isinstance(module, Module):
         raise TypeError(f"orthogonal() expects a vtl.nn.Module, got {type(module).__name__}")

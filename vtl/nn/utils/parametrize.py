@@ -38,7 +38,11 @@ _cache: dict[tuple[int, str], Tensor] = {}
 def cached() -> Iterator[None]:
     """Inside this context each parametrized tensor is computed once, on its first read,
     and the same tensor is returned until the (outermost) context exits; useful when a
-    parametrized weight is read several times in one forward (e.g. in a recurrent loop)."""
+    parametrized weight is read several times in one forward (e.g. in a recurrent loop).
+
+    Yields:
+        Nothing; the cache is active inside the ``with`` block.
+    """
     global _cache, _cache_enabled
     _cache_enabled += 1
     try:
@@ -67,7 +71,17 @@ def _set_data(dest: Tensor, src: Tensor) -> None:
 class ParametrizationList(ModuleList):
     """The parametrizations of one tensor and its original(s) (``module.parametrizations
     .<name>``): calling it gives the parametrized tensor, ``right_inverse(value)`` stores
-    ``value`` into the originals."""
+    ``value`` into the originals.
+
+    Args:
+        modules: The parametrizations, applied in order.
+        original: The tensor being parametrized.
+        unsafe: Skip the checks of shapes and dtypes.
+
+    Raises:
+        ValueError: If ``modules`` is empty, or (unless ``unsafe``) a parametrization changes the
+            shape or dtype or ``right_inverse`` returns something invalid.
+    """
 
     original: Tensor
     unsafe: bool
@@ -253,6 +267,19 @@ def register_parametrization(module: Module, tensor_name: str, parametrization: 
     already parametrized name appends to its list (applied in order). Unless ``unsafe``,
     the parametrization must keep the tensor's shape and dtype (checked here,
     ``ValueError``). Returns ``module``.
+
+    Args:
+        module: The module holding the tensor.
+        tensor_name: Name of the parameter or buffer.
+        parametrization: A module computing the tensor from the original.
+        unsafe: Skip the checks of shapes and dtypes.
+
+    Returns:
+        ``module``, modified in place.
+
+    Raises:
+        TypeError: If ``module`` or ``parametrization`` is not a Module.
+        ValueError: If ``module`` has no such tensor, it is ``None``, or a check fails.
     """
     if not isinstance(module, Module):
         raise TypeError(f"register_parametrization() expects a vtl.nn.Module, got "
@@ -294,7 +321,15 @@ def register_parametrization(module: Module, tensor_name: str, parametrization: 
 
 
 def is_parametrized(module: Module, tensor_name: str | None = None) -> bool:
-    """Whether ``module`` has a parametrization (on ``tensor_name``, if given)."""
+    """Whether ``module`` has a parametrization (on ``tensor_name``, if given).
+
+    Args:
+        module: The module.
+        tensor_name: A parameter or buffer name (default: any).
+
+    Returns:
+        A bool.
+    """
     parametrizations = module.__dict__.get("_modules", {}).get("parametrizations")
     if not isinstance(parametrizations, ModuleDict):
         return False
@@ -308,7 +343,20 @@ def remove_parametrizations(module: Module, tensor_name: str,
     """Remove the parametrizations of ``tensor_name``: it becomes a plain parameter (or
     buffer) again, holding the current parametrized value (``leave_parametrized=True``) or
     the original. With several originals only ``leave_parametrized=True`` is possible.
-    When no parametrized tensor is left, the module gets its original class back."""
+    When no parametrized tensor is left, the module gets its original class back.
+
+    Args:
+        module: The module holding the tensor.
+        tensor_name: Name of the parameter or buffer.
+        leave_parametrized: Keep the current parametrized value (else the original).
+
+    Returns:
+        ``module``, modified in place.
+
+    Raises:
+        ValueError: If ``tensor_name`` is not parametrized, or ``leave_parametrized=False`` with
+            several originals.
+    """
     if not is_parametrized(module, tensor_name):
         raise ValueError(f"Module {module} does not have a parametrization on {tensor_name}")
     parametrizations = module.parametrizations[tensor_name]
@@ -334,7 +382,14 @@ def remove_parametrizations(module: Module, tensor_name: str,
 
 
 def type_before_parametrizations(module: Module) -> type:
-    """The class of ``module`` before any parametrization was registered on it."""
+    """The class of ``module`` before any parametrization was registered on it.
+
+    Args:
+        module: The module.
+
+    Returns:
+        A class.
+    """
     if is_parametrized(module):
         return module.__class__.__bases__[0]
     return type(module)
@@ -343,7 +398,16 @@ def type_before_parametrizations(module: Module) -> type:
 def transfer_parametrizations_and_params(from_module: Module, to_module: Module,
                                          tensor_name: str | None = None) -> Module:
     """Register on ``to_module`` the parametrizations of ``from_module`` (of
-    ``tensor_name``, or all) and make it share their originals; returns ``to_module``."""
+    ``tensor_name``, or all) and make it share their originals; returns ``to_module``.
+
+    Args:
+        from_module: The module whose parametrizations are copied.
+        to_module: The module that receives them.
+        tensor_name: One parametrized tensor (default: all).
+
+    Returns:
+        ``to_module``.
+    """
     if is_parametrized(from_module):
         names = list(from_module.parametrizations) if tensor_name is None else [tensor_name]
         for name in names:

@@ -76,7 +76,17 @@ def _int_list(fname: str, values: Any, name: str) -> list[int]:
 
 def invert_permutation(permutation: Tensor | None) -> Tensor | None:
     """The inverse of a permutation of ``0..n-1`` (``None`` for ``None``), of its dtype
-    and on its device."""
+    and on its device.
+
+    Args:
+        permutation: A 1-D permutation of ``0..n-1``, or ``None``.
+
+    Returns:
+        The inverse permutation, or ``None``.
+
+    Raises:
+        ValueError: If ``permutation`` is not 1-D.
+    """
     if permutation is None:
         return None
     _tensor("invert_permutation", permutation, "permutation")
@@ -98,6 +108,16 @@ class PackedSequence(_Fields):
     ``unsorted_indices`` its inverse (computed when not given), both on ``data``'s device.
     Build one with :func:`pack_padded_sequence` or :func:`pack_sequence`; it is a named
     tuple, so ``data, batch_sizes, sorted_indices, unsorted_indices = packed`` works.
+
+    Args:
+        data: The packed values, ``(sum(lengths), *)``, or a ``(data, batch_sizes)`` pair.
+        batch_sizes: The number of sequences at each step.
+        sorted_indices: The caller's batch index of each sorted sequence, or ``None``.
+        unsorted_indices: Its inverse (computed when not given).
+
+    Raises:
+        TypeError: If ``data`` is not a tensor (or a pair) or a field has a wrong type.
+        ValueError: If ``batch_sizes`` is a tensor that is not on the CPU.
     """
 
     __slots__ = ()
@@ -184,6 +204,19 @@ def pack_padded_sequence(input: Tensor, lengths: Any, batch_first: bool = False,
     With ``enforce_sorted`` the lengths must be non-increasing (``sorted_indices`` is then
     ``None``); otherwise the batch is sorted here (longest first, ties in batch order) and
     the permutation kept in the result. Gradients flow back to ``input``.
+
+    Args:
+        input: The padded batch.
+        lengths: The length of each sequence (ints or a 1-D tensor).
+        batch_first: The batch is ``(B, T, *)`` instead of ``(T, B, *)``.
+        enforce_sorted: Require the lengths to be non-increasing (else sort the batch here).
+
+    Returns:
+        A :class:`PackedSequence`.
+
+    Raises:
+        ValueError: If the input has fewer than 2 dimensions, or the lengths do not fit the batch
+            or are unsorted with ``enforce_sorted``.
     """
     fname = "pack_padded_sequence"
     _tensor(fname, input, "input")
@@ -241,6 +274,18 @@ def pad_packed_sequence(sequence: PackedSequence, batch_first: bool = False,
     ``(T, B, *)`` (``(B, T, *)`` with ``batch_first``) in the caller's batch order, padded
     with ``padding_value`` up to ``T = total_length`` (default: the longest length), and
     ``lengths`` a 1-D int64 tensor on the CPU. Gradients flow back to ``sequence.data``.
+
+    Args:
+        sequence: A :class:`PackedSequence`.
+        batch_first: The batch is ``(B, T, *)`` instead of ``(T, B, *)``.
+        padding_value: The fill value.
+        total_length: Pad to this many steps (at least the longest length).
+
+    Returns:
+        ``(padded, lengths)``.
+
+    Raises:
+        ValueError: If ``total_length`` is shorter than the longest sequence.
     """
     fname = "pad_packed_sequence"
     bs = _host_batch_sizes(sequence, fname)
@@ -303,7 +348,20 @@ def pad_sequence(sequences: Sequence[Tensor], batch_first: bool = False,
                  padding_value: float = 0.0, padding_side: str = "right") -> Tensor:
     """Stack sequences of shapes ``(L_i, *)`` into ``(T, B, *)`` (``(B, T, *)`` with
     ``batch_first``), ``T = max L_i``, filling with ``padding_value`` on the right (or
-    the left with ``padding_side='left'``). Gradients flow back to every sequence."""
+    the left with ``padding_side='left'``). Gradients flow back to every sequence.
+
+    Args:
+        sequences: Tensors ``(L_i, *)`` with the same trailing shape.
+        batch_first: The batch is ``(B, T, *)`` instead of ``(T, B, *)``.
+        padding_value: The fill value.
+        padding_side: ``'right'`` or ``'left'``.
+
+    Returns:
+        The padded batch.
+
+    Raises:
+        ValueError: If ``padding_side`` is unknown.
+    """
     fname = "pad_sequence"
     if padding_side not in ("left", "right"):
         raise ValueError(f"{fname}(): expected padding_side to be one of left or right, but "
@@ -327,14 +385,32 @@ def pad_sequence(sequences: Sequence[Tensor], batch_first: bool = False,
 
 def pack_sequence(sequences: Sequence[Tensor], enforce_sorted: bool = True) -> PackedSequence:
     """Pack a list of sequences ``(L_i, *)``: ``pack_padded_sequence(pad_sequence(
-    sequences), lengths, enforce_sorted=enforce_sorted)``."""
+    sequences), lengths, enforce_sorted=enforce_sorted)``.
+
+    Args:
+        sequences: Tensors ``(L_i, *)``.
+        enforce_sorted: Require the lengths to be non-increasing (else sort the batch here).
+
+    Returns:
+        A :class:`PackedSequence`.
+
+    Raises:
+        ValueError: If the lengths are unsorted with ``enforce_sorted``.
+    """
     seqs = _sequences("pack_sequence", sequences)
     lengths = [s.shape[0] for s in seqs]
     return pack_padded_sequence(pad_sequence(seqs), lengths, enforce_sorted=enforce_sorted)
 
 
 def unpack_sequence(packed_sequences: PackedSequence) -> list[Tensor]:
-    """The list of sequences ``(L_i, *)`` of a packed batch, in the caller's order."""
+    """The list of sequences ``(L_i, *)`` of a packed batch, in the caller's order.
+
+    Args:
+        packed_sequences: A :class:`PackedSequence`.
+
+    Returns:
+        A list of tensors ``(L_i, *)``.
+    """
     padded, lengths = pad_packed_sequence(packed_sequences, batch_first=True)
     return [padded[j, :ln, ...] for j, ln in enumerate(lengths.tolist())]
 
@@ -342,7 +418,19 @@ def unpack_sequence(packed_sequences: PackedSequence) -> list[Tensor]:
 def unpad_sequence(padded_sequences: Tensor, lengths: Any,
                    batch_first: bool = False) -> list[Tensor]:
     """The list of sequences ``(L_i, *)`` of a padded batch ``(T, B, *)`` (``(B, T, *)``
-    with ``batch_first``)."""
+    with ``batch_first``).
+
+    Args:
+        padded_sequences: The padded batch.
+        lengths: The length of each sequence.
+        batch_first: The batch is ``(B, T, *)`` instead of ``(T, B, *)``.
+
+    Returns:
+        A list of tensors ``(L_i, *)``.
+
+    Raises:
+        ValueError: If the batch has fewer than 2 dimensions or the lengths do not fit.
+    """
     fname = "unpad_sequence"
     _tensor(fname, padded_sequences, "padded_sequences")
     if padded_sequences.ndim < 2:

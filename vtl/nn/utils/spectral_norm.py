@@ -164,6 +164,16 @@ def spectral_norm(module: T_module, name: str = "weight", n_power_iterations: in
     ``n_power_iterations`` power-method steps, updating ``weight_u``/``weight_v`` in
     place, in eval mode it uses them as they are. ``dim`` defaults to 1 for transposed
     convolutions and 0 otherwise; ``eps`` guards the normalizations. Returns ``module``.
+
+    Args:
+        module: The module holding the tensor.
+        name: Name of the parameter.
+        n_power_iterations: Power-method steps per forward in training mode.
+        eps: Guards the normalizations against division by zero.
+        dim: The axis of the output channels (default: 1 for transposed convolutions, else 0).
+
+    Returns:
+        ``module``, modified in place.
     """
     if dim is None:
         dim = _default_dim(module)
@@ -174,7 +184,18 @@ def spectral_norm(module: T_module, name: str = "weight", n_power_iterations: in
 def remove_spectral_norm(module: T_module, name: str = "weight") -> T_module:
     """Undo :func:`spectral_norm`: ``name`` becomes a plain parameter holding the current
     normalized weight (computed with the stored ``u`` and ``v``, no power iteration).
-    ``ValueError`` if ``module`` has no spectral norm on ``name``."""
+    ``ValueError`` if ``module`` has no spectral norm on ``name``.
+
+    Args:
+        module: The module holding the tensor.
+        name: Name of the parameter.
+
+    Returns:
+        ``module``, modified in place.
+
+    Raises:
+        ValueError: If ``module`` has no spectral norm on ``name``.
+    """
     hooks = module._forward_pre_hooks
     for k, hook in list(hooks.items()):
         if isinstance(hook, SpectralNorm) and hook.name == name:

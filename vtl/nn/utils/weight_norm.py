@@ -109,6 +109,14 @@ def weight_norm(module: T_module, name: str = "weight", dim: int | None = 0) -> 
     >>> m = weight_norm(vtl.nn.Linear(20, 40))
     >>> m.weight_g.shape, m.weight_v.shape
     ((40, 1), (40, 20))
+
+    Args:
+        module: The module holding the tensor.
+        name: Name of the parameter.
+        dim: The axis kept by the norm (``None`` or -1: one norm over the whole tensor).
+
+    Returns:
+        ``module``, modified in place.
     """
     WeightNorm.apply(module, name, dim)
     return module
@@ -116,7 +124,18 @@ def weight_norm(module: T_module, name: str = "weight", dim: int | None = 0) -> 
 
 def remove_weight_norm(module: T_module, name: str = "weight") -> T_module:
     """Undo :func:`weight_norm`: ``name`` becomes a plain parameter again, holding the
-    current normalized weight. ``ValueError`` if ``module`` has no weight norm on ``name``."""
+    current normalized weight. ``ValueError`` if ``module`` has no weight norm on ``name``.
+
+    Args:
+        module: The module holding the tensor.
+        name: Name of the parameter.
+
+    Returns:
+        ``module``, modified in place.
+
+    Raises:
+        ValueError: If ``module`` has no weight norm on ``name``.
+    """
     hooks = module._forward_pre_hooks
     for k, hook in list(hooks.items()):
         if isinstance(hook, WeightNorm) and hook.name == name:
