@@ -146,7 +146,8 @@ SECTION_MODULES = ["vtl.nn", "vtl.nn.functional", "vtl.optim", "vtl.optim.lr_sch
                    "vtl.autograd.functional", "vtl.func", "vtl.random", "vtl.nn.init",
                    "vtl.nn.utils", "vtl.nn.utils.rnn", "vtl.nn.utils.parametrize",
                    "vtl.nn.utils.parametrizations", "vtl.nn.utils.stateless", "vtl.utils",
-                   "vtl.utils.checkpoint", "vtl.nn.grad", "vtl.nn.parameter"]
+                   "vtl.utils.checkpoint", "vtl.nn.grad", "vtl.nn.parameter", "vtl.distributed",
+                   "vtl.datasets", "vtl.datasets.synthetic", "vtl.datasets.text"]
 
 _HEADER = re.compile(r"^(\w[\w ]*):\s*$")
 _ENTRY_NAME = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:")

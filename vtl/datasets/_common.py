@@ -27,7 +27,11 @@ from ..data.dataset import TensorDataset
 def default_root() -> Path:
     """The data folder: env ``VTL_DATA``, else the user cache dir + ``vtl/data``
     (``$XDG_CACHE_HOME`` or ``~/.cache`` on Linux, ``~/Library/Caches`` on macOS,
-    ``%LOCALAPPDATA%`` on Windows)."""
+    ``%LOCALAPPDATA%`` on Windows).
+
+    Returns:
+        The folder, a ``pathlib.Path``.
+    """
     env = os.environ.get("VTL_DATA")
     if env:
         return Path(env).expanduser()

@@ -58,6 +58,14 @@ class Iris(ArrayDataset):
     split's mean and divides by its standard deviation (for both splits). The
     split is stratified and deterministic: ``round(50 * test_fraction)`` samples
     per class go to the test split, chosen by ``vtl.random.Generator(seed)``.
+
+    Args:
+        train: The training split (else the test split).
+        test_fraction: The fraction of each class in the test split.
+        seed: Seed of the split.
+        backend: Backend of the tensors (default: the default backend).
+        standardize: Standardize the features with the training split's statistics.
+        device: Device of the tensors (instead of ``backend``).
     """
 
     feature_names = ["sepal length (cm)", "sepal width (cm)", "petal length (cm)",
@@ -81,6 +89,13 @@ class Digits(ArrayDataset):
     ``.images`` gives the (N, 1, 8, 8) view. The split is stratified and
     deterministic: per class, ``round(count * test_fraction)`` samples chosen by
     ``vtl.random.Generator(seed)`` form the test split.
+
+    Args:
+        train: The training split (else the test split).
+        test_fraction: The fraction of each class in the test split.
+        seed: Seed of the split.
+        backend: Backend of the tensors (default: the default backend).
+        device: Device of the tensors (instead of ``backend``).
     """
 
     def __init__(self, train: bool = True, test_fraction: float = 0.2, seed: int = 0,

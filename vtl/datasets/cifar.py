@@ -115,6 +115,19 @@ class CIFAR10(ArrayDataset):
     official one and unpacks it atomically (see :func:`unpack_archive`); a
     corrupt or truncated archive raises ``ValueError`` naming it. Labels must be
     integers in 0..9 (``ValueError`` naming the batch file otherwise).
+
+    Args:
+        root: The data folder (default: env ``VTL_DATA`` or the user cache folder).
+        train: The training split (else the test split).
+        download: Fetch the missing files (checked against their official MD5).
+        train_count: Keep the first that many training samples.
+        test_count: Keep the first that many test samples.
+        backend: Backend of the tensors (default: the default backend).
+        device: Device of the tensors (instead of ``backend``).
+
+    Raises:
+        ValueError: If a file is missing (without ``download``), corrupt, or holds unexpected data.
+        ValueError: If more samples are asked for than the split holds.
     """
 
     url = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"

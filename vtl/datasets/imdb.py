@@ -42,6 +42,24 @@ class IMDB(ArrayDataset):
     fetches the archive (unless ``root`` already holds it), checks its MD5
     against the official one and unpacks it atomically; a corrupt or truncated
     archive raises ``ValueError`` naming it.
+
+    Args:
+        root: The data folder (default: env ``VTL_DATA`` or the user cache folder).
+        train: The training split (else the test split).
+        download: Fetch the missing files (checked against their official MD5).
+        max_len: Tokens kept per review.
+        vocab: A :class:`Vocab` to use (default: built from this split).
+        max_vocab: Largest vocabulary built (at least 2, or ``None``).
+        min_freq: Least frequency of a token in a built vocabulary.
+        tokenizer: A callable from text to a list of tokens (default: :class:`Tokenizer`).
+        count: Keep that many reviews, balanced (default: all).
+        backend: Backend of the tensors (default: the default backend).
+        device: Device of the tensors (instead of ``backend``).
+
+    Raises:
+        ValueError: If a file or folder is missing or malformed, or an int argument is out of
+            range.
+        TypeError: If ``vocab`` is not a Vocab or ``tokenizer`` is not callable.
     """
 
     url = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"

@@ -34,7 +34,20 @@ def read_idx(path: Any, ndim: int | None = None, name: str = "read_idx",
     """Parse an IDX file (LeCun's format; gzip or raw), checking the magic number
     (``0x00 0x00 <type> <ndim>``; ``ndim`` and the element ``dtype``, e.g.
     ``np.uint8``, if given) and that the file holds exactly the data its header
-    describes. ``ValueError`` naming the file and what was found otherwise."""
+    describes. ``ValueError`` naming the file and what was found otherwise.
+
+    Args:
+        path: The file.
+        ndim: The expected number of dimensions.
+        name: Name used in error messages.
+        dtype: The expected element dtype.
+
+    Returns:
+        The data, a NumPy array.
+
+    Raises:
+        ValueError: If the file is truncated, corrupt, or not what is expected.
+    """
     path = Path(path)
     data = _read_maybe_gz(path, name)
     if len(data) < 4:
@@ -80,6 +93,17 @@ class MNIST(ArrayDataset):
     each checked against its official MD5 before it is kept. The IDX headers must
     announce unsigned bytes (type ``0x08``), 3-d images of 28x28 and 1-d labels
     in 0..9, as many as images (``ValueError`` naming the file otherwise).
+
+    Args:
+        root: The data folder (default: env ``VTL_DATA`` or the user cache folder).
+        train: The training split (else the test split).
+        download: Fetch the missing files (checked against their official MD5).
+        backend: Backend of the tensors (default: the default backend).
+        flatten: Give ``(N, 784)`` images instead of ``(N, 1, 28, 28)``.
+        device: Device of the tensors (instead of ``backend``).
+
+    Raises:
+        ValueError: If a file is missing (without ``download``), corrupt, or holds unexpected data.
     """
 
     folder = "MNIST"
@@ -143,7 +167,19 @@ def _download_one(ds: Any, folder: Path, fname: str, md5: str | None) -> None:
 
 class FashionMNIST(MNIST):
     """Zalando's Fashion-MNIST: the same IDX files and layout as :class:`MNIST`,
-    in ``root/FashionMNIST/raw`` (or ``root/FashionMNIST``, or ``root``)."""
+    in ``root/FashionMNIST/raw`` (or ``root/FashionMNIST``, or ``root``).
+
+    Args:
+        root: The data folder (default: env ``VTL_DATA`` or the user cache folder).
+        train: The training split (else the test split).
+        download: Fetch the missing files (checked against their official MD5).
+        backend: Backend of the tensors (default: the default backend).
+        flatten: Give ``(N, 784)`` images instead of ``(N, 1, 28, 28)``.
+        device: Device of the tensors (instead of ``backend``).
+
+    Raises:
+        ValueError: If a file is missing (without ``download``), corrupt, or holds unexpected data.
+    """
 
     folder = "FashionMNIST"
     urls = ["http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"]

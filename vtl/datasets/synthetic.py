@@ -42,7 +42,17 @@ def xor(n: int = 200, noise: float = 0.1, seed: int = 0,
         backend: str | None = None) -> TensorDataset:
     """XOR: points around the four corners ``(+-1, +-1)`` plus Gaussian noise of std
     ``noise``; label ``1`` when the corner's coordinates have opposite signs.
-    ``(x float32 (n, 2), y int64 (n,))``."""
+    ``(x float32 (n, 2), y int64 (n,))``.
+
+    Args:
+        n: Number of samples.
+        noise: Standard deviation of the Gaussian noise.
+        seed: Seed of the draws.
+        backend: Backend of the tensors (default: the default backend).
+
+    Returns:
+        A :class:`vtl.data.TensorDataset` ``(x, y)``.
+    """
     _check_n(n, "xor")
     g = _gen(seed)
     corners = g.randint(0, 4, size=(n,), backend="numpy").numpy()
@@ -57,7 +67,17 @@ def xor(n: int = 200, noise: float = 0.1, seed: int = 0,
 def two_spirals(n: int = 200, noise: float = 0.1, seed: int = 0,
                 backend: str | None = None) -> TensorDataset:
     """Two interleaved spirals (``n // 2`` points each, class 0 first), radius up
-    to 1 over 1.5 turns, plus Gaussian noise. ``(x float32 (n, 2), y int64 (n,))``."""
+    to 1 over 1.5 turns, plus Gaussian noise. ``(x float32 (n, 2), y int64 (n,))``.
+
+    Args:
+        n: Number of samples.
+        noise: Standard deviation of the Gaussian noise.
+        seed: Seed of the draws.
+        backend: Backend of the tensors (default: the default backend).
+
+    Returns:
+        A :class:`vtl.data.TensorDataset` ``(x, y)``.
+    """
     _check_n(n, "two_spirals")
     g = _gen(seed)
     n0 = n // 2
@@ -75,7 +95,17 @@ def two_spirals(n: int = 200, noise: float = 0.1, seed: int = 0,
 def sine(n: int = 200, noise: float = 0.1, seed: int = 0,
          backend: str | None = None) -> TensorDataset:
     """Regression: ``x`` uniform in ``[-pi, pi)``, ``y = sin(x) + noise * N(0, 1)``;
-    ``(x float32 (n, 1), y float32 (n, 1))``."""
+    ``(x float32 (n, 1), y float32 (n, 1))``.
+
+    Args:
+        n: Number of samples.
+        noise: Standard deviation of the Gaussian noise.
+        seed: Seed of the draws.
+        backend: Backend of the tensors (default: the default backend).
+
+    Returns:
+        A :class:`vtl.data.TensorDataset` ``(x, y)``.
+    """
     _check_n(n, "sine")
     g = _gen(seed)
     x = g.uniform(-math.pi, math.pi, size=(n, 1), backend="numpy").numpy().astype(np.float32)

@@ -14,7 +14,12 @@ __all__ = ["Tokenizer", "Vocab"]
 class Tokenizer:
     """Lower-cases, removes HTML line breaks (``<br />``), and splits into words
     (letters, digits and inner apostrophes) and single punctuation marks
-    (``keep_punct=True``)."""
+    (``keep_punct=True``).
+
+    Args:
+        lower: Lower-case the text.
+        keep_punct: Keep punctuation marks as tokens.
+    """
 
     _BR = re.compile(r"<br\s*/?>", re.IGNORECASE)
 
@@ -36,6 +41,12 @@ class Vocab:
 
     ``Vocab.build(token_lists, max_size=, min_freq=)`` keeps the most frequent
     tokens (ties broken alphabetically, so the result is deterministic).
+
+    Args:
+        tokens: The tokens after ``<pad>`` and ``<unk>``, unique.
+
+    Raises:
+        ValueError: If the tokens are not unique.
     """
 
     PAD, UNK = "<pad>", "<unk>"

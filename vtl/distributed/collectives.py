@@ -115,6 +115,19 @@ def all_reduce(tensor: Tensor, op: str = "sum") -> Tensor:
     ``op``: ``"sum"``, ``"mean"`` (floating point; the sum divided by the world
     size), ``"prod"``, ``"max"``, ``"min"`` (bool tensors: ``"max"`` = any,
     ``"min"`` = all). Returns ``tensor``.
+
+    Args:
+        tensor: The tensor, reduced in place.
+        op: ``'sum'``, ``'mean'``, ``'prod'``, ``'max'`` or ``'min'``.
+
+    Returns:
+        ``tensor``.
+
+    Raises:
+        ValueError: If ``op`` is unknown or a shape does not fit.
+        TypeError: If a tensor is not a vtl Tensor or ``op`` does not suit its dtype.
+        RuntimeError: If the process group is not initialised.
+        DistributedTimeoutError: If another rank does not arrive within the timeout.
     """
     t = _check_tensor(tensor, "all_reduce")
     op = _check_op(op, "all_reduce", np.dtype(t.dtype))
@@ -129,7 +142,21 @@ def all_reduce(tensor: Tensor, op: str = "sum") -> Tensor:
 
 
 def broadcast(tensor: Tensor, src: int = 0) -> Tensor:
-    """Copy rank ``src``'s ``tensor`` into ``tensor`` on every rank, in place."""
+    """Copy rank ``src``'s ``tensor`` into ``tensor`` on every rank, in place.
+
+    Args:
+        tensor: The tensor, overwritten in place on the other ranks.
+        src: The rank that sends.
+
+    Returns:
+        ``tensor``.
+
+    Raises:
+        ValueError: If ``src`` is not a rank.
+        TypeError: If a tensor is not a vtl Tensor or ``op`` does not suit its dtype.
+        RuntimeError: If the process group is not initialised.
+        DistributedTimeoutError: If another rank does not arrive within the timeout.
+    """
     t = _check_tensor(tensor, "broadcast")
     dev = t._device
     eng, staged = _route(dev, "broadcast")
@@ -160,6 +187,19 @@ def all_gather(tensor_list: list[Tensor], tensor: Tensor) -> list[Tensor]:
 
     ``tensor_list`` holds ``world_size`` tensors of ``tensor``'s shape, dtype and
     device; each is overwritten in place. Returns ``tensor_list``.
+
+    Args:
+        tensor_list: ``world_size`` tensors of ``tensor``'s shape, dtype and device, overwritten.
+        tensor: This rank's tensor.
+
+    Returns:
+        ``tensor_list``.
+
+    Raises:
+        ValueError: If ``tensor_list`` has the wrong length or its tensors do not match.
+        TypeError: If a tensor is not a vtl Tensor or ``op`` does not suit its dtype.
+        RuntimeError: If the process group is not initialised.
+        DistributedTimeoutError: If another rank does not arrive within the timeout.
     """
     t = _check_tensor(tensor, "all_gather")
     n = _g._require("all_gather").host.world_size
@@ -177,7 +217,21 @@ def all_gather(tensor_list: list[Tensor], tensor: Tensor) -> list[Tensor]:
 
 def all_gather_into_tensor(output: Tensor, input: Tensor) -> Tensor:  # noqa: A002
     """Concatenate every rank's ``input`` along axis 0 into ``output`` (shape
-    ``(world_size * input.shape[0], ...)``, or ``(world_size, ...)`` for a 0-d input)."""
+    ``(world_size * input.shape[0], ...)``, or ``(world_size, ...)`` for a 0-d input).
+
+    Args:
+        output: The result, overwritten.
+        input: This rank's tensor.
+
+    Returns:
+        ``output``.
+
+    Raises:
+        ValueError: If ``output`` has the wrong shape, dtype or device.
+        TypeError: If a tensor is not a vtl Tensor or ``op`` does not suit its dtype.
+        RuntimeError: If the process group is not initialised.
+        DistributedTimeoutError: If another rank does not arrive within the timeout.
+    """
     t = _check_tensor(input, "all_gather_into_tensor", "input")
     n = _g._require("all_gather_into_tensor").host.world_size
     shape = (n,) if t.ndim == 0 else (n * t.shape[0], *t.shape[1:])
@@ -198,7 +252,22 @@ def _scatter_buf(send: Any, t: Tensor, op: str, fname: str) -> tuple[Any, bool]:
 
 def reduce_scatter_tensor(output: Tensor, input: Tensor, op: str = "sum") -> Tensor:  # noqa: A002
     """Reduce ``input`` (shape ``(world_size * k, ...)``) over ranks and give rank ``r``
-    rows ``r*k .. (r+1)*k - 1`` of the result, in ``output`` (shape ``(k, ...)``)."""
+    rows ``r*k .. (r+1)*k - 1`` of the result, in ``output`` (shape ``(k, ...)``).
+
+    Args:
+        output: This rank's rows of the result, overwritten.
+        input: A tensor of shape ``(world_size * k, ...)``.
+        op: ``'sum'``, ``'mean'``, ``'prod'``, ``'max'`` or ``'min'``.
+
+    Returns:
+        ``output``.
+
+    Raises:
+        ValueError: If ``op`` is unknown or a shape does not fit.
+        TypeError: If a tensor is not a vtl Tensor or ``op`` does not suit its dtype.
+        RuntimeError: If the process group is not initialised.
+        DistributedTimeoutError: If another rank does not arrive within the timeout.
+    """
     t = _check_tensor(input, "reduce_scatter_tensor", "input")
     n = _g._require("reduce_scatter_tensor").host.world_size
     op = _check_op(op, "reduce_scatter_tensor", np.dtype(t.dtype))
@@ -217,7 +286,22 @@ def reduce_scatter_tensor(output: Tensor, input: Tensor, op: str = "sum") -> Ten
 
 def reduce_scatter(output: Tensor, input_list: Sequence[Tensor], op: str = "sum") -> Tensor:
     """Reduce ``input_list[r]`` over ranks into rank ``r``'s ``output`` (PyTorch's signature:
-    ``input_list`` holds ``world_size`` tensors of ``output``'s shape)."""
+    ``input_list`` holds ``world_size`` tensors of ``output``'s shape).
+
+    Args:
+        output: This rank's result, overwritten.
+        input_list: ``world_size`` tensors of ``output``'s shape.
+        op: ``'sum'``, ``'mean'``, ``'prod'``, ``'max'`` or ``'min'``.
+
+    Returns:
+        ``output``.
+
+    Raises:
+        ValueError: If ``op`` is unknown or a shape does not fit.
+        TypeError: If a tensor is not a vtl Tensor or ``op`` does not suit its dtype.
+        RuntimeError: If the process group is not initialised.
+        DistributedTimeoutError: If another rank does not arrive within the timeout.
+    """
     o = _check_tensor(output, "reduce_scatter", "output")
     n = _g._require("reduce_scatter").host.world_size
     if len(input_list) != n:

@@ -187,6 +187,17 @@ class DistributedDataParallel(Module):
       the loss does not use do not stall their bucket.
 
     Needs :func:`vtl.distributed.init_process_group` first.
+
+    Args:
+        module: The model to replicate.
+        bucket_cap_mb: Size of the gradient buckets, in MiB (greater than 0).
+        broadcast_buffers: Re-broadcast the buffers from rank 0 before each forward.
+        find_unused_parameters: Walk each output's graph for parameters the loss does not use.
+
+    Raises:
+        TypeError: If ``module`` is not a Module.
+        ValueError: If ``bucket_cap_mb`` is not positive.
+        RuntimeError: If the process group is not initialised.
     """
 
     def __init__(self, module: Module, *, bucket_cap_mb: float = 25.0,

@@ -53,7 +53,11 @@ def _seconds(timeout: Any) -> float:
 
 
 def is_available() -> bool:
-    """Whether the MPI engine (mpi4py with an MPI library) can be loaded."""
+    """Whether the MPI engine (mpi4py with an MPI library) can be loaded.
+
+    Returns:
+        A bool.
+    """
     try:
         import mpi4py  # noqa: F401
     except ImportError:
@@ -83,6 +87,17 @@ def init_process_group(backend: str = "auto", *, rank: int | None = None,
     never arrives makes the others raise
     :class:`~vtl.distributed.DistributedTimeoutError` instead of hanging. A
     missing engine raises ``RuntimeError`` saying what to install.
+
+    Args:
+        backend: ``'auto'``, ``'mpi'`` or ``'nccl'`` (see above).
+        rank: This process's rank, checked against MPI's.
+        world_size: The number of processes, checked against MPI's.
+        timeout: Bound of every collective: seconds or a ``datetime.timedelta``.
+
+    Raises:
+        RuntimeError: If the group is already initialised or the engine is missing.
+        ValueError: If ``backend`` is unknown, or ``rank``/``world_size`` is invalid or differs
+            from MPI's.
     """
     global _group
     if _group is not None:
@@ -134,29 +149,61 @@ def _require(what: str) -> _Group:
 
 
 def is_initialized() -> bool:
-    """Whether :func:`init_process_group` has been called (and not destroyed)."""
+    """Whether :func:`init_process_group` has been called (and not destroyed).
+
+    Returns:
+        A bool.
+    """
     return _group is not None
 
 
 def get_rank() -> int:
-    """This process's rank, ``0 .. world_size - 1``."""
+    """This process's rank, ``0 .. world_size - 1``.
+
+    Returns:
+        The rank, an int.
+
+    Raises:
+        RuntimeError: If the process group is not initialised.
+    """
     return _require("get_rank").host.rank
 
 
 def get_world_size() -> int:
-    """The number of processes in the group."""
+    """The number of processes in the group.
+
+    Returns:
+        The world size, an int.
+
+    Raises:
+        RuntimeError: If the process group is not initialised.
+    """
     return _require("get_world_size").host.world_size
 
 
 def get_local_rank() -> int:
-    """The rank among the processes on this host (pick the GPU with it)."""
+    """The rank among the processes on this host (pick the GPU with it).
+
+    Returns:
+        The local rank, an int.
+
+    Raises:
+        RuntimeError: If the process group is not initialised.
+    """
     g = _require("get_local_rank")
     env = _launch.env_local_rank()
     return g.host.local_rank if env is None else env
 
 
 def get_backend() -> str:
-    """``"mpi"``, ``"nccl"`` (MPI plus NCCL for CuPy tensors) or ``"local"`` (one process)."""
+    """``"mpi"``, ``"nccl"`` (MPI plus NCCL for CuPy tensors) or ``"local"`` (one process).
+
+    Returns:
+        The backend's name.
+
+    Raises:
+        RuntimeError: If the process group is not initialised.
+    """
     return _require("get_backend").backend
 
 
@@ -176,7 +223,11 @@ def destroy_process_group() -> None:
 
 
 def abort(code: int = 1) -> None:
-    """End every process of the job at once (``MPI_Abort``); use after a timeout error."""
+    """End every process of the job at once (``MPI_Abort``); use after a timeout error.
+
+    Args:
+        code: The exit code.
+    """
     if _group is not None:
         _group.host.abort(code)
     try:

@@ -33,6 +33,17 @@ class DistributedSampler:
     each ``iter()`` uses the current epoch and then advances it;
     ``set_epoch(e)`` (what PyTorch code calls every epoch, and what
     ``DataLoader.set_epoch`` forwards) picks one.
+
+    Args:
+        dataset: The dataset (its length is used).
+        num_replicas: Number of ranks (default: the world size).
+        rank: This rank (default: the process's rank).
+        shuffle: Draw a new order each epoch.
+        seed: Seed shared by all ranks.
+        drop_last: Drop the tail instead of padding (see above).
+
+    Raises:
+        ValueError: If ``num_replicas`` is not positive or ``rank`` is out of range.
     """
 
     def __init__(self, dataset: Any, num_replicas: int | None = None, rank: int | None = None,
