@@ -624,6 +624,13 @@ def save_checkpoint(path: Any, model: Any, optimizer: Any = None, scheduler: Any
 
     Raises:
         TypeError: If ``epoch`` is not an int or ``None``, or a value is not JSON-like.
+
+    Example:
+        >>> model = nn.Linear(2, 1)
+        >>> opt = optim.SGD(model.parameters(), lr=0.1)
+        >>> vtl.save_checkpoint("ckpt.safetensors", model, opt, epoch=3, metrics={"loss": 0.5})
+        >>> vtl.load_checkpoint("ckpt.safetensors", model, opt)
+        {'epoch': 3, 'metrics': {'loss': 0.5}, 'extra': {}}
     """
     if epoch is not None:
         if isinstance(epoch, bool):

@@ -164,6 +164,11 @@ def confusion_matrix(output: Any, target: Any, num_classes: int | None = None) -
         ValueError: If ``num_classes`` is negative, a label is out of range, or the shapes do not
             fit.
         TypeError: If the labels are not integers.
+
+    Example:
+        >>> pred, true = vtl.asarray([0, 1, 1, 2]), vtl.asarray([0, 1, 2, 2])
+        >>> vtl.metrics.confusion_matrix(pred, true).tolist()   # rows: true class
+        [[1, 0, 0], [0, 1, 0], [0, 1, 1]]
     """
     with vtl.no_grad():
         out = _tensor(output)

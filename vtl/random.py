@@ -237,6 +237,12 @@ class Generator:
     Raises:
         TypeError: If ``seed`` is not an int.
         ValueError: If ``seed`` is out of range.
+
+    Example:
+        >>> a = vtl.random.Generator(42).uniform(size=3)
+        >>> b = vtl.random.Generator(42).uniform(size=3)
+        >>> bool(vtl.all(a == b)), a.dtype == vtl.float32
+        (True, True)
     """
 
     def __init__(self, seed: int = _DEFAULT_SEED) -> None:

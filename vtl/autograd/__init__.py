@@ -112,6 +112,12 @@ def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
             ``allow_unused=False``.
         RuntimeError: If an input is unused (without ``allow_unused``) or does not require grad, or
             the graph was freed.
+
+    Example:
+        >>> x = vtl.asarray([1.0, 2.0], requires_grad=True)
+        >>> (g,) = vtl.autograd.grad(vtl.sum(x ** 2), x)
+        >>> g.tolist(), x.grad is None
+        ([2.0, 4.0], True)
     """
     outs = _as_seq(outputs)
     ins = _as_seq(inputs)

@@ -236,6 +236,12 @@ def random_split(dataset: Any, lengths: Sequence[float], seed: int | None = None
     Raises:
         ValueError: If ``lengths`` is empty, negative, or does not sum to the dataset's length (or
             to 1).
+
+    Example:
+        >>> ds = vtl.data.TensorDataset(vtl.arange(10.0))
+        >>> train, val = vtl.data.random_split(ds, [0.8, 0.2], seed=0)
+        >>> len(train), len(val)
+        (8, 2)
     """
     n = len(dataset)
     sizes = _split_lengths(n, lengths)

@@ -316,6 +316,11 @@ def kaiming_uniform_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in",
     Raises:
         ValueError: If ``mode`` or ``nonlinearity`` is unknown, or the tensor has fewer than 2
             dimensions.
+
+    Example:
+        >>> w = nn.init.kaiming_uniform_(vtl.empty((4, 9)), nonlinearity="relu")
+        >>> bool(vtl.all(vtl.abs(w) <= (6 / 9) ** 0.5))   # bound = gain * sqrt(3 / fan_in)
+        True
     """
     _check(tensor, "kaiming_uniform_")
     if _empty_warn(tensor, "kaiming_uniform_"):

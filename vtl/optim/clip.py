@@ -81,6 +81,14 @@ def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float,
 
     Raises:
         RuntimeError: If ``error_if_nonfinite`` and the joint norm is nan or infinite.
+
+    Example:
+        >>> w = vtl.asarray([3.0, 4.0], requires_grad=True)
+        >>> vtl.sum(w * w).backward()          # grad (6, 8), norm 10
+        >>> optim.clip_grad_norm_([w], max_norm=1.0).item()
+        10.0
+        >>> [round(v, 4) for v in w.grad.tolist()]
+        [0.6, 0.8]
     """
     import vtl
 

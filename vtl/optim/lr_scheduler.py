@@ -472,6 +472,17 @@ class CosineAnnealingLR(LRScheduler):
 
     Raises:
         ValueError: If ``T_max`` is not positive.
+
+    Example:
+        >>> opt = optim.SGD([vtl.zeros(1, requires_grad=True)], lr=1.0)
+        >>> sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=4)
+        >>> lrs = []
+        >>> for epoch in range(5):
+        ...     lrs.append(round(opt.param_groups[0]["lr"], 4))
+        ...     opt.step()
+        ...     sched.step()
+        >>> lrs
+        [1.0, 0.8536, 0.5, 0.1464, 0.0]
     """
 
     _fields = {**LRScheduler._fields, "T_max": _number(0, low_open=True), "eta_min": _number()}

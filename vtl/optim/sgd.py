@@ -40,6 +40,14 @@ class SGD(Optimizer):
         ValueError: If a hyper-parameter is out of range or of the wrong type, or ``params`` is
             empty.
         TypeError: If ``params`` is a single tensor or holds something other than tensors.
+
+    Example:
+        >>> w = vtl.asarray([1.0, -1.0], requires_grad=True)
+        >>> opt = optim.SGD([w], lr=0.1, momentum=0.9)
+        >>> vtl.sum(w ** 2).backward()
+        >>> opt.step()
+        >>> [round(v, 4) for v in w.tolist()]   # w - lr * 2w
+        [0.8, -0.8]
     """
 
     _state_names = {"buf": "momentum_buffer"}

@@ -324,6 +324,16 @@ def fit(model: Any, train_loader: Iterable, loss_fn: Callable, optimizer: Any, e
     Raises:
         ValueError: If ``epochs`` or ``scheduler_step`` is invalid, a ReduceLROnPlateau is stepped
             per batch, or ``train_loader`` yields no batches.
+
+    Example:
+        >>> x = vtl.random.normal(size=(32, 3))
+        >>> ds = vtl.data.TensorDataset(x, vtl.astype(x[:, 0] > 0, vtl.int64))
+        >>> model = nn.Linear(3, 2)
+        >>> history = vtl.train.fit(model, vtl.data.DataLoader(ds, batch_size=8),
+        ...                         nn.CrossEntropyLoss(), optim.SGD(model.parameters(), lr=0.5),
+        ...                         epochs=3, progress=False)
+        >>> sorted(history.history), len(history.epoch)
+        (['accuracy', 'loss', 'lr'], 3)
     """
     from .callbacks import Resume
 

@@ -511,6 +511,10 @@ def one_hot(tensor: Any, num_classes: int = -1) -> Any:
     Raises:
         TypeError: If ``tensor`` is not of an integer dtype.
         ValueError: If ``num_classes`` is invalid or a value is outside ``[0, num_classes)``.
+
+    Example:
+        >>> nn.functional.one_hot(vtl.asarray([0, 2]), num_classes=3).tolist()
+        [[1, 0, 0], [0, 0, 1]]
     """
     xp = namespace(tensor)
     if not xp.isdtype(tensor.dtype, "integral"):

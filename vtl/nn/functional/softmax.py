@@ -63,6 +63,11 @@ def softmax(input: Any, dim: int | None = None, dtype: Any = None) -> Any:  # no
     Raises:
         TypeError: If the input is not real floating-point or a parameter is given under both
             names.
+
+    Example:
+        >>> F = nn.functional
+        >>> [round(v, 4) for v in F.softmax(vtl.asarray([1.0, 1.0, 2.0]), dim=0).tolist()]
+        [0.2119, 0.2119, 0.5761]
     """
     xp, x, d = _prepare(input, dim, dtype, "softmax")
     if x.ndim == 0:

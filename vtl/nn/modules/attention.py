@@ -44,6 +44,13 @@ class MultiheadAttention(Module):
     Raises:
         ValueError: If ``embed_dim`` or ``num_heads`` is not positive, or ``embed_dim`` is not
             divisible by ``num_heads``.
+
+    Example:
+        >>> mha = nn.MultiheadAttention(embed_dim=8, num_heads=2, batch_first=True)
+        >>> x = vtl.ones((2, 5, 8))
+        >>> out, weights = mha(x, x, x)
+        >>> out.shape, weights.shape
+        ((2, 5, 8), (2, 5, 5))
     """
 
     def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0,

@@ -193,6 +193,11 @@ class Conv2d(_Conv):
         ValueError: If the channels are not divisible by ``groups``, ``padding_mode`` or
             ``padding`` is unknown, ``padding='same'`` is used with a stride, or a size argument is
             invalid.
+
+    Example:
+        >>> conv = nn.Conv2d(3, 8, kernel_size=3, padding=1)
+        >>> conv(vtl.ones((2, 3, 16, 16))).shape, conv.weight.shape
+        ((2, 8, 16, 16), (8, 3, 3, 3))
     """
 
     _nsp = 2

@@ -45,6 +45,13 @@ class Dropout(_DropoutNd):
 
     Raises:
         ValueError: If ``p`` is not in ``[0, 1]``.
+
+    Example:
+        >>> drop = nn.Dropout(p=0.5)
+        >>> sorted(set(drop(vtl.ones(6)).tolist()))  # training mode: zeros and 1 / (1 - p)
+        [0.0, 2.0]
+        >>> drop.eval()(vtl.ones(3)).tolist()
+        [1.0, 1.0, 1.0]
     """
 
     _fn = staticmethod(F.dropout)

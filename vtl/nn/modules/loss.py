@@ -51,6 +51,12 @@ class MSELoss(_Loss):
 
     Args:
         reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+
+    Example:
+        >>> nn.MSELoss()(vtl.asarray([1.0, 2.0]), vtl.asarray([0.0, 0.0])).item()
+        2.5
+        >>> nn.MSELoss(reduction="sum")(vtl.asarray([1.0, 2.0]), vtl.asarray([0.0, 0.0])).item()
+        5.0
     """
 
     def forward(self, input: Any, target: Any) -> Any:  # noqa: A002
@@ -184,6 +190,12 @@ class CrossEntropyLoss(_WeightedLoss):
 
     Raises:
         ValueError: If ``label_smoothing`` is not in ``[0, 1]``.
+
+    Example:
+        >>> loss_fn = nn.CrossEntropyLoss()
+        >>> logits = vtl.asarray([[2.0, 0.0, 0.0], [0.0, 0.0, 3.0]])
+        >>> round(loss_fn(logits, vtl.asarray([0, 2])).item(), 4)
+        0.1672
     """
 
     def __init__(self, weight: Any = None, ignore_index: int = -100, reduction: str = "mean",

@@ -123,6 +123,14 @@ class BatchNorm1d(_BatchNorm):
         device: Device of the parameters and buffers (default: the current default device).
         dtype: Floating dtype of the parameters and buffers (default: the default dtype).
         bias: With ``affine``, whether to learn the ``bias`` too.
+
+    Example:
+        >>> bn = nn.BatchNorm1d(2)
+        >>> y = bn(vtl.asarray([[1.0, 10.0], [3.0, 30.0]]))
+        >>> [round(v, 4) for v in y[:, 1].tolist()]
+        [-1.0, 1.0]
+        >>> [round(v, 4) for v in bn.running_mean.tolist()]
+        [0.2, 2.0]
     """
 
     _ranks = (2, 3)
@@ -180,6 +188,11 @@ class LayerNorm(Module):
         bias: With ``elementwise_affine``, whether to learn the ``bias`` too.
         device: Device of the parameters and buffers (default: the current default device).
         dtype: Floating dtype of the parameters and buffers (default: the default dtype).
+
+    Example:
+        >>> ln = nn.LayerNorm(4)
+        >>> [round(v, 4) for v in ln(vtl.asarray([[1.0, 2.0, 3.0, 4.0]]))[0].tolist()]
+        [-1.3416, -0.4472, 0.4472, 1.3416]
     """
 
     def __init__(self, normalized_shape: Any, eps: float = 1e-5,

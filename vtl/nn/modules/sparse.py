@@ -36,6 +36,13 @@ class Embedding(Module):
     Raises:
         NotImplementedError: If ``sparse=True``.
         ValueError: If ``padding_idx`` is out of range.
+
+    Example:
+        >>> emb = nn.Embedding(10, 4, padding_idx=0)
+        >>> emb(vtl.asarray([[1, 2, 0]])).shape
+        (1, 3, 4)
+        >>> emb.weight[0].tolist()
+        [0.0, 0.0, 0.0, 0.0]
     """
 
     def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
