@@ -290,7 +290,7 @@ def conv1d(input: Any, weight: Any, bias: Any = None, stride: Any = 1,  # noqa: 
         input: The input, ``(N, C_in, *spatial)`` or unbatched ``(C_in, *spatial)``.
         weight: ``(C_out, C_in / groups, *kernel)``.
         bias: An optional bias, ``(C_out,)``.
-        stride: Stride: an int or a tuple of 1 ints.
+        stride: Stride: an int or a 1-tuple.
         padding: Zero padding on both sides: an int, a tuple, ``'valid'`` or ``'same'``.
         dilation: Spacing between kernel elements: an int or a tuple.
         groups: Number of blocked connections from input to output channels.
@@ -389,7 +389,7 @@ def conv_transpose1d(input: Any, weight: Any, bias: Any = None, stride: Any = 1,
         input: The input, ``(N, C_in, *spatial)`` or unbatched ``(C_in, *spatial)``.
         weight: ``(C_in, C_out / groups, *kernel)``.
         bias: An optional bias, ``(C_out,)``.
-        stride: Stride: an int or a tuple of 1 ints.
+        stride: Stride: an int or a 1-tuple.
         padding: ``dilation * (kernel_size - 1) - padding`` zeros are added to each side of the
             input: an int or a tuple.
         output_padding: Extra size added to one side of each output axis.

@@ -212,7 +212,7 @@ def gumbel_softmax(logits: Any, tau: float = 1.0, hard: bool = False, eps: float
         logits: Unnormalised log-probabilities.
         tau: The temperature (positive).
         hard: Return one-hot vectors (with the soft gradient).
-        eps: Accepted for PyTorch compatibility (unused, as in PyTorch).
+        eps: Deprecated and unused, as in PyTorch (a value other than the default warns).
         dim: The class axis.
         generator: A :class:`vtl.random.Generator` to draw from (default: ``vtl.random``'s default
             generator).

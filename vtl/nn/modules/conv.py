@@ -149,7 +149,7 @@ class Conv1d(_Conv):
     Args:
         in_channels: Number of channels of the input.
         out_channels: Number of channels of the output.
-        kernel_size: Size of the kernel: an int or a tuple of 1 ints.
+        kernel_size: Size of the kernel: an int or a 1-tuple.
         stride: Stride of the convolution: an int or a tuple.
         padding: Padding added to both sides of each spatial axis: an int, a tuple, ``'valid'``
             (none) or ``'same'`` (output size = input size; stride 1 only).
@@ -284,7 +284,7 @@ class ConvTranspose1d(_ConvTranspose):
     Args:
         in_channels: Number of channels of the input.
         out_channels: Number of channels of the output.
-        kernel_size: Size of the kernel: an int or a tuple of 1 ints.
+        kernel_size: Size of the kernel: an int or a 1-tuple.
         stride: Stride of the convolution: an int or a tuple.
         padding: ``dilation * (kernel_size - 1) - padding`` zeros are added to both sides of each
             spatial axis of the input: an int or a tuple.

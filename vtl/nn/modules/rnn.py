@@ -348,8 +348,7 @@ class LSTM(RNNBase):
         dtype: Floating dtype of the parameters and buffers (default: the default dtype).
 
     Raises:
-        ValueError: If a size, ``dropout`` or ``proj_size`` is out of range (or ``nonlinearity``
-            unknown).
+        ValueError: If a size, ``dropout`` or ``proj_size`` is out of range.
         TypeError: If a size is not an int.
 
     Example:
@@ -383,8 +382,7 @@ class GRU(RNNBase):
         dtype: Floating dtype of the parameters and buffers (default: the default dtype).
 
     Raises:
-        ValueError: If a size, ``dropout`` or ``proj_size`` is out of range (or ``nonlinearity``
-            unknown).
+        ValueError: If a size, ``dropout`` or ``proj_size`` is out of range.
         TypeError: If a size is not an int.
     """
 
