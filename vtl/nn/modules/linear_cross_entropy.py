@@ -36,6 +36,7 @@ class LinearCrossEntropyLoss(_WeightedLoss):
         options: A :class:`LinearCrossEntropyOptions` for the chunked computation.
 
     Raises:
+        ValueError: If ``reduction`` is unknown.
         ValueError: If ``weight`` is not of shape ``(num_classes,)`` or ``label_smoothing`` is not
             in ``[0, 1]``.
     """

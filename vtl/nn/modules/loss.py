@@ -52,6 +52,9 @@ class MSELoss(_Loss):
     Args:
         reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
 
+    Raises:
+        ValueError: If ``reduction`` is unknown.
+
     Example:
         >>> nn.MSELoss()(vtl.asarray([1.0, 2.0]), vtl.asarray([0.0, 0.0])).item()
         2.5
@@ -69,6 +72,9 @@ class L1Loss(_Loss):
 
     Args:
         reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+
+    Raises:
+        ValueError: If ``reduction`` is unknown.
     """
 
     def forward(self, input: Any, target: Any) -> Any:  # noqa: A002
@@ -81,6 +87,9 @@ class SoftMarginLoss(_Loss):
 
     Args:
         reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+
+    Raises:
+        ValueError: If ``reduction`` is unknown.
     """
 
     def forward(self, input: Any, target: Any) -> Any:  # noqa: A002
@@ -94,6 +103,9 @@ class HuberLoss(_Loss):
     Args:
         reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
         delta: The threshold between the quadratic and the linear part.
+
+    Raises:
+        ValueError: If ``reduction`` is unknown.
     """
 
     def __init__(self, reduction: str = "mean", delta: float = 1.0) -> None:
@@ -111,6 +123,9 @@ class SmoothL1Loss(_Loss):
     Args:
         reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
         beta: The threshold between the quadratic and the L1 part; 0 gives the L1 loss.
+
+    Raises:
+        ValueError: If ``reduction`` is unknown.
     """
 
     def __init__(self, reduction: str = "mean", beta: float = 1.0) -> None:
@@ -128,6 +143,9 @@ class BCELoss(_WeightedLoss):
     Args:
         weight: A manual rescaling weight, broadcast to the input's shape.
         reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+
+    Raises:
+        ValueError: If ``reduction`` is unknown.
     """
 
     def forward(self, input: Any, target: Any) -> Any:  # noqa: A002
@@ -142,6 +160,9 @@ class BCEWithLogitsLoss(_Loss):
         weight: A manual rescaling weight, broadcast to the input's shape.
         reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
         pos_weight: A weight of the positive examples, broadcast along the last (class) axis.
+
+    Raises:
+        ValueError: If ``reduction`` is unknown.
     """
 
     def __init__(self, weight: Any = None, reduction: str = "mean",
@@ -164,6 +185,9 @@ class NLLLoss(_WeightedLoss):
         weight: A manual rescaling weight per class (a 1-D tensor of size ``C``).
         ignore_index: A target value that is ignored and does not contribute to the input gradient.
         reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+
+    Raises:
+        ValueError: If ``reduction`` is unknown.
     """
 
     def __init__(self, weight: Any = None, ignore_index: int = -100,
@@ -189,6 +213,7 @@ class CrossEntropyLoss(_WeightedLoss):
             original and the uniform distribution.
 
     Raises:
+        ValueError: If ``reduction`` is unknown.
         ValueError: If ``label_smoothing`` is not in ``[0, 1]``.
 
     Example:
@@ -220,6 +245,9 @@ class KLDivLoss(_Loss):
         reduction: ``'none'``, ``'batchmean'`` (the sum divided by the batch size, the true KL
             divergence), ``'mean'`` (the mean over all elements) or ``'sum'``.
         log_target: Whether the target is given as log-probabilities.
+
+    Raises:
+        ValueError: If ``reduction`` is unknown.
     """
 
     _extra_reductions = ("batchmean",)
@@ -243,6 +271,9 @@ class PoissonNLLLoss(_Loss):
             pi * target)`` (for targets above 1).
         eps: Added to the input inside the log when ``log_input=False``.
         reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+
+    Raises:
+        ValueError: If ``reduction`` is unknown.
     """
 
     def __init__(self, log_input: bool = True, full: bool = False, eps: float = 1e-8,
@@ -265,6 +296,9 @@ class GaussianNLLLoss(_Loss):
         full: Include the constant ``0.5 * log(2 * pi)`` term.
         eps: Lower clamp of the variance, for stability.
         reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+
+    Raises:
+        ValueError: If ``reduction`` is unknown.
     """
 
     def __init__(self, *, full: bool = False, eps: float = 1e-6,
@@ -292,6 +326,9 @@ class MarginRankingLoss(_Loss):
     Args:
         margin: The margin.
         reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+
+    Raises:
+        ValueError: If ``reduction`` is unknown.
     """
 
     def __init__(self, margin: float = 0.0, reduction: str = "mean") -> None:
@@ -310,6 +347,9 @@ class HingeEmbeddingLoss(_Loss):
     Args:
         margin: The margin for ``y = -1``.
         reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+
+    Raises:
+        ValueError: If ``reduction`` is unknown.
     """
 
     def __init__(self, margin: float = 1.0, reduction: str = "mean") -> None:
@@ -328,6 +368,9 @@ class CosineEmbeddingLoss(_Loss):
     Args:
         margin: The margin for dissimilar pairs, in ``[-1, 1]`` (0 to 0.5 suggested).
         reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+
+    Raises:
+        ValueError: If ``reduction`` is unknown.
     """
 
     def __init__(self, margin: float = 0.0, reduction: str = "mean") -> None:
@@ -353,6 +396,7 @@ class TripletMarginLoss(_Loss):
         reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
 
     Raises:
+        ValueError: If ``reduction`` is unknown.
         ValueError: If ``margin`` is not greater than 0.
     """
 
@@ -384,6 +428,7 @@ class TripletMarginWithDistanceLoss(_Loss):
         reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
 
     Raises:
+        ValueError: If ``reduction`` is unknown.
         ValueError: If ``margin`` is not greater than 0.
         TypeError: If ``distance_function`` is neither ``None`` nor callable.
     """
@@ -418,6 +463,7 @@ class MultiMarginLoss(_WeightedLoss):
         reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
 
     Raises:
+        ValueError: If ``reduction`` is unknown.
         ValueError: If ``p`` is not 1 or 2, or ``weight`` is not 1-D.
     """
 
@@ -443,6 +489,9 @@ class MultiLabelMarginLoss(_Loss):
 
     Args:
         reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+
+    Raises:
+        ValueError: If ``reduction`` is unknown.
     """
 
     def forward(self, input: Any, target: Any) -> Any:  # noqa: A002
@@ -456,6 +505,9 @@ class MultiLabelSoftMarginLoss(_WeightedLoss):
     Args:
         weight: A manual rescaling weight per class (a 1-D tensor of size ``C``).
         reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+
+    Raises:
+        ValueError: If ``reduction`` is unknown.
     """
 
     def forward(self, input: Any, target: Any) -> Any:  # noqa: A002
@@ -473,6 +525,7 @@ class CTCLoss(_Loss):
         zero_infinity: Replace infinite losses (impossible alignments) and their gradients by zero.
 
     Raises:
+        ValueError: If ``reduction`` is unknown.
         ValueError: If ``blank`` is not a non-negative int.
     """
 
@@ -499,6 +552,9 @@ class NLLLoss2d(NLLLoss):
         weight: A manual rescaling weight per class (a 1-D tensor of size ``C``).
         ignore_index: A target value that is ignored and does not contribute to the input gradient.
         reduction: ``'none'`` (one loss per element), ``'mean'`` (the default) or ``'sum'``.
+
+    Raises:
+        ValueError: If ``reduction`` is unknown.
     """
 
     def __init__(self, weight: Any = None, ignore_index: int = -100,
