@@ -598,7 +598,8 @@ class OneCycleLR(LRScheduler):
         max_momentum: Highest momentum (one, or one per group).
         div_factor: The initial lr is ``max_lr / div_factor``.
         final_div_factor: The final lr is ``initial_lr / final_div_factor``.
-        three_phase: Use a third phase that anneals to the final lr (fast.ai's schedule).
+        three_phase: Use a third phase that anneals the lr to ``initial_lr / final_div_factor``
+            (the first two phases are then symmetric around ``pct_start``).
         last_epoch: Index of the last epoch; -1 starts afresh (otherwise each group needs an
             ``initial_lr`` entry, to resume).
 

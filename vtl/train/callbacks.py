@@ -114,7 +114,7 @@ class ModelCheckpoint(Callback):
         save_best_only: Save only when ``monitor`` improves.
         every: Save every n-th epoch.
         min_delta: Smallest change that counts as an improvement.
-        verbose: Print a line on each save.
+        verbose: Print a line on each save (on rank 0).
 
     Raises:
         ValueError: If ``every`` is not a positive int.
