@@ -147,7 +147,8 @@ SECTION_MODULES = ["vtl.nn", "vtl.nn.functional", "vtl.optim", "vtl.optim.lr_sch
                    "vtl.nn.utils", "vtl.nn.utils.rnn", "vtl.nn.utils.parametrize",
                    "vtl.nn.utils.parametrizations", "vtl.nn.utils.stateless", "vtl.utils",
                    "vtl.utils.checkpoint", "vtl.nn.grad", "vtl.nn.parameter", "vtl.distributed",
-                   "vtl.datasets", "vtl.datasets.synthetic", "vtl.datasets.text"]
+                   "vtl.datasets", "vtl.datasets.synthetic", "vtl.datasets.text", "vtl.linalg",
+                   "vtl.return_types", "vtl.cuda", "vtl.capture"]
 
 _HEADER = re.compile(r"^(\w[\w ]*):\s*$")
 _ENTRY_NAME = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:")
@@ -240,7 +241,7 @@ def _section_names(modname: str) -> list[str]:
     as ``vtl.autograd.functional``, whose functions ``vtl`` exports), the functions and
     classes it defines whose names do not start with ``_``."""
     mod = importlib.import_module(modname)
-    if hasattr(mod, "__all__"):
+    if modname == "vtl" or hasattr(mod, "__all__"):
         return public_names(modname)
     return [n for n, v in vars(mod).items() if not n.startswith("_")
             and (inspect.isfunction(v) or inspect.isclass(v))

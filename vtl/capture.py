@@ -79,7 +79,17 @@ _state = _State()
 def current(device: Any) -> Any:
     """The backend capture recording ``device``'s work in this thread, or ``None`` when no
     capture is under way (then everything runs eagerly). ``CaptureError`` when a capture
-    of another device is under way: a captured function runs on one device."""
+    of another device is under way: a captured function runs on one device.
+
+    Args:
+        device: The device.
+
+    Returns:
+        The backend capture, or ``None``.
+
+    Raises:
+        CaptureError: If a capture of another device is under way.
+    """
     s = _state.session
     if s is None:
         return None
@@ -90,14 +100,25 @@ def current(device: Any) -> Any:
 
 
 def active() -> bool:
-    """Whether a capture is recording this thread's work."""
+    """Whether a capture is recording this thread's work.
+
+    Returns:
+        A bool.
+    """
     return _state.session is not None
 
 
 def on_replay(hook: Callable[[], None]) -> None:
     """Run ``hook()`` on the host before each replay of the capture under way (in the order
     of registration): how optimizers, schedulers and random generators redo their host
-    bookkeeping and hand fresh per-step scalars to the captured kernels."""
+    bookkeeping and hand fresh per-step scalars to the captured kernels.
+
+    Args:
+        hook: A function of no arguments.
+
+    Raises:
+        CaptureError: If no capture is under way.
+    """
     s = _state.session
     if s is None:
         raise CaptureError("vtl.capture.on_replay: no capture is under way")
@@ -157,7 +178,17 @@ class _Entry:
 
 class CompiledFunction:
     """A function whose device work is captured once per signature and then replayed
-    (see :mod:`vtl.capture`); made by :func:`compile`."""
+    (see :mod:`vtl.capture`); made by :func:`compile`.
+
+    Args:
+        fn: The function to capture.
+        warmup: Calls of each signature that run eagerly before the capture.
+        max_signatures: Most signatures kept captured.
+
+    Raises:
+        TypeError: If ``fn`` is not callable.
+        ValueError: If ``warmup`` or ``max_signatures`` is invalid.
+    """
 
     def __init__(self, fn: Callable[..., Any], *, warmup: int = 1,
                  max_signatures: int = 8) -> None:
@@ -304,6 +335,18 @@ def compile(fn: Callable[..., Any] | None = None, *, warmup: int = 1,  # noqa: A
     captures, later ones replay (see :mod:`vtl.capture` for what a signature is and what a
     replay repeats); at most ``max_signatures`` captures are kept. On the numpy backend
     the function runs eagerly. Returns a :class:`CompiledFunction`.
+
+    Args:
+        fn: The function (omit it to get a decorator).
+        warmup: Calls of each signature that run eagerly before the capture.
+        max_signatures: Most signatures kept captured.
+
+    Returns:
+        A :class:`CompiledFunction`, or a decorator making one when ``fn`` is ``None``.
+
+    Raises:
+        TypeError: If ``fn`` is not callable.
+        ValueError: If ``warmup`` or ``max_signatures`` is invalid.
     """
     if fn is None:
         return functools.partial(compile, warmup=warmup, max_signatures=max_signatures)

@@ -13,18 +13,30 @@ def _backend():
 
 
 def is_available() -> bool:
-    """Whether the cupy backend (CuPy and a CUDA device) is usable."""
+    """Whether the cupy backend (CuPy and a CUDA device) is usable.
+
+    Returns:
+        A bool.
+    """
     return _backend().is_available
 
 
 def device_count() -> int:
-    """The CUDA devices the cupy backend sees (0 when it is unavailable)."""
+    """The CUDA devices the cupy backend sees (0 when it is unavailable).
+
+    Returns:
+        The number of devices.
+    """
     b = _backend()
     return b.device_count() if b.is_available else 0
 
 
 def current_device() -> int:
-    """The index of the current CUDA device."""
+    """The index of the current CUDA device.
+
+    Returns:
+        The device index, an int.
+    """
     _require()
     import cupy
 
@@ -32,7 +44,11 @@ def current_device() -> int:
 
 
 def synchronize(device: int | None = None) -> None:
-    """Wait for the work queued on CUDA device ``device`` (default: the current one)."""
+    """Wait for the work queued on CUDA device ``device`` (default: the current one).
+
+    Args:
+        device: A device index (default: the current one).
+    """
     _require().synchronize(current_device() if device is None else int(device))
 
 

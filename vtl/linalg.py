@@ -80,21 +80,50 @@ __all__ = [
 
 
 class EighResult(NamedTuple):
+    """What :func:`eigh` returns.
+
+    Args:
+        eigenvalues: The eigenvalues, ascending, shape ``(..., M)``.
+        eigenvectors: The eigenvectors (columns), shape ``(..., M, M)``.
+    """
+
     eigenvalues: Tensor
     eigenvectors: Tensor
 
 
 class QRResult(NamedTuple):
+    """What :func:`qr` returns.
+
+    Args:
+        Q: The matrices with orthonormal columns.
+        R: The upper-triangular matrices.
+    """
+
     Q: Tensor
     R: Tensor
 
 
 class SlogdetResult(NamedTuple):
+    """What :func:`slogdet` returns.
+
+    Args:
+        sign: The sign (or, for complex input, the phase) of each determinant.
+        logabsdet: The natural log of each determinant's absolute value.
+    """
+
     sign: Tensor
     logabsdet: Tensor
 
 
 class SVDResult(NamedTuple):
+    """What :func:`svd` returns.
+
+    Args:
+        U: The left singular vectors (columns).
+        S: The singular values, descending.
+        Vh: The right singular vectors (rows, conjugate-transposed).
+    """
+
     U: Tensor
     S: Tensor
     Vh: Tensor
@@ -185,7 +214,18 @@ def _mat_scalar(g: Tensor) -> Tensor:
 
 # -- inverse, solve, determinants ------------------------------------------------
 def inv(x: Tensor, /) -> Tensor:
-    """Inverse of each square matrix in ``x`` (shape ``(..., M, M)``)."""
+    """Inverse of each square matrix in ``x`` (shape ``(..., M, M)``).
+
+    Args:
+        x: A stack of square matrices, shape ``(..., M, M)``.
+
+    Returns:
+        The inverses, of ``x``'s shape.
+
+    Raises:
+        ValueError: If ``x`` is not a stack of square matrices.
+        TypeError: If ``x`` is not floating-point (or complex).
+    """
     x = _matrix(x, "inv", square=True)
     dev = x._device
     out = _lx(dev, "inv")(x._data)
@@ -204,6 +244,17 @@ def solve(x1: Tensor, x2: Tensor, /) -> Tensor:
     ``x1`` has shape ``(..., M, M)``; a 1-D ``x2`` of shape ``(M,)`` is one
     right-hand side (result ``(..., M)``), otherwise ``x2`` has shape
     ``(..., M, K)`` with batch axes broadcasting against ``x1``'s.
+
+    Args:
+        x1: The coefficient matrices, ``(..., M, M)``.
+        x2: The right-hand sides, ``(M,)`` or ``(..., M, K)``.
+
+    Returns:
+        The solutions ``out``.
+
+    Raises:
+        ValueError: If the shapes do not fit or the batch shapes do not broadcast.
+        TypeError: If a tensor is not floating-point (or complex).
     """
     x1 = _matrix(x1, "solve", square=True, argname="x1")
     x2 = tensor_arg(x2, "linalg.solve", "x2")
@@ -274,6 +325,16 @@ def det(x: Tensor, /) -> Tensor:
 
     The gradient is ``g * conj(det) * inv(x)^H``: at an exactly singular
     matrix backward fails (NumPy's ``LinAlgError``) or is non-finite.
+
+    Args:
+        x: A stack of square matrices, shape ``(..., M, M)``.
+
+    Returns:
+        The determinants, shape ``(...)``.
+
+    Raises:
+        ValueError: If ``x`` is not a stack of square matrices.
+        TypeError: If ``x`` is not floating-point (or complex).
     """
     x = _matrix(x, "det", square=True)
     dev = x._device
@@ -290,6 +351,16 @@ def slogdet(x: Tensor, /) -> SlogdetResult:
     """Sign and natural log of the absolute determinant (``SlogdetResult``).
 
     Only ``logabsdet`` is differentiable (gradient ``g * inv(x)^H``).
+
+    Args:
+        x: A stack of square matrices, shape ``(..., M, M)``.
+
+    Returns:
+        ``SlogdetResult(sign, logabsdet)``.
+
+    Raises:
+        ValueError: If ``x`` is not a stack of square matrices.
+        TypeError: If ``x`` is not floating-point (or complex).
     """
     x = _matrix(x, "slogdet", square=True)
     dev = x._device
@@ -309,7 +380,19 @@ def slogdet(x: Tensor, /) -> SlogdetResult:
 
 
 def matrix_power(x: Tensor, n: int, /) -> Tensor:
-    """``x`` raised to the integer power ``n`` (``n < 0`` inverts first; ``n = 0``: identity)."""
+    """``x`` raised to the integer power ``n`` (``n < 0`` inverts first; ``n = 0``: identity).
+
+    Args:
+        x: A stack of square matrices, shape ``(..., M, M)``.
+        n: The integer exponent.
+
+    Returns:
+        ``x ** n``, of ``x``'s shape.
+
+    Raises:
+        ValueError: If ``x`` is not a stack of square matrices.
+        TypeError: If ``n`` is not an int or ``x`` is not floating-point.
+    """
     x = _matrix(x, "matrix_power", square=True)
     if isinstance(n, bool) or not isinstance(n, int):
         try:
@@ -347,7 +430,19 @@ def matrix_power(x: Tensor, n: int, /) -> Tensor:
 
 def pinv(x: Tensor, /, *, rtol: float | Tensor | None = None) -> Tensor:
     """Moore-Penrose pseudo-inverse (singular values below ``rtol * max(S)`` are cut;
-    default ``rtol = max(M, N) * eps``)."""
+    default ``rtol = max(M, N) * eps``).
+
+    Args:
+        x: A stack of matrices, shape ``(..., M, N)``.
+        rtol: Relative tolerance (default ``max(M, N) * eps`` of the dtype).
+
+    Returns:
+        The pseudo-inverses, shape ``(..., N, M)``.
+
+    Raises:
+        ValueError: If ``x`` has fewer than 2 dimensions.
+        TypeError: If ``x`` is not floating-point (or complex).
+    """
     x = _matrix(x, "pinv")
     dev = x._device
     rt = rtol._data if isinstance(rtol, Tensor) else rtol
@@ -371,7 +466,19 @@ def pinv(x: Tensor, /, *, rtol: float | Tensor | None = None) -> Tensor:
 
 def matrix_rank(x: Tensor, /, *, rtol: float | Tensor | None = None) -> Tensor:
     """Number of singular values above ``rtol * max(S)`` (default ``max(M, N) * eps``);
-    an integer tensor, not differentiable."""
+    an integer tensor, not differentiable.
+
+    Args:
+        x: A stack of matrices, shape ``(..., M, N)``.
+        rtol: Relative tolerance (default ``max(M, N) * eps`` of the dtype).
+
+    Returns:
+        The ranks, an integer tensor of shape ``(...)``.
+
+    Raises:
+        ValueError: If ``x`` has fewer than 2 dimensions.
+        TypeError: If ``x`` is not floating-point (or complex).
+    """
     x = _matrix(x, "matrix_rank")
     dev = x._device
     rt = rtol._data if isinstance(rtol, Tensor) else rtol
@@ -381,7 +488,19 @@ def matrix_rank(x: Tensor, /, *, rtol: float | Tensor | None = None) -> Tensor:
 # -- decompositions -------------------------------------------------------------------
 def cholesky(x: Tensor, /, *, upper: bool = False) -> Tensor:
     """Cholesky factor of each Hermitian positive-definite matrix: lower ``L`` with
-    ``x = L L^H`` (or upper ``U`` with ``x = U^H U`` when ``upper=True``)."""
+    ``x = L L^H`` (or upper ``U`` with ``x = U^H U`` when ``upper=True``).
+
+    Args:
+        x: A stack of Hermitian positive-definite matrices.
+        upper: Return the upper factor ``U`` instead of ``L``.
+
+    Returns:
+        The factors, of ``x``'s shape.
+
+    Raises:
+        ValueError: If ``x`` is not a stack of square matrices.
+        TypeError: If ``x`` is not floating-point (or complex).
+    """
     x = _matrix(x, "cholesky", square=True)
     dev = x._device
     out = _lx(dev, "cholesky")(x._data, upper=upper)
@@ -417,7 +536,20 @@ def _qr_tall_vjp(gq: Tensor | None, gr: Tensor | None, q: Tensor, r: Tensor) -> 
 
 def qr(x: Tensor, /, *, mode: Literal["reduced", "complete"] = "reduced") -> QRResult:
     """QR decomposition ``x = Q R`` (``QRResult``); ``mode`` is ``'reduced'`` or
-    ``'complete'``."""
+    ``'complete'``.
+
+    Args:
+        x: A stack of matrices, shape ``(..., M, N)``.
+        mode: ``'reduced'`` or ``'complete'``.
+
+    Returns:
+        ``QRResult(Q, R)``.
+
+    Raises:
+        ValueError: If ``x`` has fewer than 2 dimensions.
+        TypeError: If ``x`` is not floating-point (or complex).
+        ValueError: If ``mode`` is unknown.
+    """
     x = _matrix(x, "qr")
     if mode not in ("reduced", "complete"):
         raise ValueError(f"linalg.qr(): mode must be 'reduced' or 'complete', got {mode!r}")
@@ -471,7 +603,18 @@ def qr(x: Tensor, /, *, mode: Literal["reduced", "complete"] = "reduced") -> QRR
 
 def eigh(x: Tensor, /) -> EighResult:
     """Eigenvalues (ascending) and eigenvectors of symmetric/Hermitian matrices
-    (``EighResult``); only the lower triangle is read."""
+    (``EighResult``); only the lower triangle is read.
+
+    Args:
+        x: A stack of symmetric or Hermitian matrices.
+
+    Returns:
+        ``EighResult(eigenvalues, eigenvectors)``.
+
+    Raises:
+        ValueError: If ``x`` is not a stack of square matrices.
+        TypeError: If ``x`` is not floating-point (or complex).
+    """
     x = _matrix(x, "eigh", square=True)
     dev = x._device
     res = _lx(dev, "eigh")(x._data)
@@ -503,7 +646,18 @@ def eigh(x: Tensor, /) -> EighResult:
 
 def eigvalsh(x: Tensor, /) -> Tensor:
     """Eigenvalues (ascending) of symmetric/Hermitian matrices; only the lower triangle
-    is read."""
+    is read.
+
+    Args:
+        x: A stack of symmetric or Hermitian matrices.
+
+    Returns:
+        The eigenvalues, shape ``(..., M)``.
+
+    Raises:
+        ValueError: If ``x`` is not a stack of square matrices.
+        TypeError: If ``x`` is not floating-point (or complex).
+    """
     x = _matrix(x, "eigvalsh", square=True)
     dev = x._device
     out = _lx(dev, "eigvalsh")(x._data)
@@ -553,7 +707,19 @@ def _svd_vjp(gu: Tensor | None, gs: Tensor | None, gvh: Tensor | None, u: Tensor
 
 def svd(x: Tensor, /, *, full_matrices: bool = True) -> SVDResult:
     """Singular value decomposition ``x = U diag(S) Vh`` (``SVDResult``; ``S``
-    descending)."""
+    descending).
+
+    Args:
+        x: A stack of matrices, shape ``(..., M, N)``.
+        full_matrices: Return the full ``U`` and ``Vh`` (else the reduced ones).
+
+    Returns:
+        ``SVDResult(U, S, Vh)``.
+
+    Raises:
+        ValueError: If ``x`` has fewer than 2 dimensions.
+        TypeError: If ``x`` is not floating-point (or complex).
+    """
     x = _matrix(x, "svd")
     dev = x._device
     res = _lx(dev, "svd")(x._data, full_matrices=full_matrices)
@@ -585,7 +751,18 @@ def svd(x: Tensor, /, *, full_matrices: bool = True) -> SVDResult:
 
 
 def svdvals(x: Tensor, /) -> Tensor:
-    """Singular values (descending) of each matrix, shape ``(..., min(M, N))``."""
+    """Singular values (descending) of each matrix, shape ``(..., min(M, N))``.
+
+    Args:
+        x: A stack of matrices, shape ``(..., M, N)``.
+
+    Returns:
+        The singular values, shape ``(..., min(M, N))``.
+
+    Raises:
+        ValueError: If ``x`` has fewer than 2 dimensions.
+        TypeError: If ``x`` is not floating-point (or complex).
+    """
     x = _matrix(x, "svdvals")
     dev = x._device
     out = _lx(dev, "svdvals")(x._data)
@@ -602,7 +779,18 @@ def svdvals(x: Tensor, /) -> Tensor:
 
 # -- products, diagonal, trace ------------------------------------------------------
 def outer(x1: Tensor, x2: Tensor, /) -> Tensor:
-    """Outer product of two 1-D tensors, shape ``(N, M)``."""
+    """Outer product of two 1-D tensors, shape ``(N, M)``.
+
+    Args:
+        x1: A 1-D tensor of size ``N``.
+        x2: A 1-D tensor of size ``M``.
+
+    Returns:
+        The ``(N, M)`` outer product.
+
+    Raises:
+        ValueError: If a tensor is not 1-D.
+    """
     x1 = tensor_arg(x1, "linalg.outer", "x1")
     x2 = tensor_arg(x2, "linalg.outer", "x2")
     if x1.ndim != 1 or x2.ndim != 1:
@@ -625,7 +813,22 @@ def outer(x1: Tensor, x2: Tensor, /) -> Tensor:
 
 def cross(x1: Tensor, x2: Tensor, /, *, axis: int = -1) -> Tensor:
     """Cross product of 3-element vectors along ``axis`` (negative, counted from the
-    end; the other axes broadcast)."""
+    end; the other axes broadcast).
+
+    Args:
+        x1: The first vectors.
+        x2: The second vectors (broadcast with ``x1``).
+        axis: The axis of the vectors (negative, of size 3).
+
+    Returns:
+        The cross products.
+
+    Raises:
+        ValueError: If a tensor is 0-d, ``axis`` is not negative or not of size 3, or the shapes do
+            not broadcast.
+        TypeError: If ``axis`` is not an int.
+        IndexError: If ``axis`` is out of range.
+    """
     x1 = tensor_arg(x1, "linalg.cross", "x1")
     x2 = tensor_arg(x2, "linalg.cross", "x2")
     _check_kind(x1, "cross", "iufc", "x1")
@@ -674,7 +877,18 @@ def _diag_geometry(shape: tuple[int, ...], offset: int) -> tuple[int, int, int, 
 
 
 def diagonal(x: Tensor, /, *, offset: int = 0) -> Tensor:
-    """The ``offset``-th diagonal of each matrix (``offset > 0``: above the main one)."""
+    """The ``offset``-th diagonal of each matrix (``offset > 0``: above the main one).
+
+    Args:
+        x: A stack of matrices, shape ``(..., M, N)``.
+        offset: Which diagonal: 0 the main one, positive above, negative below.
+
+    Returns:
+        The diagonals, shape ``(..., K)``.
+
+    Raises:
+        ValueError: If ``x`` has fewer than 2 dimensions.
+    """
     x = _matrix(x, "diagonal", kinds="biufc")
     offset = operator.index(offset)
     dev = x._device
@@ -690,7 +904,20 @@ def diagonal(x: Tensor, /, *, offset: int = 0) -> Tensor:
 
 
 def trace(x: Tensor, /, *, offset: int = 0, dtype: Any = None) -> Tensor:
-    """Sum of the ``offset``-th diagonal of each matrix (``dtype`` as for ``sum``)."""
+    """Sum of the ``offset``-th diagonal of each matrix (``dtype`` as for ``sum``).
+
+    Args:
+        x: A stack of matrices, shape ``(..., M, N)``.
+        offset: Which diagonal: 0 the main one, positive above, negative below.
+        dtype: The dtype of the sums (as for ``vtl.sum``).
+
+    Returns:
+        The traces, shape ``(...)``.
+
+    Raises:
+        ValueError: If ``x`` has fewer than 2 dimensions.
+        TypeError: If ``x`` is not numeric.
+    """
     x = _matrix(x, "trace", kinds="iufc")
     offset = operator.index(offset)
     dev = x._device
@@ -727,7 +954,20 @@ def _tied_mask(a: Tensor, ref: Tensor, axes: tuple[int, ...]) -> Tensor:
 def vector_norm(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None,
                 keepdims: bool = False, ord: int | float = 2) -> Tensor:  # noqa: A002
     """Vector ``ord``-norm over ``axis`` (all axes by default); the result has the real
-    dtype matching ``x``."""
+    dtype matching ``x``.
+
+    Args:
+        x: The input tensor.
+        axis: An axis, a tuple of axes, or ``None`` for all.
+        keepdims: Keep the reduced axes (size 1).
+        ord: The order of the norm (a number; ``inf`` and ``-inf`` too).
+
+    Returns:
+        The norms, of ``x``'s real dtype.
+
+    Raises:
+        TypeError: If ``ord`` is not a number or ``x`` is not floating-point.
+    """
     x = tensor_arg(x, "linalg.vector_norm")
     _check_kind(x, "vector_norm", "fc")
     if isinstance(ord, bool) or not isinstance(ord, (int, float)):
@@ -767,7 +1007,21 @@ def matrix_norm(x: Tensor, /, *, keepdims: bool = False,
                 ord: int | float | Literal["fro", "nuc"] | None = "fro") -> Tensor:  # noqa: A002
     """Matrix norm of each matrix: ``'fro'`` (default), ``'nuc'``, ``1``/``-1`` (max/min
     column abs-sum), ``2``/``-2`` (largest/smallest singular value), ``inf``/``-inf``
-    (max/min row abs-sum)."""
+    (max/min row abs-sum).
+
+    Args:
+        x: A stack of matrices, shape ``(..., M, N)``.
+        keepdims: Keep the reduced axes (size 1).
+        ord: ``'fro'``, ``'nuc'``, 1, -1, 2, -2, ``inf`` or ``-inf``.
+
+    Returns:
+        The norms, of ``x``'s real dtype.
+
+    Raises:
+        ValueError: If ``x`` has fewer than 2 dimensions.
+        TypeError: If ``x`` is not floating-point (or complex).
+        ValueError: If ``ord`` is not one of those.
+    """
     x = _matrix(x, "matrix_norm")
     if ord is None:
         ord = "fro"  # noqa: A001

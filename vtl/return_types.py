@@ -11,35 +11,60 @@ __all__ = ["aminmax", "kthvalue", "max", "median", "min", "mode", "sort", "topk"
 
 
 class max(NamedTuple):  # noqa: A001, N801 - PyTorch's names
-    """The maxima along a dim and where they are (the first maximal element)."""
+    """The maxima along a dim and where they are (the first maximal element).
+
+    Args:
+        values: The maxima.
+        indices: Their positions along the dim.
+    """
 
     values: Tensor
     indices: Tensor
 
 
 class min(NamedTuple):  # noqa: A001, N801
-    """The minima along a dim and where they are (the first minimal element)."""
+    """The minima along a dim and where they are (the first minimal element).
+
+    Args:
+        values: The minima.
+        indices: Their positions along the dim.
+    """
 
     values: Tensor
     indices: Tensor
 
 
 class sort(NamedTuple):  # noqa: N801
-    """Sorted values along a dim and the positions they came from."""
+    """Sorted values along a dim and the positions they came from.
+
+    Args:
+        values: The sorted values.
+        indices: The positions they came from.
+    """
 
     values: Tensor
     indices: Tensor
 
 
 class topk(NamedTuple):  # noqa: N801
-    """The ``k`` largest (or smallest) values along a dim and their positions."""
+    """The ``k`` largest (or smallest) values along a dim and their positions.
+
+    Args:
+        values: The ``k`` values.
+        indices: Their positions.
+    """
 
     values: Tensor
     indices: Tensor
 
 
 class kthvalue(NamedTuple):  # noqa: N801
-    """The ``k``-th smallest value along a dim and its position."""
+    """The ``k``-th smallest value along a dim and its position.
+
+    Args:
+        values: The ``k``-th smallest values.
+        indices: Their positions.
+    """
 
     values: Tensor
     indices: Tensor
@@ -47,21 +72,36 @@ class kthvalue(NamedTuple):  # noqa: N801
 
 class mode(NamedTuple):  # noqa: N801
     """The most frequent value along a dim (the smallest of those tied) and the position of
-    its last occurrence."""
+    its last occurrence.
+
+    Args:
+        values: The most frequent values.
+        indices: The positions of their last occurrences.
+    """
 
     values: Tensor
     indices: Tensor
 
 
 class median(NamedTuple):  # noqa: N801
-    """The lower median along a dim and its position."""
+    """The lower median along a dim and its position.
+
+    Args:
+        values: The lower medians.
+        indices: Their positions.
+    """
 
     values: Tensor
     indices: Tensor
 
 
 class aminmax(NamedTuple):  # noqa: N801
-    """The minimum and the maximum (``vtl.aminmax``)."""
+    """The minimum and the maximum (``vtl.aminmax``).
+
+    Args:
+        min: The minimum.
+        max: The maximum.
+    """
 
     min: Tensor
     max: Tensor

@@ -52,7 +52,17 @@ def _c(t: Tensor) -> Tensor:
 
 
 def matrix_transpose(x: Tensor, /) -> Tensor:
-    """Swap the last two axes."""
+    """Swap the last two axes.
+
+    Args:
+        x: A tensor of at least 2 dimensions.
+
+    Returns:
+        The transposed tensor, shape ``(..., N, M)``.
+
+    Raises:
+        ValueError: If ``x`` has fewer than 2 dimensions.
+    """
     x = tensor_arg(x, "matrix_transpose")
     if x.ndim < 2:
         raise ValueError(f"matrix_transpose() needs at least 2 dimensions, got shape {x.shape}")
@@ -99,7 +109,19 @@ def _build_matmul(operator: bool) -> Any:
 matmul = _build_matmul(False)
 matmul.__qualname__ = "matmul"
 matmul.__doc__ = """Matrix product with NumPy's rules: a 1-D ``x1`` is a row vector and a 1-D
-``x2`` a column vector (the added axis is removed again); batch axes broadcast."""
+``x2`` a column vector (the added axis is removed again); batch axes broadcast.
+
+Args:
+    x1: The first tensor, ``(..., M, K)`` or ``(K,)``.
+    x2: The second tensor, ``(..., K, N)`` or ``(K,)``.
+
+Returns:
+    The product.
+
+Raises:
+    ValueError: If a tensor is 0-d, the inner sizes differ or the batch shapes do not
+        broadcast.
+"""
 # the operator form, which Tensor.__matmul__ calls: the same function, NotImplemented for
 # an operand it does not take
 matmul.operator = _build_matmul(True)
@@ -227,7 +249,21 @@ def tensordot(x1: Tensor, x2: Tensor, /, *,
     """Contract ``x1`` and ``x2`` over ``axes``: the last ``axes`` axes of ``x1`` with the
     first ``axes`` of ``x2``, or the axes listed in a pair of sequences. Contracted
     axes must have equal sizes (they do not broadcast). The result has the free axes
-    of ``x1`` followed by those of ``x2``."""
+    of ``x1`` followed by those of ``x2``.
+
+    Args:
+        x1: The first tensor.
+        x2: The second tensor.
+        axes: The number of contracted axes, or a pair of sequences of axes.
+        dims: PyTorch's name for ``axes`` (give one of the two).
+
+    Returns:
+        The contraction.
+
+    Raises:
+        ValueError: If the contracted axes differ in size or are invalid.
+        TypeError: If a parameter is given under both names.
+    """
     x1, x2 = _operands(x1, x2, "tensordot")
     a1, a2 = _tensordot_axes(axes, x1.ndim, x2.ndim)
     for i, j in zip(a1, a2, strict=True):
@@ -289,7 +325,22 @@ def _tensordot_vjp(g: Tensor, x1: Tensor, x2: Tensor, a1: tuple[int, ...],
 def vecdot(x1: Tensor, x2: Tensor, /, *, axis: int = -1) -> Tensor:
     """Dot products ``sum(conj(x1) * x2, axis=axis)`` of vectors along ``axis``, with
     the other axes broadcast. ``axis`` counts from the end (``[-N, -1]``, N the smaller
-    number of dimensions) and the two sizes along it must be equal."""
+    number of dimensions) and the two sizes along it must be equal.
+
+    Args:
+        x1: The first tensor.
+        x2: The second tensor.
+        axis: The axis of the vectors (negative).
+        dim: PyTorch's name for ``axis`` (give one of the two).
+
+    Returns:
+        The dot products.
+
+    Raises:
+        ValueError: If the sizes along ``axis`` differ or the shapes do not broadcast.
+        TypeError: If ``axis`` is not an int or a parameter is given under both names.
+        IndexError: If ``axis`` is out of range.
+    """
     x1, x2 = _operands(x1, x2, "vecdot")
     if isinstance(axis, bool) or not isinstance(axis, int):
         raise TypeError(f"vecdot() expected an int for axis, got {axis!r}")
