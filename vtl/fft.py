@@ -302,20 +302,71 @@ def _c2c(fname: str, x: Any, n: Any, axis: Any, norm: Any) -> Tensor:
 def fft(x: Tensor, /, *, n: int | None = None, axis: int = -1,
         norm: Norm = "backward") -> Tensor:
     """One-dimensional discrete Fourier transform along ``axis`` (zero-padded or
-    trimmed to ``n`` points). Real input is treated as complex."""
+    trimmed to ``n`` points). Real input is treated as complex.
+
+    Args:
+        x: The input tensor.
+        n: Number of points of the transform along ``axis`` (the input is zero-padded or trimmed;
+            default: its size there).
+        axis: The axis to transform.
+        norm: ``'backward'`` (no scaling forward, ``1/n`` inverse), ``'ortho'`` (``1/sqrt(n)`` both
+            ways) or ``'forward'`` (``1/n`` forward).
+
+    Returns:
+        The transform along ``axis``.
+
+    Raises:
+        ValueError: If ``norm`` is unknown or ``n`` is not positive.
+        TypeError: If ``x`` is not a tensor of a suitable dtype or ``n`` is not an int.
+        IndexError: If ``axis`` is out of range or ``x`` is 0-d.
+    """
     return _c2c("fft", x, n, axis, norm)
 
 
 def ifft(x: Tensor, /, *, n: int | None = None, axis: int = -1,
          norm: Norm = "backward") -> Tensor:
-    """One-dimensional inverse discrete Fourier transform along ``axis``."""
+    """One-dimensional inverse discrete Fourier transform along ``axis``.
+
+    Args:
+        x: The input tensor.
+        n: Number of points of the transform along ``axis`` (the input is zero-padded or trimmed;
+            default: its size there).
+        axis: The axis to transform.
+        norm: ``'backward'`` (no scaling forward, ``1/n`` inverse), ``'ortho'`` (``1/sqrt(n)`` both
+            ways) or ``'forward'`` (``1/n`` forward).
+
+    Returns:
+        The transform along ``axis``.
+
+    Raises:
+        ValueError: If ``norm`` is unknown or ``n`` is not positive.
+        TypeError: If ``x`` is not a tensor of a suitable dtype or ``n`` is not an int.
+        IndexError: If ``axis`` is out of range or ``x`` is 0-d.
+    """
     return _c2c("ifft", x, n, axis, norm)
 
 
 def rfft(x: Tensor, /, *, n: int | None = None, axis: int = -1,
          norm: Norm = "backward") -> Tensor:
     """Discrete Fourier transform of real input: the ``n//2 + 1`` non-negative
-    frequency bins along ``axis``."""
+    frequency bins along ``axis``.
+
+    Args:
+        x: The input tensor.
+        n: Number of points of the transform along ``axis`` (the input is zero-padded or trimmed;
+            default: its size there).
+        axis: The axis to transform.
+        norm: ``'backward'`` (no scaling forward, ``1/n`` inverse), ``'ortho'`` (``1/sqrt(n)`` both
+            ways) or ``'forward'`` (``1/n`` forward).
+
+    Returns:
+        The transform along ``axis``.
+
+    Raises:
+        ValueError: If ``norm`` is unknown or ``n`` is not positive.
+        TypeError: If ``x`` is not a tensor of a suitable dtype or ``n`` is not an int.
+        IndexError: If ``axis`` is out of range or ``x`` is 0-d.
+    """
     x = _input(x, "rfft", real_only=True)
     axis = _axis(axis, x.ndim, "rfft")
     n = _n(n, "rfft")
@@ -364,20 +415,71 @@ def _c2r(fname: str, x: Any, n: Any, axis: Any, norm: Any) -> Tensor:
 def irfft(x: Tensor, /, *, n: int | None = None, axis: int = -1,
           norm: Norm = "backward") -> Tensor:
     """Inverse of :func:`rfft`: ``n`` real points (default ``2*(M-1)``) along ``axis``
-    from the non-negative frequency bins (trimmed or zero-padded to ``n//2 + 1``)."""
+    from the non-negative frequency bins (trimmed or zero-padded to ``n//2 + 1``).
+
+    Args:
+        x: The input tensor.
+        n: Number of points of the transform along ``axis`` (the input is zero-padded or trimmed;
+            default: its size there).
+        axis: The axis to transform.
+        norm: ``'backward'`` (no scaling forward, ``1/n`` inverse), ``'ortho'`` (``1/sqrt(n)`` both
+            ways) or ``'forward'`` (``1/n`` forward).
+
+    Returns:
+        The transform along ``axis``.
+
+    Raises:
+        ValueError: If ``norm`` is unknown or ``n`` is not positive.
+        TypeError: If ``x`` is not a tensor of a suitable dtype or ``n`` is not an int.
+        IndexError: If ``axis`` is out of range or ``x`` is 0-d.
+    """
     return _c2r("irfft", x, n, axis, norm)
 
 
 def hfft(x: Tensor, /, *, n: int | None = None, axis: int = -1,
          norm: Norm = "backward") -> Tensor:
     """Discrete Fourier transform of a Hermitian-symmetric signal given by its first
-    half: ``n`` real points (default ``2*(M-1)``) along ``axis``."""
+    half: ``n`` real points (default ``2*(M-1)``) along ``axis``.
+
+    Args:
+        x: The input tensor.
+        n: Number of points of the transform along ``axis`` (the input is zero-padded or trimmed;
+            default: its size there).
+        axis: The axis to transform.
+        norm: ``'backward'`` (no scaling forward, ``1/n`` inverse), ``'ortho'`` (``1/sqrt(n)`` both
+            ways) or ``'forward'`` (``1/n`` forward).
+
+    Returns:
+        The transform along ``axis``.
+
+    Raises:
+        ValueError: If ``norm`` is unknown or ``n`` is not positive.
+        TypeError: If ``x`` is not a tensor of a suitable dtype or ``n`` is not an int.
+        IndexError: If ``axis`` is out of range or ``x`` is 0-d.
+    """
     return _c2r("hfft", x, n, axis, norm)
 
 
 def ihfft(x: Tensor, /, *, n: int | None = None, axis: int = -1,
           norm: Norm = "backward") -> Tensor:
-    """Inverse of :func:`hfft` for real input: ``n//2 + 1`` complex bins along ``axis``."""
+    """Inverse of :func:`hfft` for real input: ``n//2 + 1`` complex bins along ``axis``.
+
+    Args:
+        x: The input tensor.
+        n: Number of points of the transform along ``axis`` (the input is zero-padded or trimmed;
+            default: its size there).
+        axis: The axis to transform.
+        norm: ``'backward'`` (no scaling forward, ``1/n`` inverse), ``'ortho'`` (``1/sqrt(n)`` both
+            ways) or ``'forward'`` (``1/n`` forward).
+
+    Returns:
+        The transform along ``axis``.
+
+    Raises:
+        ValueError: If ``norm`` is unknown or ``n`` is not positive.
+        TypeError: If ``x`` is not a tensor of a suitable dtype or ``n`` is not an int.
+        IndexError: If ``axis`` is out of range or ``x`` is 0-d.
+    """
     x = _input(x, "ihfft", real_only=True)
     axis = _axis(axis, x.ndim, "ihfft")
     n = _n(n, "ihfft")
@@ -427,20 +529,74 @@ def fftn(x: Tensor, /, *, s: Sequence[int] | None = None, axes: Sequence[int] | 
          norm: Norm = "backward") -> Tensor:
     """n-dimensional discrete Fourier transform over ``axes`` (all by default, the last
     ``len(s)`` when only ``s`` is given), each zero-padded or trimmed to ``s[i]`` points
-    (``-1``: keep the input size)."""
+    (``-1``: keep the input size).
+
+    Args:
+        x: The input tensor.
+        s: Number of points along each of ``axes`` (``-1``: keep the size).
+        axes: The axes to transform (default: see above).
+        norm: ``'backward'`` (no scaling forward, ``1/n`` inverse), ``'ortho'`` (``1/sqrt(n)`` both
+            ways) or ``'forward'`` (``1/n`` forward).
+
+    Returns:
+        The transform over ``axes``.
+
+    Raises:
+        ValueError: If ``norm`` is unknown, ``axes`` repeats an axis, or ``s`` does not fit
+            ``axes``.
+        TypeError: If ``x`` is not a tensor of a suitable dtype or ``s``/``axes`` holds something
+            other than ints.
+        IndexError: If an axis is out of range or ``x`` is 0-d.
+    """
     return _c2c_nd("fftn", x, s, axes, norm)
 
 
 def ifftn(x: Tensor, /, *, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
           norm: Norm = "backward") -> Tensor:
-    """n-dimensional inverse discrete Fourier transform over ``axes``."""
+    """n-dimensional inverse discrete Fourier transform over ``axes``.
+
+    Args:
+        x: The input tensor.
+        s: Number of points along each of ``axes`` (``-1``: keep the size).
+        axes: The axes to transform (default: see above).
+        norm: ``'backward'`` (no scaling forward, ``1/n`` inverse), ``'ortho'`` (``1/sqrt(n)`` both
+            ways) or ``'forward'`` (``1/n`` forward).
+
+    Returns:
+        The transform over ``axes``.
+
+    Raises:
+        ValueError: If ``norm`` is unknown, ``axes`` repeats an axis, or ``s`` does not fit
+            ``axes``.
+        TypeError: If ``x`` is not a tensor of a suitable dtype or ``s``/``axes`` holds something
+            other than ints.
+        IndexError: If an axis is out of range or ``x`` is 0-d.
+    """
     return _c2c_nd("ifftn", x, s, axes, norm)
 
 
 def rfftn(x: Tensor, /, *, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
           norm: Norm = "backward") -> Tensor:
     """n-dimensional discrete Fourier transform of real input; the last of ``axes``
-    keeps ``s[-1]//2 + 1`` non-negative frequency bins."""
+    keeps ``s[-1]//2 + 1`` non-negative frequency bins.
+
+    Args:
+        x: The input tensor.
+        s: Number of points along each of ``axes`` (``-1``: keep the size).
+        axes: The axes to transform (default: see above).
+        norm: ``'backward'`` (no scaling forward, ``1/n`` inverse), ``'ortho'`` (``1/sqrt(n)`` both
+            ways) or ``'forward'`` (``1/n`` forward).
+
+    Returns:
+        The transform over ``axes``.
+
+    Raises:
+        ValueError: If ``norm`` is unknown, ``axes`` repeats an axis, or ``s`` does not fit
+            ``axes``.
+        TypeError: If ``x`` is not a tensor of a suitable dtype or ``s``/``axes`` holds something
+            other than ints.
+        IndexError: If an axis is out of range or ``x`` is 0-d.
+    """
     x = _input(x, "rfftn", real_only=True)
     norm = _norm(norm, "rfftn")
     axes, s, s_in, ax_in = _axes_s(x, s, axes, "rfftn")
@@ -462,7 +618,25 @@ def rfftn(x: Tensor, /, *, s: Sequence[int] | None = None, axes: Sequence[int] |
 def irfftn(x: Tensor, /, *, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
            norm: Norm = "backward") -> Tensor:
     """Inverse of :func:`rfftn`: real output with ``s[i]`` points on each of ``axes``
-    (default: the input sizes, and ``2*(M-1)`` for the last axis)."""
+    (default: the input sizes, and ``2*(M-1)`` for the last axis).
+
+    Args:
+        x: The input tensor.
+        s: Number of points along each of ``axes`` (``-1``: keep the size).
+        axes: The axes to transform (default: see above).
+        norm: ``'backward'`` (no scaling forward, ``1/n`` inverse), ``'ortho'`` (``1/sqrt(n)`` both
+            ways) or ``'forward'`` (``1/n`` forward).
+
+    Returns:
+        The transform over ``axes``.
+
+    Raises:
+        ValueError: If ``norm`` is unknown, ``axes`` repeats an axis, or ``s`` does not fit
+            ``axes``.
+        TypeError: If ``x`` is not a tensor of a suitable dtype or ``s``/``axes`` holds something
+            other than ints.
+        IndexError: If an axis is out of range or ``x`` is 0-d.
+    """
     x = tensor_arg(x, "irfftn")
     if x._data.dtype.kind not in "fc":
         _input(x, "irfftn")
@@ -514,12 +688,32 @@ def _freq(fname: str, n: Any, d: Any, dtype: Any, device: Any) -> Tensor:
 
 def fftfreq(n: int, /, *, d: float = 1.0, dtype: Any = None, device: Any = None) -> Tensor:
     """Sample frequencies ``[0, 1, ..., -1] / (d*n)`` of an ``n``-point transform
-    (default real floating dtype, default device)."""
+    (default real floating dtype, default device).
+
+    Args:
+        n: Number of points of the transform.
+        d: The sample spacing.
+        dtype: A real floating dtype (default: the default one).
+        device: Device of the result (default: the default device).
+
+    Returns:
+        A 1-D tensor of ``n`` frequencies.
+    """
     return _freq("fftfreq", n, d, dtype, device)
 
 
 def rfftfreq(n: int, /, *, d: float = 1.0, dtype: Any = None, device: Any = None) -> Tensor:
-    """Sample frequencies ``[0, 1, ..., n//2] / (d*n)`` of the bins of :func:`rfft`."""
+    """Sample frequencies ``[0, 1, ..., n//2] / (d*n)`` of the bins of :func:`rfft`.
+
+    Args:
+        n: Number of points of the transform.
+        d: The sample spacing.
+        dtype: A real floating dtype (default: the default one).
+        device: Device of the result (default: the default device).
+
+    Returns:
+        A 1-D tensor of ``n // 2 + 1`` frequencies.
+    """
     return _freq("rfftfreq", n, d, dtype, device)
 
 
@@ -543,10 +737,26 @@ def _shift(fname: str, x: Any, axes: Any) -> Tensor:
 
 
 def fftshift(x: Tensor, /, *, axes: int | Sequence[int] | None = None) -> Tensor:
-    """Move the zero-frequency bin to the centre along ``axes`` (all by default)."""
+    """Move the zero-frequency bin to the centre along ``axes`` (all by default).
+
+    Args:
+        x: The input tensor.
+        axes: An axis, a sequence of axes, or ``None`` for all.
+
+    Returns:
+        The shifted tensor.
+    """
     return _shift("fftshift", x, axes)
 
 
 def ifftshift(x: Tensor, /, *, axes: int | Sequence[int] | None = None) -> Tensor:
-    """Inverse of :func:`fftshift` (they differ by one sample for odd lengths)."""
+    """Inverse of :func:`fftshift` (they differ by one sample for odd lengths).
+
+    Args:
+        x: The input tensor.
+        axes: An axis, a sequence of axes, or ``None`` for all.
+
+    Returns:
+        The shifted tensor.
+    """
     return _shift("ifftshift", x, axes)
