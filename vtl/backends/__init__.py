@@ -44,7 +44,17 @@ _global_default = [os.environ.get("VTL_BACKEND", "numpy").strip().lower() or "nu
 
 
 def get(name: str) -> Backend:
-    """The :class:`Backend` called ``name``; ``ValueError`` if unknown."""
+    """The :class:`Backend` called ``name``; ``ValueError`` if unknown.
+
+    Args:
+        name: The backend's name.
+
+    Returns:
+        The :class:`Backend`.
+
+    Raises:
+        ValueError: If ``name`` is not a known backend.
+    """
     b = _REGISTRY.get(name)
     if b.__class__ is str:
         return _instantiate(name)
@@ -67,19 +77,31 @@ def _instantiate(name: str) -> Backend:
 
 
 def register(backend: Backend) -> None:
-    """Add or replace a backend in the registry (for third-party runtimes)."""
+    """Add or replace a backend in the registry (for third-party runtimes).
+
+    Args:
+        backend: The :class:`Backend` to add.
+    """
     global KNOWN_BACKENDS
     _REGISTRY[backend.name] = backend
     KNOWN_BACKENDS = frozenset(_REGISTRY)
 
 
 def available() -> dict[str, str | None]:
-    """Every known backend mapped to ``None`` if usable, else the reason it is not."""
+    """Every known backend mapped to ``None`` if usable, else the reason it is not.
+
+    Returns:
+        A dict of backend names to ``None`` or a reason.
+    """
     return {name: get(name).unavailable_reason for name in list(_REGISTRY)}
 
 
 def available_names() -> list[str]:
-    """Names of the backends that can be used on this machine."""
+    """Names of the backends that can be used on this machine.
+
+    Returns:
+        A list of names.
+    """
     return [name for name in list(_REGISTRY) if get(name).is_available]
 
 
@@ -89,7 +111,18 @@ _EXTRAS = {"cupy": "cuda", "wgpu": "wgpu"}
 
 def require(name: str) -> Backend:
     """The backend ``name`` if usable; ``ValueError``/``RuntimeError`` otherwise (naming the
-    ``pip install`` that adds a runtime that is not installed)."""
+    ``pip install`` that adds a runtime that is not installed).
+
+    Args:
+        name: The backend's name.
+
+    Returns:
+        The :class:`Backend`.
+
+    Raises:
+        ValueError: If ``name`` is not a known backend.
+        RuntimeError: If the backend is not usable on this machine.
+    """
     b = get(name)
     if not b.is_available:
         reason = b.unavailable_reason or ""
@@ -101,12 +134,24 @@ def require(name: str) -> Backend:
 
 
 def get_backend() -> str:
-    """Name of the default backend for new tensors (env ``VTL_BACKEND``, else numpy)."""
+    """Name of the default backend for new tensors (env ``VTL_BACKEND``, else numpy).
+
+    Returns:
+        The backend's name.
+    """
     return _state.name or _global_default[0]
 
 
 def set_backend(name: str) -> None:
-    """Make ``name`` the default backend for new tensors (process-wide)."""
+    """Make ``name`` the default backend for new tensors (process-wide).
+
+    Args:
+        name: The backend's name.
+
+    Raises:
+        ValueError: If ``name`` is not a known backend.
+        RuntimeError: If the backend is not usable on this machine.
+    """
     require(name)
     _state.name = None
     _global_default[0] = name
@@ -114,7 +159,18 @@ def set_backend(name: str) -> None:
 
 @contextlib.contextmanager
 def use_backend(name: str) -> Iterator[Backend]:
-    """Temporarily make ``name`` the default backend in this thread."""
+    """Temporarily make ``name`` the default backend in this thread.
+
+    Args:
+        name: The backend's name.
+
+    Yields:
+        The :class:`Backend`.
+
+    Raises:
+        ValueError: If ``name`` is not a known backend.
+        RuntimeError: If the backend is not usable on this machine.
+    """
     b = require(name)
     previous = _state.name
     _state.name = name
@@ -125,12 +181,29 @@ def use_backend(name: str) -> Iterator[Backend]:
 
 
 def default_device() -> Device:
-    """The device new tensors go to when no ``device=``/``backend=`` is given."""
+    """The device new tensors go to when no ``device=``/``backend=`` is given.
+
+    Returns:
+        A :class:`Device`.
+    """
     return require(get_backend()).device(0)
 
 
 def resolve_device(device: Any = None, backend: str | None = None) -> Device:
-    """Turn the ``device=``/``backend=`` arguments of creation functions into a Device."""
+    """Turn the ``device=``/``backend=`` arguments of creation functions into a Device.
+
+    Args:
+        device: A :class:`Device`, a string like ``'cupy:0'``, or ``None``.
+        backend: A backend name, or ``None``.
+
+    Returns:
+        The :class:`Device` (default: the default device).
+
+    Raises:
+        TypeError: If ``device`` is not a Device or a string.
+        ValueError: If ``device`` does not belong to ``backend``.
+        RuntimeError: If the backend is not usable on this machine.
+    """
     if backend is None and device.__class__ is Device and device.xp is not None:
         return device
     if device is None:

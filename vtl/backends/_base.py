@@ -24,6 +24,13 @@ class Device:
     defaults to 0 and ``"cpu"`` names the numpy backend. Other forms (an unknown
     backend, an index that is not a non-negative integer, ``"wgpu:0:1"``) raise
     ``ValueError``. Devices are interned, so ``a.device is b.device`` whenever they are equal.
+
+    Args:
+        backend: A backend name, or a string ``'backend:index'``.
+        index: The device index (default 0).
+
+    Raises:
+        ValueError: If the backend is unknown or the index is not a non-negative integer.
     """
 
     __slots__ = ("backend_name", "index", "_backend", "xp", "array_type", "__weakref__")
@@ -152,7 +159,12 @@ class DynamicScalars:
     """Per-step scalars of a captured kernel launch (``vtl.compile``): a kernel given one
     instead of numbers reads the values from where its backend's capture puts them before
     each replay (device memory, or the launch's parameters), and the host code that owns
-    them (an optimizer, a random generator) calls :meth:`set` before each replay."""
+    them (an optimizer, a random generator) calls :meth:`set` before each replay.
+
+    Args:
+        values: The scalars of the first replay.
+        dtype: Their dtype.
+    """
 
     __slots__ = ("values", "dtype", "where")
 
