@@ -82,6 +82,26 @@ def _dtype_error(fname: str, what: str, dtype: Any) -> TypeError:
     return TypeError(f"{fname}() expected a tensor of {what} dtype, got {dtype}")
 
 
+def _unary_doc(doc: str, what: str) -> str:
+    """``doc`` with the Args, Returns and Raises sections of a unary function."""
+    return doc and (f"{doc}\n\nArgs:\n    x: The input tensor, of a {what} dtype.\n\n"
+                    "Returns:\n    A tensor of ``x``'s shape.\n\n"
+                    "Raises:\n    TypeError: If ``x`` is not a tensor or its dtype is not "
+                    f"{what}.")
+
+
+def _binary_doc(doc: str, what: str) -> str:
+    """``doc`` with the Args, Returns and Raises sections of a binary function."""
+    kind = "of any dtype" if what == "any" else f"of a {what} dtype"
+    bad = "" if what == "any" else f", or an operand's dtype is not {what}"
+    return doc and (f"{doc}\n\nArgs:\n    x1: The first operand: a tensor {kind}, or a Python "
+                    f"scalar.\n    x2: The second operand: a tensor {kind}, or a Python "
+                    "scalar;\n        the two broadcast together.\n\n"
+                    "Returns:\n    A tensor of the broadcast shape.\n\n"
+                    f"Raises:\n    TypeError: If neither operand is a tensor{bad}.\n"
+                    "    ValueError: If the tensors are on different devices.")
+
+
 def _c(t: Tensor) -> Tensor:
     """conj for complex tensors, identity otherwise (cheap for the real case)."""
     return conj(t) if t._data.dtype.kind == "c" else t
@@ -171,7 +191,7 @@ def _unary(name: str, cat: tuple[str, str], doc: str,
         return new(out, dev)
 
     op.__name__ = op.__qualname__ = name
-    op.__doc__ = doc
+    op.__doc__ = _unary_doc(doc, what)
     return op
 
 
@@ -249,7 +269,7 @@ def _binary(name: str, cat: tuple[str, str], doc: str,
     op.operator.__name__ = name
     op.operator.__qualname__ = f"{name}.operator"
     op.__name__ = op.__qualname__ = name
-    op.__doc__ = doc
+    op.__doc__ = _binary_doc(doc, what)
     return op
 
 
@@ -664,7 +684,7 @@ def _int_preserving(name: str, doc: str) -> Callable[[Tensor], Tensor]:
         return new(getattr(xp, name)(data), dev)
 
     op.__name__ = op.__qualname__ = name
-    op.__doc__ = doc
+    op.__doc__ = _unary_doc(doc, "real numeric")
     return op
 
 
