@@ -56,5 +56,9 @@ _INFO = Info()
 
 
 def __array_namespace_info__() -> Info:
-    """The array API inspection namespace (``capabilities``, ``devices``, ``dtypes``...)."""
+    """The array API inspection namespace (``capabilities``, ``devices``, ``dtypes``...).
+
+    Returns:
+        The inspection namespace.
+    """
     return _INFO

@@ -89,6 +89,22 @@ def asarray(
     otherwise. ``copy=True`` always copies, ``copy=False`` raises ``ValueError``
     when a copy would be needed, ``copy=None`` copies only when necessary.
 
+    Args:
+        obj: The data: a Tensor, an array, a buffer, a scalar or a nested sequence.
+        dtype: dtype of the result (default: see above).
+        device: Device of the result (a Device or a string like ``'cupy:0'``; default: the default
+            device).
+        copy: ``True`` always copies, ``False`` never (raising where a copy is needed), ``None``
+            copies only when needed.
+        backend: Put the result on this backend's first device instead.
+        requires_grad: Whether the result requires a gradient.
+
+    Returns:
+        A Tensor.
+
+    Raises:
+        ValueError: If ``copy=False`` but a copy is needed.
+
     Example:
         >>> x = vtl.asarray([[1.0, 2.0], [3.0, 4.0]])
         >>> x.dtype, x.shape
@@ -281,19 +297,55 @@ def _shape_arg(shape: Any, fname: str) -> tuple[int, ...]:
 
 def zeros(shape: int | tuple[int, ...], *, dtype: Any = None, device: Any = None,
           backend: str | None = None, requires_grad: bool = False) -> Tensor:
-    """A tensor of zeros (float32 unless ``dtype`` says otherwise)."""
+    """A tensor of zeros (float32 unless ``dtype`` says otherwise).
+
+    Args:
+        shape: The shape: an int or a tuple of ints.
+        dtype: dtype of the result (default ``float32``).
+        device: Device of the result (a Device or a string like ``'cupy:0'``; default: the default
+            device).
+        backend: Put the result on this backend's first device instead.
+        requires_grad: Whether the result requires a gradient.
+
+    Returns:
+        A tensor of zeros.
+    """
     return _create("zeros", shape, dtype, device, backend, requires_grad)
 
 
 def ones(shape: int | tuple[int, ...], *, dtype: Any = None, device: Any = None,
          backend: str | None = None, requires_grad: bool = False) -> Tensor:
-    """A tensor of ones (float32 unless ``dtype`` says otherwise)."""
+    """A tensor of ones (float32 unless ``dtype`` says otherwise).
+
+    Args:
+        shape: The shape: an int or a tuple of ints.
+        dtype: dtype of the result (default ``float32``).
+        device: Device of the result (a Device or a string like ``'cupy:0'``; default: the default
+            device).
+        backend: Put the result on this backend's first device instead.
+        requires_grad: Whether the result requires a gradient.
+
+    Returns:
+        A tensor of ones.
+    """
     return _create("ones", shape, dtype, device, backend, requires_grad)
 
 
 def empty(shape: int | tuple[int, ...], *, dtype: Any = None, device: Any = None,
           backend: str | None = None, requires_grad: bool = False) -> Tensor:
-    """An uninitialised tensor (float32 unless ``dtype`` says otherwise)."""
+    """An uninitialised tensor (float32 unless ``dtype`` says otherwise).
+
+    Args:
+        shape: The shape: an int or a tuple of ints.
+        dtype: dtype of the result (default ``float32``).
+        device: Device of the result (a Device or a string like ``'cupy:0'``; default: the default
+            device).
+        backend: Put the result on this backend's first device instead.
+        requires_grad: Whether the result requires a gradient.
+
+    Returns:
+        An uninitialised tensor.
+    """
     return _create("empty", shape, dtype, device, backend, requires_grad)
 
 
@@ -310,7 +362,20 @@ def full(shape: int | tuple[int, ...], fill_value: bool | int | float | complex,
          dtype: Any = None, device: Any = None, backend: str | None = None,
          requires_grad: bool = False) -> Tensor:
     """A tensor filled with ``fill_value``; without ``dtype`` the dtype follows the
-    scalar's kind (bool, int64, float32, complex64)."""
+    scalar's kind (bool, int64, float32, complex64).
+
+    Args:
+        shape: The shape: an int or a tuple of ints.
+        fill_value: The value of every element.
+        dtype: dtype of the result (default: from the scalar's kind).
+        device: Device of the result (a Device or a string like ``'cupy:0'``; default: the default
+            device).
+        backend: Put the result on this backend's first device instead.
+        requires_grad: Whether the result requires a gradient.
+
+    Returns:
+        The filled tensor.
+    """
     fill_value = _fill_scalar(fill_value, "full")
     dt, dev = _place(dtype, device, backend)
     shape = _shape_arg(shape, "full")
@@ -328,28 +393,69 @@ def _like(x: Tensor, dtype: Any, device: Any, fname: str) -> tuple[Any, Any]:
 
 def zeros_like(x: Tensor, /, *, dtype: Any = None, device: Any = None,
                requires_grad: bool = False) -> Tensor:
-    """Zeros with the shape (and by default dtype and device) of ``x``."""
+    """Zeros with the shape (and by default dtype and device) of ``x``.
+
+    Args:
+        x: The tensor whose shape (and by default dtype and device) the result takes.
+        dtype: dtype of the result (default: ``x``'s).
+        device: Device of the result (default: ``x``'s).
+        requires_grad: Whether the result requires a gradient.
+
+    Returns:
+        A tensor of zeros.
+    """
     dt, dev = _like(x, dtype, device, "zeros_like")
     return _create("zeros", x.shape, dt, dev, None, requires_grad)
 
 
 def ones_like(x: Tensor, /, *, dtype: Any = None, device: Any = None,
               requires_grad: bool = False) -> Tensor:
-    """Ones with the shape (and by default dtype and device) of ``x``."""
+    """Ones with the shape (and by default dtype and device) of ``x``.
+
+    Args:
+        x: The tensor whose shape (and by default dtype and device) the result takes.
+        dtype: dtype of the result (default: ``x``'s).
+        device: Device of the result (default: ``x``'s).
+        requires_grad: Whether the result requires a gradient.
+
+    Returns:
+        A tensor of ones.
+    """
     dt, dev = _like(x, dtype, device, "ones_like")
     return _create("ones", x.shape, dt, dev, None, requires_grad)
 
 
 def empty_like(x: Tensor, /, *, dtype: Any = None, device: Any = None,
                requires_grad: bool = False) -> Tensor:
-    """Uninitialised with the shape (and by default dtype and device) of ``x``."""
+    """Uninitialised with the shape (and by default dtype and device) of ``x``.
+
+    Args:
+        x: The tensor whose shape (and by default dtype and device) the result takes.
+        dtype: dtype of the result (default: ``x``'s).
+        device: Device of the result (default: ``x``'s).
+        requires_grad: Whether the result requires a gradient.
+
+    Returns:
+        An uninitialised tensor.
+    """
     dt, dev = _like(x, dtype, device, "empty_like")
     return _create("empty", x.shape, dt, dev, None, requires_grad)
 
 
 def full_like(x: Tensor, /, fill_value: bool | int | float | complex, *, dtype: Any = None,
               device: Any = None, requires_grad: bool = False) -> Tensor:
-    """``fill_value`` with the shape (and by default dtype and device) of ``x``."""
+    """``fill_value`` with the shape (and by default dtype and device) of ``x``.
+
+    Args:
+        x: The tensor whose shape (and by default dtype and device) the result takes.
+        fill_value: The value of every element.
+        dtype: dtype of the result (default: ``x``'s).
+        device: Device of the result (default: ``x``'s).
+        requires_grad: Whether the result requires a gradient.
+
+    Returns:
+        The filled tensor.
+    """
     dt, dev = _like(x, dtype, device, "full_like")
     return full(x.shape, fill_value, dtype=dt, device=dev, requires_grad=requires_grad)
 
@@ -365,7 +471,24 @@ def _real_arg(v: Any, fname: str, what: str) -> Any:
 def arange(start: int | float, /, stop: int | float | None = None, step: int | float = 1, *,
            dtype: Any = None, device: Any = None, backend: str | None = None,
            requires_grad: bool = False) -> Tensor:
-    """Evenly spaced values in ``[start, stop)``; int64 for integer arguments else float32."""
+    """Evenly spaced values in ``[start, stop)``; int64 for integer arguments else float32.
+
+    Args:
+        start: The first value (the end, from 0, when ``stop`` is ``None``).
+        stop: The end (excluded).
+        step: The spacing (not 0).
+        dtype: dtype of the result (default: see above).
+        device: Device of the result (a Device or a string like ``'cupy:0'``; default: the default
+            device).
+        backend: Put the result on this backend's first device instead.
+        requires_grad: Whether the result requires a gradient.
+
+    Returns:
+        A 1-D tensor.
+
+    Raises:
+        ValueError: If ``step`` is 0.
+    """
     start = _real_arg(start, "arange", "start")
     stop = None if stop is None else _real_arg(stop, "arange", "stop")
     step = _real_arg(step, "arange", "step")
@@ -387,7 +510,26 @@ def linspace(start: int | float | complex, stop: int | float | complex, /, num: 
              dtype: Any = None, device: Any = None, endpoint: bool = True,
              backend: str | None = None, requires_grad: bool = False) -> Tensor:
     """``num`` evenly spaced values from ``start`` to ``stop`` (float32, or complex64 for
-    a complex bound, by default)."""
+    a complex bound, by default).
+
+    Args:
+        start: The first value.
+        stop: The last value (with ``endpoint``).
+        num: Number of values (at least 0).
+        dtype: dtype of the result (default ``float32``, or ``complex64`` for a complex bound).
+        device: Device of the result (a Device or a string like ``'cupy:0'``; default: the default
+            device).
+        endpoint: Whether ``stop`` is included.
+        backend: Put the result on this backend's first device instead.
+        requires_grad: Whether the result requires a gradient.
+
+    Returns:
+        A 1-D tensor of ``num`` values.
+
+    Raises:
+        ValueError: If ``num`` is negative.
+        TypeError: If ``num`` is not an int or complex bounds get a real dtype.
+    """
     num = _int_arg(num, "linspace", "num")
     for v in (start, stop):
         if isinstance(v, bool) or not isinstance(v, (int, float, complex, np.number)):
@@ -420,7 +562,24 @@ def linspace(start: int | float | complex, stop: int | float | complex, /, num: 
 
 def eye(n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype: Any = None,
         device: Any = None, backend: str | None = None, requires_grad: bool = False) -> Tensor:
-    """A 2-D tensor with ones on the ``k``-th diagonal (float32 by default)."""
+    """A 2-D tensor with ones on the ``k``-th diagonal (float32 by default).
+
+    Args:
+        n_rows: Number of rows.
+        n_cols: Number of columns (default ``n_rows``).
+        k: The diagonal: 0 the main one, positive above, negative below.
+        dtype: dtype of the result (default ``float32``).
+        device: Device of the result (a Device or a string like ``'cupy:0'``; default: the default
+            device).
+        backend: Put the result on this backend's first device instead.
+        requires_grad: Whether the result requires a gradient.
+
+    Returns:
+        A 2-D tensor.
+
+    Raises:
+        ValueError: If a size is negative.
+    """
     n_rows = _int_arg(n_rows, "eye", "n_rows")
     n_cols = n_rows if n_cols is None else _int_arg(n_cols, "eye", "n_cols")
     k = _int_arg(k, "eye", "k")
@@ -456,6 +615,19 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None,
     Without ``device`` the result stays on the producer's device (sharing
     memory unless ``copy=True``). A ``device`` elsewhere copies through the
     host; with ``copy=False`` that raises ``BufferError``, as the standard says.
+
+    Args:
+        x: A DLPack producer.
+        device: Device of the result (default: the producer's).
+        copy: ``True`` always copies, ``False`` never (raising where a copy is needed), ``None``
+            copies only when needed.
+        requires_grad: Whether the result requires a gradient.
+
+    Returns:
+        A Tensor.
+
+    Raises:
+        BufferError: If ``copy=False`` but the data must move or be copied.
     """
     if isinstance(x, Tensor):
         if copy is False and device is not None and resolve_device(device) is not x._device:
@@ -485,6 +657,17 @@ def meshgrid(*arrays: Tensor, indexing: str = "xy") -> list[Tensor]:
 
     The grids are read-only broadcast views of the inputs (as PyTorch's
     meshgrid), not copies; a list, as the 2024.12 standard says.
+
+    Args:
+        *arrays: 1-D tensors of one dtype.
+        indexing: ``'xy'`` (Cartesian) or ``'ij'`` (matrix indexing).
+
+    Returns:
+        A list of grids.
+
+    Raises:
+        ValueError: If ``indexing`` is unknown or an input is not 1-D.
+        TypeError: If the inputs' dtypes differ.
     """
     from .manipulation import broadcast_to, reshape
 
@@ -529,11 +712,35 @@ def _tri(name: str, x: Tensor, k: int) -> Tensor:
 
 @torch_names(diagonal="k")
 def tril(x: Tensor, /, *, k: int = 0) -> Tensor:
-    """Lower triangle of the last two axes (zero above diagonal ``k``)."""
+    """Lower triangle of the last two axes (zero above diagonal ``k``).
+
+    Args:
+        x: A tensor of at least 2 dimensions.
+        k: The diagonal: 0 the main one, positive above, negative below.
+        diagonal: PyTorch's name for ``k`` (give one of the two).
+
+    Returns:
+        A tensor of ``x``'s shape.
+
+    Raises:
+        TypeError: If a parameter is given under both of its names.
+    """
     return _tri("tril", x, k)
 
 
 @torch_names(diagonal="k")
 def triu(x: Tensor, /, *, k: int = 0) -> Tensor:
-    """Upper triangle of the last two axes (zero below diagonal ``k``)."""
+    """Upper triangle of the last two axes (zero below diagonal ``k``).
+
+    Args:
+        x: A tensor of at least 2 dimensions.
+        k: The diagonal: 0 the main one, positive above, negative below.
+        diagonal: PyTorch's name for ``k`` (give one of the two).
+
+    Returns:
+        A tensor of ``x``'s shape.
+
+    Raises:
+        TypeError: If a parameter is given under both of its names.
+    """
     return _tri("triu", x, k)

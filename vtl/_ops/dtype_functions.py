@@ -21,6 +21,18 @@ def astype(x: Tensor, dtype: Any, /, *, copy: bool = True, device: Any = None) -
     As the standard says, a complex tensor cannot be cast to a real or integer
     dtype (``TypeError``): take ``real(x)`` or ``imag(x)`` first. Casting it to
     ``bool`` is allowed.
+
+    Args:
+        x: The input tensor.
+        dtype: The target dtype.
+        copy: Copy even when the dtype is already ``dtype`` (``False``: return ``x`` then).
+        device: Also move the result there.
+
+    Returns:
+        The cast tensor.
+
+    Raises:
+        TypeError: If a complex tensor is cast to a real or integer dtype.
     """
     x = tensor_arg(x, "astype")
     dt = to_dtype(dtype)
@@ -64,6 +76,13 @@ def can_cast(from_: Any, to: Any, /) -> bool:
     Same-kind pairs follow the standard's promotion table; across kinds NumPy's
     "safe" casting decides (e.g. int16 -> float32 is allowed). For a tensor,
     ``to`` must also be supported on the tensor's device.
+
+    Args:
+        from_: A dtype or a tensor.
+        to: The target dtype.
+
+    Returns:
+        A bool.
     """
     to = to_dtype(to)
     if isinstance(from_, Tensor):
@@ -105,7 +124,17 @@ class iinfo_object:
 
 
 def finfo(type: Any, /) -> finfo_object:  # noqa: A002 - the standard's parameter name
-    """Limits of a floating dtype (or of a floating tensor's dtype)."""
+    """Limits of a floating dtype (or of a floating tensor's dtype).
+
+    Args:
+        type: A floating dtype or tensor.
+
+    Returns:
+        An object with ``bits``, ``eps``, ``max``, ``min``, ``smallest_normal`` and ``dtype``.
+
+    Raises:
+        TypeError: If the dtype is not floating-point.
+    """
     dt = _dtype_of(type)
     if dt.kind not in "fc":
         raise TypeError(f"finfo() needs a floating-point dtype, got {dt}")
@@ -113,7 +142,17 @@ def finfo(type: Any, /) -> finfo_object:  # noqa: A002 - the standard's paramete
 
 
 def iinfo(type: Any, /) -> iinfo_object:  # noqa: A002
-    """Limits of an integer dtype (or of an integer tensor's dtype)."""
+    """Limits of an integer dtype (or of an integer tensor's dtype).
+
+    Args:
+        type: An integer dtype or tensor.
+
+    Returns:
+        An object with ``bits``, ``max``, ``min`` and ``dtype``.
+
+    Raises:
+        TypeError: If the dtype is not an integer dtype.
+    """
     dt = _dtype_of(type)
     if dt.kind not in "iu":
         raise TypeError(f"iinfo() needs an integer dtype, got {dt}")
@@ -121,7 +160,20 @@ def iinfo(type: Any, /) -> iinfo_object:  # noqa: A002
 
 
 def isdtype(dtype: Any, kind: Any) -> bool:
-    """Whether ``dtype`` is of ``kind`` (a dtype, a kind name, or a tuple of those)."""
+    """Whether ``dtype`` is of ``kind`` (a dtype, a kind name, or a tuple of those).
+
+    Args:
+        dtype: The dtype.
+        kind: A dtype, a kind name (``'bool'``, ``'signed integer'``, ``'unsigned integer'``,
+            ``'integral'``, ``'real floating'``, ``'complex floating'``, ``'numeric'``) or a tuple
+            of those.
+
+    Returns:
+        A bool.
+
+    Raises:
+        ValueError: If ``kind`` is not a known kind.
+    """
     dt = to_dtype(dtype)
     if isinstance(kind, tuple):
         results = [isdtype(dt, k) for k in kind]  # every entry is validated
@@ -147,6 +199,15 @@ def result_type(*arrays_and_dtypes: Any) -> Any:
     tensor and ``numpy.float64(1)``: ``float64``). Binary operators, the binary
     elementwise functions, ``where``, ``searchsorted`` and ``isin`` promote
     their operands by the same rule.
+
+    Args:
+        *arrays_and_dtypes: Tensors, dtypes and Python scalars.
+
+    Returns:
+        The promoted dtype.
+
+    Raises:
+        ValueError: If no argument, or only scalars, are given.
     """
     if not arrays_and_dtypes:
         raise ValueError("result_type() needs at least one argument")

@@ -228,6 +228,17 @@ def einsum(equation: str, *operands: Tensor | Sequence[Tensor]) -> Tensor:
     wrong with an equation or with the operands' shapes; ``TypeError`` for operands that
     are not tensors. PyTorch's sublist form (``einsum(a, [0, 1], b, [1, 2])``) is not
     supported.
+
+    Args:
+        equation: The subscripts, e.g. ``'ij,jk->ik'``.
+        *operands: The tensors, or one sequence of them.
+
+    Returns:
+        The result.
+
+    Raises:
+        TypeError: If the equation is not a string.
+        ValueError: If there is no operand or the equation does not fit the operands.
     """
     if not isinstance(equation, str):
         raise TypeError(f"einsum() expected an equation string first, got "

@@ -453,6 +453,16 @@ def floor_divide(x1: Tensor | float, x2: Tensor | float, /) -> Tensor:
     Floating point: where exactly one operand is infinite the result is ``x1 / x2``
     (``inf // 2 == inf``, ``1 // -inf == -0.0``), as the standard's special cases say
     (NumPy gives nan and -1 there).
+
+    Args:
+        x1: The dividend (a tensor or a scalar).
+        x2: The divisor (a tensor or a scalar).
+
+    Returns:
+        A tensor of the broadcast shape.
+
+    Raises:
+        TypeError: If neither operand is a tensor or a dtype is not real numeric.
     """
     out = _floor_divide(x1, x2)
     data = out._data
@@ -633,13 +643,37 @@ def _check_shift(fname: str, x2: Any) -> None:
 
 def bitwise_left_shift(x1: Tensor | int, x2: Tensor | int, /) -> Tensor:
     """Elementwise ``x1 << x2`` for integer tensors; shifts must be ``>= 0`` (negative
-    tensor shifts are not checked, to avoid a device sync, and give unspecified results)."""
+    tensor shifts are not checked, to avoid a device sync, and give unspecified results).
+
+    Args:
+        x1: An integer tensor (or an int).
+        x2: The shifts, ``>= 0`` (a tensor or an int).
+
+    Returns:
+        A tensor of the broadcast shape.
+
+    Raises:
+        TypeError: If an operand is not of an integer dtype.
+        ValueError: If a Python int shift is negative.
+    """
     _check_shift("bitwise_left_shift", x2)
     return _left_shift(x1, x2)
 
 
 def bitwise_right_shift(x1: Tensor | int, x2: Tensor | int, /) -> Tensor:
-    """Elementwise arithmetic ``x1 >> x2`` for integer tensors; shifts must be ``>= 0``."""
+    """Elementwise arithmetic ``x1 >> x2`` for integer tensors; shifts must be ``>= 0``.
+
+    Args:
+        x1: An integer tensor (or an int).
+        x2: The shifts, ``>= 0`` (a tensor or an int).
+
+    Returns:
+        A tensor of the broadcast shape.
+
+    Raises:
+        TypeError: If an operand is not of an integer dtype.
+        ValueError: If a Python int shift is negative.
+    """
     _check_shift("bitwise_right_shift", x2)
     return _right_shift(x1, x2)
 
@@ -695,7 +729,17 @@ trunc = _int_preserving("trunc", "Elementwise rounding toward zero (same dtype; 
 
 def round(x: Tensor, /) -> Tensor:  # noqa: A001 - the standard's name
     """Round to the nearest integer, halves to even (same dtype; no graph). Complex
-    tensors round their real and imaginary parts."""
+    tensors round their real and imaginary parts.
+
+    Args:
+        x: The input tensor.
+
+    Returns:
+        The rounded tensor, of ``x``'s dtype.
+
+    Raises:
+        TypeError: If ``x`` is not numeric.
+    """
     if not isinstance(x, Tensor):
         x = tensor_arg(x, "round")
     data = x._data
@@ -709,7 +753,17 @@ def round(x: Tensor, /) -> Tensor:  # noqa: A001 - the standard's name
 
 
 def real(x: Tensor, /) -> Tensor:
-    """Real part (a copy for real tensors)."""
+    """Real part (a copy for real tensors).
+
+    Args:
+        x: The input tensor.
+
+    Returns:
+        The real parts.
+
+    Raises:
+        TypeError: If ``x`` is not numeric.
+    """
     if not isinstance(x, Tensor):
         x = tensor_arg(x, "real")
     data = x._data
@@ -726,7 +780,17 @@ def real(x: Tensor, /) -> Tensor:
 
 
 def imag(x: Tensor, /) -> Tensor:
-    """Imaginary part of a complex tensor (real dtype)."""
+    """Imaginary part of a complex tensor (real dtype).
+
+    Args:
+        x: A complex tensor.
+
+    Returns:
+        The imaginary parts, of the real dtype.
+
+    Raises:
+        TypeError: If ``x`` is not complex.
+    """
     if not isinstance(x, Tensor):
         x = tensor_arg(x, "imag")
     data = x._data
@@ -870,6 +934,17 @@ def clip(x: Tensor, /, min: Tensor | float | None = None,  # noqa: A002 - standa
 
     Gradients: to ``x`` where ``min <= x <= max`` (ties included, as PyTorch), to a
     tensor bound where it was selected (``max`` wins when ``min > max``).
+
+    Args:
+        x: The input tensor.
+        min: Lower bound: a scalar, a tensor, or ``None``.
+        max: Upper bound: a scalar, a tensor, or ``None``.
+
+    Returns:
+        The clamped tensor.
+
+    Raises:
+        TypeError: If ``x`` is not real numeric or a bound is invalid.
     """
     if not isinstance(x, Tensor):
         x = tensor_arg(x, "clip")

@@ -666,6 +666,18 @@ def take(x: Tensor, indices: Tensor, /, *, axis: int | None = None) -> Tensor:
     ``indices`` may have any number of dimensions (NumPy's rule: they replace
     ``axis`` in the result). The gradient is a scatter-add, so repeated indices
     accumulate.
+
+    Args:
+        x: The input tensor.
+        indices: Integer indices, of any number of dimensions.
+        axis: The axis (optional only for 1-D ``x``).
+
+    Returns:
+        The selected elements.
+
+    Raises:
+        ValueError: If ``x`` is 0-d or ``axis`` is missing for a tensor of several dimensions.
+        IndexError: If an index is out of range.
     """
     x = tensor_arg(x, "take")
     indices = _index_tensor(indices, x, "take")
@@ -722,6 +734,20 @@ def take_along_axis(x: Tensor, indices: Tensor, /, *, axis: int = -1) -> Tensor:
     ``indices`` has the same number of dimensions as ``x`` and broadcasts with it
     on the other axes. Negative indices count from the end; out-of-range ones
     raise ``IndexError``. The gradient is a scatter-add (repeats accumulate).
+
+    Args:
+        x: The input tensor.
+        indices: Integer indices with ``x``'s number of dimensions.
+        axis: The axis.
+        dim: PyTorch's name for ``axis`` (give one of the two).
+
+    Returns:
+        A tensor of the broadcast shape.
+
+    Raises:
+        ValueError: If ``x`` is 0-d or the shapes do not fit.
+        IndexError: If an index is out of range.
+        TypeError: If a parameter is given under both of its names.
     """
     x = tensor_arg(x, "take_along_axis")
     indices = _index_tensor(indices, x, "take_along_axis")

@@ -107,6 +107,18 @@ def reshape(x: Tensor, /, shape: tuple[int, ...], *, copy: bool | None = None) -
     """Give ``x`` a new shape (one ``-1`` is inferred); a view when possible.
 
     ``copy=False`` raises ``ValueError`` when a view is impossible.
+
+    Args:
+        x: The input tensor.
+        shape: The new shape (one entry may be -1).
+        copy: ``False`` forbids a copy, ``True`` forces one, ``None`` copies only when a view is
+            impossible.
+
+    Returns:
+        The reshaped tensor.
+
+    Raises:
+        ValueError: If the sizes do not match, or ``copy=False`` and a view is impossible.
     """
     x = tensor_arg(x, "reshape")
     dev = x._device
@@ -126,7 +138,21 @@ def reshape(x: Tensor, /, shape: tuple[int, ...], *, copy: bool | None = None) -
 
 @torch_names(dims="axes")
 def permute_dims(x: Tensor, /, axes: tuple[int, ...]) -> Tensor:
-    """Permute the axes of ``x`` (a view)."""
+    """Permute the axes of ``x`` (a view).
+
+    Args:
+        x: The input tensor.
+        axes: A permutation of ``range(x.ndim)``.
+        dims: PyTorch's name for ``axis`` (give one of the two).
+
+    Returns:
+        A view.
+
+    Raises:
+        TypeError: If ``axes`` is not a tuple of ints, or a parameter is given under both of its
+            names.
+        ValueError: If ``axes`` is not a permutation.
+    """
     x = tensor_arg(x, "permute_dims")
     if not isinstance(axes, (tuple, list)):
         raise TypeError(f"permute_dims(): axes must be a tuple of ints, got {axes!r}")
@@ -148,7 +174,19 @@ def permute_dims(x: Tensor, /, axes: tuple[int, ...]) -> Tensor:
 
 def moveaxis(x: Tensor, source: int | tuple[int, ...], destination: int | tuple[int, ...],
              /) -> Tensor:
-    """Move axes ``source`` to positions ``destination`` (a view)."""
+    """Move axes ``source`` to positions ``destination`` (a view).
+
+    Args:
+        x: The input tensor.
+        source: The axes to move.
+        destination: Their new positions.
+
+    Returns:
+        A view.
+
+    Raises:
+        ValueError: If ``source`` and ``destination`` differ in length or repeat an axis.
+    """
     x = tensor_arg(x, "moveaxis")
     n = x.ndim
     src = _axes(source, n, "moveaxis", "source")
@@ -169,6 +207,17 @@ def expand_dims(x: Tensor, /, axis: int | tuple[int, ...]) -> Tensor:
     """Insert a size-one axis at ``axis`` (in ``[-N-1, N]``); a view.
 
     A tuple of axes (positions in the result, as NumPy) is accepted as an extension.
+
+    Args:
+        x: The input tensor.
+        axis: Position of the new axis, in ``[-N-1, N]`` (or a tuple).
+        dim: PyTorch's name for ``axis`` (give one of the two).
+
+    Returns:
+        A view with the new axis.
+
+    Raises:
+        TypeError: If a parameter is given under both of its names.
     """
     x = tensor_arg(x, "expand_dims")
     n_new = len(axis) if isinstance(axis, (tuple, list)) else 1
@@ -188,7 +237,20 @@ def expand_dims(x: Tensor, /, axis: int | tuple[int, ...]) -> Tensor:
 
 @torch_names(dim="axis")
 def squeeze(x: Tensor, /, axis: int | tuple[int, ...]) -> Tensor:
-    """Remove the size-one axes ``axis``; ``ValueError`` if one has another size."""
+    """Remove the size-one axes ``axis``; ``ValueError`` if one has another size.
+
+    Args:
+        x: The input tensor.
+        axis: The size-one axes to remove.
+        dim: PyTorch's name for ``axis`` (give one of the two).
+
+    Returns:
+        A view.
+
+    Raises:
+        ValueError: If an axis does not have size one.
+        TypeError: If a parameter is given under both of its names.
+    """
     x = tensor_arg(x, "squeeze")
     axes = _axes(axis, x.ndim, "squeeze")
     shape = x.shape
@@ -208,7 +270,17 @@ def squeeze(x: Tensor, /, axis: int | tuple[int, ...]) -> Tensor:
 
 
 def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
-    """The shape that broadcasting ``shapes`` together gives (``ValueError`` if none)."""
+    """The shape that broadcasting ``shapes`` together gives (``ValueError`` if none).
+
+    Args:
+        *shapes: Shapes (tuples of ints).
+
+    Returns:
+        The broadcast shape.
+
+    Raises:
+        ValueError: If a shape has a negative size or the shapes do not broadcast.
+    """
     ts = [_shape(s, "broadcast_shapes") for s in shapes]
     nd = max((len(s) for s in ts), default=0)
     out = [1] * nd
@@ -229,7 +301,18 @@ def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def broadcast_to(x: Tensor, /, shape: tuple[int, ...]) -> Tensor:
-    """Broadcast ``x`` to ``shape`` (a read-only view)."""
+    """Broadcast ``x`` to ``shape`` (a read-only view).
+
+    Args:
+        x: The input tensor.
+        shape: The target shape.
+
+    Returns:
+        A read-only view.
+
+    Raises:
+        ValueError: If ``x`` does not broadcast to ``shape``.
+    """
     x = tensor_arg(x, "broadcast_to")
     dev = x._device
     shape = _shape(shape, "broadcast_to")
@@ -246,7 +329,17 @@ def broadcast_to(x: Tensor, /, shape: tuple[int, ...]) -> Tensor:
 
 
 def broadcast_arrays(*arrays: Tensor) -> list[Tensor]:
-    """Broadcast tensors against each other (read-only views); a list, as the standard."""
+    """Broadcast tensors against each other (read-only views); a list, as the standard.
+
+    Args:
+        *arrays: The tensors.
+
+    Returns:
+        A list of views.
+
+    Raises:
+        ValueError: If the shapes do not broadcast.
+    """
     ts = [tensor_arg(a, "broadcast_arrays", "arrays") for a in arrays]
     if not ts:
         return []
@@ -264,7 +357,20 @@ def broadcast_arrays(*arrays: Tensor) -> list[Tensor]:
 # -- joining and splitting ----------------------------------------------------------
 @torch_names(dim="axis")
 def concat(arrays: tuple[Tensor, ...] | list[Tensor], /, *, axis: int | None = 0) -> Tensor:
-    """Join tensors along an existing axis (flattened first when ``axis=None``)."""
+    """Join tensors along an existing axis (flattened first when ``axis=None``).
+
+    Args:
+        arrays: The tensors (same shape but along ``axis``).
+        axis: The axis to join along (``None``: flatten first).
+        dim: PyTorch's name for ``axis`` (give one of the two).
+
+    Returns:
+        The joined tensor.
+
+    Raises:
+        ValueError: If a tensor is 0-d or the shapes do not fit.
+        TypeError: If a parameter is given under both of its names.
+    """
     ts, dev, raws = _joined(arrays, "concat")
     xp = dev.xp
     if axis is None:
@@ -307,7 +413,21 @@ def concat(arrays: tuple[Tensor, ...] | list[Tensor], /, *, axis: int | None = 0
 
 @torch_names(dim="axis")
 def stack(arrays: tuple[Tensor, ...] | list[Tensor], /, *, axis: int = 0) -> Tensor:
-    """Join same-shaped tensors along a new axis ``axis`` (in ``[-N-1, N]``)."""
+    """Join same-shaped tensors along a new axis ``axis`` (in ``[-N-1, N]``).
+
+    Args:
+        arrays: Same-shaped tensors.
+        axis: Position of the new axis.
+        dim: PyTorch's name for ``axis`` (give one of the two).
+
+    Returns:
+        The stacked tensor.
+
+    Raises:
+        ValueError: If the shapes differ.
+        IndexError: If ``axis`` is out of range.
+        TypeError: If a parameter is given under both of its names.
+    """
     ts, dev, raws = _joined(arrays, "stack")
     s0 = ts[0].shape
     for i, t in enumerate(ts[1:], 1):
@@ -332,7 +452,20 @@ def stack(arrays: tuple[Tensor, ...] | list[Tensor], /, *, axis: int = 0) -> Ten
 
 @torch_names(dim="axis")
 def unstack(x: Tensor, /, *, axis: int = 0) -> tuple[Tensor, ...]:
-    """Split ``x`` along ``axis`` into a tuple of views."""
+    """Split ``x`` along ``axis`` into a tuple of views.
+
+    Args:
+        x: The input tensor.
+        axis: The axis to split.
+        dim: PyTorch's name for ``axis`` (give one of the two).
+
+    Returns:
+        A tuple of views.
+
+    Raises:
+        ValueError: If ``x`` is 0-d.
+        TypeError: If a parameter is given under both of its names.
+    """
     x = tensor_arg(x, "unstack")
     if x.ndim == 0:
         raise ValueError("unstack() needs a tensor with at least one dimension, got a 0-d one")
@@ -359,7 +492,19 @@ def unstack(x: Tensor, /, *, axis: int = 0) -> tuple[Tensor, ...]:
 # -- reordering ------------------------------------------------------------------------
 @torch_names(dims="axis")
 def flip(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None) -> Tensor:
-    """Reverse the order of elements along ``axis`` (all axes by default); a view."""
+    """Reverse the order of elements along ``axis`` (all axes by default); a view.
+
+    Args:
+        x: The input tensor.
+        axis: An axis, a tuple of axes, or ``None`` for all (the flattened tensor).
+        dims: PyTorch's name for ``axis`` (give one of the two).
+
+    Returns:
+        A view.
+
+    Raises:
+        TypeError: If a parameter is given under both of its names.
+    """
     x = tensor_arg(x, "flip")
     axes = tuple(range(x.ndim)) if axis is None else _axes(axis, x.ndim, "flip")
     dev = x._device
@@ -377,6 +522,20 @@ def roll(x: Tensor, /, shift: int | tuple[int, ...], *,
     """Shift elements cyclically along ``axis`` (the flattened tensor when ``None``).
 
     Repeated axes add their shifts, as in NumPy.
+
+    Args:
+        x: The input tensor.
+        shift: The shift (an int, or a tuple with ``axis``).
+        axis: An axis, a tuple of axes, or ``None`` (the flattened tensor).
+        shifts: PyTorch's name for ``shift`` (give one of the two).
+        dims: PyTorch's name for ``axis`` (give one of the two).
+
+    Returns:
+        The rolled tensor.
+
+    Raises:
+        ValueError: If ``shift`` and ``axis`` do not fit together.
+        TypeError: If a parameter is given under both of its names.
     """
     x = tensor_arg(x, "roll")
     shift_t = isinstance(shift, (tuple, list))
@@ -411,7 +570,23 @@ def roll(x: Tensor, /, shift: int | tuple[int, ...], *,
 def repeat(x: Tensor, repeats: int | Tensor, /, *, axis: int | None = None) -> Tensor:
     """Repeat each element ``repeats`` times along ``axis`` (of the flattened tensor when
     ``None``). ``repeats`` is an int or a 1-D integer tensor of length 1 or
-    ``x.shape[axis]``; a tensor makes the output shape data-dependent (a device sync)."""
+    ``x.shape[axis]``; a tensor makes the output shape data-dependent (a device sync).
+
+    Args:
+        x: The input tensor.
+        repeats: An int, or a 1-D integer tensor (length 1 or ``x.shape[axis]``).
+        axis: The axis (``None``: the flattened tensor).
+        dim: PyTorch's name for ``axis`` (give one of the two).
+
+    Returns:
+        The repeated tensor.
+
+    Raises:
+        ValueError: If ``repeats`` is negative or of the wrong length, or the tensors are on
+            different devices.
+        TypeError: If ``repeats`` is not of an integer dtype, or a parameter is given under both of
+            its names.
+    """
     x = tensor_arg(x, "repeat")
     dev = x._device
     xp = dev.xp
@@ -485,7 +660,18 @@ def _segment_sum(g: Tensor, reps: Tensor) -> Tensor:
 
 
 def tile(x: Tensor, repetitions: tuple[int, ...], /) -> Tensor:
-    """Repeat the whole of ``x`` ``repetitions[i]`` times along each axis."""
+    """Repeat the whole of ``x`` ``repetitions[i]`` times along each axis.
+
+    Args:
+        x: The input tensor.
+        repetitions: Repetitions per axis.
+
+    Returns:
+        The tiled tensor.
+
+    Raises:
+        ValueError: If a repetition is negative.
+    """
     x = tensor_arg(x, "tile")
     reps = _shape(repetitions, "tile")
     if any(r < 0 for r in reps):

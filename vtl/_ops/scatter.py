@@ -133,7 +133,21 @@ def gather(input: Tensor, dim: int, index: Tensor, *,  # noqa: A002 - PyTorch's 
     (likewise for the other dims). ``index`` has ``input``'s number of dimensions and is no
     larger than ``input`` along the other dims; the result has ``index``'s shape. The
     gradient is a scatter-add (repeated indices accumulate). ``sparse_grad`` is accepted
-    and has no effect (vtl has no sparse tensors)."""
+    and has no effect (vtl has no sparse tensors).
+
+    Args:
+        input: The input tensor.
+        dim: The dim.
+        index: Integer indices (1-D for the ``index_*`` functions).
+        sparse_grad: Accepted for PyTorch compatibility (no effect).
+
+    Returns:
+        A tensor of ``index``'s shape.
+
+    Raises:
+        ValueError: If the shapes do not fit.
+        TypeError: If ``dim`` is not an int.
+    """
     x = tensor_arg(input, "gather", "input")
     index = _index_tensor(index, x, "gather")
     _same_ndim(index, x, "gather")
@@ -161,7 +175,20 @@ def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor: 
     """PyTorch's ``scatter_add`` (out of place): ``input`` with ``src[i][j][k]`` added at
     ``[index[i][j][k]][j][k]`` for ``dim=0`` (repeated indices accumulate). ``src`` has
     ``input``'s dtype; only its leading ``index.shape`` block is read. Gradients: ``g`` to
-    ``input``, ``gather(g, dim, index)`` to ``src``."""
+    ``input``, ``gather(g, dim, index)`` to ``src``.
+
+    Args:
+        input: The input tensor.
+        dim: The dim.
+        index: Integer indices (1-D for the ``index_*`` functions).
+        src: The values, of ``input``'s dtype.
+
+    Returns:
+        The new tensor.
+
+    Raises:
+        ValueError: If the shapes do not fit.
+    """
     src = tensor_arg(src, "scatter_add", "src")
     x, d, index = _scatter_args(input, dim, index, src, "scatter_add")
     vals = _flat(_part(src, index.shape))
@@ -177,7 +204,23 @@ def scatter(input: Tensor, dim: int, index: Tensor, src: Any = None, *,  # noqa:
     ``index`` repeats a position, which write wins is unspecified (as in PyTorch).
     Gradients: ``g`` with the written positions zeroed to ``input``, ``gather(g, dim,
     index)`` to ``src``. ``reduce='add'`` is :func:`scatter_add` (of a scalar too);
-    PyTorch's ``reduce='multiply'`` is not supported (a ``ValueError``)."""
+    PyTorch's ``reduce='multiply'`` is not supported (a ``ValueError``).
+
+    Args:
+        input: The input tensor.
+        dim: The dim.
+        index: Integer indices (1-D for the ``index_*`` functions).
+        src: The values: a tensor of ``input``'s dtype, or a scalar.
+        value: A scalar instead of ``src``.
+        reduce: ``None`` or ``'add'``.
+
+    Returns:
+        The new tensor.
+
+    Raises:
+        TypeError: If not exactly one of ``src`` and ``value`` is given.
+        ValueError: If ``reduce`` is unknown or the shapes do not fit.
+    """
     if (src is None) == (value is None):
         raise TypeError("scatter() needs exactly one of src (a tensor or a scalar) and "
                         "value=")
@@ -235,7 +278,20 @@ def _index_1d(index: Any, x: Tensor, fname: str) -> Tensor:
 
 def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:  # noqa: A002
     """The slices of ``input`` along ``dim`` at the positions ``index`` (1-D), in that
-    order (PyTorch's ``index_select``); the gradient is a scatter-add."""
+    order (PyTorch's ``index_select``); the gradient is a scatter-add.
+
+    Args:
+        input: The input tensor.
+        dim: The dim.
+        index: Integer indices (1-D for the ``index_*`` functions).
+
+    Returns:
+        The selected slices.
+
+    Raises:
+        ValueError: If ``index`` is not 1-D.
+        TypeError: If ``dim`` is not an int.
+    """
     x = tensor_arg(input, "index_select", "input")
     index = _index_1d(index, x, "index_select")
     d = _dim(dim, x.ndim, "index_select")
@@ -262,7 +318,22 @@ def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *,  # noqa
               alpha: Any = 1) -> Tensor:
     """``input`` with ``alpha * source`` added at the slices ``index`` (1-D) along ``dim``,
     out of place (PyTorch's ``index_add``); repeated indices accumulate. Gradients: ``g``
-    to ``input``, ``alpha * index_select(g, dim, index)`` to ``source``."""
+    to ``input``, ``alpha * index_select(g, dim, index)`` to ``source``.
+
+    Args:
+        input: The input tensor.
+        dim: The dim.
+        index: Integer indices (1-D for the ``index_*`` functions).
+        source: The values added, of ``input``'s dtype.
+        alpha: Their factor.
+
+    Returns:
+        The new tensor.
+
+    Raises:
+        TypeError: If ``alpha`` would change the dtype.
+        ValueError: If the shapes do not fit.
+    """
     x = tensor_arg(input, "index_add", "input")
     index = _index_1d(index, x, "index_add")
     d = _dim(dim, x.ndim, "index_add")
@@ -291,7 +362,20 @@ def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor
     """``input`` with the slices ``index`` (1-D) along ``dim`` replaced by those of
     ``source``, out of place (PyTorch's ``index_copy``; a repeated index: which copy wins
     is unspecified). Gradients: ``g`` with those slices zeroed to ``input``,
-    ``index_select(g, dim, index)`` to ``source``."""
+    ``index_select(g, dim, index)`` to ``source``.
+
+    Args:
+        input: The input tensor.
+        dim: The dim.
+        index: Integer indices (1-D for the ``index_*`` functions).
+        source: The slices copied in.
+
+    Returns:
+        The new tensor.
+
+    Raises:
+        ValueError: If the shapes do not fit.
+    """
     x = tensor_arg(input, "index_copy", "input")
     index = _index_1d(index, x, "index_copy")
     d = _dim(dim, x.ndim, "index_copy")
@@ -306,7 +390,20 @@ def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor
 def index_fill(input: Tensor, dim: int, index: Tensor, value: Any) -> Tensor:  # noqa: A002
     """``input`` with the slices ``index`` (1-D) along ``dim`` set to ``value`` (a scalar
     or a 0-d tensor), out of place (PyTorch's ``index_fill``). Gradients: ``g`` with those
-    slices zeroed to ``input``; their sum to a 0-d tensor ``value``."""
+    slices zeroed to ``input``; their sum to a 0-d tensor ``value``.
+
+    Args:
+        input: The input tensor.
+        dim: The dim.
+        index: Integer indices (1-D for the ``index_*`` functions).
+        value: A scalar or a 0-d tensor.
+
+    Returns:
+        The new tensor.
+
+    Raises:
+        ValueError: If ``value`` is not a scalar or a 0-d tensor.
+    """
     x = tensor_arg(input, "index_fill", "input")
     index = _index_1d(index, x, "index_fill")
     d = _dim(dim, x.ndim, "index_fill")
@@ -328,7 +425,20 @@ def put(input: Tensor, index: Tensor, source: Tensor,  # noqa: A002
         accumulate: bool = False) -> Tensor:
     """``input`` with ``source``'s elements written (``accumulate=True``: added) at the
     positions ``index`` of the flattened ``input``, out of place (PyTorch's ``put``).
-    ``source`` has as many elements as ``index`` and ``input``'s dtype."""
+    ``source`` has as many elements as ``index`` and ``input``'s dtype.
+
+    Args:
+        input: The input tensor.
+        index: Positions in the flattened ``input``.
+        source: The values (as many as ``index``).
+        accumulate: Add instead of writing.
+
+    Returns:
+        The new tensor.
+
+    Raises:
+        ValueError: If ``source`` and ``index`` differ in size.
+    """
     x = tensor_arg(input, "put", "input")
     index = _index_tensor(index, x, "put")
     source = tensor_arg(source, "put", "source")

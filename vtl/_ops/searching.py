@@ -61,20 +61,62 @@ def _index_dtype(dev: Any) -> Any:
 
 @torch_names(dim="axis", keepdim="keepdims")
 def argmax(x: Tensor, /, *, axis: int | None = None, keepdims: bool = False) -> Tensor:
-    """Index of the first maximum along ``axis`` (of the flattened tensor for ``None``)."""
+    """Index of the first maximum along ``axis`` (of the flattened tensor for ``None``).
+
+    Args:
+        x: The input tensor.
+        axis: The axis (``None``: the flattened tensor).
+        keepdims: Keep the reduced axes (size 1).
+        dim: PyTorch's name for ``axis`` (give one of the two).
+        keepdim: PyTorch's name for ``keepdims`` (give one of the two).
+
+    Returns:
+        The indices, in the default index dtype.
+
+    Raises:
+        TypeError: If a parameter is given under both of its names.
+    """
     return _arg_extremum(x, axis, keepdims, "argmax")
 
 
 @torch_names(dim="axis", keepdim="keepdims")
 def argmin(x: Tensor, /, *, axis: int | None = None, keepdims: bool = False) -> Tensor:
-    """Index of the first minimum along ``axis`` (of the flattened tensor for ``None``)."""
+    """Index of the first minimum along ``axis`` (of the flattened tensor for ``None``).
+
+    Args:
+        x: The input tensor.
+        axis: The axis (``None``: the flattened tensor).
+        keepdims: Keep the reduced axes (size 1).
+        dim: PyTorch's name for ``axis`` (give one of the two).
+        keepdim: PyTorch's name for ``keepdims`` (give one of the two).
+
+    Returns:
+        The indices, in the default index dtype.
+
+    Raises:
+        TypeError: If a parameter is given under both of its names.
+    """
     return _arg_extremum(x, axis, keepdims, "argmin")
 
 
 @torch_names(dim="axis", keepdim="keepdims")
 def count_nonzero(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None,
                   keepdims: bool = False) -> Tensor:
-    """Number of non-zero (``True``) elements over ``axis``, in the default index dtype."""
+    """Number of non-zero (``True``) elements over ``axis``, in the default index dtype.
+
+    Args:
+        x: The input tensor.
+        axis: An axis, a tuple of axes, or ``None`` for all (the flattened tensor).
+        keepdims: Keep the reduced axes (size 1).
+        dim: PyTorch's name for ``axis`` (give one of the two).
+        keepdim: PyTorch's name for ``keepdims`` (give one of the two).
+
+    Returns:
+        The counts, in the default index dtype.
+
+    Raises:
+        TypeError: If a parameter is given under both of its names.
+    """
     x = tensor_arg(x, "count_nonzero")
     axes = normalize_axes(axis, x.ndim, "count_nonzero")
     dev = x._device
@@ -87,7 +129,17 @@ def count_nonzero(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None,
 
 
 def nonzero(x: Tensor, /) -> tuple[Tensor, ...]:
-    """Indices of the non-zero elements, one index tensor per axis (C order)."""
+    """Indices of the non-zero elements, one index tensor per axis (C order).
+
+    Args:
+        x: The input tensor.
+
+    Returns:
+        A tuple of 1-D index tensors, one per axis.
+
+    Raises:
+        ValueError: If ``x`` is 0-d.
+    """
     x = tensor_arg(x, "nonzero")
     if x.ndim == 0:
         raise ValueError("nonzero() needs a tensor with at least one dimension, got a 0-d tensor")
@@ -115,6 +167,20 @@ def searchsorted(x1: Tensor, x2: Tensor | int | float, /, *,
 
     ``side='left'`` gives ``x1[i-1] < v <= x1[i]``, ``'right'`` gives
     ``x1[i-1] <= v < x1[i]``; NaNs sort last, as in :func:`sort`.
+
+    Args:
+        x1: A 1-D tensor, ascending (or sorted by ``sorter``).
+        x2: The values to insert.
+        side: ``'left'`` or ``'right'`` (see above).
+        sorter: Indices that sort ``x1``.
+
+    Returns:
+        The indices, of ``x2``'s shape.
+
+    Raises:
+        ValueError: If ``x1`` is not 1-D, ``side`` is unknown, or the tensors are on different
+            devices.
+        TypeError: If an operand is complex or ``sorter`` is not of an integer dtype.
     """
     x1 = tensor_arg(x1, "searchsorted", "x1")
     if x1.ndim != 1:
@@ -163,6 +229,18 @@ def where(condition: Tensor, x1: Tensor | bool | int | float | complex,
 
     One of ``x1``/``x2`` may be a Python scalar; the dtype follows type promotion.
     Differentiable with respect to ``x1`` and ``x2``.
+
+    Args:
+        condition: A bool tensor.
+        x1: Values where ``condition`` is true.
+        x2: Values where it is false.
+
+    Returns:
+        A tensor of the broadcast shape.
+
+    Raises:
+        TypeError: If ``condition`` is not bool or an operand is not a tensor or a scalar.
+        ValueError: If the shapes do not broadcast or the tensors are on different devices.
     """
     condition = tensor_arg(condition, "where", "condition")
     if condition._data.dtype.kind != "b":

@@ -44,7 +44,14 @@ def _index(raw: Any, dev: Any) -> Tensor:
 
 def unique_all(x: Tensor, /) -> UniqueAllResult:
     """Unique values of the flattened ``x`` with first-occurrence ``indices``,
-    ``inverse_indices`` (shape of ``x``) and ``counts``."""
+    ``inverse_indices`` (shape of ``x``) and ``counts``.
+
+    Args:
+        x: The input tensor.
+
+    Returns:
+        ``(values, indices, inverse_indices, counts)``.
+    """
     x = tensor_arg(x, "unique_all")
     dev = x._device
     r = dev.xp.unique_all(x._data)
@@ -53,7 +60,14 @@ def unique_all(x: Tensor, /) -> UniqueAllResult:
 
 
 def unique_counts(x: Tensor, /) -> UniqueCountsResult:
-    """Unique values of the flattened ``x`` and how often each occurs."""
+    """Unique values of the flattened ``x`` and how often each occurs.
+
+    Args:
+        x: The input tensor.
+
+    Returns:
+        ``(values, counts)``.
+    """
     x = tensor_arg(x, "unique_counts")
     dev = x._device
     r = dev.xp.unique_counts(x._data)
@@ -62,7 +76,14 @@ def unique_counts(x: Tensor, /) -> UniqueCountsResult:
 
 def unique_inverse(x: Tensor, /) -> UniqueInverseResult:
     """Unique values of the flattened ``x`` and the indices (shape of ``x``) that
-    rebuild ``x`` from them."""
+    rebuild ``x`` from them.
+
+    Args:
+        x: The input tensor.
+
+    Returns:
+        ``(values, inverse_indices)``.
+    """
     x = tensor_arg(x, "unique_inverse")
     dev = x._device
     r = dev.xp.unique_inverse(x._data)
@@ -70,7 +91,14 @@ def unique_inverse(x: Tensor, /) -> UniqueInverseResult:
 
 
 def unique_values(x: Tensor, /) -> Tensor:
-    """Unique values of the flattened ``x`` (1-D, same dtype)."""
+    """Unique values of the flattened ``x`` (1-D, same dtype).
+
+    Args:
+        x: The input tensor.
+
+    Returns:
+        The unique values, a 1-D tensor.
+    """
     x = tensor_arg(x, "unique_values")
     dev = x._device
     return new(dev.xp.unique_values(x._data), dev)
@@ -96,6 +124,19 @@ def isin(x1: Tensor | bool | int | float | complex, x2: Tensor | bool | int | fl
 
     Equality is value equality after type promotion, so NaN is never found.
     ``invert=True`` gives the negation.
+
+    Args:
+        x1: The elements to look up (a tensor or a scalar).
+        x2: The elements to look for (a tensor or a scalar).
+        invert: Return the negation.
+
+    Returns:
+        A bool tensor of ``x1``'s shape.
+
+    Raises:
+        TypeError: If an operand is not a tensor or a scalar, neither is a tensor, or ``invert`` is
+            not a bool.
+        ValueError: If the tensors are on different devices.
     """
     from .dtype_functions import result_type
 

@@ -40,6 +40,19 @@ def sort(x: Tensor, /, *, axis: int = -1, descending: bool = False,
     Differentiable: the gradient is gathered back through the inverse permutation. With
     PyTorch's ``dim=`` instead of ``axis=`` the result is PyTorch's named tuple
     ``(values, indices)`` (``torch.sort(x, dim)``).
+
+    Args:
+        x: The input tensor.
+        axis: The axis to sort along.
+        descending: Sort in descending order.
+        stable: Keep the order of equal elements.
+        dim: PyTorch's name for ``axis`` (give one of the two).
+
+    Returns:
+        The sorted tensor (with ``dim=``, the named tuple ``(values, indices)``).
+
+    Raises:
+        TypeError: If a parameter is given under both of its names.
     """
     x, ax = _sort_args(x, axis, "sort")
     dev = x._device
@@ -66,7 +79,21 @@ def sort(x: Tensor, /, *, axis: int = -1, descending: bool = False,
 @torch_names(dim="axis")
 def argsort(x: Tensor, /, *, axis: int = -1, descending: bool = False,
             stable: bool = True) -> Tensor:
-    """Indices that sort ``x`` along ``axis`` (default index dtype)."""
+    """Indices that sort ``x`` along ``axis`` (default index dtype).
+
+    Args:
+        x: The input tensor.
+        axis: The axis to sort along.
+        descending: Sort in descending order.
+        stable: Keep the order of equal elements.
+        dim: PyTorch's name for ``axis`` (give one of the two).
+
+    Returns:
+        The indices, of ``x``'s shape.
+
+    Raises:
+        TypeError: If a parameter is given under both of its names.
+    """
     x, ax = _sort_args(x, axis, "argsort")
     dev = x._device
     xp = dev.xp

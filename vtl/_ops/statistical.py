@@ -153,6 +153,20 @@ def sum(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None, dtype: Any =
     Integer and bool inputs narrower than the default integer dtype are summed in
     the default (unsigned) integer dtype unless ``dtype`` is given; the sum of an
     empty axis is 0.
+
+    Args:
+        x: The input tensor.
+        axis: An axis, a tuple of axes, or ``None`` for all (the flattened tensor).
+        dtype: dtype of the sum (default: see above).
+        keepdims: Keep the reduced axes (size 1).
+        dim: PyTorch's name for ``axis`` (give one of the two).
+        keepdim: PyTorch's name for ``keepdims`` (give one of the two).
+
+    Returns:
+        The reduced tensor.
+
+    Raises:
+        TypeError: If a parameter is given under both of its names.
     """
     x = tensor_arg(x, "sum")
     axes = normalize_axes(axis, x.ndim, "sum")
@@ -174,6 +188,20 @@ def prod(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None, dtype: Any 
 
     The gradient ``g * prod(x[j] for j != i)`` is formed from exclusive cumulative
     products from both sides, so it is exact when ``x`` contains zeros.
+
+    Args:
+        x: The input tensor.
+        axis: An axis, a tuple of axes, or ``None`` for all (the flattened tensor).
+        dtype: dtype of the product (default: see above).
+        keepdims: Keep the reduced axes (size 1).
+        dim: PyTorch's name for ``axis`` (give one of the two).
+        keepdim: PyTorch's name for ``keepdims`` (give one of the two).
+
+    Returns:
+        The reduced tensor.
+
+    Raises:
+        TypeError: If a parameter is given under both of its names.
     """
     x = tensor_arg(x, "prod")
     axes = normalize_axes(axis, x.ndim, "prod")
@@ -210,7 +238,21 @@ def prod(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None, dtype: Any 
 @torch_names(dim="axis", keepdim="keepdims")
 def mean(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None,
          keepdims: bool = False) -> Tensor:
-    """Arithmetic mean over ``axis`` of a floating-point tensor; NaN for an empty axis."""
+    """Arithmetic mean over ``axis`` of a floating-point tensor; NaN for an empty axis.
+
+    Args:
+        x: The input tensor.
+        axis: An axis, a tuple of axes, or ``None`` for all (the flattened tensor).
+        keepdims: Keep the reduced axes (size 1).
+        dim: PyTorch's name for ``axis`` (give one of the two).
+        keepdim: PyTorch's name for ``keepdims`` (give one of the two).
+
+    Returns:
+        The reduced tensor.
+
+    Raises:
+        TypeError: If ``x`` is not floating-point, or a parameter is given under both of its names.
+    """
     if x.__class__ is not Tensor:
         x = tensor_arg(x, "mean")
     data = x._data
@@ -283,7 +325,24 @@ def var(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None, correction: 
     (``correction=1`` for the unbiased sample variance).
 
     ``correction`` defaults to 0, the standard's default; PyTorch's ``torch.var`` defaults
-    to 1: pass ``correction=1`` or ``unbiased=True`` (``Tensor.var`` defaults to 1)."""
+    to 1: pass ``correction=1`` or ``unbiased=True`` (``Tensor.var`` defaults to 1).
+
+    Args:
+        x: The input tensor.
+        axis: An axis, a tuple of axes, or ``None`` for all (the flattened tensor).
+        correction: Subtracted from ``N`` in the divisor (0 by default; 1 for PyTorch's default).
+        keepdims: Keep the reduced axes (size 1).
+        dim: PyTorch's name for ``axis`` (give one of the two).
+        keepdim: PyTorch's name for ``keepdims`` (give one of the two).
+        unbiased: PyTorch's older flag: ``True`` is ``correction=1``, ``False`` ``correction=0``.
+
+    Returns:
+        The reduced tensor.
+
+    Raises:
+        TypeError: If ``x`` is not floating-point, or a parameter is given under both of its names.
+        ValueError: If ``correction`` is negative.
+    """
     x = tensor_arg(x, "var")
     _real_check(x, "var", allow_int=False)
     correction = _check_correction(correction, "var")
@@ -311,6 +370,22 @@ def std(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None, correction: 
     Where the standard deviation is 0 its gradient is 0 (PyTorch's convention).
     ``correction`` defaults to 0, the standard's default; PyTorch's ``torch.std`` defaults
     to 1: pass ``correction=1`` or ``unbiased=True`` (``Tensor.std`` defaults to 1).
+
+    Args:
+        x: The input tensor.
+        axis: An axis, a tuple of axes, or ``None`` for all (the flattened tensor).
+        correction: Subtracted from ``N`` in the divisor (0 by default; 1 for PyTorch's default).
+        keepdims: Keep the reduced axes (size 1).
+        dim: PyTorch's name for ``axis`` (give one of the two).
+        keepdim: PyTorch's name for ``keepdims`` (give one of the two).
+        unbiased: PyTorch's older flag: ``True`` is ``correction=1``, ``False`` ``correction=0``.
+
+    Returns:
+        The reduced tensor.
+
+    Raises:
+        TypeError: If ``x`` is not floating-point, or a parameter is given under both of its names.
+        ValueError: If ``correction`` is negative.
     """
     x = tensor_arg(x, "std")
     _real_check(x, "std", allow_int=False)
@@ -383,6 +458,20 @@ def max(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None,
     ``dim=`` instead of ``axis=`` the result is PyTorch's named tuple ``(values, indices)``
     along that one axis (``torch.max(x, dim)``; the first maximal element, which gets the
     gradient).
+
+    Args:
+        x: The input tensor.
+        axis: An axis, a tuple of axes, or ``None`` for all (the flattened tensor).
+        keepdims: Keep the reduced axes (size 1).
+        dim: PyTorch's name for ``axis`` (give one of the two).
+        keepdim: PyTorch's name for ``keepdims`` (give one of the two).
+
+    Returns:
+        The maxima (with ``dim=``, the named tuple ``(values, indices)``).
+
+    Raises:
+        ValueError: If an axis is empty.
+        TypeError: If a parameter is given under both of its names.
     """
     return _extremum(x, axis, keepdims, "max")
 
@@ -396,6 +485,20 @@ def min(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None,
     ``dim=`` instead of ``axis=`` the result is PyTorch's named tuple ``(values, indices)``
     along that one axis (``torch.min(x, dim)``; the first minimal element, which gets the
     gradient).
+
+    Args:
+        x: The input tensor.
+        axis: An axis, a tuple of axes, or ``None`` for all (the flattened tensor).
+        keepdims: Keep the reduced axes (size 1).
+        dim: PyTorch's name for ``axis`` (give one of the two).
+        keepdim: PyTorch's name for ``keepdims`` (give one of the two).
+
+    Returns:
+        The minima (with ``dim=``, the named tuple ``(values, indices)``).
+
+    Raises:
+        ValueError: If an axis is empty.
+        TypeError: If a parameter is given under both of its names.
     """
     return _extremum(x, axis, keepdims, "min")
 
@@ -421,7 +524,21 @@ def _cumulative_args(x: Any, axis: Any, fname: str) -> tuple[Tensor, int]:
 def cumulative_sum(x: Tensor, /, *, axis: int | None = None, dtype: Any = None,
                    include_initial: bool = False) -> Tensor:
     """Running sum along ``axis`` (optional for 1-D input); with ``include_initial``
-    the result starts with 0 and is one longer along ``axis``."""
+    the result starts with 0 and is one longer along ``axis``.
+
+    Args:
+        x: The input tensor.
+        axis: The axis (optional for 1-D input).
+        dtype: dtype of the sums (default: as for ``sum``).
+        include_initial: Start with 0 (one more element).
+        dim: PyTorch's name for ``axis`` (give one of the two).
+
+    Returns:
+        The running sums.
+
+    Raises:
+        TypeError: If a parameter is given under both of its names.
+    """
     x, ax = _cumulative_args(x, axis, "cumulative_sum")
     dev = x._device
     dt = _dtype_arg(dtype, x)
@@ -445,6 +562,19 @@ def cumulative_prod(x: Tensor, /, *, axis: int | None = None, dtype: Any = None,
     The gradient is exact with zeros in ``x``: before the first zero of a slice it
     is ``reverse_cumsum(g * y) / x``; at the first zero it is recomputed with that
     zero replaced by one; after it, it is 0.
+
+    Args:
+        x: The input tensor.
+        axis: The axis (optional for 1-D input).
+        dtype: dtype of the products (default: as for ``prod``).
+        include_initial: Start with 1 (one more element).
+        dim: PyTorch's name for ``axis`` (give one of the two).
+
+    Returns:
+        The running products.
+
+    Raises:
+        TypeError: If a parameter is given under both of its names.
     """
     x, ax = _cumulative_args(x, axis, "cumulative_prod")
     dev = x._device
@@ -488,6 +618,21 @@ def mode(input: Tensor, dim: int = -1, keepdim: bool = False) -> Any:  # noqa: A
     Computed on the device without a host sync: a stable sort, the start of each run of
     equal values (a second sort), the run lengths and their first maximum. The values are
     differentiable (the gradient goes to the returned index).
+
+    Args:
+        input: The input tensor.
+        dim: The dim.
+        keepdim: Keep the dim (size 1).
+        axis: The array API's name for ``dim``.
+        keepdims: The array API's name for ``keepdim``.
+
+    Returns:
+        The named tuple ``(values, indices)``.
+
+    Raises:
+        TypeError: If ``dim`` is not an int.
+        IndexError: If ``input`` is 0-d.
+        ValueError: If the dim is empty.
     """
     from .. import return_types
     from .indexing import take_along_axis

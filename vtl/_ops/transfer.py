@@ -25,6 +25,17 @@ def to_device(x: Tensor, device: Any, /, *, stream: Any = None) -> Tensor:
 
     Data goes through DLPack within a backend and through host memory between
     backends. Gradients flow back to the source device.
+
+    Args:
+        x: The input tensor.
+        device: The target device.
+        stream: Not supported (must be ``None``).
+
+    Returns:
+        A tensor on ``device``.
+
+    Raises:
+        ValueError: If ``stream`` is given.
     """
     if stream is not None:
         raise ValueError("to_device(): the stream argument is not supported")

@@ -23,7 +23,21 @@ __all__ = ["all", "any", "diff"]
 @torch_names(dim="axis", keepdim="keepdims")
 def all(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None,
         keepdims: bool = False) -> Tensor:  # noqa: A001 - the standard's name
-    """Whether every element over ``axis`` is true (non-zero); ``True`` for an empty axis."""
+    """Whether every element over ``axis`` is true (non-zero); ``True`` for an empty axis.
+
+    Args:
+        x: The input tensor.
+        axis: An axis, a tuple of axes, or ``None`` for all (the flattened tensor).
+        keepdims: Keep the reduced axes (size 1).
+        dim: PyTorch's name for ``axis`` (give one of the two).
+        keepdim: PyTorch's name for ``keepdims`` (give one of the two).
+
+    Returns:
+        A bool tensor.
+
+    Raises:
+        TypeError: If a parameter is given under both of its names.
+    """
     x = tensor_arg(x, "all")
     axes = normalize_axes(axis, x.ndim, "all")
     dev = x._device
@@ -33,7 +47,21 @@ def all(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None,
 @torch_names(dim="axis", keepdim="keepdims")
 def any(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None,
         keepdims: bool = False) -> Tensor:  # noqa: A001 - the standard's name
-    """Whether some element over ``axis`` is true (non-zero); ``False`` for an empty axis."""
+    """Whether some element over ``axis`` is true (non-zero); ``False`` for an empty axis.
+
+    Args:
+        x: The input tensor.
+        axis: An axis, a tuple of axes, or ``None`` for all (the flattened tensor).
+        keepdims: Keep the reduced axes (size 1).
+        dim: PyTorch's name for ``axis`` (give one of the two).
+        keepdim: PyTorch's name for ``keepdims`` (give one of the two).
+
+    Returns:
+        A bool tensor.
+
+    Raises:
+        TypeError: If a parameter is given under both of its names.
+    """
     x = tensor_arg(x, "any")
     axes = normalize_axes(axis, x.ndim, "any")
     dev = x._device
@@ -68,6 +96,22 @@ def diff(x: Tensor, /, *, axis: int = -1, n: int = 1, prepend: Tensor | None = N
     ``prepend``/``append`` are joined to ``x`` along ``axis`` first (for ``n >= 1``;
     ``n=0`` returns a copy of ``x``, as NumPy does). Bool tensors
     use ``not_equal`` (like NumPy). Differentiable in ``x``, ``prepend`` and ``append``.
+
+    Args:
+        x: The input tensor.
+        axis: The axis.
+        n: Number of times to difference (at least 0).
+        prepend: Values joined before ``x`` along ``axis``.
+        append: Values joined after ``x`` along ``axis``.
+        dim: PyTorch's name for ``axis`` (give one of the two).
+
+    Returns:
+        The differences.
+
+    Raises:
+        ValueError: If ``x`` is 0-d or ``n`` is negative.
+        TypeError: If ``axis`` or ``n`` is not an int, or a parameter is given under both of its
+            names.
     """
     x = tensor_arg(x, "diff")
     if x.ndim == 0:
