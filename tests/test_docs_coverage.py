@@ -148,7 +148,8 @@ SECTION_MODULES = ["vtl.nn", "vtl.nn.functional", "vtl.optim", "vtl.optim.lr_sch
                    "vtl.nn.utils.parametrizations", "vtl.nn.utils.stateless", "vtl.utils",
                    "vtl.utils.checkpoint", "vtl.nn.grad", "vtl.nn.parameter", "vtl.distributed",
                    "vtl.datasets", "vtl.datasets.synthetic", "vtl.datasets.text", "vtl.linalg",
-                   "vtl.return_types", "vtl.cuda", "vtl.capture", "vtl.fft", "vtl.backends"]
+                   "vtl.return_types", "vtl.cuda", "vtl.capture", "vtl.fft", "vtl.backends",
+                   "vtl"]
 
 _HEADER = re.compile(r"^(\w[\w ]*):\s*$")
 _ENTRY_NAME = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:")

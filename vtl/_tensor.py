@@ -29,6 +29,18 @@ class Tensor(TensorOperators, TensorMethods):
 
     Create tensors with :func:`vtl.asarray` and the other creation functions;
     ``vtl.Tensor(obj, ...)`` is a synonym of ``vtl.asarray(obj, ...)``.
+
+    Args:
+        obj: The data, as for :func:`vtl.asarray`.
+        dtype: dtype of the tensor (default: as for ``asarray``).
+        device: Device of the tensor (default: the default device).
+        backend: Put the tensor on this backend's first device instead.
+        copy: As for :func:`vtl.asarray`.
+        requires_grad: Whether the result requires a gradient.
+
+    Raises:
+        TypeError: If ``obj`` cannot be converted (``None`` included).
+        ValueError: If ``copy=False`` but a copy is needed.
     """
 
     __slots__ = (

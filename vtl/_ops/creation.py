@@ -104,6 +104,7 @@ def asarray(
 
     Raises:
         ValueError: If ``copy=False`` but a copy is needed.
+        TypeError: If ``obj`` cannot be converted.
 
     Example:
         >>> x = vtl.asarray([[1.0, 2.0], [3.0, 4.0]])

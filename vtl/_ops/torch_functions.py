@@ -71,7 +71,21 @@ def _slice_along(x: Tensor, d: int, start: int, stop: int) -> Tensor:
 # -- views and splits -----------------------------------------------------------------------
 def narrow(input: Tensor, dim: int, start: Any, length: int) -> Tensor:  # noqa: A002
     """The ``length`` elements of ``input`` from ``start`` along ``dim`` (a view);
-    ``start`` may be negative (counted from the end), as in PyTorch."""
+    ``start`` may be negative (counted from the end), as in PyTorch.
+
+    Args:
+        input: The input tensor.
+        dim: The dim.
+        start: The first index (negative counts from the end).
+        length: Number of elements.
+
+    Returns:
+        A view.
+
+    Raises:
+        ValueError: If ``input`` is 0-d or the slice exceeds the dim.
+        IndexError: If ``start`` is out of range.
+    """
     x = tensor_arg(input, "narrow", "input")
     if x.ndim == 0:
         raise ValueError("narrow() needs a tensor with at least one dimension, got a 0-d one")
@@ -92,7 +106,19 @@ def narrow(input: Tensor, dim: int, start: Any, length: int) -> Tensor:  # noqa:
 def split(tensor: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Tensor, ...]:
     """PyTorch's ``split``: pieces of ``split_size_or_sections`` elements along ``dim``
     (an int: equal pieces, the last one smaller when the size does not divide; a list of
-    ints: one piece per entry, which must add up to the size of ``dim``). Views."""
+    ints: one piece per entry, which must add up to the size of ``dim``). Views.
+
+    Args:
+        tensor: The input tensor.
+        split_size_or_sections: An int (the size of each piece) or a list of sizes.
+        dim: The dim to split.
+
+    Returns:
+        A tuple of views.
+
+    Raises:
+        ValueError: If ``tensor`` is 0-d, the size is not positive, or the sections do not add up.
+    """
     x = tensor_arg(tensor, "split", "tensor")
     if x.ndim == 0:
         raise ValueError("split() needs a tensor with at least one dimension, got a 0-d one")
@@ -118,7 +144,19 @@ def split(tensor: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Te
 def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:  # noqa: A002
     """PyTorch's ``chunk``: at most ``chunks`` views along ``dim``, each of
     ``ceil(size / chunks)`` elements (the last smaller; fewer pieces when the size
-    does not allow ``chunks`` of them)."""
+    does not allow ``chunks`` of them).
+
+    Args:
+        input: The input tensor.
+        chunks: Most pieces (positive).
+        dim: The dim to split.
+
+    Returns:
+        A tuple of views.
+
+    Raises:
+        ValueError: If ``chunks`` is not positive or ``input`` is 0-d.
+    """
     x = tensor_arg(input, "chunk", "input")
     c = _int(chunks, "chunk", "chunks")
     if c <= 0:
@@ -133,12 +171,30 @@ def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:  # no
 
 
 def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:  # noqa: A002
-    """The slices of ``input`` along ``dim``, without that dim (``vtl.unstack``)."""
+    """The slices of ``input`` along ``dim``, without that dim (``vtl.unstack``).
+
+    Args:
+        input: The input tensor.
+        dim: The dim to remove.
+
+    Returns:
+        A tuple of views.
+    """
     return _vtl().unstack(tensor_arg(input, "unbind", "input"), axis=dim)
 
 
 def t(input: Tensor) -> Tensor:  # noqa: A002
-    """The transpose of a 2-D tensor; a 0-d or 1-D tensor as it is (PyTorch's ``t``)."""
+    """The transpose of a 2-D tensor; a 0-d or 1-D tensor as it is (PyTorch's ``t``).
+
+    Args:
+        input: A tensor of at most 2 dims.
+
+    Returns:
+        The transpose.
+
+    Raises:
+        ValueError: If ``input`` has more than 2 dims.
+    """
     x = tensor_arg(input, "t", "input")
     if x.ndim > 2:
         raise ValueError(f"t() expects a tensor with at most 2 dimensions, got {x.ndim}; "
@@ -155,7 +211,18 @@ def _ndim(x: Any, n: int, fname: str, what: str) -> Tensor:
 
 
 def mm(input: Tensor, mat2: Tensor) -> Tensor:  # noqa: A002
-    """The product of two matrices (2-D tensors; ``vtl.matmul`` without broadcasting)."""
+    """The product of two matrices (2-D tensors; ``vtl.matmul`` without broadcasting).
+
+    Args:
+        input: ``(n, m)``.
+        mat2: ``(m, p)``.
+
+    Returns:
+        A tensor of shape ``(n, p)``.
+
+    Raises:
+        ValueError: If the shapes cannot be multiplied.
+    """
     a, b = _ndim(input, 2, "mm", "input"), _ndim(mat2, 2, "mm", "mat2")
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"mm(): shapes {a.shape} and {b.shape} cannot be multiplied")
@@ -164,7 +231,18 @@ def mm(input: Tensor, mat2: Tensor) -> Tensor:  # noqa: A002
 
 def bmm(input: Tensor, mat2: Tensor) -> Tensor:  # noqa: A002
     """Batched products of matrices: ``(b, n, m) @ (b, m, p)`` (3-D tensors, equal
-    batch sizes, no broadcasting)."""
+    batch sizes, no broadcasting).
+
+    Args:
+        input: ``(b, n, m)``.
+        mat2: ``(b, m, p)``.
+
+    Returns:
+        A tensor of shape ``(b, n, p)``.
+
+    Raises:
+        ValueError: If the shapes cannot be multiplied.
+    """
     a, b = _ndim(input, 3, "bmm", "input"), _ndim(mat2, 3, "bmm", "mat2")
     if a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
         raise ValueError(f"bmm(): shapes {a.shape} and {b.shape} cannot be multiplied "
@@ -174,7 +252,18 @@ def bmm(input: Tensor, mat2: Tensor) -> Tensor:  # noqa: A002
 
 def dot(input: Tensor, tensor: Tensor) -> Tensor:  # noqa: A002
     """The dot product of two 1-D tensors of equal length (no conjugation), a 0-d
-    tensor."""
+    tensor.
+
+    Args:
+        input: A 1-D tensor.
+        tensor: A 1-D tensor of the same length.
+
+    Returns:
+        A 0-d tensor.
+
+    Raises:
+        ValueError: If the lengths differ.
+    """
     a, b = _ndim(input, 1, "dot", "input"), _ndim(tensor, 1, "dot", "tensor")
     if a.shape != b.shape:
         raise ValueError(f"dot(): the tensors have {a.shape[0]} and {b.shape[0]} elements; "
@@ -183,7 +272,15 @@ def dot(input: Tensor, tensor: Tensor) -> Tensor:  # noqa: A002
 
 
 def outer(input: Tensor, vec2: Tensor) -> Tensor:  # noqa: A002
-    """The outer product of two 1-D tensors (``vtl.linalg.outer``)."""
+    """The outer product of two 1-D tensors (``vtl.linalg.outer``).
+
+    Args:
+        input: A 1-D tensor.
+        vec2: A 1-D tensor.
+
+    Returns:
+        A 2-D tensor.
+    """
     return _vtl().linalg.outer(tensor_arg(input, "outer", "input"),
                                tensor_arg(vec2, "outer", "vec2"))
 
@@ -200,7 +297,18 @@ def _scaled_sum(input: Any, prod: Tensor, beta: Any, alpha: Any) -> Tensor:
 def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Any = 1,  # noqa: A002
           alpha: Any = 1) -> Tensor:
     """``beta * input + alpha * (mat1 @ mat2)`` (``input`` broadcasts to the product's
-    shape; with ``beta=0`` it is ignored, nan and inf included)."""
+    shape; with ``beta=0`` it is ignored, nan and inf included).
+
+    Args:
+        input: The added tensor (broadcast to the product's shape).
+        mat1: The first matrix, ``(n, m)``.
+        mat2: The second matrix, ``(m, p)``.
+        beta: Factor of ``input``.
+        alpha: Factor of the product.
+
+    Returns:
+        A tensor of shape ``(n, p)``.
+    """
     x = tensor_arg(input, "addmm", "input")
     return _scaled_sum(x, mm(mat1, mat2), beta, alpha)
 
@@ -208,13 +316,31 @@ def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Any = 1,  # noqa: 
 def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: Any = 1,  # noqa: A002
             alpha: Any = 1) -> Tensor:
     """``beta * input + alpha * bmm(batch1, batch2)`` (``input`` broadcasts; ignored when
-    ``beta=0``)."""
+    ``beta=0``).
+
+    Args:
+        input: The added tensor (broadcast).
+        batch1: ``(b, n, m)``.
+        batch2: ``(b, m, p)``.
+        beta: Factor of ``input``.
+        alpha: Factor of the product.
+
+    Returns:
+        A tensor of shape ``(b, n, p)``.
+    """
     x = tensor_arg(input, "baddbmm", "input")
     return _scaled_sum(x, bmm(batch1, batch2), beta, alpha)
 
 
 def trace(input: Tensor) -> Tensor:  # noqa: A002
-    """The sum of the main diagonal of a 2-D tensor (``vtl.linalg.trace``)."""
+    """The sum of the main diagonal of a 2-D tensor (``vtl.linalg.trace``).
+
+    Args:
+        input: A 2-D tensor.
+
+    Returns:
+        A 0-d tensor.
+    """
     return _vtl().linalg.trace(_ndim(input, 2, "trace", "input"))
 
 
@@ -222,7 +348,20 @@ def diagonal(input: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Te
     """The diagonal ``offset`` (above the main one when positive) of the matrices that
     ``dim1`` and ``dim2`` span, as the last dim of the result (PyTorch's ``diagonal``;
     ``vtl.linalg.diagonal`` is the standard's, over the last two dims). A copy, not a
-    view."""
+    view.
+
+    Args:
+        input: The input tensor.
+        offset: Which diagonal: 0 the main one, positive above, negative below.
+        dim1: The first dim of the matrices.
+        dim2: The second dim of the matrices.
+
+    Returns:
+        The diagonals (a copy).
+
+    Raises:
+        ValueError: If ``input`` has fewer than 2 dims or ``dim1 == dim2``.
+    """
     x = tensor_arg(input, "diagonal", "input")
     if x.ndim < 2:
         raise ValueError(f"diagonal() needs at least 2 dimensions, got shape {x.shape}")
@@ -237,7 +376,18 @@ def diagonal(input: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Te
 
 def diag(input: Tensor, diagonal: int = 0) -> Tensor:  # noqa: A002
     """PyTorch's ``diag``: a 1-D ``input`` becomes the square matrix with it on diagonal
-    ``diagonal`` (zeros elsewhere); a 2-D ``input`` gives its diagonal ``diagonal``."""
+    ``diagonal`` (zeros elsewhere); a 2-D ``input`` gives its diagonal ``diagonal``.
+
+    Args:
+        input: A 1-D or 2-D tensor.
+        diagonal: Which diagonal: 0 the main one, positive above, negative below.
+
+    Returns:
+        A 2-D or 1-D tensor.
+
+    Raises:
+        ValueError: If ``input`` is not 1-D or 2-D.
+    """
     x = tensor_arg(input, "diag", "input")
     k = _int(diagonal, "diag", "diagonal")
     v = _vtl()
@@ -279,7 +429,19 @@ def _value_of(value: Any, x: Tensor, fname: str) -> Any:
 def masked_fill(input: Tensor, mask: Tensor, value: Any) -> Tensor:  # noqa: A002
     """``input`` with ``value`` (a scalar or a 0-d tensor) where the bool ``mask``
     (broadcast to ``input``'s shape) is true. Gradients: ``g`` where the mask is false to
-    ``input``; the sum of ``g`` where it is true to a tensor ``value``."""
+    ``input``; the sum of ``g`` where it is true to a tensor ``value``.
+
+    Args:
+        input: The input tensor.
+        mask: A bool mask broadcasting to ``input``'s shape.
+        value: A scalar or a 0-d tensor.
+
+    Returns:
+        A new tensor.
+
+    Raises:
+        ValueError: If ``mask`` does not broadcast to ``input``'s shape.
+    """
     x = tensor_arg(input, "masked_fill", "input")
     m = _mask(mask, x, "masked_fill")
     v = _vtl()
@@ -295,7 +457,15 @@ def masked_fill(input: Tensor, mask: Tensor, value: Any) -> Tensor:  # noqa: A00
 
 def masked_select(input: Tensor, mask: Tensor) -> Tensor:  # noqa: A002
     """The elements of ``input`` where ``mask`` is true, as a 1-D tensor (both broadcast
-    together first). The length depends on the data: a device sync on a GPU."""
+    together first). The length depends on the data: a device sync on a GPU.
+
+    Args:
+        input: The input tensor.
+        mask: A bool mask (broadcast with ``input``).
+
+    Returns:
+        A 1-D tensor.
+    """
     x = tensor_arg(input, "masked_select", "input")
     m = _mask(mask, x, "masked_select")
     v = _vtl()
@@ -310,7 +480,20 @@ def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:  # no
     elements as the mask has true ones: a shortfall is an ``IndexError`` (on a GPU at the
     next read of a result, as for indexing; no sync here). Gradients: ``g`` where the
     mask is false to ``input``; to ``source``, ``g`` at the positions each element
-    went to."""
+    went to.
+
+    Args:
+        input: The input tensor.
+        mask: A bool mask broadcasting to ``input``'s shape.
+        source: The values, of ``input``'s dtype.
+
+    Returns:
+        A new tensor.
+
+    Raises:
+        TypeError: If ``source``'s dtype differs.
+        ValueError: If ``source`` is empty while the mask has true elements.
+    """
     x = tensor_arg(input, "masked_scatter", "input")
     m = _mask(mask, x, "masked_scatter")
     source = tensor_arg(source, "masked_scatter", "source")
@@ -333,54 +516,131 @@ def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:  # no
 
 # -- elementwise --------------------------------------------------------------------------
 def neg(input: Tensor) -> Tensor:  # noqa: A002
-    """``-input`` (``vtl.negative``)."""
+    """``-input`` (``vtl.negative``).
+
+    Args:
+        input: The input tensor.
+
+    Returns:
+        A tensor of ``input``'s shape.
+    """
     return _vtl().negative(input)
 
 
 def rsqrt(input: Tensor) -> Tensor:  # noqa: A002
-    """``1 / sqrt(input)``."""
+    """``1 / sqrt(input)``.
+
+    Args:
+        input: The input tensor.
+
+    Returns:
+        A tensor of ``input``'s shape.
+    """
     v = _vtl()
     return v.reciprocal(v.sqrt(input))
 
 
 def bitwise_not(input: Tensor) -> Tensor:  # noqa: A002
-    """Elementwise bitwise NOT (``vtl.bitwise_invert``; logical NOT for bool)."""
+    """Elementwise bitwise NOT (``vtl.bitwise_invert``; logical NOT for bool).
+
+    Args:
+        input: The input tensor.
+
+    Returns:
+        A tensor of ``input``'s shape.
+    """
     return _vtl().bitwise_invert(input)
 
 
 def eq(input: Tensor, other: Any) -> Tensor:  # noqa: A002
-    """``input == other`` elementwise (``vtl.equal``)."""
+    """``input == other`` elementwise (``vtl.equal``).
+
+    Args:
+        input: The input tensor.
+        other: The other operand: a tensor or a Python scalar (broadcast with ``input``).
+
+    Returns:
+        A bool tensor of the broadcast shape.
+    """
     return _vtl().equal(input, other)
 
 
 def ne(input: Tensor, other: Any) -> Tensor:  # noqa: A002
-    """``input != other`` elementwise (``vtl.not_equal``)."""
+    """``input != other`` elementwise (``vtl.not_equal``).
+
+    Args:
+        input: The input tensor.
+        other: The other operand: a tensor or a Python scalar (broadcast with ``input``).
+
+    Returns:
+        A bool tensor of the broadcast shape.
+    """
     return _vtl().not_equal(input, other)
 
 
 def lt(input: Tensor, other: Any) -> Tensor:  # noqa: A002
-    """``input < other`` elementwise (``vtl.less``)."""
+    """``input < other`` elementwise (``vtl.less``).
+
+    Args:
+        input: The input tensor.
+        other: The other operand: a tensor or a Python scalar (broadcast with ``input``).
+
+    Returns:
+        A bool tensor of the broadcast shape.
+    """
     return _vtl().less(input, other)
 
 
 def le(input: Tensor, other: Any) -> Tensor:  # noqa: A002
-    """``input <= other`` elementwise (``vtl.less_equal``)."""
+    """``input <= other`` elementwise (``vtl.less_equal``).
+
+    Args:
+        input: The input tensor.
+        other: The other operand: a tensor or a Python scalar (broadcast with ``input``).
+
+    Returns:
+        A bool tensor of the broadcast shape.
+    """
     return _vtl().less_equal(input, other)
 
 
 def gt(input: Tensor, other: Any) -> Tensor:  # noqa: A002
-    """``input > other`` elementwise (``vtl.greater``)."""
+    """``input > other`` elementwise (``vtl.greater``).
+
+    Args:
+        input: The input tensor.
+        other: The other operand: a tensor or a Python scalar (broadcast with ``input``).
+
+    Returns:
+        A bool tensor of the broadcast shape.
+    """
     return _vtl().greater(input, other)
 
 
 def ge(input: Tensor, other: Any) -> Tensor:  # noqa: A002
-    """``input >= other`` elementwise (``vtl.greater_equal``)."""
+    """``input >= other`` elementwise (``vtl.greater_equal``).
+
+    Args:
+        input: The input tensor.
+        other: The other operand: a tensor or a Python scalar (broadcast with ``input``).
+
+    Returns:
+        A bool tensor of the broadcast shape.
+    """
     return _vtl().greater_equal(input, other)
 
 
 def fmod(input: Tensor, other: Any) -> Tensor:  # noqa: A002
     """C's ``fmod``: the remainder of ``input / other`` with the sign of ``input``
-    (``vtl.remainder`` takes the sign of ``other``)."""
+    (``vtl.remainder`` takes the sign of ``other``).
+
+    Args:
+        input: The input tensor.
+        other: The divisor: a tensor or a Python scalar.
+
+    Returns:
+        The remainders, of the broadcast shape.
+    """
     v = _vtl()
     r = v.remainder(input, other)
     x = input if isinstance(input, Tensor) else v.asarray(input, dtype=r.dtype,
@@ -391,7 +651,18 @@ def fmod(input: Tensor, other: Any) -> Tensor:  # noqa: A002
 
 def float_power(input: Any, exponent: Any) -> Tensor:  # noqa: A002
     """``input ** exponent`` computed in double precision (float64, or complex128 when
-    an operand is complex); the backend must support float64."""
+    an operand is complex); the backend must support float64.
+
+    Args:
+        input: The base: a tensor or a scalar.
+        exponent: The exponent: a tensor or a scalar.
+
+    Returns:
+        A float64 (or complex128) tensor of the broadcast shape.
+
+    Raises:
+        TypeError: If neither operand is a tensor.
+    """
     v = _vtl()
 
     def wide(a: Any) -> Any:
@@ -410,7 +681,16 @@ def float_power(input: Any, exponent: Any) -> Tensor:  # noqa: A002
 
 def lerp(input: Tensor, end: Tensor, weight: Any) -> Tensor:  # noqa: A002
     """``input + weight * (end - input)``, computed as PyTorch does: from ``end`` when
-    ``weight >= 0.5`` (exact at ``weight = 1``)."""
+    ``weight >= 0.5`` (exact at ``weight = 1``).
+
+    Args:
+        input: The input tensor.
+        end: The end points.
+        weight: The weight: a scalar or a tensor.
+
+    Returns:
+        The interpolated tensor.
+    """
     v = _vtl()
     x = tensor_arg(input, "lerp", "input")
     diff = v.subtract(end, x)
@@ -426,7 +706,18 @@ def lerp(input: Tensor, end: Tensor, weight: Any) -> Tensor:  # noqa: A002
 def isclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08,  # noqa: A002
             equal_nan: bool = False) -> Tensor:
     """Elementwise ``|input - other| <= atol + rtol * |other|`` (bool), with equal
-    infinities close and, with ``equal_nan``, two nans close (PyTorch's ``isclose``)."""
+    infinities close and, with ``equal_nan``, two nans close (PyTorch's ``isclose``).
+
+    Args:
+        input: The input tensor.
+        other: The tensor compared with.
+        rtol: Relative tolerance.
+        atol: Absolute tolerance.
+        equal_nan: Count two nans as close.
+
+    Returns:
+        A bool tensor of the broadcast shape.
+    """
     v = _vtl()
     a = tensor_arg(input, "isclose", "input")
     b = other if isinstance(other, Tensor) else v.asarray(other, dtype=a.dtype,
@@ -452,27 +743,65 @@ def isclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-
 def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08,  # noqa: A002
              equal_nan: bool = False) -> bool:
     """Whether every element of ``input`` is close to ``other`` (:func:`isclose`); a
-    Python bool (a device sync)."""
+    Python bool (a device sync).
+
+    Args:
+        input: The input tensor.
+        other: The tensor compared with.
+        rtol: Relative tolerance.
+        atol: Absolute tolerance.
+        equal_nan: Count two nans as close.
+
+    Returns:
+        A Python bool.
+    """
     return bool(_vtl().all(isclose(input, other, rtol, atol, equal_nan)))
 
 
 # -- reductions -------------------------------------------------------------------------------
 def amax(input: Tensor, dim: Any = (), keepdim: bool = False) -> Tensor:  # noqa: A002
     """The maximum over ``dim`` (every dim by default; ``vtl.max``). Ties share the
-    gradient evenly."""
+    gradient evenly.
+
+    Args:
+        input: The input tensor.
+        dim: A dim or a tuple of dims (``()``: every dim).
+        keepdim: Keep the reduced dims (size 1).
+
+    Returns:
+        The maxima.
+    """
     x = tensor_arg(input, "amax", "input")
     return _vtl().max(x, axis=_dims(dim, x.ndim, "amax"), keepdims=bool(keepdim))
 
 
 def amin(input: Tensor, dim: Any = (), keepdim: bool = False) -> Tensor:  # noqa: A002
     """The minimum over ``dim`` (every dim by default; ``vtl.min``). Ties share the
-    gradient evenly."""
+    gradient evenly.
+
+    Args:
+        input: The input tensor.
+        dim: A dim or a tuple of dims (``()``: every dim).
+        keepdim: Keep the reduced dims (size 1).
+
+    Returns:
+        The minima.
+    """
     x = tensor_arg(input, "amin", "input")
     return _vtl().min(x, axis=_dims(dim, x.ndim, "amin"), keepdims=bool(keepdim))
 
 
 def aminmax(input: Tensor, *, dim: int | None = None, keepdim: bool = False) -> Any:  # noqa: A002
-    """The named tuple ``(min, max)`` over ``dim`` (every dim when ``None``)."""
+    """The named tuple ``(min, max)`` over ``dim`` (every dim when ``None``).
+
+    Args:
+        input: The input tensor.
+        dim: A dim, or ``None`` for every dim.
+        keepdim: Keep the reduced dims (size 1).
+
+    Returns:
+        The named tuple ``(min, max)``.
+    """
     from .. import return_types
 
     x = tensor_arg(input, "aminmax", "input")
@@ -484,7 +813,17 @@ def aminmax(input: Tensor, *, dim: int | None = None, keepdim: bool = False) -> 
 
 def nansum(input: Tensor, dim: Any = None, keepdim: bool = False, *,  # noqa: A002
            dtype: Any = None) -> Tensor:
-    """The sum over ``dim`` with nans counted as zero."""
+    """The sum over ``dim`` with nans counted as zero.
+
+    Args:
+        input: The input tensor.
+        dim: A dim, a tuple of dims, or ``None`` for all.
+        keepdim: Keep the reduced dims (size 1).
+        dtype: If given, ``input`` is cast to this dtype first.
+
+    Returns:
+        The sums.
+    """
     x = tensor_arg(input, "nansum", "input")
     v = _vtl()
     if x.dtype.kind in "fc":
@@ -494,7 +833,20 @@ def nansum(input: Tensor, dim: Any = None, keepdim: bool = False, *,  # noqa: A0
 
 def nanmean(input: Tensor, dim: Any = None, keepdim: bool = False, *,  # noqa: A002
             dtype: Any = None) -> Tensor:
-    """The mean over ``dim`` of the elements that are not nan (nan where all are)."""
+    """The mean over ``dim`` of the elements that are not nan (nan where all are).
+
+    Args:
+        input: The input tensor.
+        dim: A dim, a tuple of dims, or ``None`` for all.
+        keepdim: Keep the reduced dims (size 1).
+        dtype: If given, ``input`` is cast to this dtype first.
+
+    Returns:
+        The means.
+
+    Raises:
+        TypeError: If ``input`` is not floating-point.
+    """
     x = tensor_arg(input, "nanmean", "input")
     v = _vtl()
     if x.dtype.kind not in "fc":
@@ -524,7 +876,19 @@ def median(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Any:
     the mean of the two middle ones); nan when the values include a nan. Without ``dim``,
     of every element (a 0-d tensor); with ``dim``, the named tuple ``(values, indices)``
     along it. The gradient goes to the returned element (without ``dim``: shared evenly
-    by the elements equal to the median, as PyTorch does)."""
+    by the elements equal to the median, as PyTorch does).
+
+    Args:
+        input: The input tensor.
+        dim: A dim, or ``None`` for every element.
+        keepdim: Keep the reduced dims (size 1).
+
+    Returns:
+        A 0-d tensor, or with ``dim`` the named tuple ``(values, indices)``.
+
+    Raises:
+        ValueError: If ``input`` or the dim is empty.
+    """
     from .. import return_types
 
     x = tensor_arg(input, "median", "input")
@@ -569,7 +933,22 @@ def quantile(input: Tensor, q: Any, dim: int | None = None, keepdim: bool = Fals
     nearest sorted values (``'linear'``, ``'lower'``, ``'higher'``, ``'midpoint'``,
     ``'nearest'``); nan where the values include a nan. A 1-D ``q`` adds a leading
     dim of its length; a tensor ``q`` with a value outside ``[0, 1]`` is an ``IndexError``
-    (on a GPU at the next read of a result: it is checked on the device)."""
+    (on a GPU at the next read of a result: it is checked on the device).
+
+    Args:
+        input: The input tensor.
+        q: A float or a 1-D tensor in ``[0, 1]``.
+        dim: A dim, or ``None`` for every element.
+        keepdim: Keep the reduced dims (size 1).
+        interpolation: ``'linear'``, ``'lower'``, ``'higher'``, ``'midpoint'`` or ``'nearest'``.
+
+    Returns:
+        The quantiles.
+
+    Raises:
+        TypeError: If ``input`` is not floating-point or ``q``'s dtype differs.
+        ValueError: If ``q`` or ``interpolation`` is invalid, or the dim is empty.
+    """
     x = tensor_arg(input, "quantile", "input")
     v = _vtl()
     if x.dtype.kind != "f":
@@ -641,7 +1020,21 @@ def norm(input: Tensor, p: Any = "fro", dim: Any = None, keepdim: bool = False, 
          dtype: Any = None) -> Tensor:
     """PyTorch's ``norm``: the vector ``p``-norm over ``dim`` (every element when
     ``None``; ``'fro'`` is the 2-norm), or with ``p='nuc'`` the nuclear norm of the
-    matrices over the two dims ``dim`` (the last two by default)."""
+    matrices over the two dims ``dim`` (the last two by default).
+
+    Args:
+        input: The input tensor.
+        p: A number, ``'fro'`` or ``'nuc'``.
+        dim: A dim, a tuple of dims, or ``None``.
+        keepdim: Keep the reduced dims (size 1).
+        dtype: dtype of the computation.
+
+    Returns:
+        The norms.
+
+    Raises:
+        ValueError: If ``p`` is invalid, or ``'nuc'`` does not get two dims.
+    """
     x = tensor_arg(input, "norm", "input")
     v = _vtl()
     if dtype is not None:
@@ -667,27 +1060,68 @@ def norm(input: Tensor, p: Any = "fro", dim: Any = None, keepdim: bool = False, 
 
 def logsumexp(input: Tensor, dim: Any, keepdim: bool = False) -> Tensor:  # noqa: A002
     """``log(sum(exp(input)))`` over ``dim``, computed stably
-    (``vtl.nn.functional.logsumexp``)."""
+    (``vtl.nn.functional.logsumexp``).
+
+    Args:
+        input: The input tensor.
+        dim: A dim or a tuple of dims.
+        keepdim: Keep the reduced dims (size 1).
+
+    Returns:
+        The reduced tensor.
+    """
     return _vtl().nn.functional.logsumexp(input, dim, keepdim)
 
 
 def softmax(input: Tensor, dim: int, dtype: Any = None) -> Tensor:  # noqa: A002
-    """``vtl.nn.functional.softmax`` along ``dim``."""
+    """``vtl.nn.functional.softmax`` along ``dim``.
+
+    Args:
+        input: The input tensor.
+        dim: The dim along which the values sum to 1.
+        dtype: If given, ``input`` is cast to this dtype first.
+
+    Returns:
+        A tensor of ``input``'s shape.
+    """
     return _vtl().nn.functional.softmax(input, dim, dtype)
 
 
 def log_softmax(input: Tensor, dim: int, dtype: Any = None) -> Tensor:  # noqa: A002
-    """``vtl.nn.functional.log_softmax`` along ``dim``."""
+    """``vtl.nn.functional.log_softmax`` along ``dim``.
+
+    Args:
+        input: The input tensor.
+        dim: The dim along which the values are normalised.
+        dtype: If given, ``input`` is cast to this dtype first.
+
+    Returns:
+        A tensor of ``input``'s shape.
+    """
     return _vtl().nn.functional.log_softmax(input, dim, dtype)
 
 
 def sigmoid(input: Tensor) -> Tensor:  # noqa: A002
-    """``1 / (1 + exp(-input))`` (``vtl.nn.functional.sigmoid``)."""
+    """``1 / (1 + exp(-input))`` (``vtl.nn.functional.sigmoid``).
+
+    Args:
+        input: The input tensor.
+
+    Returns:
+        A tensor of ``input``'s shape.
+    """
     return _vtl().nn.functional.sigmoid(input)
 
 
 def relu(input: Tensor) -> Tensor:  # noqa: A002
-    """``max(input, 0)`` (``vtl.nn.functional.relu``)."""
+    """``max(input, 0)`` (``vtl.nn.functional.relu``).
+
+    Args:
+        input: The input tensor.
+
+    Returns:
+        A tensor of ``input``'s shape.
+    """
     return _vtl().nn.functional.relu(input)
 
 
@@ -696,7 +1130,21 @@ def histc(input: Tensor, bins: int = 100, min: Any = 0, max: Any = 0) -> Tensor:
     """Counts of ``input``'s elements in ``bins`` equal bins over ``[min, max]`` (the data's
     own range when ``min == max``, widened by one on each side when that range is a
     point); elements outside the range and nans are not counted. Same dtype as
-    ``input`` (floating point); computed on the device, no sync."""
+    ``input`` (floating point); computed on the device, no sync.
+
+    Args:
+        input: A floating-point tensor.
+        bins: Number of bins (positive).
+        min: Lower end of the range.
+        max: Upper end of the range.
+
+    Returns:
+        A 1-D tensor of ``bins`` counts.
+
+    Raises:
+        TypeError: If ``input`` is not floating-point.
+        ValueError: If ``bins`` is not positive or ``min > max``.
+    """
     x = tensor_arg(input, "histc", "input")
     v = _vtl()
     if x.dtype.kind != "f":
@@ -734,7 +1182,20 @@ def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -
     """How often each value ``0, 1, ..., max(input)`` occurs in the 1-D non-negative
     integer ``input`` (at least ``minlength`` bins); with ``weights`` (``input``'s shape),
     the sums of the weights instead (in their dtype). The length depends on the data: a
-    device sync reads the largest value."""
+    device sync reads the largest value.
+
+    Args:
+        input: A 1-D tensor of non-negative integers.
+        weights: Weights of ``input``'s shape, or ``None``.
+        minlength: Least number of bins.
+
+    Returns:
+        A 1-D tensor of counts (or weight sums).
+
+    Raises:
+        TypeError: If ``input`` is not a 1-D integer tensor.
+        ValueError: If ``minlength`` or a value is negative, or ``weights`` has another shape.
+    """
     x = tensor_arg(input, "bincount", "input")
     v = _vtl()
     if x.dtype.kind not in "iu" or x.ndim != 1:
@@ -769,7 +1230,21 @@ def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False,  # 
     ``return_inverse``/``return_counts`` the tuple ``(values, inverse, counts)`` (those
     asked for) as PyTorch (``inverse`` has ``input``'s shape). ``sorted=False`` gives them
     sorted too; ``dim`` is not supported (a ``ValueError``). A device sync (the number of
-    values depends on the data)."""
+    values depends on the data).
+
+    Args:
+        input: The input tensor.
+        sorted: Accepted for PyTorch compatibility (the values are always sorted).
+        return_inverse: Also return the inverse indices.
+        return_counts: Also return the counts.
+        dim: Not supported (must be ``None``).
+
+    Returns:
+        The values, or the tuple described above.
+
+    Raises:
+        ValueError: If ``dim`` is given.
+    """
     x = tensor_arg(input, "unique", "input")
     if dim is not None:
         raise ValueError("unique(): dim= (unique slices) is not supported by vtl; unique "
@@ -791,7 +1266,14 @@ def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False,  # 
 
 
 def msort(input: Tensor) -> Tensor:  # noqa: A002
-    """``input`` sorted along its first dim (ascending, nans last)."""
+    """``input`` sorted along its first dim (ascending, nans last).
+
+    Args:
+        input: The input tensor.
+
+    Returns:
+        The sorted tensor.
+    """
     x = tensor_arg(input, "msort", "input")
     v = _vtl()
     return v.take_along_axis(x, v.argsort(x, axis=0, stable=True), axis=0)
