@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MAX_DIM", "ROWS", "TILE", "CupyAttention", "attention_source"]
+__all__ = ["MAX_DIM", "ROWS", "TILE", "CupyAttention", "attention_source",
+           "tiled_smem_bytes"]
 
 ROWS = 64  # query (or key) rows per block: one thread each
 TILE = 32  # key (or query) rows staged per shared-memory tile
@@ -263,15 +264,411 @@ vtl_attn_bwd_dkv(const T* __restrict__ q, const T* __restrict__ k, const T* __re
 }
 """
 
+_TILED_COMMON = r"""
+#define BQ 64
+#define BK 64
+#define NT 128
+#define DC (D / 8)
+#define DVC (DV / 8)
+#ifdef __CUDACC__
+#define VTL_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
+#else
+#define VTL_SMEM(name) static alignas(16) unsigned char name[262144]
+#endif
 
-def attention_source(dtype: Any, d: int, dv: int) -> str:
-    """The CUDA source of the three kernels for ``dtype`` and head sizes ``d``, ``dv``."""
+__device__ __forceinline__ T vtl_rowmax8(T x) {
+    x = max(x, __shfl_xor_sync(0xffffffffu, x, 1));
+    x = max(x, __shfl_xor_sync(0xffffffffu, x, 2));
+    return max(x, __shfl_xor_sync(0xffffffffu, x, 4));
+}
+
+__device__ __forceinline__ T vtl_rowsum8(T x) {
+    x += __shfl_xor_sync(0xffffffffu, x, 1);
+    x += __shfl_xor_sync(0xffffffffu, x, 2);
+    return x + __shfl_xor_sync(0xffffffffu, x, 4);
+}
+
+// rows x cols of src (row-major, row stride `stride`, rows from r0, at most `n` rows) into
+// dst, transposed (dst[c * rows + r]) when `tr`, else row-major; zeros past `n`.
+__device__ __forceinline__ void vtl_stage(T* dst, const T* src, int rows, int cols, int r0,
+                                          int n, bool tr) {
+    for (int e = threadIdx.x; e < rows * cols; e += NT) {
+        const int r = e / cols, c = e - r * cols;
+        const T x = (r0 + r < n) ? src[(long long)(r0 + r) * cols + c] : (T)0;
+        if (tr) dst[c * rows + r] = x; else dst[e] = x;
+    }
+}
+
+// the score of query i and key j (before the softmax): -inf outside, masked or causal
+__device__ __forceinline__ T vtl_score(T acc, int i, int j, int L, int S, const T* mask,
+                                       long long mrow, long long ml, long long ms,
+                                       int has_mask, int causal, T scale) {
+    if (i >= L || j >= S || (causal && j > i)) return -INF;
+    T x = acc * scale;
+    if (has_mask) x += mask[mrow + (long long)i * ml + (long long)j * ms];
+    return x;
+}
+"""
+
+_TILED_FORWARD = r"""
+// a block of BQ query rows; thread (rg, cg) = (tid / 8, tid % 8) owns rows rg*4 .. rg*4+3,
+// keys cg*8 .. cg*8+7 of each tile's scores and output columns cg*DVC .. cg*DVC+DVC-1
+extern "C" __global__ void __launch_bounds__(NT)
+vtl_attn_fwd_tiled(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                   const T* __restrict__ mask, T* __restrict__ out, T* __restrict__ lse,
+                   int B2, int L, int S, long long mb1, long long mb2, long long ml,
+                   long long ms, int has_mask, int causal, T scale) {
+    VTL_SMEM(vtl_smem);
+    T* qt = (T*)vtl_smem;                            // [D][BQ]
+    T* kt = qt + D * BQ;                             // [D][BK], then P as [BK][BQ]
+    T* vs = kt + (D > BQ ? D : BQ) * BK;             // [BK][DV]
+    const int tid = threadIdx.x, rg = tid >> 3, cg = tid & 7;
+    const int b = blockIdx.y, q0 = blockIdx.x * BQ;
+    const long long mrow = (long long)(b / B2) * mb1 + (long long)(b % B2) * mb2;
+    vtl_stage(qt, q + (long long)b * L * D, BQ, D, q0, L, true);
+    T o[4][DVC], m[4], l[4];
+    #pragma unroll
+    for (int a = 0; a < 4; ++a) {
+        m[a] = -INF; l[a] = 0;
+        #pragma unroll
+        for (int c = 0; c < DVC; ++c) o[a][c] = 0;
+    }
+    const int kend = causal ? min(S, q0 + BQ) : S;
+    for (int k0 = 0; k0 < kend; k0 += BK) {
+        __syncthreads();
+        vtl_stage(kt, k + (long long)b * S * D, BK, D, k0, S, true);
+        vtl_stage(vs, v + (long long)b * S * DV, BK, DV, k0, S, false);
+        __syncthreads();
+        T s[4][8];
+        #pragma unroll
+        for (int a = 0; a < 4; ++a)
+            #pragma unroll
+            for (int c = 0; c < 8; ++c) s[a][c] = 0;
+        #pragma unroll 4
+        for (int d = 0; d < D; ++d) {
+            T qa[4], kb[8];
+            #pragma unroll
+            for (int a = 0; a < 4; ++a) qa[a] = qt[d * BQ + rg * 4 + a];
+            #pragma unroll
+            for (int c = 0; c < 8; ++c) kb[c] = kt[d * BK + cg * 8 + c];
+            #pragma unroll
+            for (int a = 0; a < 4; ++a)
+                #pragma unroll
+                for (int c = 0; c < 8; ++c) s[a][c] += qa[a] * kb[c];
+        }
+        #pragma unroll
+        for (int a = 0; a < 4; ++a) {
+            const int i = q0 + rg * 4 + a;
+            T mx = -INF;
+            #pragma unroll
+            for (int c = 0; c < 8; ++c) {
+                s[a][c] = vtl_score(s[a][c], i, k0 + cg * 8 + c, L, S, mask, mrow, ml, ms,
+                                    has_mask, causal, scale);
+                mx = max(mx, s[a][c]);
+            }
+            mx = vtl_rowmax8(mx);
+            const T mnew = max(m[a], mx);
+            const T base = (mnew == -INF) ? (T)0 : mnew;
+            const T corr = (mnew == -INF) ? (T)1 : exp(m[a] - mnew);
+            l[a] *= corr;
+            #pragma unroll
+            for (int c = 0; c < DVC; ++c) o[a][c] *= corr;
+            #pragma unroll
+            for (int c = 0; c < 8; ++c) {
+                const T p = exp(s[a][c] - base);
+                s[a][c] = p;
+                l[a] += p;
+            }
+            m[a] = mnew;
+        }
+        __syncthreads();  // every thread is done with kt: it now holds P
+        T* pt = kt;
+        #pragma unroll
+        for (int a = 0; a < 4; ++a)
+            #pragma unroll
+            for (int c = 0; c < 8; ++c) pt[(cg * 8 + c) * BQ + rg * 4 + a] = s[a][c];
+        __syncthreads();
+        #pragma unroll 4
+        for (int j = 0; j < BK; ++j) {
+            T pa[4], vb[DVC];
+            #pragma unroll
+            for (int a = 0; a < 4; ++a) pa[a] = pt[j * BQ + rg * 4 + a];
+            #pragma unroll
+            for (int c = 0; c < DVC; ++c) vb[c] = vs[j * DV + cg * DVC + c];
+            #pragma unroll
+            for (int a = 0; a < 4; ++a)
+                #pragma unroll
+                for (int c = 0; c < DVC; ++c) o[a][c] += pa[a] * vb[c];
+        }
+    }
+    #pragma unroll
+    for (int a = 0; a < 4; ++a) {
+        const T lt = vtl_rowsum8(l[a]);
+        const int i = q0 + rg * 4 + a;
+        if (i >= L) continue;
+        T* ob = out + ((long long)b * L + i) * DV + cg * DVC;
+        const T inv = (lt == (T)0) ? (T)0 : (T)1 / lt;
+        #pragma unroll
+        for (int c = 0; c < DVC; ++c) ob[c] = o[a][c] * inv;
+        if (cg == 0) lse[(long long)b * L + i] = (lt == (T)0) ? INF : m[a] + log(lt);
+    }
+}
+"""
+
+_TILED_BACKWARD_DQ = r"""
+// a block of BQ query rows, looping over key tiles: thread (rg, cg) owns rows rg*4..+3,
+// keys cg*8..+7 of each tile and dQ columns cg*DC..+DC-1
+extern "C" __global__ void __launch_bounds__(NT)
+vtl_attn_bwd_dq_tiled(const T* __restrict__ q, const T* __restrict__ k,
+                      const T* __restrict__ v, const T* __restrict__ mask,
+                      const T* __restrict__ g, const T* __restrict__ lse,
+                      const T* __restrict__ delta, T* __restrict__ dq,
+                      int B2, int L, int S, long long mb1, long long mb2, long long ml,
+                      long long ms, int has_mask, int causal, T scale) {
+    VTL_SMEM(vtl_smem);
+    T* qt = (T*)vtl_smem;          // [D][BQ]
+    T* gt = qt + D * BQ;           // [DV][BQ]
+    T* kt = gt + DV * BQ;          // [D][BK]
+    T* vt = kt + D * BK;           // [DV][BK]
+    T* kr = vt + DV * BK;          // [BK][D]
+    T* dst = kr + BK * D;          // [BK][BQ]
+    T* ls = dst + BK * BQ;         // [BQ]
+    T* ds_ = ls + BQ;              // [BQ]
+    const int tid = threadIdx.x, rg = tid >> 3, cg = tid & 7;
+    const int b = blockIdx.y, q0 = blockIdx.x * BQ;
+    const long long mrow = (long long)(b / B2) * mb1 + (long long)(b % B2) * mb2;
+    vtl_stage(qt, q + (long long)b * L * D, BQ, D, q0, L, true);
+    vtl_stage(gt, g + (long long)b * L * DV, BQ, DV, q0, L, true);
+    for (int e = tid; e < BQ; e += NT) {
+        const bool in = q0 + e < L;
+        ls[e] = in ? lse[(long long)b * L + q0 + e] : INF;
+        ds_[e] = in ? delta[(long long)b * L + q0 + e] : (T)0;
+    }
+    T acc[4][DC];
+    #pragma unroll
+    for (int a = 0; a < 4; ++a)
+        #pragma unroll
+        for (int c = 0; c < DC; ++c) acc[a][c] = 0;
+    const int kend = causal ? min(S, q0 + BQ) : S;
+    for (int k0 = 0; k0 < kend; k0 += BK) {
+        __syncthreads();
+        vtl_stage(kt, k + (long long)b * S * D, BK, D, k0, S, true);
+        vtl_stage(vt, v + (long long)b * S * DV, BK, DV, k0, S, true);
+        vtl_stage(kr, k + (long long)b * S * D, BK, D, k0, S, false);
+        __syncthreads();
+        T s[4][8], dp[4][8];
+        #pragma unroll
+        for (int a = 0; a < 4; ++a)
+            #pragma unroll
+            for (int c = 0; c < 8; ++c) { s[a][c] = 0; dp[a][c] = 0; }
+        #pragma unroll 4
+        for (int d = 0; d < D; ++d) {
+            T qa[4], kb[8];
+            #pragma unroll
+            for (int a = 0; a < 4; ++a) qa[a] = qt[d * BQ + rg * 4 + a];
+            #pragma unroll
+            for (int c = 0; c < 8; ++c) kb[c] = kt[d * BK + cg * 8 + c];
+            #pragma unroll
+            for (int a = 0; a < 4; ++a)
+                #pragma unroll
+                for (int c = 0; c < 8; ++c) s[a][c] += qa[a] * kb[c];
+        }
+        #pragma unroll 4
+        for (int d = 0; d < DV; ++d) {
+            T ga[4], vb[8];
+            #pragma unroll
+            for (int a = 0; a < 4; ++a) ga[a] = gt[d * BQ + rg * 4 + a];
+            #pragma unroll
+            for (int c = 0; c < 8; ++c) vb[c] = vt[d * BK + cg * 8 + c];
+            #pragma unroll
+            for (int a = 0; a < 4; ++a)
+                #pragma unroll
+                for (int c = 0; c < 8; ++c) dp[a][c] += ga[a] * vb[c];
+        }
+        #pragma unroll
+        for (int a = 0; a < 4; ++a) {
+            const int r = rg * 4 + a;
+            #pragma unroll
+            for (int c = 0; c < 8; ++c) {
+                const T x = vtl_score(s[a][c], q0 + r, k0 + cg * 8 + c, L, S, mask, mrow, ml,
+                                      ms, has_mask, causal, scale);
+                const T p = (x == -INF || ls[r] == INF) ? (T)0 : exp(x - ls[r]);
+                dst[(cg * 8 + c) * BQ + r] = p * (dp[a][c] - ds_[r]);
+            }
+        }
+        __syncthreads();
+        #pragma unroll 4
+        for (int j = 0; j < BK; ++j) {
+            T da[4], kb[DC];
+            #pragma unroll
+            for (int a = 0; a < 4; ++a) da[a] = dst[j * BQ + rg * 4 + a];
+            #pragma unroll
+            for (int c = 0; c < DC; ++c) kb[c] = kr[j * D + cg * DC + c];
+            #pragma unroll
+            for (int a = 0; a < 4; ++a)
+                #pragma unroll
+                for (int c = 0; c < DC; ++c) acc[a][c] += da[a] * kb[c];
+        }
+    }
+    #pragma unroll
+    for (int a = 0; a < 4; ++a) {
+        const int i = q0 + rg * 4 + a;
+        if (i >= L) continue;
+        T* o = dq + ((long long)b * L + i) * D + cg * DC;
+        #pragma unroll
+        for (int c = 0; c < DC; ++c) o[c] = acc[a][c] * scale;
+    }
+}
+"""
+
+_TILED_BACKWARD_DKV = r"""
+// a block of BK key rows, looping over query tiles: thread (rg, cg) owns keys rg*4..+3,
+// queries cg*8..+7 of each tile, and dK/dV columns cg*DC.. / cg*DVC..
+extern "C" __global__ void __launch_bounds__(NT)
+vtl_attn_bwd_dkv_tiled(const T* __restrict__ q, const T* __restrict__ k,
+                       const T* __restrict__ v, const T* __restrict__ mask,
+                       const T* __restrict__ g, const T* __restrict__ lse,
+                       const T* __restrict__ delta, T* __restrict__ dk, T* __restrict__ dv,
+                       int B2, int L, int S, long long mb1, long long mb2, long long ml,
+                       long long ms, int has_mask, int causal, T scale) {
+    VTL_SMEM(vtl_smem);
+    T* kt = (T*)vtl_smem;          // [D][BK]
+    T* vt = kt + D * BK;           // [DV][BK]
+    T* qt = vt + DV * BK;          // [D][BQ]
+    T* qr = qt + D * BQ;           // [BQ][D]
+    T* gt = qr + BQ * D;           // [DV][BQ]
+    T* gr = gt + DV * BQ;          // [BQ][DV]
+    T* pk = gr + BQ * DV;          // [BQ][BK]
+    T* dk_ = pk + BQ * BK;         // [BQ][BK]
+    T* ls = dk_ + BQ * BK;         // [BQ]
+    T* ds_ = ls + BQ;              // [BQ]
+    const int tid = threadIdx.x, rg = tid >> 3, cg = tid & 7;
+    const int b = blockIdx.y, k0 = blockIdx.x * BK;
+    const long long mrow = (long long)(b / B2) * mb1 + (long long)(b % B2) * mb2;
+    vtl_stage(kt, k + (long long)b * S * D, BK, D, k0, S, true);
+    vtl_stage(vt, v + (long long)b * S * DV, BK, DV, k0, S, true);
+    T adk[4][DC], adv[4][DVC];
+    #pragma unroll
+    for (int a = 0; a < 4; ++a) {
+        #pragma unroll
+        for (int c = 0; c < DC; ++c) adk[a][c] = 0;
+        #pragma unroll
+        for (int c = 0; c < DVC; ++c) adv[a][c] = 0;
+    }
+    const int qstart = causal ? (k0 / BQ) * BQ : 0;
+    for (int q0 = qstart; q0 < L; q0 += BQ) {
+        __syncthreads();
+        vtl_stage(qt, q + (long long)b * L * D, BQ, D, q0, L, true);
+        vtl_stage(qr, q + (long long)b * L * D, BQ, D, q0, L, false);
+        vtl_stage(gt, g + (long long)b * L * DV, BQ, DV, q0, L, true);
+        vtl_stage(gr, g + (long long)b * L * DV, BQ, DV, q0, L, false);
+        for (int e = tid; e < BQ; e += NT) {
+            const bool in = q0 + e < L;
+            ls[e] = in ? lse[(long long)b * L + q0 + e] : INF;
+            ds_[e] = in ? delta[(long long)b * L + q0 + e] : (T)0;
+        }
+        __syncthreads();
+        T s[4][8], dp[4][8];
+        #pragma unroll
+        for (int a = 0; a < 4; ++a)
+            #pragma unroll
+            for (int c = 0; c < 8; ++c) { s[a][c] = 0; dp[a][c] = 0; }
+        #pragma unroll 4
+        for (int d = 0; d < D; ++d) {
+            T ka[4], qb[8];
+            #pragma unroll
+            for (int a = 0; a < 4; ++a) ka[a] = kt[d * BK + rg * 4 + a];
+            #pragma unroll
+            for (int c = 0; c < 8; ++c) qb[c] = qt[d * BQ + cg * 8 + c];
+            #pragma unroll
+            for (int a = 0; a < 4; ++a)
+                #pragma unroll
+                for (int c = 0; c < 8; ++c) s[a][c] += ka[a] * qb[c];
+        }
+        #pragma unroll 4
+        for (int d = 0; d < DV; ++d) {
+            T va[4], gb[8];
+            #pragma unroll
+            for (int a = 0; a < 4; ++a) va[a] = vt[d * BK + rg * 4 + a];
+            #pragma unroll
+            for (int c = 0; c < 8; ++c) gb[c] = gt[d * BQ + cg * 8 + c];
+            #pragma unroll
+            for (int a = 0; a < 4; ++a)
+                #pragma unroll
+                for (int c = 0; c < 8; ++c) dp[a][c] += va[a] * gb[c];
+        }
+        #pragma unroll
+        for (int a = 0; a < 4; ++a) {
+            const int kk = rg * 4 + a;
+            #pragma unroll
+            for (int c = 0; c < 8; ++c) {
+                const int r = cg * 8 + c;
+                const T x = vtl_score(s[a][c], q0 + r, k0 + kk, L, S, mask, mrow, ml, ms,
+                                      has_mask, causal, scale);
+                const T p = (x == -INF || ls[r] == INF) ? (T)0 : exp(x - ls[r]);
+                pk[r * BK + kk] = p;
+                dk_[r * BK + kk] = p * (dp[a][c] - ds_[r]);
+            }
+        }
+        __syncthreads();
+        #pragma unroll 2
+        for (int r = 0; r < BQ; ++r) {
+            T pa[4], sa[4], gb[DVC], qb[DC];
+            #pragma unroll
+            for (int a = 0; a < 4; ++a) { pa[a] = pk[r * BK + rg * 4 + a];
+                                          sa[a] = dk_[r * BK + rg * 4 + a]; }
+            #pragma unroll
+            for (int c = 0; c < DVC; ++c) gb[c] = gr[r * DV + cg * DVC + c];
+            #pragma unroll
+            for (int c = 0; c < DC; ++c) qb[c] = qr[r * D + cg * DC + c];
+            #pragma unroll
+            for (int a = 0; a < 4; ++a) {
+                #pragma unroll
+                for (int c = 0; c < DVC; ++c) adv[a][c] += pa[a] * gb[c];
+                #pragma unroll
+                for (int c = 0; c < DC; ++c) adk[a][c] += sa[a] * qb[c];
+            }
+        }
+    }
+    #pragma unroll
+    for (int a = 0; a < 4; ++a) {
+        const int j = k0 + rg * 4 + a;
+        if (j >= S) continue;
+        T* ok = dk + ((long long)b * S + j) * D + cg * DC;
+        T* ov = dv + ((long long)b * S + j) * DV + cg * DVC;
+        #pragma unroll
+        for (int c = 0; c < DC; ++c) ok[c] = adk[a][c] * scale;
+        #pragma unroll
+        for (int c = 0; c < DVC; ++c) ov[c] = adv[a][c];
+    }
+}
+"""
+
+
+def attention_source(dtype: Any, d: int, dv: int, tiled: bool = False) -> str:
+    """The CUDA source of the three kernels for ``dtype`` and head sizes ``d``, ``dv``: the
+    thread-per-row kernels, or with ``tiled`` the register-tiled ones (``d`` and ``dv``
+    multiples of 8; dynamic shared memory, :func:`tiled_smem_bytes`)."""
     t = _CTYPE[np.dtype(dtype).name]
     head = _COMMON.format(T=t, D=d, DV=dv, ROWS=ROWS, TILE=TILE)
     if t == "double":
         head = head.replace("__int_as_float(0x7f800000)",
                             "__longlong_as_double(0x7ff0000000000000LL)")
+    if tiled:
+        return head + _TILED_COMMON + _TILED_FORWARD + _TILED_BACKWARD_DQ + _TILED_BACKWARD_DKV
     return head + _FORWARD + _BACKWARD_DQ + _BACKWARD_DKV
+
+
+def tiled_smem_bytes(itemsize: int, d: int, dv: int) -> dict[str, int]:
+    """Dynamic shared memory of each tiled kernel, in bytes."""
+    bq = bk = 64
+    return {
+        "vtl_attn_fwd_tiled": itemsize * (d * bq + max(d, bq) * bk + bk * dv),
+        "vtl_attn_bwd_dq_tiled": itemsize * (d * bq + dv * bq + d * bk + dv * bk + bk * d
+                                             + bk * bq + 2 * bq),
+        "vtl_attn_bwd_dkv_tiled": itemsize * (d * bk + dv * bk + 2 * d * bq + 2 * dv * bq
+                                              + 2 * bq * bk + 2 * bq),
+    }
 
 
 class CupyAttention:
