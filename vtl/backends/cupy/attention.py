@@ -273,7 +273,7 @@ _TILED_COMMON = r"""
 #ifdef __CUDACC__
 #define VTL_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
 #else
-#define VTL_SMEM(name) static alignas(16) unsigned char name[262144]
+#define VTL_SMEM(name) alignas(16) static unsigned char name[262144]
 #endif
 
 __device__ __forceinline__ T vtl_rowmax8(T x) {
@@ -672,26 +672,61 @@ def tiled_smem_bytes(itemsize: int, d: int, dv: int) -> dict[str, int]:
 
 
 class CupyAttention:
-    """``kernel("attention")`` (see :mod:`vtl.backends.cupy.attention`)."""
+    """``kernel("attention")`` (see :mod:`vtl.backends.cupy.attention`).
 
-    def __init__(self, cupy: Any) -> None:
+    ``tiled``: ``None`` (default) runs the register-tiled kernels wherever they apply (head
+    sizes multiples of 8 whose shared memory fits the device), else the thread-per-row
+    ones; ``True``/``False`` forces one family (``True`` declines what it cannot take).
+    """
+
+    def __init__(self, cupy: Any, tiled: bool | None = None) -> None:
         self._cp = cupy
-        self._modules: dict[tuple, Any] = {}
+        self._tiled = tiled
+        self._kernels: dict[tuple, Any] = {}
         self._lock = threading.Lock()
+        self._smem_max: int | None = None
 
     def supports(self, dtype: Any) -> bool:
         return np.dtype(dtype).name in _CTYPE
 
-    def _module(self, dtype: Any, d: int, dv: int) -> Any:
-        key = (np.dtype(dtype).name, d, dv)
-        mod = self._modules.get(key)
-        if mod is None:
+    def _use_tiled(self, dtype: Any, d: int, dv: int) -> bool | None:
+        """Whether to run the tiled kernels; ``None``: decline (forced but impossible)."""
+        if self._tiled is False:
+            return False
+        ok = d % 8 == 0 and dv % 8 == 0
+        if ok:
+            if self._smem_max is None:
+                attrs = self._cp.cuda.Device().attributes
+                self._smem_max = int(attrs.get("MaxSharedMemoryPerBlockOptin", 48 * 1024))
+            need = tiled_smem_bytes(np.dtype(dtype).itemsize, d, dv)
+            ok = max(need.values()) <= self._smem_max
+        if self._tiled is True and not ok:
+            return None
+        return ok
+
+    def _kernel(self, name: str, dtype: Any, d: int, dv: int, tiled: bool) -> tuple[Any, int]:
+        """``(kernel, dynamic shared memory bytes)``."""
+        key = (name, np.dtype(dtype).name, d, dv, tiled)
+        got = self._kernels.get(key)
+        if got is None:
             with self._lock:
-                mod = self._modules.get(key)
-                if mod is None:
-                    mod = self._modules[key] = self._cp.RawModule(
-                        code=attention_source(dtype, d, dv))
-        return mod
+                got = self._kernels.get(key)
+                if got is None:
+                    kname = name + ("_tiled" if tiled else "")
+                    kern = self._cp.RawKernel(attention_source(dtype, d, dv, tiled), kname)
+                    smem = tiled_smem_bytes(np.dtype(dtype).itemsize, d, dv)[kname] \
+                        if tiled else 0
+                    if smem > 48 * 1024:
+                        kern.max_dynamic_shared_size_bytes = smem
+                    got = self._kernels[key] = (kern, smem)
+        return got
+
+    def _launch(self, name: str, dtype: Any, d: int, dv: int, tiled: bool, rows: int,
+                b: int, args: tuple) -> None:
+        kern, smem = self._kernel(name, dtype, d, dv, tiled)
+        per = 64 if tiled else ROWS
+        block = (128,) if tiled else (ROWS,)
+        kern(((rows + per - 1) // per, b), block, args, shared_mem=smem)
 
     def _mask_args(self, mask: Any, b1: int, b2: int, n_q: int, n_k: int) -> tuple:
         if mask is None:
@@ -708,16 +743,18 @@ class CupyAttention:
         if max(d, dv) > MAX_DIM or not (q.dtype == k.dtype == v.dtype) or \
                 not self.supports(q.dtype) or (mask is not None and mask.dtype != q.dtype):
             return None
+        tiled = self._use_tiled(q.dtype, d, dv)
+        if tiled is None:
+            return None
         q, k, v = (cp.ascontiguousarray(a) for a in (q, k, v))
         out = cp.empty((b, n_q, dv), dtype=q.dtype)
         lse = cp.empty((b, n_q), dtype=q.dtype)
         mk, mb1, mb2, ml, ms, has = self._mask_args(mask, batch[0], batch[1], n_q, n_k)
-        f = self._module(q.dtype, d, dv).get_function("vtl_attn_fwd")
-        grid = ((n_q + ROWS - 1) // ROWS, b)
-        f(grid, (ROWS,), (q, k, v, mk, out, lse, np.int32(batch[1]), np.int32(n_q),
-                          np.int32(n_k), np.int64(mb1), np.int64(mb2), np.int64(ml),
-                          np.int64(ms), np.int32(has), np.int32(bool(causal)),
-                          q.dtype.type(scale)))
+        self._launch("vtl_attn_fwd", q.dtype, d, dv, tiled, n_q, b,
+                     (q, k, v, mk, out, lse, np.int32(batch[1]), np.int32(n_q),
+                      np.int32(n_k), np.int64(mb1), np.int64(mb2), np.int64(ml),
+                      np.int64(ms), np.int32(has), np.int32(bool(causal)),
+                      q.dtype.type(scale)))
         return out, lse
 
     def backward(self, q: Any, k: Any, v: Any, out: Any, lse: Any, g: Any, mask: Any,
@@ -725,18 +762,18 @@ class CupyAttention:
         cp = self._cp
         b, n_q, d = q.shape
         n_k, dv = v.shape[1], v.shape[2]
+        tiled = bool(self._use_tiled(q.dtype, d, dv))
         q, k, v, g = (cp.ascontiguousarray(a) for a in (q, k, v, g))
         delta = (g * out).sum(axis=-1)
         mk, mb1, mb2, ml, ms, has = self._mask_args(mask, batch[0], batch[1], n_q, n_k)
-        mod = self._module(q.dtype, d, dv)
         geo = (np.int32(batch[1]), np.int32(n_q), np.int32(n_k), np.int64(mb1), np.int64(mb2),
                np.int64(ml), np.int64(ms), np.int32(has), np.int32(bool(causal)),
                q.dtype.type(scale))
         dq = cp.empty_like(q)
-        mod.get_function("vtl_attn_bwd_dq")(((n_q + ROWS - 1) // ROWS, b), (ROWS,),
-                                             (q, k, v, mk, g, lse, delta, dq, *geo))
+        self._launch("vtl_attn_bwd_dq", q.dtype, d, dv, tiled, n_q, b,
+                     (q, k, v, mk, g, lse, delta, dq, *geo))
         dk = cp.empty_like(k)
         dvv = cp.empty_like(v)
-        mod.get_function("vtl_attn_bwd_dkv")(((n_k + ROWS - 1) // ROWS, b), (ROWS,),
-                                              (q, k, v, mk, g, lse, delta, dk, dvv, *geo))
+        self._launch("vtl_attn_bwd_dkv", q.dtype, d, dv, tiled, n_k, b,
+                     (q, k, v, mk, g, lse, delta, dk, dvv, *geo))
         return dq, dk, dvv
