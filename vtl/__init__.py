@@ -17,9 +17,11 @@ from ._tensor import Tensor
 from .autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .backends import Device, get_backend, set_backend, use_backend
 from .backends._dtypes import (
+    bfloat16,
     bool,
     complex64,
     complex128,
+    float16,
     float32,
     float64,
     int8,

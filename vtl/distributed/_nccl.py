@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backends._dtypes import kind as _dkind
 from ._errors import DistributedTimeoutError, engine_missing
 
 
@@ -88,7 +89,7 @@ class NCCLEngine:
         dt = np.dtype(buf.dtype)
         if dt == np.bool_:
             buf = buf.view(self.cupy.uint8)
-        elif dt.kind == "c":
+        elif _dkind(dt) == "c":
             if op not in (None, "sum"):
                 raise TypeError(f"NCCL cannot apply op={op!r} to complex data")
             buf = buf.view(np.dtype(f"f{dt.itemsize // 2}"))

@@ -19,6 +19,7 @@ from typing import Any
 from .. import capture as _capture
 from .._tensor import Tensor, _new
 from ..autograd.grad_mode import enable_grad
+from ..backends._dtypes import kind as _dkind
 from ._programs import Program
 
 __all__ = ["Optimizer"]
@@ -446,7 +447,7 @@ def _set(state: dict[str, Any], key: str, p: Tensor, raw: Any) -> None:
 
 
 def _check_real(p: Tensor, cls: str) -> None:
-    if p._data.dtype.kind == "c":
+    if _dkind(p._data.dtype) == "c":
         raise TypeError(f"{cls} does not support complex parameters yet (got {p.dtype})")
 
 

@@ -23,6 +23,7 @@ from typing import Any
 from ..._ops._core import _grad, needs_grad, new, record, sum_to
 from ..._tensor import Tensor
 from ...autograd.grad_mode import no_grad
+from ...backends._dtypes import kind as _dkind
 from ._utils import _REDUCTIONS, check_reduction, check_same_shape, namespace, reduce
 from .activation import softplus
 from .softmax import log_softmax
@@ -51,7 +52,7 @@ def mse_loss(input: Any, target: Any, *, reduction: str = "mean") -> Any:  # noq
     if isinstance(input, Tensor) and isinstance(target, Tensor):
         xd, yd = input._data, target._data
         dev = input._device
-        if xd.dtype.kind == "f" and yd.dtype == xd.dtype and target._device is dev \
+        if _dkind(xd.dtype) == "f" and yd.dtype == xd.dtype and target._device is dev \
                 and xd.shape == yd.shape and reduction in _REDUCTIONS:
             xp = dev.xp
             d = xd - yd
