@@ -75,5 +75,6 @@ from . import (
 from ._conveniences import *
 from .autograd.functional import grad, hessian, jacobian, jvp, value_and_grad, vjp
 from .autograd.grad_mode import inference_mode
+from .backends._precision import get_float32_matmul_precision, set_float32_matmul_precision
 from .capture import CaptureError, compile
 from .io import load, load_checkpoint, save, save_checkpoint
