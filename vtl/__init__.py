@@ -59,6 +59,7 @@ from . import _tensor_methods, autograd, fft, linalg
 
 _tensor_methods.bind()  # Tensor's PyTorch-style methods call the vtl namespace
 from . import (
+    amp,
     capture,
     cuda,
     data,
@@ -73,6 +74,7 @@ from . import (
     utils,
 )
 from ._conveniences import *
+from .amp import autocast
 from .autograd.functional import grad, hessian, jacobian, jvp, value_and_grad, vjp
 from .autograd.grad_mode import inference_mode
 from .backends._precision import get_float32_matmul_precision, set_float32_matmul_precision

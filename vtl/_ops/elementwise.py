@@ -891,3 +891,20 @@ def clip(x: Tensor, /, min: Tensor | float | None = None,  # noqa: A002 - standa
         saved = tuple(t for t in (x, min, max) if isinstance(t, Tensor))
         return record(out, dev, "ClipBackward", (x, min, max), vjp, saved=saved)
     return new(out, dev)
+
+
+# autocast's float32 list: float16/bfloat16 inputs run in float32 inside autocast regions
+def _autocast_float32() -> None:
+    from .. import _autocast
+
+    g = globals()
+    for name in ("exp", "expm1", "log", "log1p", "log2", "log10", "pow", "sinh", "cosh", "tan",
+                 "acos", "asin"):
+        fn = g[name]
+        wrapped = _autocast.float32_op(fn)
+        if hasattr(fn, "operator"):
+            wrapped.operator = _autocast.float32_op(fn.operator)
+        g[name] = wrapped
+
+
+_autocast_float32()

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
+from .. import _autocast
 from .._tensor import Tensor
 from ..backends._dtypes import kind as _dkind
 from ._aliases import torch_names
@@ -34,6 +35,8 @@ from ._core import (
 from .views import maybe_view
 
 __all__ = ["matmul", "matrix_transpose", "tensordot", "vecdot"]
+
+_AUTOCAST = _autocast.ACTIVE
 
 
 def _operands(x1: Any, x2: Any, fname: str) -> tuple[Tensor, Tensor]:
@@ -77,6 +80,8 @@ def _transpose_vjp(g: Tensor, _: Any) -> Tensor:
 
 def _build_matmul(operator: bool) -> Any:
     def matmul(x1: Tensor, x2: Tensor, /) -> Tensor:
+        if _AUTOCAST[0]:  # autocast: the operands in its low dtype
+            x1, x2 = _autocast.low(x1, x2)
         if isinstance(x1, Tensor) and isinstance(x2, Tensor):
             d1, d2 = x1._data, x2._data
             s1, s2 = d1.shape, d2.shape

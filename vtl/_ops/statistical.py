@@ -530,3 +530,15 @@ def mode(input: Tensor, dim: int = -1, keepdim: bool = False) -> Any:  # noqa: A
     if not keepdim:
         values, idx = squeeze(values, axis=ax), squeeze(idx, axis=ax)
     return return_types.mode(values, idx)
+
+
+# autocast's float32 list: float16/bfloat16 inputs run in float32 inside autocast regions
+def _autocast_float32() -> None:
+    from .. import _autocast
+
+    g = globals()
+    for name in ("sum", "prod", "mean", "cumulative_sum", "cumulative_prod"):
+        g[name] = _autocast.float32_op(g[name])
+
+
+_autocast_float32()

@@ -22,6 +22,7 @@ import math
 from functools import partial
 from typing import Any
 
+from ... import _autocast
 from ..._ops._core import ONE_INPUT, _grad, new, record_op
 from ..._tensor import Tensor
 from ...backends._dtypes import kind as _dkind
@@ -402,3 +403,7 @@ def celu_(input: Any, alpha: float = 1.0) -> Any:  # noqa: A002
 def selu_(input: Any) -> Any:  # noqa: A002
     """``selu(input, inplace=True)``."""
     return selu(input, inplace=True)
+
+
+# autocast (vtl.amp): the list each op belongs to
+_autocast.apply(globals(), low_ops=('prelu',), float32_ops=('softplus',))

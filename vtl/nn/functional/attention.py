@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ... import _autocast
 from ._utils import detach, namespace
 from .linear import dropout, linear
 from .softmax import softmax
@@ -226,3 +227,7 @@ def _pad_masks(xp: Any, mask: Any, kpm: Any) -> tuple[Any, Any]:
             col = xp.zeros((kpm.shape[0], 1), dtype=kpm.dtype, device=kpm.device)
         kpm = xp.concat([kpm, col], axis=-1)
     return mask, kpm
+
+
+# autocast (vtl.amp): the list each op belongs to
+_autocast.apply(globals(), low_ops=('scaled_dot_product_attention',))

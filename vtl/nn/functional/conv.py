@@ -36,6 +36,7 @@ import operator
 from functools import partial
 from typing import Any
 
+from ... import _autocast
 from ..._ops._core import needs_grad, new, plain_grad, record, same_device
 from ..._tensor import Tensor
 from ...autograd import grad_mode
@@ -444,3 +445,11 @@ def conv_transpose3d(input: Any, weight: Any, bias: Any = None, stride: Any = 1,
     y = _conv_transpose(x2, w2, bias, s[1:], p[1:], op[1:], groups, d[1:], 2, fname)
     out = _unfold_depth(xp, y, x.shape[0], sizes[0])
     return out if batched else out[0, ...]
+
+
+# autocast (vtl.amp): the list each op belongs to
+_autocast.apply(
+    globals(),
+    low_ops=("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+        "conv_transpose3d"),
+)

@@ -7,6 +7,7 @@ import operator
 from functools import partial
 from typing import Any
 
+from ... import _autocast
 from ..._ops._core import _grad, needs_grad, new, raw_matmul, record
 from ..._tensor import Tensor
 from ...backends._dtypes import kind as _dkind
@@ -630,3 +631,7 @@ def alpha_dropout(input: Any, p: float = 0.5, training: bool = False, inplace: b
     a = ((1.0 - p) * (1.0 + p * _ALPHA_PRIME**2)) ** -0.5
     b = -a * _ALPHA_PRIME * p
     return (input * keep + _ALPHA_PRIME * (1.0 - keep)) * a + b
+
+
+# autocast (vtl.amp): the list each op belongs to
+_autocast.apply(globals(), low_ops=('linear', 'bilinear'))

@@ -20,6 +20,7 @@ import math
 from functools import partial
 from typing import Any
 
+from ... import _autocast
 from ..._ops._core import _grad, needs_grad, new, record, sum_to
 from ..._tensor import Tensor
 from ...autograd.grad_mode import no_grad
@@ -489,3 +490,7 @@ def _cross_entropy_probs(xp: Any, logp: Any, target: Any, weight: Any, cdim: int
     if reduction == "sum":
         return xp.sum(per)
     return per
+
+
+# autocast (vtl.amp): the list each op belongs to
+_autocast.apply(globals(), float32_ops=tuple(__all__))

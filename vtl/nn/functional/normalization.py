@@ -12,6 +12,7 @@ import math
 from functools import partial
 from typing import Any
 
+from ... import _autocast
 from ..._ops._core import _grad, needs_grad, new, record
 from ..._tensor import Tensor
 from ._utils import detach, namespace
@@ -358,3 +359,11 @@ def local_response_norm(input: Any, size: int, alpha: float = 1e-4, beta: float 
         total = total + padded[:, j:j + c, ...]
     div = (total * (alpha / size) + k) ** beta
     return input / div
+
+
+# autocast (vtl.amp): the list each op belongs to
+_autocast.apply(
+    globals(),
+    float32_ops=("group_norm", "layer_norm", "rms_norm", "local_response_norm"),
+    stats_ops=("batch_norm", "instance_norm"),
+)

@@ -8,6 +8,7 @@ import warnings
 from functools import partial
 from typing import Any
 
+from ... import _autocast
 from ..._ops._aliases import torch_names
 from ..._ops._core import _grad, needs_grad, new, record
 from ..._tensor import Tensor
@@ -136,3 +137,7 @@ def logsumexp(input: Any, dim: Any = None, keepdim: bool = False) -> Any:  # noq
     if not keepdim:
         out = xp.squeeze(out, axis=axes)
     return out
+
+
+# autocast (vtl.amp): the list each op belongs to
+_autocast.apply(globals(), float32_ops=('log_softmax', 'logsumexp', 'softmax', 'softmin'))
