@@ -303,7 +303,7 @@ def _wide(fn: Any) -> Any:
     """``fn`` of a float16/bfloat16 ``x`` computed in float32 and rounded to ``x``'s dtype
     (when no ``dtype=`` is asked for)."""
     def wide(x: Any, /, **kw: Any) -> Any:
-        if x.dtype in LOW_FLOATING and kw.get("dtype") is None:
+        if x.dtype in LOW_FLOATING and kw.get("dtype") in (None, x.dtype):
             kw.pop("dtype", None)
             return fn(x.astype(_F32), **kw).astype(x.dtype)
         return fn(x, **kw)

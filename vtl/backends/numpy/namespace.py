@@ -9,7 +9,7 @@ the CPU, vtl computes these in float32 and rounds the result once to the low dty
   dtype, e.g. ``bfloat16 @ bfloat16 -> bfloat16``; NumPy itself gives ``float32`` for
   bfloat16 products);
 * ``sum``, ``prod``, ``mean``, ``var``, ``std``, ``cumulative_sum``, ``cumulative_prod``
-  without an explicit ``dtype=`` (float32 accumulators, a low-precision result).
+  with ``dtype=`` ``None`` or the input's (float32 accumulators, a low-precision result).
 
 Every other name is ``array_api_compat.numpy``'s own (NumPy's elementwise ufuncs take
 float16 and bfloat16 directly, ``ml_dtypes`` registers the latter's).
@@ -61,7 +61,7 @@ def _reduction(name: str) -> Any:
     fn = getattr(_anp, name)
 
     def reduce(x: Any, /, *args: Any, dtype: Any = None, **kw: Any) -> Any:
-        if dtype is None and x.dtype in LOW_FLOATING:
+        if x.dtype in LOW_FLOATING and (dtype is None or dtype == x.dtype):
             return _np.asarray(fn(x.astype(_F32), *args, **kw)).astype(x.dtype, copy=False)
         if dtype is not None:
             kw["dtype"] = dtype

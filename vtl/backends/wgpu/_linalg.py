@@ -72,6 +72,7 @@ def matmul_kernel(dt, layout: tuple[bool, bool], sig: str = "rrw",
     if k is None:
         k = _MATMUL_KERNELS[key] = _kernels.kernel(
             "matmul", sig, (dt,), T=D.wgsl(dt), D=dt.name, **epi,
+            C="f32" if D.wgsl(dt) == "f16" else D.wgsl(dt),
             ACOLS="true" if layout[0] else "false", BCOLS="true" if layout[1] else "false")
     return k
 
