@@ -308,6 +308,9 @@ class GradScaler:
                 f"growth_interval={self._growth_interval}, enabled={self._enabled})")
 
 
+_F32_MAX = (2.0 - 2.0**-23) * 2.0**127
+
+
 def _update_scale(xp: Any, scale: Any, tracker: Any, found_inf: Any, growth_factor: float,
                   backoff_factor: float, growth_interval: int) -> tuple[Any, Any]:
     """PyTorch's ``_amp_update_scale_`` on raw arrays (no host read): float32 scale."""
@@ -316,8 +319,10 @@ def _update_scale(xp: Any, scale: Any, tracker: Any, found_inf: Any, growth_fact
     backed = xp.astype(scale * backoff_factor, f32)  # Python floats: weak, float32 math
     succ = tracker + 1
     grow = succ == growth_interval
-    grown = xp.astype(scale * growth_factor, f32)
-    grown_ok = xp.isfinite(grown)
+    # whether scale * growth_factor rounds to a finite float32 (products from 2**128 - 2**103
+    # on round to inf), tested without forming an overflowing product
+    grown_ok = scale < (_F32_MAX + 2.0**103) / growth_factor
+    grown = xp.astype(xp.where(grown_ok, scale, xp.zeros_like(scale)) * growth_factor, f32)
     new_scale = xp.where(found, backed, xp.where(grow & grown_ok, grown, scale))
     new_tracker = xp.where(found | grow, xp.zeros_like(tracker), succ)
     return xp.astype(new_scale, f32), xp.astype(new_tracker, tracker.dtype)
