@@ -174,6 +174,47 @@ def _decorator(cast: Callable[..., Any]) -> Callable[[Callable], Callable]:
     return deco
 
 
+def _wide_one(x: Any) -> Any:
+    """``x`` cast for the float32 list (a no-op unless autocast is on for its device)."""
+    if x.__class__ is Tensor and x._data.dtype in LOW_FLOATING and _policy(x._device) \
+            is not None:
+        return _astype(x, float32)
+    return x
+
+
+def float32_unary(fn: Callable) -> Callable:
+    """:func:`float32_op` for ``fn(x, /, **kw)`` (unary elementwise functions and reductions),
+    with less overhead while autocast is off."""
+    @functools.wraps(fn)
+    def op(x: Any, /, **kw: Any) -> Any:
+        if not ACTIVE[0] or getattr(_tls, "inside", True):
+            return fn(x, **kw)
+        x = _wide_one(x)
+        _tls.inside = True
+        try:
+            return fn(x, **kw)
+        finally:
+            _tls.inside = False
+
+    return op
+
+
+def float32_binary(fn: Callable) -> Callable:
+    """:func:`float32_op` for ``fn(x1, x2, /)`` (``pow``)."""
+    @functools.wraps(fn)
+    def op(x1: Any, x2: Any, /) -> Any:
+        if not ACTIVE[0] or getattr(_tls, "inside", True):
+            return fn(x1, x2)
+        x1, x2 = _wide_one(x1), _wide_one(x2)
+        _tls.inside = True
+        try:
+            return fn(x1, x2)
+        finally:
+            _tls.inside = False
+
+    return op
+
+
 def float32_stats(fn: Callable) -> Callable:
     """Decorator of batch_norm/instance_norm: statistics in float32, the result in the
     input's dtype (PyTorch runs these on a low-precision input with float32 parameters

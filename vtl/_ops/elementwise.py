@@ -898,13 +898,13 @@ def _autocast_float32() -> None:
     from .. import _autocast
 
     g = globals()
-    for name in ("exp", "expm1", "log", "log1p", "log2", "log10", "pow", "sinh", "cosh", "tan",
+    for name in ("exp", "expm1", "log", "log1p", "log2", "log10", "sinh", "cosh", "tan",
                  "acos", "asin"):
-        fn = g[name]
-        wrapped = _autocast.float32_op(fn)
-        if hasattr(fn, "operator"):
-            wrapped.operator = _autocast.float32_op(fn.operator)
-        g[name] = wrapped
+        g[name] = _autocast.float32_unary(g[name])
+    fn = g["pow"]
+    wrapped = _autocast.float32_binary(fn)
+    wrapped.operator = _autocast.float32_binary(fn.operator)
+    g["pow"] = wrapped
 
 
 _autocast_float32()

@@ -538,7 +538,7 @@ def _autocast_float32() -> None:
 
     g = globals()
     for name in ("sum", "prod", "mean", "cumulative_sum", "cumulative_prod"):
-        g[name] = _autocast.float32_op(g[name])
+        g[name] = _autocast.float32_unary(g[name])
 
 
 _autocast_float32()

@@ -30,78 +30,104 @@ __all__ = list(_anp.__all__)
 _F32 = _np.dtype("float32")
 
 
-def _low(*arrays: Any) -> bool:
-    return any(getattr(a, "dtype", None) in LOW_FLOATING for a in arrays)
+def _is_low(dt: Any) -> bool:
+    return dt.itemsize == 2 and dt in LOW_FLOATING  # the size test first: the common case
 
 
 def _wide(a: Any) -> Any:
-    return a.astype(_F32) if a.dtype in LOW_FLOATING else a
+    return a.astype(_F32) if _is_low(a.dtype) else a
 
 
 def _product(fn: Any, x1: Any, x2: Any, **kw: Any) -> Any:
-    if not _low(x1, x2):
-        return fn(x1, x2, **kw)
     dt = _np.result_type(x1.dtype, x2.dtype)
     return _np.asarray(fn(_wide(x1), _wide(x2), **kw)).astype(dt, copy=False)
 
 
 def matmul(x1: Any, x2: Any, /) -> Any:
-    return _product(_anp.matmul, x1, x2)
+    if _is_low(x1.dtype) or _is_low(x2.dtype):
+        return _product(_anp.matmul, x1, x2)
+    return _anp.matmul(x1, x2)
 
 
 def tensordot(x1: Any, x2: Any, /, *, axes: Any = 2) -> Any:
-    return _product(_anp.tensordot, x1, x2, axes=axes)
+    if _is_low(x1.dtype) or _is_low(x2.dtype):
+        return _product(_anp.tensordot, x1, x2, axes=axes)
+    return _anp.tensordot(x1, x2, axes=axes)
 
 
 def vecdot(x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
-    return _product(_anp.vecdot, x1, x2, axis=axis)
+    if _is_low(x1.dtype) or _is_low(x2.dtype):
+        return _product(_anp.vecdot, x1, x2, axis=axis)
+    return _anp.vecdot(x1, x2, axis=axis)
 
 
-def _reduction(name: str) -> Any:
-    fn = getattr(_anp, name)
-
-    def reduce(x: Any, /, *args: Any, dtype: Any = None, **kw: Any) -> Any:
-        if x.dtype in LOW_FLOATING and (dtype is None or dtype == x.dtype):
-            return _np.asarray(fn(x.astype(_F32), *args, **kw)).astype(x.dtype, copy=False)
-        if dtype is not None:
-            kw["dtype"] = dtype
-        return fn(x, *args, **kw)
-
-    reduce.__name__ = reduce.__qualname__ = name
-    reduce.__doc__ = fn.__doc__
-    return reduce
+def _low_result(fn: Any, x: Any, **kw: Any) -> Any:
+    """``fn`` of a float16/bfloat16 ``x`` in float32, rounded to ``x``'s dtype."""
+    return _np.asarray(fn(x.astype(_F32), **kw)).astype(x.dtype, copy=False)
 
 
-def _moment(name: str) -> Any:
-    fn = getattr(_anp, name)
-
-    def moment(x: Any, /, **kw: Any) -> Any:
-        if x.dtype in LOW_FLOATING:
-            return _np.asarray(fn(x.astype(_F32), **kw)).astype(x.dtype, copy=False)
-        return fn(x, **kw)
-
-    moment.__name__ = moment.__qualname__ = name
-    moment.__doc__ = fn.__doc__
-    return moment
+def sum(x: Any, /, *, axis: Any = None, dtype: Any = None,  # noqa: A001 - the standard's
+        keepdims: bool = False) -> Any:
+    if _is_low(x.dtype) and (dtype is None or dtype == x.dtype):
+        return _low_result(_anp.sum, x, axis=axis, keepdims=keepdims)
+    return _anp.sum(x, axis=axis, dtype=dtype, keepdims=keepdims)
 
 
-sum = _reduction("sum")  # noqa: A001 - the standard's names
-prod = _reduction("prod")
-cumulative_sum = _reduction("cumulative_sum")
-cumulative_prod = _reduction("cumulative_prod")
-mean = _moment("mean")
-var = _moment("var")
-std = _moment("std")
+def prod(x: Any, /, *, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
+    if _is_low(x.dtype) and (dtype is None or dtype == x.dtype):
+        return _low_result(_anp.prod, x, axis=axis, keepdims=keepdims)
+    return _anp.prod(x, axis=axis, dtype=dtype, keepdims=keepdims)
 
 
-def _weak(s: Any, other: Any) -> Any:
-    if isinstance(s, (int, float)) and not isinstance(s, bool) \
-            and getattr(other, "dtype", None) in LOW_FLOATING:
-        return _np.asarray(s, dtype=other.dtype)
-    return s
+def cumulative_sum(x: Any, /, *, axis: Any = None, dtype: Any = None,
+                   include_initial: bool = False) -> Any:
+    if _is_low(x.dtype) and (dtype is None or dtype == x.dtype):
+        return _low_result(_anp.cumulative_sum, x, axis=axis, include_initial=include_initial)
+    return _anp.cumulative_sum(x, axis=axis, dtype=dtype, include_initial=include_initial)
+
+
+def cumulative_prod(x: Any, /, *, axis: Any = None, dtype: Any = None,
+                    include_initial: bool = False) -> Any:
+    if _is_low(x.dtype) and (dtype is None or dtype == x.dtype):
+        return _low_result(_anp.cumulative_prod, x, axis=axis, include_initial=include_initial)
+    return _anp.cumulative_prod(x, axis=axis, dtype=dtype, include_initial=include_initial)
+
+
+def mean(x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
+    if _is_low(x.dtype):
+        return _low_result(_anp.mean, x, axis=axis, keepdims=keepdims)
+    return _anp.mean(x, axis=axis, keepdims=keepdims)
+
+
+def var(x: Any, /, *, axis: Any = None, correction: float = 0.0, keepdims: bool = False
+        ) -> Any:
+    if _is_low(x.dtype):
+        return _low_result(_anp.var, x, axis=axis, correction=correction, keepdims=keepdims)
+    return _anp.var(x, axis=axis, correction=correction, keepdims=keepdims)
+
+
+def std(x: Any, /, *, axis: Any = None, correction: float = 0.0, keepdims: bool = False
+        ) -> Any:
+    if _is_low(x.dtype):
+        return _low_result(_anp.std, x, axis=axis, correction=correction, keepdims=keepdims)
+    return _anp.std(x, axis=axis, correction=correction, keepdims=keepdims)
+
+
+_SCALARS = (int, float)
 
 
 def where(condition: Any, x1: Any, x2: Any, /) -> Any:
     # a Python scalar beside a float16/bfloat16 array takes its dtype (NumPy would promote
     # a float scalar beside ml_dtypes' bfloat16 to float32)
-    return _anp.where(condition, _weak(x1, x2), _weak(x2, x1))
+    if x1.__class__ in _SCALARS:
+        if _is_low(getattr(x2, "dtype", _F32)):
+            x1 = _np.asarray(x1, dtype=x2.dtype)
+    elif x2.__class__ in _SCALARS and _is_low(getattr(x1, "dtype", _F32)):
+        x2 = _np.asarray(x2, dtype=x1.dtype)
+    return _anp.where(condition, x1, x2)
+
+
+for _f in (matmul, tensordot, vecdot, sum, prod, cumulative_sum, cumulative_prod, mean, var,
+           std, where):
+    _f.__doc__ = getattr(_anp, _f.__name__).__doc__
+del _f
