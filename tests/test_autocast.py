@@ -80,6 +80,10 @@ def test_float32_list(backend, name):
         "mse_loss": lambda: F.mse_loss(h, h * 0.5), "l1_loss": lambda: F.l1_loss(h, h),
         "bce_with_logits": lambda: F.binary_cross_entropy_with_logits(h, h * 0.0),
         "cosine_similarity": lambda: F.cosine_similarity(h, h),
+        "reciprocal": lambda: vtl.reciprocal(h + 3.0), "** 2": lambda: h ** 2,
+        "vector_norm": lambda: vtl.linalg.vector_norm(h, axis=1),
+        "interpolate": lambda: F.interpolate(vtl.reshape(h, (1, 4, 6)), scale_factor=2),
+        "cumsum": lambda: vtl.cumsum(h, 1),
     }
     with vtl.autocast(dtype=low):
         for k, fn in cases.items():

@@ -810,3 +810,15 @@ def matrix_norm(x: Tensor, /, *, keepdims: bool = False,
         return record(out, dev, "LinalgMatrixNormBackward", (x,), vjp, saved=(x,),
                       save_output=True)
     return new(out, dev)
+
+
+# autocast's float32 list: float16/bfloat16 inputs run in float32 inside autocast regions
+def _autocast_float32() -> None:
+    from . import _autocast
+
+    g = globals()
+    for name in ("vector_norm", "matrix_norm"):
+        g[name] = _autocast.float32_unary(g[name])
+
+
+_autocast_float32()

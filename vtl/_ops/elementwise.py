@@ -899,7 +899,7 @@ def _autocast_float32() -> None:
 
     g = globals()
     for name in ("exp", "expm1", "log", "log1p", "log2", "log10", "sinh", "cosh", "tan",
-                 "acos", "asin"):
+                 "acos", "asin", "reciprocal"):
         g[name] = _autocast.float32_unary(g[name])
     fn = g["pow"]
     wrapped = _autocast.float32_binary(fn)

@@ -9,14 +9,19 @@ run in the dtypes of PyTorch's autocast lists:
   cells (``lstm_cell``, ``gru_cell``, ``rnn_tanh_cell``, ``rnn_relu_cell``) and the RNN/LSTM/GRU
   layers, ``prelu``. The modules that call them (``Linear``, ``Conv2d``,
   ``MultiheadAttention``, ``TransformerEncoderLayer`` ...) follow.
-* **float32** (float16/bfloat16 inputs are cast up): ``exp``, ``expm1``, ``log``,
-  ``log1p``, ``log2``, ``log10``, ``pow``, ``sinh``, ``cosh``, ``tan``, ``acos``, ``asin``,
-  ``sum``, ``prod``, ``mean``, ``cumulative_sum``, ``cumulative_prod``, ``softmax``,
-  ``log_softmax``, ``softmin``, ``logsumexp``, ``softplus``, ``layer_norm``, ``group_norm``,
-  ``batch_norm``, ``instance_norm``, ``rms_norm``, ``normalize``, ``cosine_similarity``,
-  ``cdist``, ``pdist`` and every loss of ``nn.functional`` (``cross_entropy``,
-  ``nll_loss``, ``mse_loss``, ``l1_loss``, ``smooth_l1_loss``, ``huber_loss``,
-  ``binary_cross_entropy(_with_logits)``, ``kl_div`` ...).
+* **float32** (float16/bfloat16 inputs are cast up; the result is float32): ``exp``,
+  ``expm1``, ``log``, ``log1p``, ``log2``, ``log10``, ``pow`` (and ``**``), ``reciprocal``,
+  ``sinh``, ``cosh``, ``tan``, ``acos``, ``asin``, ``sum``, ``prod``, ``mean``,
+  ``cumulative_sum``/``cumsum``, ``cumulative_prod``/``cumprod``, ``linalg.vector_norm``,
+  ``linalg.matrix_norm``, ``softmax``, ``log_softmax``, ``softmin``, ``logsumexp``,
+  ``softplus``, ``layer_norm``, ``group_norm``, ``rms_norm``, ``local_response_norm``,
+  ``normalize``, ``cosine_similarity``, ``pairwise_distance``, ``cdist``, ``pdist``,
+  ``interpolate`` and the ``upsample*`` functions, and every loss of ``nn.functional``
+  (``cross_entropy``, ``nll_loss``, ``mse_loss``, ``l1_loss``, ``smooth_l1_loss``,
+  ``huber_loss``, ``binary_cross_entropy(_with_logits)``, ``kl_div``, ``ctc_loss``, the
+  margin losses ...).
+* **float32 statistics, the input's dtype out**: ``batch_norm``, ``instance_norm`` (and
+  the BatchNorm/InstanceNorm layers), as PyTorch runs them on a low-precision input.
 * **widest input type**: every other op with several floating inputs promotes them as
   usual (``float16 + float32 -> float32``); single-input ops run in their input's dtype.
 

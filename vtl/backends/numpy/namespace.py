@@ -17,6 +17,7 @@ float16 and bfloat16 directly, ``ml_dtypes`` registers the latter's).
 
 from __future__ import annotations
 
+import types
 from typing import Any
 
 import array_api_compat.numpy as _anp
@@ -131,3 +132,29 @@ for _f in (matmul, tensordot, vecdot, sum, prod, cumulative_sum, cumulative_prod
            std, where):
     _f.__doc__ = getattr(_anp, _f.__name__).__doc__
 del _f
+
+
+class _Linalg(types.ModuleType):
+    """``array_api_compat.numpy.linalg`` with float16/bfloat16 norms computed in float32
+    (its ``vector_norm`` returns float64 for bfloat16)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_anp.linalg, name)
+
+
+def _norm(name: str) -> Any:
+    fn = getattr(_anp.linalg, name)
+
+    def norm(x: Any, /, **kw: Any) -> Any:
+        if _is_low(x.dtype):
+            return _low_result(fn, x, **kw)
+        return fn(x, **kw)
+
+    norm.__name__ = norm.__qualname__ = name
+    norm.__doc__ = fn.__doc__
+    return norm
+
+
+linalg = _Linalg(__name__ + ".linalg", _anp.linalg.__doc__)
+linalg.vector_norm = _norm("vector_norm")
+linalg.matrix_norm = _norm("matrix_norm")
