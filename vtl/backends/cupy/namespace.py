@@ -58,6 +58,7 @@ from typing import Any
 
 import array_api_compat.cupy as _acp
 import cupy as _cupy
+import ml_dtypes as _ml_dtypes
 import numpy as _np
 from array_api_compat.cupy import *  # noqa: F403
 
@@ -337,6 +338,55 @@ def _weak(s: Any, other: Any) -> Any:
 
 def where(condition: Any, x1: Any, x2: Any, /) -> Any:
     return _acp.where(condition, _weak(x1, x2), _weak(x2, x1))
+
+
+# CuPy has no bfloat16 loops in most of its ufuncs: it runs them through float32 and
+# returns float32. The functions below give bfloat16 back when their floating inputs are
+# all bfloat16 (the float32 result rounded once, as PyTorch computes bfloat16 math).
+_BF16 = _np.dtype(_ml_dtypes.bfloat16)
+_WIDE = frozenset({_F32, _np.dtype("float64"), _np.dtype("float16")})
+_KEEP_BF16 = (
+    "abs", "acos", "acosh", "add", "asin", "asinh", "atan", "atan2", "atanh", "ceil", "clip",
+    "copysign", "cos", "cosh", "divide", "exp", "expm1", "floor", "floor_divide", "hypot",
+    "log", "log1p", "log2", "log10", "logaddexp", "maximum", "minimum", "multiply", "negative",
+    "nextafter", "positive", "pow", "reciprocal", "remainder", "round", "sign", "sin", "sinh",
+    "sqrt", "square", "subtract", "tan", "tanh", "trunc", "where", "max", "min", "matmul",
+    "tensordot", "vecdot", "take", "take_along_axis", "concat", "stack",
+)
+
+
+def _bf16_result(args: tuple) -> bool:
+    """Whether ``args`` hold a bfloat16 array and no wider floating array."""
+    bf = False
+    for a in args:
+        if isinstance(a, (list, tuple)):
+            a = a[0] if a else None
+        dt = getattr(a, "dtype", None)
+        if dt is None:
+            continue
+        if dt == _BF16:
+            bf = True
+        elif dt in _WIDE:
+            return False
+    return bf
+
+
+def _keep_bf16(fn: Any) -> Any:
+    def op(*args: Any, **kw: Any) -> Any:
+        out = fn(*args, **kw)
+        if out.__class__ is _cupy.ndarray and out.dtype == _F32 and _bf16_result(args):
+            return out.astype(_BF16)
+        return out
+
+    op.__name__ = op.__qualname__ = getattr(fn, "__name__", "op")
+    op.__doc__ = fn.__doc__
+    op.__wrapped__ = fn
+    return op
+
+
+for _name in _KEEP_BF16:
+    globals()[_name] = _keep_bf16(globals().get(_name) or getattr(_acp, _name))
+del _name
 
 
 def _two_pass(x: Any) -> bool:
