@@ -53,7 +53,8 @@ class CupyBackend(Backend):
         return out
 
     def check_dtype(self, dtype: np.dtype, index: int = 0) -> None:
-        if dtype.name == "bfloat16" and "bfloat16" not in self.dtypes(index):
+        if dtype.name == "bfloat16" and not self.__dict__.get("_bf16", False) \
+                and "bfloat16" not in self.dtypes(index):
             raise TypeError("dtype bfloat16 is not supported on cupy: it needs CuPy 14 or "
                             "later (ml_dtypes.bfloat16 arrays)")
         super().check_dtype(dtype, index)
