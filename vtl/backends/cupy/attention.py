@@ -267,6 +267,10 @@ vtl_attn_bwd_dkv(const T* __restrict__ q, const T* __restrict__ k, const T* __re
 _TILED_COMMON = r"""
 #define BQ 64
 #define BK 64
+#define BKQ 32            /* key tile of the dQ kernel */
+#define KPT (BKQ / 8)
+#define BQD 32            /* query tile of the dK/dV kernel */
+#define QPT (BQD / 8)
 #define NT 128
 #define DC (D / 8)
 #define DVC (DV / 8)
@@ -417,7 +421,7 @@ vtl_attn_fwd_tiled(const T* __restrict__ q, const T* __restrict__ k, const T* __
 
 _TILED_BACKWARD_DQ = r"""
 // a block of BQ query rows, looping over key tiles: thread (rg, cg) owns rows rg*4..+3,
-// keys cg*8..+7 of each tile and dQ columns cg*DC..+DC-1
+// keys cg*KPT.. of each tile and dQ columns cg*DC..+DC-1
 extern "C" __global__ void __launch_bounds__(NT)
 vtl_attn_bwd_dq_tiled(const T* __restrict__ q, const T* __restrict__ k,
                       const T* __restrict__ v, const T* __restrict__ mask,
@@ -428,11 +432,11 @@ vtl_attn_bwd_dq_tiled(const T* __restrict__ q, const T* __restrict__ k,
     VTL_SMEM(vtl_smem);
     T* qt = (T*)vtl_smem;          // [D][BQ]
     T* gt = qt + D * BQ;           // [DV][BQ]
-    T* kt = gt + DV * BQ;          // [D][BK]
-    T* vt = kt + D * BK;           // [DV][BK]
-    T* kr = vt + DV * BK;          // [BK][D]
-    T* dst = kr + BK * D;          // [BK][BQ]
-    T* ls = dst + BK * BQ;         // [BQ]
+    T* kt = gt + DV * BQ;          // [D][BKQ]
+    T* vt = kt + D * BKQ;           // [DV][BKQ]
+    T* kr = vt + DV * BKQ;          // [BKQ][D]
+    T* dst = kr + BKQ * D;          // [BKQ][BQ]
+    T* ls = dst + BKQ * BQ;         // [BQ]
     T* ds_ = ls + BQ;              // [BQ]
     const int tid = threadIdx.x, rg = tid >> 3, cg = tid & 7;
     const int b = blockIdx.y, q0 = blockIdx.x * BQ;
@@ -450,55 +454,55 @@ vtl_attn_bwd_dq_tiled(const T* __restrict__ q, const T* __restrict__ k,
         #pragma unroll
         for (int c = 0; c < DC; ++c) acc[a][c] = 0;
     const int kend = causal ? min(S, q0 + BQ) : S;
-    for (int k0 = 0; k0 < kend; k0 += BK) {
+    for (int k0 = 0; k0 < kend; k0 += BKQ) {
         __syncthreads();
-        vtl_stage(kt, k + (long long)b * S * D, BK, D, k0, S, true);
-        vtl_stage(vt, v + (long long)b * S * DV, BK, DV, k0, S, true);
-        vtl_stage(kr, k + (long long)b * S * D, BK, D, k0, S, false);
+        vtl_stage(kt, k + (long long)b * S * D, BKQ, D, k0, S, true);
+        vtl_stage(vt, v + (long long)b * S * DV, BKQ, DV, k0, S, true);
+        vtl_stage(kr, k + (long long)b * S * D, BKQ, D, k0, S, false);
         __syncthreads();
-        T s[4][8], dp[4][8];
+        T s[4][KPT], dp[4][KPT];
         #pragma unroll
         for (int a = 0; a < 4; ++a)
             #pragma unroll
-            for (int c = 0; c < 8; ++c) { s[a][c] = 0; dp[a][c] = 0; }
+            for (int c = 0; c < KPT; ++c) { s[a][c] = 0; dp[a][c] = 0; }
         #pragma unroll 4
         for (int d = 0; d < D; ++d) {
-            T qa[4], kb[8];
+            T qa[4], kb[KPT];
             #pragma unroll
             for (int a = 0; a < 4; ++a) qa[a] = qt[d * BQ + rg * 4 + a];
             #pragma unroll
-            for (int c = 0; c < 8; ++c) kb[c] = kt[d * BK + cg * 8 + c];
+            for (int c = 0; c < KPT; ++c) kb[c] = kt[d * BKQ + cg * KPT + c];
             #pragma unroll
             for (int a = 0; a < 4; ++a)
                 #pragma unroll
-                for (int c = 0; c < 8; ++c) s[a][c] += qa[a] * kb[c];
+                for (int c = 0; c < KPT; ++c) s[a][c] += qa[a] * kb[c];
         }
         #pragma unroll 4
         for (int d = 0; d < DV; ++d) {
-            T ga[4], vb[8];
+            T ga[4], vb[KPT];
             #pragma unroll
             for (int a = 0; a < 4; ++a) ga[a] = gt[d * BQ + rg * 4 + a];
             #pragma unroll
-            for (int c = 0; c < 8; ++c) vb[c] = vt[d * BK + cg * 8 + c];
+            for (int c = 0; c < KPT; ++c) vb[c] = vt[d * BKQ + cg * KPT + c];
             #pragma unroll
             for (int a = 0; a < 4; ++a)
                 #pragma unroll
-                for (int c = 0; c < 8; ++c) dp[a][c] += ga[a] * vb[c];
+                for (int c = 0; c < KPT; ++c) dp[a][c] += ga[a] * vb[c];
         }
         #pragma unroll
         for (int a = 0; a < 4; ++a) {
             const int r = rg * 4 + a;
             #pragma unroll
-            for (int c = 0; c < 8; ++c) {
-                const T x = vtl_score(s[a][c], q0 + r, k0 + cg * 8 + c, L, S, mask, mrow, ml,
+            for (int c = 0; c < KPT; ++c) {
+                const T x = vtl_score(s[a][c], q0 + r, k0 + cg * KPT + c, L, S, mask, mrow, ml,
                                       ms, has_mask, causal, scale);
                 const T p = (x == -INF || ls[r] == INF) ? (T)0 : exp(x - ls[r]);
-                dst[(cg * 8 + c) * BQ + r] = p * (dp[a][c] - ds_[r]);
+                dst[(cg * KPT + c) * BQ + r] = p * (dp[a][c] - ds_[r]);
             }
         }
         __syncthreads();
         #pragma unroll 4
-        for (int j = 0; j < BK; ++j) {
+        for (int j = 0; j < BKQ; ++j) {
             T da[4], kb[DC];
             #pragma unroll
             for (int a = 0; a < 4; ++a) da[a] = dst[j * BQ + rg * 4 + a];
@@ -523,7 +527,7 @@ vtl_attn_bwd_dq_tiled(const T* __restrict__ q, const T* __restrict__ k,
 
 _TILED_BACKWARD_DKV = r"""
 // a block of BK key rows, looping over query tiles: thread (rg, cg) owns keys rg*4..+3,
-// queries cg*8..+7 of each tile, and dK/dV columns cg*DC.. / cg*DVC..
+// queries cg*QPT.. of each tile, and dK/dV columns cg*DC.. / cg*DVC..
 extern "C" __global__ void __launch_bounds__(NT)
 vtl_attn_bwd_dkv_tiled(const T* __restrict__ q, const T* __restrict__ k,
                        const T* __restrict__ v, const T* __restrict__ mask,
@@ -534,14 +538,14 @@ vtl_attn_bwd_dkv_tiled(const T* __restrict__ q, const T* __restrict__ k,
     VTL_SMEM(vtl_smem);
     T* kt = (T*)vtl_smem;          // [D][BK]
     T* vt = kt + D * BK;           // [DV][BK]
-    T* qt = vt + DV * BK;          // [D][BQ]
-    T* qr = qt + D * BQ;           // [BQ][D]
-    T* gt = qr + BQ * D;           // [DV][BQ]
-    T* gr = gt + DV * BQ;          // [BQ][DV]
-    T* pk = gr + BQ * DV;          // [BQ][BK]
-    T* dk_ = pk + BQ * BK;         // [BQ][BK]
-    T* ls = dk_ + BQ * BK;         // [BQ]
-    T* ds_ = ls + BQ;              // [BQ]
+    T* qt = vt + DV * BK;          // [D][BQD]
+    T* qr = qt + D * BQD;           // [BQD][D]
+    T* gt = qr + BQD * D;           // [DV][BQD]
+    T* gr = gt + DV * BQD;          // [BQD][DV]
+    T* pk = gr + BQD * DV;          // [BQD][BK]
+    T* dk_ = pk + BQD * BK;         // [BQD][BK]
+    T* ls = dk_ + BQD * BK;         // [BQD]
+    T* ds_ = ls + BQD;              // [BQD]
     const int tid = threadIdx.x, rg = tid >> 3, cg = tid & 7;
     const int b = blockIdx.y, k0 = blockIdx.x * BK;
     const long long mrow = (long long)(b / B2) * mb1 + (long long)(b % B2) * mb2;
@@ -555,54 +559,54 @@ vtl_attn_bwd_dkv_tiled(const T* __restrict__ q, const T* __restrict__ k,
         #pragma unroll
         for (int c = 0; c < DVC; ++c) adv[a][c] = 0;
     }
-    const int qstart = causal ? (k0 / BQ) * BQ : 0;
-    for (int q0 = qstart; q0 < L; q0 += BQ) {
+    const int qstart = causal ? (k0 / BQD) * BQD : 0;
+    for (int q0 = qstart; q0 < L; q0 += BQD) {
         __syncthreads();
-        vtl_stage(qt, q + (long long)b * L * D, BQ, D, q0, L, true);
-        vtl_stage(qr, q + (long long)b * L * D, BQ, D, q0, L, false);
-        vtl_stage(gt, g + (long long)b * L * DV, BQ, DV, q0, L, true);
-        vtl_stage(gr, g + (long long)b * L * DV, BQ, DV, q0, L, false);
-        for (int e = tid; e < BQ; e += NT) {
+        vtl_stage(qt, q + (long long)b * L * D, BQD, D, q0, L, true);
+        vtl_stage(qr, q + (long long)b * L * D, BQD, D, q0, L, false);
+        vtl_stage(gt, g + (long long)b * L * DV, BQD, DV, q0, L, true);
+        vtl_stage(gr, g + (long long)b * L * DV, BQD, DV, q0, L, false);
+        for (int e = tid; e < BQD; e += NT) {
             const bool in = q0 + e < L;
             ls[e] = in ? lse[(long long)b * L + q0 + e] : INF;
             ds_[e] = in ? delta[(long long)b * L + q0 + e] : (T)0;
         }
         __syncthreads();
-        T s[4][8], dp[4][8];
+        T s[4][QPT], dp[4][QPT];
         #pragma unroll
         for (int a = 0; a < 4; ++a)
             #pragma unroll
-            for (int c = 0; c < 8; ++c) { s[a][c] = 0; dp[a][c] = 0; }
+            for (int c = 0; c < QPT; ++c) { s[a][c] = 0; dp[a][c] = 0; }
         #pragma unroll 4
         for (int d = 0; d < D; ++d) {
-            T ka[4], qb[8];
+            T ka[4], qb[QPT];
             #pragma unroll
             for (int a = 0; a < 4; ++a) ka[a] = kt[d * BK + rg * 4 + a];
             #pragma unroll
-            for (int c = 0; c < 8; ++c) qb[c] = qt[d * BQ + cg * 8 + c];
+            for (int c = 0; c < QPT; ++c) qb[c] = qt[d * BQD + cg * QPT + c];
             #pragma unroll
             for (int a = 0; a < 4; ++a)
                 #pragma unroll
-                for (int c = 0; c < 8; ++c) s[a][c] += ka[a] * qb[c];
+                for (int c = 0; c < QPT; ++c) s[a][c] += ka[a] * qb[c];
         }
         #pragma unroll 4
         for (int d = 0; d < DV; ++d) {
-            T va[4], gb[8];
+            T va[4], gb[QPT];
             #pragma unroll
             for (int a = 0; a < 4; ++a) va[a] = vt[d * BK + rg * 4 + a];
             #pragma unroll
-            for (int c = 0; c < 8; ++c) gb[c] = gt[d * BQ + cg * 8 + c];
+            for (int c = 0; c < QPT; ++c) gb[c] = gt[d * BQD + cg * QPT + c];
             #pragma unroll
             for (int a = 0; a < 4; ++a)
                 #pragma unroll
-                for (int c = 0; c < 8; ++c) dp[a][c] += va[a] * gb[c];
+                for (int c = 0; c < QPT; ++c) dp[a][c] += va[a] * gb[c];
         }
         #pragma unroll
         for (int a = 0; a < 4; ++a) {
             const int kk = rg * 4 + a;
             #pragma unroll
-            for (int c = 0; c < 8; ++c) {
-                const int r = cg * 8 + c;
+            for (int c = 0; c < QPT; ++c) {
+                const int r = cg * QPT + c;
                 const T x = vtl_score(s[a][c], q0 + r, k0 + kk, L, S, mask, mrow, ml, ms,
                                       has_mask, causal, scale);
                 const T p = (x == -INF || ls[r] == INF) ? (T)0 : exp(x - ls[r]);
@@ -612,7 +616,7 @@ vtl_attn_bwd_dkv_tiled(const T* __restrict__ q, const T* __restrict__ k,
         }
         __syncthreads();
         #pragma unroll 2
-        for (int r = 0; r < BQ; ++r) {
+        for (int r = 0; r < BQD; ++r) {
             T pa[4], sa[4], gb[DVC], qb[DC];
             #pragma unroll
             for (int a = 0; a < 4; ++a) { pa[a] = pk[r * BK + rg * 4 + a];
@@ -662,12 +666,13 @@ def attention_source(dtype: Any, d: int, dv: int, tiled: bool = False) -> str:
 def tiled_smem_bytes(itemsize: int, d: int, dv: int) -> dict[str, int]:
     """Dynamic shared memory of each tiled kernel, in bytes."""
     bq = bk = 64
+    bkq = bqd = 32  # the dQ kernel's key tile, the dK/dV kernel's query tile
     return {
         "vtl_attn_fwd_tiled": itemsize * (d * bq + max(d, bq) * bk + bk * dv),
-        "vtl_attn_bwd_dq_tiled": itemsize * (d * bq + dv * bq + d * bk + dv * bk + bk * d
-                                             + bk * bq + 2 * bq),
-        "vtl_attn_bwd_dkv_tiled": itemsize * (d * bk + dv * bk + 2 * d * bq + 2 * dv * bq
-                                              + 2 * bq * bk + 2 * bq),
+        "vtl_attn_bwd_dq_tiled": itemsize * (d * bq + dv * bq + d * bkq + dv * bkq + bkq * d
+                                             + bkq * bq + 2 * bq),
+        "vtl_attn_bwd_dkv_tiled": itemsize * (d * bk + dv * bk + 2 * d * bqd + 2 * dv * bqd
+                                              + 2 * bqd * bk + 2 * bqd),
     }
 
 
