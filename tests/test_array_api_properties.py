@@ -204,7 +204,7 @@ def promotable(d1: Any, kind_names: list[str]) -> list[str]:
     for n in kind_names:
         try:
             strict.result_type(_strict(d1), _strict(n))
-        except TypeError:
+        except (TypeError, AttributeError):  # AttributeError: an extension dtype (float16)
             continue
         out.append(n)
     return out

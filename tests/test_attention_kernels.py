@@ -33,6 +33,9 @@ RNG = np.random.default_rng(11)
 _EXTRA = r"""
 using std::exp; using std::log; using std::max; using std::min;
 #define __launch_bounds__(x)
+template <class V> static V __shfl_xor_sync(unsigned, V v, int m) {
+  return vtl_shfl(v, (int)((vtl_tid() & 31) ^ m));
+}
 template <class F> static void vtl_launch2(unsigned gx, unsigned gy, unsigned bx, F body) {
   blockDim = {bx, 1, 1};
   gridDim = {gx, gy, 1};
@@ -40,12 +43,18 @@ template <class F> static void vtl_launch2(unsigned gx, unsigned gy, unsigned bx
     for (unsigned b = 0; b < gx; ++b) {
       std::barrier<> bar(bx);
       vtl_block_bar = &bar;
+      std::vector<std::unique_ptr<std::barrier<>>> wb;
+      for (unsigned w = 0; w * 32 < bx; ++w) {
+        wb.emplace_back(new std::barrier<>(std::min(32u, bx - w * 32)));
+        vtl_warp_bar[w] = wb.back().get();
+      }
       std::vector<std::thread> ts;
       for (unsigned t = 0; t < bx; ++t)
         ts.emplace_back([=] {
           blockIdx = {b, by, 0};
           threadIdx = {t, 0, 0};
           body();
+          vtl_warp_bar[t >> 5]->arrive_and_drop();
           vtl_block_bar->arrive_and_drop();
         });
       for (auto& th : ts) th.join();
@@ -69,9 +78,11 @@ _KERNELS = {
 
 
 def _host_source(code: str) -> str:
+    suffix = "_tiled" if "vtl_attn_fwd_tiled" in code else ""
     launchers = "".join(
-        f'extern "C" void launch_{name}(unsigned gx, unsigned gy, unsigned bx, {ptrs}, {_GEO})'
-        f" {{ vtl_launch2(gx, gy, bx, [=] {{ {name}({args}, {_GEO_ARGS}); }}); }}\n"
+        f'extern "C" void launch_{name}{suffix}(unsigned gx, unsigned gy, unsigned bx, '
+        f"{ptrs}, {_GEO}) {{ vtl_launch2(gx, gy, bx, [=] {{ {name}{suffix}({args}, "
+        f"{_GEO_ARGS}); }}); }}\n"
         for name, (ptrs, args) in _KERNELS.items())
     return _SHIM + _EXTRA + code.replace('extern "C" ', "") + launchers
 
@@ -81,10 +92,13 @@ class _HostFunction:
         self.fn = getattr(lib, f"launch_{name}")
         self.dt = dt
 
-    def __call__(self, grid, block, args):
+    max_dynamic_shared_size_bytes = 48 * 1024
+
+    def __call__(self, grid, block, args, shared_mem=0):
         gx, gy = grid
         (bx,) = block
-        assert bx == A.ROWS and 1 <= gx < 2**31 and 1 <= gy < 65536
+        assert bx in (A.ROWS, 128) and 1 <= gx < 2**31 and 1 <= gy < 65536
+        assert shared_mem <= max(48 * 1024, self.max_dynamic_shared_size_bytes)
         conv = []
         for a in args:
             if isinstance(a, np.ndarray):
@@ -100,24 +114,20 @@ class _HostFunction:
         self.fn(ctypes.c_uint(gx), ctypes.c_uint(gy), ctypes.c_uint(bx), *conv)
 
 
-class _HostModule:
-    def __init__(self, lib, dt):
-        self.lib, self.dt = lib, dt
-
-    def get_function(self, name):
-        return _HostFunction(self.lib, name, self.dt)
-
-
 class FakeCupy:
     """The CuPy functions ``CupyAttention`` calls, on NumPy arrays; ``RawModule`` compiles
     the CUDA source for the host."""
 
+    class cuda:  # noqa: N801 - mirrors cupy.cuda
+        class Device:  # noqa: D106
+            attributes = {"MaxSharedMemoryPerBlockOptin": 227 * 1024}
+
     def __init__(self, tmp_path, cxx):
         self.tmp, self.cxx, self.built = tmp_path, cxx, {}
 
-    def RawModule(self, code):  # noqa: N802
-        mod = self.built.get(code)
-        if mod is None:
+    def RawKernel(self, code, name):  # noqa: N802
+        lib = self.built.get(code)
+        if lib is None:
             k = len(self.built)
             (self.tmp / f"a{k}.cpp").write_text(_host_source(code))
             r = subprocess.run([self.cxx, "-std=c++20", "-O1", "-pthread", "-shared", "-fPIC",
@@ -127,10 +137,9 @@ class FakeCupy:
                 if "barrier" in r.stderr and "No such file" in r.stderr:
                     pytest.skip("the C++ compiler lacks <barrier>")
                 raise AssertionError(r.stderr[-4000:])
-            dt = np.float64 if "typedef double T;" in code else np.float32
-            mod = self.built[code] = _HostModule(ctypes.CDLL(str(self.tmp / f"a{k}.so")),
-                                                 np.dtype(dt))
-        return mod
+            lib = self.built[code] = ctypes.CDLL(str(self.tmp / f"a{k}.so"))
+        dt = np.float64 if "typedef double T;" in code else np.float32
+        return _HostFunction(lib, name, np.dtype(dt))
 
     def empty(self, shape, dtype):
         return np.full(shape, np.nan, dtype)
@@ -143,11 +152,16 @@ class FakeCupy:
 
 
 @pytest.fixture(scope="module")
-def host_kernel(tmp_path_factory):
+def fake_cupy(tmp_path_factory):
     cxx = shutil.which("g++") or shutil.which("clang++")
     if cxx is None:
         pytest.skip("no C++ compiler")
-    return A.CupyAttention(FakeCupy(tmp_path_factory.mktemp("attn"), cxx))
+    return FakeCupy(tmp_path_factory.mktemp("attn"), cxx)
+
+
+@pytest.fixture(scope="module")
+def host_kernel(fake_cupy):
+    return A.CupyAttention(fake_cupy)
 
 
 def np_attention(q, k, v, mask, causal, scale, g):
@@ -176,7 +190,8 @@ def np_attention(q, k, v, mask, causal, scale, g):
 CASES = [
     ((2, 3), 5, 7, 8, 8, None, False),
     ((1, 2), 70, 40, 16, 8, None, True),       # lengths off the tiles, causal with L > S
-    ((2, 1), 33, 65, 4, 12, "ls", False),       # an (L, S) mask broadcast over the batch
+    ((2, 1), 33, 65, 8, 16, "ls", False),       # an (L, S) mask broadcast over the batch
+    ((1, 1), 70, 130, 4, 12, None, False),      # head sizes off the tiled kernels
     ((3, 2), 9, 37, 8, 8, "padding", False),     # key padding (b1, 1, 1, S)
     ((2, 2), 6, 6, 8, 4, "full", False),         # one mask per batch and head
     ((1, 1), 4, 3, 2, 2, "dead", False),         # a row with every key masked
@@ -205,8 +220,16 @@ def _mask(kind, b1, b2, n_q, n_k, dt):
 
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("dt", [np.float64, np.float32])
-def test_host_build_matches_numpy(host_kernel, case, dt):
+@pytest.mark.parametrize("tiled", [False, True], ids=["rows", "tiled"])
+def test_host_build_matches_numpy(fake_cupy, case, dt, tiled):
+    """Both kernel families (thread per row; register-tiled) against NumPy."""
     (b1, b2), n_q, n_k, e, ev, kind, causal = case
+    if tiled and (e % 8 or ev % 8):
+        assert A.CupyAttention(fake_cupy, tiled=True).forward(
+            np.zeros((1, 2, e), dt), np.zeros((1, 2, e), dt), np.zeros((1, 2, ev), dt), None,
+            False, 1.0, (1, 1)) is None
+        return
+    host_kernel = A.CupyAttention(fake_cupy, tiled=tiled)
     b = b1 * b2
     q = RNG.standard_normal((b, n_q, e)).astype(dt)
     k = RNG.standard_normal((b, n_k, e)).astype(dt)

@@ -32,7 +32,7 @@ MODULES = [
     "vtl.datasets.synthetic", "vtl.datasets.text", "vtl.io", "vtl.train", "vtl.metrics",
     "vtl.distributed", "vtl.backends", "vtl.backends.wgpu", "vtl.utils",
     "vtl.utils.checkpoint", "vtl.cuda", "vtl.capture", "vtl.return_types", "vtl.func",
-    "vtl.nn.grad", "vtl.nn.parameter", "vtl.nn.utils.stateless",
+    "vtl.nn.grad", "vtl.nn.parameter", "vtl.nn.utils.stateless", "vtl.amp",
 ]
 
 _ENTRY = re.compile(r"^::: ([\w.]+)", re.MULTILINE)
@@ -149,7 +149,7 @@ SECTION_MODULES = ["vtl.nn", "vtl.nn.functional", "vtl.optim", "vtl.optim.lr_sch
                    "vtl.utils.checkpoint", "vtl.nn.grad", "vtl.nn.parameter", "vtl.distributed",
                    "vtl.datasets", "vtl.datasets.synthetic", "vtl.datasets.text", "vtl.linalg",
                    "vtl.return_types", "vtl.cuda", "vtl.capture", "vtl.fft", "vtl.backends",
-                   "vtl"]
+                   "vtl", "vtl.amp"]
 
 _HEADER = re.compile(r"^(\w[\w ]*):\s*$")
 _ENTRY_NAME = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:")

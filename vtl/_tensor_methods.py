@@ -37,8 +37,8 @@ Differences from PyTorch, on purpose:
 ``t.std()``/``t.var()`` use PyTorch's default ``correction=1`` (Bessel's
 correction); ``vtl.std``/``vtl.var`` keep the standard's ``correction=0``.
 
-``t.half()``/``t.bfloat16()`` raise ``TypeError``: vtl's tensors hold the array API
-standard's 13 dtypes, which have no 16-bit floats.
+``t.half()``/``t.bfloat16()``/``t.float()`` cast to float16/bfloat16/float32 (vtl's two
+extension dtypes beside the standard's 13).
 """
 
 from __future__ import annotations
@@ -188,8 +188,8 @@ def _cast_to(t: Tensor, name: str, method: str) -> Tensor:
         dt = _dtypes.to_dtype(name)
     except TypeError:
         raise TypeError(f"Tensor.{method}(): vtl has no {name} dtype (its tensors hold the "
-                        f"array API standard's dtypes: {', '.join(_dtypes.ALL_DTYPES)}); use "
-                        ".float() for float32") from None
+                        f"dtypes {', '.join(_dtypes.ALL_DTYPES)}); use .float() for float32"
+                        ) from None
     return _vtl.astype(t, dt, copy=False)
 
 
@@ -1238,12 +1238,12 @@ class TensorMethods:
         return _vtl.astype(self, dtype, copy=copy, device=device)
 
     def half(self) -> Tensor:
-        """Cast to float16 (PyTorch's ``half()``): a ``TypeError``, as vtl has no float16
-        dtype (see the module docstring)."""
+        """Cast to float16 (PyTorch's ``half()``; ``self`` when it already is). A device
+        without float16 (a wgpu adapter lacking ``shader-f16``) raises ``TypeError``."""
         return _cast_to(self, "float16", "half")
 
     def bfloat16(self) -> Tensor:
-        """Cast to bfloat16: a ``TypeError``, as vtl has no bfloat16 dtype."""
+        """Cast to bfloat16 (``self`` when it already is)."""
         return _cast_to(self, "bfloat16", "bfloat16")
 
     def double(self) -> Tensor:

@@ -54,7 +54,7 @@ NAMESPACE = [
 ]
 
 DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-          "float32", "float64", "complex64", "complex128"]
+          "float32", "float64", "complex64", "complex128", "float16", "bfloat16"]
 CONSTANTS = ["e", "inf", "nan", "pi", "newaxis"]
 
 
@@ -157,11 +157,17 @@ def main() -> None:
          "`vtl.repeat` repeats elements, as the standard says.\n"
          "* `t.std()`/`t.var()` use PyTorch's `correction=1`; `vtl.std`/`vtl.var` keep the "
          "standard's `correction=0`.\n"
-         "* `t.half()`/`t.bfloat16()` raise `TypeError`: the standard's 13 dtypes have no "
-         "16-bit floats.",
+         "* `t.half()`/`t.bfloat16()` convert to vtl's `float16`/`bfloat16`, extensions "
+         "beside the standard's 13 dtypes ([vtl.amp](amp.md)).",
          "::: vtl.Tensor\n    options:\n      heading_level: 2\n      inherited_members: true\n"
          + "\n## Named tuples (`vtl.return_types`)\n\n"
          + entries("vtl.return_types", names("vtl.return_types"), 3))
+    page("amp.md", "vtl.amp: mixed precision",
+         "16-bit floats with PyTorch's `autocast` and `GradScaler`; `vtl.autocast` is "
+         "`vtl.amp.autocast`. See the [performance guide](../guide/performance.md).",
+         entries("vtl.amp", names("vtl.amp"))
+         + "\n## float32 products\n\n"
+         + entries("vtl", ["set_float32_matmul_precision", "get_float32_matmul_precision"], 3))
     page("linalg.md", "vtl.linalg", "The standard's `linalg` extension, differentiable.",
          entries("vtl.linalg", names("vtl.linalg")))
     page("fft.md", "vtl.fft", "The standard's `fft` extension, differentiable.",

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..backends._dtypes import kind as _dkind
 from .grad_mode import no_grad
 from .grad_mode import state as _grad_state
 
@@ -127,7 +128,7 @@ class Function:
         tensors = [a for a in args if isinstance(a, Tensor)]
         dev = same_device(f"{cls.__name__}.apply", [*tensors, *outs])
         positions = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
-        differentiable = [o._data.dtype.kind in "fc" and id(o) not in ctx._non_differentiable
+        differentiable = [_dkind(o._data.dtype) in "fc" and id(o) not in ctx._non_differentiable
                           for o in outs]
         # saved outputs reach backward as the node's outputs (rebuilt from its saved data at
         # backward time), so a backward written with vtl functions differentiates through them

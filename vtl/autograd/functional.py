@@ -19,6 +19,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..backends._dtypes import kind as _dkind
 from . import grad_mode
 from .graph import edge_node
 
@@ -65,7 +66,7 @@ def _track(x: Any, where: str, outer: bool) -> Tensor:
     if not isinstance(x, Tensor):
         raise TypeError(f"{where}: differentiated arguments must be vtl Tensors, got "
                         f"{type(x).__name__}")
-    if x.dtype.kind not in "fc":
+    if _dkind(x.dtype) not in "fc":
         raise TypeError(f"{where}: can only differentiate with respect to floating-point or "
                         f"complex tensors, got dtype {x.dtype}")
     if outer and x.requires_grad:
@@ -212,7 +213,7 @@ def _scalar_output(out: Any, where: str) -> Tensor:
     if out.size != 1:
         raise ValueError(f"{where}: the function must return a single-element tensor, got "
                          f"shape {out.shape}; use vjp or jacobian for non-scalar outputs")
-    if out.dtype.kind != "f":
+    if _dkind(out.dtype) != "f":
         raise TypeError(f"{where}: the function must return a real floating-point tensor, got "
                         f"dtype {out.dtype}")
     return out
@@ -445,7 +446,7 @@ def jacobian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fa
         for o in outs:
             rows: list[list[Tensor]] = [[] for _ in tracked]
             n = o.size
-            differentiable = o.requires_grad and o.dtype.kind in "fc"
+            differentiable = o.requires_grad and _dkind(o.dtype) in "fc"
             for k in range(n if differentiable else 0):
                 e = zeros(n, dtype=o.dtype, device=o.device)
                 e[k] = 1

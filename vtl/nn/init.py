@@ -38,8 +38,11 @@ def _write(tensor: Tensor, values: Tensor) -> Tensor:
 
 
 def _draw_dtype(tensor: Tensor, fname: str) -> Any:
+    if tensor.dtype in (vtl.float16, vtl.bfloat16):  # drawn in float32, rounded once
+        return vtl.float32
     if tensor.dtype not in (vtl.float32, vtl.float64):
-        raise TypeError(f"init.{fname}() needs a float32 or float64 tensor, got {tensor.dtype}")
+        raise TypeError(f"init.{fname}() needs a floating-point tensor (float16, bfloat16, "
+                        f"float32 or float64), got {tensor.dtype}")
     return tensor.dtype
 
 

@@ -34,6 +34,31 @@ class CupyBackend(Backend):
         register(self, cupy, xp)
         return xp
 
+    def dtypes(self, index: int = 0) -> dict[str, np.dtype]:
+        """vtl's dtypes; bfloat16 where this CuPy takes ``ml_dtypes.bfloat16`` arrays
+        (CuPy 14 and later)."""
+        out = super().dtypes(index)
+        ok = self.__dict__.get("_bf16")
+        if ok is None:
+            try:
+                import ml_dtypes
+
+                a = self._cupy.asarray(np.ones(2, ml_dtypes.bfloat16))
+                ok = bool(((a + a).astype(np.float32) == 2).all())
+            except Exception:  # CuPy without bfloat16
+                ok = False
+            self._bf16 = ok
+        if not ok:
+            out.pop("bfloat16", None)
+        return out
+
+    def check_dtype(self, dtype: np.dtype, index: int = 0) -> None:
+        if dtype.name == "bfloat16" and not self.__dict__.get("_bf16", False) \
+                and "bfloat16" not in self.dtypes(index):
+            raise TypeError("dtype bfloat16 is not supported on cupy: it needs CuPy 14 or "
+                            "later (ml_dtypes.bfloat16 arrays)")
+        super().check_dtype(dtype, index)
+
     def device_count(self) -> int:
         return self._cupy.cuda.runtime.getDeviceCount()
 
@@ -106,6 +131,10 @@ class CupyBackend(Backend):
             cp.add.at(target.real, indices, values.real)
             cp.add.at(target.imag, indices, values.imag)
             return target
+        if target.dtype.name == "bfloat16":  # no bfloat16 atomics: accumulated in float32
+            wide = target.astype(np.float32)
+            cp.add.at(wide, indices, cp.asarray(values).astype(np.float32))
+            return wide.astype(target.dtype)
         cp.add.at(target, indices, values)
         return target
 

@@ -57,9 +57,7 @@ from ._creation import (
     zeros_like,
 )
 from ._dtypes import (
-    bool_ as bool,  # noqa: A001 - the standard's name
-)
-from ._dtypes import (
+    bfloat16,
     float16,
     float32,
     float64,
@@ -71,6 +69,9 @@ from ._dtypes import (
     uint16,
     uint32,
     uint64,
+)
+from ._dtypes import (
+    bool_ as bool,  # noqa: A001 - the standard's name
 )
 from ._elementwise import FUNCTIONS as _EW
 from ._elementwise import clip, where

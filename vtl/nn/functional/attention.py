@@ -17,6 +17,7 @@ import math
 from functools import partial
 from typing import Any
 
+from ... import _autocast
 from ..._ops._core import _grad, needs_grad, new, record
 from ..._tensor import Tensor
 from ._utils import detach, namespace
@@ -373,3 +374,7 @@ def _pad_masks(xp: Any, mask: Any, kpm: Any) -> tuple[Any, Any]:
             col = xp.zeros((kpm.shape[0], 1), dtype=kpm.dtype, device=kpm.device)
         kpm = xp.concat([kpm, col], axis=-1)
     return mask, kpm
+
+
+# autocast (vtl.amp): the list each op belongs to
+_autocast.apply(globals(), low_ops=('scaled_dot_product_attention',))

@@ -36,6 +36,7 @@ import operator
 from functools import partial
 from typing import Any
 
+from ... import _autocast
 from ..._ops._core import needs_grad, new, plain_grad, record, same_device
 from ..._tensor import Tensor
 from ...autograd import grad_mode
@@ -578,3 +579,11 @@ def conv_tbc(input: Any, weight: Any, bias: Any, pad: int = 0) -> Any:  # noqa: 
     w = xp.permute_dims(weight, (2, 1, 0))
     y = conv1d(x, w, bias, 1, operator.index(pad))
     return xp.permute_dims(y, (2, 0, 1))
+
+
+# autocast (vtl.amp): the list each op belongs to
+_autocast.apply(
+    globals(),
+    low_ops=("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+        "conv_transpose3d"),
+)

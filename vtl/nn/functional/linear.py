@@ -7,8 +7,10 @@ import operator
 from functools import partial
 from typing import Any
 
-from ..._ops._core import _grad, needs_grad, new, record
+from ... import _autocast
+from ..._ops._core import _grad, needs_grad, new, raw_matmul, record
 from ..._tensor import Tensor
+from ...backends._dtypes import kind as _dkind
 from ._utils import apply_inplace, detach, namespace
 
 __all__ = [
@@ -65,7 +67,7 @@ def _linear_tensor(x: Tensor, w: Any, b: Any) -> Tensor | None:
     xd, wd = x._data, w._data
     dev = x._device
     dt = xd.dtype
-    if wd.ndim != 2 or xd.ndim == 0 or dt.kind != "f" or wd.dtype != dt \
+    if wd.ndim != 2 or xd.ndim == 0 or _dkind(dt) != "f" or wd.dtype != dt \
             or w._device is not dev or xd.shape[-1] != wd.shape[1]:
         return None
     if b is not None:
@@ -77,7 +79,7 @@ def _linear_tensor(x: Tensor, w: Any, b: Any) -> Tensor | None:
     kern = dev.backend.kernel("linear")  # the backend's fused matmul + bias
     out = None if kern is None else kern(x2, wd, None if b is None else bd)
     if out is None:
-        out = x2 @ wd.T
+        out = raw_matmul(dev, x2, wd.T)
         if b is not None:
             out += bd  # out is a fresh array (a backend without in-place add rebinds it)
     if xd.ndim != 2:
@@ -103,7 +105,7 @@ def _linear_vjp(x: Tensor, w: Tensor, b: Tensor | None, g: Tensor, _: Any) -> tu
             lin = dev.backend.kernel("linear")  # g @ w is linear(g, w.T) = g @ w.T.T
             r = None if lin is None else lin(gd, w._data.T, None)
             if r is None:
-                r = gd @ w._data
+                r = raw_matmul(dev, gd, w._data)
             gx = new(r if r.shape == x._data.shape else xp.reshape(r, x._data.shape), dev)
         want_b = b is not None and b._requires_grad
         kern = dev.backend.kernel("linear_grad_weight") if w._requires_grad else None
@@ -113,7 +115,7 @@ def _linear_vjp(x: Tensor, w: Tensor, b: Tensor | None, g: Tensor, _: Any) -> tu
             if res[1] is not None:
                 gb = new(res[1], dev)
         elif w._requires_grad:
-            gw = new(gd.T @ xd, dev)
+            gw = new(raw_matmul(dev, gd.T, xd), dev)
         if want_b and gb is None:
             r = dev._backend.sum_axes(gd, 0)
             gb = new(r if b._data.ndim else xp.sum(r), dev)
@@ -840,3 +842,7 @@ def feature_alpha_dropout(input: Any, p: float = 0.5, training: bool = False,  #
         return apply_inplace(input, lambda x: _alpha_masked(x, shape, p, generator),
                              "feature_alpha_dropout")
     return _alpha_masked(input, shape, p, generator)
+
+
+# autocast (vtl.amp): the list each op belongs to
+_autocast.apply(globals(), low_ops=('linear', 'bilinear'))

@@ -20,9 +20,11 @@ import math
 from functools import partial
 from typing import Any
 
+from ... import _autocast
 from ..._ops._core import _grad, needs_grad, new, record, sum_to
 from ..._tensor import Tensor
 from ...autograd.grad_mode import no_grad
+from ...backends._dtypes import kind as _dkind
 from ._utils import _REDUCTIONS, check_reduction, check_same_shape, namespace, reduce
 from .activation import softplus
 from .softmax import log_softmax
@@ -63,7 +65,7 @@ def mse_loss(input: Any, target: Any, *, reduction: str = "mean") -> Any:  # noq
     if isinstance(input, Tensor) and isinstance(target, Tensor):
         xd, yd = input._data, target._data
         dev = input._device
-        if xd.dtype.kind == "f" and yd.dtype == xd.dtype and target._device is dev \
+        if _dkind(xd.dtype) == "f" and yd.dtype == xd.dtype and target._device is dev \
                 and xd.shape == yd.shape and reduction in _REDUCTIONS:
             xp = dev.xp
             d = xd - yd
@@ -661,3 +663,7 @@ def _cross_entropy_probs(xp: Any, logp: Any, target: Any, weight: Any, cdim: int
     if reduction == "sum":
         return xp.sum(per)
     return per
+
+
+# autocast (vtl.amp): the list each op belongs to
+_autocast.apply(globals(), float32_ops=tuple(__all__))

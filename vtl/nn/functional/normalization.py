@@ -12,6 +12,7 @@ import math
 from functools import partial
 from typing import Any
 
+from ... import _autocast
 from ..._ops._core import _grad, needs_grad, new, record
 from ..._tensor import Tensor
 from ._utils import detach, namespace
@@ -469,3 +470,11 @@ def _cross_map_lrn2d(input: Any, size: int, alpha: float, beta: float, k: float)
     sq = xp.permute_dims(input * input, (0, 2, 3, 1))
     s = xp.permute_dims(xp.matmul(sq, xp.matrix_transpose(m)), (0, 3, 1, 2))
     return input * (k + (alpha / size) * s) ** (-beta)
+
+
+# autocast (vtl.amp): the list each op belongs to
+_autocast.apply(
+    globals(),
+    float32_ops=("group_norm", "layer_norm", "rms_norm", "local_response_norm"),
+    stats_ops=("batch_norm", "instance_norm"),
+)

@@ -8,6 +8,7 @@ import warnings
 from functools import partial
 from typing import Any
 
+from ... import _autocast
 from ..._ops._aliases import torch_names
 from ..._ops._core import _grad, needs_grad, new, record
 from ..._tensor import Tensor
@@ -250,3 +251,7 @@ def gumbel_softmax(logits: Any, tau: float = 1.0, hard: bool = False, eps: float
                      (n,) + (1,) * (logits.ndim - 1 - d))
     y_hard = xp.astype(pos == idx, logits.dtype)
     return y_hard - detach(y_soft) + y_soft
+
+
+# autocast (vtl.amp): the list each op belongs to
+_autocast.apply(globals(), float32_ops=('log_softmax', 'logsumexp', 'softmax', 'softmin'))

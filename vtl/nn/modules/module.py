@@ -16,6 +16,7 @@ import vtl
 
 from ..._tensor import Tensor
 from ...backends import Device
+from ...backends._dtypes import kind as _dkind
 
 __all__ = ["Buffer", "Module", "Parameter"]
 
@@ -443,7 +444,7 @@ class Module:
             else:
                 dtype = a
         dt = None if dtype is None else to_dtype(dtype)
-        if dt is not None and dt.kind not in "fc":
+        if dt is not None and _dkind(dt) not in "fc":
             raise TypeError(f"Module.to() only accepts floating-point or complex dtypes, "
                             f"got {dt}")
 
@@ -452,8 +453,8 @@ class Module:
                 out = t.detach()
                 if device is not None:
                     out = out.to_device(device)
-                if dt is not None and out.dtype.kind in "fc" and out.dtype != dt:
-                    if out.dtype.kind == "c" and dt.kind != "c":
+                if dt is not None and _dkind(out.dtype) in "fc" and out.dtype != dt:
+                    if _dkind(out.dtype) == "c" and _dkind(dt) != "c":
                         return out
                     out = vtl.astype(out, dt)
             return out
@@ -461,10 +462,20 @@ class Module:
         return self._apply_tensors(fn)
 
     def double(self) -> Module:
+        """Cast floating-point parameters and buffers to float64 in place."""
         return self.to(vtl.float64)
 
     def float(self) -> Module:  # noqa: A003
+        """Cast floating-point parameters and buffers to float32 in place."""
         return self.to(vtl.float32)
+
+    def half(self) -> Module:
+        """Cast floating-point parameters and buffers to float16 in place."""
+        return self.to(vtl.float16)
+
+    def bfloat16(self) -> Module:
+        """Cast floating-point parameters and buffers to bfloat16 in place."""
+        return self.to(vtl.bfloat16)
 
     def cpu(self) -> Module:
         return self.to("numpy")

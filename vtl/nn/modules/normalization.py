@@ -9,6 +9,7 @@ from typing import Any
 import vtl
 
 from ..._tensor import Tensor
+from ...backends._dtypes import kind as _dkind
 from .. import functional as F
 from .. import init
 from ..functional.normalization import _cross_map_lrn2d
@@ -74,7 +75,7 @@ class _BatchNorm(Module):
         return f"{type(self).__name__}({self.num_features})"
 
     def forward(self, input: Any) -> Any:  # noqa: A002
-        if input.__class__ is not Tensor or input._data.dtype.kind in "iub":
+        if input.__class__ is not Tensor or _dkind(input._data.dtype) in "iub":
             check_float(self, input)
         if input.ndim not in self._ranks and (self._ranks or input.ndim < 2):
             raise ValueError(f"{self._describe()}: expected {self._what}, got input of shape "
@@ -225,7 +226,7 @@ class LayerNorm(Module):
         return f"LayerNorm({self.normalized_shape})"
 
     def forward(self, input: Any) -> Any:  # noqa: A002
-        if input.__class__ is not Tensor or input._data.dtype.kind in "iub":
+        if input.__class__ is not Tensor or _dkind(input._data.dtype) in "iub":
             check_float(self, input)
         k = len(self.normalized_shape)
         if input.ndim < k or tuple(input.shape[input.ndim - k:]) != self.normalized_shape:
@@ -282,7 +283,7 @@ class GroupNorm(Module):
         return f"GroupNorm({self.num_groups}, {self.num_channels})"
 
     def forward(self, input: Any) -> Any:  # noqa: A002
-        if input.__class__ is not Tensor or input._data.dtype.kind in "iub":
+        if input.__class__ is not Tensor or _dkind(input._data.dtype) in "iub":
             check_float(self, input)
         if input.ndim < 2 or input.shape[1] != self.num_channels:
             raise ValueError(f"{self._describe()}: expected an "
@@ -306,7 +307,7 @@ class _InstanceNorm(_BatchNorm):
                          bias=bias)
 
     def forward(self, input: Any) -> Any:  # noqa: A002
-        if input.__class__ is not Tensor or input._data.dtype.kind in "iub":
+        if input.__class__ is not Tensor or _dkind(input._data.dtype) in "iub":
             check_float(self, input)
         sp = self._spatial
         if input.ndim not in (sp + 1, sp + 2):
@@ -427,7 +428,7 @@ class RMSNorm(Module):
         return f"RMSNorm({self.normalized_shape})"
 
     def forward(self, input: Any) -> Any:  # noqa: A002
-        if input.__class__ is not Tensor or input._data.dtype.kind in "iub":
+        if input.__class__ is not Tensor or _dkind(input._data.dtype) in "iub":
             check_float(self, input)
         k = len(self.normalized_shape)
         if input.ndim < k or tuple(input.shape[input.ndim - k:]) != self.normalized_shape:
@@ -467,7 +468,7 @@ class LocalResponseNorm(Module):
         self.k = k
 
     def forward(self, input: Any) -> Any:  # noqa: A002
-        if input.__class__ is not Tensor or input._data.dtype.kind in "iub":
+        if input.__class__ is not Tensor or _dkind(input._data.dtype) in "iub":
             check_float(self, input)
         try:
             return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
