@@ -252,7 +252,8 @@ def mean(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None,
         The reduced tensor.
 
     Raises:
-        TypeError: If ``x`` is not floating-point, or a parameter is given under both of its names.
+        TypeError: If ``x`` is not floating-point or complex, or a parameter is given under both
+            of its names.
     """
     if x.__class__ is not Tensor:
         x = tensor_arg(x, "mean")
@@ -341,7 +342,8 @@ def var(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None, correction: 
         The reduced tensor.
 
     Raises:
-        TypeError: If ``x`` is not floating-point, or a parameter is given under both of its names.
+        TypeError: If ``x`` is not real floating-point, ``correction`` is not a number, or a
+            parameter is given under both of its names.
         ValueError: If ``correction`` is negative.
     """
     x = tensor_arg(x, "var")
@@ -385,7 +387,8 @@ def std(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None, correction: 
         The reduced tensor.
 
     Raises:
-        TypeError: If ``x`` is not floating-point, or a parameter is given under both of its names.
+        TypeError: If ``x`` is not real floating-point, ``correction`` is not a number, or a
+            parameter is given under both of its names.
         ValueError: If ``correction`` is negative.
     """
     x = tensor_arg(x, "std")
