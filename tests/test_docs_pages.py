@@ -48,6 +48,23 @@ def _page_id(page: Path) -> str:
 
 @pytest.mark.parametrize("page", [p for p in PAGES if blocks(p)], ids=_page_id)
 def test_page_code_runs(page, tmp_path, monkeypatch):
+    """Each page's blocks run in one namespace; the process-wide settings a page may change
+    (vtl's thread cap, the random state, the float32 product precision) are restored."""
+    from vtl.backends._common import threads
+
+    monkeypatch.setattr(threads, "_limit", threads._limit)
+    state = vtl.random.get_state()
+    precision = vtl.get_float32_matmul_precision()
+    restore = [lambda: vtl.random.set_state(state),
+                       lambda: vtl.set_float32_matmul_precision(precision)]
+    try:
+        _run_page(page, tmp_path, monkeypatch)
+    finally:
+        for undo in restore:
+            undo()
+
+
+def _run_page(page, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("VTL_DATA", str(tmp_path / "data"))
