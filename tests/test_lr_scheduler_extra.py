@@ -224,6 +224,9 @@ def _torch():
                          + [(n, "Adam") for n in CYCLIC_SCALES])  # betas[0] cycles
 def test_schedule_matches_torch(name, cls):
     torch = _torch()
+    version = tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2])
+    if name == "sequential-milestone-0" and version < (2, 13):
+        pytest.skip("vtl follows PyTorch 2.13's SequentialLR at milestone 0")
     ours = _schedule(CASES[name][0], cls=cls)
     theirs = _schedule(CASES[name][0], torch.optim.lr_scheduler, torch, cls=cls)
     np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-12, atol=1e-16)

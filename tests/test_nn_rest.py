@@ -779,6 +779,8 @@ def test_linear_cross_entropy_chunks_give_reference_gradients():
 
 @needs_torch
 def test_linear_cross_entropy_matches_torch():
+    if not hasattr(torch.nn, "LinearCrossEntropyLoss"):
+        pytest.skip("this PyTorch has no LinearCrossEntropyLoss")
     tm = torch.nn.LinearCrossEntropyLoss(4, 5, out_features=(3,), bias=True,
                                          label_smoothing=0.1).double()
     vm = nn.LinearCrossEntropyLoss(4, 5, out_features=(3,), bias=True,

@@ -6,7 +6,8 @@ on the NCHW arrays, with no patch matrix in memory.
   and keeps it; a call sets the thread's handle to CuPy's current stream, takes a
   workspace from CuPy's pool and executes (no host synchronisation, so steps stay
   sync-free and CUDA-graph capture works).
-* Numerics: engines that round float32 inputs down (TF32) are excluded unless
+* Numerics: engines that round float32 inputs down (TF32: down-converting or tensor-core
+  engines) are excluded unless
   ``vtl.set_float32_matmul_precision`` allows it where that setting exists, and
   non-deterministic engines (atomics) are always excluded, so a result is the same on
   every run and compiled steps equal eager ones bit for bit.
@@ -136,8 +137,9 @@ class CudnnConv2d(CupyConv2d):
         graph.validate()
         graph.build_operation_graph()
         notes = [cudnn.numerical_note.NONDETERMINISTIC]
-        if dtype == "float32" and not tf32:
-            notes.append(cudnn.numerical_note.DOWN_CONVERT_INPUTS)
+        if dtype == "float32" and not tf32:  # tensor cores take float32 only as TF32
+            notes += [cudnn.numerical_note.DOWN_CONVERT_INPUTS,
+                      cudnn.numerical_note.TENSOR_CORE]
         graph.deselect_numeric_notes(notes)
         graph.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
         graph.check_support()

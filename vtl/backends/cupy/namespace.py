@@ -340,6 +340,35 @@ def where(condition: Any, x1: Any, x2: Any, /) -> Any:
     return _acp.where(condition, _weak(x1, x2), _weak(x2, x1))
 
 
+def clip(x: Any, /, min: Any = None, max: Any = None) -> Any:  # noqa: A002
+    """The standard's ``clip`` without waiting for the device (array_api_compat's writes
+    through boolean masks, which reads a count back): ``maximum``/``minimum`` with the
+    bounds in ``x``'s dtype (Python numbers as kernel arguments, no upload); a NaN bound or
+    element gives NaN; the result has ``x``'s dtype and the broadcast shape."""
+    dt = x.dtype
+    if dt.kind in "iu":
+        info = _np.iinfo(dt)
+        if type(min) is int and min <= info.min:
+            min = None
+        if type(max) is int and max >= info.max:
+            max = None
+    host = _np.dtype("float32") if dt == _np.dtype(_ml_dtypes.bfloat16) else dt
+
+    def bound(v: Any) -> Any:
+        if isinstance(v, (bool, int, float)):
+            return host.type(v)
+        return v.astype(dt, copy=False)
+
+    out = x
+    if min is not None:
+        out = _cupy.maximum(out, bound(min))
+    if max is not None:
+        out = _cupy.minimum(out, bound(max))
+    if out is x:
+        return x.copy()
+    return out.astype(dt, copy=False)
+
+
 # CuPy has no bfloat16 loops in most of its ufuncs: it runs them through float32 and
 # returns float32. The functions below give bfloat16 back when their floating inputs are
 # all bfloat16 (the float32 result rounded once, as PyTorch computes bfloat16 math).
