@@ -24,10 +24,14 @@ from typing import Any
 
 import numpy as np
 
-from .._common.conv import StridedConv2d, _blocks, _taps_in, _taps_out
+from .._common.conv import StridedConv2d, _blocks, _taps_in, _taps_out, out_size, tap_slices
 from .._common.threads import num_threads, parallel_for, scratch
 
-__all__ = ["THRESHOLD", "NumpyConv2d"]
+__all__ = ["THRESHOLD", "TILE", "NumpyConv2d"]
+
+#: Patch elements of one tile of images (``tiles`` mode): its patches, their products and
+#: the input gradient's patches stay in the core's cache.
+TILE = 1 << 17
 
 #: Patch elements (``N * (C/G*kh*kw + 1) * G * Ho*Wo``) from which the NumPy kernel takes the
 #: wide layout and the thread pool; below it everything runs on the calling thread.
@@ -39,8 +43,97 @@ class NumpyConv2d(StridedConv2d):
     the passes over the patches split over the thread pool from :data:`THRESHOLD` patch
     elements, and the wide layout from ``ONE_PRODUCT_THREADS`` threads."""
 
+    #: ``True``: the tiled kernel (patches per tile of images, never the whole batch's);
+    #: ``False``: :class:`StridedConv2d`'s whole-batch im2col (kept as the reference).
+    tiled = True
+
     def __init__(self) -> None:
         super().__init__(np)
+
+    def forward(self, x: Any, w: Any, b: Any, stride: tuple[int, int],
+                padding: tuple[int, int, int, int], dilation: tuple[int, int],
+                groups: int) -> tuple[Any, Any]:
+        if not self.tiled:
+            return super().forward(x, w, b, stride, padding, dilation, groups)
+        n, c, h, wd = x.shape
+        o, cg, kh, kw = w.shape
+        pt, pb, pl, pr = padding
+        ho = out_size(h, kh, stride[0], pt, pb, dilation[0])
+        wo = out_size(wd, kw, stride[1], pl, pr, dilation[1])
+        geom = (stride, padding, dilation, groups, kh, kw, ho, wo)
+        hw = ho * wo
+        k = cg * kh * kw
+        og = o // groups
+        wm = np.ascontiguousarray(w).reshape(groups, og, k)
+        bias = None if b is None else b.reshape(groups, og, 1)
+        blocks = _tiles(n, groups * k * hw)
+        out = np.empty((n, o, ho, wo), dtype=x.dtype)
+        out4 = out.reshape(n, groups, og, hw)
+
+        def run(i: int, j: int) -> None:
+            for a, e in blocks[i:j]:
+                m = e - a
+                col = _im2col_tile(x[a:e], geom, k)
+                prod = np.matmul(wm, col, out=scratch("conv_out", (groups, og, m * hw),
+                                                      x.dtype))
+                src = prod.reshape(groups, og, m, hw).transpose(2, 0, 1, 3)
+                if bias is None:
+                    out4[a:e] = src
+                else:
+                    np.add(src, bias, out=out4[a:e])
+
+        parallel_for(run, len(blocks), self._tile_threads(n * groups * k * hw))
+        return out, x
+
+    def backward(self, ctx: Any, x_shape: tuple[int, ...], w: Any, g: Any,
+                 stride: tuple[int, int], padding: tuple[int, int, int, int],
+                 dilation: tuple[int, int], groups: int, need_x: bool, need_w: bool,
+                 need_b: bool) -> tuple[Any, Any, Any]:
+        if not self.tiled or ctx is not None and ctx.shape != tuple(x_shape):
+            return super().backward(ctx, x_shape, w, g, stride, padding, dilation, groups,
+                                    need_x, need_w, need_b)
+        x = ctx
+        n = x_shape[0]
+        o, cg, kh, kw = w.shape
+        og = o // groups
+        ho, wo = g.shape[2:]
+        hw = ho * wo
+        k = cg * kh * kw
+        geom = (stride, padding, dilation, groups, kh, kw, ho, wo)
+        need_w = need_w and x is not None
+        db = g.sum(axis=(0, 2, 3)) if need_b else None
+        if not (need_x or need_w):
+            return None, None, db
+        g4 = g.reshape(n, groups, og, hw)
+        wt = np.ascontiguousarray(w).reshape(groups, og, k).transpose(0, 2, 1)
+        blocks = _tiles(n, groups * k * hw)
+        parts = np.empty((len(blocks), groups, og, k), dtype=g.dtype) if need_w else None
+        dx = np.empty(x_shape, dtype=g.dtype) if need_x else None
+
+        def run(i: int, j: int) -> None:
+            for t in range(i, j):
+                a, e = blocks[t]
+                m = e - a
+                gm = scratch("conv_g", (groups, og, m * hw), g.dtype)
+                gm.reshape(groups, og, m, hw)[...] = g4[a:e].transpose(1, 2, 0, 3)
+                if need_w:
+                    col = _im2col_tile(x[a:e], geom, k)
+                    np.matmul(gm, col.transpose(0, 2, 1), out=parts[t])
+                if need_x:
+                    dcol = np.matmul(wt, gm, out=scratch("conv_col", (groups, k, m * hw),
+                                                         g.dtype))
+                    _col2im_tile(dcol, dx[a:e], geom)
+
+        parallel_for(run, len(blocks), self._tile_threads(n * groups * k * hw))
+        dw = None
+        if need_w:  # the tiles' partial sums added in tile order: the same on any threads
+            dw = parts[0] if len(blocks) == 1 else np.add.reduce(parts, axis=0)
+            dw = dw.reshape(o, cg, kh, kw)
+        return dx, dw, db
+
+    def _tile_threads(self, size: int) -> int:
+        """Pool threads for ``size`` patch elements (``1``: the calling thread only)."""
+        return max(self._threads(size), 1)
 
     def _threads(self, size: int) -> int:
         """Pool threads for ``size`` patch elements: 0 (the calling thread only) below
@@ -116,3 +209,65 @@ class NumpyConv2d(StridedConv2d):
 
             parallel_for(spread, n, threads)
         return dx, dw, db
+
+
+def _tiles(n: int, per_image: int) -> list[tuple[int, int]]:
+    """``[a, e)`` ranges of images of about :data:`TILE` patch elements each (the same
+    ranges on any number of threads)."""
+    step = max(1, TILE // max(per_image, 1))
+    return [(a, min(a + step, n)) for a in range(0, n, step)]
+
+
+def _padded_tile(x: Any, pads: tuple[int, int, int, int], slot: str) -> Any:
+    """``x`` zero-padded in the calling thread's scratch buffer ``slot`` (``x`` itself
+    without padding)."""
+    pt, pb, pl, pr = pads
+    if not (pt or pb or pl or pr):
+        return x
+    m, c, h, w = x.shape
+    buf = scratch(slot, (m, c, h + pt + pb, w + pl + pr), x.dtype)
+    buf[:, :, :pt] = 0
+    buf[:, :, pt + h:] = 0
+    buf[:, :, pt:pt + h, :pl] = 0
+    buf[:, :, pt:pt + h, pl + w:] = 0
+    buf[:, :, pt:pt + h, pl:pl + w] = x
+    return buf
+
+
+def _im2col_tile(x: Any, geom: tuple, k: int) -> Any:
+    """The ``(G, C/G*kh*kw, M*Ho*Wo)`` patches of the ``M`` images ``x`` in the calling
+    thread's scratch: one strided copy per tap."""
+    stride, pads, dilation, groups, kh, kw, ho, wo = geom
+    m, c = x.shape[:2]
+    cg = c // groups
+    src = _padded_tile(x, pads, "conv_pad")
+    col = scratch("conv_col", (groups, k, m * ho * wo), x.dtype)
+    taps = col.reshape(groups, cg, kh, kw, m, ho, wo)
+    s5 = src.reshape(m, groups, cg, *src.shape[2:]).transpose(1, 2, 0, 3, 4)
+    for a in range(kh):
+        for b in range(kw):
+            rs, cs = tap_slices(a, b, ho, wo, stride, dilation)
+            taps[:, :, a, b] = s5[:, :, :, rs, cs]
+    return col
+
+
+def _col2im_tile(dcol: Any, dx: Any, geom: tuple) -> None:
+    """``dx`` (``M`` images) from the patch gradient ``dcol`` (``(G, C/G*kh*kw,
+    M*Ho*Wo)``): one strided add per tap into a zeroed padded scratch buffer."""
+    stride, (pt, pb, pl, pr), dilation, groups, kh, kw, ho, wo = geom
+    m, c, h, w = dx.shape
+    cg = c // groups
+    padded = pt or pb or pl or pr
+    buf = scratch("conv_pad", (m, c, h + pt + pb, w + pl + pr), dx.dtype) if padded else dx
+    d7 = dcol.reshape(groups, cg, kh, kw, m, ho, wo)
+    dst = buf.reshape(m, groups, cg, *buf.shape[2:]).transpose(1, 2, 0, 3, 4)
+    first = True
+    for a in range(kh):
+        for b in range(kw):
+            rs, cs = tap_slices(a, b, ho, wo, stride, dilation)
+            if first:
+                buf[...] = 0
+                first = False
+            dst[:, :, :, rs, cs] += d7[:, :, a, b]
+    if padded:
+        dx[...] = buf[:, :, pt:pt + h, pl:pl + w]
