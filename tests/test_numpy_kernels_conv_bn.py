@@ -227,3 +227,52 @@ def test_batch_norm_node_falls_back_on_mixed_dtypes_and_no_grad():
     assert y.dtype == vtl.float64 and y._grad_fn._name != "NativeBatchNormBackward"
     with vtl.no_grad():
         assert F.batch_norm(x, None, None, training=True)._grad_fn is None
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("shape", [(6, 3), (5, 4, 7), (3, 4, 5, 6)])
+def test_numpy_batch_norm_kernel_equals_portable_node(monkeypatch, dtype, shape):
+    """The NumPy backend's ``batch_norm`` kernel against the portable one-node rule on raw
+    arrays (the kernel removed), float64 and float32, with and without affine."""
+    be = vtl.backends.get("numpy")
+    assert be.kernel("batch_norm") is not None
+    for affine in (True, False):
+        with vtl.use_backend("numpy"):
+            y, got = _bn_run(shape, dtype, affine, 3)
+            monkeypatch.delitem(be._kernels, "batch_norm")
+            _, want = _bn_run(shape, dtype, affine, 3)
+            monkeypatch.undo()
+        rtol, atol = (1e-11, 1e-12) if dtype == np.float64 else (1e-4, 1e-5)
+        for a, r in zip(got, want, strict=True):
+            assert_close(a, r, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_numpy_batch_norm_kernel_independent_of_thread_count(monkeypatch, dtype):
+    """1, 2 and 3 pool threads: the same bits (per-image sums, then over images in order);
+    a channels-last input and a broadcast output gradient."""
+    from vtl.backends.numpy import norm as npnorm
+
+    monkeypatch.delenv("VTL_NUM_THREADS", raising=False)
+    monkeypatch.setattr(npnorm, "THRESHOLD", 0)
+    kern = npnorm.NumpyBatchNorm()
+    rng = np.random.default_rng(5)
+    x = np.ascontiguousarray(rng.standard_normal((7, 5, 6, 4)).astype(dtype)
+                             ).transpose(0, 3, 1, 2)
+    w, b = rng.standard_normal(4).astype(dtype), rng.standard_normal(4).astype(dtype)
+    g = np.broadcast_to(np.arange(6, dtype=dtype) / 4, x.shape)
+    res = []
+    for n in (1, 2, 3):
+        monkeypatch.setattr(nc, "usable_cpus", lambda n=n: n)
+        y, mean, var, saved = kern.forward(x, w, b, 1e-5)
+        res.append((y, mean, var, *kern.backward(saved, w, g, True, True, True)))
+    for other in res[1:]:
+        for a, r in zip(other, res[0], strict=True):
+            np.testing.assert_array_equal(a, r)
+    y, mean, var = res[0][:3]
+    xd = x.astype(np.float64)
+    np.testing.assert_allclose(mean, xd.mean(axis=(0, 2, 3)), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(var, xd.var(axis=(0, 2, 3)), rtol=1e-5)
+    assert y.shape == x.shape and y.dtype == dtype
+    assert not kern.supports(np.dtype(np.float16))
+    assert kern.forward(x.astype(np.float16), None, None, 1e-5) is None

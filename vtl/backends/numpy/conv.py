@@ -27,11 +27,15 @@ import numpy as np
 from .._common.conv import StridedConv2d, _blocks, _taps_in, _taps_out, out_size, tap_slices
 from .._common.threads import num_threads, parallel_for, scratch
 
-__all__ = ["THRESHOLD", "TILE", "NumpyConv2d"]
+__all__ = ["FLIP", "THRESHOLD", "TILE", "NumpyConv2d"]
 
 #: Patch elements of one tile of images (``tiles`` mode): its patches, their products and
 #: the input gradient's patches stay in the core's cache.
 TILE = 1 << 17
+
+#: Whether a stride-1 convolution's input gradient is computed as a convolution of the
+#: output gradient with the flipped weight (its patches are copies, where col2im adds).
+FLIP = True
 
 #: Patch elements (``N * (C/G*kh*kw + 1) * G * Ho*Wo``) from which the NumPy kernel takes the
 #: wide layout and the thread pool; below it everything runs on the calling thread.
@@ -72,15 +76,7 @@ class NumpyConv2d(StridedConv2d):
 
         def run(i: int, j: int) -> None:
             for a, e in blocks[i:j]:
-                m = e - a
-                col = _im2col_tile(x[a:e], geom, k)
-                prod = np.matmul(wm, col, out=scratch("conv_out", (groups, og, m * hw),
-                                                      x.dtype))
-                src = prod.reshape(groups, og, m, hw).transpose(2, 0, 1, 3)
-                if bias is None:
-                    out4[a:e] = src
-                else:
-                    np.add(src, bias, out=out4[a:e])
+                _conv_tile(x[a:e], wm, bias, geom, out4[a:e])
 
         parallel_for(run, len(blocks), self._tile_threads(n * groups * k * hw))
         return out, x
@@ -109,22 +105,36 @@ class NumpyConv2d(StridedConv2d):
         blocks = _tiles(n, groups * k * hw)
         parts = np.empty((len(blocks), groups, og, k), dtype=g.dtype) if need_w else None
         dx = np.empty(x_shape, dtype=g.dtype) if need_x else None
+        flip = _flipped(w, geom, x_shape) if need_x else None
+        if flip is not None:  # stride 1: dx is the convolution of g with the flipped weight
+            wf, geom_f = flip
+            dx4 = dx.reshape(n, groups, x_shape[1] // groups, x_shape[2] * x_shape[3])
+            fblocks = _tiles(n, groups * wf.shape[2] * dx4.shape[3])
 
         def run(i: int, j: int) -> None:
             for t in range(i, j):
                 a, e = blocks[t]
                 m = e - a
-                gm = scratch("conv_g", (groups, og, m * hw), g.dtype)
-                gm.reshape(groups, og, m, hw)[...] = g4[a:e].transpose(1, 2, 0, 3)
+                if need_w or flip is None:
+                    gm = scratch("conv_g", (groups, og, m * hw), g.dtype)
+                    gm.reshape(groups, og, m, hw)[...] = g4[a:e].transpose(1, 2, 0, 3)
                 if need_w:
                     col = _im2col_tile(x[a:e], geom, k)
                     np.matmul(gm, col.transpose(0, 2, 1), out=parts[t])
-                if need_x:
+                if need_x and flip is None:
                     dcol = np.matmul(wt, gm, out=scratch("conv_col", (groups, k, m * hw),
                                                          g.dtype))
                     _col2im_tile(dcol, dx[a:e], geom)
 
-        parallel_for(run, len(blocks), self._tile_threads(n * groups * k * hw))
+        threads = self._tile_threads(n * groups * k * hw)
+        if need_w or flip is None:
+            parallel_for(run, len(blocks), threads)
+        if flip is not None:
+            def run_dx(i: int, j: int) -> None:
+                for a, e in fblocks[i:j]:
+                    _conv_tile(g[a:e], wf, None, geom_f, dx4[a:e])
+
+            parallel_for(run_dx, len(fblocks), threads)
         dw = None
         if need_w:  # the tiles' partial sums added in tile order: the same on any threads
             dw = parts[0] if len(blocks) == 1 else np.add.reduce(parts, axis=0)
@@ -271,3 +281,38 @@ def _col2im_tile(dcol: Any, dx: Any, geom: tuple) -> None:
             dst[:, :, :, rs, cs] += d7[:, :, a, b]
     if padded:
         dx[...] = buf[:, :, pt:pt + h, pl:pl + w]
+
+
+def _conv_tile(x: Any, wm: Any, bias: Any, geom: tuple, out: Any) -> None:
+    """The convolution of the images ``x`` into ``out`` (``(M, G, O/G, Ho*Wo)``): their
+    patches in the calling thread's scratch, one product per group, the bias (``(G, O/G,
+    1)`` or ``None``) added while the result is put in place."""
+    groups, og, k = wm.shape
+    m = x.shape[0]
+    hw = out.shape[3]
+    col = _im2col_tile(x, geom, k)
+    prod = np.matmul(wm, col, out=scratch("conv_out", (groups, og, m * hw), x.dtype))
+    src = prod.reshape(groups, og, m, hw).transpose(2, 0, 1, 3)
+    if bias is None:
+        out[...] = src
+    else:
+        np.add(src, bias, out=out)
+
+
+def _flipped(w: Any, geom: tuple, x_shape: tuple[int, ...]) -> tuple[Any, tuple] | None:
+    """For a stride-1 convolution whose padding is at most the dilated kernel's reach, the
+    input gradient as a convolution of the output gradient: ``(weight matrix, geometry)``
+    of that convolution (the kernel flipped, its two channel axes swapped per group, the
+    padding ``d*(k-1) - p``); ``None`` otherwise (then the patch gradient and col2im)."""
+    stride, (pt, pb, pl, pr), (dh, dw), groups, kh, kw, ho, wo = geom
+    if stride != (1, 1) or not FLIP:
+        return None
+    eh, ew = dh * (kh - 1), dw * (kw - 1)
+    if max(pt, pb) > eh or max(pl, pr) > ew:
+        return None
+    o, cg = w.shape[:2]
+    og = o // groups
+    wf = w.reshape(groups, og, cg, kh, kw)[:, :, :, ::-1, ::-1].transpose(0, 2, 1, 3, 4)
+    wf = np.ascontiguousarray(wf).reshape(groups, cg, og * kh * kw)
+    h, wd = x_shape[2:]
+    return wf, ((1, 1), (eh - pt, eh - pb, ew - pl, ew - pr), (dh, dw), groups, kh, kw, h, wd)

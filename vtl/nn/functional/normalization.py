@@ -266,27 +266,40 @@ def _batch_norm_tensor(x: Tensor, w: Tensor | None, b: Tensor | None, eps: float
     c = xd.shape[1]
     axes = (0, *range(2, xd.ndim))
     shape = (1, c) + (1,) * (xd.ndim - 2)
-    mean = xp.mean(xd, axis=axes, keepdims=True)
-    d = xd - mean
-    var = xp.mean(d * d, axis=axes, keepdims=True)
-    rstd = 1.0 / xp.sqrt(var + eps)
-    scale = rstd if w is None else rstd * xp.reshape(w._data, shape)
-    y = d * scale
-    if b is not None:
-        y = y + xp.reshape(b._data, shape)
+    wd = None if w is None else w._data
+    bd = None if b is None else b._data
+    kern = dev.backend.kernel("batch_norm")
+    res = None
+    if kern is not None and kern.supports(dt):
+        res = kern.forward(xd, wd, bd, eps)
+    if res is not None:
+        y, mean, var, saved = res
+        mean, var = xp.reshape(mean, shape), xp.reshape(var, shape)
+    else:
+        kern = None
+        mean = xp.mean(xd, axis=axes, keepdims=True)
+        d = xd - mean
+        var = xp.mean(d * d, axis=axes, keepdims=True)
+        rstd = 1.0 / xp.sqrt(var + eps)
+        scale = rstd if w is None else rstd * xp.reshape(wd, shape)
+        y = d * scale
+        if b is not None:
+            y = y + xp.reshape(bd, shape)
+        saved = (d, rstd)
     stats = new(mean, dev), new(var, dev)
     if needs_grad(x, w, b):
         out = record(y, dev, "NativeBatchNormBackward", (x, w, b),
-                     partial(_batch_norm_vjp, x, w, b, d, rstd, eps), (x,))
+                     partial(_batch_norm_vjp, kern, x, w, b, saved, eps), (x,))
         return out, *stats
     return new(y, dev), *stats
 
 
-def _batch_norm_vjp(x: Tensor, w: Tensor | None, b: Tensor | None, d: Any, rstd: Any,
+def _batch_norm_vjp(kern: Any, x: Tensor, w: Tensor | None, b: Tensor | None, saved: Any,
                     eps: float, g: Tensor, _: Any) -> tuple:
-    """The gradients of :func:`_batch_norm_tensor`: with ``xhat = d * rstd``,
-    ``dx = rstd w (g - mean(g) - xhat mean(g xhat))``, ``dw = sum(g xhat)``, ``db =
-    sum(g)`` (means and sums per channel)."""
+    """The gradients of :func:`_batch_norm_tensor` (the backend's kernel where its forward
+    ran, else the portable rule on raw arrays): with ``xhat = d * rstd``, ``dx = rstd w (g -
+    mean(g) - xhat mean(g xhat))``, ``dw = sum(g xhat)``, ``db = sum(g)`` (means and sums
+    per channel)."""
     need_x = x._requires_grad
     need_w = w is not None and w._requires_grad
     need_b = b is not None and b._requires_grad
@@ -299,6 +312,21 @@ def _batch_norm_vjp(x: Tensor, w: Tensor | None, b: Tensor | None, d: Any, rstd:
         dev = g._device
         xp = dev.xp
         gd = g._data
+        res = None
+        if kern is not None:
+            res = kern.backward(saved, None if w is None else w._data, gd, need_x, need_w,
+                                need_b)
+        if res is not None:
+            dx, dw, db = res
+            return (None if dx is None else new(dx, dev),
+                    None if dw is None else new(dw, dev),
+                    None if db is None else new(db, dev))
+        if kern is not None:  # the kernel declined: the portable rule from its statistics
+            mu = xp.mean(xd, axis=axes, keepdims=True)
+            d = xd - mu
+            rstd = 1.0 / xp.sqrt(xp.mean(d * d, axis=axes, keepdims=True) + eps)
+        else:
+            d, rstd = saved
         sg = xp.sum(gd, axis=axes, keepdims=True)
         sgd = xp.sum(gd * d, axis=axes, keepdims=True)
         dx = dw = db = None
