@@ -1,25 +1,40 @@
-"""``kernels["conv2d"]`` of the NumPy backend: the strided im2col convolution of
-:mod:`vtl.backends._common.conv`, its memory-bound passes on the CPU thread pool.
+"""``kernels["conv2d"]`` of the NumPy backend: im2col convolution in tiles of images.
 
-Threads (inputs of at least :data:`THRESHOLD` patch elements): the memory-bound
-passes are split by images over a persistent thread pool of :func:`num_threads` threads
-(the usable CPUs, capped by ``VTL_NUM_THREADS``; NumPy releases the GIL in copies and
-ufuncs), each thread working through blocks of images that stay in cache. The products
-stay on the calling thread: BLAS spreads one product over its own threads, and BLAS calls
-from several Python threads at once run one after the other (measured with NumPy's
-OpenBLAS), so products per thread would gain nothing. With fewer than
-``ONE_PRODUCT_THREADS`` threads the base class's layout is kept (a product per image writes
-NCHW directly; the weight gradient's per-image products are summed block by block); from
-that many on, the patches of all images form one *wide* ``(G, C/G*kh*kw + 1, N*Ho*Wo)``
-matrix, so forward, weight gradient and patch gradient are one large product each (a
-product per image is too small to spread over many BLAS threads), and the output and its
-gradient are transposed between NCHW and the wide layout by the pool. Either way every
-value is computed by the same products as on one thread, up to the summation order of the
-weight gradient over images.
+The batch is cut into tiles of about :data:`TILE` patch elements (the same tiles on any
+number of threads). For each tile the patches are written by strided copies (one per tap)
+into a per-thread scratch buffer in the *wide* layout ``(G, C/G*kh*kw, M*Ho*Wo)``, used
+by one product per group while they are still in cache, and dropped: the patches of the
+whole batch never exist, and the forward keeps only the input for the backward.
+
+* forward: patches, one product with the ``(G, O/G, C/G*kh*kw)`` weight, the result put
+  in NCHW place with the bias added in the same pass;
+* weight gradient: the tile's patches again, one product with the tile's output gradient;
+  the tiles' partial sums are added in tile order (the same bits on any thread count);
+* input gradient: for stride 1 (padding at most the dilated kernel's reach) the
+  convolution of the output gradient with the flipped, channel-swapped weight, through the
+  forward's tiles (patch copies, no adds); otherwise the patch gradient of the tile and
+  col2im (strided adds into a zeroed padded scratch buffer).
+
+Threads (from :data:`THRESHOLD` patch elements): the tiles go to the persistent thread
+pool of :func:`num_threads` threads (the usable CPUs, capped by ``vtl.set_num_threads`` or
+``VTL_NUM_THREADS``), each thread taking the next free tile; NumPy releases the GIL in
+copies, ufuncs and BLAS calls. With :data:`ONE_BLAS_THREAD` each pool thread asks NumPy's
+OpenBLAS for one thread of its own (``openblas_set_num_threads_local``), so the threads'
+products run side by side. Every output element is computed the same way on any number
+of threads.
+
+``NumpyConv2d.tiled = False`` selects :class:`StridedConv2d`'s whole-batch im2col instead
+(its per-image and wide layouts, with the patches kept for the backward): the reference
+the tiled kernel is tested against.
 """
 
 from __future__ import annotations
 
+import ctypes
+import glob
+import itertools
+import os
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -29,9 +44,15 @@ from .._common.threads import num_threads, parallel_for, scratch
 
 __all__ = ["FLIP", "THRESHOLD", "TILE", "NumpyConv2d"]
 
-#: Patch elements of one tile of images (``tiles`` mode): its patches, their products and
-#: the input gradient's patches stay in the core's cache.
-TILE = 1 << 17
+#: Patch elements of one tile of images: its patches and their products stay in the
+#: core's cache.
+TILE = 1 << 18
+
+#: Whether the tiles running on the pool's threads ask NumPy's OpenBLAS for one thread each
+#: (``openblas_set_num_threads_local``, OpenBLAS 0.3.27+; no effect where NumPy's BLAS has
+#: no such call): the threads' products then run side by side instead of each product
+#: waiting for the BLAS threads another product holds.
+ONE_BLAS_THREAD = True
 
 #: Whether a stride-1 convolution's input gradient is computed as a convolution of the
 #: output gradient with the flipped weight (its patches are copies, where col2im adds).
@@ -78,7 +99,7 @@ class NumpyConv2d(StridedConv2d):
             for a, e in blocks[i:j]:
                 _conv_tile(x[a:e], wm, bias, geom, out4[a:e])
 
-        parallel_for(run, len(blocks), self._tile_threads(n * groups * k * hw))
+        _pool_run(run, len(blocks), self._tile_threads(n * groups * k * hw))
         return out, x
 
     def backward(self, ctx: Any, x_shape: tuple[int, ...], w: Any, g: Any,
@@ -128,13 +149,13 @@ class NumpyConv2d(StridedConv2d):
 
         threads = self._tile_threads(n * groups * k * hw)
         if need_w or flip is None:
-            parallel_for(run, len(blocks), threads)
+            _pool_run(run, len(blocks), threads)
         if flip is not None:
             def run_dx(i: int, j: int) -> None:
                 for a, e in fblocks[i:j]:
                     _conv_tile(g[a:e], wf, None, geom_f, dx4[a:e])
 
-            parallel_for(run_dx, len(fblocks), threads)
+            _pool_run(run_dx, len(fblocks), threads)
         dw = None
         if need_w:  # the tiles' partial sums added in tile order: the same on any threads
             dw = parts[0] if len(blocks) == 1 else np.add.reduce(parts, axis=0)
@@ -316,3 +337,50 @@ def _flipped(w: Any, geom: tuple, x_shape: tuple[int, ...]) -> tuple[Any, tuple]
     wf = np.ascontiguousarray(wf).reshape(groups, cg, og * kh * kw)
     h, wd = x_shape[2:]
     return wf, ((1, 1), (eh - pt, eh - pb, ew - pl, ew - pr), (dh, dw), groups, kh, kw, h, wd)
+
+
+_blas_local: Any = False  # not looked up yet
+
+
+def _blas_threads_local() -> Any:
+    """NumPy's OpenBLAS ``openblas_set_num_threads_local`` (``None`` where there is none)."""
+    global _blas_local
+    if _blas_local is False:
+        _blas_local = None
+        root = os.path.dirname(os.path.dirname(np.__file__))
+        for path in sorted(glob.glob(os.path.join(root, "numpy.libs", "*openblas*"))
+                           + glob.glob(os.path.join(os.path.dirname(np.__file__), ".libs",
+                                                    "*openblas*"))):
+            try:
+                fn = ctypes.CDLL(path).openblas_set_num_threads_local
+            except (OSError, AttributeError):
+                continue
+            fn.restype, fn.argtypes = ctypes.c_int, [ctypes.c_int]
+            _blas_local = fn
+            break
+    return _blas_local
+
+
+def _pool_run(fn: Callable[[int, int], None], n: int, threads: int) -> None:
+    """``fn(t, t + 1)`` for each tile ``t`` of ``[0, n)``: on the calling thread, or with
+    several threads each taking the next tile not yet taken (a thread that the OS holds
+    back leaves its tiles to the others); with :data:`ONE_BLAS_THREAD` each thread asks
+    the BLAS for one thread while it works. Every tile is computed the same way on any
+    number of threads."""
+    threads = min(threads, n)
+    if threads <= 1:
+        fn(0, n)
+        return
+    local = _blas_threads_local() if ONE_BLAS_THREAD else None
+    ticket = itertools.count()
+
+    def work(i: int, j: int) -> None:
+        prev = local(1) if local is not None else None
+        try:
+            while (t := next(ticket)) < n:  # next() on a count is atomic under the GIL
+                fn(t, t + 1)
+        finally:
+            if local is not None:
+                local(prev)
+
+    parallel_for(work, threads, threads)
