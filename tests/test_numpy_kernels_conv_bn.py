@@ -276,3 +276,23 @@ def test_numpy_batch_norm_kernel_independent_of_thread_count(monkeypatch, dtype)
     assert y.shape == x.shape and y.dtype == dtype
     assert not kern.supports(np.dtype(np.float16))
     assert kern.forward(x.astype(np.float16), None, None, 1e-5) is None
+
+
+def test_tiled_conv_restores_the_blas_threads(monkeypatch):
+    """The calling thread's OpenBLAS thread count is what it was after a pooled
+    convolution (each pool range asks for one thread and gives its setting back)."""
+    local = npconv._blas_threads_local()
+    if local is None:
+        pytest.skip("NumPy's BLAS has no openblas_set_num_threads_local")
+    monkeypatch.delenv("VTL_NUM_THREADS", raising=False)
+    monkeypatch.setattr(npconv, "TILE", 200)
+    monkeypatch.setattr(npconv, "THRESHOLD", 0)
+    monkeypatch.setattr(nc, "usable_cpus", lambda: 2)
+    before = local(3)
+    try:
+        x, w = RNG.standard_normal((6, 3, 8, 8)), RNG.standard_normal((4, 3, 3, 3))
+        out, ctx = npconv.NumpyConv2d().forward(x, w, None, (1, 1), (1, 1, 1, 1), (1, 1), 1)
+        np.testing.assert_allclose(out, np_conv2d(x, w, None, (1, 1), (1, 1, 1, 1)),
+                                   rtol=1e-12, atol=1e-12)
+    finally:
+        assert local(before) == 3
