@@ -251,7 +251,7 @@ def test_numpy_batch_norm_kernel_equals_portable_node(monkeypatch, dtype, shape)
 def test_numpy_batch_norm_kernel_independent_of_thread_count(monkeypatch, dtype):
     """1, 2 and 3 pool threads: the same bits (per-image sums, then over images in order);
     a channels-last input and a broadcast output gradient."""
-    from vtl.backends.numpy import norm as npnorm
+    from vtl.backends.numpy import nn as npnorm
 
     monkeypatch.delenv("VTL_NUM_THREADS", raising=False)
     monkeypatch.setattr(npnorm, "THRESHOLD", 0)
