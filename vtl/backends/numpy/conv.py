@@ -124,7 +124,9 @@ class NumpyConv2d(StridedConv2d):
         g4 = g.reshape(n, groups, og, hw)
         wt = np.ascontiguousarray(w).reshape(groups, og, k).transpose(0, 2, 1)
         blocks = _tiles(n, groups * k * hw)
-        parts = np.empty((len(blocks), groups, og, k), dtype=g.dtype) if need_w else None
+        # the weight gradient's transpose per tile: patches @ g^T runs faster in the BLAS
+        # than g @ patches^T (the long axis of the patches stays their rows)
+        parts = np.empty((len(blocks), groups, k, og), dtype=g.dtype) if need_w else None
         dx = np.empty(x_shape, dtype=g.dtype) if need_x else None
         flip = _flipped(w, geom, x_shape) if need_x else None
         if flip is not None:  # stride 1: dx is the convolution of g with the flipped weight
@@ -141,7 +143,7 @@ class NumpyConv2d(StridedConv2d):
                     gm.reshape(groups, og, m, hw)[...] = g4[a:e].transpose(1, 2, 0, 3)
                 if need_w:
                     col = _im2col_tile(x[a:e], geom, k)
-                    np.matmul(gm, col.transpose(0, 2, 1), out=parts[t])
+                    np.matmul(col, gm.transpose(0, 2, 1), out=parts[t])
                 if need_x and flip is None:
                     dcol = np.matmul(wt, gm, out=scratch("conv_col", (groups, k, m * hw),
                                                          g.dtype))
@@ -159,7 +161,7 @@ class NumpyConv2d(StridedConv2d):
         dw = None
         if need_w:  # the tiles' partial sums added in tile order: the same on any threads
             dw = parts[0] if len(blocks) == 1 else np.add.reduce(parts, axis=0)
-            dw = dw.reshape(o, cg, kh, kw)
+            dw = np.ascontiguousarray(dw.transpose(0, 2, 1)).reshape(o, cg, kh, kw)
         return dx, dw, db
 
     def _tile_threads(self, size: int) -> int:
