@@ -314,6 +314,11 @@ def _conv_tile(x: Any, wm: Any, bias: Any, geom: tuple, out: Any) -> None:
     m = x.shape[0]
     hw = out.shape[3]
     col = _im2col_tile(x, geom, k)
+    if m == 1 and out.flags.c_contiguous:  # one image: the product lands in place
+        np.matmul(wm, col, out=out[0])
+        if bias is not None:
+            np.add(out[0], bias, out=out[0])
+        return
     prod = np.matmul(wm, col, out=scratch("conv_out", (groups, og, m * hw), x.dtype))
     src = prod.reshape(groups, og, m, hw).transpose(2, 0, 1, 3)
     if bias is None:
