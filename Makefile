@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.installed-test
 
-.PHONY: test demo bench lint vulkan mpi clean
+.PHONY: test demo bench lint vulkan mpi clean docs
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -62,6 +62,16 @@ else
 	$(PY) examples/demo.py --backend $(BACKEND)
 endif
 
+# `make docs`: the documentation site (user guide, tutorials, API reference) into site/.
+DOCS_STAMP := $(VENV)/.installed-docs
+
+$(DOCS_STAMP): pyproject.toml | $(VENV)/bin/python
+	$(PIP) install -q -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+
 bench: $(STAMP)
 	$(PY) -m pytest benchmarks --benchmark-only --benchmark-enable
 
@@ -69,4 +79,4 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
 clean:
-	rm -rf $(VENV) build dist .pytest_cache .hypothesis .benchmarks
+	rm -rf $(VENV) build dist site .pytest_cache .hypothesis .benchmarks

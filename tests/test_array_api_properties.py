@@ -161,7 +161,7 @@ def elements(api: Api, dtype: Any, lo: float | None = None, hi: float | None = N
     nan/+-inf/+-0 (real floats)."""
     dt = np.dtype(dtype)
     # GPU kernels may flush subnormal operands and results (CuPy's float32 kernels, NVIDIA's
-    # Vulkan driver; docs/conformance.md): NumPy keeps them
+    # Vulkan driver; docs/guide/conformance.md): NumPy keeps them
     sub = False if api.name in ("wgpu", "cupy") else None
     if dt.kind == "c":
         part = np.dtype(f"float{dt.itemsize * 4}")
@@ -171,7 +171,7 @@ def elements(api: Api, dtype: Any, lo: float | None = None, hi: float | None = N
         # complex division by zero is an infinity whose parts the standard leaves open
         return st.builds(complex, p, p).filter(lambda z: abs(z) > 1e-3)
     if dt.kind == "f":
-        # GPU drivers may flush subnormal operands of float64 arithmetic (docs/conformance.md)
+        # GPU drivers may flush subnormal operands of float64 arithmetic (docs/guide/conformance.md)
         s = api.xps.from_dtype(dt, min_value=lo, max_value=hi, allow_nan=False,
                                allow_infinity=False, allow_subnormal=sub)
         return s | st.sampled_from(SPECIALS) if specials else s
@@ -204,7 +204,7 @@ def promotable(d1: Any, kind_names: list[str]) -> list[str]:
     for n in kind_names:
         try:
             strict.result_type(_strict(d1), _strict(n))
-        except TypeError:
+        except (TypeError, AttributeError):  # AttributeError: an extension dtype (float16)
             continue
         out.append(n)
     return out

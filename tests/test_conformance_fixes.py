@@ -1,5 +1,5 @@
 """Regression tests for the conformance fixes found with the array API test suite
-(data-apis/array-api-tests, see docs/conformance.md): each test pins one behaviour
+(data-apis/array-api-tests, see docs/guide/conformance.md): each test pins one behaviour
 the standard specifies, with NumPy (plus the standard's special-case tables where
 NumPy itself deviates) as the oracle."""
 

@@ -233,7 +233,7 @@ def test_binary_matches_numpy_with_broadcasting(backend, name, data):
     x1, x2 = _array(data, dtype, s1, d1), _array(data, dtype, s2, d2)
     if name == "floor_divide" and backend == "cupy":
         # CuPy's kernels flush subnormal float32 results to zero, so a tiny negative
-        # quotient floors to -0 there instead of -1 (documented in docs/conformance.md)
+        # quotient floors to -0 there instead of -1 (documented in docs/guide/conformance.md)
         x1 = np.where(np.abs(x1) < 1e-30, 0, x1).astype(x1.dtype)
     out = getattr(vtl, name)(vtl.asarray(x1), vtl.asarray(x2))
     _compare(out, _quiet(oracle, x1, x2), backend)

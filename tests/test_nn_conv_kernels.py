@@ -278,3 +278,43 @@ def test_folded_kernel_bodies_declare_every_size_constant():
                 if f"{name}_" in body:
                     assert f" {name}_ = {value};" in body, (spec.__name__, name)
             assert not re.search(r"= \((int|ptrdiff_t)\)[A-Z]", body), spec.__name__
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_cudnn_path_serves_and_equals_im2col(case):
+    """With nvidia-cudnn-frontend installed, CuPy's conv2d runs ungrouped float32
+    convolutions through cuDNN (deterministic engines, no TF32): forward and every gradient
+    equal the im2col kernel's, and grouped ones still run the im2col kernel."""
+    if "cupy" not in vtl.backends.available_names():
+        pytest.skip("needs the cupy backend")
+    from vtl.backends.cupy.conv import CupyConv2d
+    from vtl.backends.cupy.cudnn import CudnnConv2d, load_cudnn
+
+    be = vtl.backends.get("cupy")
+    kern = be.kernel("conv2d")
+    cudnn, why = load_cudnn()
+    if cudnn is None:
+        assert not isinstance(kern, CudnnConv2d)
+        pytest.skip(f"cuDNN not available: {why}")
+    assert isinstance(kern, CudnnConv2d)
+    xsh, wsh, s, p, d, g, has_b = case
+    xs, ws = RNG.standard_normal(xsh), RNG.standard_normal(wsh)
+    bs = RNG.standard_normal(wsh[0]) if has_b else None
+    args = (s, p, d, g)
+    v = RNG.standard_normal(F.conv2d(xs, ws, bs, *args).shape)
+    before = kern.served
+    fast = _run(xs, ws, bs, args, np.float32, v, "cupy")
+    served = kern.served - before
+    assert served == (3 if g == 1 else 0), (served, kern.declined)
+    saved = be._kernels["conv2d"]
+    be._kernels["conv2d"] = CupyConv2d(saved.m, matmul=saved._mm)
+    try:
+        ref = _run(xs, ws, bs, args, np.float32, v, "cupy")
+    finally:
+        be._kernels["conv2d"] = saved
+    for a, r in zip(fast, ref, strict=True):
+        assert a.shape == r.shape and a.dtype == r.dtype
+        np.testing.assert_allclose(a, r, rtol=2e-5, atol=2e-5)
+    again = _run(xs, ws, bs, args, np.float32, v, "cupy")
+    for a, r in zip(again, fast, strict=True):
+        np.testing.assert_array_equal(a, r)  # deterministic engines

@@ -165,7 +165,7 @@ def test_binary_matches_numpy_on_random_shapes(h, name, row):
     other = h[-1:] if (row and h.ndim) else h
     got = host(getattr(xp, name)(xp.asarray(h), xp.asarray(other)))
     ref = getattr(np, name)(h, other)
-    # drivers may flush subnormal float32 results to zero (NVIDIA's does; docs/conformance.md)
+    # drivers may flush subnormal float32 results to zero (NVIDIA's does; docs/guide/conformance.md)
     flushed = (np.abs(ref) < np.finfo(np.float32).smallest_normal) & (got == 0)
     np.testing.assert_array_equal(np.where(flushed, ref, got), ref)
 

@@ -19,6 +19,7 @@ DTYPES = sorted(xp.__array_namespace_info__().dtypes(kind=("bool", "integral",
                                                            "real floating")))
 FLOATS = [d for d in DTYPES if d.startswith("float")]
 IDX = np.dtype(xp.__array_namespace_info__().default_dtypes()["indexing"])
+DRAWN = [d for d in DTYPES if d != "bfloat16"]  # hypothesis cannot build bfloat16 arrays
 RNG = np.random.default_rng(7)
 
 
@@ -67,7 +68,7 @@ def dup_values(dtype: str, shape, special: bool = True) -> np.ndarray:
 
 @given(data=st.data())
 def test_sort_argsort_hypothesis(data):
-    dtype = data.draw(st.sampled_from(DTYPES))
+    dtype = data.draw(st.sampled_from(DRAWN))
     shape = data.draw(hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=6))
     h = data.draw(hnp.arrays(dtype, shape))
     axis = data.draw(st.integers(-len(shape), len(shape) - 1))
@@ -218,7 +219,7 @@ def test_unique_every_dtype(dtype):
 
 @given(data=st.data())
 def test_unique_hypothesis(data):
-    dtype = data.draw(st.sampled_from(DTYPES))
+    dtype = data.draw(st.sampled_from(DRAWN))
     shape = data.draw(hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=5))
     elems = st.floats(-3, 3, width=np.dtype(dtype).itemsize * 8) if dtype in FLOATS else None
     check_unique(data.draw(hnp.arrays(dtype, shape, elements=elems)))

@@ -17,9 +17,11 @@ from ._tensor import Tensor
 from .autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .backends import Device, get_backend, set_backend, use_backend
 from .backends._dtypes import (
+    bfloat16,
     bool,
     complex64,
     complex128,
+    float16,
     float32,
     float64,
     int8,
@@ -57,11 +59,13 @@ from . import _tensor_methods, autograd, fft, linalg
 
 _tensor_methods.bind()  # Tensor's PyTorch-style methods call the vtl namespace
 from . import (
+    amp,
     capture,
     cuda,
     data,
     datasets,
     distributed,  # MPI/NCCL are loaded only by init_process_group
+    func,  # noqa: E402  (torch.func's names; imports nn)
     io,
     metrics,
     nn,
@@ -71,7 +75,12 @@ from . import (
     utils,
 )
 from ._conveniences import *
+from ._ops.scatter import *
+from ._ops.torch_functions import *
+from .amp import autocast
 from .autograd.functional import grad, hessian, jacobian, jvp, value_and_grad, vjp
 from .autograd.grad_mode import inference_mode
+from .autograd.vmap import vmap
+from .backends._precision import get_float32_matmul_precision, set_float32_matmul_precision
 from .capture import CaptureError, compile
 from .io import load, load_checkpoint, save, save_checkpoint

@@ -19,6 +19,7 @@ from ._tensor_operators import TensorOperators
 from .autograd import graph as _graph
 from .autograd.graph import Node, RemovableHandle, run_backward
 from .backends import Device
+from .backends._dtypes import kind as _dkind
 
 _SUPPORTED_API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12", "2025.12")
 _SCALAR_TYPES = (bool, int, float, complex)
@@ -115,7 +116,7 @@ class Tensor(TensorOperators, TensorMethods):
                 f"computed by {self._grad_fn.name()}. Use .detach() for a tensor outside "
                 "the graph."
             )
-        if flag and self._data.dtype.kind not in "fc":
+        if flag and _dkind(self._data.dtype) not in "fc":
             raise TypeError(
                 "only tensors of floating-point or complex dtype can require gradients, "
                 f"got dtype {self._data.dtype}"
@@ -231,7 +232,7 @@ class Tensor(TensorOperators, TensorMethods):
         if gradient is None and not create_graph and node is not None and not node.multi \
                 and not _graph.anomaly[0]:
             d = self._data
-            if d.shape == () and d.dtype.kind == "f":  # the usual scalar loss
+            if d.shape == () and _dkind(d.dtype) == "f":  # the usual scalar loss
                 _graph.run_plain_scalar(self, bool(retain_graph))
                 return
         gradient = _root_gradient(self, gradient)
@@ -395,7 +396,7 @@ class Tensor(TensorOperators, TensorMethods):
 
     def __index__(self) -> int:
         """The value of a one-element integer tensor, used as an index."""
-        if self._data.dtype.kind not in "iu" or self.size != 1:
+        if _dkind(self._data.dtype) not in "iu" or self.size != 1:
             raise TypeError(
                 "only single-element integer tensors can be used as an index, "
                 f"got dtype {self.dtype} and shape {self.shape}"
@@ -477,7 +478,7 @@ class Tensor(TensorOperators, TensorMethods):
 def _root_gradient(t: Tensor, gradient: Any) -> Tensor:
     if gradient is None:
         d = t._data
-        if d.shape == () and d.dtype.kind == "f":
+        if d.shape == () and _dkind(d.dtype) == "f":
             dev = t._device  # the usual scalar loss
             return _new(dev._backend.ones_like(d), dev)
         if t.size != 1:
@@ -485,7 +486,7 @@ def _root_gradient(t: Tensor, gradient: Any) -> Tensor:
                 f"backward() without a gradient needs a single-element output, got shape "
                 f"{t.shape}; pass gradient= (a tensor of that shape)"
             )
-        if t._data.dtype.kind == "c":
+        if _dkind(t._data.dtype) == "c":
             raise RuntimeError(
                 "backward() without a gradient needs a real output, got dtype "
                 f"{t.dtype}; pass gradient= or differentiate a real function of it"
@@ -503,7 +504,7 @@ def _root_gradient(t: Tensor, gradient: Any) -> Tensor:
     if gradient._device is not t._device:
         raise ValueError(f"gradient is on {gradient._device} but the output is on {t._device}")
     if gradient._data.dtype != t._data.dtype:
-        if gradient._data.dtype.kind not in "fc":
+        if _dkind(gradient._data.dtype) not in "fc":
             raise TypeError(
                 f"gradient has dtype {gradient.dtype}; expected a floating-point tensor "
                 f"(the output has dtype {t.dtype})"

@@ -39,6 +39,7 @@ from ._ops.dtype_functions import astype
 from ._ops.elementwise import add, conj, multiply, real
 from ._tensor import Tensor
 from .backends import _dtypes, resolve_device
+from .backends._dtypes import kind as _dkind
 
 __all__ = [
     "fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "hfft", "ihfft",
@@ -61,7 +62,7 @@ _REAL_OF = {
 # -- argument checks ---------------------------------------------------------------
 def _input(x: Any, fname: str, real_only: bool = False) -> Tensor:
     x = tensor_arg(x, fname)
-    kind = x._data.dtype.kind
+    kind = _dkind(x._data.dtype)
     if real_only:
         if kind != "f":
             raise TypeError(
@@ -400,7 +401,7 @@ def ihfft(x: Tensor, /, *, n: int | None = None, axis: int = -1,
 # -- n-dimensional transforms -----------------------------------------------------------
 def _c2c_nd(fname: str, x: Any, s: Any, axes: Any, norm: Any) -> Tensor:
     x = tensor_arg(x, fname)
-    if x._data.dtype.kind not in "fc":
+    if _dkind(x._data.dtype) not in "fc":
         _input(x, fname)  # raises the TypeError
     norm = _norm(norm, fname)
     axes, s, s_in, ax_in = _axes_s(x, s, axes, fname)
@@ -464,7 +465,7 @@ def irfftn(x: Tensor, /, *, s: Sequence[int] | None = None, axes: Sequence[int] 
     """Inverse of :func:`rfftn`: real output with ``s[i]`` points on each of ``axes``
     (default: the input sizes, and ``2*(M-1)`` for the last axis)."""
     x = tensor_arg(x, "irfftn")
-    if x._data.dtype.kind not in "fc":
+    if _dkind(x._data.dtype) not in "fc":
         _input(x, "irfftn")
     norm = _norm(norm, "irfftn")
     axes, s, s_in, ax_in = _axes_s(x, s, axes, "irfftn", c2r=True)
@@ -497,7 +498,7 @@ def _freq(fname: str, n: Any, d: Any, dtype: Any, device: Any) -> Tensor:
         dt = dev.backend.default_dtypes(dev.index)["real floating"]
     else:
         dt = _dtypes.to_dtype(dtype)
-        if dt.kind != "f":
+        if _dkind(dt) != "f":
             raise TypeError(f"{fname}(): dtype must be a real floating-point dtype, got {dt}")
         dev.backend.check_dtype(dt, dev.index)
     xp = dev.xp

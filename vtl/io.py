@@ -45,7 +45,8 @@ import numpy as np
 import vtl
 
 from ._tensor import Tensor
-from .backends import resolve_device
+from .backends import _dtypes, resolve_device
+from .backends._dtypes import kind as _dkind
 
 __all__ = ["load", "load_checkpoint", "save", "save_checkpoint"]
 
@@ -141,7 +142,7 @@ def _host(t: Any, name: str) -> np.ndarray:
     else:
         raise TypeError(f"vtl.save: value for {name!r} must be a Tensor or NumPy array, got "
                         f"{type(t).__name__}")
-    if a.dtype.kind == "c":
+    if _dkind(a.dtype) == "c":
         raise TypeError(f"vtl.save: {name!r} has dtype {a.dtype}; the safetensors format has "
                         "no complex dtypes (save the real and imaginary parts)")
     return a if a.flags.c_contiguous else np.array(a, order="C")  # keeps 0-d shapes
@@ -157,8 +158,8 @@ def _serialize(arrays: dict[str, np.ndarray], metadata: dict[str, str]) -> bytes
 _NP_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64,
               "U64": np.uint64, "I32": np.int32, "U32": np.uint32, "I16": np.int16,
               "U16": np.uint16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_,
-              "C64": np.complex64}
-_UNSUPPORTED_DTYPES = {"BF16": "bfloat16", "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2",
+              "C64": np.complex64, "BF16": _dtypes.bfloat16}
+_UNSUPPORTED_DTYPES = {"F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2",
                        "F8_E8M0": "float8_e8m0fnu", "F8_E4M3FNUZ": "float8_e4m3fnuz",
                        "F8_E5M2FNUZ": "float8_e5m2fnuz", "F4": "float4_e2m1fn",
                        "F6_E2M3": "float6_e2m3fn", "F6_E3M2": "float6_e3m2fn"}
@@ -168,8 +169,8 @@ def _read(path: Any, what: str) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """Tensors and metadata of a safetensors file.
 
     ``ValueError`` naming the file if it is missing or corrupt; ``TypeError``
-    naming the tensors if they have a dtype vtl does not support (bfloat16, the
-    float8/6/4 formats).
+    naming the tensors if they have a dtype vtl does not support (the float8/6/4
+    formats).
     """
     from safetensors import deserialize
 
@@ -211,8 +212,8 @@ def _read(path: Any, what: str) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     if unsupported:
         names = "; ".join(f"tensor {k!r} has dtype {dt} ({_UNSUPPORTED_DTYPES.get(dt, dt)}), "
                           "which vtl does not support yet" for k, dt in unsupported)
-        raise TypeError(f"{what}: {path!r}: {names} (convert to float16 or float32 to load it "
-                        "with vtl)")
+        raise TypeError(f"{what}: {path!r}: {names} (convert to bfloat16, float16 or float32 "
+                        "to load it with vtl)")
     arrays = {k: np.frombuffer(e["data"], dtype=_NP_DTYPES[e["dtype"]]).reshape(e["shape"])
               for k, e in entries}
     return arrays, metadata
@@ -248,6 +249,12 @@ def save(obj: Any, path: Any, metadata: dict[str, str] | None = None) -> None:
     same ``path`` deletes the temporaries whose writer (same host, by process
     id) is no longer running, and keeps those of live writers. (On non-POSIX
     systems, where liveness is not checked, temporaries are kept.)
+
+    Example:
+        >>> model = nn.Linear(2, 1)
+        >>> vtl.save(model.state_dict(), "linear.safetensors")
+        >>> sorted(vtl.load("linear.safetensors"))
+        ['bias', 'weight']
     """
     meta = {str(k): str(v) for k, v in (metadata or {}).items()}
     if isinstance(obj, (Tensor, np.ndarray)):
@@ -315,7 +322,7 @@ class _TreeWriter:
                     "requires_grad": bool(v.requires_grad)}
         if isinstance(v, np.ndarray):
             return {"__tensor__": self._entry(v, where, path), "kind": "ndarray"}
-        if isinstance(v, np.generic) and v.dtype.kind in "biuf":
+        if isinstance(v, np.generic) and _dkind(v.dtype) in "biuf":
             return {"__tensor__": self._entry(np.asarray(v), where, path), "kind": "numpy_scalar"}
         if type(v) is list:
             return [self.encode(x, f"{where}[{i}]", (*path, str(i))) for i, x in enumerate(v)]
@@ -487,7 +494,8 @@ def load(path: Any, device: Any = None, *, map_location: Any = None) -> Any:
     cupy). Everything is read and checked before any tensor is made, and nothing
     outside the returned object changes, so a failed load leaves no trace.
     ``ValueError`` names a missing/corrupt file; ``TypeError`` names the tensors of a
-    dtype vtl does not support yet (bfloat16 and the float8/float6/float4 formats).
+    dtype vtl does not support yet (the float8/float6/float4 formats; float16 and
+    bfloat16 load as themselves).
     """
     device = _load_device(device, map_location)
     arrays, meta = _read(path, "vtl.load")

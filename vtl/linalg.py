@@ -69,6 +69,7 @@ from ._ops._core import (
 from ._ops.linear_algebra import matmul, matrix_transpose, tensordot, vecdot
 from ._tensor import Tensor
 from .backends import Device
+from .backends._dtypes import kind as _dkind
 
 __all__ = [
     "EighResult", "QRResult", "SVDResult", "SlogdetResult",
@@ -134,7 +135,7 @@ _KIND_NAMES = {"fc": "floating-point", "iufc": "numeric", "biufc": "numeric or b
 
 
 def _check_kind(x: Tensor, fname: str, kinds: str, argname: str = "x") -> None:
-    if x.dtype.kind not in kinds:
+    if _dkind(x.dtype) not in kinds:
         raise TypeError(
             f"linalg.{fname}() needs a {_KIND_NAMES[kinds]} tensor for {argname}, got "
             f"{x.dtype}" + ("; cast it with astype first" if kinds == "fc" else "")
@@ -142,7 +143,7 @@ def _check_kind(x: Tensor, fname: str, kinds: str, argname: str = "x") -> None:
 
 
 def _real_grad_only(x: Tensor, fname: str) -> None:
-    if x.dtype.kind == "c":
+    if _dkind(x.dtype) == "c":
         raise TypeError(
             f"linalg.{fname}(): gradients for complex inputs are not supported; detach the "
             "tensor or differentiate its real and imaginary parts separately"
@@ -152,11 +153,11 @@ def _real_grad_only(x: Tensor, fname: str) -> None:
 def _H(x: Tensor) -> Tensor:
     """Conjugate transpose of the last two axes (plain transpose for real tensors)."""
     t = matrix_transpose(x)
-    return _vtl.conj(t) if t.dtype.kind == "c" else t
+    return _vtl.conj(t) if _dkind(t.dtype) == "c" else t
 
 
 def _c(x: Tensor) -> Tensor:
-    return _vtl.conj(x) if x.dtype.kind == "c" else x
+    return _vtl.conj(x) if _dkind(x.dtype) == "c" else x
 
 
 def _eye(n: int, m: int | None, like: Tensor, k: int = 0) -> Tensor:
@@ -699,7 +700,7 @@ def trace(x: Tensor, /, *, offset: int = 0, dtype: Any = None) -> Tensor:
 
         dtype = to_dtype(dtype)
     out = _lx(dev, "trace")(x._data, offset=offset, dtype=dtype)
-    if needs_grad(x) and out.dtype.kind in "fc":
+    if needs_grad(x) and _dkind(out.dtype) in "fc":
         def vjp(g: Tensor, _: Any) -> Tensor:
             return sum_to(_mat_scalar(g) * _eye(x.shape[-2], x.shape[-1], g, k=offset), x)
 
@@ -809,3 +810,15 @@ def matrix_norm(x: Tensor, /, *, keepdims: bool = False,
         return record(out, dev, "LinalgMatrixNormBackward", (x,), vjp, saved=(x,),
                       save_output=True)
     return new(out, dev)
+
+
+# autocast's float32 list: float16/bfloat16 inputs run in float32 inside autocast regions
+def _autocast_float32() -> None:
+    from . import _autocast
+
+    g = globals()
+    for name in ("vector_norm", "matrix_norm"):
+        g[name] = _autocast.float32_unary(g[name])
+
+
+_autocast_float32()

@@ -69,7 +69,13 @@ def _labels(output: Any, target: Any, fname: str) -> tuple[Tensor, Tensor]:
 
 
 def accuracy(output: Any, target: Any) -> float:
-    """Fraction of samples whose predicted class equals the target (``nan`` for N = 0)."""
+    """Fraction of samples whose predicted class equals the target (``nan`` for N = 0).
+
+    Example:
+        >>> logits = vtl.asarray([[0.9, 0.1], [0.2, 0.8], [0.6, 0.4]])
+        >>> round(vtl.metrics.accuracy(logits, vtl.asarray([0, 1, 1])), 4)
+        0.6667
+    """
     n, correct = _accuracy_sum(output, target)
     return float(correct.item()) / n if n else float("nan")
 

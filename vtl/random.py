@@ -124,17 +124,18 @@ def philox_words(xp: Any, n: int, key: tuple[int, int], counter: int, device: An
 
 
 # -- conversions (raw arrays) ---------------------------------------------------------------
-def _unit_float(xp: Any, w: Any, dtype: Any) -> Any:
+def _unit_float(xp: Any, w: Any, dtype: Any, bits: int = 24) -> Any:
     """Uniform floats in [0, 1): 24 bits of one word (float32) or 53 of two (float64).
 
-    ``w`` holds one word per float32 value, two per float64 value.
+    ``w`` holds one word per float32 value, two per float64 value. ``bits`` < 24 gives
+    float32 values that a float16 (11) or bfloat16 (8) holds exactly.
     """
     if dtype == xp.float64:
         w2 = xp.reshape(w, (-1, 2))
         a = xp.astype(w2[:, 0] >> 5, xp.float64)
         b = xp.astype(w2[:, 1] >> 6, xp.float64)
         return (a * 67108864.0 + b) * (1.0 / 9007199254740992.0)
-    return xp.astype(w >> 8, dtype) * (1.0 / 16777216.0)
+    return xp.astype(w >> (32 - bits), dtype) * (1.0 / 2.0 ** bits)
 
 
 def _words_per_float(xp: Any, dtype: Any) -> int:
@@ -384,21 +385,30 @@ class Generator:
         xp, _, w, _ = self._raw(_numel(shape), dev)
         return self._wrap(xp.reshape(w, shape), dev)
 
-    def _unit(self, shape: tuple[int, ...], dtype: Any, like: Any, fname: str) -> Any:
-        """Raw uniform [0, 1) floats of ``shape`` and the Device (None for raw arrays)."""
+    def _unit(self, shape: tuple[int, ...], dtype: Any, like: Any, fname: str,
+              wide: bool = False) -> Any:
+        """Raw uniform [0, 1) floats of ``shape``, the Device (None for raw arrays) and the
+        dtype asked for. For float16/bfloat16 the floats are float32 (round them with
+        :func:`_round_low`): with as many bits as the low dtype holds, or all 24 when
+        ``wide`` (for further float32 arithmetic, as in Box-Muller)."""
         xp0 = like.xp if _is_device(like) else None
         n = _numel(shape)
         probe_xp = xp0 if xp0 is not None else _namespace_of(like)
         dt = _float_dtype(probe_xp, dtype, like, fname)
-        xp, _, w, dev = self._raw(n * _words_per_float(probe_xp, dt), like)
-        return xp, xp.reshape(_unit_float(xp, w, dt), shape), dev, dt
+        bits = 24
+        cdt = dt
+        if getattr(dt, "name", None) in _LOW_BITS:  # drawn in float32, rounded once at the end
+            cdt = _to_dtype("float32")
+            bits = 24 if wide else _LOW_BITS[dt.name]
+        xp, _, w, dev = self._raw(n * _words_per_float(probe_xp, cdt), like)
+        return xp, xp.reshape(_unit_float(xp, w, cdt, bits), shape), dev, dt
 
     def random(self, size: Any = None, *, dtype: Any = None, device: Any = None,
                backend: str | None = None) -> Any:
         """Uniform floats in ``[0, 1)`` (``float32`` unless ``dtype`` says otherwise)."""
         dev = _resolve(device, backend)
-        _, u, dev, _ = self._unit(_shape(size, "random"), dtype, dev, "random")
-        return self._wrap(u, dev)
+        xp, u, dev, dt = self._unit(_shape(size, "random"), dtype, dev, "random")
+        return self._wrap(_round_low(xp, u, dt), dev)
 
     def _random_like(self, x: Any, shape: tuple[int, ...]) -> Any:
         """float32 uniforms in ``[0, 1)`` of ``shape`` where ``x`` lives: a Tensor on
@@ -417,15 +427,15 @@ class Generator:
         """Uniform floats in ``[low, high)`` (``high`` itself can appear through rounding)."""
         low, high = _real(low, "uniform", "low"), _real(high, "uniform", "high")
         dev = _resolve(device, backend)
-        _, u, dev, _ = self._unit(_shape(size, "uniform"), dtype, dev, "uniform")
+        xp, u, dev, dt = self._unit(_shape(size, "uniform"), dtype, dev, "uniform")
         if (low, high) != (0.0, 1.0):
             u = u * (high - low) + low
-        return self._wrap(u, dev)
+        return self._wrap(_round_low(xp, u, dt), dev)
 
     def _std_normal(self, shape: tuple[int, ...], dtype: Any, like: Any, fname: str) -> Any:
         n = _numel(shape)
         m = -(-n // 2)
-        xp, u, dev, dt = self._unit((2 * m,), dtype, like, fname)
+        xp, u, dev, dt = self._unit((2 * m,), dtype, like, fname, wide=True)
         u1 = 1.0 - u[:m]  # in (0, 1]: the log is finite
         u2 = u[m:]
         r = xp.sqrt(-2.0 * xp.log(u1))
@@ -433,15 +443,15 @@ class Generator:
         z = xp.concat([r * xp.cos(theta), r * xp.sin(theta)])
         if 2 * m != n:
             z = z[:n]
-        return xp, xp.reshape(z, shape), dev
+        return xp, xp.reshape(z, shape), dev, dt
 
     def standard_normal(self, size: Any = None, *, dtype: Any = None, device: Any = None,
                         backend: str | None = None) -> Any:
         """Standard normal floats (Box-Muller)."""
         dev = _resolve(device, backend)
-        _, z, dev = self._std_normal(_shape(size, "standard_normal"), dtype, dev,
-                                     "standard_normal")
-        return self._wrap(z, dev)
+        xp, z, dev, dt = self._std_normal(_shape(size, "standard_normal"), dtype, dev,
+                                          "standard_normal")
+        return self._wrap(_round_low(xp, z, dt), dev)
 
     def normal(self, loc: float = 0.0, scale: float = 1.0, size: Any = None, *,
                dtype: Any = None, device: Any = None, backend: str | None = None) -> Any:
@@ -450,10 +460,10 @@ class Generator:
         if scale < 0:
             raise ValueError(f"vtl.random.normal(): scale must be >= 0, got {scale}")
         dev = _resolve(device, backend)
-        _, z, dev = self._std_normal(_shape(size, "normal"), dtype, dev, "normal")
+        xp, z, dev, dt = self._std_normal(_shape(size, "normal"), dtype, dev, "normal")
         if (loc, scale) != (0.0, 1.0):
             z = z * scale + loc
-        return self._wrap(z, dev)
+        return self._wrap(_round_low(xp, z, dt), dev)
 
     def randint(self, low: int, high: int | None = None, size: Any = None, *,
                 dtype: Any = None, device: Any = None, backend: str | None = None) -> Any:
@@ -498,7 +508,7 @@ class Generator:
                 raise ValueError(f"vtl.random.bernoulli(): size {size} differs from the "
                                  f"shape {p.shape} of p")
             dev = p._device
-            xp, u, dev, _ = self._unit(p.shape, p.dtype, dev, "bernoulli")
+            xp, u, dev, _ = self._unit(p.shape, p.dtype, dev, "bernoulli", wide=True)
             mask = u < p._data
             out_dt = p.dtype if dtype is None else _to_dtype(dtype)
         else:
@@ -508,7 +518,8 @@ class Generator:
             dev = _resolve(device, backend)
             out_dt = None if dtype is None else _to_dtype(dtype)
             ut = out_dt if out_dt is not None and _is_real_float(out_dt) else None
-            xp, u, dev, udt = self._unit(_shape(size, "bernoulli"), ut, dev, "bernoulli")
+            xp, u, dev, udt = self._unit(_shape(size, "bernoulli"), ut, dev, "bernoulli",
+                                         wide=True)
             mask = u < p
             out_dt = udt if out_dt is None else out_dt
         if out_dt != xp.bool:
@@ -610,7 +621,16 @@ def _to_dtype(dtype: Any) -> Any:
 
 
 def _is_real_float(dt: Any) -> bool:
-    return getattr(dt, "kind", None) == "f"
+    return getattr(dt, "kind", None) == "f" or getattr(dt, "name", None) == "bfloat16"
+
+
+#: low-precision dtype -> bits of a uniform [0, 1) value it holds exactly
+_LOW_BITS = {"float16": 11, "bfloat16": 8}
+
+
+def _round_low(xp: Any, x: Any, dt: Any) -> Any:
+    """``x`` (float32 draws for a float16/bfloat16 request) rounded to ``dt``."""
+    return x if x.dtype == dt else xp.astype(x, dt)
 
 
 def _float_dtype(xp: Any, dtype: Any, like: Any, fname: str) -> Any:
@@ -619,9 +639,9 @@ def _float_dtype(xp: Any, dtype: Any, like: Any, fname: str) -> Any:
         if dtype is None:
             return like.backend.default_dtypes(like.index)["real floating"]
         dt = _to_dtype(dtype)
-        if not _is_real_float(dt) or dt.itemsize not in (4, 8):
-            raise TypeError(f"vtl.random.{fname}(): dtype must be float32 or float64, "
-                            f"got {dt}")
+        if not _is_real_float(dt):
+            raise TypeError(f"vtl.random.{fname}(): dtype must be a real floating dtype "
+                            f"(float16, bfloat16, float32, float64), got {dt}")
         like.backend.check_dtype(dt, like.index)
         return dt
     if dtype is None:
@@ -651,7 +671,15 @@ def default_generator() -> Generator:
 
 
 def seed(n: int) -> None:
-    """Reseed the default generator (``torch.manual_seed``/``numpy.random.seed``)."""
+    """Reseed the default generator (``torch.manual_seed``/``numpy.random.seed``).
+
+    Example:
+        >>> vtl.random.seed(0)
+        >>> a = vtl.random.uniform(size=(3,))
+        >>> vtl.random.seed(0)
+        >>> bool(vtl.all(a == vtl.random.uniform(size=(3,))))
+        True
+    """
     _default.manual_seed(n)
 
 

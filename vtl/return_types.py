@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from ._tensor import Tensor
 
-__all__ = ["kthvalue", "max", "min", "mode", "sort", "topk"]
+__all__ = ["aminmax", "kthvalue", "max", "median", "min", "mode", "sort", "topk"]
 
 
 class max(NamedTuple):  # noqa: A001, N801 - PyTorch's names
@@ -51,3 +51,17 @@ class mode(NamedTuple):  # noqa: N801
 
     values: Tensor
     indices: Tensor
+
+
+class median(NamedTuple):  # noqa: N801
+    """The lower median along a dim and its position."""
+
+    values: Tensor
+    indices: Tensor
+
+
+class aminmax(NamedTuple):  # noqa: N801
+    """The minimum and the maximum (``vtl.aminmax``)."""
+
+    min: Tensor
+    max: Tensor

@@ -44,8 +44,9 @@ from .._tensor import Tensor, _new
 from ..autograd import grad_mode
 from ..autograd.graph import Node, _next_key
 from ..autograd.graph import epoch as _epoch
-from ..backends import Device
-from ..backends._dtypes import ALL_DTYPES, to_dtype
+from ..backends import Device, _precision
+from ..backends._dtypes import ALL_DTYPES, LOW_FLOATING, to_dtype
+from ..backends._dtypes import kind as _dkind
 from .views import check_view_write, rebase_bases, refresh_views
 
 new = _new
@@ -324,7 +325,7 @@ def sum_to(g: Tensor, x: Tensor) -> Tensor:
     if g._data.dtype != dtype:
         from . import dtype_functions, elementwise
 
-        if g._data.dtype.kind == "c" and dtype.kind != "c":
+        if _dkind(g._data.dtype) == "c" and _dkind(dtype) != "c":
             g = elementwise.real(g)
         g = dtype_functions.astype(g, dtype)
     return g
@@ -344,6 +345,16 @@ def _reduce_raw(gd: Any, shape: tuple, dev: Device) -> Any:
     if gd.shape != shape:
         gd = dev.xp.reshape(gd, shape)
     return gd
+
+
+def raw_matmul(dev: Device, a: Any, b: Any) -> Any:
+    """``a @ b`` of raw arrays; float16/bfloat16 operands, and every product while
+    ``set_float32_matmul_precision`` is not ``"highest"``, go through the namespace's
+    ``matmul`` (which computes low-precision products in float32 and applies the
+    precision setting, where the runtime's ``@`` would not)."""
+    if a.dtype in LOW_FLOATING or b.dtype in LOW_FLOATING or _precision._current != "highest":
+        return dev.xp.matmul(a, b)
+    return a @ b
 
 
 def raw_grad(raw: Any, x: Tensor, dev: Device) -> Any:

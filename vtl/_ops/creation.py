@@ -14,7 +14,9 @@ import numpy as np
 from .._tensor import Tensor
 from ..backends import _dtypes, backend_of_native, resolve_device
 from ..backends._base import Device
+from ..backends._dtypes import kind as _dkind
 from ..backends._dtypes import to_dtype
+from ._aliases import torch_names
 from ._core import needs_grad, new, record, same_device, tensor_arg
 
 __all__ = [
@@ -36,7 +38,7 @@ def _finish(t: Tensor, requires_grad: bool, fname: str) -> Tensor:
 
 
 def _check_grad_dtype(dt: np.dtype, fname: str) -> None:
-    if dt.kind not in "fc":
+    if _dkind(dt) not in "fc":
         raise TypeError(
             f"{fname}(requires_grad=True) needs a floating-point or complex dtype, got {dt}"
         )
@@ -87,6 +89,13 @@ def asarray(
     another runtime (e.g. CuPy) stay on their device unless ``device`` says
     otherwise. ``copy=True`` always copies, ``copy=False`` raises ``ValueError``
     when a copy would be needed, ``copy=None`` copies only when necessary.
+
+    Example:
+        >>> x = vtl.asarray([[1.0, 2.0], [3.0, 4.0]])
+        >>> x.dtype, x.shape
+        (dtype('float32'), (2, 2))
+        >>> vtl.asarray([1, 2]).dtype
+        dtype('int64')
     """
     if isinstance(obj, Tensor):
         return _asarray_tensor(obj, dtype, device, copy, backend, requires_grad)
@@ -169,7 +178,7 @@ def _to_host(obj: Any, src: Any, dt: Any, copy: bool | None) -> tuple[np.ndarray
             except (ValueError, TypeError, OverflowError):
                 raise TypeError(
                     f"asarray() cannot convert this {type(obj).__name__}: {exc}") from None
-        if host.dtype.kind == "O":
+        if _dkind(host.dtype) == "O":
             raise TypeError(
                 f"asarray() cannot convert this {type(obj).__name__}: its elements are not "
                 "all numbers of a common shape (or an int is out of range)"
@@ -195,7 +204,7 @@ def _to_host(obj: Any, src: Any, dt: Any, copy: bool | None) -> tuple[np.ndarray
         host = np.asarray(obj)
     except Exception as exc:
         raise TypeError(f"asarray() cannot convert {type(obj).__name__}: {exc}") from None
-    if host.dtype.kind == "O":
+    if _dkind(host.dtype) == "O":
         raise TypeError(f"asarray() cannot convert an object of type {type(obj).__name__}")
     return host, True
 
@@ -396,7 +405,7 @@ def linspace(start: int | float | complex, stop: int | float | complex, /, num: 
         _check_grad_dtype(dt, "linspace")
     xp = dev.xp
     if isinstance(start, complex) or isinstance(stop, complex):
-        if dt.kind != "c":
+        if _dkind(dt) != "c":
             raise TypeError(f"linspace(): complex start/stop need a complex dtype, got {dt}")
         # real and imaginary parts separately (not every backend takes complex bounds)
         part = _dtypes.float64 if dt == _dtypes.complex128 else _dtypes.float32
@@ -519,11 +528,13 @@ def _tri(name: str, x: Tensor, k: int) -> Tensor:
     return new(out, dev)
 
 
+@torch_names(diagonal="k")
 def tril(x: Tensor, /, *, k: int = 0) -> Tensor:
     """Lower triangle of the last two axes (zero above diagonal ``k``)."""
     return _tri("tril", x, k)
 
 
+@torch_names(diagonal="k")
 def triu(x: Tensor, /, *, k: int = 0) -> Tensor:
     """Upper triangle of the last two axes (zero below diagonal ``k``)."""
     return _tri("triu", x, k)

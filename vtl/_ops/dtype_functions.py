@@ -8,6 +8,7 @@ import numpy as np
 
 from .._tensor import Tensor
 from ..backends import _dtypes
+from ..backends._dtypes import kind as _dkind
 from ..backends._dtypes import to_dtype
 from ._core import needs_grad, new, record, tensor_arg
 
@@ -24,7 +25,7 @@ def astype(x: Tensor, dtype: Any, /, *, copy: bool = True, device: Any = None) -
     """
     x = tensor_arg(x, "astype")
     dt = to_dtype(dtype)
-    if x._data.dtype.kind == "c" and dt.kind not in "cb":
+    if _dkind(x._data.dtype) == "c" and _dkind(dt) not in "cb":
         raise TypeError(
             f"astype(): cannot cast complex {x.dtype} to {dt}; use real(x) or imag(x) "
             "to choose the component"
@@ -38,11 +39,11 @@ def astype(x: Tensor, dtype: Any, /, *, copy: bool = True, device: Any = None) -
     if not copy and x._data.dtype == dt:
         return x
     out = dev.xp.astype(x._data, dt, copy=copy)
-    if needs_grad(x) and dt.kind in "fc":
+    if needs_grad(x) and _dkind(dt) in "fc":
         src = x._data.dtype
 
         def vjp(g: Tensor, _: Any) -> Tensor:
-            if g._data.dtype.kind == "c" and src.kind != "c":
+            if _dkind(g._data.dtype) == "c" and _dkind(src) != "c":
                 from .elementwise import real
 
                 g = real(g)
@@ -107,7 +108,7 @@ class iinfo_object:
 def finfo(type: Any, /) -> finfo_object:  # noqa: A002 - the standard's parameter name
     """Limits of a floating dtype (or of a floating tensor's dtype)."""
     dt = _dtype_of(type)
-    if dt.kind not in "fc":
+    if _dkind(dt) not in "fc":
         raise TypeError(f"finfo() needs a floating-point dtype, got {dt}")
     return finfo_object(dt)
 
@@ -115,7 +116,7 @@ def finfo(type: Any, /) -> finfo_object:  # noqa: A002 - the standard's paramete
 def iinfo(type: Any, /) -> iinfo_object:  # noqa: A002
     """Limits of an integer dtype (or of an integer tensor's dtype)."""
     dt = _dtype_of(type)
-    if dt.kind not in "iu":
+    if _dkind(dt) not in "iu":
         raise TypeError(f"iinfo() needs an integer dtype, got {dt}")
     return iinfo_object(dt)
 
@@ -176,7 +177,7 @@ def _scalar_promote(dt: np.dtype, s: Any) -> np.dtype:
     if isinstance(s, bool):
         return dt
     if isinstance(s, int):
-        return dt if dt.kind in "iufc" else np.dtype(np.int64)
+        return dt if _dkind(dt) in "iufc" else np.dtype(np.int64)
     if isinstance(s, float):
-        return dt if dt.kind in "fc" else np.dtype(np.float64)
-    return dt if dt.kind == "c" else np.result_type(dt, np.complex64)
+        return dt if _dkind(dt) in "fc" else np.dtype(np.float64)
+    return dt if _dkind(dt) == "c" else np.result_type(dt, np.complex64)

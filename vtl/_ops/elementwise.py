@@ -36,6 +36,7 @@ import numpy as np
 
 from .._tensor import Tensor, _new
 from ..autograd import grad_mode
+from ..backends._dtypes import kind as _dkind
 from ._core import (
     _OPERAND_TYPES,
     _reduce_raw,
@@ -84,7 +85,7 @@ def _dtype_error(fname: str, what: str, dtype: Any) -> TypeError:
 
 def _c(t: Tensor) -> Tensor:
     """conj for complex tensors, identity otherwise (cheap for the real case)."""
-    return conj(t) if t._data.dtype.kind == "c" else t
+    return conj(t) if _dkind(t._data.dtype) == "c" else t
 
 
 def _cs(x: Tensor | complex) -> Tensor | complex:
@@ -112,7 +113,7 @@ def _operand(x: Any, dt: Any, dev: Any) -> Any:
     lets them adopt ``dt`` (an int/float scalar with a floating dtype), else a 0-d array."""
     if isinstance(x, Tensor):
         return x._data
-    if dt.kind in "fc" and isinstance(x, (int, float)) and not isinstance(x, bool):
+    if _dkind(dt) in "fc" and isinstance(x, (int, float)) and not isinstance(x, bool):
         return x
     return _const(x, dt, dev)
 
@@ -159,11 +160,11 @@ def _unary(name: str, cat: tuple[str, str], doc: str,
         if not isinstance(x, Tensor):
             x = tensor_arg(x, name)
         data = x._data
-        if data.dtype.kind not in kinds:
+        if _dkind(data.dtype) not in kinds:
             raise _dtype_error(name, what, data.dtype)
         dev = x._device
         out = getattr(dev.xp, xname)(data)
-        if cfix is not None and data.dtype.kind == "c":
+        if cfix is not None and _dkind(data.dtype) == "c":
             out = cfix(dev.xp, data, out)
         if rule is not None and x._requires_grad and _grad.enabled:
             return record(out, dev, bwd, (x,), lambda g, o: rule(g, x, o),
@@ -213,9 +214,9 @@ def _binary(name: str, cat: tuple[str, str], doc: str,
                 if operator and not isinstance(x2, _OPERAND_TYPES):
                     return NotImplemented  # Tensor.__<op>__(x1, x2): let x2's reflected op try
                 dev, a, b = binary_operands(x1, x2, name)
-            if (t1 or isinstance(x1, np.generic)) and a.dtype.kind not in kinds:
+            if (t1 or isinstance(x1, np.generic)) and _dkind(a.dtype) not in kinds:
                 raise _dtype_error(name, what, a.dtype)
-            if (t2 or isinstance(x2, np.generic)) and b.dtype.kind not in kinds:
+            if (t2 or isinstance(x2, np.generic)) and _dkind(b.dtype) not in kinds:
                 raise _dtype_error(name, what, b.dtype)
             if forward is None:
                 out = getattr(dev.xp, xname)(a, b)
@@ -232,7 +233,7 @@ def _binary(name: str, cat: tuple[str, str], doc: str,
                     else:
                         saved = (x1,) if t1 else (x2,)
                     # plain rules are for real operands (a real result means real operands)
-                    p = None if out.dtype.kind == "c" else plain
+                    p = None if _dkind(out.dtype) == "c" else plain
                     return record_op(out, dev, bwd, x1 if n1 else None, x2 if n2 else None,
                                      partial(_binary_vjp, rule, p, x1, x2, t1, t2, n1, n2),
                                      saved, None if p is None else raw)
@@ -382,7 +383,7 @@ def _pow_rule(g: Tensor, x1: Any, x2: Any, n1: bool, n2: bool) -> tuple:
 
             base = astype(base, g._data.dtype)
         ex = x2._data
-        if ex.dtype.kind == "c":
+        if _dkind(ex.dtype) == "c":
             ex = xp.real(ex)
         zero_base = xp.logical_and(xp.equal(base._data, 0), xp.greater_equal(ex, 0))
         d = _where(zero_base, 0, multiply(pow(base, x2), log(_where(zero_base, 1, base))))
@@ -391,7 +392,7 @@ def _pow_rule(g: Tensor, x1: Any, x2: Any, n1: bool, n2: bool) -> tuple:
 
 
 def _pow_forward(xp: Any, a: Any, b: Any) -> Any:
-    if (b.__class__ is int or b.__class__ is float) and b == 2 and a.dtype.kind in "iuf":
+    if (b.__class__ is int or b.__class__ is float) and b == 2 and _dkind(a.dtype) in "iuf":
         return xp.multiply(a, a)  # as NumPy's ``x ** 2`` (a fast square, exact)
     return xp.pow(a, b)
 
@@ -436,7 +437,7 @@ def floor_divide(x1: Tensor | float, x2: Tensor | float, /) -> Tensor:
     """
     out = _floor_divide(x1, x2)
     data = out._data
-    if data.dtype.kind != "f":
+    if _dkind(data.dtype) != "f":
         return out
     dev, a, b = binary_operands(x1, x2, "floor_divide")
     xp = dev.xp
@@ -631,7 +632,7 @@ positive = _unary("positive", _NUMERIC, "Elementwise ``+x`` (a copy).", lambda g
 
 
 def _abs_rule(g: Tensor, x: Tensor, out: Any) -> Tensor:
-    if x._data.dtype.kind == "c":
+    if _dkind(x._data.dtype) == "c":
         m = abs(x)
         nz = _where(x._device.xp.equal(m._data, 0), 1, m)
         return multiply(g, divide(x, nz))
@@ -654,7 +655,7 @@ def _int_preserving(name: str, doc: str) -> Callable[[Tensor], Tensor]:
         if not isinstance(x, Tensor):
             x = tensor_arg(x, name)
         data = x._data
-        k = data.dtype.kind
+        k = _dkind(data.dtype)
         if k not in "iuf":
             raise _dtype_error(name, "real numeric", data.dtype)
         dev = x._device
@@ -679,7 +680,7 @@ def round(x: Tensor, /) -> Tensor:  # noqa: A001 - the standard's name
     if not isinstance(x, Tensor):
         x = tensor_arg(x, "round")
     data = x._data
-    k = data.dtype.kind
+    k = _dkind(data.dtype)
     if k not in "iufc":
         raise _dtype_error("round", "numeric", data.dtype)
     dev = x._device
@@ -693,7 +694,7 @@ def real(x: Tensor, /) -> Tensor:
     if not isinstance(x, Tensor):
         x = tensor_arg(x, "real")
     data = x._data
-    k = data.dtype.kind
+    k = _dkind(data.dtype)
     if k not in "iufc":
         raise _dtype_error("real", "numeric", data.dtype)
     dev = x._device
@@ -710,7 +711,7 @@ def imag(x: Tensor, /) -> Tensor:
     if not isinstance(x, Tensor):
         x = tensor_arg(x, "imag")
     data = x._data
-    if data.dtype.kind != "c":
+    if _dkind(data.dtype) != "c":
         raise _dtype_error("imag", "complex floating-point", data.dtype)
     dev = x._device
     out = dev.xp.imag(data)
@@ -818,13 +819,13 @@ def _clip_bound(v: Any, argname: str, x: Tensor) -> Any:
     """Validate a bound of clip; returns the raw bound (array or Python scalar) or None."""
     if v is None:
         return None
-    xk = x._data.dtype.kind
+    xk = _dkind(x._data.dtype)
     if isinstance(v, Tensor):
         if v._device is not x._device:
             from ._core import mixed_devices
 
             raise mixed_devices("clip", x._device, v._device)
-        k = v._data.dtype.kind
+        k = _dkind(v._data.dtype)
         if k not in "iuf":
             raise TypeError(f"clip() expected {argname} of real numeric dtype, got "
                             f"{v._data.dtype}")
@@ -854,7 +855,7 @@ def clip(x: Tensor, /, min: Tensor | float | None = None,  # noqa: A002 - standa
     if not isinstance(x, Tensor):
         x = tensor_arg(x, "clip")
     data = x._data
-    if data.dtype.kind not in "iuf":
+    if _dkind(data.dtype) not in "iuf":
         raise _dtype_error("clip", "real numeric", data.dtype)
     lo = _clip_bound(min, "min", x)
     hi = _clip_bound(max, "max", x)
@@ -890,3 +891,20 @@ def clip(x: Tensor, /, min: Tensor | float | None = None,  # noqa: A002 - standa
         saved = tuple(t for t in (x, min, max) if isinstance(t, Tensor))
         return record(out, dev, "ClipBackward", (x, min, max), vjp, saved=saved)
     return new(out, dev)
+
+
+# autocast's float32 list: float16/bfloat16 inputs run in float32 inside autocast regions
+def _autocast_float32() -> None:
+    from .. import _autocast
+
+    g = globals()
+    for name in ("exp", "expm1", "log", "log1p", "log2", "log10", "sinh", "cosh", "tan",
+                 "acos", "asin", "reciprocal"):
+        g[name] = _autocast.float32_unary(g[name])
+    fn = g["pow"]
+    wrapped = _autocast.float32_binary(fn)
+    wrapped.operator = _autocast.float32_binary(fn.operator)
+    g["pow"] = wrapped
+
+
+_autocast_float32()

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from .._tensor import Tensor
+from ..backends._dtypes import kind as _dkind
 from ._aliases import torch_names
 from ._core import (
     assign_result,
@@ -183,7 +184,7 @@ def _classify(k: Any, x: Tensor) -> tuple[str, Any, bool]:
                 k = np.asarray(k)
             except ValueError as exc:
                 raise IndexError(f"cannot use {k!r} as an index: {exc}") from None
-            if k.size == 0 and k.dtype.kind == "f":  # [] indexes nothing
+            if k.size == 0 and _dkind(k.dtype) == "f":  # [] indexes nothing
                 k = k.astype(np.intp)
         kind = _array_kind(k, host)
         if kind == "b" and k.ndim == 0:
@@ -199,7 +200,7 @@ def _classify(k: Any, x: Tensor) -> tuple[str, Any, bool]:
 
 
 def _array_kind(arr: Any, host: bool) -> str:
-    kind = np.dtype(arr.dtype).kind
+    kind = _dkind(np.dtype(arr.dtype))
     if kind == "b":
         return "b"
     if kind in "iu":
@@ -504,7 +505,7 @@ class _Plan:
 # -- __getitem__ / __setitem__ ---------------------------------------------------------------
 def _getitem(x: Tensor, key: Any) -> Tensor:
     """``x[key]`` with NumPy's semantics; differentiable (scatter-add gradient)."""
-    if key.__class__ is Tensor and key._data.dtype.kind in "iu" and key._data.ndim \
+    if key.__class__ is Tensor and _dkind(key._data.dtype) in "iu" and key._data.ndim \
             and x._data.ndim and key._device is x._device:
         return _take(x, key._data, 0, "")  # x[idx]: the most common advanced key
     if key.__class__ is not tuple:
@@ -559,7 +560,7 @@ def _value_raw(value: Any, x: Tensor) -> Any:
     if isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, (bool, int, float, complex)):
-        kind = dt.kind
+        kind = _dkind(dt)
         ok = (isinstance(value, bool) or (isinstance(value, int) and kind != "b")
               or (isinstance(value, float) and kind in "fc") or kind == "c")
         if not ok:
@@ -570,7 +571,7 @@ def _value_raw(value: Any, x: Tensor) -> Any:
         return value
     if isinstance(value, (list, tuple, np.ndarray)):
         host = np.asarray(value)
-        if host.dtype.kind not in "biufc" or not np.can_cast(host.dtype, dt, "same_kind"):
+        if _dkind(host.dtype) not in "biufc" or not np.can_cast(host.dtype, dt, "same_kind"):
             raise TypeError(
                 f"__setitem__(): cannot write a sequence of {host.dtype} into a {dt} tensor"
             )
@@ -654,7 +655,7 @@ def _index_tensor(indices: Any, x: Tensor, fname: str) -> Tensor:
             f"{fname}(): indices are on {indices._device} but x is on {x._device}; "
             "move them with .to(...) first"
         )
-    if indices._data.dtype.kind not in "iu":
+    if _dkind(indices._data.dtype) not in "iu":
         raise TypeError(f"{fname}() needs integer indices, got dtype {indices.dtype}")
     return indices
 

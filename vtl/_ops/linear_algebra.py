@@ -13,7 +13,9 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
+from .. import _autocast
 from .._tensor import Tensor
+from ..backends._dtypes import kind as _dkind
 from ._aliases import torch_names
 from ._core import (
     _OPERAND_TYPES,
@@ -24,6 +26,7 @@ from ._core import (
     normalize_axis,
     plain_grad,
     raw_grad,
+    raw_matmul,
     record,
     record_op,
     sum_to,
@@ -33,6 +36,8 @@ from .views import maybe_view
 
 __all__ = ["matmul", "matrix_transpose", "tensordot", "vecdot"]
 
+_AUTOCAST = _autocast.ACTIVE
+
 
 def _operands(x1: Any, x2: Any, fname: str) -> tuple[Tensor, Tensor]:
     x1 = tensor_arg(x1, fname, "x1")
@@ -40,7 +45,7 @@ def _operands(x1: Any, x2: Any, fname: str) -> tuple[Tensor, Tensor]:
     if x2._device is not x1._device:
         raise mixed_devices(fname, x1._device, x2._device)
     for t in (x1, x2):
-        if t._data.dtype.kind == "b":
+        if _dkind(t._data.dtype) == "b":
             raise TypeError(f"{fname}() needs numeric tensors, got dtype {t.dtype}")
     return x1, x2
 
@@ -48,7 +53,7 @@ def _operands(x1: Any, x2: Any, fname: str) -> tuple[Tensor, Tensor]:
 def _c(t: Tensor) -> Tensor:
     from .elementwise import conj
 
-    return conj(t) if t._data.dtype.kind == "c" else t
+    return conj(t) if _dkind(t._data.dtype) == "c" else t
 
 
 def matrix_transpose(x: Tensor, /) -> Tensor:
@@ -75,19 +80,21 @@ def _transpose_vjp(g: Tensor, _: Any) -> Tensor:
 
 def _build_matmul(operator: bool) -> Any:
     def matmul(x1: Tensor, x2: Tensor, /) -> Tensor:
+        if _AUTOCAST[0]:  # autocast: the operands in its low dtype
+            x1, x2 = _autocast.low(x1, x2)
         if isinstance(x1, Tensor) and isinstance(x2, Tensor):
             d1, d2 = x1._data, x2._data
             s1, s2 = d1.shape, d2.shape
             dev = x1._device
             if len(s1) == 2 and len(s2) == 2 and s1[1] == s2[0] and x2._device is dev \
-                    and d1.dtype.kind != "b" and d2.dtype.kind != "b":
-                out = d1 @ d2  # the common case needs no further checks
+                    and _dkind(d1.dtype) != "b" and _dkind(d2.dtype) != "b":
+                out = raw_matmul(dev, d1, d2)  # the common case needs no further checks
                 n1 = x1._requires_grad
                 n2 = x2._requires_grad
                 if (n1 or n2) and _grad.enabled:
                     return record_op(out, dev, "MatmulBackward", x1 if n1 else None,
                                      x2 if n2 else None, partial(_matmul_vjp, x1, x2),
-                                     (x1, x2), None if out.dtype.kind == "c" else _matmul_raw)
+                                     (x1, x2), None if _dkind(out.dtype) == "c" else _matmul_raw)
                 return new(out, dev)
         elif operator and not isinstance(x2, _OPERAND_TYPES):
             return NotImplemented  # Tensor.__matmul__: let x2's reflected op try
@@ -140,11 +147,11 @@ def _matmul_raw(vjp: partial, gd: Any) -> tuple[Any, Any]:
     d1, d2 = x1._data, x2._data
     g1 = g2 = None
     if x1._requires_grad:
-        g1 = gd @ d2.T
+        g1 = raw_matmul(x1._device, gd, d2.T)
         if g1.dtype != d1.dtype:
             g1 = raw_grad(g1, x1, x1._device)
     if x2._requires_grad:
-        g2 = d1.T @ gd
+        g2 = raw_matmul(x2._device, d1.T, gd)
         if g2.dtype != d2.dtype:
             g2 = raw_grad(g2, x2, x2._device)
     return g1, g2
@@ -152,16 +159,16 @@ def _matmul_raw(vjp: partial, gd: Any) -> tuple[Any, Any]:
 
 def _matmul_vjp(x1: Tensor, x2: Tensor, g: Tensor, _: Any) -> tuple[Any, Any]:
     d1, d2 = x1._data, x2._data
-    if not _grad.enabled and d1.ndim == 2 and d2.ndim == 2 and d1.dtype.kind != "c" \
-            and d2.dtype.kind != "c":
+    if not _grad.enabled and d1.ndim == 2 and d2.ndim == 2 and _dkind(d1.dtype) != "c" \
+            and _dkind(d2.dtype) != "c":
         # plain backward of the common 2-D real case: straight on the raw arrays
         dev, gd = g._device, g._data
         g1 = g2 = None
         if x1._requires_grad:
-            r = gd @ d2.T
+            r = raw_matmul(dev, gd, d2.T)
             g1 = new(r, dev) if r.dtype == d1.dtype else plain_grad(r, x1, dev)
         if x2._requires_grad:
-            r = d1.T @ gd
+            r = raw_matmul(dev, d1.T, gd)
             g2 = new(r, dev) if r.dtype == d2.dtype else plain_grad(r, x2, dev)
         return g1, g2
 

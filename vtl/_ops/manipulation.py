@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._tensor import Tensor
+from ..backends._dtypes import kind as _dkind
 from ._aliases import torch_names
 from ._core import needs_grad, new, record, record_multi, same_device, sum_to, tensor_arg
 from .views import maybe_view
@@ -427,7 +428,7 @@ def repeat(x: Tensor, repeats: int | Tensor, /, *, axis: int | None = None) -> T
             from ._core import mixed_devices
 
             raise mixed_devices("repeat", dev, repeats._device)
-        if repeats._data.dtype.kind not in "iu":
+        if _dkind(repeats._data.dtype) not in "iu":
             raise TypeError(f"repeat(): repeats must have an integer dtype, got {repeats.dtype}")
         if repeats.ndim > 1 or (repeats.ndim == 1 and repeats.shape[0] not in (1, m)):
             raise ValueError(

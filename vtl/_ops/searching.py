@@ -12,6 +12,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .._tensor import Tensor
+from ..backends._dtypes import kind as _dkind
 from ..backends._dtypes import to_dtype
 from ._aliases import torch_names
 from ._core import (
@@ -33,7 +34,7 @@ __all__ = ["argmax", "argmin", "count_nonzero", "nonzero", "searchsorted", "wher
 
 def _arg_extremum(x: Any, axis: int | None, keepdims: bool, fname: str) -> Tensor:
     x = tensor_arg(x, fname)
-    if x._data.dtype.kind == "c":
+    if _dkind(x._data.dtype) == "c":
         raise TypeError(f"{fname}() needs a real-valued tensor, got dtype {x.dtype}")
     if axis is None:
         if x.size == 0:
@@ -130,7 +131,7 @@ def searchsorted(x1: Tensor, x2: Tensor | int | float, /, *,
         x2 = _scalar_operand(x2, "searchsorted", "x2")
     for t in (x1, x2):
         if isinstance(t, complex) or (isinstance(t, (Tensor, np.generic))
-                                      and t.dtype.kind == "c"):
+                                      and _dkind(t.dtype) == "c"):
             raise TypeError("searchsorted() needs real-valued x1 and x2, got a complex operand")
     dt = result_type(x1, x2)
     a = x1._data if x1._data.dtype == dt else xp.astype(x1._data, dt)
@@ -143,7 +144,7 @@ def searchsorted(x1: Tensor, x2: Tensor | int | float, /, *,
         sorter = tensor_arg(sorter, "searchsorted", "sorter")
         if sorter._device is not dev:
             raise mixed_devices("searchsorted", dev, sorter._device)
-        if sorter._data.dtype.kind not in "iu":
+        if _dkind(sorter._data.dtype) not in "iu":
             raise TypeError(f"searchsorted(): sorter must have an integer dtype, got "
                             f"{sorter.dtype}")
         if sorter.shape != x1.shape:
@@ -165,7 +166,7 @@ def where(condition: Tensor, x1: Tensor | bool | int | float | complex,
     Differentiable with respect to ``x1`` and ``x2``.
     """
     condition = tensor_arg(condition, "where", "condition")
-    if condition._data.dtype.kind != "b":
+    if _dkind(condition._data.dtype) != "b":
         raise TypeError(f"where() needs a bool condition, got dtype {condition.dtype}")
     dev = condition._device
     xp = dev.xp
@@ -206,7 +207,7 @@ def where(condition: Tensor, x1: Tensor | bool | int | float | complex,
         shapes = [condition.shape] + [t.shape for t in (x1, x2) if isinstance(t, Tensor)]
         raise ValueError(f"where(): shapes {', '.join(map(str, shapes))} cannot be "
                          "broadcast together") from None
-    if needs_grad(x1, x2) and out.dtype.kind in "fc":
+    if needs_grad(x1, x2) and _dkind(out.dtype) in "fc":
         def vjp(g: Tensor, _: Any) -> tuple:
             g1 = g2 = None
             if not (_grad.enabled and g._requires_grad):  # plain backward: raw arrays

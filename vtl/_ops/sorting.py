@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._tensor import Tensor
+from ..backends._dtypes import kind as _dkind
 from ._aliases import torch_names
 from ._core import needs_grad, new, normalize_axis, record, tensor_arg
 
@@ -17,7 +18,7 @@ __all__ = ["argsort", "sort"]
 
 def _sort_args(x: Any, axis: Any, fname: str) -> tuple[Tensor, int]:
     x = tensor_arg(x, fname)
-    if x._data.dtype.kind == "c":
+    if _dkind(x._data.dtype) == "c":
         raise TypeError(f"{fname}() needs a real-valued tensor, got dtype {x.dtype}")
     if isinstance(axis, bool) or not isinstance(axis, int):
         raise TypeError(f"{fname}() expected an int for axis, got {axis!r}")

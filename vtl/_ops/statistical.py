@@ -22,6 +22,7 @@ from typing import Any
 
 from .._tensor import Tensor
 from ..backends import _dtypes
+from ..backends._dtypes import kind as _dkind
 from ._aliases import torch_names, unbiased_to_correction
 from ._core import (
     ONE_INPUT,
@@ -83,7 +84,7 @@ def _count(shape: tuple[int, ...], axes: tuple[int, ...]) -> int:
 def _acc_dtype(dt: Any, dev: Any) -> Any:
     """The standard's default result dtype of sum/prod/cumulative_* for input dtype ``dt``:
     small integers (and bool) widen to the default (unsigned) integer dtype."""
-    kind = dt.kind
+    kind = _dkind(dt)
     if kind in "fc":
         return dt
     default = dev.backend.default_dtypes(dev.index)["integral"]
@@ -106,7 +107,7 @@ def _dtype_arg(dtype: Any, x: Tensor) -> Any:
 
 
 def _c(t: Tensor) -> Tensor:
-    if t._data.dtype.kind == "c":
+    if _dkind(t._data.dtype) == "c":
         from .elementwise import conj
 
         return conj(t)
@@ -136,7 +137,7 @@ def _reverse_cumsum(t: Tensor, axis: int) -> Tensor:
 
 def _real_check(x: Tensor, fname: str, allow_complex: bool = False,
                 allow_int: bool = True) -> None:
-    k = x._data.dtype.kind
+    k = _dkind(x._data.dtype)
     if k == "c" and not allow_complex:
         raise TypeError(f"{fname}() needs a real-valued tensor, got dtype {x.dtype}")
     if not allow_int and k not in "fc":
@@ -159,7 +160,7 @@ def sum(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None, dtype: Any =
     dev = x._device
     dt = _dtype_arg(dtype, x)
     out = dev.xp.sum(x._data, axis=axes, dtype=dt, keepdims=keepdims)
-    if needs_grad(x) and out.dtype.kind in "fc":
+    if needs_grad(x) and _dkind(out.dtype) in "fc":
         def vjp(g: Tensor, _: Any) -> Tensor:
             return sum_to(_expand_reduced(g, x, axes, keepdims), x)
 
@@ -180,7 +181,7 @@ def prod(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None, dtype: Any 
     dev = x._device
     dt = _dtype_arg(dtype, x)
     out = dev.xp.prod(x._data, axis=axes, dtype=dt, keepdims=keepdims)
-    if needs_grad(x) and out.dtype.kind in "fc":
+    if needs_grad(x) and _dkind(out.dtype) in "fc":
         def vjp(g: Tensor, _: Any) -> Tensor:
             from .elementwise import multiply
             from .manipulation import permute_dims, reshape
@@ -215,7 +216,7 @@ def mean(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None,
         x = tensor_arg(x, "mean")
     data = x._data
     dt = data.dtype
-    if dt.kind not in "fc":
+    if _dkind(dt) not in "fc":
         _real_check(x, "mean", allow_complex=True, allow_int=False)
     shape = data.shape
     if axis is None:
@@ -225,7 +226,7 @@ def mean(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None,
         axes = normalize_axes(axis, len(shape), "mean")
         n = _count(shape, axes)
     dev = x._device
-    if dt.kind == "f" and (0 < n < 2**24 if dt.itemsize == 4 else 0 < n and dt.itemsize == 8):
+    if _dkind(dt) == "f" and (0 < n < 2**24 if dt.itemsize == 4 else 0 < n and dt.itemsize == 8):
         # the sum divided by the count: what NumPy's mean computes for these dtypes and
         # counts (the count is exact in the dtype), without its Python overhead
         out = dev._backend.sum_axes(data, axes, keepdims) / n
@@ -426,7 +427,7 @@ def cumulative_sum(x: Tensor, /, *, axis: int | None = None, dtype: Any = None,
     dev = x._device
     dt = _dtype_arg(dtype, x)
     out = dev.xp.cumulative_sum(x._data, axis=ax, dtype=dt, include_initial=include_initial)
-    if needs_grad(x) and out.dtype.kind in "fc":
+    if needs_grad(x) and _dkind(out.dtype) in "fc":
         def vjp(g: Tensor, _: Any) -> Tensor:
             if include_initial:
                 g = g[_axis_slice(g.ndim, ax, slice(1, None))]
@@ -451,7 +452,7 @@ def cumulative_prod(x: Tensor, /, *, axis: int | None = None, dtype: Any = None,
     dt = _dtype_arg(dtype, x)
     xp = dev.xp
     out = xp.cumulative_prod(x._data, axis=ax, dtype=dt, include_initial=include_initial)
-    if needs_grad(x) and out.dtype.kind in "fc":
+    if needs_grad(x) and _dkind(out.dtype) in "fc":
         def vjp(g: Tensor, out: Tensor) -> Tensor:
             from .elementwise import divide, multiply
             from .searching import where
@@ -529,3 +530,15 @@ def mode(input: Tensor, dim: int = -1, keepdim: bool = False) -> Any:  # noqa: A
     if not keepdim:
         values, idx = squeeze(values, axis=ax), squeeze(idx, axis=ax)
     return return_types.mode(values, idx)
+
+
+# autocast's float32 list: float16/bfloat16 inputs run in float32 inside autocast regions
+def _autocast_float32() -> None:
+    from .. import _autocast
+
+    g = globals()
+    for name in ("sum", "prod", "mean", "cumulative_sum", "cumulative_prod"):
+        g[name] = _autocast.float32_unary(g[name])
+
+
+_autocast_float32()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._tensor import Tensor
+from ..backends._dtypes import kind as _dkind
 from ._aliases import torch_names
 from ._core import (
     mixed_devices,
@@ -94,11 +95,11 @@ def diff(x: Tensor, /, *, axis: int = -1, n: int = 1, prepend: Tensor | None = N
             return record(out, dev, "DiffBackward", (x,), lambda g, _: g)
         return new(out, dev)
     a = xp.concat([p._data for p in parts], axis=ax) if len(parts) > 1 else x._data
-    sub = xp.not_equal if a.dtype.kind == "b" else xp.subtract
+    sub = xp.not_equal if _dkind(a.dtype) == "b" else xp.subtract
     hi, lo = _axis_slice(ax, slice(1, None)), _axis_slice(ax, slice(None, -1))
     for _ in range(n):
         a = sub(a[hi], a[lo])
-    if needs_grad(*parts) and a.dtype.kind in "fc":
+    if needs_grad(*parts) and _dkind(a.dtype) in "fc":
         total = sum(p.shape[ax] for p in parts)
         lens = [p.shape[ax] for p in parts]
 

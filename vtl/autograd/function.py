@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..backends._dtypes import kind as _dkind
 from .grad_mode import no_grad
 from .grad_mode import state as _grad_state
 
@@ -68,7 +69,23 @@ class FunctionCtx:
 
 class Function:
     """Base class of custom ops: subclass it with static ``forward(ctx, *args)`` and
-    ``backward(ctx, *grad_outputs)``, and call ``YourOp.apply(*args)``."""
+    ``backward(ctx, *grad_outputs)``, and call ``YourOp.apply(*args)``.
+
+    Example:
+        >>> class Square(vtl.autograd.Function):
+        ...     @staticmethod
+        ...     def forward(ctx, x):
+        ...         ctx.save_for_backward(x)
+        ...         return x * x
+        ...     @staticmethod
+        ...     def backward(ctx, g):
+        ...         (x,) = ctx.saved_tensors
+        ...         return 2 * x * g
+        >>> x = vtl.asarray([3.0, 4.0], requires_grad=True)
+        >>> vtl.sum(Square.apply(x)).backward()
+        >>> x.grad.tolist()
+        [6.0, 8.0]
+    """
 
     @staticmethod
     def forward(ctx: FunctionCtx, *args: Any, **kwargs: Any) -> Any:
@@ -104,7 +121,7 @@ class Function:
         tensors = [a for a in args if isinstance(a, Tensor)]
         dev = same_device(f"{cls.__name__}.apply", [*tensors, *outs])
         positions = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
-        differentiable = [o._data.dtype.kind in "fc" and id(o) not in ctx._non_differentiable
+        differentiable = [_dkind(o._data.dtype) in "fc" and id(o) not in ctx._non_differentiable
                           for o in outs]
         # saved outputs reach backward as the node's outputs (rebuilt from its saved data at
         # backward time), so a backward written with vtl functions differentiates through them

@@ -19,6 +19,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..backends._dtypes import kind as _dkind
 from . import grad_mode
 from .graph import edge_node
 
@@ -65,7 +66,7 @@ def _track(x: Any, where: str, outer: bool) -> Tensor:
     if not isinstance(x, Tensor):
         raise TypeError(f"{where}: differentiated arguments must be vtl Tensors, got "
                         f"{type(x).__name__}")
-    if x.dtype.kind not in "fc":
+    if _dkind(x.dtype) not in "fc":
         raise TypeError(f"{where}: can only differentiate with respect to floating-point or "
                         f"complex tensors, got dtype {x.dtype}")
     if outer and x.requires_grad:
@@ -82,6 +83,38 @@ def _track_args(args: Sequence[Any], nums: Sequence[int], where: str,
     for i in nums:
         args_l[i] = _track(args_l[i], where, outer)
     return args_l, [args_l[i] for i in nums]
+
+
+def _track_tree_args(args: Sequence[Any], nums: Sequence[int], where: str,
+                     outer: bool) -> tuple[list[Any], list[Tensor], Callable]:
+    """Like :func:`_track_args`, but a differentiated argument may be a tuple/list/dict of
+    tensors (``grad`` of a function of a parameter dict). Returns the arguments, the flat
+    stand-ins, and a function regrouping flat gradients into one entry per argument."""
+    from .vmap import _leaves, _rebuild
+
+    args_l = list(args)
+    tracked: list[Tensor] = []
+    shapes = []
+    for i in nums:
+        a = args_l[i]
+        if isinstance(a, (tuple, list, dict)):
+            ts = [_track(leaf, where, outer) for leaf in _leaves(a)]
+            args_l[i] = _rebuild(a, iter(ts))
+            shapes.append((a, len(ts)))
+        else:
+            ts = [_track(a, where, outer)]
+            args_l[i] = ts[0]
+            shapes.append((None, 1))
+        tracked.extend(ts)
+
+    def regroup(flat: Sequence[Any]) -> list[Any]:
+        out, k = [], 0
+        for tree, n in shapes:
+            out.append(flat[k] if tree is None else _rebuild(tree, iter(flat[k:k + n])))
+            k += n
+        return out
+
+    return args_l, tracked, regroup
 
 
 def _call(fun: Callable, args: Sequence[Any], kwargs: dict) -> Any:
@@ -180,7 +213,7 @@ def _scalar_output(out: Any, where: str) -> Tensor:
     if out.size != 1:
         raise ValueError(f"{where}: the function must return a single-element tensor, got "
                          f"shape {out.shape}; use vjp or jacobian for non-scalar outputs")
-    if out.dtype.kind != "f":
+    if _dkind(out.dtype) != "f":
         raise TypeError(f"{where}: the function must return a real floating-point tensor, got "
                         f"dtype {out.dtype}")
     return out
@@ -192,17 +225,19 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0,
 
     ``fun`` must return a single-element real tensor. With ``has_aux=True``,
     ``fun`` returns ``(value, aux)`` and the result is ``((value, aux), gradient)``.
-    An int ``argnums`` gives one gradient, a tuple gives a tuple of gradients.
+    An int ``argnums`` gives one gradient, a tuple gives a tuple of gradients. A
+    differentiated argument may be a tuple/list/dict of tensors (say a parameter dict for
+    :func:`vtl.func.functional_call`); its gradient has the same structure.
     """
 
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         nums, single = _argnums(argnums, len(args), "grad")
         outer = grad_mode.state.enabled
-        args_l, tracked = _track_args(args, nums, "grad", outer)
+        args_l, tracked, regroup = _track_tree_args(args, nums, "grad", outer)
         res, aux = _split_aux(_call(fun, args_l, kwargs), has_aux, "grad")
         out = _scalar_output(res, "grad")
         nested = _nested(outer, [out], tracked)
-        gs = _grads([out], tracked, nested, retain=False)
+        gs = regroup(_grads([out], tracked, nested, retain=False))
         value = out if nested else out.detach()
         g = gs[0] if single else tuple(gs)
         if has_aux:
@@ -219,6 +254,11 @@ def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False)
 
     ``vtl.grad(f)(x)`` has ``x``'s shape and dtype; with ``has_aux=True`` it
     returns ``(gradient, aux)``.
+
+    Example:
+        >>> f = lambda x: vtl.sum(x ** 3)
+        >>> vtl.grad(f)(vtl.asarray([1.0, 2.0])).tolist()
+        [3.0, 12.0]
     """
     vg = value_and_grad(fun, argnums, has_aux)
 
@@ -352,7 +392,7 @@ def jacobian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fa
         for o in outs:
             rows: list[list[Tensor]] = [[] for _ in tracked]
             n = o.size
-            differentiable = o.requires_grad and o.dtype.kind in "fc"
+            differentiable = o.requires_grad and _dkind(o.dtype) in "fc"
             for k in range(n if differentiable else 0):
                 e = zeros(n, dtype=o.dtype, device=o.device)
                 e[k] = 1

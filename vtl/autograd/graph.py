@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any
 
+from ..backends._dtypes import kind as _dkind
 from . import grad_mode
 
 if TYPE_CHECKING:
@@ -386,7 +387,7 @@ def _check_finite(node: Node, res: tuple) -> None:
     """Anomaly detection: ``RuntimeError`` at the first gradient of ``node``'s rule holding
     nan or inf, naming the op and where it was recorded."""
     for i, gi in enumerate(res):
-        if gi is None or gi._data.dtype.kind not in "fc":
+        if gi is None or _dkind(gi._data.dtype) not in "fc":
             continue
         xp = gi._device.xp
         d = gi._data

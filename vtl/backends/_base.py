@@ -339,6 +339,20 @@ class Backend:
         points to the array owning the memory; a backend without it overrides."""
         return (a if a.base is None else a.base) is (b if b.base is None else b.base)
 
+    def layout(self, raw: Any) -> tuple[tuple[int, ...], int, int]:
+        """Where the raw array's elements lie: ``(strides, offset, address)``, the strides
+        and the offset from the start of its allocation in elements, and the address of
+        its first element (PyTorch's ``stride()``, ``storage_offset()``, ``data_ptr()``).
+        This version reads NumPy's ``strides``, ``base`` and ``__array_interface__``; a
+        backend without them overrides."""
+        isz = raw.dtype.itemsize
+        root = raw
+        while isinstance(root.base, type(raw)):
+            root = root.base
+        ptr = raw.__array_interface__["data"][0]
+        start = root.__array_interface__["data"][0]
+        return tuple(st // isz for st in raw.strides), (ptr - start) // isz, ptr
+
     # -- extras the standard lacks ----------------------------------------------
     def synchronize(self, index: int = 0) -> None:
         """Wait until all queued work on the device is finished."""

@@ -27,7 +27,8 @@ from __future__ import annotations
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
-    "KERNELS", "BatchNormKernel", "Conv2dKernel", "CrossEntropyKernel", "GeluKernel",
+    "KERNELS", "AttentionKernel", "BatchNormKernel", "Conv2dKernel", "CrossEntropyKernel",
+    "GeluKernel",
     "GruCellKernel", "LayerNormKernel",
     "LinearGradWeightKernel", "LinearKernel", "LstmCellKernel", "MinmaxBackwardKernel",
     "MultiTensorApplyKernel", "PhiloxKernel", "Pool2dKernel", "ReluBackwardKernel",
@@ -211,6 +212,32 @@ class LayerNormKernel(Protocol):
 
 
 @runtime_checkable
+class AttentionKernel(Protocol):
+    """``kernel("attention")``: scaled dot-product attention fused into a few launches, with
+    no ``(L, S)`` matrix in memory either way.
+
+    ``forward(q, k, v, mask, causal, scale, batch)`` takes ``(B, L, E)`` queries, ``(B, S,
+    E)`` keys and ``(B, S, Ev)`` values (``B = batch[0] * batch[1]``, the flattened batch
+    and head axes), ``mask``: ``None`` or an additive float mask of shape broadcastable to
+    ``(batch[0], batch[1], L, S)`` (4-D; ``-inf`` masks out), ``causal``: key ``j`` is
+    masked for query ``i < j``; returns ``(out, lse)``: ``softmax(q k^T scale + mask) v``
+    and the rows' log-sum-exp ``(B, L)`` (``+inf`` for rows with every key masked, whose
+    output is zero), or ``None`` to decline.
+    ``backward(q, k, v, out, lse, g, mask, causal, scale, batch)`` returns ``(dq, dk,
+    dv)``; rows with every key masked get zero gradients.
+    """
+
+    def supports(self, dtype: Any) -> bool: ...
+
+    def forward(self, q: Any, k: Any, v: Any, mask: Any, causal: bool, scale: float,
+                batch: tuple[int, int]) -> tuple[Any, Any] | None: ...
+
+    def backward(self, q: Any, k: Any, v: Any, out: Any, lse: Any, g: Any, mask: Any,
+                 causal: bool, scale: float, batch: tuple[int, int]
+                 ) -> tuple[Any, Any, Any]: ...
+
+
+@runtime_checkable
 class BatchNormKernel(Protocol):
     """``kernel("batch_norm")``: training-mode batch normalisation of an ``(N, C, *)`` array
     with the batch statistics, each way in a few passes over memory.
@@ -311,6 +338,7 @@ class PhiloxKernel(Protocol):
 
 #: every kernel name vtl may look up, and its contract
 KERNELS: dict[str, type] = {
+    "attention": AttentionKernel,
     "conv2d": Conv2dKernel,
     "pool2d": Pool2dKernel,
     "linear": LinearKernel,

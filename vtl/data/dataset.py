@@ -86,6 +86,11 @@ class TensorDataset(Dataset):
     ``TensorDataset(x, y)[i] == (x[i], y[i])``. Arrays are turned into Tensors on
     the default backend (or ``backend=``/``device=``); a :class:`DataLoader`
     gathers whole batches with one ``vtl.take`` per tensor.
+
+    Example:
+        >>> ds = vtl.data.TensorDataset(vtl.zeros((3, 2)), vtl.asarray([0, 1, 2]))
+        >>> len(ds), ds[1][0].shape, int(ds[1][1])
+        (3, (2,), 1)
     """
 
     def __init__(self, *tensors: Any, device: Any = None, backend: str | None = None) -> None:

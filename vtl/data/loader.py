@@ -326,6 +326,14 @@ class DataLoader:
       the numpy backend's batches are host memory already, wgpu has no page-locked host
       memory (uploads are staged by the driver), and the cupy backend copies batches
       with ``cupy.asarray`` from ordinary host memory.
+
+    Example:
+        >>> ds = vtl.data.TensorDataset(vtl.arange(10.0), vtl.arange(10))
+        >>> loader = vtl.data.DataLoader(ds, batch_size=4, shuffle=True, seed=0)
+        >>> [xb.shape for xb, yb in loader]
+        [(4,), (4,), (2,)]
+        >>> len(loader)
+        3
     """
 
     def __init__(self, dataset: Any, batch_size: int = 1, shuffle: bool = False,

@@ -21,6 +21,7 @@ import numpy as np
 import vtl
 
 from ..backends import resolve_device
+from ..backends._dtypes import kind as _dkind
 from ..data.dataset import TensorDataset
 
 
@@ -266,7 +267,7 @@ class ArrayDataset(TensorDataset):
                  backend: str | None = None, device: Any = None) -> None:
         dev = resolve_device(device, backend)
         x = np.ascontiguousarray(data)
-        x = int_tensor(x, dev) if x.dtype.kind in "iu" else vtl.asarray(x, device=dev)
+        x = int_tensor(x, dev) if _dkind(x.dtype) in "iu" else vtl.asarray(x, device=dev)
         super().__init__(x, int_tensor(targets, dev))
         self.classes = list(classes)
 

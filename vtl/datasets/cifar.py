@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backends._dtypes import kind as _dkind
 from ._common import (
     ArrayDataset,
     check_count,
@@ -83,7 +84,7 @@ def _check_labels(labels: Any, path: Path) -> np.ndarray:
         arr = np.asarray(labels, dtype=object)
     if arr.size == 0 and arr.ndim == 1:
         arr = arr.astype(np.int64)
-    if arr.ndim != 1 or arr.dtype.kind not in "iu":
+    if arr.ndim != 1 or _dkind(arr.dtype) not in "iu":
         found = type(arr.flat[0]).__name__ if arr.size else "none"
         raise ValueError(f"CIFAR10: {str(path)!r} has labels of dtype {arr.dtype} and shape "
                          f"{arr.shape} (first: {found}), expected a list of integers in 0..9")

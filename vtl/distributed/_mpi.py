@@ -68,6 +68,11 @@ def _abort_on_uncaught_exception(rank: int) -> None:
     sys.excepthook = hook
 
 
+def _low(dtype: np.dtype) -> bool:
+    """float16 or bfloat16 (which MPI's predefined types lack)."""
+    return dtype.itemsize == 2 and dtype.kind in "fV"
+
+
 def _op(MPI: Any, op: str, dtype: np.dtype) -> Any:
     if dtype == np.bool_:
         return {"max": MPI.LOR, "min": MPI.LAND}[op]
@@ -123,24 +128,36 @@ class MPIEngine:
 
     def allreduce(self, buf: np.ndarray, op: str, what: str = "all_reduce") -> np.ndarray:
         self.check()
+        if _low(buf.dtype):  # MPI has no float16/bfloat16: reduced in float32, rounded once
+            wide = buf.astype(np.float32)
+            self.allreduce(wide, op, what)
+            buf[...] = wide.astype(buf.dtype)
+            return buf
         req = self.comm.Iallreduce(self.MPI.IN_PLACE, buf, op=_op(self.MPI, op, buf.dtype))
         self._wait(req, what)
         return buf
 
     def broadcast(self, buf: np.ndarray, src: int, what: str = "broadcast") -> np.ndarray:
         self.check()
-        self._wait(self.comm.Ibcast(buf, root=src), what)
+        self._wait(self.comm.Ibcast(buf.view(np.uint16) if _low(buf.dtype) else buf, root=src),
+                   what)
         return buf
 
     def allgather(self, send: np.ndarray, what: str = "all_gather") -> np.ndarray:
         self.check()
         recv = np.empty((self.world_size, *send.shape), dtype=send.dtype)
+        if _low(send.dtype):  # as 16-bit words (MPI has no float16/bfloat16)
+            self._wait(self.comm.Iallgather(np.ascontiguousarray(send).view(np.uint16),
+                                            recv.view(np.uint16)), what)
+            return recv
         self._wait(self.comm.Iallgather(send, recv), what)
         return recv
 
     def reduce_scatter(self, send: np.ndarray, op: str,
                        what: str = "reduce_scatter") -> np.ndarray:
         self.check()
+        if _low(send.dtype):  # reduced in float32, rounded once
+            return self.reduce_scatter(send.astype(np.float32), op, what).astype(send.dtype)
         recv = np.empty(send.shape[1:], dtype=send.dtype)
         req = self.comm.Ireduce_scatter_block(send, recv, op=_op(self.MPI, op, send.dtype))
         self._wait(req, what)

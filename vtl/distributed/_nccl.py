@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from ..backends import _dtypes
+from ..backends._dtypes import kind as _dkind
 from ._errors import DistributedTimeoutError, engine_missing
 
 
@@ -78,6 +80,8 @@ class NCCLEngine:
             ("uint32", n.NCCL_UINT32), ("int64", n.NCCL_INT64), ("uint64", n.NCCL_UINT64),
             ("float16", n.NCCL_FLOAT16), ("float32", n.NCCL_FLOAT32),
             ("float64", n.NCCL_FLOAT64))}
+        # ncclBfloat16 (9) since NCCL 2.10; CuPy's bindings may not name it
+        self._dtypes[_dtypes.bfloat16] = getattr(n, "NCCL_BFLOAT16", 9)
         self._ops = {"sum": n.NCCL_SUM, "prod": n.NCCL_PROD, "max": n.NCCL_MAX,
                      "min": n.NCCL_MIN}
         self._broken: str | None = None
@@ -88,7 +92,7 @@ class NCCLEngine:
         dt = np.dtype(buf.dtype)
         if dt == np.bool_:
             buf = buf.view(self.cupy.uint8)
-        elif dt.kind == "c":
+        elif _dkind(dt) == "c":
             if op not in (None, "sum"):
                 raise TypeError(f"NCCL cannot apply op={op!r} to complex data")
             buf = buf.view(np.dtype(f"f{dt.itemsize // 2}"))

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from .._tensor import Tensor
+from ..backends._dtypes import kind as _dkind
 from . import group as _g
 
 __all__ = ["all_reduce", "broadcast", "all_gather", "all_gather_into_tensor",
@@ -47,9 +48,9 @@ def _check_op(op: Any, fname: str, dtype: np.dtype) -> str:
     if dtype == np.bool_ and op not in ("max", "min"):
         raise TypeError(f"{fname}: op={op!r} is not defined for bool tensors (use 'max' for "
                         "any, 'min' for all)")
-    if dtype.kind == "c" and op in ("max", "min"):
+    if _dkind(dtype) == "c" and op in ("max", "min"):
         raise TypeError(f"{fname}: op={op!r} is not defined for complex tensors")
-    if op == "mean" and dtype.kind not in "fc":
+    if op == "mean" and _dkind(dtype) not in "fc":
         raise TypeError(f"{fname}: op='mean' needs a floating-point or complex tensor, got "
                         f"dtype {dtype}; use 'sum'")
     return op

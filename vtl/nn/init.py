@@ -38,8 +38,11 @@ def _write(tensor: Tensor, values: Tensor) -> Tensor:
 
 
 def _draw_dtype(tensor: Tensor, fname: str) -> Any:
+    if tensor.dtype in (vtl.float16, vtl.bfloat16):  # drawn in float32, rounded once
+        return vtl.float32
     if tensor.dtype not in (vtl.float32, vtl.float64):
-        raise TypeError(f"init.{fname}() needs a float32 or float64 tensor, got {tensor.dtype}")
+        raise TypeError(f"init.{fname}() needs a floating-point tensor (float16, bfloat16, "
+                        f"float32 or float64), got {tensor.dtype}")
     return tensor.dtype
 
 
@@ -132,10 +135,18 @@ def constant_(tensor: Tensor, val: float) -> Tensor:
 
 
 def zeros_(tensor: Tensor) -> Tensor:
+    """Fill ``tensor`` with zeros, in place, without recording a gradient; returns it.
+
+    Example:
+        >>> w = vtl.nn.init.zeros_(vtl.empty((2, 3)))
+        >>> float(vtl.sum(w))
+        0.0
+    """
     return constant_(tensor, 0)
 
 
 def ones_(tensor: Tensor) -> Tensor:
+    """Fill ``tensor`` with ones, in place, without recording a gradient; returns it."""
     return constant_(tensor, 1)
 
 

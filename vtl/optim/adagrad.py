@@ -8,7 +8,7 @@ from typing import Any
 from .._tensor import Tensor, _new
 from . import _functional as F
 from . import _programs
-from .optimizer import Optimizer, _check_flags, _check_number, _check_real, _set
+from .optimizer import Optimizer, _check_flags, _check_number, _check_real, _set, state_dtype
 
 __all__ = ["Adagrad"]
 
@@ -53,7 +53,8 @@ class Adagrad(Optimizer):
         _check_real(p, "Adagrad")
         xp = p._device.xp
         init = group["initial_accumulator_value"]
-        s = xp.full(p._data.shape, init, dtype=p._data.dtype, device=p._data.device)
+        s = xp.full(p._data.shape, init, dtype=state_dtype(p._data.dtype),
+                    device=p._data.device)
         return {"step": 0, "sum": _new(s, p._device)}
 
     def _advance(self, state: dict[str, Any], group: dict[str, Any]) -> None:

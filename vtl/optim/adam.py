@@ -25,6 +25,14 @@ class Adam(Optimizer):
 
     State per parameter: ``step`` (int), ``exp_avg``, ``exp_avg_sq`` and, with
     ``amsgrad``, ``max_exp_avg_sq``.
+
+    Example:
+        >>> w = vtl.asarray([1.0, -1.0], requires_grad=True)
+        >>> opt = optim.Adam([w], lr=0.1)
+        >>> vtl.sum(w ** 2).backward()
+        >>> opt.step()
+        >>> [round(v, 4) for v in w.tolist()]      # the first step moves each weight by lr
+        [0.9, -0.9]
     """
 
     _state_names = {"m": "exp_avg", "v": "exp_avg_sq", "vmax": "max_exp_avg_sq"}

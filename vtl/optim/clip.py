@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .._tensor import Tensor, _new
+from ..backends._dtypes import kind as _dkind
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_"]
 
@@ -104,7 +105,7 @@ def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float,
         gxp = g._device.xp
         c = coef if g._device is dev else _new(coef, dev).to(g._device)._data
         dt = g._data.dtype
-        if dt.kind == "c":
+        if _dkind(dt) == "c":
             dt = gxp.float32 if dt == gxp.complex64 else gxp.float64
         c = gxp.astype(c, dt)
         g._data = g._data * c

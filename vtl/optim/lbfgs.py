@@ -9,6 +9,7 @@ from typing import Any
 from .. import capture as _capture
 from .._tensor import Tensor, _new
 from ..autograd.grad_mode import enable_grad
+from ..backends._dtypes import kind as _dkind
 from .optimizer import Optimizer, _check_number, _is_index, _scalar_state
 
 __all__ = ["LBFGS"]
@@ -196,7 +197,7 @@ class LBFGS(Optimizer):
             if p._device is not first._device:
                 raise ValueError(f"LBFGS: all parameters must be on one device, got "
                                  f"{first.device} and {p.device}")
-            if p._data.dtype.kind != "f":
+            if _dkind(p._data.dtype) != "f":
                 raise TypeError(f"LBFGS: parameters must be of a real floating dtype, got "
                                 f"{p.dtype}")
             if p._data.dtype != first._data.dtype:

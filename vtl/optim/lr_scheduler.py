@@ -321,7 +321,19 @@ class MultiplicativeLR(_LambdaState, LRScheduler):
 
 
 class StepLR(LRScheduler):
-    """Multiply the lr by ``gamma`` every ``step_size`` epochs."""
+    """Multiply the lr by ``gamma`` every ``step_size`` epochs.
+
+    Example:
+        >>> opt = optim.SGD([vtl.zeros(1, requires_grad=True)], lr=1.0)
+        >>> sched = optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.1)
+        >>> lrs = []
+        >>> for epoch in range(5):
+        ...     lrs.append(round(opt.param_groups[0]["lr"], 6))
+        ...     opt.step()
+        ...     sched.step()
+        >>> lrs
+        [1.0, 1.0, 0.1, 0.1, 0.01]
+    """
 
     _fields = {**LRScheduler._fields, "step_size": _integer(1), "gamma": _number()}
 

@@ -7,6 +7,14 @@ when the parameter's backend provides the optional kernel
 ``"multi_tensor_apply"`` and ``foreach`` is not ``False``, one fused launch for
 all the parameters of a group that share device, dtype and hyper-parameters
 (the rule then is the equivalent :class:`~vtl.optim._programs.Program`).
+
+float16 and bfloat16 parameters keep their optimizer state (moments, momentum
+buffers, sums) in float32 and are updated by the portable rule in float32: the
+parameter and its gradient are read as float32, the rule runs, and the new value is
+rounded once into the parameter (so ``eps=1e-8`` and squared gradients do not
+underflow). No float32 master copy of the parameter is kept: updates smaller than
+half a unit in the last place of the low dtype are lost, as in PyTorch's optimizers
+on low-precision parameters (which keep their state in the parameter's dtype).
 """
 
 from __future__ import annotations
@@ -19,6 +27,8 @@ from typing import Any
 from .. import capture as _capture
 from .._tensor import Tensor, _new
 from ..autograd.grad_mode import enable_grad
+from ..backends._dtypes import LOW_FLOATING, float32
+from ..backends._dtypes import kind as _dkind
 from ._programs import Program
 
 __all__ = ["Optimizer"]
@@ -166,7 +176,9 @@ class Optimizer:
                 last_dev = dev
                 kern = None if foreach is False else dev.backend.kernel("multi_tensor_apply")
             dtype = p._data.dtype
-            if kern is not None and kern.supports(dtype):
+            if dtype in LOW_FLOATING:  # float32 state: the portable rule in float32
+                portable.append((p, state))
+            elif kern is not None and kern.supports(dtype):
                 prog, scalars = self._plan(p, state, group)
                 # Devices are interned and programs cached: ids are stable keys here
                 # (``plans`` holds both objects for the duration of the step)
@@ -195,7 +207,11 @@ class Optimizer:
                     f"{p.dtype} parameter on {p._device}: only the fused multi-tensor step "
                     "(foreach not False, a dtype the backend's kernel takes) reads its "
                     "per-step scalars anew at each replay")
-            new = self._portable(p, state, group)
+            if p._data.dtype in LOW_FLOATING:
+                new = p._device.xp.astype(self._portable(_wide_view(p), state, group),
+                                          p._data.dtype)
+            else:
+                new = self._portable(p, state, group)
             p._data[...] = new
             p._bump_version()
 
@@ -381,7 +397,7 @@ class Optimizer:
                 )
             if value.device != p.device:
                 value = value.to(p.device)
-            out = vtl.astype(value, p.dtype, copy=True)
+            out = vtl.astype(value, state_dtype(p.dtype), copy=True)
         except (TypeError, ValueError) as exc:
             if str(exc).startswith(where):
                 raise
@@ -432,8 +448,26 @@ def _clone(value: Any) -> Any:
     return value
 
 
+def state_dtype(dtype: Any) -> Any:
+    """The dtype of the optimizer state of a parameter of ``dtype``: float32 for float16
+    and bfloat16, else ``dtype``."""
+    return float32 if dtype in LOW_FLOATING else dtype
+
+
+def _wide_view(p: Tensor) -> Tensor:
+    """A float32 stand-in for a low-precision parameter: its value and gradient as
+    float32 (the portable rules read ``p._device``, ``p._data`` and ``p.grad._data``)."""
+    xp = p._device.xp
+    q = _new(xp.astype(p._data, float32), p._device)
+    q._grad = _new(xp.astype(p._grad._data, float32), p._device)
+    return q
+
+
 def _zeros_like(p: Tensor) -> Tensor:
-    return _new(p._device.xp.zeros_like(p._data), p._device)
+    d = p._data
+    if d.dtype in LOW_FLOATING:
+        return _new(p._device.xp.zeros_like(d, dtype=float32), p._device)
+    return _new(p._device.xp.zeros_like(d), p._device)
 
 
 def _set(state: dict[str, Any], key: str, p: Tensor, raw: Any) -> None:
@@ -446,7 +480,7 @@ def _set(state: dict[str, Any], key: str, p: Tensor, raw: Any) -> None:
 
 
 def _check_real(p: Tensor, cls: str) -> None:
-    if p._data.dtype.kind == "c":
+    if _dkind(p._data.dtype) == "c":
         raise TypeError(f"{cls} does not support complex parameters yet (got {p.dtype})")
 
 

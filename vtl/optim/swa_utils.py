@@ -19,6 +19,7 @@ from typing import Any
 import vtl
 
 from .._tensor import Tensor
+from ..backends._dtypes import kind as _dkind
 from ..nn.modules.module import Module
 from ..nn.modules.normalization import _BatchNorm
 from .lr_scheduler import LRScheduler, _check_optimizer, _choice, _integer, _per_group
@@ -33,7 +34,7 @@ ParamList = Sequence[Tensor]
 
 
 def _is_float(t: Tensor) -> bool:
-    return t._data.dtype.kind in "fc"
+    return _dkind(t._data.dtype) in "fc"
 
 
 def _lerp(start: Tensor, end: Tensor, weight: Any) -> Tensor:

@@ -203,6 +203,13 @@ def evaluate(model: Any, loader: Iterable, loss_fn: Callable | None = None,
     Returns ``{"loss": mean loss (when ``loss_fn`` is given), name: mean metric}``,
     each a sample-weighted mean of per-batch values (exact for accuracy, MSE and
     MAE). The model's previous train/eval mode is restored afterwards.
+
+    Example:
+        >>> model = nn.Linear(2, 2)
+        >>> data = vtl.data.TensorDataset(vtl.zeros((8, 2)), vtl.zeros(8, dtype=vtl.int64))
+        >>> sorted(vtl.train.evaluate(model, vtl.data.DataLoader(data, batch_size=4),
+        ...                           nn.CrossEntropyLoss(), ("accuracy",)))
+        ['accuracy', 'loss']
     """
     return _evaluate_mean(model, loader, loss_fn, metrics, progress, desc).means()
 
@@ -237,7 +244,8 @@ def fit(model: Any, train_loader: Iterable, loss_fn: Callable, optimizer: Any, e
         val_loader: Iterable | None = None, metrics: Any = ("accuracy",), scheduler: Any = None,
         callbacks: Sequence[Any] = (), *, progress: bool = True,
         resume_from: str | None = None, scheduler_step: str = "epoch",
-        clip_grad_norm: float | None = None, compile: bool = False) -> History:  # noqa: A002
+        clip_grad_norm: float | None = None, compile: bool = False,  # noqa: A002
+        precision: str = "32") -> History:
     """Train ``model`` for ``epochs`` epochs and return its :class:`History`.
 
     Each batch of ``train_loader`` is a tuple ``(inputs..., target)``; the
@@ -261,6 +269,14 @@ def fit(model: Any, train_loader: Iterable, loss_fn: Callable, optimizer: Any, e
     step and a per-batch scheduler step) through :func:`vtl.compile`: captured once per
     batch shape on a GPU backend and replayed, with the same numbers as without it.
 
+    ``precision``: ``"32"`` (default) trains in the parameters' dtypes; ``"bf16"`` runs
+    the forward pass and the loss (also of validation) under
+    ``vtl.autocast(dtype=vtl.bfloat16)``; ``"fp16"`` under ``vtl.autocast(dtype=vtl.float16)``
+    with a :class:`vtl.amp.GradScaler` (the loss is scaled for backward, gradients are
+    unscaled before clipping, steps with inf/nan gradients are skipped; its ``step`` reads
+    one flag per device, so ``"fp16"`` cannot be combined with ``compile=True``). The
+    autocast device is the model's first parameter's backend.
+
     ``resume_from`` loads a checkpoint written by :class:`~vtl.train.ModelCheckpoint`
     (model, optimizer, scheduler, history) and continues after its epoch; a loader with
     ``set_epoch`` (``vtl.data.DataLoader``) is moved to that epoch, so a resumed run
@@ -277,6 +293,13 @@ def fit(model: Any, train_loader: Iterable, loss_fn: Callable, optimizer: Any, e
     if scheduler_step == "batch" and isinstance(scheduler, ReduceLROnPlateau):
         raise ValueError("fit: ReduceLROnPlateau steps on a metric once per epoch; use "
                          "scheduler_step='epoch'")
+    if precision not in ("32", "bf16", "fp16"):
+        raise ValueError(f"fit: precision must be '32', 'bf16' or 'fp16', got {precision!r}")
+    if precision == "fp16" and compile:
+        raise ValueError("fit: precision='fp16' uses a GradScaler, whose step reads the "
+                         "inf/nan flag on the host; it cannot be combined with compile=True "
+                         "(use precision='bf16', which needs no scaler)")
+    amp_region, scaler = _mixed_precision(model, precision)
     metric_fns = _metric_fns(metrics)
     cbs = list(callbacks)
     if resume_from is not None:
@@ -288,13 +311,22 @@ def fit(model: Any, train_loader: Iterable, loss_fn: Callable, optimizer: Any, e
     params = list(model.parameters()) if clip_grad_norm is not None else None
 
     def train_step(inputs: tuple[Any, ...], target: Any) -> tuple[Any, Any]:
-        output = model(*inputs)
-        loss = loss_fn(output, target)
+        with amp_region():
+            output = model(*inputs)
+            loss = loss_fn(output, target)
         optimizer.zero_grad()
-        loss.backward()
-        if params is not None:
-            clip_grad_norm_(params, clip_grad_norm)
-        optimizer.step()
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            if params is not None:
+                scaler.unscale_(optimizer)
+                clip_grad_norm_(params, clip_grad_norm)
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            loss.backward()
+            if params is not None:
+                clip_grad_norm_(params, clip_grad_norm)
+            optimizer.step()
         if scheduler is not None and scheduler_step == "batch":
             scheduler.step()
         return output, loss
@@ -335,7 +367,8 @@ def fit(model: Any, train_loader: Iterable, loss_fn: Callable, optimizer: Any, e
                 raise ValueError("fit: train_loader yielded no batches")
             logs = mean.synced().means()
             if val_loader is not None:
-                vlogs = _evaluate_mean(model, val_loader, loss_fn, metrics).synced().means()
+                with amp_region():
+                    vlogs = _evaluate_mean(model, val_loader, loss_fn, metrics).synced().means()
                 logs.update({f"val_{k}": v for k, v in vlogs.items()})
             logs["lr"] = lr
             if bar is not None:
@@ -355,3 +388,23 @@ def fit(model: Any, train_loader: Iterable, loss_fn: Callable, optimizer: Any, e
     for cb in cbs:
         cb.on_train_end(state)
     return state.history
+
+
+def _mixed_precision(model: Any, precision: str) -> tuple[Callable[[], Any], Any]:
+    """The autocast region (a factory of context managers) and GradScaler of ``precision``."""
+    import contextlib
+
+    if precision == "32":
+        return contextlib.nullcontext, None
+    device_type = None
+    for p in model.parameters():
+        device_type = p.device.type
+        break
+    dtype = vtl.bfloat16 if precision == "bf16" else vtl.float16
+    with vtl.autocast(device_type, dtype):  # a device without the dtype fails here
+        pass
+
+    def region() -> Any:
+        return vtl.autocast(device_type, dtype)
+
+    return region, (vtl.amp.GradScaler() if precision == "fp16" else None)

@@ -54,6 +54,7 @@ import vtl
 from .._tensor import Tensor
 from ..autograd import graph
 from ..autograd.grad_mode import state as _grad_state
+from ..backends._dtypes import kind as _dkind
 
 __all__ = ["checkpoint", "checkpoint_sequential"]
 
@@ -230,7 +231,7 @@ def _checkpoint_graph(function: Callable, args: tuple, kwargs: dict, preserve: b
     flat: list[Tensor] = []
     structure = _flatten(result, flat)
     arg_pos, leaves, external = _boundary(flat, marker, stand_in_ids)
-    diff = [o._requires_grad and o._data.dtype.kind in "fc" for o in flat]
+    diff = [o._requires_grad and _dkind(o._data.dtype) in "fc" for o in flat]
     # the recorded graph goes with these references; only the outputs' data stay
     metas = [_Meta(o) for o in flat]
     plain = [o.detach() for o in flat]
@@ -302,7 +303,7 @@ def _checkpoint_reentrant(function: Callable, args: tuple, preserve: bool,
         return result
     flat: list[Tensor] = []
     structure = _flatten(result, flat)
-    diff = [o._data.dtype.kind in "fc" for o in flat]
+    diff = [_dkind(o._data.dtype) in "fc" for o in flat]
     if not flat:
         return result
     metas = [_Meta(o) for o in flat]

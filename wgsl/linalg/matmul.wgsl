@@ -5,25 +5,26 @@
 // Words: 0 M, 1 N, 2 K, 3 offA, 4 offB, 5 offC, 6 sAb, 7 sAm, 8 sAk, 9 sBb, 10 sBk, 11 sBn,
 // then those of the epilogue (vtl/backends/wgpu/_nn.py: its placeholders add a bias to each
 // column, or also write the row sums of A (batch b's at word 12 + b*M); empty for a plain
-// product).
+// product). Products compute in {{C}}: float32 for float16 operands (the tiles are
+// widened on load, the result rounded once on store), else the operands' type.
 @group(0) @binding(0) var<storage, read> A: array<{{T}}>;
 @group(0) @binding(1) var<storage, read> B: array<{{T}}>;
 @group(0) @binding(2) var<storage, read_write> C: array<{{T}}>;
-var<workgroup> As: array<vec4<{{T}}>, 256>;
-var<workgroup> Bs: array<vec4<{{T}}>, 256>;
+var<workgroup> As: array<vec4<{{C}}>, 256>;
+var<workgroup> Bs: array<vec4<{{C}}>, 256>;
 // whether A's columns (B's columns) are its contiguous axis: a transposed view
 const ACOLS = {{ACOLS}};
 const BCOLS = {{BCOLS}};
 {{DECL}}
 
-fn load_a(base: i32, sm: i32, sk: i32, M: u32, K: u32, m: u32, k: u32) -> {{T}} {
-  if (m < M && k < K) { return A[u32(base + i32(m) * sm + i32(k) * sk)]; }
-  return {{T}}(0);
+fn load_a(base: i32, sm: i32, sk: i32, M: u32, K: u32, m: u32, k: u32) -> {{C}} {
+  if (m < M && k < K) { return {{C}}(A[u32(base + i32(m) * sm + i32(k) * sk)]); }
+  return {{C}}(0);
 }
 
-fn load_b(base: i32, sk: i32, sn: i32, N: u32, K: u32, k: u32, n: u32) -> {{T}} {
-  if (n < N && k < K) { return B[u32(base + i32(k) * sk + i32(n) * sn)]; }
-  return {{T}}(0);
+fn load_b(base: i32, sk: i32, sn: i32, N: u32, K: u32, k: u32, n: u32) -> {{C}} {
+  if (n < N && k < K) { return {{C}}(B[u32(base + i32(k) * sk + i32(n) * sn)]); }
+  return {{C}}(0);
 }
 
 @compute @workgroup_size(256)
@@ -42,10 +43,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let sBn = pi(11u);
   let aBase = pi(3u) + i32(b) * pi(6u);
   let bBase = pi(4u) + i32(b) * pi(9u);
-  var c0 = vec4<{{T}}>();
-  var c1 = vec4<{{T}}>();
-  var c2 = vec4<{{T}}>();
-  var c3 = vec4<{{T}}>();
+  var c0 = vec4<{{C}}>();
+  var c1 = vec4<{{C}}>();
+  var c2 = vec4<{{C}}>();
+  var c3 = vec4<{{C}}>();
 {{INIT}}
   // Thread lid loads four elements of A at (m0 + am + j*dam, k0 + ak + j*dak), j = 0..3, and
   // four of B likewise; neighbouring threads read neighbouring addresses whether an operand's
@@ -62,11 +63,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let dbn = select(0u, 16u, BCOLS);
   let ra0 = m0 + am;
   let cb0 = n0 + bn;
-  var ra = vec4<{{T}}>(load_a(aBase, sAm, sAk, M, K, ra0, ak),
+  var ra = vec4<{{C}}>(load_a(aBase, sAm, sAk, M, K, ra0, ak),
                        load_a(aBase, sAm, sAk, M, K, ra0 + dam, ak + dak),
                        load_a(aBase, sAm, sAk, M, K, ra0 + 2u * dam, ak + 2u * dak),
                        load_a(aBase, sAm, sAk, M, K, ra0 + 3u * dam, ak + 3u * dak));
-  var rb = vec4<{{T}}>(load_b(bBase, sBk, sBn, N, K, bk, cb0),
+  var rb = vec4<{{C}}>(load_b(bBase, sBk, sBn, N, K, bk, cb0),
                        load_b(bBase, sBk, sBn, N, K, bk + dbk, cb0 + dbn),
                        load_b(bBase, sBk, sBn, N, K, bk + 2u * dbk, cb0 + 2u * dbn),
                        load_b(bBase, sBk, sBn, N, K, bk + 3u * dbk, cb0 + 3u * dbn));
@@ -90,11 +91,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (k1 < K) {
       let ka = k1 + ak;
       let kb1 = k1 + bk;
-      ra = vec4<{{T}}>(load_a(aBase, sAm, sAk, M, K, ra0, ka),
+      ra = vec4<{{C}}>(load_a(aBase, sAm, sAk, M, K, ra0, ka),
                        load_a(aBase, sAm, sAk, M, K, ra0 + dam, ka + dak),
                        load_a(aBase, sAm, sAk, M, K, ra0 + 2u * dam, ka + 2u * dak),
                        load_a(aBase, sAm, sAk, M, K, ra0 + 3u * dam, ka + 3u * dak));
-      rb = vec4<{{T}}>(load_b(bBase, sBk, sBn, N, K, kb1, cb0),
+      rb = vec4<{{C}}>(load_b(bBase, sBk, sBn, N, K, kb1, cb0),
                        load_b(bBase, sBk, sBn, N, K, kb1 + dbk, cb0 + dbn),
                        load_b(bBase, sBk, sBn, N, K, kb1 + 2u * dbk, cb0 + 2u * dbn),
                        load_b(bBase, sBk, sBn, N, K, kb1 + 3u * dbk, cb0 + 3u * dbn));
@@ -112,13 +113,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   }
   let cBase = pw(5u) + b * M * N;
   let col = n0 + tx * 4u;
-  let rows = array<vec4<{{T}}>, 4>(c0, c1, c2, c3);
+  let rows = array<vec4<{{C}}>, 4>(c0, c1, c2, c3);
   for (var r = 0u; r < 4u; r++) {
     let row = m0 + ty * 4u + r;
     if (row < M) {
       let v = rows[r];
       for (var c = 0u; c < 4u; c++) {
-        if (col + c < N) { C[cBase + row * N + col + c] = wrap_{{D}}({{EPI}}); }
+        if (col + c < N) { C[cBase + row * N + col + c] = wrap_{{D}}({{T}}({{EPI}})); }
       }
     }
   }

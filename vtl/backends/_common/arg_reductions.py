@@ -15,12 +15,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._dtypes import kind as _dkind
+
 
 def first_arg_extreme(xp: Any, x: Any, axis: int | None, keepdims: bool,
                       largest: bool) -> Any:
     """``argmax`` (``largest``) or ``argmin`` of the real array ``x`` along ``axis`` (all
     axes flattened for ``None``), as NumPy: the first index of the extreme, nan first."""
-    if x.dtype.kind == "f":
+    if _dkind(x.dtype) == "f":
         x = _order_keys(xp, x, largest)
     a = xp.reshape(x, (-1,)) if axis is None else x
     ax = 0 if axis is None else axis % max(x.ndim, 1)

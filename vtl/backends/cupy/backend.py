@@ -34,6 +34,31 @@ class CupyBackend(Backend):
         register(self, cupy, xp)
         return xp
 
+    def dtypes(self, index: int = 0) -> dict[str, np.dtype]:
+        """vtl's dtypes; bfloat16 where this CuPy takes ``ml_dtypes.bfloat16`` arrays
+        (CuPy 14 and later)."""
+        out = super().dtypes(index)
+        ok = self.__dict__.get("_bf16")
+        if ok is None:
+            try:
+                import ml_dtypes
+
+                a = self._cupy.asarray(np.ones(2, ml_dtypes.bfloat16))
+                ok = bool(((a + a).astype(np.float32) == 2).all())
+            except Exception:  # CuPy without bfloat16
+                ok = False
+            self._bf16 = ok
+        if not ok:
+            out.pop("bfloat16", None)
+        return out
+
+    def check_dtype(self, dtype: np.dtype, index: int = 0) -> None:
+        if dtype.name == "bfloat16" and not self.__dict__.get("_bf16", False) \
+                and "bfloat16" not in self.dtypes(index):
+            raise TypeError("dtype bfloat16 is not supported on cupy: it needs CuPy 14 or "
+                            "later (ml_dtypes.bfloat16 arrays)")
+        super().check_dtype(dtype, index)
+
     def device_count(self) -> int:
         return self._cupy.cuda.runtime.getDeviceCount()
 
@@ -51,6 +76,11 @@ class CupyBackend(Backend):
 
     def same_storage(self, a: Any, b: Any) -> bool:
         return a.data.mem is b.data.mem
+
+    def layout(self, raw: Any) -> tuple[tuple[int, ...], int, int]:
+        isz = raw.dtype.itemsize
+        ptr = raw.data.ptr
+        return tuple(st // isz for st in raw.strides), (ptr - raw.data.mem.ptr) // isz, ptr
 
     def _report(self) -> None:
         """Raise the errors that kernels found on the device since the last host read."""
@@ -101,6 +131,10 @@ class CupyBackend(Backend):
             cp.add.at(target.real, indices, values.real)
             cp.add.at(target.imag, indices, values.imag)
             return target
+        if target.dtype.name == "bfloat16":  # no bfloat16 atomics: accumulated in float32
+            wide = target.astype(np.float32)
+            cp.add.at(wide, indices, cp.asarray(values).astype(np.float32))
+            return wide.astype(target.dtype)
         cp.add.at(target, indices, values)
         return target
 
@@ -115,7 +149,13 @@ class CupyBackend(Backend):
 
     def info(self) -> dict[str, Any]:
         cp = self._cupy
+        from .cudnn import load_cudnn
+
         out: dict[str, Any] = {"cupy": cp.__version__, "devices": []}
+        cudnn, why = load_cudnn()
+        out["cudnn"] = (f"cuDNN {cudnn.backend_version()} through nvidia-cudnn-frontend "
+                        f"{cudnn.__version__} (convolutions)") if cudnn is not None else \
+            f"not used: {why}"
         for i in range(self.device_count()):
             props = cp.cuda.runtime.getDeviceProperties(i)
             out["devices"].append(
@@ -127,6 +167,7 @@ class CupyBackend(Backend):
 def register(backend: Backend, cupy: Any, xp: Any) -> None:
     """Equip the CuPy backend object with its kernels (products through the namespace's
     ``matmul``: one direct cuBLAS call)."""
+    from .attention import CupyAttention
     from .conv import CupyConv2d
     from .optim import MultiTensorApply
     from .pool import CupyPool2d
@@ -134,8 +175,14 @@ def register(backend: Backend, cupy: Any, xp: Any) -> None:
     from .rnn import GruCell, LstmCell
 
     nn = _nn.CupyNN(cupy, xp.matmul)
-    backend.register_kernel("conv2d", CupyConv2d(cupy, matmul=xp.matmul))
+    from .cudnn import CudnnConv2d, load_cudnn
+
+    cudnn, _why = load_cudnn()
+    conv = CupyConv2d(cupy, matmul=xp.matmul) if cudnn is None else \
+        CudnnConv2d(cupy, cudnn, matmul=xp.matmul)
+    backend.register_kernel("conv2d", conv)
     backend.register_kernel("pool2d", CupyPool2d(cupy))
+    backend.register_kernel("attention", CupyAttention(cupy))
     backend.register_kernel("linear", nn.linear)
     backend.register_kernel("linear_grad_weight", nn.linear_grad_weight)
     backend.register_kernel("relu_backward", nn.relu_backward)

@@ -8,6 +8,12 @@ host memory that do not change between replays: alpha 1, beta 0 here), so vtl ke
 handle of its own per thread and device, with a workspace from CuPy's pool, and calls
 ``cublas{S,D}gemm_v2`` and ``cublas{S,D}gemmStridedBatched`` on the current stream.
 
+float16 and bfloat16 products are ``cublasGemmEx``/``cublasGemmStridedBatchedEx`` with
+float32 compute (``CUBLAS_COMPUTE_32F``: tensor cores, float32 accumulation, the result
+rounded once to the operands' dtype), as PyTorch's. float32 products use TF32 tensor
+cores when ``vtl.set_float32_matmul_precision`` is ``"high"`` or ``"medium"`` (the handle's
+math mode follows the setting at each call).
+
 Row-major ``C = A @ B`` is the column-major ``C^T = B^T A^T``: each operand is passed as
 its column-major transpose (a C-contiguous matrix as is, an F-contiguous one transposed).
 Batched products take operands whose matrices sit at a fixed stride (0 for one matrix
@@ -23,10 +29,16 @@ from typing import Any
 
 import numpy as np
 
+from .. import _precision
+
 __all__ = ["Blas"]
 
 _OP_N, _OP_T = 0, 1
 _DEFAULT_MATH, _TF32_MATH = 0, 3
+#: cudaDataType_t of the low-precision dtypes, cublasComputeType_t, cublasGemmAlgo_t
+_CUDA_R_16F, _CUDA_R_16BF = 2, 14
+_COMPUTE_32F = 68
+_GEMM_DEFAULT = -1
 #: bytes of the workspace each handle uses (NVIDIA's recommendation for Hopper: 32 MiB)
 WORKSPACE = 32 << 20
 
@@ -52,9 +64,17 @@ class _Handle:
         self.ptr = h
         self.workspace = cupy.empty(WORKSPACE, dtype=np.uint8)
         self.stream: int | None = None
-        tf32 = os.environ.get("CUPY_TF32", "0").strip() not in ("", "0")
-        _check(lib.cublasSetMathMode(h, _TF32_MATH if tf32 else _DEFAULT_MATH),
+        self.lib = lib
+        self.tf32 = os.environ.get("CUPY_TF32", "0").strip() not in ("", "0")
+        _check(lib.cublasSetMathMode(h, _TF32_MATH if self.tf32 else _DEFAULT_MATH),
                "cublasSetMathMode")
+
+    def math_mode(self, tf32: bool) -> None:
+        """TF32 tensor-core math for float32 products on (``tf32``) or off."""
+        if tf32 != self.tf32:
+            _check(self.lib.cublasSetMathMode(self.ptr, _TF32_MATH if tf32 else _DEFAULT_MATH),
+                   "cublasSetMathMode")
+            self.tf32 = tf32
 
 
 def _check(status: int, what: str) -> None:
@@ -62,9 +82,38 @@ def _check(status: int, what: str) -> None:
         raise RuntimeError(f"cuBLAS: {what} failed with status {status}")
 
 
+class _GemmEx:
+    """``cublasGemmEx`` with float32 compute for one low-precision dtype, called with the
+    arguments of ``cublas{S,D}gemm_v2`` (the dtype's code and the compute type added)."""
+
+    def __init__(self, fn: Any, code: int) -> None:
+        self.fn, self.code = fn, code
+
+    def __call__(self, h: Any, ta: int, tb: int, m: int, n: int, k: int, alpha: int, a: int,
+                 lda: int, b: int, ldb: int, beta: int, c: int, ldc: int) -> int:
+        t = self.code
+        return self.fn(h, ta, tb, m, n, k, alpha, a, t, lda, b, t, ldb, beta, c, t, ldc,
+                       _COMPUTE_32F, _GEMM_DEFAULT)
+
+
+class _BatchedEx:
+    """``cublasGemmStridedBatchedEx`` with float32 compute, called with the arguments of
+    ``cublas{S,D}gemmStridedBatched``."""
+
+    def __init__(self, fn: Any, code: int) -> None:
+        self.fn, self.code = fn, code
+
+    def __call__(self, h: Any, ta: int, tb: int, m: int, n: int, k: int, alpha: int, a: int,
+                 lda: int, sa: int, b: int, ldb: int, sb: int, beta: int, c: int, ldc: int,
+                 sc: int, count: int) -> int:
+        t = self.code
+        return self.fn(h, ta, tb, m, n, k, alpha, a, t, lda, sa, b, t, ldb, sb, beta, c, t,
+                       ldc, sc, count, _COMPUTE_32F, _GEMM_DEFAULT)
+
+
 class Blas:
-    """``matmul(a, b)`` of float32/float64 CuPy arrays by cuBLAS, or ``None`` for operands
-    it does not take (other dtypes, fewer than two dimensions)."""
+    """``matmul(a, b)`` of float16/bfloat16/float32/float64 CuPy arrays by cuBLAS, or
+    ``None`` for operands it does not take (other dtypes, fewer than two dimensions)."""
 
     def __init__(self, cupy: Any) -> None:
         self._cp = cupy
@@ -83,12 +132,33 @@ class Blas:
             fn = getattr(lib, f"cublas{c}gemmStridedBatched")
             fn.argtypes, fn.restype = batched, i
             self._batched[dt] = fn
+        # float16/bfloat16: the Ex entry points with float32 compute (alpha/beta float32)
+        gemm_ex = [vp, i, i, i, i, i, vp, vp, i, i, vp, i, i, vp, vp, i, i, i, i]
+        batched_ex = [vp, i, i, i, i, i, vp, vp, i, i, ll, vp, i, i, ll, vp, vp, i, i, ll, i,
+                      i, i]
+        self._scalar_dt: dict[np.dtype, np.dtype] = {}
+        try:
+            ex = lib.cublasGemmEx
+            bex = lib.cublasGemmStridedBatchedEx
+        except AttributeError:  # an old cuBLAS: CuPy's own products for these dtypes
+            ex = bex = None
+        if ex is not None:
+            ex.argtypes, ex.restype = gemm_ex, i
+            bex.argtypes, bex.restype = batched_ex, i
+            import ml_dtypes
+
+            for dt, code in ((np.dtype(np.float16), _CUDA_R_16F),
+                             (np.dtype(ml_dtypes.bfloat16), _CUDA_R_16BF)):
+                self._gemm[dt] = _GemmEx(ex, code)
+                self._batched[dt] = _BatchedEx(bex, code)
+                self._scalar_dt[dt] = np.dtype(np.float32)
         lib.cublasSetStream_v2.argtypes = [vp, vp]
         lib.cublasSetWorkspace_v2.argtypes = [vp, vp, ctypes.c_size_t]
         lib.cublasCreate_v2.argtypes = [ctypes.POINTER(vp)]
         lib.cublasSetMathMode.argtypes = [vp, i]
-        self._one = {dt: np.ones((), dt) for dt in self._gemm}  # alpha, beta (host memory)
-        self._zero = {dt: np.zeros((), dt) for dt in self._gemm}
+        # alpha, beta (host memory; float32 for the float32-compute Ex calls)
+        self._one = {dt: np.ones((), self._scalar_dt.get(dt, dt)) for dt in self._gemm}
+        self._zero = {dt: np.zeros((), self._scalar_dt.get(dt, dt)) for dt in self._gemm}
 
     def _handle(self, device: int) -> ctypes.c_void_p:
         handles = getattr(self._local, "handles", None)
@@ -97,6 +167,7 @@ class Blas:
         h = handles.get(device)
         if h is None:
             h = handles[device] = _Handle(self._lib, self._cp)
+        h.math_mode(_precision.float32_matmul_precision() != "highest")
         stream = self._cp.cuda.get_current_stream().ptr
         if h.stream != stream:  # setting the stream resets the workspace: set both
             _check(self._lib.cublasSetStream_v2(h.ptr, stream), "cublasSetStream")

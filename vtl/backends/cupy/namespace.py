@@ -42,6 +42,11 @@ standard's signed-zero special cases that CuPy itself misses.
   (``_moments.two_pass_var``); CuPy's own ``var`` took 12.8 ms for 4096 x 4096 elements,
   its ``sum`` 34 µs.
 
+* float16 and bfloat16: products are cuBLAS calls with float32 compute (``blas.py``);
+  ``sum``, ``prod``, ``mean``, ``var``, ``std`` and ``cumulative_sum``/``cumulative_prod``
+  (without ``dtype=``) accumulate in float32 and round the result once, as PyTorch's; a
+  Python scalar in ``where`` takes the array's low-precision dtype.
+
 Every other name is ``array_api_compat.cupy``'s own.
 """
 
@@ -53,6 +58,7 @@ from typing import Any
 
 import array_api_compat.cupy as _acp
 import cupy as _cupy
+import ml_dtypes as _ml_dtypes
 import numpy as _np
 from array_api_compat.cupy import *  # noqa: F403
 
@@ -65,6 +71,7 @@ from .._common.special_cases import (
     python_remainder,
     tanh_special_cases,
 )
+from .._dtypes import LOW_FLOATING
 from . import linalg  # noqa: F401 - the linalg extension, with solve fixed
 from .blas import Blas
 
@@ -290,12 +297,96 @@ def _reduce_in_stages(fn, x: Any, axis: Any, keepdims: bool, **kw: Any) -> Any:
     return out.reshape(tuple(n for i, n in enumerate(x.shape) if i not in axes))
 
 
+_F32 = _np.dtype("float32")
+
+
+def _wide(fn: Any) -> Any:
+    """``fn`` of a float16/bfloat16 ``x`` computed in float32 and rounded to ``x``'s dtype
+    (when no ``dtype=`` is asked for)."""
+    def wide(x: Any, /, **kw: Any) -> Any:
+        if x.dtype in LOW_FLOATING and kw.get("dtype") in (None, x.dtype):
+            kw.pop("dtype", None)
+            return fn(x.astype(_F32), **kw).astype(x.dtype)
+        return fn(x, **kw)
+
+    wide.__name__ = wide.__qualname__ = fn.__name__
+    wide.__doc__ = fn.__doc__
+    return wide
+
+
+@_wide
 def sum(x: Any, /, *, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
     return _reduce_in_stages(_acp.sum, x, axis, keepdims, dtype=dtype)
 
 
+@_wide
 def mean(x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
     return _reduce_in_stages(_acp.mean, x, axis, keepdims)
+
+
+prod = _wide(_acp.prod)
+cumulative_sum = _wide(_acp.cumulative_sum)
+cumulative_prod = _wide(_acp.cumulative_prod)
+
+
+def _weak(s: Any, other: Any) -> Any:
+    if isinstance(s, (int, float)) and not isinstance(s, bool) \
+            and getattr(other, "dtype", None) in LOW_FLOATING:
+        return _cupy.asarray(s, dtype=other.dtype)
+    return s
+
+
+def where(condition: Any, x1: Any, x2: Any, /) -> Any:
+    return _acp.where(condition, _weak(x1, x2), _weak(x2, x1))
+
+
+# CuPy has no bfloat16 loops in most of its ufuncs: it runs them through float32 and
+# returns float32. The functions below give bfloat16 back when their floating inputs are
+# all bfloat16 (the float32 result rounded once, as PyTorch computes bfloat16 math).
+_BF16 = _np.dtype(_ml_dtypes.bfloat16)
+_WIDE = frozenset({_F32, _np.dtype("float64"), _np.dtype("float16")})
+_KEEP_BF16 = (
+    "abs", "acos", "acosh", "add", "asin", "asinh", "atan", "atan2", "atanh", "ceil", "clip",
+    "copysign", "cos", "cosh", "divide", "exp", "expm1", "floor", "floor_divide", "hypot",
+    "log", "log1p", "log2", "log10", "logaddexp", "maximum", "minimum", "multiply", "negative",
+    "nextafter", "positive", "pow", "reciprocal", "remainder", "round", "sign", "sin", "sinh",
+    "sqrt", "square", "subtract", "tan", "tanh", "trunc", "where", "max", "min", "matmul",
+    "tensordot", "vecdot", "take", "take_along_axis", "concat", "stack",
+)
+
+
+def _bf16_result(args: tuple) -> bool:
+    """Whether ``args`` hold a bfloat16 array and no wider floating array."""
+    bf = False
+    for a in args:
+        if isinstance(a, (list, tuple)):
+            a = a[0] if a else None
+        dt = getattr(a, "dtype", None)
+        if dt is None:
+            continue
+        if dt == _BF16:
+            bf = True
+        elif dt in _WIDE:
+            return False
+    return bf
+
+
+def _keep_bf16(fn: Any) -> Any:
+    def op(*args: Any, **kw: Any) -> Any:
+        out = fn(*args, **kw)
+        if out.__class__ is _cupy.ndarray and out.dtype == _F32 and _bf16_result(args):
+            return out.astype(_BF16)
+        return out
+
+    op.__name__ = op.__qualname__ = getattr(fn, "__name__", "op")
+    op.__doc__ = fn.__doc__
+    op.__wrapped__ = fn
+    return op
+
+
+for _name in _KEEP_BF16:
+    globals()[_name] = _keep_bf16(globals().get(_name) or getattr(_acp, _name))
+del _name
 
 
 def _two_pass(x: Any) -> bool:
@@ -304,6 +395,7 @@ def _two_pass(x: Any) -> bool:
     return x.dtype.kind == "f" and x.dtype.itemsize >= 4 and x.size >= _BIG_REDUCTION
 
 
+@_wide
 def var(x: Any, /, *, axis: Any = None, correction: float = 0.0, keepdims: bool = False
         ) -> Any:
     if _two_pass(x):
@@ -311,6 +403,7 @@ def var(x: Any, /, *, axis: Any = None, correction: float = 0.0, keepdims: bool 
     return _acp.var(x, axis=axis, correction=correction, keepdims=keepdims)
 
 
+@_wide
 def std(x: Any, /, *, axis: Any = None, correction: float = 0.0, keepdims: bool = False
         ) -> Any:
     if _two_pass(x):

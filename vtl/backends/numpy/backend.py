@@ -1,4 +1,5 @@
-"""The NumPy backend: the CPU, always available (its namespace is ``array_api_compat.numpy``).
+"""The NumPy backend: the CPU, always available (its namespace is ``namespace.py``, a thin
+module over ``array_api_compat.numpy``).
 
 :func:`register` is the one place that equips it with its kernels (the contracts are in
 ``vtl.backends.kernels``): ``conv.py``, ``pool.py``, ``nn.py`` and ``optim.py`` of this
@@ -11,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from .._base import Backend
+from .._dtypes import LOW_FLOATING
 
 #: Elements from which the gradient of a reduction is a broadcast view (``Backend.spread``).
 SPREAD_MIN = 1 << 16
@@ -32,7 +34,7 @@ class NumpyBackend(Backend):
     array_type = np.ndarray
 
     def _load(self) -> Any:
-        import array_api_compat.numpy as xp
+        from . import namespace as xp
 
         register(self)
         return xp
@@ -73,6 +75,8 @@ class NumpyBackend(Backend):
                 ones = _ROW_ONES[key] = np.ones(key[0], a.dtype)
                 ones.flags.writeable = False
             return np.dot(ones, a)
+        if a.dtype in LOW_FLOATING:  # float32 accumulators, as PyTorch
+            return np.add.reduce(a.astype(np.float32), axes, None, None, keepdims).astype(a.dtype)
         return np.add.reduce(a, axes, None, None, keepdims)  # np.sum without its wrapper
 
     def spread(self, value: Any, like: Any, view: bool) -> Any:

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from .._common import threads as _pool
+from .._dtypes import kind as _dkind
 from .backend import _count_nonzero
 
 #: elements from which a pass is split over the pool
@@ -95,7 +96,7 @@ def zero_where(mask: Any, g: Any) -> Any:
     """``where(mask, 0, g)`` for a boolean ``mask`` of ``g``'s shape (``None``: not handled
     here, use ``where``)."""
     if type(mask) is not np.ndarray or type(g) is not np.ndarray or mask.shape != g.shape \
-            or mask.dtype.kind != "b":
+            or _dkind(mask.dtype) != "b":
         return None
     bits = _BITS.get(g.dtype)
     if bits is None:

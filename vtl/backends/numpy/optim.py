@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from .._common import threads as _pool
+from .._dtypes import kind as _dkind
 
 #: Largest piece (elements) a large tensor is updated in: the few arrays of a step
 #: (parameter, gradient, state, temporaries) stay in the core's cache through all its
@@ -197,7 +198,7 @@ class MultiTensorApply:
         self._compiled: dict[tuple, Any] = {}
 
     def supports(self, dtype: Any) -> bool:
-        return dtype.kind == "f"
+        return _dkind(dtype) == "f"
 
     def __call__(self, prog: Any, tensors: list[tuple[Any, ...]],
                  scalars: tuple[float, ...]) -> None:

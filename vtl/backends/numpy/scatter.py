@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from .._dtypes import kind as _dkind
+
 _ROUNDS = 16
 _SMALL = 256
 
@@ -29,7 +31,7 @@ def scatter_add(target: np.ndarray, indices: Any, values: Any) -> np.ndarray:
     """``target`` (updated in place) with ``values`` added at rows ``indices`` of axis 0."""
     indices = np.asarray(indices)
     n = indices.shape[0] if indices.ndim == 1 else -1
-    kind = target.dtype.kind
+    kind = _dkind(target.dtype)
     if n < _SMALL or kind not in "fc" or target.ndim == 0:
         np.add.at(target, indices, values)
         return target

@@ -57,9 +57,7 @@ from ._creation import (
     zeros_like,
 )
 from ._dtypes import (
-    bool_ as bool,  # noqa: A001 - the standard's name
-)
-from ._dtypes import (
+    bfloat16,
     float16,
     float32,
     float64,
@@ -71,6 +69,9 @@ from ._dtypes import (
     uint16,
     uint32,
     uint64,
+)
+from ._dtypes import (
+    bool_ as bool,  # noqa: A001 - the standard's name
 )
 from ._elementwise import FUNCTIONS as _EW
 from ._elementwise import clip, where
@@ -173,6 +174,7 @@ def from_host(a: np.ndarray) -> WgpuArray:
 
 
 def is_available() -> bool:
+    """Whether a WebGPU adapter and device can be created here (creating them if not yet)."""
     try:
         _runtime.get()
     except RuntimeError:
@@ -180,4 +182,5 @@ def is_available() -> bool:
     return True
 
 
-__all__ = [n for n in list(globals()) if not n.startswith("_")]
+__all__ = [n for n in list(globals()) if not n.startswith("_")
+           and n not in ("annotations", "Any", "np")]

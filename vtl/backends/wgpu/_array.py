@@ -156,7 +156,7 @@ class WgpuArray:
         return complex(self._scalar("complex"))
 
     def __index__(self) -> int:
-        if self._dtype.kind not in "iu" or self.ndim != 0:
+        if D.kind(self._dtype) not in "iu" or self.ndim != 0:
             raise TypeError("only 0-d integer arrays can be used as an index")
         return operator.index(self._scalar("int"))
 
@@ -223,6 +223,13 @@ def fresh(shape: tuple, dtype: np.dtype, n: int, isz: int) -> WgpuArray:
 
 
 def check_dtype(dtype: np.dtype) -> None:
+    """Check that arrays of ``dtype`` can live on this device.
+
+    Raises:
+        TypeError: naming the dtype when the library has no storage for it, or the adapter
+            feature it needs (``shader-f64`` for float64/complex128) when this adapter
+            lacks it.
+    """
     D.check(dtype, _runtime.get().features)
 
 
@@ -239,7 +246,7 @@ def from_numpy(a: np.ndarray, dtype: np.dtype | None = None) -> WgpuArray:
         if nbytes % 4:
             data += b"\0" * (4 - nbytes % 4)
         _runtime.get().queue.write_buffer(out._st.buf.gpu, 0, data)
-        if dt.kind in "iu" and host.size <= KNOWN_MAX:
+        if D.kind(dt) in "iu" and host.size <= KNOWN_MAX:
             set_known(out._st.buf, value_range(host))
     return out
 
@@ -351,7 +358,7 @@ def copy_into(src: WgpuArray, dst: WgpuArray, body: str = "return {{R}}(x);") ->
     if n == 0:
         return
     if (src._contig and dst._contig and src._shape == dst._shape and body == _CAST
-            and src._dtype.kind in "biuf" and dst._dtype.kind in "biuf"):
+            and D.kind(src._dtype) in "biuf" and D.kind(dst._dtype) in "biuf"):
         _flat_copy(src, dst, n)
         return
     sst = broadcast_strides(src, dst._shape)
@@ -405,13 +412,13 @@ def _unary_kernel(dt_in: np.dtype, dt_out: np.dtype, body: str):
         # 32 -> 64 bits across signedness: extend by the source's signedness first
         # (a direct i64(u32) may be compiled as a sign extension)
         body = _WIDEN[(tin, tout)]
-    if body == "return {{R}}(x);" and "c" in (dt_in.kind, dt_out.kind):
+    if body == "return {{R}}(x);" and "c" in (D.kind(dt_in), D.kind(dt_out)):
         from ._complex import cast_body
 
         body = cast_body(dt_in, dt_out)
     if dt_out == D.bool_ and body == "return {{R}}(x);":
         body = "return select(0u, 1u, x != {{T}}(0));"
-        if dt_in.kind == "f":  # NaN is truthy; drivers may compile != as an ordered compare
+        if D.kind(dt_in) == "f":  # NaN is truthy; drivers may compile != as an ordered compare
             body = f"return select(0u, 1u, x != {{{{T}}}}(0) || isnan_{dt_in.name}(x));"
     return _kernels.kernel(
         "unary", "rw", (dt_in, dt_out), T=D.wgsl(dt_in), R=D.wgsl(dt_out), DR=dt_out.name,

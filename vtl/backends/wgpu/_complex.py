@@ -126,16 +126,16 @@ def kernel_dtypes(dtypes) -> tuple:
     """``dtypes`` with the real dtype of each complex one added (its helpers are needed)."""
     out = dict.fromkeys(dtypes)
     for d in list(out):
-        if d.kind == "c":
+        if D.kind(d) == "c":
             out.setdefault(D.REAL_OF[d])
     return tuple(out)
 
 
 def cast_body(dt_in: np.dtype, dt_out: np.dtype) -> str:
     """The WGSL body of ``astype`` when either side is complex."""
-    if dt_in.kind == "c" and dt_out.kind == "c":
+    if D.kind(dt_in) == "c" and D.kind(dt_out) == "c":
         return "return {{R}}(x);"
-    if dt_out.kind == "c":
+    if D.kind(dt_out) == "c":
         f = D.wgsl(D.REAL_OF[dt_out])
         return f"return {{{{R}}}}({f}(x), {f}(0));"
     if dt_out == D.bool_:
@@ -161,7 +161,7 @@ def fill_view(out: WgpuArray, start, step=0) -> None:
 
 def scalar_dtype(value: complex, arr_dt: np.dtype) -> np.dtype:
     """Dtype of ``array op complex_scalar`` (weak scalar: the array's precision)."""
-    if arr_dt.kind == "c":
+    if D.kind(arr_dt) == "c":
         return arr_dt
     if arr_dt == D.float64:
         return D.complex128

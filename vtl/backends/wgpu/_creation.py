@@ -56,7 +56,7 @@ def fill_view(out: WgpuArray, start, step=0) -> None:
     if n == 0:
         return
     dt = out._dtype
-    if dt.kind == "c":
+    if D.kind(dt) == "c":
         from ._complex import fill_view as fill_complex
 
         return fill_complex(out, start, step)
@@ -75,9 +75,9 @@ def fill_view(out: WgpuArray, start, step=0) -> None:
 def _scalar_value(v, dt: np.dtype):
     if dt == D.bool_:
         return bool(v)
-    if dt.kind in "iu":
+    if D.kind(dt) in "iu":
         return int(v)
-    if dt.kind == "c":
+    if D.kind(dt) == "c":
         return complex(v)
     return float(v)
 
@@ -158,13 +158,13 @@ def linspace(start, stop, /, num: int, *, dtype=None, device=None,
         raise ValueError(f"linspace(): num must be non-negative, got {num}")
     cplx = isinstance(start, complex) or isinstance(stop, complex)
     dt = _dtype(dtype) or (D.COMPLEX_OF[default_float()] if cplx else default_float())
-    if dt.kind == "c":
+    if D.kind(dt) == "c":
         from ._complex import linspace as linspace_complex
 
         return linspace_complex(start, stop, num, dt, endpoint)
     if cplx:
         raise TypeError(f"linspace(): complex start/stop need a complex dtype, got {dt}")
-    if dt.kind != "f":
+    if D.kind(dt) != "f":
         host = np.linspace(start, stop, num, endpoint=endpoint).astype(dt)
         return from_numpy(host)
     div = (num - 1) if endpoint else num
@@ -237,23 +237,23 @@ def asarray(obj: Any, /, *, dtype=None, device=None, copy: bool | None = None) -
     if isinstance(obj, (list, tuple)) and any(isinstance(o, WgpuArray) for o in _flat(obj)):
         obj = _host_nested(obj)
     host = np.asarray(obj)
-    if (dt is not None and dt.kind in "iu" and host.dtype.kind in "fO"
+    if (dt is not None and D.kind(dt) in "iu" and D.kind(host.dtype) in "fO"
             and isinstance(obj, (list, tuple))):
         try:  # Python ints past int64 (NumPy made the list float64: 2**63 + 1 lost its 1)
             host = np.asarray(obj, dtype=dt)
         except (OverflowError, TypeError, ValueError):
             pass
-    if host.dtype.kind == "O":
+    if D.kind(host.dtype) == "O":
         raise TypeError(f"asarray() cannot convert an object of type {type(obj).__name__}")
     if dt is None:
         if not isinstance(obj, np.ndarray) and not isinstance(obj, np.generic):
-            if host.dtype.kind == "f":
+            if D.kind(host.dtype) == "f":
                 dt = default_float()
-            elif host.dtype.kind == "c":
+            elif D.kind(host.dtype) == "c":
                 dt = D.COMPLEX_OF[default_float()]
-            elif host.dtype.kind in "iu":
-                dt = default_int() if host.dtype.kind == "i" else host.dtype
-                if host.dtype.kind == "i" and host.dtype == np.int64:
+            elif D.kind(host.dtype) in "iu":
+                dt = default_int() if D.kind(host.dtype) == "i" else host.dtype
+                if D.kind(host.dtype) == "i" and host.dtype == np.int64:
                     dt = default_int()
             else:
                 dt = host.dtype

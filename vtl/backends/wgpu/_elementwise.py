@@ -52,7 +52,7 @@ F, I, U, B = "f", "i", "u", "b"
 
 
 def _kind(dt: np.dtype) -> str:
-    return {"f": F, "i": I, "u": U, "b": B}[dt.kind]
+    return {"f": F, "i": I, "u": U, "b": B}[D.kind(dt)]
 
 
 def _tr(fn: str) -> dict:
@@ -440,7 +440,7 @@ def _fast1(key):
     """The flat program of a unary op on a contiguous array (None: general path)."""
     name, dt, vec = key
     f = None
-    if dt.kind in "biuf":
+    if D.kind(dt) in "biuf":
         try:
             tr = _fuse.Tracer()
             v = _fuse.Var(tr, 0, dt, ())
@@ -459,10 +459,10 @@ def _unary(name: str, x: WgpuArray) -> WgpuArray:
     x = _arg(x, name)
     rule = UNARY[name][0]
     dt = x._dtype
-    if dt.kind == "c":
+    if D.kind(dt) == "c":
         return _cx.unary(name, x)
-    if rule == "float" and dt.kind != "f":
-        if dt.kind not in "iub":
+    if rule == "float" and D.kind(dt) != "f":
+        if D.kind(dt) not in "iub":
             raise TypeError(f"{name}() does not support dtype {dt}")
         x = astype_raw(x, default_float())
         dt = x._dtype
@@ -487,7 +487,7 @@ def _scalar_dtype(value, arr_dt: np.dtype, fname: str) -> np.dtype:
     if isinstance(value, int):
         return default_int() if arr_dt == D.bool_ else arr_dt
     if isinstance(value, float):
-        return arr_dt if arr_dt.kind in "fc" else default_float()
+        return arr_dt if D.kind(arr_dt) in "fc" else default_float()
     if isinstance(value, complex):
         return _cx.scalar_dtype(value, arr_dt)
     raise TypeError(f"{fname}(): unsupported operand type {type(value).__name__}")
@@ -529,7 +529,7 @@ def binary(name: str, x1, x2) -> WgpuArray:
                                          (n, x1._offset, x2._offset, 0), -(-n // 256))
                     return out
         elif t2 in _FLOATS:
-            if x2 == 2 and name == "pow" and x1._dtype.kind == "f":
+            if x2 == 2 and name == "pow" and D.kind(x1._dtype) == "f":
                 return unary("square", x1)  # as NumPy's ``x ** 2``: one rounded product
             return _binary_scalar(name, x1, x2, 2)
     elif type(x2) is WgpuArray and type(x1) in _FLOATS and x2._contig:
@@ -575,7 +575,7 @@ def _fast2(key):
         a = _fuse.Var(tr, 0, dt1, ())
         tr.inputs.append(None)
         if side == 0:
-            if dt1.kind not in "biuf" or dt2.kind not in "biuf":
+            if D.kind(dt1) not in "biuf" or D.kind(dt2) not in "biuf":
                 raise TypeError
             if (name in ("floor_divide", "remainder") and dt1 != dt2
                     and D.result_type(dt1, dt2) == D.int64):
@@ -588,7 +588,7 @@ def _fast2(key):
             modes = ((_fuse.FULL, dt1), (_fuse.FULL, dt2))
             vec = vec and _fuse.vec_ok(dt2)
         else:
-            if dt1.kind not in "biuf":
+            if D.kind(dt1) not in "biuf":
                 raise TypeError
             s = _SAMPLE[dt2]
             v = tr.binary(name, s, a) if side == 1 else tr.binary(name, a, s)
@@ -630,9 +630,9 @@ def _binary(name: str, x1, x2) -> WgpuArray:
         x1 = _arg(x1, name)
         x2 = _arg(x2, name)
         dt = D.result_type(x1._dtype, x2._dtype)
-    if dt.kind == "c":
+    if D.kind(dt) == "c":
         return _cx.binary(name, x1, x2, dt)
-    if rule == "float" and dt.kind != "f":
+    if rule == "float" and D.kind(dt) != "f":
         dt = default_float()
     elif rule == "logical":
         dt = D.bool_
@@ -687,7 +687,7 @@ def _binary(name: str, x1, x2) -> WgpuArray:
 def _flat_binary(name, a, b, flag_s, scalar, dt, shape, n):
     """The op through a flat kernel when both operands are contiguous and broadcast only
     along leading dims (or are scalars), else None."""
-    if dt.kind not in "biuf":
+    if D.kind(dt) not in "biuf":
         return None
     ins = []
     for k, x in enumerate((a, b)):
@@ -730,7 +730,7 @@ def where(condition: WgpuArray, x1, x2, /) -> WgpuArray:
     else:
         other = x2 if isinstance(x1, WgpuArray) else x1
         dt = _scalar_dtype(other, arrs[0]._dtype, "where")
-    if dt.kind in "biuf" and c._contig and all(x._contig and x._shape == c._shape
+    if D.kind(dt) in "biuf" and c._contig and all(x._contig and x._shape == c._shape
                                                 for x in arrs):
         # one shape, contiguous: the cached flat program, scalars as immediates
         ops = [c] + [(x if x._dtype == dt else astype_raw(x, dt))
@@ -746,7 +746,7 @@ def where(condition: WgpuArray, x1, x2, /) -> WgpuArray:
     a, b = ops
     shape = broadcast_shapes(c._shape, a._shape, b._shape)
     n = prod(shape)
-    if dt.kind in "biuf" and all(_fuse.layout_mode(t, shape, n) for t in (c, a, b)):
+    if D.kind(dt) in "biuf" and all(_fuse.layout_mode(t, shape, n) for t in (c, a, b)):
         tr = _fuse.Tracer()  # contiguous operands: a flat kernel (vec4, chunked)
         v = tr.node("w", "where", dt, dt, [tr.array(t) for t in (c, a, b)], shape)
         return _fuse.run_flat(*tr.program([v]), shape)[0]
@@ -786,7 +786,7 @@ def clip(x: WgpuArray, /, min=None, max=None) -> WgpuArray:
     traced = isinstance(x, _fuse.Var)
     if not traced:
         x = _arg(x, "clip")
-    if x.dtype.kind in "iu":  # integer bounds beyond the dtype's range bind nothing
+    if D.kind(x.dtype) in "iu":  # integer bounds beyond the dtype's range bind nothing
         info = np.iinfo(x.dtype)
         if isinstance(min, int) and not isinstance(min, bool) and min < info.min:
             min = None

@@ -64,7 +64,7 @@ def _norm(norm: str, fname: str) -> str:
 
 
 def _complex_dtype(dt: np.dtype) -> np.dtype:
-    if dt.kind == "c":
+    if D.kind(dt) == "c":
         return dt
     if dt == D.float64:
         return D.complex128
@@ -185,7 +185,7 @@ def ifft(x, /, *, n=None, axis=-1, norm="backward") -> WgpuArray:
 def _args_1d(x, n, axis, norm, fname: str, real: bool = False) -> tuple:
     """Checked ``(x, n, axis, norm)`` of a 1-D transform; ``real``: refuse complex input."""
     x = _arr(x, fname)
-    if real and x.dtype.kind == "c":
+    if real and D.kind(x.dtype) == "c":
         raise TypeError(f"fft.{fname}() expects a real-valued array, got {x.dtype}")
     norm = _norm(norm, fname)
     ax = _axis(axis, x.ndim, fname)
@@ -309,7 +309,7 @@ def _c2c_nd(x, s, axes, norm, inverse: bool, fname: str) -> WgpuArray:
 def rfftn(x, /, *, s=None, axes=None, norm="backward") -> WgpuArray:
     """n-dimensional transform of a real array: rfft over the last axis, fft over the rest."""
     x = _arr(x, "rfftn")
-    if x.dtype.kind == "c":
+    if D.kind(x.dtype) == "c":
         raise TypeError(f"fft.rfftn() expects a real-valued array, got {x.dtype}")
     norm = _norm(norm, "rfftn")
     s, axes = _nd_args(x, s, axes, "rfftn")

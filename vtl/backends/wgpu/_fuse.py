@@ -80,7 +80,7 @@ def cast_body(dt_in: np.dtype, dt_out: np.dtype) -> str:
     if (tin, tout) in _WIDEN:
         return _WIDEN[(tin, tout)]
     if dt_out == D.bool_:
-        if dt_in.kind == "f":
+        if D.kind(dt_in) == "f":
             return f"return select(0u, 1u, x != {tin}(0) || isnan_{dt_in.name}(x));"
         return f"return select(0u, 1u, x != {tin}(0));"
     return f"return {tout}(x);"
@@ -563,8 +563,8 @@ class Tracer:
         v = self.operand(x)
         rule = E.UNARY[name][0]
         dt = v.dtype
-        if rule == "float" and dt.kind != "f":
-            if dt.kind not in "iub":
+        if rule == "float" and D.kind(dt) != "f":
+            if D.kind(dt) not in "iub":
                 raise TypeError(f"{name}() does not support dtype {dt}")
             v = self.cast(v, E.default_float())
             dt = v.dtype
@@ -588,12 +588,12 @@ class Tracer:
             dt = E._scalar_dtype(s, arr.dtype, name)
         else:
             dt = D.result_type(v1.dtype, v2.dtype)
-        if rule == "float" and dt.kind != "f":
+        if rule == "float" and D.kind(dt) != "f":
             dt = E.default_float()
         elif rule == "logical":
             dt = D.bool_
         E.check_dtype(dt)
-        if (name == "pow" and v2 is None and dt.kind == "f" and type(s) in (int, float)
+        if (name == "pow" and v2 is None and D.kind(dt) == "f" and type(s) in (int, float)
                 and s == 2):
             return self.unary("square", self.cast(v1, dt))  # as the eager x ** 2
         E._body(E.BINARY, name, dt)

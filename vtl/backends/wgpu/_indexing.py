@@ -232,7 +232,7 @@ def check_indices(idx: WgpuArray, n: int, axis: int = 0, what: str = "",
     else at the thread's next readback (module doc); the result then holds ``bad``
     (default ``n``) there, a value that the gather and scatter kernels skip.
     """
-    if idx.dtype.kind not in "iu":
+    if D.kind(idx.dtype) not in "iu":
         raise IndexError(f"{what}index arrays must be integers, got {idx.dtype}")
     odt = D.int32 if dtype is None else np.dtype(dtype)
     if idx.size == 0:
@@ -258,7 +258,7 @@ def check_indices(idx: WgpuArray, n: int, axis: int = 0, what: str = "",
 def _host_index(k, n: int, axis: int, what: str = "") -> WgpuArray:
     """A host index array (list, NumPy), checked and wrapped on the host, uploaded as int32."""
     a = np.asarray(k)
-    if a.dtype.kind not in "iu":
+    if D.kind(a.dtype) not in "iu":
         raise IndexError(f"{what}index arrays must be integers, got {a.dtype}")
     if a.size:
         lo, hi = int(a.min()), int(a.max())
@@ -307,7 +307,7 @@ def _gather(src: WgpuArray, idx: WgpuArray, pre: int, A: int, post: int,
 def take(x: WgpuArray, indices: WgpuArray, /, *, axis: int | None = None) -> WgpuArray:
     if not isinstance(x, WgpuArray) or not isinstance(indices, WgpuArray):
         raise TypeError("take() expects WgpuArray arguments")
-    if indices.dtype.kind not in "iu":
+    if D.kind(indices.dtype) not in "iu":
         raise TypeError(f"take(): indices must be integers, got {indices.dtype}")
     if axis is None:
         if x.ndim != 1:
@@ -338,7 +338,7 @@ def take_along_axis(x: WgpuArray, indices: WgpuArray, /, *, axis: int = -1) -> W
     xc = contiguous(x)
     cs = c_strides(x.shape)
     A = x.shape[ax]
-    if indices.dtype.kind not in "iu":
+    if D.kind(indices.dtype) not in "iu":
         raise TypeError(f"take_along_axis(): indices must be integers, got {indices.dtype}")
     idx = check_indices(indices, A, ax, "take_along_axis(): ") if A else indices
     if idx.dtype != D.int32:
@@ -424,13 +424,13 @@ def _scalar(value, dt: np.dtype):
         value = value.item()
     if not isinstance(value, (bool, int, float, complex)):
         raise TypeError(f"cannot assign a {type(value).__name__} to a wgpu array")
-    if dt.kind == "c":
+    if D.kind(dt) == "c":
         return complex(value)
     if isinstance(value, complex):
         raise TypeError(f"cannot assign a complex to an array of dtype {dt}")
     if dt == D.bool_:
         return bool(value)
-    if dt.kind in "iu":
+    if D.kind(dt) in "iu":
         if isinstance(value, float):
             raise TypeError(f"cannot assign a float to an array of dtype {dt}")
         return int(value)

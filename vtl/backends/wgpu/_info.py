@@ -12,12 +12,12 @@ from ._array import DEVICE, WgpuArray
 
 _KINDS = {
     "bool": lambda d: d == D.bool_,
-    "signed integer": lambda d: d.kind == "i",
-    "unsigned integer": lambda d: d.kind == "u",
-    "integral": lambda d: d.kind in "iu",
-    "real floating": lambda d: d.kind == "f",
-    "complex floating": lambda d: d.kind == "c",
-    "numeric": lambda d: d.kind in "iufc",
+    "signed integer": lambda d: D.kind(d) == "i",
+    "unsigned integer": lambda d: D.kind(d) == "u",
+    "integral": lambda d: D.kind(d) in "iu",
+    "real floating": lambda d: D.kind(d) == "f",
+    "complex floating": lambda d: D.kind(d) == "c",
+    "numeric": lambda d: D.kind(d) in "iufc",
 }
 
 
@@ -50,7 +50,6 @@ class Info:
 
     def dtypes(self, *, device=None, kind=None) -> dict[str, np.dtype]:
         sup = D.supported(_runtime.get().features)
-        sup.pop("float16", None)  # not one of the standard's dtypes
         if kind is None:
             return sup
         kinds = kind if isinstance(kind, tuple) else (kind,)

@@ -99,7 +99,7 @@ _F16 = "enable f16;\n"
 def _helpers(dt: np.dtype) -> str:
     """Per-dtype WGSL helpers: wrap_<d>, scal_<d> (decode a scalar at word k), and for
     floats isnan_<d>, inf_<d>, nan_<d>."""
-    if dt.kind == "c":  # complex: (real, imag) pairs, see _complex
+    if D.kind(dt) == "c":  # complex: (real, imag) pairs, see _complex
         from ._complex import helpers
 
         return helpers(dt)
@@ -133,7 +133,7 @@ def _helpers(dt: np.dtype) -> str:
         )
     if dec is not None:
         out.append(f"fn scal_{n}(k: u32) -> {t} {{ return {dec}; }}")
-    if dt.kind == "f":
+    if D.kind(dt) == "f":
         # bit test: `x != x` may be folded away by driver compilers
         nan = ("(bitcast<u32>(f32(x)) & 0x7fffffffu) > 0x7f800000u" if t != "f32"
                else "(bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u")
@@ -204,7 +204,7 @@ def render(name: str, dtypes: tuple, subs: dict) -> str:
             src = src.replace("{{" + k + "}}", str(v))
     if "{{" in src:
         raise RuntimeError(f"wgsl template {name}: unfilled placeholder in\n{src}")
-    if any(dt.kind == "c" for dt in dtypes):  # complex helpers use their real dtype's
+    if any(D.kind(dt) == "c" for dt in dtypes):  # complex helpers use their real dtype's
         from ._complex import kernel_dtypes
 
         dtypes = kernel_dtypes(dtypes)

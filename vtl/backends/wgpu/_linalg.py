@@ -53,7 +53,7 @@ def split_depth(groups: int, K: int) -> int:
 
 
 _MATMUL_KERNELS: dict = {}
-_REAL = frozenset(D.ALL) - {D.bool_} - {dt for dt in D.ALL if dt.kind == "c"}
+_REAL = frozenset(D.ALL) - {D.bool_} - {dt for dt in D.ALL if D.kind(dt) == "c"}
 
 
 def cols_contiguous(sa: tuple, sb: tuple) -> tuple[bool, bool]:
@@ -72,6 +72,7 @@ def matmul_kernel(dt, layout: tuple[bool, bool], sig: str = "rrw",
     if k is None:
         k = _MATMUL_KERNELS[key] = _kernels.kernel(
             "matmul", sig, (dt,), T=D.wgsl(dt), D=dt.name, **epi,
+            C="f32" if D.wgsl(dt) == "f16" else D.wgsl(dt),
             ACOLS="true" if layout[0] else "false", BCOLS="true" if layout[1] else "false")
     return k
 
@@ -150,7 +151,7 @@ def matmul(x1: WgpuArray, x2: WgpuArray, /) -> WgpuArray:
         raise TypeError("matmul(): boolean arrays are not supported")
     a = a if a.dtype == dt else astype_raw(a, dt)
     b = b if b.dtype == dt else astype_raw(b, dt)
-    if dt.kind == "c":
+    if D.kind(dt) == "c":
         from ._complex import matmul as matmul_complex
 
         return matmul_complex(a, b, matmul)
@@ -261,7 +262,7 @@ def vecdot(x1: WgpuArray, x2: WgpuArray, /, *, axis: int = -1) -> WgpuArray:
     if sa != sb:
         raise ValueError(f"vecdot(): sizes along axis {axis} differ ({sa} and {sb})")
     dt = D.result_type(a.dtype, b.dtype)
-    if a.dtype.kind == "c":  # the standard conjugates the first argument
+    if D.kind(a.dtype) == "c":  # the standard conjugates the first argument
         a = unary("conj", a)
     return _sum(binary("multiply", a, b), axis=axis, dtype=dt)
 
@@ -272,9 +273,9 @@ def vector_norm(x: WgpuArray, /, *, axis=None, keepdims: bool = False, ord=2) ->
     from ._reduction import sum as _sum
 
     x = _arr(x, "vector_norm")
-    if x.dtype.kind == "c":
+    if D.kind(x.dtype) == "c":
         x = unary("abs", x)
-    if x.dtype.kind != "f":
+    if D.kind(x.dtype) != "f":
         x = astype_raw(x, D.float32)
     if ord == 0:
         nz = binary("not_equal", x, 0.0)
@@ -323,9 +324,9 @@ def matrix_norm(x: WgpuArray, /, *, keepdims: bool = False, ord="fro") -> WgpuAr
     x = _arr(x, "matrix_norm")
     if ord in (2, -2, "nuc"):
         return _host("matrix_norm")(x, keepdims=keepdims, ord=ord)
-    if x.dtype.kind == "c":
+    if D.kind(x.dtype) == "c":
         x = unary("abs", x)
-    if x.dtype.kind != "f":
+    if D.kind(x.dtype) != "f":
         x = astype_raw(x, D.float32)
     ax = unary("abs", x)
     if ord == "fro":

@@ -25,7 +25,7 @@ _NMAX_CAP = 64
 
 def nmax(dt: np.dtype) -> int:
     """Largest n the device kernel handles for ``dt`` (0 when it handles none)."""
-    if dt.kind != "f" or D.wgsl(dt) == "f16":
+    if D.kind(dt) != "f" or D.wgsl(dt) == "f16":
         return 0
     lim = int(_runtime.get().limits.get("max-compute-workgroup-storage-size", 16384))
     isz = D.itemsize(dt)

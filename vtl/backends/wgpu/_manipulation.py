@@ -282,7 +282,7 @@ def repeat(x: WgpuArray, repeats, /, *, axis: int | None = None) -> WgpuArray:
 def astype(x: WgpuArray, dtype, /, *, copy: bool = True, device=None) -> WgpuArray:
     x = _arr(x, "astype")
     dt = np.dtype(dtype)
-    if x.dtype.kind == "c" and dt.kind not in "cb":  # the standard forbids dropping imag
+    if D.kind(x.dtype) == "c" and D.kind(dt) not in "cb":  # the standard forbids dropping imag
         raise TypeError(f"astype(): cannot cast complex {x.dtype} to {dt}; take real(x) "
                         "or imag(x) first")
     if dt == x.dtype and not copy:

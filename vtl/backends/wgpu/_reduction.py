@@ -45,7 +45,7 @@ def _arr(x, fname: str) -> WgpuArray:
 def _real(x: WgpuArray, fname: str) -> WgpuArray:
     """``x``, or a ``TypeError``: complex numbers have no order (the standard's real-only
     reductions)."""
-    if x.dtype.kind == "c":
+    if D.kind(x.dtype) == "c":
         raise TypeError(f"{fname}() is not defined for complex dtypes (got {x.dtype})")
     return x
 
@@ -204,7 +204,7 @@ def _sum_dtype(x: WgpuArray, dtype) -> np.dtype:
         dt = np.dtype(dtype)
         D.check(dt, _runtime.get().features)
         return dt
-    k = x.dtype.kind
+    k = D.kind(x.dtype)
     if k == "b" or k == "i":
         return default_int() if x.dtype.itemsize <= default_int().itemsize else x.dtype
     if k == "u":
@@ -222,7 +222,7 @@ def _cast_in(x: WgpuArray, dt: np.dtype) -> tuple[WgpuArray, str]:
     (as ``astype``), anything else by ``astype`` first."""
     a = _acc(dt)
     if x.dtype != dt:
-        if x.dtype.kind in "biu" and dt.kind in "iuf" and a == D.wgsl(dt):
+        if D.kind(x.dtype) in "biu" and D.kind(dt) in "iuf" and a == D.wgsl(dt):
             return x, cast_body(x.dtype, dt)
         x = astype_raw(x, dt)
     return x, f"return {a}(x);"
@@ -241,7 +241,7 @@ def prod(x, /, *, axis=None, dtype=None, keepdims: bool = False) -> WgpuArray:
     dt = _sum_dtype(x, dtype)
     x, mp = _cast_in(x, dt)
     a = _acc(dt)
-    if dt.kind == "c":  # complex product of (real, imag) pairs
+    if D.kind(dt) == "c":  # complex product of (real, imag) pairs
         return _reduce(x, axis, keepdims, "prod", dt, a, f"return {a}(x);",
                        "return vec2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);",
                        f"{a}(1.0, 0.0)")
@@ -255,7 +255,7 @@ def _minmax(x, axis, keepdims, fname: str, op: str) -> WgpuArray:
         raise ValueError(f"{fname}(): zero-size reduction has no identity")
     dt = x.dtype
     t = D.wgsl(dt)
-    if dt.kind == "f":
+    if D.kind(dt) == "f":
         n = dt.name
         comb = f"if (isnan_{n}(a) || isnan_{n}(b)) {{ return a + b; }} return {op}(a, b);"
         init = f"{'' if op == 'min' else '-'}inf_{dt.name}()"
@@ -276,9 +276,9 @@ def min(x, /, *, axis=None, keepdims: bool = False) -> WgpuArray:  # noqa: A001
 def _truthy(dt: np.dtype) -> str:
     """WGSL test ``x != 0`` (NaN counts as true even where != compiles as ordered)."""
     t = f"x != {D.wgsl(dt)}(0)"
-    if dt.kind == "c":  # either part non-zero (or NaN)
+    if D.kind(dt) == "c":  # either part non-zero (or NaN)
         return f"any({t}) || isnan_{dt.name}(x)"
-    return f"{t} || isnan_{dt.name}(x)" if dt.kind == "f" else t
+    return f"{t} || isnan_{dt.name}(x)" if D.kind(dt) == "f" else t
 
 
 def all(x, /, *, axis=None, keepdims: bool = False) -> WgpuArray:  # noqa: A001
@@ -310,13 +310,13 @@ def mean(x, /, *, axis=None, keepdims: bool = False) -> WgpuArray:
     x = _arr(x, "mean")
     n = _count(x, axis)
     s = sum(x, axis=axis, keepdims=keepdims,
-            dtype=None if x.dtype.kind in "fc" else default_float())
+            dtype=None if D.kind(x.dtype) in "fc" else default_float())
     return binary("divide", s, float(n) if n else float("nan"))
 
 
 def var(x, /, *, axis=None, correction=0.0, keepdims: bool = False) -> WgpuArray:
     x = _real(_arr(x, "var"), "var")
-    if x.dtype.kind != "f":
+    if D.kind(x.dtype) != "f":
         x = astype_raw(x, default_float())
     n = _count(x, axis)
     m = mean(x, axis=axis, keepdims=True)
@@ -425,7 +425,7 @@ def _scan(x, axis, dtype, include_initial: bool, fname: str, op: str, init: str)
     rows, K = _prod(xt.shape[:-1]), xt.shape[-1]
     kinit = 1 if include_initial else 0
     out_t = empty(xt.shape[:-1] + (K + kinit,), dt)
-    if rows and K > SCAN_PARALLEL_K and dt.kind != "c":
+    if rows and K > SCAN_PARALLEL_K and D.kind(dt) != "c":
         scan_rows(xt, out_t, op, init, include_initial)
     elif rows:
         k = _kernels.kernel("scan", "rw", (dt,), T=D.wgsl(dt), D=dt.name, OP=op,

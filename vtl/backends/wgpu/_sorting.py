@@ -114,7 +114,7 @@ def _keyfn(dt: np.dtype, descending: bool = False) -> tuple[str, str]:
 def _check_sortable(x, fname: str) -> WgpuArray:
     if not isinstance(x, WgpuArray):
         raise TypeError(f"{fname}() expected a WgpuArray, got {type(x).__name__}")
-    if x.dtype.kind not in "biuf":
+    if D.kind(x.dtype) not in "biuf":
         raise TypeError(f"{fname}() needs a real-valued array, got dtype {x.dtype}")
     return x
 
@@ -135,7 +135,7 @@ def _host_call(name: str, *args, **kwargs):
 
     def up(r):
         r = np.asarray(r)
-        return from_numpy(r.astype(idt) if r.dtype.kind in "iu" and r.dtype != idt
+        return from_numpy(r.astype(idt) if D.kind(r.dtype) in "iu" and r.dtype != idt
                           and name != "unique_values" else r)
 
     return type(res)(*(up(r) for r in res)) if isinstance(res, tuple) else up(res)
@@ -326,7 +326,7 @@ def searchsorted(x1, x2, /, *, side: str = "left", sorter=None) -> WgpuArray:
     b = _operand(x2, dt)
     _check_sortable(b, "searchsorted")
     if sorter is not None:
-        if not isinstance(sorter, WgpuArray) or sorter.dtype.kind not in "iu":
+        if not isinstance(sorter, WgpuArray) or D.kind(sorter.dtype) not in "iu":
             raise TypeError("searchsorted(): sorter must be an integer WgpuArray")
         if a.size:
             a = take(a, sorter)
@@ -346,7 +346,7 @@ def isin(x1, x2, /, *, invert: bool = False) -> WgpuArray:
     dt = result_type(x1, x2)
     a = _operand(x1, dt)
     b = _operand(x2, dt)
-    if dt.kind == "c":  # no order on complex values: through the host
+    if D.kind(dt) == "c":  # no order on complex values: through the host
         return from_numpy(np.asarray(np.isin(to_numpy(a), to_numpy(b), invert=invert)))
     _check_sortable(a, "isin")
     if b.size == 0:
@@ -373,7 +373,7 @@ def _scan_u32(a: WgpuArray) -> None:
 
 def _unique(x, fname: str):
     """(values, indices, inverse (shape of x), counts) of the flattened ``x``."""
-    if isinstance(x, WgpuArray) and x.dtype.kind == "c":  # no device sort key for complex
+    if isinstance(x, WgpuArray) and D.kind(x.dtype) == "c":  # no device sort key for complex
         return tuple(_host_call("unique_all", x))
     x = _check_sortable(x, fname)
     idt = default_int()
@@ -388,7 +388,7 @@ def _unique(x, fname: str):
     dt = x.dtype
     kt, fns = _keyfn(dt)
     subs = dict(T=D.wgsl(dt), KT=kt, R=D.wgsl(idt), KEYFN=fns,
-                NANKEY="true" if dt.kind == "f" else "false")
+                NANKEY="true" if D.kind(dt) == "f" else "false")
     k = _kernels.kernel("unique", "rrrwwww", (dt, idt), **subs)
     g = empty((n,), D.uint32)
     dummy = empty((1,), D.uint32)
@@ -496,7 +496,7 @@ def nonzero(x: WgpuArray) -> tuple[WgpuArray, ...]:
     scatter of the coordinates. Complex arrays and more than 24 dimensions go through
     the host."""
     idt = default_int()
-    if x.dtype.kind == "c" or x.ndim > 24:
+    if D.kind(x.dtype) == "c" or x.ndim > 24:
         return tuple(from_numpy(i.astype(idt)) for i in np.nonzero(to_numpy(x)))
     n = x.size
     if n == 0:
@@ -504,7 +504,7 @@ def nonzero(x: WgpuArray) -> tuple[WgpuArray, ...]:
     xc = contiguous(x)
     dt = xc.dtype
     truthy = f"x != {D.wgsl(dt)}(0)"
-    if dt.kind == "f":  # NaN is non-zero even where != compiles as an ordered compare
+    if D.kind(dt) == "f":  # NaN is non-zero even where != compiles as an ordered compare
         truthy += f" || isnan_{dt.name}(x)"
     k = _kernels.kernel("nonzero", "rww", (dt, idt), T=D.wgsl(dt), R=D.wgsl(idt),
                         TRUTHY=truthy)

@@ -44,6 +44,12 @@ class WgpuBackend(Backend):
     def same_storage(self, a: Any, b: Any) -> bool:
         return a._st is b._st
 
+    def layout(self, raw: Any) -> tuple[tuple[int, ...], int, int]:
+        # a WebGPU buffer has no address: the "address" names the storage and the byte
+        # offset in it (equal for arrays that start at the same element of one storage)
+        isz = raw.dtype.itemsize
+        return tuple(raw._strides), raw._offset, (id(raw._st) << 32) + raw._offset * isz
+
     def to_host(self, raw: Any) -> Any:
         return self.xp.to_numpy(raw)
 

@@ -121,7 +121,7 @@ def _relu_grad(tr, x, g):
 def relu_backward(x: Any, g: Any) -> Any:
     """``where(x <= 0, 0, g)`` (relu's gradient; nan in ``x`` passes ``g`` through)."""
     if (type(x) is not WgpuArray or type(g) is not WgpuArray or x.shape != g.shape
-            or x.dtype != g.dtype or x.dtype.kind != "f" or not (x._contig and g._contig)):
+            or x.dtype != g.dtype or D.kind(x.dtype) != "f" or not (x._contig and g._contig)):
         return None
     return _fuse.run_cached("relu_backward", _relu_grad, [x, g])
 
@@ -175,7 +175,7 @@ class CrossEntropy:
 
     def supports(self, x: Any, t: Any) -> bool:
         return (type(x) is WgpuArray and type(t) is WgpuArray and x.ndim == 2 and t.ndim == 1
-                and x.dtype in _FLOATS and t.dtype.kind in "iu" and x.shape[0] == t.shape[0]
+                and x.dtype in _FLOATS and D.kind(t.dtype) in "iu" and x.shape[0] == t.shape[0]
                 and x.shape[1] > 0 and x.shape[0] > 0)
 
     def _words(self, x: WgpuArray, t: WgpuArray, mode: int) -> list[int]:

@@ -9,7 +9,8 @@ Files by topic: ``activation`` (elementwise activations), ``softmax``
 (softmax, log_softmax, softmin, logsumexp), ``linear`` (linear, bilinear,
 embedding, one_hot, pad, dropout), ``loss`` (losses), ``loss_margin`` (margin,
 ranking and embedding losses), ``ctc`` (CTC loss), ``conv`` (convolutions),
-``pooling``, ``normalization`` (layer/batch/group/instance norm), ``attention``
+``vision`` (affine_grid, grid_sample, channel_shuffle), ``pooling``,
+``normalization`` (layer/batch/group/instance norm), ``attention``
 (scaled dot-product and multi-head attention), ``sampling`` (interpolate,
 pixel_shuffle, fold/unfold); ``_rnn`` holds the recurrent
 cells used by ``nn.RNN``/``nn.LSTM``/``nn.GRU``.
@@ -27,6 +28,8 @@ from .distance import *  # noqa: F403
 from .distance import __all__ as _dist
 from .linear import *  # noqa: F403
 from .linear import __all__ as _lin
+from .linear_cross_entropy import *  # noqa: F403
+from .linear_cross_entropy import __all__ as _lce
 from .loss import *  # noqa: F403
 from .loss import __all__ as _loss
 from .loss_margin import *  # noqa: F403
@@ -35,12 +38,19 @@ from .normalization import *  # noqa: F403
 from .normalization import __all__ as _norm
 from .pooling import *  # noqa: F403
 from .pooling import __all__ as _pool
+from .pooling_fractional import *  # noqa: F403
+from .pooling_fractional import __all__ as _pool_frac
 from .sampling import *  # noqa: F403
 from .sampling import __all__ as _samp
 from .softmax import *  # noqa: F403
 from .softmax import __all__ as _sm
+from .vision import *  # noqa: F403
+from .vision import __all__ as _vision
 
 __all__ = [*_act, *_lin, *_loss, *_sm, *_conv, *_pool, *_norm, *_attn]
 __all__ += [*_loss_margin, *_ctc]
 __all__ += [*_dist]
 __all__ += [*_samp]
+__all__ += [*_vision]
+__all__ += [*_pool_frac]
+__all__ += [*_lce]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ... import _autocast
 from ._rnn_fused import gru_cell_pointwise, gru_layer, lstm_cell_pointwise, lstm_layer
 from ._utils import namespace
 from .activation import relu
@@ -184,3 +185,11 @@ def run_packed_layer(mode: str, data: Any, batch_sizes: list[int], h0: Any, c0: 
         h, c = _step(xp, mode, gi[starts[t]:starts[t] + bs, ...], h, c, w_hh, b_hh, w_hr)
         outs[t] = h
     return xp.concat(outs, axis=0), h, c
+
+
+# autocast (vtl.amp): the list each op belongs to
+_autocast.apply(
+    globals(),
+    low_ops=("gru_cell", "lstm_cell", "rnn_relu_cell", "rnn_tanh_cell", "run_layer",
+        "run_packed_layer"),
+)

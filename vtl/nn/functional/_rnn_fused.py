@@ -32,6 +32,7 @@ from typing import Any
 from ..._ops._core import needs_grad, new, plain_grad, record, record_multi, same_device
 from ..._tensor import Tensor
 from ...autograd import grad_mode
+from ...backends._dtypes import kind as _dkind
 from ._utils import namespace
 
 __all__ = ["gru_cell_pointwise", "gru_layer", "lstm_cell_pointwise", "lstm_layer"]
@@ -65,7 +66,7 @@ def _tensors(fname: str, *xs: Any) -> Any:
             raise TypeError(f"{fname}() cannot mix vtl.Tensor and {type(x).__name__} "
                             "arguments; convert them with vtl.asarray(...)")
     dev = same_device(fname, ts)
-    if ts[0]._data.dtype.kind != "f":
+    if _dkind(ts[0]._data.dtype) != "f":
         raise TypeError(f"{fname}() needs a real floating dtype, got {ts[0].dtype}")
     return dev
 

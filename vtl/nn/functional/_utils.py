@@ -9,6 +9,7 @@ from typing import Any
 from array_api_compat import array_namespace
 
 from ..._tensor import Tensor
+from ...backends import _dtypes
 
 __all__ = ["array_namespace", "check_reduction", "detach", "erfc", "namespace", "reduce"]
 
@@ -118,6 +119,16 @@ _S = (1.0, 2.26052863220117276590e0, 9.39603524938001434673e0, 1.204895398080966
       1.70814450747565897222e1, 9.60896809063285878198e0, 3.36907645100081516050e0)
 
 
+_F32 = _dtypes.float32
+
+
+def low_float(x: Any) -> Any:
+    """``x``'s dtype when it is float16 or bfloat16 (computed in float32 by the ops whose
+    intermediate values need float32's range or precision), else ``None``."""
+    dt = x.dtype
+    return dt if dt in _dtypes.LOW_FLOATING else None
+
+
 def _poly(x: Any, coefs: tuple[float, ...]) -> Any:
     r = x * coefs[0] + coefs[1]
     for c in coefs[2:]:
@@ -134,8 +145,13 @@ def erfc(xp: Any, x: Any) -> Any:
     """The complementary error function, accurate in both tails.
 
     Each branch gets inputs clamped to its own region, so the branches that
-    :func:`where` discards produce no inf/nan (in values or gradients).
+    :func:`where` discards produce no inf/nan (in values or gradients). float16 and
+    bfloat16 inputs are computed in float32 and rounded (their range cannot hold the
+    polynomials' intermediate values).
     """
+    low = low_float(x)
+    if low is not None:
+        return xp.astype(erfc(xp, xp.astype(x, _F32)), low)
     a = xp.abs(x)
     small = a < 1.0
     xs = xp.where(small, x, 0.0)  # |x| < 1: erfc = 1 - x T(x^2)/U(x^2)

@@ -22,8 +22,10 @@ import math
 from functools import partial
 from typing import Any
 
+from ... import _autocast
 from ..._ops._core import ONE_INPUT, _grad, new, record_op
 from ..._tensor import Tensor
+from ...backends._dtypes import kind as _dkind
 from ._utils import apply_inplace, erfc, namespace, normalize_dim
 
 __all__ = [
@@ -45,14 +47,14 @@ def relu(input: Any, inplace: bool = False) -> Any:  # noqa: A002 - PyTorch's ar
         return apply_inplace(input, relu, "relu")
     if input.__class__ is Tensor or isinstance(input, Tensor):
         d = input._data
-        if d.dtype.kind == "f":
+        if _dkind(d.dtype) == "f":
             dev = input._device
             out = dev.xp.maximum(d, 0)
             if input._requires_grad and _grad.enabled:
                 return record_op(out, dev, "ReluBackward", input, ONE_INPUT,
                                  partial(_relu_vjp, input), (input,), None)
             return new(out, dev)
-        if d.dtype.kind in "iu":  # integers stay integers (as PyTorch)
+        if _dkind(d.dtype) in "iu":  # integers stay integers (as PyTorch)
             return new(input._device.xp.maximum(d, 0), input._device)
     xp = namespace(input)
     return xp.where(input <= 0, 0.0, input)
@@ -155,7 +157,7 @@ def gelu(input: Any, approximate: str = "none") -> Any:  # noqa: A002
     launch each way) where it has one, else the portable formulas on the raw arrays."""
     if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu(): approximate must be 'none' or 'tanh', got {approximate!r}")
-    if isinstance(input, Tensor) and input._data.dtype.kind == "f":
+    if isinstance(input, Tensor) and _dkind(input._data.dtype) == "f":
         return _gelu_tensor(input, approximate)
     return _gelu(namespace(input), input, approximate)
 
@@ -401,3 +403,7 @@ def celu_(input: Any, alpha: float = 1.0) -> Any:  # noqa: A002
 def selu_(input: Any) -> Any:  # noqa: A002
     """``selu(input, inplace=True)``."""
     return selu(input, inplace=True)
+
+
+# autocast (vtl.amp): the list each op belongs to
+_autocast.apply(globals(), low_ops=('prelu',), float32_ops=('softplus',))

@@ -14,8 +14,12 @@ Mask conventions follow PyTorch, which differ between the two:
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any
 
+from ... import _autocast
+from ..._ops._core import _grad, needs_grad, new, record
+from ..._tensor import Tensor
 from ._utils import detach, namespace
 from .linear import dropout, linear
 from .softmax import softmax
@@ -77,8 +81,18 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
                              f"multiple of {hk} key/value heads")
         key = xp.repeat(key, hq // hk, axis=key.ndim - 3)
         value = xp.repeat(value, hq // hk, axis=value.ndim - 3)
-    n_q, n_k = query.shape[-2], key.shape[-2]
     sc = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    if dropout_p == 0.0:
+        fused = _fused_attention(query, key, value, attn_mask, is_causal, sc)
+        if fused is not None:
+            return fused
+    return _sdpa(xp, query, key, value, attn_mask, dropout_p, is_causal, sc, generator)
+
+
+def _sdpa(xp: Any, query: Any, key: Any, value: Any, attn_mask: Any, dropout_p: float,
+          is_causal: bool, sc: float, generator: Any) -> Any:
+    """The portable attention (the oracle of the backends' fused kernels)."""
+    n_q, n_k = query.shape[-2], key.shape[-2]
     scores = xp.matmul(query, xp.matrix_transpose(key)) * sc
     mask = None
     if is_causal:
@@ -95,6 +109,84 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
     if dropout_p > 0.0:
         attn = dropout(attn, dropout_p, True, generator=generator)
     return xp.matmul(attn, value)
+
+
+def _fused_attention(q: Any, k: Any, v: Any, attn_mask: Any, is_causal: bool,
+                     sc: float) -> Any:
+    """Attention as ONE graph node through the backend's ``attention`` kernel (no ``(L, S)``
+    matrix), or ``None`` where the kernel does not apply (no kernel, mixed devices or
+    dtypes, broadcast batch axes, rank above 4, a mask that needs a gradient)."""
+    if not all(isinstance(t, Tensor) for t in (q, k, v)) or \
+            not (attn_mask is None or isinstance(attn_mask, Tensor)):
+        return None
+    dev = q._device
+    kern = dev.backend.kernel("attention")
+    dt = q._data.dtype
+    if kern is None or not kern.supports(dt) or q.ndim > 4:
+        return None
+    if any(t._device is not dev or t._data.dtype != dt for t in (k, v)):
+        return None
+    batch_shape = tuple(q.shape[:-2])
+    if tuple(k.shape[:-2]) != batch_shape or tuple(v.shape[:-2]) != batch_shape:
+        return None
+    b1, b2 = (*batch_shape, 1, 1)[:2] if q.ndim < 4 else batch_shape
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    xp = dev.xp
+    mask = None
+    if attn_mask is not None:
+        if attn_mask._device is not dev or attn_mask.ndim > q.ndim or attn_mask.requires_grad:
+            return None
+        md = attn_mask._data
+        if md.dtype == xp.bool:
+            md = xp.where(md, xp.zeros((), dtype=dt), xp.full((), -math.inf, dtype=dt))
+        elif xp.isdtype(md.dtype, "real floating"):
+            md = xp.astype(md, dt)
+        else:
+            return None
+        shape = (1,) * (q.ndim - md.ndim) + tuple(md.shape)
+        if q.ndim == 3:
+            shape = (shape[0], 1, *shape[1:])
+        shape = (1,) * (4 - len(shape)) + shape
+        if any(m not in (1, full) for m, full in zip(shape, (b1, b2, n_q, n_k), strict=True)):
+            return None
+        mask = xp.reshape(md, shape)
+    b = b1 * b2
+    qd = xp.reshape(q._data, (b, n_q, q.shape[-1]))
+    kd = xp.reshape(k._data, (b, n_k, k.shape[-1]))
+    vd = xp.reshape(v._data, (b, n_k, v.shape[-1]))
+    res = kern.forward(qd, kd, vd, mask, is_causal, sc, (b1, b2))
+    if res is None:
+        return None
+    out, lse = res
+    shape = (*batch_shape, n_q, v.shape[-1])
+    data = xp.reshape(out, shape)
+    if not needs_grad(q, k, v):
+        return new(data, dev)
+    vjp = partial(_fused_attention_vjp, kern, (qd, kd, vd, out, lse, mask), (b1, b2),
+                  (q, k, v), attn_mask, is_causal, sc)
+    return record(data, dev, "ScaledDotProductAttentionBackward", (q, k, v), vjp, (q, k, v))
+
+
+def _fused_attention_vjp(kern: Any, saved: tuple, batch: tuple[int, int], inputs: tuple,
+                         attn_mask: Any, is_causal: bool, sc: float, g: Tensor,
+                         _: Any) -> tuple:
+    q, k, v = inputs
+    needs = [t._requires_grad for t in inputs]
+    if _grad.enabled:  # create_graph: differentiate the portable path (recomputed)
+        import vtl
+
+        ins = [t for t, n in zip(inputs, needs, strict=True) if n]
+        with vtl.enable_grad():
+            out = _sdpa(vtl, q, k, v, attn_mask, 0.0, is_causal, sc, None)
+            gs = iter(vtl.autograd.grad(out, ins, g, create_graph=True, allow_unused=True))
+        return tuple(next(gs) if n else None for n in needs)
+    qd, kd, vd, out, lse, mask = saved
+    dev = g._device
+    xp = dev.xp
+    gd = xp.reshape(g._data, out.shape)
+    dq, dk, dv = kern.backward(qd, kd, vd, out, lse, gd, mask, is_causal, sc, batch)
+    return tuple(new(xp.reshape(d, t.shape), dev) if n else None
+                 for d, t, n in zip((dq, dk, dv), inputs, needs, strict=True))
 
 
 def _split_heads(xp: Any, x: Any, n: int, heads: int) -> Any:
@@ -226,3 +318,7 @@ def _pad_masks(xp: Any, mask: Any, kpm: Any) -> tuple[Any, Any]:
             col = xp.zeros((kpm.shape[0], 1), dtype=kpm.dtype, device=kpm.device)
         kpm = xp.concat([kpm, col], axis=-1)
     return mask, kpm
+
+
+# autocast (vtl.amp): the list each op belongs to
+_autocast.apply(globals(), low_ops=('scaled_dot_product_attention',))

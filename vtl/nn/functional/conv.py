@@ -36,13 +36,14 @@ import operator
 from functools import partial
 from typing import Any
 
+from ... import _autocast
 from ..._ops._core import needs_grad, new, plain_grad, record, same_device
 from ..._tensor import Tensor
 from ...autograd import grad_mode
 from ._im2col import axis_index, gather_rows, on_device, pixel_rows, tap_index
 from ._utils import namespace
 
-__all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+__all__ = ["conv1d", "conv2d", "conv3d", "conv_tbc", "conv_transpose1d", "conv_transpose2d",
            "conv_transpose3d"]
 
 _grad = grad_mode.state
@@ -444,3 +445,32 @@ def conv_transpose3d(input: Any, weight: Any, bias: Any = None, stride: Any = 1,
     y = _conv_transpose(x2, w2, bias, s[1:], p[1:], op[1:], groups, d[1:], 2, fname)
     out = _unfold_depth(xp, y, x.shape[0], sizes[0])
     return out if batched else out[0, ...]
+
+
+def conv_tbc(input: Any, weight: Any, bias: Any, pad: int = 0) -> Any:  # noqa: A002
+    """1-D convolution in time-batch-channels layout (PyTorch's ``conv_tbc``): ``input``
+    ``(T, B, C_in)``, ``weight`` ``(k, C_in, C_out)``, ``bias`` ``(C_out,)``, ``pad`` zeros
+    on both ends of the time axis; returns ``(T + 2 * pad - k + 1, B, C_out)``."""
+    xp = namespace(input, weight, bias)
+    if input.ndim != 3:
+        raise ValueError(f"conv_tbc(): expected a 3-D (T, B, C_in) input, got shape "
+                         f"{tuple(input.shape)}")
+    if weight.ndim != 3 or weight.shape[1] != input.shape[2]:
+        raise ValueError(f"conv_tbc(): expected a 3-D (k, {input.shape[2]}, C_out) weight for "
+                         f"input of shape {tuple(input.shape)}, got weight of shape "
+                         f"{tuple(weight.shape)}")
+    if bias is None or tuple(bias.shape) != (weight.shape[2],):
+        raise ValueError(f"conv_tbc(): expected a bias of shape ({weight.shape[2]},), got "
+                         f"{None if bias is None else tuple(bias.shape)}")
+    x = xp.permute_dims(input, (1, 2, 0))
+    w = xp.permute_dims(weight, (2, 1, 0))
+    y = conv1d(x, w, bias, 1, operator.index(pad))
+    return xp.permute_dims(y, (2, 0, 1))
+
+
+# autocast (vtl.amp): the list each op belongs to
+_autocast.apply(
+    globals(),
+    low_ops=("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+        "conv_transpose3d"),
+)

@@ -24,6 +24,7 @@ import math
 import operator
 from typing import Any
 
+from ... import _autocast
 from ...autograd.grad_mode import no_grad
 from ._utils import check_reduction, namespace
 
@@ -241,3 +242,7 @@ def ctc_loss(log_probs: Any, targets: Any, input_lengths: Any, target_lengths: A
     if reduction == "sum":
         return xp.sum(loss)
     return loss if batched else xp.reshape(loss, ())
+
+
+# autocast (vtl.amp): the list each op belongs to
+_autocast.apply(globals(), float32_ops=tuple(__all__))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ... import _autocast
 from ._utils import namespace, normalize_dim
 
 __all__ = ["cdist", "cosine_similarity", "normalize", "pairwise_distance", "pdist"]
@@ -141,3 +142,10 @@ def cdist(x1: Any, x2: Any, p: float = 2.0,
         return xp.where(pos, xp.sqrt(xp.where(pos, d2, 1.0)), 0.0)
     diff = x1[..., :, None, :] - x2[..., None, :, :]
     return xp.linalg.vector_norm(diff, axis=-1, ord=p)
+
+
+# autocast (vtl.amp): the list each op belongs to
+_autocast.apply(
+    globals(),
+    float32_ops=("cdist", "cosine_similarity", "normalize", "pairwise_distance", "pdist"),
+)

@@ -7,13 +7,15 @@ import operator
 from functools import partial
 from typing import Any
 
-from ..._ops._core import _grad, needs_grad, new, record
+from ... import _autocast
+from ..._ops._core import _grad, needs_grad, new, raw_matmul, record
 from ..._tensor import Tensor
+from ...backends._dtypes import kind as _dkind
 from ._utils import apply_inplace, detach, namespace
 
 __all__ = [
     "alpha_dropout", "bilinear", "dropout", "dropout1d", "dropout2d", "dropout3d",
-    "embedding", "embedding_bag", "linear", "one_hot", "pad",
+    "embedding", "embedding_bag", "feature_alpha_dropout", "linear", "one_hot", "pad",
 ]
 
 
@@ -54,7 +56,7 @@ def _linear_tensor(x: Tensor, w: Any, b: Any) -> Tensor | None:
     xd, wd = x._data, w._data
     dev = x._device
     dt = xd.dtype
-    if wd.ndim != 2 or xd.ndim == 0 or dt.kind != "f" or wd.dtype != dt \
+    if wd.ndim != 2 or xd.ndim == 0 or _dkind(dt) != "f" or wd.dtype != dt \
             or w._device is not dev or xd.shape[-1] != wd.shape[1]:
         return None
     if b is not None:
@@ -66,7 +68,7 @@ def _linear_tensor(x: Tensor, w: Any, b: Any) -> Tensor | None:
     kern = dev.backend.kernel("linear")  # the backend's fused matmul + bias
     out = None if kern is None else kern(x2, wd, None if b is None else bd)
     if out is None:
-        out = x2 @ wd.T
+        out = raw_matmul(dev, x2, wd.T)
         if b is not None:
             out += bd  # out is a fresh array (a backend without in-place add rebinds it)
     if xd.ndim != 2:
@@ -92,7 +94,7 @@ def _linear_vjp(x: Tensor, w: Tensor, b: Tensor | None, g: Tensor, _: Any) -> tu
             lin = dev.backend.kernel("linear")  # g @ w is linear(g, w.T) = g @ w.T.T
             r = None if lin is None else lin(gd, w._data.T, None)
             if r is None:
-                r = gd @ w._data
+                r = raw_matmul(dev, gd, w._data)
             gx = new(r if r.shape == x._data.shape else xp.reshape(r, x._data.shape), dev)
         want_b = b is not None and b._requires_grad
         kern = dev.backend.kernel("linear_grad_weight") if w._requires_grad else None
@@ -102,7 +104,7 @@ def _linear_vjp(x: Tensor, w: Tensor, b: Tensor | None, g: Tensor, _: Any) -> tu
             if res[1] is not None:
                 gb = new(res[1], dev)
         elif w._requires_grad:
-            gw = new(gd.T @ xd, dev)
+            gw = new(raw_matmul(dev, gd.T, xd), dev)
         if want_b and gb is None:
             r = dev._backend.sum_axes(gd, 0)
             gb = new(r if b._data.ndim else xp.sum(r), dev)
@@ -622,10 +624,39 @@ def alpha_dropout(input: Any, p: float = 0.5, training: bool = False, inplace: b
     if inplace:
         return apply_inplace(input, partial(alpha_dropout, p=p, training=True,
                                             generator=generator), "alpha_dropout")
+    return _alpha_masked(input, _shape(input), p, generator)
+
+
+def _alpha_masked(input: Any, shape: tuple[int, ...], p: float, generator: Any) -> Any:  # noqa: A002
+    """PyTorch's alpha-dropout arithmetic with a keep mask of ``shape`` (broadcast)."""
     xp = namespace(input)
     if p == 1.0:
         return input * 0.0
-    keep = xp.astype(_uniform_like(input, _shape(input), generator) >= p, input.dtype)
+    keep = xp.astype(_uniform_like(input, shape, generator) >= p, input.dtype)
     a = ((1.0 - p) * (1.0 + p * _ALPHA_PRIME**2)) ** -0.5
     b = -a * _ALPHA_PRIME * p
     return (input * keep + _ALPHA_PRIME * (1.0 - keep)) * a + b
+
+
+def feature_alpha_dropout(input: Any, p: float = 0.5, training: bool = False,  # noqa: A002
+                          inplace: bool = False, *, generator: Any = None) -> Any:
+    """Alpha dropout of whole channels: each channel of an ``(N, C, *)`` input (one mask
+    value per ``(n, c)``) is either kept or set to SELU's negative saturation value
+    ``alpha'``, then an affine map restores zero mean and unit variance, as
+    :func:`alpha_dropout`. The identity unless ``training`` (PyTorch's default
+    ``training=False``)."""
+    _check_p(p, "feature_alpha_dropout")
+    if input.ndim < 2:
+        raise ValueError(f"feature_alpha_dropout(): feature dropout requires at least 2 "
+                         f"dimensions in the input, got shape {_shape(input)}")
+    if not training or p == 0.0 or math.prod(_shape(input)) == 0:
+        return input
+    shape = _shape(input)[:2] + (1,) * (input.ndim - 2)
+    if inplace:
+        return apply_inplace(input, lambda x: _alpha_masked(x, shape, p, generator),
+                             "feature_alpha_dropout")
+    return _alpha_masked(input, shape, p, generator)
+
+
+# autocast (vtl.amp): the list each op belongs to
+_autocast.apply(globals(), low_ops=('linear', 'bilinear'))

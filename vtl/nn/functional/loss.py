@@ -20,9 +20,11 @@ import math
 from functools import partial
 from typing import Any
 
+from ... import _autocast
 from ..._ops._core import _grad, needs_grad, new, record, sum_to
 from ..._tensor import Tensor
 from ...autograd.grad_mode import no_grad
+from ...backends._dtypes import kind as _dkind
 from ._utils import _REDUCTIONS, check_reduction, check_same_shape, namespace, reduce
 from .activation import softplus
 from .softmax import log_softmax
@@ -51,7 +53,7 @@ def mse_loss(input: Any, target: Any, *, reduction: str = "mean") -> Any:  # noq
     if isinstance(input, Tensor) and isinstance(target, Tensor):
         xd, yd = input._data, target._data
         dev = input._device
-        if xd.dtype.kind == "f" and yd.dtype == xd.dtype and target._device is dev \
+        if _dkind(xd.dtype) == "f" and yd.dtype == xd.dtype and target._device is dev \
                 and xd.shape == yd.shape and reduction in _REDUCTIONS:
             xp = dev.xp
             d = xd - yd
@@ -437,6 +439,11 @@ def cross_entropy(input: Any, target: Any, weight: Any = None, *,  # noqa: A002
     * Probabilities (``target`` has the input's shape): ``-sum_c w_c t_c logp_c``
       with ``t`` smoothed to ``t (1 - eps) + eps / C``; ``'mean'`` divides by the
       number of rows (not by weights). ``ignore_index`` does not apply.
+
+    Example:
+        >>> logits = vtl.asarray([[2.0, 0.0], [0.0, 2.0]])
+        >>> round(float(nn.functional.cross_entropy(logits, vtl.asarray([0, 1]))), 4)
+        0.1269
     """
     check_reduction(reduction, "cross_entropy")
     if not 0.0 <= label_smoothing <= 1.0:
@@ -488,3 +495,7 @@ def _cross_entropy_probs(xp: Any, logp: Any, target: Any, weight: Any, cdim: int
     if reduction == "sum":
         return xp.sum(per)
     return per
+
+
+# autocast (vtl.amp): the list each op belongs to
+_autocast.apply(globals(), float32_ops=tuple(__all__))

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ... import _autocast
 from ._utils import check_reduction, namespace, reduce
 from .activation import logsigmoid
 from .loss import _check_targets
@@ -334,3 +335,7 @@ def multilabel_soft_margin_loss(input: Any, target: Any, weight: Any = None, *, 
         loss = loss * weight
     loss = xp.sum(loss, axis=-1) / input.shape[-1]
     return reduce(xp, loss, reduction)
+
+
+# autocast (vtl.amp): the list each op belongs to
+_autocast.apply(globals(), float32_ops=tuple(__all__))

@@ -12,6 +12,7 @@ import math
 from functools import partial
 from typing import Any
 
+from ... import _autocast
 from ..._ops._core import _grad, needs_grad, new, record
 from ..._tensor import Tensor
 from ._utils import detach, namespace
@@ -215,6 +216,7 @@ def batch_norm(input: Any, running_mean: Any, running_var: Any, weight: Any = No
             raise ValueError(f"batch_norm(): {name} must have shape ({c},) for input of shape "
                              f"{_shape(input)}, got {_shape(t)}")
     shape = (1, c) + (1,) * (input.ndim - 2)
+    fused = None
     if training:
         axes = (0, *range(2, input.ndim))
         n = math.prod(input.shape[a] for a in axes)
@@ -223,7 +225,6 @@ def batch_norm(input: Any, running_mean: Any, running_var: Any, weight: Any = No
         if n == 1:
             raise ValueError(f"batch_norm(): expected more than 1 value per channel when "
                              f"training, got input of shape {_shape(input)}")
-        fused = None
         if isinstance(input, Tensor) and all(t is None or isinstance(t, Tensor)
                                              for t in (weight, bias)):
             fused = _batch_norm_tensor(input, weight, bias, eps)
@@ -244,7 +245,7 @@ def batch_norm(input: Any, running_mean: Any, running_var: Any, weight: Any = No
         rm = xp.astype(xp.reshape(running_mean, shape), input.dtype)
         rv = xp.astype(xp.reshape(running_var, shape), input.dtype)
         out = (input - rm) / xp.sqrt(rv + eps)
-    if training and fused is not None:
+    if fused is not None:
         return out
     return _affine(xp, out, weight, bias, shape)
 
@@ -478,3 +479,30 @@ def local_response_norm(input: Any, size: int, alpha: float = 1e-4, beta: float 
         total = total + padded[:, j:j + c, ...]
     div = (total * (alpha / size) + k) ** beta
     return input / div
+
+
+def _cross_map_lrn2d(input: Any, size: int, alpha: float, beta: float, k: float) -> Any:  # noqa: A002
+    """PyTorch's legacy ``CrossMapLRN2d`` forward on ``(N, C, H, W)`` inputs:
+    ``x * (k + alpha / size * S) ** -beta`` where ``S`` sums the squares over the channels
+    ``[c - p + 1, c + p)`` with ``p = int((size - 1) / 2 + 1)``, except that the running
+    sum of PyTorch's kernel never drops channel 0 (it stays in every window)."""
+    xp = namespace(input)
+    _check_float(xp, input, "CrossMapLRN2d")
+    if input.ndim != 4:
+        raise ValueError(f"CrossMapLRN2d: Expected input to be 4D, got {input.ndim}D instead.")
+    c = input.shape[1]
+    p = int((size - 1) / 2 + 1)
+    rows = [[1.0 if j < min(i + p, c) and not (1 <= j <= i - p) else 0.0 for j in range(c)]
+            for i in range(c)]
+    m = xp.asarray(rows, dtype=input.dtype, device=input.device)
+    sq = xp.permute_dims(input * input, (0, 2, 3, 1))
+    s = xp.permute_dims(xp.matmul(sq, xp.matrix_transpose(m)), (0, 3, 1, 2))
+    return input * (k + (alpha / size) * s) ** (-beta)
+
+
+# autocast (vtl.amp): the list each op belongs to
+_autocast.apply(
+    globals(),
+    float32_ops=("group_norm", "layer_norm", "rms_norm", "local_response_norm"),
+    stats_ops=("batch_norm", "instance_norm"),
+)

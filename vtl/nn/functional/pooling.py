@@ -73,6 +73,9 @@ __all__ = [
     "adaptive_max_pool2d", "adaptive_max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
     "lp_pool1d", "lp_pool2d", "lp_pool3d", "max_pool1d", "max_pool2d", "max_pool3d",
     "max_unpool1d", "max_unpool2d", "max_unpool3d",
+    "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices",
+    "adaptive_max_pool3d_with_indices", "max_pool1d_with_indices", "max_pool2d_with_indices",
+    "max_pool3d_with_indices",
 ]
 
 _grad = grad_mode.state
@@ -736,3 +739,46 @@ def max_unpool3d(input: Any, indices: Any, kernel_size: Any, stride: Any = None,
     output (see :func:`max_unpool1d`)."""
     return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 3,
                        "max_unpool3d")
+
+
+# -- the ``*_with_indices`` entry points: always ``(output, indices)`` ------------------------
+def max_pool1d_with_indices(input: Any, kernel_size: Any, stride: Any = None,  # noqa: A002
+                            padding: Any = 0, dilation: Any = 1, ceil_mode: bool = False,
+                            return_indices: bool = False) -> Any:
+    """:func:`max_pool1d` returning ``(output, indices)`` whatever ``return_indices`` says
+    (PyTorch's ``max_pool1d_with_indices``)."""
+    return max_pool1d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def max_pool2d_with_indices(input: Any, kernel_size: Any, stride: Any = None,  # noqa: A002
+                            padding: Any = 0, dilation: Any = 1, ceil_mode: bool = False,
+                            return_indices: bool = False) -> Any:
+    """:func:`max_pool2d` returning ``(output, indices)`` whatever ``return_indices`` says
+    (PyTorch's ``max_pool2d_with_indices``)."""
+    return max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def max_pool3d_with_indices(input: Any, kernel_size: Any, stride: Any = None,  # noqa: A002
+                            padding: Any = 0, dilation: Any = 1, ceil_mode: bool = False,
+                            return_indices: bool = False) -> Any:
+    """:func:`max_pool3d` returning ``(output, indices)`` whatever ``return_indices`` says
+    (PyTorch's ``max_pool3d_with_indices``)."""
+    return max_pool3d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def adaptive_max_pool1d_with_indices(input: Any, output_size: Any,  # noqa: A002
+                                     return_indices: bool = False) -> Any:
+    """:func:`adaptive_max_pool1d` returning ``(output, indices)``."""
+    return adaptive_max_pool1d(input, output_size, True)
+
+
+def adaptive_max_pool2d_with_indices(input: Any, output_size: Any,  # noqa: A002
+                                     return_indices: bool = False) -> Any:
+    """:func:`adaptive_max_pool2d` returning ``(output, indices)``."""
+    return adaptive_max_pool2d(input, output_size, True)
+
+
+def adaptive_max_pool3d_with_indices(input: Any, output_size: Any,  # noqa: A002
+                                     return_indices: bool = False) -> Any:
+    """:func:`adaptive_max_pool3d` returning ``(output, indices)``."""
+    return adaptive_max_pool3d(input, output_size, True)

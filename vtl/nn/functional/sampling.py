@@ -29,6 +29,7 @@ from collections import OrderedDict
 from functools import lru_cache
 from typing import Any
 
+from ... import _autocast
 from ..._tensor import Tensor
 from ._utils import namespace
 
@@ -578,3 +579,8 @@ def fold(input: Any, output_size: Any, kernel_size: Any, dilation: Any = 1,  # n
         g = xp.sum(xp.reshape(g, (n, c, h * w, kmax)), axis=3)
     img = xp.reshape(g, (n, c, h, w))
     return img if input.ndim == 3 else img[0, ...]
+
+
+# autocast (vtl.amp): PyTorch runs upsampling in float32
+_autocast.apply(globals(), float32_ops=("interpolate", "upsample", "upsample_bilinear",
+                                        "upsample_nearest"))

@@ -1,5 +1,5 @@
-"""softmax, log_softmax, softmin and logsumexp in their numerically stable
-forms (the maximum is subtracted first and kept out of the graph: the result
+"""softmax, log_softmax, softmin, logsumexp and gumbel_softmax; the first four in their
+numerically stable forms (the maximum is subtracted first and kept out of the graph: the result
 does not depend on it)."""
 
 from __future__ import annotations
@@ -8,12 +8,13 @@ import warnings
 from functools import partial
 from typing import Any
 
+from ... import _autocast
 from ..._ops._aliases import torch_names
 from ..._ops._core import _grad, needs_grad, new, record
 from ..._tensor import Tensor
 from ._utils import detach, namespace, normalize_dim
 
-__all__ = ["log_softmax", "logsumexp", "softmax", "softmin"]
+__all__ = ["gumbel_softmax", "log_softmax", "logsumexp", "softmax", "softmin"]
 
 
 def _implicit_dim(ndim: int, fname: str) -> int:
@@ -136,3 +137,46 @@ def logsumexp(input: Any, dim: Any = None, keepdim: bool = False) -> Any:  # noq
     if not keepdim:
         out = xp.squeeze(out, axis=axes)
     return out
+
+
+def gumbel_softmax(logits: Any, tau: float = 1.0, hard: bool = False, eps: float = 1e-10,
+                   dim: int = -1, *, generator: Any = None) -> Any:
+    """Samples from the Gumbel-softmax (Concrete) distribution, as PyTorch.
+
+    ``y = softmax((logits + g) / tau, dim)`` with ``g = -log(E)``, ``E ~ Exp(1)`` drawn
+    from ``generator`` (default: ``vtl.random``'s). With ``hard=True`` the result is the
+    one-hot vector of ``argmax(y)`` in the forward pass while the gradient is that of
+    ``y`` (the straight-through estimator: ``y_hard - detach(y) + y``). ``eps`` is
+    deprecated and unused (a value other than the default warns, as PyTorch).
+    """
+    from ... import random
+
+    if eps != 1e-10:
+        warnings.warn("`eps` parameter is deprecated and has no effect.", UserWarning,
+                      stacklevel=2)
+    xp = namespace(logits)
+    if not xp.isdtype(logits.dtype, "real floating"):
+        raise TypeError(f"gumbel_softmax() needs real floating-point logits, got "
+                        f"{logits.dtype}")
+    if isinstance(tau, bool) or not isinstance(tau, (int, float)):
+        raise TypeError(f"gumbel_softmax(): tau must be a number, got {type(tau).__name__}")
+    d = normalize_dim(dim, max(logits.ndim, 1), "gumbel_softmax")
+    gen = random.default_generator() if generator is None else generator
+    u = xp.astype(gen._random_like(detach(logits), tuple(logits.shape)), logits.dtype)
+    # E = -log(1 - u) ~ Exp(1) for u uniform in [0, 1); clamped away from 0 (u == 0)
+    e = xp.maximum(-xp.log1p(-u), xp.finfo(logits.dtype).smallest_normal)
+    y_soft = softmax((logits - xp.log(e)) / tau, dim=d)
+    if not hard:
+        return y_soft
+    if logits.ndim == 0:
+        return y_soft - detach(y_soft) + 1.0
+    idx = xp.argmax(detach(y_soft), axis=d, keepdims=True)
+    n = logits.shape[d]
+    pos = xp.reshape(xp.arange(n, dtype=idx.dtype, device=logits.device),
+                     (n,) + (1,) * (logits.ndim - 1 - d))
+    y_hard = xp.astype(pos == idx, logits.dtype)
+    return y_hard - detach(y_soft) + y_soft
+
+
+# autocast (vtl.amp): the list each op belongs to
+_autocast.apply(globals(), float32_ops=('log_softmax', 'logsumexp', 'softmax', 'softmin'))

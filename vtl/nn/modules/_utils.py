@@ -5,7 +5,7 @@ The checks are a class identity test and a dtype-kind test, so a layer call pays
 well under a microsecond for them; the messages are built only on failure. The
 hottest layers inline the fast test and call the checker only when it fails::
 
-    if x.__class__ is not Tensor or x._data.dtype.kind in "iub":
+    if x.__class__ is not Tensor or _dkind(x._data.dtype) in "iub":
         check_float(self, x)  # raises, or passes a Tensor subclass such as Parameter
 """
 
@@ -16,6 +16,7 @@ from typing import Any
 import vtl
 
 from ..._tensor import Tensor
+from ...backends._dtypes import kind as _dkind
 
 
 def empty(shape: tuple[int, ...], device: Any = None, dtype: Any = None) -> Any:
@@ -57,6 +58,6 @@ def check_float(module: Any, x: Any, name: str = "input") -> None:
     as PyTorch's layers refuse integer and bool inputs."""
     if x.__class__ is not Tensor and not isinstance(x, Tensor):
         raise not_a_tensor(module, x, name)
-    if x._data.dtype.kind in "iub":
+    if _dkind(x._data.dtype) in "iub":
         raise TypeError(f"{describe(module)}: expected a floating-point {name}, got "
                         f"{x._data.dtype}")

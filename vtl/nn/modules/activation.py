@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..._tensor import Tensor
+from ...backends._dtypes import kind as _dkind
 from .. import functional as F
 from .. import init
 from ._utils import check_float, check_tensor, empty
@@ -157,7 +158,7 @@ class RReLU(Module):
         self.inplace = inplace
 
     def forward(self, input: Any) -> Any:  # noqa: A002
-        if input.__class__ is not Tensor or input._data.dtype.kind in "iub":
+        if input.__class__ is not Tensor or _dkind(input._data.dtype) in "iub":
             check_float(self, input)
         return F.rrelu(input, self.lower, self.upper, self.training, self.inplace)
 
@@ -312,7 +313,7 @@ class PReLU(Module):
         init.constant_(self.weight, self.init)
 
     def forward(self, input: Any) -> Any:  # noqa: A002
-        if input.__class__ is not Tensor or input._data.dtype.kind in "iub":
+        if input.__class__ is not Tensor or _dkind(input._data.dtype) in "iub":
             check_float(self, input)
         if self.num_parameters != 1 and (input.ndim < 2 or
                                          input.shape[1] != self.num_parameters):

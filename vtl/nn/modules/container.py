@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import warnings
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, TextIO
@@ -11,7 +12,8 @@ import vtl
 
 from .module import Module, Parameter
 
-__all__ = ["ModuleDict", "ModuleList", "ParameterDict", "ParameterList", "Sequential"]
+__all__ = ["Container", "ModuleDict", "ModuleList", "ParameterDict", "ParameterList",
+           "Sequential"]
 
 
 def _index(idx: int, n: int, what: str) -> int:
@@ -24,6 +26,13 @@ class Sequential(Module):
     """Modules applied in order: ``Sequential(a, b, c)(x) == c(b(a(x)))``.
 
     Also ``Sequential(OrderedDict(name=module, ...))`` for named layers.
+
+    Example:
+        >>> model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+        >>> model(vtl.zeros((5, 4))).shape
+        (5, 2)
+        >>> len(model), type(model[1]).__name__
+        (3, 'ReLU')
     """
 
     def __init__(self, *args: Any) -> None:
@@ -319,3 +328,16 @@ class ParameterDict(Module):
     def extra_repr(self) -> str:
         return "\n".join(f"({k}): Parameter containing: [{p.dtype} of size {tuple(p.shape)}]"
                          for k, p in self.items())
+
+
+class Container(Module):
+    """Deprecated (as in PyTorch): a Module whose keyword arguments become sub-modules;
+    subclass :class:`Module` instead. Warns with a ``FutureWarning``."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        warnings.warn("nn.Container is deprecated. All of it's functionality is now "
+                      "implemented in nn.Module. Subclass that instead.", FutureWarning,
+                      stacklevel=2)
+        super().__init__()
+        for key, value in kwargs.items():
+            self.add_module(key, value)

@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 from ..._tensor import Tensor
+from ...backends._dtypes import kind as _dkind
 from .. import functional as F
 from .. import init
 from ..functional.conv import _ntuple
@@ -77,7 +78,7 @@ class _ConvNd(Module):
                 f"kernel_size={self.kernel_size}, groups={self.groups})")
 
     def _check_input(self, x: Any) -> None:
-        if x.__class__ is not Tensor or x._data.dtype.kind in "iub":
+        if x.__class__ is not Tensor or _dkind(x._data.dtype) in "iub":
             check_float(self, x)
         n = self._nsp
         if x.ndim not in (n + 1, n + 2):

@@ -9,7 +9,7 @@ from .. import functional as F
 from ._utils import check_tensor
 from .module import Module
 
-__all__ = ["AlphaDropout", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d"]
+__all__ = ["AlphaDropout", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "FeatureAlphaDropout"]
 
 
 class _DropoutNd(Module):
@@ -61,3 +61,11 @@ class AlphaDropout(_DropoutNd):
     """Dropout for SELU networks (keeps zero mean and unit variance)."""
 
     _fn = staticmethod(F.alpha_dropout)
+
+
+class FeatureAlphaDropout(_DropoutNd):
+    """Alpha dropout of whole channels of ``(N, C, *)`` inputs: a dropped channel is set to
+    SELU's negative saturation value and an affine map keeps zero mean and unit variance
+    (see :func:`vtl.nn.functional.feature_alpha_dropout`)."""
+
+    _fn = staticmethod(F.feature_alpha_dropout)

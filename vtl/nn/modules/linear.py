@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 from ..._tensor import Tensor
+from ...backends._dtypes import kind as _dkind
 from .. import functional as F
 from .. import init
 from ._utils import check_float, empty
@@ -29,6 +30,13 @@ class Linear(Module):
 
     Default init as PyTorch: ``W, b ~ U(-1/sqrt(in_features), 1/sqrt(in_features))``
     (``kaiming_uniform_(W, a=sqrt(5))``).
+
+    Example:
+        >>> layer = nn.Linear(3, 2)
+        >>> layer(vtl.ones((4, 3))).shape
+        (4, 2)
+        >>> layer.weight.shape, layer.bias.shape
+        ((2, 3), (2,))
     """
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, *,
@@ -57,7 +65,7 @@ class Linear(Module):
         return f"Linear(in_features={self.in_features}, out_features={self.out_features})"
 
     def forward(self, input: Any) -> Any:  # noqa: A002
-        if input.__class__ is not Tensor or input._data.dtype.kind in "iub":
+        if input.__class__ is not Tensor or _dkind(input._data.dtype) in "iub":
             check_float(self, input)
         shape = input.shape
         if not shape or shape[-1] != self.in_features:

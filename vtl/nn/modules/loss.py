@@ -3,6 +3,7 @@ are buffers, so they move with ``.to()`` and are saved in ``state_dict``)."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -13,7 +14,7 @@ from .module import Module
 
 __all__ = [
     "BCELoss", "BCEWithLogitsLoss", "CrossEntropyLoss", "GaussianNLLLoss", "HuberLoss",
-    "KLDivLoss", "L1Loss", "MSELoss", "NLLLoss", "PoissonNLLLoss", "SmoothL1Loss",
+    "KLDivLoss", "L1Loss", "MSELoss", "NLLLoss", "NLLLoss2d", "PoissonNLLLoss", "SmoothL1Loss",
     "SoftMarginLoss",
 ]
 __all__ += [
@@ -336,3 +337,14 @@ class CTCLoss(_Loss):
         _check_all(self, log_probs=log_probs, targets=targets)
         return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, self.blank,
                           self.reduction, self.zero_infinity)
+
+
+class NLLLoss2d(NLLLoss):
+    """Deprecated alias of :class:`NLLLoss` (which takes ``(N, C, H, W)`` inputs too); warns
+    with a ``FutureWarning`` as PyTorch."""
+
+    def __init__(self, weight: Any = None, ignore_index: int = -100,
+                 reduction: str = "mean") -> None:
+        warnings.warn("`NLLLoss2d` has been deprecated. Please use `NLLLoss` instead as a "
+                      "drop-in replacement.", FutureWarning, stacklevel=2)
+        super().__init__(weight, ignore_index, reduction)

@@ -16,8 +16,9 @@ import vtl
 
 from ..._tensor import Tensor
 from ...backends import Device
+from ...backends._dtypes import kind as _dkind
 
-__all__ = ["Module", "Parameter"]
+__all__ = ["Buffer", "Module", "Parameter"]
 
 
 class Parameter(Tensor):
@@ -50,6 +51,38 @@ class Parameter(Tensor):
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         return (_rebuild_parameter, (self.numpy(), str(self._device), self._requires_grad))
+
+
+class Buffer(Tensor):
+    """A tensor that a :class:`Module` registers as a buffer when assigned as an attribute
+    (``self.stats = nn.Buffer(vtl.zeros(3))`` is ``register_buffer("stats", ...)``), as
+    PyTorch's ``nn.Buffer``. ``persistent=False`` keeps it out of ``state_dict``. It shares
+    ``data``'s storage and keeps its ``requires_grad``."""
+
+    __slots__ = ("persistent",)
+
+    def __new__(cls, data: Any = None, *, persistent: bool = True) -> Buffer:
+        if data is None:
+            data = vtl.empty((0,))
+        elif not isinstance(data, Tensor):
+            data = vtl.asarray(data)
+        b = object.__new__(cls)
+        b._data = data._data
+        b._device = data._device
+        b._grad_fn = None
+        b._requires_grad = False
+        b._vc = data._version_counter()
+        b.persistent = bool(persistent)
+        if data.requires_grad:
+            b.requires_grad_(True)
+        return b
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        return (_rebuild_buffer, (self.numpy(), str(self._device), self.persistent))
+
+
+def _rebuild_buffer(host: Any, device: str, persistent: bool) -> Buffer:
+    return Buffer(vtl.asarray(host, device=device), persistent=persistent)
 
 
 def _rebuild_parameter(host: Any, device: str, requires_grad: bool) -> Parameter:
@@ -199,6 +232,11 @@ class Module:
                 raise TypeError(f"cannot assign {type(value).__name__} as sub-module {name!r} "
                                 "(vtl.nn.Module or None expected)")
             modules[name] = None
+            return
+        if isinstance(value, Buffer):
+            self._check_init("buffers")
+            self._remove_from(name, d, keep="_buffers")
+            self.register_buffer(name, value, value.persistent)
             return
         buffers = d.get("_buffers")
         if buffers is not None and name in buffers:
@@ -394,7 +432,7 @@ class Module:
             else:
                 dtype = a
         dt = None if dtype is None else to_dtype(dtype)
-        if dt is not None and dt.kind not in "fc":
+        if dt is not None and _dkind(dt) not in "fc":
             raise TypeError(f"Module.to() only accepts floating-point or complex dtypes, "
                             f"got {dt}")
 
@@ -403,8 +441,8 @@ class Module:
                 out = t.detach()
                 if device is not None:
                     out = out.to_device(device)
-                if dt is not None and out.dtype.kind in "fc" and out.dtype != dt:
-                    if out.dtype.kind == "c" and dt.kind != "c":
+                if dt is not None and _dkind(out.dtype) in "fc" and out.dtype != dt:
+                    if _dkind(out.dtype) == "c" and _dkind(dt) != "c":
                         return out
                     out = vtl.astype(out, dt)
             return out
@@ -412,10 +450,20 @@ class Module:
         return self._apply_tensors(fn)
 
     def double(self) -> Module:
+        """Cast floating-point parameters and buffers to float64 in place."""
         return self.to(vtl.float64)
 
     def float(self) -> Module:  # noqa: A003
+        """Cast floating-point parameters and buffers to float32 in place."""
         return self.to(vtl.float32)
+
+    def half(self) -> Module:
+        """Cast floating-point parameters and buffers to float16 in place."""
+        return self.to(vtl.float16)
+
+    def bfloat16(self) -> Module:
+        """Cast floating-point parameters and buffers to bfloat16 in place."""
+        return self.to(vtl.bfloat16)
 
     def cpu(self) -> Module:
         return self.to("numpy")
@@ -470,7 +518,7 @@ class Module:
                 errors.append(f"value for {key!r} is a {type(value).__name__}, expected a "
                               "tensor or array")
                 continue
-            if shape != tuple(target.shape):
+            if shape != tuple(target.shape) and not getattr(target, "_uninitialized", False):
                 errors.append(f"size mismatch for {key}: copying a param with shape {shape} "
                               f"from checkpoint, the shape in current model is "
                               f"{tuple(target.shape)}.")
@@ -504,6 +552,8 @@ class Module:
             converted.append((key, target, v))
         with vtl.no_grad():
             for key, target, v in converted:
+                if getattr(target, "_uninitialized", False):  # a lazy layer's placeholder
+                    target.materialize(tuple(v.shape))
                 if assign:
                     self._assign(key, target, v)
                 else:

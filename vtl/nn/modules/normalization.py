@@ -1,5 +1,5 @@
-"""Normalisation layers: BatchNorm1d, BatchNorm2d, InstanceNorm1d/2d/3d, LayerNorm,
-RMSNorm, GroupNorm and LocalResponseNorm."""
+"""Normalisation layers: BatchNorm1d/2d/3d, SyncBatchNorm, LazyBatchNorm1d/2d/3d,
+InstanceNorm1d/2d/3d, LayerNorm, RMSNorm, GroupNorm and LocalResponseNorm."""
 
 from __future__ import annotations
 
@@ -9,13 +9,16 @@ from typing import Any
 import vtl
 
 from ..._tensor import Tensor
+from ...backends._dtypes import kind as _dkind
 from .. import functional as F
 from .. import init
+from ..functional.normalization import _cross_map_lrn2d
 from ._utils import check_float, empty
 from .module import Module, Parameter
 
-__all__ = ["BatchNorm1d", "BatchNorm2d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d",
-           "InstanceNorm3d", "LayerNorm", "LocalResponseNorm", "RMSNorm"]
+__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "CrossMapLRN2d", "GroupNorm",
+           "InstanceNorm1d",
+           "InstanceNorm2d", "InstanceNorm3d", "LayerNorm", "LocalResponseNorm", "RMSNorm"]
 
 
 class _BatchNorm(Module):
@@ -24,7 +27,7 @@ class _BatchNorm(Module):
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
                  affine: bool = True, track_running_stats: bool = True, device: Any = None,
-                 dtype: Any = None) -> None:
+                 dtype: Any = None, *, bias: bool = True) -> None:
         super().__init__()
         self.num_features = num_features
         self.eps = eps
@@ -33,7 +36,10 @@ class _BatchNorm(Module):
         self.track_running_stats = track_running_stats
         if affine:
             self.weight = Parameter(empty((num_features,), device, dtype))
-            self.bias = Parameter(empty((num_features,), device, dtype))
+            if bias:
+                self.bias = Parameter(empty((num_features,), device, dtype))
+            else:
+                self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
@@ -62,15 +68,16 @@ class _BatchNorm(Module):
         self.reset_running_stats()
         if self.affine:
             init.ones_(self.weight)
-            init.zeros_(self.bias)
+            if self.bias is not None:
+                init.zeros_(self.bias)
 
     def _describe(self) -> str:
         return f"{type(self).__name__}({self.num_features})"
 
     def forward(self, input: Any) -> Any:  # noqa: A002
-        if input.__class__ is not Tensor or input._data.dtype.kind in "iub":
+        if input.__class__ is not Tensor or _dkind(input._data.dtype) in "iub":
             check_float(self, input)
-        if input.ndim not in self._ranks:
+        if input.ndim not in self._ranks and (self._ranks or input.ndim < 2):
             raise ValueError(f"{self._describe()}: expected {self._what}, got input of shape "
                              f"{tuple(input.shape)}")
         if input.shape[1] != self.num_features:
@@ -85,15 +92,21 @@ class _BatchNorm(Module):
         use_batch = self.training or self.running_mean is None
         track = not self.training or self.track_running_stats
         try:
-            return F.batch_norm(input, self.running_mean if track else None,
-                                self.running_var if track else None, self.weight, self.bias,
-                                use_batch, factor, self.eps)
+            return self._normalize(input, self.running_mean if track else None,
+                                   self.running_var if track else None, use_batch, factor)
         except ValueError as exc:
             raise ValueError(f"{self._describe()}: {exc}") from None
 
+    def _normalize(self, input: Any, running_mean: Any, running_var: Any,  # noqa: A002
+                   use_batch: bool, factor: float) -> Any:
+        return F.batch_norm(input, running_mean, running_var, self.weight, self.bias,
+                            use_batch, factor, self.eps)
+
     def extra_repr(self) -> str:
+        nobias = ", bias=False" if self.affine and self.bias is None else ""
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
-                f"affine={self.affine}, track_running_stats={self.track_running_stats}")
+                f"affine={self.affine}{nobias}, "
+                f"track_running_stats={self.track_running_stats}")
 
 
 class BatchNorm1d(_BatchNorm):
@@ -109,6 +122,13 @@ class BatchNorm2d(_BatchNorm):
 
     _ranks = (4,)
     _what = "a 4-D (N, C, H, W) input"
+
+
+class BatchNorm3d(_BatchNorm):
+    """Batch normalisation of ``(N, C, D, H, W)`` inputs (per channel)."""
+
+    _ranks = (5,)
+    _what = "a 5-D (N, C, D, H, W) input"
 
 
 class LayerNorm(Module):
@@ -145,7 +165,7 @@ class LayerNorm(Module):
         return f"LayerNorm({self.normalized_shape})"
 
     def forward(self, input: Any) -> Any:  # noqa: A002
-        if input.__class__ is not Tensor or input._data.dtype.kind in "iub":
+        if input.__class__ is not Tensor or _dkind(input._data.dtype) in "iub":
             check_float(self, input)
         k = len(self.normalized_shape)
         if input.ndim < k or tuple(input.shape[input.ndim - k:]) != self.normalized_shape:
@@ -190,7 +210,7 @@ class GroupNorm(Module):
         return f"GroupNorm({self.num_groups}, {self.num_channels})"
 
     def forward(self, input: Any) -> Any:  # noqa: A002
-        if input.__class__ is not Tensor or input._data.dtype.kind in "iub":
+        if input.__class__ is not Tensor or _dkind(input._data.dtype) in "iub":
             check_float(self, input)
         if input.ndim < 2 or input.shape[1] != self.num_channels:
             raise ValueError(f"{self._describe()}: expected an "
@@ -209,11 +229,12 @@ class _InstanceNorm(_BatchNorm):
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
                  affine: bool = False, track_running_stats: bool = False, device: Any = None,
-                 dtype: Any = None) -> None:
-        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+                 dtype: Any = None, *, bias: bool = True) -> None:
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype,
+                         bias=bias)
 
     def forward(self, input: Any) -> Any:  # noqa: A002
-        if input.__class__ is not Tensor or input._data.dtype.kind in "iub":
+        if input.__class__ is not Tensor or _dkind(input._data.dtype) in "iub":
             check_float(self, input)
         sp = self._spatial
         if input.ndim not in (sp + 1, sp + 2):
@@ -287,7 +308,7 @@ class RMSNorm(Module):
         return f"RMSNorm({self.normalized_shape})"
 
     def forward(self, input: Any) -> Any:  # noqa: A002
-        if input.__class__ is not Tensor or input._data.dtype.kind in "iub":
+        if input.__class__ is not Tensor or _dkind(input._data.dtype) in "iub":
             check_float(self, input)
         k = len(self.normalized_shape)
         if input.ndim < k or tuple(input.shape[input.ndim - k:]) != self.normalized_shape:
@@ -317,12 +338,35 @@ class LocalResponseNorm(Module):
         self.k = k
 
     def forward(self, input: Any) -> Any:  # noqa: A002
-        if input.__class__ is not Tensor or input._data.dtype.kind in "iub":
+        if input.__class__ is not Tensor or _dkind(input._data.dtype) in "iub":
             check_float(self, input)
         try:
             return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
         except ValueError as exc:
             raise ValueError(f"LocalResponseNorm({self.extra_repr()}): {exc}") from None
+
+    def extra_repr(self) -> str:
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+class CrossMapLRN2d(Module):
+    """PyTorch's legacy cross-channel local response normalisation of ``(N, C, H, W)``
+    inputs: ``x * (k + alpha / size * S) ** -beta`` with ``S`` the sum of squares over a
+    window of channels computed as PyTorch's kernel does (channel 0 stays in every
+    window; prefer :class:`LocalResponseNorm`)."""
+
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1) -> None:
+        super().__init__()
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ValueError(f"CrossMapLRN2d: size must be a positive int, got {size!r}")
+        self.size = size
+        self.alpha = alpha
+        self.beta = beta
+        self.k = k
+
+    def forward(self, input: Any) -> Any:  # noqa: A002
+        check_float(self, input)
+        return _cross_map_lrn2d(input, self.size, self.alpha, self.beta, self.k)
 
     def extra_repr(self) -> str:
         return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"

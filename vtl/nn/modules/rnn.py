@@ -28,7 +28,7 @@ from ..utils.rnn import PackedSequence, _host_batch_sizes
 from ._utils import check_float, describe, empty, type_name
 from .module import Module, Parameter
 
-__all__ = ["GRU", "GRUCell", "LSTM", "LSTMCell", "RNN", "RNNBase", "RNNCell"]
+__all__ = ["GRU", "GRUCell", "LSTM", "LSTMCell", "RNN", "RNNBase", "RNNCell", "RNNCellBase"]
 
 _GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
 
@@ -127,7 +127,7 @@ class RNNBase(Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        stdv = 1.0 / math.sqrt(self.hidden_size)
+        stdv = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0.0
         for p in self.parameters():
             init.uniform_(p, -stdv, stdv)
 
@@ -294,6 +294,12 @@ class LSTM(RNNBase):
     ``(proj_size, hidden_size)``: ``h`` and the output are ``proj_size`` wide (times two
     directions), ``c`` stays ``hidden_size`` wide, and ``weight_hh_l{k}`` is
     ``(4 * hidden_size, proj_size)``. Such a layer runs step by step (portable code).
+
+    Example:
+        >>> lstm = nn.LSTM(input_size=4, hidden_size=8, batch_first=True)
+        >>> out, (h, c) = lstm(vtl.zeros((2, 5, 4)))
+        >>> out.shape, h.shape, c.shape
+        ((2, 5, 8), (1, 2, 8), (1, 2, 8))
     """
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
@@ -314,16 +320,19 @@ class GRU(RNNBase):
                          dropout, bidirectional, device=device, dtype=dtype)
 
 
-class _CellBase(Module):
-    _gates = 1
+class RNNCellBase(Module):
+    """Base of :class:`RNNCell`, :class:`LSTMCell` and :class:`GRUCell`: ``weight_ih``
+    ``(num_chunks * hidden_size, input_size)``, ``weight_hh`` ``(num_chunks * hidden_size,
+    hidden_size)`` and, with ``bias``, ``bias_ih``/``bias_hh``; all ``U(-1/sqrt(hidden_size),
+    1/sqrt(hidden_size))`` at init."""
 
-    def __init__(self, input_size: int, hidden_size: int, bias: bool = True,
+    def __init__(self, input_size: int, hidden_size: int, bias: bool, num_chunks: int,
                  device: Any = None, dtype: Any = None) -> None:
         super().__init__()
         self.input_size = input_size
         self.hidden_size = hidden_size
         self.bias = bias
-        g = self._gates * hidden_size
+        g = num_chunks * hidden_size
         self.weight_ih = Parameter(empty((g, input_size), device, dtype))
         self.weight_hh = Parameter(empty((g, hidden_size), device, dtype))
         if bias:
@@ -335,7 +344,7 @@ class _CellBase(Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        stdv = 1.0 / math.sqrt(self.hidden_size)
+        stdv = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0.0
         for p in self.parameters():
             init.uniform_(p, -stdv, stdv)
 
@@ -356,6 +365,14 @@ class _CellBase(Module):
     def extra_repr(self) -> str:
         s = f"{self.input_size}, {self.hidden_size}"
         return s if self.bias else s + ", bias=False"
+
+
+class _CellBase(RNNCellBase):
+    _gates = 1
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True,
+                 device: Any = None, dtype: Any = None) -> None:
+        super().__init__(input_size, hidden_size, bias, self._gates, device, dtype)
 
 
 class RNNCell(_CellBase):

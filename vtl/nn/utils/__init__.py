@@ -18,3 +18,8 @@ from .weight_norm import remove_weight_norm, weight_norm  # noqa: E402
 
 __all__ += ["parameters_to_vector", "parametrizations", "parametrize", "remove_spectral_norm",
             "remove_weight_norm", "spectral_norm", "vector_to_parameters", "weight_norm"]
+
+from . import stateless  # noqa: E402
+from .stateless import functional_call  # noqa: E402
+
+__all__ += ["functional_call", "stateless"]

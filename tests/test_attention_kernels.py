@@ -1,0 +1,364 @@
+"""The fused attention kernel (``kernel("attention")``, ``vtl/backends/cupy/attention.py``).
+
+* On the host (given a C++20 compiler): the CUDA source is compiled with the emulation of
+  the CUDA built-ins of ``test_cupy_nn_kernels`` (a thread per CUDA thread, barriers for
+  ``__syncthreads``) and driven through the real ``CupyAttention`` wrapper by a stand-in
+  for CuPy; forward values and the three gradients are compared with NumPy's attention
+  over masks (boolean as additive, ``(L, S)``, key padding, per batch), causal, ``L != S``,
+  rows with every key masked, value sizes unlike key sizes and lengths off the tiles.
+* The same emulated kernel, registered as the numpy backend's ``attention`` kernel, runs
+  behind ``F.scaled_dot_product_attention``: one graph node, gradients and second-order
+  gradients equal to the portable path.
+* On a GPU (the cupy backend): the kernel against the portable path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+from helpers import to_numpy
+from test_cupy_nn_kernels import _SHIM
+
+import vtl
+from vtl.backends.cupy import attention as A
+from vtl.nn import functional as F
+
+RNG = np.random.default_rng(11)
+
+_EXTRA = r"""
+using std::exp; using std::log; using std::max; using std::min;
+#define __launch_bounds__(x)
+template <class V> static V __shfl_xor_sync(unsigned, V v, int m) {
+  return vtl_shfl(v, (int)((vtl_tid() & 31) ^ m));
+}
+template <class F> static void vtl_launch2(unsigned gx, unsigned gy, unsigned bx, F body) {
+  blockDim = {bx, 1, 1};
+  gridDim = {gx, gy, 1};
+  for (unsigned by = 0; by < gy; ++by)
+    for (unsigned b = 0; b < gx; ++b) {
+      std::barrier<> bar(bx);
+      vtl_block_bar = &bar;
+      std::vector<std::unique_ptr<std::barrier<>>> wb;
+      for (unsigned w = 0; w * 32 < bx; ++w) {
+        wb.emplace_back(new std::barrier<>(std::min(32u, bx - w * 32)));
+        vtl_warp_bar[w] = wb.back().get();
+      }
+      std::vector<std::thread> ts;
+      for (unsigned t = 0; t < bx; ++t)
+        ts.emplace_back([=] {
+          blockIdx = {b, by, 0};
+          threadIdx = {t, 0, 0};
+          body();
+          vtl_warp_bar[t >> 5]->arrive_and_drop();
+          vtl_block_bar->arrive_and_drop();
+        });
+      for (auto& th : ts) th.join();
+    }
+}
+"""
+
+_GEO = ("int B2, int L, int S, long long mb1, long long mb2, long long ml, long long ms, "
+        "int has_mask, int causal, T scale")
+_GEO_ARGS = "B2, L, S, mb1, mb2, ml, ms, has_mask, causal, scale"
+_KERNELS = {
+    "vtl_attn_fwd": ("const T* q, const T* k, const T* v, const T* mask, T* out, T* lse",
+                     "q, k, v, mask, out, lse"),
+    "vtl_attn_bwd_dq": ("const T* q, const T* k, const T* v, const T* mask, const T* g, "
+                        "const T* lse, const T* delta, T* dq",
+                        "q, k, v, mask, g, lse, delta, dq"),
+    "vtl_attn_bwd_dkv": ("const T* q, const T* k, const T* v, const T* mask, const T* g, "
+                         "const T* lse, const T* delta, T* dk, T* dv",
+                         "q, k, v, mask, g, lse, delta, dk, dv"),
+}
+
+
+def _host_source(code: str) -> str:
+    suffix = "_tiled" if "vtl_attn_fwd_tiled" in code else ""
+    launchers = "".join(
+        f'extern "C" void launch_{name}{suffix}(unsigned gx, unsigned gy, unsigned bx, '
+        f"{ptrs}, {_GEO}) {{ vtl_launch2(gx, gy, bx, [=] {{ {name}{suffix}({args}, "
+        f"{_GEO_ARGS}); }}); }}\n"
+        for name, (ptrs, args) in _KERNELS.items())
+    return _SHIM + _EXTRA + code.replace('extern "C" ', "") + launchers
+
+
+class _HostFunction:
+    def __init__(self, lib, name, dt):
+        self.fn = getattr(lib, f"launch_{name}")
+        self.dt = dt
+
+    max_dynamic_shared_size_bytes = 48 * 1024
+
+    def __call__(self, grid, block, args, shared_mem=0):
+        gx, gy = grid
+        (bx,) = block
+        assert bx in (A.ROWS, 128) and 1 <= gx < 2**31 and 1 <= gy < 65536
+        assert shared_mem <= max(48 * 1024, self.max_dynamic_shared_size_bytes)
+        conv = []
+        for a in args:
+            if isinstance(a, np.ndarray):
+                assert a.flags.c_contiguous or a.ndim == 4  # masks: strided views
+                conv.append(ctypes.c_void_p(a.ctypes.data))
+            elif type(a) is np.int32:
+                conv.append(ctypes.c_int(int(a)))
+            elif type(a) is np.int64:
+                conv.append(ctypes.c_longlong(int(a)))
+            else:
+                assert type(a) is self.dt.type, type(a)
+                conv.append((ctypes.c_float if self.dt == np.float32 else ctypes.c_double)(a))
+        self.fn(ctypes.c_uint(gx), ctypes.c_uint(gy), ctypes.c_uint(bx), *conv)
+
+
+class FakeCupy:
+    """The CuPy functions ``CupyAttention`` calls, on NumPy arrays; ``RawModule`` compiles
+    the CUDA source for the host."""
+
+    class cuda:  # noqa: N801 - mirrors cupy.cuda
+        class Device:  # noqa: D106
+            attributes = {"MaxSharedMemoryPerBlockOptin": 227 * 1024}
+
+    def __init__(self, tmp_path, cxx):
+        self.tmp, self.cxx, self.built = tmp_path, cxx, {}
+
+    def RawKernel(self, code, name):  # noqa: N802
+        lib = self.built.get(code)
+        if lib is None:
+            k = len(self.built)
+            (self.tmp / f"a{k}.cpp").write_text(_host_source(code))
+            r = subprocess.run([self.cxx, "-std=c++20", "-O1", "-pthread", "-shared", "-fPIC",
+                                "-o", str(self.tmp / f"a{k}.so"), str(self.tmp / f"a{k}.cpp")],
+                               capture_output=True, text=True)
+            if r.returncode:
+                if "barrier" in r.stderr and "No such file" in r.stderr:
+                    pytest.skip("the C++ compiler lacks <barrier>")
+                raise AssertionError(r.stderr[-4000:])
+            lib = self.built[code] = ctypes.CDLL(str(self.tmp / f"a{k}.so"))
+        dt = np.float64 if "typedef double T;" in code else np.float32
+        return _HostFunction(lib, name, np.dtype(dt))
+
+    def empty(self, shape, dtype):
+        return np.full(shape, np.nan, dtype)
+
+    def empty_like(self, a):
+        return np.full_like(a, np.nan)
+
+    ascontiguousarray = staticmethod(np.ascontiguousarray)
+    broadcast_to = staticmethod(np.broadcast_to)
+
+
+@pytest.fixture(scope="module")
+def fake_cupy(tmp_path_factory):
+    cxx = shutil.which("g++") or shutil.which("clang++")
+    if cxx is None:
+        pytest.skip("no C++ compiler")
+    return FakeCupy(tmp_path_factory.mktemp("attn"), cxx)
+
+
+@pytest.fixture(scope="module")
+def host_kernel(fake_cupy):
+    return A.CupyAttention(fake_cupy)
+
+
+def np_attention(q, k, v, mask, causal, scale, g):
+    """NumPy's attention and its gradients (dead rows: zeros)."""
+    s = q @ np.swapaxes(k, -1, -2) * scale
+    if mask is not None:
+        s = s + mask
+    if causal:
+        n_q, n_k = s.shape[-2:]
+        s = np.where(np.arange(n_k)[None, :] <= np.arange(n_q)[:, None], s, -np.inf)
+    mx = s.max(-1, keepdims=True)
+    dead = mx == -np.inf
+    e = np.where(dead, 0.0, np.exp(s - np.where(dead, 0.0, mx)))
+    den = e.sum(-1, keepdims=True)
+    p = np.where(dead, 0.0, e / np.where(dead, 1.0, den))
+    out = p @ v
+    dv = np.swapaxes(p, -1, -2) @ g
+    dp = g @ np.swapaxes(v, -1, -2)
+    ds = p * (dp - (dp * p).sum(-1, keepdims=True))
+    dq = ds @ k * scale
+    dk = np.swapaxes(ds, -1, -2) @ q * scale
+    return out, dq, dk, dv
+
+
+# (batch (b1, b2), L, S, E, Ev, mask kind, causal)
+CASES = [
+    ((2, 3), 5, 7, 8, 8, None, False),
+    ((1, 2), 70, 40, 16, 8, None, True),       # lengths off the tiles, causal with L > S
+    ((2, 1), 33, 65, 8, 16, "ls", False),       # an (L, S) mask broadcast over the batch
+    ((1, 1), 70, 130, 4, 12, None, False),      # head sizes off the tiled kernels
+    ((3, 2), 9, 37, 8, 8, "padding", False),     # key padding (b1, 1, 1, S)
+    ((2, 2), 6, 6, 8, 4, "full", False),         # one mask per batch and head
+    ((1, 1), 4, 3, 2, 2, "dead", False),         # a row with every key masked
+    ((2, 1), 5, 9, 8, 8, "float", True),         # an additive float mask, with causal
+]
+
+
+def _mask(kind, b1, b2, n_q, n_k, dt):
+    if kind is None:
+        return None
+    if kind == "ls":
+        m = RNG.random((1, 1, n_q, n_k)) > 0.3
+    elif kind == "padding":
+        m = np.ones((b1, 1, 1, n_k), bool)
+        m[:, :, :, -4:] = False
+    elif kind == "full":
+        m = RNG.random((b1, b2, n_q, n_k)) > 0.4
+        m[..., 0] = True
+    elif kind == "dead":
+        m = np.ones((1, 1, n_q, n_k), bool)
+        m[:, :, 1, :] = False
+    else:
+        return RNG.standard_normal((1, b2, n_q, n_k)).astype(dt)
+    return np.where(m, 0.0, -np.inf).astype(dt)
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("dt", [np.float64, np.float32])
+@pytest.mark.parametrize("tiled", [False, True], ids=["rows", "tiled"])
+def test_host_build_matches_numpy(fake_cupy, case, dt, tiled):
+    """Both kernel families (thread per row; register-tiled) against NumPy."""
+    (b1, b2), n_q, n_k, e, ev, kind, causal = case
+    if tiled and (e % 8 or ev % 8):
+        assert A.CupyAttention(fake_cupy, tiled=True).forward(
+            np.zeros((1, 2, e), dt), np.zeros((1, 2, e), dt), np.zeros((1, 2, ev), dt), None,
+            False, 1.0, (1, 1)) is None
+        return
+    host_kernel = A.CupyAttention(fake_cupy, tiled=tiled)
+    b = b1 * b2
+    q = RNG.standard_normal((b, n_q, e)).astype(dt)
+    k = RNG.standard_normal((b, n_k, e)).astype(dt)
+    v = RNG.standard_normal((b, n_k, ev)).astype(dt)
+    g = RNG.standard_normal((b, n_q, ev)).astype(dt)
+    mask = _mask(kind, b1, b2, n_q, n_k, dt)
+    scale = 1.0 / np.sqrt(e)
+    out, lse = host_kernel.forward(q, k, v, mask, causal, scale, (b1, b2))
+    grads = host_kernel.backward(q, k, v, out, lse, g, mask, causal, scale, (b1, b2))
+    m4 = None if mask is None else np.broadcast_to(mask, (b1, b2, n_q, n_k)).reshape(b, n_q,
+                                                                                       n_k)
+    ref = np_attention(q.astype(np.float64), k.astype(np.float64), v.astype(np.float64),
+                       m4, causal, scale, g.astype(np.float64))
+    tol = {"rtol": 1e-11, "atol": 1e-12} if dt == np.float64 else {"rtol": 2e-5, "atol": 2e-5}
+    for name, a, r in zip(("out", "dq", "dk", "dv"), (out, *grads), ref, strict=True):
+        assert a.dtype == dt and a.shape == r.shape, name
+        np.testing.assert_allclose(a, r, err_msg=name, **tol)
+    if kind == "dead":
+        assert np.isinf(lse[:, 1]).all() and not np.any(out[:, 1])
+
+
+def test_declines_what_it_does_not_take(host_kernel):
+    q = np.zeros((1, 2, A.MAX_DIM + 1))
+    assert host_kernel.forward(q, q, q, None, False, 1.0, (1, 1)) is None
+    assert host_kernel.forward(q[..., :4], q[..., :4].astype(np.float32), q[..., :4], None,
+                               False, 1.0, (1, 1)) is None
+    assert not host_kernel.supports(np.int32)
+
+
+@contextlib.contextmanager
+def attention_kernel_on_numpy(kern):
+    be = vtl.backends.get("numpy")
+    be.kernel("conv2d")  # the backend's kernels are registered on first use
+    saved = be._kernels.get("attention")
+    be._kernels["attention"] = kern
+    try:
+        yield
+    finally:
+        if saved is None:
+            be._kernels.pop("attention")
+        else:
+            be._kernels["attention"] = saved
+
+
+def _sdpa_grads(q, k, v, g, **kw):
+    ts = [vtl.asarray(a, requires_grad=True) for a in (q, k, v)]
+    out = F.scaled_dot_product_attention(*ts, **kw)
+    vtl.sum(out * vtl.asarray(g)).backward()
+    return out, [to_numpy(out)] + [to_numpy(t.grad) for t in ts]
+
+
+@pytest.mark.parametrize(("shape_q", "shape_kv", "mask_shape", "causal"), [
+    ((2, 3, 5, 4), (2, 3, 6, 4), None, False),
+    ((2, 3, 5, 4), (2, 3, 5, 4), None, True),
+    ((2, 3, 5, 4), (2, 3, 6, 4), (5, 6), False),
+    ((2, 3, 5, 4), (2, 3, 6, 4), (2, 1, 1, 6), False),
+    ((4, 5, 4), (4, 7, 4), (4, 5, 7), False),
+    ((5, 4), (7, 4), (5, 7), False),
+])
+def test_functional_uses_the_kernel_and_matches_portable(host_kernel, shape_q, shape_kv,
+                                                         mask_shape, causal):
+    q = RNG.standard_normal(shape_q)
+    k = RNG.standard_normal(shape_kv)
+    v = RNG.standard_normal(shape_kv[:-1] + (3,))
+    g = RNG.standard_normal(shape_q[:-1] + (3,))
+    mask = None
+    if mask_shape is not None:
+        m = RNG.random(mask_shape) > 0.3
+        m[..., 0] = True
+        mask = vtl.asarray(m)
+    kw = {"attn_mask": mask, "is_causal": causal}
+    _, ref = _sdpa_grads(q, k, v, g, **kw)
+    with attention_kernel_on_numpy(host_kernel):
+        out, fused = _sdpa_grads(q, k, v, g, **kw)
+    assert out.grad_fn.name() == "ScaledDotProductAttentionBackward"
+    for a, r in zip(fused, ref, strict=True):
+        np.testing.assert_allclose(a, r, rtol=1e-10, atol=1e-12)
+
+
+def test_functional_second_order_and_fallbacks(host_kernel):
+    q, k, v = (RNG.standard_normal((2, 3, 4)) for _ in range(3))
+    ts = [vtl.asarray(a, requires_grad=True) for a in (q, k, v)]
+
+    def hvp(run_q):
+        out = F.scaled_dot_product_attention(run_q, ts[1], ts[2], is_causal=True)
+        (gq,) = vtl.autograd.grad(vtl.sum(out ** 2), [run_q], create_graph=True)
+        (hq,) = vtl.autograd.grad(vtl.sum(gq * gq), [run_q])
+        return to_numpy(gq), to_numpy(hq)
+
+    ref = hvp(ts[0])
+    with attention_kernel_on_numpy(host_kernel):
+        fused = hvp(ts[0])
+        # dropout, broadcast batch axes and masks needing a gradient take the portable path
+        fm = vtl.asarray(np.zeros((3, 3)), requires_grad=True)
+        out = F.scaled_dot_product_attention(*ts, attn_mask=fm)
+        assert out.grad_fn.name() != "ScaledDotProductAttentionBackward"
+        out = F.scaled_dot_product_attention(ts[0], ts[1][:1], ts[2][:1])
+        assert out.grad_fn.name() != "ScaledDotProductAttentionBackward"
+    for a, r in zip(fused, ref, strict=True):
+        np.testing.assert_allclose(a, r, rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_gpu_kernel_matches_portable(causal, dt):
+    if "cupy" not in vtl.backends.available_names():
+        pytest.skip("needs the cupy backend")
+    be = vtl.backends.get("cupy")
+    assert be.kernel("attention") is not None
+    shape_q, shape_kv = (4, 8, 100, 64), (4, 8, 130, 64)
+    q, k, v = (RNG.standard_normal(s).astype(dt) for s in (shape_q, shape_kv, shape_kv))
+    g = RNG.standard_normal(shape_q).astype(dt)
+    m = RNG.random((4, 1, 1, 130)) > 0.2
+    kw = {"is_causal": True} if causal else {"attn_mask": vtl.asarray(m, device="cupy")}
+
+    def run():
+        ts = [vtl.asarray(a, device="cupy", requires_grad=True) for a in (q, k, v)]
+        out = F.scaled_dot_product_attention(*ts, **kw)
+        vtl.sum(out * vtl.asarray(g, device="cupy")).backward()
+        return out.grad_fn.name(), [to_numpy(out)] + [to_numpy(t.grad) for t in ts]
+
+    name, fused = run()
+    assert name == "ScaledDotProductAttentionBackward"
+    saved = be._kernels.pop("attention")
+    try:
+        name, ref = run()
+    finally:
+        be._kernels["attention"] = saved
+    assert name != "ScaledDotProductAttentionBackward"
+    tol = {"rtol": 1e-4, "atol": 1e-4} if dt == np.float32 else {"rtol": 1e-10, "atol": 1e-10}
+    for a, r in zip(fused, ref, strict=True):
+        np.testing.assert_allclose(a, r, **tol)

@@ -1,0 +1,328 @@
+"""``vtl.amp.GradScaler``: dynamic loss scaling for float16 training, as PyTorch's.
+
+The scale and the growth tracker live on the device (a float32 and an int32 0-d array),
+and so do the inf/nan checks: :meth:`GradScaler.unscale_` multiplies each gradient by
+``1 / scale`` and ORs a "non-finite" flag per device on the device, without reading
+anything back; :meth:`GradScaler.step` reads that flag once per device (the only host
+read of a step, as in PyTorch) and skips ``optimizer.step()`` when it is set;
+:meth:`GradScaler.update` computes the next scale on the device with PyTorch's rule
+(``_amp_update_scale_``): backoff on an overflow, growth after ``growth_interval``
+steps without one.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from enum import Enum
+from typing import Any
+
+from .. import backends as _backends
+from .._tensor import Tensor, _new
+from ..autograd.grad_mode import no_grad
+from ..backends import _dtypes
+
+__all__ = ["GradScaler"]
+
+
+class _Stage(Enum):
+    READY = 0
+    UNSCALED = 1
+    STEPPED = 2
+
+
+def _refresh_state() -> dict[str, Any]:
+    return {"stage": _Stage.READY, "found_inf_per_device": {}}
+
+
+class GradScaler:
+    """Scale the loss so that float16 gradients do not underflow, and undo it before the
+    optimizer step (PyTorch's ``torch.amp.GradScaler``)::
+
+        scaler = vtl.amp.GradScaler()
+        with vtl.autocast(dtype=vtl.float16):
+            loss = loss_fn(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)      # skipped when a gradient is inf or nan
+        scaler.update()
+
+    ``device``: the backend name (or device) the scale lives on; ``None`` takes the device
+    of the first tensor given to :meth:`scale`. As in PyTorch, gradients of float16
+    parameters are refused by :meth:`unscale_` (keep float32 parameters under autocast);
+    bfloat16 gradients are unscaled (bfloat16 rarely needs scaling: its range is float32's).
+    """
+
+    def __init__(self, device: Any = None, init_scale: float = 2.0**16,
+                 growth_factor: float = 2.0, backoff_factor: float = 0.5,
+                 growth_interval: int = 2000, enabled: bool = True) -> None:
+        if not growth_factor > 1.0:
+            raise ValueError(f"GradScaler: growth_factor must be > 1, got {growth_factor}")
+        if not 0.0 < backoff_factor < 1.0:
+            raise ValueError(f"GradScaler: backoff_factor must be in (0, 1), got "
+                             f"{backoff_factor}")
+        if not isinstance(growth_interval, int) or isinstance(growth_interval, bool) \
+                or growth_interval <= 0:
+            raise ValueError(f"GradScaler: growth_interval must be a positive int, got "
+                             f"{growth_interval!r}")
+        self._device_arg = device
+        self._enabled = bool(enabled)
+        self._init_scale = float(init_scale)
+        self._growth_factor = float(growth_factor)
+        self._backoff_factor = float(backoff_factor)
+        self._growth_interval = growth_interval
+        self._init_growth_tracker = 0
+        self._scale: Any = None  # raw float32 0-d array on self._device
+        self._growth_tracker: Any = None  # raw int32 0-d array
+        self._device: Any = None
+        self._per_optimizer_states: dict[int, dict[str, Any]] = defaultdict(_refresh_state)
+
+    # -- scale ---------------------------------------------------------------------------
+    def _lazy_init(self, dev: Any) -> None:
+        if self._device_arg is not None:
+            dev = _backends.resolve_device(self._device_arg)
+        xp = dev.xp
+        native = dev.backend.native_device(dev.index)
+        self._device = dev
+        self._scale = xp.asarray(self._init_scale, dtype=_dtypes.float32, device=native)
+        self._growth_tracker = xp.asarray(self._init_growth_tracker, dtype=_dtypes.int32,
+                                          device=native)
+
+    def _scale_on(self, dev: Any) -> Any:
+        """The raw scale array on ``dev``."""
+        if dev is self._device:
+            return self._scale
+        return dev.backend.from_host(self._device.backend.to_host(self._scale), dev.index)
+
+    def scale(self, outputs: Any) -> Any:
+        """``outputs`` (a tensor, or nested lists/tuples of them) times the scale, in the
+        outputs' dtypes; ``outputs`` unchanged when disabled."""
+        if not self._enabled:
+            return outputs
+        if isinstance(outputs, Tensor):
+            if self._scale is None:
+                self._lazy_init(outputs._device)
+            s = _new(self._scale_on(outputs._device), outputs._device)
+            out = outputs * s
+            if out.dtype != outputs.dtype:  # a 0-d scale keeps the outputs' dtype (PyTorch)
+                from .._ops.dtype_functions import astype
+
+                out = astype(out, outputs.dtype)
+            return out
+        if isinstance(outputs, (list, tuple)):
+            return type(outputs)(self.scale(o) for o in outputs)
+        raise ValueError(f"GradScaler.scale(): outputs must be a Tensor or a list/tuple of "
+                         f"them, got {type(outputs).__name__}")
+
+    # -- unscale / step ------------------------------------------------------------------
+    def _unscale_grads_(self, optimizer: Any, inv_scale: Any, allow_fp16: bool) -> dict:
+        """Multiply the gradients by ``inv_scale`` in place; one device-side "found a
+        non-finite value" flag (float32 0-d) per device, without host reads."""
+        found: dict[Any, Any] = {}
+        inv_on: dict[Any, Any] = {}
+        with no_grad():
+            for group in optimizer.param_groups:
+                for p in group["params"]:
+                    g = getattr(p, "_grad", None)
+                    if g is None:
+                        continue
+                    if not allow_fp16 and g._data.dtype == _dtypes.float16:
+                        raise ValueError("Attempting to unscale FP16 gradients.")
+                    dev = g._device
+                    xp = dev.xp
+                    inv = inv_on.get(dev)
+                    if inv is None:
+                        inv = inv_on[dev] = (inv_scale if dev is self._device else
+                                             dev.backend.from_host(
+                                                 self._device.backend.to_host(inv_scale),
+                                                 dev.index))
+                    d = g._data
+                    out = xp.multiply(d, inv)
+                    if out.dtype != d.dtype:
+                        out = xp.astype(out, d.dtype)
+                    bad = xp.any(xp.logical_not(xp.isfinite(out)))
+                    prev = found.get(dev)
+                    found[dev] = bad if prev is None else xp.logical_or(prev, bad)
+                    g._data = out
+                    g._bump_version()
+        return {dev: dev.xp.astype(f, _dtypes.float32) for dev, f in found.items()}
+
+    def unscale_(self, optimizer: Any) -> None:
+        """Divide ``optimizer``'s gradients by the scale, in place (e.g. before clipping
+        them); at most once per optimizer between :meth:`update` calls."""
+        if not self._enabled:
+            return
+        self._check_scale_growth_tracker("unscale_")
+        state = self._per_optimizer_states[id(optimizer)]
+        if state["stage"] is _Stage.UNSCALED:
+            raise RuntimeError("unscale_() has already been called on this optimizer since "
+                               "the last update().")
+        if state["stage"] is _Stage.STEPPED:
+            raise RuntimeError("unscale_() is being called after step().")
+        xp = self._device.xp
+        # 1 / scale computed in float64 and rounded, as PyTorch's
+        inv = xp.astype(1.0 / xp.astype(self._scale, _dtypes.float64)
+                        if "float64" in self._device.backend.dtypes(self._device.index)
+                        else 1.0 / self._scale, _dtypes.float32)
+        state["found_inf_per_device"] = self._unscale_grads_(optimizer, inv, False)
+        state["stage"] = _Stage.UNSCALED
+
+    def step(self, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
+        """``optimizer.step(*args, **kwargs)`` unless a gradient was inf/nan (unscaling
+        first if :meth:`unscale_` was not called); returns what ``step`` returned, or
+        ``None`` when skipped."""
+        if not self._enabled:
+            return optimizer.step(*args, **kwargs)
+        if "closure" in kwargs:
+            raise RuntimeError("Closure use is not currently supported if GradScaler is "
+                               "enabled.")
+        self._check_scale_growth_tracker("step")
+        state = self._per_optimizer_states[id(optimizer)]
+        if state["stage"] is _Stage.STEPPED:
+            raise RuntimeError("step() has already been called since the last update().")
+        if state["stage"] is _Stage.READY:
+            self.unscale_(optimizer)
+        if not state["found_inf_per_device"]:
+            raise AssertionError("No inf checks were recorded for this optimizer.")
+        retval = None
+        # one host read per device: the flag the unscale computed there
+        if not sum(float(dev.backend.to_host(v)) for dev, v in
+                   state["found_inf_per_device"].items()):
+            retval = optimizer.step(*args, **kwargs)
+        state["stage"] = _Stage.STEPPED
+        return retval
+
+    # -- update --------------------------------------------------------------------------
+    def update(self, new_scale: float | Tensor | None = None) -> None:
+        """The next scale: ``new_scale`` if given, else the current one times
+        ``backoff_factor`` after a step with inf/nan gradients, or times ``growth_factor``
+        after ``growth_interval`` steps in a row without (PyTorch's rule), on the device."""
+        if not self._enabled:
+            return
+        self._check_scale_growth_tracker("update")
+        dev = self._device
+        xp = dev.xp
+        if new_scale is not None:
+            if isinstance(new_scale, Tensor):
+                if new_scale.size != 1 or new_scale.dtype != _dtypes.float32:
+                    raise ValueError("GradScaler.update(): new_scale should be a float or a "
+                                     "1-element float32 tensor with requires_grad=False.")
+                v = xp.reshape(new_scale.to_device(dev)._data, ())
+                self._scale = xp.asarray(v, copy=True)
+            else:
+                self._scale = xp.asarray(float(new_scale), dtype=_dtypes.float32,
+                                         device=dev.backend.native_device(dev.index))
+        else:
+            found = [v if d is dev else d.backend.to_host(v) for state in
+                     self._per_optimizer_states.values()
+                     for d, v in state["found_inf_per_device"].items()]
+            if not found:
+                raise AssertionError("No inf checks were recorded prior to update.")
+            total = self._as_device(found[0])
+            for f in found[1:]:
+                total = total + self._as_device(f)
+            self._scale, self._growth_tracker = _update_scale(
+                xp, self._scale, self._growth_tracker, total, self._growth_factor,
+                self._backoff_factor, self._growth_interval)
+        self._per_optimizer_states = defaultdict(_refresh_state)
+
+    def _as_device(self, v: Any) -> Any:
+        dev = self._device
+        if dev.backend.is_native(v):
+            return v
+        return dev.backend.from_host(v, dev.index)
+
+    def _check_scale_growth_tracker(self, fname: str) -> None:
+        if self._scale is None:
+            raise AssertionError(f"Attempted {fname} but the scale is not initialized: "
+                                 "call scale() first.")
+
+    # -- accessors -----------------------------------------------------------------------
+    def get_scale(self) -> float:
+        """The current scale as a Python float (a host read); 1.0 when disabled."""
+        if not self._enabled:
+            return 1.0
+        if self._scale is None:
+            return self._init_scale
+        return float(self._device.backend.to_host(self._scale))
+
+    def get_growth_factor(self) -> float:
+        return self._growth_factor
+
+    def set_growth_factor(self, new_factor: float) -> None:
+        self._growth_factor = float(new_factor)
+
+    def get_backoff_factor(self) -> float:
+        return self._backoff_factor
+
+    def set_backoff_factor(self, new_factor: float) -> None:
+        self._backoff_factor = float(new_factor)
+
+    def get_growth_interval(self) -> int:
+        return self._growth_interval
+
+    def set_growth_interval(self, new_interval: int) -> None:
+        self._growth_interval = int(new_interval)
+
+    def _get_growth_tracker(self) -> int:
+        if not self._enabled:
+            return 0
+        if self._growth_tracker is None:
+            return self._init_growth_tracker
+        return int(self._device.backend.to_host(self._growth_tracker))
+
+    def is_enabled(self) -> bool:
+        return self._enabled
+
+    def state_dict(self) -> dict[str, Any]:
+        """``scale``, ``growth_factor``, ``backoff_factor``, ``growth_interval`` and
+        ``_growth_tracker`` (empty when disabled), as PyTorch's."""
+        if not self._enabled:
+            return {}
+        return {"scale": self.get_scale(), "growth_factor": self._growth_factor,
+                "backoff_factor": self._backoff_factor,
+                "growth_interval": self._growth_interval,
+                "_growth_tracker": self._get_growth_tracker()}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+        if not self._enabled:
+            return
+        if len(state_dict) == 0:
+            raise RuntimeError("The source state dict is empty, possibly because it was saved "
+                               "from a disabled instance of GradScaler.")
+        self._init_scale = float(state_dict["scale"])
+        self._growth_factor = float(state_dict["growth_factor"])
+        self._backoff_factor = float(state_dict["backoff_factor"])
+        self._growth_interval = int(state_dict["growth_interval"])
+        self._init_growth_tracker = int(state_dict["_growth_tracker"])
+        if self._scale is not None:
+            dev = self._device
+            native = dev.backend.native_device(dev.index)
+            self._scale = dev.xp.asarray(self._init_scale, dtype=_dtypes.float32,
+                                         device=native)
+            self._growth_tracker = dev.xp.asarray(self._init_growth_tracker,
+                                                  dtype=_dtypes.int32, device=native)
+
+    def __repr__(self) -> str:
+        return (f"GradScaler(init_scale={self._init_scale}, growth_factor="
+                f"{self._growth_factor}, backoff_factor={self._backoff_factor}, "
+                f"growth_interval={self._growth_interval}, enabled={self._enabled})")
+
+
+_F32_MAX = (2.0 - 2.0**-23) * 2.0**127
+
+
+def _update_scale(xp: Any, scale: Any, tracker: Any, found_inf: Any, growth_factor: float,
+                  backoff_factor: float, growth_interval: int) -> tuple[Any, Any]:
+    """PyTorch's ``_amp_update_scale_`` on raw arrays (no host read): float32 scale."""
+    f32 = _dtypes.float32
+    found = found_inf > 0
+    backed = xp.astype(scale * backoff_factor, f32)  # Python floats: weak, float32 math
+    succ = tracker + 1
+    grow = succ == growth_interval
+    # whether scale * growth_factor rounds to a finite float32 (products from 2**128 - 2**103
+    # on round to inf), tested without forming an overflowing product
+    grown_ok = scale < (_F32_MAX + 2.0**103) / growth_factor
+    grown = xp.astype(xp.where(grown_ok, scale, xp.zeros_like(scale)) * growth_factor, f32)
+    new_scale = xp.where(found, backed, xp.where(grow & grown_ok, grown, scale))
+    new_tracker = xp.where(found | grow, xp.zeros_like(tracker), succ)
+    return xp.astype(new_scale, f32), xp.astype(new_tracker, tracker.dtype)

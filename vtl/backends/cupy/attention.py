@@ -1,0 +1,784 @@
+"""``kernel("attention")`` of the CuPy backend: fused scaled dot-product attention, forward
+and backward, without the ``(L, S)`` score matrix in memory (flash-attention style).
+
+* forward: a thread per query row and a block of :data:`ROWS` rows per (batch, query
+  block); key/value tiles of :data:`TILE` rows are staged in shared memory, the scores of
+  a tile are kept in registers and folded into the output with an online softmax (one
+  rescale per tile). It also writes the log-sum-exp of each row for the backward.
+* backward: ``delta = rowsum(dO * O)`` (one CuPy reduction), then one kernel for ``dQ``
+  (a thread per query row, looping over key tiles) and one for ``dK`` and ``dV`` (a thread
+  per key row, looping over query tiles), each recomputing the probabilities from the
+  saved log-sum-exp.
+
+Rows whose keys are all masked give zeros and zero gradients (PyTorch's safe softmax);
+their log-sum-exp is stored as ``+inf``. Masks are additive float arrays addressed by
+strides (zero strides broadcast), so an ``(L, S)`` or key-padding mask is never expanded.
+Head dimensions up to :data:`MAX_DIM`; compute in the operands' precision (float32 or
+float64).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+__all__ = ["MAX_DIM", "ROWS", "TILE", "CupyAttention", "attention_source",
+           "tiled_smem_bytes"]
+
+ROWS = 64  # query (or key) rows per block: one thread each
+TILE = 32  # key (or query) rows staged per shared-memory tile
+MAX_DIM = 128
+
+_CTYPE = {"float32": "float", "float64": "double"}
+
+_COMMON = r"""
+#define INF __int_as_float(0x7f800000)
+typedef {T} T;
+#define D {D}
+#define DV {DV}
+#define ROWS {ROWS}
+#define TILE {TILE}
+
+__device__ __forceinline__ T mask_at(const T* mask, long long base, long long ms, int j,
+                                     int has_mask) {{
+    return has_mask ? mask[base + (long long)j * ms] : (T)0;
+}}
+"""
+
+_FORWARD = r"""
+extern "C" __global__ void __launch_bounds__(ROWS)
+vtl_attn_fwd(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+             const T* __restrict__ mask, T* __restrict__ out, T* __restrict__ lse,
+             int B2, int L, int S, long long mb1, long long mb2, long long ml, long long ms,
+             int has_mask, int causal, T scale) {
+    __shared__ T ks[TILE][D];
+    __shared__ T vs[TILE][DV];
+    const int b = blockIdx.y;
+    const int i = blockIdx.x * ROWS + threadIdx.x;
+    const bool valid = i < L;
+    T qr[D], o[DV], s[TILE];
+    T m = -INF, l = 0;
+    const T* qb = q + ((long long)b * L + (valid ? i : 0)) * D;
+    #pragma unroll
+    for (int d = 0; d < D; ++d) qr[d] = valid ? qb[d] : (T)0;
+    #pragma unroll
+    for (int d = 0; d < DV; ++d) o[d] = 0;
+    const long long mbase = (long long)(b / B2) * mb1 + (long long)(b % B2) * mb2
+                            + (long long)(valid ? i : 0) * ml;
+    const T* kb = k + (long long)b * S * D;
+    const T* vb = v + (long long)b * S * DV;
+    int s_end = S;
+    if (causal) s_end = min(S, (int)(blockIdx.x + 1) * ROWS);
+    for (int j0 = 0; j0 < s_end; j0 += TILE) {
+        __syncthreads();
+        for (int e = threadIdx.x; e < TILE * D; e += ROWS) {
+            const int r = e / D, c = e - r * D;
+            ks[r][c] = (j0 + r < S) ? kb[(long long)(j0 + r) * D + c] : (T)0;
+        }
+        for (int e = threadIdx.x; e < TILE * DV; e += ROWS) {
+            const int r = e / DV, c = e - r * DV;
+            vs[r][c] = (j0 + r < S) ? vb[(long long)(j0 + r) * DV + c] : (T)0;
+        }
+        __syncthreads();
+        if (!valid) continue;
+        T tmax = -INF;
+        #pragma unroll
+        for (int jj = 0; jj < TILE; ++jj) {
+            const int j = j0 + jj;
+            T sc = -INF;
+            if (j < S && !(causal && j > i)) {
+                T acc = 0;
+                #pragma unroll
+                for (int d = 0; d < D; ++d) acc += qr[d] * ks[jj][d];
+                sc = acc * scale + mask_at(mask, mbase, ms, j, has_mask);
+            }
+            s[jj] = sc;
+            tmax = max(tmax, sc);
+        }
+        if (tmax == -INF) continue;
+        const T mnew = max(m, tmax);
+        const T corr = (m == -INF) ? (T)0 : exp(m - mnew);
+        l *= corr;
+        #pragma unroll
+        for (int d = 0; d < DV; ++d) o[d] *= corr;
+        #pragma unroll
+        for (int jj = 0; jj < TILE; ++jj) {
+            const T p = (s[jj] == -INF) ? (T)0 : exp(s[jj] - mnew);
+            l += p;
+            #pragma unroll
+            for (int d = 0; d < DV; ++d) o[d] += p * vs[jj][d];
+        }
+        m = mnew;
+    }
+    if (!valid) return;
+    T* ob = out + ((long long)b * L + i) * DV;
+    if (l == (T)0) {
+        #pragma unroll
+        for (int d = 0; d < DV; ++d) ob[d] = 0;
+        lse[(long long)b * L + i] = INF;
+    } else {
+        const T inv = (T)1 / l;
+        #pragma unroll
+        for (int d = 0; d < DV; ++d) ob[d] = o[d] * inv;
+        lse[(long long)b * L + i] = m + log(l);
+    }
+}
+"""
+
+_BACKWARD_DQ = r"""
+extern "C" __global__ void __launch_bounds__(ROWS)
+vtl_attn_bwd_dq(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                const T* __restrict__ mask, const T* __restrict__ g,
+                const T* __restrict__ lse, const T* __restrict__ delta, T* __restrict__ dq,
+                int B2, int L, int S, long long mb1, long long mb2, long long ml,
+                long long ms, int has_mask, int causal, T scale) {
+    __shared__ T ks[TILE][D];
+    __shared__ T vs[TILE][DV];
+    const int b = blockIdx.y;
+    const int i = blockIdx.x * ROWS + threadIdx.x;
+    const bool valid = i < L;
+    const int ii = valid ? i : 0;
+    T qr[D], gr[DV], acc[D];
+    const T* qb = q + ((long long)b * L + ii) * D;
+    const T* gb = g + ((long long)b * L + ii) * DV;
+    #pragma unroll
+    for (int d = 0; d < D; ++d) { qr[d] = valid ? qb[d] : (T)0; acc[d] = 0; }
+    #pragma unroll
+    for (int d = 0; d < DV; ++d) gr[d] = valid ? gb[d] : (T)0;
+    const T li = valid ? lse[(long long)b * L + i] : INF;
+    const T di = valid ? delta[(long long)b * L + i] : (T)0;
+    const long long mbase = (long long)(b / B2) * mb1 + (long long)(b % B2) * mb2
+                            + (long long)ii * ml;
+    const T* kb = k + (long long)b * S * D;
+    const T* vb = v + (long long)b * S * DV;
+    int s_end = S;
+    if (causal) s_end = min(S, (int)(blockIdx.x + 1) * ROWS);
+    for (int j0 = 0; j0 < s_end; j0 += TILE) {
+        __syncthreads();
+        for (int e = threadIdx.x; e < TILE * D; e += ROWS) {
+            const int r = e / D, c = e - r * D;
+            ks[r][c] = (j0 + r < S) ? kb[(long long)(j0 + r) * D + c] : (T)0;
+        }
+        for (int e = threadIdx.x; e < TILE * DV; e += ROWS) {
+            const int r = e / DV, c = e - r * DV;
+            vs[r][c] = (j0 + r < S) ? vb[(long long)(j0 + r) * DV + c] : (T)0;
+        }
+        __syncthreads();
+        if (!valid || li == INF) continue;
+        for (int jj = 0; jj < TILE; ++jj) {
+            const int j = j0 + jj;
+            if (j >= S || (causal && j > i)) break;
+            T sc = 0;
+            #pragma unroll
+            for (int d = 0; d < D; ++d) sc += qr[d] * ks[jj][d];
+            sc = sc * scale + mask_at(mask, mbase, ms, j, has_mask);
+            if (sc == -INF) continue;
+            const T p = exp(sc - li);
+            T dp = 0;
+            #pragma unroll
+            for (int d = 0; d < DV; ++d) dp += gr[d] * vs[jj][d];
+            const T ds = p * (dp - di);
+            #pragma unroll
+            for (int d = 0; d < D; ++d) acc[d] += ds * ks[jj][d];
+        }
+    }
+    if (!valid) return;
+    T* out = dq + ((long long)b * L + i) * D;
+    #pragma unroll
+    for (int d = 0; d < D; ++d) out[d] = acc[d] * scale;
+}
+"""
+
+_BACKWARD_DKV = r"""
+extern "C" __global__ void __launch_bounds__(ROWS)
+vtl_attn_bwd_dkv(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                 const T* __restrict__ mask, const T* __restrict__ g,
+                 const T* __restrict__ lse, const T* __restrict__ delta,
+                 T* __restrict__ dk, T* __restrict__ dv,
+                 int B2, int L, int S, long long mb1, long long mb2, long long ml,
+                 long long ms, int has_mask, int causal, T scale) {
+    __shared__ T qs[TILE][D];
+    __shared__ T gs[TILE][DV];
+    __shared__ T ls[TILE];
+    __shared__ T ds_[TILE];
+    const int b = blockIdx.y;
+    const int j = blockIdx.x * ROWS + threadIdx.x;
+    const bool valid = j < S;
+    const int jj = valid ? j : 0;
+    T kr[D], vr[DV], dka[D], dva[DV];
+    const T* kb = k + ((long long)b * S + jj) * D;
+    const T* vb = v + ((long long)b * S + jj) * DV;
+    #pragma unroll
+    for (int d = 0; d < D; ++d) { kr[d] = valid ? kb[d] : (T)0; dka[d] = 0; }
+    #pragma unroll
+    for (int d = 0; d < DV; ++d) { vr[d] = valid ? vb[d] : (T)0; dva[d] = 0; }
+    const long long mcol = (long long)(b / B2) * mb1 + (long long)(b % B2) * mb2
+                           + (long long)jj * ms;
+    const T* qb = q + (long long)b * L * D;
+    const T* gb = g + (long long)b * L * DV;
+    int i_start = 0;
+    if (causal) i_start = ((int)(blockIdx.x * ROWS) / TILE) * TILE;
+    for (int i0 = i_start; i0 < L; i0 += TILE) {
+        __syncthreads();
+        for (int e = threadIdx.x; e < TILE * D; e += ROWS) {
+            const int r = e / D, c = e - r * D;
+            qs[r][c] = (i0 + r < L) ? qb[(long long)(i0 + r) * D + c] : (T)0;
+        }
+        for (int e = threadIdx.x; e < TILE * DV; e += ROWS) {
+            const int r = e / DV, c = e - r * DV;
+            gs[r][c] = (i0 + r < L) ? gb[(long long)(i0 + r) * DV + c] : (T)0;
+        }
+        for (int e = threadIdx.x; e < TILE; e += ROWS) {
+            ls[e] = (i0 + e < L) ? lse[(long long)b * L + i0 + e] : INF;
+            ds_[e] = (i0 + e < L) ? delta[(long long)b * L + i0 + e] : (T)0;
+        }
+        __syncthreads();
+        if (!valid) continue;
+        for (int r = 0; r < TILE; ++r) {
+            const int i = i0 + r;
+            if (i >= L) break;
+            if ((causal && j > i) || ls[r] == INF) continue;
+            T sc = 0;
+            #pragma unroll
+            for (int d = 0; d < D; ++d) sc += qs[r][d] * kr[d];
+            sc = sc * scale + (has_mask ? mask[mcol + (long long)i * ml] : (T)0);
+            if (sc == -INF) continue;
+            const T p = exp(sc - ls[r]);
+            T dp = 0;
+            #pragma unroll
+            for (int d = 0; d < DV; ++d) { dva[d] += p * gs[r][d]; dp += gs[r][d] * vr[d]; }
+            const T dsc = p * (dp - ds_[r]);
+            #pragma unroll
+            for (int d = 0; d < D; ++d) dka[d] += dsc * qs[r][d];
+        }
+    }
+    if (!valid) return;
+    T* dko = dk + ((long long)b * S + j) * D;
+    T* dvo = dv + ((long long)b * S + j) * DV;
+    #pragma unroll
+    for (int d = 0; d < D; ++d) dko[d] = dka[d] * scale;
+    #pragma unroll
+    for (int d = 0; d < DV; ++d) dvo[d] = dva[d];
+}
+"""
+
+_TILED_COMMON = r"""
+#define BQ 64
+#define BK 64
+#define BKQ 32            /* key tile of the dQ kernel */
+#define KPT (BKQ / 8)
+#define BQD 32            /* query tile of the dK/dV kernel */
+#define QPT (BQD / 8)
+#define NT 128
+#define DC (D / 8)
+#define DVC (DV / 8)
+#ifdef __CUDACC__
+#define VTL_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
+#else
+#define VTL_SMEM(name) alignas(16) static unsigned char name[262144]
+#endif
+
+__device__ __forceinline__ T vtl_rowmax8(T x) {
+    x = max(x, __shfl_xor_sync(0xffffffffu, x, 1));
+    x = max(x, __shfl_xor_sync(0xffffffffu, x, 2));
+    return max(x, __shfl_xor_sync(0xffffffffu, x, 4));
+}
+
+__device__ __forceinline__ T vtl_rowsum8(T x) {
+    x += __shfl_xor_sync(0xffffffffu, x, 1);
+    x += __shfl_xor_sync(0xffffffffu, x, 2);
+    return x + __shfl_xor_sync(0xffffffffu, x, 4);
+}
+
+// rows x cols of src (row-major, row stride `stride`, rows from r0, at most `n` rows) into
+// dst, transposed (dst[c * rows + r]) when `tr`, else row-major; zeros past `n`.
+__device__ __forceinline__ void vtl_stage(T* dst, const T* src, int rows, int cols, int r0,
+                                          int n, bool tr) {
+    for (int e = threadIdx.x; e < rows * cols; e += NT) {
+        const int r = e / cols, c = e - r * cols;
+        const T x = (r0 + r < n) ? src[(long long)(r0 + r) * cols + c] : (T)0;
+        if (tr) dst[c * rows + r] = x; else dst[e] = x;
+    }
+}
+
+// the score of query i and key j (before the softmax): -inf outside, masked or causal
+__device__ __forceinline__ T vtl_score(T acc, int i, int j, int L, int S, const T* mask,
+                                       long long mrow, long long ml, long long ms,
+                                       int has_mask, int causal, T scale) {
+    if (i >= L || j >= S || (causal && j > i)) return -INF;
+    T x = acc * scale;
+    if (has_mask) x += mask[mrow + (long long)i * ml + (long long)j * ms];
+    return x;
+}
+"""
+
+_TILED_FORWARD = r"""
+// a block of BQ query rows; thread (rg, cg) = (tid / 8, tid % 8) owns rows rg*4 .. rg*4+3,
+// keys cg*8 .. cg*8+7 of each tile's scores and output columns cg*DVC .. cg*DVC+DVC-1
+extern "C" __global__ void __launch_bounds__(NT)
+vtl_attn_fwd_tiled(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                   const T* __restrict__ mask, T* __restrict__ out, T* __restrict__ lse,
+                   int B2, int L, int S, long long mb1, long long mb2, long long ml,
+                   long long ms, int has_mask, int causal, T scale) {
+    VTL_SMEM(vtl_smem);
+    T* qt = (T*)vtl_smem;                            // [D][BQ]
+    T* kt = qt + D * BQ;                             // [D][BK], then P as [BK][BQ]
+    T* vs = kt + (D > BQ ? D : BQ) * BK;             // [BK][DV]
+    const int tid = threadIdx.x, rg = tid >> 3, cg = tid & 7;
+    const int b = blockIdx.y, q0 = blockIdx.x * BQ;
+    const long long mrow = (long long)(b / B2) * mb1 + (long long)(b % B2) * mb2;
+    vtl_stage(qt, q + (long long)b * L * D, BQ, D, q0, L, true);
+    T o[4][DVC], m[4], l[4];
+    #pragma unroll
+    for (int a = 0; a < 4; ++a) {
+        m[a] = -INF; l[a] = 0;
+        #pragma unroll
+        for (int c = 0; c < DVC; ++c) o[a][c] = 0;
+    }
+    const int kend = causal ? min(S, q0 + BQ) : S;
+    for (int k0 = 0; k0 < kend; k0 += BK) {
+        __syncthreads();
+        vtl_stage(kt, k + (long long)b * S * D, BK, D, k0, S, true);
+        vtl_stage(vs, v + (long long)b * S * DV, BK, DV, k0, S, false);
+        __syncthreads();
+        T s[4][8];
+        #pragma unroll
+        for (int a = 0; a < 4; ++a)
+            #pragma unroll
+            for (int c = 0; c < 8; ++c) s[a][c] = 0;
+        #pragma unroll 4
+        for (int d = 0; d < D; ++d) {
+            T qa[4], kb[8];
+            #pragma unroll
+            for (int a = 0; a < 4; ++a) qa[a] = qt[d * BQ + rg * 4 + a];
+            #pragma unroll
+            for (int c = 0; c < 8; ++c) kb[c] = kt[d * BK + cg * 8 + c];
+            #pragma unroll
+            for (int a = 0; a < 4; ++a)
+                #pragma unroll
+                for (int c = 0; c < 8; ++c) s[a][c] += qa[a] * kb[c];
+        }
+        #pragma unroll
+        for (int a = 0; a < 4; ++a) {
+            const int i = q0 + rg * 4 + a;
+            T mx = -INF;
+            #pragma unroll
+            for (int c = 0; c < 8; ++c) {
+                s[a][c] = vtl_score(s[a][c], i, k0 + cg * 8 + c, L, S, mask, mrow, ml, ms,
+                                    has_mask, causal, scale);
+                mx = max(mx, s[a][c]);
+            }
+            mx = vtl_rowmax8(mx);
+            const T mnew = max(m[a], mx);
+            const T base = (mnew == -INF) ? (T)0 : mnew;
+            const T corr = (mnew == -INF) ? (T)1 : exp(m[a] - mnew);
+            l[a] *= corr;
+            #pragma unroll
+            for (int c = 0; c < DVC; ++c) o[a][c] *= corr;
+            #pragma unroll
+            for (int c = 0; c < 8; ++c) {
+                const T p = exp(s[a][c] - base);
+                s[a][c] = p;
+                l[a] += p;
+            }
+            m[a] = mnew;
+        }
+        __syncthreads();  // every thread is done with kt: it now holds P
+        T* pt = kt;
+        #pragma unroll
+        for (int a = 0; a < 4; ++a)
+            #pragma unroll
+            for (int c = 0; c < 8; ++c) pt[(cg * 8 + c) * BQ + rg * 4 + a] = s[a][c];
+        __syncthreads();
+        #pragma unroll 4
+        for (int j = 0; j < BK; ++j) {
+            T pa[4], vb[DVC];
+            #pragma unroll
+            for (int a = 0; a < 4; ++a) pa[a] = pt[j * BQ + rg * 4 + a];
+            #pragma unroll
+            for (int c = 0; c < DVC; ++c) vb[c] = vs[j * DV + cg * DVC + c];
+            #pragma unroll
+            for (int a = 0; a < 4; ++a)
+                #pragma unroll
+                for (int c = 0; c < DVC; ++c) o[a][c] += pa[a] * vb[c];
+        }
+    }
+    #pragma unroll
+    for (int a = 0; a < 4; ++a) {
+        const T lt = vtl_rowsum8(l[a]);
+        const int i = q0 + rg * 4 + a;
+        if (i >= L) continue;
+        T* ob = out + ((long long)b * L + i) * DV + cg * DVC;
+        const T inv = (lt == (T)0) ? (T)0 : (T)1 / lt;
+        #pragma unroll
+        for (int c = 0; c < DVC; ++c) ob[c] = o[a][c] * inv;
+        if (cg == 0) lse[(long long)b * L + i] = (lt == (T)0) ? INF : m[a] + log(lt);
+    }
+}
+"""
+
+_TILED_BACKWARD_DQ = r"""
+// a block of BQ query rows, looping over key tiles: thread (rg, cg) owns rows rg*4..+3,
+// keys cg*KPT.. of each tile and dQ columns cg*DC..+DC-1
+extern "C" __global__ void __launch_bounds__(NT)
+vtl_attn_bwd_dq_tiled(const T* __restrict__ q, const T* __restrict__ k,
+                      const T* __restrict__ v, const T* __restrict__ mask,
+                      const T* __restrict__ g, const T* __restrict__ lse,
+                      const T* __restrict__ delta, T* __restrict__ dq,
+                      int B2, int L, int S, long long mb1, long long mb2, long long ml,
+                      long long ms, int has_mask, int causal, T scale) {
+    VTL_SMEM(vtl_smem);
+    T* qt = (T*)vtl_smem;          // [D][BQ]
+    T* gt = qt + D * BQ;           // [DV][BQ]
+    T* kt = gt + DV * BQ;          // [D][BKQ]
+    T* vt = kt + D * BKQ;           // [DV][BKQ]
+    T* kr = vt + DV * BKQ;          // [BKQ][D]
+    T* dst = kr + BKQ * D;          // [BKQ][BQ]
+    T* ls = dst + BKQ * BQ;         // [BQ]
+    T* ds_ = ls + BQ;              // [BQ]
+    const int tid = threadIdx.x, rg = tid >> 3, cg = tid & 7;
+    const int b = blockIdx.y, q0 = blockIdx.x * BQ;
+    const long long mrow = (long long)(b / B2) * mb1 + (long long)(b % B2) * mb2;
+    vtl_stage(qt, q + (long long)b * L * D, BQ, D, q0, L, true);
+    vtl_stage(gt, g + (long long)b * L * DV, BQ, DV, q0, L, true);
+    for (int e = tid; e < BQ; e += NT) {
+        const bool in = q0 + e < L;
+        ls[e] = in ? lse[(long long)b * L + q0 + e] : INF;
+        ds_[e] = in ? delta[(long long)b * L + q0 + e] : (T)0;
+    }
+    T acc[4][DC];
+    #pragma unroll
+    for (int a = 0; a < 4; ++a)
+        #pragma unroll
+        for (int c = 0; c < DC; ++c) acc[a][c] = 0;
+    const int kend = causal ? min(S, q0 + BQ) : S;
+    for (int k0 = 0; k0 < kend; k0 += BKQ) {
+        __syncthreads();
+        vtl_stage(kt, k + (long long)b * S * D, BKQ, D, k0, S, true);
+        vtl_stage(vt, v + (long long)b * S * DV, BKQ, DV, k0, S, true);
+        vtl_stage(kr, k + (long long)b * S * D, BKQ, D, k0, S, false);
+        __syncthreads();
+        T s[4][KPT], dp[4][KPT];
+        #pragma unroll
+        for (int a = 0; a < 4; ++a)
+            #pragma unroll
+            for (int c = 0; c < KPT; ++c) { s[a][c] = 0; dp[a][c] = 0; }
+        #pragma unroll 4
+        for (int d = 0; d < D; ++d) {
+            T qa[4], kb[KPT];
+            #pragma unroll
+            for (int a = 0; a < 4; ++a) qa[a] = qt[d * BQ + rg * 4 + a];
+            #pragma unroll
+            for (int c = 0; c < KPT; ++c) kb[c] = kt[d * BKQ + cg * KPT + c];
+            #pragma unroll
+            for (int a = 0; a < 4; ++a)
+                #pragma unroll
+                for (int c = 0; c < KPT; ++c) s[a][c] += qa[a] * kb[c];
+        }
+        #pragma unroll 4
+        for (int d = 0; d < DV; ++d) {
+            T ga[4], vb[KPT];
+            #pragma unroll
+            for (int a = 0; a < 4; ++a) ga[a] = gt[d * BQ + rg * 4 + a];
+            #pragma unroll
+            for (int c = 0; c < KPT; ++c) vb[c] = vt[d * BKQ + cg * KPT + c];
+            #pragma unroll
+            for (int a = 0; a < 4; ++a)
+                #pragma unroll
+                for (int c = 0; c < KPT; ++c) dp[a][c] += ga[a] * vb[c];
+        }
+        #pragma unroll
+        for (int a = 0; a < 4; ++a) {
+            const int r = rg * 4 + a;
+            #pragma unroll
+            for (int c = 0; c < KPT; ++c) {
+                const T x = vtl_score(s[a][c], q0 + r, k0 + cg * KPT + c, L, S, mask, mrow, ml,
+                                      ms, has_mask, causal, scale);
+                const T p = (x == -INF || ls[r] == INF) ? (T)0 : exp(x - ls[r]);
+                dst[(cg * KPT + c) * BQ + r] = p * (dp[a][c] - ds_[r]);
+            }
+        }
+        __syncthreads();
+        #pragma unroll 4
+        for (int j = 0; j < BKQ; ++j) {
+            T da[4], kb[DC];
+            #pragma unroll
+            for (int a = 0; a < 4; ++a) da[a] = dst[j * BQ + rg * 4 + a];
+            #pragma unroll
+            for (int c = 0; c < DC; ++c) kb[c] = kr[j * D + cg * DC + c];
+            #pragma unroll
+            for (int a = 0; a < 4; ++a)
+                #pragma unroll
+                for (int c = 0; c < DC; ++c) acc[a][c] += da[a] * kb[c];
+        }
+    }
+    #pragma unroll
+    for (int a = 0; a < 4; ++a) {
+        const int i = q0 + rg * 4 + a;
+        if (i >= L) continue;
+        T* o = dq + ((long long)b * L + i) * D + cg * DC;
+        #pragma unroll
+        for (int c = 0; c < DC; ++c) o[c] = acc[a][c] * scale;
+    }
+}
+"""
+
+_TILED_BACKWARD_DKV = r"""
+// a block of BK key rows, looping over query tiles: thread (rg, cg) owns keys rg*4..+3,
+// queries cg*QPT.. of each tile, and dK/dV columns cg*DC.. / cg*DVC..
+extern "C" __global__ void __launch_bounds__(NT)
+vtl_attn_bwd_dkv_tiled(const T* __restrict__ q, const T* __restrict__ k,
+                       const T* __restrict__ v, const T* __restrict__ mask,
+                       const T* __restrict__ g, const T* __restrict__ lse,
+                       const T* __restrict__ delta, T* __restrict__ dk, T* __restrict__ dv,
+                       int B2, int L, int S, long long mb1, long long mb2, long long ml,
+                       long long ms, int has_mask, int causal, T scale) {
+    VTL_SMEM(vtl_smem);
+    T* kt = (T*)vtl_smem;          // [D][BK]
+    T* vt = kt + D * BK;           // [DV][BK]
+    T* qt = vt + DV * BK;          // [D][BQD]
+    T* qr = qt + D * BQD;           // [BQD][D]
+    T* gt = qr + BQD * D;           // [DV][BQD]
+    T* gr = gt + DV * BQD;          // [BQD][DV]
+    T* pk = gr + BQD * DV;          // [BQD][BK]
+    T* dk_ = pk + BQD * BK;         // [BQD][BK]
+    T* ls = dk_ + BQD * BK;         // [BQD]
+    T* ds_ = ls + BQD;              // [BQD]
+    const int tid = threadIdx.x, rg = tid >> 3, cg = tid & 7;
+    const int b = blockIdx.y, k0 = blockIdx.x * BK;
+    const long long mrow = (long long)(b / B2) * mb1 + (long long)(b % B2) * mb2;
+    vtl_stage(kt, k + (long long)b * S * D, BK, D, k0, S, true);
+    vtl_stage(vt, v + (long long)b * S * DV, BK, DV, k0, S, true);
+    T adk[4][DC], adv[4][DVC];
+    #pragma unroll
+    for (int a = 0; a < 4; ++a) {
+        #pragma unroll
+        for (int c = 0; c < DC; ++c) adk[a][c] = 0;
+        #pragma unroll
+        for (int c = 0; c < DVC; ++c) adv[a][c] = 0;
+    }
+    const int qstart = causal ? (k0 / BQD) * BQD : 0;
+    for (int q0 = qstart; q0 < L; q0 += BQD) {
+        __syncthreads();
+        vtl_stage(qt, q + (long long)b * L * D, BQD, D, q0, L, true);
+        vtl_stage(qr, q + (long long)b * L * D, BQD, D, q0, L, false);
+        vtl_stage(gt, g + (long long)b * L * DV, BQD, DV, q0, L, true);
+        vtl_stage(gr, g + (long long)b * L * DV, BQD, DV, q0, L, false);
+        for (int e = tid; e < BQD; e += NT) {
+            const bool in = q0 + e < L;
+            ls[e] = in ? lse[(long long)b * L + q0 + e] : INF;
+            ds_[e] = in ? delta[(long long)b * L + q0 + e] : (T)0;
+        }
+        __syncthreads();
+        T s[4][QPT], dp[4][QPT];
+        #pragma unroll
+        for (int a = 0; a < 4; ++a)
+            #pragma unroll
+            for (int c = 0; c < QPT; ++c) { s[a][c] = 0; dp[a][c] = 0; }
+        #pragma unroll 4
+        for (int d = 0; d < D; ++d) {
+            T ka[4], qb[QPT];
+            #pragma unroll
+            for (int a = 0; a < 4; ++a) ka[a] = kt[d * BK + rg * 4 + a];
+            #pragma unroll
+            for (int c = 0; c < QPT; ++c) qb[c] = qt[d * BQD + cg * QPT + c];
+            #pragma unroll
+            for (int a = 0; a < 4; ++a)
+                #pragma unroll
+                for (int c = 0; c < QPT; ++c) s[a][c] += ka[a] * qb[c];
+        }
+        #pragma unroll 4
+        for (int d = 0; d < DV; ++d) {
+            T va[4], gb[QPT];
+            #pragma unroll
+            for (int a = 0; a < 4; ++a) va[a] = vt[d * BK + rg * 4 + a];
+            #pragma unroll
+            for (int c = 0; c < QPT; ++c) gb[c] = gt[d * BQD + cg * QPT + c];
+            #pragma unroll
+            for (int a = 0; a < 4; ++a)
+                #pragma unroll
+                for (int c = 0; c < QPT; ++c) dp[a][c] += va[a] * gb[c];
+        }
+        #pragma unroll
+        for (int a = 0; a < 4; ++a) {
+            const int kk = rg * 4 + a;
+            #pragma unroll
+            for (int c = 0; c < QPT; ++c) {
+                const int r = cg * QPT + c;
+                const T x = vtl_score(s[a][c], q0 + r, k0 + kk, L, S, mask, mrow, ml, ms,
+                                      has_mask, causal, scale);
+                const T p = (x == -INF || ls[r] == INF) ? (T)0 : exp(x - ls[r]);
+                pk[r * BK + kk] = p;
+                dk_[r * BK + kk] = p * (dp[a][c] - ds_[r]);
+            }
+        }
+        __syncthreads();
+        #pragma unroll 2
+        for (int r = 0; r < BQD; ++r) {
+            T pa[4], sa[4], gb[DVC], qb[DC];
+            #pragma unroll
+            for (int a = 0; a < 4; ++a) { pa[a] = pk[r * BK + rg * 4 + a];
+                                          sa[a] = dk_[r * BK + rg * 4 + a]; }
+            #pragma unroll
+            for (int c = 0; c < DVC; ++c) gb[c] = gr[r * DV + cg * DVC + c];
+            #pragma unroll
+            for (int c = 0; c < DC; ++c) qb[c] = qr[r * D + cg * DC + c];
+            #pragma unroll
+            for (int a = 0; a < 4; ++a) {
+                #pragma unroll
+                for (int c = 0; c < DVC; ++c) adv[a][c] += pa[a] * gb[c];
+                #pragma unroll
+                for (int c = 0; c < DC; ++c) adk[a][c] += sa[a] * qb[c];
+            }
+        }
+    }
+    #pragma unroll
+    for (int a = 0; a < 4; ++a) {
+        const int j = k0 + rg * 4 + a;
+        if (j >= S) continue;
+        T* ok = dk + ((long long)b * S + j) * D + cg * DC;
+        T* ov = dv + ((long long)b * S + j) * DV + cg * DVC;
+        #pragma unroll
+        for (int c = 0; c < DC; ++c) ok[c] = adk[a][c] * scale;
+        #pragma unroll
+        for (int c = 0; c < DVC; ++c) ov[c] = adv[a][c];
+    }
+}
+"""
+
+
+def attention_source(dtype: Any, d: int, dv: int, tiled: bool = False) -> str:
+    """The CUDA source of the three kernels for ``dtype`` and head sizes ``d``, ``dv``: the
+    thread-per-row kernels, or with ``tiled`` the register-tiled ones (``d`` and ``dv``
+    multiples of 8; dynamic shared memory, :func:`tiled_smem_bytes`)."""
+    t = _CTYPE[np.dtype(dtype).name]
+    head = _COMMON.format(T=t, D=d, DV=dv, ROWS=ROWS, TILE=TILE)
+    if t == "double":
+        head = head.replace("__int_as_float(0x7f800000)",
+                            "__longlong_as_double(0x7ff0000000000000LL)")
+    if tiled:
+        return head + _TILED_COMMON + _TILED_FORWARD + _TILED_BACKWARD_DQ + _TILED_BACKWARD_DKV
+    return head + _FORWARD + _BACKWARD_DQ + _BACKWARD_DKV
+
+
+def tiled_smem_bytes(itemsize: int, d: int, dv: int) -> dict[str, int]:
+    """Dynamic shared memory of each tiled kernel, in bytes."""
+    bq = bk = 64
+    bkq = bqd = 32  # the dQ kernel's key tile, the dK/dV kernel's query tile
+    return {
+        "vtl_attn_fwd_tiled": itemsize * (d * bq + max(d, bq) * bk + bk * dv),
+        "vtl_attn_bwd_dq_tiled": itemsize * (d * bq + dv * bq + d * bkq + dv * bkq + bkq * d
+                                             + bkq * bq + 2 * bq),
+        "vtl_attn_bwd_dkv_tiled": itemsize * (d * bk + dv * bk + 2 * d * bqd + 2 * dv * bqd
+                                              + 2 * bqd * bk + 2 * bqd),
+    }
+
+
+class CupyAttention:
+    """``kernel("attention")`` (see :mod:`vtl.backends.cupy.attention`).
+
+    ``tiled``: ``None`` (default) runs the register-tiled kernels wherever they apply (head
+    sizes multiples of 8 whose shared memory fits the device), else the thread-per-row
+    ones; ``True``/``False`` forces one family (``True`` declines what it cannot take).
+    """
+
+    def __init__(self, cupy: Any, tiled: bool | None = None) -> None:
+        self._cp = cupy
+        self._tiled = tiled
+        self._kernels: dict[tuple, Any] = {}
+        self._lock = threading.Lock()
+        self._smem_max: int | None = None
+
+    def supports(self, dtype: Any) -> bool:
+        return np.dtype(dtype).name in _CTYPE
+
+    def _use_tiled(self, dtype: Any, d: int, dv: int) -> bool | None:
+        """Whether to run the tiled kernels; ``None``: decline (forced but impossible)."""
+        if self._tiled is False:
+            return False
+        ok = d % 8 == 0 and dv % 8 == 0
+        if ok:
+            if self._smem_max is None:
+                attrs = self._cp.cuda.Device().attributes
+                self._smem_max = int(attrs.get("MaxSharedMemoryPerBlockOptin", 48 * 1024))
+            need = tiled_smem_bytes(np.dtype(dtype).itemsize, d, dv)
+            ok = max(need.values()) <= self._smem_max
+        if self._tiled is True and not ok:
+            return None
+        return ok
+
+    def _kernel(self, name: str, dtype: Any, d: int, dv: int, tiled: bool) -> tuple[Any, int]:
+        """``(kernel, dynamic shared memory bytes)``."""
+        key = (name, np.dtype(dtype).name, d, dv, tiled)
+        got = self._kernels.get(key)
+        if got is None:
+            with self._lock:
+                got = self._kernels.get(key)
+                if got is None:
+                    kname = name + ("_tiled" if tiled else "")
+                    kern = self._cp.RawKernel(attention_source(dtype, d, dv, tiled), kname)
+                    smem = tiled_smem_bytes(np.dtype(dtype).itemsize, d, dv)[kname] \
+                        if tiled else 0
+                    if smem > 48 * 1024:
+                        kern.max_dynamic_shared_size_bytes = smem
+                    got = self._kernels[key] = (kern, smem)
+        return got
+
+    def _launch(self, name: str, dtype: Any, d: int, dv: int, tiled: bool, rows: int,
+                b: int, args: tuple) -> None:
+        kern, smem = self._kernel(name, dtype, d, dv, tiled)
+        per = 64 if tiled else ROWS
+        block = (128,) if tiled else (ROWS,)
+        kern(((rows + per - 1) // per, b), block, args, shared_mem=smem)
+
+    def _mask_args(self, mask: Any, b1: int, b2: int, n_q: int, n_k: int) -> tuple:
+        if mask is None:
+            return self._cp.empty(1, dtype=np.float32), 0, 0, 0, 0, 0
+        m4 = self._cp.broadcast_to(mask, (b1, b2, n_q, n_k))
+        item = m4.itemsize
+        return (m4, *(s // item for s in m4.strides), 1)
+
+    def forward(self, q: Any, k: Any, v: Any, mask: Any, causal: bool, scale: float,
+                batch: tuple[int, int]) -> tuple[Any, Any] | None:
+        cp = self._cp
+        b, n_q, d = q.shape
+        n_k, dv = v.shape[1], v.shape[2]
+        if max(d, dv) > MAX_DIM or not (q.dtype == k.dtype == v.dtype) or \
+                not self.supports(q.dtype) or (mask is not None and mask.dtype != q.dtype):
+            return None
+        tiled = self._use_tiled(q.dtype, d, dv)
+        if tiled is None:
+            return None
+        q, k, v = (cp.ascontiguousarray(a) for a in (q, k, v))
+        out = cp.empty((b, n_q, dv), dtype=q.dtype)
+        lse = cp.empty((b, n_q), dtype=q.dtype)
+        mk, mb1, mb2, ml, ms, has = self._mask_args(mask, batch[0], batch[1], n_q, n_k)
+        self._launch("vtl_attn_fwd", q.dtype, d, dv, tiled, n_q, b,
+                     (q, k, v, mk, out, lse, np.int32(batch[1]), np.int32(n_q),
+                      np.int32(n_k), np.int64(mb1), np.int64(mb2), np.int64(ml),
+                      np.int64(ms), np.int32(has), np.int32(bool(causal)),
+                      q.dtype.type(scale)))
+        return out, lse
+
+    def backward(self, q: Any, k: Any, v: Any, out: Any, lse: Any, g: Any, mask: Any,
+                 causal: bool, scale: float, batch: tuple[int, int]) -> tuple[Any, Any, Any]:
+        cp = self._cp
+        b, n_q, d = q.shape
+        n_k, dv = v.shape[1], v.shape[2]
+        tiled = bool(self._use_tiled(q.dtype, d, dv))
+        q, k, v, g = (cp.ascontiguousarray(a) for a in (q, k, v, g))
+        delta = (g * out).sum(axis=-1)
+        mk, mb1, mb2, ml, ms, has = self._mask_args(mask, batch[0], batch[1], n_q, n_k)
+        geo = (np.int32(batch[1]), np.int32(n_q), np.int32(n_k), np.int64(mb1), np.int64(mb2),
+               np.int64(ml), np.int64(ms), np.int32(has), np.int32(bool(causal)),
+               q.dtype.type(scale))
+        dq = cp.empty_like(q)
+        self._launch("vtl_attn_bwd_dq", q.dtype, d, dv, tiled, n_q, b,
+                     (q, k, v, mk, g, lse, delta, dq, *geo))
+        dk = cp.empty_like(k)
+        dvv = cp.empty_like(v)
+        self._launch("vtl_attn_bwd_dkv", q.dtype, d, dv, tiled, n_k, b,
+                     (q, k, v, mk, g, lse, delta, dk, dvv, *geo))
+        return dq, dk, dvv

@@ -1,0 +1,234 @@
+"""``kernel("conv2d")`` through cuDNN's graph API (the ``nvidia-cudnn-frontend`` package),
+where it is installed: forward, data gradient and weight gradient are one cuDNN call each
+on the NCHW arrays, with no patch matrix in memory.
+
+* Each (operation, dtype, shapes, padding, stride, dilation) builds one cuDNN graph once
+  and keeps it; a call sets the thread's handle to CuPy's current stream, takes a
+  workspace from CuPy's pool and executes (no host synchronisation, so steps stay
+  sync-free and CUDA-graph capture works).
+* Numerics: engines that round float32 inputs down (TF32) are excluded unless
+  ``vtl.set_float32_matmul_precision`` allows it where that setting exists, and
+  non-deterministic engines (atomics) are always excluded, so a result is the same on
+  every run and compiled steps equal eager ones bit for bit.
+* What cuDNN does not take (grouped convolutions, float64, a shape for which no engine
+  remains) runs the im2col kernel of :class:`~vtl.backends.cupy.conv.CupyConv2d`; the
+  reason is kept in :attr:`CudnnConv2d.declined` for ``vtl info`` and tests.
+
+``VTL_CUDNN=0`` turns this path off.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+import numpy as np
+
+from .conv import CupyConv2d
+
+__all__ = ["CudnnConv2d", "load_cudnn"]
+
+
+def load_cudnn() -> tuple[Any, str | None]:
+    """``(cudnn module, None)``, or ``(None, why not)``."""
+    if os.environ.get("VTL_CUDNN", "1") == "0":
+        return None, "turned off by VTL_CUDNN=0"
+    try:
+        import cudnn  # nvidia-cudnn-frontend
+    except Exception as e:  # noqa: BLE001 - any import failure means "not available"
+        return None, f"nvidia-cudnn-frontend is not importable ({type(e).__name__}: {e})"
+    try:
+        version = cudnn.backend_version()
+    except Exception as e:  # noqa: BLE001 - the cuDNN library itself is missing
+        return None, f"the cuDNN library cannot be loaded ({type(e).__name__}: {e})"
+    if version < 90000:
+        return None, f"cuDNN {version} is older than 9.0"
+    return cudnn, None
+
+
+class CudnnConv2d(CupyConv2d):
+    """:class:`CupyConv2d` with forward and both gradients of ungrouped float32 (and
+    16-bit float) convolutions done by cuDNN."""
+
+    DTYPES = ("float32", "float16")
+
+    def __init__(self, cupy: Any, cudnn: Any, matmul: Any = None) -> None:
+        super().__init__(cupy, matmul=matmul)
+        self._cudnn = cudnn
+        self._graphs: dict[tuple, Any] = {}
+        self._lock = threading.Lock()
+        self._local = threading.local()  # a handle per thread and device
+        self.declined: dict[tuple, str] = {}  # graph key -> why cuDNN did not serve it
+        self.served = 0  # calls cuDNN executed (for tests and `vtl info`)
+
+    # -- cuDNN plumbing ------------------------------------------------------------------
+    def _handle(self) -> Any:
+        dev = self.m.cuda.Device().id
+        handles = getattr(self._local, "handles", None)
+        if handles is None:
+            handles = self._local.handles = {}
+        h = handles.get(dev)
+        if h is None:
+            h = handles[dev] = self._cudnn.create_handle()
+        self._cudnn.set_stream(handle=h, stream=self.m.cuda.get_current_stream().ptr)
+        return h
+
+    def _dtype(self, dtype: Any) -> Any:
+        dt = self._cudnn.data_type
+        return {"float32": dt.FLOAT, "float16": dt.HALF}[np.dtype(dtype).name]
+
+    def _allow_tf32(self) -> bool:
+        try:
+            import vtl
+
+            get = getattr(vtl, "get_float32_matmul_precision", None)
+            return get is not None and get() != "highest"
+        except Exception:  # noqa: BLE001 - no such setting: strict float32
+            return False
+
+    def _graph(self, key: tuple) -> Any:
+        """The built graph for ``key`` (``None`` if cuDNN has no engine for it)."""
+        g = self._graphs.get(key)
+        if g is not None or key in self.declined:
+            return g
+        with self._lock:
+            g = self._graphs.get(key)
+            if g is None and key not in self.declined:
+                try:
+                    g = self._build(key)
+                except Exception as e:  # noqa: BLE001 - cuDNN refuses: the im2col path serves
+                    self.declined[key] = f"{type(e).__name__}: {e}"
+                    return None
+                self._graphs[key] = g
+        return g
+
+    def _build(self, key: tuple) -> tuple:
+        cudnn = self._cudnn
+        op, dtype, x_shape, w_shape, y_shape, pad, stride, dil, tf32 = key
+        dt = self._dtype(dtype)
+        graph = cudnn.pygraph(io_data_type=dt, intermediate_data_type=cudnn.data_type.FLOAT,
+                              compute_data_type=cudnn.data_type.FLOAT, handle=self._handle())
+
+        def tensor(name: str, shape: tuple) -> Any:
+            strides = [int(s) for s in np.cumprod((1, *shape[:0:-1]))[::-1]]
+            return graph.tensor(name=name, dim=list(shape), stride=strides, data_type=dt)
+
+        pre, post = [pad[0], pad[2]], [pad[1], pad[3]]
+        common = {"pre_padding": pre, "post_padding": post, "stride": list(stride),
+                  "dilation": list(dil), "compute_data_type": cudnn.data_type.FLOAT}
+        if op == "fprop":
+            a, b = tensor("X", x_shape), tensor("W", w_shape)
+            out = graph.conv_fprop(image=a, weight=b, **common)
+            out.set_output(True).set_dim(list(y_shape)).set_stride(
+                [int(s) for s in np.cumprod((1, *y_shape[:0:-1]))[::-1]])
+        elif op == "dgrad":
+            a, b = tensor("DY", y_shape), tensor("W", w_shape)
+            out = graph.conv_dgrad(loss=a, filter=b, **common)
+            out.set_output(True).set_dim(list(x_shape)).set_stride(
+                [int(s) for s in np.cumprod((1, *x_shape[:0:-1]))[::-1]])
+        else:  # wgrad
+            a, b = tensor("X", x_shape), tensor("DY", y_shape)
+            out = graph.conv_wgrad(image=a, loss=b, **common)
+            out.set_output(True).set_dim(list(w_shape)).set_stride(
+                [int(s) for s in np.cumprod((1, *w_shape[:0:-1]))[::-1]])
+        out.set_data_type(dt)
+        graph.validate()
+        graph.build_operation_graph()
+        notes = [cudnn.numerical_note.NONDETERMINISTIC]
+        if dtype == "float32" and not tf32:
+            notes.append(cudnn.numerical_note.DOWN_CONVERT_INPUTS)
+        graph.deselect_numeric_notes(notes)
+        graph.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+        graph.check_support()
+        graph.build_plans()
+        return graph, a, b, out, graph.get_workspace_size()
+
+    def _run(self, built: tuple, a: Any, b: Any, out: Any) -> Any:
+        graph, ta, tb, tout, ws = built
+        work = None
+        if ws:  # from CuPy's pool (the capture's pool while vtl.compile captures)
+            work = self.m.empty(ws, dtype=self.m.uint8)
+        # device pointers, not arrays: the frontend then skips a DLPack export per operand
+        graph.execute({ta: a.data.ptr, tb: b.data.ptr, tout: out.data.ptr},
+                      None if work is None else work.data.ptr, handle=self._handle())
+        self.served += 1
+        return out
+
+    def _key(self, op: str, dtype: Any, x_shape: tuple, w_shape: tuple, y_shape: tuple,
+             padding: tuple, stride: tuple, dilation: tuple) -> tuple:
+        name = np.dtype(dtype).name
+        return (op, name, tuple(x_shape), tuple(w_shape), tuple(y_shape), tuple(padding),
+                tuple(stride), tuple(dilation), name == "float32" and self._allow_tf32())
+
+    def _takes(self, dtype: Any, groups: int) -> bool:
+        return groups == 1 and np.dtype(dtype).name in self.DTYPES
+
+    # -- the kernel contract --------------------------------------------------------------
+    def forward_on_device(self, x: Any, w: Any, b: Any, stride: tuple[int, int],
+                          padding: tuple[int, int, int, int], dilation: tuple[int, int],
+                          groups: int) -> tuple[Any, Any]:
+        if not self._takes(x.dtype, groups) or 0 in x.shape:
+            return super().forward_on_device(x, w, b, stride, padding, dilation, groups)
+        m = self.m
+        from .._common.conv import out_size
+
+        n, _, h, wd = x.shape
+        o, _, kh, kw = w.shape
+        ho = out_size(h, kh, stride[0], padding[0], padding[1], dilation[0])
+        wo = out_size(wd, kw, stride[1], padding[2], padding[3], dilation[1])
+        y_shape = (n, o, ho, wo)
+        built = self._graph(self._key("fprop", x.dtype, x.shape, w.shape, y_shape, padding,
+                                      stride, dilation))
+        if built is None:
+            return super().forward_on_device(x, w, b, stride, padding, dilation, groups)
+        x = m.ascontiguousarray(x)
+        y = self._run(built, x, m.ascontiguousarray(w), m.empty(y_shape, dtype=x.dtype))
+        if b is not None:
+            y += b.reshape(1, o, 1, 1)
+        return y, ("cudnn", x)
+
+    def backward_on_device(self, col: Any, x_shape: tuple[int, ...], w: Any, g: Any,
+                           stride: tuple[int, int], padding: tuple[int, int, int, int],
+                           dilation: tuple[int, int], groups: int, need_x: bool,
+                           need_w: bool, need_b: bool) -> tuple[Any, Any, Any]:
+        if not (isinstance(col, tuple) and col and col[0] == "cudnn") and \
+                (col is not None or not self._takes(g.dtype, groups)):
+            return super().backward_on_device(col, x_shape, w, g, stride, padding, dilation,
+                                              groups, need_x, need_w, need_b)
+        m = self.m
+        g = m.ascontiguousarray(g)
+        x = None if col is None else col[1]
+        dx = dw = db = None
+        if need_x:
+            built = self._graph(self._key("dgrad", g.dtype, x_shape, w.shape, g.shape,
+                                          padding, stride, dilation))
+            if built is None:
+                dx = self._dgrad_fallback(x_shape, w, g, stride, padding, dilation)
+            else:
+                dx = self._run(built, g, m.ascontiguousarray(w), m.empty(x_shape, dtype=g.dtype))
+        if need_w:
+            built = self._graph(self._key("wgrad", g.dtype, x_shape, w.shape, g.shape,
+                                          padding, stride, dilation))
+            if built is None:
+                dw = self._wgrad_fallback(x, w, g, stride, padding, dilation)
+            else:
+                dw = self._run(built, x, g, m.empty(w.shape, dtype=g.dtype))
+        if need_b:
+            db = g.sum(axis=(0, 2, 3))
+        return dx, dw, db
+
+    def _dgrad_fallback(self, x_shape: tuple, w: Any, g: Any, stride: tuple, padding: tuple,
+                        dilation: tuple) -> Any:
+        """The data gradient by the im2col kernel (no patches of ``x`` are needed)."""
+        dx, _, _ = super().backward_on_device(None, x_shape, w, g, stride, padding, dilation, 1,
+                                              True, False, False)
+        return dx
+
+    def _wgrad_fallback(self, x: Any, w: Any, g: Any, stride: tuple, padding: tuple,
+                        dilation: tuple) -> Any:
+        """The weight gradient by the im2col kernel: rebuild the patches of ``x`` first."""
+        _, col = super().forward_on_device(x, w, None, stride, padding, dilation, 1)
+        _, dw, _ = super().backward_on_device(col, x.shape, w, g, stride, padding, dilation, 1,
+                                              False, True, False)
+        return dw

@@ -1,0 +1,160 @@
+"""The numpy backend's array-API namespace: ``array_api_compat.numpy`` with float16 and
+bfloat16 (``ml_dtypes``) products and reductions computed in float32.
+
+NumPy has no BLAS for float16 and ``ml_dtypes.bfloat16`` none at all, and a sum of many
+low-precision numbers in their own dtype loses most of its digits. As PyTorch does on
+the CPU, vtl computes these in float32 and rounds the result once to the low dtype:
+
+* ``matmul``, ``tensordot``, ``vecdot`` (the result's dtype is the operands' promoted
+  dtype, e.g. ``bfloat16 @ bfloat16 -> bfloat16``; NumPy itself gives ``float32`` for
+  bfloat16 products);
+* ``sum``, ``prod``, ``mean``, ``var``, ``std``, ``cumulative_sum``, ``cumulative_prod``
+  with ``dtype=`` ``None`` or the input's (float32 accumulators, a low-precision result).
+
+Every other name is ``array_api_compat.numpy``'s own (NumPy's elementwise ufuncs take
+float16 and bfloat16 directly, ``ml_dtypes`` registers the latter's).
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import array_api_compat.numpy as _anp
+import numpy as _np
+from array_api_compat.numpy import *  # noqa: F403
+
+from .._dtypes import LOW_FLOATING
+
+__all__ = list(_anp.__all__)
+
+_F32 = _np.dtype("float32")
+
+
+def _is_low(dt: Any) -> bool:
+    return dt.itemsize == 2 and dt in LOW_FLOATING  # the size test first: the common case
+
+
+def _wide(a: Any) -> Any:
+    return a.astype(_F32) if _is_low(a.dtype) else a
+
+
+def _product(fn: Any, x1: Any, x2: Any, **kw: Any) -> Any:
+    dt = _np.result_type(x1.dtype, x2.dtype)
+    return _np.asarray(fn(_wide(x1), _wide(x2), **kw)).astype(dt, copy=False)
+
+
+def matmul(x1: Any, x2: Any, /) -> Any:
+    if _is_low(x1.dtype) or _is_low(x2.dtype):
+        return _product(_anp.matmul, x1, x2)
+    return _anp.matmul(x1, x2)
+
+
+def tensordot(x1: Any, x2: Any, /, *, axes: Any = 2) -> Any:
+    if _is_low(x1.dtype) or _is_low(x2.dtype):
+        return _product(_anp.tensordot, x1, x2, axes=axes)
+    return _anp.tensordot(x1, x2, axes=axes)
+
+
+def vecdot(x1: Any, x2: Any, /, *, axis: int = -1) -> Any:
+    if _is_low(x1.dtype) or _is_low(x2.dtype):
+        return _product(_anp.vecdot, x1, x2, axis=axis)
+    return _anp.vecdot(x1, x2, axis=axis)
+
+
+def _low_result(fn: Any, x: Any, **kw: Any) -> Any:
+    """``fn`` of a float16/bfloat16 ``x`` in float32, rounded to ``x``'s dtype."""
+    return _np.asarray(fn(x.astype(_F32), **kw)).astype(x.dtype, copy=False)
+
+
+def sum(x: Any, /, *, axis: Any = None, dtype: Any = None,  # noqa: A001 - the standard's
+        keepdims: bool = False) -> Any:
+    if _is_low(x.dtype) and (dtype is None or dtype == x.dtype):
+        return _low_result(_anp.sum, x, axis=axis, keepdims=keepdims)
+    return _anp.sum(x, axis=axis, dtype=dtype, keepdims=keepdims)
+
+
+def prod(x: Any, /, *, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
+    if _is_low(x.dtype) and (dtype is None or dtype == x.dtype):
+        return _low_result(_anp.prod, x, axis=axis, keepdims=keepdims)
+    return _anp.prod(x, axis=axis, dtype=dtype, keepdims=keepdims)
+
+
+def cumulative_sum(x: Any, /, *, axis: Any = None, dtype: Any = None,
+                   include_initial: bool = False) -> Any:
+    if _is_low(x.dtype) and (dtype is None or dtype == x.dtype):
+        return _low_result(_anp.cumulative_sum, x, axis=axis, include_initial=include_initial)
+    return _anp.cumulative_sum(x, axis=axis, dtype=dtype, include_initial=include_initial)
+
+
+def cumulative_prod(x: Any, /, *, axis: Any = None, dtype: Any = None,
+                    include_initial: bool = False) -> Any:
+    if _is_low(x.dtype) and (dtype is None or dtype == x.dtype):
+        return _low_result(_anp.cumulative_prod, x, axis=axis, include_initial=include_initial)
+    return _anp.cumulative_prod(x, axis=axis, dtype=dtype, include_initial=include_initial)
+
+
+def mean(x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
+    if _is_low(x.dtype):
+        return _low_result(_anp.mean, x, axis=axis, keepdims=keepdims)
+    return _anp.mean(x, axis=axis, keepdims=keepdims)
+
+
+def var(x: Any, /, *, axis: Any = None, correction: float = 0.0, keepdims: bool = False
+        ) -> Any:
+    if _is_low(x.dtype):
+        return _low_result(_anp.var, x, axis=axis, correction=correction, keepdims=keepdims)
+    return _anp.var(x, axis=axis, correction=correction, keepdims=keepdims)
+
+
+def std(x: Any, /, *, axis: Any = None, correction: float = 0.0, keepdims: bool = False
+        ) -> Any:
+    if _is_low(x.dtype):
+        return _low_result(_anp.std, x, axis=axis, correction=correction, keepdims=keepdims)
+    return _anp.std(x, axis=axis, correction=correction, keepdims=keepdims)
+
+
+_SCALARS = (int, float)
+
+
+def where(condition: Any, x1: Any, x2: Any, /) -> Any:
+    # a Python scalar beside a float16/bfloat16 array takes its dtype (NumPy would promote
+    # a float scalar beside ml_dtypes' bfloat16 to float32)
+    if x1.__class__ in _SCALARS:
+        if _is_low(getattr(x2, "dtype", _F32)):
+            x1 = _np.asarray(x1, dtype=x2.dtype)
+    elif x2.__class__ in _SCALARS and _is_low(getattr(x1, "dtype", _F32)):
+        x2 = _np.asarray(x2, dtype=x1.dtype)
+    return _anp.where(condition, x1, x2)
+
+
+for _f in (matmul, tensordot, vecdot, sum, prod, cumulative_sum, cumulative_prod, mean, var,
+           std, where):
+    _f.__doc__ = getattr(_anp, _f.__name__).__doc__
+del _f
+
+
+class _Linalg(types.ModuleType):
+    """``array_api_compat.numpy.linalg`` with float16/bfloat16 norms computed in float32
+    (its ``vector_norm`` returns float64 for bfloat16)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_anp.linalg, name)
+
+
+def _norm(name: str) -> Any:
+    fn = getattr(_anp.linalg, name)
+
+    def norm(x: Any, /, **kw: Any) -> Any:
+        if _is_low(x.dtype):
+            return _low_result(fn, x, **kw)
+        return fn(x, **kw)
+
+    norm.__name__ = norm.__qualname__ = name
+    norm.__doc__ = fn.__doc__
+    return norm
+
+
+linalg = _Linalg(__name__ + ".linalg", _anp.linalg.__doc__)
+linalg.vector_norm = _norm("vector_norm")
+linalg.matrix_norm = _norm("matrix_norm")
