@@ -38,10 +38,12 @@ def _geometry(case):
 @pytest.fixture
 def threads(monkeypatch):
     """``set(n, one_product)``: ``n`` pool threads on any machine, every input above the
-    threshold, blocks of one or two images, and the wide layout from ``one_product``."""
+    threshold, blocks of one or two images, and the wide layout from ``one_product``
+    (the whole-batch im2col paths; the tiled kernel: tests/test_numpy_kernels_conv_bn.py)."""
 
     def set_(n, one_product=None, block=None):
         monkeypatch.delenv("VTL_NUM_THREADS", raising=False)
+        monkeypatch.setattr(NumpyConv2d, "tiled", False)
         monkeypatch.setattr(nc, "usable_cpus", lambda: n)
         monkeypatch.setattr(npconv, "THRESHOLD", 0)
         monkeypatch.setattr(npool, "THRESHOLD", 0)
@@ -133,6 +135,7 @@ def test_conv_one_cpu(monkeypatch):
     nc.parallel_for(lambda i, j: seen.add((i, j, threading.get_ident())), 9)
     assert seen == {(0, 9, threading.get_ident())}
     monkeypatch.setattr(npconv, "THRESHOLD", 0)  # the threaded code paths, on one thread
+    monkeypatch.setattr(NumpyConv2d, "tiled", False)  # the whole-batch im2col layouts
     xs, ws = RNG.standard_normal((4, 3, 9, 9)), RNG.standard_normal((5, 3, 3, 3))
     pad = (1, 1, 1, 1)
     full = None

@@ -27,7 +27,8 @@ from __future__ import annotations
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
-    "KERNELS", "AttentionKernel", "Conv2dKernel", "CrossEntropyKernel", "GeluKernel",
+    "KERNELS", "AttentionKernel", "BatchNormKernel", "Conv2dKernel", "CrossEntropyKernel",
+    "GeluKernel",
     "GruCellKernel", "LayerNormKernel",
     "LinearGradWeightKernel", "LinearKernel", "LstmCellKernel", "MinmaxBackwardKernel",
     "MultiTensorApplyKernel", "PhiloxKernel", "Pool2dKernel", "ReluBackwardKernel",
@@ -237,6 +238,29 @@ class AttentionKernel(Protocol):
 
 
 @runtime_checkable
+class BatchNormKernel(Protocol):
+    """``kernel("batch_norm")``: training-mode batch normalisation of an ``(N, C, *)`` array
+    with the batch statistics, each way in a few passes over memory.
+
+    ``forward(x, w, b, eps)`` (``w``/``b``: ``None`` or ``(C,)``) returns ``(y, mean, var,
+    saved)``: ``y = (x - mean) / sqrt(var + eps) * w + b`` per channel, the ``(C,)`` means
+    and biased variances, and what ``backward`` needs; or ``None`` to decline.
+    ``backward(saved, w, g, need_x, need_w, need_b)`` returns ``(dx, dw, db)`` (``None``
+    where not asked for): with ``xhat = (x - mean) / sqrt(var + eps)``, ``dx = w / sqrt(var +
+    eps) * (g - mean(g) - xhat mean(g xhat))``, ``dw = sum(g xhat)``, ``db = sum(g)`` (means
+    and sums per channel); or ``None`` to decline.
+    """
+
+    def supports(self, dtype: Any) -> bool: ...
+
+    def forward(self, x: Any, w: Any, b: Any, eps: float) -> tuple[Any, Any, Any, Any] | None:
+        ...
+
+    def backward(self, saved: Any, w: Any, g: Any, need_x: bool, need_w: bool,
+                 need_b: bool) -> tuple[Any, Any, Any] | None: ...
+
+
+@runtime_checkable
 class LstmCellKernel(Protocol):
     """``kernel("lstm_cell")``: the LSTM cell's pointwise part, one launch each way.
 
@@ -325,6 +349,7 @@ KERNELS: dict[str, type] = {
     "cross_entropy": CrossEntropyKernel,
     "gelu": GeluKernel,
     "layer_norm": LayerNormKernel,
+    "batch_norm": BatchNormKernel,
     "lstm_cell": LstmCellKernel,
     "gru_cell": GruCellKernel,
     "multi_tensor_apply": MultiTensorApplyKernel,

@@ -1,33 +1,62 @@
-"""``kernels["conv2d"]`` of the NumPy backend: the strided im2col convolution of
-:mod:`vtl.backends._common.conv`, its memory-bound passes on the CPU thread pool.
+"""``kernels["conv2d"]`` of the NumPy backend: im2col convolution in tiles of images.
 
-Threads (inputs of at least :data:`THRESHOLD` patch elements): the memory-bound
-passes are split by images over a persistent thread pool of :func:`num_threads` threads
-(the usable CPUs, capped by ``VTL_NUM_THREADS``; NumPy releases the GIL in copies and
-ufuncs), each thread working through blocks of images that stay in cache. The products
-stay on the calling thread: BLAS spreads one product over its own threads, and BLAS calls
-from several Python threads at once run one after the other (measured with NumPy's
-OpenBLAS), so products per thread would gain nothing. With fewer than
-``ONE_PRODUCT_THREADS`` threads the base class's layout is kept (a product per image writes
-NCHW directly; the weight gradient's per-image products are summed block by block); from
-that many on, the patches of all images form one *wide* ``(G, C/G*kh*kw + 1, N*Ho*Wo)``
-matrix, so forward, weight gradient and patch gradient are one large product each (a
-product per image is too small to spread over many BLAS threads), and the output and its
-gradient are transposed between NCHW and the wide layout by the pool. Either way every
-value is computed by the same products as on one thread, up to the summation order of the
-weight gradient over images.
+The batch is cut into tiles of about :data:`TILE` patch elements (the same tiles on any
+number of threads). For each tile the patches are written by strided copies (one per tap)
+into a per-thread scratch buffer in the *wide* layout ``(G, C/G*kh*kw, M*Ho*Wo)``, used
+by one product per group while they are still in cache, and dropped: the patches of the
+whole batch never exist, and the forward keeps only the input for the backward.
+
+* forward: patches, one product with the ``(G, O/G, C/G*kh*kw)`` weight, the result put
+  in NCHW place with the bias added in the same pass;
+* weight gradient: the tile's patches again, one product with the tile's output gradient;
+  the tiles' partial sums are added in tile order (the same bits on any thread count);
+* input gradient: for stride 1 (padding at most the dilated kernel's reach) the
+  convolution of the output gradient with the flipped, channel-swapped weight, through the
+  forward's tiles (patch copies, no adds); otherwise the patch gradient of the tile and
+  col2im (strided adds into a zeroed padded scratch buffer).
+
+Threads (from :data:`THRESHOLD` patch elements): the tiles go to the persistent thread
+pool of :func:`num_threads` threads (the usable CPUs, capped by ``vtl.set_num_threads`` or
+``VTL_NUM_THREADS``), each thread taking the next free tile; NumPy releases the GIL in
+copies, ufuncs and BLAS calls. With :data:`ONE_BLAS_THREAD` each pool thread asks NumPy's
+OpenBLAS for one thread of its own (``openblas_set_num_threads_local``), so the threads'
+products run side by side. Every output element is computed the same way on any number
+of threads.
+
+``NumpyConv2d.tiled = False`` selects :class:`StridedConv2d`'s whole-batch im2col instead
+(its per-image and wide layouts, with the patches kept for the backward): the reference
+the tiled kernel is tested against.
 """
 
 from __future__ import annotations
 
+import ctypes
+import glob
+import itertools
+import os
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from .._common.conv import StridedConv2d, _blocks, _taps_in, _taps_out
+from .._common.conv import StridedConv2d, _blocks, _taps_in, _taps_out, out_size, tap_slices
 from .._common.threads import num_threads, parallel_for, scratch
 
-__all__ = ["THRESHOLD", "NumpyConv2d"]
+__all__ = ["FLIP", "THRESHOLD", "TILE", "NumpyConv2d"]
+
+#: Patch elements of one tile of images: its patches and their products stay in the
+#: core's cache.
+TILE = 1 << 18
+
+#: Whether the tiles running on the pool's threads ask NumPy's OpenBLAS for one thread each
+#: (``openblas_set_num_threads_local``, OpenBLAS 0.3.27+; no effect where NumPy's BLAS has
+#: no such call): the threads' products then run side by side instead of each product
+#: waiting for the BLAS threads another product holds.
+ONE_BLAS_THREAD = True
+
+#: Whether a stride-1 convolution's input gradient is computed as a convolution of the
+#: output gradient with the flipped weight (its patches are copies, where col2im adds).
+FLIP = True
 
 #: Patch elements (``N * (C/G*kh*kw + 1) * G * Ho*Wo``) from which the NumPy kernel takes the
 #: wide layout and the thread pool; below it everything runs on the calling thread.
@@ -39,8 +68,105 @@ class NumpyConv2d(StridedConv2d):
     the passes over the patches split over the thread pool from :data:`THRESHOLD` patch
     elements, and the wide layout from ``ONE_PRODUCT_THREADS`` threads."""
 
+    #: ``True``: the tiled kernel (patches per tile of images, never the whole batch's);
+    #: ``False``: :class:`StridedConv2d`'s whole-batch im2col (kept as the reference).
+    tiled = True
+
     def __init__(self) -> None:
         super().__init__(np)
+
+    def forward(self, x: Any, w: Any, b: Any, stride: tuple[int, int],
+                padding: tuple[int, int, int, int], dilation: tuple[int, int],
+                groups: int) -> tuple[Any, Any]:
+        if not self.tiled:
+            return super().forward(x, w, b, stride, padding, dilation, groups)
+        n, c, h, wd = x.shape
+        o, cg, kh, kw = w.shape
+        pt, pb, pl, pr = padding
+        ho = out_size(h, kh, stride[0], pt, pb, dilation[0])
+        wo = out_size(wd, kw, stride[1], pl, pr, dilation[1])
+        geom = (stride, padding, dilation, groups, kh, kw, ho, wo)
+        hw = ho * wo
+        k = cg * kh * kw
+        og = o // groups
+        wm = np.ascontiguousarray(w).reshape(groups, og, k)
+        bias = None if b is None else b.reshape(groups, og, 1)
+        blocks = _tiles(n, groups * k * hw)
+        out = np.empty((n, o, ho, wo), dtype=x.dtype)
+        out4 = out.reshape(n, groups, og, hw)
+
+        def run(i: int, j: int) -> None:
+            for a, e in blocks[i:j]:
+                _conv_tile(x[a:e], wm, bias, geom, out4[a:e])
+
+        _pool_run(run, len(blocks), self._tile_threads(n * groups * k * hw))
+        return out, x
+
+    def backward(self, ctx: Any, x_shape: tuple[int, ...], w: Any, g: Any,
+                 stride: tuple[int, int], padding: tuple[int, int, int, int],
+                 dilation: tuple[int, int], groups: int, need_x: bool, need_w: bool,
+                 need_b: bool) -> tuple[Any, Any, Any]:
+        if not self.tiled or ctx is not None and ctx.shape != tuple(x_shape):
+            return super().backward(ctx, x_shape, w, g, stride, padding, dilation, groups,
+                                    need_x, need_w, need_b)
+        x = ctx
+        n = x_shape[0]
+        o, cg, kh, kw = w.shape
+        og = o // groups
+        ho, wo = g.shape[2:]
+        hw = ho * wo
+        k = cg * kh * kw
+        geom = (stride, padding, dilation, groups, kh, kw, ho, wo)
+        need_w = need_w and x is not None
+        db = g.sum(axis=(0, 2, 3)) if need_b else None
+        if not (need_x or need_w):
+            return None, None, db
+        g4 = g.reshape(n, groups, og, hw)
+        wt = np.ascontiguousarray(w).reshape(groups, og, k).transpose(0, 2, 1)
+        blocks = _tiles(n, groups * k * hw)
+        # the weight gradient's transpose per tile: patches @ g^T runs faster in the BLAS
+        # than g @ patches^T (the long axis of the patches stays their rows)
+        parts = np.empty((len(blocks), groups, k, og), dtype=g.dtype) if need_w else None
+        dx = np.empty(x_shape, dtype=g.dtype) if need_x else None
+        flip = _flipped(w, geom, x_shape) if need_x else None
+        if flip is not None:  # stride 1: dx is the convolution of g with the flipped weight
+            wf, geom_f = flip
+            dx4 = dx.reshape(n, groups, x_shape[1] // groups, x_shape[2] * x_shape[3])
+            fblocks = _tiles(n, groups * wf.shape[2] * dx4.shape[3])
+
+        def run(i: int, j: int) -> None:
+            for t in range(i, j):
+                a, e = blocks[t]
+                m = e - a
+                if need_w or flip is None:
+                    gm = scratch("conv_g", (groups, og, m * hw), g.dtype)
+                    gm.reshape(groups, og, m, hw)[...] = g4[a:e].transpose(1, 2, 0, 3)
+                if need_w:
+                    col = _im2col_tile(x[a:e], geom, k)
+                    np.matmul(col, gm.transpose(0, 2, 1), out=parts[t])
+                if need_x and flip is None:
+                    dcol = np.matmul(wt, gm, out=scratch("conv_col", (groups, k, m * hw),
+                                                         g.dtype))
+                    _col2im_tile(dcol, dx[a:e], geom)
+
+        threads = self._tile_threads(n * groups * k * hw)
+        if need_w or flip is None:
+            _pool_run(run, len(blocks), threads)
+        if flip is not None:
+            def run_dx(i: int, j: int) -> None:
+                for a, e in fblocks[i:j]:
+                    _conv_tile(g[a:e], wf, None, geom_f, dx4[a:e])
+
+            _pool_run(run_dx, len(fblocks), threads)
+        dw = None
+        if need_w:  # the tiles' partial sums added in tile order: the same on any threads
+            dw = parts[0] if len(blocks) == 1 else np.add.reduce(parts, axis=0)
+            dw = np.ascontiguousarray(dw.transpose(0, 2, 1)).reshape(o, cg, kh, kw)
+        return dx, dw, db
+
+    def _tile_threads(self, size: int) -> int:
+        """Pool threads for ``size`` patch elements (``1``: the calling thread only)."""
+        return max(self._threads(size), 1)
 
     def _threads(self, size: int) -> int:
         """Pool threads for ``size`` patch elements: 0 (the calling thread only) below
@@ -116,3 +242,153 @@ class NumpyConv2d(StridedConv2d):
 
             parallel_for(spread, n, threads)
         return dx, dw, db
+
+
+def _tiles(n: int, per_image: int) -> list[tuple[int, int]]:
+    """``[a, e)`` ranges of images of about :data:`TILE` patch elements each (the same
+    ranges on any number of threads)."""
+    step = max(1, TILE // max(per_image, 1))
+    return [(a, min(a + step, n)) for a in range(0, n, step)]
+
+
+def _padded_tile(x: Any, pads: tuple[int, int, int, int], slot: str) -> Any:
+    """``x`` zero-padded in the calling thread's scratch buffer ``slot`` (``x`` itself
+    without padding)."""
+    pt, pb, pl, pr = pads
+    if not (pt or pb or pl or pr):
+        return x
+    m, c, h, w = x.shape
+    buf = scratch(slot, (m, c, h + pt + pb, w + pl + pr), x.dtype)
+    buf[:, :, :pt] = 0
+    buf[:, :, pt + h:] = 0
+    buf[:, :, pt:pt + h, :pl] = 0
+    buf[:, :, pt:pt + h, pl + w:] = 0
+    buf[:, :, pt:pt + h, pl:pl + w] = x
+    return buf
+
+
+def _im2col_tile(x: Any, geom: tuple, k: int) -> Any:
+    """The ``(G, C/G*kh*kw, M*Ho*Wo)`` patches of the ``M`` images ``x`` in the calling
+    thread's scratch: one strided copy per tap."""
+    stride, pads, dilation, groups, kh, kw, ho, wo = geom
+    m, c = x.shape[:2]
+    cg = c // groups
+    src = _padded_tile(x, pads, "conv_pad")
+    col = scratch("conv_col", (groups, k, m * ho * wo), x.dtype)
+    taps = col.reshape(groups, cg, kh, kw, m, ho, wo)
+    s5 = src.reshape(m, groups, cg, *src.shape[2:]).transpose(1, 2, 0, 3, 4)
+    for a in range(kh):
+        for b in range(kw):
+            rs, cs = tap_slices(a, b, ho, wo, stride, dilation)
+            taps[:, :, a, b] = s5[:, :, :, rs, cs]
+    return col
+
+
+def _col2im_tile(dcol: Any, dx: Any, geom: tuple) -> None:
+    """``dx`` (``M`` images) from the patch gradient ``dcol`` (``(G, C/G*kh*kw,
+    M*Ho*Wo)``): one strided add per tap into a zeroed padded scratch buffer."""
+    stride, (pt, pb, pl, pr), dilation, groups, kh, kw, ho, wo = geom
+    m, c, h, w = dx.shape
+    cg = c // groups
+    padded = pt or pb or pl or pr
+    buf = scratch("conv_pad", (m, c, h + pt + pb, w + pl + pr), dx.dtype) if padded else dx
+    d7 = dcol.reshape(groups, cg, kh, kw, m, ho, wo)
+    dst = buf.reshape(m, groups, cg, *buf.shape[2:]).transpose(1, 2, 0, 3, 4)
+    first = True
+    for a in range(kh):
+        for b in range(kw):
+            rs, cs = tap_slices(a, b, ho, wo, stride, dilation)
+            if first:
+                buf[...] = 0
+                first = False
+            dst[:, :, :, rs, cs] += d7[:, :, a, b]
+    if padded:
+        dx[...] = buf[:, :, pt:pt + h, pl:pl + w]
+
+
+def _conv_tile(x: Any, wm: Any, bias: Any, geom: tuple, out: Any) -> None:
+    """The convolution of the images ``x`` into ``out`` (``(M, G, O/G, Ho*Wo)``): their
+    patches in the calling thread's scratch, one product per group, the bias (``(G, O/G,
+    1)`` or ``None``) added while the result is put in place."""
+    groups, og, k = wm.shape
+    m = x.shape[0]
+    hw = out.shape[3]
+    col = _im2col_tile(x, geom, k)
+    if m == 1 and out.flags.c_contiguous:  # one image: the product lands in place
+        np.matmul(wm, col, out=out[0])
+        if bias is not None:
+            np.add(out[0], bias, out=out[0])
+        return
+    prod = np.matmul(wm, col, out=scratch("conv_out", (groups, og, m * hw), x.dtype))
+    src = prod.reshape(groups, og, m, hw).transpose(2, 0, 1, 3)
+    if bias is None:
+        out[...] = src
+    else:
+        np.add(src, bias, out=out)
+
+
+def _flipped(w: Any, geom: tuple, x_shape: tuple[int, ...]) -> tuple[Any, tuple] | None:
+    """For a stride-1 convolution whose padding is at most the dilated kernel's reach, the
+    input gradient as a convolution of the output gradient: ``(weight matrix, geometry)``
+    of that convolution (the kernel flipped, its two channel axes swapped per group, the
+    padding ``d*(k-1) - p``); ``None`` otherwise (then the patch gradient and col2im)."""
+    stride, (pt, pb, pl, pr), (dh, dw), groups, kh, kw, ho, wo = geom
+    if stride != (1, 1) or not FLIP:
+        return None
+    eh, ew = dh * (kh - 1), dw * (kw - 1)
+    if max(pt, pb) > eh or max(pl, pr) > ew:
+        return None
+    o, cg = w.shape[:2]
+    og = o // groups
+    wf = w.reshape(groups, og, cg, kh, kw)[:, :, :, ::-1, ::-1].transpose(0, 2, 1, 3, 4)
+    wf = np.ascontiguousarray(wf).reshape(groups, cg, og * kh * kw)
+    h, wd = x_shape[2:]
+    return wf, ((1, 1), (eh - pt, eh - pb, ew - pl, ew - pr), (dh, dw), groups, kh, kw, h, wd)
+
+
+_blas_local: Any = False  # not looked up yet
+
+
+def _blas_threads_local() -> Any:
+    """NumPy's OpenBLAS ``openblas_set_num_threads_local`` (``None`` where there is none)."""
+    global _blas_local
+    if _blas_local is False:
+        _blas_local = None
+        root = os.path.dirname(os.path.dirname(np.__file__))
+        for path in sorted(glob.glob(os.path.join(root, "numpy.libs", "*openblas*"))
+                           + glob.glob(os.path.join(os.path.dirname(np.__file__), ".libs",
+                                                    "*openblas*"))):
+            try:
+                fn = ctypes.CDLL(path).openblas_set_num_threads_local
+            except (OSError, AttributeError):
+                continue
+            fn.restype, fn.argtypes = ctypes.c_int, [ctypes.c_int]
+            _blas_local = fn
+            break
+    return _blas_local
+
+
+def _pool_run(fn: Callable[[int, int], None], n: int, threads: int) -> None:
+    """``fn(t, t + 1)`` for each tile ``t`` of ``[0, n)``: on the calling thread, or with
+    several threads each taking the next tile not yet taken (a thread that the OS holds
+    back leaves its tiles to the others); with :data:`ONE_BLAS_THREAD` each thread asks
+    the BLAS for one thread while it works, and fewer tiles than threads run one after
+    the other on the calling thread (each product then on all of the BLAS's threads).
+    Every tile is computed the same way on any number of threads."""
+    local = _blas_threads_local() if ONE_BLAS_THREAD else None
+    if threads <= 1 or n <= 1 or local is not None and n < threads:
+        # fewer tiles than threads: one after the other, each product on all BLAS threads
+        fn(0, n)
+        return
+    ticket = itertools.count()
+
+    def work(i: int, j: int) -> None:
+        prev = local(1) if local is not None else None
+        try:
+            while (t := next(ticket)) < n:  # next() on a count is atomic under the GIL
+                fn(t, t + 1)
+        finally:
+            if local is not None:
+                local(prev)
+
+    parallel_for(work, threads, threads)

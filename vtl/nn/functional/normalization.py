@@ -248,6 +248,7 @@ def batch_norm(input: Any, running_mean: Any, running_var: Any, weight: Any = No
             raise ValueError(f"batch_norm(): {name} must have shape ({c},) for input of shape "
                              f"{_shape(input)}, got {_shape(t)}")
     shape = (1, c) + (1,) * (input.ndim - 2)
+    fused = None
     if training:
         axes = (0, *range(2, input.ndim))
         n = math.prod(input.shape[a] for a in axes)
@@ -256,7 +257,13 @@ def batch_norm(input: Any, running_mean: Any, running_var: Any, weight: Any = No
         if n == 1:
             raise ValueError(f"batch_norm(): expected more than 1 value per channel when "
                              f"training, got input of shape {_shape(input)}")
-        out, mean, var = _normalize(xp, input, axes, eps)
+        if isinstance(input, Tensor) and all(t is None or isinstance(t, Tensor)
+                                             for t in (weight, bias)):
+            fused = _batch_norm_tensor(input, weight, bias, eps)
+        if fused is not None:  # one graph node, the affine part included
+            out, mean, var = fused
+        else:
+            out, mean, var = _normalize(xp, input, axes, eps)
         if running_mean is not None:
             _write(running_mean, (1.0 - momentum) * detach(running_mean)
                    + momentum * xp.reshape(detach(mean), (c,)))
@@ -270,7 +277,120 @@ def batch_norm(input: Any, running_mean: Any, running_var: Any, weight: Any = No
         rm = xp.astype(xp.reshape(running_mean, shape), input.dtype)
         rv = xp.astype(xp.reshape(running_var, shape), input.dtype)
         out = (input - rm) / xp.sqrt(rv + eps)
+    if fused is not None:
+        return out
     return _affine(xp, out, weight, bias, shape)
+
+
+def _batch_norm_tensor(x: Tensor, w: Tensor | None, b: Tensor | None, eps: float
+                       ) -> tuple[Tensor, Tensor, Tensor] | None:
+    """Training-mode batch_norm of a tensor with the batch statistics, the affine part
+    included, as ONE graph node on the raw arrays (a few passes over memory each way,
+    where the composed ops make a dozen nodes): ``(out, mean, var)`` (the statistics
+    ``(1, C, 1, ...)``, biased variance, outside the graph), or ``None`` for arguments the
+    general path takes (mixed devices or dtypes)."""
+    dev = x._device
+    xd = x._data
+    dt = xd.dtype
+    for t in (w, b):
+        if t is not None and (t._device is not dev or t._data.dtype != dt):
+            return None
+    xp = dev.xp
+    c = xd.shape[1]
+    axes = (0, *range(2, xd.ndim))
+    shape = (1, c) + (1,) * (xd.ndim - 2)
+    wd = None if w is None else w._data
+    bd = None if b is None else b._data
+    kern = dev.backend.kernel("batch_norm")
+    res = None
+    if kern is not None and kern.supports(dt):
+        res = kern.forward(xd, wd, bd, eps)
+    if res is not None:
+        y, mean, var, saved = res
+        mean, var = xp.reshape(mean, shape), xp.reshape(var, shape)
+    else:
+        kern = None
+        mean = xp.mean(xd, axis=axes, keepdims=True)
+        d = xd - mean
+        var = xp.mean(d * d, axis=axes, keepdims=True)
+        rstd = 1.0 / xp.sqrt(var + eps)
+        scale = rstd if w is None else rstd * xp.reshape(wd, shape)
+        y = d * scale
+        if b is not None:
+            y = y + xp.reshape(bd, shape)
+        saved = (d, rstd)
+    stats = new(mean, dev), new(var, dev)
+    if needs_grad(x, w, b):
+        out = record(y, dev, "NativeBatchNormBackward", (x, w, b),
+                     partial(_batch_norm_vjp, kern, x, w, b, saved, eps), (x,))
+        return out, *stats
+    return new(y, dev), *stats
+
+
+def _batch_norm_vjp(kern: Any, x: Tensor, w: Tensor | None, b: Tensor | None, saved: Any,
+                    eps: float, g: Tensor, _: Any) -> tuple:
+    """The gradients of :func:`_batch_norm_tensor` (the backend's kernel where its forward
+    ran, else the portable rule on raw arrays): with ``xhat = d * rstd``, ``dx = rstd w (g -
+    mean(g) - xhat mean(g xhat))``, ``dw = sum(g xhat)``, ``db = sum(g)`` (means and sums
+    per channel)."""
+    need_x = x._requires_grad
+    need_w = w is not None and w._requires_grad
+    need_b = b is not None and b._requires_grad
+    xd = x._data
+    c = xd.shape[1]
+    axes = (0, *range(2, xd.ndim))
+    shape = (1, c) + (1,) * (xd.ndim - 2)
+    n = xd.size // c
+    if not _grad.enabled:  # plain backward: raw arrays
+        dev = g._device
+        xp = dev.xp
+        gd = g._data
+        res = None
+        if kern is not None:
+            res = kern.backward(saved, None if w is None else w._data, gd, need_x, need_w,
+                                need_b)
+        if res is not None:
+            dx, dw, db = res
+            return (None if dx is None else new(dx, dev),
+                    None if dw is None else new(dw, dev),
+                    None if db is None else new(db, dev))
+        if kern is not None:  # the kernel declined: the portable rule from its statistics
+            mu = xp.mean(xd, axis=axes, keepdims=True)
+            d = xd - mu
+            rstd = 1.0 / xp.sqrt(xp.mean(d * d, axis=axes, keepdims=True) + eps)
+        else:
+            d, rstd = saved
+        sg = xp.sum(gd, axis=axes, keepdims=True)
+        sgd = xp.sum(gd * d, axis=axes, keepdims=True)
+        dx = dw = db = None
+        if need_x:
+            scale = rstd if w is None else rstd * xp.reshape(w._data, shape)
+            k = scale * (rstd * rstd) * sgd / n
+            dx = gd * scale - (d * k + scale * sg / n)
+        if need_w:
+            dw = xp.reshape(sgd * rstd, (c,))
+        if need_b:
+            db = xp.reshape(sg, (c,))
+        return (None if dx is None else new(dx, dev),
+                None if dw is None else new(dw, dev),
+                None if db is None else new(db, dev))
+    import vtl  # create_graph: the same rule in vtl functions (recomputing the statistics)
+
+    mu = vtl.mean(x, axis=axes, keepdims=True)
+    dd = x - mu
+    r = 1.0 / vtl.sqrt(vtl.mean(dd * dd, axis=axes, keepdims=True) + eps)
+    xhat = dd * r
+    dx = dw = db = None
+    if need_x:
+        gw = g if w is None else g * vtl.reshape(w, shape)
+        c1 = vtl.mean(gw, axis=axes, keepdims=True)
+        c2 = vtl.mean(gw * xhat, axis=axes, keepdims=True)
+        dx = r * (gw - c1 - xhat * c2)
+    if need_w:
+        dw = vtl.sum(g * xhat, axis=axes)
+    if need_b:
+        db = vtl.sum(g, axis=axes)
+    return dx, dw, db
 
 
 def group_norm(input: Any, num_groups: int, weight: Any = None, bias: Any = None,  # noqa: A002
