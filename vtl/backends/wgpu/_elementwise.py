@@ -455,6 +455,13 @@ def _fast1(key):
     return f
 
 
+#: float16 unary functions computed in float32 and rounded once
+_F16_VIA_F32 = frozenset({
+    "sqrt", "reciprocal", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin",
+    "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh",
+})
+
+
 def _unary(name: str, x: WgpuArray) -> WgpuArray:
     x = _arg(x, name)
     rule = UNARY[name][0]
@@ -469,6 +476,10 @@ def _unary(name: str, x: WgpuArray) -> WgpuArray:
     if rule == "bool" and name == "logical_not" and dt != D.bool_:
         x = astype_raw(x, D.bool_)
         dt = D.bool_
+    if dt == D.float16 and name in _F16_VIA_F32:
+        # WGSL's float16 builtins may be several ulp off on hardware (and the helpers'
+        # series lose digits in float16): compute in float32 and round once
+        return astype_raw(_unary(name, astype_raw(x, D.float32)), dt)
     body = _body(UNARY, name, dt)
     if name in ("positive", "conj", "real") or (body == _ident and rule == "same"):
         out = empty(x._shape, dt)  # a new array, never an alias of the input
