@@ -155,8 +155,12 @@ def test_abandoned_iterator_mid_epoch_frees_its_thread():
 
 # -- Ctrl-C while the prefetch thread is stuck ------------------------------------------------
 _SCRIPT = """
-import sys, threading
+import signal, sys, threading
 from vtl.data import DataLoader, Dataset
+
+# Ctrl-C as in a terminal, also when the test run itself was started with SIGINT ignored
+# (a background job of a non-interactive shell), which this process would inherit
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 class Stuck(Dataset):
     def __len__(self):
