@@ -289,6 +289,27 @@ def test_fused_kernel_hook_is_used(monkeypatch):
     assert calls == [(6, (5, 0), 0, 0)]
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize(("n", "counter"), [(1, 0), (7, 2**32 - 1), (4 * (1 << 15) + 5, 2**64 - 9),
+                                            (3 * 4 * (1 << 15) + 2, 2**96 + 2**32 - 7)])
+def test_numpy_philox_kernel_equals_portable_words(n, counter, threads):
+    """The NumPy kernel (pieces of blocks on the thread pool, in-place rounds) gives the
+    portable generator's bits for any size, counter carry and thread count."""
+    from vtl.backends._common import threads as th
+    from vtl.backends.numpy.random import philox
+
+    key = (0x12345678, 0x9ABCDEF0)
+    saved = th._limit
+    th.set_limit(threads)
+    try:
+        got = philox(n, key, counter)
+    finally:
+        th._limit = saved
+    want = vr.philox_words(np, n, key, counter)
+    assert got.dtype == np.uint32 and got.shape == (n,)
+    np.testing.assert_array_equal(got, np.asarray(want))
+
+
 # -- errors ---------------------------------------------------------------------------------
 def test_errors(backend):
     g = vr.Generator(0)

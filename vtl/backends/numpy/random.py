@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._common.threads import parallel_for
+
 __all__ = ["philox"]
 
 _MASK = 0xFFFFFFFF
@@ -22,11 +24,34 @@ _LOW = np.uint64(_MASK)
 
 def philox(n: int, key: tuple[int, int], counter: int, index: int = 0) -> np.ndarray:
     """The first ``n`` words of the stream of ``key`` from block ``counter`` (a 1-D
-    ``uint32`` array; see ``vtl.backends.kernels.PhiloxKernel``)."""
+    ``uint32`` array; see ``vtl.backends.kernels.PhiloxKernel``).
+
+    Blocks are independent, so they are made in pieces of :data:`_CHUNK` blocks (four
+    ``uint64`` arrays that stay in cache, updated in place) spread over the kernels' thread
+    pool; the bits do not depend on the pieces or the threads."""
     nblocks = -(-n // 4)
     if nblocks >= 2**32:
         raise ValueError(f"vtl.random: cannot draw {n} words at once (at most 2**34)")
-    c = [np.arange(nblocks, dtype=np.uint64)]
+    out = np.empty((nblocks, 4), dtype=np.uint32)
+
+    def pieces(i: int, j: int) -> None:
+        for p in range(i, j):
+            _blocks(out, p * _CHUNK, min(nblocks, (p + 1) * _CHUNK), key, counter)
+
+    parallel_for(pieces, -(-nblocks // _CHUNK))
+    flat = out.reshape(-1)
+    return flat if 4 * nblocks == n else flat[:n]
+
+
+#: blocks per piece: 4 counter arrays and 2 products of 8 bytes each, 1.5 MiB in all
+_CHUNK = 1 << 15
+
+
+def _blocks(out: np.ndarray, start: int, stop: int, key: tuple[int, int],
+            counter: int) -> None:
+    """Blocks ``counter + start .. counter + stop - 1`` into ``out[start:stop]``."""
+    m = stop - start
+    c = [np.arange(start, stop, dtype=np.uint64)]
     c[0] += np.uint64(counter & _MASK)
     for limb in range(1, 4):  # the 128-bit counter + i, limb by limb with the carries
         prev = c[limb - 1]
@@ -36,26 +61,26 @@ def philox(n: int, key: tuple[int, int], counter: int, index: int = 0) -> np.nda
         c.append(w)
     c[3] &= _LOW
     c0, c1, c2, c3 = c
+    p0 = np.empty(m, dtype=np.uint64)
+    p1 = np.empty(m, dtype=np.uint64)
     k0, k1 = key
     for r in range(_ROUNDS):
         if r:
             k0 = (k0 + _W0) & _MASK
             k1 = (k1 + _W1) & _MASK
-        p0 = c0 * _M0
-        p1 = c2 * _M1
-        hi1 = p1 >> _SHIFT
-        hi1 ^= c1
-        hi1 ^= np.uint64(k0)
-        hi0 = p0 >> _SHIFT
-        hi0 ^= c3
-        hi0 ^= np.uint64(k1)
-        p1 &= _LOW
-        p0 &= _LOW
-        c0, c1, c2, c3 = hi1, p1, hi0, p0
-    out = np.empty((nblocks, 4), dtype=np.uint32)
-    out[:, 0] = c0
-    out[:, 1] = c1
-    out[:, 2] = c2
-    out[:, 3] = c3
-    flat = out.reshape(-1)
-    return flat if 4 * nblocks == n else flat[:n]
+        np.multiply(c0, _M0, out=p0)
+        np.multiply(c2, _M1, out=p1)
+        # (c0, c1, c2, c3) <- (hi(p1) ^ c1 ^ k0, lo(p1), hi(p0) ^ c3 ^ k1, lo(p0)), in place
+        np.right_shift(p1, _SHIFT, out=c0)
+        c0 ^= c1
+        c0 ^= np.uint64(k0)
+        np.bitwise_and(p1, _LOW, out=c1)
+        np.right_shift(p0, _SHIFT, out=c2)
+        c2 ^= c3
+        c2 ^= np.uint64(k1)
+        np.bitwise_and(p0, _LOW, out=c3)
+    block = out[start:stop]
+    block[:, 0] = c0
+    block[:, 1] = c1
+    block[:, 2] = c2
+    block[:, 3] = c3
