@@ -49,10 +49,9 @@ def load_cudnn() -> tuple[Any, str | None]:
 
 
 class CudnnConv2d(CupyConv2d):
-    """:class:`CupyConv2d` with forward and both gradients of ungrouped float32 (and
-    16-bit float) convolutions done by cuDNN."""
-
-    DTYPES = ("float32", "float16")
+    """:class:`CupyConv2d` with forward and both gradients of ungrouped float32
+    convolutions done by cuDNN (the kernel takes float32 and float64, as its base; float64
+    runs the im2col path)."""
 
     def __init__(self, cupy: Any, cudnn: Any, matmul: Any = None) -> None:
         super().__init__(cupy, matmul=matmul)
@@ -74,10 +73,6 @@ class CudnnConv2d(CupyConv2d):
             h = handles[dev] = self._cudnn.create_handle()
         self._cudnn.set_stream(handle=h, stream=self.m.cuda.get_current_stream().ptr)
         return h
-
-    def _dtype(self, dtype: Any) -> Any:
-        dt = self._cudnn.data_type
-        return {"float32": dt.FLOAT, "float16": dt.HALF}[np.dtype(dtype).name]
 
     def _allow_tf32(self) -> bool:
         try:
@@ -106,14 +101,16 @@ class CudnnConv2d(CupyConv2d):
 
     def _build(self, key: tuple) -> tuple:
         cudnn = self._cudnn
-        op, dtype, x_shape, w_shape, y_shape, pad, stride, dil, tf32 = key
-        dt = self._dtype(dtype)
+        op, _dtype, x_shape, w_shape, y_shape, pad, stride, dil, tf32 = key
+        dt = cudnn.data_type.FLOAT
         graph = cudnn.pygraph(io_data_type=dt, intermediate_data_type=cudnn.data_type.FLOAT,
                               compute_data_type=cudnn.data_type.FLOAT, handle=self._handle())
 
+        def strides(shape: tuple) -> list[int]:  # C-contiguous, in elements
+            return [int(s) for s in np.cumprod((1, *shape[:0:-1]))[::-1]]
+
         def tensor(name: str, shape: tuple) -> Any:
-            strides = [int(s) for s in np.cumprod((1, *shape[:0:-1]))[::-1]]
-            return graph.tensor(name=name, dim=list(shape), stride=strides, data_type=dt)
+            return graph.tensor(name=name, dim=list(shape), stride=strides(shape), data_type=dt)
 
         pre, post = [pad[0], pad[2]], [pad[1], pad[3]]
         common = {"pre_padding": pre, "post_padding": post, "stride": list(stride),
@@ -121,23 +118,21 @@ class CudnnConv2d(CupyConv2d):
         if op == "fprop":
             a, b = tensor("X", x_shape), tensor("W", w_shape)
             out = graph.conv_fprop(image=a, weight=b, **common)
-            out.set_output(True).set_dim(list(y_shape)).set_stride(
-                [int(s) for s in np.cumprod((1, *y_shape[:0:-1]))[::-1]])
+            shape = y_shape
         elif op == "dgrad":
             a, b = tensor("DY", y_shape), tensor("W", w_shape)
             out = graph.conv_dgrad(loss=a, filter=b, **common)
-            out.set_output(True).set_dim(list(x_shape)).set_stride(
-                [int(s) for s in np.cumprod((1, *x_shape[:0:-1]))[::-1]])
+            shape = x_shape
         else:  # wgrad
             a, b = tensor("X", x_shape), tensor("DY", y_shape)
             out = graph.conv_wgrad(image=a, loss=b, **common)
-            out.set_output(True).set_dim(list(w_shape)).set_stride(
-                [int(s) for s in np.cumprod((1, *w_shape[:0:-1]))[::-1]])
+            shape = w_shape
+        out.set_output(True).set_dim(list(shape)).set_stride(strides(shape))
         out.set_data_type(dt)
         graph.validate()
         graph.build_operation_graph()
         notes = [cudnn.numerical_note.NONDETERMINISTIC]
-        if dtype == "float32" and not tf32:  # tensor cores take float32 only as TF32
+        if not tf32:  # tensor cores take float32 only as TF32
             notes += [cudnn.numerical_note.DOWN_CONVERT_INPUTS,
                       cudnn.numerical_note.TENSOR_CORE]
         graph.deselect_numeric_notes(notes)
@@ -164,7 +159,7 @@ class CudnnConv2d(CupyConv2d):
                 tuple(stride), tuple(dilation), name == "float32" and self._allow_tf32())
 
     def _takes(self, dtype: Any, groups: int) -> bool:
-        return groups == 1 and np.dtype(dtype).name in self.DTYPES
+        return groups == 1 and np.dtype(dtype) == np.float32
 
     # -- the kernel contract --------------------------------------------------------------
     def forward_on_device(self, x: Any, w: Any, b: Any, stride: tuple[int, int],
