@@ -158,7 +158,7 @@ def _fused_attention(q: Any, k: Any, v: Any, attn_mask: Any, is_causal: bool,
             return None
         md = attn_mask._data
         if md.dtype == xp.bool:
-            md = xp.where(md, xp.zeros((), dtype=dt), xp.full((), -math.inf, dtype=dt))
+            md = _float_mask(xp, md, dt, True)
         elif xp.isdtype(md.dtype, "real floating"):
             md = xp.astype(md, dt)
         else:
