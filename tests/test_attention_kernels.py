@@ -33,33 +33,6 @@ RNG = np.random.default_rng(11)
 _EXTRA = r"""
 using std::exp; using std::log; using std::max; using std::min;
 #define __launch_bounds__(x)
-template <class V> static V __shfl_xor_sync(unsigned, V v, int m) {
-  return vtl_shfl(v, (int)((vtl_tid() & 31) ^ m));
-}
-template <class F> static void vtl_launch2(unsigned gx, unsigned gy, unsigned bx, F body) {
-  blockDim = {bx, 1, 1};
-  gridDim = {gx, gy, 1};
-  for (unsigned by = 0; by < gy; ++by)
-    for (unsigned b = 0; b < gx; ++b) {
-      std::barrier<> bar(bx);
-      vtl_block_bar = &bar;
-      std::vector<std::unique_ptr<std::barrier<>>> wb;
-      for (unsigned w = 0; w * 32 < bx; ++w) {
-        wb.emplace_back(new std::barrier<>(std::min(32u, bx - w * 32)));
-        vtl_warp_bar[w] = wb.back().get();
-      }
-      std::vector<std::thread> ts;
-      for (unsigned t = 0; t < bx; ++t)
-        ts.emplace_back([=] {
-          blockIdx = {b, by, 0};
-          threadIdx = {t, 0, 0};
-          body();
-          vtl_warp_bar[t >> 5]->arrive_and_drop();
-          vtl_block_bar->arrive_and_drop();
-        });
-      for (auto& th : ts) th.join();
-    }
-}
 """
 
 _GEO = ("int B2, int L, int S, long long mb1, long long mb2, long long ml, long long ms, "
@@ -81,7 +54,7 @@ def _host_source(code: str) -> str:
     suffix = "_tiled" if "vtl_attn_fwd_tiled" in code else ""
     launchers = "".join(
         f'extern "C" void launch_{name}{suffix}(unsigned gx, unsigned gy, unsigned bx, '
-        f"{ptrs}, {_GEO}) {{ vtl_launch2(gx, gy, bx, [=] {{ {name}{suffix}({args}, "
+        f"{ptrs}, {_GEO}) {{ vtl_launch(gx, gy, bx, 1, [=] {{ {name}{suffix}({args}, "
         f"{_GEO_ARGS}); }}); }}\n"
         for name, (ptrs, args) in _KERNELS.items())
     return _SHIM + _EXTRA + code.replace('extern "C" ', "") + launchers

@@ -85,30 +85,36 @@ static inline double __longlong_as_double(long long i) {
 #define __device__
 #define __forceinline__ inline
 #define __shared__ static
-template <class F> static void vtl_launch(unsigned gx, unsigned bx, unsigned by, F body) {
+template <class V> static V __shfl_xor_sync(unsigned, V v, int m) {
+  return vtl_shfl(v, (int)((vtl_tid() & 31) ^ m));
+}
+// a grid of gx x gy blocks of bx x by threads: blocks one after another, a thread per CUDA thread
+template <class F> static void vtl_launch(unsigned gx, unsigned gy, unsigned bx, unsigned by,
+                                          F body) {
   blockDim = {bx, by, 1};
-  gridDim = {gx, 1, 1};
+  gridDim = {gx, gy, 1};
   const unsigned n = bx * by;
-  for (unsigned b = 0; b < gx; ++b) {
-    std::barrier<> bar(n);
-    vtl_block_bar = &bar;
-    std::vector<std::unique_ptr<std::barrier<>>> wb;
-    for (unsigned w = 0; w * 32 < n; ++w) {
-      wb.emplace_back(new std::barrier<>(std::min(32u, n - w * 32)));
-      vtl_warp_bar[w] = wb.back().get();
+  for (unsigned y = 0; y < gy; ++y)
+    for (unsigned b = 0; b < gx; ++b) {
+      std::barrier<> bar(n);
+      vtl_block_bar = &bar;
+      std::vector<std::unique_ptr<std::barrier<>>> wb;
+      for (unsigned w = 0; w * 32 < n; ++w) {
+        wb.emplace_back(new std::barrier<>(std::min(32u, n - w * 32)));
+        vtl_warp_bar[w] = wb.back().get();
+      }
+      std::vector<std::thread> ts;
+      for (unsigned t = 0; t < n; ++t) {
+        ts.emplace_back([=] {
+          blockIdx = {b, y, 0};
+          threadIdx = {t % bx, t / bx, 0};
+          body();
+          vtl_warp_bar[t >> 5]->arrive_and_drop();  // exited threads do not hold barriers
+          vtl_block_bar->arrive_and_drop();
+        });
+      }
+      for (auto& th : ts) th.join();
     }
-    std::vector<std::thread> ts;
-    for (unsigned t = 0; t < n; ++t) {
-      ts.emplace_back([=] {
-        blockIdx = {b, 0, 0};
-        threadIdx = {t % bx, t / bx, 0};
-        body();
-        vtl_warp_bar[t >> 5]->arrive_and_drop();  // exited threads do not hold barriers
-        vtl_block_bar->arrive_and_drop();
-      });
-    }
-    for (auto& th : ts) th.join();
-  }
 }
 """
 
@@ -130,7 +136,7 @@ def _host_unit(k: int, spec, ctype: str, tctype: str) -> str:
     args = ", ".join(n for _, n in spec.params)
     return (f"namespace v{k} {{\n{src}"
             f'extern "C" void launch_{k}(unsigned gx, unsigned bx, unsigned by, {params}) {{\n'
-            f"  vtl_launch(gx, bx, by, [=] {{ {name}({args}); }});\n}}\n}}\n")
+            f"  vtl_launch(gx, 1, bx, by, [=] {{ {name}({args}); }});\n}}\n}}\n")
 
 
 @pytest.fixture(scope="module")
