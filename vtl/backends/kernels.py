@@ -216,24 +216,33 @@ class AttentionKernel(Protocol):
     """``kernel("attention")``: scaled dot-product attention fused into a few launches, with
     no ``(L, S)`` matrix in memory either way.
 
-    ``forward(q, k, v, mask, causal, scale, batch)`` takes ``(B, L, E)`` queries, ``(B, S,
-    E)`` keys and ``(B, S, Ev)`` values (``B = batch[0] * batch[1]``, the flattened batch
-    and head axes), ``mask``: ``None`` or an additive float mask of shape broadcastable to
-    ``(batch[0], batch[1], L, S)`` (4-D; ``-inf`` masks out), ``causal``: key ``j`` is
-    masked for query ``i < j``; returns ``(out, lse)``: ``softmax(q k^T scale + mask) v``
-    and the rows' log-sum-exp ``(B, L)`` (``+inf`` for rows with every key masked, whose
-    output is zero), or ``None`` to decline.
-    ``backward(q, k, v, out, lse, g, mask, causal, scale, batch)`` returns ``(dq, dk,
-    dv)``; rows with every key masked get zero gradients.
+    ``forward(q, k, v, mask, causal, scale, batch, dropout=None)`` takes ``(B, L, E)``
+    queries, ``(B, S, E)`` keys and ``(B, S, Ev)`` values (``B = batch[0] * batch[1]``, the
+    flattened batch and head axes), ``mask``: ``None`` or an additive float mask of shape
+    broadcastable to ``(batch[0], batch[1], L, S)`` (4-D; ``-inf`` masks out), ``causal``:
+    key ``j`` is masked for query ``i < j``; returns ``(out, lse)``: ``softmax(q k^T scale +
+    mask) v`` and the rows' log-sum-exp ``(B, L)`` (``+inf`` for rows with every key masked,
+    whose output is zero), or ``None`` to decline.
+
+    ``dropout``: ``None`` or ``(p, words)``, dropout of probability ``0 < p < 1`` on the
+    attention weights with the bits ``vtl.random`` would draw for them: ``words`` are the
+    Philox-4x32-10 counter (four words, low first) and key (two words) of the draw, as a
+    tuple of six ints or, inside a capture, a :class:`~vtl.backends._base.DynamicScalars`
+    of them. Weight ``(b, i, j)`` (flat index ``f = (b * L + i) * S + j``) uses word ``f %
+    4`` of the block ``counter + f // 4``; it is kept when ``(word >> 8) * 2**-24 >=
+    float32(p)`` and then scaled by ``1 / (1 - p)``. A kernel without dropout declines it.
+
+    ``backward(q, k, v, out, lse, g, mask, causal, scale, batch, dropout=None)`` returns
+    ``(dq, dk, dv)``; rows with every key masked get zero gradients.
     """
 
     def supports(self, dtype: Any) -> bool: ...
 
     def forward(self, q: Any, k: Any, v: Any, mask: Any, causal: bool, scale: float,
-                batch: tuple[int, int]) -> tuple[Any, Any] | None: ...
+                batch: tuple[int, int], dropout: Any = None) -> tuple[Any, Any] | None: ...
 
     def backward(self, q: Any, k: Any, v: Any, out: Any, lse: Any, g: Any, mask: Any,
-                 causal: bool, scale: float, batch: tuple[int, int]
+                 causal: bool, scale: float, batch: tuple[int, int], dropout: Any = None
                  ) -> tuple[Any, Any, Any]: ...
 
 

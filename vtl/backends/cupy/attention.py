@@ -741,8 +741,10 @@ class CupyAttention:
         return (m4, *(s // item for s in m4.strides), 1)
 
     def forward(self, q: Any, k: Any, v: Any, mask: Any, causal: bool, scale: float,
-                batch: tuple[int, int]) -> tuple[Any, Any] | None:
+                batch: tuple[int, int], dropout: Any = None) -> tuple[Any, Any] | None:
         cp = self._cp
+        if dropout is not None:
+            return None
         b, n_q, d = q.shape
         n_k, dv = v.shape[1], v.shape[2]
         if max(d, dv) > MAX_DIM or not (q.dtype == k.dtype == v.dtype) or \
@@ -763,7 +765,8 @@ class CupyAttention:
         return out, lse
 
     def backward(self, q: Any, k: Any, v: Any, out: Any, lse: Any, g: Any, mask: Any,
-                 causal: bool, scale: float, batch: tuple[int, int]) -> tuple[Any, Any, Any]:
+                 causal: bool, scale: float, batch: tuple[int, int], dropout: Any = None
+                 ) -> tuple[Any, Any, Any]:
         cp = self._cp
         b, n_q, d = q.shape
         n_k, dv = v.shape[1], v.shape[2]
