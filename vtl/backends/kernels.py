@@ -345,6 +345,47 @@ class PhiloxKernel(Protocol):
         ...
 
 
+@runtime_checkable
+class GradNormKernel(Protocol):
+    """``kernel("grad_norm")``: the joint norm of many arrays (gradient clipping) and their
+    scaling, each in a few launches whatever the number of arrays.
+
+    ``supports(dtype, norm_type)``: whether it takes arrays of ``dtype`` and that norm.
+    ``norm(arrays, norm_type)`` returns the ``norm_type`` norm of all the arrays' elements as
+    one vector (a 0-d array of their dtype, on their device), or ``None`` to decline (mixed
+    dtypes, non-contiguous arrays). ``clip_(arrays, norm, max_norm)`` multiplies every
+    array in place by ``min(max_norm / (norm + 1e-6), 1)`` computed on the device from the
+    0-d ``norm`` (nan stays nan); returns ``False`` to decline.
+    """
+
+    def supports(self, dtype: Any, norm_type: float) -> bool: ...
+
+    def norm(self, arrays: list[Any], norm_type: float) -> Any | None: ...
+
+    def clip_(self, arrays: list[Any], norm: Any, max_norm: float) -> bool: ...
+
+
+@runtime_checkable
+class DropoutKernel(Protocol):
+    """``kernel("dropout")``: dropout with ``vtl.random``'s bits, one launch each way and no
+    mask in memory.
+
+    ``forward(x, p, words)`` returns ``x * keep / (1 - p)`` (``0 < p < 1``), or ``None`` to
+    decline; ``backward(g, p, words)`` returns ``g * keep / (1 - p)``. ``words`` are the
+    Philox-4x32-10 counter (four words, low first) and key (two words) of the draw of one
+    word per element, as a tuple of six ints or, inside a capture, a
+    :class:`~vtl.backends._base.DynamicScalars`: element ``f`` (C order) uses word ``f % 4``
+    of the block ``counter + f // 4`` and is kept when ``(word >> 8) * 2**-24 >=
+    float32(p)``, as ``vtl.nn.functional.dropout`` draws them.
+    """
+
+    def supports(self, dtype: Any) -> bool: ...
+
+    def forward(self, x: Any, p: float, words: Any) -> Any | None: ...
+
+    def backward(self, g: Any, p: float, words: Any) -> Any: ...
+
+
 #: every kernel name vtl may look up, and its contract
 KERNELS: dict[str, type] = {
     "attention": AttentionKernel,
@@ -356,7 +397,9 @@ KERNELS: dict[str, type] = {
     "zero_where": ZeroWhereKernel,
     "minmax_backward": MinmaxBackwardKernel,
     "cross_entropy": CrossEntropyKernel,
+    "dropout": DropoutKernel,
     "gelu": GeluKernel,
+    "grad_norm": GradNormKernel,
     "layer_norm": LayerNormKernel,
     "batch_norm": BatchNormKernel,
     "lstm_cell": LstmCellKernel,

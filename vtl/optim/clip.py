@@ -13,7 +13,7 @@ from typing import Any
 from .._tensor import Tensor, _new
 from ..backends._dtypes import kind as _dkind
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_"]
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "clip_grads_with_norm_", "get_total_norm"]
 
 
 def _grads(parameters: Tensor | Iterable[Tensor]) -> list[Tensor]:
@@ -59,6 +59,87 @@ def _combine(xp: Any, norms: list[Any], norm_type: float) -> Any:
     return xp.sqrt(total) if norm_type == 2.0 else total ** (1.0 / norm_type)
 
 
+def _fused_norm(grads: list[Tensor], norm_type: float) -> tuple[Any, Any] | None:
+    """``(kernel, joint norm)`` through the device's ``grad_norm`` kernel (three launches),
+    or ``None`` where it does not apply (no kernel, several devices or dtypes)."""
+    dev = grads[0]._device
+    kern = dev.backend.kernel("grad_norm")
+    if kern is None:
+        return None
+    dt = grads[0]._data.dtype
+    if not kern.supports(dt, norm_type) or \
+            any(g._device is not dev or g._data.dtype != dt for g in grads):
+        return None
+    total = kern.norm([g._data for g in grads], norm_type)
+    return None if total is None else (kern, total)
+
+
+def _portable_norm(grads: list[Tensor], norm_type: float) -> Any:
+    """The joint norm from each gradient's norm (sums of squares for the 2-norm), on the
+    first gradient's device."""
+    dev = grads[0]._device
+    xp = dev.xp
+    squares = norm_type == 2.0
+    norms = []
+    for g in grads:
+        if g.size == 0:
+            continue
+        gxp = g._device.xp
+        if squares and g._data.dtype in (gxp.float32, gxp.float64):
+            n = gxp.vecdot(gxp.reshape(g._data, (-1,)), gxp.reshape(g._data, (-1,)))
+        else:
+            n = _norm(gxp, g._data, norm_type)
+            if squares:
+                n = n * n
+        if g._device is not dev:
+            n = _new(n, g._device).to(dev)._data
+        norms.append(xp.astype(n, xp.float32) if n.dtype == xp.float16 else n)
+    if not norms:
+        return xp.asarray(0.0, dtype=grads[0]._data.dtype, device=grads[0]._data.device)
+    dtype = norms[0].dtype
+    for n in norms[1:]:
+        dtype = xp.result_type(dtype, n.dtype)
+    norms = [xp.astype(n, dtype, copy=False) for n in norms]
+    if squares:
+        return xp.sqrt(_combine(xp, norms, 1.0))
+    return _combine(xp, norms, norm_type)
+
+
+def _total_norm(grads: list[Tensor], norm_type: float, error_if_nonfinite: bool
+                ) -> tuple[Any, Any]:
+    """``(grad_norm kernel or None, 0-d joint norm array)``; raises for a non-finite norm
+    when asked (the one read of a value back to the host)."""
+    fused = _fused_norm(grads, norm_type)
+    kern, total = (None, _portable_norm(grads, norm_type)) if fused is None else fused
+    xp = grads[0]._device.xp
+    if error_if_nonfinite and not bool(xp.all(xp.isfinite(total))):
+        raise RuntimeError(
+            f"clip_grad_norm_: the total norm of order {norm_type} of the gradients is "
+            "non-finite; set error_if_nonfinite=False to clip anyway"
+        )
+    return kern, total
+
+
+def _scale(grads: list[Tensor], total: Any, dev: Any, max_norm: float, kern: Any) -> None:
+    """Multiply every gradient by ``min(max_norm / (total + 1e-6), 1)`` in place."""
+    if kern is not None and kern.clip_([g._data for g in grads], total, max_norm):
+        for g in grads:
+            g._bump_version()
+        return
+    xp = dev.xp
+    # minimum with a Python scalar: a kernel argument, not an uploaded 0-d array
+    coef = xp.minimum(max_norm / (total + 1e-6), 1.0)
+    for g in grads:
+        gxp = g._device.xp
+        c = coef if g._device is dev else _new(coef, dev).to(g._device)._data
+        dt = g._data.dtype
+        if _dkind(dt) == "c":
+            dt = gxp.float32 if dt == gxp.complex64 else gxp.float64
+        c = gxp.astype(c, dt, copy=False)
+        g._data = g._data * c
+        g._bump_version()
+
+
 def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float,
                     norm_type: float = 2.0, error_if_nonfinite: bool = False,
                     foreach: bool | None = None) -> Tensor:
@@ -67,7 +148,9 @@ def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float,
 
     The norm is taken over all gradients as if concatenated into one vector;
     gradients are multiplied by ``min(1, max_norm / (total_norm + 1e-6))``
-    (PyTorch's rule). ``foreach`` is accepted for compatibility.
+    (PyTorch's rule). ``foreach`` is accepted for compatibility. Nothing is read back to
+    the host unless ``error_if_nonfinite``; on the cupy backend the 1-, 2- and inf-norms
+    of same-dtype gradients take three kernel launches in all.
 
     Args:
         parameters: A tensor or an iterable of tensors whose gradients are clipped (tensors without
@@ -99,40 +182,69 @@ def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float,
     if not grads:
         return vtl.asarray(0.0)
     dev = grads[0]._device
-    xp = dev.xp
-    norms = []
-    for g in grads:
-        if g.size == 0:
-            continue
-        n = _norm(g._device.xp, g._data, norm_type)
-        if g._device is not dev:
-            n = _new(n, g._device).to(dev)._data
-        norms.append(xp.astype(n, xp.float32) if n.dtype == xp.float16 else n)
-    if not norms:
-        return _new(xp.asarray(0.0, dtype=grads[0]._data.dtype, device=grads[0]._data.device),
-                    dev)
-    dtype = norms[0].dtype
-    for n in norms[1:]:
-        dtype = xp.result_type(dtype, n.dtype)
-    total = _combine(xp, [xp.astype(n, dtype) for n in norms], norm_type)
-    total_t = _new(total, dev)
-    if error_if_nonfinite and not bool(xp.all(xp.isfinite(total))):
-        raise RuntimeError(
-            f"clip_grad_norm_: the total norm of order {norm_type} of the gradients is "
-            "non-finite; set error_if_nonfinite=False to clip anyway"
-        )
-    # minimum with a Python scalar: a kernel argument, not an uploaded 0-d array
-    coef = xp.minimum(max_norm / (total + 1e-6), 1.0)
-    for g in grads:
-        gxp = g._device.xp
-        c = coef if g._device is dev else _new(coef, dev).to(g._device)._data
-        dt = g._data.dtype
-        if _dkind(dt) == "c":
-            dt = gxp.float32 if dt == gxp.complex64 else gxp.float64
-        c = gxp.astype(c, dt)
-        g._data = g._data * c
-        g._bump_version()
-    return total_t
+    kern, total = _total_norm(grads, norm_type, error_if_nonfinite)
+    _scale(grads, total, dev, max_norm, kern)
+    return _new(total, dev)
+
+
+def get_total_norm(tensors: Tensor | Iterable[Tensor], norm_type: float = 2.0,
+                   error_if_nonfinite: bool = False, foreach: bool | None = None) -> Tensor:
+    """The ``norm_type`` norm of ``tensors`` taken together as one vector (PyTorch's
+    ``torch.nn.utils.get_total_norm``: pass the gradients, e.g. ``[p.grad for p in
+    params]``).
+
+    Args:
+        tensors: A tensor or an iterable of tensors (``None`` entries are skipped).
+        norm_type: Order of the norm (``inf`` for the maximum).
+        error_if_nonfinite: Raise if the norm is nan or infinite.
+        foreach: Accepted for PyTorch compatibility.
+
+    Returns:
+        The joint norm, a 0-d tensor on the first tensor's device.
+
+    Raises:
+        RuntimeError: If ``error_if_nonfinite`` and the norm is nan or infinite.
+    """
+    import vtl
+
+    if isinstance(tensors, Tensor):
+        tensors = [tensors]
+    ts = [t for t in tensors if t is not None]
+    if not ts:
+        return vtl.asarray(0.0)
+    _, total = _total_norm(ts, float(norm_type), error_if_nonfinite)
+    return _new(total, ts[0]._device)
+
+
+def clip_grads_with_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float,
+                          total_norm: Tensor, foreach: bool | None = None) -> None:
+    """Scale the gradients in place by ``min(1, max_norm / (total_norm + 1e-6))``, given
+    their joint norm (PyTorch's ``torch.nn.utils.clip_grads_with_norm_``; with
+    :func:`get_total_norm` it splits :func:`clip_grad_norm_` in two).
+
+    Args:
+        parameters: A tensor or an iterable of tensors whose gradients are scaled.
+        max_norm: Largest allowed joint norm.
+        total_norm: The joint norm of the gradients (a 0-d tensor).
+        foreach: Accepted for PyTorch compatibility.
+
+    Raises:
+        TypeError: If ``total_norm`` is not a Tensor.
+    """
+    if not isinstance(total_norm, Tensor):
+        raise TypeError(f"clip_grads_with_norm_(): total_norm must be a Tensor, got "
+                        f"{type(total_norm).__name__}")
+    grads = _grads(parameters)
+    if not grads:
+        return
+    dev = grads[0]._device
+    total = total_norm.to(dev)._data
+    kern = dev.backend.kernel("grad_norm")
+    dt = grads[0]._data.dtype
+    if kern is not None and not (kern.supports(dt, 2.0) and total.dtype == dt and all(
+            g._device is dev and g._data.dtype == dt for g in grads)):
+        kern = None
+    _scale(grads, total, dev, float(max_norm), kern)
 
 
 def clip_grad_value_(parameters: Tensor | Iterable[Tensor], clip_value: float,

@@ -169,7 +169,7 @@ def register(backend: Backend, cupy: Any, xp: Any) -> None:
     ``matmul``: one direct cuBLAS call)."""
     from .attention import CupyAttention
     from .conv import CupyConv2d
-    from .optim import MultiTensorApply
+    from .optim import CupyGradNorm, MultiTensorApply
     from .pool import CupyPool2d
     from .random import Philox
     from .rnn import GruCell, LstmCell
@@ -192,4 +192,5 @@ def register(backend: Backend, cupy: Any, xp: Any) -> None:
     backend.register_kernel("lstm_cell", LstmCell(cupy))
     backend.register_kernel("gru_cell", GruCell(cupy))
     backend.register_kernel("multi_tensor_apply", MultiTensorApply(cupy))
+    backend.register_kernel("grad_norm", CupyGradNorm(cupy))
     backend.register_kernel("philox", Philox(cupy))

@@ -15,6 +15,7 @@ for testing.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -83,6 +84,39 @@ def cuda_source(prog: Any, dtype: Any, name: str = "multi_tensor_apply",
 _TABLES = 64
 
 
+class PointerTables:
+    """Pointer and start tables of multi-tensor kernels on the device, made once per distinct
+    table (the same parameters and states give the same table every step) and kept (at most
+    :data:`_TABLES`). They are copied from pinned host memory, kept with them, on the
+    current stream: the copy does not wait for the device, and a captured step
+    (``vtl.compile``) can hold it."""
+
+    def __init__(self, cupy: Any) -> None:
+        self._cp = cupy
+        self._cache: dict[tuple, tuple[Any, Any, Any]] = {}
+
+    def get(self, device: int, ptrs: np.ndarray, starts: np.ndarray) -> tuple[Any, Any]:
+        """``(pointers as uint64, starts as int64)`` on the current device."""
+        key = (device, ptrs.tobytes(), starts.tobytes())
+        hit = self._cache.get(key)
+        if hit is None:
+            cp = self._cp
+            import cupyx
+
+            if len(self._cache) >= _TABLES:
+                self._cache.clear()
+            stream = cp.cuda.get_current_stream()
+            host = cupyx.empty_pinned(ptrs.size + starts.size, dtype=np.int64)
+            host[:ptrs.size] = ptrs.ravel().view(np.int64)
+            host[ptrs.size:] = starts
+            dev = cp.empty(host.size, dtype=np.int64)
+            # cudaMemcpyAsync itself: CuPy's set() refuses a stream that is being captured
+            cp.cuda.runtime.memcpyAsync(dev.data.ptr, host.ctypes.data, host.nbytes,
+                                        cp.cuda.runtime.memcpyHostToDevice, stream.ptr)
+            hit = self._cache[key] = (dev[:ptrs.size].view(np.uint64), dev[ptrs.size:], host)
+        return hit[0], hit[1]
+
+
 class MultiTensorApply:
     """The ``multi_tensor_apply`` kernel: ``kern(program, tensors, scalars)``.
 
@@ -95,7 +129,7 @@ class MultiTensorApply:
     def __init__(self, cupy: Any) -> None:
         self._cp = cupy
         self._compiled: dict[tuple, Any] = {}
-        self._table_cache: dict[tuple, tuple[Any, Any, Any]] = {}
+        self._tables = PointerTables(cupy)
 
     def supports(self, dtype: Any) -> bool:
         return np.dtype(dtype) in CTYPES
@@ -107,31 +141,6 @@ class MultiTensorApply:
             src = cuda_source(prog, dtype, scalars_in_memory=in_memory)
             kern = self._compiled[key] = self._cp.RawKernel(src, "multi_tensor_apply")
         return kern
-
-    def _tables(self, device: int, ptrs: np.ndarray, starts: np.ndarray) -> tuple[Any, Any]:
-        """The pointer and start tables on the device, made once per distinct table (the
-        same parameters and states give the same table every step). They are copied from
-        pinned host memory, kept with them, on the current stream: the copy does not wait
-        for the device, and a captured step (``vtl.compile``) can hold it."""
-        key = (device, ptrs.tobytes(), starts.tobytes())
-        hit = self._table_cache.get(key)
-        if hit is None:
-            cp = self._cp
-            import cupyx
-
-            if len(self._table_cache) >= _TABLES:
-                self._table_cache.clear()
-            stream = cp.cuda.get_current_stream()
-            host = cupyx.empty_pinned(ptrs.size + starts.size, dtype=np.int64)
-            host[:ptrs.size] = ptrs.ravel().view(np.int64)
-            host[ptrs.size:] = starts
-            dev = cp.empty(host.size, dtype=np.int64)
-            # cudaMemcpyAsync itself: CuPy's set() refuses a stream that is being captured
-            cp.cuda.runtime.memcpyAsync(dev.data.ptr, host.ctypes.data, host.nbytes,
-                                        cp.cuda.runtime.memcpyHostToDevice, stream.ptr)
-            hit = self._table_cache[key] = (dev[:ptrs.size].view(np.uint64), dev[ptrs.size:],
-                                            host)
-        return hit[0], hit[1]
 
     def __call__(self, prog: Any, tensors: list[tuple[Any, ...]],
                  scalars: tuple[float, ...]) -> None:
@@ -160,10 +169,192 @@ class MultiTensorApply:
         dynamic = isinstance(scalars, DynamicScalars)
         with tensors[0][0].device as device:
             kern = self._kernel(prog, dtype, dynamic)
-            d_ptrs, d_starts = self._tables(device.id, ptrs, starts)
+            d_ptrs, d_starts = self._tables.get(device.id, ptrs, starts)
             blocks = min((total + 255) // 256, 65536)
             tail = (scalars.where,) if dynamic else tuple(dtype.type(s) for s in scalars)
             args = (d_ptrs, d_starts, np.int32(len(tensors)), np.int64(total), *tail)
             kern((blocks,), (256,), args)
             for orig, c in copies:
                 orig[...] = c
+
+# -- gradient clipping: kernel("grad_norm") -------------------------------------------------
+# The joint norm of many gradients and their clipping in three launches whatever the number
+# of tensors: ``vtl_norm_partials`` folds every element of every tensor (one index space,
+# the pointer tables above) into one partial result per block (``|x|``, ``x * x`` or
+# ``max |x|``); ``vtl_norm_finalize`` (one block) reduces the partials in a fixed order and
+# writes the norm; ``vtl_clip_scale`` multiplies every element by ``min(max_norm / (norm +
+# 1e-6), 1)`` computed on the device (PyTorch's rule; a nan norm gives nan). The grid
+# depends only on the element count, so the result is deterministic.
+
+#: gradient clipping's kernels: threads per block, most blocks of a launch, the norms and
+#: their codes in the kernels
+NORM_BLOCK = 256
+NORM_MAX_BLOCKS = 1024
+NORM_KINDS = {math.inf: 0, 1.0: 1, 2.0: 2}
+
+_NORM_SOURCE = r"""
+typedef {T} T;
+#define NORM_BLOCK {BLOCK}
+
+__device__ __forceinline__ T vtl_fold(T acc, T x, int kind) {{
+    if (kind == 0) return (x > acc || x != x) ? x : acc;  /* max, nan wins */
+    return kind == 1 ? acc + x : acc + x * x;
+}}
+
+__device__ __forceinline__ T vtl_block_fold(T acc, int kind, T* red) {{
+    red[threadIdx.x] = acc;
+    __syncthreads();
+    for (int s = NORM_BLOCK / 2; s > 0; s >>= 1) {{
+        if ((int)threadIdx.x < s) {{
+            const T a = red[threadIdx.x], b = red[threadIdx.x + s];
+            red[threadIdx.x] = kind == 0 ? vtl_fold(a, b, 0) : a + b;
+        }}
+        __syncthreads();
+    }}
+    return red[0];
+}}
+
+__device__ __forceinline__ int vtl_tensor_of(const long long* starts, int ntensors,
+                                             long long i) {{
+    int lo = 0, hi = ntensors - 1;
+    while (lo < hi) {{
+        const int mid = (lo + hi + 1) >> 1;
+        if (starts[mid] <= i) lo = mid; else hi = mid - 1;
+    }}
+    return lo;
+}}
+
+extern "C" __global__ void vtl_norm_partials(const unsigned long long* __restrict__ ptrs,
+        const long long* __restrict__ starts, const int ntensors, const long long total,
+        const int kind, T* __restrict__ partials) {{
+    __shared__ T red[NORM_BLOCK];
+    T acc = 0;
+    const long long stride = (long long)NORM_BLOCK * gridDim.x;
+    for (long long i = (long long)blockIdx.x * NORM_BLOCK + threadIdx.x; i < total;
+         i += stride) {{
+        const int t = vtl_tensor_of(starts, ntensors, i);
+        const T x = ((const T*)ptrs[t])[i - starts[t]];
+        acc = vtl_fold(acc, x < 0 ? -x : x, kind);
+    }}
+    const T r = vtl_block_fold(acc, kind, red);
+    if (threadIdx.x == 0) partials[blockIdx.x] = r;
+}}
+
+extern "C" __global__ void vtl_norm_finalize(const T* __restrict__ partials, const int n,
+                                             const int kind, T* __restrict__ out) {{
+    __shared__ T red[NORM_BLOCK];
+    T acc = 0;
+    for (int i = threadIdx.x; i < n; i += NORM_BLOCK) acc = kind == 0 ?
+        vtl_fold(acc, partials[i], 0) : acc + partials[i];
+    const T r = vtl_block_fold(acc, kind, red);
+    if (threadIdx.x == 0) out[0] = kind == 2 ? sqrt(r) : r;
+}}
+
+extern "C" __global__ void vtl_clip_scale(const unsigned long long* __restrict__ ptrs,
+        const long long* __restrict__ starts, const int ntensors, const long long total,
+        const T* __restrict__ norm, const T max_norm) {{
+    T c = max_norm / (norm[0] + (T)1e-6);
+    c = c > (T)1 ? (T)1 : c;  /* nan stays nan */
+    const long long stride = (long long)NORM_BLOCK * gridDim.x;
+    for (long long i = (long long)blockIdx.x * NORM_BLOCK + threadIdx.x; i < total;
+         i += stride) {{
+        const int t = vtl_tensor_of(starts, ntensors, i);
+        T* p = (T*)ptrs[t];
+        p[i - starts[t]] *= c;
+    }}
+}}
+"""
+
+
+def norm_cuda_source(dtype: Any) -> str:
+    """The CUDA source of gradient clipping's three kernels for ``dtype`` (float32 or
+    float64)."""
+    return _NORM_SOURCE.format(T=CTYPES[np.dtype(dtype)], BLOCK=NORM_BLOCK)
+
+
+class CupyGradNorm:
+    """``kernel("grad_norm")`` (see ``vtl.backends.kernels.GradNormKernel``)."""
+
+    def __init__(self, cupy: Any) -> None:
+        self._cp = cupy
+        self._kernels: dict[tuple[str, str], Any] = {}
+        self._tables = PointerTables(cupy)
+
+    def supports(self, dtype: Any, norm_type: float) -> bool:
+        return np.dtype(dtype) in CTYPES and float(norm_type) in NORM_KINDS
+
+    def _kernel(self, name: str, dtype: np.dtype) -> Any:
+        key = (name, dtype.name)
+        kern = self._kernels.get(key)
+        if kern is None:
+            kern = self._kernels[key] = self._cp.RawKernel(norm_cuda_source(dtype), name)
+        return kern
+
+    def _layout(self, arrays: list[Any]) -> tuple[Any, Any, int, int] | None:
+        """Device pointer and start tables, the tensor count and the element count; ``None``
+        when the arrays do not share one float dtype or are not contiguous."""
+        arrays = [a for a in arrays if a.size]
+        if not arrays:
+            return None
+        dtype = np.dtype(arrays[0].dtype)
+        if dtype not in CTYPES or any(a.dtype != dtype or not a.flags.c_contiguous
+                                      for a in arrays):
+            return None
+        ptrs = np.array([self._address(a) for a in arrays], dtype=np.uint64)
+        sizes = np.array([a.size for a in arrays], dtype=np.int64)
+        starts = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
+        d_ptrs, d_starts = self._tables.get(self._device_id(arrays[0]), ptrs, starts)
+        return d_ptrs, d_starts, len(arrays), int(sizes.sum())
+
+    @staticmethod
+    def _address(a: Any) -> int:
+        return a.data.ptr
+
+    @staticmethod
+    def _device_id(a: Any) -> int:
+        return a.device.id
+
+    @staticmethod
+    def _device(a: Any) -> Any:
+        return a.device
+
+    @staticmethod
+    def _blocks(total: int) -> int:
+        return max(1, min(-(-total // NORM_BLOCK), NORM_MAX_BLOCKS))
+
+    def norm(self, arrays: list[Any], norm_type: float) -> Any | None:
+        if not arrays or float(norm_type) not in NORM_KINDS:
+            return None
+        cp = self._cp
+        dtype = np.dtype(arrays[0].dtype)
+        with self._device(arrays[0]):
+            layout = self._layout(arrays)
+            if layout is None:
+                return None
+            ptrs, starts, n, total = layout
+            kind = np.int32(NORM_KINDS[float(norm_type)])
+            blocks = self._blocks(total)
+            partials = cp.empty(blocks, dtype=dtype)
+            self._kernel("vtl_norm_partials", dtype)(
+                (blocks,), (NORM_BLOCK,), (ptrs, starts, np.int32(n), np.int64(total), kind,
+                                      partials))
+            out = cp.empty((), dtype=dtype)
+            self._kernel("vtl_norm_finalize", dtype)(
+                (1,), (NORM_BLOCK,), (partials, np.int32(blocks), kind, out))
+        return out
+
+    def clip_(self, arrays: list[Any], norm: Any, max_norm: float) -> bool:
+        if not arrays:
+            return True
+        dtype = np.dtype(arrays[0].dtype)
+        if norm.dtype != dtype:
+            return False
+        with self._device(arrays[0]):
+            layout = self._layout(arrays)
+            if layout is None:
+                return False
+            ptrs, starts, n, total = layout
+            self._kernel("vtl_clip_scale", dtype)(
+                (self._blocks(total),), (NORM_BLOCK,),
+                (ptrs, starts, np.int32(n), np.int64(total), norm, dtype.type(max_norm)))
+        return True

@@ -6,10 +6,15 @@ re-exported here under PyTorch's names.
 
 from __future__ import annotations
 
-from ...optim.clip import clip_grad_norm_, clip_grad_value_
+from ...optim.clip import (
+    clip_grad_norm_,
+    clip_grad_value_,
+    clip_grads_with_norm_,
+    get_total_norm,
+)
 from . import rnn
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_"]
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "clip_grads_with_norm_", "get_total_norm"]
 
 from . import parametrizations, parametrize  # noqa: E402
 from .convert_parameters import parameters_to_vector, vector_to_parameters  # noqa: E402

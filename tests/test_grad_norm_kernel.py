@@ -1,0 +1,334 @@
+"""Gradient clipping's fused kernel (``kernel("grad_norm")``, ``vtl/backends/cupy/optim.py``)
+and the portable path it replaces.
+
+* On the host (given a C++20 compiler): the CUDA source is compiled with the emulation of
+  the CUDA built-ins of ``test_cupy_nn_kernels`` and driven through the real
+  ``CupyGradNorm`` wrapper by a stand-in for CuPy; the norms (1, 2, inf, with nan and inf
+  elements) and the clipping are compared with NumPy.
+* The emulated kernel registered as the numpy backend's ``grad_norm`` kernel runs behind
+  ``clip_grad_norm_``, ``get_total_norm`` and ``clip_grads_with_norm_``: same results as the
+  portable path, in three launches.
+* Every backend: the portable path against NumPy, and ``get_total_norm`` +
+  ``clip_grads_with_norm_`` equal to ``clip_grad_norm_``.
+* On a GPU (the cupy backend): the kernel against the portable path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import math
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+from helpers import to_numpy
+from test_cupy_nn_kernels import _SHIM
+
+import vtl
+from vtl.backends.cupy import optim as G
+from vtl.nn.utils import clip_grad_norm_, clip_grads_with_norm_, get_total_norm
+
+RNG = np.random.default_rng(5)
+
+_LAUNCHERS = r"""
+using std::sqrt;
+extern "C" void launch_vtl_norm_partials(unsigned gx, const unsigned long long* ptrs,
+    const long long* starts, int n, long long total, int kind, T* partials) {
+  vtl_launch(gx, 1, NORM_BLOCK, 1,
+             [=] { vtl_norm_partials(ptrs, starts, n, total, kind, partials); });
+}
+extern "C" void launch_vtl_norm_finalize(unsigned gx, const T* partials, int n, int kind,
+                                         T* out) {
+  vtl_launch(gx, 1, NORM_BLOCK, 1, [=] { vtl_norm_finalize(partials, n, kind, out); });
+}
+extern "C" void launch_vtl_clip_scale(unsigned gx, const unsigned long long* ptrs,
+    const long long* starts, int n, long long total, const T* norm, T max_norm) {
+  vtl_launch(gx, 1, NORM_BLOCK, 1, [=] { vtl_clip_scale(ptrs, starts, n, total, norm, max_norm); });
+}
+"""
+
+
+class _HostFunction:
+    def __init__(self, fn, dt, log):
+        self.fn, self.dt, self.log = fn, dt, log
+
+    def __call__(self, grid, block, args):
+        (gx,) = grid
+        assert block == (G.NORM_BLOCK,) and 1 <= gx <= G.NORM_MAX_BLOCKS
+        conv = []
+        for a in args:
+            if isinstance(a, np.ndarray):
+                assert a.flags.c_contiguous
+                conv.append(ctypes.c_void_p(a.ctypes.data))
+            elif type(a) is np.int32:
+                conv.append(ctypes.c_int(int(a)))
+            elif type(a) is np.int64:
+                conv.append(ctypes.c_longlong(int(a)))
+            else:
+                assert type(a) is self.dt.type, type(a)
+                conv.append((ctypes.c_float if self.dt == np.float32 else ctypes.c_double)(a))
+        self.log.append(self.fn.__name__)
+        self.fn(ctypes.c_uint(gx), *conv)
+
+
+class FakeCupy:
+    """The CuPy calls of ``CupyGradNorm``, on NumPy arrays; ``RawKernel`` builds the CUDA
+    source for the host."""
+
+    def __init__(self, tmp, cxx):
+        self.tmp, self.cxx, self.built, self.log = tmp, cxx, {}, []
+
+    def RawKernel(self, code, name):  # noqa: N802
+        lib = self.built.get(code)
+        if lib is None:
+            k = len(self.built)
+            (self.tmp / f"g{k}.cpp").write_text(
+                _SHIM + code.replace('extern "C" __global__', "static") + _LAUNCHERS)
+            r = subprocess.run([self.cxx, "-std=c++20", "-O1", "-pthread", "-shared", "-fPIC",
+                                "-o", str(self.tmp / f"g{k}.so"), str(self.tmp / f"g{k}.cpp")],
+                               capture_output=True, text=True)
+            if r.returncode:
+                if "barrier" in r.stderr and "No such file" in r.stderr:
+                    pytest.skip("the C++ compiler lacks <barrier>")
+                raise AssertionError(r.stderr[-4000:])
+            lib = self.built[code] = ctypes.CDLL(str(self.tmp / f"g{k}.so"))
+        dt = np.dtype(np.float64 if "typedef double T;" in code else np.float32)
+        return _HostFunction(getattr(lib, f"launch_{name}"), dt, self.log)
+
+    def empty(self, shape, dtype):
+        return np.full(shape, np.nan, dtype)
+
+
+class _Tables:
+    def get(self, device, ptrs, starts):
+        return ptrs, starts
+
+
+class HostGradNorm(G.CupyGradNorm):
+    """The real wrapper with host addresses and no CUDA device."""
+
+    def __init__(self, fake):
+        super().__init__(fake)
+        self._tables = _Tables()
+
+    @staticmethod
+    def _address(a):
+        return a.ctypes.data
+
+    @staticmethod
+    def _device_id(a):
+        return 0
+
+    @staticmethod
+    def _device(a):
+        return contextlib.nullcontext()
+
+
+@pytest.fixture(scope="module")
+def fake_cupy(tmp_path_factory):
+    cxx = shutil.which("g++") or shutil.which("clang++")
+    if cxx is None:
+        pytest.skip("no C++ compiler")
+    return FakeCupy(tmp_path_factory.mktemp("gradnorm"), cxx)
+
+
+@pytest.fixture(scope="module")
+def host_kernel(fake_cupy):
+    return HostGradNorm(fake_cupy)
+
+
+def _np_norm(arrays, p):
+    flat = np.concatenate([a.ravel().astype(np.float64) for a in arrays])
+    if math.isinf(p):
+        return np.max(np.abs(flat)) if flat.size else 0.0
+    return np.sum(np.abs(flat) ** p) ** (1.0 / p)
+
+
+def _arrays(dt, sizes=((3, 7), (1000,), (0,), (257, 3), (5,))):
+    return [RNG.standard_normal(s).astype(dt) for s in sizes]
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("p", [1.0, 2.0, math.inf])
+def test_host_kernel_norm_and_clip(host_kernel, dt, p):
+    arrays = _arrays(dt)
+    want = _np_norm(arrays, p)
+    got = host_kernel.norm(arrays, p)
+    assert got.shape == () and got.dtype == dt
+    tol = 1e-5 if dt == np.float32 else 1e-12
+    np.testing.assert_allclose(got, want, rtol=tol)
+    before = [a.copy() for a in arrays]
+    for max_norm in (want / 3, want * 3):
+        arrays = [b.copy() for b in before]
+        assert host_kernel.clip_(arrays, got, float(max_norm))
+        coef = min(dt(max_norm) / (got + dt(1e-6)), 1.0)
+        for a, b in zip(arrays, before, strict=True):
+            np.testing.assert_allclose(a, b * coef, rtol=tol, atol=0)
+
+
+def test_host_kernel_many_blocks_is_deterministic(host_kernel):
+    # more elements than MAX_BLOCKS * BLOCK threads: each thread folds several
+    arrays = [RNG.standard_normal(G.NORM_MAX_BLOCKS * G.NORM_BLOCK + 999).astype(np.float32),
+              RNG.standard_normal(77).astype(np.float32)]
+    a, b = host_kernel.norm(arrays, 2.0), host_kernel.norm(arrays, 2.0)
+    assert a.tobytes() == b.tobytes()
+    np.testing.assert_allclose(a, _np_norm(arrays, 2.0), rtol=1e-5)
+
+
+@pytest.mark.parametrize("p", [1.0, 2.0, math.inf])
+def test_host_kernel_special_values(host_kernel, p):
+    a = _arrays(np.float32, ((40,), (9,)))
+    a[1][3] = np.inf
+    assert host_kernel.norm(a, p) == np.inf
+    a[0][5] = np.nan
+    assert np.isnan(host_kernel.norm(a, p))
+    # a nan norm turns every gradient nan (PyTorch's rule)
+    assert host_kernel.clip_(a, np.asarray(np.nan, np.float32), 1.0)
+    assert np.isnan(a[0]).all() and np.isnan(a[1]).all()
+
+
+def test_host_kernel_declines(host_kernel):
+    f32 = np.ones(3, np.float32)
+    assert host_kernel.norm([f32, np.ones(3, np.float64)], 2.0) is None  # mixed dtypes
+    assert host_kernel.norm([np.ones((4, 4), np.float32)[:, ::2]], 2.0) is None
+    assert host_kernel.norm([f32], 3.0) is None  # a norm it does not compute
+    assert host_kernel.norm([np.ones(0, np.float32)], 2.0) is None
+    assert not host_kernel.supports(np.float16, 2.0)
+    assert not host_kernel.supports(np.float32, 0.5)
+    assert host_kernel.supports(np.float64, math.inf)
+    assert not host_kernel.clip_([f32], np.asarray(1.0), 1.0)  # norm of another dtype
+
+
+@contextlib.contextmanager
+def grad_norm_kernel_on_numpy(kern):
+    be = vtl.backends.get("numpy")
+    be.kernel("conv2d")  # the backend's kernels are registered on first use
+    saved = be._kernels.get("grad_norm")
+    be._kernels["grad_norm"] = kern
+    try:
+        yield
+    finally:
+        if saved is None:
+            be._kernels.pop("grad_norm")
+        else:
+            be._kernels["grad_norm"] = saved
+
+
+def _params(dt, backend="numpy"):
+    ps = []
+    for a in _arrays(dt, ((4, 3), (3,), (17, 2))):
+        p = vtl.asarray(a, device=backend, requires_grad=True)
+        p.grad = vtl.asarray(RNG.standard_normal(a.shape).astype(dt), device=backend)
+        ps.append(p)
+    return ps
+
+
+@pytest.mark.parametrize("p", [1.0, 2.0, math.inf])
+def test_clip_grad_norm_through_the_kernel(fake_cupy, host_kernel, p):
+    ref = _params(np.float32)
+    fused = [vtl.asarray(to_numpy(t), requires_grad=True) for t in ref]
+    for f, r in zip(fused, ref, strict=True):
+        f.grad = vtl.asarray(to_numpy(r.grad))
+    want = clip_grad_norm_(ref, 0.5, norm_type=p)
+    fake_cupy.log.clear()
+    with grad_norm_kernel_on_numpy(host_kernel):
+        got = clip_grad_norm_(fused, 0.5, norm_type=p)
+    assert fake_cupy.log == ["launch_vtl_norm_partials", "launch_vtl_norm_finalize",
+                             "launch_vtl_clip_scale"]
+    np.testing.assert_allclose(to_numpy(got), to_numpy(want), rtol=1e-5)
+    for f, r in zip(fused, ref, strict=True):
+        np.testing.assert_allclose(to_numpy(f.grad), to_numpy(r.grad), rtol=1e-5, atol=1e-7)
+
+
+def test_split_clipping_through_the_kernel(fake_cupy, host_kernel):
+    ps = _params(np.float64)
+    grads = [to_numpy(p.grad).copy() for p in ps]  # the kernel scales the arrays in place
+    fake_cupy.log.clear()
+    with grad_norm_kernel_on_numpy(host_kernel):
+        total = get_total_norm([p.grad for p in ps])
+        clip_grads_with_norm_(ps, 1.0, total)
+    assert len(fake_cupy.log) == 3
+    n = _np_norm(grads, 2.0)
+    np.testing.assert_allclose(to_numpy(total), n, rtol=1e-12)
+    for p, g in zip(ps, grads, strict=True):
+        np.testing.assert_allclose(to_numpy(p.grad), g * min(1.0 / (n + 1e-6), 1.0),
+                                   rtol=1e-12)
+
+
+def test_mixed_dtypes_take_the_portable_path(fake_cupy, host_kernel):
+    ps = _params(np.float32)
+    ps[1] = vtl.asarray(to_numpy(ps[1]).astype(np.float64), requires_grad=True)
+    ps[1].grad = vtl.asarray(RNG.standard_normal(ps[1].shape))
+    grads = [to_numpy(p.grad) for p in ps]
+    fake_cupy.log.clear()
+    with grad_norm_kernel_on_numpy(host_kernel):
+        total = clip_grad_norm_(ps, 0.1)
+    assert fake_cupy.log == []
+    np.testing.assert_allclose(to_numpy(total), _np_norm(grads, 2.0), rtol=1e-5)
+
+
+@pytest.mark.parametrize("p", [0.0, 1.0, 2.0, 3.0, math.inf, -math.inf])
+def test_portable_clip_matches_numpy(backend, p):
+    ps = _params(np.float32, backend)
+    grads = [to_numpy(t.grad).astype(np.float64) for t in ps]
+    total = clip_grad_norm_(ps, 0.25, norm_type=p)
+    flat = np.concatenate([g.ravel() for g in grads])
+    if p == 0.0:
+        want = float(np.count_nonzero(flat))
+    elif p == -math.inf:
+        want = np.min(np.abs(flat))
+    else:
+        want = _np_norm(grads, p)
+    np.testing.assert_allclose(to_numpy(total), want, rtol=1e-5)
+    coef = min(0.25 / (want + 1e-6), 1.0)
+    for t, g in zip(ps, grads, strict=True):
+        np.testing.assert_allclose(to_numpy(t.grad), g * coef, rtol=1e-5, atol=1e-7)
+
+
+def test_split_clipping_equals_clip_grad_norm(backend):
+    a = _params(np.float32, backend)
+    b = [vtl.asarray(to_numpy(t), device=backend, requires_grad=True) for t in a]
+    for x, y in zip(b, a, strict=True):
+        x.grad = vtl.asarray(to_numpy(y.grad), device=backend)
+    want = clip_grad_norm_(a, 0.3)
+    total = get_total_norm([t.grad for t in b] + [None])
+    clip_grads_with_norm_(b, 0.3, total)
+    np.testing.assert_allclose(to_numpy(total), to_numpy(want), rtol=1e-6)
+    for x, y in zip(b, a, strict=True):
+        np.testing.assert_allclose(to_numpy(x.grad), to_numpy(y.grad), rtol=1e-6)
+    assert float(get_total_norm([])) == 0.0
+    with pytest.raises(TypeError, match="total_norm must be a Tensor"):
+        clip_grads_with_norm_(b, 0.3, 1.0)
+    bad = vtl.asarray([np.inf], device=backend)
+    with pytest.raises(RuntimeError, match="non-finite"):
+        get_total_norm([bad], error_if_nonfinite=True)
+
+
+@pytest.mark.parametrize("p", [1.0, 2.0, math.inf])
+def test_gpu_kernel_matches_portable(p):
+    if "cupy" not in vtl.backends.available_names():
+        pytest.skip("needs the cupy backend")
+    be = vtl.backends.get("cupy")
+    assert be.kernel("grad_norm") is not None
+    sizes = ((1024, 1024), (3,), (513, 7), (0,), (300000,))
+    grads = [RNG.standard_normal(s).astype(np.float32) for s in sizes]
+
+    def run():
+        ps = []
+        for g in grads:
+            t = vtl.asarray(np.zeros_like(g), device="cupy", requires_grad=True)
+            t.grad = vtl.asarray(g, device="cupy")
+            ps.append(t)
+        total = clip_grad_norm_(ps, 1.0, norm_type=p)
+        return [to_numpy(total)] + [to_numpy(t.grad) for t in ps]
+
+    fused = run()
+    saved = be._kernels.pop("grad_norm")
+    try:
+        ref = run()
+    finally:
+        be._kernels["grad_norm"] = saved
+    for a, r in zip(fused, ref, strict=True):
+        np.testing.assert_allclose(a, r, rtol=2e-5, atol=1e-9)
