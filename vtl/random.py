@@ -352,6 +352,20 @@ class Generator:
         start = self._take_blocks(n)
         return (*((start >> (32 * k)) & _MASK for k in range(4)), *self.key)
 
+    def _kernel_words(self, n: int, device: Any) -> Any:
+        """The Philox counter (four words, low first) and key (two words) of a draw of ``n``
+        words that a backend kernel generates itself (fused dropout): a tuple of six ints,
+        or inside a capture (``vtl.compile``) the per-step scalars each replay advances.
+        Advances the counter as drawing the words would."""
+        if -(-n // 4) >= 2**32:
+            raise ValueError(f"vtl.random: cannot draw {n} words at once (at most 2**34)")
+        cap = _capture.current(device)
+        if cap is None:
+            return self._draw_words(n)
+        dyn = cap.scalars(self._draw_words(n), "uint32")
+        _capture.on_replay(lambda: dyn.set(self._draw_words(n)))
+        return dyn
+
     def _captured_words(self, cap: Any, n: int, backend: Any, index: int) -> Any:
         """A draw recorded by a capture (``vtl.compile``): the backend's kernel reads the
         counter and key from per-step scalars, which each replay advances as the draw

@@ -171,7 +171,7 @@ def register(backend: Backend, cupy: Any, xp: Any) -> None:
     from .conv import CupyConv2d
     from .optim import CupyGradNorm, MultiTensorApply
     from .pool import CupyPool2d
-    from .random import Philox
+    from .random import CupyDropout, Philox
     from .rnn import GruCell, LstmCell
 
     nn = _nn.CupyNN(cupy, xp.matmul)
@@ -194,3 +194,4 @@ def register(backend: Backend, cupy: Any, xp: Any) -> None:
     backend.register_kernel("multi_tensor_apply", MultiTensorApply(cupy))
     backend.register_kernel("grad_norm", CupyGradNorm(cupy))
     backend.register_kernel("philox", Philox(cupy))
+    backend.register_kernel("dropout", CupyDropout(cupy))

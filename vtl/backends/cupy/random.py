@@ -9,13 +9,14 @@ built-ins, so the tests compile and run it on the host too.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from .._base import DynamicScalars
 
-__all__ = ["Philox", "cuda_source"]
+__all__ = ["CupyDropout", "Philox", "cuda_source", "dropout_source", "keep_threshold"]
 
 _MASK = 0xFFFFFFFF
 
@@ -94,3 +95,102 @@ class Philox:
             blocks = min(-(-nblocks // 256), 65536)
             kern((blocks,), (256,), (out, np.int64(n), np.int64(nblocks), *words))
         return out
+
+
+# -- kernel("dropout"): the bits of a draw generated where they are used --------------------
+_DROPOUT = r"""
+typedef {T} T;
+extern "C" __global__ void {name}(const T* __restrict__ x, T* __restrict__ y,
+    const long long n, {params}, const unsigned int thr, const T scale) {{
+{loads}  const long long nblocks = (n + 3) >> 2;
+  const long long stride = (long long)blockDim.x * gridDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < nblocks;
+       i += stride) {{
+    unsigned long long s = (unsigned long long)b0 + (unsigned long long)i;
+    unsigned int c0 = (unsigned int)s;
+    s = (unsigned long long)b1 + (s >> 32);
+    unsigned int c1 = (unsigned int)s;
+    s = (unsigned long long)b2 + (s >> 32);
+    unsigned int c2 = (unsigned int)s;
+    s = (unsigned long long)b3 + (s >> 32);
+    unsigned int c3 = (unsigned int)s;
+    unsigned int k0 = key0, k1 = key1;
+    for (int r = 0; r < 10; ++r) {{
+      if (r) {{ k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }}
+      const unsigned int hi0 = __umulhi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
+      const unsigned int hi1 = __umulhi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
+      c0 = hi1 ^ c1 ^ k0; c1 = lo1; c2 = hi0 ^ c3 ^ k1; c3 = lo0;
+    }}
+    const unsigned int w[4] = {{c0, c1, c2, c3}};
+    const long long e = 4 * i;
+    #pragma unroll
+    for (int q = 0; q < 4; ++q)
+      if (e + q < n) y[e + q] = x[e + q] * ((w[q] >> 8) >= thr ? scale : (T)0);
+  }}
+}}
+"""
+
+
+def dropout_source(dtype: Any, words_in_memory: bool = False,
+                   name: str = "vtl_dropout") -> str:
+    """CUDA C++ of ``name(const T* x, T* y, long long n, <words>, unsigned thr, T scale)``:
+    ``y = x * (keep ? scale : 0)`` with element ``f``'s bit from word ``f`` of the draw;
+    ``<words>`` are the six counter and key words, or ``const unsigned* words`` with
+    ``words_in_memory`` (a captured draw's per-step words)."""
+    if words_in_memory:
+        params = "const unsigned int* __restrict__ words"
+        loads = ("  const unsigned int b0 = words[0], b1 = words[1], b2 = words[2], "
+                 "b3 = words[3], key0 = words[4], key1 = words[5];\n")
+    else:
+        params = ("const unsigned int b0, const unsigned int b1, const unsigned int b2, "
+                  "const unsigned int b3, const unsigned int key0, const unsigned int key1")
+        loads = ""
+    ctype = {"float32": "float", "float64": "double"}[np.dtype(dtype).name]
+    return _DROPOUT.format(T=ctype, name=name, params=params, loads=loads)
+
+
+def keep_threshold(p: float) -> int:
+    """The smallest 24-bit value ``w >> 8`` kept by dropout of probability ``p``: ``u = (w
+    >> 8) * 2**-24 >= float32(p)`` exactly when ``w >> 8 >= ceil(float32(p) * 2**24)``."""
+    return math.ceil(float(np.float32(p)) * 2.0 ** 24)
+
+
+class CupyDropout:
+    """``kernel("dropout")`` (see ``vtl.backends.kernels.DropoutKernel``): one launch each
+    way, a thread per Philox block (four elements)."""
+
+    def __init__(self, cupy: Any) -> None:
+        self._cp = cupy
+        self._kernels: dict[tuple[str, bool], Any] = {}
+
+    def supports(self, dtype: Any) -> bool:
+        return np.dtype(dtype).name in ("float32", "float64")
+
+    def _run(self, x: Any, p: float, words: Any) -> Any:
+        cp = self._cp
+        dt = np.dtype(x.dtype)
+        dynamic = isinstance(words, DynamicScalars)
+        key = (dt.name, dynamic)
+        kern = self._kernels.get(key)
+        if kern is None:
+            kern = self._kernels[key] = cp.RawKernel(dropout_source(dt, dynamic),
+                                                     "vtl_dropout")
+        x = cp.ascontiguousarray(x)
+        y = cp.empty_like(x)
+        n = x.size
+        if not n:
+            return y
+        w = (words.where,) if dynamic else tuple(np.uint32(v) for v in words)
+        nblocks = (n + 3) // 4
+        blocks = min((nblocks + 255) // 256, 65536)
+        kern((blocks,), (256,), (x, y, np.int64(n), *w, np.uint32(keep_threshold(p)),
+                                 dt.type(1.0 / (1.0 - p))))
+        return y
+
+    def forward(self, x: Any, p: float, words: Any) -> Any | None:
+        if not self.supports(x.dtype) or not 0.0 < p < 1.0:
+            return None
+        return self._run(x, p, words)
+
+    def backward(self, g: Any, p: float, words: Any) -> Any:
+        return self._run(g, p, words)

@@ -646,8 +646,44 @@ def _masked(input: Any, shape: tuple[int, ...], p: float, generator: Any) -> Any
     xp = namespace(input)
     if p == 1.0:
         return input * 0.0
+    if shape == _shape(input):
+        fused = _fused_dropout(input, p, generator)
+        if fused is not None:
+            return fused
     keep = _uniform_like(input, shape, generator) >= p
     return input * (xp.astype(keep, input.dtype) * (1.0 / (1.0 - p)))
+
+
+def _fused_dropout(input: Any, p: float, generator: Any) -> Any:  # noqa: A002
+    """Dropout as ONE graph node through the backend's ``dropout`` kernel (the bits of the
+    portable path, generated inside the kernel; no mask in memory), or ``None`` where no
+    kernel takes it."""
+    if not isinstance(input, Tensor) or not 0.0 < p < 1.0:
+        return None
+    dev = input._device
+    kern = dev.backend.kernel("dropout")
+    if kern is None or not kern.supports(input._data.dtype):
+        return None
+    from ... import random
+
+    gen = random.default_generator() if generator is None else generator
+    words = gen._kernel_words(int(input.size), dev)
+    data = kern.forward(input._data, p, words)
+    if data is None:
+        return None
+    if not needs_grad(input):
+        return new(data, dev)
+    return record(data, dev, "DropoutBackward", (input,),
+                  partial(_fused_dropout_vjp, kern, p, words), (input,))
+
+
+def _fused_dropout_vjp(kern: Any, p: float, words: Any, g: Tensor, _: Any) -> tuple:
+    dev = g._device
+    if _grad.enabled:  # create_graph: the scale of each element as a constant
+        xp = dev.xp
+        ones = xp.ones(tuple(g.shape), dtype=g._data.dtype, device=g._data.device)
+        return (g * new(kern.backward(ones, p, words), dev),)
+    return (new(kern.backward(g._data, p, words), dev),)
 
 
 def dropout(input: Any, p: float = 0.5, training: bool = True, inplace: bool = False,  # noqa: A002
