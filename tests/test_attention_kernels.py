@@ -33,7 +33,13 @@ RNG = np.random.default_rng(11)
 _EXTRA = r"""
 using std::exp; using std::log; using std::max; using std::min;
 #define __launch_bounds__(x)
+static inline unsigned int __umulhi(unsigned int a, unsigned int b) {
+  return (unsigned int)(((unsigned long long)a * b) >> 32);
+}
 """
+_DROP = ("const unsigned* dmem, unsigned dw0, unsigned dw1, unsigned dw2, unsigned dw3, "
+         "unsigned dw4, unsigned dw5, int has_drop, unsigned thr, T dscale")
+_DROP_ARGS = "dmem, dw0, dw1, dw2, dw3, dw4, dw5, has_drop, thr, dscale"
 
 _GEO = ("int B2, int L, int S, long long mb1, long long mb2, long long ml, long long ms, "
         "int has_mask, int causal, T scale")
@@ -51,11 +57,14 @@ _KERNELS = {
 
 
 def _host_source(code: str) -> str:
-    suffix = "_tiled" if "vtl_attn_fwd_tiled" in code else ""
+    tiled = "vtl_attn_fwd_tiled" in code
+    suffix = "_tiled" if tiled else ""
+    geo, geo_args = (f"{_GEO}, {_DROP}", f"{_GEO_ARGS}, {_DROP_ARGS}") if tiled else \
+        (_GEO, _GEO_ARGS)
     launchers = "".join(
         f'extern "C" void launch_{name}{suffix}(unsigned gx, unsigned gy, unsigned bx, '
-        f"{ptrs}, {_GEO}) {{ vtl_launch(gx, gy, bx, 1, [=] {{ {name}{suffix}({args}, "
-        f"{_GEO_ARGS}); }}); }}\n"
+        f"{ptrs}, {geo}) {{ vtl_launch(gx, gy, bx, 1, [=] {{ {name}{suffix}({args}, "
+        f"{geo_args}); }}); }}\n"
         for name, (ptrs, args) in _KERNELS.items())
     return _SHIM + _EXTRA + code.replace('extern "C" ', "") + launchers
 
@@ -81,6 +90,8 @@ class _HostFunction:
                 conv.append(ctypes.c_int(int(a)))
             elif type(a) is np.int64:
                 conv.append(ctypes.c_longlong(int(a)))
+            elif type(a) is np.uint32:
+                conv.append(ctypes.c_uint(int(a)))
             else:
                 assert type(a) is self.dt.type, type(a)
                 conv.append((ctypes.c_float if self.dt == np.float32 else ctypes.c_double)(a))
@@ -115,6 +126,8 @@ class FakeCupy:
         return _HostFunction(lib, name, np.dtype(dt))
 
     def empty(self, shape, dtype):
+        if np.dtype(dtype).kind != "f":
+            return np.zeros(shape, dtype)
         return np.full(shape, np.nan, dtype)
 
     def empty_like(self, a):
@@ -282,6 +295,64 @@ def test_functional_uses_the_kernel_and_matches_portable(host_kernel, shape_q, s
         np.testing.assert_allclose(a, r, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize(("shape_q", "shape_kv", "mask_shape", "causal", "p"), [
+    ((2, 2, 37, 8), (2, 2, 70, 8), None, False, 0.3),
+    ((2, 2, 33, 16), (2, 2, 33, 16), None, True, 0.5),
+    ((3, 20, 8), (3, 9, 8), (3, 1, 9), False, 0.1),
+])
+def test_dropout_in_the_kernel_is_the_portable_dropout(host_kernel, shape_q, shape_kv,
+                                                       mask_shape, causal, p):
+    q = RNG.standard_normal(shape_q)
+    k = RNG.standard_normal(shape_kv)
+    v = RNG.standard_normal(shape_kv[:-1] + (8,))
+    g = RNG.standard_normal(shape_q[:-1] + (8,))
+    kw = {"is_causal": causal, "dropout_p": p}
+    if mask_shape is not None:
+        m = RNG.random(mask_shape) > 0.3
+        m[..., 0] = True
+        kw["attn_mask"] = vtl.asarray(m)
+    vtl.random.seed(4)
+    _, ref = _sdpa_grads(q, k, v, g, **kw)
+    ref_state = vtl.random.default_generator().get_state()
+    vtl.random.seed(4)
+    with attention_kernel_on_numpy(host_kernel):
+        out, fused = _sdpa_grads(q, k, v, g, **kw)
+    assert out.grad_fn.name() == "ScaledDotProductAttentionBackward"
+    assert vtl.random.default_generator().get_state() == ref_state
+    for a, r in zip(fused, ref, strict=True):
+        np.testing.assert_allclose(a, r, rtol=1e-10, atol=1e-12)
+    # another draw gives other weights
+    with attention_kernel_on_numpy(host_kernel):
+        _, again = _sdpa_grads(q, k, v, g, **kw)
+    assert not np.allclose(again[0], fused[0])
+
+
+def test_dropout_second_order_and_the_untiled_kernels(fake_cupy, host_kernel):
+    q, k, v = (RNG.standard_normal((2, 6, 8)) for _ in range(3))
+
+    def hvp():
+        vtl.random.seed(9)
+        run_q = vtl.asarray(q, requires_grad=True)
+        out = F.scaled_dot_product_attention(run_q, vtl.asarray(k), vtl.asarray(v),
+                                             dropout_p=0.4)
+        (gq,) = vtl.autograd.grad(vtl.sum(out ** 2), [run_q], create_graph=True)
+        (hq,) = vtl.autograd.grad(vtl.sum(gq * gq), [run_q])
+        return out.grad_fn.name(), to_numpy(gq), to_numpy(hq)
+
+    ref = hvp()
+    with attention_kernel_on_numpy(host_kernel):
+        fused = hvp()
+    assert fused[0] == "ScaledDotProductAttentionBackward"
+    for a, r in zip(fused[1:], ref[1:], strict=True):
+        np.testing.assert_allclose(a, r, rtol=1e-9, atol=1e-11)
+    # the thread-per-row kernels have no dropout: the portable path, the same numbers
+    with attention_kernel_on_numpy(A.CupyAttention(fake_cupy, tiled=False)):
+        untiled = hvp()
+    assert untiled[0] != "ScaledDotProductAttentionBackward"
+    for a, r in zip(untiled[1:], ref[1:], strict=True):
+        np.testing.assert_allclose(a, r, rtol=1e-12)
+
+
 def test_functional_second_order_and_fallbacks(host_kernel):
     q, k, v = (RNG.standard_normal((2, 3, 4)) for _ in range(3))
     ts = [vtl.asarray(a, requires_grad=True) for a in (q, k, v)]
@@ -295,7 +366,7 @@ def test_functional_second_order_and_fallbacks(host_kernel):
     ref = hvp(ts[0])
     with attention_kernel_on_numpy(host_kernel):
         fused = hvp(ts[0])
-        # dropout, broadcast batch axes and masks needing a gradient take the portable path
+        # broadcast batch axes and masks needing a gradient take the portable path
         fm = vtl.asarray(np.zeros((3, 3)), requires_grad=True)
         out = F.scaled_dot_product_attention(*ts, attn_mask=fm)
         assert out.grad_fn.name() != "ScaledDotProductAttentionBackward"
@@ -305,9 +376,10 @@ def test_functional_second_order_and_fallbacks(host_kernel):
         np.testing.assert_allclose(a, r, rtol=1e-9, atol=1e-11)
 
 
+@pytest.mark.parametrize("p", [0.0, 0.2])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
-def test_gpu_kernel_matches_portable(causal, dt):
+def test_gpu_kernel_matches_portable(causal, dt, p):
     if "cupy" not in vtl.backends.available_names():
         pytest.skip("needs the cupy backend")
     be = vtl.backends.get("cupy")
@@ -319,8 +391,9 @@ def test_gpu_kernel_matches_portable(causal, dt):
     kw = {"is_causal": True} if causal else {"attn_mask": vtl.asarray(m, device="cupy")}
 
     def run():
+        vtl.random.seed(3)
         ts = [vtl.asarray(a, device="cupy", requires_grad=True) for a in (q, k, v)]
-        out = F.scaled_dot_product_attention(*ts, **kw)
+        out = F.scaled_dot_product_attention(*ts, dropout_p=p, **kw)
         vtl.sum(out * vtl.asarray(g, device="cupy")).backward()
         return out.grad_fn.name(), [to_numpy(out)] + [to_numpy(t.grad) for t in ts]
 

@@ -225,12 +225,14 @@ class AttentionKernel(Protocol):
     whose output is zero), or ``None`` to decline.
 
     ``dropout``: ``None`` or ``(p, words)``, dropout of probability ``0 < p < 1`` on the
-    attention weights with the bits ``vtl.random`` would draw for them: ``words`` are the
-    Philox-4x32-10 counter (four words, low first) and key (two words) of the draw, as a
-    tuple of six ints or, inside a capture, a :class:`~vtl.backends._base.DynamicScalars`
-    of them. Weight ``(b, i, j)`` (flat index ``f = (b * L + i) * S + j``) uses word ``f %
-    4`` of the block ``counter + f // 4``; it is kept when ``(word >> 8) * 2**-24 >=
-    float32(p)`` and then scaled by ``1 / (1 - p)``. A kernel without dropout declines it.
+    attention weights with the bits ``vtl.random`` would draw for them: ``words()``
+    returns the Philox-4x32-10 counter (four words, low first) and key (two words) of the
+    draw, as a tuple of six ints or, inside a capture, a
+    :class:`~vtl.backends._base.DynamicScalars` of them; the kernel calls it only once it
+    takes the call (the generator advances then), and later calls return the same words. Weight
+    ``(b, i, j)`` (flat index ``f = (b * L + i) * S + j``) uses word ``f % 4`` of the block
+    ``counter + f // 4``; it is kept when ``(word >> 8) * 2**-24 >= float32(p)`` and then
+    scaled by ``1 / (1 - p)``. A kernel without dropout declines it.
 
     ``backward(q, k, v, out, lse, g, mask, causal, scale, batch, dropout=None)`` returns
     ``(dq, dk, dv)``; rows with every key masked get zero gradients.

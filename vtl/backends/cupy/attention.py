@@ -10,6 +10,10 @@ and backward, without the ``(L, S)`` score matrix in memory (flash-attention sty
   per key row, looping over query tiles), each recomputing the probabilities from the
   saved log-sum-exp.
 
+Dropout of the weights (tiled kernels only) regenerates ``vtl.random``'s bits of each weight
+in the kernel that uses it (Philox-4x32-10, one block per four adjacent keys), so nothing of
+size ``(L, S)`` is stored and the portable path's mask is reproduced exactly.
+
 Rows whose keys are all masked give zeros and zero gradients (PyTorch's safe softmax);
 their log-sum-exp is stored as ``+inf``. Masks are additive float arrays addressed by
 strides (zero strides broadcast), so an ``(L, S)`` or key-padding mask is never expanded.
@@ -23,6 +27,9 @@ import threading
 from typing import Any
 
 import numpy as np
+
+from .._base import DynamicScalars
+from .random import keep_threshold
 
 __all__ = ["MAX_DIM", "ROWS", "TILE", "CupyAttention", "attention_source",
            "tiled_smem_bytes"]
@@ -303,6 +310,58 @@ __device__ __forceinline__ void vtl_stage(T* dst, const T* src, int rows, int co
     }
 }
 
+// dropout of attention weights: the Philox-4x32-10 word of flat element f of the draw
+// whose counter and key words are dw[0..5]; one block (four words) is kept in `blk`/`wd`
+// and recomputed only when f leaves it
+struct VtlDrop {
+    unsigned int dw[6];
+    unsigned long long blk;
+    unsigned int wd[4];
+    unsigned int thr;
+    T scale;
+    int on;
+};
+
+__device__ __forceinline__ void vtl_drop_init(VtlDrop& d, const unsigned int* dmem,
+        unsigned int w0, unsigned int w1, unsigned int w2, unsigned int w3, unsigned int w4,
+        unsigned int w5, int has_drop, unsigned int thr, T dscale) {
+    d.on = has_drop;
+    if (has_drop == 2) {
+        for (int k = 0; k < 6; ++k) d.dw[k] = dmem[k];
+    } else {
+        d.dw[0] = w0; d.dw[1] = w1; d.dw[2] = w2; d.dw[3] = w3; d.dw[4] = w4; d.dw[5] = w5;
+    }
+    d.blk = ~0ull;
+    d.thr = thr;
+    d.scale = dscale;
+}
+
+// the factor of weight f: 0 (dropped) or 1 / (1 - p); 1 without dropout
+__device__ __forceinline__ T vtl_drop(VtlDrop& d, long long f) {
+    if (!d.on) return (T)1;
+    const unsigned long long blk = (unsigned long long)f >> 2;
+    if (blk != d.blk) {
+        d.blk = blk;
+        unsigned long long s = (unsigned long long)d.dw[0] + blk;
+        unsigned int c0 = (unsigned int)s;
+        s = (unsigned long long)d.dw[1] + (s >> 32);
+        unsigned int c1 = (unsigned int)s;
+        s = (unsigned long long)d.dw[2] + (s >> 32);
+        unsigned int c2 = (unsigned int)s;
+        s = (unsigned long long)d.dw[3] + (s >> 32);
+        unsigned int c3 = (unsigned int)s;
+        unsigned int k0 = d.dw[4], k1 = d.dw[5];
+        for (int r = 0; r < 10; ++r) {
+            if (r) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }
+            const unsigned int hi0 = __umulhi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
+            const unsigned int hi1 = __umulhi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
+            c0 = hi1 ^ c1 ^ k0; c1 = lo1; c2 = hi0 ^ c3 ^ k1; c3 = lo0;
+        }
+        d.wd[0] = c0; d.wd[1] = c1; d.wd[2] = c2; d.wd[3] = c3;
+    }
+    return (d.wd[f & 3] >> 8) >= d.thr ? d.scale : (T)0;
+}
+
 // the score of query i and key j (before the softmax): -inf outside, masked or causal
 __device__ __forceinline__ T vtl_score(T acc, int i, int j, int L, int S, const T* mask,
                                        long long mrow, long long ml, long long ms,
@@ -321,7 +380,12 @@ extern "C" __global__ void __launch_bounds__(NT)
 vtl_attn_fwd_tiled(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                    const T* __restrict__ mask, T* __restrict__ out, T* __restrict__ lse,
                    int B2, int L, int S, long long mb1, long long mb2, long long ml,
-                   long long ms, int has_mask, int causal, T scale) {
+                   long long ms, int has_mask, int causal, T scale,
+                   const unsigned int* __restrict__ dmem, unsigned int dw0, unsigned int dw1,
+                   unsigned int dw2, unsigned int dw3, unsigned int dw4, unsigned int dw5,
+                   int has_drop, unsigned int thr, T dscale) {
+    VtlDrop dr;
+    vtl_drop_init(dr, dmem, dw0, dw1, dw2, dw3, dw4, dw5, has_drop, thr, dscale);
     VTL_SMEM(vtl_smem);
     T* qt = (T*)vtl_smem;                            // [D][BQ]
     T* kt = qt + D * BQ;                             // [D][BK], then P as [BK][BQ]
@@ -380,8 +444,9 @@ vtl_attn_fwd_tiled(const T* __restrict__ q, const T* __restrict__ k, const T* __
             #pragma unroll
             for (int c = 0; c < 8; ++c) {
                 const T p = exp(s[a][c] - base);
-                s[a][c] = p;
                 l[a] += p;
+                s[a][c] = (p == (T)0) ? p : p * vtl_drop(dr, ((long long)b * L + i) * S
+                                                             + k0 + cg * 8 + c);
             }
             m[a] = mnew;
         }
@@ -428,7 +493,12 @@ vtl_attn_bwd_dq_tiled(const T* __restrict__ q, const T* __restrict__ k,
                       const T* __restrict__ g, const T* __restrict__ lse,
                       const T* __restrict__ delta, T* __restrict__ dq,
                       int B2, int L, int S, long long mb1, long long mb2, long long ml,
-                      long long ms, int has_mask, int causal, T scale) {
+                      long long ms, int has_mask, int causal, T scale,
+                   const unsigned int* __restrict__ dmem, unsigned int dw0, unsigned int dw1,
+                   unsigned int dw2, unsigned int dw3, unsigned int dw4, unsigned int dw5,
+                   int has_drop, unsigned int thr, T dscale) {
+    VtlDrop dr;
+    vtl_drop_init(dr, dmem, dw0, dw1, dw2, dw3, dw4, dw5, has_drop, thr, dscale);
     VTL_SMEM(vtl_smem);
     T* qt = (T*)vtl_smem;          // [D][BQ]
     T* gt = qt + D * BQ;           // [DV][BQ]
@@ -497,7 +567,9 @@ vtl_attn_bwd_dq_tiled(const T* __restrict__ q, const T* __restrict__ k,
                 const T x = vtl_score(s[a][c], q0 + r, k0 + cg * KPT + c, L, S, mask, mrow, ml,
                                       ms, has_mask, causal, scale);
                 const T p = (x == -INF || ls[r] == INF) ? (T)0 : exp(x - ls[r]);
-                dst[(cg * KPT + c) * BQ + r] = p * (dp[a][c] - ds_[r]);
+                const T z = (p == (T)0) ? (T)0 : vtl_drop(dr, ((long long)b * L + q0 + r) * S
+                                                              + k0 + cg * KPT + c);
+                dst[(cg * KPT + c) * BQ + r] = p * (dp[a][c] * z - ds_[r]);
             }
         }
         __syncthreads();
@@ -534,7 +606,12 @@ vtl_attn_bwd_dkv_tiled(const T* __restrict__ q, const T* __restrict__ k,
                        const T* __restrict__ g, const T* __restrict__ lse,
                        const T* __restrict__ delta, T* __restrict__ dk, T* __restrict__ dv,
                        int B2, int L, int S, long long mb1, long long mb2, long long ml,
-                       long long ms, int has_mask, int causal, T scale) {
+                       long long ms, int has_mask, int causal, T scale,
+                   const unsigned int* __restrict__ dmem, unsigned int dw0, unsigned int dw1,
+                   unsigned int dw2, unsigned int dw3, unsigned int dw4, unsigned int dw5,
+                   int has_drop, unsigned int thr, T dscale) {
+    VtlDrop dr;
+    vtl_drop_init(dr, dmem, dw0, dw1, dw2, dw3, dw4, dw5, has_drop, thr, dscale);
     VTL_SMEM(vtl_smem);
     T* kt = (T*)vtl_smem;          // [D][BK]
     T* vt = kt + D * BK;           // [DV][BK]
@@ -602,16 +679,18 @@ vtl_attn_bwd_dkv_tiled(const T* __restrict__ q, const T* __restrict__ k,
                 for (int c = 0; c < QPT; ++c) dp[a][c] += va[a] * gb[c];
         }
         #pragma unroll
-        for (int a = 0; a < 4; ++a) {
-            const int kk = rg * 4 + a;
+        for (int c = 0; c < QPT; ++c) {
+            const int r = cg * QPT + c;
             #pragma unroll
-            for (int c = 0; c < QPT; ++c) {
-                const int r = cg * QPT + c;
+            for (int a = 0; a < 4; ++a) {  // keys innermost: their dropout words are adjacent
+                const int kk = rg * 4 + a;
                 const T x = vtl_score(s[a][c], q0 + r, k0 + kk, L, S, mask, mrow, ml, ms,
                                       has_mask, causal, scale);
                 const T p = (x == -INF || ls[r] == INF) ? (T)0 : exp(x - ls[r]);
-                pk[r * BK + kk] = p;
-                dk_[r * BK + kk] = p * (dp[a][c] - ds_[r]);
+                const T z = (p == (T)0) ? (T)0 : vtl_drop(dr, ((long long)b * L + q0 + r) * S
+                                                              + k0 + kk);
+                pk[r * BK + kk] = p * z;
+                dk_[r * BK + kk] = p * (dp[a][c] * z - ds_[r]);
             }
         }
         __syncthreads();
@@ -740,19 +819,34 @@ class CupyAttention:
         item = m4.itemsize
         return (m4, *(s // item for s in m4.strides), 1)
 
+    def _drop_args(self, dropout: Any, dtype: Any, tiled: bool) -> tuple:
+        """The tiled kernels' dropout arguments: words in memory or as scalars, the mode
+        (0 none, 1 scalars, 2 memory), the keep threshold and the scale."""
+        if not tiled:
+            return ()
+        zeros = (np.uint32(0),) * 6
+        if dropout is None:
+            return (self._cp.empty(1, dtype=np.uint32), *zeros, np.int32(0), np.uint32(0),
+                    dtype.type(1))
+        p, words = dropout
+        words = words()
+        tail = (np.uint32(keep_threshold(p)), dtype.type(1.0 / (1.0 - p)))
+        if isinstance(words, DynamicScalars):
+            return (words.where, *zeros, np.int32(2), *tail)
+        return (self._cp.empty(1, dtype=np.uint32), *(np.uint32(w) for w in words),
+                np.int32(1), *tail)
+
     def forward(self, q: Any, k: Any, v: Any, mask: Any, causal: bool, scale: float,
                 batch: tuple[int, int], dropout: Any = None) -> tuple[Any, Any] | None:
         cp = self._cp
-        if dropout is not None:
-            return None
         b, n_q, d = q.shape
         n_k, dv = v.shape[1], v.shape[2]
         if max(d, dv) > MAX_DIM or not (q.dtype == k.dtype == v.dtype) or \
                 not self.supports(q.dtype) or (mask is not None and mask.dtype != q.dtype):
             return None
         tiled = self._use_tiled(q.dtype, d, dv)
-        if tiled is None:
-            return None
+        if tiled is None or (dropout is not None and not tiled):
+            return None  # dropout: the tiled kernels only
         q, k, v = (cp.ascontiguousarray(a) for a in (q, k, v))
         out = cp.empty((b, n_q, dv), dtype=q.dtype)
         lse = cp.empty((b, n_q), dtype=q.dtype)
@@ -761,7 +855,7 @@ class CupyAttention:
                      (q, k, v, mk, out, lse, np.int32(batch[1]), np.int32(n_q),
                       np.int32(n_k), np.int64(mb1), np.int64(mb2), np.int64(ml),
                       np.int64(ms), np.int32(has), np.int32(bool(causal)),
-                      q.dtype.type(scale)))
+                      q.dtype.type(scale), *self._drop_args(dropout, q.dtype, tiled)))
         return out, lse
 
     def backward(self, q: Any, k: Any, v: Any, out: Any, lse: Any, g: Any, mask: Any,
@@ -776,7 +870,7 @@ class CupyAttention:
         mk, mb1, mb2, ml, ms, has = self._mask_args(mask, batch[0], batch[1], n_q, n_k)
         geo = (np.int32(batch[1]), np.int32(n_q), np.int32(n_k), np.int64(mb1), np.int64(mb2),
                np.int64(ml), np.int64(ms), np.int32(has), np.int32(bool(causal)),
-               q.dtype.type(scale))
+               q.dtype.type(scale), *self._drop_args(dropout, q.dtype, tiled))
         dq = cp.empty_like(q)
         self._launch("vtl_attn_bwd_dq", q.dtype, d, dv, tiled, n_q, b,
                      (q, k, v, mk, g, lse, delta, dq, *geo))

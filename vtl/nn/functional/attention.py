@@ -102,16 +102,18 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
         key = xp.repeat(key, hq // hk, axis=key.ndim - 3)
         value = xp.repeat(value, hq // hk, axis=value.ndim - 3)
     sc = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
-    if dropout_p == 0.0:
-        fused = _fused_attention(query, key, value, attn_mask, is_causal, sc)
+    if dropout_p < 1.0:
+        fused = _fused_attention(query, key, value, attn_mask, is_causal, sc, dropout_p,
+                                 generator)
         if fused is not None:
             return fused
     return _sdpa(xp, query, key, value, attn_mask, dropout_p, is_causal, sc, generator)
 
 
 def _sdpa(xp: Any, query: Any, key: Any, value: Any, attn_mask: Any, dropout_p: float,
-          is_causal: bool, sc: float, generator: Any) -> Any:
-    """The portable attention (the oracle of the backends' fused kernels)."""
+          is_causal: bool, sc: float, generator: Any, drop_factor: Any = None) -> Any:
+    """The portable attention (the oracle of the backends' fused kernels); ``drop_factor``
+    (``0`` or ``1 / (1 - p)`` per weight) replaces a dropout draw."""
     n_q, n_k = query.shape[-2], key.shape[-2]
     scores = xp.matmul(query, xp.matrix_transpose(key)) * sc
     mask = None
@@ -126,16 +128,19 @@ def _sdpa(xp: Any, query: Any, key: Any, value: Any, attn_mask: Any, dropout_p: 
         attn = xp.where(dead, 0.0, softmax(scores, -1))
     else:
         attn = softmax(scores, -1)
-    if dropout_p > 0.0:
+    if drop_factor is not None:
+        attn = attn * drop_factor
+    elif dropout_p > 0.0:
         attn = dropout(attn, dropout_p, True, generator=generator)
     return xp.matmul(attn, value)
 
 
 def _fused_attention(q: Any, k: Any, v: Any, attn_mask: Any, is_causal: bool,
-                     sc: float) -> Any:
+                     sc: float, dropout_p: float = 0.0, generator: Any = None) -> Any:
     """Attention as ONE graph node through the backend's ``attention`` kernel (no ``(L, S)``
-    matrix), or ``None`` where the kernel does not apply (no kernel, mixed devices or
-    dtypes, broadcast batch axes, rank above 4, a mask that needs a gradient)."""
+    matrix; dropout with the portable path's bits), or ``None`` where the kernel does not
+    apply (no kernel, mixed devices or dtypes, broadcast batch axes, rank above 4, a mask
+    that needs a gradient)."""
     if not all(isinstance(t, Tensor) for t in (q, k, v)) or \
             not (attn_mask is None or isinstance(attn_mask, Tensor)):
         return None
@@ -174,7 +179,10 @@ def _fused_attention(q: Any, k: Any, v: Any, attn_mask: Any, is_causal: bool,
     qd = xp.reshape(q._data, (b, n_q, q.shape[-1]))
     kd = xp.reshape(k._data, (b, n_k, k.shape[-1]))
     vd = xp.reshape(v._data, (b, n_k, v.shape[-1]))
-    res = kern.forward(qd, kd, vd, mask, is_causal, sc, (b1, b2))
+    drop = None
+    if dropout_p > 0.0:
+        drop = (dropout_p, _DropWords(generator, b * n_q * n_k, dev))
+    res = kern.forward(qd, kd, vd, mask, is_causal, sc, (b1, b2), drop)
     if res is None:
         return None
     out, lse = res
@@ -183,28 +191,64 @@ def _fused_attention(q: Any, k: Any, v: Any, attn_mask: Any, is_causal: bool,
     if not needs_grad(q, k, v):
         return new(data, dev)
     vjp = partial(_fused_attention_vjp, kern, (qd, kd, vd, out, lse, mask), (b1, b2),
-                  (q, k, v), attn_mask, is_causal, sc)
+                  (q, k, v), attn_mask, is_causal, sc, drop)
     return record(data, dev, "ScaledDotProductAttentionBackward", (q, k, v), vjp, (q, k, v))
 
 
+class _DropWords:
+    """The ``words`` of a fused kernel's dropout: drawn from the generator at the first
+    call (when the kernel takes the call), the same words afterwards."""
+
+    def __init__(self, generator: Any, n: int, device: Any) -> None:
+        self.generator, self.n, self.device, self.words = generator, n, device, None
+
+    def __call__(self) -> Any:
+        if self.words is None:
+            from ... import random
+
+            gen = random.default_generator() if self.generator is None else self.generator
+            self.words = gen._kernel_words(self.n, self.device)
+        return self.words
+
+    def factor(self, xp: Any, shape: tuple[int, ...], p: float, dtype: Any) -> Any:
+        """The dropout factor of every weight (``0`` or ``1 / (1 - p)``) as a raw array."""
+        from ... import random
+
+        words = self.words
+        if not isinstance(words, tuple):
+            raise NotImplementedError(
+                "scaled_dot_product_attention(): gradients of gradients through fused "
+                "attention with dropout are not available inside vtl.compile")
+        counter = sum(w << (32 * k) for k, w in enumerate(words[:4]))
+        w = random.philox_words(xp, self.n, (words[4], words[5]), counter,
+                                self.device.backend.native_device(self.device.index))
+        keep = random._unit_float(xp, w, xp.float32) >= p
+        return xp.reshape(xp.astype(keep, dtype) * (1.0 / (1.0 - p)), shape)
+
+
 def _fused_attention_vjp(kern: Any, saved: tuple, batch: tuple[int, int], inputs: tuple,
-                         attn_mask: Any, is_causal: bool, sc: float, g: Tensor,
+                         attn_mask: Any, is_causal: bool, sc: float, drop: Any, g: Tensor,
                          _: Any) -> tuple:
     q, k, v = inputs
     needs = [t._requires_grad for t in inputs]
     if _grad.enabled:  # create_graph: differentiate the portable path (recomputed)
         import vtl
 
+        factor = None
+        if drop is not None:
+            xp = q._device.xp
+            shape = (*q.shape[:-1], k.shape[-2])
+            factor = new(drop[1].factor(xp, shape, drop[0], q._data.dtype), q._device)
         ins = [t for t, n in zip(inputs, needs, strict=True) if n]
         with vtl.enable_grad():
-            out = _sdpa(vtl, q, k, v, attn_mask, 0.0, is_causal, sc, None)
+            out = _sdpa(vtl, q, k, v, attn_mask, 0.0, is_causal, sc, None, factor)
             gs = iter(vtl.autograd.grad(out, ins, g, create_graph=True, allow_unused=True))
         return tuple(next(gs) if n else None for n in needs)
     qd, kd, vd, out, lse, mask = saved
     dev = g._device
     xp = dev.xp
     gd = xp.reshape(g._data, out.shape)
-    dq, dk, dv = kern.backward(qd, kd, vd, out, lse, gd, mask, is_causal, sc, batch)
+    dq, dk, dv = kern.backward(qd, kd, vd, out, lse, gd, mask, is_causal, sc, batch, drop)
     return tuple(new(xp.reshape(d, t.shape), dev) if n else None
                  for d, t, n in zip((dq, dk, dv), inputs, needs, strict=True))
 
