@@ -408,3 +408,109 @@ def test_gpu_kernel_matches_portable(causal, dt, p):
     tol = {"rtol": 1e-4, "atol": 1e-4} if dt == np.float32 else {"rtol": 1e-10, "atol": 1e-10}
     for a, r in zip(fused, ref, strict=True):
         np.testing.assert_allclose(a, r, **tol)
+
+
+def _mha_pair(backend_name, need_weights, seed, **kw):
+    vtl.random.seed(0)
+    mha = vtl.nn.MultiheadAttention(16, 2, dropout=0.25, bias=True).to(backend_name)
+    x = vtl.asarray(np.random.default_rng(1).standard_normal((7, 3, 16)), dtype=vtl.float32,
+                    device=backend_name, requires_grad=True)
+    vtl.random.seed(seed)
+    out, w = mha(x, x, x, need_weights=need_weights, **kw)
+    vtl.sum(out * out).backward()
+    return out, w, [to_numpy(out), to_numpy(x.grad), to_numpy(mha.in_proj_weight.grad)]
+
+
+@pytest.mark.parametrize("masks", ["none", "causal", "causal+padding", "float", "bool"])
+def test_multihead_attention_without_weights_is_the_weights_path(backend, masks):
+    """``need_weights=False`` runs through scaled_dot_product_attention: the same outputs,
+    gradients and dropout draws as the path that forms the weights."""
+    kpm = np.zeros((3, 7), bool)
+    kpm[1, 5:] = True
+    am = np.random.default_rng(2).standard_normal((7, 7)).astype(np.float32)
+    kw = {"none": {}, "causal": {"is_causal": True, "attn_mask": None},
+          "causal+padding": {"is_causal": True, "key_padding_mask": vtl.asarray(
+              kpm, device=backend)},
+          "float": {"attn_mask": vtl.asarray(am, device=backend)},
+          "bool": {"attn_mask": vtl.asarray(am > 0.5, device=backend),
+                   "key_padding_mask": vtl.asarray(kpm, device=backend)}}[masks]
+    if masks.startswith("causal"):
+        kw["attn_mask"] = None
+        kw_w = dict(kw, attn_mask=vtl.asarray(np.triu(np.ones((7, 7), bool), 1),
+                                              device=backend))
+    else:
+        kw_w = kw
+    _, none, fast = _mha_pair(backend, False, 5, **kw)
+    _, w, ref = _mha_pair(backend, True, 5, **kw_w)
+    assert none is None and w is not None
+    for a, r in zip(fast, ref, strict=True):
+        np.testing.assert_allclose(a, r, rtol=2e-4, atol=2e-5)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered")
+def test_multihead_attention_fully_masked_rows(backend):
+    """A query whose keys are all masked: zeros before the output projection without the
+    weights (PyTorch's scaled_dot_product_attention), nan with them (PyTorch's softmax)."""
+    mha = vtl.nn.MultiheadAttention(8, 2).to(backend).eval()
+    x = vtl.asarray(np.random.default_rng(3).standard_normal((3, 2, 8)), dtype=vtl.float32,
+                    device=backend)
+    kpm = vtl.asarray(np.array([[True] * 3, [False, True, False]]), device=backend)
+    out, _ = mha(x, x, x, key_padding_mask=kpm, need_weights=False)
+    bias = to_numpy(mha.out_proj.bias)
+    np.testing.assert_allclose(to_numpy(out)[:, 0], np.broadcast_to(bias, (3, 8)), atol=1e-6)
+    assert np.isfinite(to_numpy(out)).all()
+    out_w, _ = mha(x, x, x, key_padding_mask=kpm, need_weights=True)
+    assert np.isnan(to_numpy(out_w)[:, 0]).all()
+    np.testing.assert_allclose(to_numpy(out_w)[:, 1], to_numpy(out)[:, 1], rtol=1e-5,
+                               atol=1e-6)
+
+
+def test_multihead_attention_takes_the_fused_kernel(host_kernel):
+    """The Transformer layers' attention (need_weights=False) runs the fused kernel forward
+    and backward, dropout included, with the portable path's numbers."""
+    calls = []
+
+    class Spy:
+        def supports(self, dt):
+            return host_kernel.supports(dt)
+
+        def forward(self, *a):
+            calls.append("forward")
+            return host_kernel.forward(*a)
+
+        def backward(self, *a):
+            calls.append("backward")
+            return host_kernel.backward(*a)
+
+    vtl.random.seed(0)
+    layer = vtl.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.1, batch_first=True).double()
+    x = RNG.standard_normal((2, 9, 16))
+
+    def run():
+        vtl.random.seed(1)
+        layer.zero_grad()
+        xt = vtl.asarray(x, requires_grad=True)
+        out = layer(xt)
+        vtl.sum(out * out).backward()
+        return [to_numpy(out), to_numpy(xt.grad), to_numpy(layer.self_attn.in_proj_weight.grad)]
+
+    ref = run()
+    with attention_kernel_on_numpy(Spy()):
+        got = run()
+    assert calls == ["forward", "backward"]
+    for a, r in zip(got, ref, strict=True):
+        np.testing.assert_allclose(a, r, rtol=1e-9, atol=1e-11)
+
+
+def test_multihead_attention_without_weights_matches_torch():
+    torch = pytest.importorskip("torch")
+    tm = torch.nn.MultiheadAttention(8, 2)
+    mha = vtl.nn.MultiheadAttention(8, 2)
+    mha.load_state_dict({k: vtl.asarray(v.detach().numpy()) for k, v in
+                         tm.state_dict().items()})
+    x = np.random.default_rng(4).standard_normal((3, 2, 8)).astype(np.float32)
+    kpm = np.array([[True] * 3, [False, True, False]])
+    want, _ = tm(*(torch.from_numpy(x),) * 3, key_padding_mask=torch.from_numpy(kpm),
+                 need_weights=False)
+    got, _ = mha(*(vtl.asarray(x),) * 3, key_padding_mask=vtl.asarray(kpm), need_weights=False)
+    np.testing.assert_allclose(to_numpy(got), want.detach().numpy(), rtol=1e-5, atol=1e-6)

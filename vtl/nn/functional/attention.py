@@ -7,8 +7,11 @@ Mask conventions follow PyTorch, which differ between the two:
   key masked out gives zeros (PyTorch's safe softmax), with zero gradients.
 * ``multi_head_attention_forward`` (``nn.MultiheadAttention``): boolean masks
   are ``True`` where attention is *not* allowed (``attn_mask`` and
-  ``key_padding_mask``); a fully masked row gives nan, as PyTorch's
-  ``need_weights=True`` path.
+  ``key_padding_mask``). With ``need_weights=False`` (as the Transformer layers call it)
+  attention runs through ``scaled_dot_product_attention``, so through the backend's fused
+  kernel where it has one, and a fully masked row gives zeros, as in PyTorch; with
+  ``need_weights=True`` the weights are formed and a fully masked row gives nan, as
+  PyTorch's path.
 """
 
 from __future__ import annotations
@@ -350,6 +353,7 @@ def multi_head_attention_forward(
             (in_proj_bias[:e], in_proj_bias[e:2 * e], in_proj_bias[2 * e:])
         q, k, v = (linear(t, w, b) for t, w, b in zip((query, key, value), ws, bs, strict=True))
     mask = None
+    causal_mask = attn_mask is None and is_causal
     if attn_mask is not None:
         mask = xp.astype(_float_mask(xp, attn_mask, q.dtype, False), q.dtype)
         if mask.ndim == 2:
@@ -364,8 +368,11 @@ def multi_head_attention_forward(
         else:
             raise ValueError(f"{fname}(): attn_mask must be 2-D or 3-D, got shape "
                              f"{_shape(mask)}")
-    elif is_causal:
+    elif is_causal and need_weights:
         mask = _causal(xp, n_q, n_k, q.dtype, q.device)
+    if causal_mask and not need_weights and (key_padding_mask is not None or
+                                             bias_k is not None or add_zero_attn):
+        mask = _causal(xp, n_q, n_k, q.dtype, q.device)  # combined with other masks below
     if bias_k is not None or bias_v is not None:
         if bias_k is None or bias_v is None:
             raise ValueError(f"{fname}(): bias_k and bias_v must be given together")
@@ -387,6 +394,16 @@ def multi_head_attention_forward(
     qh = _split_heads(xp, q, n, num_heads)
     kh = _split_heads(xp, k, n, num_heads)
     vh = _split_heads(xp, v, n, num_heads)
+    if not need_weights:  # PyTorch's path: scaled_dot_product_attention (fused kernels)
+        causal_only = causal_mask and key_padding_mask is None and bias_k is None and \
+            not add_zero_attn
+        out = scaled_dot_product_attention(
+            qh, kh, vh, attn_mask=None if causal_only else mask,
+            dropout_p=dropout_p if training else 0.0, is_causal=causal_only,
+            generator=generator)
+        out = xp.reshape(xp.permute_dims(out, (2, 0, 1, 3)), (n_q, n, e))
+        out = linear(out, out_proj_weight, out_proj_bias)
+        return (out if batched else out[:, 0, :]), None
     scores = xp.matmul(qh * (1.0 / math.sqrt(hd)), xp.matrix_transpose(kh))
     if mask is not None:
         scores = scores + mask
