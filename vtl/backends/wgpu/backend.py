@@ -1,9 +1,9 @@
 """The wgpu backend of vtl: the ``Backend`` object over this package's array library.
 
 :func:`register` is the one place that equips it with its kernels (the contracts are in
-``vtl.backends.kernels``): ``conv.py``, ``pool.py``, ``nn.py``, ``rnn.py``, ``optim.py`` and
-``random.py`` of this package hold them (the rest of the package is the standalone
-array-API library).
+``vtl.backends.kernels``): ``conv.py``, ``pool.py``, ``nn.py``, ``attention.py``, ``rnn.py``,
+``optim.py`` and ``random.py`` of this package hold them (the rest of the package is the
+standalone array-API library).
 """
 
 from __future__ import annotations
@@ -94,6 +94,7 @@ class WgpuBackend(Backend):
 def register(backend: Backend) -> None:
     """Equip the wgpu backend object with its kernels."""
     from . import nn
+    from .attention import WgpuAttention
     from .conv import WgpuConv2d
     from .optim import MultiTensorApply
     from .pool import WgpuPool2d
@@ -108,6 +109,7 @@ def register(backend: Backend) -> None:
     backend.register_kernel("cross_entropy", nn.CrossEntropy())
     backend.register_kernel("layer_norm", nn.LayerNorm())  # a workgroup per row each way
     backend.register_kernel("gelu", nn.Gelu())  # one dispatch each way
+    backend.register_kernel("attention", WgpuAttention())  # flash-style: 1 dispatch, 2 back
     backend.register_kernel("lstm_cell", WgpuLstmCell())  # the cells' pointwise parts
     backend.register_kernel("gru_cell", WgpuGruCell())
     backend.register_kernel("multi_tensor_apply", MultiTensorApply())  # fused optimizer step

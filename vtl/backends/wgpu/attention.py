@@ -1,0 +1,334 @@
+"""``kernel("attention")`` of the wgpu backend: fused scaled dot-product attention, forward and
+backward, without the ``(L, S)`` score matrix in memory (flash-attention style; the contract
+is ``vtl.backends.kernels.AttentionKernel``).
+
+Three WGSL kernels (``wgsl/nn/attention_*.wgsl``), each with workgroups of 128 threads laid
+out as 16 row groups of 8; every thread keeps a 4 x 4 (or 4 x 8) block of scores and its share
+of the output rows in vec4 registers (the per-thread code is unrolled here, :func:`_blocks`,
+so nothing is held in indexed arrays), and the operands pass through workgroup memory in
+depth chunks of 16:
+
+* forward (one dispatch): a workgroup per 64 query rows walks the keys in tiles of 64; per
+  tile the scores, the row maxima (exchanged through workgroup memory), the online softmax
+  rescale, ``P`` into workgroup memory and ``P v`` in chunks of 16 value rows. It writes the
+  rows' log-sum-exp (float32) for the backward.
+* backward (two dispatches): ``attention_bwd_dq`` (a workgroup per 64 query rows, key tiles
+  of 32) computes ``delta = rowsum(dO * O)`` of its rows, stores it, and accumulates ``dQ``;
+  ``attention_bwd_dkv`` (a workgroup per 64 keys, query tiles of 32) accumulates ``dK`` and
+  ``dV``. Both recompute the probabilities from the saved log-sum-exp.
+
+Rows whose keys are all masked give zeros, ``lse = +inf`` and zero gradients (PyTorch's
+safe softmax). The additive mask is read through its strides (zero where it broadcasts), so
+an ``(L, S)`` or key-padding mask is never expanded. Compute is float32 for float32,
+float16 (with ``shader-f16``) and bfloat16 operands; head sizes up to :data:`MAX_DIM`, any
+lengths. Workgroup memory: at most 31 KiB (head size 128; :func:`workgroup_bytes`), checked
+against the adapter's limit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import _dtypes as D
+from . import _kernels, _runtime
+from ._array import WgpuArray, astype_raw, contiguous, empty, words_for_scalar
+from ._recorder import REC
+
+__all__ = ["MAX_DIM", "WgpuAttention", "workgroup_bytes"]
+
+#: the largest head size (of queries/keys and of values) the kernels take
+MAX_DIM = 128
+_BQ = 64  # query rows per workgroup (forward, dQ); keys per workgroup (dK/dV)
+_BINDINGS = 9  # storage buffers of the backward kernels
+_XYZW = "xyzw"
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _config(d: int, dv: int) -> dict[str, int]:
+    """Tile geometry for head sizes ``d`` (queries/keys) and ``dv`` (values)."""
+    dm = max(d, dv)
+    dp, dvp = 32 * _ceil(d, 32), 32 * _ceil(dv, 32)
+    rc = 32
+    while rc > 8 and rc * (dp + dvp) > 2048:
+        rc //= 2
+    return {
+        "dc_f": min(16, 4 * _ceil(d, 4)),  # forward depth chunk
+        "dc_b": min(16, 4 * _ceil(dm, 4)),  # backward depth chunk (over q/k and dO/v)
+        "dp": dp, "dvp": dvp, "rc": rc,
+    }
+
+
+def workgroup_bytes(d: int, dv: int) -> dict[str, int]:
+    """Workgroup memory of each kernel, in bytes."""
+    c = _config(d, dv)
+    dcb = c["dc_b"]
+    return {
+        "attention_fwd": 16 * (1088 + 4 * c["dvp"] + 128),
+        "attention_bwd_dq": 16 * (max(52 * dcb, 576) + 8 * c["dp"] + 128),
+        "attention_bwd_dkv": 16 * (max(52 * dcb, 1152) + c["rc"] * (c["dp"] + c["dvp"]) // 4)
+        + 256,
+    }
+
+
+def _join(lines: list[str], indent: int) -> str:
+    pad = " " * indent
+    return "\n".join(pad + ln for ln in lines)
+
+
+def _store(arr: str, base: str, acc: str, factor: str, width: str, groups: int, dn: str,
+           t: str) -> list[str]:
+    """Stores of the accumulators ``{acc}{h}`` (columns 4cg + 32h + e, below ``width``),
+    times ``factor``."""
+    out = []
+    for h in range(groups):
+        for e in range(4):
+            off = 32 * h + e
+            out.append(f"  if (c0 + {off}u < {width}) {{ {arr}[{base} + c0 + {off}u] = "
+                       f"wrap_{dn}({t}({acc}{h}.{_XYZW[e]}{factor})); }}")
+    return out
+
+
+def _product(lhs: list[tuple[str, str, str]], rhs: list[tuple[str, str, int]],
+             row: str) -> list[str]:
+    """``acc{a}{h} += x{a}[e] * y{e}_{h}`` over 4 steps e of a reduction: ``lhs`` gives
+    ``(acc, x, load of x{a})`` per family, ``rhs`` ``(y, load at row {row} + e and column
+    group h, groups)`` per family (families pair up in order)."""
+    out = [f"let {x}{a} = {load.format(a=a)};" for _, x, load in lhs for a in range(4)]
+    for e in range(4):
+        for (acc, x, _), (y, load, groups) in zip(lhs, rhs, strict=True):
+            out += [f"let {y}{e}_{h} = {load.format(r=f'({row} + {e}u)', h=8 * h)};"
+                    for h in range(groups)]
+            out += [f"{acc}{a}{h} += {x}{a}.{_XYZW[e]} * {y}{e}_{h};" for a in range(4)
+                    for h in range(groups)]
+    return out
+
+
+def _blocks(name: str, d: int, dv: int, dn: str, t: str) -> dict[str, str]:
+    """The unrolled per-thread code of kernel ``name`` (vec4 registers named per row and
+    column group) for the template's placeholders."""
+    c = _config(d, dv)
+    rows = range(4)
+    if name == "attention_fwd":
+        oh = _ceil(dv, 32)
+        vrow = c["dvp"] // 4
+        softmax = [f"s{a}{h} = pexp(s{a}{h}, mr.{_XYZW[a]});" for a in rows for h in (0, 1)]
+        softmax.append("l = l * corr + vec4<f32>(" + ", ".join(
+            f"sum4(s{a}0 + s{a}1)" for a in rows) + ");")
+        softmax += [f"o{a}{h} *= corr.{_XYZW[a]};" for a in rows for h in range(oh)]
+        softmax += [f"sa[pr + {17 * a + 8 * h}u + cg] = s{a}{h};" for a in rows for h in (0, 1)]
+        scores = []
+        for a in rows:
+            scores += [f"s{a}{h} = score_keys(s{a}{h}, r0 + {a}u, j0 + {32 * h}u, mb);"
+                       for h in (0, 1)]
+            scores.append(f"red[rw + {2 * a}u][rc] = max(max4(s{a}0), max4(s{a}1));")
+        store = []
+        for a in rows:
+            store.append(f"if (r0 + {a}u < L) {{")
+            store.append(f"  let ib = ob + (r0 + {a}u) * DV;")
+            store += _store("O", "ib", f"o{a}", f" * inv.{_XYZW[a]}", "DV", oh, dn, t)
+            store.append(f"  if (cg == 0u) {{ Lse[pw(17u) + b * L + r0 + {a}u] = "
+                         f"lse.{_XYZW[a]}; }}")
+            store.append("}")
+        pv = _product([("o", "x", "sa[pj + " + "{a}" + "u * 17u]")],
+                      [("v", "sv[{r} * " + f"{vrow}u + cg + " + "{h}u]", oh)], "r")
+        return {
+            "O_DECL": _join([f"var o{a}{h} = vec4<f32>();" for a in rows for h in range(oh)], 2),
+            "S_DECL": _join([f"var s{a}{h} = vec4<f32>();" for a in rows for h in (0, 1)], 4),
+            "S_ACC": _join([f"s{a}{h} += qv.{_XYZW[a]} * k{h}v;" for a in rows for h in (0, 1)],
+                           8),
+            "SCORES": _join(scores, 4),
+            "SOFTMAX": _join(softmax, 4),
+            "PV_ACC": _join(pv, 8),
+            "STORE": _join(store, 2),
+            "OH": str(oh),
+        }
+    if name == "attention_bwd_dq":
+        dh = _ceil(d, 32)
+        krow = c["dp"] // 4
+        store = []
+        for a in rows:
+            store.append(f"if (r0 + {a}u < L) {{")
+            store.append(f"  let ib = pw(19u) + (b * L + r0 + {a}u) * D;")
+            store += _store("DQ", "ib", f"a{a}", " * sc", "D", dh, dn, t)
+            store.append("}")
+        acc = _product([("a", "x", "sa[pj + " + "{a}" + "u * 9u]")],
+                       [("k", "sk[{r} * " + f"{krow}u + cg + " + "{h}u]", dh)], "j")
+        return {
+            "DQ_DECL": _join([f"var a{a}{h} = vec4<f32>();" for a in rows for h in range(dh)],
+                             2),
+            "DQ_ACC": _join(acc, 6),
+            "STORE": _join(store, 2),
+            "DH": str(dh),
+        }
+    dh, dvh = _ceil(d, 32), _ceil(dv, 32)
+    qrow, grow = c["dp"] // 4, c["dvp"] // 4
+    acc = _product([("v", "x", "sa[pj + " + "{a}" + "u * 9u]"),
+                    ("k", "y", "sa[576u + pj + " + "{a}" + "u * 9u]")],
+                   [("g", "sr[RG + {r} * " + f"{grow}u + cg + " + "{h}u]", dvh),
+                    ("q", "sr[{r} * " + f"{qrow}u + cg + " + "{h}u]", dh)], "r")
+    store = []
+    for a in rows:
+        store.append(f"if (j0 + {a}u < S) {{")
+        store.append(f"  let kb{a} = pw(19u) + (b * S + j0 + {a}u) * D;")
+        store += _store("DK", f"kb{a}", f"k{a}", " * sc", "D", dh, dn, t)
+        store.append(f"  let vb{a} = pw(20u) + (b * S + j0 + {a}u) * DV;")
+        store += _store("DVo", f"vb{a}", f"v{a}", "", "DV", dvh, dn, t)
+        store.append("}")
+    return {
+        "ACC_DECL": _join([f"var k{a}{h} = vec4<f32>();" for a in rows for h in range(dh)]
+                          + [f"var v{a}{h} = vec4<f32>();" for a in rows for h in range(dvh)],
+                          2),
+        "KV_ACC": _join(acc, 8),
+        "STORE": _join(store, 2),
+        "DH": str(dh), "DVH": str(dvh),
+    }
+
+
+def _subs(name: str, d: int, dv: int) -> dict[str, Any]:
+    """The template's numeric placeholders."""
+    c = _config(d, dv)
+    if name == "attention_fwd":
+        dc = c["dc_f"]
+        return {"D": d, "DV": dv, "DC": dc, "KOFF": 17 * dc, "DVP": c["dvp"],
+                "SV": 4 * c["dvp"]}
+    dc = c["dc_b"]
+    common = {"D": d, "DV": dv, "DM": max(d, dv), "DC": dc, "DP": c["dp"]}
+    if name == "attention_bwd_dq":
+        return {**common, "KOFF": 17 * dc, "GOFF": 26 * dc, "VOFF": 43 * dc,
+                "SA": max(52 * dc, 576), "SK": 8 * c["dp"]}
+    return {**common, "QOFF": 17 * dc, "VOFF": 26 * dc, "GOFF": 43 * dc,
+            "SA": max(52 * dc, 1152), "DVP": c["dvp"], "RC": c["rc"],
+            "SR": c["rc"] * (c["dp"] + c["dvp"]) // 4}
+
+
+_SIGS = {"attention_fwd": "rrrrww", "attention_bwd_dq": "rrrrrrrww",
+         "attention_bwd_dkv": "rrrrrrrww"}
+
+
+class WgpuAttention:
+    """``kernel("attention")`` (see :mod:`vtl.backends.wgpu.attention`): ``forward`` one
+    dispatch, ``backward`` two. ``launches`` counts the dispatches recorded."""
+
+    def __init__(self) -> None:
+        self._kernels: dict[tuple, Any] = {}
+        self.launches = 0
+
+    def supports(self, dtype: Any) -> bool:
+        if dtype in (D.float32, D.bfloat16):
+            return True
+        return dtype == D.float16 and "shader-f16" in _runtime.get().features
+
+    def _kernel(self, name: str, dt: Any, d: int, dv: int) -> Any:
+        key = (name, dt, d, dv)
+        k = self._kernels.get(key)
+        if k is None:
+            t, dn = D.wgsl(dt), dt.name
+            common = _kernels.source("attention_common")
+            k = self._kernels[key] = _kernels.kernel(
+                name, _SIGS[name], (dt,), T=t, DN=dn, COMMON=common,
+                **{n: str(v) for n, v in _subs(name, d, dv).items()},
+                **_blocks(name, d, dv, dn, t))
+        return k
+
+    def _fits(self, arrays: tuple, d: int, dv: int, b: int, n_q: int, n_k: int) -> bool:
+        """Whether the device takes this problem: workgroup memory, bindings, grid, and
+        every operand and result within one binding."""
+        rt = _runtime.get()
+        lim = rt.limits
+        if max(workgroup_bytes(d, dv).values()) > int(
+                lim.get("max-compute-workgroup-storage-size", 16384)):
+            return False
+        if int(lim.get("max-storage-buffers-per-shader-stage", 8)) < _BINDINGS:
+            return False
+        if b * _ceil(max(n_q, n_k), _BQ) > rt.max_groups * rt.max_groups:
+            return False
+        isz = max(D.itemsize(a.dtype) for a in arrays)
+        biggest = max([a._st.buf.cap for a in arrays]
+                      + [isz * b * max(n_q, n_k) * max(d, dv)])
+        return biggest <= rt.max_binding and b * max(n_q, n_k) * max(d, dv) < 2**31
+
+    @staticmethod
+    def _words(q: Any, k: Any, v: Any, mask: Any, causal: bool, scale: float,
+               batch: tuple[int, int], per: int) -> list[int]:
+        """Words 0-14 (``attention_common.wgsl``); the mask's strides are 0 where it
+        broadcasts."""
+        flags, moff, mst = 2 if causal else 0, 0, [0, 0, 0, 0]
+        if mask is not None:
+            pad = 4 - mask.ndim
+            shape = (1,) * pad + tuple(mask.shape)
+            strides = (0,) * pad + tuple(mask._strides)
+            flags, moff = flags | 1, mask._offset
+            mst = [0 if n == 1 else s for n, s in zip(shape, strides, strict=True)]
+        return [q.shape[0], batch[1], q.shape[1], k.shape[1], flags,
+                words_for_scalar(scale, D.float32)[0], per, q._offset, k._offset, v._offset,
+                moff, *mst]
+
+    def _accepts(self, q: Any, k: Any, v: Any, mask: Any, batch: tuple[int, int]) -> bool:
+        if not all(type(a) is WgpuArray and a.ndim == 3 for a in (q, k, v)):
+            return False
+        dt = q.dtype
+        if not self.supports(dt) or k.dtype != dt or v.dtype != dt:
+            return False
+        b, n_q, d = q.shape
+        _, n_k, dv = v.shape
+        if (k.shape != (b, n_k, d) or b != batch[0] * batch[1] or min(b, n_q, n_k, d, dv) == 0
+                or max(d, dv) > MAX_DIM):
+            return False
+        if mask is not None:
+            if type(mask) is not WgpuArray or mask.dtype != dt or mask.ndim > 4:
+                return False
+            shape = (1,) * (4 - mask.ndim) + tuple(mask.shape)
+            if any(m not in (1, n) for m, n in zip(shape, (*batch, n_q, n_k), strict=True)):
+                return False
+        arrays = (q, k, v) if mask is None else (q, k, v, mask)
+        return self._fits(arrays, d, dv, b, n_q, n_k)
+
+    def forward(self, q: Any, k: Any, v: Any, mask: Any, causal: bool, scale: float,
+                batch: tuple[int, int], dropout: Any = None) -> tuple[Any, Any] | None:
+        if dropout is not None or not self._accepts(q, k, v, mask, batch):
+            return None
+        q, k, v = contiguous(q), contiguous(k), contiguous(v)
+        b, n_q, d = q.shape
+        dv = v.shape[2]
+        dt = q.dtype
+        out = empty((b, n_q, dv), dt)
+        lse = empty((b, n_q), D.float32)
+        per = _ceil(n_q, _BQ)
+        words = self._words(q, k, v, mask, causal, scale, batch, per)
+        words += [0, 0, lse._offset, 0, out._offset]
+        mbuf = (mask if mask is not None else q)._st.buf
+        REC.dispatch(self._kernel("attention_fwd", dt, d, dv),
+                     (q._st.buf, k._st.buf, v._st.buf, mbuf, out._st.buf, lse._st.buf),
+                     words, b * per)
+        self.launches += 1
+        return out, lse
+
+    def backward(self, q: Any, k: Any, v: Any, out: Any, lse: Any, g: Any, mask: Any,
+                 causal: bool, scale: float, batch: tuple[int, int], dropout: Any = None
+                 ) -> tuple[Any, Any, Any]:
+        q, k, v, out = contiguous(q), contiguous(k), contiguous(v), contiguous(out)
+        b, n_q, d = q.shape
+        n_k, dv = v.shape[1], v.shape[2]
+        dt = q.dtype
+        g = contiguous(g) if g.dtype == dt else astype_raw(g, dt)
+        delta = empty((b, n_q), D.float32)
+        dq = empty((b, n_q, d), dt)
+        dk = empty((b, n_k, d), dt)
+        dvv = empty((b, n_k, dv), dt)
+        mbuf = (mask if mask is not None else q)._st.buf
+        base = self._words(q, k, v, mask, causal, scale, batch, _ceil(n_q, _BQ))
+        words = base + [g._offset, out._offset, lse._offset, delta._offset, dq._offset]
+        REC.dispatch(self._kernel("attention_bwd_dq", dt, d, dv),
+                     (q._st.buf, k._st.buf, v._st.buf, mbuf, g._st.buf, out._st.buf,
+                      lse._st.buf, delta._st.buf, dq._st.buf), words, b * words[6])
+        per = _ceil(n_k, _BQ)
+        base[6] = per
+        words = base + [g._offset, 0, lse._offset, delta._offset, dk._offset, dvv._offset]
+        REC.dispatch(self._kernel("attention_bwd_dkv", dt, d, dv),
+                     (q._st.buf, k._st.buf, v._st.buf, mbuf, g._st.buf, lse._st.buf,
+                      delta._st.buf, dk._st.buf, dvv._st.buf), words, b * per)
+        self.launches += 2
+        return dq, dk, dvv
