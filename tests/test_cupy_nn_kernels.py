@@ -21,6 +21,7 @@ import math
 import shutil
 import subprocess
 
+import ml_dtypes
 import numpy as np
 import pytest
 from nn_kernel_checks import (
@@ -81,6 +82,8 @@ static inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); ret
 static inline double __longlong_as_double(long long i) {
   double d; std::memcpy(&d, &i, 8); return d;
 }
+static inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
+static inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
 #define __global__
 #define __device__
 #define __forceinline__ inline
@@ -119,7 +122,10 @@ template <class F> static void vtl_launch(unsigned gx, unsigned gy, unsigned bx,
 """
 
 _FLOAT = {"float": np.float32, "double": np.float64}
+#: every float type of the kernels (``K.FLOAT_TYPES``) as a NumPy dtype
+FLOAT_DTYPES = {**_FLOAT, "half": np.float16, "bfloat16": ml_dtypes.bfloat16}
 _SCALAR = {"const long long": (np.int64, ctypes.c_longlong), "const int": (np.int32, ctypes.c_int)}
+_CSCALAR = {np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double}
 #: the variants compiled for the host: (spec, float type, target type)
 _VARIANTS = [(s, c, "int") for s in (K.BIAS_ADD, K.COL_SUM, K.RELU_BACKWARD)
              for c in _FLOAT] + [
@@ -129,24 +135,29 @@ _VARIANTS = [(s, c, "int") for s in (K.BIAS_ADD, K.COL_SUM, K.RELU_BACKWARD)
 _TDT = {"long long": np.int64, "int": np.int32, "unsigned char": np.uint8}
 
 
-def _host_unit(k: int, spec, ctype: str, tctype: str) -> str:
+#: C++ put at the top of each kernel's namespace in the host build: CUDA's float overloads of
+#: the math functions the kernels call (the global ones of <cmath> take doubles)
+_HOST_MATH = "using std::erfc; using std::exp; using std::sqrt; using std::tanh;\n"
+
+
+def _host_unit(k: int, spec, ctype: str, tctype: str, prefix: str = "") -> str:
     name = f"{spec.name}_{k}"
     src = K.cuda_source(spec, ctype, tctype, name=name).replace('extern "C" ', "")
     params = ", ".join(f"{t} {n}" for t, n in spec.params)
     args = ", ".join(n for _, n in spec.params)
-    return (f"namespace v{k} {{\n{src}"
+    return (f"namespace v{k} {{\n{prefix}{src}"
             f'extern "C" void launch_{k}(unsigned gx, unsigned bx, unsigned by, {params}) {{\n'
             f"  vtl_launch(gx, 1, bx, by, [=] {{ {name}({args}); }});\n}}\n}}\n")
 
 
-@pytest.fixture(scope="module")
-def host_lib(tmp_path_factory):
+def build_host_lib(d, variants, prefix: str = ""):
+    """The host build of ``variants`` (``(spec, float type, target type)``; ``launch_{k}``
+    runs the k-th), compiled in ``d``; skips the test without a C++20 compiler."""
     cxx = shutil.which("g++") or shutil.which("clang++")
     if cxx is None:
         pytest.skip("no C++ compiler")
-    d = tmp_path_factory.mktemp("cupy_nn_host")
-    units = [_host_unit(k, *v) for k, v in enumerate(_VARIANTS)]
-    # the kernels use T/TI typedefs inside their namespace; the shim's globals outside
+    units = [_host_unit(k, *v, prefix=prefix) for k, v in enumerate(variants)]
+    # the kernels use T/A/TI typedefs inside their namespace; the shim's globals outside
     (d / "k.cpp").write_text(_SHIM + "\n".join(units))
     r = subprocess.run([cxx, "-std=c++20", "-O1", "-pthread", "-shared", "-fPIC", "-o",
                         str(d / "k.so"), str(d / "k.cpp")], capture_output=True, text=True)
@@ -155,6 +166,11 @@ def host_lib(tmp_path_factory):
             pytest.skip("the C++ compiler lacks <barrier>")
         raise AssertionError(r.stderr[-4000:])
     return ctypes.CDLL(str(d / "k.so"))
+
+
+@pytest.fixture(scope="module")
+def host_lib(tmp_path_factory):
+    return build_host_lib(tmp_path_factory.mktemp("cupy_nn_host"), _VARIANTS)
 
 
 class _Dev:
@@ -176,7 +192,8 @@ class _HostKernel:
 
     def __init__(self, fn, spec, ctype, tctype, log):
         self.fn, self.spec, self.log = fn, spec, log
-        self.dt, self.tdt = np.dtype(_FLOAT[ctype]), _TDT.get(tctype)
+        self.dt, self.tdt = np.dtype(FLOAT_DTYPES[ctype]), _TDT.get(tctype)
+        self.adt = K.compute_dtype(self.dt)
 
     def __call__(self, grid, block, args):
         assert len(args) == len(self.spec.params), self.spec.name
@@ -187,9 +204,12 @@ class _HostKernel:
         for (ptype, pname), a in zip(self.spec.params, args, strict=True):
             if ptype.endswith("*") or "* " in ptype:
                 base = ptype.replace("const ", "").split("*")[0].strip()
-                want = {"T": self.dt, "TI": self.tdt, "long long": np.int64}[base]
+                want = {"T": self.dt, "A": self.adt, "TI": self.tdt, "long long": np.int64}[base]
                 assert isinstance(a, np.ndarray) and a.dtype == want, (pname, a)
                 conv.append(ctypes.c_void_p(a.ctypes.data))
+            elif ptype == "const A":
+                assert type(a) is self.adt.type, (pname, type(a))
+                conv.append(_CSCALAR[self.adt](a))
             else:
                 want, cty = _SCALAR[ptype]
                 assert type(a) is want, (pname, type(a))
@@ -209,10 +229,10 @@ class FakeCupy:
         def Device(index=0):  # noqa: N802
             return _DEV
 
-    def __init__(self, lib):
+    def __init__(self, lib, variants=None):
         self.log: list[str] = []
         self._by_src = {}
-        for k, (spec, c, tc) in enumerate(_VARIANTS):
+        for k, (spec, c, tc) in enumerate(_VARIANTS if variants is None else variants):
             src = K.cuda_source(spec, c, tc)
             self._by_src[src] = _HostKernel(getattr(lib, f"launch_{k}"), spec, c, tc, self.log)
 
@@ -290,7 +310,7 @@ def test_linear_declines_what_it_does_not_handle(host):
     assert nnk.linear(x, np.ones((4, 3), np.float64), None) is None
     assert nnk.linear(np.ones((0, 3), np.float32), w, None) is None
     assert nnk.linear(x, np.ones((4, 2), np.float32), None) is None
-    assert nnk.linear(x.astype(np.float16), w.astype(np.float16), None) is None
+    assert nnk.linear(x.astype(np.complex64), w.astype(np.complex64), None) is None
 
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
@@ -456,7 +476,7 @@ def test_cross_entropy_supports_and_known_ranges(host):
     assert ce.supports(x, np.zeros(4, np.int8))
     assert not ce.supports(x, np.zeros(4, np.uint64))
     assert not ce.supports(x, np.zeros(3, np.int64))
-    assert not ce.supports(x.astype(np.float16), np.zeros(4, np.int64))
+    assert not ce.supports(x.astype(np.complex64), np.zeros(4, np.int64))
     assert not ce.supports(np.zeros((0, 3), np.float32), np.zeros(0, np.int64))
     assert not ce.supports(np.zeros((4, 0), np.float32), np.zeros(4, np.int64))
     assert not ce.supports(x[None], np.zeros(4, np.int64))
@@ -577,7 +597,7 @@ def test_every_variant_compiles_with_nvcc(tmp_path):
         pytest.skip("nvcc not installed")
     units = []
     for k, (spec, c, tc) in enumerate(itertools.product(
-            K.SPECS, K.CTYPES.values(), ("int", "long long", "unsigned char"))):
+            K.SPECS, K.FLOAT_TYPES, ("int", "long long", "unsigned char"))):
         if tc != "int" and spec not in (K.CROSS_ENTROPY, K.CROSS_ENTROPY_GRAD):
             continue
         units.append(f"namespace v{k} {{\n" + K.cuda_source(spec, c, tc, name=f"k{k}")
@@ -588,13 +608,11 @@ def test_every_variant_compiles_with_nvcc(tmp_path):
     assert r.returncode == 0, r.stderr[-4000:]
 
 
-def test_layer_norm_and_gelu_kernels_compile_with_nvcc(tmp_path):
+def test_gelu_elementwise_bodies_compile_with_nvcc(tmp_path):
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         pytest.skip("nvcc not installed")
-    units = [f"namespace v{i} {{\n" + src.format(T=c, A=c).replace('extern "C" ', "") + "}\n"
-             for i, (src, c) in enumerate(itertools.product((K._LN_FWD, K._LN_BWD),
-                                                            K.CTYPES.values()))]
+    units = []
     for i, (body, c) in enumerate(itertools.product(K.GELU_BODIES.values(),
                                                     K.CTYPES.values())):
         units.append(f"namespace g{i} {{ typedef {c} T; __global__ void k(const T* X, "

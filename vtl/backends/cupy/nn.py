@@ -1,11 +1,21 @@
 """Fused kernels of ``vtl.nn`` ops on the CuPy backend (``linear``, ``linear_grad_weight``,
-``relu_backward``, ``cross_entropy``; the contracts are in ``vtl.backends.kernels``).
+``relu_backward``, ``cross_entropy``, ``layer_norm``, ``gelu``; the contracts are in
+``vtl.backends.kernels``).
 
 Each replaces a chain of portable array-API calls (one CuPy launch and 10-20 us of host
 time each) by fewer launches; the portable versions stay the reference
 (``tests/test_cupy_nn_kernels.py`` checks that both agree). Kernels take raw arrays and
 return ``None`` when they do not handle the arguments (the caller then takes the portable
-path). Float32 and float64.
+path). Float32, float64, float16 and bfloat16.
+
+float16 and bfloat16 arrays are read and written as 16-bit words (``unsigned short``: no
+``cuda_fp16.h``/``cuda_bf16.h``, so NVRTC needs no headers and the host build needs no CUDA
+types); ``vtl_ld`` widens a word to float32 and ``vtl_st`` rounds a float32 to the nearest
+even 16-bit value (overflow to inf, nan kept), by integer operations that give bit for bit
+``__half2float``/``__float2half_rn`` and ``__bfloat162float``/``__float2bfloat16_rn``. All
+arithmetic is float32 and each result is rounded once; statistics that a backward reads
+(cross-entropy's row maxima and sums, layer_norm's means and reciprocal deviations) stay
+float32. For float32 and float64 the two are the identity.
 
 * ``linear``: ``x @ w.T + b`` as one cuBLAS gemm (the namespace's ``matmul``) and one
   in-place bias add;
@@ -37,12 +47,14 @@ host with a small emulation of the CUDA built-ins (the tests do both).
 
 from __future__ import annotations
 
+import re
 import weakref
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from .._common.ranges import KNOWN_MAX, targets_in_range, value_range
+from .._dtypes import bfloat16, float16
 from ._codegen import CTYPES
 from .checks import ErrorBuffers
 
@@ -58,7 +70,8 @@ _I32 = np.int32
 
 class Spec(NamedTuple):
     """One CUDA kernel: ``extern "C" __global__ void name(params) { body }``; parameter
-    types may use ``T`` (the float type) and ``TI`` (the target's integer type)."""
+    types may use ``T`` (the float type as stored), ``A`` (the type it is computed in) and
+    ``TI`` (the target's integer type)."""
 
     name: str
     params: tuple[tuple[str, str], ...]
@@ -78,19 +91,83 @@ __device__ __forceinline__ float vtl_neg_inf(float) { return __int_as_float(0xff
 __device__ __forceinline__ double vtl_neg_inf(double) {
   return __longlong_as_double((long long)0xfff0000000000000ULL);
 }
+__device__ __forceinline__ float vtl_half_to_float(unsigned short h) {
+  const unsigned s = ((unsigned)h & 0x8000u) << 16;
+  unsigned e = ((unsigned)h >> 10) & 0x1fu, m = (unsigned)h & 0x3ffu;
+  if (e == 0x1fu) return __uint_as_float(s | 0x7f800000u | (m << 13));
+  if (e == 0) {
+    if (m == 0) return __uint_as_float(s);
+    e = 113;
+    while (!(m & 0x400u)) { m <<= 1; --e; }
+    return __uint_as_float(s | (e << 23) | ((m & 0x3ffu) << 13));
+  }
+  return __uint_as_float(s | ((e + 112) << 23) | (m << 13));
+}
+__device__ __forceinline__ unsigned short vtl_float_to_half(float f) {
+  const unsigned u = __float_as_uint(f);
+  const unsigned s = (u >> 16) & 0x8000u;
+  const unsigned a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return (unsigned short)(s | 0x7e00u | ((a >> 13) & 0x3ffu));
+  if (a >= 0x47800000u) return (unsigned short)(s | 0x7c00u);
+  if (a >= 0x38800000u) {  // a normal half: rebias, round the 13 dropped bits to even
+    const unsigned r = a - 0x38000000u + 0xfffu + ((a >> 13) & 1u);
+    return (unsigned short)(s | (r >> 13));
+  }
+  const unsigned e = a >> 23;  // a subnormal half (or zero): shift the significand
+  if (e < 102) return (unsigned short)s;
+  const unsigned m = (a & 0x7fffffu) | 0x800000u, sh = 126 - e;
+  unsigned r = m >> sh;
+  const unsigned rem = m & ((1u << sh) - 1u), half = 1u << (sh - 1);
+  if (rem > half || (rem == half && (r & 1u))) ++r;
+  return (unsigned short)(s | r);
+}
+__device__ __forceinline__ float vtl_bfloat16_to_float(unsigned short h) {
+  return __uint_as_float((unsigned)h << 16);
+}
+__device__ __forceinline__ unsigned short vtl_float_to_bfloat16(float f) {
+  const unsigned u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
+  return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
 """
+
+#: the float types of the kernels by name: (the C type stored, the C type computed in, the
+#: conversion between them: ``vtl_{name}_to_float``/``vtl_float_to_{name}``, or none)
+FLOAT_TYPES = {
+    "float": ("float", "float", False),
+    "double": ("double", "double", False),
+    "half": ("unsigned short", "float", True),
+    "bfloat16": ("unsigned short", "float", True),
+}
+#: the name in :data:`FLOAT_TYPES` of each dtype the kernels take
+FLOAT_NAMES = {**CTYPES, np.dtype(float16): "half", np.dtype(bfloat16): "bfloat16"}
+_F32 = np.dtype(np.float32)
+
+
+def compute_dtype(dtype: Any) -> np.dtype:
+    """The dtype kernels compute ``dtype`` in (and keep its statistics in): float32 for
+    float16 and bfloat16, else ``dtype`` itself."""
+    dt = np.dtype(dtype)
+    return dt if dt in CTYPES else _F32
 
 
 def cuda_source(spec: Spec, ctype: str, tctype: str = "int", name: str | None = None) -> str:
-    """CUDA C++ source of ``spec`` for the float type ``ctype`` and target type ``tctype``
-    (the kernel is called ``name``, default ``spec.name``)."""
+    """CUDA C++ source of ``spec`` for the float type ``ctype`` (a name in
+    :data:`FLOAT_TYPES`) and target type ``tctype`` (the kernel is called ``name``, default
+    ``spec.name``)."""
+    stored, computed, convert = FLOAT_TYPES[ctype]
+    ld, st = (f"vtl_{ctype}_to_float(v)", f"vtl_float_to_{ctype}(v)") if convert else ("v", "v")
     params = ",\n    ".join(f"{t} {n}" for t, n in spec.params)
-    return (f"typedef {ctype} T;\ntypedef {tctype} TI;\n{_PRELUDE}\n"
+    return (f"typedef {stored} T;\ntypedef {computed} A;\ntypedef {tctype} TI;\n{_PRELUDE}"
+            f"__device__ __forceinline__ A vtl_ld(T v) {{ return {ld}; }}\n"
+            f"__device__ __forceinline__ T vtl_st(A v) {{ return {st}; }}\n\n"
             f'extern "C" __global__ void {name or spec.name}(\n    {params}) {{\n'
             f"{spec.body}}}\n")
 
 
 # -- kernels ---------------------------------------------------------------------------------
+# Bodies read stored values through ``vtl_ld`` (to ``A``), compute in ``A`` and write
+# through ``vtl_st`` (rounded to ``T``): see the module docstring.
 
 #: ``out[i, j] += b[j * sb]`` over a contiguous (total / N, N) ``out``
 BIAS_ADD = Spec("vtl_bias_add", (
@@ -99,7 +176,7 @@ BIAS_ADD = Spec("vtl_bias_add", (
   const long long stride = (long long)blockDim.x * gridDim.x;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
        i += stride) {
-    out[i] += b[(i % N) * sb];
+    out[i] = vtl_st(vtl_ld(out[i]) + vtl_ld(b[(i % N) * sb]));
   }
 """)
 
@@ -112,30 +189,31 @@ COL_SUM = Spec("vtl_col_sum", (
   const long long col = (long long)blockIdx.x * 32 + threadIdx.x;
   double acc = 0;
   if (col < N) {
-    for (long long m = threadIdx.y; m < M; m += 8) acc += (double)g[m * sgm + col * sgn];
+    for (long long m = threadIdx.y; m < M; m += 8) acc += (double)vtl_ld(g[m * sgm + col * sgn]);
   }
   part[threadIdx.y][threadIdx.x] = acc;
   __syncthreads();
   if (threadIdx.y == 0 && col < N) {
     double s = part[0][threadIdx.x];
     for (int k = 1; k < 8; ++k) s += part[k][threadIdx.x];
-    out[col] = (T)s;
+    out[col] = vtl_st((A)s);
   }
 """)
 
-#: ``out[i] = x[i] <= 0 ? 0 : g[i]`` over contiguous arrays (nan in ``x`` passes ``g``)
+#: ``out[i] = x[i] <= 0 ? 0 : g[i]`` over contiguous arrays (nan in ``x`` passes ``g``; the
+#: stored ``g`` is copied, never rounded)
 RELU_BACKWARD = Spec("vtl_relu_backward", (
     ("const T* __restrict__", "x"), ("const T* __restrict__", "g"), ("T* __restrict__", "out"),
     ("const long long", "n")), r"""
   const long long stride = (long long)blockDim.x * gridDim.x;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-    out[i] = x[i] <= (T)0 ? (T)0 : g[i];
+    out[i] = vtl_ld(x[i]) <= (A)0 ? (T)0 : g[i];
   }
 """)
 
 _CE_PARAMS = (
     ("const T* __restrict__", "x"), ("const TI* __restrict__", "t"),
-    ("T* __restrict__", "out"), ("T* __restrict__", "saved"),
+    ("T* __restrict__", "out"), ("A* __restrict__", "saved"),
     ("long long* __restrict__", "err"), ("const long long", "M"), ("const long long", "C"),
     ("const long long", "sxm"), ("const long long", "sxc"), ("const long long", "st"),
     ("const int", "mode"), ("const int", "phase"), ("const int", "has_ignore"),
@@ -146,12 +224,12 @@ _CE_PARAMS = (
 #: ``s = sum(exp(x - sh))``, ``loss = -((x[t] - sh) - log(s))``, 0 where ``t == ignore``
 #: (``has_ignore``), nan for a target outside ``[0, C)``. ``saved[2m] = sh``,
 #: ``saved[2m + 1] = s`` (for the gradient), ``saved[2M]`` = the number of targets not
-#: ignored, ``saved[2M + 1 + m]`` = the row losses of a reduced mode. ``mode`` 0: row
-#: losses into ``out[m]``; 1: their sum, 2: their mean into ``out[0]`` (in double, in a
-#: fixed order). Phase 0: one warp per row (blocks of 256 threads); a single block goes on
-#: with phase 1 itself, else a second launch (phase 1, one block) does it: the sum, the
-#: count and the first bad target, recorded in ``err = [flag, target, C]`` unless a
-#: previous call's error is still there.
+#: ignored, ``saved[2M + 1 + m]`` = the row losses of a reduced mode (``saved`` holds
+#: ``A``: float32 for 16-bit logits). ``mode`` 0: row losses into ``out[m]``; 1: their
+#: sum, 2: their mean into ``out[0]`` (in double, in a fixed order). Phase 0: one warp per
+#: row (blocks of 256 threads); a single block goes on with phase 1 itself, else a second
+#: launch (phase 1, one block) does it: the sum, the count and the first bad target,
+#: recorded in ``err = [flag, target, C]`` unless a previous call's error is still there.
 CROSS_ENTROPY = Spec("vtl_cross_entropy", _CE_PARAMS, r"""
   const unsigned FULL = 0xffffffffu;
   const int tid = threadIdx.x;
@@ -161,29 +239,30 @@ CROSS_ENTROPY = Spec("vtl_cross_entropy", _CE_PARAMS, r"""
     for (long long m = ((long long)blockIdx.x * blockDim.x + tid) >> 5; m < M; m += nwarps) {
       const T* xr = x + m * sxm;
       const long long tv = (long long)t[m * st];  // loaded early: its latency overlaps
-      T mx = vtl_neg_inf((T)0);
+      A mx = vtl_neg_inf((A)0);
       for (long long c = lane; c < C; c += 32) {
-        const T v = xr[c * sxc];
+        const A v = vtl_ld(xr[c * sxc]);
         if (isnan(v) || v > mx) mx = v;
       }
       for (int o = 16; o > 0; o >>= 1) {
-        const T v = __shfl_down_sync(FULL, mx, o);
+        const A v = __shfl_down_sync(FULL, mx, o);
         if (isnan(v) || v > mx) mx = v;
       }
       mx = __shfl_sync(FULL, mx, 0);
-      const T sh = isfinite(mx) ? mx : (T)0;
-      T s = 0;
-      for (long long c = lane; c < C; c += 32) s += vtl_exp(xr[c * sxc] - sh);
+      const A sh = isfinite(mx) ? mx : (A)0;
+      A s = 0;
+      for (long long c = lane; c < C; c += 32) s += vtl_exp(vtl_ld(xr[c * sxc]) - sh);
       for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(FULL, s, o);
       if (lane == 0) {
         saved[2 * m] = sh;
         saved[2 * m + 1] = s;
-        T loss = 0;
+        A loss = 0;
         if (!(has_ignore && tv == ignore)) {
-          loss = (tv >= 0 && tv < C) ? -((xr[tv * sxc] - sh) - vtl_log(s)) : vtl_nan((T)0);
+          loss = (tv >= 0 && tv < C) ? -((vtl_ld(xr[tv * sxc]) - sh) - vtl_log(s))
+                                     : vtl_nan((A)0);
         }
         if (mode == 0) {
-          out[m] = loss;
+          out[m] = vtl_st(loss);
         } else {
           saved[2 * M + 1 + m] = loss;
         }
@@ -226,8 +305,8 @@ CROSS_ENTROPY = Spec("vtl_cross_entropy", _CE_PARAMS, r"""
     }
     if (mode != 0) {
       const double total = s_sum[0];
-      out[0] = (T)(mode == 2 ? total / (double)s_cnt[0] : total);
-      saved[2 * M] = (T)s_cnt[0];
+      out[0] = vtl_st((A)(mode == 2 ? total / (double)s_cnt[0] : total));
+      saved[2 * M] = (A)s_cnt[0];
     }
   }
 """)
@@ -237,7 +316,7 @@ CROSS_ENTROPY = Spec("vtl_cross_entropy", _CE_PARAMS, r"""
 #: 0 where ignored, nan for a bad target; ``g_m = g[m * sg]`` (``sg = 0``: one value).
 CROSS_ENTROPY_GRAD = Spec("vtl_cross_entropy_grad", (
     ("const T* __restrict__", "x"), ("const TI* __restrict__", "t"),
-    ("const T* __restrict__", "saved"), ("const T* __restrict__", "g"),
+    ("const A* __restrict__", "saved"), ("const T* __restrict__", "g"),
     ("T* __restrict__", "out"), ("const long long", "M"), ("const long long", "C"),
     ("const long long", "sxm"), ("const long long", "sxc"), ("const long long", "st"),
     ("const long long", "sg"), ("const int", "mode"), ("const int", "has_ignore"),
@@ -249,22 +328,128 @@ CROSS_ENTROPY_GRAD = Spec("vtl_cross_entropy_grad", (
     const long long m = i / C;
     const long long c = i - m * C;
     const long long tv = (long long)t[m * st];
-    T r = 0;
+    A r = 0;
     if (!(has_ignore && tv == ignore)) {
       if (tv >= 0 && tv < C) {
-        T gm = g[m * sg];
+        A gm = vtl_ld(g[m * sg]);
         if (mode == 2) gm = gm / saved[2 * M];
-        const T p = vtl_exp(x[m * sxm + c * sxc] - saved[2 * m]) / saved[2 * m + 1];
-        r = (p - (tv == c ? (T)1 : (T)0)) * gm;
+        const A p = vtl_exp(vtl_ld(x[m * sxm + c * sxc]) - saved[2 * m]) / saved[2 * m + 1];
+        r = (p - (tv == c ? (A)1 : (A)0)) * gm;
       } else {
-        r = vtl_nan((T)0);
+        r = vtl_nan((A)0);
       }
     }
-    out[i] = r;
+    out[i] = vtl_st(r);
   }
 """)
 
-SPECS = (BIAS_ADD, COL_SUM, RELU_BACKWARD, CROSS_ENTROPY, CROSS_ENTROPY_GRAD)
+#: layer_norm of the contiguous rows of ``x`` (M, N), a warp per row (blocks of 256
+#: threads: eight rows): the mean, then the variance of the deviations (shuffle sums in
+#: ``A``), ``y = (x - mu) r w + b`` (``flags`` 1: ``w``, 2: ``b``) and ``stats[2 row] = mu``,
+#: ``stats[2 row + 1] = r = 1 / sqrt(var + eps)`` (in ``A``)
+LAYER_NORM_FWD = Spec("vtl_layer_norm_fwd", (
+    ("const T* __restrict__", "x"), ("const T* __restrict__", "w"),
+    ("const T* __restrict__", "b"), ("T* __restrict__", "y"), ("A* __restrict__", "stats"),
+    ("const long long", "M"), ("const int", "N"), ("const A", "eps"), ("const int", "flags")),
+    r"""
+  const long long row = (long long)blockIdx.x * 8 + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (row >= M) return;
+  const T* xr = x + row * N;
+  A s = 0;
+  for (int j = lane; j < N; j += 32) s += vtl_ld(xr[j]);
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  const A mu = s / N;
+  A q = 0;
+  for (int j = lane; j < N; j += 32) { const A d = vtl_ld(xr[j]) - mu; q += d * d; }
+  for (int o = 16; o > 0; o >>= 1) q += __shfl_xor_sync(0xffffffffu, q, o);
+  const A r = (A)1 / sqrt(q / N + eps);
+  T* yr = y + row * N;
+  for (int j = lane; j < N; j += 32) {
+    A v = (vtl_ld(xr[j]) - mu) * r;
+    if (flags & 1) v *= vtl_ld(w[j]);
+    if (flags & 2) v += vtl_ld(b[j]);
+    yr[j] = vtl_st(v);
+  }
+  if (lane == 0) { stats[2 * row] = mu; stats[2 * row + 1] = r; }
+""")
+
+#: the layer_norm gradient, a warp per row: ``dx = r (gw - mean(gw) - xh mean(gw xh))`` with
+#: ``xh = (x - mu) r``, ``gw = g w`` (``flags`` 1) or ``g``; ``gxh = g xh`` (in ``A``: the
+#: weight gradient is its column sums)
+LAYER_NORM_BWD = Spec("vtl_layer_norm_bwd", (
+    ("const T* __restrict__", "x"), ("const T* __restrict__", "w"),
+    ("const A* __restrict__", "stats"), ("const T* __restrict__", "g"),
+    ("T* __restrict__", "dx"), ("A* __restrict__", "gxh"), ("const long long", "M"),
+    ("const int", "N"), ("const int", "flags")), r"""
+  const long long row = (long long)blockIdx.x * 8 + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (row >= M) return;
+  const T* xr = x + row * N;
+  const T* gr = g + row * N;
+  const A mu = stats[2 * row], r = stats[2 * row + 1];
+  A c1 = 0, c2 = 0;
+  for (int j = lane; j < N; j += 32) {
+    const A xh = (vtl_ld(xr[j]) - mu) * r;
+    const A gv = vtl_ld(gr[j]);
+    const A gw = (flags & 1) ? gv * vtl_ld(w[j]) : gv;
+    c1 += gw;
+    c2 += gw * xh;
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    c1 += __shfl_xor_sync(0xffffffffu, c1, o);
+    c2 += __shfl_xor_sync(0xffffffffu, c2, o);
+  }
+  c1 /= N;
+  c2 /= N;
+  for (int j = lane; j < N; j += 32) {
+    const A xh = (vtl_ld(xr[j]) - mu) * r;
+    const A gv = vtl_ld(gr[j]);
+    const A gw = (flags & 1) ? gv * vtl_ld(w[j]) : gv;
+    dx[row * N + j] = vtl_st(r * (gw - c1 - xh * c2));
+    gxh[row * N + j] = gv * xh;
+  }
+""")
+
+#: the bodies of the GELU kernels (``y`` from ``x``, and ``g``), by (direction, form): plain C++
+#: apart from CUDA's overloaded math functions, so the tests compile them on the host too
+GELU_BODIES = {
+    ("fwd", "none"): "y = x * ((T)0.5 * erfc(-x * (T)0.70710678118654752440));",
+    ("fwd", "tanh"): ("y = (T)0.5 * x * ((T)1 + tanh((T)0.79788456080286535588 * "
+                      "(x + (T)0.044715 * x * x * x)));"),
+    ("bwd", "none"): ("y = g * ((T)0.5 * erfc(-x * (T)0.70710678118654752440) "
+                      "+ x * exp((T)-0.5 * x * x) * (T)0.39894228040143267794);"),
+    ("bwd", "tanh"): ("const T t = tanh((T)0.79788456080286535588 * "
+                      "(x + (T)0.044715 * x * x * x)); "
+                      "const T du = (T)0.79788456080286535588 * ((T)1 + (T)0.134145 * x * x); "
+                      "y = g * ((T)0.5 * ((T)1 + t) + (T)0.5 * x * ((T)1 - t * t) * du);"),
+}
+
+
+def _gelu_spec(which: str, form: str) -> Spec:
+    """The GELU kernel over ``n`` contiguous elements as a :class:`Spec` (for float16 and
+    bfloat16: the :data:`GELU_BODIES` computed in ``A``)."""
+    ins = (("const T* __restrict__", "X"),) + (
+        (("const T* __restrict__", "G"),) if which == "bwd" else ())
+    load_g = "    const A g = vtl_ld(G[i]);\n" if which == "bwd" else ""
+    body = re.sub(r"\bT\b", "A", GELU_BODIES[(which, form)])
+    return Spec(f"vtl_gelu_{which}_{form}", (*ins, ("T* __restrict__", "Y"),
+                                               ("const long long", "n")), rf"""
+  const long long stride = (long long)blockDim.x * gridDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {{
+    const A x = vtl_ld(X[i]);
+{load_g}    A y;
+    {body}
+    Y[i] = vtl_st(y);
+  }}
+""")
+
+
+#: the GELU kernels of float16 and bfloat16 arrays, by (direction, form)
+GELU_SPECS = {key: _gelu_spec(*key) for key in GELU_BODIES}
+
+SPECS = (BIAS_ADD, COL_SUM, RELU_BACKWARD, CROSS_ENTROPY, CROSS_ENTROPY_GRAD, LAYER_NORM_FWD,
+         LAYER_NORM_BWD, *GELU_SPECS.values())
 
 #: largest M * C and M whose cross-entropy (rows and reduction) runs in one block, one
 #: launch (eight warps, each a row at a time: at most 64 rows per warp)
@@ -301,7 +486,7 @@ class _Kernels:
         key = (spec.name, dtype, tdtype)
         k = self._compiled.get(key)
         if k is None:
-            src = cuda_source(spec, CTYPES[np.dtype(dtype)],
+            src = cuda_source(spec, FLOAT_NAMES[np.dtype(dtype)],
                               _TCTYPES[np.dtype(tdtype)] if tdtype is not None else "int")
             k = self._compiled[key] = self._cp.RawKernel(src, spec.name)
         return k
@@ -309,7 +494,9 @@ class _Kernels:
 
 class CupyNN:
     """``linear``, ``linear_grad_weight`` and ``relu_backward`` (bound methods are the
-    registered kernels); ``launches`` counts the launches they made."""
+    registered kernels); ``launches`` counts the launches they made. float16/bfloat16: the
+    products are the ``matmul`` given (float32 compute), the bias is added in float32 and
+    rounded once, bias gradients are summed in double and rounded once."""
 
     #: the CUDA device of an array (a context manager with ``id``)
     _device_of = staticmethod(lambda a: a.device)
@@ -325,7 +512,7 @@ class CupyNN:
         nd = self._cp.ndarray
         x0 = xs[0]
         return all(type(x) is nd and x.ndim == 2 and x.dtype == x0.dtype for x in xs) \
-            and x0.dtype in CTYPES
+            and x0.dtype in FLOAT_NAMES
 
     def linear(self, x: Any, w: Any, b: Any) -> Any:
         """``x @ w.T + b`` for 2-D ``x`` (M, in), ``w`` (out, in), ``b`` (out,) or None."""
@@ -363,7 +550,10 @@ class CupyNN:
             m, n = g.shape
             st = _elem_strides(g)
             if m > COL_SUM_MAX_ROWS or st is None:
-                gb = cp.sum(g, axis=0)
+                if g.dtype in CTYPES:
+                    gb = cp.sum(g, axis=0)
+                else:  # 16-bit: summed in float32, rounded once
+                    gb = cp.sum(g.astype(_F32), axis=0).astype(g.dtype)
             else:
                 gb = cp.empty((n,), dtype=g.dtype)
                 self._k.get(COL_SUM, g.dtype)(
@@ -375,11 +565,15 @@ class CupyNN:
         """``where(x <= 0, 0, g)`` (relu's gradient; nan in ``x`` passes ``g`` through)."""
         cp = self._cp
         if (type(x) is not cp.ndarray or type(g) is not cp.ndarray or x.shape != g.shape
-                or x.dtype != g.dtype or x.dtype not in CTYPES):
+                or x.dtype != g.dtype or x.dtype not in FLOAT_NAMES):
             return None
         with self._device_of(x):
+            shape = x.shape
+            if x.dtype not in CTYPES:  # 16-bit: the contiguous kernel (strided: copies)
+                x = cp.ascontiguousarray(x)
+                g = cp.ascontiguousarray(g)
             if x.flags.c_contiguous and g.flags.c_contiguous:
-                out = cp.empty(x.shape, dtype=x.dtype)
+                out = cp.empty(shape, dtype=x.dtype)
                 n = x.size
                 if n:
                     self._k.get(RELU_BACKWARD, x.dtype)((_blocks(n),), (256,),
@@ -431,7 +625,9 @@ class CupyCrossEntropy:
     """``kernels["cross_entropy"]`` (the protocol of ``vtl/nn/functional/loss.py``):
     ``fwd(x, t, reduction, ignore_index)`` -> ``(loss, saved)``;
     ``grad(x, t, saved, g, reduction, ignore_index)`` -> the logits' gradient. ``x`` is
-    (M, C) float32/float64 with any strides, ``t`` (M,) integers up to 32 bits or int64.
+    (M, C) float32/float64/float16/bfloat16 with any strides, ``t`` (M,) integers up to 32
+    bits or int64. The loss and the gradient have ``x``'s dtype; for 16-bit logits the
+    arithmetic, the reduction's row losses and ``saved`` are float32 (wider for the sum).
 
     Bad targets are reported lazily (module docstring), per thread: ``pending`` says
     whether this thread's error buffers have calls since they were last read;
@@ -453,7 +649,8 @@ class CupyCrossEntropy:
     def supports(self, x: Any, t: Any) -> bool:
         nd = self._cp.ndarray
         return (type(x) is nd and type(t) is nd and x.ndim == 2 and t.ndim == 1
-                and x.dtype in CTYPES and t.dtype in _TCTYPES and x.shape[0] == t.shape[0]
+                and x.dtype in FLOAT_NAMES and t.dtype in _TCTYPES
+                and x.shape[0] == t.shape[0]
                 and x.shape[0] > 0 and x.shape[1] > 0
                 and self._device_of(x).id == self._device_of(t).id
                 and _elem_strides(x) is not None and _elem_strides(t) is not None)
@@ -488,7 +685,7 @@ class CupyCrossEntropy:
         with self._device_of(x):
             err = self._errors.get(dev)
             out = cp.empty((m,) if mode == 0 else (), dtype=x.dtype)
-            saved = cp.empty((3 * m + 1,), dtype=x.dtype)
+            saved = cp.empty((3 * m + 1,), dtype=compute_dtype(x.dtype))
             kern = self._k.get(CROSS_ENTROPY, x.dtype, t.dtype)
             one = m * c <= CE_ONE_BLOCK and m <= CE_ONE_BLOCK_ROWS
             blocks = 1 if one else _blocks(m, 8, 1 << 13)
@@ -525,110 +722,49 @@ class CupyCrossEntropy:
                              "classes")
 
 
-
-
-_LN_FWD = r"""
-typedef {T} T; typedef {A} A;
-extern "C" __global__ void vtl_layer_norm_fwd(const T* __restrict__ x, const T* __restrict__ w,
-    const T* __restrict__ b, T* __restrict__ y, T* __restrict__ stats, const long long M,
-    const int N, const A eps, const int flags) {{
-  const long long row = (long long)blockIdx.x * 8 + (threadIdx.x >> 5);
-  const int lane = threadIdx.x & 31;
-  if (row >= M) return;
-  const T* xr = x + row * N;
-  A s = 0;
-  for (int j = lane; j < N; j += 32) s += (A)xr[j];
-  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-  const A mu = s / N;
-  A q = 0;
-  for (int j = lane; j < N; j += 32) {{ const A d = (A)xr[j] - mu; q += d * d; }}
-  for (int o = 16; o > 0; o >>= 1) q += __shfl_xor_sync(0xffffffffu, q, o);
-  const A r = (A)1 / sqrt(q / N + eps);
-  T* yr = y + row * N;
-  for (int j = lane; j < N; j += 32) {{
-    A v = ((A)xr[j] - mu) * r;
-    if (flags & 1) v *= (A)w[j];
-    if (flags & 2) v += (A)b[j];
-    yr[j] = (T)v;
-  }}
-  if (lane == 0) {{ stats[2 * row] = (T)mu; stats[2 * row + 1] = (T)r; }}
-}}
-"""
-
-_LN_BWD = r"""
-typedef {T} T; typedef {A} A;
-extern "C" __global__ void vtl_layer_norm_bwd(const T* __restrict__ x, const T* __restrict__ w,
-    const T* __restrict__ stats, const T* __restrict__ g, T* __restrict__ dx,
-    T* __restrict__ gx, const long long M, const int N, const int flags) {{
-  const long long row = (long long)blockIdx.x * 8 + (threadIdx.x >> 5);
-  const int lane = threadIdx.x & 31;
-  if (row >= M) return;
-  const T* xr = x + row * N;
-  const T* gr = g + row * N;
-  const A mu = (A)stats[2 * row], r = (A)stats[2 * row + 1];
-  A c1 = 0, c2 = 0;
-  for (int j = lane; j < N; j += 32) {{
-    const A xh = ((A)xr[j] - mu) * r;
-    const A gw = (flags & 1) ? (A)gr[j] * (A)w[j] : (A)gr[j];
-    c1 += gw;
-    c2 += gw * xh;
-  }}
-  for (int o = 16; o > 0; o >>= 1) {{
-    c1 += __shfl_xor_sync(0xffffffffu, c1, o);
-    c2 += __shfl_xor_sync(0xffffffffu, c2, o);
-  }}
-  c1 /= N;
-  c2 /= N;
-  for (int j = lane; j < N; j += 32) {{
-    const A xh = ((A)xr[j] - mu) * r;
-    const A gv = (A)gr[j];
-    const A gw = (flags & 1) ? gv * (A)w[j] : gv;
-    dx[row * N + j] = (T)(r * (gw - c1 - xh * c2));
-    gx[row * N + j] = (T)(gv * xh);
-  }}
-}}
-"""
-
-
 class CupyLayerNorm:
     """``kernel("layer_norm")``: a warp per row each way (shuffle reductions, the mean and
-    then the variance of the deviations), the weight and bias gradients as column sums."""
+    then the variance of the deviations: :data:`LAYER_NORM_FWD`, :data:`LAYER_NORM_BWD`),
+    the weight and bias gradients as column sums. float16/bfloat16 rows are computed in
+    float32 and rounded once; their statistics ``mean``/``rstd`` are float32 (the contract's
+    "float32 or wider"), and so are the products ``g * xhat`` summed for the weight
+    gradient."""
+
+    _device_of = staticmethod(lambda a: a.device)
+    #: the device address of an array's first element
+    _address = staticmethod(lambda a: a.data.ptr)
 
     def __init__(self, cupy: Any, sum_axis0: Any) -> None:
         self._cp = cupy
         self._sum = sum_axis0  # column sums (the namespace's staged reduction)
-        self._compiled: dict[tuple, Any] = {}
+        self._k = _Kernels(cupy)
         self.launches = 0
 
     def supports(self, dtype: Any) -> bool:
-        return np.dtype(dtype) in CTYPES
-
-    def _kernel(self, which: str, dtype: Any) -> Any:
-        key = (which, np.dtype(dtype))
-        k = self._compiled.get(key)
-        if k is None:
-            ctype = CTYPES[key[1]]
-            src = (_LN_FWD if which == "fwd" else _LN_BWD).format(T=ctype, A=ctype)
-            k = self._compiled[key] = self._cp.RawKernel(src, f"vtl_layer_norm_{which}")
-        return k
+        return np.dtype(dtype) in FLOAT_NAMES
 
     def forward(self, x: Any, w: Any, b: Any, eps: float) -> tuple | None:
         cp = self._cp
-        if type(x) is not cp.ndarray or x.ndim != 2 or x.dtype not in CTYPES \
-                or x.shape[1] >= 2**31:
+        if type(x) is not cp.ndarray or x.ndim != 2 or x.dtype not in FLOAT_NAMES \
+                or 0 in x.shape or x.shape[1] >= 2**31:
             return None
+        for p in (w, b):
+            if p is not None and (type(p) is not cp.ndarray or p.dtype != x.dtype
+                                  or p.shape != (x.shape[1],)):
+                return None
         m, n = x.shape
         dt = x.dtype
-        with x.device:
+        adt = compute_dtype(dt)
+        with self._device_of(x):
             x = cp.ascontiguousarray(x)
             w = None if w is None else cp.ascontiguousarray(w)
             b = None if b is None else cp.ascontiguousarray(b)
             y = cp.empty((m, n), dtype=dt)
-            stats = cp.empty((m, 2), dtype=dt)
+            stats = cp.empty((m, 2), dtype=adt)
             flags = (1 if w is not None else 0) | (2 if b is not None else 0)
-            self._kernel("fwd", dt)((-(-m // 8),), (256,), (
-                x, x if w is None else w, x if b is None else b, y, stats, np.int64(m),
-                np.int32(n), dt.type(eps), np.int32(flags)))
+            self._k.get(LAYER_NORM_FWD, dt)((-(-m // 8),), (256,), (
+                x, x if w is None else w, x if b is None else b, y, stats, _I64(m),
+                _I32(n), adt.type(eps), _I32(flags)))
             self.launches += 1
         return y, stats[:, 0:1], stats[:, 1:2]
 
@@ -637,49 +773,50 @@ class CupyLayerNorm:
         cp = self._cp
         m, n = x.shape
         dt = x.dtype
-        base = mean.base if mean.base is not None else None
+        adt = compute_dtype(dt)
+        base = mean.base
         if (base is None or rstd.base is not base or base.shape != (m, 2)
-                or mean.data.ptr != base.data.ptr or g.dtype != dt):
+                or base.dtype != adt or self._address(mean) != self._address(base)
+                or g.shape != (m, n) or (g.dtype != dt and dt in CTYPES)):
             return None  # not the statistics of forward()
-        with x.device:
+        with self._device_of(x):
+            if g.dtype != dt:  # 16-bit rows: their float32 statistics need this kernel
+                g = g.astype(dt)
             x = cp.ascontiguousarray(x)
             g = cp.ascontiguousarray(g)
             w = None if w is None else cp.ascontiguousarray(w)
             dx = cp.empty((m, n), dtype=dt)
-            gx = cp.empty((m, n), dtype=dt)
-            self._kernel("bwd", dt)((-(-m // 8),), (256,), (
-                x, x if w is None else w, base, g, dx, gx, np.int64(m), np.int32(n),
-                np.int32(1 if w is not None else 0)))
+            gxh = cp.empty((m, n), dtype=adt)
+            self._k.get(LAYER_NORM_BWD, dt)((-(-m // 8),), (256,), (
+                x, x if w is None else w, base, g, dx, gxh, _I64(m), _I32(n),
+                _I32(1 if w is not None else 0)))
             self.launches += 1
-            dw = self._sum(gx, axis=0) if need_w else None
-            db = self._sum(g, axis=0) if need_b else None
+            dw = db = None
+            if need_w:
+                dw = self._sum(gxh, axis=0)
+                if dw.dtype != dt:
+                    dw = dw.astype(dt)
+            if need_b:
+                db = self._sum(g, axis=0)
         return (dx if need_x else None), dw, db
 
 
-#: the bodies of the GELU kernels (``y`` from ``x``, and ``g``), by (direction, form): plain C++
-#: apart from CUDA's overloaded math functions, so the tests compile them on the host too
-GELU_BODIES = {
-    ("fwd", "none"): "y = x * ((T)0.5 * erfc(-x * (T)0.70710678118654752440));",
-    ("fwd", "tanh"): ("y = (T)0.5 * x * ((T)1 + tanh((T)0.79788456080286535588 * "
-                      "(x + (T)0.044715 * x * x * x)));"),
-    ("bwd", "none"): ("y = g * ((T)0.5 * erfc(-x * (T)0.70710678118654752440) "
-                      "+ x * exp((T)-0.5 * x * x) * (T)0.39894228040143267794);"),
-    ("bwd", "tanh"): ("const T t = tanh((T)0.79788456080286535588 * "
-                      "(x + (T)0.044715 * x * x * x)); "
-                      "const T du = (T)0.79788456080286535588 * ((T)1 + (T)0.134145 * x * x); "
-                      "y = g * ((T)0.5 * ((T)1 + t) + (T)0.5 * x * ((T)1 - t * t) * du);"),
-}
-
-
 class CupyGelu:
-    """``kernel("gelu")``: one ``ElementwiseKernel`` each way (:data:`GELU_BODIES`)."""
+    """``kernel("gelu")``: one launch each way: an ``ElementwiseKernel``
+    (:data:`GELU_BODIES`, any strides) for float32/float64, a kernel of
+    :data:`GELU_SPECS` over contiguous elements (computed in float32, rounded once) for
+    float16/bfloat16."""
+
+    _device_of = staticmethod(lambda a: a.device)
 
     def __init__(self, cupy: Any) -> None:
         self._cp = cupy
         self._compiled: dict[tuple, Any] = {}
+        self._k = _Kernels(cupy)
+        self.launches = 0
 
     def supports(self, dtype: Any) -> bool:
-        return np.dtype(dtype) in CTYPES
+        return np.dtype(dtype) in FLOAT_NAMES
 
     def _kernel(self, which: str, form: str) -> Any:
         k = self._compiled.get((which, form))
@@ -689,17 +826,38 @@ class CupyGelu:
                 ins, "T y", GELU_BODIES[(which, form)], f"vtl_gelu_{which}_{form}")
         return k
 
+    def _low(self, which: str, form: str, x: Any, g: Any = None) -> Any:
+        """The float16/bfloat16 kernel on contiguous copies of the operands."""
+        cp = self._cp
+        with self._device_of(x):
+            out = cp.empty(x.shape, dtype=x.dtype)
+            x = cp.ascontiguousarray(x)  # (a 0-d array may come back 1-d)
+            ins = (x,) if g is None else (x, cp.ascontiguousarray(g))
+            n = x.size
+            if n:
+                self._k.get(GELU_SPECS[(which, form)], x.dtype)(
+                    (_blocks(n),), (256,), (*ins, out, _I64(n)))
+                self.launches += 1
+        return out
+
     def forward(self, x: Any, approximate: str) -> Any:
-        if type(x) is not self._cp.ndarray or x.dtype not in CTYPES:
+        if type(x) is not self._cp.ndarray or x.dtype not in FLOAT_NAMES:
             return None
+        if x.dtype not in CTYPES:
+            return self._low("fwd", approximate, x)
+        self.launches += 1
         return self._kernel("fwd", approximate)(x)
 
     def backward(self, x: Any, g: Any, approximate: str) -> Any:
         cp = self._cp
         if type(g) is not cp.ndarray or g.dtype != x.dtype or g.shape != x.shape:
             return None
+        if x.dtype not in CTYPES:
+            return self._low("bwd", approximate, x, g)
+        self.launches += 1
         return self._kernel("bwd", approximate)(x, g)
 
 
-__all__ = ["CE_ONE_BLOCK", "GELU_BODIES", "SPECS", "CupyCrossEntropy", "CupyGelu",
-           "CupyLayerNorm", "CupyNN", "Spec", "cuda_source", "known_range", "note_upload"]
+__all__ = ["CE_ONE_BLOCK", "FLOAT_NAMES", "FLOAT_TYPES", "GELU_BODIES", "GELU_SPECS", "SPECS",
+           "CupyCrossEntropy", "CupyGelu", "CupyLayerNorm", "CupyNN", "Spec", "compute_dtype",
+           "cuda_source", "known_range", "note_upload"]
