@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -180,3 +182,19 @@ def test_a_missing_runtime_names_the_install(monkeypatch, name, extra):
     with pytest.raises(RuntimeError, match="not available") as info:
         vtl.set_backend(name)
     assert "pip install" not in str(info.value)  # installed, but no device: no install hint
+
+
+def test_asarray_of_a_runtime_array_loads_its_backend():
+    """An array of a runtime whose backend has not been used yet (no tensor made on it)
+    becomes a tensor on that backend, and NumPy data never loads another backend."""
+    if "wgpu" not in backends.available_names():
+        pytest.skip("needs the wgpu backend")
+    code = ("import sys, numpy as np, vtl\n"
+            "t = vtl.asarray(np.ones(2))\n"
+            "assert not any(m.startswith(('cupy', 'vtl.backends.wgpu')) for m in sys.modules)\n"
+            "import vtl.backends.wgpu as w\n"
+            "t = vtl.asarray(w.asarray([1.0, 2.0]))\n"
+            "print(t.device, t.tolist())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "wgpu:0 [1.0, 2.0]"

@@ -32,6 +32,8 @@ _REGISTRY: dict[str, Backend | str] = {
     "wgpu": "vtl.backends.wgpu.backend:WgpuBackend",
 }
 KNOWN_BACKENDS = frozenset(_REGISTRY)
+#: the modules of the built-in backends' array types (their classes' ``native_module``)
+_NATIVE_MODULES = {"cupy": "cupy", "wgpu": "vtl.backends.wgpu"}
 _registry_lock = threading.Lock()
 
 
@@ -226,9 +228,20 @@ def resolve_device(device: Any = None, backend: str | None = None) -> Device:
 
 
 def backend_of_native(obj: Any) -> Backend | None:
-    """The backend whose raw array type ``obj`` is, among loaded backends."""
-    for b in list(_REGISTRY.values()):
-        if isinstance(b, Backend) and b._probed and b._error is None and b.is_native(obj):
+    """The backend whose raw array type ``obj`` is, among loaded backends (a backend not
+    loaded yet is loaded when ``obj``'s type comes from its runtime's module)."""
+    module = type(obj).__module__ + "."
+    for name, b in list(_REGISTRY.items()):
+        if b.__class__ is str:  # not made yet: made when obj comes from its runtime
+            prefix = _NATIVE_MODULES.get(name)
+            if prefix is None or not module.startswith(prefix + "."):
+                continue
+            b = get(name)
+        if not isinstance(b, Backend) or b._error is not None:
+            continue
+        if not b._probed and not (b.native_module and module.startswith(b.native_module + ".")):
+            continue
+        if b.is_native(obj):
             return b
     return None
 

@@ -230,6 +230,9 @@ class Backend:
     name: ClassVar[str] = ""
     #: whether :meth:`begin_capture` records work for ``vtl.compile`` (else it runs eagerly)
     can_capture: ClassVar[bool] = False
+    #: the module (prefix) of the runtime's array type: an array from it probes the backend
+    #: when it is first handed to vtl (``vtl.asarray(cupy_array)`` before any cupy tensor)
+    native_module: ClassVar[str | None] = None
     #: The runtime's array class; results of other types go through :meth:`normalize`.
     array_type: type = object
 
