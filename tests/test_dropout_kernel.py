@@ -19,6 +19,7 @@ import ctypes
 import shutil
 import subprocess
 
+import ml_dtypes
 import numpy as np
 import pytest
 from helpers import to_numpy
@@ -43,7 +44,7 @@ _MEM = ("const unsigned* words", "words")
 def _launcher(words_in_memory: bool) -> str:
     params, args = _MEM if words_in_memory else _WORDS
     return (f'extern "C" void launch(unsigned gx, unsigned bx, const T* x, T* y, long long n, '
-            f"{params}, unsigned thr, T scale) {{ vtl_launch(gx, 1, bx, 1, [=] {{ "
+            f"{params}, unsigned thr, A scale) {{ vtl_launch(gx, 1, bx, 1, [=] {{ "
             f"vtl_dropout(x, y, n, {args}, thr, scale); }}); }}\n")
 
 
@@ -93,7 +94,7 @@ class FakeCupy:
                     pytest.skip("the C++ compiler lacks <barrier>")
                 raise AssertionError(r.stderr[-4000:])
             lib = self.built[code] = ctypes.CDLL(str(self.tmp / f"d{k}.so"))
-        dt = np.dtype(np.float64 if "typedef double T;" in code else np.float32)
+        dt = np.dtype(np.float64 if "typedef double A;" in code else np.float32)
         return _HostFunction(lib.launch, dt, self.log)
 
     ascontiguousarray = staticmethod(np.ascontiguousarray)
@@ -139,10 +140,11 @@ def _run(x, p, g, seed, **kw):
     return out, to_numpy(out), to_numpy(t.grad), vtl.random.default_generator().get_state()
 
 
-@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.float16, "bfloat16"])
 @pytest.mark.parametrize(("shape", "p"), [((7, 9), 0.5), ((1031,), 0.1), ((2, 3, 5), 0.9),
                                           ((4, 4), 1e-9), ((33,), 0.99999)])
 def test_fused_dropout_is_the_portable_dropout(fake_cupy, host_kernel, dt, shape, p):
+    dt = np.dtype(ml_dtypes.bfloat16) if dt == "bfloat16" else np.dtype(dt)
     rng = np.random.default_rng(3)
     x = rng.standard_normal(shape).astype(dt)
     g = rng.standard_normal(shape).astype(dt)
@@ -177,7 +179,7 @@ def test_keep_threshold_matches_the_float_comparison():
 
 
 def test_declines_and_portable_cases(fake_cupy, host_kernel):
-    assert host_kernel.forward(np.ones(4, np.float16), 0.5, (0,) * 6) is None
+    assert host_kernel.forward(np.ones(4, np.complex64), 0.5, (0,) * 6) is None
     assert host_kernel.forward(np.ones(4, np.float32), 0.0, (0,) * 6) is None
     x = np.random.default_rng(5).standard_normal((3, 8)).astype(np.float32)
     with dropout_kernel_on_numpy(host_kernel):

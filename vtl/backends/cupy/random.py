@@ -15,8 +15,11 @@ from typing import Any
 import numpy as np
 
 from .._base import DynamicScalars
+from .nn import FLOAT_NAMES, Spec, compute_dtype
+from .nn import cuda_source as nn_source
 
-__all__ = ["CupyDropout", "Philox", "cuda_source", "dropout_source", "keep_threshold"]
+__all__ = ["CupyDropout", "Philox", "cuda_source", "dropout_source", "dropout_spec",
+           "keep_threshold"]
 
 _MASK = 0xFFFFFFFF
 
@@ -98,14 +101,11 @@ class Philox:
 
 
 # -- kernel("dropout"): the bits of a draw generated where they are used --------------------
-_DROPOUT = r"""
-typedef {T} T;
-extern "C" __global__ void {name}(const T* __restrict__ x, T* __restrict__ y,
-    const long long n, {params}, const unsigned int thr, const T scale) {{
-{loads}  const long long nblocks = (n + 3) >> 2;
+_DROPOUT_BODY = r"""
+  const long long nblocks = (n + 3) >> 2;
   const long long stride = (long long)blockDim.x * gridDim.x;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < nblocks;
-       i += stride) {{
+       i += stride) {
     unsigned long long s = (unsigned long long)b0 + (unsigned long long)i;
     unsigned int c0 = (unsigned int)s;
     s = (unsigned long long)b1 + (s >> 32);
@@ -115,38 +115,42 @@ extern "C" __global__ void {name}(const T* __restrict__ x, T* __restrict__ y,
     s = (unsigned long long)b3 + (s >> 32);
     unsigned int c3 = (unsigned int)s;
     unsigned int k0 = key0, k1 = key1;
-    for (int r = 0; r < 10; ++r) {{
-      if (r) {{ k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }}
+    for (int r = 0; r < 10; ++r) {
+      if (r) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }
       const unsigned int hi0 = __umulhi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
       const unsigned int hi1 = __umulhi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
       c0 = hi1 ^ c1 ^ k0; c1 = lo1; c2 = hi0 ^ c3 ^ k1; c3 = lo0;
-    }}
-    const unsigned int w[4] = {{c0, c1, c2, c3}};
+    }
+    const unsigned int w[4] = {c0, c1, c2, c3};
     const long long e = 4 * i;
     #pragma unroll
     for (int q = 0; q < 4; ++q)
-      if (e + q < n) y[e + q] = x[e + q] * ((w[q] >> 8) >= thr ? scale : (T)0);
-  }}
-}}
+      if (e + q < n) y[e + q] = vtl_st(vtl_ld(x[e + q]) * ((w[q] >> 8) >= thr ? scale : (A)0));
+  }
 """
+_U32 = "const unsigned int"
+_WORD_PARAMS = tuple((_U32, n) for n in ("b0", "b1", "b2", "b3", "key0", "key1"))
+_WORD_LOADS = ("  const unsigned int b0 = words[0], b1 = words[1], b2 = words[2], "
+               "b3 = words[3], key0 = words[4], key1 = words[5];\n")
+
+
+def dropout_spec(words_in_memory: bool = False, name: str = "vtl_dropout") -> Spec:
+    """The kernel ``name(const T* x, T* y, long long n, <words>, unsigned thr, A scale)``:
+    ``y = x * (keep ? scale : 0)`` (computed in ``A``, rounded once to ``T``) with element
+    ``f``'s bit from word ``f`` of the draw; ``<words>`` are the six counter and key words,
+    or ``const unsigned* words`` with ``words_in_memory`` (a captured draw's per-step
+    words)."""
+    words = ((f"{_U32}* __restrict__", "words"),) if words_in_memory else _WORD_PARAMS
+    params = (("const T* __restrict__", "x"), ("T* __restrict__", "y"),
+              ("const long long", "n"), *words, (_U32, "thr"), ("const A", "scale"))
+    return Spec(name, params, (_WORD_LOADS if words_in_memory else "") + _DROPOUT_BODY)
 
 
 def dropout_source(dtype: Any, words_in_memory: bool = False,
                    name: str = "vtl_dropout") -> str:
-    """CUDA C++ of ``name(const T* x, T* y, long long n, <words>, unsigned thr, T scale)``:
-    ``y = x * (keep ? scale : 0)`` with element ``f``'s bit from word ``f`` of the draw;
-    ``<words>`` are the six counter and key words, or ``const unsigned* words`` with
-    ``words_in_memory`` (a captured draw's per-step words)."""
-    if words_in_memory:
-        params = "const unsigned int* __restrict__ words"
-        loads = ("  const unsigned int b0 = words[0], b1 = words[1], b2 = words[2], "
-                 "b3 = words[3], key0 = words[4], key1 = words[5];\n")
-    else:
-        params = ("const unsigned int b0, const unsigned int b1, const unsigned int b2, "
-                  "const unsigned int b3, const unsigned int key0, const unsigned int key1")
-        loads = ""
-    ctype = {"float32": "float", "float64": "double"}[np.dtype(dtype).name]
-    return _DROPOUT.format(T=ctype, name=name, params=params, loads=loads)
+    """CUDA C++ of :func:`dropout_spec` for ``dtype`` (float16, bfloat16, float32 or
+    float64)."""
+    return nn_source(dropout_spec(words_in_memory, name), FLOAT_NAMES[np.dtype(dtype)])
 
 
 def keep_threshold(p: float) -> int:
@@ -164,7 +168,7 @@ class CupyDropout:
         self._kernels: dict[tuple[str, bool], Any] = {}
 
     def supports(self, dtype: Any) -> bool:
-        return np.dtype(dtype).name in ("float32", "float64")
+        return np.dtype(dtype) in FLOAT_NAMES
 
     def _run(self, x: Any, p: float, words: Any) -> Any:
         cp = self._cp
@@ -183,8 +187,9 @@ class CupyDropout:
         w = (words.where,) if dynamic else tuple(np.uint32(v) for v in words)
         nblocks = (n + 3) // 4
         blocks = min((nblocks + 255) // 256, 65536)
+        scale = compute_dtype(dt).type(1.0 / (1.0 - p))  # applied in A, as the portable path
         kern((blocks,), (256,), (x, y, np.int64(n), *w, np.uint32(keep_threshold(p)),
-                                 dt.type(1.0 / (1.0 - p))))
+                                 scale))
         return y
 
     def forward(self, x: Any, p: float, words: Any) -> Any | None:

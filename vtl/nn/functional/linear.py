@@ -11,7 +11,7 @@ from ... import _autocast
 from ..._ops._core import _grad, needs_grad, new, raw_matmul, record
 from ..._tensor import Tensor
 from ...backends._dtypes import kind as _dkind
-from ._utils import apply_inplace, detach, namespace
+from ._utils import apply_inplace, detach, low_float, namespace
 
 __all__ = [
     "alpha_dropout", "bilinear", "dropout", "dropout1d", "dropout2d", "dropout3d",
@@ -651,6 +651,10 @@ def _masked(input: Any, shape: tuple[int, ...], p: float, generator: Any) -> Any
         if fused is not None:
             return fused
     keep = _uniform_like(input, shape, generator) >= p
+    low = low_float(input)
+    if low is not None:  # float32 arithmetic, rounded once (PyTorch's; 1/(1-p) may not fit)
+        wide = xp.astype(input, xp.float32)
+        return xp.astype(wide * (xp.astype(keep, xp.float32) * (1.0 / (1.0 - p))), low)
     return input * (xp.astype(keep, input.dtype) * (1.0 / (1.0 - p)))
 
 
