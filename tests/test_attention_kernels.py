@@ -514,3 +514,72 @@ def test_multihead_attention_without_weights_matches_torch():
                  need_weights=False)
     got, _ = mha(*(vtl.asarray(x),) * 3, key_padding_mask=vtl.asarray(kpm), need_weights=False)
     np.testing.assert_allclose(to_numpy(got), want.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def _node_names(t):
+    names, todo, seen = [], [t.grad_fn], set()
+    while todo:
+        node = todo.pop()
+        if node is None or id(node) in seen or not hasattr(node, "name"):
+            continue
+        seen.add(id(node))
+        names.append(node.name())
+        todo += [nxt for nxt, _ in node.next_functions]
+    return names
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+@pytest.mark.parametrize("case", ["plain", "causal+padding", "unbatched", "float-mask"])
+def test_self_attention_packed_projection(backend, batch_first, case):
+    """Self-attention without weights (query is key is value) projects with one product and
+    splits heads in one node: the same outputs and gradients as separate projections."""
+    rng = np.random.default_rng(12)
+    shape = (5, 7, 16) if batch_first else (7, 5, 16)
+    if case == "unbatched":
+        shape = (7, 16)
+    x_np = rng.standard_normal(shape).astype(np.float32)
+    kw = {}
+    if case == "causal+padding":
+        kpm = np.zeros((5, 7), bool)
+        kpm[2, 4:] = True
+        kw = {"is_causal": True, "key_padding_mask": vtl.asarray(kpm, device=backend)}
+    elif case == "float-mask":
+        kw = {"attn_mask": vtl.asarray(rng.standard_normal((7, 7)).astype(np.float32),
+                                       device=backend)}
+
+    def run(packed):
+        vtl.random.seed(0)
+        mha = vtl.nn.MultiheadAttention(16, 4, dropout=0.2, batch_first=batch_first)
+        mha = mha.to(backend)
+        x = vtl.asarray(x_np, device=backend, requires_grad=True)
+        kv = x if packed else x * 1.0
+        vtl.random.seed(3)
+        out, w = mha(x, kv, kv, need_weights=False, **kw)
+        assert w is None
+        assert ("SplitHeadsBackward" in _node_names(out)) == packed
+        vtl.sum(out * out).backward()
+        return out, [to_numpy(out), to_numpy(x.grad), to_numpy(mha.in_proj_weight.grad),
+                     to_numpy(mha.in_proj_bias.grad), to_numpy(mha.out_proj.weight.grad)]
+
+    out, got = run(True)
+    _, ref = run(False)
+    assert out.shape == shape
+    for a, r in zip(got, ref, strict=True):
+        np.testing.assert_allclose(a, r, rtol=2e-4, atol=2e-5)
+
+
+def test_packed_heads_second_order():
+    x_np = np.random.default_rng(13).standard_normal((6, 2, 8))
+
+    def run(packed):
+        vtl.random.seed(0)
+        mha = vtl.nn.MultiheadAttention(8, 2).double()
+        x = vtl.asarray(x_np, requires_grad=True)
+        kv = x if packed else x * 1.0
+        out, _ = mha(x, kv, kv, need_weights=False)
+        (gx,) = vtl.autograd.grad(vtl.sum(out * out), [x], create_graph=True)
+        (h,) = vtl.autograd.grad(vtl.sum(gx * gx), [x])
+        return [to_numpy(gx), to_numpy(h)]
+
+    for a, r in zip(run(True), run(False), strict=True):
+        np.testing.assert_allclose(a, r, rtol=1e-9, atol=1e-11)

@@ -21,7 +21,7 @@ from functools import partial
 from typing import Any
 
 from ... import _autocast
-from ..._ops._core import _grad, needs_grad, new, record
+from ..._ops._core import _grad, needs_grad, new, record, record_multi
 from ..._tensor import Tensor
 from ._utils import detach, namespace
 from .linear import dropout, linear
@@ -256,6 +256,38 @@ def _fused_attention_vjp(kern: Any, saved: tuple, batch: tuple[int, int], inputs
                  for d, t, n in zip((dq, dk, dv), inputs, needs, strict=True))
 
 
+def _packed_heads(qkv: Any, heads: int, batch_first: bool) -> tuple[Any, Any, Any]:
+    """Queries, keys and values ``(N, heads, L, E / heads)``, each contiguous, from the packed
+    projection ``qkv`` (``(L, N, 3E)``, or ``(N, L, 3E)`` when ``batch_first``): one copy
+    forward and one backward (one graph node with three outputs)."""
+    import vtl
+
+    a, b, e3 = qkv.shape
+    hd = e3 // 3 // heads
+    perm = (2, 0, 3, 1, 4) if batch_first else (2, 1, 3, 0, 4)  # -> (3, N, heads, L, hd)
+    n, length = (a, b) if batch_first else (b, a)
+    if not isinstance(qkv, Tensor):
+        x = qkv.__array_namespace__().permute_dims(
+            qkv.__array_namespace__().reshape(qkv, (a, b, 3, heads, hd)), perm)
+        return tuple(x[i] for i in range(3))
+    dev = qkv._device
+    xp = dev.xp
+    x = xp.permute_dims(xp.reshape(qkv._data, (a, b, 3, heads, hd)), perm)
+    x = xp.reshape(x, (3, n, heads, length, hd))  # the copy: C order
+    outs = [x[i, ...] for i in range(3)]
+    if not needs_grad(qkv):
+        return tuple(new(o, dev) for o in outs)
+    inv = tuple(perm.index(i) for i in range(5))
+
+    def vjp(gs: list, _: Any) -> tuple:
+        parts = [vtl.zeros((n, heads, length, hd), dtype=qkv.dtype, device=qkv.device)
+                 if g is None else g for g in gs]
+        g = vtl.permute_dims(vtl.stack(parts), inv)
+        return (vtl.reshape(g, (a, b, e3)),)
+
+    return record_multi(outs, dev, "SplitHeadsBackward", (qkv,), vjp)
+
+
 def _split_heads(xp: Any, x: Any, n: int, heads: int) -> Any:
     """``(L, N, E)`` -> ``(N, heads, L, E / heads)``."""
     length, _, e = x.shape
@@ -317,6 +349,50 @@ def multi_head_attention_forward(
         ValueError: If the shapes or masks do not match.
         NotImplementedError: If ``static_k`` or ``static_v`` is given.
     """
+    return _mha_forward(
+        query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_proj_bias,
+        bias_k, bias_v, add_zero_attn, dropout_p, out_proj_weight, out_proj_bias, training,
+        key_padding_mask, need_weights, attn_mask, use_separate_proj_weight, q_proj_weight,
+        k_proj_weight, v_proj_weight, static_k, static_v, average_attn_weights, is_causal,
+        generator=generator)
+
+
+def _mha_forward(
+        query: Any, key: Any, value: Any, embed_dim_to_check: int, num_heads: int,
+        in_proj_weight: Any, in_proj_bias: Any, bias_k: Any, bias_v: Any,
+        add_zero_attn: bool, dropout_p: float, out_proj_weight: Any, out_proj_bias: Any,
+        training: bool = True, key_padding_mask: Any = None, need_weights: bool = True,
+        attn_mask: Any = None, use_separate_proj_weight: bool = False,
+        q_proj_weight: Any = None, k_proj_weight: Any = None, v_proj_weight: Any = None,
+        static_k: Any = None, static_v: Any = None, average_attn_weights: bool = True,
+        is_causal: bool = False, *, generator: Any = None,
+        batch_first: bool = False) -> tuple[Any, Any]:
+    """:func:`multi_head_attention_forward`, also on batch-first ``(N, L, E)`` inputs
+    (``batch_first``; the output then is batch-first too). Self-attention without weights
+    (``query is key is value``) projects q, k and v with one product and splits them into
+    heads with one copy each way, in either layout."""
+    packed = (query is key and key is value and isinstance(query, Tensor)
+              and not use_separate_proj_weight and bias_k is None and bias_v is None
+              and not add_zero_attn and not need_weights and static_k is None
+              and static_v is None and query.ndim in (2, 3))
+    if batch_first and query.ndim == 3 and not packed:
+        xp = namespace(query, key, value)
+        same = query is key and key is value
+        query = xp.permute_dims(query, (1, 0, 2))
+        if same:
+            key = value = query
+        else:
+            key, value = (xp.permute_dims(t, (1, 0, 2)) for t in (key, value))
+        out, weights = _mha_forward(
+            query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_proj_bias,
+            bias_k, bias_v, add_zero_attn, dropout_p, out_proj_weight, out_proj_bias, training,
+            key_padding_mask, need_weights, attn_mask, use_separate_proj_weight,
+            q_proj_weight, k_proj_weight, v_proj_weight, static_k, static_v,
+            average_attn_weights, is_causal, generator=generator)
+        return xp.permute_dims(out, (1, 0, 2)), weights
+    batch_first = batch_first and query.ndim == 3
+
+
     xp = namespace(query, key, value, in_proj_weight, in_proj_bias)
     fname = "multi_head_attention_forward"
     if static_k is not None or static_v is not None:
@@ -327,20 +403,27 @@ def multi_head_attention_forward(
                          f"(L, E), got shapes {_shape(query)}, {_shape(key)}, {_shape(value)}")
     if not batched:
         query, key, value = (xp.expand_dims(t, axis=1) for t in (query, key, value))
+        if packed:
+            key = value = query
         if key_padding_mask is not None:
             key_padding_mask = xp.expand_dims(key_padding_mask, axis=0)
-    n_q, n, e = query.shape
-    n_k = key.shape[0]
+    if batch_first:
+        n, n_q, e = query.shape
+    else:
+        n_q, n, e = query.shape
+    n_k = n_q if packed else key.shape[0]
     if e != embed_dim_to_check:
         raise ValueError(f"{fname}(): query of shape {_shape(query)} does not have embed_dim "
                          f"{embed_dim_to_check}")
     if e % num_heads:
         raise ValueError(f"{fname}(): embed_dim {e} is not divisible by num_heads {num_heads}")
-    if key.shape[:2] != value.shape[:2] or key.shape[1] != n:
+    if not packed and (key.shape[:2] != value.shape[:2] or key.shape[1] != n):
         raise ValueError(f"{fname}(): key {_shape(key)} and value {_shape(value)} must share "
                          f"(S, N) and match the batch of query {_shape(query)}")
     hd = e // num_heads
-    if use_separate_proj_weight:
+    if packed:
+        qkv = linear(query, in_proj_weight, in_proj_bias)
+    elif use_separate_proj_weight:
         bq = bk = bv = None
         if in_proj_bias is not None:
             bq, bk, bv = in_proj_bias[:e], in_proj_bias[e:2 * e], in_proj_bias[2 * e:]
@@ -352,10 +435,11 @@ def multi_head_attention_forward(
         bs = (None, None, None) if in_proj_bias is None else \
             (in_proj_bias[:e], in_proj_bias[e:2 * e], in_proj_bias[2 * e:])
         q, k, v = (linear(t, w, b) for t, w, b in zip((query, key, value), ws, bs, strict=True))
+    ref = qkv if packed else q
     mask = None
     causal_mask = attn_mask is None and is_causal
     if attn_mask is not None:
-        mask = xp.astype(_float_mask(xp, attn_mask, q.dtype, False), q.dtype)
+        mask = xp.astype(_float_mask(xp, attn_mask, ref.dtype, False), ref.dtype)
         if mask.ndim == 2:
             if _shape(mask) != (n_q, n_k):
                 raise ValueError(f"{fname}(): 2-D attn_mask must have shape {(n_q, n_k)}, got "
@@ -369,10 +453,10 @@ def multi_head_attention_forward(
             raise ValueError(f"{fname}(): attn_mask must be 2-D or 3-D, got shape "
                              f"{_shape(mask)}")
     elif is_causal and need_weights:
-        mask = _causal(xp, n_q, n_k, q.dtype, q.device)
+        mask = _causal(xp, n_q, n_k, ref.dtype, ref.device)
     if causal_mask and not need_weights and (key_padding_mask is not None or
                                              bias_k is not None or add_zero_attn):
-        mask = _causal(xp, n_q, n_k, q.dtype, q.device)  # combined with other masks below
+        mask = _causal(xp, n_q, n_k, ref.dtype, ref.device)  # combined with other masks below
     if bias_k is not None or bias_v is not None:
         if bias_k is None or bias_v is None:
             raise ValueError(f"{fname}(): bias_k and bias_v must be given together")
@@ -383,14 +467,26 @@ def multi_head_attention_forward(
         k = xp.concat([k, xp.zeros((1, n, e), dtype=k.dtype, device=k.device)], axis=0)
         v = xp.concat([v, xp.zeros((1, n, e), dtype=v.dtype, device=v.device)], axis=0)
         mask, key_padding_mask = _pad_masks(xp, mask, key_padding_mask)
-    s_len = k.shape[0]
+    s_len = n_k if packed else k.shape[0]
     if key_padding_mask is not None:
         if _shape(key_padding_mask) != (n, s_len):
             raise ValueError(f"{fname}(): key_padding_mask must have shape {(n, s_len)}, got "
                              f"{_shape(key_padding_mask)}")
-        kpm = xp.astype(_float_mask(xp, key_padding_mask, q.dtype, False), q.dtype)
+        kpm = xp.astype(_float_mask(xp, key_padding_mask, ref.dtype, False), ref.dtype)
         kpm = xp.reshape(kpm, (n, 1, 1, s_len))
         mask = kpm if mask is None else mask + kpm
+    if packed:
+        causal_only = causal_mask and key_padding_mask is None
+        qh, kh, vh = _packed_heads(qkv, num_heads, batch_first)
+        out = scaled_dot_product_attention(
+            qh, kh, vh, attn_mask=None if causal_only else mask,
+            dropout_p=dropout_p if training else 0.0, is_causal=causal_only,
+            generator=generator)
+        perm = (0, 2, 1, 3) if batch_first else (2, 0, 1, 3)
+        shape = (n, n_q, e) if batch_first else (n_q, n, e)
+        out = linear(xp.reshape(xp.permute_dims(out, perm), shape), out_proj_weight,
+                     out_proj_bias)
+        return (out if batched else out[:, 0, :]), None
     qh = _split_heads(xp, q, n, num_heads)
     kh = _split_heads(xp, k, n, num_heads)
     vh = _split_heads(xp, v, n, num_heads)

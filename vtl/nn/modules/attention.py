@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import vtl
-
-from .. import functional as F
 from .. import init
+from ..functional.attention import _mha_forward
 from ._utils import check_float, check_tensor, empty
 from .linear import Linear
 from .module import Module, Parameter
@@ -130,10 +128,8 @@ class MultiheadAttention(Module):
             if t.ndim != query.ndim or t.shape[-1] != dim:
                 raise ValueError(f"{self._describe()}: expected {name} of rank {query.ndim} "
                                  f"with last dimension {dim}, got {tuple(t.shape)}")
-        if batched and self.batch_first:
-            query, key, value = (vtl.permute_dims(t, (1, 0, 2)) for t in (query, key, value))
         try:
-            out, weights = F.multi_head_attention_forward(
+            out, weights = _mha_forward(
                 query, key, value, self.embed_dim, self.num_heads, self.in_proj_weight,
                 self.in_proj_bias, self.bias_k, self.bias_v, self.add_zero_attn, self.dropout,
                 self.out_proj.weight, self.out_proj.bias, training=self.training,
@@ -141,11 +137,9 @@ class MultiheadAttention(Module):
                 attn_mask=attn_mask, use_separate_proj_weight=not self._qkv_same_embed_dim,
                 q_proj_weight=self.q_proj_weight, k_proj_weight=self.k_proj_weight,
                 v_proj_weight=self.v_proj_weight, average_attn_weights=average_attn_weights,
-                is_causal=is_causal)
+                is_causal=is_causal, batch_first=batched and self.batch_first)
         except ValueError as exc:
             raise ValueError(f"{self._describe()}: {exc}") from None
-        if batched and self.batch_first:
-            out = vtl.permute_dims(out, (1, 0, 2))
         return out, weights
 
     def extra_repr(self) -> str:
