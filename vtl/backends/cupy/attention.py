@@ -5,7 +5,8 @@ and backward, without the ``(L, S)`` score matrix in memory (flash-attention sty
   block); key/value tiles of :data:`TILE` rows are staged in shared memory, the scores of
   a tile are kept in registers and folded into the output with an online softmax (one
   rescale per tile). It also writes the log-sum-exp of each row for the backward.
-* backward: ``delta = rowsum(dO * O)`` (one CuPy reduction), then one kernel for ``dQ``
+* backward: ``delta = rowsum(dO * O)`` (one CuPy reduction; for 16-bit dtypes one small
+  kernel, ``vtl_attn_delta``, in float32 from the stored output), then one kernel for ``dQ``
   (a thread per query row, looping over key tiles) and one for ``dK`` and ``dV`` (a thread
   per key row, looping over query tiles), each recomputing the probabilities from the
   saved log-sum-exp.
@@ -17,8 +18,13 @@ size ``(L, S)`` is stored and the portable path's mask is reproduced exactly.
 Rows whose keys are all masked give zeros and zero gradients (PyTorch's safe softmax);
 their log-sum-exp is stored as ``+inf``. Masks are additive float arrays addressed by
 strides (zero strides broadcast), so an ``(L, S)`` or key-padding mask is never expanded.
-Head dimensions up to :data:`MAX_DIM`; compute in the operands' precision (float32 or
-float64).
+Head dimensions up to :data:`MAX_DIM`. float32 and float64 are computed in their own
+precision; float16 and bfloat16 are stored as 16-bit words in global memory (the
+operands, the mask, the output and the gradients) and computed in float32, as the other
+kernels of the backend (:mod:`vtl.backends.cupy.nn`): each value is widened when it is
+loaded (shared memory and registers hold float32) and each result is rounded once when it
+is stored; their log-sum-exp and ``delta`` are float32, and their shared memory is that of
+float32.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from .._base import DynamicScalars
+from .nn import FLOAT_NAMES, FLOAT_TYPES, PRELUDE, compute_dtype
 from .random import keep_threshold
 
 __all__ = ["MAX_DIM", "ROWS", "TILE", "CupyAttention", "attention_source",
@@ -38,26 +45,42 @@ ROWS = 64  # query (or key) rows per block: one thread each
 TILE = 32  # key (or query) rows staged per shared-memory tile
 MAX_DIM = 128
 
-_CTYPE = {"float32": "float", "float64": "double"}
-
 _COMMON = r"""
 #define INF __int_as_float(0x7f800000)
-typedef {T} T;
+typedef {TS} TS;  /* as stored in global memory */
+typedef {T} T;    /* as computed: shared memory, registers, log-sum-exp and delta */
+{CONVERT}
 #define D {D}
 #define DV {DV}
 #define ROWS {ROWS}
 #define TILE {TILE}
 
-__device__ __forceinline__ T mask_at(const T* mask, long long base, long long ms, int j,
+__device__ __forceinline__ T mask_at(const TS* mask, long long base, long long ms, int j,
                                      int has_mask) {{
-    return has_mask ? mask[base + (long long)j * ms] : (T)0;
+    return has_mask ? vtl_ld(mask[base + (long long)j * ms]) : (T)0;
 }}
+"""
+
+_DELTA = r"""
+// delta = rowsum(dO * O) over n rows of DV values, in T: a thread per row
+extern "C" __global__ void __launch_bounds__(ROWS)
+vtl_attn_delta(const TS* __restrict__ g, const TS* __restrict__ o, T* __restrict__ delta,
+               long long n) {
+    const long long i = (long long)blockIdx.x * ROWS + threadIdx.x;
+    if (i >= n) return;
+    const TS* gb = g + i * DV;
+    const TS* ob = o + i * DV;
+    T acc = 0;
+    #pragma unroll 8
+    for (int d = 0; d < DV; ++d) acc += vtl_ld(gb[d]) * vtl_ld(ob[d]);
+    delta[i] = acc;
+}
 """
 
 _FORWARD = r"""
 extern "C" __global__ void __launch_bounds__(ROWS)
-vtl_attn_fwd(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
-             const T* __restrict__ mask, T* __restrict__ out, T* __restrict__ lse,
+vtl_attn_fwd(const TS* __restrict__ q, const TS* __restrict__ k, const TS* __restrict__ v,
+             const TS* __restrict__ mask, TS* __restrict__ out, T* __restrict__ lse,
              int B2, int L, int S, long long mb1, long long mb2, long long ml, long long ms,
              int has_mask, int causal, T scale) {
     __shared__ T ks[TILE][D];
@@ -67,26 +90,26 @@ vtl_attn_fwd(const T* __restrict__ q, const T* __restrict__ k, const T* __restri
     const bool valid = i < L;
     T qr[D], o[DV], s[TILE];
     T m = -INF, l = 0;
-    const T* qb = q + ((long long)b * L + (valid ? i : 0)) * D;
+    const TS* qb = q + ((long long)b * L + (valid ? i : 0)) * D;
     #pragma unroll
-    for (int d = 0; d < D; ++d) qr[d] = valid ? qb[d] : (T)0;
+    for (int d = 0; d < D; ++d) qr[d] = valid ? vtl_ld(qb[d]) : (T)0;
     #pragma unroll
     for (int d = 0; d < DV; ++d) o[d] = 0;
     const long long mbase = (long long)(b / B2) * mb1 + (long long)(b % B2) * mb2
                             + (long long)(valid ? i : 0) * ml;
-    const T* kb = k + (long long)b * S * D;
-    const T* vb = v + (long long)b * S * DV;
+    const TS* kb = k + (long long)b * S * D;
+    const TS* vb = v + (long long)b * S * DV;
     int s_end = S;
     if (causal) s_end = min(S, (int)(blockIdx.x + 1) * ROWS);
     for (int j0 = 0; j0 < s_end; j0 += TILE) {
         __syncthreads();
         for (int e = threadIdx.x; e < TILE * D; e += ROWS) {
             const int r = e / D, c = e - r * D;
-            ks[r][c] = (j0 + r < S) ? kb[(long long)(j0 + r) * D + c] : (T)0;
+            ks[r][c] = (j0 + r < S) ? vtl_ld(kb[(long long)(j0 + r) * D + c]) : (T)0;
         }
         for (int e = threadIdx.x; e < TILE * DV; e += ROWS) {
             const int r = e / DV, c = e - r * DV;
-            vs[r][c] = (j0 + r < S) ? vb[(long long)(j0 + r) * DV + c] : (T)0;
+            vs[r][c] = (j0 + r < S) ? vtl_ld(vb[(long long)(j0 + r) * DV + c]) : (T)0;
         }
         __syncthreads();
         if (!valid) continue;
@@ -120,15 +143,15 @@ vtl_attn_fwd(const T* __restrict__ q, const T* __restrict__ k, const T* __restri
         m = mnew;
     }
     if (!valid) return;
-    T* ob = out + ((long long)b * L + i) * DV;
+    TS* ob = out + ((long long)b * L + i) * DV;
     if (l == (T)0) {
         #pragma unroll
-        for (int d = 0; d < DV; ++d) ob[d] = 0;
+        for (int d = 0; d < DV; ++d) ob[d] = vtl_st((T)0);
         lse[(long long)b * L + i] = INF;
     } else {
         const T inv = (T)1 / l;
         #pragma unroll
-        for (int d = 0; d < DV; ++d) ob[d] = o[d] * inv;
+        for (int d = 0; d < DV; ++d) ob[d] = vtl_st(o[d] * inv);
         lse[(long long)b * L + i] = m + log(l);
     }
 }
@@ -136,9 +159,9 @@ vtl_attn_fwd(const T* __restrict__ q, const T* __restrict__ k, const T* __restri
 
 _BACKWARD_DQ = r"""
 extern "C" __global__ void __launch_bounds__(ROWS)
-vtl_attn_bwd_dq(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
-                const T* __restrict__ mask, const T* __restrict__ g,
-                const T* __restrict__ lse, const T* __restrict__ delta, T* __restrict__ dq,
+vtl_attn_bwd_dq(const TS* __restrict__ q, const TS* __restrict__ k, const TS* __restrict__ v,
+                const TS* __restrict__ mask, const TS* __restrict__ g,
+                const T* __restrict__ lse, const T* __restrict__ delta, TS* __restrict__ dq,
                 int B2, int L, int S, long long mb1, long long mb2, long long ml,
                 long long ms, int has_mask, int causal, T scale) {
     __shared__ T ks[TILE][D];
@@ -148,29 +171,29 @@ vtl_attn_bwd_dq(const T* __restrict__ q, const T* __restrict__ k, const T* __res
     const bool valid = i < L;
     const int ii = valid ? i : 0;
     T qr[D], gr[DV], acc[D];
-    const T* qb = q + ((long long)b * L + ii) * D;
-    const T* gb = g + ((long long)b * L + ii) * DV;
+    const TS* qb = q + ((long long)b * L + ii) * D;
+    const TS* gb = g + ((long long)b * L + ii) * DV;
     #pragma unroll
-    for (int d = 0; d < D; ++d) { qr[d] = valid ? qb[d] : (T)0; acc[d] = 0; }
+    for (int d = 0; d < D; ++d) { qr[d] = valid ? vtl_ld(qb[d]) : (T)0; acc[d] = 0; }
     #pragma unroll
-    for (int d = 0; d < DV; ++d) gr[d] = valid ? gb[d] : (T)0;
+    for (int d = 0; d < DV; ++d) gr[d] = valid ? vtl_ld(gb[d]) : (T)0;
     const T li = valid ? lse[(long long)b * L + i] : INF;
     const T di = valid ? delta[(long long)b * L + i] : (T)0;
     const long long mbase = (long long)(b / B2) * mb1 + (long long)(b % B2) * mb2
                             + (long long)ii * ml;
-    const T* kb = k + (long long)b * S * D;
-    const T* vb = v + (long long)b * S * DV;
+    const TS* kb = k + (long long)b * S * D;
+    const TS* vb = v + (long long)b * S * DV;
     int s_end = S;
     if (causal) s_end = min(S, (int)(blockIdx.x + 1) * ROWS);
     for (int j0 = 0; j0 < s_end; j0 += TILE) {
         __syncthreads();
         for (int e = threadIdx.x; e < TILE * D; e += ROWS) {
             const int r = e / D, c = e - r * D;
-            ks[r][c] = (j0 + r < S) ? kb[(long long)(j0 + r) * D + c] : (T)0;
+            ks[r][c] = (j0 + r < S) ? vtl_ld(kb[(long long)(j0 + r) * D + c]) : (T)0;
         }
         for (int e = threadIdx.x; e < TILE * DV; e += ROWS) {
             const int r = e / DV, c = e - r * DV;
-            vs[r][c] = (j0 + r < S) ? vb[(long long)(j0 + r) * DV + c] : (T)0;
+            vs[r][c] = (j0 + r < S) ? vtl_ld(vb[(long long)(j0 + r) * DV + c]) : (T)0;
         }
         __syncthreads();
         if (!valid || li == INF) continue;
@@ -192,18 +215,18 @@ vtl_attn_bwd_dq(const T* __restrict__ q, const T* __restrict__ k, const T* __res
         }
     }
     if (!valid) return;
-    T* out = dq + ((long long)b * L + i) * D;
+    TS* out = dq + ((long long)b * L + i) * D;
     #pragma unroll
-    for (int d = 0; d < D; ++d) out[d] = acc[d] * scale;
+    for (int d = 0; d < D; ++d) out[d] = vtl_st(acc[d] * scale);
 }
 """
 
 _BACKWARD_DKV = r"""
 extern "C" __global__ void __launch_bounds__(ROWS)
-vtl_attn_bwd_dkv(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
-                 const T* __restrict__ mask, const T* __restrict__ g,
+vtl_attn_bwd_dkv(const TS* __restrict__ q, const TS* __restrict__ k, const TS* __restrict__ v,
+                 const TS* __restrict__ mask, const TS* __restrict__ g,
                  const T* __restrict__ lse, const T* __restrict__ delta,
-                 T* __restrict__ dk, T* __restrict__ dv,
+                 TS* __restrict__ dk, TS* __restrict__ dv,
                  int B2, int L, int S, long long mb1, long long mb2, long long ml,
                  long long ms, int has_mask, int causal, T scale) {
     __shared__ T qs[TILE][D];
@@ -215,27 +238,27 @@ vtl_attn_bwd_dkv(const T* __restrict__ q, const T* __restrict__ k, const T* __re
     const bool valid = j < S;
     const int jj = valid ? j : 0;
     T kr[D], vr[DV], dka[D], dva[DV];
-    const T* kb = k + ((long long)b * S + jj) * D;
-    const T* vb = v + ((long long)b * S + jj) * DV;
+    const TS* kb = k + ((long long)b * S + jj) * D;
+    const TS* vb = v + ((long long)b * S + jj) * DV;
     #pragma unroll
-    for (int d = 0; d < D; ++d) { kr[d] = valid ? kb[d] : (T)0; dka[d] = 0; }
+    for (int d = 0; d < D; ++d) { kr[d] = valid ? vtl_ld(kb[d]) : (T)0; dka[d] = 0; }
     #pragma unroll
-    for (int d = 0; d < DV; ++d) { vr[d] = valid ? vb[d] : (T)0; dva[d] = 0; }
+    for (int d = 0; d < DV; ++d) { vr[d] = valid ? vtl_ld(vb[d]) : (T)0; dva[d] = 0; }
     const long long mcol = (long long)(b / B2) * mb1 + (long long)(b % B2) * mb2
                            + (long long)jj * ms;
-    const T* qb = q + (long long)b * L * D;
-    const T* gb = g + (long long)b * L * DV;
+    const TS* qb = q + (long long)b * L * D;
+    const TS* gb = g + (long long)b * L * DV;
     int i_start = 0;
     if (causal) i_start = ((int)(blockIdx.x * ROWS) / TILE) * TILE;
     for (int i0 = i_start; i0 < L; i0 += TILE) {
         __syncthreads();
         for (int e = threadIdx.x; e < TILE * D; e += ROWS) {
             const int r = e / D, c = e - r * D;
-            qs[r][c] = (i0 + r < L) ? qb[(long long)(i0 + r) * D + c] : (T)0;
+            qs[r][c] = (i0 + r < L) ? vtl_ld(qb[(long long)(i0 + r) * D + c]) : (T)0;
         }
         for (int e = threadIdx.x; e < TILE * DV; e += ROWS) {
             const int r = e / DV, c = e - r * DV;
-            gs[r][c] = (i0 + r < L) ? gb[(long long)(i0 + r) * DV + c] : (T)0;
+            gs[r][c] = (i0 + r < L) ? vtl_ld(gb[(long long)(i0 + r) * DV + c]) : (T)0;
         }
         for (int e = threadIdx.x; e < TILE; e += ROWS) {
             ls[e] = (i0 + e < L) ? lse[(long long)b * L + i0 + e] : INF;
@@ -250,7 +273,7 @@ vtl_attn_bwd_dkv(const T* __restrict__ q, const T* __restrict__ k, const T* __re
             T sc = 0;
             #pragma unroll
             for (int d = 0; d < D; ++d) sc += qs[r][d] * kr[d];
-            sc = sc * scale + (has_mask ? mask[mcol + (long long)i * ml] : (T)0);
+            sc = sc * scale + (has_mask ? vtl_ld(mask[mcol + (long long)i * ml]) : (T)0);
             if (sc == -INF) continue;
             const T p = exp(sc - ls[r]);
             T dp = 0;
@@ -262,12 +285,12 @@ vtl_attn_bwd_dkv(const T* __restrict__ q, const T* __restrict__ k, const T* __re
         }
     }
     if (!valid) return;
-    T* dko = dk + ((long long)b * S + j) * D;
-    T* dvo = dv + ((long long)b * S + j) * DV;
+    TS* dko = dk + ((long long)b * S + j) * D;
+    TS* dvo = dv + ((long long)b * S + j) * DV;
     #pragma unroll
-    for (int d = 0; d < D; ++d) dko[d] = dka[d] * scale;
+    for (int d = 0; d < D; ++d) dko[d] = vtl_st(dka[d] * scale);
     #pragma unroll
-    for (int d = 0; d < DV; ++d) dvo[d] = dva[d];
+    for (int d = 0; d < DV; ++d) dvo[d] = vtl_st(dva[d]);
 }
 """
 
@@ -301,11 +324,11 @@ __device__ __forceinline__ T vtl_rowsum8(T x) {
 
 // rows x cols of src (row-major, row stride `stride`, rows from r0, at most `n` rows) into
 // dst, transposed (dst[c * rows + r]) when `tr`, else row-major; zeros past `n`.
-__device__ __forceinline__ void vtl_stage(T* dst, const T* src, int rows, int cols, int r0,
+__device__ __forceinline__ void vtl_stage(T* dst, const TS* src, int rows, int cols, int r0,
                                           int n, bool tr) {
     for (int e = threadIdx.x; e < rows * cols; e += NT) {
         const int r = e / cols, c = e - r * cols;
-        const T x = (r0 + r < n) ? src[(long long)(r0 + r) * cols + c] : (T)0;
+        const T x = (r0 + r < n) ? vtl_ld(src[(long long)(r0 + r) * cols + c]) : (T)0;
         if (tr) dst[c * rows + r] = x; else dst[e] = x;
     }
 }
@@ -363,12 +386,12 @@ __device__ __forceinline__ T vtl_drop(VtlDrop& d, long long f) {
 }
 
 // the score of query i and key j (before the softmax): -inf outside, masked or causal
-__device__ __forceinline__ T vtl_score(T acc, int i, int j, int L, int S, const T* mask,
+__device__ __forceinline__ T vtl_score(T acc, int i, int j, int L, int S, const TS* mask,
                                        long long mrow, long long ml, long long ms,
                                        int has_mask, int causal, T scale) {
     if (i >= L || j >= S || (causal && j > i)) return -INF;
     T x = acc * scale;
-    if (has_mask) x += mask[mrow + (long long)i * ml + (long long)j * ms];
+    if (has_mask) x += vtl_ld(mask[mrow + (long long)i * ml + (long long)j * ms]);
     return x;
 }
 """
@@ -377,8 +400,8 @@ _TILED_FORWARD = r"""
 // a block of BQ query rows; thread (rg, cg) = (tid / 8, tid % 8) owns rows rg*4 .. rg*4+3,
 // keys cg*8 .. cg*8+7 of each tile's scores and output columns cg*DVC .. cg*DVC+DVC-1
 extern "C" __global__ void __launch_bounds__(NT)
-vtl_attn_fwd_tiled(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
-                   const T* __restrict__ mask, T* __restrict__ out, T* __restrict__ lse,
+vtl_attn_fwd_tiled(const TS* __restrict__ q, const TS* __restrict__ k, const TS* __restrict__ v,
+                   const TS* __restrict__ mask, TS* __restrict__ out, T* __restrict__ lse,
                    int B2, int L, int S, long long mb1, long long mb2, long long ml,
                    long long ms, int has_mask, int causal, T scale,
                    const unsigned int* __restrict__ dmem, unsigned int dw0, unsigned int dw1,
@@ -475,10 +498,10 @@ vtl_attn_fwd_tiled(const T* __restrict__ q, const T* __restrict__ k, const T* __
         const T lt = vtl_rowsum8(l[a]);
         const int i = q0 + rg * 4 + a;
         if (i >= L) continue;
-        T* ob = out + ((long long)b * L + i) * DV + cg * DVC;
+        TS* ob = out + ((long long)b * L + i) * DV + cg * DVC;
         const T inv = (lt == (T)0) ? (T)0 : (T)1 / lt;
         #pragma unroll
-        for (int c = 0; c < DVC; ++c) ob[c] = o[a][c] * inv;
+        for (int c = 0; c < DVC; ++c) ob[c] = vtl_st(o[a][c] * inv);
         if (cg == 0) lse[(long long)b * L + i] = (lt == (T)0) ? INF : m[a] + log(lt);
     }
 }
@@ -488,10 +511,10 @@ _TILED_BACKWARD_DQ = r"""
 // a block of BQ query rows, looping over key tiles: thread (rg, cg) owns rows rg*4..+3,
 // keys cg*KPT.. of each tile and dQ columns cg*DC..+DC-1
 extern "C" __global__ void __launch_bounds__(NT)
-vtl_attn_bwd_dq_tiled(const T* __restrict__ q, const T* __restrict__ k,
-                      const T* __restrict__ v, const T* __restrict__ mask,
-                      const T* __restrict__ g, const T* __restrict__ lse,
-                      const T* __restrict__ delta, T* __restrict__ dq,
+vtl_attn_bwd_dq_tiled(const TS* __restrict__ q, const TS* __restrict__ k,
+                      const TS* __restrict__ v, const TS* __restrict__ mask,
+                      const TS* __restrict__ g, const T* __restrict__ lse,
+                      const T* __restrict__ delta, TS* __restrict__ dq,
                       int B2, int L, int S, long long mb1, long long mb2, long long ml,
                       long long ms, int has_mask, int causal, T scale,
                    const unsigned int* __restrict__ dmem, unsigned int dw0, unsigned int dw1,
@@ -590,9 +613,9 @@ vtl_attn_bwd_dq_tiled(const T* __restrict__ q, const T* __restrict__ k,
     for (int a = 0; a < 4; ++a) {
         const int i = q0 + rg * 4 + a;
         if (i >= L) continue;
-        T* o = dq + ((long long)b * L + i) * D + cg * DC;
+        TS* o = dq + ((long long)b * L + i) * D + cg * DC;
         #pragma unroll
-        for (int c = 0; c < DC; ++c) o[c] = acc[a][c] * scale;
+        for (int c = 0; c < DC; ++c) o[c] = vtl_st(acc[a][c] * scale);
     }
 }
 """
@@ -601,10 +624,10 @@ _TILED_BACKWARD_DKV = r"""
 // a block of BK key rows, looping over query tiles: thread (rg, cg) owns keys rg*4..+3,
 // queries cg*QPT.. of each tile, and dK/dV columns cg*DC.. / cg*DVC..
 extern "C" __global__ void __launch_bounds__(NT)
-vtl_attn_bwd_dkv_tiled(const T* __restrict__ q, const T* __restrict__ k,
-                       const T* __restrict__ v, const T* __restrict__ mask,
-                       const T* __restrict__ g, const T* __restrict__ lse,
-                       const T* __restrict__ delta, T* __restrict__ dk, T* __restrict__ dv,
+vtl_attn_bwd_dkv_tiled(const TS* __restrict__ q, const TS* __restrict__ k,
+                       const TS* __restrict__ v, const TS* __restrict__ mask,
+                       const TS* __restrict__ g, const T* __restrict__ lse,
+                       const T* __restrict__ delta, TS* __restrict__ dk, TS* __restrict__ dv,
                        int B2, int L, int S, long long mb1, long long mb2, long long ml,
                        long long ms, int has_mask, int causal, T scale,
                    const unsigned int* __restrict__ dmem, unsigned int dw0, unsigned int dw1,
@@ -717,12 +740,12 @@ vtl_attn_bwd_dkv_tiled(const T* __restrict__ q, const T* __restrict__ k,
     for (int a = 0; a < 4; ++a) {
         const int j = k0 + rg * 4 + a;
         if (j >= S) continue;
-        T* ok = dk + ((long long)b * S + j) * D + cg * DC;
-        T* ov = dv + ((long long)b * S + j) * DV + cg * DVC;
+        TS* ok = dk + ((long long)b * S + j) * D + cg * DC;
+        TS* ov = dv + ((long long)b * S + j) * DV + cg * DVC;
         #pragma unroll
-        for (int c = 0; c < DC; ++c) ok[c] = adk[a][c] * scale;
+        for (int c = 0; c < DC; ++c) ok[c] = vtl_st(adk[a][c] * scale);
         #pragma unroll
-        for (int c = 0; c < DVC; ++c) ov[c] = adv[a][c];
+        for (int c = 0; c < DVC; ++c) ov[c] = vtl_st(adv[a][c]);
     }
 }
 """
@@ -731,19 +754,32 @@ vtl_attn_bwd_dkv_tiled(const T* __restrict__ q, const T* __restrict__ k,
 def attention_source(dtype: Any, d: int, dv: int, tiled: bool = False) -> str:
     """The CUDA source of the three kernels for ``dtype`` and head sizes ``d``, ``dv``: the
     thread-per-row kernels, or with ``tiled`` the register-tiled ones (``d`` and ``dv``
-    multiples of 8; dynamic shared memory, :func:`tiled_smem_bytes`)."""
-    t = _CTYPE[np.dtype(dtype).name]
-    head = _COMMON.format(T=t, D=d, DV=dv, ROWS=ROWS, TILE=TILE)
-    if t == "double":
+    multiples of 8; dynamic shared memory, :func:`tiled_smem_bytes`); for float16 and
+    bfloat16 also ``vtl_attn_delta`` (the backward's ``rowsum(dO * O)`` in float32)."""
+    name = FLOAT_NAMES[np.dtype(dtype)]
+    stored, computed, convert = FLOAT_TYPES[name]
+    if convert:  # 16-bit words, widened on load and rounded on store
+        conv = (f"{PRELUDE}__device__ __forceinline__ T vtl_ld(TS x) "
+                f"{{ return vtl_{name}_to_float(x); }}\n__device__ __forceinline__ TS "
+                f"vtl_st(T x) {{ return vtl_float_to_{name}(x); }}\n")
+    else:
+        conv = ("__device__ __forceinline__ T vtl_ld(TS x) { return x; }\n"
+                "__device__ __forceinline__ TS vtl_st(T x) { return x; }\n")
+    head = _COMMON.format(TS=stored, T=computed, CONVERT=conv, D=d, DV=dv, ROWS=ROWS,
+                          TILE=TILE)
+    if computed == "double":
         head = head.replace("__int_as_float(0x7f800000)",
                             "__longlong_as_double(0x7ff0000000000000LL)")
+    if convert:
+        head += _DELTA
     if tiled:
         return head + _TILED_COMMON + _TILED_FORWARD + _TILED_BACKWARD_DQ + _TILED_BACKWARD_DKV
     return head + _FORWARD + _BACKWARD_DQ + _BACKWARD_DKV
 
 
 def tiled_smem_bytes(itemsize: int, d: int, dv: int) -> dict[str, int]:
-    """Dynamic shared memory of each tiled kernel, in bytes."""
+    """Dynamic shared memory of each tiled kernel, in bytes, for a compute type of
+    ``itemsize`` bytes (float32's for float16 and bfloat16)."""
     bq = bk = 64
     bkq = bqd = 32  # the dQ kernel's key tile, the dK/dV kernel's query tile
     return {
@@ -771,7 +807,7 @@ class CupyAttention:
         self._smem_max: int | None = None
 
     def supports(self, dtype: Any) -> bool:
-        return np.dtype(dtype).name in _CTYPE
+        return np.dtype(dtype) in FLOAT_NAMES
 
     def _use_tiled(self, dtype: Any, d: int, dv: int) -> bool | None:
         """Whether to run the tiled kernels; ``None``: decline (forced but impossible)."""
@@ -782,24 +818,24 @@ class CupyAttention:
             if self._smem_max is None:
                 attrs = self._cp.cuda.Device().attributes
                 self._smem_max = int(attrs.get("MaxSharedMemoryPerBlockOptin", 48 * 1024))
-            need = tiled_smem_bytes(np.dtype(dtype).itemsize, d, dv)
+            need = tiled_smem_bytes(compute_dtype(dtype).itemsize, d, dv)
             ok = max(need.values()) <= self._smem_max
         if self._tiled is True and not ok:
             return None
         return ok
 
-    def _kernel(self, name: str, dtype: Any, d: int, dv: int, tiled: bool) -> tuple[Any, int]:
-        """``(kernel, dynamic shared memory bytes)``."""
-        key = (name, np.dtype(dtype).name, d, dv, tiled)
+    def _kernel(self, kname: str, dtype: Any, d: int, dv: int, tiled: bool
+                ) -> tuple[Any, int]:
+        """``(kernel, dynamic shared memory bytes)`` of kernel ``kname`` of the source of
+        ``tiled``'s family."""
+        key = (kname, np.dtype(dtype).name, d, dv, tiled)
         got = self._kernels.get(key)
         if got is None:
             with self._lock:
                 got = self._kernels.get(key)
                 if got is None:
-                    kname = name + ("_tiled" if tiled else "")
                     kern = self._cp.RawKernel(attention_source(dtype, d, dv, tiled), kname)
-                    smem = tiled_smem_bytes(np.dtype(dtype).itemsize, d, dv)[kname] \
-                        if tiled else 0
+                    smem = tiled_smem_bytes(compute_dtype(dtype).itemsize, d, dv).get(kname, 0)
                     if smem > 48 * 1024:
                         kern.max_dynamic_shared_size_bytes = smem
                     got = self._kernels[key] = (kern, smem)
@@ -807,9 +843,13 @@ class CupyAttention:
 
     def _launch(self, name: str, dtype: Any, d: int, dv: int, tiled: bool, rows: int,
                 b: int, args: tuple) -> None:
-        kern, smem = self._kernel(name, dtype, d, dv, tiled)
-        per = 64 if tiled else ROWS
-        block = (128,) if tiled else (ROWS,)
+        """Kernel ``name`` of ``tiled``'s family (``_tiled`` appended for the tiled ones; not
+        to ``vtl_attn_delta``, a thread per row in both) over ``rows`` rows of ``b``
+        batches."""
+        own = tiled and name != "vtl_attn_delta"
+        kern, smem = self._kernel(name + ("_tiled" if own else ""), dtype, d, dv, tiled)
+        per = 64 if own else ROWS
+        block = (128,) if own else (ROWS,)
         kern(((rows + per - 1) // per, b), block, args, shared_mem=smem)
 
     def _mask_args(self, mask: Any, b1: int, b2: int, n_q: int, n_k: int) -> tuple:
@@ -825,12 +865,13 @@ class CupyAttention:
         if not tiled:
             return ()
         zeros = (np.uint32(0),) * 6
+        ct = compute_dtype(dtype).type
         if dropout is None:
             return (self._cp.empty(1, dtype=np.uint32), *zeros, np.int32(0), np.uint32(0),
-                    dtype.type(1))
+                    ct(1))
         p, words = dropout
         words = words()
-        tail = (np.uint32(keep_threshold(p)), dtype.type(1.0 / (1.0 - p)))
+        tail = (np.uint32(keep_threshold(p)), ct(1.0 / (1.0 - p)))
         if isinstance(words, DynamicScalars):
             return (words.where, *zeros, np.int32(2), *tail)
         return (self._cp.empty(1, dtype=np.uint32), *(np.uint32(w) for w in words),
@@ -848,14 +889,15 @@ class CupyAttention:
         if tiled is None or (dropout is not None and not tiled):
             return None  # dropout: the tiled kernels only
         q, k, v = (cp.ascontiguousarray(a) for a in (q, k, v))
+        ct = compute_dtype(q.dtype)  # of the log-sum-exp and the scalars
         out = cp.empty((b, n_q, dv), dtype=q.dtype)
-        lse = cp.empty((b, n_q), dtype=q.dtype)
+        lse = cp.empty((b, n_q), dtype=ct)
         mk, mb1, mb2, ml, ms, has = self._mask_args(mask, batch[0], batch[1], n_q, n_k)
         self._launch("vtl_attn_fwd", q.dtype, d, dv, tiled, n_q, b,
                      (q, k, v, mk, out, lse, np.int32(batch[1]), np.int32(n_q),
                       np.int32(n_k), np.int64(mb1), np.int64(mb2), np.int64(ml),
-                      np.int64(ms), np.int32(has), np.int32(bool(causal)),
-                      q.dtype.type(scale), *self._drop_args(dropout, q.dtype, tiled)))
+                      np.int64(ms), np.int32(has), np.int32(bool(causal)), ct.type(scale),
+                      *self._drop_args(dropout, q.dtype, tiled)))
         return out, lse
 
     def backward(self, q: Any, k: Any, v: Any, out: Any, lse: Any, g: Any, mask: Any,
@@ -866,11 +908,17 @@ class CupyAttention:
         n_k, dv = v.shape[1], v.shape[2]
         tiled = bool(self._use_tiled(q.dtype, d, dv))
         q, k, v, g = (cp.ascontiguousarray(a) for a in (q, k, v, g))
-        delta = (g * out).sum(axis=-1)
+        ct = compute_dtype(q.dtype)
+        if ct == q.dtype:
+            delta = (g * out).sum(axis=-1)
+        else:  # in float32 from the 16-bit words, in one launch
+            delta = cp.empty((b, n_q), dtype=ct)
+            self._launch("vtl_attn_delta", q.dtype, d, dv, tiled, b * n_q, 1,
+                         (g, cp.ascontiguousarray(out), delta, np.int64(b * n_q)))
         mk, mb1, mb2, ml, ms, has = self._mask_args(mask, batch[0], batch[1], n_q, n_k)
         geo = (np.int32(batch[1]), np.int32(n_q), np.int32(n_k), np.int64(mb1), np.int64(mb2),
                np.int64(ml), np.int64(ms), np.int32(has), np.int32(bool(causal)),
-               q.dtype.type(scale), *self._drop_args(dropout, q.dtype, tiled))
+               ct.type(scale), *self._drop_args(dropout, q.dtype, tiled))
         dq = cp.empty_like(q)
         self._launch("vtl_attn_bwd_dq", q.dtype, d, dv, tiled, n_q, b,
                      (q, k, v, mk, g, lse, delta, dq, *geo))

@@ -142,6 +142,9 @@ FLOAT_TYPES = {
 #: the name in :data:`FLOAT_TYPES` of each dtype the kernels take
 FLOAT_NAMES = {**CTYPES, np.dtype(float16): "half", np.dtype(bfloat16): "bfloat16"}
 _F32 = np.dtype(np.float32)
+#: the device functions every source of :func:`cuda_source` starts with (float/double math
+#: overloads, the 16-bit conversions), for the backend's other kernel sources
+PRELUDE = _PRELUDE
 
 
 def compute_dtype(dtype: Any) -> np.dtype:
@@ -860,4 +863,4 @@ class CupyGelu:
 
 __all__ = ["CE_ONE_BLOCK", "FLOAT_NAMES", "FLOAT_TYPES", "GELU_BODIES", "GELU_SPECS", "SPECS",
            "CupyCrossEntropy", "CupyGelu", "CupyLayerNorm", "CupyNN", "Spec", "compute_dtype",
-           "cuda_source", "known_range", "note_upload"]
+           "PRELUDE", "cuda_source", "known_range", "note_upload"]

@@ -23,7 +23,7 @@ from typing import Any
 from ... import _autocast
 from ..._ops._core import _grad, needs_grad, new, record, record_multi
 from ..._tensor import Tensor
-from ._utils import detach, namespace
+from ._utils import detach, low_float, namespace
 from .linear import dropout, linear
 from .softmax import softmax
 
@@ -116,7 +116,8 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
 def _sdpa(xp: Any, query: Any, key: Any, value: Any, attn_mask: Any, dropout_p: float,
           is_causal: bool, sc: float, generator: Any, drop_factor: Any = None) -> Any:
     """The portable attention (the oracle of the backends' fused kernels); ``drop_factor``
-    (``0`` or ``1 / (1 - p)`` per weight) replaces a dropout draw."""
+    (``0`` or ``1 / (1 - p)`` per weight; float32 for float16/bfloat16 operands) replaces a
+    dropout draw."""
     n_q, n_k = query.shape[-2], key.shape[-2]
     scores = xp.matmul(query, xp.matrix_transpose(key)) * sc
     mask = None
@@ -132,7 +133,11 @@ def _sdpa(xp: Any, query: Any, key: Any, value: Any, attn_mask: Any, dropout_p: 
     else:
         attn = softmax(scores, -1)
     if drop_factor is not None:
-        attn = attn * drop_factor
+        low = low_float(attn)
+        if low is not None:  # as dropout: float32 arithmetic, rounded once
+            attn = xp.astype(xp.astype(attn, xp.float32) * drop_factor, low)
+        else:
+            attn = attn * drop_factor
     elif dropout_p > 0.0:
         attn = dropout(attn, dropout_p, True, generator=generator)
     return xp.matmul(attn, value)
@@ -241,7 +246,8 @@ def _fused_attention_vjp(kern: Any, saved: tuple, batch: tuple[int, int], inputs
         if drop is not None:
             xp = q._device.xp
             shape = (*q.shape[:-1], k.shape[-2])
-            factor = new(drop[1].factor(xp, shape, drop[0], q._data.dtype), q._device)
+            fdt = q._data.dtype if low_float(q) is None else xp.float32
+            factor = new(drop[1].factor(xp, shape, drop[0], fdt), q._device)
         ins = [t for t, n in zip(inputs, needs, strict=True) if n]
         with vtl.enable_grad():
             out = _sdpa(vtl, q, k, v, attn_mask, 0.0, is_causal, sc, None, factor)
