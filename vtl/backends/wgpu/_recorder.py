@@ -144,10 +144,12 @@ class Recorder:
             self._record(kernel, _kernels.bind_group(kernel.layout, bufs), bufs, words,
                          groups, gy, gz, dynamic)
 
-    def record(self, kernel, bg, bufs, words, groups: int, gy: int = 1, gz: int = 1) -> None:
-        """Record ``kernel`` with the bind group ``bg`` over the buffers ``bufs``."""
+    def record(self, kernel, bg, bufs, words, groups: int, gy: int = 1, gz: int = 1,
+               dynamic=None) -> None:
+        """Record ``kernel`` with the bind group ``bg`` over the buffers ``bufs`` (``dynamic``
+        as for :meth:`dispatch`)."""
         with _LOCK:
-            self._record(kernel, bg, bufs, words, groups, gy, gz)
+            self._record(kernel, bg, bufs, words, groups, gy, gz, dynamic)
 
     def _record(self, kernel, bg, bufs, words, groups: int, gy: int, gz: int,
                 dynamic=None) -> None:

@@ -97,9 +97,9 @@ def register(backend: Backend) -> None:
     from . import nn
     from .attention import WgpuAttention
     from .conv import WgpuConv2d
-    from .optim import MultiTensorApply
+    from .optim import MultiTensorApply, WgpuGradNorm
     from .pool import WgpuPool2d
-    from .random import philox
+    from .random import WgpuDropout, philox
     from .rnn import WgpuGruCell, WgpuLstmCell
 
     backend.register_kernel("conv2d", WgpuConv2d())  # one patch kernel and products
@@ -115,3 +115,5 @@ def register(backend: Backend) -> None:
     backend.register_kernel("gru_cell", WgpuGruCell())
     backend.register_kernel("multi_tensor_apply", MultiTensorApply())  # fused optimizer step
     backend.register_kernel("philox", philox)
+    backend.register_kernel("dropout", WgpuDropout())  # one dispatch each way, no mask
+    backend.register_kernel("grad_norm", WgpuGradNorm())  # a dispatch per 12 arrays, +1

@@ -1,4 +1,5 @@
-"""``kernel("multi_tensor_apply")`` of the wgpu backend: fused optimizer steps.
+"""``kernel("multi_tensor_apply")`` of the wgpu backend: fused optimizer steps; and
+``kernel("grad_norm")``: gradient clipping's joint norm and scaling (:class:`WgpuGradNorm`).
 
 An update program (``vtl/optim/_programs.py``: a few assignments using
 ``+ - * /``, ``sqrt`` and ``max``) becomes one WGSL compute shader, compiled
@@ -26,7 +27,8 @@ import numpy as np
 from .._base import DynamicScalars
 from . import _dtypes as D
 from . import _kernels, _runtime
-from ._array import astype_raw, contiguous, copy_into, words_for_scalar
+from ._array import astype_raw, contiguous, copy_into, empty, words_for_scalar
+from ._elementwise import div_body
 from ._recorder import REC, groups_for
 
 _TEMPLATE_NAME = "fused_optim"
@@ -158,3 +160,199 @@ class MultiTensorApply:
             self.launches += 1
             for orig, c in back:
                 copy_into(c, orig)
+
+
+# -- kernel("grad_norm") -------------------------------------------------------------------
+#: arrays per dispatch (bindings): the immediates hold 8 words, then two per array
+GRAD_NORM_ARRAYS = (_MAX_WORDS - 8) // 2
+#: elements per workgroup (256 threads, 16 each)
+GRAD_NORM_CHUNK = 4096
+#: norm order -> (WGSL term of an element, combination of two terms, final expression)
+_MAXMIN = "if (isnan_{{DT}}(a) || isnan_{{DT}}(b)) { return a + b; } return max(a, b);"
+_NORMS = {
+    1.0: ("abs(v)", "return a + b;", "total"),
+    2.0: ("v * v", "return a + b;", "sqrt(total)"),
+    float("inf"): ("abs(v)", _MAXMIN, "total"),
+}
+
+
+class WgpuGradNorm:
+    """``kernel("grad_norm")`` (see ``vtl.backends.kernels.GradNormKernel``): the 1-, 2- and
+    inf-norm of many float32 (float64 where the adapter has ``shader-f64``) arrays as one
+    vector, and their scaling in place.
+
+    WebGPU binds each array's buffer separately and a pipeline has a fixed number of
+    bindings, so one dispatch takes up to :data:`GRAD_NORM_ARRAYS` arrays (their offsets and
+    sizes travel as immediates; fewer where the adapter allows fewer storage buffers per
+    shader stage): ``norm`` takes one dispatch per such group of arrays, each workgroup
+    folding 4096 elements of one array into a partial (a fixed order: deterministic), and
+    one more that folds the partials; ``clip_`` one dispatch per group, the factor computed
+    on the device from the 0-d norm. Empty arrays are skipped; an array may have permuted
+    axes (a transposed gradient) as long as it fills a range of its buffer. Declined: mixed
+    dtypes, other strided views, arrays larger than one storage binding, and (``clip_``)
+    arrays that overlap or share a buffer with the norm. ``launches`` counts the
+    dispatches.
+    """
+
+    def __init__(self) -> None:
+        self.launches = 0
+        self._pipelines: dict[tuple, Any] = {}
+
+    def supports(self, dtype: Any, norm_type: float) -> bool:
+        dt = np.dtype(dtype)
+        ok = dt == D.float32 or (dt == D.float64 and "shader-f64" in _runtime.get().features)
+        return ok and float(norm_type) in _NORMS
+
+    @staticmethod
+    def _per_dispatch() -> int:
+        rt = _runtime.get()
+        return max(1, min(GRAD_NORM_ARRAYS,
+                          int(rt.limits.get("max-storage-buffers-per-shader-stage", 8)) - 1))
+
+    def _arrays(self, arrays: list[Any]
+                ) -> tuple[list[tuple[Any, int]], np.dtype] | None:
+        """The non-empty arrays with the first element of the range each fills, and their
+        dtype; ``None`` where the kernel declines."""
+        arrays = [a for a in arrays if a.size]
+        if not arrays:
+            return None
+        dt = np.dtype(arrays[0].dtype)
+        if not self.supports(dt, 2.0):
+            return None
+        limit = _runtime.get().max_binding
+        out = []
+        for a in arrays:
+            start = _dense_start(a)
+            if a.dtype != dt or start is None or a._st.buf.cap > limit:
+                return None
+            out.append((a, start))
+        return out, dt
+
+    def _kernel(self, name: str, dt: np.dtype, k: int, norm_type: float = 0.0) -> Any:
+        """The pipeline of ``name`` (``grad_norm`` and ``grad_norm_final`` for ``norm_type``,
+        ``grad_clip``) over ``k`` arrays of ``dt`` (cached)."""
+        key = (name, dt, k, norm_type)
+        kern = self._pipelines.get(key)
+        if kern is None:
+            if name == "grad_norm_final":
+                _, comb, final = _NORMS[norm_type]
+                kern = _kernels.kernel(name, "rw", (dt,), T=D.wgsl(dt), DT=dt.name,
+                                       COMB=comb, FINAL=final)
+            elif name == "grad_norm":
+                term, comb, _ = _NORMS[norm_type]
+                kern = self._compile(name, dt, k, "read",
+                                     "acc = comb(acc, term(ARR[off + e]));", TERM=term,
+                                     COMB=comb)
+            else:
+                if dt == D.float32 and "shader-f64" in _runtime.get().features:
+                    div = div_body()  # correctly rounded, as the portable path's division
+                else:
+                    div = "return x / y;"
+                kern = self._compile(name, dt, k, "read_write",
+                                     "let o = off + e; ARR[o] = ARR[o] * c;", DIV=div)
+            self._pipelines[key] = kern
+        return kern
+
+    @staticmethod
+    def _compile(name: str, dt: np.dtype, k: int, access: str, body: str, **subs: str) -> Any:
+        decls = "\n".join(f"@group(0) @binding({j}) var<storage, {access}> a{j}: "
+                          f"array<{D.wgsl(dt)}>;" for j in range(k))
+        cases = "\n".join(
+            f"    case {j}u: {{ for (var t = 0u; t < 16u; t++) {{ let e = base + t * 256u;"
+            f" if (e < size) {{ {body.replace('ARR', f'a{j}')} }} }} }}" for j in range(k))
+        sig = ("r" if access == "read" else "w") * k + ("w" if access == "read" else "r")
+        return _kernels.kernel(name, sig, (dt,), DECLS=decls, CASES=cases, K=k, KM1=k - 1,
+                               T=D.wgsl(dt), DT=dt.name, **subs)
+
+    @staticmethod
+    def _groups(arrays: list[tuple[Any, int]], k: int
+                ) -> list[tuple[list[tuple[Any, int]], list[int], int]]:
+        """The arrays ``k`` at a time: each group's arrays, their immediates words from word
+        8 on, and its number of chunks (workgroups)."""
+        out = []
+        for i in range(0, len(arrays), k):
+            grp = arrays[i:i + k]
+            words: list[int] = []
+            chunks = 0
+            for a, start in grp:
+                words += (start, a.size)
+                chunks += -(-a.size // GRAD_NORM_CHUNK)
+            out.append((grp, words, chunks))
+        return out
+
+    @staticmethod
+    def _bufs(grp: list[tuple[Any, int]], k: int) -> list[Any]:
+        """The buffers of a group, the first repeated in the bindings it does not fill."""
+        bufs = [a._st.buf for a, _ in grp]
+        return bufs + [bufs[0]] * (k - len(bufs))
+
+    def norm(self, arrays: list[Any], norm_type: float) -> Any | None:
+        norm_type = float(norm_type)
+        got = self._arrays(arrays) if norm_type in _NORMS else None
+        if got is None:
+            return None
+        arrays, dt = got
+        k = self._per_dispatch()
+        kern = self._kernel("grad_norm", dt, k, norm_type)
+        groups = self._groups(arrays, k)
+        part = empty((sum(g[2] for g in groups),), dt)
+        pbuf = part._st.buf
+        first = part._offset
+        for grp, words, chunks in groups:
+            REC.dispatch(kern, (*self._bufs(grp, k), pbuf),
+                         [len(grp), first, 0, 0, 0, 0, 0, 0, *words], chunks)
+            first += chunks
+        out = empty((), dt)
+        fin = self._kernel("grad_norm_final", dt, 1, norm_type)
+        REC.dispatch(fin, (pbuf, out._st.buf), [part.size, part._offset, out._offset], 1)
+        self.launches += len(groups) + 1
+        return out
+
+    def clip_(self, arrays: list[Any], norm: Any, max_norm: float) -> bool:
+        if not any(a.size for a in arrays):
+            return True  # nothing to scale
+        got = self._arrays(arrays)
+        if got is None:
+            return False
+        arrays, dt = got
+        if norm.dtype != dt or norm.shape != () or _overlap(arrays, norm):
+            return False
+        k = self._per_dispatch()
+        kern = self._kernel("grad_clip", dt, k)
+        scalars = [*words_for_scalar(max_norm, dt), *words_for_scalar(1e-6, dt)]
+        nbuf = norm._st.buf
+        for grp, words, chunks in self._groups(arrays, k):
+            REC.dispatch(kern, (*self._bufs(grp, k), nbuf),
+                         [len(grp), norm._offset, *scalars, *words], chunks)
+            self.launches += 1
+        return True
+
+
+def _dense_start(a: Any) -> int | None:
+    """The first element of the range of its buffer that ``a`` fills, each element once (a
+    contiguous array, or one with permuted axes), or ``None``."""
+    if a._contig:
+        return a._offset
+    dims = sorted((t, s) for s, t in zip(a._shape, a._strides, strict=True) if s != 1)
+    step = 1
+    for t, s in dims:
+        if t != step:
+            return None
+        step *= s
+    return a._offset
+
+
+def _overlap(arrays: list[tuple[Any, int]], norm: Any) -> bool:
+    """Whether two of the ``arrays`` (each filling the range from its start) share elements,
+    or one shares a buffer with ``norm``."""
+    spans: dict[int, list[tuple[int, int]]] = {}
+    for a, start in arrays:
+        spans.setdefault(a._st.buf.uid, []).append((start, start + a.size))
+    if norm._st.buf.uid in spans:
+        return True
+    for lst in spans.values():
+        lst.sort()
+        for (_, end), (start, _) in zip(lst, lst[1:], strict=False):
+            if start < end:
+                return True
+    return False
