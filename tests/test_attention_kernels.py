@@ -379,7 +379,8 @@ def test_functional_uses_the_kernel_and_matches_portable(host_kernel, shape_q, s
     for name, a, r, x in zip(("out", "dq", "dk", "dv"), fused, ref, exact, strict=True):
         assert a.dtype == r.dtype == dt, name
         assert_near(a, x, dt, 4, name)
-        assert_near(a, r, dt, 4, name)
+        # the portable path rounds after every op (NumPy's float16 products too): looser
+        assert_near(a, r, dt, 8, name)
 
 
 @pytest.mark.parametrize(("shape_q", "shape_kv", "mask_shape", "causal", "p"), [
