@@ -1,7 +1,8 @@
 // Fused scaled dot-product attention, backward 2 of 2 (vtl/backends/wgpu/attention.py):
 // dV = sum_i P_ij dO_i and dK = scale * sum_i dS_ij q_i, with P = exp(score - lse) and
 // dS = P (dO v^T - delta) recomputed per tile (delta from attention_bwd_dq): no (L, S) matrix
-// in memory.
+// in memory. With dropout (factors Z: 0 or 1 / (1 - p)), P Z in place of P and
+// dS = P (dP Z - delta).
 // A workgroup of 128 threads owns 64 keys of one batch entry and walks the queries in tiles of
 // 32. Thread (rg, cg) = (lid / 8, lid % 8) owns keys 4rg .. 4rg+3, the scores and dP of queries
 // 4cg + e (e < 4) of each tile, and the dK / dV columns 4cg + 32h + e (h < {{DH}} / {{DVH}}),
@@ -135,14 +136,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     s1 = select(exp(s1 - lr), z, dead | (s1 == ni));
     s2 = select(exp(s2 - lr), z, dead | (s2 == ni));
     s3 = select(exp(s3 - lr), z, dead | (s3 == ni));
-    sa[pr + cg] = s0;
-    sa[pr + 9u + cg] = s1;
-    sa[pr + 18u + cg] = s2;
-    sa[pr + 27u + cg] = s3;
-    sa[576u + pr + cg] = s0 * (p0 - dq);
-    sa[585u + pr + cg] = s1 * (p1 - dq);
-    sa[594u + pr + cg] = s2 * (p2 - dq);
-    sa[603u + pr + cg] = s3 * (p3 - dq);
+{{PDS}}
     for (var r0 = 0u; r0 < 32u; r0 += RC) {
       if (q0 + r0 >= L) { break; }
       for (var t = lid; t < RC * DP; t += 128u) {

@@ -1,7 +1,8 @@
 // Fused scaled dot-product attention, backward 1 of 2 (vtl/backends/wgpu/attention.py):
 // delta = rowsum(dO * O) of each query row, and dQ = scale * sum_j dS_ij k_j with
 // dS = P (dP - delta), P = exp(score - lse) recomputed from the saved log-sum-exp and
-// dP = dO v^T: no (L, S) matrix in memory.
+// dP = dO v^T: no (L, S) matrix in memory. With dropout (factors Z: 0 or 1 / (1 - p)),
+// dS = P (dP Z - delta).
 // A workgroup of 128 threads owns 64 query rows of one batch entry and walks the keys in tiles
 // of 32. Thread (rg, cg) = (lid / 8, lid % 8) owns rows 4rg .. 4rg+3, the scores and dP of keys
 // 4cg + e (e < 4) of each tile, and dQ columns 4cg + 32h + e (h < {{DH}}), in vec4 registers.
@@ -145,13 +146,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     let j0 = k0 + cg * 4u;
     let z = vec4<f32>(0.0);
-    sa[pr + cg] = select(z, pexp(score_keys(s0, r0, j0, mb), ls.x), live.x) * (p0 - dl.x);
-    sa[pr + 9u + cg] = select(z, pexp(score_keys(s1, r0 + 1u, j0, mb), ls.y), live.y)
-                       * (p1 - dl.y);
-    sa[pr + 18u + cg] = select(z, pexp(score_keys(s2, r0 + 2u, j0, mb), ls.z), live.z)
-                        * (p2 - dl.z);
-    sa[pr + 27u + cg] = select(z, pexp(score_keys(s3, r0 + 3u, j0, mb), ls.w), live.w)
-                        * (p3 - dl.w);
+{{DS}}
     workgroupBarrier();
     for (var j = 0u; j < 32u; j += 4u) {
       if (k0 + j >= kend) { break; }

@@ -4,7 +4,8 @@
 // 2: causal), 5 scale (f32 bits), 6 workgroups per batch entry, 7 offset of q, 8 of k, 9 of v,
 // 10 of the mask, 11..14 the mask's strides (elements, signed, 0 where it broadcasts) over
 // (batch[0], batch[1], L, S), 15 offset of dO, 16 of O, 17 of the log-sum-exp, 18 of delta,
-// 19 and 20 of the outputs (O; dQ; dK and dV).
+// 19 and 20 of the outputs (O; dQ; dK and dV); the dropout variant: 21..28
+// (attention_dropout.wgsl, its DROP placeholder below; empty in the plain variant).
 
 fn ninf() -> f32 { return -f32_inf(); }
 
@@ -55,3 +56,5 @@ fn wg_tile(wid: vec3<u32>, nwg: vec3<u32>) -> vec2<u32> {
   let b = g / pw(6u);
   return vec2<u32>(b, g - b * pw(6u));
 }
+
+{{DROP}}

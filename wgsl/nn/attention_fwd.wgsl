@@ -7,7 +7,8 @@
 // 4cg + 32h + e (h < {{OH}}). Per tile: the scores by depth chunks of {{DC}} (q and k chunks
 // staged in workgroup memory), the tile's row maxima through workgroup memory, the online
 // softmax rescale, the probabilities P into workgroup memory, then P v by chunks of 16 value
-// rows. Words: attention_common.wgsl.
+// rows. With dropout, P times its factors (0 or 1 / (1 - p)) goes to workgroup memory (the
+// row sums are of the undropped P). Words: attention_common.wgsl.
 @group(0) @binding(0) var<storage, read> Q: array<{{T}}>;
 @group(0) @binding(1) var<storage, read> K: array<{{T}}>;
 @group(0) @binding(2) var<storage, read> V: array<{{T}}>;

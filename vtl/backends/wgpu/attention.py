@@ -29,10 +29,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._base import DynamicScalars
 from . import _dtypes as D
 from . import _kernels, _runtime
 from ._array import WgpuArray, astype_raw, contiguous, empty, words_for_scalar
 from ._recorder import REC
+from .random import keep_threshold
 
 __all__ = ["MAX_DIM", "WgpuAttention", "workgroup_bytes"]
 
@@ -41,6 +43,8 @@ MAX_DIM = 128
 _BQ = 64  # query rows per workgroup (forward, dQ); keys per workgroup (dK/dV)
 _BINDINGS = 9  # storage buffers of the backward kernels
 _XYZW = "xyzw"
+_DROP_AT = 21  # first immediate word of the dropout variant (attention_dropout.wgsl)
+_MASK = 0xFFFFFFFF
 
 
 def _ceil(a: int, b: int) -> int:
@@ -106,9 +110,9 @@ def _product(lhs: list[tuple[str, str, str]], rhs: list[tuple[str, str, int]],
     return out
 
 
-def _blocks(name: str, d: int, dv: int, dn: str, t: str) -> dict[str, str]:
+def _blocks(name: str, d: int, dv: int, dn: str, t: str, drop: bool) -> dict[str, str]:
     """The unrolled per-thread code of kernel ``name`` (vec4 registers named per row and
-    column group) for the template's placeholders."""
+    column group) for the template's placeholders; ``drop``: the dropout variant."""
     c = _config(d, dv)
     rows = range(4)
     if name == "attention_fwd":
@@ -118,6 +122,9 @@ def _blocks(name: str, d: int, dv: int, dn: str, t: str) -> dict[str, str]:
         softmax.append("l = l * corr + vec4<f32>(" + ", ".join(
             f"sum4(s{a}0 + s{a}1)" for a in rows) + ");")
         softmax += [f"o{a}{h} *= corr.{_XYZW[a]};" for a in rows for h in range(oh)]
+        if drop:  # after the (undropped) row sums: the weights that multiply v
+            softmax += [f"s{a}{h} *= drop4(s{a}{h}, b * L + r0 + {a}u, j0 + {32 * h}u);"
+                        for a in rows for h in (0, 1)]
         softmax += [f"sa[pr + {17 * a + 8 * h}u + cg] = s{a}{h};" for a in rows for h in (0, 1)]
         scores = []
         for a in rows:
@@ -156,7 +163,15 @@ def _blocks(name: str, d: int, dv: int, dn: str, t: str) -> dict[str, str]:
             store.append("}")
         acc = _product([("a", "x", "sa[pj + " + "{a}" + "u * 9u]")],
                        [("k", "sk[{r} * " + f"{krow}u + cg + " + "{h}u]", dh)], "j")
+        ds = []
+        for a in rows:  # dS = P (dP - delta), with dropout P (dP Z - delta)
+            x = _XYZW[a]
+            ds.append(f"let pa{a} = select(z, pexp(score_keys(s{a}, r0 + {a}u, j0, mb), "
+                      f"ls.{x}), live.{x});")
+            dp = f"p{a} * drop4(pa{a}, b * L + r0 + {a}u, j0)" if drop else f"p{a}"
+            ds.append(f"sa[pr + {9 * a}u + cg] = pa{a} * ({dp} - dl.{x});")
         return {
+            "DS": _join(ds, 4),
             "DQ_DECL": _join([f"var a{a}{h} = vec4<f32>();" for a in rows for h in range(dh)],
                              2),
             "DQ_ACC": _join(acc, 6),
@@ -169,6 +184,16 @@ def _blocks(name: str, d: int, dv: int, dn: str, t: str) -> dict[str, str]:
                     ("k", "y", "sa[576u + pj + " + "{a}" + "u * 9u]")],
                    [("g", "sr[RG + {r} * " + f"{grow}u + cg + " + "{h}u]", dvh),
                     ("q", "sr[{r} * " + f"{qrow}u + cg + " + "{h}u]", dh)], "r")
+    pds = []
+    if drop:  # the factors of query i0 + e and keys j0 .. j0 + 3, then per key
+        pds += [f"let zq{e} = drop4(vec4<f32>(" + ", ".join(f"s{a}.{_XYZW[e]}" for a in rows)
+                + f"), b * L + i0 + {e}u, j0);" for e in rows]
+        pds += [f"let zk{a} = vec4<f32>(" + ", ".join(f"zq{e}.{_XYZW[a]}" for e in rows)
+                + ");" for a in rows]
+    for a in rows:  # P (times Z) and dS = P (dP - delta) (with dropout P (dP Z - delta))
+        pz, dpz = (f"s{a} * zk{a}", f"p{a} * zk{a}") if drop else (f"s{a}", f"p{a}")
+        pds.append(f"sa[pr + {9 * a}u + cg] = {pz};")
+        pds.append(f"sa[{576 + 9 * a}u + pr + cg] = s{a} * ({dpz} - dq);")
     store = []
     for a in rows:
         store.append(f"if (j0 + {a}u < S) {{")
@@ -182,6 +207,7 @@ def _blocks(name: str, d: int, dv: int, dn: str, t: str) -> dict[str, str]:
                           + [f"var v{a}{h} = vec4<f32>();" for a in rows for h in range(dvh)],
                           2),
         "KV_ACC": _join(acc, 8),
+        "PDS": _join(pds, 4),
         "STORE": _join(store, 2),
         "DH": str(dh), "DVH": str(dvh),
     }
@@ -221,17 +247,36 @@ class WgpuAttention:
             return True
         return dtype == D.float16 and "shader-f16" in _runtime.get().features
 
-    def _kernel(self, name: str, dt: Any, d: int, dv: int) -> Any:
-        key = (name, dt, d, dv)
+    def _kernel(self, name: str, dt: Any, d: int, dv: int, drop: bool) -> Any:
+        key = (name, dt, d, dv, drop)
         k = self._kernels.get(key)
         if k is None:
             t, dn = D.wgsl(dt), dt.name
             common = _kernels.source("attention_common")
+            extra = {"DROP": "", "PHILOX": ""}
+            if drop:
+                extra = {"DROP": _kernels.source("attention_dropout"),
+                         "PHILOX": _kernels.source("philox_rounds")}
             k = self._kernels[key] = _kernels.kernel(
-                name, _SIGS[name], (dt,), T=t, DN=dn, COMMON=common,
+                name, _SIGS[name], (dt,), T=t, DN=dn, COMMON=common, **extra,
                 **{n: str(v) for n, v in _subs(name, d, dv).items()},
-                **_blocks(name, d, dv, dn, t))
+                **_blocks(name, d, dv, dn, t, drop))
         return k
+
+    @staticmethod
+    def _drop_words(dropout: Any) -> tuple[list[int], Any]:
+        """Words 21-28 of the dropout variant (the draw's counter and key, the keep
+        threshold, the scale) and the patch a capture applies to them at each replay (the
+        draw's :class:`~vtl.backends.DynamicScalars`); ``[]`` and ``None`` without
+        dropout."""
+        if dropout is None:
+            return [], None
+        p, words = dropout
+        words = words()
+        tail = [keep_threshold(p), words_for_scalar(1.0 / (1.0 - p), D.float32)[0]]
+        if isinstance(words, DynamicScalars):
+            return [*words.values, *tail], [(_DROP_AT, words, list)]
+        return [*(w & _MASK for w in words), *tail], None
 
     def _fits(self, arrays: tuple, d: int, dv: int, b: int, n_q: int, n_k: int) -> bool:
         """Whether the device takes this problem: workgroup memory, bindings, grid, and
@@ -288,7 +333,9 @@ class WgpuAttention:
 
     def forward(self, q: Any, k: Any, v: Any, mask: Any, causal: bool, scale: float,
                 batch: tuple[int, int], dropout: Any = None) -> tuple[Any, Any] | None:
-        if dropout is not None or not self._accepts(q, k, v, mask, batch):
+        if dropout is not None and not 0.0 < dropout[0] < 1.0:
+            return None
+        if not self._accepts(q, k, v, mask, batch):
             return None
         q, k, v = contiguous(q), contiguous(k), contiguous(v)
         b, n_q, d = q.shape
@@ -298,11 +345,12 @@ class WgpuAttention:
         lse = empty((b, n_q), D.float32)
         per = _ceil(n_q, _BQ)
         words = self._words(q, k, v, mask, causal, scale, batch, per)
-        words += [0, 0, lse._offset, 0, out._offset]
+        dwords, patch = self._drop_words(dropout)  # (the generator advances here)
+        words += [0, 0, lse._offset, 0, out._offset, 0, *dwords]
         mbuf = (mask if mask is not None else q)._st.buf
-        REC.dispatch(self._kernel("attention_fwd", dt, d, dv),
+        REC.dispatch(self._kernel("attention_fwd", dt, d, dv, dropout is not None),
                      (q._st.buf, k._st.buf, v._st.buf, mbuf, out._st.buf, lse._st.buf),
-                     words, b * per)
+                     words, b * per, dynamic=patch)
         self.launches += 1
         return out, lse
 
@@ -320,15 +368,21 @@ class WgpuAttention:
         dvv = empty((b, n_k, dv), dt)
         mbuf = (mask if mask is not None else q)._st.buf
         base = self._words(q, k, v, mask, causal, scale, batch, _ceil(n_q, _BQ))
-        words = base + [g._offset, out._offset, lse._offset, delta._offset, dq._offset]
-        REC.dispatch(self._kernel("attention_bwd_dq", dt, d, dv),
+        drop = dropout is not None
+        dwords, patch = self._drop_words(dropout)  # the forward's draw
+        words = base + [g._offset, out._offset, lse._offset, delta._offset, dq._offset, 0,
+                        *dwords]
+        REC.dispatch(self._kernel("attention_bwd_dq", dt, d, dv, drop),
                      (q._st.buf, k._st.buf, v._st.buf, mbuf, g._st.buf, out._st.buf,
-                      lse._st.buf, delta._st.buf, dq._st.buf), words, b * words[6])
+                      lse._st.buf, delta._st.buf, dq._st.buf), words, b * words[6],
+                     dynamic=patch)
         per = _ceil(n_k, _BQ)
         base[6] = per
-        words = base + [g._offset, 0, lse._offset, delta._offset, dk._offset, dvv._offset]
-        REC.dispatch(self._kernel("attention_bwd_dkv", dt, d, dv),
+        words = base + [g._offset, 0, lse._offset, delta._offset, dk._offset, dvv._offset,
+                        *dwords]
+        REC.dispatch(self._kernel("attention_bwd_dkv", dt, d, dv, drop),
                      (q._st.buf, k._st.buf, v._st.buf, mbuf, g._st.buf, lse._st.buf,
-                      delta._st.buf, dk._st.buf, dvv._st.buf), words, b * per)
+                      delta._st.buf, dk._st.buf, dvv._st.buf), words, b * per,
+                     dynamic=patch)
         self.launches += 2
         return dq, dk, dvv
