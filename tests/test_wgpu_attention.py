@@ -7,7 +7,10 @@ boolean and float masks of shapes ``(L, S)``, ``(B1, 1, L, S)``, ``(B1, B2, L, S
 padding ``(B1, 1, 1, S)``, rows with every key masked, 2-D, 3-D and 4-D inputs, head sizes
 8, 16, 20, 33 and 64 (and the largest, 128), lengths off the tiles; float16 and bfloat16;
 strided (broadcast) masks given to the kernel directly; what it declines; its dispatch count;
-and ``vtl.compile`` replays.
+and ``vtl.compile`` replays. Dropout of the weights: the portable path's numbers and
+generator state from the same seed (and NumPy's attention with the same dropout factors),
+masks, causal, dead rows, lengths off the Philox blocks, 16-bit, and ``vtl.compile`` replays
+with fresh bits per step.
 """
 
 from __future__ import annotations
@@ -45,8 +48,9 @@ def _portable(wgpu):
         wgpu._kernels["attention"] = saved
 
 
-def np_attention(q, k, v, mask, causal, scale, g):
-    """NumPy's attention and its gradients (rows with every key masked: zeros)."""
+def np_attention(q, k, v, mask, causal, scale, g, z=None):
+    """NumPy's attention and its gradients (rows with every key masked: zeros); ``z``: the
+    dropout factors of the weights (0 or ``1 / (1 - p)``)."""
     s = q @ np.swapaxes(k, -1, -2) * scale
     if mask is not None:
         s = s + mask
@@ -58,9 +62,12 @@ def np_attention(q, k, v, mask, causal, scale, g):
     e = np.where(dead, 0.0, np.exp(s - np.where(dead, 0.0, mx)))
     p = np.where(dead, 0.0, e / np.where(dead, 1.0, e.sum(-1, keepdims=True)))
     dp = g @ np.swapaxes(v, -1, -2)
+    pz = p
+    if z is not None:  # dropout: the weights P Z; dP of the undropped weights dP Z
+        pz, dp = p * z, dp * z
     ds = p * (dp - (dp * p).sum(-1, keepdims=True))
-    return (p @ v, ds @ k * scale, np.swapaxes(ds, -1, -2) @ q * scale,
-            np.swapaxes(p, -1, -2) @ g)
+    return (pz @ v, ds @ k * scale, np.swapaxes(ds, -1, -2) @ q * scale,
+            np.swapaxes(pz, -1, -2) @ g)
 
 
 def _mask(kind, batch, n_q, n_k):
@@ -236,10 +243,21 @@ def test_kernel_strided_masks_lse_and_declines(wgpu):
     grads = kern.backward(dq, dk, dv, out, lse, xp.ones_like(out), mask, False, 0.3, (b1, b2))
     for d in grads:
         assert not np.any(xp.to_numpy(d)[b2:])
-    # declines: dropout, head sizes above 128, float64, mixed dtypes, a mask of another shape
-    assert kern.forward(dq, dk, dv, None, False, 0.3, (b1, b2), dropout=(0.1, (0,) * 6)) is None
+    # declines: head sizes above 128, float64, mixed dtypes, a mask of another shape, dropout
+    # of p outside (0, 1); the dropout words are drawn only when it takes the call
+    calls = []
+
+    def words():
+        calls.append(1)
+        return (1, 2, 3, 4, 5, 6)
+
     big = xp.asarray(np.zeros((1, 2, 129), np.float32))
-    assert kern.forward(big, big, big, None, False, 1.0, (1, 1)) is None
+    assert kern.forward(big, big, big, None, False, 1.0, (1, 1), dropout=(0.1, words)) is None
+    for p in (0.0, 1.0):
+        assert kern.forward(dq, dk, dv, None, False, 0.3, (b1, b2), dropout=(p, words)) is None
+    assert not calls
+    assert kern.forward(dq, dk, dv, None, False, 0.3, (b1, b2), dropout=(0.1, words))
+    assert calls
     assert not kern.supports(np.dtype(np.float64)) and not kern.supports(np.dtype(np.int32))
     assert kern.forward(dq, dk, xp.astype(dv, xp.int32), None, False, 1.0, (b1, b2)) is None
     assert kern.forward(dq, dk, dv, xp.asarray(np.zeros((n_q, n_k + 1), np.float32)), False,
@@ -247,15 +265,15 @@ def test_kernel_strided_masks_lse_and_declines(wgpu):
 
 
 def test_declined_arguments_take_the_portable_path(wgpu):
-    """Dropout and float64 run the portable path, which gives the right numbers."""
+    """float64 (with or without dropout) runs the portable path, which gives the right
+    numbers."""
     q = RNG.standard_normal((2, 4, 8))
     ts = [vtl.asarray(q, device="wgpu", requires_grad=True) for _ in range(3)]
     out = F.scaled_dot_product_attention(*ts)  # float64: the kernel does not take it
     assert out.grad_fn.name() != FUSED
     ref = np_attention(q, q, q, None, False, 1.0 / np.sqrt(8), q)[0]
     np.testing.assert_allclose(to_numpy(out), ref, rtol=1e-10)
-    t32 = vtl.asarray(q.astype(np.float32), device="wgpu", requires_grad=True)
-    out = F.scaled_dot_product_attention(t32, t32, t32, dropout_p=0.5)
+    out = F.scaled_dot_product_attention(*ts, dropout_p=0.5)
     assert out.grad_fn.name() != FUSED
 
 
@@ -316,3 +334,125 @@ def test_second_order_gradients_through_the_portable_path(wgpu):
 
     for a, r in zip(hvp("wgpu"), hvp("numpy"), strict=True):
         np.testing.assert_allclose(a, r, rtol=1e-4, atol=1e-5)
+
+
+# -- dropout --------------------------------------------------------------------------------
+
+def _sdpa_drop(q, k, v, g, mask, causal, p, seed, dtype=None):
+    """Forward and gradients of attention with dropout on wgpu from generator seed ``seed``
+    (``dtype``: the operands cast to it), the output's graph node and the generator's state
+    after."""
+    vtl.random.seed(seed)
+    ts = [vtl.asarray(a, device="wgpu") for a in (q, k, v)]
+    if dtype is not None:
+        ts = [vtl.astype(t, dtype) for t in ts]
+    ts = [t.detach().requires_grad_() for t in ts]
+    m = None if mask is None else vtl.asarray(mask, device="wgpu")
+    out = F.scaled_dot_product_attention(*ts, attn_mask=m, is_causal=causal, dropout_p=p)
+    gt = vtl.asarray(g, device="wgpu")
+    vtl.sum(out * (gt if dtype is None else vtl.astype(gt, dtype))).backward()
+    res = [to_numpy(vtl.astype(t, vtl.float32)) for t in (out, *(t.grad for t in ts))]
+    return out.grad_fn.name(), res, vtl.random.default_generator().get_state()
+
+
+def _drop_factors(shape, p, seed):
+    """The dropout factors the portable path draws for weights of ``shape`` from ``seed``
+    (dropout of ones on the numpy backend: the same Philox words)."""
+    vtl.random.seed(seed)
+    return to_numpy(F.dropout(vtl.ones(shape, dtype=vtl.float32), p, True))
+
+
+# (batch axes, L, S, E, mask kind, causal, p): S off the Philox blocks of four (weights of a
+# thread's four keys in two blocks), two key / query tiles, masks, dead rows
+DROP_CASES = [
+    ((2, 2), 37, 70, 8, None, False, 0.3),
+    ((2,), 33, 33, 8, None, True, 0.5),
+    ((3,), 20, 9, 8, "ls_float", False, 0.1),
+    ((1, 2), 70, 20, 8, "padding", False, 0.8),
+    ((1, 1), 5, 4, 8, "dead", False, 0.25),
+]
+
+
+@pytest.mark.parametrize("case", DROP_CASES, ids=[f"{c[4]}-{'causal' if c[5] else 'full'}-"
+                                                  f"{c[1]}x{c[2]}-p{c[6]}" for c in DROP_CASES])
+def test_dropout_matches_portable_and_numpy(wgpu, case):
+    batch, n_q, n_k, e, kind, causal, p = case
+    q, k, v = (RNG.standard_normal((*batch, n, e)).astype(np.float32)
+               for n in (n_q, n_k, n_k))
+    g = RNG.standard_normal((*batch, n_q, e)).astype(np.float32)
+    mask = _mask(kind, batch, n_q, n_k)
+    kern = _kernel(wgpu)
+    n0 = kern.launches
+    name, fused, state = _sdpa_drop(q, k, v, g, mask, causal, p, 11)
+    assert name == FUSED and kern.launches == n0 + 3
+    with _portable(wgpu):
+        name, ref, ref_state = _sdpa_drop(q, k, v, g, mask, causal, p, 11)
+    assert name != FUSED
+    assert state == ref_state  # the generator advanced as the portable draw advances it
+    z = _drop_factors((*batch, n_q, n_k), p, 11)
+    assert 0 < np.count_nonzero(z) < z.size
+    add = None if mask is None else (np.where(mask, 0.0, -np.inf) if mask.dtype == bool
+                                     else mask.astype(np.float64))
+    oracle = np_attention(*(a.astype(np.float64) for a in (q, k, v)), add, causal,
+                          1.0 / np.sqrt(e), g.astype(np.float64), z.astype(np.float64))
+    for what, a, r, o in zip(("out", "dq", "dk", "dv"), fused, ref, oracle, strict=True):
+        np.testing.assert_allclose(a, r, rtol=5e-5, atol=5e-5, err_msg=what)
+        np.testing.assert_allclose(a, o, rtol=2e-4, atol=2e-4, err_msg=what)
+    # another draw (the generator moved on) drops other weights
+    _, again, _ = _sdpa_drop(q, k, v, g, mask, causal, p, 12)
+    assert not np.allclose(again[0], fused[0])
+
+
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+def test_dropout_low_precision(wgpu, dt):
+    """16-bit operands: the kernel's dropout (float32 arithmetic) against the portable path
+    at the same dtype, within its per-op rounding."""
+    dtype = getattr(vtl, dt)
+    if dt == "float16" and "shader-f16" not in wgpu.info()["features"]:
+        pytest.skip("the adapter has no shader-f16")
+    q, k, v = (RNG.standard_normal((2, 2, n, 8)).astype(np.float32) for n in (9, 70, 70))
+    g = RNG.standard_normal((2, 2, 9, 8)).astype(np.float32)
+    name, fused, state = _sdpa_drop(q, k, v, g, None, False, 0.2, 5, dtype)
+    assert name == FUSED
+    with _portable(wgpu):
+        name, ref, ref_state = _sdpa_drop(q, k, v, g, None, False, 0.2, 5, dtype)
+    assert name != FUSED and state == ref_state
+    for a, r in zip(fused, ref, strict=True):
+        np.testing.assert_allclose(a, r, rtol=3e-2, atol=3e-2)
+
+
+def test_dropout_compiled_replays_equal_eager(wgpu):
+    """Under ``vtl.compile`` each replay draws fresh bits (the generator's next words, as
+    eager mode draws them): outputs and gradients equal to eager steps from the same
+    state, different from step to step."""
+    m = vtl.asarray(RNG.random((7, 9)) > 0.2, device="wgpu")
+    arrays = [RNG.standard_normal(s).astype(np.float32)
+              for s in ((2, 7, 8), (2, 9, 8), (2, 9, 8), (2, 7, 8))]
+
+    def step(q, k, v, g):
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=m, dropout_p=0.3)
+        vtl.sum(out * g).backward()
+        return out
+
+    kern = _kernel(wgpu)
+    f = vtl.compile(step)
+    runs = {}
+    for fn in (f, step):
+        vtl.random.seed(21)
+        runs[fn] = []
+        n0 = kern.launches
+        for _ in range(4):
+            ts = [vtl.asarray(a, device="wgpu", requires_grad=j < 3)
+                  for j, a in enumerate(arrays)]
+            out = fn(*ts)
+            runs[fn].append([to_numpy(out)] + [to_numpy(t.grad) for t in ts[:3]])
+        runs[fn].append(vtl.random.default_generator().get_state())
+        launched = kern.launches - n0  # eager: 3 a step; compiled: replays launch none
+        assert launched == 12 if fn is step else 0 < launched < 12
+    assert f.captures == 1
+    assert runs[f][-1] == runs[step][-1]
+    for got, ref in zip(runs[f][:-1], runs[step][:-1], strict=True):
+        for a, b in zip(got, ref, strict=True):
+            np.testing.assert_array_equal(a, b)
+    outs = [r[0] for r in runs[f][:-1]]
+    assert all(not np.array_equal(a, b) for a, b in zip(outs[:-1], outs[1:], strict=True))

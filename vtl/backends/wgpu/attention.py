@@ -17,6 +17,17 @@ depth chunks of 16:
   ``attention_bwd_dkv`` (a workgroup per 64 keys, query tiles of 32) accumulates ``dK`` and
   ``dV``. Both recompute the probabilities from the saved log-sum-exp.
 
+Dropout of the weights (``dropout=(p, words)``) is a variant of each pipeline (the plain
+one draws nothing): every kernel regenerates ``vtl.random``'s bits of the weights it uses,
+Philox-4x32-10 (``wgsl/random/philox_rounds.wgsl``, through
+``wgsl/nn/attention_dropout.wgsl``), one block for each thread's four adjacent keys (two
+where they straddle a block), so the portable path's mask is reproduced exactly and nothing
+of size ``(L, S)`` is stored. The forward multiplies ``P`` by the factors (0 or ``1 / (1 -
+p)``, float32) after the row sums (the softmax normalisation and ``lse`` are those of the
+undropped weights); the backward uses ``P Z`` for ``dV`` and ``dS = P (dP Z - delta)``. The
+draw's six words are immediates; inside ``vtl.compile`` they are the draw's
+:class:`~vtl.backends.DynamicScalars`, which each replay re-encodes (fresh bits per step).
+
 Rows whose keys are all masked give zeros, ``lse = +inf`` and zero gradients (PyTorch's
 safe softmax). The additive mask is read through its strides (zero where it broadcasts), so
 an ``(L, S)`` or key-padding mask is never expanded. Compute is float32 for float32,
