@@ -1,5 +1,5 @@
-"""``kernels["multi_tensor_apply"]`` of the CuPy backend (the contract is
-``MultiTensorApplyKernel`` in ``vtl.backends.kernels``).
+"""``kernels["multi_tensor_apply"]`` and ``kernels["grad_norm"]`` of the CuPy backend (the
+contracts are ``MultiTensorApplyKernel`` and ``GradNormKernel`` in ``vtl.backends.kernels``).
 
 The kernel runs an elementwise update program (see ``vtl/optim/_programs.py``: a few
 assignments using ``+ - * /``, ``sqrt`` and ``max``) over *all* the tensors of a parameter

@@ -1,10 +1,15 @@
-"""``kernel("philox")`` of the CuPy backend: Philox-4x32-10 in one CUDA launch.
+"""``kernel("philox")`` and ``kernel("dropout")`` of the CuPy backend: Philox-4x32-10 in
+one CUDA launch, and dropout that generates those words where it uses them.
 
 The portable generator (``vtl.random.philox_words``) builds each of the ten rounds from
 array-API ``uint32`` operations, about three hundred launches per draw; here a thread
 computes one 128-bit block (``__umulhi`` for the high words) and writes its four words.
 :func:`cuda_source` is plain C++ apart from the ``__global__`` and thread-index
 built-ins, so the tests compile and run it on the host too.
+
+The dropout kernel (:func:`dropout_spec`) computes, in a thread per 128-bit block, the
+words the portable dropout would draw for its four elements and applies ``x * (keep ?
+scale : 0)`` at once, in float32 for 16-bit floats: one launch each way, no mask stored.
 """
 
 from __future__ import annotations
