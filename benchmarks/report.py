@@ -254,12 +254,17 @@ CATEGORIES = (
     ("Call overhead", ("test_frontend_overhead.py",)),
     ("nn layers", ("test_nn_bench.py",)),
     ("Training steps", ("test_mlp_autograd.py", "test_train_bench.py", "test_step_bench.py")),
+    ("CPU model steps", ("test_cpu_models_bench.py",)),
+    ("Attention", ("test_attention_bench.py",)),
+    ("Mixed precision", ("test_amp_bench.py",)),
     ("Optimizer step", ("test_optim_bench.py",)),
     ("Distributed", ("test_distributed_bench.py",)),
     ("wgpu array library", ("test_wgpu_bench.py",)),
 )
 #: The groups that have no case on some backends (the others have cases on every backend).
-CATEGORY_BACKENDS = {"Distributed": ("numpy", "cupy"), "wgpu array library": ("wgpu",)}
+CATEGORY_BACKENDS = {"Distributed": ("numpy", "cupy"), "wgpu array library": ("wgpu",),
+                     "CPU model steps": ("numpy",), "Attention": ("cupy", "wgpu"),
+                     "Mixed precision": ("cupy", "wgpu")}
 #: The two reference columns of each backend's table; other references share a third.
 MAIN_REFS = {"numpy": ("NumPy", "PyTorch CPU"), "cupy": ("CuPy", "PyTorch CUDA"),
              "wgpu": ("CuPy", "PyTorch CUDA")}

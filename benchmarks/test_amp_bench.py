@@ -1,0 +1,256 @@
+"""Mixed precision, side by side with PyTorch in the same process:
+
+* ``amp-step-transformer-<precision>``: a training step of a 2-layer Transformer encoder
+  (d_model 512, 8 heads, feed-forward 2048, dropout 0.1, batch_first), sequence 256, batch
+  32, mean-pooled to 10 classes, Adam, in float32 (``fp32``) and under
+  ``autocast(dtype=bfloat16)`` (``bf16``); PyTorch runs the same step under
+  ``torch.autocast``. ``extra_info["peak_mib"]`` is the step's peak device memory above
+  what was allocated before it (CuPy's pool, PyTorch's allocator);
+* ``amp-step-cnn-fp16``: a ResNet-style CNN step (two residual blocks with BatchNorm, 64
+  and 128 channels, 32x32 inputs, batch 128) under ``autocast(dtype=float16)`` with a
+  ``GradScaler``;
+* ``matmul-<dtype>-<n>``: one product of ``n x n`` matrices in bfloat16/float16, and in
+  float32 with TF32 allowed (``set_float32_matmul_precision("high")`` on both sides).
+
+Backends: cupy and wgpu on a GPU (PyTorch CUDA as the reference); ``VTL_BENCH_QUICK=1``
+shrinks every size and also runs on the CPU (PyTorch CPU as the reference).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import vtl
+from benchmarks.conftest import QUICK, Ref, cases, on_cpu
+
+#: (batch, sequence, d_model, heads, feed-forward)
+TRANSFORMER = (2, 16, 32, 4, 64) if QUICK else (32, 256, 512, 8, 2048)
+CNN_BATCH = 4 if QUICK else 128
+MATMUL = (64,) if QUICK else (4096, 8192)
+CASES = cases(refs=("torch",), keep=lambda b: QUICK or not on_cpu(b))
+LOW = {"bf16": "bfloat16", "fp16": "float16"}
+
+
+def _torch_dev(impl: str) -> str:
+    return "cuda" if impl.endswith("cuda") else "cpu"
+
+
+def _peak_mib(backend: str, impl: str, run) -> float | None:
+    if impl == "torch-cuda":
+        import torch
+
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        run()
+        torch.cuda.synchronize()
+        return (torch.cuda.max_memory_allocated() - base) / 2**20
+    if impl == "vtl" and backend == "cupy":
+        import cupy as cp
+
+        pool = cp.get_default_memory_pool()
+        pool.free_all_blocks()
+        base = pool.total_bytes()
+        run()
+        cp.cuda.Device().synchronize()
+        return (pool.total_bytes() - base) / 2**20
+    return None
+
+
+def _encoder(m, torch: bool):
+    batch, seq, d, heads, ff = TRANSFORMER
+
+    class Encoder(m.Module):
+        def __init__(self):
+            super().__init__()
+            layer = m.TransformerEncoderLayer(d, heads, ff, dropout=0.1, batch_first=True)
+            kw = {"enable_nested_tensor": False} if torch else {}
+            self.enc = m.TransformerEncoder(layer, 2, **kw)
+            self.fc = m.Linear(d, 10)
+
+        def forward(self, x):
+            h = self.enc(x)
+            return self.fc(h.mean(1) if torch else vtl.mean(h, axis=1))
+
+    return Encoder()
+
+
+def _cnn(m):
+    class Block(m.Module):
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            self.c1 = m.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
+            self.b1 = m.BatchNorm2d(cout)
+            self.c2 = m.Conv2d(cout, cout, 3, padding=1, bias=False)
+            self.b2 = m.BatchNorm2d(cout)
+            self.short = None if stride == 1 and cin == cout else m.Sequential(
+                m.Conv2d(cin, cout, 1, stride=stride, bias=False), m.BatchNorm2d(cout))
+            self.relu = m.ReLU()
+
+        def forward(self, x):
+            y = self.relu(self.b1(self.c1(x)))
+            y = self.b2(self.c2(y))
+            return self.relu(y + (x if self.short is None else self.short(x)))
+
+    return m.Sequential(m.Conv2d(3, 64, 3, padding=1, bias=False), m.BatchNorm2d(64),
+                        m.ReLU(), Block(64, 64, 1), Block(64, 128, 2),
+                        m.AdaptiveAvgPool2d(1), m.Flatten(), m.Linear(128, 10))
+
+
+def _data(shape: tuple[int, ...], n: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    return rng.standard_normal((n, *shape), dtype=np.float32), rng.integers(0, 10, n)
+
+
+def _vtl_step(backend: str, net, x, y, low: str | None, scaler: bool):
+    from vtl import nn, optim
+
+    net = net.to(backend)
+    opt = optim.Adam(net.parameters(), lr=1e-4)
+    x, y = vtl.asarray(x, backend=backend), vtl.asarray(y, backend=backend)
+    sc = vtl.amp.GradScaler(backend) if scaler else None
+    dt = None if low is None else getattr(vtl, low)
+
+    def step():
+        opt.zero_grad()
+        with vtl.autocast(backend, dtype=dt or vtl.float16, enabled=dt is not None):
+            loss = nn.functional.cross_entropy(net(x), y)
+        if sc is None:
+            loss.backward()
+            opt.step()
+        else:
+            sc.scale(loss).backward()
+            sc.step(opt)
+            sc.update()
+        return loss
+
+    return step
+
+
+def _torch_step(torch, dev: str, net, x, y, low: str | None, scaler: bool):
+    net = net.to(dev)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-4)
+    x, y = torch.from_numpy(x).to(dev), torch.from_numpy(y).to(dev)
+    sc = torch.amp.GradScaler(dev) if scaler else None
+    dt = None if low is None else getattr(torch, low)
+
+    def step():
+        opt.zero_grad()
+        with torch.autocast(dev, dtype=dt or torch.float16, enabled=dt is not None):
+            loss = torch.nn.functional.cross_entropy(net(x), y)
+        if sc is None:
+            loss.backward()
+            opt.step()
+        else:
+            sc.scale(loss).backward()
+            sc.step(opt)
+            sc.update()
+        return loss
+
+    return step
+
+
+def _time(benchmark, backend: str, impl: str, ref: Ref, step) -> None:
+    for _ in range(3):
+        step()
+    ref.sync()
+    peak = _peak_mib(backend, impl, step)
+    if peak is not None:
+        benchmark.extra_info["peak_mib"] = round(peak, 1)
+
+    def timed():
+        out = step()
+        ref.sync()
+        return out
+
+    loss = benchmark(timed)
+    assert np.isfinite(float(loss))
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize(("backend", "impl"), CASES)
+def test_amp_transformer_step(benchmark, backend, impl, precision):
+    benchmark.group = f"amp-step-transformer-{precision}-{backend}"
+    ref = Ref(backend, impl)
+    low = LOW.get(precision)
+    if low is not None and not ref.supports(low):
+        pytest.skip(f"{backend} has no {low}")
+    batch, seq, d, _, _ = TRANSFORMER
+    x, y = _data((seq, d), batch)
+    if impl == "vtl":
+        vtl.random.seed(0)
+        step = _vtl_step(backend, _encoder(vtl.nn, False), x, y, low, False)
+    else:
+        torch = ref.xp
+        torch.manual_seed(0)
+        step = _torch_step(torch, _torch_dev(impl), _encoder(torch.nn, True), x, y, low,
+                           False)
+    _time(benchmark, backend, impl, ref, step)
+
+
+@pytest.mark.parametrize(("backend", "impl"), CASES)
+def test_amp_cnn_step(benchmark, backend, impl):
+    benchmark.group = f"amp-step-cnn-fp16-{backend}"
+    ref = Ref(backend, impl)
+    if not ref.supports("float16"):
+        pytest.skip(f"{backend} has no float16")
+    x, y = _data((3, 32, 32), CNN_BATCH)
+    if impl == "vtl":
+        vtl.random.seed(0)
+        step = _vtl_step(backend, _cnn(vtl.nn), x, y, "float16", True)
+    else:
+        torch = ref.xp
+        torch.manual_seed(0)
+        step = _torch_step(torch, _torch_dev(impl), _cnn(torch.nn), x, y, "float16", True)
+    _time(benchmark, backend, impl, ref, step)
+
+
+@pytest.mark.parametrize("n", MATMUL)
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32-tf32"])
+@pytest.mark.parametrize(("backend", "impl"), CASES)
+def test_matmul_low_precision(benchmark, backend, impl, dtype, n):
+    benchmark.group = f"matmul-{dtype}-{n}-{backend}"
+    ref = Ref(backend, impl)
+    name = dtype.split("-")[0]
+    if not ref.supports(name):
+        pytest.skip(f"{backend} has no {name}")
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((n, n), dtype=np.float32) for _ in range(2))
+    tf32 = dtype.endswith("tf32")
+    if impl == "vtl":
+        xa, xb = (vtl.astype(vtl.asarray(m, backend=backend), getattr(vtl, name))
+                  for m in (a, b))
+        before = vtl.get_float32_matmul_precision()
+
+        def run():
+            vtl.set_float32_matmul_precision("high" if tf32 else "highest")
+            try:
+                return vtl.matmul(xa, xb)
+            finally:
+                vtl.set_float32_matmul_precision(before)
+    else:
+        torch = ref.xp
+        xa, xb = (ref.asarray(m).to(getattr(torch, name)) for m in (a, b))
+
+        def run():
+            before = torch.backends.cuda.matmul.allow_tf32
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+            try:
+                return xa @ xb
+            finally:
+                torch.backends.cuda.matmul.allow_tf32 = before
+
+    run()
+    ref.sync()
+    benchmark.extra_info["TFLOP/s"] = None
+
+    def timed():
+        out = run()
+        ref.sync()
+        return out
+
+    benchmark(timed)
+    median = benchmark.stats.stats.median if benchmark.stats else None
+    if median:
+        benchmark.extra_info["TFLOP/s"] = round(2 * n**3 / median / 1e12, 3)
