@@ -262,7 +262,7 @@ def _fused_attention_vjp(kern: Any, saved: tuple, batch: tuple[int, int], inputs
                  for d, t, n in zip((dq, dk, dv), inputs, needs, strict=True))
 
 
-def _packed_heads(qkv: Any, heads: int, batch_first: bool) -> tuple[Any, Any, Any]:
+def _packed_heads(qkv: Tensor, heads: int, batch_first: bool) -> tuple[Any, Any, Any]:
     """Queries, keys and values ``(N, heads, L, E / heads)``, each contiguous, from the packed
     projection ``qkv`` (``(L, N, 3E)``, or ``(N, L, 3E)`` when ``batch_first``): one copy
     forward and one backward (one graph node with three outputs)."""
@@ -272,10 +272,6 @@ def _packed_heads(qkv: Any, heads: int, batch_first: bool) -> tuple[Any, Any, An
     hd = e3 // 3 // heads
     perm = (2, 0, 3, 1, 4) if batch_first else (2, 1, 3, 0, 4)  # -> (3, N, heads, L, hd)
     n, length = (a, b) if batch_first else (b, a)
-    if not isinstance(qkv, Tensor):
-        x = qkv.__array_namespace__().permute_dims(
-            qkv.__array_namespace__().reshape(qkv, (a, b, 3, heads, hd)), perm)
-        return tuple(x[i] for i in range(3))
     dev = qkv._device
     xp = dev.xp
     x = xp.permute_dims(xp.reshape(qkv._data, (a, b, 3, heads, hd)), perm)
