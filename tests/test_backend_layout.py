@@ -151,6 +151,8 @@ def test_generator_draws_the_same_numbers_with_and_without_the_kernel(backend, m
 
 _SHIM = """
 #define __global__
+#define __device__
+#define __forceinline__ inline
 #define __restrict__ __restrict
 struct Dim { unsigned int x; };
 static Dim blockIdx, blockDim, threadIdx, gridDim;

@@ -35,8 +35,9 @@ from typing import Any
 import numpy as np
 
 from .._base import DynamicScalars
+from .._common.dropout import keep_threshold
 from .nn import FLOAT_NAMES, FLOAT_TYPES, PRELUDE, compute_dtype
-from .random import keep_threshold
+from .random import PHILOX_BLOCK
 
 __all__ = ["MAX_DIM", "ROWS", "TILE", "CupyAttention", "attention_source",
            "tiled_smem_bytes"]
@@ -365,22 +366,7 @@ __device__ __forceinline__ T vtl_drop(VtlDrop& d, long long f) {
     const unsigned long long blk = (unsigned long long)f >> 2;
     if (blk != d.blk) {
         d.blk = blk;
-        unsigned long long s = (unsigned long long)d.dw[0] + blk;
-        unsigned int c0 = (unsigned int)s;
-        s = (unsigned long long)d.dw[1] + (s >> 32);
-        unsigned int c1 = (unsigned int)s;
-        s = (unsigned long long)d.dw[2] + (s >> 32);
-        unsigned int c2 = (unsigned int)s;
-        s = (unsigned long long)d.dw[3] + (s >> 32);
-        unsigned int c3 = (unsigned int)s;
-        unsigned int k0 = d.dw[4], k1 = d.dw[5];
-        for (int r = 0; r < 10; ++r) {
-            if (r) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }
-            const unsigned int hi0 = __umulhi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
-            const unsigned int hi1 = __umulhi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
-            c0 = hi1 ^ c1 ^ k0; c1 = lo1; c2 = hi0 ^ c3 ^ k1; c3 = lo0;
-        }
-        d.wd[0] = c0; d.wd[1] = c1; d.wd[2] = c2; d.wd[3] = c3;
+        vtl_philox_block(d.dw[0], d.dw[1], d.dw[2], d.dw[3], d.dw[4], d.dw[5], blk, d.wd);
     }
     return (d.wd[f & 3] >> 8) >= d.thr ? d.scale : (T)0;
 }
@@ -773,7 +759,8 @@ def attention_source(dtype: Any, d: int, dv: int, tiled: bool = False) -> str:
     if convert:
         head += _DELTA
     if tiled:
-        return head + _TILED_COMMON + _TILED_FORWARD + _TILED_BACKWARD_DQ + _TILED_BACKWARD_DKV
+        return (head + PHILOX_BLOCK + _TILED_COMMON + _TILED_FORWARD + _TILED_BACKWARD_DQ
+                + _TILED_BACKWARD_DKV)
     return head + _FORWARD + _BACKWARD_DQ + _BACKWARD_DKV
 
 

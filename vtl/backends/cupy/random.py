@@ -14,19 +14,50 @@ scale : 0)`` at once, in float32 for 16-bit floats: one launch each way, no mask
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from .._base import DynamicScalars
+from .._common.dropout import keep_threshold
 from .nn import FLOAT_NAMES, Spec, compute_dtype
 from .nn import cuda_source as nn_source
 
-__all__ = ["CupyDropout", "Philox", "cuda_source", "dropout_source", "dropout_spec",
-           "keep_threshold"]
+__all__ = ["PHILOX_BLOCK", "CupyDropout", "Philox", "cuda_source", "dropout_source",
+           "dropout_spec"]
 
 _MASK = 0xFFFFFFFF
+
+
+#: ``vtl_philox_block(b0, b1, b2, b3, key0, key1, i, c)``: the four words of block ``counter +
+#: i`` of the stream (the counter's words ``b0..b3``, low first, and the key's) into
+#: ``c[0..3]``; the one Philox-4x32-10 of the CuPy backend's sources (words, dropout,
+#: attention)
+PHILOX_BLOCK = r"""
+#ifndef VTL_PHILOX_BLOCK
+#define VTL_PHILOX_BLOCK
+__device__ __forceinline__ void vtl_philox_block(unsigned int b0, unsigned int b1,
+    unsigned int b2, unsigned int b3, unsigned int key0, unsigned int key1,
+    unsigned long long i, unsigned int* c) {
+  unsigned long long s = (unsigned long long)b0 + i;
+  unsigned int c0 = (unsigned int)s;
+  s = (unsigned long long)b1 + (s >> 32);
+  unsigned int c1 = (unsigned int)s;
+  s = (unsigned long long)b2 + (s >> 32);
+  unsigned int c2 = (unsigned int)s;
+  s = (unsigned long long)b3 + (s >> 32);
+  unsigned int c3 = (unsigned int)s;
+  unsigned int k0 = key0, k1 = key1;
+  for (int r = 0; r < 10; ++r) {
+    if (r) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }
+    const unsigned int hi0 = __umulhi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
+    const unsigned int hi1 = __umulhi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
+    c0 = hi1 ^ c1 ^ k0; c1 = lo1; c2 = hi0 ^ c3 ^ k1; c3 = lo0;
+  }
+  c[0] = c0; c[1] = c1; c[2] = c2; c[3] = c3;
+}
+#endif
+"""
 
 
 def cuda_source(name: str = "vtl_philox", words_in_memory: bool = False) -> str:
@@ -42,32 +73,19 @@ def cuda_source(name: str = "vtl_philox", words_in_memory: bool = False) -> str:
         params = ("const unsigned int b0, const unsigned int b1, const unsigned int b2, "
                   "const unsigned int b3, const unsigned int key0, const unsigned int key1")
         loads = ""
-    return f"""
+    return PHILOX_BLOCK + f"""
 extern "C" __global__ void {name}(unsigned int* __restrict__ out, const long long n,
     const long long nblocks, {params}) {{
 {loads}  const long long stride = (long long)blockDim.x * gridDim.x;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < nblocks;
        i += stride) {{
-    unsigned long long s = (unsigned long long)b0 + (unsigned long long)i;
-    unsigned int c0 = (unsigned int)s;
-    s = (unsigned long long)b1 + (s >> 32);
-    unsigned int c1 = (unsigned int)s;
-    s = (unsigned long long)b2 + (s >> 32);
-    unsigned int c2 = (unsigned int)s;
-    s = (unsigned long long)b3 + (s >> 32);
-    unsigned int c3 = (unsigned int)s;
-    unsigned int k0 = key0, k1 = key1;
-    for (int r = 0; r < 10; ++r) {{
-      if (r) {{ k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }}
-      const unsigned int hi0 = __umulhi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
-      const unsigned int hi1 = __umulhi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
-      c0 = hi1 ^ c1 ^ k0; c1 = lo1; c2 = hi0 ^ c3 ^ k1; c3 = lo0;
-    }}
+    unsigned int c[4];
+    vtl_philox_block(b0, b1, b2, b3, key0, key1, (unsigned long long)i, c);
     const long long w = 4 * i;
-    out[w] = c0;
-    if (w + 1 < n) out[w + 1] = c1;
-    if (w + 2 < n) out[w + 2] = c2;
-    if (w + 3 < n) out[w + 3] = c3;
+    out[w] = c[0];
+    if (w + 1 < n) out[w + 1] = c[1];
+    if (w + 2 < n) out[w + 2] = c[2];
+    if (w + 3 < n) out[w + 3] = c[3];
   }}
 }}
 """
@@ -111,22 +129,8 @@ _DROPOUT_BODY = r"""
   const long long stride = (long long)blockDim.x * gridDim.x;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < nblocks;
        i += stride) {
-    unsigned long long s = (unsigned long long)b0 + (unsigned long long)i;
-    unsigned int c0 = (unsigned int)s;
-    s = (unsigned long long)b1 + (s >> 32);
-    unsigned int c1 = (unsigned int)s;
-    s = (unsigned long long)b2 + (s >> 32);
-    unsigned int c2 = (unsigned int)s;
-    s = (unsigned long long)b3 + (s >> 32);
-    unsigned int c3 = (unsigned int)s;
-    unsigned int k0 = key0, k1 = key1;
-    for (int r = 0; r < 10; ++r) {
-      if (r) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }
-      const unsigned int hi0 = __umulhi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
-      const unsigned int hi1 = __umulhi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
-      c0 = hi1 ^ c1 ^ k0; c1 = lo1; c2 = hi0 ^ c3 ^ k1; c3 = lo0;
-    }
-    const unsigned int w[4] = {c0, c1, c2, c3};
+    unsigned int w[4];
+    vtl_philox_block(b0, b1, b2, b3, key0, key1, (unsigned long long)i, w);
     const long long e = 4 * i;
     #pragma unroll
     for (int q = 0; q < 4; ++q)
@@ -155,13 +159,8 @@ def dropout_source(dtype: Any, words_in_memory: bool = False,
                    name: str = "vtl_dropout") -> str:
     """CUDA C++ of :func:`dropout_spec` for ``dtype`` (float16, bfloat16, float32 or
     float64)."""
-    return nn_source(dropout_spec(words_in_memory, name), FLOAT_NAMES[np.dtype(dtype)])
-
-
-def keep_threshold(p: float) -> int:
-    """The smallest 24-bit value ``w >> 8`` kept by dropout of probability ``p``: ``u = (w
-    >> 8) * 2**-24 >= float32(p)`` exactly when ``w >> 8 >= ceil(float32(p) * 2**24)``."""
-    return math.ceil(float(np.float32(p)) * 2.0 ** 24)
+    return PHILOX_BLOCK + nn_source(dropout_spec(words_in_memory, name),
+                                    FLOAT_NAMES[np.dtype(dtype)])
 
 
 class CupyDropout:

@@ -41,11 +41,11 @@ from __future__ import annotations
 from typing import Any
 
 from .._base import DynamicScalars
+from .._common.dropout import keep_threshold
 from . import _dtypes as D
 from . import _kernels, _runtime
 from ._array import WgpuArray, astype_raw, contiguous, empty, words_for_scalar
 from ._recorder import REC
-from .random import keep_threshold
 
 __all__ = ["MAX_DIM", "WgpuAttention", "workgroup_bytes"]
 

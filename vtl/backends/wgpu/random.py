@@ -11,18 +11,18 @@ to four elements.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from .._base import DynamicScalars
+from .._common.dropout import keep_threshold
 from . import _dtypes as D
 from . import _kernels, _runtime
 from ._array import contiguous, empty, words_for_scalar
 from ._recorder import REC, groups_for
 
-__all__ = ["WgpuDropout", "keep_threshold", "philox"]
+__all__ = ["WgpuDropout", "philox"]
 
 _MASK = 0xFFFFFFFF
 
@@ -56,12 +56,6 @@ def philox(n: int, key: Any, counter: Any, index: int = 0) -> Any:
 
 
 # -- kernel("dropout") ---------------------------------------------------------------------
-
-def keep_threshold(p: float) -> int:
-    """The smallest 24-bit value ``w >> 8`` that dropout of probability ``p`` keeps: ``u = (w
-    >> 8) * 2**-24 >= float32(p)`` exactly when ``w >> 8 >= ceil(float32(p) * 2**24)``."""
-    return math.ceil(float(np.float32(p)) * 2.0 ** 24)
-
 
 #: dtype -> (storage type, compute type, store expression of the computed ``x``)
 _DROPOUT_TYPES = {
