@@ -377,24 +377,11 @@ def _mha_forward(
               and not use_separate_proj_weight and bias_k is None and bias_v is None
               and not add_zero_attn and not need_weights and static_k is None
               and static_v is None and query.ndim in (2, 3))
-    if batch_first and query.ndim == 3 and not packed:
+    transposed = batch_first and query.ndim == 3 and not packed
+    if transposed:  # the general path works on sequence-first inputs
         xp = namespace(query, key, value)
-        same = query is key and key is value
-        query = xp.permute_dims(query, (1, 0, 2))
-        if same:
-            key = value = query
-        else:
-            key, value = (xp.permute_dims(t, (1, 0, 2)) for t in (key, value))
-        out, weights = _mha_forward(
-            query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_proj_bias,
-            bias_k, bias_v, add_zero_attn, dropout_p, out_proj_weight, out_proj_bias, training,
-            key_padding_mask, need_weights, attn_mask, use_separate_proj_weight,
-            q_proj_weight, k_proj_weight, v_proj_weight, static_k, static_v,
-            average_attn_weights, is_causal, generator=generator)
-        return xp.permute_dims(out, (1, 0, 2)), weights
-    batch_first = batch_first and query.ndim == 3
-
-
+        query, key, value = (xp.permute_dims(t, (1, 0, 2)) for t in (query, key, value))
+    batch_first = batch_first and query.ndim == 3 and not transposed
     xp = namespace(query, key, value, in_proj_weight, in_proj_bias)
     fname = "multi_head_attention_forward"
     if static_k is not None or static_v is not None:
@@ -478,8 +465,12 @@ def _mha_forward(
         kpm = xp.reshape(kpm, (n, 1, 1, s_len))
         mask = kpm if mask is None else mask + kpm
     if packed:
-        causal_only = causal_mask and key_padding_mask is None
         qh, kh, vh = _packed_heads(qkv, num_heads, batch_first)
+    else:
+        qh, kh, vh = (_split_heads(xp, t, n, num_heads) for t in (q, k, v))
+    if not need_weights:  # PyTorch's path: scaled_dot_product_attention (fused kernels)
+        causal_only = causal_mask and key_padding_mask is None and bias_k is None and \
+            not add_zero_attn
         out = scaled_dot_product_attention(
             qh, kh, vh, attn_mask=None if causal_only else mask,
             dropout_p=dropout_p if training else 0.0, is_causal=causal_only,
@@ -488,37 +479,23 @@ def _mha_forward(
         shape = (n, n_q, e) if batch_first else (n_q, n, e)
         out = linear(xp.reshape(xp.permute_dims(out, perm), shape), out_proj_weight,
                      out_proj_bias)
-        return (out if batched else out[:, 0, :]), None
-    qh = _split_heads(xp, q, n, num_heads)
-    kh = _split_heads(xp, k, n, num_heads)
-    vh = _split_heads(xp, v, n, num_heads)
-    if not need_weights:  # PyTorch's path: scaled_dot_product_attention (fused kernels)
-        causal_only = causal_mask and key_padding_mask is None and bias_k is None and \
-            not add_zero_attn
-        out = scaled_dot_product_attention(
-            qh, kh, vh, attn_mask=None if causal_only else mask,
-            dropout_p=dropout_p if training else 0.0, is_causal=causal_only,
-            generator=generator)
+        weights = None
+    else:
+        scores = xp.matmul(qh * (1.0 / math.sqrt(hd)), xp.matrix_transpose(kh))
+        if mask is not None:
+            scores = scores + mask
+        attn = softmax(scores, -1)
+        if dropout_p > 0.0 and training:
+            attn = dropout(attn, dropout_p, True, generator=generator)
+        out = xp.matmul(attn, vh)  # (N, heads, L, hd)
         out = xp.reshape(xp.permute_dims(out, (2, 0, 1, 3)), (n_q, n, e))
         out = linear(out, out_proj_weight, out_proj_bias)
-        return (out if batched else out[:, 0, :]), None
-    scores = xp.matmul(qh * (1.0 / math.sqrt(hd)), xp.matrix_transpose(kh))
-    if mask is not None:
-        scores = scores + mask
-    attn = softmax(scores, -1)
-    if dropout_p > 0.0 and training:
-        attn = dropout(attn, dropout_p, True, generator=generator)
-    out = xp.matmul(attn, vh)  # (N, heads, L, hd)
-    out = xp.reshape(xp.permute_dims(out, (2, 0, 1, 3)), (n_q, n, e))
-    out = linear(out, out_proj_weight, out_proj_bias)
-    weights = None
-    if need_weights:
         weights = xp.mean(attn, axis=1) if average_attn_weights else attn
         if not batched:
             weights = weights[0, ...]
     if not batched:
         out = out[:, 0, :]
-    return out, weights
+    return (xp.permute_dims(out, (1, 0, 2)) if transposed else out), weights
 
 
 def _pad_masks(xp: Any, mask: Any, kpm: Any) -> tuple[Any, Any]:
