@@ -3,7 +3,8 @@ gradient checks."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -175,3 +176,24 @@ def train_steps(model: Any, opt: Any, sched: Any = None, steps: int = 3) -> None
         opt.step()
         if sched is not None:
             sched.step()
+
+
+@contextlib.contextmanager
+def use_kernel(name: str, kern: Any, backend: str = "numpy") -> Iterator[None]:
+    """Register ``kern`` as ``backend``'s kernel ``name`` for the ``with`` block (a host build
+    of another backend's kernel, run behind the real glue; ``None``: no such kernel, so the
+    portable path runs), then restore it."""
+    be = vtl.backends.get(backend)
+    be.kernel("conv2d")  # the backend's kernels are registered on first use
+    saved = be._kernels.get(name)
+    if kern is None:
+        be._kernels.pop(name, None)
+    else:
+        be._kernels[name] = kern
+    try:
+        yield
+    finally:
+        if saved is None:
+            be._kernels.pop(name, None)
+        else:
+            be._kernels[name] = saved

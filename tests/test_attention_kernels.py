@@ -19,7 +19,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import itertools
 import re
@@ -29,7 +28,7 @@ import subprocess
 import ml_dtypes
 import numpy as np
 import pytest
-from helpers import to_numpy
+from helpers import to_numpy, use_kernel
 from test_cupy_nn_kernels import _SHIM
 from test_cupy_nn_kernels_16bit import assert_ulps
 
@@ -320,21 +319,6 @@ def test_declines_what_it_does_not_take(host_kernel):
     assert kern._use_tiled(np.float32, 64, 64)
 
 
-@contextlib.contextmanager
-def attention_kernel_on_numpy(kern):
-    be = vtl.backends.get("numpy")
-    be.kernel("conv2d")  # the backend's kernels are registered on first use
-    saved = be._kernels.get("attention")
-    be._kernels["attention"] = kern
-    try:
-        yield
-    finally:
-        if saved is None:
-            be._kernels.pop("attention")
-        else:
-            be._kernels["attention"] = saved
-
-
 def _sdpa_grads(q, k, v, g, **kw):
     ts = [vtl.asarray(a, requires_grad=True) for a in (q, k, v)]
     out = F.scaled_dot_product_attention(*ts, **kw)
@@ -366,7 +350,7 @@ def test_functional_uses_the_kernel_and_matches_portable(host_kernel, shape_q, s
         mask = vtl.asarray(m)
     kw = {"attn_mask": mask, "is_causal": causal}
     _, ref = _sdpa_grads(q, k, v, g, **kw)
-    with attention_kernel_on_numpy(host_kernel):
+    with use_kernel("attention", host_kernel):
         out, fused = _sdpa_grads(q, k, v, g, **kw)
     assert out.grad_fn.name() == "ScaledDotProductAttentionBackward"
     if dt == np.float64:
@@ -407,7 +391,7 @@ def test_dropout_in_the_kernel_is_the_portable_dropout(host_kernel, shape_q, sha
     _, ref = _sdpa_grads(q, k, v, g, **kw)
     ref_state = vtl.random.default_generator().get_state()
     vtl.random.seed(4)
-    with attention_kernel_on_numpy(host_kernel):
+    with use_kernel("attention", host_kernel):
         out, fused = _sdpa_grads(q, k, v, g, **kw)
     assert out.grad_fn.name() == "ScaledDotProductAttentionBackward"
     assert vtl.random.default_generator().get_state() == ref_state
@@ -418,7 +402,7 @@ def test_dropout_in_the_kernel_is_the_portable_dropout(host_kernel, shape_q, sha
         else:
             assert_near(a, r, dt, 4)
     # another draw gives other weights
-    with attention_kernel_on_numpy(host_kernel):
+    with use_kernel("attention", host_kernel):
         _, again = _sdpa_grads(q, k, v, g, **kw)
     assert not np.allclose(again[0].astype(np.float64), fused[0].astype(np.float64))
 
@@ -441,7 +425,7 @@ def test_autocast_runs_the_kernel_in_16bit(host_kernel, low):
 
     name, ref = run()
     assert name != "ScaledDotProductAttentionBackward"
-    with attention_kernel_on_numpy(host_kernel):
+    with use_kernel("attention", host_kernel):
         name, fused = run()
     assert name == "ScaledDotProductAttentionBackward"
     dt = np.dtype(getattr(vtl, low))
@@ -470,7 +454,7 @@ def test_dropout_second_order_and_the_untiled_kernels(fake_cupy, host_kernel, dt
         return out.grad_fn.name(), to_numpy(gq), to_numpy(hq)
 
     ref = hvp()
-    with attention_kernel_on_numpy(host_kernel):
+    with use_kernel("attention", host_kernel):
         fused = hvp()
     assert fused[0] == "ScaledDotProductAttentionBackward"
     for a, r in zip(fused[1:], ref[1:], strict=True):
@@ -480,7 +464,7 @@ def test_dropout_second_order_and_the_untiled_kernels(fake_cupy, host_kernel, dt
         else:
             assert_near(a, r, dt, 4)
     # the thread-per-row kernels have no dropout: the portable path, the same numbers
-    with attention_kernel_on_numpy(A.CupyAttention(fake_cupy, tiled=False)):
+    with use_kernel("attention", A.CupyAttention(fake_cupy, tiled=False)):
         untiled = hvp()
     assert untiled[0] != "ScaledDotProductAttentionBackward"
     for a, r in zip(untiled[1:], ref[1:], strict=True):
@@ -498,7 +482,7 @@ def test_functional_second_order_and_fallbacks(host_kernel):
         return to_numpy(gq), to_numpy(hq)
 
     ref = hvp(ts[0])
-    with attention_kernel_on_numpy(host_kernel):
+    with use_kernel("attention", host_kernel):
         fused = hvp(ts[0])
         # broadcast batch axes and masks needing a gradient take the portable path
         fm = vtl.asarray(np.zeros((3, 3)), requires_grad=True)
@@ -636,7 +620,7 @@ def test_multihead_attention_takes_the_fused_kernel(host_kernel):
         return [to_numpy(out), to_numpy(xt.grad), to_numpy(layer.self_attn.in_proj_weight.grad)]
 
     ref = run()
-    with attention_kernel_on_numpy(Spy()):
+    with use_kernel("attention", Spy()):
         got = run()
     assert calls == ["forward", "backward"]
     for a, r in zip(got, ref, strict=True):

@@ -14,7 +14,6 @@ path it replaces.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import shutil
 import subprocess
@@ -22,7 +21,7 @@ import subprocess
 import ml_dtypes
 import numpy as np
 import pytest
-from helpers import to_numpy
+from helpers import to_numpy, use_kernel
 from test_cupy_nn_kernels import _SHIM
 
 import vtl
@@ -118,21 +117,6 @@ def host_kernel(fake_cupy):
     return R.CupyDropout(fake_cupy)
 
 
-@contextlib.contextmanager
-def dropout_kernel_on_numpy(kern):
-    be = vtl.backends.get("numpy")
-    be.kernel("conv2d")  # the backend's kernels are registered on first use
-    saved = be._kernels.get("dropout")
-    be._kernels["dropout"] = kern
-    try:
-        yield
-    finally:
-        if saved is None:
-            be._kernels.pop("dropout")
-        else:
-            be._kernels["dropout"] = saved
-
-
 def _run(x, p, g, seed, **kw):
     vtl.random.seed(seed)
     t = vtl.asarray(x, requires_grad=True)
@@ -151,7 +135,7 @@ def test_fused_dropout_is_the_portable_dropout(fake_cupy, host_kernel, dt, shape
     g = rng.standard_normal(shape).astype(dt)
     _, ref, ref_grad, ref_state = _run(x, p, g, 21)
     fake_cupy.log.clear()
-    with dropout_kernel_on_numpy(host_kernel):
+    with use_kernel("dropout", host_kernel):
         out, got, got_grad, state = _run(x, p, g, 21)
     assert out.grad_fn.name() == "DropoutBackward"
     assert fake_cupy.log == ["vtl_dropout", "vtl_dropout"]  # forward, backward
@@ -183,7 +167,7 @@ def test_declines_and_portable_cases(fake_cupy, host_kernel):
     assert host_kernel.forward(np.ones(4, np.complex64), 0.5, (0,) * 6) is None
     assert host_kernel.forward(np.ones(4, np.float32), 0.0, (0,) * 6) is None
     x = np.random.default_rng(5).standard_normal((3, 8)).astype(np.float32)
-    with dropout_kernel_on_numpy(host_kernel):
+    with use_kernel("dropout", host_kernel):
         fake_cupy.log.clear()
         vtl.random.seed(1)
         a = to_numpy(F.dropout(vtl.asarray(x), 1.0))  # p = 1: zeros, no draw
@@ -213,7 +197,7 @@ def test_second_order_gradients(host_kernel):
         return to_numpy(gx), to_numpy(h)
 
     ref = hvp()
-    with dropout_kernel_on_numpy(host_kernel):
+    with use_kernel("dropout", host_kernel):
         got = hvp()
     for a, r in zip(got, ref, strict=True):
         np.testing.assert_allclose(a, r, rtol=1e-12)

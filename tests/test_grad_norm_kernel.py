@@ -23,7 +23,7 @@ import subprocess
 
 import numpy as np
 import pytest
-from helpers import to_numpy
+from helpers import to_numpy, use_kernel
 from test_cupy_nn_kernels import _SHIM
 
 import vtl
@@ -201,21 +201,6 @@ def test_host_kernel_declines(host_kernel):
     assert not host_kernel.clip_([f32], np.asarray(1.0), 1.0)  # norm of another dtype
 
 
-@contextlib.contextmanager
-def grad_norm_kernel_on_numpy(kern):
-    be = vtl.backends.get("numpy")
-    be.kernel("conv2d")  # the backend's kernels are registered on first use
-    saved = be._kernels.get("grad_norm")
-    be._kernels["grad_norm"] = kern
-    try:
-        yield
-    finally:
-        if saved is None:
-            be._kernels.pop("grad_norm")
-        else:
-            be._kernels["grad_norm"] = saved
-
-
 def _params(dt, backend="numpy"):
     ps = []
     for a in _arrays(dt, ((4, 3), (3,), (17, 2))):
@@ -233,7 +218,7 @@ def test_clip_grad_norm_through_the_kernel(fake_cupy, host_kernel, p):
         f.grad = vtl.asarray(to_numpy(r.grad))
     want = clip_grad_norm_(ref, 0.5, norm_type=p)
     fake_cupy.log.clear()
-    with grad_norm_kernel_on_numpy(host_kernel):
+    with use_kernel("grad_norm", host_kernel):
         got = clip_grad_norm_(fused, 0.5, norm_type=p)
     assert fake_cupy.log == ["launch_vtl_norm_partials", "launch_vtl_norm_finalize",
                              "launch_vtl_clip_scale"]
@@ -246,7 +231,7 @@ def test_split_clipping_through_the_kernel(fake_cupy, host_kernel):
     ps = _params(np.float64)
     grads = [to_numpy(p.grad).copy() for p in ps]  # the kernel scales the arrays in place
     fake_cupy.log.clear()
-    with grad_norm_kernel_on_numpy(host_kernel):
+    with use_kernel("grad_norm", host_kernel):
         total = get_total_norm([p.grad for p in ps])
         clip_grads_with_norm_(ps, 1.0, total)
     assert len(fake_cupy.log) == 3
@@ -263,7 +248,7 @@ def test_mixed_dtypes_take_the_portable_path(fake_cupy, host_kernel):
     ps[1].grad = vtl.asarray(RNG.standard_normal(ps[1].shape))
     grads = [to_numpy(p.grad) for p in ps]
     fake_cupy.log.clear()
-    with grad_norm_kernel_on_numpy(host_kernel):
+    with use_kernel("grad_norm", host_kernel):
         total = clip_grad_norm_(ps, 0.1)
     assert fake_cupy.log == []
     np.testing.assert_allclose(to_numpy(total), _np_norm(grads, 2.0), rtol=1e-5)

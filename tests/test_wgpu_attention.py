@@ -15,12 +15,11 @@ with fresh bits per step.
 
 from __future__ import annotations
 
-import contextlib
 import os
 
 import numpy as np
 import pytest
-from helpers import assert_close, to_numpy
+from helpers import assert_close, to_numpy, use_kernel
 
 os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
 
@@ -36,16 +35,6 @@ def _kernel(wgpu):
     kern = wgpu.kernel("attention")
     assert kern is not None
     return kern
-
-
-@contextlib.contextmanager
-def _portable(wgpu):
-    """The wgpu backend without its attention kernel (the portable path runs)."""
-    saved = wgpu._kernels.pop("attention")
-    try:
-        yield
-    finally:
-        wgpu._kernels["attention"] = saved
 
 
 def np_attention(q, k, v, mask, causal, scale, g, z=None):
@@ -143,7 +132,7 @@ def test_fused_matches_portable_and_numpy(wgpu, case):
     n0 = kern.launches
     name, fused = _sdpa("wgpu", q, k, v, g, mask, causal)
     assert name == FUSED and kern.launches == n0 + 3  # forward 1, backward 2
-    with _portable(wgpu):
+    with use_kernel("attention", None, "wgpu"):
         name, ref = _sdpa("wgpu", q, k, v, g, mask, causal)
     assert name != FUSED
     add = None if mask is None else (np.where(mask, 0.0, -np.inf) if mask.dtype == bool
@@ -385,7 +374,7 @@ def test_dropout_matches_portable_and_numpy(wgpu, case):
     n0 = kern.launches
     name, fused, state = _sdpa_drop(q, k, v, g, mask, causal, p, 11)
     assert name == FUSED and kern.launches == n0 + 3
-    with _portable(wgpu):
+    with use_kernel("attention", None, "wgpu"):
         name, ref, ref_state = _sdpa_drop(q, k, v, g, mask, causal, p, 11)
     assert name != FUSED
     assert state == ref_state  # the generator advanced as the portable draw advances it
@@ -414,7 +403,7 @@ def test_dropout_low_precision(wgpu, dt):
     g = RNG.standard_normal((2, 2, 9, 8)).astype(np.float32)
     name, fused, state = _sdpa_drop(q, k, v, g, None, False, 0.2, 5, dtype)
     assert name == FUSED
-    with _portable(wgpu):
+    with use_kernel("attention", None, "wgpu"):
         name, ref, ref_state = _sdpa_drop(q, k, v, g, None, False, 0.2, 5, dtype)
     assert name != FUSED and state == ref_state
     for a, r in zip(fused, ref, strict=True):

@@ -16,13 +16,12 @@ the portable paths they replace and NumPy.
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 import ml_dtypes
 import numpy as np
 import pytest
-from helpers import to_numpy
+from helpers import to_numpy, use_kernel
 
 import vtl
 from vtl.backends._base import DynamicScalars
@@ -38,16 +37,6 @@ def be(wgpu):
     """The wgpu backend with its kernels registered (on first use)."""
     wgpu.kernel("conv2d")
     return wgpu
-
-
-@contextlib.contextmanager
-def without(be, name):
-    """The wgpu backend without its kernel ``name`` (the portable path)."""
-    saved = be._kernels.pop(name)
-    try:
-        yield
-    finally:
-        be._kernels[name] = saved
 
 
 def _dtype(be, name):
@@ -85,7 +74,7 @@ def test_dropout_is_the_portable_dropout(be, shape, p):
     name, *got = _dropout(x, p, g, 21)
     assert name == "DropoutBackward"
     assert kern.launches - before == (2 if x.size else 0)  # forward, backward
-    with without(be, "dropout"):
+    with use_kernel("dropout", None, "wgpu"):
         ref_name, *ref = _dropout(x, p, g, 21)
     assert ref_name != "DropoutBackward"
     for a, r in zip(got[:2], ref[:2], strict=True):
@@ -105,7 +94,7 @@ def test_dropout_of_other_dtypes(be, dtype, shape, p):
     g = RNG.standard_normal(shape).astype(dt)
     name, *got = _dropout(x, p, g, 5)
     assert name == "DropoutBackward"
-    with without(be, "dropout"):
+    with use_kernel("dropout", None, "wgpu"):
         _, *ref = _dropout(x, p, g, 5)
     for a, r in zip(got[:2], ref[:2], strict=True):
         _same_bits(a, r)
@@ -116,7 +105,7 @@ def test_dropout_of_large_scales_and_specials_in_float16(be):
     dt = _dtype(be, "float16")
     x = np.array([6e4, -6e4, np.inf, np.nan, 1e-7, 0.0, -0.0, 3.0] * 8, dt)
     got = _dropout(x, 0.999, np.ones_like(x), 2)[1:]  # 1 / (1 - p) = 1000: inf where kept
-    with without(be, "dropout"):
+    with use_kernel("dropout", None, "wgpu"):
         ref = _dropout(x, 0.999, np.ones_like(x), 2)[1:]
     _same_bits(got[0], ref[0])
     _same_bits(got[1], ref[1])
@@ -150,7 +139,7 @@ def test_dropout_of_views_in_place_and_feature_dropout(be):
     before = kern.launches
     got = run()
     assert kern.launches - before == 4
-    with without(be, "dropout"):
+    with use_kernel("dropout", None, "wgpu"):
         ref = run()
     for a, r in zip(got[0], ref[0], strict=True):
         _same_bits(a, r)
@@ -169,7 +158,7 @@ def test_second_order_gradients(be):
         return to_numpy(gx), to_numpy(h)
 
     got = hvp()
-    with without(be, "dropout"):
+    with use_kernel("dropout", None, "wgpu"):
         ref = hvp()
     for a, r in zip(got, ref, strict=True):
         _same_bits(a, r)
@@ -196,7 +185,7 @@ def test_arrays_larger_than_one_binding_go_in_windows(be, monkeypatch):
 
     x = RNG.standard_normal((3, 1703)).astype(np.float32)
     g = RNG.standard_normal((3, 1703)).astype(np.float32)
-    with without(be, "dropout"):
+    with use_kernel("dropout", None, "wgpu"):
         ref = _dropout(x, 0.35, g, 9)[1:]
     tx, tg = vtl.asarray(x, device="wgpu"), vtl.asarray(g, device="wgpu")
     kern = be.kernel("dropout")
@@ -376,7 +365,7 @@ def test_clip_grad_norm_through_the_kernel(be, p):
     before = kern.launches
     got = clip_grad_norm_(fused, 0.5, norm_type=p)
     assert kern.launches - before == 2 * _groups(kern, fused) + 1
-    with without(be, "grad_norm"):
+    with use_kernel("grad_norm", None, "wgpu"):
         want = clip_grad_norm_(ref, 0.5, norm_type=p)
     exact = math.isinf(p)  # a maximum has one value: the same factor, the same bits
     if exact:
