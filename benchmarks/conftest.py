@@ -178,6 +178,30 @@ class Ref:
             device=backends.get(self.backend).device(0))
 
 
+def peak_mib(backend: str, impl: str, run: Callable[[], Any]) -> float | None:
+    """Peak device memory of ``run()`` above what was allocated before, in MiB (PyTorch's
+    allocator, or CuPy's pool for vtl on cupy; ``None`` elsewhere)."""
+    if impl == "torch-cuda":
+        import torch
+
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        run()
+        torch.cuda.synchronize()
+        return (torch.cuda.max_memory_allocated() - base) / 2**20
+    if impl == "vtl" and backend == "cupy":
+        import cupy as cp
+
+        pool = cp.get_default_memory_pool()
+        pool.free_all_blocks()
+        base = pool.total_bytes()
+        run()
+        cp.cuda.Device().synchronize()
+        return (pool.total_bytes() - base) / 2**20
+    return None
+
+
 def cupy_or_skip() -> Any:
     try:
         import cupy as cp

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import vtl
-from benchmarks.conftest import QUICK, Ref, cases, on_cpu
+from benchmarks.conftest import QUICK, Ref, cases, on_cpu, peak_mib
 
 #: (batch, sequence, d_model, heads, feed-forward)
 TRANSFORMER = (2, 16, 32, 4, 64) if QUICK else (32, 256, 512, 8, 2048)
@@ -34,28 +34,6 @@ LOW = {"bf16": "bfloat16", "fp16": "float16"}
 
 def _torch_dev(impl: str) -> str:
     return "cuda" if impl.endswith("cuda") else "cpu"
-
-
-def _peak_mib(backend: str, impl: str, run) -> float | None:
-    if impl == "torch-cuda":
-        import torch
-
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        base = torch.cuda.memory_allocated()
-        run()
-        torch.cuda.synchronize()
-        return (torch.cuda.max_memory_allocated() - base) / 2**20
-    if impl == "vtl" and backend == "cupy":
-        import cupy as cp
-
-        pool = cp.get_default_memory_pool()
-        pool.free_all_blocks()
-        base = pool.total_bytes()
-        run()
-        cp.cuda.Device().synchronize()
-        return (pool.total_bytes() - base) / 2**20
-    return None
 
 
 def _encoder(m, torch: bool):
@@ -155,7 +133,7 @@ def _time(benchmark, backend: str, impl: str, ref: Ref, step) -> None:
     for _ in range(3):
         step()
     ref.sync()
-    peak = _peak_mib(backend, impl, step)
+    peak = peak_mib(backend, impl, step)
     if peak is not None:
         benchmark.extra_info["peak_mib"] = round(peak, 1)
 

@@ -11,34 +11,12 @@ import numpy as np
 import pytest
 
 import vtl
-from benchmarks.conftest import QUICK, Ref, cases, on_cpu
+from benchmarks.conftest import QUICK, Ref, cases, on_cpu, peak_mib
 from vtl.nn import functional as F
 
 BATCH, HEADS, DIM = (1, 2, 64) if QUICK else (32, 8, 64)
 SEQS = (16, 64) if QUICK else (512, 2048)
 CASES = cases(refs=("torch",), keep=lambda b: QUICK or not on_cpu(b))
-
-
-def _peak_mib(backend: str, impl: str, run) -> float | None:
-    if impl == "torch-cuda":
-        import torch
-
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        base = torch.cuda.memory_allocated()
-        run()
-        torch.cuda.synchronize()
-        return (torch.cuda.max_memory_allocated() - base) / 2**20
-    if impl == "vtl" and backend == "cupy":
-        import cupy as cp
-
-        pool = cp.get_default_memory_pool()
-        pool.free_all_blocks()
-        base = pool.total_bytes()
-        run()
-        cp.cuda.Device().synchronize()
-        return (pool.total_bytes() - base) / 2**20
-    return None
 
 
 @pytest.mark.parametrize("seq", SEQS)
@@ -73,7 +51,7 @@ def test_sdpa_forward_backward(benchmark, backend, impl, seq, causal):
             return out
 
     run()
-    peak = _peak_mib(backend, impl, run)
+    peak = peak_mib(backend, impl, run)
     if peak is not None:
         benchmark.extra_info["peak_mib"] = round(peak, 1)
 
