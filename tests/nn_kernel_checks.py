@@ -107,3 +107,29 @@ def assert_same_training(actual: tuple, desired: tuple, loss_tol: dict[str, floa
     np.testing.assert_allclose(actual[0], desired[0], **loss_tol)
     for a, d in zip(actual[1], desired[1], strict=True):
         np.testing.assert_allclose(a, d, **param_tol)
+
+
+def np_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: Any, causal: bool,
+                 scale: float, g: np.ndarray, o: Any = None, z: Any = None) -> tuple:
+    """NumPy's attention and its gradients ``(out, dq, dk, dv)`` (rows with every key
+    masked: zeros). ``z``: the dropout factors of the weights (0 or ``1 / (1 - p)``); ``o``:
+    take ``rowsum(dO * O)`` from that output (a kernel's rounded one) instead of the exact
+    ``rowsum(dP * P)``."""
+    s = q @ np.swapaxes(k, -1, -2) * scale
+    if mask is not None:
+        s = s + mask
+    if causal:
+        n_q, n_k = s.shape[-2:]
+        s = np.where(np.arange(n_k)[None, :] <= np.arange(n_q)[:, None], s, -np.inf)
+    mx = s.max(-1, keepdims=True)
+    dead = mx == -np.inf
+    e = np.where(dead, 0.0, np.exp(s - np.where(dead, 0.0, mx)))
+    p = np.where(dead, 0.0, e / np.where(dead, 1.0, e.sum(-1, keepdims=True)))
+    pz = p if z is None else p * z
+    dp = g @ np.swapaxes(v, -1, -2)
+    if z is not None:  # the gradient of the undropped weights
+        dp = dp * z
+    delta = (dp * p).sum(-1, keepdims=True) if o is None else (g * o).sum(-1, keepdims=True)
+    ds = p * (dp - delta)
+    return (pz @ v, ds @ k * scale, np.swapaxes(ds, -1, -2) @ q * scale,
+            np.swapaxes(pz, -1, -2) @ g)

@@ -29,6 +29,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 from helpers import to_numpy, use_kernel
+from nn_kernel_checks import np_attention
 from test_cupy_nn_kernels import _SHIM
 from test_cupy_nn_kernels_16bit import assert_ulps
 
@@ -169,31 +170,6 @@ def fake_cupy(tmp_path_factory):
 @pytest.fixture(scope="module")
 def host_kernel(fake_cupy):
     return A.CupyAttention(fake_cupy)
-
-
-def np_attention(q, k, v, mask, causal, scale, g, o=None):
-    """NumPy's attention and its gradients (dead rows: zeros); with ``o``, the gradients
-    take ``rowsum(dO * O)`` from that output (the kernels' rounded one) instead of the
-    exact ``rowsum(dP * P)``."""
-    s = q @ np.swapaxes(k, -1, -2) * scale
-    if mask is not None:
-        s = s + mask
-    if causal:
-        n_q, n_k = s.shape[-2:]
-        s = np.where(np.arange(n_k)[None, :] <= np.arange(n_q)[:, None], s, -np.inf)
-    mx = s.max(-1, keepdims=True)
-    dead = mx == -np.inf
-    e = np.where(dead, 0.0, np.exp(s - np.where(dead, 0.0, mx)))
-    den = e.sum(-1, keepdims=True)
-    p = np.where(dead, 0.0, e / np.where(dead, 1.0, den))
-    out = p @ v
-    dv = np.swapaxes(p, -1, -2) @ g
-    dp = g @ np.swapaxes(v, -1, -2)
-    delta = (dp * p).sum(-1, keepdims=True) if o is None else (g * o).sum(-1, keepdims=True)
-    ds = p * (dp - delta)
-    dq = ds @ k * scale
-    dk = np.swapaxes(ds, -1, -2) @ q * scale
-    return out, dq, dk, dv
 
 
 # (batch (b1, b2), L, S, E, Ev, mask kind, causal)

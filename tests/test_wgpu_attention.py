@@ -20,6 +20,7 @@ import os
 import numpy as np
 import pytest
 from helpers import assert_close, to_numpy, use_kernel
+from nn_kernel_checks import np_attention
 
 os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
 
@@ -35,28 +36,6 @@ def _kernel(wgpu):
     kern = wgpu.kernel("attention")
     assert kern is not None
     return kern
-
-
-def np_attention(q, k, v, mask, causal, scale, g, z=None):
-    """NumPy's attention and its gradients (rows with every key masked: zeros); ``z``: the
-    dropout factors of the weights (0 or ``1 / (1 - p)``)."""
-    s = q @ np.swapaxes(k, -1, -2) * scale
-    if mask is not None:
-        s = s + mask
-    if causal:
-        n_q, n_k = s.shape[-2:]
-        s = np.where(np.arange(n_k)[None, :] <= np.arange(n_q)[:, None], s, -np.inf)
-    mx = s.max(-1, keepdims=True)
-    dead = mx == -np.inf
-    e = np.where(dead, 0.0, np.exp(s - np.where(dead, 0.0, mx)))
-    p = np.where(dead, 0.0, e / np.where(dead, 1.0, e.sum(-1, keepdims=True)))
-    dp = g @ np.swapaxes(v, -1, -2)
-    pz = p
-    if z is not None:  # dropout: the weights P Z; dP of the undropped weights dP Z
-        pz, dp = p * z, dp * z
-    ds = p * (dp - (dp * p).sum(-1, keepdims=True))
-    return (pz @ v, ds @ k * scale, np.swapaxes(ds, -1, -2) @ q * scale,
-            np.swapaxes(pz, -1, -2) @ g)
 
 
 def _mask(kind, batch, n_q, n_k):
@@ -383,7 +362,7 @@ def test_dropout_matches_portable_and_numpy(wgpu, case):
     add = None if mask is None else (np.where(mask, 0.0, -np.inf) if mask.dtype == bool
                                      else mask.astype(np.float64))
     oracle = np_attention(*(a.astype(np.float64) for a in (q, k, v)), add, causal,
-                          1.0 / np.sqrt(e), g.astype(np.float64), z.astype(np.float64))
+                          1.0 / np.sqrt(e), g.astype(np.float64), z=z.astype(np.float64))
     for what, a, r, o in zip(("out", "dq", "dk", "dv"), fused, ref, oracle, strict=True):
         np.testing.assert_allclose(a, r, rtol=5e-5, atol=5e-5, err_msg=what)
         np.testing.assert_allclose(a, o, rtol=2e-4, atol=2e-4, err_msg=what)
