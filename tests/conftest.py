@@ -65,6 +65,15 @@ def wgpu():
 
 
 @pytest.fixture
+def cupy_backend():
+    """The cupy backend object (skips the test where it is unavailable)."""
+    b = backends.get("cupy")
+    if not b.is_available:
+        pytest.skip(f"cupy backend unavailable: {b.unavailable_reason}")
+    return b
+
+
+@pytest.fixture
 def other_backends(backend):
     """Available backends other than the current one (for cross-device tests)."""
     return [n for n in backends.available_names() if n != backend]

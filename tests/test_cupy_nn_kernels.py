@@ -626,14 +626,6 @@ def test_gelu_elementwise_bodies_compile_with_nvcc(tmp_path):
 
 # -- on the GPU --------------------------------------------------------------------------------
 
-@pytest.fixture
-def cupy_backend():
-    b = vtl.backends.get("cupy")
-    if not b.is_available:
-        pytest.skip(f"cupy backend unavailable: {b.unavailable_reason}")
-    return b
-
-
 def _portable(b, monkeypatch):
     """Remove the nn kernels from the backend ``b`` (the portable paths run)."""
     kern = {k: v for k, v in b._kernels.items()

@@ -642,14 +642,6 @@ def test_16bit_model_with_the_kernels_matches_the_portable_path(lib16, monkeypat
 
 # -- on the GPU --------------------------------------------------------------------------------
 
-@pytest.fixture
-def cupy_backend():
-    b = vtl.backends.get("cupy")
-    if not b.is_available:
-        pytest.skip(f"cupy backend unavailable: {b.unavailable_reason}")
-    return b
-
-
 def _dtype_on(backend, name: str) -> np.dtype:
     if name not in backend.dtypes():
         pytest.skip(f"cupy has no {name} here")
