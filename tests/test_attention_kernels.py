@@ -495,11 +495,8 @@ def test_gpu_kernel_matches_portable(causal, dt, p):
 
     name, fused = run()
     assert name == "ScaledDotProductAttentionBackward"
-    saved = be._kernels.pop("attention")
-    try:
+    with use_kernel("attention", None, "cupy"):
         name, ref = run()
-    finally:
-        be._kernels["attention"] = saved
     assert name != "ScaledDotProductAttentionBackward"
     for a, r in zip(fused, ref, strict=True):
         assert a.dtype == r.dtype == dt

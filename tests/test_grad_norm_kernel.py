@@ -310,10 +310,7 @@ def test_gpu_kernel_matches_portable(p):
         return [to_numpy(total)] + [to_numpy(t.grad) for t in ps]
 
     fused = run()
-    saved = be._kernels.pop("grad_norm")
-    try:
+    with use_kernel("grad_norm", None, "cupy"):
         ref = run()
-    finally:
-        be._kernels["grad_norm"] = saved
     for a, r in zip(fused, ref, strict=True):
         np.testing.assert_allclose(a, r, rtol=2e-5, atol=1e-9)
