@@ -122,7 +122,8 @@ def _total_norm(grads: list[Tensor], norm_type: float, error_if_nonfinite: bool
 
 def _scale(grads: list[Tensor], total: Any, dev: Any, max_norm: float, kern: Any) -> None:
     """Multiply every gradient by ``min(max_norm / (total + 1e-6), 1)`` in place."""
-    if kern is not None and kern.clip_([g._data for g in grads], total, max_norm):
+    if kern is not None and all(g._device is dev for g in grads) and \
+            kern.clip_([g._data for g in grads], total, max_norm):
         for g in grads:
             g._bump_version()
         return
@@ -240,12 +241,7 @@ def clip_grads_with_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float
         return
     dev = grads[0]._device
     total = total_norm.to(dev)._data
-    kern = dev.backend.kernel("grad_norm")
-    dt = grads[0]._data.dtype
-    if kern is not None and not (kern.supports(dt, 2.0) and total.dtype == dt and all(
-            g._device is dev and g._data.dtype == dt for g in grads)):
-        kern = None
-    _scale(grads, total, dev, float(max_norm), kern)
+    _scale(grads, total, dev, float(max_norm), dev.backend.kernel("grad_norm"))
 
 
 def clip_grad_value_(parameters: Tensor | Iterable[Tensor], clip_value: float,
