@@ -360,24 +360,25 @@ class Generator:
         if -(-n // 4) >= 2**32:
             raise ValueError(f"vtl.random: cannot draw {n} words at once (at most 2**34)")
         cap = _capture.current(device)
-        if cap is None:
-            return self._draw_words(n)
+        return self._draw_words(n) if cap is None else self._replayed_draw(cap, n)
+
+    def _replayed_draw(self, cap: Any, n: int) -> Any:
+        """The counter and key of a draw of ``n`` words as per-step scalars of the capture
+        ``cap``, which each replay advances as the draw would."""
         dyn = cap.scalars(self._draw_words(n), "uint32")
         _capture.on_replay(lambda: dyn.set(self._draw_words(n)))
         return dyn
 
     def _captured_words(self, cap: Any, n: int, backend: Any, index: int) -> Any:
         """A draw recorded by a capture (``vtl.compile``): the backend's kernel reads the
-        counter and key from per-step scalars, which each replay advances as the draw
-        would."""
+        counter and key from per-step scalars (a failure aborts the capture, with them)."""
         fused = backend.kernel("philox")
-        dyn = cap.scalars(self._draw_words(n), "uint32")
+        dyn = self._replayed_draw(cap, n)
         words = None if fused is None else fused(n, self.key, dyn, index)
         if words is None:
             raise _capture.CaptureError(
                 f"vtl.compile: a random draw of {n} words on {backend.name} cannot be "
                 "captured (the backend's philox kernel declines it)")
-        _capture.on_replay(lambda: dyn.set(self._draw_words(n)))
         return words
 
     def _raw(self, n: int, like: Any) -> tuple[Any, Any, Any, Any]:
