@@ -30,7 +30,7 @@ import numpy as np
 import pytest
 from helpers import to_numpy, use_kernel
 from nn_kernel_checks import np_attention
-from test_cupy_nn_kernels import _SHIM
+from test_cupy_nn_kernels import _SHIM, compile_host
 from test_cupy_nn_kernels_16bit import assert_ulps
 
 import vtl
@@ -126,22 +126,14 @@ class FakeCupy:
         class Device:  # noqa: D106
             attributes = {"MaxSharedMemoryPerBlockOptin": 227 * 1024}
 
-    def __init__(self, tmp_path, cxx):
-        self.tmp, self.cxx, self.built = tmp_path, cxx, {}
+    def __init__(self, tmp_path):
+        self.tmp, self.built = tmp_path, {}
 
     def RawKernel(self, code, name):  # noqa: N802
         lib = self.built.get(code)
         if lib is None:
             k = len(self.built)
-            (self.tmp / f"a{k}.cpp").write_text(_host_source(code))
-            r = subprocess.run([self.cxx, "-std=c++20", "-O1", "-pthread", "-shared", "-fPIC",
-                                "-o", str(self.tmp / f"a{k}.so"), str(self.tmp / f"a{k}.cpp")],
-                               capture_output=True, text=True)
-            if r.returncode:
-                if "barrier" in r.stderr and "No such file" in r.stderr:
-                    pytest.skip("the C++ compiler lacks <barrier>")
-                raise AssertionError(r.stderr[-4000:])
-            lib = self.built[code] = ctypes.CDLL(str(self.tmp / f"a{k}.so"))
+            lib = self.built[code] = compile_host(self.tmp / f"a{k}.cpp", _host_source(code))
         # the scalars' type: the compute type T (float32 for float16 and bfloat16)
         ctype = re.search(r"^typedef (\w+) T;", code, re.MULTILINE)[1]
         dt = {"float": np.float32, "double": np.float64}[ctype]
@@ -161,10 +153,7 @@ class FakeCupy:
 
 @pytest.fixture(scope="module")
 def fake_cupy(tmp_path_factory):
-    cxx = shutil.which("g++") or shutil.which("clang++")
-    if cxx is None:
-        pytest.skip("no C++ compiler")
-    return FakeCupy(tmp_path_factory.mktemp("attn"), cxx)
+    return FakeCupy(tmp_path_factory.mktemp("attn"))
 
 
 @pytest.fixture(scope="module")

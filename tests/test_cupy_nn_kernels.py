@@ -150,22 +150,29 @@ def _host_unit(k: int, spec, ctype: str, tctype: str, prefix: str = "") -> str:
             f"  vtl_launch(gx, 1, bx, by, [=] {{ {name}({args}); }});\n}}\n}}\n")
 
 
-def build_host_lib(d, variants, prefix: str = ""):
-    """The host build of ``variants`` (``(spec, float type, target type)``; ``launch_{k}``
-    runs the k-th), compiled in ``d``; skips the test without a C++20 compiler."""
+def compile_host(cpp, source: str):
+    """``source`` (C++20 with :data:`_SHIM`'s emulation) written to ``cpp`` and loaded as a
+    shared library built beside it; skips the test without a C++20 compiler."""
     cxx = shutil.which("g++") or shutil.which("clang++")
     if cxx is None:
         pytest.skip("no C++ compiler")
-    units = [_host_unit(k, *v, prefix=prefix) for k, v in enumerate(variants)]
-    # the kernels use T/A/TI typedefs inside their namespace; the shim's globals outside
-    (d / "k.cpp").write_text(_SHIM + "\n".join(units))
+    cpp.write_text(source)
+    so = cpp.with_suffix(".so")
     r = subprocess.run([cxx, "-std=c++20", "-O1", "-pthread", "-shared", "-fPIC", "-o",
-                        str(d / "k.so"), str(d / "k.cpp")], capture_output=True, text=True)
+                        str(so), str(cpp)], capture_output=True, text=True)
     if r.returncode:
         if "barrier" in r.stderr and "No such file" in r.stderr:
             pytest.skip("the C++ compiler lacks <barrier>")
         raise AssertionError(r.stderr[-4000:])
-    return ctypes.CDLL(str(d / "k.so"))
+    return ctypes.CDLL(str(so))
+
+
+def build_host_lib(d, variants, prefix: str = ""):
+    """The host build of ``variants`` (``(spec, float type, target type)``; ``launch_{k}``
+    runs the k-th), compiled in ``d``; skips the test without a C++20 compiler."""
+    units = [_host_unit(k, *v, prefix=prefix) for k, v in enumerate(variants)]
+    # the kernels use T/A/TI typedefs inside their namespace; the shim's globals outside
+    return compile_host(d / "k.cpp", _SHIM + "\n".join(units))
 
 
 @pytest.fixture(scope="module")

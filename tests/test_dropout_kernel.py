@@ -15,14 +15,12 @@ path it replaces.
 from __future__ import annotations
 
 import ctypes
-import shutil
-import subprocess
 
 import ml_dtypes
 import numpy as np
 import pytest
 from helpers import to_numpy, use_kernel
-from test_cupy_nn_kernels import _SHIM
+from test_cupy_nn_kernels import _SHIM, compile_host
 
 import vtl
 from vtl.backends._base import DynamicScalars
@@ -75,8 +73,8 @@ class _HostFunction:
 class FakeCupy:
     """The CuPy calls of ``CupyDropout`` on NumPy arrays; ``RawKernel`` builds for the host."""
 
-    def __init__(self, tmp, cxx):
-        self.tmp, self.cxx, self.built, self.log = tmp, cxx, {}, []
+    def __init__(self, tmp):
+        self.tmp, self.built, self.log = tmp, {}, []
 
     def RawKernel(self, code, name):  # noqa: N802
         assert name == "vtl_dropout"
@@ -85,15 +83,7 @@ class FakeCupy:
             k = len(self.built)
             src = _SHIM + _EXTRA + code.replace('extern "C" ', "static ") + _launcher(
                 "words[0]" in code)
-            (self.tmp / f"d{k}.cpp").write_text(src)
-            r = subprocess.run([self.cxx, "-std=c++20", "-O1", "-pthread", "-shared", "-fPIC",
-                                "-o", str(self.tmp / f"d{k}.so"), str(self.tmp / f"d{k}.cpp")],
-                               capture_output=True, text=True)
-            if r.returncode:
-                if "barrier" in r.stderr and "No such file" in r.stderr:
-                    pytest.skip("the C++ compiler lacks <barrier>")
-                raise AssertionError(r.stderr[-4000:])
-            lib = self.built[code] = ctypes.CDLL(str(self.tmp / f"d{k}.so"))
+            lib = self.built[code] = compile_host(self.tmp / f"d{k}.cpp", src)
         dt = np.dtype(np.float64 if "typedef double A;" in code else np.float32)
         return _HostFunction(lib.launch, dt, self.log)
 
@@ -106,10 +96,7 @@ class FakeCupy:
 
 @pytest.fixture(scope="module")
 def fake_cupy(tmp_path_factory):
-    cxx = shutil.which("g++") or shutil.which("clang++")
-    if cxx is None:
-        pytest.skip("no C++ compiler")
-    return FakeCupy(tmp_path_factory.mktemp("dropout"), cxx)
+    return FakeCupy(tmp_path_factory.mktemp("dropout"))
 
 
 @pytest.fixture(scope="module")
