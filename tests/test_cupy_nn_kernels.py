@@ -127,7 +127,7 @@ FLOAT_DTYPES = {**_FLOAT, "half": np.float16, "bfloat16": ml_dtypes.bfloat16}
 _SCALAR = {"const long long": (np.int64, ctypes.c_longlong), "const int": (np.int32, ctypes.c_int)}
 _CSCALAR = {np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double}
 #: the variants compiled for the host: (spec, float type, target type)
-_VARIANTS = [(s, c, "int") for s in (K.BIAS_ADD, K.COL_SUM, K.RELU_BACKWARD)
+_VARIANTS = [(s, c, "int") for s in (K.BIAS_ADD, K.COL_SUM, K.COL_SUM_FINISH, K.RELU_BACKWARD)
              for c in _FLOAT] + [
     (s, c, tc) for s in (K.CROSS_ENTROPY, K.CROSS_ENTROPY_GRAD)
     for c, tc in (("float", "long long"), ("double", "long long"), ("float", "unsigned char"),
@@ -211,7 +211,8 @@ class _HostKernel:
         for (ptype, pname), a in zip(self.spec.params, args, strict=True):
             if ptype.endswith("*") or "* " in ptype:
                 base = ptype.replace("const ", "").split("*")[0].strip()
-                want = {"T": self.dt, "A": self.adt, "TI": self.tdt, "long long": np.int64}[base]
+                want = {"T": self.dt, "A": self.adt, "TI": self.tdt, "long long": np.int64,
+                        "double": np.float64}[base]
                 assert isinstance(a, np.ndarray) and a.dtype == want, (pname, a)
                 conv.append(ctypes.c_void_p(a.ctypes.data))
             elif ptype == "const A":
@@ -342,15 +343,28 @@ def test_linear_grad_weight_on_the_host(host, dt, m, n_out, n_in):
     np.testing.assert_allclose(gb3, gb, **_tol(dt))
 
 
-def test_linear_grad_weight_many_rows_and_declines(host, monkeypatch):
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize(("m", "n"), [(5, 3), (6, 40), (50, 70), (33, 1)])
+def test_column_sums_in_slabs(host, monkeypatch, dt, m, n):
+    """Rows split into slabs: a second launch adds the slabs' double sums in order."""
     cp, nnk, _ = host
-    monkeypatch.setattr(K, "COL_SUM_MAX_ROWS", 4)
-    g, x = np.ones((6, 3), np.float32), np.ones((6, 2), np.float32)
+    monkeypatch.setattr(K, "COL_SUM_SLAB_ROWS", 2)
+    monkeypatch.setattr(K, "COL_SUM_BLOCKS", 7)
+    rng = np.random.default_rng(m * n)
+    g, x = rng.standard_normal((m, n)).astype(dt), rng.standard_normal((m, 2)).astype(dt)
     cp.log.clear()
     _, gb = nnk.linear_grad_weight(g, x, True)
-    assert cp.log == ["dot", "sum"]
-    np.testing.assert_array_equal(gb, np.full(3, 6, np.float32))
-    assert nnk.linear_grad_weight(g, x.astype(np.float64), True) is None
+    assert cp.log == ["dot", "vtl_col_sum", "vtl_col_sum_finish"]
+    assert gb.dtype == dt and gb.shape == (n,)
+    np.testing.assert_allclose(gb, g.astype(np.float64).sum(0), **_tol(dt))
+    _, gb_t = nnk.linear_grad_weight(np.ascontiguousarray(g.T).T, x, True)  # strided
+    np.testing.assert_array_equal(gb_t, gb)
+
+
+def test_linear_grad_weight_declines(host):
+    _, nnk, _ = host
+    g = np.ones((6, 3), np.float32)
+    assert nnk.linear_grad_weight(g, np.ones((6, 2), np.float64), True) is None
     assert nnk.linear_grad_weight(g, np.ones((5, 2), np.float32), True) is None
 
 

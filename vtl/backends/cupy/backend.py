@@ -188,7 +188,7 @@ def register(backend: Backend, cupy: Any, xp: Any) -> None:
     backend.register_kernel("linear_grad_weight", nn.linear_grad_weight)
     backend.register_kernel("relu_backward", nn.relu_backward)
     backend.register_kernel("cross_entropy", _nn.CupyCrossEntropy(cupy))
-    backend.register_kernel("layer_norm", _nn.CupyLayerNorm(cupy, xp.sum))
+    backend.register_kernel("layer_norm", _nn.CupyLayerNorm(cupy))
     backend.register_kernel("gelu", _nn.CupyGelu(cupy))
     backend.register_kernel("lstm_cell", LstmCell(cupy))
     backend.register_kernel("gru_cell", GruCell(cupy))

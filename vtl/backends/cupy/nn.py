@@ -183,22 +183,44 @@ BIAS_ADD = Spec("vtl_bias_add", (
   }
 """)
 
-#: ``out[j] = sum_m g[m * sgm + j * sgn]`` with block (32, 8): a column per thread column,
-#: eight row phases per column summed in a fixed order (in double)
+#: ``out[j] = sum_m g[m * sgm + j * sgn]`` with block (32, 8) and a 1-D grid of
+#: ``ceil(N / 32) * S`` blocks: block ``b`` sums columns ``32 * (b % nbx)...`` over row slab
+#: ``b / nbx`` (``S`` slabs of ``ceil(M / S)`` rows), eight row phases per column summed in
+#: a fixed order (in double). With one slab the sum is rounded into ``out``; with more each
+#: slab's sums go to ``part[slab * N + j]`` and :data:`COL_SUM_FINISH` adds them in order.
 COL_SUM = Spec("vtl_col_sum", (
-    ("const T* __restrict__", "g"), ("T* __restrict__", "out"), ("const long long", "M"),
-    ("const long long", "N"), ("const long long", "sgm"), ("const long long", "sgn")), r"""
-  __shared__ double part[8][33];
-  const long long col = (long long)blockIdx.x * 32 + threadIdx.x;
+    ("const T* __restrict__", "g"), ("T* __restrict__", "out"), ("double* __restrict__", "part"),
+    ("const long long", "M"), ("const long long", "N"), ("const long long", "sgm"),
+    ("const long long", "sgn"), ("const long long", "S")), r"""
+  __shared__ double part_[8][33];
+  const long long nbx = (N + 31) / 32;
+  const long long slab = blockIdx.x / nbx;
+  const long long col = (blockIdx.x - slab * nbx) * 32 + threadIdx.x;
+  const long long rows = (M + S - 1) / S;
+  const long long m1 = (slab + 1) * rows < M ? (slab + 1) * rows : M;
   double acc = 0;
   if (col < N) {
-    for (long long m = threadIdx.y; m < M; m += 8) acc += (double)vtl_ld(g[m * sgm + col * sgn]);
+    for (long long m = slab * rows + threadIdx.y; m < m1; m += 8)
+      acc += (double)vtl_ld(g[m * sgm + col * sgn]);
   }
-  part[threadIdx.y][threadIdx.x] = acc;
+  part_[threadIdx.y][threadIdx.x] = acc;
   __syncthreads();
   if (threadIdx.y == 0 && col < N) {
-    double s = part[0][threadIdx.x];
-    for (int k = 1; k < 8; ++k) s += part[k][threadIdx.x];
+    double s = part_[0][threadIdx.x];
+    for (int k = 1; k < 8; ++k) s += part_[k][threadIdx.x];
+    if (S == 1) out[col] = vtl_st((A)s);
+    else part[slab * N + col] = s;
+  }
+""")
+
+#: ``out[j] = sum_s part[s * N + j]`` in slab order (the second launch of :data:`COL_SUM`)
+COL_SUM_FINISH = Spec("vtl_col_sum_finish", (
+    ("const double* __restrict__", "part"), ("T* __restrict__", "out"), ("const long long", "N"),
+    ("const long long", "S")), r"""
+  const long long col = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (col < N) {
+    double s = part[col];
+    for (long long k = 1; k < S; ++k) s += part[k * N + col];
     out[col] = vtl_st((A)s);
   }
 """)
@@ -451,15 +473,17 @@ def _gelu_spec(which: str, form: str) -> Spec:
 #: the GELU kernels of float16 and bfloat16 arrays, by (direction, form)
 GELU_SPECS = {key: _gelu_spec(*key) for key in GELU_BODIES}
 
-SPECS = (BIAS_ADD, COL_SUM, RELU_BACKWARD, CROSS_ENTROPY, CROSS_ENTROPY_GRAD, LAYER_NORM_FWD,
-         LAYER_NORM_BWD, *GELU_SPECS.values())
+SPECS = (BIAS_ADD, COL_SUM, COL_SUM_FINISH, RELU_BACKWARD, CROSS_ENTROPY, CROSS_ENTROPY_GRAD,
+         LAYER_NORM_FWD, LAYER_NORM_BWD, *GELU_SPECS.values())
 
 #: largest M * C and M whose cross-entropy (rows and reduction) runs in one block, one
 #: launch (eight warps, each a row at a time: at most 64 rows per warp)
 CE_ONE_BLOCK = 1 << 16
 CE_ONE_BLOCK_ROWS = 512
-#: largest number of rows whose bias gradient uses ``vtl_col_sum`` (above: ``cupy.sum``)
-COL_SUM_MAX_ROWS = 1 << 12
+#: column sums: rows per slab of ``vtl_col_sum`` (one slab, one launch, up to twice this), and
+#: the number of blocks aimed at when there are more (enough to fill the GPU)
+COL_SUM_SLAB_ROWS = 256
+COL_SUM_BLOCKS = 512
 _CE_MODES = {"none": 0, "sum": 1, "mean": 2}
 
 
@@ -476,6 +500,37 @@ def _elem_strides(a: Any) -> tuple[int, ...] | None:
             return None
         out.append(s // isz)
     return tuple(out)
+
+
+def column_sums(kernels: Any, cupy: Any, g: Any) -> tuple[Any, int] | None:
+    """``(sum(g, axis=0), launches)`` of a 2-D ``g`` by :data:`COL_SUM` (and
+    :data:`COL_SUM_FINISH` when the rows are split into slabs): summed in double in a fixed
+    order and rounded once, so deterministic; ``None`` when a stride is not a whole
+    element."""
+    m, n = g.shape
+    st = _elem_strides(g)
+    if st is None:
+        return None
+    nbx = -(-n // 32)
+    slabs = 1
+    if m > 2 * COL_SUM_SLAB_ROWS:
+        slabs = max(1, min(-(-COL_SUM_BLOCKS // nbx), -(-m // COL_SUM_SLAB_ROWS)))
+    out = cupy.empty((n,), dtype=g.dtype)
+    part = cupy.empty((slabs if slabs > 1 else 0, n), dtype=np.float64)
+    kernels.get(COL_SUM, g.dtype)((nbx * slabs,), (32, 8), (
+        g, out, part, _I64(m), _I64(n), _I64(st[0]), _I64(st[1]), _I64(slabs)))
+    if slabs == 1:
+        return out, 1
+    kernels.get(COL_SUM_FINISH, g.dtype)((-(-n // 256),), (256,), (part, out, _I64(n),
+                                                                    _I64(slabs)))
+    return out, 2
+
+
+def _sum_rounded_once(cupy: Any, g: Any) -> Any:
+    """``sum(g, axis=0)`` by CuPy (16-bit: summed in float32, rounded once)."""
+    if g.dtype in CTYPES:
+        return cupy.sum(g, axis=0)
+    return cupy.sum(g.astype(_F32), axis=0).astype(g.dtype)
 
 
 class _Kernels:
@@ -550,18 +605,13 @@ class CupyNN:
             self.launches += 1
             if not bias:
                 return gw, None
-            m, n = g.shape
-            st = _elem_strides(g)
-            if m > COL_SUM_MAX_ROWS or st is None:
-                if g.dtype in CTYPES:
-                    gb = cp.sum(g, axis=0)
-                else:  # 16-bit: summed in float32, rounded once
-                    gb = cp.sum(g.astype(_F32), axis=0).astype(g.dtype)
+            summed = column_sums(self._k, cp, g)
+            if summed is None:
+                gb = _sum_rounded_once(cp, g)
+                self.launches += 1
             else:
-                gb = cp.empty((n,), dtype=g.dtype)
-                self._k.get(COL_SUM, g.dtype)(
-                    (-(-n // 32),), (32, 8), (g, gb, _I64(m), _I64(n), _I64(st[0]), _I64(st[1])))
-            self.launches += 1
+                gb, launches = summed
+                self.launches += launches
         return gw, gb
 
     def relu_backward(self, x: Any, g: Any) -> Any:
@@ -737,9 +787,8 @@ class CupyLayerNorm:
     #: the device address of an array's first element
     _address = staticmethod(lambda a: a.data.ptr)
 
-    def __init__(self, cupy: Any, sum_axis0: Any) -> None:
+    def __init__(self, cupy: Any) -> None:
         self._cp = cupy
-        self._sum = sum_axis0  # column sums (the namespace's staged reduction)
         self._k = _Kernels(cupy)
         self.launches = 0
 
@@ -796,12 +845,17 @@ class CupyLayerNorm:
             self.launches += 1
             dw = db = None
             if need_w:
-                dw = self._sum(gxh, axis=0)
+                dw = self._column_sums(gxh)
                 if dw.dtype != dt:
                     dw = dw.astype(dt)
             if need_b:
-                db = self._sum(g, axis=0)
+                db = self._column_sums(g)
         return (dx if need_x else None), dw, db
+
+    def _column_sums(self, a: Any) -> Any:
+        out, launches = column_sums(self._k, self._cp, a)  # contiguous: whole strides
+        self.launches += launches
+        return out
 
 
 class CupyGelu:

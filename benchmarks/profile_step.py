@@ -1,0 +1,95 @@
+"""Where a benchmark step's time goes on a GPU backend.
+
+Prints, for one of the mixed-precision steps of ``test_amp_bench.py``:
+
+* wall time per step (synchronized);
+* on cupy: kernels per step and GPU-busy time per step, and the kernels that take the most
+  GPU time (CUPTI through ``torch.profiler``, which sees CuPy's kernels too);
+* the host functions with the most own time over a few steps (``cProfile``).
+
+    python benchmarks/profile_step.py transformer-bf16 --backend cupy
+    python benchmarks/profile_step.py cnn-fp16 --backend wgpu --steps 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import time
+from collections import defaultdict
+
+import vtl
+from benchmarks import test_amp_bench as amp
+
+STEPS = {
+    "transformer-fp32": lambda b: _transformer(b, None),
+    "transformer-bf16": lambda b: _transformer(b, "bfloat16"),
+    "cnn-fp16": lambda b: _cnn(b),
+    "cnn-fp32": lambda b: _cnn(b, None),
+}
+
+
+def _transformer(backend: str, low: str | None):
+    batch, seq, d, _, _ = amp.TRANSFORMER
+    x, y = amp._data((seq, d), batch)
+    vtl.random.seed(0)
+    return amp._vtl_step(backend, amp._encoder(vtl.nn, False), x, y, low, False)
+
+
+def _cnn(backend: str, low: str | None = "float16"):
+    x, y = amp._data((3, 32, 32), amp.CNN_BATCH)
+    vtl.random.seed(0)
+    return amp._vtl_step(backend, amp._cnn(vtl.nn), x, y, low, low is not None)
+
+
+def _kernel_table(step, sync, steps: int, top: int) -> None:
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            step()
+        sync()
+    per = defaultdict(lambda: [0, 0.0])
+    for ev in prof.events():
+        if ev.device_type.name == "CUDA":
+            per[ev.name][0] += 1
+            per[ev.name][1] += ev.device_time_total
+    n = sum(c for c, _ in per.values()) / steps
+    busy = sum(t for _, t in per.values()) / steps / 1e3
+    print(f"kernels per step {n:.0f}, GPU busy {busy:.2f} ms per step")
+    for name, (c, t) in sorted(per.items(), key=lambda kv: -kv[1][1])[:top]:
+        print(f"  {t / steps / 1e3:8.3f} ms  {c / steps:6.1f}x  {name[:110]}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("step", choices=sorted(STEPS))
+    ap.add_argument("--backend", default="cupy")
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--top", type=int, default=25)
+    args = ap.parse_args()
+    step = STEPS[args.step](args.backend)
+    sync = vtl.backends.require(args.backend).synchronize
+    for _ in range(3):
+        step()
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(args.steps):
+        step()
+    sync()
+    print(f"{args.step} on {args.backend}: {(time.perf_counter() - t0) / args.steps * 1e3:.2f} "
+          f"ms per step")
+    if args.backend == "cupy":
+        _kernel_table(step, sync, args.steps, args.top)
+    pr = cProfile.Profile()
+    pr.enable()
+    for _ in range(args.steps):
+        step()
+    sync()
+    pr.disable()
+    pstats.Stats(pr).sort_stats("tottime").print_stats(args.top)
+
+
+if __name__ == "__main__":
+    main()
