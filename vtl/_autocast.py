@@ -215,10 +215,12 @@ def float32_binary(fn: Callable) -> Callable:
     return op
 
 
-def float32_stats(fn: Callable) -> Callable:
+def float32_stats(fn: Callable, native: Callable[..., bool] | None = None) -> Callable:
     """Decorator of batch_norm/instance_norm: statistics in float32, the result in the
     input's dtype (PyTorch runs these on a low-precision input with float32 parameters
-    and returns the input's dtype)."""
+    and returns the input's dtype). ``native(x, args, kwargs)`` says when ``fn`` itself
+    takes the low-precision input with float32 parameters (a backend kernel that computes
+    in float32): the input is then not widened, which saves a cast each way."""
     inner = _decorator(wide)(fn)
 
     @functools.wraps(fn)
@@ -226,9 +228,16 @@ def float32_stats(fn: Callable) -> Callable:
         if not ACTIVE[0] or getattr(_tls, "inside", True):
             return fn(*args, **kwargs)
         x = args[0] if args else kwargs.get("input")
+        low_input = isinstance(x, Tensor) and x._data.dtype in LOW_FLOATING \
+            and _policy(x._device) is not None
+        if low_input and native is not None and native(x, args, kwargs):
+            _tls.inside = True
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _tls.inside = False
         out = inner(*args, **kwargs)
-        if isinstance(x, Tensor) and isinstance(out, Tensor) and out.dtype != x.dtype \
-                and x._data.dtype in LOW_FLOATING and _policy(x._device) is not None:
+        if low_input and isinstance(out, Tensor) and out.dtype != x.dtype:
             out = _astype(out, x._data.dtype)
         return out
 
@@ -236,14 +245,17 @@ def float32_stats(fn: Callable) -> Callable:
 
 
 def apply(module_globals: dict[str, Any], low_ops: tuple[str, ...] = (),
-          float32_ops: tuple[str, ...] = (), stats_ops: tuple[str, ...] = ()) -> None:
-    """Wrap a module's ops in place (called at the end of the functional modules)."""
+          float32_ops: tuple[str, ...] = (), stats_ops: tuple[str, ...] = (),
+          native_low: dict[str, Callable[..., bool]] | None = None) -> None:
+    """Wrap a module's ops in place (called at the end of the functional modules);
+    ``native_low`` gives :func:`float32_stats`'s ``native`` of a stats op."""
     for name in low_ops:
         module_globals[name] = low_precision(module_globals[name])
     for name in float32_ops:
         module_globals[name] = float32_op(module_globals[name])
     for name in stats_ops:
-        module_globals[name] = float32_stats(module_globals[name])
+        module_globals[name] = float32_stats(module_globals[name],
+                                             (native_low or {}).get(name))
 
 
 #: decorator of the ops that autocast runs in the low dtype

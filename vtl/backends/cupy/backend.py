@@ -169,6 +169,7 @@ def register(backend: Backend, cupy: Any, xp: Any) -> None:
     """Equip the CuPy backend object with its kernels (products through the namespace's
     ``matmul``: one direct cuBLAS call)."""
     from .attention import CupyAttention
+    from .batchnorm import CupyBatchNorm
     from .conv import CupyConv2d
     from .optim import CupyGradNorm, MultiTensorApply
     from .pool import CupyPool2d
@@ -189,6 +190,7 @@ def register(backend: Backend, cupy: Any, xp: Any) -> None:
     backend.register_kernel("relu_backward", nn.relu_backward)
     backend.register_kernel("cross_entropy", _nn.CupyCrossEntropy(cupy))
     backend.register_kernel("layer_norm", _nn.CupyLayerNorm(cupy))
+    backend.register_kernel("batch_norm", CupyBatchNorm(cupy))
     backend.register_kernel("gelu", _nn.CupyGelu(cupy))
     backend.register_kernel("lstm_cell", LstmCell(cupy))
     backend.register_kernel("gru_cell", GruCell(cupy))

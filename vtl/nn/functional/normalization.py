@@ -15,6 +15,7 @@ from typing import Any
 from ... import _autocast
 from ..._ops._core import _grad, needs_grad, new, record
 from ..._tensor import Tensor
+from ...backends._dtypes import LOW_FLOATING, float32
 from ._utils import detach, namespace
 
 __all__ = ["batch_norm", "group_norm", "instance_norm", "layer_norm", "local_response_norm",
@@ -292,19 +293,26 @@ def _batch_norm_tensor(x: Tensor, w: Tensor | None, b: Tensor | None, eps: float
     dev = x._device
     xd = x._data
     dt = xd.dtype
+    kern = dev.backend.kernel("batch_norm")
+    mixed = False
     for t in (w, b):
-        if t is not None and (t._device is not dev or t._data.dtype != dt):
+        if t is not None and t._device is not dev:
             return None
+        if t is not None and t._data.dtype != dt:
+            mixed = True
+    if mixed and not _takes_float32_params(kern, dt, w, b):
+        return None
     xp = dev.xp
     c = xd.shape[1]
     axes = (0, *range(2, xd.ndim))
     shape = (1, c) + (1,) * (xd.ndim - 2)
     wd = None if w is None else w._data
     bd = None if b is None else b._data
-    kern = dev.backend.kernel("batch_norm")
     res = None
     if kern is not None and kern.supports(dt):
         res = kern.forward(xd, wd, bd, eps)
+    if res is None and mixed:
+        return None
     if res is not None:
         y, mean, var, saved = res
         mean, var = xp.reshape(mean, shape), xp.reshape(var, shape)
@@ -325,6 +333,19 @@ def _batch_norm_tensor(x: Tensor, w: Tensor | None, b: Tensor | None, eps: float
                      partial(_batch_norm_vjp, kern, x, w, b, saved, eps), (x,))
         return out, *stats
     return new(y, dev), *stats
+
+
+def _training(args: tuple, kwargs: dict) -> bool:
+    """``training`` of a :func:`batch_norm` call."""
+    return bool(args[5] if len(args) > 5 else kwargs.get("training", False))
+
+
+def _takes_float32_params(kern: Any, dt: Any, *params: Tensor | None) -> bool:
+    """Whether ``kern`` normalises a float16/bfloat16 input of dtype ``dt`` with these
+    float32 weight and bias (autocast's case: PyTorch's batch norm takes them too)."""
+    return (kern is not None and getattr(kern, "takes_float32_params", False)
+            and dt in LOW_FLOATING and kern.supports(dt)
+            and all(p is None or p._data.dtype in (dt, float32) for p in params))
 
 
 def _batch_norm_vjp(kern: Any, x: Tensor, w: Tensor | None, b: Tensor | None, saved: Any,
@@ -597,4 +618,7 @@ _autocast.apply(
     globals(),
     float32_ops=("group_norm", "layer_norm", "rms_norm", "local_response_norm"),
     stats_ops=("batch_norm", "instance_norm"),
+    native_low={"batch_norm": lambda x, args, kwargs: _training(args, kwargs)
+                and _takes_float32_params(x._device.backend.kernel("batch_norm"),
+                                          x._data.dtype)},
 )
