@@ -318,3 +318,41 @@ def test_cudnn_path_serves_and_equals_im2col(case):
     again = _run(xs, ws, bs, args, np.float32, v, "cupy")
     for a, r in zip(again, fast, strict=True):
         np.testing.assert_array_equal(a, r)  # deterministic engines
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c[5] == 1])
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+def test_cudnn_16bit_matches_float32(case, name, monkeypatch):
+    """float16/bfloat16 convolutions run through cuDNN (tensor cores, float32
+    accumulation): forward and every gradient within a few 16-bit epsilons of the float32
+    convolution of the same rounded values; a shape cuDNN declines runs the float32 path
+    and rounds once."""
+    if "cupy" not in vtl.backends.available_names():
+        pytest.skip("needs the cupy backend")
+    from vtl.backends.cupy.cudnn import CudnnConv2d
+
+    kern = vtl.backends.get("cupy").kernel("conv2d")
+    if not isinstance(kern, CudnnConv2d):
+        pytest.skip("cuDNN not available")
+    import ml_dtypes
+
+    dt = np.dtype(np.float16) if name == "float16" else np.dtype(ml_dtypes.bfloat16)
+    xsh, wsh, s, p, d, g, has_b = case
+    rnd = (lambda a: a.astype(dt).astype(np.float32))
+    xs, ws = rnd(RNG.standard_normal(xsh)), rnd(RNG.standard_normal(wsh))
+    bs = rnd(RNG.standard_normal(wsh[0])) if has_b else None
+    args = (s, p, d, g)
+    v = rnd(RNG.standard_normal(F.conv2d(xs, ws, bs, *args).shape))
+    ref = _run(xs, ws, bs, args, np.float32, v, "cupy")
+    eps = float(np.finfo(dt).eps)
+    before = kern.served
+    low = _run(xs, ws, bs, args, dt, v, "cupy")
+    assert kern.served - before == 3, kern.declined
+    monkeypatch.setattr(CudnnConv2d, "_graph", lambda self, key: None)  # declined shapes
+    wide = _run(xs, ws, bs, args, dt, v, "cupy")
+    for got in (low, wide):
+        for a, r in zip(got, ref, strict=True):
+            assert a.dtype == dt and a.shape == r.shape
+            scale = float(np.abs(r).max()) + 1.0
+            np.testing.assert_allclose(a.astype(np.float32), r, rtol=4 * eps,
+                                       atol=4 * eps * scale)

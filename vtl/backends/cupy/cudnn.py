@@ -11,9 +11,13 @@ on the NCHW arrays, with no patch matrix in memory.
   ``vtl.set_float32_matmul_precision`` allows it where that setting exists, and
   non-deterministic engines (atomics) are always excluded, so a result is the same on
   every run and compiled steps equal eager ones bit for bit.
+* float16/bfloat16 run with float32 accumulation on tensor cores (PyTorch's default for
+  16-bit convolutions); the bias is added and the bias gradient summed in float32, each
+  rounded once.
 * What cuDNN does not take (grouped convolutions, float64, a shape for which no engine
   remains) runs the im2col kernel of :class:`~vtl.backends.cupy.conv.CupyConv2d`; the
-  reason is kept in :attr:`CudnnConv2d.declined` for ``vtl info`` and tests.
+  reason is kept in :attr:`CudnnConv2d.declined` for ``vtl info`` and tests. A 16-bit
+  convolution cuDNN declines runs that path in float32, rounded once.
 
 ``VTL_CUDNN=0`` turns this path off.
 """
@@ -48,10 +52,17 @@ def load_cudnn() -> tuple[Any, str | None]:
     return cudnn, None
 
 
+_F32 = np.dtype(np.float32)
+_LOW = {"float16": "HALF", "bfloat16": "BFLOAT16"}
+
+
 class CudnnConv2d(CupyConv2d):
-    """:class:`CupyConv2d` with forward and both gradients of ungrouped float32
-    convolutions done by cuDNN (the kernel takes float32 and float64, as its base; float64
-    runs the im2col path)."""
+    """:class:`CupyConv2d` with forward and both gradients of ungrouped float32, float16
+    and bfloat16 convolutions done by cuDNN (float64 runs the im2col path, as do the 16-bit
+    ones cuDNN declines, in float32)."""
+
+    def supports(self, dtype: Any) -> bool:
+        return super().supports(dtype) or np.dtype(dtype).name in _LOW
 
     def __init__(self, cupy: Any, cudnn: Any, matmul: Any = None) -> None:
         super().__init__(cupy, matmul=matmul)
@@ -101,8 +112,9 @@ class CudnnConv2d(CupyConv2d):
 
     def _build(self, key: tuple) -> tuple:
         cudnn = self._cudnn
-        op, _dtype, x_shape, w_shape, y_shape, pad, stride, dil, tf32 = key
-        dt = cudnn.data_type.FLOAT
+        op, dtype, x_shape, w_shape, y_shape, pad, stride, dil, tf32 = key
+        low = dtype in _LOW
+        dt = getattr(cudnn.data_type, _LOW[dtype]) if low else cudnn.data_type.FLOAT
         graph = cudnn.pygraph(io_data_type=dt, intermediate_data_type=cudnn.data_type.FLOAT,
                               compute_data_type=cudnn.data_type.FLOAT, handle=self._handle())
 
@@ -132,7 +144,7 @@ class CudnnConv2d(CupyConv2d):
         graph.validate()
         graph.build_operation_graph()
         notes = [cudnn.numerical_note.NONDETERMINISTIC]
-        if not tf32:  # tensor cores take float32 only as TF32
+        if not (tf32 or low):  # tensor cores take float32 only as TF32
             notes += [cudnn.numerical_note.DOWN_CONVERT_INPUTS,
                       cudnn.numerical_note.TENSOR_CORE]
         graph.deselect_numeric_notes(notes)
@@ -159,13 +171,30 @@ class CudnnConv2d(CupyConv2d):
                 tuple(stride), tuple(dilation), name == "float32" and self._allow_tf32())
 
     def _takes(self, dtype: Any, groups: int) -> bool:
-        return groups == 1 and np.dtype(dtype) == np.float32
+        name = np.dtype(dtype).name
+        return groups == 1 and (name == "float32" or name in _LOW)
+
+    def _wide_forward(self, x: Any, w: Any, b: Any, stride: tuple, padding: tuple,
+                      dilation: tuple, groups: int) -> tuple[Any, Any]:
+        """A 16-bit convolution cuDNN does not take: the float32 path, rounded once."""
+        y, ctx = self.forward_on_device(x.astype(_F32), w.astype(_F32),
+                                        None if b is None else b.astype(_F32), stride,
+                                        padding, dilation, groups)
+        return y.astype(x.dtype), ("wide", ctx)
+
+    def _wide_backward(self, ctx: Any, x_shape: tuple, w: Any, g: Any, *args: Any
+                       ) -> tuple[Any, Any, Any]:
+        grads = self.backward_on_device(ctx, x_shape, w.astype(_F32), g.astype(_F32), *args)
+        return tuple(None if a is None else a.astype(g.dtype) for a in grads)
 
     # -- the kernel contract --------------------------------------------------------------
     def forward_on_device(self, x: Any, w: Any, b: Any, stride: tuple[int, int],
                           padding: tuple[int, int, int, int], dilation: tuple[int, int],
                           groups: int) -> tuple[Any, Any]:
+        low = np.dtype(x.dtype).name in _LOW
         if not self._takes(x.dtype, groups) or 0 in x.shape:
+            if low:
+                return self._wide_forward(x, w, b, stride, padding, dilation, groups)
             return super().forward_on_device(x, w, b, stride, padding, dilation, groups)
         m = self.m
         from .._common.conv import out_size
@@ -178,17 +207,25 @@ class CudnnConv2d(CupyConv2d):
         built = self._graph(self._key("fprop", x.dtype, x.shape, w.shape, y_shape, padding,
                                       stride, dilation))
         if built is None:
+            if low:
+                return self._wide_forward(x, w, b, stride, padding, dilation, groups)
             return super().forward_on_device(x, w, b, stride, padding, dilation, groups)
         x = m.ascontiguousarray(x)
         y = self._run(built, x, m.ascontiguousarray(w), m.empty(y_shape, dtype=x.dtype))
         if b is not None:
-            y += b.reshape(1, o, 1, 1)
+            if low:  # in float32, rounded once
+                y = (y.astype(_F32) + b.astype(_F32).reshape(1, o, 1, 1)).astype(x.dtype)
+            else:
+                y += b.reshape(1, o, 1, 1)
         return y, ("cudnn", x)
 
     def backward_on_device(self, col: Any, x_shape: tuple[int, ...], w: Any, g: Any,
                            stride: tuple[int, int], padding: tuple[int, int, int, int],
                            dilation: tuple[int, int], groups: int, need_x: bool,
                            need_w: bool, need_b: bool) -> tuple[Any, Any, Any]:
+        if isinstance(col, tuple) and col and col[0] == "wide":
+            return self._wide_backward(col[1], x_shape, w, g, stride, padding, dilation,
+                                       groups, need_x, need_w, need_b)
         if not (isinstance(col, tuple) and col and col[0] == "cudnn") and \
                 (col is not None or not self._takes(g.dtype, groups)):
             return super().backward_on_device(col, x_shape, w, g, stride, padding, dilation,
@@ -200,19 +237,25 @@ class CudnnConv2d(CupyConv2d):
         if need_x:
             built = self._graph(self._key("dgrad", g.dtype, x_shape, w.shape, g.shape,
                                           padding, stride, dilation))
-            if built is None:
+            if built is None and np.dtype(g.dtype).name in _LOW:
+                dx = self._wide_backward(None, x_shape, w, g, stride, padding, dilation, 1,
+                                         True, False, False)[0]
+            elif built is None:
                 dx = self._dgrad_fallback(x_shape, w, g, stride, padding, dilation)
             else:
                 dx = self._run(built, g, m.ascontiguousarray(w), m.empty(x_shape, dtype=g.dtype))
         if need_w:
             built = self._graph(self._key("wgrad", g.dtype, x_shape, w.shape, g.shape,
                                           padding, stride, dilation))
-            if built is None:
+            if built is None and np.dtype(g.dtype).name in _LOW:
+                f32 = x.astype(_F32), w.astype(_F32), g.astype(_F32)
+                dw = self._wgrad_fallback(*f32, stride, padding, dilation).astype(g.dtype)
+            elif built is None:
                 dw = self._wgrad_fallback(x, w, g, stride, padding, dilation)
             else:
                 dw = self._run(built, x, g, m.empty(w.shape, dtype=g.dtype))
         if need_b:
-            db = g.sum(axis=(0, 2, 3))
+            db = g.sum(axis=(0, 2, 3), dtype=_F32).astype(g.dtype, copy=False)
         return dx, dw, db
 
     def _dgrad_fallback(self, x_shape: tuple, w: Any, g: Any, stride: tuple, padding: tuple,
