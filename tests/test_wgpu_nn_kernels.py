@@ -345,6 +345,64 @@ def test_conv2d_kernel_matches_numpy_backend(wgpu, monkeypatch, shape, wshape, k
         np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
 
 
+def _skip_without(dt) -> None:
+    try:
+        wx.asarray(np.zeros(1, dt))
+    except TypeError as e:  # the adapter lacks the feature
+        pytest.skip(str(e))
+
+
+@pytest.mark.parametrize(("shape", "wshape", "kw"), [
+    ((2, 3, 7, 6), (4, 3, 3, 3), {"padding": 1}),
+    ((3, 2, 9, 8), (5, 2, 3, 3), {"stride": 2}),
+])
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+def test_conv2d_kernel_16bit(wgpu, monkeypatch, shape, wshape, kw, name):
+    """float16/bfloat16 convolutions take the kernel (products and tap sums accumulated in
+    float32, rounded once): close to the float32 convolution of the same rounded values."""
+    import ml_dtypes
+
+    dt = np.dtype(np.float16) if name == "float16" else np.dtype(ml_dtypes.bfloat16)
+    _skip_without(dt)
+    rng = np.random.default_rng(sum(shape))
+    rnd = (lambda a: a.astype(dt).astype(np.float32))
+    xs, ws, bs = (rnd(rng.standard_normal(sh)) for sh in (shape, wshape, wshape[:1]))
+    want = _conv_case("numpy", xs, ws, bs, **kw)
+    names = _dispatched(monkeypatch)
+    got = _conv_case("wgpu", xs.astype(dt), ws.astype(dt), bs.astype(dt), **kw)
+    assert "conv_im2col" in names and "conv_col2im" in names
+    eps = float(np.finfo(dt).eps)
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == dt
+        scale = float(np.abs(w).max()) + 1.0
+        np.testing.assert_allclose(g.astype(np.float32), w, rtol=4 * eps, atol=4 * eps * scale)
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+def test_scatter_add_16bit_on_the_device(wgpu, monkeypatch, name):
+    """float16 and bfloat16 scatter-adds run on the device (repeated rows accumulate, each
+    sum rounded to the dtype), never through the host."""
+    import ml_dtypes
+
+    dt = np.dtype(np.float16) if name == "float16" else np.dtype(ml_dtypes.bfloat16)
+    _skip_without(dt)
+    monkeypatch.setattr(np.add, "at", None)  # the host path would fail
+    rng = np.random.default_rng(5)
+    for rows, cols in ((5, 3), (7, 1), (4, 2)):  # odd sizes: halves of 32-bit words
+        idx = rng.integers(0, rows, 11)
+        src = rng.standard_normal((11, cols)).astype(dt)
+        base = rng.standard_normal((rows, cols)).astype(dt)
+        t = wx.asarray(base)
+        wx.scatter_add(t, wx.asarray(idx), wx.asarray(src))
+        ref = base.astype(np.float64)
+        for i, r in enumerate(idx):  # one rounding per added value, in some order
+            ref[r] += src[i].astype(np.float64)
+        got = np.asarray(t)
+        assert got.dtype == dt
+        np.testing.assert_allclose(got.astype(np.float64), ref,
+                                   atol=8 * float(np.finfo(dt).eps) * (np.abs(ref).max() + 1))
+
+
 @given(st.data())
 def test_conv2d_kernel_random_geometry_and_layouts(wgpu, data):
     """Random sizes, strides, paddings and dilations, channels-last input views and a

@@ -26,7 +26,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let sh = pw(9u);
   let sw = pw(10u);
   let base = pw(15u);
-  var acc = {{T}}();
+  var acc = {{C}}();
   for (var i = 0u; i < KH; i++) {
     let ty = i32(y + pw(11u)) - i32(i * pw(13u));
     if (ty < 0) { break; }
@@ -38,8 +38,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       if (tx < 0) { break; }
       let ux = u32(tx);
       if (ux % sw != 0u || ux / sw >= WO) { continue; }
-      acc += dcol[base + (row + ux / sw) * K + (c * KH + i) * KW + j];
+      acc += {{C}}(dcol[base + (row + ux / sw) * K + (c * KH + i) * KW + j]);
     }
   }
-  dx[t] = acc;
+  dx[t] = wrap_{{D}}({{T}}(acc));
 }

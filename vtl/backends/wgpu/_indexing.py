@@ -449,8 +449,10 @@ def nonzero(x: WgpuArray, /) -> tuple[WgpuArray, ...]:
 def scatter_add(target: WgpuArray, indices: WgpuArray, values: WgpuArray) -> WgpuArray:
     """``target[indices[i]] += values[i]`` along axis 0, repeated indices accumulating.
 
-    Updates ``target`` in place and returns it. 32-bit dtypes use atomics on the
-    device (one dispatch); other dtypes go through the host.
+    Updates ``target`` in place and returns it. 32-bit dtypes, float16 and bfloat16 use
+    atomics on the device (one dispatch: float16 a compare-exchange loop on the 32-bit
+    word holding the element, each sum rounded once; bfloat16 on its float32 word, rounded
+    to bfloat16); other dtypes go through the host.
     """
     if not target._contig:
         raise ValueError("scatter_add(): target must be contiguous")
@@ -461,7 +463,7 @@ def scatter_add(target: WgpuArray, indices: WgpuArray, values: WgpuArray) -> Wgp
     if k == 0 or rowsize == 0:
         return target
     t = D.wgsl(target.dtype)
-    if t not in ("f32", "i32", "u32"):
+    if t not in ("f32", "f16", "i32", "u32"):
         host = to_numpy(target)
         np.add.at(host, to_numpy(indices).astype(np.int64), to_numpy(values))
         copy_into(from_numpy(host), target)
@@ -476,7 +478,16 @@ def scatter_add(target: WgpuArray, indices: WgpuArray, values: WgpuArray) -> Wgp
         at = "u32"
         add = ("var old = atomicLoad(&dst[j]);\n  loop {\n"
                "    let r = atomicCompareExchangeWeak(&dst[j], old, "
-               "bitcast<u32>(bitcast<f32>(old) + v));\n"
+               f"bitcast<u32>(wrap_{target.dtype.name}(bitcast<f32>(old) + v)));\n"
+               "    if (r.exchanged) { break; }\n    old = r.old_value;\n  }")
+    elif t == "f16":  # the element is one half of a 32-bit word
+        at = "u32"
+        add = ("let w = j >> 1u;\n  let hi = (j & 1u) == 1u;\n"
+               "  var old = atomicLoad(&dst[w]);\n  loop {\n"
+               "    var p = unpack2x16float(old);\n"
+               "    if (hi) { p.y = f32(f16(p.y + f32(v))); }"
+               " else { p.x = f32(f16(p.x + f32(v))); }\n"
+               "    let r = atomicCompareExchangeWeak(&dst[w], old, pack2x16float(p));\n"
                "    if (r.exchanged) { break; }\n    old = r.old_value;\n  }")
     else:
         at = t

@@ -7,7 +7,8 @@ The patches of all images form one ``(N*HO*WO, C*kh*kw)`` matrix written by one 
 gradient in ``(N*HO*WO, O)`` order (one copy), the weight gradient and the bias gradient in
 one product (``linear_grad_weight``), the patch gradient in another, and one kernel
 (``wgsl/nn/conv_col2im.wgsl``) that sums each input pixel's taps: a gather, no atomics.
-Grouped convolutions take the portable path.
+Grouped convolutions take the portable path. float16/bfloat16 products and tap sums
+accumulate in float32 and round once.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from ._array import WgpuArray, contiguous, empty
 from ._linalg import matmul2d
 from ._manipulation import permute_dims, reshape
 from ._recorder import REC, groups_for
-from .nn import linear, linear_grad_weight
+from .nn import PRODUCT_FLOATS, linear, linear_grad_weight
 
-_FLOATS = (D.float32, D.float64)
+_FLOATS = PRODUCT_FLOATS
 
 
 def _words(total: int, k: int, x_shape: tuple[int, ...], geom: tuple, offset: int) -> list:
@@ -33,7 +34,8 @@ def _words(total: int, k: int, x_shape: tuple[int, ...], geom: tuple, offset: in
 
 
 class WgpuConv2d:
-    """conv2d of float32/float64 arrays without groups as one patch kernel and products."""
+    """conv2d without groups as one patch kernel and products (float32, float64, float16,
+    bfloat16)."""
 
     def supports(self, dtype: Any) -> bool:
         return dtype in _FLOATS
@@ -80,7 +82,9 @@ class WgpuConv2d:
         if need_x:
             dcol = matmul2d(gm, reshape(contiguous(w), (o, k)))  # (N*HO*WO, K)
             dx = empty(x_shape, g.dtype)
-            kern = _kernels.kernel("conv_col2im", "rw", (g.dtype,), T=D.wgsl(g.dtype))
+            t = D.wgsl(g.dtype)
+            kern = _kernels.kernel("conv_col2im", "rw", (g.dtype,), T=t, D=g.dtype.name,
+                                   C="f32" if t == "f16" else t)
             geom = (stride, padding, dilation, kh, kw, ho, wo)
             REC.dispatch(kern, (dcol._st.buf, dx._st.buf),
                          _words(dx.size, k, x_shape, geom, dcol._offset), groups_for(dx.size))

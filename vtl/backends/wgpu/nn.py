@@ -40,23 +40,25 @@ from ._recorder import REC, groups_for
 from ._reduction import sum as _sum
 
 _FLOATS = (D.float32, D.float64)
+#: the dtypes of ``linear``/``linear_grad_weight``: 16-bit products accumulate in float32
+PRODUCT_FLOATS = (D.float32, D.float64, D.float16, D.bfloat16)
 
 # -- matmul with an epilogue -------------------------------------------------------------------
 
 _BIAS = {
     "DECL": "@group(0) @binding(3) var<storage, read> Bias: array<{{T}}>;",
     "INIT": "", "ACC": "",
-    "EPI": "v[c] + Bias[pw(12u) + (col + c) * pw(13u)]", "TAIL": "",
+    "EPI": "v[c] + {{C}}(Bias[pw(12u) + (col + c) * pw(13u)])", "TAIL": "",
 }
 _ROWSUM = {
     "DECL": "@group(0) @binding(3) var<storage, read_write> Rs: array<{{T}}>;",
-    "INIT": "  var rs = vec4<{{T}}>();",
+    "INIT": "  var rs = vec4<{{C}}>();",
     "ACC": "      rs += a;",
     "EPI": "v[c]",
     "TAIL": ("  if (wid.x == 0u && tx == 0u) {\n"
              "    for (var r = 0u; r < 4u; r++) {\n"
              "      let row = m0 + ty * 4u + r;\n"
-             "      if (row < M) { Rs[pw(12u) + b * M + row] = wrap_{{D}}(rs[r]); }\n"
+             "      if (row < M) { Rs[pw(12u) + b * M + row] = wrap_{{D}}({{T}}(rs[r])); }\n"
              "    }\n  }"),
 }
 
@@ -80,7 +82,7 @@ def _ok2(a: Any, b: Any, b_axis: int) -> bool:
     """Whether ``a`` and ``b`` are 2-D wgpu arrays of one float dtype, with no empty axis in
     ``a`` and a non-empty axis ``b_axis`` of ``b``."""
     return (type(a) is WgpuArray and a.ndim == 2 and type(b) is WgpuArray and b.ndim == 2
-            and a.dtype in _FLOATS and b.dtype == a.dtype
+            and a.dtype in PRODUCT_FLOATS and b.dtype == a.dtype
             and a.shape[0] != 0 and a.shape[1] != 0 and b.shape[b_axis] != 0)
 
 
