@@ -207,3 +207,24 @@ def test_cupy_batch_norm_matches_the_portable_path(cupy_backend, name):
     for a, r in zip(*outs, strict=True):
         assert a.dtype == r.dtype
         np.testing.assert_allclose(a.astype(np.float64), r.astype(np.float64), **_tol(name))
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_16bit_input_with_float32_parameters_keeps_its_dtype(host_bn, training):
+    """A float16 input with float32 weight, bias and running statistics gives float16 with
+    and without the kernel (PyTorch's CUDA batch norm), the same values up to rounding."""
+    _, bn = host_bn
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((5, 3, 4)).astype(np.float16)
+    w, b = rng.standard_normal(3).astype(np.float32), rng.standard_normal(3).astype(np.float32)
+    outs = []
+    for kern in (bn, None):
+        with use_kernel("batch_norm", kern):
+            rm = vtl.zeros(3, backend="numpy")
+            rv = vtl.ones(3, backend="numpy")
+            y = F.batch_norm(vtl.asarray(x), rm, rv, vtl.asarray(w), vtl.asarray(b),
+                             training=training)
+            assert y.dtype == vtl.float16 and rm.dtype == vtl.float32
+            outs.append((y.numpy().astype(np.float64), rm.numpy(), rv.numpy()))
+    for a, r in zip(*outs, strict=True):
+        np.testing.assert_allclose(a, r, rtol=2e-3, atol=2e-3)

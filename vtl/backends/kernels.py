@@ -283,6 +283,14 @@ class LstmCellKernel(Protocol):
     (``dh``/``dc`` may be ``None``: no gradient reached that output; ``dh2``, when given,
     is added to ``dh``; ``out`` receives ``d_gates``) returns ``(d_gates, d_c_prev)``,
     ``d_c_prev`` being ``None`` unless asked for.
+
+    Optionally a kernel runs whole time steps of ``lstm_layer`` with the recurrent product
+    inside: ``step_forward(gates, h, w_hh, c, out)`` (``gates`` ``(N, 4H)`` of the step,
+    ``w_hh`` ``(4H, H)``) returns ``(h, c, act, tc)`` written into ``out`` as
+    ``forward``'s; ``step_backward(act, c_prev, tc, dz_next, w_hh, dh, dh2, dc,
+    need_dc_prev, out)`` forms ``dh = dz_next @ w_hh + dh + dh2`` (``None`` terms left out)
+    and returns ``backward``'s result. Either returns ``None`` to decline (the caller then
+    runs the product and the pointwise kernel).
     """
 
     def supports(self, dtype: Any) -> bool: ...

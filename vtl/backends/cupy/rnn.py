@@ -132,7 +132,22 @@ class _ElementwiseCache:
 
 
 class LstmCell(_ElementwiseCache):
-    """``kernels["lstm_cell"]``: the LSTM cell's pointwise part, one launch each way."""
+    """``kernels["lstm_cell"]``: the LSTM cell's pointwise part, one launch each way, and
+    whole time steps with the recurrent product (:class:`~.lstm_step.LstmSteps`)."""
+
+    def __init__(self, cupy: Any) -> None:
+        super().__init__(cupy)
+        from .lstm_step import LstmSteps
+
+        self.steps = LstmSteps(cupy)
+
+    def step_forward(self, gates: Any, h: Any, w_hh: Any, c: Any, out: Any) -> Any:
+        return self.steps.step_forward(gates, h, w_hh, c, out)
+
+    def step_backward(self, act: Any, c_prev: Any, tc: Any, dz_next: Any, w_hh: Any,
+                      dh: Any, dh2: Any, dc: Any, need_dc_prev: bool, out: Any) -> Any:
+        return self.steps.step_backward(act, c_prev, tc, dz_next, w_hh, dh, dh2, dc,
+                                        need_dc_prev, out)
 
     def forward(self, z: Any, z2: Any, cprev: Any, out: Any = None
                 ) -> tuple[Any, Any, Any, Any]:

@@ -358,13 +358,20 @@ def _layer_forward(xp: Any, kern: Any, gates: Any, h0: Any, c0: Any, w_hh: Any, 
         c_all = xp.empty(shape, dtype=gates.dtype, device=gates.device)
         tc_all = xp.empty(shape, dtype=gates.dtype, device=gates.device)
         act_all = xp.empty(gates.shape, dtype=gates.dtype, device=gates.device)
+    step = getattr(kern, "step_forward", None)
     for t in _order(n, reverse):
-        gh = xp.matmul(h, w_t)
         cprevs.append(c)
-        if kern is not None:
+        res = None
+        if step is not None:  # the recurrent product inside the cell's launch
+            res = step(gates[t, ...], h, w_hh, c, (h_all[t], c_all[t], act_all[t], tc_all[t]))
+        if res is not None:
+            h, c, act, tc = res
+        elif kern is not None:
+            gh = xp.matmul(h, w_t)
             h, c, act, tc = kern.forward(gates[t, ...], gh, c,
                                          out=(h_all[t], c_all[t], act_all[t], tc_all[t]))
         else:
+            gh = xp.matmul(h, w_t)
             gh += gates[t, ...]
             h, c, act, tc = _lstm_forward(xp, gh, None, c, hs, own=True)
         acts.append(act)
@@ -392,13 +399,25 @@ def _layer_vjp(kern: Any, inputs: tuple, state: tuple, hs: int, reverse: bool, g
     # every step's gate gradient goes into one buffer
     dz_all = xp.empty(gates._data.shape, dtype=gates._data.dtype, device=out.device)
     need_h0, need_c0 = h0._requires_grad, c0._requires_grad
+    step = getattr(kern, "step_backward", None)
+    dz_next = None  # a fused step's gate gradient: the next step forms dz_next @ W_hh itself
     for k in range(n - 1, -1, -1):
         t = order[k]
         dh2 = None if dod is None else dod[t, ...]
-        if dh is None and dc is None and dh2 is None:  # no gradient reached this step yet
-            dz_all[t, ...] = 0
+        if dh is None and dc is None and dh2 is None and dz_next is None:
+            dz_all[t, ...] = 0  # no gradient reached this step yet
             continue
         need_c = k > 0 or need_c0
+        res = None
+        if step is not None:
+            res = step(acts[k], cprevs[k], tcs[k], dz_next, w, dh, dh2, dc, need_c, dz_all[t])
+        if res is not None:
+            dz_next, dc = res
+            dh = None
+            continue
+        if dz_next is not None:  # a declined step after fused ones
+            dh = xp.matmul(dz_next, w)
+            dz_next = None
         if kern is not None:
             dz, dc = kern.backward(acts[k], cprevs[k], tcs[k], dh, dc, need_c, dh2,
                                    out=dz_all[t])
@@ -408,6 +427,8 @@ def _layer_vjp(kern: Any, inputs: tuple, state: tuple, hs: int, reverse: bool, g
             dz, dc = _lstm_backward(xp, acts[k], cprevs[k], tcs[k], dh, dc, hs, need_c,
                                     dz_all[t, ...])
         dh = xp.matmul(dz, w) if (k > 0 or need_h0) else None
+    if dz_next is not None:
+        dh = xp.matmul(dz_next, w) if need_h0 else None
     g_gates = new(dz_all, dev) if gates._requires_grad else None
     g_w = None
     if w_hh._requires_grad:

@@ -218,7 +218,8 @@ def batch_norm(input: Any, running_mean: Any, running_var: Any, weight: Any = No
     In training mode the batch statistics are used and, when given, the running
     statistics are updated in place: ``running = (1 - momentum) * running +
     momentum * batch`` (unbiased variance). In eval mode the running statistics
-    are used (they must be given).
+    are used (they must be given). A float16/bfloat16 input keeps its dtype with float32
+    statistics and parameters, as PyTorch's CUDA batch norm (statistics in float32).
 
     Args:
         input: The input, ``(N, C, *)``.
@@ -278,9 +279,11 @@ def batch_norm(input: Any, running_mean: Any, running_var: Any, weight: Any = No
         rm = xp.astype(xp.reshape(running_mean, shape), input.dtype)
         rv = xp.astype(xp.reshape(running_var, shape), input.dtype)
         out = (input - rm) / xp.sqrt(rv + eps)
-    if fused is not None:
-        return out
-    return _affine(xp, out, weight, bias, shape)
+    if fused is None:
+        out = _affine(xp, out, weight, bias, shape)
+    if input.dtype in LOW_FLOATING and out.dtype != input.dtype:
+        out = xp.astype(out, input.dtype)  # float32 parameters: the input's dtype (PyTorch)
+    return out
 
 
 def _batch_norm_tensor(x: Tensor, w: Tensor | None, b: Tensor | None, eps: float

@@ -1,0 +1,182 @@
+"""Fused LSTM time steps of the CuPy backend (``vtl/backends/cupy/lstm_step.py``): the
+recurrent product and the cell in one launch each way.
+
+* On the host (given a C++20 compiler), through the CUDA emulation of
+  ``test_cupy_nn_kernels``: each step against float64 NumPy math, sizes that are not
+  multiples of the 16 x 16 tiles, every combination of incoming gradients.
+* Behind ``nn.LSTM`` on the numpy backend (the host build registered as its
+  ``lstm_cell`` kernel): outputs and every gradient equal the portable path's, for one
+  and two layers, bidirectional, and a loss on ``h_n`` only.
+* On a GPU (the cupy backend): ``nn.LSTM`` with the fused steps against the portable path.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from helpers import use_kernel
+from test_cupy_nn_kernels import _DEV, _HOST_MATH, FakeCupy, build_host_lib
+
+import vtl
+from vtl import nn
+from vtl.backends.cupy import lstm_step as S
+
+_VARIANTS = [(s, c, "int") for s in S.SPECS for c in ("float", "double")]
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory):
+    return build_host_lib(tmp_path_factory.mktemp("cupy_lstm_step"), _VARIANTS, _HOST_MATH)
+
+
+@pytest.fixture
+def steps(lib, monkeypatch):
+    monkeypatch.setattr(S.LstmSteps, "_device_of", staticmethod(lambda a: _DEV))
+    cp = FakeCupy(lib, _VARIANTS)
+    return cp, S.LstmSteps(cp)
+
+
+def _sig(z):
+    return 1 / (1 + np.exp(-z))
+
+
+def np_step(g, h, w, c):
+    z = g + h @ w.T
+    hs = h.shape[1]
+    i, f, gg, o = (z[:, k * hs:(k + 1) * hs] for k in range(4))
+    i, f, gg, o = _sig(i), _sig(f), np.tanh(gg), _sig(o)
+    cn = f * c + i * gg
+    return o * np.tanh(cn), cn, np.concatenate([i, f, gg, o], axis=1), np.tanh(cn)
+
+
+def np_step_backward(act, cprev, tc, dz_next, w, dh, dh2, dc):
+    hs = tc.shape[1]
+    i, f, gg, o = (act[:, k * hs:(k + 1) * hs] for k in range(4))
+    dhs = np.zeros_like(tc)
+    for term in (None if dz_next is None else dz_next @ w, dh, dh2):
+        if term is not None:
+            dhs = dhs + term
+    dct = dhs * o * (1 - tc * tc) + (0 if dc is None else dc)
+    dz = np.concatenate([dct * gg * i * (1 - i), dct * cprev * f * (1 - f),
+                         dct * i * (1 - gg * gg), dhs * tc * o * (1 - o)], axis=1)
+    return dz, dct * f
+
+
+def _tol(dt):
+    return {"rtol": 2e-5, "atol": 2e-5} if dt == np.float32 else {"rtol": 1e-12, "atol": 1e-12}
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize(("n", "hs"), [(1, 1), (5, 20), (17, 3), (16, 33)])
+def test_step_forward_on_the_host(steps, dt, n, hs):
+    cp, st = steps
+    rng = np.random.default_rng(n * hs)
+    g = rng.standard_normal((n, 4 * hs)).astype(dt)
+    h, c = (rng.standard_normal((n, hs)).astype(dt) for _ in range(2))
+    w = (rng.standard_normal((4 * hs, hs)) / np.sqrt(hs)).astype(dt)
+    out = tuple(np.empty(s, dt) for s in ((n, hs), (n, hs), (n, 4 * hs), (n, hs)))
+    cp.log.clear()
+    got = st.step_forward(g, h, w, c, out)
+    assert cp.log == ["vtl_lstm_step_fwd"]
+    ref = np_step(*(a.astype(np.float64) for a in (g, h, w, c)))
+    for a, r in zip(got, ref, strict=True):
+        np.testing.assert_allclose(a, r, **_tol(dt))
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize(("n", "hs"), [(3, 5), (17, 18)])
+@pytest.mark.parametrize("which", list(itertools.product([0, 1], repeat=4)))
+def test_step_backward_on_the_host(steps, dt, n, hs, which):
+    cp, st = steps
+    rng = np.random.default_rng(n + hs + sum(which))
+    act = _sig(rng.standard_normal((n, 4 * hs))).astype(dt)
+    cprev, tc = (rng.standard_normal((n, hs)).astype(dt) for _ in range(2))
+    w = rng.standard_normal((4 * hs, hs)).astype(dt)
+    terms = [rng.standard_normal(s).astype(dt) if on else None
+             for on, s in zip(which, ((n, 4 * hs), (n, hs), (n, hs), (n, hs)), strict=True)]
+    dz_next, dh, dh2, dc = terms
+    out = np.empty((n, 4 * hs), dt)
+    cp.log.clear()
+    dz, dcp = st.step_backward(act, cprev, tc, dz_next, w, dh, dh2, dc, True, out)
+    assert cp.log == ["vtl_lstm_step_bwd"] and dz is out
+    rdz, rdcp = np_step_backward(*(None if a is None else a.astype(np.float64)
+                                   for a in (act, cprev, tc, dz_next, w, dh, dh2, dc)))
+    np.testing.assert_allclose(dz, rdz, **_tol(dt))
+    np.testing.assert_allclose(dcp, rdcp, **_tol(dt))
+    _, none = st.step_backward(act, cprev, tc, dz_next, w, dh, dh2, dc, False, out)
+    assert none is None
+
+
+def test_steps_decline(steps):
+    _, st = steps
+    f = np.ones((2, 4), np.float32)
+    out = (np.empty((2, 1), np.float32),) * 2 + (np.empty((2, 4), np.float32),
+                                                 np.empty((2, 1), np.float32))
+    one = np.ones((2, 1), np.float32)
+    assert st.step_forward(f.astype(np.float16), one, np.ones((4, 1), np.float32), one,
+                           out) is None
+    assert st.step_forward(f, one, np.ones((4, 1), np.float64), one, out) is None
+
+
+class _StepsOnly:
+    """An ``lstm_cell`` kernel whose every step is a fused one (the pointwise methods
+    must not be reached)."""
+
+    def __init__(self, st):
+        self.step_forward, self.step_backward = st.step_forward, st.step_backward
+
+    def supports(self, dtype):
+        return np.dtype(dtype) in (np.float32, np.float64)
+
+    def forward(self, *a, **k):
+        raise AssertionError("a fused step declined")
+
+    backward = forward
+
+
+def _lstm_run(dt, layers, bidirectional, loss_on, backend="numpy"):
+    vtl.random.seed(3)
+    m = nn.LSTM(6, 9, num_layers=layers, bidirectional=bidirectional)
+    m = m.to(dtype=getattr(vtl, np.dtype(dt).name)).to(backend)
+    rng = np.random.default_rng(1)
+    d = 2 if bidirectional else 1
+    x = vtl.asarray(rng.standard_normal((5, 3, 6)).astype(dt), backend=backend,
+                    requires_grad=True)
+    h0 = vtl.asarray(rng.standard_normal((layers * d, 3, 9)).astype(dt), backend=backend,
+                     requires_grad=True)
+    c0 = vtl.asarray(rng.standard_normal((layers * d, 3, 9)).astype(dt), backend=backend,
+                     requires_grad=True)
+    out, (hn, cn) = m(x, (h0, c0))
+    loss = (hn * hn).sum() if loss_on == "h_n" else (out * out).sum() + (cn * hn).sum()
+    loss.backward()
+    return [t.numpy() for t in (out, hn, cn, x.grad, h0.grad, c0.grad)] + \
+        [p.grad.numpy() for p in m.parameters()]
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize(("layers", "bidirectional", "loss_on"),
+                         [(1, False, "all"), (2, True, "all"), (1, True, "h_n")])
+def test_lstm_with_fused_steps_equals_portable(steps, dt, layers, bidirectional, loss_on):
+    cp, st = steps
+    with use_kernel("lstm_cell", _StepsOnly(st)):
+        cp.log.clear()
+        got = _lstm_run(dt, layers, bidirectional, loss_on)
+        assert "vtl_lstm_step_fwd" in cp.log and "vtl_lstm_step_bwd" in cp.log
+    with use_kernel("lstm_cell", None):
+        want = _lstm_run(dt, layers, bidirectional, loss_on)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, b, **_tol(dt))
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_cupy_lstm_fused_steps_match_portable(cupy_backend, dt):
+    kern = cupy_backend.kernel("lstm_cell")
+    before = kern.steps.launches
+    got = _lstm_run(dt, 2, True, "all", backend="cupy")
+    assert kern.steps.launches > before
+    with use_kernel("lstm_cell", None, backend="cupy"):
+        want = _lstm_run(dt, 2, True, "all", backend="cupy")
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, b, **_tol(dt))
