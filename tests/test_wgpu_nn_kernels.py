@@ -487,9 +487,15 @@ def test_cnn_training_step_dispatch_budget_without_atomics(wgpu, monkeypatch):
 # -- LSTM ----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_lstm_cell_kernel_matches_numpy_backend(wgpu, monkeypatch, dtype):
+@pytest.mark.parametrize("fused_steps", [True, False])
+def test_lstm_cell_kernel_matches_numpy_backend(wgpu, monkeypatch, dtype, fused_steps):
     """A 2-layer bidirectional LSTM over 5 steps and an LSTMCell, forward and backward, with
-    the kernel (one dispatch per step each way) against the numpy backend."""
+    the kernels (one dispatch per step each way: the fused steps with the recurrent product,
+    or a product and the cell's kernel) against the numpy backend."""
+    from vtl.backends.wgpu.rnn import WgpuLstmSteps
+
+    if not fused_steps:
+        monkeypatch.setattr(WgpuLstmSteps, "_fits", staticmethod(lambda: False))
     rng = np.random.default_rng(4)
     xs = rng.standard_normal((5, 3, 6)).astype(dtype)
     x1 = rng.standard_normal((3, 6)).astype(dtype)
@@ -511,11 +517,36 @@ def test_lstm_cell_kernel_matches_numpy_backend(wgpu, monkeypatch, dtype):
         loss.backward()
         res.append([t.to("numpy").numpy() for t in (y, hn, cn, h1, c1, x.grad)]
                    + [p.grad.to("numpy").numpy() for m in (lstm, cell) for p in m.parameters()])
-        if be == "wgpu":  # 4 layer-directions x 5 steps + the cell, each way
+        if be == "wgpu" and fused_steps:  # 4 layer-directions x 5 steps, and the cell
+            assert names.count("lstm_step_fwd") == 20 and names.count("lstm_step_bwd") == 20
+            assert names.count("lstm_fwd") == 1 and names.count("lstm_bwd") == 1
+        elif be == "wgpu":
             assert names.count("lstm_fwd") == 21 and names.count("lstm_bwd") == 21
     tol = 1e-5 if dtype == "float32" else 1e-12
     for got, want in zip(res[1], res[0], strict=True):
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+def test_lstm_fused_steps_tile_edges(wgpu, monkeypatch):
+    """Batch and hidden sizes across several 16 x 16 tiles and 32-wide depth tiles (not
+    multiples of either), with initial states that need gradients."""
+    rng = np.random.default_rng(9)
+    xs = rng.standard_normal((3, 17, 5)).astype(np.float32)
+    h0s, c0s = (rng.standard_normal((1, 17, 40)).astype(np.float32) for _ in range(2))
+    res = []
+    for be in ("numpy", "wgpu"):
+        vtl.random.manual_seed(1)
+        lstm = nn.LSTM(5, 40).to(be)
+        names = _dispatched(monkeypatch) if be == "wgpu" else []
+        x, h0, c0 = (vtl.asarray(a, backend=be, requires_grad=True) for a in (xs, h0s, c0s))
+        y, (hn, cn) = lstm(x, (h0, c0))
+        (vtl.sum(y * y) + vtl.sum(hn * cn)).backward()
+        res.append([t.to("numpy").numpy() for t in (y, hn, cn, x.grad, h0.grad, c0.grad)]
+                   + [p.grad.to("numpy").numpy() for p in lstm.parameters()])
+        if be == "wgpu":
+            assert names.count("lstm_step_fwd") == 3 and names.count("lstm_step_bwd") == 3
+    for got, want in zip(res[1], res[0], strict=True):
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

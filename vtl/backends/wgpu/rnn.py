@@ -80,7 +80,18 @@ class _Cell:
 
 
 class WgpuLstmCell(_Cell):
-    """The LSTM cell's pointwise forward and backward on float32/float64 arrays."""
+    """The LSTM cell's pointwise forward and backward on float32/float64 arrays, and whole
+    time steps with the recurrent product (:class:`WgpuLstmSteps`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.steps = WgpuLstmSteps()
+
+    def step_forward(self, *args: Any) -> Any:
+        return self.steps.step_forward(*args)
+
+    def step_backward(self, *args: Any) -> Any:
+        return self.steps.step_backward(*args)
 
     def forward(self, z: Any, z2: Any, cprev: Any, out: Any = None
                 ) -> tuple[Any, Any, Any, Any]:
@@ -122,6 +133,89 @@ class WgpuLstmCell(_Cell):
                            HAS_DH=int(dh is not None), HAS_DH2=int(dh2 is not None),
                            HAS_DC=int(dc is not None), NEED_DCP=int(dcp is not None))
         return dz, dcp
+
+
+class WgpuLstmSteps(_Cell):
+    """Whole LSTM time steps with the recurrent product inside, one dispatch each way
+    (``wgsl/nn/lstm_step_fwd.wgsl``, ``lstm_step_bwd.wgsl``): a 16 x 16 workgroup per 16
+    batch rows x 16 hidden units, ``h``/``dz`` and ``W_hh`` tiles in workgroup memory."""
+
+    #: storage bindings of the backward kernel (a device with fewer per stage declines)
+    BINDINGS = 10
+
+    def _kernel(self, name: str, sig: str, dt: Any, **flags: int) -> Any:
+        key = (name, dt, *flags.items())
+        k = _CELL_KERNELS.get(key)
+        if k is None:
+            k = _CELL_KERNELS[key] = _kernels.kernel(
+                name, sig, (dt,), T=D.wgsl(dt), DT=dt.name, ACTIVATIONS=_ACTIVATIONS,
+                TANH=_body(UNARY, "tanh", dt), **flags)
+        return k
+
+    @staticmethod
+    def _fits() -> bool:
+        from . import _runtime
+
+        per_stage = _runtime.get().limits.get("max-storage-buffers-per-shader-stage", 8)
+        return int(per_stage) >= WgpuLstmSteps.BINDINGS
+
+    @staticmethod
+    def _same(a: Any, b: Any) -> bool:
+        return a._st.buf is b._st.buf
+
+    def step_forward(self, gates: Any, h: Any, w_hh: Any, c: Any, out: Any
+                     ) -> tuple[Any, Any, Any, Any] | None:
+        """``(h, c, act, tc)`` of one step written into ``out``; ``None`` to decline."""
+        arrays = (gates, h, w_hh, c, *out)
+        if not all(type(a) is WgpuArray and a.dtype == gates.dtype for a in arrays) \
+                or gates.dtype not in _FLOATS or h.ndim != 2 or not self._fits():
+            return None
+        hout, cout, act, tc = out
+        n, hs = h.shape
+        if not (hout._contig and cout._contig and act._contig and tc._contig):
+            return None
+        writes = [hout, cout, tc, act]
+        h_in = h._contig and self._same(h, hout)
+        c_in = c._contig and self._same(c, cout)
+        gin, win = _readable([gates, w_hh], writes)
+        stand = self._stand_in(gates.dtype)
+        hr = stand if h_in else _readable([h], writes)[0]
+        cr = stand if c_in else _readable([c], writes)[0]
+        offsets = [gin._offset, (h if h_in else hr)._offset, win._offset,
+                   (c if c_in else cr)._offset, *(a._offset for a in writes)]
+        k = self._kernel("lstm_step_fwd", "rrrrwwww", gates.dtype, H_IN_H=int(h_in),
+                         C_IN_C=int(c_in))
+        REC.dispatch(k, tuple(a._st.buf for a in (gin, hr, win, cr, *writes)),
+                     [n, hs, *offsets], -(-hs // 16), -(-n // 16))
+        return hout, cout, act, tc
+
+    def step_backward(self, act: Any, c_prev: Any, tc: Any, dz_next: Any, w_hh: Any,
+                      dh: Any, dh2: Any, dc: Any, need_dc_prev: bool, out: Any
+                      ) -> tuple[Any, Any] | None:
+        """``(d_gates, d_c_prev)`` of one step with ``dh = dz_next @ W_hh + dh + dh2``
+        formed inside (``None`` terms left out); ``None`` to decline."""
+        given = [a for a in (act, c_prev, tc, dz_next, w_hh, dh, dh2, dc, out) if a is not None]
+        dt = act.dtype
+        if not all(type(a) is WgpuArray and a.dtype == dt for a in given) \
+                or dt not in _FLOATS or tc.ndim != 2 or not out._contig or not self._fits():
+            return None
+        n, hs = tc.shape
+        dcp = empty((n, hs), dt) if need_dc_prev else None
+        stand = self._stand_in(dt)
+        writes = [out, dcp if dcp is not None else self._stand_in(dt, True)]
+        dz_in = dz_next is not None and dz_next._contig and self._same(dz_next, out)
+        reads = _readable([act, c_prev, tc, w_hh, *(stand if a is None else a
+                                                     for a in (dh, dh2, dc))], writes)
+        znext = stand if dz_next is None or dz_in else _readable([dz_next], writes)[0]
+        offsets = [a._offset for a in reads] + [
+            dz_next._offset if dz_in else znext._offset, out._offset, writes[1]._offset]
+        k = self._kernel("lstm_step_bwd", "rrrrrrrrww", dt, HAS_DZ=int(dz_next is not None),
+                         DZ_IN_DZ=int(dz_in), HAS_DH=int(dh is not None),
+                         HAS_DH2=int(dh2 is not None), HAS_DC=int(dc is not None),
+                         NEED_DCP=int(dcp is not None))
+        REC.dispatch(k, tuple(a._st.buf for a in (*reads, znext, *writes)),
+                     [n, hs, *offsets], -(-hs // 16), -(-n // 16))
+        return out, dcp
 
 
 class WgpuGruCell(_Cell):
