@@ -1,4 +1,4 @@
-"""``kernel("batch_norm")`` of the CuPy backend (``vtl/backends/cupy/batchnorm.py``).
+"""``kernel("batch_norm")`` of the CuPy backend (``vtl/backends/cupy/_batch_norm.py``).
 
 * On the host (given a C++20 compiler), through the CUDA emulation of
   ``test_cupy_nn_kernels``: forward and backward against float64 NumPy math, in float32,
@@ -20,7 +20,7 @@ from test_cupy_nn_kernels import _DEV, _HOST_MATH, FakeCupy, build_host_lib
 
 import vtl
 from vtl import nn
-from vtl.backends.cupy import batchnorm as B
+from vtl.backends.cupy import _batch_norm as B
 from vtl.nn import functional as F
 
 BF16 = np.dtype(ml_dtypes.bfloat16)

@@ -1,4 +1,4 @@
-"""Fused LSTM time steps of the CuPy backend (``vtl/backends/cupy/lstm_step.py``): the
+"""Fused LSTM time steps of the CuPy backend (``vtl/backends/cupy/rnn.py``): the
 recurrent product and the cell in one launch each way.
 
 * On the host (given a C++20 compiler), through the CUDA emulation of
@@ -21,9 +21,9 @@ from test_cupy_nn_kernels import _DEV, _HOST_MATH, FakeCupy, build_host_lib
 
 import vtl
 from vtl import nn
-from vtl.backends.cupy import lstm_step as S
+from vtl.backends.cupy import rnn as S
 
-_VARIANTS = [(s, c, "int") for s in S.SPECS for c in ("float", "double")]
+_VARIANTS = [(s, c, "int") for s in S.STEP_SPECS for c in ("float", "double")]
 
 
 @pytest.fixture(scope="module")

@@ -45,6 +45,10 @@ extern "C" void launch_vtl_clip_scale(unsigned gx, const unsigned long long* ptr
     const long long* starts, int n, long long total, const T* norm, T max_norm) {
   vtl_launch(gx, 1, NORM_BLOCK, 1, [=] { vtl_clip_scale(ptrs, starts, n, total, norm, max_norm); });
 }
+extern "C" void launch_vtl_amp_unscale(unsigned gx, const unsigned long long* ptrs,
+    const long long* starts, int n, long long total, const float* inv, float* found) {
+  vtl_launch(gx, 1, NORM_BLOCK, 1, [=] { vtl_amp_unscale(ptrs, starts, n, total, inv, found); });
+}
 """
 
 
@@ -74,6 +78,8 @@ class _HostFunction:
 class FakeCupy:
     """The CuPy calls of ``CupyGradNorm``, on NumPy arrays; ``RawKernel`` builds the CUDA
     source for the host."""
+
+    ndarray = np.ndarray
 
     def __init__(self, tmp):
         self.tmp, self.built, self.log = tmp, {}, []
@@ -186,6 +192,70 @@ def test_host_kernel_declines(host_kernel):
     assert not host_kernel.supports(np.float32, 0.5)
     assert host_kernel.supports(np.float64, math.inf)
     assert not host_kernel.clip_([f32], np.asarray(1.0), 1.0)  # norm of another dtype
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_host_amp_unscale(host_kernel, dt):
+    """GradScaler's unscale in one launch: every element times ``inv``; the flag set by a
+    non-finite product and never cleared."""
+    arrays = _arrays(dt)
+    want = [a.astype(np.float64) * 0.25 for a in arrays]
+    inv = np.asarray(0.25, np.float32)
+    found = np.zeros((), np.float32)
+    host_kernel._cp.log.clear()
+    assert host_kernel.unscale_(arrays, inv, found)
+    assert host_kernel._cp.log == ["launch_vtl_amp_unscale"]
+    assert float(found) == 0.0
+    for a, w in zip(arrays, want, strict=True):
+        np.testing.assert_allclose(a, w, rtol=1e-7)
+    arrays[1][5] = np.inf
+    assert host_kernel.unscale_(arrays, inv, found) and float(found) == 1.0
+    arrays[1][5] = 0.0
+    assert host_kernel.unscale_(arrays, inv, found) and float(found) == 1.0  # never cleared
+    assert not host_kernel.unscale_(arrays, inv.astype(np.float64), found)
+    assert not host_kernel.unscale_([arrays[0], arrays[1].astype(np.float16)], inv, found)
+
+
+def _scaler_runs(kernels, backend="numpy"):
+    """Scales and final parameters of a GradScaler run with overflows at steps 1 and 4,
+    once per entry of ``kernels`` (registered as ``backend``'s ``amp_unscale``)."""
+    runs = []
+    for kern in kernels:
+        with use_kernel("amp_unscale", kern, backend=backend):
+            vtl.random.seed(0)
+            net = vtl.nn.Linear(4, 3).to(backend)
+            opt = vtl.optim.SGD(net.parameters(), lr=0.1)
+            sc = vtl.amp.GradScaler(backend, init_scale=4.0, growth_interval=2)
+            x = vtl.asarray(np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4),
+                            backend=backend)
+            scales = []
+            for step in range(6):
+                opt.zero_grad()
+                loss = net(x).sum() * (np.inf if step in (1, 4) else 1.0)
+                sc.scale(loss).backward()
+                sc.step(opt)
+                sc.update()
+                scales.append(sc.get_scale())
+            runs.append((scales, [p.numpy() for p in net.parameters()]))
+    return runs
+
+
+def _same_runs(runs):
+    assert runs[0][0] == runs[1][0]
+    for a, b in zip(runs[0][1], runs[1][1], strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_grad_scaler_through_the_unscale_kernel(fake_cupy, host_kernel):
+    """GradScaler with the emulated kernel: the same scales, skipped steps and parameters
+    as the portable path over a run with overflows."""
+    _same_runs(_scaler_runs([host_kernel.unscale_, None]))
+
+
+def test_gpu_grad_scaler_unscale_kernel_matches_portable(cupy_backend):
+    kern = cupy_backend.kernel("amp_unscale")
+    assert kern is not None
+    _same_runs(_scaler_runs([kern, None], backend="cupy"))
 
 
 def _params(dt, backend="numpy"):

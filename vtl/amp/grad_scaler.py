@@ -127,35 +127,48 @@ class GradScaler:
     # -- unscale / step ------------------------------------------------------------------
     def _unscale_grads_(self, optimizer: Any, inv_scale: Any, allow_fp16: bool) -> dict:
         """Multiply the gradients by ``inv_scale`` in place; one device-side "found a
-        non-finite value" flag (float32 0-d) per device, without host reads."""
+        non-finite value" flag (float32 0-d) per device, without host reads. The
+        gradients of one device and dtype go to the backend's ``amp_unscale`` kernel where
+        it has one (a launch or two for all of them), else through array ops each."""
+        groups: dict[tuple[Any, Any], list[Tensor]] = {}
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                g = getattr(p, "_grad", None)
+                if g is None:
+                    continue
+                if not allow_fp16 and g._data.dtype == _dtypes.float16:
+                    raise ValueError("Attempting to unscale FP16 gradients.")
+                groups.setdefault((g._device, g._data.dtype), []).append(g)
         found: dict[Any, Any] = {}
         inv_on: dict[Any, Any] = {}
         with no_grad():
-            for group in optimizer.param_groups:
-                for p in group["params"]:
-                    g = getattr(p, "_grad", None)
-                    if g is None:
-                        continue
-                    if not allow_fp16 and g._data.dtype == _dtypes.float16:
-                        raise ValueError("Attempting to unscale FP16 gradients.")
-                    dev = g._device
-                    xp = dev.xp
-                    inv = inv_on.get(dev)
-                    if inv is None:
-                        inv = inv_on[dev] = (inv_scale if dev is self._device else
-                                             dev.backend.from_host(
-                                                 self._device.backend.to_host(inv_scale),
-                                                 dev.index))
+            for (dev, _), grads in groups.items():
+                xp = dev.xp
+                inv = inv_on.get(dev)
+                if inv is None:
+                    inv = inv_on[dev] = (inv_scale if dev is self._device else
+                                         dev.backend.from_host(
+                                             self._device.backend.to_host(inv_scale),
+                                             dev.index))
+                flag = found.get(dev)
+                if flag is None:
+                    flag = found[dev] = xp.zeros((), dtype=_dtypes.float32,
+                                                 device=dev.backend.native_device(dev.index))
+                kern = dev.backend.kernel("amp_unscale")
+                if kern is not None and kern([g._data for g in grads], inv, flag):
+                    for g in grads:
+                        g._bump_version()
+                    continue
+                for g in grads:
                     d = g._data
                     out = xp.multiply(d, inv)
                     if out.dtype != d.dtype:
                         out = xp.astype(out, d.dtype)
                     bad = xp.any(xp.logical_not(xp.isfinite(out)))
-                    prev = found.get(dev)
-                    found[dev] = bad if prev is None else xp.logical_or(prev, bad)
+                    flag = found[dev] = xp.maximum(flag, xp.astype(bad, _dtypes.float32))
                     g._data = out
                     g._bump_version()
-        return {dev: dev.xp.astype(f, _dtypes.float32) for dev, f in found.items()}
+        return found
 
     def unscale_(self, optimizer: Any) -> None:
         """Divide ``optimizer``'s gradients by the scale, in place (e.g. before clipping

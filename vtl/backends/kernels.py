@@ -376,6 +376,17 @@ class GradNormKernel(Protocol):
 
 
 @runtime_checkable
+class AmpUnscaleKernel(Protocol):
+    """``kernel("amp_unscale")``: ``GradScaler``'s unscale of many gradients in a few
+    launches. ``kern(arrays, inv_scale, found)`` multiplies every array (one dtype and
+    device) in place by the 0-d float32 ``inv_scale`` and sets the 0-d float32 ``found`` to
+    1 where a product is not finite (it never clears it, so calls for several dtypes share
+    one flag); returns ``False``, having done nothing, for arrays it does not take."""
+
+    def __call__(self, arrays: list[Any], inv_scale: Any, found: Any) -> bool: ...
+
+
+@runtime_checkable
 class DropoutKernel(Protocol):
     """``kernel("dropout")``: dropout with ``vtl.random``'s bits, one launch each way and no
     mask in memory.
@@ -410,6 +421,7 @@ KERNELS: dict[str, type] = {
     "dropout": DropoutKernel,
     "gelu": GeluKernel,
     "grad_norm": GradNormKernel,
+    "amp_unscale": AmpUnscaleKernel,
     "layer_norm": LayerNormKernel,
     "batch_norm": BatchNormKernel,
     "lstm_cell": LstmCellKernel,

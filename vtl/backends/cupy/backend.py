@@ -168,8 +168,8 @@ class CupyBackend(Backend):
 def register(backend: Backend, cupy: Any, xp: Any) -> None:
     """Equip the CuPy backend object with its kernels (products through the namespace's
     ``matmul``: one direct cuBLAS call)."""
+    from ._batch_norm import CupyBatchNorm
     from .attention import CupyAttention
-    from .batchnorm import CupyBatchNorm
     from .conv import CupyConv2d
     from .optim import CupyGradNorm, MultiTensorApply
     from .pool import CupyPool2d
@@ -195,6 +195,8 @@ def register(backend: Backend, cupy: Any, xp: Any) -> None:
     backend.register_kernel("lstm_cell", LstmCell(cupy))
     backend.register_kernel("gru_cell", GruCell(cupy))
     backend.register_kernel("multi_tensor_apply", MultiTensorApply(cupy))
-    backend.register_kernel("grad_norm", CupyGradNorm(cupy))
+    grad_norm = CupyGradNorm(cupy)
+    backend.register_kernel("grad_norm", grad_norm)
+    backend.register_kernel("amp_unscale", grad_norm.unscale_)
     backend.register_kernel("philox", Philox(cupy))
     backend.register_kernel("dropout", CupyDropout(cupy))

@@ -263,6 +263,23 @@ extern "C" __global__ void vtl_clip_scale(const unsigned long long* __restrict__
         p[i - starts[t]] *= c;
     }}
 }}
+
+/* GradScaler's unscale: every element times inv[0] in place; found[0] = 1 where a product
+   is not finite (every such thread stores the same value) */
+extern "C" __global__ void vtl_amp_unscale(const unsigned long long* __restrict__ ptrs,
+        const long long* __restrict__ starts, const int ntensors, const long long total,
+        const float* __restrict__ inv, float* __restrict__ found) {{
+    const T c = (T)inv[0];
+    const long long stride = (long long)NORM_BLOCK * gridDim.x;
+    for (long long i = (long long)blockIdx.x * NORM_BLOCK + threadIdx.x; i < total;
+         i += stride) {{
+        const int t = vtl_tensor_of(starts, ntensors, i);
+        T* p = (T*)ptrs[t];
+        const T v = p[i - starts[t]] * c;
+        p[i - starts[t]] = v;
+        if (!isfinite(v)) found[0] = 1.0f;
+    }}
+}}
 """
 
 
@@ -273,7 +290,8 @@ def norm_cuda_source(dtype: Any) -> str:
 
 
 class CupyGradNorm:
-    """``kernel("grad_norm")`` (see ``vtl.backends.kernels.GradNormKernel``)."""
+    """``kernel("grad_norm")`` (see ``vtl.backends.kernels.GradNormKernel``); its
+    :meth:`unscale_` is ``kernel("amp_unscale")``."""
 
     def __init__(self, cupy: Any) -> None:
         self._cp = cupy
@@ -342,6 +360,29 @@ class CupyGradNorm:
             self._kernel("vtl_norm_finalize", dtype)(
                 (1,), (NORM_BLOCK,), (partials, np.int32(blocks), kind, out))
         return out
+
+    def unscale_(self, arrays: list[Any], inv_scale: Any, found: Any) -> bool:
+        """``kernel("amp_unscale")``: multiply float32/float64 ``arrays`` in place by the
+        0-d float32 ``inv_scale``, setting the 0-d float32 ``found`` to 1 where a product is
+        not finite; ``False`` (nothing done) for arrays it does not take."""
+        arrays = [a for a in arrays if a.size]
+        if not arrays:
+            return True
+        cp = self._cp
+        f32 = np.dtype(np.float32)
+        if any(type(a) is not cp.ndarray for a in (inv_scale, found)) \
+                or inv_scale.dtype != f32 or found.dtype != f32:
+            return False
+        dtype = np.dtype(arrays[0].dtype)
+        with self._device(arrays[0]):
+            layout = self._layout(arrays)
+            if layout is None:
+                return False
+            ptrs, starts, n, total = layout
+            self._kernel("vtl_amp_unscale", dtype)(
+                (self._blocks(total),), (NORM_BLOCK,),
+                (ptrs, starts, np.int32(n), np.int64(total), inv_scale, found))
+        return True
 
     def clip_(self, arrays: list[Any], norm: Any, max_norm: float) -> bool:
         if not arrays:

@@ -7,6 +7,17 @@ index arithmetic (``raw`` parameters). Sigmoids are ``(1 + tanh(x / 2)) / 2`` as
 portable code (``vtl/nn/functional/_rnn_fused.py``), whose protocol these classes follow.
 Each kernel is described by its parameter lists and a C++ body, so the body can also be
 compiled on the host for testing.
+
+Whole LSTM time steps (``LstmCell.step_forward``/``step_backward``, :class:`LstmSteps`): the
+recurrent product and the cell in ONE launch each way, where a step was a cuBLAS product
+``h @ W_hh^T`` plus the cell's kernel (and backward the cell's kernel plus ``dz @ W_hh``),
+two launches and about 30 us of host time per step each way. A block of 16 x 16 threads
+owns 16 batch rows and 16 hidden units; each thread accumulates the four gates of its
+(row, unit) over tiles of ``h`` and ``W_hh`` in shared memory (forward), or ``dh`` of its
+(row, unit) over tiles of the next step's gate gradients and ``W_hh`` (backward), then runs
+the cell's pointwise part on the values it holds. Sums run in a fixed order
+(deterministic); these kernels are :class:`~vtl.backends.cupy.nn.Spec` sources
+(:data:`STEP_SPECS`).
 """
 
 from __future__ import annotations
@@ -16,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ._codegen import CTYPES
+from .nn import Spec, _Kernels
 
 _RNN_PRELUDE = (
     "const ptrdiff_t H_ = (ptrdiff_t)H; const ptrdiff_t n_ = (ptrdiff_t)i / H_;\n"
@@ -133,12 +145,10 @@ class _ElementwiseCache:
 
 class LstmCell(_ElementwiseCache):
     """``kernels["lstm_cell"]``: the LSTM cell's pointwise part, one launch each way, and
-    whole time steps with the recurrent product (:class:`~.lstm_step.LstmSteps`)."""
+    whole time steps with the recurrent product (:class:`LstmSteps`)."""
 
     def __init__(self, cupy: Any) -> None:
         super().__init__(cupy)
-        from .lstm_step import LstmSteps
-
         self.steps = LstmSteps(cupy)
 
     def step_forward(self, gates: Any, h: Any, w_hh: Any, c: Any, out: Any) -> Any:
@@ -210,3 +220,187 @@ class GruCell(_ElementwiseCache):
             args = [act, hprev, dh, hs, dx, dhg, *([dhp] if need_dh_prev else [])]
             self._get(gru_backward_spec, need_dh_prev)(*args)
         return dx, dhg, dhp
+
+
+
+# -- whole LSTM time steps ---------------------------------------------------------------------
+
+_I64 = np.int64
+_I32 = np.int32
+_TILE = 16
+
+_HEAD = r"""
+  const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * 16 + tx;
+  const long long nux = (H + 15) / 16;
+  const long long ub = (long long)blockIdx.x % nux, rb = (long long)blockIdx.x / nux;
+  const long long j = ub * 16 + tx, n = rb * 16 + ty;
+"""
+
+#: ``z = g + h @ w^T`` for the 4 gates of (row ``n``, unit ``j``), then the cell:
+#: ``c = f * cprev + i * gg``, ``h = o * tanh(c)``; ``act`` keeps ``i, f, gg, o``
+LSTM_STEP_FORWARD = Spec("vtl_lstm_step_fwd", (
+    ("const T* __restrict__", "g"), ("const T* __restrict__", "h"),
+    ("const T* __restrict__", "w"), ("const T* __restrict__", "cprev"),
+    ("T* __restrict__", "hout"), ("T* __restrict__", "cout"), ("T* __restrict__", "tcout"),
+    ("T* __restrict__", "act"), ("const long long", "N"), ("const long long", "H")),
+    _HEAD + r"""
+  __shared__ A hs[16][33];
+  __shared__ A ws[4][16][33];
+  A a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+  for (long long k0 = 0; k0 < H; k0 += 32) {
+    for (int e = tid; e < 16 * 32; e += 256) {
+      const int r = e / 32, kk = e % 32;
+      const long long nn = rb * 16 + r, k = k0 + kk;
+      hs[r][kk] = (nn < N && k < H) ? vtl_ld(h[nn * H + k]) : (A)0;
+    }
+    for (int e = tid; e < 4 * 16 * 32; e += 256) {
+      const int q = e / 512, u = (e / 32) % 16, kk = e % 32;
+      const long long jj = ub * 16 + u, k = k0 + kk;
+      ws[q][u][kk] = (jj < H && k < H) ? vtl_ld(w[(q * H + jj) * H + k]) : (A)0;
+    }
+    __syncthreads();
+    for (int kk = 0; kk < 32; ++kk) {
+      const A hv = hs[ty][kk];
+      a0 += hv * ws[0][tx][kk];
+      a1 += hv * ws[1][tx][kk];
+      a2 += hv * ws[2][tx][kk];
+      a3 += hv * ws[3][tx][kk];
+    }
+    __syncthreads();
+  }
+  if (n < N && j < H) {
+    const long long b = n * 4 * H + j;
+    const A half = 0.5;
+    const A zi = vtl_ld(g[b]) + a0, zf = vtl_ld(g[b + H]) + a1;
+    const A zg = vtl_ld(g[b + 2 * H]) + a2, zo = vtl_ld(g[b + 3 * H]) + a3;
+    const A ig = half * tanh(half * zi) + half;
+    const A fg = half * tanh(half * zf) + half;
+    const A gg = tanh(zg);
+    const A og = half * tanh(half * zo) + half;
+    const A cn = fg * vtl_ld(cprev[n * H + j]) + ig * gg;
+    const A t = tanh(cn);
+    cout[n * H + j] = vtl_st(cn);
+    tcout[n * H + j] = vtl_st(t);
+    hout[n * H + j] = vtl_st(og * t);
+    act[b] = vtl_st(ig); act[b + H] = vtl_st(fg); act[b + 2 * H] = vtl_st(gg);
+    act[b + 3 * H] = vtl_st(og);
+  }
+""")
+
+#: ``dh = dznext @ w (+ dh1 + dh2)`` for (row ``n``, unit ``j``) (each term where its flag
+#: is set: 1 ``dznext``, 2 ``dh1``, 4 ``dh2``), then the cell's backward with ``dc``
+#: (flag 8): the four gate gradients into ``dz`` and, with flag 16, ``dcp = dct * f``
+LSTM_STEP_BACKWARD = Spec("vtl_lstm_step_bwd", (
+    ("const T* __restrict__", "act"), ("const T* __restrict__", "cprev"),
+    ("const T* __restrict__", "tc"), ("const T* __restrict__", "dznext"),
+    ("const T* __restrict__", "w"), ("const T* __restrict__", "dh1"),
+    ("const T* __restrict__", "dh2"), ("const T* __restrict__", "dc"),
+    ("T* __restrict__", "dz"), ("T* __restrict__", "dcp"), ("const long long", "N"),
+    ("const long long", "H"), ("const int", "flags")), _HEAD + r"""
+  __shared__ A zs[16][33];
+  __shared__ A ws[32][17];
+  A acc = 0;
+  if (flags & 1) {
+    const long long K = 4 * H;
+    for (long long k0 = 0; k0 < K; k0 += 32) {
+      for (int e = tid; e < 16 * 32; e += 256) {
+        const int r = e / 32, kk = e % 32;
+        const long long nn = rb * 16 + r, k = k0 + kk;
+        zs[r][kk] = (nn < N && k < K) ? vtl_ld(dznext[nn * K + k]) : (A)0;
+      }
+      for (int e = tid; e < 32 * 16; e += 256) {
+        const int kk = e / 16, u = e % 16;
+        const long long jj = ub * 16 + u, k = k0 + kk;
+        ws[kk][u] = (jj < H && k < K) ? vtl_ld(w[k * H + jj]) : (A)0;
+      }
+      __syncthreads();
+      for (int kk = 0; kk < 32; ++kk) acc += zs[ty][kk] * ws[kk][tx];
+      __syncthreads();
+    }
+  }
+  if (n < N && j < H) {
+    const long long s = n * H + j, b = n * 4 * H + j;
+    const A one = 1;
+    A dhs = acc;
+    if (flags & 2) dhs += vtl_ld(dh1[s]);
+    if (flags & 4) dhs += vtl_ld(dh2[s]);
+    const A ig = vtl_ld(act[b]), fg = vtl_ld(act[b + H]), gg = vtl_ld(act[b + 2 * H]);
+    const A og = vtl_ld(act[b + 3 * H]), t = vtl_ld(tc[s]);
+    A dct = dhs * og * (one - t * t);
+    if (flags & 8) dct += vtl_ld(dc[s]);
+    dz[b] = vtl_st(dct * gg * (ig * (one - ig)));
+    dz[b + H] = vtl_st(dct * vtl_ld(cprev[s]) * (fg * (one - fg)));
+    dz[b + 2 * H] = vtl_st(dct * ig * (one - gg * gg));
+    dz[b + 3 * H] = vtl_st(dhs * t * (og * (one - og)));
+    if (flags & 16) dcp[s] = vtl_st(dct * fg);
+  }
+""")
+
+STEP_SPECS = (LSTM_STEP_FORWARD, LSTM_STEP_BACKWARD)
+
+
+class LstmSteps:
+    """The fused LSTM time steps on CuPy arrays (float32, float64; C-contiguous operands,
+    or ``None`` to let the caller run the product and the cell separately)."""
+
+    _device_of = staticmethod(lambda a: a.device)
+
+    def __init__(self, cupy: Any) -> None:
+        self._cp = cupy
+        self._k = _Kernels(cupy)
+        self.launches = 0
+
+    def _ok(self, *arrays: Any) -> bool:
+        nd = self._cp.ndarray
+        dt = arrays[0].dtype
+        return dt in CTYPES and all(
+            a is None or (type(a) is nd and a.dtype == dt and a.flags.c_contiguous)
+            for a in arrays)
+
+    def _contiguous(self, a: Any) -> Any:
+        if type(a) is self._cp.ndarray and not a.flags.c_contiguous:
+            return self._cp.ascontiguousarray(a)
+        return a
+
+    @staticmethod
+    def _grid(n: int, hs: int) -> tuple[int]:
+        return (-(-n // _TILE) * -(-hs // _TILE),)
+
+    def step_forward(self, gates: Any, h: Any, w_hh: Any, c: Any, out: Any
+                     ) -> tuple[Any, Any, Any, Any] | None:
+        """``(h, c, act, tc)`` of one step from the step's input gates ``(N, 4H)``, the
+        previous ``h``/``c`` ``(N, H)`` and ``W_hh`` ``(4H, H)``, written into ``out``
+        (``h``, ``c``, ``act``, ``tc``: C-contiguous); ``None`` to decline."""
+        h, c = self._contiguous(h), self._contiguous(c)
+        if not self._ok(gates, h, w_hh, c, *out) or h.ndim != 2:
+            return None
+        n, hs = h.shape
+        hout, cout, act, tc = out
+        with self._device_of(gates):
+            self._k.get(LSTM_STEP_FORWARD, gates.dtype)(self._grid(n, hs), (_TILE, _TILE), (
+                gates, h, w_hh, c, hout, cout, tc, act, _I64(n), _I64(hs)))
+        self.launches += 1
+        return hout, cout, act, tc
+
+    def step_backward(self, act: Any, c_prev: Any, tc: Any, dz_next: Any, w_hh: Any,
+                      dh: Any, dh2: Any, dc: Any, need_dc_prev: bool, out: Any
+                      ) -> tuple[Any, Any] | None:
+        """``(d_gates, d_c_prev)`` of one step, with ``dh = dz_next @ W_hh + dh + dh2``
+        (each term may be ``None``) formed inside; ``d_gates`` goes into ``out``."""
+        c_prev, dh, dh2, dc = (self._contiguous(a) for a in (c_prev, dh, dh2, dc))
+        if not self._ok(act, c_prev, tc, dz_next, w_hh, dh, dh2, dc, out) or tc.ndim != 2:
+            return None
+        n, hs = tc.shape
+        flags = ((1 if dz_next is not None else 0) | (2 if dh is not None else 0)
+                 | (4 if dh2 is not None else 0) | (8 if dc is not None else 0)
+                 | (16 if need_dc_prev else 0))
+        cp = self._cp
+        with self._device_of(act):
+            dcp = cp.empty((n, hs), dtype=act.dtype) if need_dc_prev else None
+            self._k.get(LSTM_STEP_BACKWARD, act.dtype)(self._grid(n, hs), (_TILE, _TILE), (
+                act, c_prev, tc, act if dz_next is None else dz_next, w_hh,
+                tc if dh is None else dh, tc if dh2 is None else dh2,
+                tc if dc is None else dc, out, tc if dcp is None else dcp, _I64(n), _I64(hs),
+                _I32(flags)))
+        self.launches += 1
+        return out, dcp
