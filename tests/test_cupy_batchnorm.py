@@ -228,3 +228,25 @@ def test_16bit_input_with_float32_parameters_keeps_its_dtype(host_bn, training):
             outs.append((y.numpy().astype(np.float64), rm.numpy(), rv.numpy()))
     for a, r in zip(*outs, strict=True):
         np.testing.assert_allclose(a, r, rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.parametrize("name", ["float32", "float64"])
+def test_running_statistics_in_one_launch(host_bn, name):
+    """``nn.BatchNorm2d`` in training: the running statistics are updated by the kernel's
+    one launch and equal the portable update's over a few steps."""
+    cp, bn = host_bn
+    dt = _DT[name]
+    rng = np.random.default_rng(4)
+    xs = [rng.standard_normal((6, 3, 2, 2)).astype(dt) * (k + 1) for k in range(3)]
+    outs = []
+    for kern in (bn, None):
+        with use_kernel("batch_norm", kern):
+            m = nn.BatchNorm2d(3, momentum=0.3).to(dtype=getattr(vtl, name))
+            cp.log.clear()
+            for x in xs:
+                m(vtl.asarray(x))
+            if kern is not None:
+                assert cp.log.count("vtl_bn_running") == 3
+            outs.append((m.running_mean.numpy(), m.running_var.numpy()))
+    for a, r in zip(*outs, strict=True):
+        np.testing.assert_allclose(a, r, **_tol(name))

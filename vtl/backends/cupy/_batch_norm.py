@@ -10,7 +10,9 @@ where the portable path takes about a dozen array ops forward and twenty backwar
   slabs in order and derives mean, biased variance, ``1/sqrt(var + eps)`` and the
   per-channel factors, or the weight and bias gradients and the factors of ``dx``;
 * one elementwise pass (:data:`BN_APPLY`) writes ``y = (x - mean) * scale + bias`` or
-  ``dx = g * scale - (x - mean) * k - c``.
+  ``dx = g * scale - (x - mean) * k - c``;
+* the running statistics' update is one more launch (:data:`BN_RUNNING`), where the
+  portable update takes about ten array ops.
 
 float16/bfloat16 inputs are read and written as 16-bit words and computed in float32 (one
 rounding per result), with float32 statistics, and take float32 (or same-dtype) weight and
@@ -27,8 +29,8 @@ import numpy as np
 
 from .nn import FLOAT_NAMES, Spec, _Kernels, compute_dtype
 
-__all__ = ["BN_APPLY", "BN_BACKWARD_COEFFS", "BN_FORWARD_STATS", "BN_PARTIAL", "SPECS",
-           "CupyBatchNorm"]
+__all__ = ["BN_APPLY", "BN_BACKWARD_COEFFS", "BN_FORWARD_STATS", "BN_PARTIAL", "BN_RUNNING",
+           "SPECS", "CupyBatchNorm"]
 
 _I64 = np.int64
 _I32 = np.int32
@@ -129,7 +131,19 @@ BN_APPLY = Spec("vtl_bn_apply", (
   }
 """)
 
-SPECS = (BN_PARTIAL, BN_FORWARD_STATS, BN_BACKWARD_COEFFS, BN_APPLY)
+#: a thread per channel: ``rm = a * rm + b * mean``, ``rv = a * rv + bv * var`` (the running
+#: statistics' update; ``bv`` carries the unbiasing ``n / (n - 1)``)
+BN_RUNNING = Spec("vtl_bn_running", (
+    ("const A* __restrict__", "mean"), ("const A* __restrict__", "var"),
+    ("A* __restrict__", "rm"), ("A* __restrict__", "rv"), ("const long long", "C"),
+    ("const A", "a"), ("const A", "b"), ("const A", "bv")), r"""
+  const long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  rm[c] = a * rm[c] + b * mean[c];
+  rv[c] = a * rv[c] + bv * var[c];
+""")
+
+SPECS = (BN_PARTIAL, BN_FORWARD_STATS, BN_BACKWARD_COEFFS, BN_APPLY, BN_RUNNING)
 
 
 def _grid(n: int, per: int = _THREADS, cap: int = 1 << 16) -> int:
@@ -189,6 +203,29 @@ class CupyBatchNorm:
                 x, x, stats, stats, y, _I64(c), _I64(hw), _I64(x.size), _I32(0)))
             self.launches += 3
         return y, stats[0], stats[1], (x, stats, slabs, ti)
+
+    def update_running(self, mean: Any, var: Any, running_mean: Any, running_var: Any,
+                       momentum: float, count: int) -> bool:
+        """``running = (1 - momentum) * running + momentum * batch`` (the variance
+        unbiased by ``count / (count - 1)``) in place, in one launch, for the float32/float64
+        ``(C,)`` statistics of :meth:`forward` and running statistics of their dtype;
+        ``False`` (nothing done) otherwise."""
+        cp = self._cp
+        arrays = (mean, var, running_mean, running_var)
+        if not all(type(a) is cp.ndarray and a.ndim == 1 and a.flags.c_contiguous
+                   for a in arrays):
+            return False
+        dt = np.dtype(mean.dtype)
+        c = mean.shape[0]
+        if dt not in (np.float32, np.float64) or any(a.dtype != dt or a.shape != (c,)
+                                                     for a in arrays):
+            return False
+        with self._device_of(mean):
+            self._k.get(BN_RUNNING, dt)((_grid(c),), (_THREADS,), (
+                mean, var, running_mean, running_var, _I64(c), dt.type(1.0 - momentum),
+                dt.type(momentum), dt.type(momentum * count / (count - 1))))
+        self.launches += 1
+        return True
 
     def backward(self, saved: Any, w: Any, g: Any, need_x: bool, need_w: bool,
                  need_b: bool) -> tuple[Any, Any, Any] | None:

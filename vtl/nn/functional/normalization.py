@@ -266,12 +266,14 @@ def batch_norm(input: Any, running_mean: Any, running_var: Any, weight: Any = No
             out, mean, var = fused
         else:
             out, mean, var = _normalize(xp, input, axes, eps)
-        if running_mean is not None:
-            _write(running_mean, (1.0 - momentum) * detach(running_mean)
-                   + momentum * xp.reshape(detach(mean), (c,)))
-        if running_var is not None:
-            _write(running_var, (1.0 - momentum) * detach(running_var)
-                   + (momentum * n / (n - 1)) * xp.reshape(detach(var), (c,)))
+        if not _update_running_fused(input, mean, var, running_mean, running_var, momentum,
+                                     n):
+            if running_mean is not None:
+                _write(running_mean, (1.0 - momentum) * detach(running_mean)
+                       + momentum * xp.reshape(detach(mean), (c,)))
+            if running_var is not None:
+                _write(running_var, (1.0 - momentum) * detach(running_var)
+                       + (momentum * n / (n - 1)) * xp.reshape(detach(var), (c,)))
     else:
         if running_mean is None or running_var is None:
             raise ValueError("batch_norm(): running_mean and running_var are required in "
@@ -284,6 +286,26 @@ def batch_norm(input: Any, running_mean: Any, running_var: Any, weight: Any = No
     if input.dtype in LOW_FLOATING and out.dtype != input.dtype:
         out = xp.astype(out, input.dtype)  # float32 parameters: the input's dtype (PyTorch)
     return out
+
+
+def _update_running_fused(x: Any, mean: Any, var: Any, running_mean: Any, running_var: Any,
+                          momentum: float, n: int) -> bool:
+    """Both running statistics updated by the backend's batch_norm kernel in one launch
+    (``update_running``), where it has one for these arrays."""
+    if not all(isinstance(t, Tensor) for t in (x, mean, var, running_mean, running_var)):
+        return False
+    dev = x._device
+    upd = getattr(dev.backend.kernel("batch_norm"), "update_running", None)
+    if upd is None or running_mean._device is not dev or running_var._device is not dev:
+        return False
+    c = running_mean.shape[0] if running_mean.ndim == 1 else -1
+    xp = dev.xp
+    if not upd(xp.reshape(mean._data, (c,)), xp.reshape(var._data, (c,)), running_mean._data,
+               running_var._data, momentum, n):
+        return False
+    running_mean._bump_version()
+    running_var._bump_version()
+    return True
 
 
 def _batch_norm_tensor(x: Tensor, w: Tensor | None, b: Tensor | None, eps: float
