@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 
+import ml_dtypes
 import numpy as np
 import pytest
 from helpers import use_kernel
@@ -23,7 +24,8 @@ import vtl
 from vtl import nn
 from vtl.backends.cupy import rnn as S
 
-_VARIANTS = [(s, c, "int") for s in S.STEP_SPECS for c in ("float", "double")]
+_VARIANTS = [(s, c, "int") for s in S.STEP_SPECS for c in ("float", "double", "half", "bfloat16")]
+_LOW = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16)}
 
 
 @pytest.fixture(scope="module")
@@ -109,6 +111,34 @@ def test_step_backward_on_the_host(steps, dt, n, hs, which):
     assert none is None
 
 
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+def test_16bit_steps_on_the_host(steps, name):
+    """16-bit steps: read as 16-bit words, computed in float32, each result rounded once."""
+    cp, st = steps
+    dt = _LOW[name]
+    n, hs = 5, 20
+    rng = np.random.default_rng(8)
+    r = (lambda *shape: rng.standard_normal(shape).astype(dt))
+    g, h, c, w = r(n, 4 * hs), r(n, hs), r(n, hs), (r(4 * hs, hs) * 0.2).astype(dt)
+    out = tuple(np.empty(sh, dt) for sh in ((n, hs), (n, hs), (n, 4 * hs), (n, hs)))
+    got = st.step_forward(g, h, w, c, out)
+    ref = np_step(*(a.astype(np.float64) for a in (g, h, w, c)))
+    eps = float(np.finfo(dt).eps)
+    for a, b in zip(got, ref, strict=True):
+        assert a.dtype == dt
+        np.testing.assert_allclose(a.astype(np.float64), b, rtol=2 * eps, atol=2 * eps)
+    act, tc = got[2], got[3]
+    dz_next, dh2 = r(n, 4 * hs), r(n, hs)
+    dz, dcp = st.step_backward(act, c, tc, dz_next, w, None, dh2, None, True,
+                               np.empty((n, 4 * hs), dt))
+    rdz, rdcp = np_step_backward(*(None if a is None else a.astype(np.float64)
+                                   for a in (act, c, tc, dz_next, w, None, dh2, None)))
+    scale = float(np.abs(rdz).max())
+    np.testing.assert_allclose(dz.astype(np.float64), rdz, rtol=2 * eps, atol=2 * eps * scale)
+    np.testing.assert_allclose(dcp.astype(np.float64), rdcp, rtol=2 * eps,
+                               atol=2 * eps * float(np.abs(rdcp).max()))
+
+
 def test_steps_decline(steps):
     _, st = steps
     f = np.ones((2, 4), np.float32)
@@ -116,7 +146,7 @@ def test_steps_decline(steps):
                                                  np.empty((2, 1), np.float32))
     one = np.ones((2, 1), np.float32)
     assert st.step_forward(f.astype(np.float16), one, np.ones((4, 1), np.float32), one,
-                           out) is None
+                           out) is None  # mixed dtypes
     assert st.step_forward(f, one, np.ones((4, 1), np.float64), one, out) is None
 
 
@@ -168,6 +198,33 @@ def test_lstm_with_fused_steps_equals_portable(steps, dt, layers, bidirectional,
         want = _lstm_run(dt, layers, bidirectional, loss_on)
     for a, b in zip(got, want, strict=True):
         np.testing.assert_allclose(a, b, **_tol(dt))
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+def test_cupy_lstm_16bit_under_autocast(cupy_backend, name):
+    """Under autocast the LSTM runs in the low dtype through the fused steps: close to the
+    portable path."""
+    kern = cupy_backend.kernel("lstm_cell")
+    runs = []
+    for k in (kern, None):
+        with use_kernel("lstm_cell", k, backend="cupy"):
+            vtl.random.seed(3)
+            m = nn.LSTM(6, 20).to("cupy")
+            x = vtl.asarray(np.random.default_rng(1).standard_normal((5, 4, 6))
+                            .astype(np.float32), backend="cupy", requires_grad=True)
+            cell = nn.LSTMCell(6, 20).to("cupy")  # the pointwise kernels, in float32
+            with vtl.autocast("cupy", dtype=getattr(vtl, name)):
+                out, (hn, cn) = m(x)
+                h1, c1 = cell(x[0])
+            assert out.dtype == h1.dtype == getattr(vtl, name)
+            ((out.astype(vtl.float32) ** 2).sum() + (h1 * c1).astype(vtl.float32).sum()
+             ).backward()
+            runs.append([out.numpy().astype(np.float32), h1.numpy().astype(np.float32),
+                         x.grad.numpy()] + [p.grad.numpy() for p in m.parameters()]
+                        + [p.grad.numpy() for p in cell.parameters()])
+    tol = 3e-2 if name == "bfloat16" else 4e-3
+    for a, b in zip(*runs, strict=True):
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64])

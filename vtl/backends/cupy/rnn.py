@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from ._codegen import CTYPES
-from .nn import Spec, _Kernels
+from .nn import FLOAT_NAMES, Spec, _Kernels
 
 _RNN_PRELUDE = (
     "const ptrdiff_t H_ = (ptrdiff_t)H; const ptrdiff_t n_ = (ptrdiff_t)i / H_;\n"
@@ -151,6 +151,22 @@ class LstmCell(_ElementwiseCache):
         super().__init__(cupy)
         self.steps = LstmSteps(cupy)
 
+    def supports(self, dtype: Any) -> bool:
+        return np.dtype(dtype) in FLOAT_NAMES  # 16-bit: steps natively, cells in float32
+
+    def _wide(self, *arrays: Any) -> list[Any]:
+        f32 = np.dtype(np.float32)
+        return [None if a is None else a.astype(f32) for a in arrays]
+
+    @staticmethod
+    def _narrow(results: tuple, dt: Any, out: Any) -> tuple:
+        """float32 results rounded once to ``dt``, into ``out`` where given."""
+        if out is None:
+            return tuple(None if r is None else r.astype(dt) for r in results)
+        for o, r in zip(out, results, strict=True):
+            o[...] = r
+        return tuple(out)
+
     def step_forward(self, gates: Any, h: Any, w_hh: Any, c: Any, out: Any) -> Any:
         return self.steps.step_forward(gates, h, w_hh, c, out)
 
@@ -161,6 +177,8 @@ class LstmCell(_ElementwiseCache):
 
     def forward(self, z: Any, z2: Any, cprev: Any, out: Any = None
                 ) -> tuple[Any, Any, Any, Any]:
+        if z.dtype not in CTYPES:  # float16/bfloat16: computed in float32, rounded once
+            return self._narrow(self.forward(*self._wide(z, z2, cprev)), z.dtype, out)
         cp = self._cp
         hs = cprev.shape[-1]
         with z.device:
@@ -180,6 +198,14 @@ class LstmCell(_ElementwiseCache):
 
     def backward(self, act: Any, cprev: Any, tc: Any, dh: Any, dc: Any,
                  need_dc_prev: bool, dh2: Any = None, out: Any = None) -> tuple[Any, Any]:
+        if act.dtype not in CTYPES:  # float16/bfloat16: computed in float32, rounded once
+            dz, dcp = self.backward(*self._wide(act, cprev, tc, dh, dc), need_dc_prev,
+                                    *self._wide(dh2))
+            if out is not None:
+                out[...] = dz
+                dz = out
+            return (dz.astype(act.dtype, copy=False),
+                    None if dcp is None else dcp.astype(act.dtype))
         cp = self._cp
         if dh is None:
             dh, dh2 = dh2, None
@@ -340,8 +366,9 @@ STEP_SPECS = (LSTM_STEP_FORWARD, LSTM_STEP_BACKWARD)
 
 
 class LstmSteps:
-    """The fused LSTM time steps on CuPy arrays (float32, float64; C-contiguous operands,
-    or ``None`` to let the caller run the product and the cell separately)."""
+    """The fused LSTM time steps on CuPy arrays (float32, float64, and float16/bfloat16
+    computed in float32 and rounded once; C-contiguous operands, or ``None`` to let the
+    caller run the product and the cell separately)."""
 
     _device_of = staticmethod(lambda a: a.device)
 
@@ -353,7 +380,7 @@ class LstmSteps:
     def _ok(self, *arrays: Any) -> bool:
         nd = self._cp.ndarray
         dt = arrays[0].dtype
-        return dt in CTYPES and all(
+        return dt in FLOAT_NAMES and all(
             a is None or (type(a) is nd and a.dtype == dt and a.flags.c_contiguous)
             for a in arrays)
 
