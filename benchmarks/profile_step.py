@@ -9,6 +9,7 @@ Prints, for one of the mixed-precision steps of ``test_amp_bench.py``:
 
     python benchmarks/profile_step.py transformer-bf16 --backend cupy
     python benchmarks/profile_step.py cnn-fp16 --backend wgpu --steps 2
+    python benchmarks/profile_step.py transformer-bf16 --without attention   # portable path
 """
 
 from __future__ import annotations
@@ -68,7 +69,14 @@ def main() -> None:
     ap.add_argument("--backend", default="cupy")
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--without", action="append", default=[], metavar="KERNEL",
+                    help="run without the backend's kernel KERNEL (its portable path)")
+    ap.add_argument("--no-profile", action="store_true", help="only time the step")
     args = ap.parse_args()
+    be = vtl.backends.require(args.backend)
+    be.kernel("conv2d")  # the kernels are registered on first use
+    for name in args.without:
+        be._kernels.pop(name, None)
     step = STEPS[args.step](args.backend)
     sync = vtl.backends.require(args.backend).synchronize
     for _ in range(3):
@@ -79,7 +87,9 @@ def main() -> None:
         step()
     sync()
     print(f"{args.step} on {args.backend}: {(time.perf_counter() - t0) / args.steps * 1e3:.2f} "
-          f"ms per step")
+          f"ms per step" + (f" (without {', '.join(args.without)})" if args.without else ""))
+    if args.no_profile:
+        return
     if args.backend == "cupy":
         _kernel_table(step, sync, args.steps, args.top)
     pr = cProfile.Profile()
