@@ -247,3 +247,39 @@ def test_fit_with_compile_gives_the_same_history(backend):
     assert comp == eager
     for a, b in zip(pe, pc, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+def test_a_16bit_model_compiles_on_cupy(cupy_backend, name):
+    """A float16/bfloat16 model's Adam step runs in the fused kernel (float32 state), so a
+    captured step holds it: compiled training equals eager training, and both stay close
+    to the portable optimizer's (foreach=False)."""
+    runs = []
+    for compiled, foreach in ((False, None), (True, None), (False, False)):
+        vtl.random.seed(0)
+        net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3)).to("cupy")
+        net = net.to(dtype=getattr(vtl, name))
+        opt = optim.Adam(net.parameters(), lr=1e-2, foreach=foreach)
+        rng = np.random.default_rng(0)
+        x = vtl.asarray(rng.standard_normal((12, 8)).astype(np.float32), device="cupy")
+        x = x.astype(getattr(vtl, name))
+        y = vtl.asarray(rng.integers(0, 3, 12), device="cupy")
+
+        def step(x, y, net=net, opt=opt):
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(net(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        f = vtl.compile(step) if compiled else step
+        losses = [float(f(x, y)) for _ in range(8)]
+        if compiled:
+            assert f.captures == 1
+        assert all(s["exp_avg"].dtype == vtl.float32 for s in opt.state.values())
+        runs.append((losses, [p.numpy().astype(np.float32) for p in net.parameters()]))
+    assert runs[0][0] == runs[1][0]
+    for a, b in zip(runs[0][1], runs[1][1], strict=True):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(runs[0][1], runs[2][1], strict=True):
+        np.testing.assert_allclose(a, b, rtol=2e-2, atol=2e-2)

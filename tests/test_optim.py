@@ -677,3 +677,68 @@ def test_cuda_source_computes_the_program_on_the_host(tmp_path):
                     np.testing.assert_allclose(arrs[j], e, **tol,
                                                err_msg=f"{prog.name} {name} {dt}")
                     np.testing.assert_array_equal(arrs2[j], arrs[j])
+
+
+_SHIM16 = _SHIM + """
+#include <string.h>
+#define __device__
+#define __forceinline__ inline
+static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
+static inline double __longlong_as_double(long long i) { double d; memcpy(&d, &i, 8); return d; }
+static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
+static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
+"""
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+def test_cuda_source_16bit_parameters_on_the_host(tmp_path, name):
+    """The programs over 16-bit parameters and gradients with float32 states: computed in
+    float32 from the widened values, each written 16-bit array rounded once."""
+    import ctypes
+    import shutil
+    import subprocess
+
+    import ml_dtypes
+
+    from vtl.backends.cupy.optim import cuda_source
+
+    cxx = shutil.which("g++") or shutil.which("clang++")
+    if cxx is None:
+        pytest.skip("no C++ compiler")
+    dt = np.dtype(np.float16) if name == "float16" else np.dtype(ml_dtypes.bfloat16)
+    progs = [_programs.adam(amsgrad=False, weight_decay=True, decoupled=True, maximize=False),
+             _programs.sgd(momentum=True, first=False, nesterov=True, weight_decay=True,
+                           maximize=False)]
+    low = ("p", "g")
+    src = [_SHIM16] + [f"namespace n{i} {{\n{cuda_source(p, dt, f'k{i}', low_arrays=low)}}}\n"
+                       for i, p in enumerate(progs)]
+    (tmp_path / "k.cpp").write_text("".join(src))
+    lib = tmp_path / "k.so"
+    subprocess.run([cxx, "-O1", "-shared", "-fPIC", "-o", str(lib), str(tmp_path / "k.cpp")],
+                   check=True, capture_output=True)
+    so = ctypes.CDLL(str(lib))
+    rng = np.random.default_rng(3)
+    n = 9
+    for i, prog in enumerate(progs):
+        fn = getattr(so, f"k{i}")
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong,
+                       *[ctypes.c_float] * len(prog.scalars)]
+        scalars = tuple(float(x) for x in rng.uniform(0.1, 0.9, len(prog.scalars)))
+        arrs = [(rng.uniform(-0.2, 0.2, n) if a not in ("v", "vmax") else
+                 rng.uniform(0.5, 2.0, n)).astype(dt if a in low else np.float32)
+                for a in prog.arrays]
+        wide = [a.astype(np.float32) for a in arrs]
+        expected = prog.evaluate(np, [a.copy() for a in wide], scalars)
+        table = np.array([[a.ctypes.data for a in arrs]], dtype=np.uint64)
+        for t in range(n):
+            so.set_grid(0, n, t, 1)
+            fn(table.ctypes.data, np.zeros(1, np.int64).ctypes.data, 1, n, *scalars)
+        for w, e in zip(prog.writes, expected, strict=True):
+            got = arrs[prog.arrays.index(w)]
+            if w in low:
+                assert got.dtype == dt
+                np.testing.assert_array_equal(got.view(np.uint16),
+                                              np.asarray(e, np.float32).astype(dt)
+                                              .view(np.uint16), err_msg=f"{prog.name} {w}")
+            else:
+                np.testing.assert_allclose(got, e, rtol=1e-6, atol=1e-7)

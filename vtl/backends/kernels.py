@@ -331,7 +331,10 @@ class MultiTensorApplyKernel(Protocol):
     parameter, in ``program.arrays`` order, all of one dtype and device), with the
     per-launch ``scalars`` in ``program.scalars`` order; the arrays named in
     ``program.writes`` are updated in place, with the same arithmetic as
-    ``Program.evaluate``. ``supports(dtype)``: whether it takes tensors of ``dtype``.
+    ``Program.evaluate``. ``supports(dtype)``: whether it takes tensors of ``dtype``. A
+    kernel with ``low_params = True`` also takes float16/bfloat16 parameters and gradients
+    with float32 state arrays (``supports`` of the 16-bit dtype), computing in float32 and
+    rounding the written 16-bit arrays once.
     """
 
     def supports(self, dtype: Any) -> bool: ...

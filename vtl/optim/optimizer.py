@@ -9,12 +9,13 @@ all the parameters of a group that share device, dtype and hyper-parameters
 (the rule then is the equivalent :class:`~vtl.optim._programs.Program`).
 
 float16 and bfloat16 parameters keep their optimizer state (moments, momentum
-buffers, sums) in float32 and are updated by the portable rule in float32: the
-parameter and its gradient are read as float32, the rule runs, and the new value is
-rounded once into the parameter (so ``eps=1e-8`` and squared gradients do not
-underflow). No float32 master copy of the parameter is kept: updates smaller than
-half a unit in the last place of the low dtype are lost, as in PyTorch's optimizers
-on low-precision parameters (which keep their state in the parameter's dtype).
+buffers, sums) in float32 and are updated in float32 (by a backend's kernel that says
+``low_params``, else by the portable rule): the parameter and its gradient are read as
+float32, the rule runs, and the new value is rounded once into the parameter (so
+``eps=1e-8`` and squared gradients do not underflow). No float32 master copy of the
+parameter is kept: updates smaller than half a unit in the last place of the low dtype
+are lost, as in PyTorch's optimizers on low-precision parameters (which keep their state
+in the parameter's dtype).
 """
 
 from __future__ import annotations
@@ -186,8 +187,8 @@ class Optimizer:
                 last_dev = dev
                 kern = None if foreach is False else dev.backend.kernel("multi_tensor_apply")
             dtype = p._data.dtype
-            if dtype in LOW_FLOATING:  # float32 state: the portable rule in float32
-                portable.append((p, state))
+            if dtype in LOW_FLOATING and not getattr(kern, "low_params", False):
+                portable.append((p, state))  # float32 state: the portable rule in float32
             elif kern is not None and kern.supports(dtype):
                 prog, scalars = self._plan(p, state, group)
                 # Devices are interned and programs cached: ids are stable keys here
@@ -204,7 +205,7 @@ class Optimizer:
             prog, scalars, kern = plans[key]
             cap = _capture.current(items[0][0]._device)
             if cap is not None:  # the scalars of every replay's step come from the host
-                dyn = cap.scalars(scalars, items[0][0]._data.dtype)
+                dyn = cap.scalars(scalars, state_dtype(items[0][0]._data.dtype))
                 _capture.on_replay(partial(self._replay_bucket, group, items, prog, dyn))
                 scalars = dyn
             self._run_fused(kern, prog, scalars, items)
