@@ -549,6 +549,62 @@ def test_lstm_fused_steps_tile_edges(wgpu, monkeypatch):
         np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
 
 
+@pytest.mark.parametrize("name", ["float32", "float64", "float16", "bfloat16"])
+@pytest.mark.parametrize("shape", [(4, 3, 5, 5), (7, 2), (2, 5, 1, 9)])
+def test_batch_norm_kernel(wgpu, monkeypatch, name, shape):
+    """The batch_norm kernel (three dispatches each way, float32 statistics for 16-bit
+    inputs with float32 parameters) against float64 NumPy, rows in several slabs."""
+    import ml_dtypes
+    from test_cupy_batchnorm import reference
+
+    dt = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16)}.get(
+        name, np.dtype(name))
+    _skip_without(dt)
+    monkeypatch.setattr(_nn.BatchNorm, "SLAB_MIN", 7)
+    rng = np.random.default_rng(sum(shape))
+    x = (rng.standard_normal(shape) * 2 + 30).astype(dt)
+    g = rng.standard_normal(shape).astype(dt)
+    pdt = np.float32 if name in ("float16", "bfloat16") else dt
+    w, b = (rng.standard_normal(shape[1]).astype(pdt) for _ in range(2))
+    bn = vtl.backends.get("wgpu").kernel("batch_norm")
+    names = _dispatched(monkeypatch)
+    y, mean, var, saved = bn.forward(*(wx.asarray(a) for a in (x, w, b)), 1e-5)
+    dx, dw, db = bn.backward(saved, wx.asarray(w), wx.asarray(g), True, True, True)
+    assert names == ["batch_norm_partial", "batch_norm_stats", "batch_norm_apply",
+                     "batch_norm_partial", "batch_norm_coeffs", "batch_norm_apply"]
+    ref = reference(x, w, b, g, 1e-5)
+    eps = {"float64": 1e-11, "float32": 2e-5}.get(name, 4 * float(np.finfo(dt).eps))
+    for got, want, what in zip((y, mean, var, dx, dw, db), ref, "y mean var dx dw db".split(),
+                               strict=True):
+        got = np.asarray(got).astype(np.float64)
+        scale = float(np.abs(want).max()) + 1
+        tol = eps if what in ("y", "dx") or name == "float64" else 2e-5
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol * scale, err_msg=what)
+
+
+def test_batch_norm_layer_on_wgpu_matches_numpy(wgpu, monkeypatch):
+    """``nn.BatchNorm2d`` training steps with the kernel (and the running statistics'
+    one-dispatch update) against the numpy backend."""
+    rng = np.random.default_rng(2)
+    xs = [rng.standard_normal((6, 3, 4, 4)).astype(np.float32) * (k + 1) for k in range(3)]
+    res = []
+    for be in ("numpy", "wgpu"):
+        vtl.random.manual_seed(0)
+        m = nn.BatchNorm2d(3, momentum=0.3).to(be)
+        names = _dispatched(monkeypatch) if be == "wgpu" else []
+        grads = []
+        for x in xs:
+            t = vtl.asarray(x, backend=be, requires_grad=True)
+            (m(t) ** 2).sum().backward()
+            grads.append(t.grad.to("numpy").numpy())
+        res.append([*grads, m.running_mean.to("numpy").numpy(),
+                    m.running_var.to("numpy").numpy(), m.weight.grad.to("numpy").numpy()])
+        if be == "wgpu":
+            assert names.count("batch_norm_running") == 3
+    for got, want in zip(res[1], res[0], strict=True):
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_gru_cell_kernel_matches_numpy_backend(wgpu, monkeypatch, dtype):
     """A 2-layer bidirectional GRU over 6 steps and a GRUCell, forward and backward, with the

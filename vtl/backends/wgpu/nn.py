@@ -279,6 +279,141 @@ class LayerNorm:
         return (dx if need_x else None), dw, db
 
 
+class BatchNorm:
+    """``kernel("batch_norm")``: training-mode batch normalisation in three dispatches each
+    way (``wgsl/nn/batch_norm_*.wgsl``): per-channel sums in slabs (the deviations from the
+    channel's first element, so a large mean keeps its variance), an invocation per channel
+    for the statistics, one elementwise pass; and the running statistics' update in one
+    more. float32/float64, and float16/bfloat16 inputs computed in float32 with float32
+    weight and bias (autocast's case) and float32 statistics."""
+
+    takes_float32_params = True
+    #: workgroups the statistics dispatch aims at, and the fewest elements a slab gets
+    BLOCKS = 1024
+    SLAB_MIN = 4096
+
+    def __init__(self) -> None:
+        self.launches = 0
+        self._unused: dict = {}
+
+    @staticmethod
+    def _compute(dt: Any) -> Any:
+        return D.float64 if dt == D.float64 else D.float32
+
+    def supports(self, dtype: Any) -> bool:
+        return dtype in PRODUCT_FLOATS
+
+    def _stand_in(self, dt: Any) -> WgpuArray:
+        a = self._unused.get(dt)
+        if a is None:
+            a = self._unused[dt] = empty((1,), dt)
+        return a
+
+    def _kernel(self, name: str, sig: str, dt: Any) -> Any:
+        cdt = self._compute(dt)
+        return _kernels.kernel(name, sig, (dt, cdt), T=D.wgsl(dt), C=D.wgsl(cdt), D=dt.name,
+                               CD=cdt.name)
+
+    def _param(self, p: Any, c: int, dt: Any, cdt: Any) -> Any:
+        if p is None:
+            return None
+        if type(p) is not WgpuArray or p.shape != (c,) or p.dtype not in (dt, cdt):
+            return False
+        return contiguous(astype_raw(p, cdt) if p.dtype != cdt else p)
+
+    def forward(self, x: Any, w: Any, b: Any, eps: float) -> tuple | None:
+        if type(x) is not WgpuArray or x.ndim < 2 or x.dtype not in PRODUCT_FLOATS \
+                or 0 in x.shape:
+            return None
+        dt = x.dtype
+        cdt = self._compute(dt)
+        n, c = x.shape[:2]
+        hw = x.size // (n * c)
+        wa, ba = self._param(w, c, dt, cdt), self._param(b, c, dt, cdt)
+        if wa is False or ba is False or n * hw < 2:
+            return None
+        x = contiguous(x)
+        slabs = max(1, min(-(-self.BLOCKS // c), -(-(n * hw) // self.SLAB_MIN)))
+        part = empty((c * slabs * 2,), cdt)
+        stats = empty((5, c), cdt)
+        REC.dispatch(self._kernel("batch_norm_partial", "rrrw", dt),
+                     (x._st.buf, x._st.buf, stats._st.buf, part._st.buf),
+                     [c, hw, n * hw, slabs, 0, x._offset, x._offset, stats._offset,
+                      part._offset], c * slabs)
+        stand = self._stand_in(cdt)
+        flags = (1 if wa is not None else 0) | (2 if ba is not None else 0)
+        wb, bb = (stand if a is None else a for a in (wa, ba))
+        REC.dispatch(self._kernel("batch_norm_stats", "rrrrw", dt),
+                     (part._st.buf, x._st.buf, wb._st.buf, bb._st.buf, stats._st.buf),
+                     [c, hw, n * hw, slabs, flags, x._offset, wb._offset, bb._offset,
+                      stats._offset, part._offset, *words_for_scalar(eps, cdt)],
+                     groups_for(c))
+        y = empty(x.shape, dt)
+        self._apply(x, x, stats, stats, y, c, hw, 0)
+        self.launches += 3
+        return y, stats[0], stats[1], (x, stats, slabs)
+
+    def _apply(self, x: Any, g: Any, stats: Any, coef: Any, out: Any, c: int, hw: int,
+               mode: int) -> None:
+        REC.dispatch(self._kernel("batch_norm_apply", "rrrrw", x.dtype),
+                     (x._st.buf, g._st.buf, stats._st.buf, coef._st.buf, out._st.buf),
+                     [c, hw, x.size, mode, x._offset, g._offset, stats._offset,
+                      coef._offset, out._offset], groups_for(x.size))
+
+    def update_running(self, mean: Any, var: Any, running_mean: Any, running_var: Any,
+                       momentum: float, count: int) -> bool:
+        """The running statistics' update in one dispatch (see the CuPy kernel's)."""
+        arrays = (mean, var, running_mean, running_var)
+        if not all(type(a) is WgpuArray and a.ndim == 1 for a in arrays):
+            return False
+        dt = mean.dtype
+        c = mean.shape[0]
+        if dt not in _FLOATS or any(a.dtype != dt or a.shape != (c,) or not a._contig
+                                    for a in arrays) \
+                or mean._st is not var._st or running_mean._st.buf is running_var._st.buf:
+            return False
+        words = [c, mean._offset, var._offset, running_mean._offset, running_var._offset,
+                 *words_for_scalar(1.0 - momentum, dt), *words_for_scalar(momentum, dt),
+                 *words_for_scalar(momentum * count / (count - 1), dt)]
+        REC.dispatch(self._kernel("batch_norm_running", "rww", dt),
+                     (mean._st.buf, running_mean._st.buf, running_var._st.buf), words,
+                     groups_for(c))
+        self.launches += 1
+        return True
+
+    def backward(self, saved: Any, w: Any, g: Any, need_x: bool, need_w: bool,
+                 need_b: bool) -> tuple | None:
+        x, stats, slabs = saved
+        if type(g) is not WgpuArray or g.shape != x.shape or g.dtype not in PRODUCT_FLOATS:
+            return None
+        dt = x.dtype
+        cdt = stats.dtype
+        n, c = x.shape[:2]
+        hw = x.size // (n * c)
+        g = contiguous(astype_raw(g, dt) if g.dtype != dt else g)
+        part = empty((c * slabs * 2,), cdt)
+        REC.dispatch(self._kernel("batch_norm_partial", "rrrw", dt),
+                     (x._st.buf, g._st.buf, stats._st.buf, part._st.buf),
+                     [c, hw, n * hw, slabs, 1, x._offset, g._offset, stats._offset,
+                      part._offset], c * slabs)
+        wb = empty((2, c), cdt)
+        coef = empty((2, c), cdt)
+        REC.dispatch(self._kernel("batch_norm_coeffs", "rrww", dt),
+                     (part._st.buf, stats._st.buf, wb._st.buf, coef._st.buf),
+                     [c, n * hw, slabs, stats._offset, wb._offset, coef._offset,
+                      part._offset], groups_for(c))
+        self.launches += 2
+        dx = None
+        if need_x:
+            dx = empty(x.shape, dt)
+            self._apply(x, g, stats, coef, dx, c, hw, 1)
+            self.launches += 1
+        pdt = cdt if w is None else w.dtype
+        dw = (astype_raw(wb[0], pdt) if pdt != cdt else wb[0]) if need_w else None
+        db = (astype_raw(wb[1], pdt) if pdt != cdt else wb[1]) if need_b else None
+        return dx, dw, db
+
+
 class Gelu:
     """``kernel("gelu")`` for float32: one dispatch each way (``wgsl/nn/gelu.wgsl``, erfc by
     the portable code's rational approximations)."""
