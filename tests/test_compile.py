@@ -250,24 +250,30 @@ def test_fit_with_compile_gives_the_same_history(backend):
 
 
 @pytest.mark.parametrize("name", ["float16", "bfloat16"])
-def test_a_16bit_model_compiles_on_cupy(cupy_backend, name):
+@pytest.mark.parametrize("be", ["cupy", "wgpu"])
+def test_a_16bit_model_compiles(be, name):
     """A float16/bfloat16 model's Adam step runs in the fused kernel (float32 state), so a
     captured step holds it: compiled training equals eager training, and both stay close
     to the portable optimizer's (foreach=False)."""
+    b = vtl.backends.get(be)
+    if not b.is_available:
+        pytest.skip(f"{be} backend unavailable: {b.unavailable_reason}")
+    if not b.kernel("multi_tensor_apply").supports(getattr(vtl, name)):
+        pytest.skip(f"{be} has no {name}")
     runs = []
     for compiled, foreach in ((False, None), (True, None), (False, False)):
         vtl.random.seed(0)
-        net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3)).to("cupy")
+        net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3)).to(be)
         net = net.to(dtype=getattr(vtl, name))
         opt = optim.Adam(net.parameters(), lr=1e-2, foreach=foreach)
         rng = np.random.default_rng(0)
-        x = vtl.asarray(rng.standard_normal((12, 8)).astype(np.float32), device="cupy")
+        x = vtl.asarray(rng.standard_normal((12, 8)).astype(np.float32), device=be)
         x = x.astype(getattr(vtl, name))
-        y = vtl.asarray(rng.integers(0, 3, 12), device="cupy")
+        y = vtl.asarray(rng.integers(0, 3, 12), device=be)
 
         def step(x, y, net=net, opt=opt):
-            opt.zero_grad()
-            loss = nn.functional.cross_entropy(net(x), y)
+            opt.zero_grad()  # the loss in float32, as autocast computes it
+            loss = nn.functional.cross_entropy(net(x).astype(vtl.float32), y)
             loss.backward()
             opt.step()
             return loss

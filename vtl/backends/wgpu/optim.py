@@ -12,6 +12,9 @@ arrays sharing a buffer with another operand are copied to fresh contiguous
 arrays first (and written back afterwards when the program updates them), as
 the CuPy kernel does.
 
+float16/bfloat16 parameters and gradients are widened to float32 on load, computed with
+float32 state arrays and rounded once on store, as on cupy.
+
 The calling convention is the CuPy backend's (``vtl/backends/cupy/optim.py``):
 ``kern(program, tensors, scalars)`` with one tuple of arrays per parameter in
 ``program.arrays`` order, and ``kern.supports(dtype)``.
@@ -59,30 +62,46 @@ def _scalar_words(dt: np.dtype) -> int:
     return 3 if dt == D.float64 else 1
 
 
-def wgsl_source(prog: Any, dtype: Any) -> tuple[str, str, str]:
-    """Binding signature ('r'/'w' per array), declarations and body of ``prog``'s shader."""
+_LOW = (D.float16, D.bfloat16)
+
+
+def compute_dtype(dt: np.dtype) -> np.dtype:
+    """The dtype a program over ``dt`` parameters computes in (float32 for 16-bit)."""
+    return D.float32 if dt in _LOW else dt
+
+
+def wgsl_source(prog: Any, dtype: Any, low_arrays: tuple[str, ...] = ()
+                ) -> tuple[str, str, str]:
+    """Binding signature ('r'/'w' per array), declarations and body of ``prog``'s shader;
+    for float16/bfloat16 ``dtype`` the arrays named in ``low_arrays`` are of that dtype
+    (widened on load, rounded once on store) and the others float32."""
     dt = np.dtype(dtype)
-    t = D.wgsl(dt)
+    cdt = compute_dtype(dt)
+    t = D.wgsl(cdt)
     sig = "".join("w" if a in prog.writes else "r" for a in prog.arrays)
     decls = []
     for n, a in enumerate(prog.arrays):
         access = "read_write" if a in prog.writes else "read"
-        decls.append(f"@group(0) @binding({n}) var<storage, {access}> b_{a}: array<{t}>;")
+        at = D.wgsl(dt) if a in low_arrays else t
+        decls.append(f"@group(0) @binding({n}) var<storage, {access}> b_{a}: array<{at}>;")
     body = []
     k = 1
     for a in prog.arrays:
         body.append(f"  let j_{a} = pw({k}u) + i;")
-        body.append(f"  var v_{a}: {t} = b_{a}[j_{a}];")
+        body.append(f"  var v_{a}: {t} = {t}(b_{a}[j_{a}]);")
         k += 1
     for s in prog.scalars:
-        body.append(f"  let v_{s}: {t} = scal_{dt.name}({k}u);")
-        k += _scalar_words(dt)
+        body.append(f"  let v_{s}: {t} = scal_{cdt.name}({k}u);")
+        k += _scalar_words(cdt)
     for tmp in prog.temps:
         body.append(f"  var v_{tmp}: {t};")
     for target, expr in prog.body:
         body.append(f"  v_{target} = {_ident(expr)};")
     for a in prog.writes:
-        body.append(f"  b_{a}[j_{a}] = v_{a};")
+        if a in low_arrays:
+            body.append(f"  b_{a}[j_{a}] = wrap_{dt.name}({D.wgsl(dt)}(v_{a}));")
+        else:
+            body.append(f"  b_{a}[j_{a}] = v_{a};")
     return sig, "\n".join(decls) + "\n", "\n".join(body)
 
 
@@ -102,18 +121,24 @@ class MultiTensorApply:
         if _kernels._sources.get(_TEMPLATE_NAME) is None:
             _kernels._sources[_TEMPLATE_NAME] = _TEMPLATE
 
+    #: float16/bfloat16 parameters and gradients with float32 state arrays are taken
+    low_params = True
+
     def supports(self, dtype: Any) -> bool:
         dt = np.dtype(dtype)
-        if dt == D.float32:
+        if dt in (D.float32, D.bfloat16):
             return True
-        return dt == D.float64 and "shader-f64" in _runtime.get().features
+        feature = {D.float64: "shader-f64", D.float16: "shader-f16"}.get(dt)
+        return feature is not None and feature in _runtime.get().features
 
-    def _kernel(self, prog: Any, dt: np.dtype) -> tuple[Any, str]:
-        key = (prog.key, dt)
+    def _kernel(self, prog: Any, dt: np.dtype, low_arrays: tuple[str, ...] = ()
+                ) -> tuple[Any, str]:
+        key = (prog.key, dt, low_arrays)
         hit = self._kernels.get(key)
         if hit is None:
-            sig, decls, body = wgsl_source(prog, dt)
-            kern = _kernels.kernel(_TEMPLATE_NAME, sig, (dt,), DECLS=decls, BODY=body)
+            sig, decls, body = wgsl_source(prog, dt, low_arrays)
+            dtypes = (dt, compute_dtype(dt)) if low_arrays else (dt,)
+            kern = _kernels.kernel(_TEMPLATE_NAME, sig, dtypes, DECLS=decls, BODY=body)
             hit = self._kernels[key] = (kern, sig)
         return hit
 
@@ -123,16 +148,21 @@ class MultiTensorApply:
         if not tensors:
             return
         dt = np.dtype(tensors[0][0].dtype)
-        if 1 + len(prog.arrays) + _scalar_words(dt) * len(prog.scalars) > _MAX_WORDS:
+        cdt = compute_dtype(dt)
+        # 16-bit parameters: their 16-bit arrays (parameter, gradient) and float32 states
+        want = [dt if cdt == dt or a.dtype == dt else cdt for a in tensors[0]]
+        low_arrays = tuple(a for a, w in zip(prog.arrays, want, strict=True)
+                           if w == dt and cdt != dt)
+        if 1 + len(prog.arrays) + _scalar_words(cdt) * len(prog.scalars) > _MAX_WORDS:
             raise ValueError(f"multi_tensor_apply: program {prog.name} needs more than "
                              f"{_MAX_WORDS} immediate words")
-        kern, sig = self._kernel(prog, dt)
+        kern, sig = self._kernel(prog, dt, low_arrays)
         dynamic = isinstance(scalars, DynamicScalars)
 
         def encode(values: Any) -> list[int]:
             out: list[int] = []
             for v in values:
-                out += words_for_scalar(v, dt)[:_scalar_words(dt)]
+                out += words_for_scalar(v, cdt)[:_scalar_words(cdt)]
             return out
 
         swords = encode(scalars.values if dynamic else scalars)
@@ -142,14 +172,14 @@ class MultiTensorApply:
             bound: list[Any] = []
             back: list[tuple[Any, Any]] = []  # (original, copy) to write back
             seen: set[int] = set()
-            for a, mode in zip(arrs, sig, strict=True):
+            for a, mode, w in zip(arrs, sig, want, strict=True):
                 c = a
-                if a.dtype != dt:
-                    c = astype_raw(a, dt)
+                if a.dtype != w:
+                    c = astype_raw(a, w)
                 elif not a._contig or a.size != n:
                     c = contiguous(a)
                 if c._st.buf.uid in seen:  # the same buffer twice: give it its own copy
-                    c = astype_raw(c, dt)
+                    c = astype_raw(c, w)
                 seen.add(c._st.buf.uid)
                 if c is not a and mode == "w":
                     back.append((a, c))
