@@ -371,3 +371,33 @@ def test_gpu_kernel_matches_portable(p):
         ref = run()
     for a, r in zip(fused, ref, strict=True):
         np.testing.assert_allclose(a, r, rtol=2e-5, atol=1e-9)
+
+
+def test_wgpu_grad_scaler_unscale_kernel_matches_portable():
+    be = vtl.backends.get("wgpu")
+    if not be.is_available:
+        pytest.skip(f"wgpu backend unavailable: {be.unavailable_reason}")
+    kern = be.kernel("amp_unscale")
+    assert kern is not None
+    launches = kern.__self__.launches
+    _same_runs(_scaler_runs([kern, None], backend="wgpu"))
+    assert kern.__self__.launches > launches
+
+
+def test_wgpu_unscale_sets_the_flag():
+    be = vtl.backends.get("wgpu")
+    if not be.is_available:
+        pytest.skip(f"wgpu backend unavailable: {be.unavailable_reason}")
+    from vtl.backends import wgpu as wx
+
+    kern = be.kernel("amp_unscale")
+    arrays = [wx.asarray(np.full(n, 2.0, np.float32)) for n in (5000, 3, 1)]
+    inv, found = wx.asarray(np.float32(0.5)), wx.asarray(np.float32(0.0))
+    assert kern(arrays, inv, found)
+    assert float(np.asarray(found)) == 0.0
+    for a in arrays:
+        np.testing.assert_array_equal(np.asarray(a), 1.0)
+    arrays[0][4321] = np.inf
+    assert kern(arrays, inv, found) and float(np.asarray(found)) == 1.0
+    arrays[0][4321] = 0.0
+    assert kern(arrays, inv, found) and float(np.asarray(found)) == 1.0  # never cleared

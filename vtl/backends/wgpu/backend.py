@@ -117,4 +117,6 @@ def register(backend: Backend) -> None:
     backend.register_kernel("multi_tensor_apply", MultiTensorApply())  # fused optimizer step
     backend.register_kernel("philox", philox)
     backend.register_kernel("dropout", WgpuDropout())  # one dispatch each way, no mask
-    backend.register_kernel("grad_norm", WgpuGradNorm())  # a dispatch per 12 arrays, +1
+    grad_norm = WgpuGradNorm()
+    backend.register_kernel("grad_norm", grad_norm)  # a dispatch per 12 arrays, +1
+    backend.register_kernel("amp_unscale", grad_norm.unscale_)  # a dispatch per 11 arrays

@@ -284,15 +284,20 @@ class WgpuGradNorm:
         return kern
 
     @staticmethod
-    def _compile(name: str, dt: np.dtype, k: int, access: str, body: str, **subs: str) -> Any:
+    def _compile(name: str, dt: np.dtype, k: int, access: str, body: str,
+                 tail: str | None = None, **subs: str) -> Any:
+        """A pipeline over ``k`` arrays bound ``a0``.. with ``access``, then the bindings
+        ``tail`` (default: one, writable when the arrays are read-only)."""
         decls = "\n".join(f"@group(0) @binding({j}) var<storage, {access}> a{j}: "
                           f"array<{D.wgsl(dt)}>;" for j in range(k))
         cases = "\n".join(
             f"    case {j}u: {{ for (var t = 0u; t < 16u; t++) {{ let e = base + t * 256u;"
             f" if (e < size) {{ {body.replace('ARR', f'a{j}')} }} }} }}" for j in range(k))
-        sig = ("r" if access == "read" else "w") * k + ("w" if access == "read" else "r")
+        if tail is None:
+            tail = "w" if access == "read" else "r"
+        sig = ("r" if access == "read" else "w") * k + tail
         return _kernels.kernel(name, sig, (dt,), DECLS=decls, CASES=cases, K=k, KM1=k - 1,
-                               T=D.wgsl(dt), DT=dt.name, **subs)
+                               K1=k + 1, T=D.wgsl(dt), DT=dt.name, **subs)
 
     @staticmethod
     def _groups(arrays: list[tuple[Any, int]], k: int
@@ -337,6 +342,39 @@ class WgpuGradNorm:
         REC.dispatch(fin, (pbuf, out._st.buf), [part.size, part._offset, out._offset], 1)
         self.launches += len(groups) + 1
         return out
+
+    def unscale_(self, arrays: list[Any], inv_scale: Any, found: Any) -> bool:
+        """``kernel("amp_unscale")``: multiply float32/float64 ``arrays`` in place by the
+        0-d float32 ``inv_scale``, setting the 0-d float32 ``found`` to 1 where a product is
+        not finite; one dispatch per group of arrays. ``False`` (nothing done) for arrays it
+        does not take."""
+        if not any(a.size for a in arrays):
+            return True
+        got = self._arrays(arrays)
+        if got is None:
+            return False
+        arrays, dt = got
+        for t in (inv_scale, found):
+            if type(t) is not type(arrays[0][0]) or t.dtype != D.float32 or t.shape != ():
+                return False
+            if _overlap(arrays, t):
+                return False
+        if inv_scale._st.buf is found._st.buf:
+            return False
+        k = max(1, self._per_dispatch() - 1)
+        key = ("amp_unscale", dt, k, 0.0)
+        kern = self._pipelines.get(key)
+        if kern is None:
+            kern = self._pipelines[key] = self._compile(
+                "amp_unscale", dt, k, "read_write",
+                f"let o = off + e; let v = ARR[o] * c; ARR[o] = v; if (isnan_{dt.name}(v) || "
+                f"isinf_{dt.name}(v)) {{ flag[pw(2u)] = 1.0; }}", tail="rw")
+        for grp, words, chunks in self._groups(arrays, k):
+            REC.dispatch(kern, (*self._bufs(grp, k), inv_scale._st.buf, found._st.buf),
+                         [len(grp), inv_scale._offset, found._offset, 0, 0, 0, 0, 0,
+                          *words], chunks)
+            self.launches += 1
+        return True
 
     def clip_(self, arrays: list[Any], norm: Any, max_norm: float) -> bool:
         if not any(a.size for a in arrays):
