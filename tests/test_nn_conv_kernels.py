@@ -356,3 +356,27 @@ def test_cudnn_16bit_matches_float32(case, name, monkeypatch):
             scale = float(np.abs(r).max()) + 1.0
             np.testing.assert_allclose(a.astype(np.float32), r, rtol=4 * eps,
                                        atol=4 * eps * scale)
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+def test_cupy_16bit_grouped_convolution_with_frozen_weights(name):
+    """A 16-bit grouped convolution (which cuDNN's path leaves to the float32 im2col path)
+    with a weight that needs no gradient: the input gradient still comes back."""
+    if "cupy" not in vtl.backends.available_names():
+        pytest.skip("needs the cupy backend")
+    import ml_dtypes
+
+    dt = np.dtype(np.float16) if name == "float16" else np.dtype(ml_dtypes.bfloat16)
+    xs = RNG.standard_normal((2, 4, 6, 6)).astype(dt)
+    ws = RNG.standard_normal((4, 1, 3, 3)).astype(dt)
+    x = vtl.asarray(xs, backend="cupy", requires_grad=True)
+    w = vtl.asarray(ws, backend="cupy")
+    y = F.conv2d(x, w, None, 1, 1, 1, 4)
+    vtl.sum(y.astype(vtl.float32)).backward()
+    xr = vtl.asarray(xs.astype(np.float32), backend="cupy", requires_grad=True)
+    vtl.sum(F.conv2d(xr, vtl.asarray(ws.astype(np.float32), backend="cupy"), None, 1, 1, 1,
+                     4)).backward()
+    assert x.grad.dtype == getattr(vtl, name)
+    eps = float(np.finfo(dt).eps)
+    np.testing.assert_allclose(x.grad.numpy().astype(np.float32), xr.grad.numpy(),
+                               rtol=4 * eps, atol=4 * eps * 10)

@@ -401,6 +401,14 @@ def test_scatter_add_16bit_on_the_device(wgpu, monkeypatch, name):
         assert got.dtype == dt
         np.testing.assert_allclose(got.astype(np.float64), ref,
                                    atol=8 * float(np.finfo(dt).eps) * (np.abs(ref).max() + 1))
+    # an overflowing sum gives inf; its neighbours in the same 32-bit word keep their bits
+    big = float(np.finfo(dt).max)
+    t = wx.asarray(np.array([[big, np.inf], [np.nan, -0.0]], dt))
+    wx.scatter_add(t, wx.asarray(np.array([0, 0])), wx.asarray(np.array([[big, 1], [big, 1]],
+                                                                         dt)))
+    got = np.asarray(t)
+    assert np.isposinf(got[0, 0]) and np.isposinf(got[0, 1])
+    assert np.isnan(got[1, 0]) and got[1, 1] == 0 and np.signbit(got[1, 1])
 
 
 @given(st.data())
@@ -495,7 +503,7 @@ def test_lstm_cell_kernel_matches_numpy_backend(wgpu, monkeypatch, dtype, fused_
     from vtl.backends.wgpu.rnn import WgpuLstmSteps
 
     if not fused_steps:
-        monkeypatch.setattr(WgpuLstmSteps, "_fits", staticmethod(lambda: False))
+        monkeypatch.setattr(WgpuLstmSteps, "_fits", staticmethod(lambda *a: False))
     rng = np.random.default_rng(4)
     xs = rng.standard_normal((5, 3, 6)).astype(dtype)
     x1 = rng.standard_normal((3, 6)).astype(dtype)

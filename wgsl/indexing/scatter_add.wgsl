@@ -6,6 +6,7 @@
 @group(0) @binding(0) var<storage, read> idx: array<{{I}}>;
 @group(0) @binding(1) var<storage, read> val: array<{{T}}>;
 @group(0) @binding(2) var<storage, read_write> dst: array<atomic<{{AT}}>>;
+{{HELPERS}}
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,

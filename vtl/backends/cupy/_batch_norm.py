@@ -187,7 +187,8 @@ class CupyBatchNorm:
             if wa is False or ba is False or n * hw < 2:
                 return None
             x = cp.ascontiguousarray(x)
-            ti = np.int32 if x.size < 2**31 else np.int64
+            # 32-bit indices unless a grid-stride step could pass 2**31
+            ti = np.int32 if x.size + _grid(x.size) * _THREADS < 2**31 else np.int64
             slabs = max(1, min(-(-BN_BLOCKS // c), -(-(n * hw) // BN_SLAB_MIN)))
             part = cp.empty((c * slabs * 2,), dtype=np.float64)
             stats = cp.empty((5, c), dtype=adt)

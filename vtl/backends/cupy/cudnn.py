@@ -223,9 +223,11 @@ class CudnnConv2d(CupyConv2d):
                            stride: tuple[int, int], padding: tuple[int, int, int, int],
                            dilation: tuple[int, int], groups: int, need_x: bool,
                            need_w: bool, need_b: bool) -> tuple[Any, Any, Any]:
-        if isinstance(col, tuple) and col and col[0] == "wide":
-            return self._wide_backward(col[1], x_shape, w, g, stride, padding, dilation,
-                                       groups, need_x, need_w, need_b)
+        wide = isinstance(col, tuple) and col and col[0] == "wide"
+        if wide or (col is None and np.dtype(g.dtype).name in _LOW
+                    and not self._takes(g.dtype, groups)):  # e.g. grouped, frozen weights
+            return self._wide_backward(col[1] if wide else None, x_shape, w, g, stride,
+                                       padding, dilation, groups, need_x, need_w, need_b)
         if not (isinstance(col, tuple) and col and col[0] == "cudnn") and \
                 (col is not None or not self._takes(g.dtype, groups)):
             return super().backward_on_device(col, x_shape, w, g, stride, padding, dilation,
@@ -255,7 +257,7 @@ class CudnnConv2d(CupyConv2d):
             else:
                 dw = self._run(built, x, g, m.empty(w.shape, dtype=g.dtype))
         if need_b:
-            db = g.sum(axis=(0, 2, 3), dtype=_F32).astype(g.dtype, copy=False)
+            db = g.astype(_F32, copy=False).sum(axis=(0, 2, 3)).astype(g.dtype, copy=False)
         return dx, dw, db
 
     def _dgrad_fallback(self, x_shape: tuple, w: Any, g: Any, stride: tuple, padding: tuple,

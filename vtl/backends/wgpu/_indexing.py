@@ -446,6 +446,29 @@ def nonzero(x: WgpuArray, /) -> tuple[WgpuArray, ...]:
     return nonzero_device(x)
 
 
+#: float32 -> float16 bits, rounded to nearest even (overflow to inf, nan kept): defined for
+#: every input, where pack2x16float is not outside float16's finite range
+_F16_BITS = """
+fn f16_bits(f: f32) -> u32 {
+  let u = bitcast<u32>(f);
+  let s = (u >> 16u) & 0x8000u;
+  let a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) { return s | 0x7e00u | ((a >> 13u) & 0x3ffu); }
+  if (a >= 0x47800000u) { return s | 0x7c00u; }
+  if (a >= 0x38800000u) { return s | ((a - 0x38000000u + 0xfffu + ((a >> 13u) & 1u)) >> 13u); }
+  let e = a >> 23u;
+  if (e < 102u) { return s; }
+  let m = (a & 0x7fffffu) | 0x800000u;
+  let sh = 126u - e;
+  var r = m >> sh;
+  let rem = m & ((1u << sh) - 1u);
+  let half = 1u << (sh - 1u);
+  if (rem > half || (rem == half && (r & 1u) == 1u)) { r += 1u; }
+  return s | r;
+}
+"""
+
+
 def scatter_add(target: WgpuArray, indices: WgpuArray, values: WgpuArray) -> WgpuArray:
     """``target[indices[i]] += values[i]`` along axis 0, repeated indices accumulating.
 
@@ -474,26 +497,27 @@ def scatter_add(target: WgpuArray, indices: WgpuArray, values: WgpuArray) -> Wgp
     if not (v._contig and v._shape == (k,) + target.shape[1:]):
         v = contiguous(broadcast_to(values, (k,) + target.shape[1:]))
     n = k * rowsize
+    helpers = ""
     if t == "f32":
         at = "u32"
         add = ("var old = atomicLoad(&dst[j]);\n  loop {\n"
                "    let r = atomicCompareExchangeWeak(&dst[j], old, "
                f"bitcast<u32>(wrap_{target.dtype.name}(bitcast<f32>(old) + v)));\n"
                "    if (r.exchanged) { break; }\n    old = r.old_value;\n  }")
-    elif t == "f16":  # the element is one half of a 32-bit word
+    elif t == "f16":  # the element is one half of a 32-bit word; the other keeps its bits
         at = "u32"
-        add = ("let w = j >> 1u;\n  let hi = (j & 1u) == 1u;\n"
+        add = ("let w = j >> 1u;\n  let sh = (j & 1u) * 16u;\n"
                "  var old = atomicLoad(&dst[w]);\n  loop {\n"
-               "    var p = unpack2x16float(old);\n"
-               "    if (hi) { p.y = f32(f16(p.y + f32(v))); }"
-               " else { p.x = f32(f16(p.x + f32(v))); }\n"
-               "    let r = atomicCompareExchangeWeak(&dst[w], old, pack2x16float(p));\n"
+               "    let bits = f16_bits(unpack2x16float(old)[j & 1u] + f32(v));\n"
+               "    let nw = (old & ~(0xffffu << sh)) | (bits << sh);\n"
+               "    let r = atomicCompareExchangeWeak(&dst[w], old, nw);\n"
                "    if (r.exchanged) { break; }\n    old = r.old_value;\n  }")
+        helpers = _F16_BITS
     else:
         at = t
         add = "atomicAdd(&dst[j], v);"
     kern = _kernels.kernel("scatter_add", "rrw", (target.dtype,), T=t, AT=at, ADD=add,
-                           I=D.wgsl(idx.dtype))
+                           I=D.wgsl(idx.dtype), HELPERS=helpers)
     REC.dispatch(kern, (idx._st.buf, v._st.buf, target._st.buf),
                  [n, target._offset, idx._offset, v._offset, rowsize,
                   idx._strides[0] if idx.ndim else 0, n0], groups_for(n))

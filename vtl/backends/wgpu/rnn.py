@@ -140,8 +140,10 @@ class WgpuLstmSteps(_Cell):
     (``wgsl/nn/lstm_step_fwd.wgsl``, ``lstm_step_bwd.wgsl``): a 16 x 16 workgroup per 16
     batch rows x 16 hidden units, ``h``/``dz`` and ``W_hh`` tiles in workgroup memory."""
 
-    #: storage bindings of the backward kernel (a device with fewer per stage declines)
-    BINDINGS = 10
+    #: storage bindings of the forward and backward kernels (a device with fewer per stage
+    #: declines), and the forward's workgroup memory per element size
+    BINDINGS = {"lstm_step_fwd": 8, "lstm_step_bwd": 10}
+    SHARED_ELEMENTS = 512 + 2048
 
     def _kernel(self, name: str, sig: str, dt: Any, **flags: int) -> Any:
         key = (name, dt, *flags.items())
@@ -153,11 +155,15 @@ class WgpuLstmSteps(_Cell):
         return k
 
     @staticmethod
-    def _fits() -> bool:
+    def _fits(name: str, dt: Any) -> bool:
+        """Whether the device's limits take kernel ``name`` over ``dt``."""
         from . import _runtime
 
-        per_stage = _runtime.get().limits.get("max-storage-buffers-per-shader-stage", 8)
-        return int(per_stage) >= WgpuLstmSteps.BINDINGS
+        limits = _runtime.get().limits
+        per_stage = int(limits.get("max-storage-buffers-per-shader-stage", 8))
+        shared = int(limits.get("max-compute-workgroup-storage-size", 16384))
+        return per_stage >= WgpuLstmSteps.BINDINGS[name] and \
+            shared >= WgpuLstmSteps.SHARED_ELEMENTS * D.itemsize(dt)
 
     @staticmethod
     def _same(a: Any, b: Any) -> bool:
@@ -168,7 +174,8 @@ class WgpuLstmSteps(_Cell):
         """``(h, c, act, tc)`` of one step written into ``out``; ``None`` to decline."""
         arrays = (gates, h, w_hh, c, *out)
         if not all(type(a) is WgpuArray and a.dtype == gates.dtype for a in arrays) \
-                or gates.dtype not in _FLOATS or h.ndim != 2 or not self._fits():
+                or gates.dtype not in _FLOATS or h.ndim != 2 \
+                or not self._fits("lstm_step_fwd", gates.dtype):
             return None
         hout, cout, act, tc = out
         n, hs = h.shape
@@ -197,7 +204,8 @@ class WgpuLstmSteps(_Cell):
         given = [a for a in (act, c_prev, tc, dz_next, w_hh, dh, dh2, dc, out) if a is not None]
         dt = act.dtype
         if not all(type(a) is WgpuArray and a.dtype == dt for a in given) \
-                or dt not in _FLOATS or tc.ndim != 2 or not out._contig or not self._fits():
+                or dt not in _FLOATS or tc.ndim != 2 or not out._contig \
+                or not self._fits("lstm_step_bwd", dt):
             return None
         n, hs = tc.shape
         dcp = empty((n, hs), dt) if need_dc_prev else None

@@ -265,7 +265,12 @@ def batch_norm(input: Any, running_mean: Any, running_var: Any, weight: Any = No
         if fused is not None:  # one graph node, the affine part included
             out, mean, var = fused
         else:
-            out, mean, var = _normalize(xp, input, axes, eps)
+            src = input
+            if input.dtype in LOW_FLOATING and any(
+                    t is not None and t.dtype == float32
+                    for t in (weight, bias, running_mean, running_var)):
+                src = xp.astype(input, float32)  # float32 statistics, as the kernels keep
+            out, mean, var = _normalize(xp, src, axes, eps)
         if not _update_running_fused(input, mean, var, running_mean, running_var, momentum,
                                      n):
             if running_mean is not None:
