@@ -7,7 +7,8 @@ recurrent product and the cell in one launch each way.
 * Behind ``nn.LSTM`` on the numpy backend (the host build registered as its
   ``lstm_cell`` kernel): outputs and every gradient equal the portable path's, for one
   and two layers, bidirectional, and a loss on ``h_n`` only.
-* On a GPU (the cupy backend): ``nn.LSTM`` with the fused steps against the portable path.
+* On a GPU (the cupy backend): ``nn.LSTM`` with the fused steps against the portable path,
+  and ``nn.LSTM``/``nn.GRU`` under 16-bit autocast.
 """
 
 from __future__ import annotations
@@ -222,6 +223,29 @@ def test_cupy_lstm_16bit_under_autocast(cupy_backend, name):
             runs.append([out.numpy().astype(np.float32), h1.numpy().astype(np.float32),
                          x.grad.numpy()] + [p.grad.numpy() for p in m.parameters()]
                         + [p.grad.numpy() for p in cell.parameters()])
+    tol = 3e-2 if name == "bfloat16" else 4e-3
+    for a, b in zip(*runs, strict=True):
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+def test_cupy_gru_16bit_under_autocast(cupy_backend, name):
+    """The GRU cell kernel takes autocast's 16-bit gates (computed in float32): close to
+    the portable path."""
+    kern = cupy_backend.kernel("gru_cell")
+    runs = []
+    for k in (kern, None):
+        with use_kernel("gru_cell", k, backend="cupy"):
+            vtl.random.seed(3)
+            m = nn.GRU(6, 20).to("cupy")
+            x = vtl.asarray(np.random.default_rng(1).standard_normal((5, 4, 6))
+                            .astype(np.float32), backend="cupy", requires_grad=True)
+            with vtl.autocast("cupy", dtype=getattr(vtl, name)):
+                out, hn = m(x)
+            assert out.dtype == getattr(vtl, name)
+            (out.astype(vtl.float32) ** 2).sum().backward()
+            runs.append([out.numpy().astype(np.float32), x.grad.numpy()]
+                        + [p.grad.numpy() for p in m.parameters()])
     tol = 3e-2 if name == "bfloat16" else 4e-3
     for a, b in zip(*runs, strict=True):
         np.testing.assert_allclose(a, b, rtol=tol, atol=tol)

@@ -130,7 +130,14 @@ class _ElementwiseCache:
         self._kernels: dict[tuple, Any] = {}
 
     def supports(self, dtype: Any) -> bool:
-        return np.dtype(dtype) in CTYPES
+        return np.dtype(dtype) in FLOAT_NAMES  # 16-bit cells: computed in float32
+
+    @staticmethod
+    def _wide(*arrays: Any) -> list[Any]:
+        """The arrays as float32 (``None`` kept): a 16-bit cell runs the float32 kernel and
+        its results are rounded once."""
+        f32 = np.dtype(np.float32)
+        return [None if a is None else a.astype(f32) for a in arrays]
 
     def _get(self, spec: Any, *flags: bool) -> Any:
         key = (spec.__name__, *flags)
@@ -150,13 +157,6 @@ class LstmCell(_ElementwiseCache):
     def __init__(self, cupy: Any) -> None:
         super().__init__(cupy)
         self.steps = LstmSteps(cupy)
-
-    def supports(self, dtype: Any) -> bool:
-        return np.dtype(dtype) in FLOAT_NAMES  # 16-bit: steps natively, cells in float32
-
-    def _wide(self, *arrays: Any) -> list[Any]:
-        f32 = np.dtype(np.float32)
-        return [None if a is None else a.astype(f32) for a in arrays]
 
     @staticmethod
     def _narrow(results: tuple, dt: Any, out: Any) -> tuple:
@@ -223,9 +223,12 @@ class LstmCell(_ElementwiseCache):
 
 
 class GruCell(_ElementwiseCache):
-    """``kernels["gru_cell"]``: the GRU cell's pointwise part, one launch each way."""
+    """``kernels["gru_cell"]``: the GRU cell's pointwise part, one launch each way
+    (float16/bfloat16 computed in float32 and rounded once)."""
 
     def forward(self, x: Any, hg: Any, hprev: Any) -> tuple[Any, Any]:
+        if x.dtype not in CTYPES:  # float16/bfloat16: computed in float32, rounded once
+            return tuple(a.astype(x.dtype) for a in self.forward(*self._wide(x, hg, hprev)))
         cp = self._cp
         hs = hprev.shape[-1]
         with x.device:
@@ -236,6 +239,9 @@ class GruCell(_ElementwiseCache):
 
     def backward(self, act: Any, hprev: Any, dh: Any,
                  need_dh_prev: bool) -> tuple[Any, Any, Any]:
+        if act.dtype not in CTYPES:  # float16/bfloat16: computed in float32, rounded once
+            return tuple(None if a is None else a.astype(act.dtype)
+                         for a in self.backward(*self._wide(act, hprev, dh), need_dh_prev))
         cp = self._cp
         hs = hprev.shape[-1]
         with act.device:
