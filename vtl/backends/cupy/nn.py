@@ -188,10 +188,11 @@ BIAS_ADD = Spec("vtl_bias_add", (
 #: ``b / nbx`` (``S`` slabs of ``ceil(M / S)`` rows), eight row phases per column summed in
 #: a fixed order (in double). With one slab the sum is rounded into ``out``; with more each
 #: slab's sums go to ``part[slab * N + j]`` and :data:`COL_SUM_FINISH` adds them in order.
-COL_SUM = Spec("vtl_col_sum", (
-    ("const T* __restrict__", "g"), ("T* __restrict__", "out"), ("double* __restrict__", "part"),
-    ("const long long", "M"), ("const long long", "N"), ("const long long", "sgm"),
-    ("const long long", "sgn"), ("const long long", "S")), r"""
+def _col_sum_spec(name: str, g_type: str, load: str) -> Spec:
+    return Spec(name, (
+        (g_type, "g"), ("T* __restrict__", "out"), ("double* __restrict__", "part"),
+        ("const long long", "M"), ("const long long", "N"), ("const long long", "sgm"),
+        ("const long long", "sgn"), ("const long long", "S")), r"""
   __shared__ double part_[8][33];
   const long long nbx = (N + 31) / 32;
   const long long slab = blockIdx.x / nbx;
@@ -201,7 +202,7 @@ COL_SUM = Spec("vtl_col_sum", (
   double acc = 0;
   if (col < N) {
     for (long long m = slab * rows + threadIdx.y; m < m1; m += 8)
-      acc += (double)vtl_ld(g[m * sgm + col * sgn]);
+      acc += (double)""" + load + r""";
   }
   part_[threadIdx.y][threadIdx.x] = acc;
   __syncthreads();
@@ -212,6 +213,14 @@ COL_SUM = Spec("vtl_col_sum", (
     else part[slab * N + col] = s;
   }
 """)
+
+
+COL_SUM = _col_sum_spec("vtl_col_sum", "const T* __restrict__",
+                        "vtl_ld(g[m * sgm + col * sgn])")
+#: :data:`COL_SUM` of values already in the compute type ``A`` (float32 products of 16-bit
+#: data), rounded once into ``T``
+COL_SUM_WIDE = _col_sum_spec("vtl_col_sum_wide", "const A* __restrict__",
+                             "g[m * sgm + col * sgn]")
 
 #: ``out[j] = sum_s part[s * N + j]`` in slab order (the second launch of :data:`COL_SUM`)
 COL_SUM_FINISH = Spec("vtl_col_sum_finish", (
@@ -473,8 +482,8 @@ def _gelu_spec(which: str, form: str) -> Spec:
 #: the GELU kernels of float16 and bfloat16 arrays, by (direction, form)
 GELU_SPECS = {key: _gelu_spec(*key) for key in GELU_BODIES}
 
-SPECS = (BIAS_ADD, COL_SUM, COL_SUM_FINISH, RELU_BACKWARD, CROSS_ENTROPY, CROSS_ENTROPY_GRAD,
-         LAYER_NORM_FWD, LAYER_NORM_BWD, *GELU_SPECS.values())
+SPECS = (BIAS_ADD, COL_SUM, COL_SUM_WIDE, COL_SUM_FINISH, RELU_BACKWARD, CROSS_ENTROPY,
+         CROSS_ENTROPY_GRAD, LAYER_NORM_FWD, LAYER_NORM_BWD, *GELU_SPECS.values())
 
 #: largest M * C and M whose cross-entropy (rows and reduction) runs in one block, one
 #: launch (eight warps, each a row at a time: at most 64 rows per warp)
@@ -502,11 +511,13 @@ def _elem_strides(a: Any) -> tuple[int, ...] | None:
     return tuple(out)
 
 
-def column_sums(kernels: Any, cupy: Any, g: Any) -> tuple[Any, int] | None:
+def column_sums(kernels: Any, cupy: Any, g: Any, dtype: Any = None) -> tuple[Any, int] | None:
     """``(sum(g, axis=0), launches)`` of a 2-D ``g`` by :data:`COL_SUM` (and
     :data:`COL_SUM_FINISH` when the rows are split into slabs): summed in double in a fixed
     order and rounded once, so deterministic; ``None`` when a stride is not a whole
-    element."""
+    element. ``dtype``: a 16-bit result of float32 ``g`` (:data:`COL_SUM_WIDE`)."""
+    out_dt = g.dtype if dtype is None else np.dtype(dtype)
+    spec = COL_SUM if out_dt == g.dtype else COL_SUM_WIDE
     m, n = g.shape
     st = _elem_strides(g)
     if st is None:
@@ -515,14 +526,14 @@ def column_sums(kernels: Any, cupy: Any, g: Any) -> tuple[Any, int] | None:
     slabs = 1
     if m > 2 * COL_SUM_SLAB_ROWS:
         slabs = max(1, min(-(-COL_SUM_BLOCKS // nbx), -(-m // COL_SUM_SLAB_ROWS)))
-    out = cupy.empty((n,), dtype=g.dtype)
+    out = cupy.empty((n,), dtype=out_dt)
     part = cupy.empty((slabs if slabs > 1 else 0, n), dtype=np.float64)
-    kernels.get(COL_SUM, g.dtype)((nbx * slabs,), (32, 8), (
+    kernels.get(spec, out_dt)((nbx * slabs,), (32, 8), (
         g, out, part, _I64(m), _I64(n), _I64(st[0]), _I64(st[1]), _I64(slabs)))
     if slabs == 1:
         return out, 1
-    kernels.get(COL_SUM_FINISH, g.dtype)((-(-n // 256),), (256,), (part, out, _I64(n),
-                                                                    _I64(slabs)))
+    kernels.get(COL_SUM_FINISH, out_dt)((-(-n // 256),), (256,), (part, out, _I64(n),
+                                                                   _I64(slabs)))
     return out, 2
 
 
@@ -845,15 +856,13 @@ class CupyLayerNorm:
             self.launches += 1
             dw = db = None
             if need_w:
-                dw = self._column_sums(gxh)
-                if dw.dtype != dt:
-                    dw = dw.astype(dt)
+                dw = self._column_sums(gxh, dt)  # float32 products: rounded once
             if need_b:
                 db = self._column_sums(g)
         return (dx if need_x else None), dw, db
 
-    def _column_sums(self, a: Any) -> Any:
-        out, launches = column_sums(self._k, self._cp, a)  # contiguous: whole strides
+    def _column_sums(self, a: Any, dtype: Any = None) -> Any:
+        out, launches = column_sums(self._k, self._cp, a, dtype)  # contiguous: whole strides
         self.launches += launches
         return out
 
