@@ -138,6 +138,31 @@ def test_linear_grad_weight_of_a_deep_product_splits_its_depth(wgpu, m, n_out, n
                                atol=tol)
 
 
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+def test_16bit_deep_product_sums_float32_partials(wgpu, name):
+    """A split-K 16-bit product (and its row sums) keeps float32 partials and rounds the
+    sum once: within half a unit in the last place of the float64 result."""
+    import ml_dtypes
+
+    dt = np.dtype(np.float16) if name == "float16" else np.dtype(ml_dtypes.bfloat16)
+    _skip_without(dt)
+    m, n_out, n_in = 3000, 10, 27
+    rng = np.random.default_rng(5)
+    g = (rng.standard_normal((m, n_out)) * 0.1).astype(dt)
+    x = (rng.standard_normal((m, n_in)) * 0.1).astype(dt)
+    xp = wgpu.xp
+    gw, gb = _nn.linear_grad_weight(xp.asarray(g), xp.asarray(x), True)
+    g64, x64 = g.astype(np.float64), x.astype(np.float64)
+    for got, want, mag in ((gw, g64.T @ x64, np.abs(g64).T @ np.abs(x64)),
+                           (gb, g64.sum(0), np.abs(g64).sum(0))):
+        got = xp.to_numpy(got)
+        assert got.dtype == dt
+        ulp = float(np.finfo(dt).eps) * 2.0 ** np.floor(np.log2(np.abs(want)))
+        err = np.abs(got.astype(np.float64) - want)
+        # half an ulp of the 16-bit result, plus float32 accumulation error
+        assert np.all(err <= 0.5 * ulp + 1e-6 * mag), float(np.max(err / ulp))
+
+
 def test_split_depth_only_for_deep_products_with_few_tiles(monkeypatch):
     from vtl.backends.wgpu import _linalg
 

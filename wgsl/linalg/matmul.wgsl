@@ -9,7 +9,7 @@
 // widened on load, the result rounded once on store), else the operands' type.
 @group(0) @binding(0) var<storage, read> A: array<{{T}}>;
 @group(0) @binding(1) var<storage, read> B: array<{{T}}>;
-@group(0) @binding(2) var<storage, read_write> C: array<{{T}}>;
+@group(0) @binding(2) var<storage, read_write> C: array<{{O}}>;
 var<workgroup> As: array<vec4<{{C}}>, 256>;
 var<workgroup> Bs: array<vec4<{{C}}>, 256>;
 // whether A's columns (B's columns) are its contiguous axis: a transposed view
@@ -119,7 +119,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (row < M) {
       let v = rows[r];
       for (var c = 0u; c < 4u; c++) {
-        if (col + c < N) { C[cBase + row * N + col + c] = wrap_{{D}}({{T}}({{EPI}})); }
+        if (col + c < N) { C[cBase + row * N + col + c] = wrap_{{OD}}({{O}}({{EPI}})); }
       }
     }
   }

@@ -63,15 +63,19 @@ def cols_contiguous(sa: tuple, sb: tuple) -> tuple[bool, bool]:
 
 
 def matmul_kernel(dt, layout: tuple[bool, bool], sig: str = "rrw",
-                  epi: dict = PLAIN) -> _kernels.Kernel:
+                  epi: dict = PLAIN, out=None) -> _kernels.Kernel:
     """The matmul kernel of ``dt`` for operands laid out as ``layout`` (``cols_contiguous``)
     with the epilogue ``epi`` and the bindings ``sig``: ``'rrw'`` for the plain product, one
-    more binding for an epilogue of ``_nn`` (each has its own ``sig``)."""
-    key = (dt, layout, sig)
+    more binding for an epilogue of ``_nn`` (each has its own ``sig``). ``out``: the
+    dtype of the results (and row sums), ``dt`` unless given (float32 partials of 16-bit
+    products that are summed before they are rounded)."""
+    out = dt if out is None else out
+    key = (dt, layout, sig, out)
     k = _MATMUL_KERNELS.get(key)
     if k is None:
         k = _MATMUL_KERNELS[key] = _kernels.kernel(
-            "matmul", sig, (dt,), T=D.wgsl(dt), D=dt.name, **epi,
+            "matmul", sig, (dt,) if out == dt else (dt, out), T=D.wgsl(dt), D=dt.name,
+            O=D.wgsl(out), OD=out.name, **epi,
             C="f32" if D.wgsl(dt) == "f16" else D.wgsl(dt),
             ACOLS="true" if layout[0] else "false", BCOLS="true" if layout[1] else "false")
     return k
@@ -106,15 +110,17 @@ def split_product(a: WgpuArray, b: WgpuArray, depth: int, rowsum: dict | None = 
     parts = full + (rest > 0)
     sam, sak = a._strides
     sbk, sbn = b._strides
-    acc = empty((parts, M, N), dt)
+    # 16-bit products keep float32 partials, summed and then rounded once
+    pdt = D.float32 if dt in (D.float16, D.bfloat16) else dt
+    acc = empty((parts, M, N), pdt)
     layout = cols_contiguous(a._strides, b._strides)
     bufs: tuple = (a._st.buf, b._st.buf, acc._st.buf)
     if rowsum is not None:
-        k = matmul_kernel(dt, layout, "rrww", rowsum)
-        rs = empty((parts, M), dt)
+        k = matmul_kernel(dt, layout, "rrww", rowsum, out=pdt)
+        rs = empty((parts, M), pdt)
         bufs += (rs._st.buf,)
     else:
-        k = matmul_kernel(dt, layout)
+        k = matmul_kernel(dt, layout, out=pdt)
     gx, gy = -(-N // _TILE), -(-M // _TILE)
     nw = 12 if rowsum is None else 13
     words = [M, N, depth, a._offset, b._offset, 0, depth * sak, sam, sak, depth * sbk, sbk,
@@ -124,8 +130,12 @@ def split_product(a: WgpuArray, b: WgpuArray, depth: int, rowsum: dict | None = 
         words = [M, N, rest, a._offset + full * depth * sak, b._offset + full * depth * sbk,
                  full * M * N, 0, sam, sak, 0, sbk, sbn, full * M]
         REC.dispatch(k, bufs, words[:nw], gx, gy, 1)
-    return (_reduction.sum(acc, axis=0, dtype=dt),
-            None if rowsum is None else _reduction.sum(rs, axis=0, dtype=dt))
+    total = _reduction.sum(acc, axis=0, dtype=pdt)
+    rows = None if rowsum is None else _reduction.sum(rs, axis=0, dtype=pdt)
+    if pdt != dt:
+        total = astype_raw(total, dt)
+        rows = None if rows is None else astype_raw(rows, dt)
+    return total, rows
 
 
 def _arr(x, fname: str) -> WgpuArray:

@@ -51,14 +51,14 @@ _BIAS = {
     "EPI": "v[c] + {{C}}(Bias[pw(12u) + (col + c) * pw(13u)])", "TAIL": "",
 }
 _ROWSUM = {
-    "DECL": "@group(0) @binding(3) var<storage, read_write> Rs: array<{{T}}>;",
+    "DECL": "@group(0) @binding(3) var<storage, read_write> Rs: array<{{O}}>;",
     "INIT": "  var rs = vec4<{{C}}>();",
     "ACC": "      rs += a;",
     "EPI": "v[c]",
     "TAIL": ("  if (wid.x == 0u && tx == 0u) {\n"
              "    for (var r = 0u; r < 4u; r++) {\n"
              "      let row = m0 + ty * 4u + r;\n"
-             "      if (row < M) { Rs[pw(12u) + b * M + row] = wrap_{{D}}({{T}}(rs[r])); }\n"
+             "      if (row < M) { Rs[pw(12u) + b * M + row] = wrap_{{OD}}({{O}}(rs[r])); }\n"
              "    }\n  }"),
 }
 
