@@ -2,7 +2,8 @@
 // 16 x 16 workgroup forms dh of its (row, unit) = dznext @ W_hh (tiles in workgroup memory)
 // + dh + dh2, then the cell's backward. Words: N, H, then the element offsets of act, cprev,
 // tc, w, dh, dh2, dc, dznext, dz, dcp. The next step's gate gradient lives in the same
-// whole-sequence buffer as dz and is read through dz's binding (DZ_IN_DZ).
+// whole-sequence buffer as dz and is read through dz's binding (DZ_IN_DZ). Stored as T,
+// computed in C, each result rounded once.
 @group(0) @binding(0) var<storage, read> act: array<{{T}}>;
 @group(0) @binding(1) var<storage, read> cprev: array<{{T}}>;
 @group(0) @binding(2) var<storage, read> tc: array<{{T}}>;
@@ -13,12 +14,12 @@
 @group(0) @binding(7) var<storage, read> dznext: array<{{T}}>;
 @group(0) @binding(8) var<storage, read_write> dz: array<{{T}}>;
 @group(0) @binding(9) var<storage, read_write> dcp: array<{{T}}>;
-var<workgroup> zs: array<{{T}}, 512>;
-var<workgroup> ws: array<{{T}}, 512>;
+var<workgroup> zs: array<{{C}}, 512>;
+var<workgroup> ws: array<{{C}}, 512>;
 
-fn dz_at(i: u32) -> {{T}} {
-  if ({{DZ_IN_DZ}}u == 1u) { return dz[i]; }
-  return dznext[i];
+fn dz_at(i: u32) -> {{C}} {
+  if ({{DZ_IN_DZ}}u == 1u) { return {{C}}(dz[i]); }
+  return {{C}}(dznext[i]);
 }
 
 @compute @workgroup_size(16, 16)
@@ -30,22 +31,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) l: 
   let tid = ty * 16u + tx;
   let j = wid.x * 16u + tx;
   let n = wid.y * 16u + ty;
-  var acc = {{T}}();
+  var acc = {{C}}();
   if ({{HAS_DZ}}u == 1u) {
     let K = 4u * H;
     for (var k0 = 0u; k0 < K; k0 += 32u) {
       for (var e = tid; e < 512u; e += 256u) {
         let nn = wid.y * 16u + e / 32u;
         let k = k0 + e % 32u;
-        var v = {{T}}();
+        var v = {{C}}();
         if (nn < N && k < K) { v = dz_at(pw(9u) + nn * K + k); }
         zs[e] = v;
       }
       for (var e = tid; e < 512u; e += 256u) {
         let k = k0 + e / 16u;
         let jj = wid.x * 16u + e % 16u;
-        var v = {{T}}();
-        if (jj < H && k < K) { v = w[pw(5u) + k * H + jj]; }
+        var v = {{C}}();
+        if (jj < H && k < K) { v = {{C}}(w[pw(5u) + k * H + jj]); }
         ws[e] = v;
       }
       workgroupBarrier();
@@ -56,23 +57,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) l: 
   if (n < N && j < H) {
     let s = n * H + j;
     let b = n * 4u * H + j;
-    let one = {{T}}(1);
+    let one = {{C}}(1);
     var dhs = acc;
-    if ({{HAS_DH}}u == 1u) { dhs += dh[pw(6u) + s]; }
-    if ({{HAS_DH2}}u == 1u) { dhs += dh2[pw(7u) + s]; }
+    if ({{HAS_DH}}u == 1u) { dhs += {{C}}(dh[pw(6u) + s]); }
+    if ({{HAS_DH2}}u == 1u) { dhs += {{C}}(dh2[pw(7u) + s]); }
     let a = pw(2u) + b;
-    let ig = act[a];
-    let fg = act[a + H];
-    let gg = act[a + 2u * H];
-    let og = act[a + 3u * H];
-    let tt = tc[pw(4u) + s];
+    let ig = {{C}}(act[a]);
+    let fg = {{C}}(act[a + H]);
+    let gg = {{C}}(act[a + 2u * H]);
+    let og = {{C}}(act[a + 3u * H]);
+    let tt = {{C}}(tc[pw(4u) + s]);
     var dct = dhs * og * (one - tt * tt);
-    if ({{HAS_DC}}u == 1u) { dct += dc[pw(8u) + s]; }
+    if ({{HAS_DC}}u == 1u) { dct += {{C}}(dc[pw(8u) + s]); }
     let d = pw(10u) + b;
-    dz[d] = dct * gg * (ig * (one - ig));
-    dz[d + H] = dct * cprev[pw(3u) + s] * (fg * (one - fg));
-    dz[d + 2u * H] = dct * ig * (one - gg * gg);
-    dz[d + 3u * H] = dhs * tt * (og * (one - og));
-    if ({{NEED_DCP}}u == 1u) { dcp[pw(11u) + s] = dct * fg; }
+    dz[d] = wrap_{{D}}({{T}}(dct * gg * (ig * (one - ig))));
+    dz[d + H] = wrap_{{D}}({{T}}(dct * {{C}}(cprev[pw(3u) + s]) * (fg * (one - fg))));
+    dz[d + 2u * H] = wrap_{{D}}({{T}}(dct * ig * (one - gg * gg)));
+    dz[d + 3u * H] = wrap_{{D}}({{T}}(dhs * tt * (og * (one - og))));
+    if ({{NEED_DCP}}u == 1u) { dcp[pw(11u) + s] = wrap_{{D}}({{T}}(dct * fg)); }
   }
 }

@@ -4,6 +4,8 @@
 // Words: N, H, then the element offsets of g, hprev, w, cprev, h, c, tc, act. The previous
 // h and c of the same whole-sequence buffers are read through the h and c bindings
 // (H_IN_H, C_IN_C): a buffer may not be bound for reading and writing in one dispatch.
+// Values are stored as T and computed in C (float32 for float16/bfloat16), each result
+// rounded once (wrap_D).
 @group(0) @binding(0) var<storage, read> g: array<{{T}}>;
 @group(0) @binding(1) var<storage, read> hprev: array<{{T}}>;
 @group(0) @binding(2) var<storage, read> w: array<{{T}}>;
@@ -12,19 +14,19 @@
 @group(0) @binding(5) var<storage, read_write> c: array<{{T}}>;
 @group(0) @binding(6) var<storage, read_write> tc: array<{{T}}>;
 @group(0) @binding(7) var<storage, read_write> act: array<{{T}}>;
-var<workgroup> hs: array<{{T}}, 512>;
-var<workgroup> ws: array<{{T}}, 2048>;
+var<workgroup> hs: array<{{C}}, 512>;
+var<workgroup> ws: array<{{C}}, 2048>;
 
 {{ACTIVATIONS}}
 
-fn h_at(i: u32) -> {{T}} {
-  if ({{H_IN_H}}u == 1u) { return h[i]; }
-  return hprev[i];
+fn h_at(i: u32) -> {{C}} {
+  if ({{H_IN_H}}u == 1u) { return {{C}}(h[i]); }
+  return {{C}}(hprev[i]);
 }
 
-fn c_at(i: u32) -> {{T}} {
-  if ({{C_IN_C}}u == 1u) { return c[i]; }
-  return cprev[i];
+fn c_at(i: u32) -> {{C}} {
+  if ({{C_IN_C}}u == 1u) { return {{C}}(c[i]); }
+  return {{C}}(cprev[i]);
 }
 
 @compute @workgroup_size(16, 16)
@@ -36,15 +38,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) l: 
   let tid = ty * 16u + tx;
   let j = wid.x * 16u + tx;
   let n = wid.y * 16u + ty;
-  var a0 = {{T}}();
-  var a1 = {{T}}();
-  var a2 = {{T}}();
-  var a3 = {{T}}();
+  var a0 = {{C}}();
+  var a1 = {{C}}();
+  var a2 = {{C}}();
+  var a3 = {{C}}();
   for (var k0 = 0u; k0 < H; k0 += 32u) {
     for (var e = tid; e < 512u; e += 256u) {
       let nn = wid.y * 16u + e / 32u;
       let k = k0 + e % 32u;
-      var v = {{T}}();
+      var v = {{C}}();
       if (nn < N && k < H) { v = h_at(pw(3u) + nn * H + k); }
       hs[e] = v;
     }
@@ -52,8 +54,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) l: 
       let q = e / 512u;
       let jj = wid.x * 16u + (e / 32u) % 16u;
       let k = k0 + e % 32u;
-      var v = {{T}}();
-      if (jj < H && k < H) { v = w[pw(4u) + (q * H + jj) * H + k]; }
+      var v = {{C}}();
+      if (jj < H && k < H) { v = {{C}}(w[pw(4u) + (q * H + jj) * H + k]); }
       ws[e] = v;
     }
     workgroupBarrier();
@@ -70,20 +72,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) l: 
   if (n < N && j < H) {
     let b = n * 4u * H + j;
     let gb = pw(2u) + b;
-    let ig = sigmoid_v(g[gb] + a0);
-    let fg = sigmoid_v(g[gb + H] + a1);
-    let gg = tanh_v(g[gb + 2u * H] + a2);
-    let og = sigmoid_v(g[gb + 3u * H] + a3);
+    let ig = sigmoid_v({{C}}(g[gb]) + a0);
+    let fg = sigmoid_v({{C}}(g[gb + H]) + a1);
+    let gg = tanh_v({{C}}(g[gb + 2u * H]) + a2);
+    let og = sigmoid_v({{C}}(g[gb + 3u * H]) + a3);
     let s = n * H + j;
     let cn = fg * c_at(pw(5u) + s) + ig * gg;
     let tt = tanh_v(cn);
-    h[pw(6u) + s] = og * tt;
-    c[pw(7u) + s] = cn;
-    tc[pw(8u) + s] = tt;
+    h[pw(6u) + s] = wrap_{{D}}({{T}}(og * tt));
+    c[pw(7u) + s] = wrap_{{D}}({{T}}(cn));
+    tc[pw(8u) + s] = wrap_{{D}}({{T}}(tt));
     let a = pw(9u) + b;
-    act[a] = ig;
-    act[a + H] = fg;
-    act[a + 2u * H] = gg;
-    act[a + 3u * H] = og;
+    act[a] = wrap_{{D}}({{T}}(ig));
+    act[a + H] = wrap_{{D}}({{T}}(fg));
+    act[a + 2u * H] = wrap_{{D}}({{T}}(gg));
+    act[a + 3u * H] = wrap_{{D}}({{T}}(og));
   }
 }

@@ -18,11 +18,13 @@ from typing import Any
 
 from . import _dtypes as D
 from . import _kernels
-from ._array import WgpuArray, astype_raw, contiguous, empty
+from ._array import WgpuArray, astype_raw, contiguous, copy_into, empty
 from ._elementwise import UNARY, _body
 from ._recorder import REC, groups_for
 
 _FLOATS = (D.float32, D.float64)
+#: the dtypes of the LSTM kernels: float16/bfloat16 computed in float32, rounded once
+_LSTM_FLOATS = (D.float32, D.float64, D.float16, D.bfloat16)
 _CELL_KERNELS: dict = {}  # (template, dtype, flag values) -> kernel
 #: the forward kernels' activations: tanh is the body of the library's unary ``tanh``, the
 #: sigmoid (1 + tanh(x / 2)) / 2
@@ -80,12 +82,26 @@ class _Cell:
 
 
 class WgpuLstmCell(_Cell):
-    """The LSTM cell's pointwise forward and backward on float32/float64 arrays, and whole
-    time steps with the recurrent product (:class:`WgpuLstmSteps`)."""
+    """The LSTM cell's pointwise forward and backward on float32/float64 arrays (16-bit
+    cells computed by them in float32, rounded once), and whole time steps with the
+    recurrent product (:class:`WgpuLstmSteps`, any of the four float dtypes)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.steps = WgpuLstmSteps()
+
+    def supports(self, dtype: Any) -> bool:
+        return dtype in _LSTM_FLOATS
+
+    @staticmethod
+    def _narrow(results: tuple, dt: Any, out: Any) -> tuple:
+        """float32 ``results`` rounded once to ``dt`` (into ``out`` where given)."""
+        low = tuple(None if r is None else astype_raw(r, dt) for r in results)
+        if out is None:
+            return low
+        for o, r in zip(out, low, strict=True):
+            copy_into(r, o)
+        return tuple(out)
 
     def step_forward(self, *args: Any) -> Any:
         return self.steps.step_forward(*args)
@@ -96,6 +112,9 @@ class WgpuLstmCell(_Cell):
     def forward(self, z: Any, z2: Any, cprev: Any, out: Any = None
                 ) -> tuple[Any, Any, Any, Any]:
         dt = z.dtype
+        if dt not in _FLOATS:  # float16/bfloat16: the float32 kernel, rounded once
+            wide = (None if a is None else astype_raw(a, D.float32) for a in (z, z2, cprev))
+            return self._narrow(self.forward(*wide), dt, out)
         if out is None:
             h, c, tc = (empty(cprev.shape, dt) for _ in range(3))
             act = empty(z.shape, dt)
@@ -122,6 +141,12 @@ class WgpuLstmCell(_Cell):
         if dh is None:
             dh, dh2 = dh2, None
         dt = act.dtype
+        if dt not in _FLOATS:  # float16/bfloat16: the float32 kernel, rounded once
+            wide = [None if a is None else astype_raw(a, D.float32)
+                    for a in (act, cprev, tc, dh, dc, dh2)]
+            dz, dcp = self.backward(*wide[:5], need_dc_prev, wide[5])
+            dz = self._narrow((dz,), dt, None if out is None else (out,))[0]
+            return dz, None if dcp is None else astype_raw(dcp, dt)
         dz = empty(act.shape, dt) if out is None else out
         dcp = empty(tc.shape, dt) if need_dc_prev else None
         if tc.size:
@@ -145,13 +170,19 @@ class WgpuLstmSteps(_Cell):
     BINDINGS = {"lstm_step_fwd": 8, "lstm_step_bwd": 10}
     SHARED_ELEMENTS = 512 + 2048
 
+    @staticmethod
+    def _compute(dt: Any) -> Any:
+        return D.float64 if dt == D.float64 else D.float32
+
     def _kernel(self, name: str, sig: str, dt: Any, **flags: int) -> Any:
         key = (name, dt, *flags.items())
         k = _CELL_KERNELS.get(key)
         if k is None:
+            cdt = self._compute(dt)
             k = _CELL_KERNELS[key] = _kernels.kernel(
-                name, sig, (dt,), T=D.wgsl(dt), DT=dt.name, ACTIVATIONS=_ACTIVATIONS,
-                TANH=_body(UNARY, "tanh", dt), **flags)
+                name, sig, (dt,) if cdt == dt else (dt, cdt), T=D.wgsl(dt), C=D.wgsl(cdt),
+                D=dt.name, DT=cdt.name, ACTIVATIONS=_ACTIVATIONS.replace("{{T}}", "{{C}}"),
+                TANH=_body(UNARY, "tanh", cdt).replace("{{T}}", "{{C}}"), **flags)
         return k
 
     @staticmethod
@@ -163,7 +194,7 @@ class WgpuLstmSteps(_Cell):
         per_stage = int(limits.get("max-storage-buffers-per-shader-stage", 8))
         shared = int(limits.get("max-compute-workgroup-storage-size", 16384))
         return per_stage >= WgpuLstmSteps.BINDINGS[name] and \
-            shared >= WgpuLstmSteps.SHARED_ELEMENTS * D.itemsize(dt)
+            shared >= WgpuLstmSteps.SHARED_ELEMENTS * D.itemsize(WgpuLstmSteps._compute(dt))
 
     @staticmethod
     def _same(a: Any, b: Any) -> bool:
@@ -174,7 +205,7 @@ class WgpuLstmSteps(_Cell):
         """``(h, c, act, tc)`` of one step written into ``out``; ``None`` to decline."""
         arrays = (gates, h, w_hh, c, *out)
         if not all(type(a) is WgpuArray and a.dtype == gates.dtype for a in arrays) \
-                or gates.dtype not in _FLOATS or h.ndim != 2 \
+                or gates.dtype not in _LSTM_FLOATS or h.ndim != 2 \
                 or not self._fits("lstm_step_fwd", gates.dtype):
             return None
         hout, cout, act, tc = out
@@ -204,7 +235,7 @@ class WgpuLstmSteps(_Cell):
         given = [a for a in (act, c_prev, tc, dz_next, w_hh, dh, dh2, dc, out) if a is not None]
         dt = act.dtype
         if not all(type(a) is WgpuArray and a.dtype == dt for a in given) \
-                or dt not in _FLOATS or tc.ndim != 2 or not out._contig \
+                or dt not in _LSTM_FLOATS or tc.ndim != 2 or not out._contig \
                 or not self._fits("lstm_step_bwd", dt):
             return None
         n, hs = tc.shape
