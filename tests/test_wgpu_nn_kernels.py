@@ -674,6 +674,37 @@ def test_lstm_16bit_under_autocast(wgpu, monkeypatch, name):
         np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+def test_gru_16bit_under_autocast(wgpu, monkeypatch, name):
+    """Under autocast the GRU's cells take the low dtype (widened, computed in float32,
+    rounded once): close to the portable path."""
+    import ml_dtypes
+    from helpers import use_kernel
+
+    dt = np.dtype(np.float16) if name == "float16" else np.dtype(ml_dtypes.bfloat16)
+    _skip_without(dt)
+    runs = []
+    for fused in (True, False):
+        with use_kernel("gru_cell", wgpu.kernel("gru_cell") if fused else None,
+                        backend="wgpu"):
+            vtl.random.manual_seed(3)
+            m = nn.GRU(6, 20).to("wgpu")
+            x = vtl.asarray(np.random.default_rng(1).standard_normal((5, 4, 6))
+                            .astype(np.float32), backend="wgpu", requires_grad=True)
+            names = _dispatched(monkeypatch)
+            with vtl.autocast("wgpu", dtype=getattr(vtl, name)):
+                out, _ = m(x)
+            assert out.dtype == getattr(vtl, name)
+            (out.astype(vtl.float32) ** 2).sum().backward()
+            if fused:
+                assert names.count("gru_fwd") == 5 and names.count("gru_bwd") == 5
+            runs.append([out.to("numpy").numpy().astype(np.float32), x.grad.to("numpy").numpy()]
+                        + [p.grad.to("numpy").numpy() for p in m.parameters()])
+    tol = 3e-2 if name == "bfloat16" else 4e-3
+    for a, b in zip(*runs, strict=True):
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_gru_cell_kernel_matches_numpy_backend(wgpu, monkeypatch, dtype):
     """A 2-layer bidirectional GRU over 6 steps and a GRUCell, forward and backward, with the

@@ -23,8 +23,8 @@ from ._elementwise import UNARY, _body
 from ._recorder import REC, groups_for
 
 _FLOATS = (D.float32, D.float64)
-#: the dtypes of the LSTM kernels: float16/bfloat16 computed in float32, rounded once
-_LSTM_FLOATS = (D.float32, D.float64, D.float16, D.bfloat16)
+#: the dtypes of the LSTM and GRU kernels: float16/bfloat16 computed in float32, rounded once
+_RNN_FLOATS = (D.float32, D.float64, D.float16, D.bfloat16)
 _CELL_KERNELS: dict = {}  # (template, dtype, flag values) -> kernel
 #: the forward kernels' activations: tanh is the body of the library's unary ``tanh``, the
 #: sigmoid (1 + tanh(x / 2)) / 2
@@ -36,6 +36,11 @@ fn sigmoid_v(x: {{T}}) -> {{T}} {
   let half = {{T}}(0.5);
   return half * tanh_v(half * x) + half;
 }"""
+
+
+def _wide(*arrays: Any) -> list:
+    """16-bit arrays as float32 (``None`` kept): a 16-bit cell runs the float32 kernel."""
+    return [None if a is None else astype_raw(a, D.float32) for a in arrays]
 
 
 def _readable(reads: list, writes: list) -> list:
@@ -91,7 +96,7 @@ class WgpuLstmCell(_Cell):
         self.steps = WgpuLstmSteps()
 
     def supports(self, dtype: Any) -> bool:
-        return dtype in _LSTM_FLOATS
+        return dtype in _RNN_FLOATS
 
     @staticmethod
     def _narrow(results: tuple, dt: Any, out: Any) -> tuple:
@@ -113,8 +118,7 @@ class WgpuLstmCell(_Cell):
                 ) -> tuple[Any, Any, Any, Any]:
         dt = z.dtype
         if dt not in _FLOATS:  # float16/bfloat16: the float32 kernel, rounded once
-            wide = (None if a is None else astype_raw(a, D.float32) for a in (z, z2, cprev))
-            return self._narrow(self.forward(*wide), dt, out)
+            return self._narrow(self.forward(*_wide(z, z2, cprev)), dt, out)
         if out is None:
             h, c, tc = (empty(cprev.shape, dt) for _ in range(3))
             act = empty(z.shape, dt)
@@ -142,8 +146,7 @@ class WgpuLstmCell(_Cell):
             dh, dh2 = dh2, None
         dt = act.dtype
         if dt not in _FLOATS:  # float16/bfloat16: the float32 kernel, rounded once
-            wide = [None if a is None else astype_raw(a, D.float32)
-                    for a in (act, cprev, tc, dh, dc, dh2)]
+            wide = _wide(act, cprev, tc, dh, dc, dh2)
             dz, dcp = self.backward(*wide[:5], need_dc_prev, wide[5])
             dz = self._narrow((dz,), dt, None if out is None else (out,))[0]
             return dz, None if dcp is None else astype_raw(dcp, dt)
@@ -205,7 +208,7 @@ class WgpuLstmSteps(_Cell):
         """``(h, c, act, tc)`` of one step written into ``out``; ``None`` to decline."""
         arrays = (gates, h, w_hh, c, *out)
         if not all(type(a) is WgpuArray and a.dtype == gates.dtype for a in arrays) \
-                or gates.dtype not in _LSTM_FLOATS or h.ndim != 2 \
+                or gates.dtype not in _RNN_FLOATS or h.ndim != 2 \
                 or not self._fits("lstm_step_fwd", gates.dtype):
             return None
         hout, cout, act, tc = out
@@ -235,7 +238,7 @@ class WgpuLstmSteps(_Cell):
         given = [a for a in (act, c_prev, tc, dz_next, w_hh, dh, dh2, dc, out) if a is not None]
         dt = act.dtype
         if not all(type(a) is WgpuArray and a.dtype == dt for a in given) \
-                or dt not in _LSTM_FLOATS or tc.ndim != 2 or not out._contig \
+                or dt not in _RNN_FLOATS or tc.ndim != 2 or not out._contig \
                 or not self._fits("lstm_step_bwd", dt):
             return None
         n, hs = tc.shape
@@ -258,10 +261,16 @@ class WgpuLstmSteps(_Cell):
 
 
 class WgpuGruCell(_Cell):
-    """The GRU cell's pointwise forward and backward on float32/float64 arrays."""
+    """The GRU cell's pointwise forward and backward on float32/float64 arrays (16-bit
+    cells computed by them in float32, rounded once)."""
+
+    def supports(self, dtype: Any) -> bool:
+        return dtype in _RNN_FLOATS
 
     def forward(self, x: Any, hg: Any, hprev: Any) -> tuple[Any, Any]:
         dt = x.dtype
+        if dt not in _FLOATS:  # float16/bfloat16: the float32 kernel, rounded once
+            return tuple(astype_raw(r, dt) for r in self.forward(*_wide(x, hg, hprev)))
         hs = hprev.shape[-1]
         h = empty(hprev.shape, dt)
         act = empty((*hprev.shape[:-1], 4 * hs), dt)
@@ -273,6 +282,9 @@ class WgpuGruCell(_Cell):
     def backward(self, act: Any, hprev: Any, dh: Any, need_dh_prev: bool
                  ) -> tuple[Any, Any, Any]:
         dt = act.dtype
+        if dt not in _FLOATS:  # float16/bfloat16: the float32 kernel, rounded once
+            return tuple(None if r is None else astype_raw(r, dt)
+                         for r in self.backward(*_wide(act, hprev, dh), need_dh_prev))
         hs = hprev.shape[-1]
         shape = (*hprev.shape[:-1], 3 * hs)
         dx, dhg = empty(shape, dt), empty(shape, dt)
