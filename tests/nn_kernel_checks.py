@@ -133,3 +133,48 @@ def np_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: Any, causal:
     ds = p * (dp - delta)
     return (pz @ v, ds @ k * scale, np.swapaxes(ds, -1, -2) @ q * scale,
             np.swapaxes(pz, -1, -2) @ g)
+
+
+def rnn_under_autocast(backend: str, name: str, kind: str) -> list[np.ndarray]:
+    """A small ``nn.LSTM`` (with an ``nn.LSTMCell``; ``kind`` "lstm") or ``nn.GRU`` (``kind``
+    "gru") run forward and backward under ``autocast(dtype=name)`` on ``backend``: its
+    outputs (checked to be of the low dtype) and every gradient, as NumPy arrays."""
+    low = getattr(vtl, name)
+    f32 = vtl.float32
+    vtl.random.seed(3)
+    m = (vtl.nn.LSTM if kind == "lstm" else vtl.nn.GRU)(6, 20).to(backend)
+    cell = vtl.nn.LSTMCell(6, 20).to(backend) if kind == "lstm" else None
+    x = vtl.asarray(np.random.default_rng(1).standard_normal((5, 4, 6)).astype(np.float32),
+                    backend=backend, requires_grad=True)
+    with vtl.autocast(backend, dtype=low):
+        out = m(x)[0]
+        hc = None if cell is None else cell(x[0])
+    outs = [out] if hc is None else [out, hc[0]]
+    assert all(o.dtype == low for o in outs)
+    loss = (out.astype(f32) ** 2).sum()
+    if hc is not None:
+        loss = loss + (hc[0] * hc[1]).astype(f32).sum()
+    loss.backward()
+    params = [*m.parameters(), *(() if cell is None else cell.parameters())]
+    return [o.to("numpy").numpy().astype(np.float32) for o in outs] + \
+        [t.to("numpy").numpy() for t in (x.grad, *(p.grad for p in params))]
+
+
+def assert_rnn_kernel_under_autocast(backend: str, name: str, kind: str,
+                                     after_kernel_run: Any = None) -> None:
+    """:func:`rnn_under_autocast` with the backend's ``{kind}_cell`` kernel and without it
+    (the portable path) agree within the low dtype's tolerance; ``after_kernel_run()`` is
+    called after the kernel's run (for checks of what it dispatched)."""
+    from helpers import use_kernel
+
+    be = vtl.backends.get(backend)
+    kern = be.kernel(f"{kind}_cell")
+    runs = []
+    for k in (kern, None):
+        with use_kernel(f"{kind}_cell", k, backend=backend):
+            runs.append(rnn_under_autocast(backend, name, kind))
+        if k is not None and after_kernel_run is not None:
+            after_kernel_run()
+    tol = 3e-2 if name == "bfloat16" else 4e-3
+    for a, b in zip(*runs, strict=True):
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)

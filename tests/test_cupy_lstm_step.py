@@ -19,6 +19,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 from helpers import use_kernel
+from nn_kernel_checks import assert_rnn_kernel_under_autocast
 from test_cupy_nn_kernels import _DEV, _HOST_MATH, FakeCupy, build_host_lib
 
 import vtl
@@ -202,53 +203,11 @@ def test_lstm_with_fused_steps_equals_portable(steps, dt, layers, bidirectional,
 
 
 @pytest.mark.parametrize("name", ["float16", "bfloat16"])
-def test_cupy_lstm_16bit_under_autocast(cupy_backend, name):
-    """Under autocast the LSTM runs in the low dtype through the fused steps: close to the
-    portable path."""
-    kern = cupy_backend.kernel("lstm_cell")
-    runs = []
-    for k in (kern, None):
-        with use_kernel("lstm_cell", k, backend="cupy"):
-            vtl.random.seed(3)
-            m = nn.LSTM(6, 20).to("cupy")
-            x = vtl.asarray(np.random.default_rng(1).standard_normal((5, 4, 6))
-                            .astype(np.float32), backend="cupy", requires_grad=True)
-            cell = nn.LSTMCell(6, 20).to("cupy")  # the pointwise kernels, in float32
-            with vtl.autocast("cupy", dtype=getattr(vtl, name)):
-                out, (hn, cn) = m(x)
-                h1, c1 = cell(x[0])
-            assert out.dtype == h1.dtype == getattr(vtl, name)
-            ((out.astype(vtl.float32) ** 2).sum() + (h1 * c1).astype(vtl.float32).sum()
-             ).backward()
-            runs.append([out.numpy().astype(np.float32), h1.numpy().astype(np.float32),
-                         x.grad.numpy()] + [p.grad.numpy() for p in m.parameters()]
-                        + [p.grad.numpy() for p in cell.parameters()])
-    tol = 3e-2 if name == "bfloat16" else 4e-3
-    for a, b in zip(*runs, strict=True):
-        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
-
-
-@pytest.mark.parametrize("name", ["float16", "bfloat16"])
-def test_cupy_gru_16bit_under_autocast(cupy_backend, name):
-    """The GRU cell kernel takes autocast's 16-bit gates (computed in float32): close to
-    the portable path."""
-    kern = cupy_backend.kernel("gru_cell")
-    runs = []
-    for k in (kern, None):
-        with use_kernel("gru_cell", k, backend="cupy"):
-            vtl.random.seed(3)
-            m = nn.GRU(6, 20).to("cupy")
-            x = vtl.asarray(np.random.default_rng(1).standard_normal((5, 4, 6))
-                            .astype(np.float32), backend="cupy", requires_grad=True)
-            with vtl.autocast("cupy", dtype=getattr(vtl, name)):
-                out, hn = m(x)
-            assert out.dtype == getattr(vtl, name)
-            (out.astype(vtl.float32) ** 2).sum().backward()
-            runs.append([out.numpy().astype(np.float32), x.grad.numpy()]
-                        + [p.grad.numpy() for p in m.parameters()])
-    tol = 3e-2 if name == "bfloat16" else 4e-3
-    for a, b in zip(*runs, strict=True):
-        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_cupy_rnn_16bit_under_autocast(cupy_backend, kind, name):
+    """Under autocast the LSTM (fused steps, and the cell's pointwise kernels in float32)
+    and the GRU cell kernel take the low dtype: close to the portable path."""
+    assert_rnn_kernel_under_autocast("cupy", name, kind)
 
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64])

@@ -17,6 +17,7 @@ if not wx.is_available():
     pytest.skip("no WebGPU adapter", allow_module_level=True)
 
 from nn_kernel_checks import (  # noqa: E402
+    assert_rnn_kernel_under_autocast,
     assert_same_training,
     backward_scaled,
     ce_case,
@@ -639,70 +640,23 @@ def test_batch_norm_layer_on_wgpu_matches_numpy(wgpu, monkeypatch):
 
 
 @pytest.mark.parametrize("name", ["float16", "bfloat16"])
-def test_lstm_16bit_under_autocast(wgpu, monkeypatch, name):
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_rnn_16bit_under_autocast(wgpu, monkeypatch, kind, name):
     """Under autocast the LSTM layer and cell run in the low dtype through the kernels (the
-    steps compute in float32; the cells widen, compute and round once): close to the
-    portable path."""
+    steps compute in float32; the cells widen, compute and round once), and so do the
+    GRU's cells: close to the portable path."""
     import ml_dtypes
-    from helpers import use_kernel
 
-    dt = np.dtype(np.float16) if name == "float16" else np.dtype(ml_dtypes.bfloat16)
-    _skip_without(dt)
-    runs = []
-    for fused in (True, False):
-        with use_kernel("lstm_cell", wgpu.kernel("lstm_cell") if fused else None,
-                        backend="wgpu"):
-            vtl.random.manual_seed(3)
-            m, cell = nn.LSTM(6, 20).to("wgpu"), nn.LSTMCell(6, 20).to("wgpu")
-            x = vtl.asarray(np.random.default_rng(1).standard_normal((5, 4, 6))
-                            .astype(np.float32), backend="wgpu", requires_grad=True)
-            names = _dispatched(monkeypatch)
-            with vtl.autocast("wgpu", dtype=getattr(vtl, name)):
-                out, _ = m(x)
-                h1, c1 = cell(x[0])
-            assert out.dtype == h1.dtype == getattr(vtl, name)
-            ((out.astype(vtl.float32) ** 2).sum() + (h1 * c1).astype(vtl.float32).sum()
-             ).backward()
-            if fused:
-                assert names.count("lstm_step_fwd") == 5 and names.count("lstm_fwd") == 1
-            runs.append([out.to("numpy").numpy().astype(np.float32),
-                         h1.to("numpy").numpy().astype(np.float32), x.grad.to("numpy").numpy()]
-                        + [p.grad.to("numpy").numpy() for p in (*m.parameters(),
-                                                                 *cell.parameters())])
-    tol = 3e-2 if name == "bfloat16" else 4e-3
-    for a, b in zip(*runs, strict=True):
-        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+    _skip_without(np.dtype(np.float16) if name == "float16" else np.dtype(ml_dtypes.bfloat16))
+    names = _dispatched(monkeypatch)
 
+    def dispatched() -> None:
+        if kind == "lstm":
+            assert names.count("lstm_step_fwd") == 5 and names.count("lstm_fwd") == 1
+        else:
+            assert names.count("gru_fwd") == 5 and names.count("gru_bwd") == 5
 
-@pytest.mark.parametrize("name", ["float16", "bfloat16"])
-def test_gru_16bit_under_autocast(wgpu, monkeypatch, name):
-    """Under autocast the GRU's cells take the low dtype (widened, computed in float32,
-    rounded once): close to the portable path."""
-    import ml_dtypes
-    from helpers import use_kernel
-
-    dt = np.dtype(np.float16) if name == "float16" else np.dtype(ml_dtypes.bfloat16)
-    _skip_without(dt)
-    runs = []
-    for fused in (True, False):
-        with use_kernel("gru_cell", wgpu.kernel("gru_cell") if fused else None,
-                        backend="wgpu"):
-            vtl.random.manual_seed(3)
-            m = nn.GRU(6, 20).to("wgpu")
-            x = vtl.asarray(np.random.default_rng(1).standard_normal((5, 4, 6))
-                            .astype(np.float32), backend="wgpu", requires_grad=True)
-            names = _dispatched(monkeypatch)
-            with vtl.autocast("wgpu", dtype=getattr(vtl, name)):
-                out, _ = m(x)
-            assert out.dtype == getattr(vtl, name)
-            (out.astype(vtl.float32) ** 2).sum().backward()
-            if fused:
-                assert names.count("gru_fwd") == 5 and names.count("gru_bwd") == 5
-            runs.append([out.to("numpy").numpy().astype(np.float32), x.grad.to("numpy").numpy()]
-                        + [p.grad.to("numpy").numpy() for p in m.parameters()])
-    tol = 3e-2 if name == "bfloat16" else 4e-3
-    for a, b in zip(*runs, strict=True):
-        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+    assert_rnn_kernel_under_autocast("wgpu", name, kind, dispatched)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
