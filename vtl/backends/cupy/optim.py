@@ -398,16 +398,7 @@ class CupyGradNorm:
         if any(type(a) is not cp.ndarray for a in (inv_scale, found)) \
                 or inv_scale.dtype != f32 or found.dtype != f32:
             return False
-        dtype = np.dtype(arrays[0].dtype)
-        with self._device(arrays[0]):
-            layout = self._layout(arrays)
-            if layout is None:
-                return False
-            ptrs, starts, n, total = layout
-            self._kernel("vtl_amp_unscale", dtype)(
-                (self._blocks(total),), (NORM_BLOCK,),
-                (ptrs, starts, np.int32(n), np.int64(total), inv_scale, found))
-        return True
+        return self._in_place("vtl_amp_unscale", arrays, inv_scale, found)
 
     def clip_(self, arrays: list[Any], norm: Any, max_norm: float) -> bool:
         if not arrays:
@@ -415,12 +406,17 @@ class CupyGradNorm:
         dtype = np.dtype(arrays[0].dtype)
         if norm.dtype != dtype:
             return False
+        return self._in_place("vtl_clip_scale", arrays, norm, dtype.type(max_norm))
+
+    def _in_place(self, name: str, arrays: list[Any], *tail: Any) -> bool:
+        """One launch of kernel ``name`` updating every element of ``arrays`` in place (the
+        pointer tables, then ``tail``); ``False`` where :meth:`_layout` declines them."""
         with self._device(arrays[0]):
             layout = self._layout(arrays)
             if layout is None:
                 return False
             ptrs, starts, n, total = layout
-            self._kernel("vtl_clip_scale", dtype)(
+            self._kernel(name, np.dtype(arrays[0].dtype))(
                 (self._blocks(total),), (NORM_BLOCK,),
-                (ptrs, starts, np.int32(n), np.int64(total), norm, dtype.type(max_norm)))
+                (ptrs, starts, np.int32(n), np.int64(total), *tail))
         return True
