@@ -6,25 +6,19 @@
 // Words: 0 number of arrays m, 1 element offset of inv, 2 element offset of the flag,
 //        8 + 2j element offset of array j, 9 + 2j its size
 {{DECLS}}
+{{CHUNKS}}
 @group(0) @binding({{K}}) var<storage, read> inv: array<f32>;
 @group(0) @binding({{K1}}) var<storage, read_write> flag: array<f32>;
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
-  let g = wid.y * nwg.x + wid.x;
-  var j = 0u;
-  var first = 0u;
-  var found = false;
-  for (var k = 0u; k < pw(0u); k++) {
-    let nc = (pw(9u + 2u * k) + 4095u) / 4096u;
-    if (g < first + nc) { j = k; found = true; break; }
-    first += nc;
-  }
-  if (!found) { return; }
+  let ch = chunk_of(wid.y * nwg.x + wid.x);
+  let j = ch.x;
+  if (j >= pw(0u)) { return; }
   let off = pw(8u + 2u * j);
   let size = pw(9u + 2u * j);
-  let base = (g - first) * 4096u + lid;
+  let base = ch.y + lid;
   let c = {{T}}(inv[pw(1u)]);
   switch j {
 {{CASES}}

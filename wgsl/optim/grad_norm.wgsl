@@ -5,6 +5,7 @@
 // Words: 0 number of arrays m, 1 element offset of the dispatch's first partial,
 //        8 + 2j element offset of array j, 9 + 2j its size
 {{DECLS}}
+{{CHUNKS}}
 @group(0) @binding({{K}}) var<storage, read_write> part: array<{{T}}>;
 var<workgroup> red: array<{{T}}, 256>;
 
@@ -15,18 +16,12 @@ fn comb(a: {{T}}, b: {{T}}) -> {{T}} { {{COMB}} }
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
   let g = wid.y * nwg.x + wid.x;
-  var j = 0u;
-  var first = 0u;
-  var found = false;
-  for (var k = 0u; k < pw(0u); k++) {
-    let nc = (pw(9u + 2u * k) + 4095u) / 4096u;
-    if (g < first + nc) { j = k; found = true; break; }
-    first += nc;
-  }
-  if (!found) { return; }
+  let ch = chunk_of(g);
+  let j = ch.x;
+  if (j >= pw(0u)) { return; }
   let off = pw(8u + 2u * j);
   let size = pw(9u + 2u * j);
-  let base = (g - first) * 4096u + lid;
+  let base = ch.y + lid;
   var acc = {{T}}(0);
   switch j {
 {{CASES}}

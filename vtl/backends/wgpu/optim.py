@@ -297,7 +297,8 @@ class WgpuGradNorm:
             tail = "w" if access == "read" else "r"
         sig = ("r" if access == "read" else "w") * k + tail
         return _kernels.kernel(name, sig, (dt,), DECLS=decls, CASES=cases, K=k, KM1=k - 1,
-                               K1=k + 1, T=D.wgsl(dt), DT=dt.name, **subs)
+                               K1=k + 1, T=D.wgsl(dt), DT=dt.name,
+                               CHUNKS=_kernels.source("grad_chunks"), **subs)
 
     @staticmethod
     def _groups(arrays: list[tuple[Any, int]], k: int
