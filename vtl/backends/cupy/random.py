@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from .._base import DynamicScalars
-from .._common.dropout import keep_threshold
+from .._common.dropout import FusedDropout, keep_threshold
 from .nn import FLOAT_NAMES, Spec, compute_dtype
 from .nn import cuda_source as nn_source
 
@@ -163,7 +163,7 @@ def dropout_source(dtype: Any, words_in_memory: bool = False,
                                     FLOAT_NAMES[np.dtype(dtype)])
 
 
-class CupyDropout:
+class CupyDropout(FusedDropout):
     """``kernel("dropout")`` (see ``vtl.backends.kernels.DropoutKernel``): one launch each
     way, a thread per Philox block (four elements)."""
 
@@ -196,10 +196,3 @@ class CupyDropout:
                                  scale))
         return y
 
-    def forward(self, x: Any, p: float, words: Any) -> Any | None:
-        if not self.supports(x.dtype) or not 0.0 < p < 1.0:
-            return None
-        return self._run(x, p, words)
-
-    def backward(self, g: Any, p: float, words: Any) -> Any:
-        return self._run(g, p, words)

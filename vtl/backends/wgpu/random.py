@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .._base import DynamicScalars
-from .._common.dropout import keep_threshold
+from .._common.dropout import FusedDropout, keep_threshold
 from . import _dtypes as D
 from . import _kernels, _runtime
 from ._array import contiguous, empty, words_for_scalar
@@ -67,7 +67,7 @@ _DROPOUT_TYPES = {
 _SCALE_AT = 12  # first immediate word of the scale (dropout.wgsl)
 
 
-class WgpuDropout:
+class WgpuDropout(FusedDropout):
     """``kernel("dropout")`` (see ``vtl.backends.kernels.DropoutKernel``): one dispatch each
     way, an invocation per Philox block (four elements), 256 per workgroup.
 
@@ -90,13 +90,6 @@ class WgpuDropout:
         need = D.FEATURE.get(dt)
         return need is None or need in _runtime.get().features
 
-    def forward(self, x: Any, p: float, words: Any) -> Any | None:
-        if not self.supports(x.dtype) or not 0.0 < p < 1.0:
-            return None
-        return self._run(x, p, words)
-
-    def backward(self, g: Any, p: float, words: Any) -> Any:
-        return self._run(g, p, words)
 
     def _run(self, x: Any, p: float, words: Any) -> Any:
         dt = np.dtype(x.dtype)
