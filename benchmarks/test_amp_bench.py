@@ -82,41 +82,27 @@ def _data(shape: tuple[int, ...], n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _vtl_step(backend: str, net, x, y, low: str | None, scaler: bool):
-    from vtl import nn, optim
-
-    net = net.to(backend)
-    opt = optim.Adam(net.parameters(), lr=1e-4)
     x, y = vtl.asarray(x, backend=backend), vtl.asarray(y, backend=backend)
-    sc = vtl.amp.GradScaler(backend) if scaler else None
-    dt = None if low is None else getattr(vtl, low)
-
-    def step():
-        opt.zero_grad()
-        with vtl.autocast(backend, dtype=dt or vtl.float16, enabled=dt is not None):
-            loss = nn.functional.cross_entropy(net(x), y)
-        if sc is None:
-            loss.backward()
-            opt.step()
-        else:
-            sc.scale(loss).backward()
-            sc.step(opt)
-            sc.update()
-        return loss
-
-    return step
+    return _step(vtl, backend, net.to(backend), x, y, low, scaler)
 
 
 def _torch_step(torch, dev: str, net, x, y, low: str | None, scaler: bool):
-    net = net.to(dev)
-    opt = torch.optim.Adam(net.parameters(), lr=1e-4)
     x, y = torch.from_numpy(x).to(dev), torch.from_numpy(y).to(dev)
-    sc = torch.amp.GradScaler(dev) if scaler else None
-    dt = None if low is None else getattr(torch, low)
+    return _step(torch, dev, net.to(dev), x, y, low, scaler)
+
+
+def _step(lib, dev: str, net, x, y, low: str | None, scaler: bool):
+    """The timed step, written once for ``lib`` (``vtl`` or ``torch``, whose names agree):
+    Adam, cross-entropy under ``autocast(low)`` (off for ``None``), a ``GradScaler`` when
+    ``scaler``; ``dev`` is the backend or the PyTorch device."""
+    opt = lib.optim.Adam(net.parameters(), lr=1e-4)
+    sc = lib.amp.GradScaler(dev) if scaler else None
+    dt = None if low is None else getattr(lib, low)
 
     def step():
         opt.zero_grad()
-        with torch.autocast(dev, dtype=dt or torch.float16, enabled=dt is not None):
-            loss = torch.nn.functional.cross_entropy(net(x), y)
+        with lib.autocast(dev, dtype=dt or lib.float16, enabled=dt is not None):
+            loss = lib.nn.functional.cross_entropy(net(x), y)
         if sc is None:
             loss.backward()
             opt.step()
