@@ -27,13 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from .nn import FLOAT_NAMES, Spec, _Kernels, compute_dtype
+from .nn import _I32, _I64, FLOAT_NAMES, Spec, _blocks, _Kernels, compute_dtype
 
 __all__ = ["BN_APPLY", "BN_BACKWARD_COEFFS", "BN_FORWARD_STATS", "BN_PARTIAL", "BN_RUNNING",
            "SPECS", "CupyBatchNorm"]
 
-_I64 = np.int64
-_I32 = np.int32
 #: blocks the statistics launch aims at, and the fewest elements a slab gets
 BN_BLOCKS = 1024
 BN_SLAB_MIN = 4096
@@ -146,10 +144,6 @@ BN_RUNNING = Spec("vtl_bn_running", (
 SPECS = (BN_PARTIAL, BN_FORWARD_STATS, BN_BACKWARD_COEFFS, BN_APPLY, BN_RUNNING)
 
 
-def _grid(n: int, per: int = _THREADS, cap: int = 1 << 16) -> int:
-    return max(1, min(-(-n // per), cap))
-
-
 class CupyBatchNorm:
     """``kernel("batch_norm")`` on CuPy arrays: float32, float64, float16 and bfloat16."""
 
@@ -188,7 +182,7 @@ class CupyBatchNorm:
                 return None
             x = cp.ascontiguousarray(x)
             # 32-bit indices unless a grid-stride step could pass 2**31
-            ti = np.int32 if x.size + _grid(x.size) * _THREADS < 2**31 else np.int64
+            ti = np.int32 if x.size + _blocks(x.size) * _THREADS < 2**31 else np.int64
             slabs = max(1, min(-(-BN_BLOCKS // c), -(-(n * hw) // BN_SLAB_MIN)))
             part = cp.empty((c * slabs * 2,), dtype=np.float64)
             stats = cp.empty((5, c), dtype=adt)
@@ -196,11 +190,11 @@ class CupyBatchNorm:
             self._k.get(BN_PARTIAL, dt, ti)((c * slabs,), (_THREADS,), (
                 x, x, stats, part, *sizes, _I64(slabs), _I32(0)))
             flags = (1 if wa is not None else 0) | (2 if ba is not None else 0)
-            self._k.get(BN_FORWARD_STATS, dt, ti)((_grid(c),), (_THREADS,), (
+            self._k.get(BN_FORWARD_STATS, dt, ti)((_blocks(c),), (_THREADS,), (
                 part, x, stats if wa is None else wa, stats if ba is None else ba, stats,
                 *sizes, _I64(slabs), adt.type(eps), _I32(flags)))
             y = cp.empty(x.shape, dtype=dt)
-            self._k.get(BN_APPLY, dt, ti)((_grid(x.size),), (_THREADS,), (
+            self._k.get(BN_APPLY, dt, ti)((_blocks(x.size),), (_THREADS,), (
                 x, x, stats, stats, y, _I64(c), _I64(hw), _I64(x.size), _I32(0)))
             self.launches += 3
         return y, stats[0], stats[1], (x, stats, slabs, ti)
@@ -222,7 +216,7 @@ class CupyBatchNorm:
                                                      for a in arrays):
             return False
         with self._device_of(mean):
-            self._k.get(BN_RUNNING, dt)((_grid(c),), (_THREADS,), (
+            self._k.get(BN_RUNNING, dt)((_blocks(c),), (_THREADS,), (
                 mean, var, running_mean, running_var, _I64(c), dt.type(1.0 - momentum),
                 dt.type(momentum), dt.type(momentum * count / (count - 1))))
         self.launches += 1
@@ -246,13 +240,13 @@ class CupyBatchNorm:
                 x, g, stats, part, *sizes, _I64(slabs), _I32(1)))
             wb = cp.empty((2, c), dtype=adt)
             coef = cp.empty((2, c), dtype=adt)
-            self._k.get(BN_BACKWARD_COEFFS, dt, ti)((_grid(c),), (_THREADS,), (
+            self._k.get(BN_BACKWARD_COEFFS, dt, ti)((_blocks(c),), (_THREADS,), (
                 part, stats, wb, coef, _I64(c), _I64(n * hw), _I64(slabs)))
             self.launches += 2
             dx = None
             if need_x:
                 dx = cp.empty(x.shape, dtype=dt)
-                self._k.get(BN_APPLY, dt, ti)((_grid(x.size),), (_THREADS,), (
+                self._k.get(BN_APPLY, dt, ti)((_blocks(x.size),), (_THREADS,), (
                     x, g, stats, coef, dx, _I64(c), _I64(hw), _I64(x.size), _I32(1)))
                 self.launches += 1
         pdt = adt if w is None else w.dtype

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from ._codegen import CTYPES
-from .nn import FLOAT_NAMES, Spec, _Kernels
+from .nn import _I32, _I64, FLOAT_NAMES, Spec, _Kernels
 
 _RNN_PRELUDE = (
     "const ptrdiff_t H_ = (ptrdiff_t)H; const ptrdiff_t n_ = (ptrdiff_t)i / H_;\n"
@@ -257,8 +257,6 @@ class GruCell(_ElementwiseCache):
 
 # -- whole LSTM time steps ---------------------------------------------------------------------
 
-_I64 = np.int64
-_I32 = np.int32
 _TILE = 16
 
 _HEAD = r"""

@@ -294,7 +294,6 @@ class BatchNorm:
 
     def __init__(self) -> None:
         self.launches = 0
-        self._unused: dict = {}
 
     @staticmethod
     def _compute(dt: Any) -> Any:
@@ -302,12 +301,6 @@ class BatchNorm:
 
     def supports(self, dtype: Any) -> bool:
         return dtype in PRODUCT_FLOATS
-
-    def _stand_in(self, dt: Any) -> WgpuArray:
-        a = self._unused.get(dt)
-        if a is None:
-            a = self._unused[dt] = empty((1,), dt)
-        return a
 
     def _kernel(self, name: str, sig: str, dt: Any) -> Any:
         cdt = self._compute(dt)
@@ -340,9 +333,8 @@ class BatchNorm:
                      (x._st.buf, x._st.buf, stats._st.buf, part._st.buf),
                      [c, hw, n * hw, slabs, 0, x._offset, x._offset, stats._offset,
                       part._offset], c * slabs)
-        stand = self._stand_in(cdt)
         flags = (1 if wa is not None else 0) | (2 if ba is not None else 0)
-        wb, bb = (stand if a is None else a for a in (wa, ba))
+        wb, bb = (part if a is None else a for a in (wa, ba))  # unread where not given
         REC.dispatch(self._kernel("batch_norm_stats", "rrrrw", dt),
                      (part._st.buf, x._st.buf, wb._st.buf, bb._st.buf, stats._st.buf),
                      [c, hw, n * hw, slabs, flags, x._offset, wb._offset, bb._offset,

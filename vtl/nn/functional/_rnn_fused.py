@@ -366,14 +366,14 @@ def _layer_forward(xp: Any, kern: Any, gates: Any, h0: Any, c0: Any, w_hh: Any, 
             res = step(gates[t, ...], h, w_hh, c, (h_all[t], c_all[t], act_all[t], tc_all[t]))
         if res is not None:
             h, c, act, tc = res
-        elif kern is not None:
-            gh = xp.matmul(h, w_t)
-            h, c, act, tc = kern.forward(gates[t, ...], gh, c,
-                                         out=(h_all[t], c_all[t], act_all[t], tc_all[t]))
         else:
             gh = xp.matmul(h, w_t)
-            gh += gates[t, ...]
-            h, c, act, tc = _lstm_forward(xp, gh, None, c, hs, own=True)
+            if kern is not None:
+                h, c, act, tc = kern.forward(gates[t, ...], gh, c,
+                                             out=(h_all[t], c_all[t], act_all[t], tc_all[t]))
+            else:
+                gh += gates[t, ...]
+                h, c, act, tc = _lstm_forward(xp, gh, None, c, hs, own=True)
         acts.append(act)
         tcs.append(tc)
         outs[t] = h

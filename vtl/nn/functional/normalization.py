@@ -272,7 +272,7 @@ def batch_norm(input: Any, running_mean: Any, running_var: Any, weight: Any = No
                 src = xp.astype(input, float32)  # float32 statistics, as the kernels keep
             out, mean, var = _normalize(xp, src, axes, eps)
         if not _update_running_fused(input, mean, var, running_mean, running_var, momentum,
-                                     n):
+                                     n, c):
             if running_mean is not None:
                 _write(running_mean, (1.0 - momentum) * detach(running_mean)
                        + momentum * xp.reshape(detach(mean), (c,)))
@@ -294,16 +294,15 @@ def batch_norm(input: Any, running_mean: Any, running_var: Any, weight: Any = No
 
 
 def _update_running_fused(x: Any, mean: Any, var: Any, running_mean: Any, running_var: Any,
-                          momentum: float, n: int) -> bool:
-    """Both running statistics updated by the backend's batch_norm kernel in one launch
-    (``update_running``), where it has one for these arrays."""
+                          momentum: float, n: int, c: int) -> bool:
+    """Both ``(c,)`` running statistics updated by the backend's batch_norm kernel in one
+    launch (``update_running``), where it has one for these arrays."""
     if not all(isinstance(t, Tensor) for t in (x, mean, var, running_mean, running_var)):
         return False
     dev = x._device
     upd = getattr(dev.backend.kernel("batch_norm"), "update_running", None)
     if upd is None or running_mean._device is not dev or running_var._device is not dev:
         return False
-    c = running_mean.shape[0] if running_mean.ndim == 1 else -1
     xp = dev.xp
     if not upd(xp.reshape(mean._data, (c,)), xp.reshape(var._data, (c,)), running_mean._data,
                running_var._data, momentum, n):
