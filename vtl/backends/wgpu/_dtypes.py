@@ -77,6 +77,12 @@ def wgsl(dt: np.dtype) -> str:
     return STORAGE[dt][0]
 
 
+def compute_dtype(dt: np.dtype) -> np.dtype:
+    """The dtype kernels compute a float ``dt`` in: float32 for float16 and bfloat16, else
+    ``dt`` itself."""
+    return float32 if dt in (float16, bfloat16) else dt
+
+
 def itemsize(dt: np.dtype) -> int:
     """Bytes per element in device storage."""
     return STORAGE[dt][1].itemsize

@@ -295,15 +295,11 @@ class BatchNorm:
     def __init__(self) -> None:
         self.launches = 0
 
-    @staticmethod
-    def _compute(dt: Any) -> Any:
-        return D.float64 if dt == D.float64 else D.float32
-
     def supports(self, dtype: Any) -> bool:
         return dtype in PRODUCT_FLOATS
 
     def _kernel(self, name: str, sig: str, dt: Any) -> Any:
-        cdt = self._compute(dt)
+        cdt = D.compute_dtype(dt)
         return _kernels.kernel(name, sig, (dt, cdt), T=D.wgsl(dt), C=D.wgsl(cdt), D=dt.name,
                                CD=cdt.name)
 
@@ -319,7 +315,7 @@ class BatchNorm:
                 or 0 in x.shape:
             return None
         dt = x.dtype
-        cdt = self._compute(dt)
+        cdt = D.compute_dtype(dt)
         n, c = x.shape[:2]
         hw = x.size // (n * c)
         wa, ba = self._param(w, c, dt, cdt), self._param(b, c, dt, cdt)

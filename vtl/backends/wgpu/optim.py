@@ -62,21 +62,13 @@ def _scalar_words(dt: np.dtype) -> int:
     return 3 if dt == D.float64 else 1
 
 
-_LOW = (D.float16, D.bfloat16)
-
-
-def compute_dtype(dt: np.dtype) -> np.dtype:
-    """The dtype a program over ``dt`` parameters computes in (float32 for 16-bit)."""
-    return D.float32 if dt in _LOW else dt
-
-
 def wgsl_source(prog: Any, dtype: Any, low_arrays: tuple[str, ...] = ()
                 ) -> tuple[str, str, str]:
     """Binding signature ('r'/'w' per array), declarations and body of ``prog``'s shader;
     for float16/bfloat16 ``dtype`` the arrays named in ``low_arrays`` are of that dtype
     (widened on load, rounded once on store) and the others float32."""
     dt = np.dtype(dtype)
-    cdt = compute_dtype(dt)
+    cdt = D.compute_dtype(dt)
     t = D.wgsl(cdt)
     sig = "".join("w" if a in prog.writes else "r" for a in prog.arrays)
     decls = []
@@ -137,7 +129,7 @@ class MultiTensorApply:
         hit = self._kernels.get(key)
         if hit is None:
             sig, decls, body = wgsl_source(prog, dt, low_arrays)
-            dtypes = (dt, compute_dtype(dt)) if low_arrays else (dt,)
+            dtypes = (dt, D.compute_dtype(dt)) if low_arrays else (dt,)
             kern = _kernels.kernel(_TEMPLATE_NAME, sig, dtypes, DECLS=decls, BODY=body)
             hit = self._kernels[key] = (kern, sig)
         return hit
@@ -148,7 +140,7 @@ class MultiTensorApply:
         if not tensors:
             return
         dt = np.dtype(tensors[0][0].dtype)
-        cdt = compute_dtype(dt)
+        cdt = D.compute_dtype(dt)
         # 16-bit parameters: their 16-bit arrays (parameter, gradient) and float32 states
         want = [dt if cdt == dt or a.dtype == dt else cdt for a in tensors[0]]
         low_arrays = tuple(a for a, w in zip(prog.arrays, want, strict=True)

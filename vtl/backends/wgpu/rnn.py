@@ -173,15 +173,11 @@ class WgpuLstmSteps(_Cell):
     BINDINGS = {"lstm_step_fwd": 8, "lstm_step_bwd": 10}
     SHARED_ELEMENTS = 512 + 2048
 
-    @staticmethod
-    def _compute(dt: Any) -> Any:
-        return D.float64 if dt == D.float64 else D.float32
-
     def _kernel(self, name: str, sig: str, dt: Any, **flags: int) -> Any:
         key = (name, dt, *flags.items())
         k = _CELL_KERNELS.get(key)
         if k is None:
-            cdt = self._compute(dt)
+            cdt = D.compute_dtype(dt)
             k = _CELL_KERNELS[key] = _kernels.kernel(
                 name, sig, (dt,) if cdt == dt else (dt, cdt), T=D.wgsl(dt), C=D.wgsl(cdt),
                 D=dt.name, DT=cdt.name, ACTIVATIONS=_ACTIVATIONS.replace("{{T}}", "{{C}}"),
@@ -197,7 +193,7 @@ class WgpuLstmSteps(_Cell):
         per_stage = int(limits.get("max-storage-buffers-per-shader-stage", 8))
         shared = int(limits.get("max-compute-workgroup-storage-size", 16384))
         return per_stage >= WgpuLstmSteps.BINDINGS[name] and \
-            shared >= WgpuLstmSteps.SHARED_ELEMENTS * D.itemsize(WgpuLstmSteps._compute(dt))
+            shared >= WgpuLstmSteps.SHARED_ELEMENTS * D.itemsize(D.compute_dtype(dt))
 
     @staticmethod
     def _same(a: Any, b: Any) -> bool:
