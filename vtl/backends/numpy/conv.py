@@ -35,18 +35,23 @@ import glob
 import itertools
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from .._common.conv import StridedConv2d, _blocks, _taps_in, _taps_out, out_size, tap_slices
 from .._common.threads import num_threads, parallel_for, scratch
+from . import winograd
 
-__all__ = ["FLIP", "THRESHOLD", "TILE", "NumpyConv2d"]
+__all__ = ["FLIP", "THRESHOLD", "TILE", "WINOGRAD_TILE", "NumpyConv2d", "WinogradContext"]
 
 #: Patch elements of one tile of images: its patches and their products stay in the
 #: core's cache.
 TILE = 1 << 18
+
+#: Elements of the transformed tiles (``36 * tiles * max(C, K)``) of one group of images
+#: on the Winograd path (their transforms and products stay in the core's cache).
+WINOGRAD_TILE = 1 << 18
 
 #: Whether the tiles running on the pool's threads ask NumPy's OpenBLAS for one thread each
 #: (``openblas_set_num_threads_local``, OpenBLAS 0.3.27+; no effect where NumPy's BLAS has
@@ -61,6 +66,14 @@ FLIP = True
 #: Patch elements (``N * (C/G*kh*kw + 1) * G * Ho*Wo``) from which the NumPy kernel takes the
 #: wide layout and the thread pool; below it everything runs on the calling thread.
 THRESHOLD = 1 << 18
+
+
+class WinogradContext(NamedTuple):
+    """What a Winograd forward keeps for its backward: the input and the ``(36, K, C)``
+    transformed weight."""
+
+    x: Any
+    u: Any
 
 
 class NumpyConv2d(StridedConv2d):
@@ -80,6 +93,8 @@ class NumpyConv2d(StridedConv2d):
                 groups: int) -> tuple[Any, Any]:
         if not self.tiled:
             return super().forward(x, w, b, stride, padding, dilation, groups)
+        if self._winograd(x.shape, w, x.dtype, stride, padding, dilation, groups):
+            return self._winograd_forward(x, w, b, padding)
         n, c, h, wd = x.shape
         o, cg, kh, kw = w.shape
         pt, pb, pl, pr = padding
@@ -106,9 +121,14 @@ class NumpyConv2d(StridedConv2d):
                  stride: tuple[int, int], padding: tuple[int, int, int, int],
                  dilation: tuple[int, int], groups: int, need_x: bool, need_w: bool,
                  need_b: bool) -> tuple[Any, Any, Any]:
-        if not self.tiled or ctx is not None and ctx.shape != tuple(x_shape):
+        if not self.tiled or ctx is not None and not isinstance(ctx, WinogradContext) and \
+                ctx.shape != tuple(x_shape):
             return super().backward(ctx, x_shape, w, g, stride, padding, dilation, groups,
                                     need_x, need_w, need_b)
+        if isinstance(ctx, WinogradContext) or ctx is None and self._winograd(
+                x_shape, w, g.dtype, stride, padding, dilation, groups):
+            return self._winograd_backward(ctx, x_shape, w, g, padding, need_x, need_w,
+                                           need_b)
         x = ctx
         n = x_shape[0]
         o, cg, kh, kw = w.shape
@@ -162,6 +182,86 @@ class NumpyConv2d(StridedConv2d):
         if need_w:  # the tiles' partial sums added in tile order: the same on any threads
             dw = parts[0] if len(blocks) == 1 else np.add.reduce(parts, axis=0)
             dw = np.ascontiguousarray(dw.transpose(0, 2, 1)).reshape(o, cg, kh, kw)
+        return dx, dw, db
+
+    def _winograd(self, x_shape: tuple[int, ...], w: Any, dtype: Any, stride: tuple,
+                  padding: tuple, dilation: tuple, groups: int) -> bool:
+        """Whether this convolution takes the Winograd F(4x4, 3x3) path."""
+        return w.dtype == dtype and winograd.fits(x_shape, w.shape, dtype, stride, padding,
+                                                  dilation, groups)
+
+    def _winograd_forward(self, x: Any, w: Any, b: Any, padding: tuple
+                          ) -> tuple[Any, WinogradContext]:
+        """The forward pass by Winograd F(4x4, 3x3), tile of images by tile of images;
+        the context keeps the input and the transformed weight."""
+        n, c, h, wd = x.shape
+        o = w.shape[0]
+        pt, pb, pl, pr = padding
+        ho, wo = h + pt + pb - 2, wd + pl + pr - 2
+        th, tw = winograd.tiles(ho, wo)
+        t = th * tw
+        u = winograd.weight_transform(w)
+        ut = u.transpose(0, 2, 1)  # (36, C, K)
+        bias = None if b is None else np.ascontiguousarray(b, dtype=x.dtype)
+        out = np.empty((n, o, ho, wo), dtype=x.dtype)
+        per_image = 36 * t * max(c, o)
+        blocks = _tiles(n, per_image, WINOGRAD_TILE)
+
+        def run(i: int, j: int) -> None:
+            for a, e in blocks[i:j]:
+                rows = (e - a) * t
+                v = scratch("wino_v", (36, rows, c), x.dtype)
+                winograd.input_transform(np.ascontiguousarray(x[a:e]), pt, pl, th, tw, v)
+                m = np.matmul(v, ut, out=scratch("wino_m", (36, rows, o), x.dtype))
+                winograd.output_transform(m, bias, out[a:e])
+
+        _pool_run(run, len(blocks), self._tile_threads(n * per_image))
+        return out, WinogradContext(x, u)
+
+    def _winograd_backward(self, ctx: Any, x_shape: tuple[int, ...], w: Any, g: Any,
+                           padding: tuple, need_x: bool, need_w: bool, need_b: bool
+                           ) -> tuple[Any, Any, Any]:
+        """The backward pass by Winograd F(4x4, 3x3): the exact adjoint of the forward's
+        transforms and products; the weight gradient's per-tile parts added in tile
+        order. ``ctx`` is the forward's :class:`WinogradContext` (``None``: the weight's
+        transform is formed again and no weight gradient can be given)."""
+        x, u = (None, None) if ctx is None else (ctx.x, ctx.u)
+        n, c = x_shape[:2]
+        o = w.shape[0]
+        pt, pb, pl, pr = padding
+        ho, wo = g.shape[2:]
+        th, tw = winograd.tiles(ho, wo)
+        t = th * tw
+        need_w = need_w and x is not None
+        db = g.sum(axis=(0, 2, 3)) if need_b else None
+        if not (need_x or need_w):
+            return None, None, db
+        if need_x and u is None:
+            u = winograd.weight_transform(w)
+        per_image = 36 * t * max(c, o)
+        blocks = _tiles(n, per_image, WINOGRAD_TILE)
+        parts = np.empty((len(blocks), 36, o, c), dtype=g.dtype) if need_w else None
+        dx = np.empty(x_shape, dtype=g.dtype) if need_x else None
+
+        def run(i: int, j: int) -> None:
+            for k in range(i, j):
+                a, e = blocks[k]
+                rows = (e - a) * t
+                dm = scratch("wino_m", (36, rows, o), g.dtype)
+                winograd.grad_transform(np.ascontiguousarray(g[a:e]), th, tw, dm)
+                v = scratch("wino_v", (36, rows, c), g.dtype)
+                if need_w:
+                    winograd.input_transform(np.ascontiguousarray(x[a:e]), pt, pl, th, tw, v)
+                    np.matmul(dm.transpose(0, 2, 1), v, out=parts[k])
+                if need_x:
+                    np.matmul(dm, u, out=v)
+                    winograd.input_adjoint(v, pt, pl, th, tw, dx[a:e])
+
+        _pool_run(run, len(blocks), self._tile_threads(n * per_image))
+        dw = None
+        if need_w:  # the tiles' parts added in tile order: the same on any threads
+            du = parts[0] if len(blocks) == 1 else np.add.reduce(parts, axis=0)
+            dw = winograd.weight_gradient(du)
         return dx, dw, db
 
     def _tile_threads(self, size: int) -> int:
@@ -244,10 +344,13 @@ class NumpyConv2d(StridedConv2d):
         return dx, dw, db
 
 
-def _tiles(n: int, per_image: int) -> list[tuple[int, int]]:
-    """``[a, e)`` ranges of images of about :data:`TILE` patch elements each (the same
-    ranges on any number of threads)."""
-    step = max(1, TILE // max(per_image, 1))
+def _tiles(n: int, per_image: int, tile: int | None = None) -> list[tuple[int, int]]:
+    """``[a, e)`` ranges of images of at most about ``tile`` (default :data:`TILE`)
+    elements each, as even as the images allow (the same ranges on any number of
+    threads)."""
+    per_tile = max(1, (TILE if tile is None else tile) // max(per_image, 1))
+    count = -(-n // per_tile)
+    step = -(-n // count)
     return [(a, min(a + step, n)) for a in range(0, n, step)]
 
 
