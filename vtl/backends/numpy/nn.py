@@ -25,12 +25,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from .._common import threads as _pool
 from .._dtypes import kind as _dkind
+from . import _compiled
 from .backend import _count_nonzero
 
 #: elements from which a pass is split over the pool
@@ -135,8 +136,19 @@ def _split_images(fn: Any, n: int, size: int) -> None:
         fn(0, n)
 
 
+class _CompiledSaved(NamedTuple):
+    """What the compiled forward keeps for the backward: the ``(N, C, L)`` input and the
+    float64 mean and reciprocal standard deviation."""
+
+    x3: Any
+    mean: Any
+    rstd: Any
+    shape: tuple[int, ...]
+
+
 class NumpyBatchNorm:
-    """The ``batch_norm`` kernel on NumPy arrays (float32, float64)."""
+    """The ``batch_norm`` kernel on NumPy arrays (float32, float64); with numba (the
+    ``vtl[cpu]`` extra) two compiled passes each way, statistics summed in float64."""
 
     def supports(self, dtype: Any) -> bool:
         return dtype in _FLOATS
@@ -144,6 +156,9 @@ class NumpyBatchNorm:
     def forward(self, x: Any, w: Any, b: Any, eps: float) -> tuple[Any, Any, Any, Any] | None:
         if type(x) is not np.ndarray or x.ndim < 2 or x.dtype not in _FLOATS:
             return None
+        if _compiled.available() and x.size and all(
+                p is None or p.dtype == x.dtype for p in (w, b)):
+            return self._forward_compiled(x, w, b, eps)
         n, c = x.shape[:2]
         x3 = x.reshape(n, c, -1)
         count = x3.shape[0] * x3.shape[2]
@@ -177,8 +192,68 @@ class NumpyBatchNorm:
         _split_images(affine, n, x.size)
         return y.reshape(x.shape), mean, var, (d, rstd, x.shape)
 
+    def _forward_compiled(self, x: Any, w: Any, b: Any, eps: float
+                          ) -> tuple[Any, Any, Any, Any]:
+        """One pass for the statistics (sums shifted by each channel's first element,
+        float64), one for ``y = x * scale + offset``."""
+        from . import _batch_norm_kernels as kern
+
+        n, c = x.shape[:2]
+        x3 = np.ascontiguousarray(x).reshape(n, c, -1)
+        count = n * x3.shape[2]
+        s = np.empty((n, c), dtype=np.float64)
+        q = np.empty((n, c), dtype=np.float64)
+        _split_images(lambda i, j: kern.forward_sums(x3, i, j, s, q), n, x.size)
+        s_sum, q_sum = np.add.reduce(s, axis=0), np.add.reduce(q, axis=0)
+        mean = x3[0, :, 0].astype(np.float64) + s_sum / count
+        var = np.maximum(q_sum - s_sum * s_sum / count, 0.0) / count
+        rstd = 1.0 / np.sqrt(var + eps)
+        scale = rstd if w is None else rstd * w
+        offset = -mean * scale if b is None else b - mean * scale
+        y3 = np.empty(x3.shape, dtype=x.dtype)
+        sc, off = scale.astype(x.dtype), offset.astype(x.dtype)
+        _split_images(lambda i, j: kern.affine(x3, i, j, sc, off, y3), n, x.size)
+        return (y3.reshape(x.shape), mean.astype(x.dtype), var.astype(x.dtype),
+                _CompiledSaved(x3, mean, rstd, x.shape))
+
+    def _backward_compiled(self, saved: _CompiledSaved, w: Any, g: Any, need_x: bool,
+                           need_w: bool, need_b: bool) -> tuple[Any, Any, Any]:
+        """One pass for ``sum(g)`` and ``sum(g (x - mean))`` (float64), one for ``dx = g a
+        + x b + e`` per channel."""
+        from . import _batch_norm_kernels as kern
+
+        x3, mean, rstd, shape = saved
+        n, c = x3.shape[:2]
+        dt = x3.dtype
+        g3 = np.ascontiguousarray(g).reshape(x3.shape)
+        count = n * x3.shape[2]
+        sg_rows = np.empty((n, c), dtype=np.float64)
+        sgd_rows = np.empty((n, c), dtype=np.float64)
+        _split_images(lambda i, j: kern.backward_sums(x3, g3, mean, i, j, sg_rows, sgd_rows),
+                      n, x3.size)
+        sg = np.add.reduce(sg_rows, axis=0)
+        sgd = np.add.reduce(sgd_rows, axis=0)
+        dx = dw = db = None
+        if need_x:
+            scale = rstd if w is None else rstd * w
+            c2 = scale * rstd * rstd * sgd / count
+            a, bb, e = (v.astype(dt) for v in (scale, -c2, mean * c2 - scale * sg / count))
+            dx3 = np.empty(x3.shape, dtype=dt)
+            _split_images(lambda i, j: kern.input_grad(x3, g3, i, j, a, bb, e, dx3), n,
+                          x3.size)
+            dx = dx3.reshape(shape)
+        if need_w:
+            dw = (sgd * rstd).astype(dt)
+        if need_b:
+            db = sg.astype(dt)
+        return dx, dw, db
+
     def backward(self, saved: Any, w: Any, g: Any, need_x: bool, need_w: bool,
                  need_b: bool) -> tuple[Any, Any, Any] | None:
+        if isinstance(saved, _CompiledSaved):
+            if type(g) is not np.ndarray or g.dtype != saved.x3.dtype:
+                return None
+            return self._backward_compiled(saved, w, g, need_x, need_w, need_b)
         d, rstd, shape = saved
         if type(g) is not np.ndarray or g.dtype != d.dtype:
             return None

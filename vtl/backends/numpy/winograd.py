@@ -14,16 +14,18 @@ The transforms run in channels-last order, vectorized over the channels.
 The transform points are 0, ±1, ±2 and infinity (the usual F(4x4, 3x3) matrices); in
 float32 the result differs from the im2col product by about ten times float32's rounding
 of a 3x3 convolution (relative errors around 1e-5 of the output's scale). Set
-:data:`ENABLED` to ``False`` (or ``VTL_WINOGRAD=0`` in the environment) for the im2col path.
+:data:`ENABLED` to ``False`` (or ``VTL_WINOGRAD=0`` in the environment) for the im2col path;
+``VTL_NUMBA=0`` turns off all of the backend's compiled kernels.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from typing import Any
 
 import numpy as np
+
+from . import _compiled
 
 __all__ = ["ENABLED", "MIN_CHANNELS", "available", "fits", "input_transform",
            "output_transform", "grad_transform", "input_adjoint", "weight_transform",
@@ -46,15 +48,11 @@ AT = np.array([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0],
                [0, 1, -1, 8, -8, 1]], np.float64)
 
 _kernels: Any = None  # the compiled module, loaded on first use
-_found: bool | None = None
 
 
 def available() -> bool:
-    """Whether numba is installed (``pip install 'vtl[cpu]'``)."""
-    global _found
-    if _found is None:
-        _found = importlib.util.find_spec("numba") is not None
-    return _found
+    """Whether the compiled kernels run (numba installed: ``pip install 'vtl[cpu]'``)."""
+    return _compiled.available()
 
 
 def fits(x_shape: tuple[int, ...], w_shape: tuple[int, ...], dtype: Any, stride: tuple,

@@ -1,0 +1,76 @@
+"""The NumPy backend's compiled (numba, ``vtl[cpu]``) batch-norm passes against its NumPy
+passes they replace: statistics, output and the three gradients in float64 and float32,
+a mean much larger than the spread, 2-D to 5-D inputs, and the same bits on any number of
+threads."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vtl.backends._common import threads as nc
+from vtl.backends.numpy import _compiled
+from vtl.backends.numpy import nn as npnn
+
+pytestmark = pytest.mark.skipif(not _compiled.available(),
+                                reason="numba is not installed (pip install 'vtl[cpu]')")
+
+
+def _run(monkeypatch, compiled, x, w, b, g, need=(True, True, True)):
+    monkeypatch.setattr(_compiled, "ENABLED", compiled)
+    kern = npnn.NumpyBatchNorm()
+    y, mean, var, saved = kern.forward(x, w, b, 1e-5)
+    assert isinstance(saved, npnn._CompiledSaved) == compiled
+    return (y, mean, var, *kern.backward(saved, w, g, *need))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("shape", [(6, 5), (4, 3, 7), (5, 4, 6, 7), (2, 3, 4, 5, 3)])
+@pytest.mark.parametrize("affine", [True, False])
+def test_compiled_batch_norm_equals_numpy(monkeypatch, dtype, shape, affine):
+    rng = np.random.default_rng(len(shape))
+    c = shape[1]
+    x = (rng.standard_normal(shape) * 3 + 1).astype(dtype)
+    w = rng.standard_normal(c).astype(dtype) if affine else None
+    b = rng.standard_normal(c).astype(dtype) if affine else None
+    g = rng.standard_normal(shape).astype(dtype)
+    need = (True, affine, affine)
+    got = _run(monkeypatch, True, x, w, b, g, need)
+    want = _run(monkeypatch, False, x, w, b, g, need)
+    tol = 1e-12 if dtype == np.float64 else 2e-5
+    for name, a, r in zip(("y", "mean", "var", "dx", "dw", "db"), got, want, strict=True):
+        if r is None:
+            assert a is None, name
+            continue
+        assert a.dtype == dtype and a.shape == r.shape, name
+        np.testing.assert_allclose(a, r, rtol=tol, atol=tol * max(1.0, float(np.abs(r).max())),
+                                   err_msg=name)
+
+
+def test_compiled_batch_norm_large_mean(monkeypatch):
+    """float32 data of mean 1e4 and spread 1: the shifted sums keep the variance (a plain
+    sum of squares would lose it to cancellation)."""
+    rng = np.random.default_rng(1)
+    x = (1e4 + rng.standard_normal((8, 3, 50))).astype(np.float32)
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    y, mean, var, *_ = _run(monkeypatch, True, x, None, None, g)
+    x64 = x.astype(np.float64)
+    np.testing.assert_allclose(var, x64.var(axis=(0, 2)), rtol=1e-5)
+    np.testing.assert_allclose(mean, x64.mean(axis=(0, 2)), rtol=1e-7)
+    np.testing.assert_allclose(y.std(axis=(0, 2)), 1.0, rtol=1e-3)
+
+
+def test_compiled_batch_norm_independent_of_thread_count(monkeypatch):
+    monkeypatch.delenv("VTL_NUM_THREADS", raising=False)
+    monkeypatch.setattr(npnn, "THRESHOLD", 0)
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((9, 4, 5, 6)).astype(np.float32)
+    w, b = rng.standard_normal(4).astype(np.float32), rng.standard_normal(4).astype(np.float32)
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    results = []
+    for n in (1, 2, 3):
+        monkeypatch.setattr(nc, "usable_cpus", lambda n=n: n)
+        results.append(_run(monkeypatch, True, x, w, b, g))
+    for other in results[1:]:
+        for a, r in zip(other, results[0], strict=True):
+            np.testing.assert_array_equal(a, r)
