@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib.util
 import os
 
-__all__ = ["ENABLED", "available"]
+__all__ = ["ENABLED", "available", "describe"]
 
 #: Whether the compiled kernels may run (``VTL_NUMBA=0`` turns them off).
 ENABLED = os.environ.get("VTL_NUMBA", "1").strip() not in ("0", "false", "False", "")
@@ -21,3 +21,14 @@ def available() -> bool:
     if _found is None:
         _found = importlib.util.find_spec("numba") is not None
     return _found and ENABLED
+
+
+def describe() -> str:
+    """What ``vtl info`` says of the compiled kernels."""
+    if not ENABLED:
+        return "not used: VTL_NUMBA=0"
+    if not available():
+        return "not used: numba is not installed (pip install 'vtl[cpu]')"
+    from importlib.metadata import version
+
+    return (f"numba {version('numba')} (Winograd 3x3 convolutions, batch norm)")

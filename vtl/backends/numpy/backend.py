@@ -102,7 +102,11 @@ class NumpyBackend(Backend):
     def info(self) -> dict[str, Any]:
         import array_api_compat
 
-        return {"numpy": np.__version__, "array_api_compat": array_api_compat.__version__}
+        from . import _compiled
+
+        out = {"numpy": np.__version__, "array_api_compat": array_api_compat.__version__}
+        out["compiled"] = _compiled.describe()
+        return out
 
 
 def register(backend: Backend) -> None:
