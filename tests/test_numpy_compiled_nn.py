@@ -48,10 +48,11 @@ def test_compiled_batch_norm_equals_numpy(monkeypatch, dtype, shape, affine):
 
 
 def test_compiled_batch_norm_large_mean(monkeypatch):
-    """float32 data of mean 1e4 and spread 1: the shifted sums keep the variance (a plain
-    sum of squares would lose it to cancellation)."""
+    """float32 data of mean 1e4 and spread 1, 10^6 values a channel: the shifted float64
+    sums keep the mean and the variance (a plain sum of squares would lose the variance to
+    cancellation, float32 sums the mean to rounding)."""
     rng = np.random.default_rng(1)
-    x = (1e4 + rng.standard_normal((8, 3, 50))).astype(np.float32)
+    x = (1e4 + rng.standard_normal((25, 3, 40000))).astype(np.float32)
     g = rng.standard_normal(x.shape).astype(np.float32)
     y, mean, var, *_ = _run(monkeypatch, True, x, None, None, g)
     x64 = x.astype(np.float64)
@@ -74,3 +75,24 @@ def test_compiled_batch_norm_independent_of_thread_count(monkeypatch):
     for other in results[1:]:
         for a, r in zip(other, results[0], strict=True):
             np.testing.assert_array_equal(a, r)
+
+
+def test_numba_that_fails_to_import_counts_as_absent(monkeypatch):
+    """An installed numba that raises on import (e.g. too old for the NumPy present): the
+    NumPy kernels run, and ``vtl info`` says why."""
+    import sys
+
+    import vtl
+    import vtl.nn.functional as F
+
+    monkeypatch.setitem(sys.modules, "numba", None)  # import numba raises ImportError
+    monkeypatch.setattr(_compiled, "_found", None)
+    assert not _compiled.available()
+    assert _compiled.describe().startswith("not used: ModuleNotFoundError")
+    x = vtl.asarray(np.ones((2, 8, 6, 6), np.float32), backend="numpy")
+    w = vtl.asarray(np.ones((8, 8, 3, 3), np.float32), backend="numpy")
+    y = F.conv2d(x, w, padding=1)
+    assert float(y[0, 0, 2, 2]) == 72.0
+    z = F.batch_norm(x, None, None, training=True)
+    assert z.shape == x.shape
+    monkeypatch.setattr(_compiled, "_found", None)

@@ -17,8 +17,8 @@ import vtl
 import vtl.nn.functional as F
 from vtl.backends._common import threads as nc
 from vtl.backends._common.conv import StridedConv2d
+from vtl.backends.numpy import _winograd as winograd
 from vtl.backends.numpy import conv as npconv
-from vtl.backends.numpy import winograd
 
 pytestmark = pytest.mark.skipif(not winograd.available(),
                                 reason="numba is not installed (pip install 'vtl[cpu]')")
@@ -57,7 +57,7 @@ def _check(x, w, b, geom, dtype, need=(True, True, True)):
             assert a is None, name
             continue
         assert a.dtype == dtype and a.shape == r.shape, name
-        scale = float(np.abs(r).max()) or 1.0
+        scale = (float(np.abs(r).max()) if r.size else 0.0) or 1.0
         np.testing.assert_allclose(a, r, rtol=0, atol=rtol * scale, err_msg=name)
 
 
@@ -201,3 +201,10 @@ def test_winograd_non_finite_input_stays_non_finite():
         out, _ = npconv.NumpyConv2d().forward(xb, w, b, *geom)
         assert not np.isfinite(out[0, :, 4:7, 5:8]).any()
         assert np.isfinite(out[0, :, :, 9:]).all() and np.isfinite(out[0, :, :3]).all()
+
+
+def test_winograd_empty_batch():
+    """No images: empty output and input gradient, a zero weight gradient."""
+    rng = np.random.default_rng(10)
+    x, w, b, geom = _case(rng, 0, 8, 8, 8, 8, (1, 1, 1, 1), np.float32)
+    _check(x, w, b, geom, np.float32)

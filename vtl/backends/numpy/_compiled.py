@@ -1,10 +1,10 @@
-"""Whether the NumPy backend's compiled kernels run: numba installed (``pip install
+"""Whether the NumPy backend's compiled kernels run: numba importable (``pip install
 'vtl[cpu]'``) and ``VTL_NUMBA`` not ``0``. Without them the backend's NumPy kernels give
 the same results (up to the rounding of sums)."""
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import os
 
 __all__ = ["ENABLED", "available", "describe"]
@@ -13,14 +13,22 @@ __all__ = ["ENABLED", "available", "describe"]
 ENABLED = os.environ.get("VTL_NUMBA", "1").strip() not in ("0", "false", "False", "")
 
 _found: bool | None = None
+_why = "numba is not installed (pip install 'vtl[cpu]')"
 
 
 def available() -> bool:
-    """Whether numba is installed and :data:`ENABLED` is true."""
-    global _found
+    """Whether :data:`ENABLED` is true and numba imports (an installed numba that fails to
+    import, e.g. one too old for the installed NumPy, counts as absent)."""
+    global _found, _why
+    if not ENABLED:
+        return False
     if _found is None:
-        _found = importlib.util.find_spec("numba") is not None
-    return _found and ENABLED
+        try:
+            importlib.import_module("numba")
+            _found = True
+        except Exception as e:  # noqa: BLE001 - any failure to import means no kernels
+            _found, _why = False, f"{type(e).__name__}: {e}"
+    return _found
 
 
 def describe() -> str:
@@ -28,7 +36,7 @@ def describe() -> str:
     if not ENABLED:
         return "not used: VTL_NUMBA=0"
     if not available():
-        return "not used: numba is not installed (pip install 'vtl[cpu]')"
+        return f"not used: {_why}"
     from importlib.metadata import version
 
     return (f"numba {version('numba')} (Winograd 3x3 convolutions, batch norm)")

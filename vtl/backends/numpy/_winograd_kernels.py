@@ -1,4 +1,4 @@
-"""The compiled tile transforms of :mod:`vtl.backends.numpy.winograd` (numba, cached on
+"""The compiled tile transforms of :mod:`vtl.backends.numpy._winograd` (numba, cached on
 disk, released GIL so that the kernel pool's threads run them side by side).
 
 Each kernel takes one group of images and works image by image in channels-last order:

@@ -41,7 +41,7 @@ import numpy as np
 
 from .._common.conv import StridedConv2d, _blocks, _taps_in, _taps_out, out_size, tap_slices
 from .._common.threads import num_threads, parallel_for, scratch
-from . import winograd
+from . import _winograd as winograd
 
 __all__ = ["FLIP", "THRESHOLD", "TILE", "WINOGRAD_TILE", "NumpyConv2d", "WinogradContext"]
 
@@ -348,6 +348,8 @@ def _tiles(n: int, per_image: int, tile: int | None = None) -> list[tuple[int, i
     """``[a, e)`` ranges of images of at most about ``tile`` (default :data:`TILE`)
     elements each, as even as the images allow (the same ranges on any number of
     threads)."""
+    if n <= 0:
+        return []
     per_tile = max(1, (TILE if tile is None else tile) // max(per_image, 1))
     count = -(-n // per_tile)
     step = -(-n // count)
