@@ -210,10 +210,11 @@ class NumpyConv2d(StridedConv2d):
         def run(i: int, j: int) -> None:
             for a, e in blocks[i:j]:
                 rows = (e - a) * t
-                v = scratch("wino_v", (36, rows, c), x.dtype)
-                winograd.input_transform(np.ascontiguousarray(x[a:e]), pt, pl, th, tw, v)
-                m = np.matmul(v, ut, out=scratch("wino_m", (36, rows, o), x.dtype))
-                winograd.output_transform(m, bias, out[a:e])
+                v_all, v = _transformed("wino_v", rows, c, x.dtype)
+                winograd.input_transform(np.ascontiguousarray(x[a:e]), pt, pl, th, tw, v_all)
+                m_all, m = _transformed("wino_m", rows, o, x.dtype)
+                np.matmul(v, ut, out=m)
+                winograd.output_transform(m_all, bias, out[a:e])
 
         _pool_run(run, len(blocks), self._tile_threads(n * per_image))
         return out, WinogradContext(x, u)
@@ -247,15 +248,16 @@ class NumpyConv2d(StridedConv2d):
             for k in range(i, j):
                 a, e = blocks[k]
                 rows = (e - a) * t
-                dm = scratch("wino_m", (36, rows, o), g.dtype)
-                winograd.grad_transform(np.ascontiguousarray(g[a:e]), th, tw, dm)
-                v = scratch("wino_v", (36, rows, c), g.dtype)
+                dm_all, dm = _transformed("wino_m", rows, o, g.dtype)
+                winograd.grad_transform(np.ascontiguousarray(g[a:e]), th, tw, dm_all)
+                v_all, v = _transformed("wino_v", rows, c, g.dtype)
                 if need_w:
-                    winograd.input_transform(np.ascontiguousarray(x[a:e]), pt, pl, th, tw, v)
+                    winograd.input_transform(np.ascontiguousarray(x[a:e]), pt, pl, th, tw,
+                                             v_all)
                     np.matmul(dm.transpose(0, 2, 1), v, out=parts[k])
                 if need_x:
                     np.matmul(dm, u, out=v)
-                    winograd.input_adjoint(v, pt, pl, th, tw, dx[a:e])
+                    winograd.input_adjoint(v_all, pt, pl, th, tw, dx[a:e])
 
         _pool_run(run, len(blocks), self._tile_threads(n * per_image))
         dw = None
@@ -342,6 +344,18 @@ class NumpyConv2d(StridedConv2d):
 
             parallel_for(spread, n, threads)
         return dx, dw, db
+
+
+def _transformed(slot: str, rows: int, width: int, dtype: Any) -> tuple[Any, Any]:
+    """A ``(36, rows', width)`` scratch buffer for the 36 planes of transformed tiles and
+    its ``(36, rows, width)`` view. ``rows' > rows`` keeps the planes from lying a multiple
+    of 4 KiB apart: the transforms write one row of each of the 36 planes in turn, and
+    such rows would compete for the same sets of the L1 cache."""
+    padded = rows + 1
+    if padded * width * np.dtype(dtype).itemsize % 4096 == 0:
+        padded += 1
+    buf = scratch(slot, (36, padded, width), dtype)
+    return buf, buf[:, :rows]
 
 
 def _tiles(n: int, per_image: int, tile: int | None = None) -> list[tuple[int, int]]:
