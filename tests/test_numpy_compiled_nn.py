@@ -1,16 +1,22 @@
-"""The NumPy backend's compiled (numba, ``vtl[cpu]``) batch-norm passes against its NumPy
-passes they replace: statistics, output and the three gradients in float64 and float32,
-a mean much larger than the spread, 2-D to 5-D inputs, and the same bits on any number of
-threads."""
+"""The NumPy backend's compiled (numba, ``vtl[cpu]``) kernels against the NumPy passes or
+portable paths they replace: batch norm's statistics, output and three gradients in
+float64 and float32 (a mean much larger than the spread, 2-D to 5-D inputs, the same bits
+on any number of threads); Philox words bit for bit (counters that carry across words,
+draws that are not whole blocks); fused dropout bit for bit against the portable dropout,
+its gradient and the generator state it leaves."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import to_numpy, use_kernel
 
+import vtl
 from vtl.backends._common import threads as nc
 from vtl.backends.numpy import _compiled
 from vtl.backends.numpy import nn as npnn
+from vtl.backends.numpy import random as nprandom
+from vtl.nn import functional as F
 
 pytestmark = pytest.mark.skipif(not _compiled.available(),
                                 reason="numba is not installed (pip install 'vtl[cpu]')")
@@ -96,3 +102,54 @@ def test_numba_that_fails_to_import_counts_as_absent(monkeypatch):
     z = F.batch_norm(x, None, None, training=True)
     assert z.shape == x.shape
     monkeypatch.setattr(_compiled, "_found", None)
+
+
+@pytest.mark.parametrize(("n", "counter", "key"), [
+    (1, 0, (1, 2)), (13, 2**32 - 3, (5, 7)), (100003, 2**64 - 5, (0xFFFFFFFF, 3)),
+    (1 << 18, 2**96 + 2**40 - 7, (123, 456)), (4 * (1 << 15) + 2, 2**128 - 9, (9, 0))])
+def test_compiled_philox_equals_numpy(monkeypatch, n, counter, key):
+    """Counters that carry from word to word (and wrap at 2**128), draws longer than one
+    piece of the pool and not whole blocks: the same words."""
+    monkeypatch.setattr(_compiled, "ENABLED", False)
+    want = nprandom.philox(n, key, counter % 2**128)
+    monkeypatch.setattr(_compiled, "ENABLED", True)
+    got = nprandom.philox(n, key, counter % 2**128)
+    assert got.dtype == np.uint32 and got.shape == (n,)
+    np.testing.assert_array_equal(got, want)
+
+
+def _dropout(x, p, g, seed):
+    vtl.random.seed(seed)
+    t = vtl.asarray(x, backend="numpy", requires_grad=True)
+    out = F.dropout(t, p)
+    out.backward(vtl.asarray(g, backend="numpy"))
+    return out, to_numpy(out), to_numpy(t.grad), vtl.random.default_generator().get_state()
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize(("shape", "p"), [((7, 9), 0.5), ((1031,), 0.1), ((2, 3, 5), 0.9),
+                                          ((4, 4), 1e-9), ((300, 1000), 0.3)])
+def test_compiled_dropout_is_the_portable_dropout(dt, shape, p):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(shape).astype(dt)
+    idx = np.arange(0, x.size, 97)  # dropped infinities and NaNs give NaN, as x * 0.0
+    x.flat[idx] = np.array([np.inf, -np.inf, np.nan, -0.0], dt)[np.arange(idx.size) % 4]
+    g = rng.standard_normal(shape).astype(dt)
+    with use_kernel("dropout", None), np.errstate(invalid="ignore"):  # inf * 0.0
+        _, ref, ref_grad, ref_state = _dropout(x, p, g, 21)
+    out, got, got_grad, state = _dropout(x, p, g, 21)
+    assert out.grad_fn.name() == "DropoutBackward" and got.dtype == dt
+    np.testing.assert_array_equal(got, ref)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(ref))
+    np.testing.assert_array_equal(got_grad, ref_grad)
+    assert state == ref_state
+
+
+def test_compiled_dropout_declines_other_dtypes():
+    kern = nprandom.NumpyDropout()
+    assert not kern.supports(np.float16) and not kern.supports(np.complex64)
+    assert kern.supports(np.float32) and kern.supports(np.float64)
+    x = np.ones(6, np.float16)
+    vtl.random.seed(4)
+    y = F.dropout(vtl.asarray(x, backend="numpy"), 0.5)
+    assert y.dtype == vtl.float16 and y.grad_fn is None

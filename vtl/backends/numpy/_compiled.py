@@ -39,4 +39,5 @@ def describe() -> str:
         return f"not used: {_why}"
     from importlib.metadata import version
 
-    return (f"numba {version('numba')} (Winograd 3x3 convolutions, batch norm)")
+    return (f"numba {version('numba')} (Winograd 3x3 convolutions, batch norm, Philox "
+            "words, dropout)")

@@ -124,3 +124,4 @@ def register(backend: Backend) -> None:
     backend.register_kernel("minmax_backward", nn.minmax_backward)
     backend.register_kernel("multi_tensor_apply", MultiTensorApply())
     backend.register_kernel("philox", random.philox)
+    backend.register_kernel("dropout", random.NumpyDropout())

@@ -8,11 +8,15 @@ array passes, the same bits.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
+from .._common.dropout import FusedDropout, keep_threshold
 from .._common.threads import parallel_for
+from . import _compiled
 
-__all__ = ["philox"]
+__all__ = ["NumpyDropout", "philox"]
 
 _MASK = 0xFFFFFFFF
 _M0, _M1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
@@ -33,6 +37,14 @@ def philox(n: int, key: tuple[int, int], counter: int, index: int = 0) -> np.nda
     if nblocks >= 2**32:
         raise ValueError(f"vtl.random: cannot draw {n} words at once (at most 2**34)")
     out = np.empty((nblocks, 4), dtype=np.uint32)
+    if _compiled.available():
+        from ._random_kernels import philox_blocks
+
+        words = _words(counter, key)
+        parallel_for(lambda i, j: philox_blocks(out, i * _CHUNK, min(nblocks, j * _CHUNK),
+                                                *words), -(-nblocks // _CHUNK))
+        flat = out.reshape(-1)
+        return flat if 4 * nblocks == n else flat[:n]
 
     def pieces(i: int, j: int) -> None:
         for p in range(i, j):
@@ -84,3 +96,35 @@ def _blocks(out: np.ndarray, start: int, stop: int, key: tuple[int, int],
     block[:, 1] = c1
     block[:, 2] = c2
     block[:, 3] = c3
+
+
+def _words(counter: int, key: tuple[int, int]) -> tuple[np.uint64, ...]:
+    """The four counter words (low first) and the two key words, as ``uint64``."""
+    return (*(np.uint64((counter >> (32 * k)) & _MASK) for k in range(4)),
+            np.uint64(key[0]), np.uint64(key[1]))
+
+
+class NumpyDropout(FusedDropout):
+    """``kernel("dropout")`` with numba (see ``vtl.backends.kernels.DropoutKernel``): each
+    element's Philox word made where it is used, on the kernels' thread pool; float32 and
+    float64 (computed in the array's dtype, as the portable path)."""
+
+    def supports(self, dtype: Any) -> bool:
+        return np.dtype(dtype) in (np.float32, np.float64) and _compiled.available()
+
+    def _run(self, x: Any, p: float, words: Any) -> Any:
+        from ._random_kernels import dropout
+
+        x = np.ascontiguousarray(x)
+        y = np.empty_like(x)
+        n = x.size
+        if not n:
+            return y
+        w = tuple(np.uint64(v) for v in words)
+        thr = np.uint64(keep_threshold(p))
+        scale = x.dtype.type(1.0 / (1.0 - p))
+        xf, yf = x.reshape(-1), y.reshape(-1)
+        nblocks = -(-n // 4)
+        parallel_for(lambda i, j: dropout(xf, yf, i * _CHUNK, min(nblocks, j * _CHUNK), *w,
+                                          thr, scale), -(-nblocks // _CHUNK))
+        return y
