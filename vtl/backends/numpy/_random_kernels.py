@@ -18,38 +18,49 @@ _S32 = np.uint64(32)
 _S8 = np.uint64(8)
 
 
+#: blocks made side by side: the rounds run as loops over the lanes, which the compiler
+#: vectorizes
+LANES = 64
+
+
 @nb.njit(inline="always", **_OPTS)
-def _block(b, c0, c1, c2, c3, k0, k1):  # pragma: no cover - compiled
-    """The four words of block ``counter + b`` (the 128-bit counter ``c0..c3``, low
-    first)."""
-    s = c0 + b
-    x0 = s & _MASK
-    s = c1 + (s >> _S32)
-    x1 = s & _MASK
-    s = c2 + (s >> _S32)
-    x2 = s & _MASK
-    x3 = (c3 + (s >> _S32)) & _MASK
+def _lanes(b0, m, c0, c1, c2, c3, k0, k1, x0, x1, x2, x3):  # pragma: no cover - compiled
+    """The words of blocks ``counter + b0 .. counter + b0 + m - 1`` (``m <= LANES``; the
+    128-bit counter ``c0..c3``, low first) into lanes ``0 .. m - 1`` of ``x0..x3``."""
+    for q in range(m):
+        s = c0 + np.uint64(b0 + q)
+        x0[q] = s & _MASK
+        s = c1 + (s >> _S32)
+        x1[q] = s & _MASK
+        s = c2 + (s >> _S32)
+        x2[q] = s & _MASK
+        x3[q] = (c3 + (s >> _S32)) & _MASK
     for _ in range(10):
-        p0 = x0 * _M0
-        p1 = x2 * _M1
-        x0 = (p1 >> _S32) ^ x1 ^ k0
-        x1 = p1 & _MASK
-        x2 = (p0 >> _S32) ^ x3 ^ k1
-        x3 = p0 & _MASK
+        for q in range(LANES):
+            p0 = x0[q] * _M0
+            p1 = x2[q] * _M1
+            a = (p1 >> _S32) ^ x1[q] ^ k0
+            x1[q] = p1 & _MASK
+            x2[q] = (p0 >> _S32) ^ x3[q] ^ k1
+            x3[q] = p0 & _MASK
+            x0[q] = a
         k0 = (k0 + _W0) & _MASK
         k1 = (k1 + _W1) & _MASK
-    return x0, x1, x2, x3
 
 
 @nb.njit(**_OPTS)
 def philox_blocks(out, start, stop, c0, c1, c2, c3, k0, k1):  # pragma: no cover - compiled
     """Blocks ``start .. stop - 1`` of the draw into ``out`` (``(blocks, 4)`` uint32)."""
-    for b in range(start, stop):
-        x0, x1, x2, x3 = _block(np.uint64(b), c0, c1, c2, c3, k0, k1)
-        out[b, 0] = x0
-        out[b, 1] = x1
-        out[b, 2] = x2
-        out[b, 3] = x3
+    lanes = np.zeros((4, LANES), np.uint64)
+    x0, x1, x2, x3 = lanes[0], lanes[1], lanes[2], lanes[3]
+    for b0 in range(start, stop, LANES):
+        m = min(LANES, stop - b0)
+        _lanes(b0, m, c0, c1, c2, c3, k0, k1, x0, x1, x2, x3)
+        for q in range(m):
+            out[b0 + q, 0] = x0[q]
+            out[b0 + q, 1] = x1[q]
+            out[b0 + q, 2] = x2[q]
+            out[b0 + q, 3] = x3[q]
 
 
 @nb.njit(**_OPTS)
@@ -58,17 +69,19 @@ def dropout(x, y, start, stop, c0, c1, c2, c3, k0, k1, thr, scale):  # pragma: n
     ``start .. stop - 1`` (``x``, ``y`` flat)."""
     n = x.size
     zero = scale - scale
-    full = min(stop, n // 4)
-    for b in range(start, full):  # whole blocks: straight-line code the compiler vectorizes
-        w0, w1, w2, w3 = _block(np.uint64(b), c0, c1, c2, c3, k0, k1)
-        e = 4 * b
-        y[e] = x[e] * (scale if (w0 >> _S8) >= thr else zero)
-        y[e + 1] = x[e + 1] * (scale if (w1 >> _S8) >= thr else zero)
-        y[e + 2] = x[e + 2] * (scale if (w2 >> _S8) >= thr else zero)
-        y[e + 3] = x[e + 3] * (scale if (w3 >> _S8) >= thr else zero)
-    for b in range(max(start, full), stop):  # the last, partial block
-        w = _block(np.uint64(b), c0, c1, c2, c3, k0, k1)
-        e = 4 * b
-        for q in range(4):
-            if e + q < n:
-                y[e + q] = x[e + q] * (scale if (w[q] >> _S8) >= thr else zero)
+    lanes = np.zeros((4, LANES), np.uint64)
+    x0, x1, x2, x3 = lanes[0], lanes[1], lanes[2], lanes[3]
+    for b0 in range(start, stop, LANES):
+        m = min(LANES, stop - b0)
+        _lanes(b0, m, c0, c1, c2, c3, k0, k1, x0, x1, x2, x3)
+        for q in range(m):
+            e = 4 * (b0 + q)
+            if e + 3 < n:
+                y[e] = x[e] * (scale if (x0[q] >> _S8) >= thr else zero)
+                y[e + 1] = x[e + 1] * (scale if (x1[q] >> _S8) >= thr else zero)
+                y[e + 2] = x[e + 2] * (scale if (x2[q] >> _S8) >= thr else zero)
+                y[e + 3] = x[e + 3] * (scale if (x3[q] >> _S8) >= thr else zero)
+            else:  # the last, partial block
+                w = (x0[q], x1[q], x2[q], x3[q])
+                for j in range(n - e):
+                    y[e + j] = x[e + j] * (scale if (w[j] >> _S8) >= thr else zero)
