@@ -3,7 +3,9 @@ portable paths they replace: batch norm's statistics, output and three gradients
 float64 and float32 (a mean much larger than the spread, 2-D to 5-D inputs, the same bits
 on any number of threads); Philox words bit for bit (counters that carry across words,
 draws that are not whole blocks); fused dropout bit for bit against the portable dropout,
-its gradient and the generator state it leaves."""
+its gradient and the generator state it leaves; the LSTM cell bit for bit against the
+portable cell (every combination of incoming gradients), and LSTM layers against the
+portable layer."""
 
 from __future__ import annotations
 
@@ -16,7 +18,9 @@ from vtl.backends._common import threads as nc
 from vtl.backends.numpy import _compiled
 from vtl.backends.numpy import nn as npnn
 from vtl.backends.numpy import random as nprandom
+from vtl.backends.numpy import rnn as nprnn
 from vtl.nn import functional as F
+from vtl.nn.functional import _rnn_fused
 
 pytestmark = pytest.mark.skipif(not _compiled.available(),
                                 reason="numba is not installed (pip install 'vtl[cpu]')")
@@ -153,3 +157,72 @@ def test_compiled_dropout_declines_other_dtypes():
     vtl.random.seed(4)
     y = F.dropout(vtl.asarray(x, backend="numpy"), 0.5)
     assert y.dtype == vtl.float16 and y.grad_fn is None
+
+
+def _cell(gates, c_prev, hg, seeds):
+    """``lstm_cell_pointwise`` forward and the gradients from the outputs in ``seeds``."""
+    ts = [vtl.asarray(a, backend="numpy", requires_grad=True) for a in (gates, c_prev, hg)
+          if a is not None]
+    h, c = _rnn_fused.lstm_cell_pointwise(ts[0], ts[1], ts[2] if hg is not None else None)
+    loss = None
+    for out, v in zip((h, c), seeds, strict=True):
+        if v is not None:
+            term = vtl.sum(out * vtl.asarray(v, backend="numpy"))
+            loss = term if loss is None else loss + term
+    loss.backward()
+    return [to_numpy(h), to_numpy(c)] + [to_numpy(t.grad) for t in ts]
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("with_hg", [False, True])
+@pytest.mark.parametrize("seeds", ["h", "c", "hc"])
+def test_compiled_lstm_cell_is_the_portable_cell(dt, with_hg, seeds):
+    rng = np.random.default_rng(len(seeds) + 2 * with_hg)
+    gates = (rng.standard_normal((3, 2, 4 * 5)) * 2).astype(dt)
+    hg = rng.standard_normal(gates.shape).astype(dt) if with_hg else None
+    c_prev = rng.standard_normal((3, 2, 5)).astype(dt)
+    vs = tuple(rng.standard_normal((3, 2, 5)).astype(dt) if k in seeds else None
+               for k in "hc")
+    got = _cell(gates, c_prev, hg, vs)
+    with use_kernel("lstm_cell", None):
+        want = _cell(gates, c_prev, hg, vs)
+    for a, r in zip(got, want, strict=True):
+        assert a.dtype == dt
+        np.testing.assert_array_equal(a, r)
+
+
+def _layer(x, dt, **kw):
+    vtl.random.seed(0)
+    m = vtl.nn.LSTM(6, 8, **kw)
+    if dt == np.float64:
+        m = m.double()
+    t = vtl.asarray(x, backend="numpy", requires_grad=True)
+    out, (h, c) = m(t)
+    (vtl.sum(out * out) + vtl.sum(h) + vtl.sum(c * c)).backward()
+    return [to_numpy(out), to_numpy(h), to_numpy(c), to_numpy(t.grad)] + \
+        [to_numpy(p.grad) for p in m.parameters()]
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("kw", [{}, {"num_layers": 2, "bidirectional": True},
+                                {"batch_first": True, "bias": False}])
+def test_compiled_lstm_layer_matches_the_portable_layer(dt, kw):
+    """The steps' recurrent product runs in another orientation, so the values agree to
+    rounding."""
+    x = np.random.default_rng(7).standard_normal((5, 3, 6)).astype(dt)
+    got = _layer(x, dt, **kw)
+    with use_kernel("lstm_cell", None):
+        want = _layer(x, dt, **kw)
+    tol = 1e-12 if dt == np.float64 else 2e-6
+    for a, r in zip(got, want, strict=True):
+        assert a.dtype == dt
+        np.testing.assert_allclose(a, r, rtol=tol, atol=tol)
+
+
+def test_compiled_lstm_cell_declines_other_dtypes():
+    kern = nprnn.NumpyLstmCell()
+    assert kern.supports(np.float32) and kern.supports(np.float64)
+    assert not kern.supports(np.float16) and not kern.supports(np.complex64)
+    x = vtl.asarray(np.ones((2, 3, 4), np.float16), backend="numpy")
+    out, _ = vtl.nn.LSTM(4, 3).half()(x)
+    assert out.dtype == vtl.float16

@@ -111,7 +111,7 @@ class NumpyBackend(Backend):
 
 def register(backend: Backend) -> None:
     """Equip the NumPy backend object with its kernels."""
-    from . import nn, random
+    from . import nn, random, rnn
     from .conv import NumpyConv2d
     from .optim import MultiTensorApply
     from .pool import NumpyPool2d
@@ -125,3 +125,4 @@ def register(backend: Backend) -> None:
     backend.register_kernel("multi_tensor_apply", MultiTensorApply())
     backend.register_kernel("philox", random.philox)
     backend.register_kernel("dropout", random.NumpyDropout())
+    backend.register_kernel("lstm_cell", rnn.NumpyLstmCell())

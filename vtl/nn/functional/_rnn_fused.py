@@ -359,11 +359,14 @@ def _layer_forward(xp: Any, kern: Any, gates: Any, h0: Any, c0: Any, w_hh: Any, 
         tc_all = xp.empty(shape, dtype=gates.dtype, device=gates.device)
         act_all = xp.empty(gates.shape, dtype=gates.dtype, device=gates.device)
     step = getattr(kern, "step_forward", None)
+    prepare = getattr(kern, "step_weights", None)
+    w_step = w_hh if step is None or prepare is None else prepare(w_hh)
     for t in _order(n, reverse):
         cprevs.append(c)
         res = None
         if step is not None:  # the recurrent product inside the cell's launch
-            res = step(gates[t, ...], h, w_hh, c, (h_all[t], c_all[t], act_all[t], tc_all[t]))
+            res = step(gates[t, ...], h, w_step, c,
+                       (h_all[t], c_all[t], act_all[t], tc_all[t]))
         if res is not None:
             h, c, act, tc = res
         else:

@@ -1,0 +1,99 @@
+"""``kernel("lstm_cell")`` of the NumPy backend (see ``LstmCellKernel`` in
+``vtl.backends.kernels``) where numba is installed (the ``vtl[cpu]`` extra): the cell's
+pointwise work in two compiled passes and NumPy's vectorized ``tanh`` each way forward,
+one compiled pass backward, with the portable path's operations in its order (the same
+bits). A layer's time steps form their recurrent product with ``W_hh^T`` made contiguous
+once per layer call (``h @ W_hh^T`` runs faster in OpenBLAS than with the transposed view).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import _compiled
+
+__all__ = ["NumpyLstmCell"]
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+class _TransposedWeight:
+    """:meth:`NumpyLstmCell.step_weights`' result: ``t`` is ``W_hh^T``, C-contiguous."""
+
+    __slots__ = ("t",)
+
+    def __init__(self, t: Any) -> None:
+        self.t = t
+
+
+def _rows(a: Any, width: int) -> Any:
+    """``a`` as a 2-D ``(rows, width)`` array (a view where the layout allows)."""
+    return a.reshape(-1, width)
+
+
+class NumpyLstmCell:
+    """The LSTM cell's kernel on NumPy arrays (float32, float64) with numba."""
+
+    def supports(self, dtype: Any) -> bool:
+        return np.dtype(dtype) in _FLOATS and _compiled.available()
+
+    def forward(self, gates: Any, hidden_gates: Any, c_prev: Any, out: Any = None
+                ) -> tuple[Any, Any, Any, Any]:
+        from ._rnn_kernels import lstm_post, lstm_pre
+
+        hs = c_prev.shape[-1]
+        dt = gates.dtype
+        if out is None:
+            h, c, tc = (np.empty(c_prev.shape, dtype=dt) for _ in range(3))
+            act = np.empty(gates.shape, dtype=dt)
+        else:
+            h, c, act, tc = out
+        z = _rows(act, 4 * hs)
+        g2 = _rows(gates, 4 * hs)
+        hg = g2 if hidden_gates is None else \
+            _rows(np.broadcast_to(hidden_gates, gates.shape), 4 * hs)
+        lstm_pre(g2, hg, hidden_gates is not None, hs, z)
+        np.tanh(z, out=z)
+        c2 = _rows(c, hs)
+        lstm_post(z, _rows(np.broadcast_to(c_prev, c.shape), hs), hs, c2)
+        np.tanh(c, out=tc)
+        np.multiply(act[..., 3 * hs:], tc, out=h)
+        return h, c, act, tc
+
+    def step_weights(self, w_hh: Any) -> Any:
+        """``W_hh^T`` as a C-contiguous ``(H, 4H)`` array, formed once per layer call:
+        ``h @ W_hh^T`` is then OpenBLAS's faster orientation and lands row-major."""
+        return _TransposedWeight(np.ascontiguousarray(np.asarray(w_hh).T))
+
+    def step_forward(self, gates: Any, h: Any, w_hh: Any, c: Any, out: Any
+                     ) -> tuple[Any, Any, Any, Any] | None:
+        """One time step of ``lstm_layer`` with its recurrent product (``None``: declined
+        for layouts it does not take); ``w_hh`` may be :meth:`step_weights`' result."""
+        w_t = w_hh.t if isinstance(w_hh, _TransposedWeight) else np.asarray(w_hh).T
+        if h.ndim != 2 or any(type(a) is not np.ndarray or a.dtype != gates.dtype
+                              for a in (gates, h, w_t, c, *out)):
+            return None
+        return self.forward(gates, np.matmul(h, w_t), c, out)
+
+    def backward(self, act: Any, c_prev: Any, tc: Any, dh: Any, dc: Any,
+                 need_dc_prev: bool, dh2: Any = None, out: Any = None) -> tuple[Any, Any]:
+        from ._rnn_kernels import lstm_backward
+
+        hs = tc.shape[-1]
+        dt = act.dtype
+        dz = np.empty(act.shape, dtype=dt) if out is None else out
+        dcp = np.empty(tc.shape, dtype=dt) if need_dc_prev else None
+        shape = tc.shape
+
+        def rows(a: Any) -> Any:
+            return _rows(np.broadcast_to(a, shape), hs)
+
+        t2 = rows(tc)
+        flags = np.array([dh is not None, dh2 is not None, dc is not None, need_dc_prev])
+        lstm_backward(_rows(act, 4 * hs), rows(c_prev), t2,
+                      t2 if dh is None else rows(dh), t2 if dh2 is None else rows(dh2),
+                      t2 if dc is None else rows(dc), flags, hs, _rows(dz, 4 * hs),
+                      np.empty((1, 1), dt) if dcp is None else _rows(dcp, hs))
+        return dz, dcp
