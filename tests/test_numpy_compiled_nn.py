@@ -5,7 +5,8 @@ on any number of threads); Philox words bit for bit (counters that carry across 
 draws that are not whole blocks); fused dropout bit for bit against the portable dropout,
 its gradient and the generator state it leaves; the LSTM cell bit for bit against the
 portable cell (every combination of incoming gradients), and LSTM layers against the
-portable layer."""
+portable layer; layer norm against the portable rows in float64 and float32, pieces summed
+in the same order on any number of threads."""
 
 from __future__ import annotations
 
@@ -226,3 +227,50 @@ def test_compiled_lstm_cell_declines_other_dtypes():
     x = vtl.asarray(np.ones((2, 3, 4), np.float16), backend="numpy")
     out, _ = vtl.nn.LSTM(4, 3).half()(x)
     assert out.dtype == vtl.float16
+
+
+def _ln(x, ns, affine, g, seed=1):
+    rng = np.random.default_rng(seed)
+    xt = vtl.asarray(x, backend="numpy", requires_grad=True)
+    w = vtl.asarray(rng.standard_normal(ns).astype(x.dtype), backend="numpy",
+                    requires_grad=True) if affine else None
+    b = vtl.asarray(rng.standard_normal(ns).astype(x.dtype), backend="numpy",
+                    requires_grad=True) if affine else None
+    y = F.layer_norm(xt, ns, w, b, 1e-5)
+    y.backward(vtl.asarray(g, backend="numpy"))
+    return [to_numpy(y), to_numpy(xt.grad)] + \
+        ([to_numpy(w.grad), to_numpy(b.grad)] if affine else [])
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize(("shape", "ns", "affine"), [
+    ((8, 130, 64), (64,), True), ((3, 5), (5,), False), ((700, 6, 7), (6, 7), True),
+    ((1, 1), (1,), True)])
+def test_compiled_layer_norm_matches_the_portable_rows(dt, shape, ns, affine):
+    rng = np.random.default_rng(2)
+    x = (rng.standard_normal(shape) * 3 + 100).astype(dt)  # a mean far from 0
+    g = rng.standard_normal(shape).astype(dt)
+    got = _ln(x, ns, affine, g)
+    with use_kernel("layer_norm", None):
+        want = _ln(x, ns, affine, g)
+    tol = 1e-11 if dt == np.float64 else 3e-5
+    for a, r in zip(got, want, strict=True):
+        assert a.dtype == dt and a.shape == r.shape
+        scale = max(1.0, float(np.abs(r).max()))
+        np.testing.assert_allclose(a, r, rtol=0, atol=tol * scale)
+
+
+def test_compiled_layer_norm_independent_of_thread_count(monkeypatch):
+    monkeypatch.delenv("VTL_NUM_THREADS", raising=False)
+    monkeypatch.setattr(npnn, "THRESHOLD", 0)
+    monkeypatch.setattr(npnn, "LN_ROWS", 7)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((50, 9)).astype(np.float32)
+    g = rng.standard_normal((50, 9)).astype(np.float32)
+    results = []
+    for n in (1, 2, 3):
+        monkeypatch.setattr(nc, "usable_cpus", lambda n=n: n)
+        results.append(_ln(x, (9,), True, g))
+    for other in results[1:]:
+        for a, r in zip(other, results[0], strict=True):
+            np.testing.assert_array_equal(a, r)

@@ -75,3 +75,64 @@ def input_grad(x, g, i, j, a, b, e, dx):  # pragma: no cover - compiled
             ec = e[c]
             for el in range(length):
                 dx[n, c, el] = g[n, c, el] * ac + x[n, c, el] * bc + ec
+
+
+@nb.njit(**_SUMS)
+def layer_norm_forward(x, w, b, with_w, with_b, eps, i, j, y, mean, rstd):  # pragma: no cover
+    """Rows ``[i, j)`` of ``x`` (``(M, N)``): float64 mean and ``1 / sqrt(var + eps)``
+    (two passes over the row), then ``y = (x - mean) * rstd * w + b``."""
+    n = x.shape[1]
+    dt = y.dtype.type
+    for r in range(i, j):
+        s = 0.0
+        for k in range(n):
+            s += np.float64(x[r, k])
+        m = s / n
+        q = 0.0
+        for k in range(n):
+            d = np.float64(x[r, k]) - m
+            q += d * d
+        rs = 1.0 / np.sqrt(q / n + eps)
+        mean[r, 0] = m
+        rstd[r, 0] = rs
+        mt = dt(m)
+        rt = dt(rs)
+        for k in range(n):
+            v = (x[r, k] - mt) * rt
+            if with_w:
+                v = v * w[k]
+            if with_b:
+                v = v + b[k]
+            y[r, k] = v
+
+
+@nb.njit(**_SUMS)
+def layer_norm_backward(x, w, with_w, mean, rstd, g, need_x, need_wb, i, j, dx, dw,
+                        db):  # pragma: no cover - compiled
+    """Rows ``[i, j)``: ``dx = rstd (gw - mean(gw) - xhat mean(gw xhat))`` (the row means
+    in float64) and, with ``need_wb``, this range's float64 sums of ``g xhat`` and ``g``
+    added into ``dw`` and ``db`` (``(N,)``, zeroed by the caller)."""
+    n = x.shape[1]
+    dt = x.dtype.type
+    for r in range(i, j):
+        mt = mean[r, 0]
+        rt = rstd[r, 0]
+        if need_x:
+            a = 0.0
+            c = 0.0
+            for k in range(n):
+                xh = (x[r, k] - mt) * rt
+                gw = g[r, k] * w[k] if with_w else g[r, k]
+                a += np.float64(gw)
+                c += np.float64(gw) * np.float64(xh)
+            c1 = dt(a / n)
+            c2 = dt(c / n)
+            for k in range(n):
+                xh = (x[r, k] - mt) * rt
+                gw = g[r, k] * w[k] if with_w else g[r, k]
+                dx[r, k] = rt * (gw - c1 - xh * c2)
+        if need_wb:
+            for k in range(n):
+                xh = (x[r, k] - mt) * rt
+                dw[k] += np.float64(g[r, k]) * np.float64(xh)
+                db[k] += np.float64(g[r, k])

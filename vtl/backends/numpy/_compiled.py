@@ -39,5 +39,5 @@ def describe() -> str:
         return f"not used: {_why}"
     from importlib.metadata import version
 
-    return (f"numba {version('numba')} (Winograd 3x3 convolutions, batch norm, LSTM cell, "
-            "Philox words, dropout)")
+    return (f"numba {version('numba')} (Winograd 3x3 convolutions, batch and layer norm, "
+            "LSTM cell, Philox words, dropout)")

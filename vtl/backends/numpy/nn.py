@@ -294,3 +294,73 @@ class NumpyBatchNorm:
         if need_b:
             db = sg
         return dx, dw, db
+
+
+#: rows of one piece of a layer norm: each piece's sums for the weight's and bias's
+#: gradients are added in piece order (the same bits on any thread count)
+LN_ROWS = 256
+
+
+class NumpyLayerNorm:
+    """``kernel("layer_norm")`` with numba (the ``vtl[cpu]`` extra): float32 and float64
+    rows, statistics in float64, one compiled pass of two loops over each row each way,
+    pieces of :data:`LN_ROWS` rows spread over the kernels' thread pool."""
+
+    def supports(self, dtype: Any) -> bool:
+        return dtype in _FLOATS and _compiled.available()
+
+    def forward(self, x: Any, w: Any, b: Any, eps: float) -> tuple[Any, Any, Any] | None:
+        if type(x) is not np.ndarray or x.ndim != 2 or x.dtype not in _FLOATS or \
+                any(p is not None and p.dtype != x.dtype for p in (w, b)):
+            return None
+        from ._batch_norm_kernels import layer_norm_forward
+
+        m, n = x.shape
+        xc = np.ascontiguousarray(x)
+        y = np.empty((m, n), dtype=x.dtype)
+        mean = np.empty((m, 1), dtype=np.float64)
+        rstd = np.empty((m, 1), dtype=np.float64)
+        wd = x[0] if w is None else np.ascontiguousarray(w)
+        bd = x[0] if b is None else np.ascontiguousarray(b)
+        pieces = -(-m // LN_ROWS)
+        _split(lambda i, j: layer_norm_forward(xc, wd, bd, w is not None, b is not None, eps,
+                                               i * LN_ROWS, min(m, j * LN_ROWS), y, mean,
+                                               rstd), pieces, x.size)
+        return y, mean.astype(x.dtype), rstd.astype(x.dtype)
+
+    def backward(self, x: Any, w: Any, mean: Any, rstd: Any, g: Any, need_x: bool,
+                 need_w: bool, need_b: bool) -> tuple[Any, Any, Any] | None:
+        if type(x) is not np.ndarray or type(g) is not np.ndarray or x.ndim != 2 or \
+                g.dtype != x.dtype or x.dtype not in _FLOATS:
+            return None
+        from ._batch_norm_kernels import layer_norm_backward
+
+        m, n = x.shape
+        xc, gc = np.ascontiguousarray(x), np.ascontiguousarray(np.broadcast_to(g, x.shape))
+        mc, rc = np.ascontiguousarray(mean), np.ascontiguousarray(rstd)
+        wd = x[0] if w is None else np.ascontiguousarray(w)
+        dx = np.empty((m, n), dtype=x.dtype) if need_x else x[:1]
+        pieces = -(-m // LN_ROWS)
+        wb = need_w or need_b
+        parts = np.zeros((pieces if wb else 1, 2, n), dtype=np.float64)
+
+        def run(i: int, j: int) -> None:
+            for p in range(i, j):
+                layer_norm_backward(xc, wd, w is not None, mc, rc, gc, need_x, wb,
+                                    p * LN_ROWS, min(m, (p + 1) * LN_ROWS), dx,
+                                    parts[p if wb else 0, 0], parts[p if wb else 0, 1])
+
+        _split(run, pieces, x.size)
+        sums = np.add.reduce(parts, axis=0) if wb else None
+        return (dx if need_x else None,
+                sums[0].astype(x.dtype) if need_w else None,
+                sums[1].astype(x.dtype) if need_b else None)
+
+
+def _split(fn: Any, pieces: int, size: int) -> None:
+    """``fn(i, j)`` over the pieces ``[0, pieces)``: on the pool from :data:`THRESHOLD`
+    elements, else on the calling thread."""
+    if size >= THRESHOLD and pieces > 1:
+        _pool.parallel_for(fn, pieces)
+    else:
+        fn(0, pieces)
