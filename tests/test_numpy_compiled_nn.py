@@ -4,9 +4,9 @@ float64 and float32 (a mean much larger than the spread, 2-D to 5-D inputs, the 
 on any number of threads); Philox words bit for bit (counters that carry across words,
 draws that are not whole blocks); fused dropout bit for bit against the portable dropout,
 its gradient and the generator state it leaves; the LSTM cell bit for bit against the
-portable cell (every combination of incoming gradients), and LSTM layers against the
-portable layer; layer norm against the portable rows in float64 and float32, pieces summed
-in the same order on any number of threads."""
+portable cell (every combination of incoming gradients), the GRU cell likewise, and LSTM
+and GRU layers against the portable layers; layer norm against the portable rows in
+float64 and float32, pieces summed in the same order on any number of threads."""
 
 from __future__ import annotations
 
@@ -274,3 +274,52 @@ def test_compiled_layer_norm_independent_of_thread_count(monkeypatch):
     for other in results[1:]:
         for a, r in zip(other, results[0], strict=True):
             np.testing.assert_array_equal(a, r)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("need_h_prev", [False, True])
+def test_compiled_gru_cell_is_the_portable_cell(dt, need_h_prev):
+    rng = np.random.default_rng(4)
+    arrays = (rng.standard_normal((3, 2, 24)) * 2, rng.standard_normal((3, 2, 24)),
+              rng.standard_normal((3, 2, 8)))
+    v = rng.standard_normal((3, 2, 8)).astype(dt)
+
+    def run():
+        ts = [vtl.asarray(a.astype(dt), backend="numpy",
+                          requires_grad=k < 2 or need_h_prev) for k, a in enumerate(arrays)]
+        h = _rnn_fused.gru_cell_pointwise(*ts)
+        vtl.sum(h * vtl.asarray(v, backend="numpy")).backward()
+        return [to_numpy(h)] + [to_numpy(t.grad) for t in ts if t.grad is not None]
+
+    got = run()
+    with use_kernel("gru_cell", None):
+        want = run()
+    assert len(got) == len(want) == (4 if need_h_prev else 3)
+    for a, r in zip(got, want, strict=True):
+        assert a.dtype == dt
+        np.testing.assert_array_equal(a, r)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("kw", [{}, {"num_layers": 2, "bidirectional": True},
+                                {"batch_first": True, "bias": False}])
+def test_compiled_gru_layer_matches_the_portable_layer(dt, kw):
+    def run():
+        vtl.random.seed(0)
+        m = vtl.nn.GRU(6, 8, **kw)
+        if dt == np.float64:
+            m = m.double()
+        t = vtl.asarray(x, backend="numpy", requires_grad=True)
+        out, h = m(t)
+        (vtl.sum(out * out) + vtl.sum(h)).backward()
+        return [to_numpy(out), to_numpy(h), to_numpy(t.grad)] + \
+            [to_numpy(p.grad) for p in m.parameters()]
+
+    x = np.random.default_rng(8).standard_normal((5, 3, 6)).astype(dt)
+    got = run()
+    with use_kernel("gru_cell", None):
+        want = run()
+    tol = 1e-12 if dt == np.float64 else 2e-6
+    for a, r in zip(got, want, strict=True):
+        assert a.dtype == dt
+        np.testing.assert_allclose(a, r, rtol=tol, atol=tol)

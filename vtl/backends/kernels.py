@@ -311,7 +311,9 @@ class GruCellKernel(Protocol):
     ``forward(gates, hidden_gates, h_prev)`` returns ``(h, act)``: ``act`` of shape
     ``(..., 4 * H)`` holds ``r, z, n`` and the hidden part ``h_n``.
     ``backward(act, h_prev, dh, need_dh_prev)`` returns ``(d_gates, d_hidden_gates,
-    d_h_prev)`` (the last ``None`` unless asked for).
+    d_h_prev)`` (the last ``None`` unless asked for). A kernel with
+    ``recurrent_weight(w_hh)`` gives ``gru_layer`` the right operand of its steps' product
+    ``h @ W_hh^T``, formed once per layer call (e.g. laid out for that product).
     """
 
     def supports(self, dtype: Any) -> bool: ...

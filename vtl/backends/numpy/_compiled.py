@@ -40,4 +40,4 @@ def describe() -> str:
     from importlib.metadata import version
 
     return (f"numba {version('numba')} (Winograd 3x3 convolutions, batch and layer norm, "
-            "LSTM cell, Philox words, dropout)")
+            "LSTM and GRU cells, Philox words, dropout)")

@@ -85,3 +85,60 @@ def lstm_backward(act, c_prev, tc, dh, dh2, dc, flags, hs, dz, dcp):  # pragma: 
             dz[r, 3 * hs + k] = do
             if want_dcp:
                 dcp[r, k] = dct * f
+
+
+@nb.njit(**_OPTS)
+def gru_pre(x, hg, hs, act):  # pragma: no cover - compiled
+    """``act`` (``(N, 4H)``: slots ``r, z, n, h_n``) = ``0.5 * (x + hg)`` for ``r, z`` (the
+    tangents' arguments) and ``hg``'s ``n`` part for ``h_n``."""
+    half = act.dtype.type(0.5)
+    for row in range(act.shape[0]):
+        for k in range(2 * hs):
+            act[row, k] = half * (x[row, k] + hg[row, k])
+        for k in range(hs):
+            act[row, 3 * hs + k] = hg[row, 2 * hs + k]
+
+
+@nb.njit(**_OPTS)
+def gru_mid(x, hs, act):  # pragma: no cover - compiled
+    """From the tangents in ``act``'s ``r, z`` slots: ``r, z = 0.5 * t + 0.5``, and the
+    ``n`` slot ``= x_n + r * h_n`` (the next tangent's argument)."""
+    half = act.dtype.type(0.5)
+    for row in range(act.shape[0]):
+        for k in range(2 * hs):
+            act[row, k] = half * act[row, k] + half
+        for k in range(hs):
+            act[row, 2 * hs + k] = x[row, 2 * hs + k] + act[row, k] * act[row, 3 * hs + k]
+
+
+@nb.njit(**_OPTS)
+def gru_post(act, h_prev, hs, h):  # pragma: no cover - compiled
+    """``h = n + z * (h_prev - n)``."""
+    for row in range(act.shape[0]):
+        for k in range(hs):
+            n = act[row, 2 * hs + k]
+            h[row, k] = n + act[row, hs + k] * (h_prev[row, k] - n)
+
+
+@nb.njit(**_OPTS)
+def gru_backward(act, h_prev, dh, hs, want_dhp, dx, dhg, dhp):  # pragma: no cover - compiled
+    """``dx`` and ``dhg`` (``(N, 3H)``) and, with ``want_dhp``, ``dhp = dh * z``."""
+    one = dx.dtype.type(1)
+    for row in range(act.shape[0]):
+        for k in range(hs):
+            r = act[row, k]
+            z = act[row, hs + k]
+            n = act[row, 2 * hs + k]
+            hn = act[row, 3 * hs + k]
+            d = dh[row, k]
+            dzp = d * (h_prev[row, k] - n) * (z * (one - z))
+            dnp = (d - d * z) * (one - n * n)
+            drp = dnp * hn * (r * (one - r))
+            dx[row, k] = drp
+            dx[row, hs + k] = dzp
+            dx[row, 2 * hs + k] = dnp
+            dhg[row, k] = drp
+            dhg[row, hs + k] = dzp
+            dhg[row, 2 * hs + k] = dnp * r
+            if want_dhp:
+                dhp[row, k] = d * z

@@ -127,3 +127,4 @@ def register(backend: Backend) -> None:
     backend.register_kernel("philox", random.philox)
     backend.register_kernel("dropout", random.NumpyDropout())
     backend.register_kernel("lstm_cell", rnn.NumpyLstmCell())
+    backend.register_kernel("gru_cell", rnn.NumpyGruCell())

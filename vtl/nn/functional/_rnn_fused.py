@@ -530,7 +530,8 @@ def gru_layer(gates: Any, h0: Any, w_hh: Any, b_hh: Any = None,
 def _gru_layer_forward(xp: Any, kern: Any, gates: Any, h0: Any, w_hh: Any, b_hh: Any, hs: int,
                        reverse: bool) -> tuple[Any, Any, list]:
     n = gates.shape[0]
-    w_t = xp.matrix_transpose(w_hh)
+    transposed = getattr(kern, "recurrent_weight", None)
+    w_t = xp.matrix_transpose(w_hh) if transposed is None else transposed(w_hh)
     outs: list[Any] = [None] * n
     acts = []
     h = h0
