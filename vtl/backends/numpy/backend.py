@@ -35,7 +35,9 @@ class NumpyBackend(Backend):
 
     def _load(self) -> Any:
         from . import namespace as xp
+        from ._memory import keep_freed_memory
 
+        keep_freed_memory()
         register(self)
         return xp
 
@@ -102,10 +104,11 @@ class NumpyBackend(Backend):
     def info(self) -> dict[str, Any]:
         import array_api_compat
 
-        from . import _compiled
+        from . import _compiled, _memory
 
         out = {"numpy": np.__version__, "array_api_compat": array_api_compat.__version__}
         out["compiled"] = _compiled.describe()
+        out["memory"] = _memory.state()
         return out
 
 
