@@ -24,9 +24,11 @@ LANES = 64
 
 
 @nb.njit(inline="always", **_OPTS)
-def _lanes(b0, m, c0, c1, c2, c3, k0, k1, x0, x1, x2, x3):  # pragma: no cover - compiled
+def _lanes(b0, m, c0, c1, c2, c3, k0, k1, w):  # pragma: no cover - compiled
     """The words of blocks ``counter + b0 .. counter + b0 + m - 1`` (``m <= LANES``; the
-    128-bit counter ``c0..c3``, low first) into lanes ``0 .. m - 1`` of ``x0..x3``."""
+    128-bit counter ``c0..c3``, low first) into lanes ``0 .. m - 1`` of ``w`` (``(4,
+    LANES)``: word ``j`` of each block in row ``j``)."""
+    x0, x1, x2, x3 = w[0], w[1], w[2], w[3]
     for q in range(m):
         s = c0 + np.uint64(b0 + q)
         x0[q] = s & _MASK
@@ -51,16 +53,15 @@ def _lanes(b0, m, c0, c1, c2, c3, k0, k1, x0, x1, x2, x3):  # pragma: no cover -
 @nb.njit(**_OPTS)
 def philox_blocks(out, start, stop, c0, c1, c2, c3, k0, k1):  # pragma: no cover - compiled
     """Blocks ``start .. stop - 1`` of the draw into ``out`` (``(blocks, 4)`` uint32)."""
-    lanes = np.zeros((4, LANES), np.uint64)
-    x0, x1, x2, x3 = lanes[0], lanes[1], lanes[2], lanes[3]
+    w = np.zeros((4, LANES), np.uint64)
     for b0 in range(start, stop, LANES):
         m = min(LANES, stop - b0)
-        _lanes(b0, m, c0, c1, c2, c3, k0, k1, x0, x1, x2, x3)
+        _lanes(b0, m, c0, c1, c2, c3, k0, k1, w)
         for q in range(m):
-            out[b0 + q, 0] = x0[q]
-            out[b0 + q, 1] = x1[q]
-            out[b0 + q, 2] = x2[q]
-            out[b0 + q, 3] = x3[q]
+            out[b0 + q, 0] = w[0, q]
+            out[b0 + q, 1] = w[1, q]
+            out[b0 + q, 2] = w[2, q]
+            out[b0 + q, 3] = w[3, q]
 
 
 @nb.njit(**_OPTS)
@@ -69,11 +70,11 @@ def dropout(x, y, start, stop, c0, c1, c2, c3, k0, k1, thr, scale):  # pragma: n
     ``start .. stop - 1`` (``x``, ``y`` flat)."""
     n = x.size
     zero = scale - scale
-    lanes = np.zeros((4, LANES), np.uint64)
-    x0, x1, x2, x3 = lanes[0], lanes[1], lanes[2], lanes[3]
+    w = np.zeros((4, LANES), np.uint64)
+    x0, x1, x2, x3 = w[0], w[1], w[2], w[3]
     for b0 in range(start, stop, LANES):
         m = min(LANES, stop - b0)
-        _lanes(b0, m, c0, c1, c2, c3, k0, k1, x0, x1, x2, x3)
+        _lanes(b0, m, c0, c1, c2, c3, k0, k1, w)
         for q in range(m):
             e = 4 * (b0 + q)
             if e + 3 < n:
@@ -82,6 +83,5 @@ def dropout(x, y, start, stop, c0, c1, c2, c3, k0, k1, thr, scale):  # pragma: n
                 y[e + 2] = x[e + 2] * (scale if (x2[q] >> _S8) >= thr else zero)
                 y[e + 3] = x[e + 3] * (scale if (x3[q] >> _S8) >= thr else zero)
             else:  # the last, partial block
-                w = (x0[q], x1[q], x2[q], x3[q])
                 for j in range(n - e):
-                    y[e + j] = x[e + j] * (scale if (w[j] >> _S8) >= thr else zero)
+                    y[e + j] = x[e + j] * (scale if (w[j, q] >> _S8) >= thr else zero)
