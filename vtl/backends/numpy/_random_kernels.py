@@ -18,8 +18,8 @@ _S32 = np.uint64(32)
 _S8 = np.uint64(8)
 
 
-#: blocks made side by side: the rounds run as loops over the lanes, which the compiler
-#: vectorizes
+#: blocks made side by side: the loop over the lanes, with the rounds unrolled inside it,
+#: is what the compiler vectorizes
 LANES = 64
 
 
@@ -37,17 +37,19 @@ def _lanes(b0, m, c0, c1, c2, c3, k0, k1, w):  # pragma: no cover - compiled
         s = c2 + (s >> _S32)
         x2[q] = s & _MASK
         x3[q] = (c3 + (s >> _S32)) & _MASK
-    for _ in range(10):
-        for q in range(LANES):
-            p0 = x0[q] * _M0
-            p1 = x2[q] * _M1
-            a = (p1 >> _S32) ^ x1[q] ^ k0
-            x1[q] = p1 & _MASK
-            x2[q] = (p0 >> _S32) ^ x3[q] ^ k1
-            x3[q] = p0 & _MASK
-            x0[q] = a
-        k0 = (k0 + _W0) & _MASK
-        k1 = (k1 + _W1) & _MASK
+    for q in range(LANES):  # the ten rounds unrolled: lanes side by side in vectors
+        a0, a1, a2, a3 = x0[q], x1[q], x2[q], x3[q]
+        ka, kb = k0, k1
+        for _ in range(10):
+            p0 = (a0 & _MASK) * _M0  # 32 x 32 -> 64-bit products (the mask says so)
+            p1 = (a2 & _MASK) * _M1
+            a0 = ((p1 >> _S32) ^ a1 ^ ka) & _MASK
+            a1 = p1 & _MASK
+            a2 = ((p0 >> _S32) ^ a3 ^ kb) & _MASK
+            a3 = p0 & _MASK
+            ka = (ka + _W0) & _MASK
+            kb = (kb + _W1) & _MASK
+        x0[q], x1[q], x2[q], x3[q] = a0, a1, a2, a3
 
 
 @nb.njit(**_OPTS)
