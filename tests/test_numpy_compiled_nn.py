@@ -323,3 +323,27 @@ def test_compiled_gru_layer_matches_the_portable_layer(dt, kw):
     for a, r in zip(got, want, strict=True):
         assert a.dtype == dt
         np.testing.assert_allclose(a, r, rtol=tol, atol=tol)
+
+
+def test_kernels_compile_where_numba_cannot_cache(monkeypatch):
+    """numba refuses ``cache=True`` where it finds no writable place for its cache (a
+    read-only install and home): the kernel is compiled in the process instead."""
+    import numba
+
+    real = numba.njit
+    calls = []
+
+    def njit(**options):
+        calls.append(options["cache"])
+        if options["cache"]:
+            raise RuntimeError("cannot cache function 'f': no locator available for file")
+        return real(**options)
+
+    monkeypatch.setattr(numba, "njit", njit)
+
+    @_compiled.kernel()
+    def twice(a):  # pragma: no cover - compiled
+        return a * 2
+
+    assert calls == [True, False]
+    assert twice(np.float32(3)) == 6

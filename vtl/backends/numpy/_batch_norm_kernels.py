@@ -7,16 +7,17 @@ bits on any thread count).
 
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
 
-_OPTS = {"nogil": True, "cache": True, "fastmath": {"contract"}}
+from ._compiled import kernel
+
+_OPTS = {"fastmath": {"contract"}}
 #: the sums may be reassociated (vectorized): the same code, so the same bits, for a row
 #: on any thread
-_SUMS = {"nogil": True, "cache": True, "fastmath": {"contract", "reassoc"}}
+_SUMS = {"fastmath": {"contract", "reassoc"}}
 
 
-@nb.njit(**_SUMS)
+@kernel(**_SUMS)
 def forward_sums(x, i, j, s, q):  # pragma: no cover - compiled
     """Per image and channel, the sums of ``x - x[0, c, 0]`` and of its squares (float64),
     for images ``[i, j)``: the shift keeps a large mean from cancelling the variance."""
@@ -34,7 +35,7 @@ def forward_sums(x, i, j, s, q):  # pragma: no cover - compiled
             q[n, c] = b
 
 
-@nb.njit(**_OPTS)
+@kernel(**_OPTS)
 def affine(x, i, j, scale, offset, y):  # pragma: no cover - compiled
     """``y = x * scale[c] + offset[c]`` for images ``[i, j)``."""
     c_n, length = x.shape[1], x.shape[2]
@@ -46,7 +47,7 @@ def affine(x, i, j, scale, offset, y):  # pragma: no cover - compiled
                 y[n, c, el] = x[n, c, el] * a + b
 
 
-@nb.njit(**_SUMS)
+@kernel(**_SUMS)
 def backward_sums(x, g, mean, i, j, sg, sgd):  # pragma: no cover - compiled
     """Per image and channel, the sums of ``g`` and of ``g * (x - mean[c])`` (float64), for
     images ``[i, j)``."""
@@ -64,7 +65,7 @@ def backward_sums(x, g, mean, i, j, sg, sgd):  # pragma: no cover - compiled
             sgd[n, c] = b
 
 
-@nb.njit(**_OPTS)
+@kernel(**_OPTS)
 def input_grad(x, g, i, j, a, b, e, dx):  # pragma: no cover - compiled
     """``dx = g * a[c] + x * b[c] + e[c]`` for images ``[i, j)``."""
     c_n, length = x.shape[1], x.shape[2]
@@ -77,7 +78,7 @@ def input_grad(x, g, i, j, a, b, e, dx):  # pragma: no cover - compiled
                 dx[n, c, el] = g[n, c, el] * ac + x[n, c, el] * bc + ec
 
 
-@nb.njit(**_SUMS)
+@kernel(**_SUMS)
 def layer_norm_forward(x, w, b, with_w, with_b, eps, i, j, y, mean, rstd):  # pragma: no cover
     """Rows ``[i, j)`` of ``x`` (``(M, N)``): float64 mean and ``1 / sqrt(var + eps)``
     (two passes over the row), then ``y = (x - mean) * rstd * w + b``."""
@@ -106,7 +107,7 @@ def layer_norm_forward(x, w, b, with_w, with_b, eps, i, j, y, mean, rstd):  # pr
             y[r, k] = v
 
 
-@nb.njit(**_SUMS)
+@kernel(**_SUMS)
 def layer_norm_backward(x, w, with_w, mean, rstd, g, need_x, need_wb, i, j, dx, dw,
                         db):  # pragma: no cover - compiled
     """Rows ``[i, j)``: ``dx = rstd (gw - mean(gw) - xhat mean(gw xhat))`` (the row means

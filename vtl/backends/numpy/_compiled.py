@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Callable
+from typing import Any
 
-__all__ = ["ENABLED", "available", "describe"]
+__all__ = ["ENABLED", "available", "describe", "kernel"]
 
 #: Whether the compiled kernels may run (``VTL_NUMBA=0`` turns them off).
 ENABLED = os.environ.get("VTL_NUMBA", "1").strip() not in ("0", "false", "False", "")
@@ -41,3 +43,19 @@ def describe() -> str:
 
     return (f"numba {version('numba')} (Winograd 3x3 convolutions, batch and layer norm, "
             "LSTM and GRU cells, Philox words, dropout)")
+
+
+def kernel(**options: Any) -> Callable[[Callable], Any]:
+    """``numba.njit`` for the backend's kernels: without the GIL, cached on disk where numba
+    finds a writable place for its cache (beside the module or in the user's cache
+    directory), else compiled in each process (numba refuses ``cache=True`` at decoration
+    time when there is none, e.g. on a read-only file system)."""
+    import numba
+
+    def wrap(fn: Callable) -> Any:
+        try:
+            return numba.njit(nogil=True, cache=True, **options)(fn)
+        except RuntimeError:  # "cannot cache function ...: no locator available"
+            return numba.njit(nogil=True, cache=False, **options)(fn)
+
+    return wrap

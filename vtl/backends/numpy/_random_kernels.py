@@ -6,10 +6,9 @@ passes; every integer is ``uint64`` so that no operation widens to a float.
 
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
 
-_OPTS = {"nogil": True, "cache": True}
+from ._compiled import kernel
 
 _MASK = np.uint64(0xFFFFFFFF)
 _M0, _M1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
@@ -23,7 +22,7 @@ _S8 = np.uint64(8)
 LANES = 64
 
 
-@nb.njit(inline="always", **_OPTS)
+@kernel(inline="always")
 def _lanes(b0, m, c0, c1, c2, c3, k0, k1, w):  # pragma: no cover - compiled
     """The words of blocks ``counter + b0 .. counter + b0 + m - 1`` (``m <= LANES``; the
     128-bit counter ``c0..c3``, low first) into lanes ``0 .. m - 1`` of ``w`` (``(4,
@@ -52,7 +51,7 @@ def _lanes(b0, m, c0, c1, c2, c3, k0, k1, w):  # pragma: no cover - compiled
         x0[q], x1[q], x2[q], x3[q] = a0, a1, a2, a3
 
 
-@nb.njit(**_OPTS)
+@kernel()
 def philox_blocks(out, start, stop, c0, c1, c2, c3, k0, k1):  # pragma: no cover - compiled
     """Blocks ``start .. stop - 1`` of the draw into ``out`` (``(blocks, 4)`` uint32)."""
     w = np.zeros((4, LANES), np.uint64)
@@ -66,7 +65,7 @@ def philox_blocks(out, start, stop, c0, c1, c2, c3, k0, k1):  # pragma: no cover
             out[b0 + q, 3] = w[3, q]
 
 
-@nb.njit(**_OPTS)
+@kernel()
 def dropout(x, y, start, stop, c0, c1, c2, c3, k0, k1, thr, scale):  # pragma: no cover
     """``y[f] = x[f] * (scale if word f >> 8 >= thr else 0)`` for the elements of blocks
     ``start .. stop - 1`` (``x``, ``y`` flat)."""

@@ -6,12 +6,10 @@ the arrays' dtype and without fused multiply-adds, so the results are its bits.
 
 from __future__ import annotations
 
-import numba as nb
-
-_OPTS = {"nogil": True, "cache": True}
+from ._compiled import kernel
 
 
-@nb.njit(**_OPTS)
+@kernel()
 def lstm_pre(gates, hg, with_hg, hs, z):  # pragma: no cover - compiled
     """``z = (gates + hg) * (0.5, 0.5, 1, 0.5)`` per gate chunk (the arguments of the
     tangents that give ``i, f, g, o``); ``(N, 4H)`` arrays."""
@@ -34,7 +32,7 @@ def lstm_pre(gates, hg, with_hg, hs, z):  # pragma: no cover - compiled
     return z
 
 
-@nb.njit(**_OPTS)
+@kernel()
 def lstm_post(z, c_prev, hs, c):  # pragma: no cover - compiled
     """From the tangents ``z`` (``(N, 4H)``, in place): ``i, f, o = 0.5 * t + 0.5``, and
     ``c = f * c_prev + i * g``."""
@@ -51,7 +49,7 @@ def lstm_post(z, c_prev, hs, c):  # pragma: no cover - compiled
             c[r, k] = fc + i * g
 
 
-@nb.njit(**_OPTS)
+@kernel()
 def lstm_backward(act, c_prev, tc, dh, dh2, dc, flags, hs, dz, dcp):  # pragma: no cover
     """``dz`` (``(N, 4H)``: ``di, df, dg, do``) and, with ``flags[3]``, ``dcp = dct * f``;
     ``flags = (dh given, dh2 given, dc given, d_c_prev wanted)``."""
@@ -87,7 +85,7 @@ def lstm_backward(act, c_prev, tc, dh, dh2, dc, flags, hs, dz, dcp):  # pragma: 
                 dcp[r, k] = dct * f
 
 
-@nb.njit(**_OPTS)
+@kernel()
 def gru_pre(x, hg, hs, act):  # pragma: no cover - compiled
     """``act`` (``(N, 4H)``: slots ``r, z, n, h_n``) = ``0.5 * (x + hg)`` for ``r, z`` (the
     tangents' arguments) and ``hg``'s ``n`` part for ``h_n``."""
@@ -99,7 +97,7 @@ def gru_pre(x, hg, hs, act):  # pragma: no cover - compiled
             act[row, 3 * hs + k] = hg[row, 2 * hs + k]
 
 
-@nb.njit(**_OPTS)
+@kernel()
 def gru_mid(x, hs, act):  # pragma: no cover - compiled
     """From the tangents in ``act``'s ``r, z`` slots: ``r, z = 0.5 * t + 0.5``, and the
     ``n`` slot ``= x_n + r * h_n`` (the next tangent's argument)."""
@@ -111,7 +109,7 @@ def gru_mid(x, hs, act):  # pragma: no cover - compiled
             act[row, 2 * hs + k] = x[row, 2 * hs + k] + act[row, k] * act[row, 3 * hs + k]
 
 
-@nb.njit(**_OPTS)
+@kernel()
 def gru_post(act, h_prev, hs, h):  # pragma: no cover - compiled
     """``h = n + z * (h_prev - n)``."""
     for row in range(act.shape[0]):
@@ -120,7 +118,7 @@ def gru_post(act, h_prev, hs, h):  # pragma: no cover - compiled
             h[row, k] = n + act[row, hs + k] * (h_prev[row, k] - n)
 
 
-@nb.njit(**_OPTS)
+@kernel()
 def gru_backward(act, h_prev, dh, hs, want_dhp, dx, dhg, dhp):  # pragma: no cover - compiled
     """``dx`` and ``dhg`` (``(N, 3H)``) and, with ``want_dhp``, ``dhp = dh * z``."""
     one = dx.dtype.type(1)

@@ -10,13 +10,14 @@ float type so that float32 stays float32.
 
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
 
-_OPTS = {"nogil": True, "cache": True, "fastmath": {"contract"}}
+from ._compiled import kernel
+
+_OPTS = {"fastmath": {"contract"}}
 
 
-@nb.njit(**_OPTS)
+@kernel(**_OPTS)
 def input_transform(x, pt, pl, th, tw, v):  # pragma: no cover - compiled
     m, c_n, h, w = x.shape
     dt = x.dtype.type
@@ -60,7 +61,7 @@ def input_transform(x, pt, pl, th, tw, v):  # pragma: no cover - compiled
                         o5[c] = f4 * d1 - f5 * d3 + d5
 
 
-@nb.njit(**_OPTS)
+@kernel(**_OPTS)
 def output_transform(mm, bias, with_bias, out):  # pragma: no cover - compiled
     m, k_n, ho, wo = out.shape
     th, tw = (ho + 3) // 4, (wo + 3) // 4
@@ -102,7 +103,7 @@ def output_transform(mm, bias, with_bias, out):  # pragma: no cover - compiled
                     out[im, k, yy, xx] = q[yy, xx, k]
 
 
-@nb.njit(**_OPTS)
+@kernel(**_OPTS)
 def grad_transform(g, th, tw, dm):  # pragma: no cover - compiled
     m, k_n, ho, wo = g.shape
     dt = g.dtype.type
@@ -143,7 +144,7 @@ def grad_transform(g, th, tw, dm):  # pragma: no cover - compiled
                         o5[k] = y3
 
 
-@nb.njit(**_OPTS)
+@kernel(**_OPTS)
 def input_adjoint(dv, pt, pl, th, tw, dx):  # pragma: no cover - compiled
     m, c_n, h, w = dx.shape
     dt = dx.dtype.type
