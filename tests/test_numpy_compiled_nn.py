@@ -150,6 +150,35 @@ def test_compiled_dropout_is_the_portable_dropout(dt, shape, p):
     assert state == ref_state
 
 
+def test_compiled_dropout_zero_dim():
+    x = np.float32(2.0)
+    with use_kernel("dropout", None):
+        _, ref, ref_grad, _ = _dropout(x, 0.5, np.float32(1.5), 5)
+    out, got, got_grad, _ = _dropout(x, 0.5, np.float32(1.5), 5)
+    assert got.shape == () and got_grad.shape == ()
+    np.testing.assert_array_equal(got, ref)
+    np.testing.assert_array_equal(got_grad, ref_grad)
+
+
+def test_compiled_philox_and_dropout_independent_of_thread_count(monkeypatch):
+    """Draws of many pieces (a small piece size) on 1, 2 and 3 threads: the same bits."""
+    monkeypatch.delenv("VTL_NUM_THREADS", raising=False)
+    monkeypatch.setattr(nprandom, "_CHUNK", 37)
+    x = np.random.default_rng(9).standard_normal(5003).astype(np.float32)
+    results = []
+    for n in (1, 2, 3):
+        monkeypatch.setattr(nc, "usable_cpus", lambda n=n: n)
+        words = nprandom.philox(4 * 1000 + 3, (11, 12), 2**32 - 100)
+        dropped = nprandom.NumpyDropout()._run(x, 0.3, (5, 6, 7, 8, 9, 10))
+        results.append((words, dropped))
+    monkeypatch.setattr(_compiled, "ENABLED", False)
+    np.testing.assert_array_equal(results[0][0],
+                                  nprandom.philox(4 * 1000 + 3, (11, 12), 2**32 - 100))
+    for other in results[1:]:
+        for a, r in zip(other, results[0], strict=True):
+            np.testing.assert_array_equal(a, r)
+
+
 def test_compiled_dropout_declines_other_dtypes():
     kern = nprandom.NumpyDropout()
     assert not kern.supports(np.float16) and not kern.supports(np.complex64)
@@ -192,32 +221,54 @@ def test_compiled_lstm_cell_is_the_portable_cell(dt, with_hg, seeds):
         np.testing.assert_array_equal(a, r)
 
 
-def _layer(x, dt, **kw):
+def _layer(x, dt, loss="all", **kw):
     vtl.random.seed(0)
     m = vtl.nn.LSTM(6, 8, **kw)
     if dt == np.float64:
         m = m.double()
-    t = vtl.asarray(x, backend="numpy", requires_grad=True)
-    out, (h, c) = m(t)
-    (vtl.sum(out * out) + vtl.sum(h) + vtl.sum(c * c)).backward()
-    return [to_numpy(out), to_numpy(h), to_numpy(c), to_numpy(t.grad)] + \
-        [to_numpy(p.grad) for p in m.parameters()]
+    outs = []
+    for _ in range(2):  # a second call after the weights changed in place
+        t = vtl.asarray(x, backend="numpy", requires_grad=True)
+        out, (h, c) = m(t)
+        total = vtl.sum(out * out)
+        if loss == "all":
+            total = total + vtl.sum(h) + vtl.sum(c * c)
+        total.backward()
+        outs += [to_numpy(out), to_numpy(h), to_numpy(c), to_numpy(t.grad)] + \
+            [to_numpy(p.grad) for p in m.parameters()]
+        with vtl.no_grad():
+            for p in m.parameters():
+                p.mul_(0.5)
+                p.grad = None
+    return outs
 
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
-@pytest.mark.parametrize("kw", [{}, {"num_layers": 2, "bidirectional": True},
-                                {"batch_first": True, "bias": False}])
-def test_compiled_lstm_layer_matches_the_portable_layer(dt, kw):
+@pytest.mark.parametrize(("kw", "loss"), [({}, "all"), ({}, "out"),
+                                          ({"num_layers": 2, "bidirectional": True}, "all"),
+                                          ({"batch_first": True, "bias": False}, "out")])
+def test_compiled_lstm_layer_matches_the_portable_layer(dt, kw, loss):
     """The steps' recurrent product runs in another orientation, so the values agree to
-    rounding."""
+    rounding; a loss on the output alone reaches the steps only through their outputs;
+    the second call runs after the weights changed in place."""
     x = np.random.default_rng(7).standard_normal((5, 3, 6)).astype(dt)
-    got = _layer(x, dt, **kw)
+    got = _layer(x, dt, loss, **kw)
     with use_kernel("lstm_cell", None):
-        want = _layer(x, dt, **kw)
+        want = _layer(x, dt, loss, **kw)
     tol = 1e-12 if dt == np.float64 else 2e-6
     for a, r in zip(got, want, strict=True):
         assert a.dtype == dt
         np.testing.assert_allclose(a, r, rtol=tol, atol=tol)
+
+
+def test_lstm_layer_final_states_are_not_views_of_the_output():
+    rng = np.random.default_rng(11)
+    gates = vtl.asarray(rng.standard_normal((4, 2, 12)).astype(np.float32), backend="numpy")
+    h0 = vtl.asarray(np.zeros((2, 3), np.float32), backend="numpy")
+    w = vtl.asarray(rng.standard_normal((12, 3)).astype(np.float32), backend="numpy")
+    out, hn, cn = _rnn_fused.lstm_layer(gates, h0, h0, w)
+    assert not np.shares_memory(to_numpy(out), to_numpy(hn))
+    np.testing.assert_array_equal(to_numpy(out)[-1], to_numpy(hn))
 
 
 def test_compiled_lstm_cell_declines_other_dtypes():
@@ -258,6 +309,31 @@ def test_compiled_layer_norm_matches_the_portable_rows(dt, shape, ns, affine):
         assert a.dtype == dt and a.shape == r.shape
         scale = max(1.0, float(np.abs(r).max()))
         np.testing.assert_allclose(a, r, rtol=0, atol=tol * scale)
+
+
+@pytest.mark.parametrize("need", ["w", "b", "wb", "x"])
+def test_compiled_layer_norm_partial_gradients_and_read_only_input(need):
+    """Only some gradients wanted, of a read-only (broadcast) input."""
+    rng = np.random.default_rng(4)
+    row = rng.standard_normal(9).astype(np.float32)
+    g = rng.standard_normal((5, 9)).astype(np.float32)
+
+    def run():
+        x = vtl.broadcast_to(vtl.asarray(row, backend="numpy", requires_grad="x" in need),
+                             (5, 9))
+        w = vtl.asarray(np.linspace(0.5, 2, 9, dtype=np.float32), backend="numpy",
+                        requires_grad="w" in need)
+        b = vtl.asarray(np.zeros(9, np.float32), backend="numpy", requires_grad="b" in need)
+        y = F.layer_norm(x, (9,), w, b)
+        y.backward(vtl.asarray(g, backend="numpy"))
+        return [to_numpy(y)] + [to_numpy(t.grad) for t in (w, b) if t.grad is not None]
+
+    got = run()
+    with use_kernel("layer_norm", None):
+        want = run()
+    assert len(got) == len(want) == 1 + ("w" in need) + ("b" in need)
+    for a, r in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, r, rtol=2e-5, atol=2e-5)
 
 
 def test_compiled_layer_norm_independent_of_thread_count(monkeypatch):

@@ -11,7 +11,7 @@ that much freed memory stays with the process for reuse (PyTorch's CUDA allocato
 device memory the same way).
 
 Nothing is changed where the C library is not glibc, where the process sets those
-variables or ``GLIBC_TUNABLES`` itself, or with ``VTL_KEEP_FREED_MEMORY=0``.
+variables or malloc's ``GLIBC_TUNABLES`` itself, or with ``VTL_KEEP_FREED_MEMORY=0``.
 """
 
 from __future__ import annotations
@@ -37,9 +37,11 @@ def _why_not() -> str | None:
         return "VTL_KEEP_FREED_MEMORY=0"
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         return "the C library is not glibc"
-    for var in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES"):
+    for var in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"):
         if var in os.environ:
             return f"{var} is set"
+    if "glibc.malloc." in os.environ.get("GLIBC_TUNABLES", ""):
+        return "GLIBC_TUNABLES sets malloc's tunables"
     return None
 
 
@@ -58,11 +60,14 @@ def keep_freed_memory() -> None:
         _state = "unchanged: no mallopt"
         return
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    ok = mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) and mallopt(_M_TRIM_THRESHOLD,
-                                                                TRIM_THRESHOLD)
-    _state = (f"freed memory kept for reuse (malloc's mmap threshold {MMAP_THRESHOLD >> 20} "
-              f"MiB, trim threshold {TRIM_THRESHOLD >> 20} MiB)") if ok else \
-        "unchanged: mallopt refused"
+    if not mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD):
+        _state = "unchanged: mallopt refused the mmap threshold"
+    elif not mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD):
+        _state = (f"mmap threshold {MMAP_THRESHOLD >> 20} MiB; mallopt refused the trim "
+                  "threshold")
+    else:
+        _state = (f"freed memory kept for reuse (malloc's mmap threshold "
+                  f"{MMAP_THRESHOLD >> 20} MiB, trim threshold {TRIM_THRESHOLD >> 20} MiB)")
 
 
 def state() -> str:

@@ -339,7 +339,8 @@ class NumpyLayerNorm:
         xc, gc = np.ascontiguousarray(x), np.ascontiguousarray(np.broadcast_to(g, x.shape))
         mc, rc = np.ascontiguousarray(mean), np.ascontiguousarray(rstd)
         wd = x[0] if w is None else np.ascontiguousarray(w)
-        dx = np.empty((m, n), dtype=x.dtype) if need_x else x[:1]
+        # (a writable stand-in where no dx is wanted: the kernel's stores must type-check)
+        dx = np.empty((m, n) if need_x else (1, 1), dtype=x.dtype)
         pieces = -(-m // LN_ROWS)
         wb = need_w or need_b
         parts = np.zeros((pieces if wb else 1, 2, n), dtype=np.float64)

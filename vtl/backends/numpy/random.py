@@ -115,8 +115,8 @@ class NumpyDropout(FusedDropout):
     def _run(self, x: Any, p: float, words: Any) -> Any:
         from ._random_kernels import dropout
 
+        y = np.empty(x.shape, dtype=x.dtype)  # (ascontiguousarray makes a 0-d array 1-d)
         x = np.ascontiguousarray(x)
-        y = np.empty_like(x)
         n = x.size
         if not n:
             return y

@@ -30,7 +30,7 @@ class _TransposedWeight:
 
 def _rows(a: Any, width: int) -> Any:
     """``a`` as a 2-D ``(rows, width)`` array (a view where the layout allows)."""
-    return a.reshape(-1, width)
+    return a.reshape(-1, width) if width else a.reshape(a.size, 0)
 
 
 class NumpyLstmCell:

@@ -380,6 +380,8 @@ def _layer_forward(xp: Any, kern: Any, gates: Any, h0: Any, c0: Any, w_hh: Any, 
         acts.append(act)
         tcs.append(tc)
         outs[t] = h
+    if kern is not None:  # h_n and c_n of their own, not views of the saved buffers
+        h, c = xp.asarray(h, copy=True), xp.asarray(c, copy=True)
     return (h_all if kern is not None else xp.stack(outs, axis=0)), h, c, (acts, tcs, cprevs)
 
 
