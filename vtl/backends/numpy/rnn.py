@@ -28,6 +28,11 @@ class _TransposedWeight:
         self.t = t
 
 
+def _spread(a: Any, shape: tuple[int, ...]) -> Any:
+    """``a`` broadcast to ``shape`` (``a`` itself where it has that shape)."""
+    return a if a.shape == tuple(shape) else np.broadcast_to(a, shape)
+
+
 def _rows(a: Any, width: int) -> Any:
     """``a`` as a 2-D ``(rows, width)`` array (a view where the layout allows)."""
     return a.reshape(-1, width) if width else a.reshape(a.size, 0)
@@ -53,11 +58,11 @@ class NumpyLstmCell:
         z = _rows(act, 4 * hs)
         g2 = _rows(gates, 4 * hs)
         hg = g2 if hidden_gates is None else \
-            _rows(np.broadcast_to(hidden_gates, gates.shape), 4 * hs)
+            _rows(_spread(hidden_gates, gates.shape), 4 * hs)
         lstm_pre(g2, hg, hidden_gates is not None, hs, z)
         np.tanh(z, out=z)
         c2 = _rows(c, hs)
-        lstm_post(z, _rows(np.broadcast_to(c_prev, c.shape), hs), hs, c2)
+        lstm_post(z, _rows(_spread(c_prev, c.shape), hs), hs, c2)
         np.tanh(c, out=tc)
         np.multiply(act[..., 3 * hs:], tc, out=h)
         return h, c, act, tc
@@ -88,7 +93,7 @@ class NumpyLstmCell:
         shape = tc.shape
 
         def rows(a: Any) -> Any:
-            return _rows(np.broadcast_to(a, shape), hs)
+            return _rows(_spread(a, shape), hs)
 
         t2 = rows(tc)
         flags = np.array([dh is not None, dh2 is not None, dc is not None, need_dc_prev])
@@ -122,12 +127,12 @@ class NumpyGruCell:
         act = np.empty((*shape, 4 * hs), dtype=dt)
         h = np.empty((*shape, hs), dtype=dt)
         a2 = _rows(act, 4 * hs)
-        x2 = _rows(np.broadcast_to(gates, (*shape, 3 * hs)), 3 * hs)
-        gru_pre(x2, _rows(np.broadcast_to(hidden_gates, (*shape, 3 * hs)), 3 * hs), hs, a2)
+        x2 = _rows(_spread(gates, (*shape, 3 * hs)), 3 * hs)
+        gru_pre(x2, _rows(_spread(hidden_gates, (*shape, 3 * hs)), 3 * hs), hs, a2)
         np.tanh(a2[:, :2 * hs], out=a2[:, :2 * hs])
         gru_mid(x2, hs, a2)
         np.tanh(a2[:, 2 * hs:3 * hs], out=a2[:, 2 * hs:3 * hs])
-        gru_post(a2, _rows(np.broadcast_to(h_prev, h.shape), hs), hs, _rows(h, hs))
+        gru_post(a2, _rows(_spread(h_prev, h.shape), hs), hs, _rows(h, hs))
         return h, act
 
     def backward(self, act: Any, h_prev: Any, dh: Any,
@@ -140,8 +145,8 @@ class NumpyGruCell:
         dx = np.empty((*lead, 3 * hs), dtype=dt)
         dhg = np.empty((*lead, 3 * hs), dtype=dt)
         dhp = np.empty((*lead, hs), dtype=dt) if need_dh_prev else None
-        gru_backward(_rows(act, 4 * hs), _rows(np.broadcast_to(h_prev, (*lead, hs)), hs),
-                     _rows(np.broadcast_to(dh, (*lead, hs)), hs), hs, need_dh_prev,
+        gru_backward(_rows(act, 4 * hs), _rows(_spread(h_prev, (*lead, hs)), hs),
+                     _rows(_spread(dh, (*lead, hs)), hs), hs, need_dh_prev,
                      _rows(dx, 3 * hs), _rows(dhg, 3 * hs),
                      np.empty((1, 1), dt) if dhp is None else _rows(dhp, hs))
         return dx, dhg, dhp
