@@ -6,7 +6,9 @@ draws that are not whole blocks); fused dropout bit for bit against the portable
 its gradient and the generator state it leaves; the LSTM cell bit for bit against the
 portable cell (every combination of incoming gradients), the GRU cell likewise, and LSTM
 and GRU layers against the portable layers; layer norm against the portable rows in
-float64 and float32, pieces summed in the same order on any number of threads."""
+float64 and float32, pieces summed in the same order on any number of threads; 2x2
+stride-2 max pooling bit for bit against the NumPy passes (signed zeros, infinities, nans,
+odd sizes, padding, ceil mode)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import vtl
 from vtl.backends._common import threads as nc
 from vtl.backends.numpy import _compiled
 from vtl.backends.numpy import nn as npnn
+from vtl.backends.numpy import pool as nppool
 from vtl.backends.numpy import random as nprandom
 from vtl.backends.numpy import rnn as nprnn
 from vtl.nn import functional as F
@@ -425,3 +428,36 @@ def test_kernels_compile_where_numba_cannot_cache(monkeypatch):
 
     assert calls == [True, False]
     assert twice(np.float32(3)) == 6
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize(("shape", "padding", "ceil"), [
+    ((2, 3, 8, 8), 0, False), ((2, 3, 7, 9), 0, False), ((2, 3, 7, 9), 0, True),
+    ((1, 2, 6, 10), 1, False), ((4, 5, 32, 32), 0, False)])
+def test_compiled_max_pool_2x2_is_the_numpy_pool(monkeypatch, dt, shape, padding, ceil):
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal(shape).astype(dt)
+    for step, value in ((13, 0.0), (17, -0.0), (29, np.nan), (31, np.inf), (37, -np.inf)):
+        x.flat[::step] = value
+    g = rng.standard_normal(shape).astype(dt)
+
+    def run():
+        t = vtl.asarray(x, backend="numpy", requires_grad=True)
+        y, idx = F.max_pool2d(t, 2, padding=padding, ceil_mode=ceil, return_indices=True)
+        y.backward(vtl.asarray(g[..., :y.shape[2], :y.shape[3]], backend="numpy"))
+        return to_numpy(y), to_numpy(idx), to_numpy(t.grad)
+
+    got = run()
+    monkeypatch.setattr(_compiled, "ENABLED", False)
+    want = run()
+    for a, r in zip(got, want, strict=True):
+        assert a.dtype == r.dtype and a.shape == r.shape
+        np.testing.assert_array_equal(a.view(np.uint8), r.view(np.uint8))
+
+
+def test_compiled_max_pool_takes_only_2x2_stride_2():
+    assert nppool._two_by_two(np.dtype(np.float32), 4, (2, 2), (2, 2), (1, 1))
+    for k, s, d in (((3, 3), (2, 2), (1, 1)), ((2, 2), (1, 1), (1, 1)),
+                    ((2, 2), (2, 2), (2, 2))):
+        assert not nppool._two_by_two(np.dtype(np.float32), 4, k, s, d)
+    assert not nppool._two_by_two(np.dtype(np.float16), 4, (2, 2), (2, 2), (1, 1))

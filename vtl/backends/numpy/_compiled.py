@@ -41,8 +41,8 @@ def describe() -> str:
         return f"not used: {_why}"
     from importlib.metadata import version
 
-    return (f"numba {version('numba')} (Winograd 3x3 convolutions, batch and layer norm, "
-            "LSTM and GRU cells, Philox words, dropout)")
+    return (f"numba {version('numba')} (Winograd 3x3 convolutions, 2x2 max pooling, batch "
+            "and layer norm, LSTM and GRU cells, Philox words, dropout)")
 
 
 def kernel(**options: Any) -> Callable[[Callable], Any]:
