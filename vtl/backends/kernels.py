@@ -290,9 +290,9 @@ class LstmCellKernel(Protocol):
     ``forward``'s; ``step_backward(act, c_prev, tc, dz_next, w_hh, dh, dh2, dc,
     need_dc_prev, out)`` forms ``dh = dz_next @ w_hh + dh + dh2`` (``None`` terms left out)
     and returns ``backward``'s result. Either returns ``None`` to decline (the caller then
-    runs the product and the pointwise kernel). A kernel with ``step_weights(w_hh)`` gets
-    that method's result, formed once per layer call, as ``step_forward``'s ``w_hh`` (e.g.
-    the weight laid out for its product).
+    runs the product and the pointwise kernel). A kernel with ``recurrent_weight(w_hh)``
+    gets that method's result, formed once per layer call, as ``step_forward``'s ``w_hh``
+    (e.g. ``W_hh^T`` laid out for the product, as ``GruCellKernel``'s).
     """
 
     def supports(self, dtype: Any) -> bool: ...

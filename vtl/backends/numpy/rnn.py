@@ -19,13 +19,11 @@ __all__ = ["NumpyGruCell", "NumpyLstmCell"]
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-class _TransposedWeight:
-    """:meth:`NumpyLstmCell.step_weights`' result: ``t`` is ``W_hh^T``, C-contiguous."""
-
-    __slots__ = ("t",)
-
-    def __init__(self, t: Any) -> None:
-        self.t = t
+def _recurrent_weight(w_hh: Any) -> Any:
+    """``W_hh^T`` C-contiguous, formed once per layer call (the kernels'
+    ``recurrent_weight``): ``h @ W_hh^T`` then runs faster in OpenBLAS than with the
+    transposed view, and lands row-major."""
+    return np.ascontiguousarray(np.asarray(w_hh).T)
 
 
 def _spread(a: Any, shape: tuple[int, ...]) -> Any:
@@ -67,16 +65,13 @@ class NumpyLstmCell:
         np.multiply(act[..., 3 * hs:], tc, out=h)
         return h, c, act, tc
 
-    def step_weights(self, w_hh: Any) -> Any:
-        """``W_hh^T`` as a C-contiguous ``(H, 4H)`` array, formed once per layer call:
-        ``h @ W_hh^T`` is then OpenBLAS's faster orientation and lands row-major."""
-        return _TransposedWeight(np.ascontiguousarray(np.asarray(w_hh).T))
+    recurrent_weight = staticmethod(_recurrent_weight)
 
-    def step_forward(self, gates: Any, h: Any, w_hh: Any, c: Any, out: Any
+    def step_forward(self, gates: Any, h: Any, w_t: Any, c: Any, out: Any
                      ) -> tuple[Any, Any, Any, Any] | None:
-        """One time step of ``lstm_layer`` with its recurrent product (``None``: declined
-        for layouts it does not take); ``w_hh`` may be :meth:`step_weights`' result."""
-        w_t = w_hh.t if isinstance(w_hh, _TransposedWeight) else np.asarray(w_hh).T
+        """One time step of ``lstm_layer`` with its recurrent product ``h @ w_t``, ``w_t``
+        being :meth:`recurrent_weight`'s ``W_hh^T`` (``None``: declined for layouts it
+        does not take)."""
         if h.ndim != 2 or any(type(a) is not np.ndarray or a.dtype != gates.dtype
                               for a in (gates, h, w_t, c, *out)):
             return None
@@ -112,10 +107,7 @@ class NumpyGruCell:
     def supports(self, dtype: Any) -> bool:
         return np.dtype(dtype) in _FLOATS and _compiled.available()
 
-    def recurrent_weight(self, w_hh: Any) -> Any:
-        """``W_hh^T`` C-contiguous, formed once per layer call: ``h @ W_hh^T`` then runs
-        faster in OpenBLAS than with the transposed view."""
-        return np.ascontiguousarray(np.asarray(w_hh).T)
+    recurrent_weight = staticmethod(_recurrent_weight)
 
     def forward(self, gates: Any, hidden_gates: Any, h_prev: Any) -> tuple[Any, Any]:
         from ._rnn_kernels import gru_mid, gru_post, gru_pre

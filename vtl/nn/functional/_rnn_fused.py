@@ -359,7 +359,7 @@ def _layer_forward(xp: Any, kern: Any, gates: Any, h0: Any, c0: Any, w_hh: Any, 
         tc_all = xp.empty(shape, dtype=gates.dtype, device=gates.device)
         act_all = xp.empty(gates.shape, dtype=gates.dtype, device=gates.device)
     step = getattr(kern, "step_forward", None)
-    prepare = getattr(kern, "step_weights", None)
+    prepare = getattr(kern, "recurrent_weight", None)
     w_step = w_hh if step is None or prepare is None else prepare(w_hh)
     for t in _order(n, reverse):
         cprevs.append(c)
