@@ -9,10 +9,17 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["ENABLED", "available", "describe", "kernel"]
+__all__ = ["ENABLED", "available", "describe", "kernel", "turned_off"]
+
+
+def turned_off(var: str) -> bool:
+    """Whether the environment variable ``var`` turns a numpy-backend feature off (``0``,
+    ``false``, ``False`` or empty; unset leaves it on)."""
+    return os.environ.get(var, "1").strip() in ("0", "false", "False", "")
+
 
 #: Whether the compiled kernels may run (``VTL_NUMBA=0`` turns them off).
-ENABLED = os.environ.get("VTL_NUMBA", "1").strip() not in ("0", "false", "False", "")
+ENABLED = not turned_off("VTL_NUMBA")
 
 _found: bool | None = None
 _why = "numba is not installed (pip install 'vtl[cpu]')"

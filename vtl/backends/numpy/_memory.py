@@ -20,6 +20,8 @@ import ctypes
 import os
 import platform
 
+from ._compiled import turned_off
+
 __all__ = ["MMAP_THRESHOLD", "TRIM_THRESHOLD", "keep_freed_memory", "state"]
 
 #: Blocks up to this size come from the heap (and are reused) rather than fresh mappings:
@@ -33,7 +35,7 @@ _state = "not set"
 
 
 def _why_not() -> str | None:
-    if os.environ.get("VTL_KEEP_FREED_MEMORY", "1").strip() in ("0", "false", "False", ""):
+    if turned_off("VTL_KEEP_FREED_MEMORY"):
         return "VTL_KEEP_FREED_MEMORY=0"
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         return "the C library is not glibc"

@@ -20,7 +20,6 @@ of a 3x3 convolution (relative errors around 1e-5 of the output's scale). Set
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
@@ -32,7 +31,7 @@ __all__ = ["ENABLED", "MIN_CHANNELS", "available", "fits", "input_transform",
            "weight_gradient"]
 
 #: Whether 3x3 stride-1 float convolutions take the Winograd path where numba is installed.
-ENABLED = os.environ.get("VTL_WINOGRAD", "1").strip() not in ("0", "false", "False", "")
+ENABLED = not _compiled.turned_off("VTL_WINOGRAD")
 
 #: Fewest input and output channels for which the 36 products beat the im2col product
 #: (with 3 input channels the products' inner dimension is too short to pay for the

@@ -128,8 +128,8 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _split_images(fn: Any, n: int, size: int) -> None:
-    """``fn(i, j)`` over the images ``[0, n)``: on the pool from :data:`THRESHOLD`
-    elements, else on the calling thread."""
+    """``fn(i, j)`` over the images (or pieces of rows) ``[0, n)`` of ``size`` elements in
+    all: on the pool from :data:`THRESHOLD` elements, else on the calling thread."""
     if size >= THRESHOLD:
         _pool.parallel_for(fn, n)
     else:
@@ -323,9 +323,9 @@ class NumpyLayerNorm:
         wd = x[0] if w is None else np.ascontiguousarray(w)
         bd = x[0] if b is None else np.ascontiguousarray(b)
         pieces = -(-m // LN_ROWS)
-        _split(lambda i, j: layer_norm_forward(xc, wd, bd, w is not None, b is not None, eps,
-                                               i * LN_ROWS, min(m, j * LN_ROWS), y, mean,
-                                               rstd), pieces, x.size)
+        _split_images(lambda i, j: layer_norm_forward(
+            xc, wd, bd, w is not None, b is not None, eps, i * LN_ROWS, min(m, j * LN_ROWS),
+            y, mean, rstd), pieces, x.size)
         return y, mean.astype(x.dtype), rstd.astype(x.dtype)
 
     def backward(self, x: Any, w: Any, mean: Any, rstd: Any, g: Any, need_x: bool,
@@ -351,17 +351,9 @@ class NumpyLayerNorm:
                                     p * LN_ROWS, min(m, (p + 1) * LN_ROWS), dx,
                                     parts[p if wb else 0, 0], parts[p if wb else 0, 1])
 
-        _split(run, pieces, x.size)
+        _split_images(run, pieces, x.size)
         sums = np.add.reduce(parts, axis=0) if wb else None
         return (dx if need_x else None,
                 sums[0].astype(x.dtype) if need_w else None,
                 sums[1].astype(x.dtype) if need_b else None)
 
-
-def _split(fn: Any, pieces: int, size: int) -> None:
-    """``fn(i, j)`` over the pieces ``[0, pieces)``: on the pool from :data:`THRESHOLD`
-    elements, else on the calling thread."""
-    if size >= THRESHOLD and pieces > 1:
-        _pool.parallel_for(fn, pieces)
-    else:
-        fn(0, pieces)

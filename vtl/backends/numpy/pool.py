@@ -35,7 +35,7 @@ class NumpyPool2d(StridedPool2d):
                     ) -> tuple[Any, Any]:
         """2x2 windows of stride 2 with numba (the ``vtl[cpu]`` extra): one compiled pass;
         else the NumPy passes. The same results."""
-        if not _two_by_two(x.dtype, x.size, k, s, d):
+        if not self._two_by_two(x.dtype, x.size, k, s, d):
             return super().max_forward(x, k, s, p, d, out)
         from ._pool_kernels import max_forward_2x2
 
@@ -51,7 +51,7 @@ class NumpyPool2d(StridedPool2d):
 
     def max_backward(self, arg: Any, x_shape: tuple[int, ...], g: Any, k: tuple[int, int],
                      s: tuple[int, int], p: tuple[int, int], d: tuple[int, int]) -> Any:
-        if not _two_by_two(g.dtype, arg.size, k, s, d):
+        if not self._two_by_two(g.dtype, arg.size, k, s, d):
             return super().max_backward(arg, x_shape, g, k, s, p, d)
         from ._pool_kernels import max_backward_2x2
 
@@ -68,11 +68,7 @@ class NumpyPool2d(StridedPool2d):
                      self._threads(buf.size))
         return dx
 
-
-_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
-
-
-def _two_by_two(dtype: Any, size: int, k: tuple, s: tuple, d: tuple) -> bool:
-    """Whether the compiled 2x2 stride-2 kernels take this max pooling."""
-    return (tuple(k) == (2, 2) and tuple(s) == (2, 2) and tuple(d) == (1, 1) and size > 0
-            and dtype in _FLOATS and _compiled.available())
+    def _two_by_two(self, dtype: Any, size: int, k: tuple, s: tuple, d: tuple) -> bool:
+        """Whether the compiled 2x2 stride-2 kernels take this max pooling."""
+        return (tuple(k) == (2, 2) and tuple(s) == (2, 2) and tuple(d) == (1, 1)
+                and size > 0 and self.supports(dtype) and _compiled.available())

@@ -8,6 +8,7 @@ array passes, the same bits.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -15,6 +16,7 @@ import numpy as np
 from .._common.dropout import FusedDropout, keep_threshold
 from .._common.threads import parallel_for
 from . import _compiled
+from .nn import _FLOATS
 
 __all__ = ["NumpyDropout", "philox"]
 
@@ -41,18 +43,21 @@ def philox(n: int, key: tuple[int, int], counter: int, index: int = 0) -> np.nda
         from ._random_kernels import philox_blocks
 
         words = _words(counter, key)
-        parallel_for(lambda i, j: philox_blocks(out, i * _CHUNK, min(nblocks, j * _CHUNK),
-                                                *words), -(-nblocks // _CHUNK))
-        flat = out.reshape(-1)
-        return flat if 4 * nblocks == n else flat[:n]
-
-    def pieces(i: int, j: int) -> None:
-        for p in range(i, j):
-            _blocks(out, p * _CHUNK, min(nblocks, (p + 1) * _CHUNK), key, counter)
-
-    parallel_for(pieces, -(-nblocks // _CHUNK))
+        _in_pieces(lambda a, e: philox_blocks(out, a, e, *words), nblocks)
+    else:
+        _in_pieces(lambda a, e: _blocks(out, a, e, key, counter), nblocks)
     flat = out.reshape(-1)
     return flat if 4 * nblocks == n else flat[:n]
+
+
+def _in_pieces(fn: Callable[[int, int], None], nblocks: int) -> None:
+    """``fn(start, stop)`` for the pieces of :data:`_CHUNK` blocks of ``[0, nblocks)``,
+    spread over the kernels' thread pool."""
+    def run(i: int, j: int) -> None:
+        for p in range(i, j):
+            fn(p * _CHUNK, min(nblocks, (p + 1) * _CHUNK))
+
+    parallel_for(run, -(-nblocks // _CHUNK))
 
 
 #: blocks per piece: 4 counter arrays and 2 products of 8 bytes each, 1.5 MiB in all
@@ -110,7 +115,7 @@ class NumpyDropout(FusedDropout):
     float64 (computed in the array's dtype, as the portable path)."""
 
     def supports(self, dtype: Any) -> bool:
-        return np.dtype(dtype) in (np.float32, np.float64) and _compiled.available()
+        return np.dtype(dtype) in _FLOATS and _compiled.available()
 
     def _run(self, x: Any, p: float, words: Any) -> Any:
         from ._random_kernels import dropout
@@ -124,7 +129,5 @@ class NumpyDropout(FusedDropout):
         thr = np.uint64(keep_threshold(p))
         scale = x.dtype.type(1.0 / (1.0 - p))
         xf, yf = x.reshape(-1), y.reshape(-1)
-        nblocks = -(-n // 4)
-        parallel_for(lambda i, j: dropout(xf, yf, i * _CHUNK, min(nblocks, j * _CHUNK), *w,
-                                          thr, scale), -(-nblocks // _CHUNK))
+        _in_pieces(lambda a, e: dropout(xf, yf, a, e, *w, thr, scale), -(-n // 4))
         return y

@@ -13,10 +13,9 @@ from typing import Any
 import numpy as np
 
 from . import _compiled
+from .nn import _FLOATS
 
 __all__ = ["NumpyGruCell", "NumpyLstmCell"]
-
-_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _recurrent_weight(w_hh: Any) -> Any:
