@@ -8,7 +8,8 @@ portable cell (every combination of incoming gradients), the GRU cell likewise, 
 and GRU layers against the portable layers; layer norm against the portable rows in
 float64 and float32, pieces summed in the same order on any number of threads; 2x2
 stride-2 max pooling bit for bit against the NumPy passes (signed zeros, infinities, nans,
-odd sizes, padding, ceil mode)."""
+odd sizes, padding, ceil mode); every optimizer's update program compiled into one pass
+against the ufunc step."""
 
 from __future__ import annotations
 
@@ -462,3 +463,97 @@ def test_compiled_max_pool_takes_only_2x2_stride_2():
                     ((2, 2), (2, 2), (2, 2))):
         assert not kern._two_by_two(np.dtype(np.float32), 4, k, s, d)
     assert not kern._two_by_two(np.dtype(np.float16), 4, (2, 2), (2, 2), (1, 1))
+
+
+def _programs_of_every_optimizer():
+    import itertools
+
+    from vtl.optim import _programs as P
+
+    for m, f, n, w, x in itertools.product([False, True], repeat=5):
+        if not n or m:
+            yield P.sgd(momentum=m, first=f, nesterov=n, weight_decay=w, maximize=x)
+    for a, w, d, x in itertools.product([False, True], repeat=4):
+        yield P.adam(amsgrad=a, weight_decay=w, decoupled=d, maximize=x)
+    for c, m, w, x in itertools.product([False, True], repeat=4):
+        yield P.rmsprop(centered=c, momentum=m, weight_decay=w, maximize=x)
+    for w, x in itertools.product([False, True], repeat=2):
+        yield P.adagrad(weight_decay=w, maximize=x)
+        yield P.adamax(weight_decay=w, maximize=x)
+    for w, d, x in itertools.product([False, True], repeat=3):
+        yield P.nadam(weight_decay=w, decoupled=d, maximize=x)
+        yield P.radam(weight_decay=w, decoupled=d, maximize=x)
+
+
+def _optimizer_arrays(rng, prog, n, dtype):
+    """Values that reach every branch: signed zeros, infinities and nans among ordinary
+    numbers, and zero second moments (a division by zero)."""
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30, -2.5, 3.0])
+    arrs = []
+    for _ in prog.arrays:
+        a = rng.standard_normal(n) * 2
+        pick = rng.random(n) < 0.1
+        a[pick] = rng.choice(special, int(pick.sum()))
+        arrs.append(a.astype(dtype))
+    return arrs
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
+@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")
+@pytest.mark.filterwarnings("ignore:overflow:RuntimeWarning")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_compiled_optimizer_steps_equal_the_ufunc_steps(monkeypatch, dtype):
+    """Every optimizer's program, compiled into one pass: the ufunc path's bits (signed
+    zeros included; nans where it has nans: ``max`` propagates them as ``np.maximum``),
+    on pieces spread over three threads, next to a Fortran-ordered tensor (the ufunc
+    path) and a 0-d one."""
+    from vtl.backends.numpy import optim as npoptim
+
+    monkeypatch.setattr(npoptim, "CHUNK", 256)
+    monkeypatch.setattr(npoptim, "MIN_PIECE", 64)
+    monkeypatch.setattr(npoptim, "PARALLEL_MIN", 0)
+    monkeypatch.setenv("VTL_NUM_THREADS", "3")
+    rng = np.random.default_rng(11)
+    for prog in _programs_of_every_optimizer():
+        scalars = tuple(float(s) for s in rng.uniform(0.05, 1.5, len(prog.scalars)))
+        shapes = [(1000,), (3, 7), (), (5, 4)]
+        tensors = [_optimizer_arrays(rng, prog, int(np.prod(s)), dtype) for s in shapes]
+        tensors = [[a.reshape(s) for a in arrs] for arrs, s in zip(tensors, shapes, strict=True)]
+        tensors[3] = [np.asfortranarray(a.reshape(4, 5).T) for a in tensors[3]]
+        results = []
+        for compiled in (True, False):
+            monkeypatch.setattr(_compiled, "ENABLED", compiled)
+            copies = [tuple(a.copy(order="K") for a in arrs) for arrs in tensors]
+            npoptim.MultiTensorApply()(prog, copies, scalars)
+            results.append(copies)
+        for got, want in zip(*results, strict=True):
+            for name, a, b in zip(prog.arrays, got, want, strict=True):
+                assert a.dtype == dtype
+                np.testing.assert_array_equal(a, b, err_msg=f"{prog.name} {name}")
+                same = ~np.isnan(b)  # (a nan's sign and payload are not defined)
+                np.testing.assert_array_equal(np.signbit(a[same]), np.signbit(b[same]),
+                                              err_msg=f"{prog.name} {name}")
+
+
+def test_compiled_optimizer_step_is_used():
+    from vtl.backends.numpy import optim as npoptim
+    from vtl.optim import _programs as P
+
+    kern = npoptim.MultiTensorApply()
+    prog = P.adam(amsgrad=False, weight_decay=False, decoupled=False, maximize=False)
+    arrs = tuple(np.ones(8, np.float32) for _ in prog.arrays)
+    kern(prog, [arrs], tuple(0.5 for _ in prog.scalars))
+    assert prog.key in kern._steps
+    assert kern._step(prog, np.dtype(np.float16)) is None
+
+
+def test_compiled_program_max_is_numpy_maximum():
+    from vtl.backends.numpy._optim_kernels import _maximum
+
+    special = [0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan]
+    for x in special:
+        for y in special:
+            want = np.maximum(np.float64(x), np.float64(y))
+            got = _maximum(np.float64(x), np.float64(y))
+            assert (np.isnan(got) and np.isnan(want)) or \
+                (got == want and np.signbit(got) == np.signbit(want)), (x, y)

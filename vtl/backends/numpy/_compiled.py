@@ -49,7 +49,7 @@ def describe() -> str:
     from importlib.metadata import version
 
     return (f"numba {version('numba')} (Winograd 3x3 convolutions, 2x2 max pooling, batch "
-            "and layer norm, LSTM and GRU cells, Philox words, dropout)")
+            "and layer norm, LSTM and GRU cells, Philox words, dropout, optimizer steps)")
 
 
 def kernel(**options: Any) -> Callable[[Callable], Any]:

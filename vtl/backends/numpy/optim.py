@@ -26,6 +26,7 @@ import numpy as np
 
 from .._common import threads as _pool
 from .._dtypes import kind as _dkind
+from . import _compiled
 
 #: Largest piece (elements) a large tensor is updated in: the few arrays of a step
 #: (parameter, gradient, state, temporaries) stay in the core's cache through all its
@@ -33,6 +34,9 @@ from .._dtypes import kind as _dkind
 #: four per thread, so that the pool's threads get equal shares.
 CHUNK = 1 << 17
 MIN_PIECE = 1 << 14
+
+#: dtypes of the compiled steps (numba has no float16 arithmetic)
+COMPILED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 #: Elements of a step from which its pieces are spread over the pool.
 PARALLEL_MIN = 1 << 18
@@ -186,19 +190,50 @@ def _pieces(tensors: list[tuple[Any, ...]], piece: int) -> list[tuple[Any, ...]]
     return items
 
 
+def _compiled_runner(step: Any, fallback: Any, cvals: list[Any]) -> Any:
+    """``run(items, scratch, *svals)``: the compiled ``step`` (scalars ``cvals``) over the
+    C-contiguous items, the ufunc program ``fallback`` over the others."""
+
+    def run(items: list[tuple[Any, ...]], scratch: Any, *svals: Any) -> None:
+        rest = []
+        for arrs in items:
+            if all(a.flags.c_contiguous for a in arrs):
+                step(*[a.reshape(-1) for a in arrs], *cvals)
+            else:
+                rest.append(arrs)
+        if rest:
+            fallback(rest, scratch, *svals)
+
+    return run
+
+
 class MultiTensorApply:
     """The ``multi_tensor_apply`` kernel: ``kern(program, tensors, scalars)``.
 
     ``tensors`` is a list of tuples of NumPy arrays (one tuple per parameter, in
     ``program.arrays`` order, all of one floating dtype); the arrays named in
-    ``program.writes`` are updated in place.
+    ``program.writes`` are updated in place. With the compiled kernels
+    (``vtl.backends.numpy._compiled``), float32 and float64 steps run each program as one
+    compiled pass over memory (``_optim_kernels``), with the same values.
     """
 
     def __init__(self) -> None:
         self._compiled: dict[tuple, Any] = {}
+        self._steps: dict[tuple, Any] = {}
 
     def supports(self, dtype: Any) -> bool:
         return _dkind(dtype) == "f"
+
+    def _step(self, prog: Any, dtype: Any) -> Any | None:
+        """The compiled step of ``prog``, or None where it does not run."""
+        if dtype not in COMPILED_DTYPES or not _compiled.available():
+            return None
+        step = self._steps.get(prog.key)
+        if step is None:
+            from ._optim_kernels import compile_step
+
+            step = self._steps[prog.key] = compile_step(prog)
+        return step
 
     def __call__(self, prog: Any, tensors: list[tuple[Any, ...]],
                  scalars: tuple[float, ...]) -> None:
@@ -213,6 +248,9 @@ class MultiTensorApply:
         # would after NumPy's promotion, and ufuncs take them faster
         dt = tensors[0][0].dtype
         svals = [_asarray(v, dtype=dt) for v in scalars]
+        step = self._step(prog, dt)
+        if step is not None:
+            fn = _compiled_runner(step, fn, [dt.type(v) for v in scalars])
         total = 0
         for arrs in tensors:
             total += arrs[0].size
