@@ -557,3 +557,47 @@ def test_compiled_program_max_is_numpy_maximum():
             got = _maximum(np.float64(x), np.float64(y))
             assert (np.isnan(got) and np.isnan(want)) or \
                 (got == want and np.signbit(got) == np.signbit(want)), (x, y)
+
+
+_CONV_GEOMETRIES = [  # (N, C, H, W, O, kh, kw, stride, padding (t, b, l, r), dilation, groups)
+    (3, 4, 9, 8, 6, 3, 3, (2, 2), (1, 1, 1, 1), (1, 1), 1),
+    (2, 3, 11, 7, 4, 3, 2, (2, 1), (2, 0, 1, 3), (1, 2), 1),
+    (2, 6, 8, 8, 4, 1, 1, (2, 2), (0, 0, 0, 0), (1, 1), 2),
+    (1, 2, 5, 6, 2, 5, 5, (3, 2), (4, 4, 4, 4), (1, 1), 1),  # taps wholly in the padding
+    (2, 4, 7, 7, 8, 3, 3, (1, 1), (0, 2, 2, 0), (2, 2), 4),
+    (2, 3, 4, 4, 2, 2, 2, (1, 1), (0, 0, 0, 0), (1, 1), 1),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("geometry", _CONV_GEOMETRIES)
+def test_compiled_im2col_and_col2im_equal_the_numpy_passes(monkeypatch, dtype, geometry):
+    """The tiled convolution's patches and their gradient added back, compiled from the
+    unpadded input, against the padded NumPy copies and adds: the same bits (nan and
+    signed zeros included), strides, paddings, dilations and groups of every kind."""
+    from vtl.backends._common.conv import out_size
+    from vtl.backends.numpy import conv as npconv
+
+    n, c, h, w, o, kh, kw, stride, pads, dil, groups = geometry
+    ho = out_size(h, kh, stride[0], pads[0], pads[1], dil[0])
+    wo = out_size(w, kw, stride[1], pads[2], pads[3], dil[1])
+    geom = (stride, pads, dil, groups, kh, kw, ho, wo)
+    k = c // groups * kh * kw
+    rng = np.random.default_rng(sum(geometry[:5]))
+    x = rng.standard_normal((n, c, h, w)).astype(dtype)
+    x.flat[::7] = -0.0
+    x.flat[3] = np.nan
+    dcol = rng.standard_normal((groups, k, n * ho * wo)).astype(dtype)
+    dcol.flat[5] = np.inf
+    got, want = [], []
+    for compiled, out in ((True, got), (False, want)):
+        monkeypatch.setattr(_compiled, "ENABLED", compiled)
+        assert npconv._compiled_taps(x) == compiled
+        out.append(npconv._im2col_tile(x, geom, k).copy())
+        dx = np.empty_like(x)
+        npconv._col2im_tile(dcol, dx, geom)
+        out.append(dx)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_array_equal(a, b)
+        same = ~np.isnan(b)
+        np.testing.assert_array_equal(np.signbit(a[same]), np.signbit(b[same]))

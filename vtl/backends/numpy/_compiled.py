@@ -48,8 +48,9 @@ def describe() -> str:
         return f"not used: {_why}"
     from importlib.metadata import version
 
-    return (f"numba {version('numba')} (Winograd 3x3 convolutions, 2x2 max pooling, batch "
-            "and layer norm, LSTM and GRU cells, Philox words, dropout, optimizer steps)")
+    return (f"numba {version('numba')} (Winograd 3x3 convolutions, im2col and col2im, 2x2 "
+            "max pooling, batch and layer norm, LSTM and GRU cells, Philox words, dropout, "
+            "optimizer steps)")
 
 
 def kernel(**options: Any) -> Callable[[Callable], Any]:

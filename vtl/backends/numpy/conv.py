@@ -41,7 +41,9 @@ import numpy as np
 
 from .._common.conv import StridedConv2d, _blocks, _taps_in, _taps_out, out_size, tap_slices
 from .._common.threads import num_threads, parallel_for, scratch
+from . import _compiled
 from . import _winograd as winograd
+from .nn import _FLOATS
 
 __all__ = ["FLIP", "THRESHOLD", "TILE", "WINOGRAD_TILE", "NumpyConv2d", "WinogradContext"]
 
@@ -392,8 +394,14 @@ def _im2col_tile(x: Any, geom: tuple, k: int) -> Any:
     stride, pads, dilation, groups, kh, kw, ho, wo = geom
     m, c = x.shape[:2]
     cg = c // groups
-    src = _padded_tile(x, pads, "conv_pad")
     col = scratch("conv_col", (groups, k, m * ho * wo), x.dtype)
+    if _compiled_taps(x):
+        from ._im2col_kernels import im2col
+
+        im2col(x, col.reshape(c, kh, kw, m, ho, wo), *stride, pads[0],
+               pads[2], *dilation)
+        return col
+    src = _padded_tile(x, pads, "conv_pad")
     taps = col.reshape(groups, cg, kh, kw, m, ho, wo)
     s5 = src.reshape(m, groups, cg, *src.shape[2:]).transpose(1, 2, 0, 3, 4)
     for a in range(kh):
@@ -403,11 +411,22 @@ def _im2col_tile(x: Any, geom: tuple, k: int) -> Any:
     return col
 
 
+def _compiled_taps(x: Any) -> bool:
+    """Whether im2col and col2im of the C-contiguous tile ``x`` (or its gradient) run
+    compiled (``_im2col_kernels``)."""
+    return x.dtype in _FLOATS and x.flags.c_contiguous and _compiled.available()
+
+
 def _col2im_tile(dcol: Any, dx: Any, geom: tuple) -> None:
     """``dx`` (``M`` images) from the patch gradient ``dcol`` (``(G, C/G*kh*kw,
     M*Ho*Wo)``): one strided add per tap into a zeroed padded scratch buffer."""
     stride, (pt, pb, pl, pr), dilation, groups, kh, kw, ho, wo = geom
     m, c, h, w = dx.shape
+    if _compiled_taps(dx) and dcol.flags.c_contiguous:
+        from ._im2col_kernels import col2im
+
+        col2im(dcol.reshape(c, kh, kw, m, ho, wo), dx, *stride, pt, pl, *dilation)
+        return
     cg = c // groups
     padded = pt or pb or pl or pr
     buf = scratch("conv_pad", (m, c, h + pt + pb, w + pl + pr), dx.dtype) if padded else dx
