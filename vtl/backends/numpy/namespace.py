@@ -11,7 +11,9 @@ the CPU, vtl computes these in float32 and rounds the result once to the low dty
 * ``sum``, ``prod``, ``mean``, ``var``, ``std``, ``cumulative_sum``, ``cumulative_prod``
   with ``dtype=`` ``None`` or the input's (float32 accumulators, a low-precision result).
 
-Every other name is ``array_api_compat.numpy``'s own (NumPy's elementwise ufuncs take
+A stack of float32 or float64 products (``matmul`` of arrays of three or more dimensions)
+runs its matrices side by side on the kernels' thread pool (``_stacked``). Every other
+name is ``array_api_compat.numpy``'s own (NumPy's elementwise ufuncs take
 float16 and bfloat16 directly, ``ml_dtypes`` registers the latter's).
 """
 
@@ -25,6 +27,7 @@ import numpy as _np
 from array_api_compat.numpy import *  # noqa: F403
 
 from .._dtypes import LOW_FLOATING
+from . import _stacked
 
 __all__ = list(_anp.__all__)
 
@@ -47,6 +50,10 @@ def _product(fn: Any, x1: Any, x2: Any, **kw: Any) -> Any:
 def matmul(x1: Any, x2: Any, /) -> Any:
     if _is_low(x1.dtype) or _is_low(x2.dtype):
         return _product(_anp.matmul, x1, x2)
+    if getattr(x1, "ndim", 0) > 2:  # a stack of products: side by side on the pool
+        out = _stacked.matmul(x1, x2)
+        if out is not None:
+            return out
     return _anp.matmul(x1, x2)
 
 
