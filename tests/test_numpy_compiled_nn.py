@@ -601,3 +601,30 @@ def test_compiled_im2col_and_col2im_equal_the_numpy_passes(monkeypatch, dtype, g
         np.testing.assert_array_equal(a, b)
         same = ~np.isnan(b)
         np.testing.assert_array_equal(np.signbit(a[same]), np.signbit(b[same]))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("size", [0, 1, 7, 1 << 18 | 5])
+def test_compiled_masks_equal_the_numpy_passes(monkeypatch, dtype, size):
+    """ReLU's gradient (nan inputs pass the gradient, zeros and negatives give +0.0) and
+    ``where(mask, 0, g)`` in one compiled pass, split over the pool when large: the NumPy
+    passes' bits."""
+    monkeypatch.setenv("VTL_NUM_THREADS", "3")
+    rng = np.random.default_rng(size)
+    x = rng.standard_normal(size).astype(dtype)
+    x[::5] = 0.0
+    x[1::7] = -0.0
+    x[2::11] = np.nan
+    g = rng.standard_normal(size).astype(dtype)
+    g[::3] = -0.0
+    g[1::13] = np.nan
+    mask = rng.random(size) < 0.4
+    shape = (size,) if size < 8 else (size // 5, 5) if size % 5 == 0 else (size,)
+    got, want = [], []
+    for compiled, out in ((True, got), (False, want)):
+        monkeypatch.setattr(_compiled, "ENABLED", compiled)
+        out.append(npnn.relu_backward(x.reshape(shape), g.reshape(shape)))
+        out.append(npnn.zero_where(mask.reshape(shape), g.reshape(shape)))
+    for a, b in zip(got, want, strict=True):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        np.testing.assert_array_equal(a.view(f"u{a.itemsize}"), b.view(f"u{b.itemsize}"))

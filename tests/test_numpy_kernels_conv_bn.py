@@ -296,3 +296,25 @@ def test_tiled_conv_restores_the_blas_threads(monkeypatch):
                                    rtol=1e-12, atol=1e-12)
     finally:
         assert local(before) == 3
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_numpy_running_statistics_update_equals_portable(monkeypatch, dtype):
+    """The numpy kernel's in-place running-statistics update gives the portable update's
+    bits; it declines mixed dtypes (the portable update takes them)."""
+    kern = vtl.backends.get("numpy").kernel("batch_norm")
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((5, 3, 4, 2)).astype(dtype) * 3 + 1
+    results = []
+    for fused in (True, False):
+        if not fused:
+            monkeypatch.setattr(type(kern), "update_running", lambda *a: False)
+        bn = nn.BatchNorm2d(3, momentum=0.3, dtype=dtype)
+        for _ in range(3):
+            bn(vtl.asarray(x, backend="numpy"))
+        results.append((to_numpy(bn.running_mean), to_numpy(bn.running_var)))
+    for a, b in zip(*results, strict=True):
+        assert a.dtype == dtype
+        np.testing.assert_array_equal(a, b)
+    m32 = np.ones(3, np.float32)
+    assert not kern.update_running(m32, m32, np.ones(3), np.ones(3), 0.1, 4)

@@ -81,6 +81,22 @@ def _select(fn: Any, a: Any, g: Any) -> Any:
     return out
 
 
+def _compiled_mask(a: Any, g: Any) -> bool:
+    """Whether the compiled one-pass masks (``_mask_kernels``) take C-contiguous ``a`` and
+    ``g`` (with at least one element)."""
+    return a.flags.c_contiguous and g.flags.c_contiguous and g.size > 0 \
+        and _compiled.available()
+
+
+def _compiled_select(kern: Any, a: Any, g: Any) -> Any:
+    """A new array from the compiled ``kern(a, g, i, j, out)`` over the flat arrays, split
+    over the pool from :data:`THRESHOLD` elements."""
+    out = np.empty_like(g)
+    af, gf, of = a.reshape(-1), g.reshape(-1), out.reshape(-1)
+    _split_images(lambda i, j: kern(af, gf, i, j, of), af.size, af.size)
+    return out
+
+
 def relu_backward(x: Any, g: Any) -> Any:
     if type(x) is not np.ndarray or type(g) is not np.ndarray or x.shape != g.shape \
             or x.dtype != g.dtype:
@@ -88,6 +104,10 @@ def relu_backward(x: Any, g: Any) -> Any:
     bits = _BITS.get(x.dtype)
     if bits is None:
         return None
+    if _compiled_mask(x, g):
+        from ._mask_kernels import relu_grad
+
+        return _compiled_select(relu_grad, x, g)
     if x.size < THRESHOLD:
         return _zeroed_copy(np.asarray(np.less_equal(x, 0)), g, bits)
     return _select(lambda x, g, out: _zeroed(np.less_equal(x, 0), g, out, bits), x, g)
@@ -102,6 +122,10 @@ def zero_where(mask: Any, g: Any) -> Any:
     bits = _BITS.get(g.dtype)
     if bits is None:
         return None
+    if _compiled_mask(mask, g):
+        from ._mask_kernels import zero_where as kern
+
+        return _compiled_select(kern, mask, g)
     return _zero_masked(mask, g, bits)
 
 
@@ -191,6 +215,26 @@ class NumpyBatchNorm:
 
         _split_images(affine, n, x.size)
         return y.reshape(x.shape), mean, var, (d, rstd, x.shape)
+
+    def update_running(self, mean: Any, var: Any, running_mean: Any, running_var: Any,
+                       momentum: float, count: int) -> bool:
+        """``running = (1 - momentum) * running + momentum * batch`` (the variance unbiased
+        by ``count / (count - 1)``) in place, in the running statistics' dtype as the
+        portable update computes it, for ``(C,)`` float32/float64 arrays of one dtype;
+        ``False`` (nothing done) otherwise."""
+        arrays = (mean, var, running_mean, running_var)
+        if not all(type(a) is np.ndarray and a.ndim == 1 for a in arrays):
+            return False
+        dt = mean.dtype
+        if dt not in _FLOATS or any(a.dtype != dt or a.shape != mean.shape for a in arrays):
+            return False
+        keep = dt.type(1.0 - momentum)
+        for run, batch, weight in ((running_mean, mean, momentum),
+                                   (running_var, var, momentum * count / (count - 1))):
+            new = np.multiply(batch, dt.type(weight))
+            np.multiply(run, keep, out=run)
+            np.add(run, new, out=run)
+        return True
 
     def _forward_compiled(self, x: Any, w: Any, b: Any, eps: float
                           ) -> tuple[Any, Any, Any, Any]:
