@@ -278,24 +278,41 @@ def test_numpy_batch_norm_kernel_independent_of_thread_count(monkeypatch, dtype)
     assert kern.forward(x.astype(np.float16), None, None, 1e-5) is None
 
 
-def test_tiled_conv_restores_the_blas_threads(monkeypatch):
-    """The calling thread's OpenBLAS thread count is what it was after a pooled
-    convolution (each pool range asks for one thread and gives its setting back)."""
-    local = npconv._blas_threads_local()
-    if local is None:
+def _blas_thread_count():
+    """NumPy's OpenBLAS ``openblas_get_num_threads`` (the calling thread's count)."""
+    import ctypes
+    import glob
+    import os
+
+    root = os.path.dirname(os.path.dirname(np.__file__))
+    for path in sorted(glob.glob(os.path.join(root, "numpy.libs", "*openblas*"))):
+        lib = ctypes.CDLL(path)
+        for name in ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_",
+                     "openblas_get_num_threads"):
+            if hasattr(lib, name):
+                return getattr(lib, name)
+    return None
+
+
+def test_tiled_conv_gives_the_calling_thread_its_blas_threads_back(monkeypatch):
+    """After pooled convolutions (each pool range asks for one BLAS thread while it
+    works), the calling thread's BLAS runs on the process's thread count again: products
+    after a convolution are not left on one thread."""
+    local, count = npconv._blas_threads_local(), _blas_thread_count()
+    if local is None or count is None:
         pytest.skip("NumPy's BLAS has no openblas_set_num_threads_local")
     monkeypatch.delenv("VTL_NUM_THREADS", raising=False)
-    monkeypatch.setattr(npconv, "TILE", 200)
-    monkeypatch.setattr(npconv, "THRESHOLD", 0)
     monkeypatch.setattr(nc, "usable_cpus", lambda: 2)
-    before = local(3)
-    try:
-        x, w = RNG.standard_normal((6, 3, 8, 8)), RNG.standard_normal((4, 3, 3, 3))
-        out, ctx = npconv.NumpyConv2d().forward(x, w, None, (1, 1), (1, 1, 1, 1), (1, 1), 1)
-        np.testing.assert_allclose(out, np_conv2d(x, w, None, (1, 1), (1, 1, 1, 1)),
-                                   rtol=1e-12, atol=1e-12)
-    finally:
-        assert local(before) == 3
+    before = count()
+    kern = npconv.NumpyConv2d()
+    x = RNG.standard_normal((16, 32, 32, 32)).astype(np.float32)
+    w = RNG.standard_normal((64, 32, 3, 3)).astype(np.float32)
+    for stride in ((2, 2), (1, 1), (2, 2)):
+        out, ctx = kern.forward(x, w, None, stride, (1, 1, 1, 1), (1, 1), 1)
+        kern.backward(ctx, x.shape, w, np.ones_like(out), stride, (1, 1, 1, 1), (1, 1), 1,
+                      True, True, False)
+        assert count() == before
+
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -510,7 +510,8 @@ def _pool_run(fn: Callable[[int, int], None], n: int, threads: int) -> None:
     """``fn(t, t + 1)`` for each tile ``t`` of ``[0, n)``: on the calling thread, or with
     several threads each taking the next tile not yet taken (a thread that the OS holds
     back leaves its tiles to the others); with :data:`ONE_BLAS_THREAD` each thread asks
-    the BLAS for one thread while it works, and fewer tiles than threads run one after
+    the BLAS for one thread while it works (and then follows the process's count again),
+    and fewer tiles than threads run one after
     the other on the calling thread (each product then on all of the BLAS's threads).
     Every tile is computed the same way on any number of threads."""
     local = _blas_threads_local() if ONE_BLAS_THREAD else None
@@ -521,12 +522,16 @@ def _pool_run(fn: Callable[[int, int], None], n: int, threads: int) -> None:
     ticket = itertools.count()
 
     def work(i: int, j: int) -> None:
-        prev = local(1) if local is not None else None
+        if local is not None:
+            local(1)
         try:
             while (t := next(ticket)) < n:  # next() on a count is atomic under the GIL
                 fn(t, t + 1)
         finally:
             if local is not None:
-                local(prev)
+                # 0: the process's count again. (The call's return value is no reliable
+                # record of the thread's previous setting while other threads call the
+                # BLAS: restoring it could leave the calling thread on one BLAS thread.)
+                local(0)
 
     parallel_for(work, threads, threads)
