@@ -11,6 +11,11 @@ __array_api_version__ = "2024.12"
 
 from math import e, inf, nan, pi
 
+from ._openblas import shorten_spin as _shorten_spin
+
+_shorten_spin()  # before anything imports NumPy
+
+
 from . import backends
 from ._info import __array_namespace_info__
 from ._tensor import Tensor

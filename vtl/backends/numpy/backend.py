@@ -104,11 +104,13 @@ class NumpyBackend(Backend):
     def info(self) -> dict[str, Any]:
         import array_api_compat
 
+        from ... import _openblas
         from . import _compiled, _memory
 
         out = {"numpy": np.__version__, "array_api_compat": array_api_compat.__version__}
         out["compiled"] = _compiled.describe()
         out["memory"] = _memory.state()
+        out["blas spin"] = _openblas.state()
         return out
 
 

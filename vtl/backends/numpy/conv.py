@@ -510,8 +510,8 @@ def _pool_run(fn: Callable[[int, int], None], n: int, threads: int) -> None:
     """``fn(t, t + 1)`` for each tile ``t`` of ``[0, n)``: on the calling thread, or with
     several threads each taking the next tile not yet taken (a thread that the OS holds
     back leaves its tiles to the others); with :data:`ONE_BLAS_THREAD` each thread asks
-    the BLAS for one thread while it works (and then follows the process's count again),
-    and fewer tiles than threads run one after
+    the BLAS for one thread while it works (the calling thread follows the process's count
+    again when all are done), and fewer tiles than threads run one after
     the other on the calling thread (each product then on all of the BLAS's threads).
     Every tile is computed the same way on any number of threads."""
     local = _blas_threads_local() if ONE_BLAS_THREAD else None
@@ -524,14 +524,16 @@ def _pool_run(fn: Callable[[int, int], None], n: int, threads: int) -> None:
     def work(i: int, j: int) -> None:
         if local is not None:
             local(1)
-        try:
-            while (t := next(ticket)) < n:  # next() on a count is atomic under the GIL
-                fn(t, t + 1)
-        finally:
-            if local is not None:
-                # 0: the process's count again. (The call's return value is no reliable
-                # record of the thread's previous setting while other threads call the
-                # BLAS: restoring it could leave the calling thread on one BLAS thread.)
-                local(0)
+        while (t := next(ticket)) < n:  # next() on a count is atomic under the GIL
+            fn(t, t + 1)
 
-    parallel_for(work, threads, threads)
+    try:
+        parallel_for(work, threads, threads)
+    finally:
+        if local is not None:
+            # 0: the process's count again, once every thread is done. (The setting is
+            # one variable for the whole process in some OpenBLAS builds: a thread that
+            # restored it while another still worked would put that one's products on
+            # all BLAS threads. The pool's own threads run only the backend's kernels
+            # and keep one BLAS thread where the setting is per thread.)
+            local(0)
