@@ -17,8 +17,7 @@ Each step: ``zero_grad``, forward, cross-entropy, backward, Adam (lr 1e-3). Rand
 the real shapes. ``benchmarks/test_cpu_models_bench.py`` runs them under pytest-benchmark;
 ``python -m benchmarks.cpu_models [--threads 2] [--rounds 7] [model ...]`` prints the
 vtl/PyTorch ratios, the two libraries' steps interleaved round by round (best of the
-rounds), which keeps the ratio honest on a machine shared with other work, with a pause
-before each round so that neither library's spinning worker threads slow the other's.
+rounds), which keeps the ratio honest on a machine shared with other work.
 """
 
 from __future__ import annotations
@@ -185,15 +184,8 @@ def _best(fn: Callable[[], Any], reps: int) -> float:
     return (time.perf_counter() - t0) / reps
 
 
-#: Seconds between two rounds: the BLAS and OpenMP worker threads of the library that just
-#: ran keep spinning for a while after their last call (OpenBLAS's up to about 0.1 s), which
-#: would slow the other library's round on a machine with few cores.
-PAUSE = 0.3
-
-
 def compare(model: str, rounds: int = 7, min_time: float = 0.3) -> dict[str, float]:
-    """Best-of-``rounds`` step times (ms) of vtl and PyTorch, interleaved round by round
-    with a :data:`PAUSE` before each round."""
+    """Best-of-``rounds`` step times (ms) of vtl and PyTorch, interleaved round by round."""
     import torch
 
     _, vs = vtl_step(model)
@@ -206,9 +198,7 @@ def compare(model: str, rounds: int = 7, min_time: float = 0.3) -> dict[str, flo
     reps = max(1, int(min_time / max(time.perf_counter() - t, 1e-4)))
     best_v = best_t = float("inf")
     for _ in range(rounds):
-        time.sleep(PAUSE)
         best_v = min(best_v, _best(vs, reps))
-        time.sleep(PAUSE)
         best_t = min(best_t, _best(ts, reps))
     return {"vtl_ms": best_v * 1e3, "torch_ms": best_t * 1e3, "ratio": best_v / best_t}
 
