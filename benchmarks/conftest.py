@@ -35,6 +35,7 @@ TensorFloat-32 is off for CuPy and PyTorch, so float32 means float32.
 
 from __future__ import annotations
 
+import importlib
 import os
 import platform
 import time
@@ -42,6 +43,7 @@ from collections.abc import Callable
 from typing import Any
 
 os.environ.setdefault("CUPY_TF32", "0")
+importlib.import_module("vtl")  # before NumPy, so that it can shorten OpenBLAS's idle spin
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
