@@ -604,12 +604,13 @@ def test_compiled_im2col_and_col2im_equal_the_numpy_passes(monkeypatch, dtype, g
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("size", [0, 1, 7, 1 << 18 | 5])
+@pytest.mark.parametrize("size", [0, 1, 7, 1 << 12 | 5])
 def test_compiled_masks_equal_the_numpy_passes(monkeypatch, dtype, size):
     """ReLU's gradient (nan inputs pass the gradient, zeros and negatives give +0.0) and
-    ``where(mask, 0, g)`` in one compiled pass, split over the pool when large: the NumPy
-    passes' bits."""
+    ``where(mask, 0, g)`` in one compiled pass, split over the pool when large (here from
+    4096 elements): the NumPy passes' bits."""
     monkeypatch.setenv("VTL_NUM_THREADS", "3")
+    monkeypatch.setattr(npnn, "THRESHOLD", 1 << 12)
     rng = np.random.default_rng(size)
     x = rng.standard_normal(size).astype(dtype)
     x[::5] = 0.0

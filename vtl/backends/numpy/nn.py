@@ -34,8 +34,11 @@ from .._dtypes import kind as _dkind
 from . import _compiled
 from .backend import _count_nonzero
 
-#: elements from which a pass is split over the pool
-THRESHOLD = 1 << 18
+#: elements from which a pass is split over the pool: a call to the pool costs tens of
+#: microseconds (its threads are woken, then waited for), more than a memory-bound pass
+#: over fewer elements gains from a second core (measured on 2 cores: batch norm over 512K
+#: float32 elements 0.34 ms pooled, 0.23 ms on the calling thread)
+THRESHOLD = 1 << 20
 #: the unsigned integers of each float dtype's width (its bits)
 _BITS = {np.dtype(np.float32): np.dtype(np.uint32), np.dtype(np.float64): np.dtype(np.uint64)}
 #: a 0-d 1 of each of those (a Python int operand costs NumPy a scalar conversion per call)

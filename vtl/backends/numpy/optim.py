@@ -38,8 +38,9 @@ MIN_PIECE = 1 << 14
 #: dtypes of the compiled steps (numba has no float16 arithmetic)
 COMPILED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
-#: Elements of a step from which its pieces are spread over the pool.
-PARALLEL_MIN = 1 << 18
+#: Elements of a step from which its pieces are spread over the pool (below it the pool's
+#: cost of waking its threads exceeds what a second core gains).
+PARALLEL_MIN = 1 << 20
 
 _UFUNCS = {ast.Add: "_add", ast.Sub: "_subtract", ast.Mult: "_multiply", ast.Div: "_divide"}
 _PYOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}

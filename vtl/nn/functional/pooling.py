@@ -513,6 +513,8 @@ def adaptive_avg_pool2d(input: Any, output_size: Any) -> Any:  # noqa: A002
     """
     xp = namespace(input)
     ho, wo = _adaptive_size(output_size, input, 2, "adaptive_avg_pool2d")
+    if ho == wo == 1:  # global average pooling: one mean over each plane
+        return xp.mean(input, axis=(-2, -1), keepdims=True)
     return _adaptive_axis(xp, _adaptive_axis(xp, input, -2, ho), -1, wo)
 
 
