@@ -19,8 +19,9 @@ import numpy as np
 from .._common.threads import num_threads
 
 #: Multiply-adds (``batch * m * k * n``) from which a stacked product is spread over the
-#: pool; below it NumPy's ``matmul`` runs it on the calling thread.
-THRESHOLD = 1 << 22
+#: pool (a few hundred microseconds of work: a call to the pool costs tens of them); below
+#: it NumPy's ``matmul`` runs it on the calling thread.
+THRESHOLD = 1 << 24
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
