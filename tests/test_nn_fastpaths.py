@@ -236,7 +236,8 @@ def test_module_without_init_still_raises():
 
 
 # -- the NumPy backend's fused optimizer step ------------------------------------------------
-def _all_programs():
+def all_programs():
+    """Every optimizer's update program, in every variant of its flags."""
     for m, f, n, w, x in itertools.product([False, True], repeat=5):
         if n and not m:
             continue
@@ -247,6 +248,10 @@ def _all_programs():
         yield _programs.rmsprop(centered=c, momentum=m, weight_decay=w, maximize=x)
     for w, x in itertools.product([False, True], repeat=2):
         yield _programs.adagrad(weight_decay=w, maximize=x)
+        yield _programs.adamax(weight_decay=w, maximize=x)
+    for w, d, x in itertools.product([False, True], repeat=3):
+        yield _programs.nadam(weight_decay=w, decoupled=d, maximize=x)
+        yield _programs.radam(weight_decay=w, decoupled=d, maximize=x)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -257,7 +262,7 @@ def test_numpy_kernel_equals_program_evaluate(dtype, ones):
     kern = vtl.backends.get("numpy").kernel("multi_tensor_apply")
     assert kern is not None and kern.supports(np.dtype(dtype))
     rng = np.random.default_rng(8)
-    for prog in _all_programs():
+    for prog in all_programs():
         scalars = tuple(1.0 if ones and i % 2 else 0.3 + 0.1 * i
                         for i, _ in enumerate(prog.scalars))
         tensors, expected = [], []

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from helpers import to_numpy, use_kernel
+from test_nn_fastpaths import all_programs
 
 import vtl
 from vtl.backends._common import threads as nc
@@ -465,26 +466,6 @@ def test_compiled_max_pool_takes_only_2x2_stride_2():
     assert not kern._two_by_two(np.dtype(np.float16), 4, (2, 2), (2, 2), (1, 1))
 
 
-def _programs_of_every_optimizer():
-    import itertools
-
-    from vtl.optim import _programs as P
-
-    for m, f, n, w, x in itertools.product([False, True], repeat=5):
-        if not n or m:
-            yield P.sgd(momentum=m, first=f, nesterov=n, weight_decay=w, maximize=x)
-    for a, w, d, x in itertools.product([False, True], repeat=4):
-        yield P.adam(amsgrad=a, weight_decay=w, decoupled=d, maximize=x)
-    for c, m, w, x in itertools.product([False, True], repeat=4):
-        yield P.rmsprop(centered=c, momentum=m, weight_decay=w, maximize=x)
-    for w, x in itertools.product([False, True], repeat=2):
-        yield P.adagrad(weight_decay=w, maximize=x)
-        yield P.adamax(weight_decay=w, maximize=x)
-    for w, d, x in itertools.product([False, True], repeat=3):
-        yield P.nadam(weight_decay=w, decoupled=d, maximize=x)
-        yield P.radam(weight_decay=w, decoupled=d, maximize=x)
-
-
 def _optimizer_arrays(rng, prog, n, dtype):
     """Values that reach every branch: signed zeros, infinities and nans among ordinary
     numbers, and zero second moments (a division by zero)."""
@@ -514,7 +495,7 @@ def test_compiled_optimizer_steps_equal_the_ufunc_steps(monkeypatch, dtype):
     monkeypatch.setattr(npoptim, "PARALLEL_MIN", 0)
     monkeypatch.setenv("VTL_NUM_THREADS", "3")
     rng = np.random.default_rng(11)
-    for prog in _programs_of_every_optimizer():
+    for prog in all_programs():
         scalars = tuple(float(s) for s in rng.uniform(0.05, 1.5, len(prog.scalars)))
         shapes = [(1000,), (3, 7), (), (5, 4)]
         tensors = [_optimizer_arrays(rng, prog, int(np.prod(s)), dtype) for s in shapes]

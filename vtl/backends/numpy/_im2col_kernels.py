@@ -14,6 +14,16 @@ from __future__ import annotations
 from ._compiled import kernel
 
 
+@kernel(inline="always")
+def _columns(kx, dw, pl, sw, w, wo):  # pragma: no cover - compiled
+    """``(c0, lo, hi)``: tap column ``kx`` reads input column ``ox * sw + c0`` for output
+    column ``ox``, inside the input for ``lo <= ox < hi``."""
+    c0 = kx * dw - pl
+    lo = 0 if c0 >= 0 else min(wo, (-c0 + sw - 1) // sw)
+    hi = 0 if c0 >= w else max(lo, min(wo, (w - 1 - c0) // sw + 1))
+    return c0, lo, hi
+
+
 @kernel()
 def im2col(x, col, sh, sw, pt, pl, dh, dw):  # pragma: no cover - compiled
     """``col`` (``(C, kh, kw, M, Ho, Wo)``) from ``x`` (``(M, C, H, W)``), zero where a tap
@@ -24,10 +34,7 @@ def im2col(x, col, sh, sw, pt, pl, dh, dw):  # pragma: no cover - compiled
     for ci in range(c):
         for ky in range(kh):
             for kx in range(kw):
-                c0 = kx * dw - pl
-                # the output columns whose tap column lies inside the input
-                lo = 0 if c0 >= 0 else min(wo, (-c0 + sw - 1) // sw)
-                hi = 0 if c0 >= w else max(lo, min(wo, (w - 1 - c0) // sw + 1))
+                c0, lo, hi = _columns(kx, dw, pl, sw, w, wo)
                 for mi in range(m):
                     for oy in range(ho):
                         iy = oy * sh + ky * dh - pt
@@ -59,9 +66,7 @@ def col2im(dcol, dx, sh, sw, pt, pl, dh, dw):  # pragma: no cover - compiled
     for ci in range(c):
         for ky in range(kh):
             for kx in range(kw):
-                c0 = kx * dw - pl
-                lo = 0 if c0 >= 0 else min(wo, (-c0 + sw - 1) // sw)
-                hi = 0 if c0 >= w else max(lo, min(wo, (w - 1 - c0) // sw + 1))
+                c0, lo, hi = _columns(kx, dw, pl, sw, w, wo)
                 for mi in range(m):
                     for oy in range(ho):
                         iy = oy * sh + ky * dh - pt
