@@ -278,8 +278,9 @@ def test_numpy_batch_norm_kernel_independent_of_thread_count(monkeypatch, dtype)
     assert kern.forward(x.astype(np.float16), None, None, 1e-5) is None
 
 
-def _blas_thread_count():
-    """NumPy's OpenBLAS ``openblas_get_num_threads`` (the calling thread's count)."""
+def _blas_thread_calls():
+    """NumPy's OpenBLAS ``(openblas_get_num_threads, openblas_set_num_threads)``, or
+    ``(None, None)``."""
     import ctypes
     import glob
     import os
@@ -287,18 +288,21 @@ def _blas_thread_count():
     root = os.path.dirname(os.path.dirname(np.__file__))
     for path in sorted(glob.glob(os.path.join(root, "numpy.libs", "*openblas*"))):
         lib = ctypes.CDLL(path)
-        for name in ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_",
-                     "openblas_get_num_threads"):
-            if hasattr(lib, name):
-                return getattr(lib, name)
-    return None
+        for prefix, suffix in (("scipy_openblas_", "64_"), ("openblas_", "64_"),
+                               ("openblas_", "")):
+            get = getattr(lib, f"{prefix}get_num_threads{suffix}", None)
+            put = getattr(lib, f"{prefix}set_num_threads{suffix}", None)
+            if get is not None and put is not None:
+                return get, put
+    return None, None
 
 
 def test_tiled_conv_gives_the_calling_thread_its_blas_threads_back(monkeypatch):
     """After pooled convolutions (each pool range asks for one BLAS thread while it
     works), the calling thread's BLAS runs on the process's thread count again: products
     after a convolution are not left on one thread."""
-    local, count = npconv._blas_threads_local(), _blas_thread_count()
+    local = npconv._blas_threads_local()
+    count, set_count = _blas_thread_calls()
     if local is None or count is None:
         pytest.skip("NumPy's BLAS has no openblas_set_num_threads_local")
     monkeypatch.delenv("VTL_NUM_THREADS", raising=False)
@@ -307,11 +311,24 @@ def test_tiled_conv_gives_the_calling_thread_its_blas_threads_back(monkeypatch):
     kern = npconv.NumpyConv2d()
     x = RNG.standard_normal((16, 32, 32, 32)).astype(np.float32)
     w = RNG.standard_normal((64, 32, 3, 3)).astype(np.float32)
-    for stride in ((2, 2), (1, 1), (2, 2)):
-        out, ctx = kern.forward(x, w, None, stride, (1, 1, 1, 1), (1, 1), 1)
-        kern.backward(ctx, x.shape, w, np.ones_like(out), stride, (1, 1, 1, 1), (1, 1), 1,
-                      True, True, False)
+
+    def convolutions():
+        for stride in ((2, 2), (1, 1), (2, 2)):
+            out, ctx = kern.forward(x, w, None, stride, (1, 1, 1, 1), (1, 1), 1)
+            yield
+            kern.backward(ctx, x.shape, w, np.ones_like(out), stride, (1, 1, 1, 1), (1, 1),
+                          1, True, True, False)
+            yield
+
+    for _ in convolutions():
         assert count() == before
+    # a limit the program set at run time (as threadpoolctl does) is kept as well
+    set_count(1)
+    try:
+        for _ in convolutions():
+            assert count() == 1
+    finally:
+        set_count(before)
 
 
 

@@ -39,6 +39,27 @@ def test_stacked_matmul_equals_numpy(monkeypatch, dtype, threads, shapes):
     np.testing.assert_array_equal(npns.matmul(a, b), want)
 
 
+@needs_local_blas
+def test_stacked_matmul_long_sums_equal_one_blas_thread(monkeypatch):
+    """With long inner dimensions each matrix's product is NumPy's on one BLAS thread (a
+    multi-threaded OpenBLAS may order the sums differently: equal up to that rounding)."""
+    monkeypatch.setattr(_stacked, "THRESHOLD", 0)
+    monkeypatch.setattr(nc, "usable_cpus", lambda: 2)
+    monkeypatch.delenv("VTL_NUM_THREADS", raising=False)
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((4, 64, 500)).astype(np.float32)
+    b = rng.standard_normal((4, 500, 96)).astype(np.float32)
+    got = _stacked.matmul(a, b)
+    local = npconv._blas_threads_local()
+    prev = local(1)
+    try:
+        want = np.matmul(a, b)
+    finally:
+        local(prev)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(got, np.matmul(a, b), rtol=1e-5, atol=1e-4)
+
+
 def test_stacked_matmul_declines(monkeypatch):
     monkeypatch.setattr(_stacked, "THRESHOLD", 0)
     monkeypatch.setattr(nc, "usable_cpus", lambda: 2)

@@ -16,7 +16,7 @@ _PROBE = ("import os, vtl; print(os.environ.get('OPENBLAS_THREAD_TIMEOUT'));"
 
 def _run(code: str, **env: str) -> list[str]:
     base = {k: v for k, v in os.environ.items()
-            if k not in ("OPENBLAS_THREAD_TIMEOUT", "GOTO_THREAD_TIMEOUT", "VTL_SHORT_BLAS_SPIN")}
+            if k not in ("OPENBLAS_THREAD_TIMEOUT", "VTL_SHORT_BLAS_SPIN")}
     out = subprocess.run([sys.executable, "-c", code], env={**base, **env}, check=True,
                          capture_output=True, text=True).stdout
     return out.strip().splitlines()

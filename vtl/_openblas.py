@@ -10,8 +10,8 @@ well under a millisecond) the workers still wait through a loop of back-to-back 
 such as an RNN's time steps, and go to sleep soon after.
 
 OpenBLAS reads the variable once, when NumPy loads it, so vtl can only set it when NumPy
-is not imported yet; it leaves a value the process set itself (or ``GOTO_THREAD_TIMEOUT``)
-alone, and ``VTL_SHORT_BLAS_SPIN=0`` turns this off. To get it when NumPy is imported
+is not imported yet; it leaves a value the process set itself alone, and
+``VTL_SHORT_BLAS_SPIN=0`` turns this off. To get it when NumPy is imported
 first, set ``OPENBLAS_THREAD_TIMEOUT=20`` in the environment.
 """
 
@@ -31,9 +31,8 @@ def shorten_spin() -> None:
     global _state
     if os.environ.get("VTL_SHORT_BLAS_SPIN", "1").strip() in ("0", "false", "False", ""):
         _state = "OpenBLAS's own (VTL_SHORT_BLAS_SPIN=0)"
-    elif "OPENBLAS_THREAD_TIMEOUT" in os.environ or "GOTO_THREAD_TIMEOUT" in os.environ:
-        value = os.environ.get("OPENBLAS_THREAD_TIMEOUT", os.environ.get("GOTO_THREAD_TIMEOUT"))
-        _state = f"set by the process ({value})"
+    elif "OPENBLAS_THREAD_TIMEOUT" in os.environ:
+        _state = f"set by the process ({os.environ['OPENBLAS_THREAD_TIMEOUT']})"
     elif "numpy" in sys.modules:
         _state = ("OpenBLAS's own: NumPy was imported before vtl "
                   "(set OPENBLAS_THREAD_TIMEOUT=20 to shorten it)")

@@ -5,8 +5,10 @@ NumPy's ``matmul`` calls the BLAS once per matrix of the stack, one after the ot
 of those small products gains little from the BLAS's threads. Here the stack is cut
 along its first axis into pieces that the pool's threads take in turn, each thread asking
 NumPy's OpenBLAS for one thread of its own (as the tiled convolution does), so the
-products run side by side. Each matrix of the stack is still one BLAS call of the same
-shape, so the values are those of ``np.matmul``.
+products run side by side. Each matrix of the stack is one BLAS call of the same shape on
+one BLAS thread, so the values are those of ``np.matmul`` on one BLAS thread: OpenBLAS may
+order a large product's sums differently when it runs it on several threads, and then the
+two differ by the rounding of those sums.
 """
 
 from __future__ import annotations
@@ -27,10 +29,10 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def matmul(x1: Any, x2: Any) -> Any | None:
-    """``np.matmul(x1, x2)`` for two stacks of matrices with the same leading dimensions
-    and one float dtype, spread over the pool; ``None`` where it does not apply (other
-    shapes or dtypes, too little work, one thread, or a BLAS whose threads cannot be set
-    per calling thread)."""
+    """``np.matmul(x1, x2)`` (as on one BLAS thread) for two stacks of matrices with the
+    same leading dimensions and one float dtype, spread over the pool; ``None`` where it
+    does not apply (other shapes or dtypes, too little work, one thread, or a BLAS whose
+    threads cannot be set per calling thread)."""
     if x1.ndim < 3 or x1.ndim != x2.ndim or x1.shape[:-2] != x2.shape[:-2] \
             or x1.dtype != x2.dtype or x1.dtype not in _FLOATS:
         return None

@@ -510,8 +510,8 @@ def _pool_run(fn: Callable[[int, int], None], n: int, threads: int) -> None:
     """``fn(t, t + 1)`` for each tile ``t`` of ``[0, n)``: on the calling thread, or with
     several threads each taking the next tile not yet taken (a thread that the OS holds
     back leaves its tiles to the others); with :data:`ONE_BLAS_THREAD` each thread asks
-    the BLAS for one thread while it works (the calling thread follows the process's count
-    again when all are done), and fewer tiles than threads run one after
+    the BLAS for one thread while it works (the calling thread gives its setting back when
+    all are done), and fewer tiles than threads run one after
     the other on the calling thread (each product then on all of the BLAS's threads).
     Every tile is computed the same way on any number of threads."""
     local = _blas_threads_local() if ONE_BLAS_THREAD else None
@@ -520,6 +520,9 @@ def _pool_run(fn: Callable[[int, int], None], n: int, threads: int) -> None:
         fn(0, n)
         return
     ticket = itertools.count()
+    # the calling thread's setting, read before any pool thread changes it (in some OpenBLAS
+    # builds it is one process-wide variable, so a value read while others work is racy)
+    prev = local(1) if local is not None else None
 
     def work(i: int, j: int) -> None:
         if local is not None:
@@ -531,9 +534,8 @@ def _pool_run(fn: Callable[[int, int], None], n: int, threads: int) -> None:
         parallel_for(work, threads, threads)
     finally:
         if local is not None:
-            # 0: the process's count again, once every thread is done. (The setting is
-            # one variable for the whole process in some OpenBLAS builds: a thread that
-            # restored it while another still worked would put that one's products on
-            # all BLAS threads. The pool's own threads run only the backend's kernels
-            # and keep one BLAS thread where the setting is per thread.)
-            local(0)
+            # given back by the calling thread alone, once every thread is done: a thread
+            # that restored it while another still worked would put that one's products on
+            # all BLAS threads (the pool's own threads run only the backend's kernels and
+            # keep one BLAS thread where the setting is per thread)
+            local(prev)
