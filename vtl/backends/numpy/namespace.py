@@ -14,9 +14,9 @@ the CPU, vtl computes these in float32 and rounds the result once to the low dty
 A stack of float32 or float64 products (``matmul`` of arrays of three or more dimensions)
 runs its matrices side by side on the kernels' thread pool, each on one BLAS thread
 (``_stacked``; equal to NumPy's up to the rounding of sums that OpenBLAS orders differently
-on several threads). Every other
-name is ``array_api_compat.numpy``'s own (NumPy's elementwise ufuncs take
-float16 and bfloat16 directly, ``ml_dtypes`` registers the latter's).
+on several threads). Every other name is ``array_api_compat.numpy``'s own (NumPy's
+elementwise ufuncs take float16 and bfloat16 directly, ``ml_dtypes`` registers the
+latter's).
 """
 
 from __future__ import annotations

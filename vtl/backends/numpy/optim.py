@@ -27,6 +27,7 @@ import numpy as np
 from .._common import threads as _pool
 from .._dtypes import kind as _dkind
 from . import _compiled
+from .nn import _FLOATS
 
 #: Largest piece (elements) a large tensor is updated in: the few arrays of a step
 #: (parameter, gradient, state, temporaries) stay in the core's cache through all its
@@ -34,9 +35,6 @@ from . import _compiled
 #: four per thread, so that the pool's threads get equal shares.
 CHUNK = 1 << 17
 MIN_PIECE = 1 << 14
-
-#: dtypes of the compiled steps (numba has no float16 arithmetic)
-COMPILED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 #: Elements of a step from which its pieces are spread over the pool (below it the pool's
 #: cost of waking its threads exceeds what a second core gains).
@@ -227,7 +225,7 @@ class MultiTensorApply:
 
     def _step(self, prog: Any, dtype: Any) -> Any | None:
         """The compiled step of ``prog``, or None where it does not run."""
-        if dtype not in COMPILED_DTYPES or not _compiled.available():
+        if dtype not in _FLOATS or not _compiled.available():  # (numba: no float16)
             return None
         step = self._steps.get(prog.key)
         if step is None:
