@@ -338,6 +338,45 @@ def test_matmul_of_every_operand_layout(dtype, m, k, n):
           np.stack([a, a + 1]) @ b, rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize(("m", "k", "n"), [(1, 1, 1), (128, 8, 128), (129, 9, 130),
+                                         (200, 33, 77), (64, 300, 257)])
+def test_large_tile_matmul_of_every_operand_layout(monkeypatch, m, k, n):
+    """The 128x128-tile float32 kernel (``matmul_big.wgsl``, forced here for small shapes)
+    against NumPy: every operand layout, partial tiles, a batch and the bias epilogue."""
+    from vtl.backends.wgpu import _linalg
+    from vtl.backends.wgpu import nn as wnn
+
+    monkeypatch.setattr(_linalg, "BIG_MIN_TILES", 1)
+    assert _linalg.big_tiles(xp.float32, m, n) and not _linalg.big_tiles(xp.float64, m, n)
+    a, b = data((m, k), np.float32), data((k, n), np.float32)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+
+    def layouts(h):
+        t = xp.asarray(np.ascontiguousarray(h.T)).mT
+        s = xp.asarray(np.repeat(h, 2, axis=1))[:, ::2]
+        return xp.asarray(h), t, s
+
+    for da in layouts(a):
+        for db in layouts(b):
+            check(da @ db, (a64 @ b64).astype(np.float32), rtol=1e-5, atol=1e-4)
+    batch = np.stack([a, a + 1, a - 2])
+    check(xp.asarray(batch) @ xp.asarray(b), (batch.astype(np.float64) @ b64).astype(np.float32),
+          rtol=1e-5, atol=1e-4)
+    w, bias = data((n, k), np.float32), data((n,), np.float32)
+    check(wnn.linear(xp.asarray(a), xp.asarray(w), xp.asarray(bias)),
+          (a64 @ w.astype(np.float64).T + bias).astype(np.float32), rtol=1e-5, atol=1e-4)
+
+
+def test_large_tile_matmul_is_picked_by_output_tiles(monkeypatch):
+    from vtl.backends.wgpu import _linalg
+
+    monkeypatch.setattr(_linalg, "BIG_MIN_TILES", 256)
+    assert _linalg.big_tiles(xp.float32, 2048, 2048)  # 16 x 16 tiles
+    assert not _linalg.big_tiles(xp.float32, 2048, 1024)
+    assert _linalg.big_tiles(xp.float32, 1024, 1024, batch=4)
+    assert not _linalg.big_tiles(xp.float16, 4096, 4096)
+
+
 def test_matmul_transposed_views_and_integers():
     a, b = data((40, 30), np.float32), data((50, 40), np.float32)
     check(xp.asarray(a).mT @ xp.asarray(b).mT, a.T @ b.T, rtol=1e-5, atol=1e-4)

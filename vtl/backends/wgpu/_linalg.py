@@ -40,6 +40,13 @@ PLAIN = {"DECL": "", "INIT": "", "ACC": "", "EPI": "v[c]", "TAIL": ""}
 #: one workgroup would otherwise walk the whole depth of a deep product with a small output.
 #: A slice is at least ``SPLIT_MIN_DEPTH`` deep, as each costs a pass over the output.
 SPLIT_GROUPS, SPLIT_TARGET, SPLIT_MIN_DEPTH = 128, 512, 512
+#: float32 products with at least this many 128x128 output tiles (over the batch) run the
+#: large-tile kernel (``matmul_big.wgsl``: four times the multiply-adds per workgroup-memory
+#: read), the others the 64x64 one, which fills the device with fewer rows and columns.
+BIG_MIN_TILES = 256
+_BIG = 128
+#: the dtypes of the large-tile kernel
+_BIG_DTYPES = frozenset({D.float32})
 
 
 def split_depth(groups: int, K: int) -> int:
@@ -62,23 +69,36 @@ def cols_contiguous(sa: tuple, sb: tuple) -> tuple[bool, bool]:
     return sa[0] == 1 and sa[1] != 1, sb[0] == 1 and sb[1] != 1
 
 
+def big_tiles(dt, M: int, N: int, batch: int = 1) -> bool:
+    """Whether the ``M`` x ``N`` product(s) of ``dt`` run the large-tile kernel."""
+    return dt in _BIG_DTYPES and -(-M // _BIG) * -(-N // _BIG) * batch >= BIG_MIN_TILES
+
+
 def matmul_kernel(dt, layout: tuple[bool, bool], sig: str = "rrw",
-                  epi: dict = PLAIN, out=None) -> _kernels.Kernel:
+                  epi: dict = PLAIN, out=None, big: bool = False) -> _kernels.Kernel:
     """The matmul kernel of ``dt`` for operands laid out as ``layout`` (``cols_contiguous``)
     with the epilogue ``epi`` and the bindings ``sig``: ``'rrw'`` for the plain product, one
     more binding for an epilogue of ``_nn`` (each has its own ``sig``). ``out``: the
     dtype of the results (and row sums), ``dt`` unless given (float32 partials of 16-bit
-    products that are summed before they are rounded)."""
+    products that are summed before they are rounded). ``big``: the 128x128-tile kernel
+    (its grid is ``tiles(.., big=True)``), for the plain and the bias epilogues."""
     out = dt if out is None else out
-    key = (dt, layout, sig, out)
+    key = (dt, layout, sig, out, big)
     k = _MATMUL_KERNELS.get(key)
     if k is None:
         k = _MATMUL_KERNELS[key] = _kernels.kernel(
-            "matmul", sig, (dt,) if out == dt else (dt, out), T=D.wgsl(dt), D=dt.name,
+            "matmul_big" if big else "matmul", sig, (dt,) if out == dt else (dt, out),
+            T=D.wgsl(dt), D=dt.name,
             O=D.wgsl(out), OD=out.name, **epi,
             C="f32" if D.wgsl(dt) == "f16" else D.wgsl(dt),
             ACOLS="true" if layout[0] else "false", BCOLS="true" if layout[1] else "false")
     return k
+
+
+def tiles(M: int, N: int, big: bool) -> tuple[int, int]:
+    """The workgroup grid ``(x, y)`` of an ``M`` x ``N`` product."""
+    t = _BIG if big else _TILE
+    return -(-N // t), -(-M // t)
 
 
 def matmul2d(a: WgpuArray, b: WgpuArray) -> WgpuArray:
@@ -86,6 +106,13 @@ def matmul2d(a: WgpuArray, b: WgpuArray) -> WgpuArray:
     M, K = a._shape
     N = b._shape[1]
     dt = a._dtype
+    if big_tiles(dt, M, N):
+        out = fresh((M, N), dt, M * N, D.itemsize(dt))
+        REC.dispatch(matmul_kernel(dt, cols_contiguous(a._strides, b._strides), big=True),
+                     (a._st.buf, b._st.buf, out._st.buf),
+                     [M, N, K, a._offset, b._offset, 0, 0, *a._strides, 0, *b._strides],
+                     *tiles(M, N, True))
+        return out
     gx, gy = -(-N // _TILE), -(-M // _TILE)
     depth = split_depth(gx * gy, K)
     if depth:
@@ -218,10 +245,11 @@ def _product(a, b, bshape, nb, M, N, K, sab, sbb, dt) -> WgpuArray:
 
             fill_view(out, 0)
         else:
-            k = matmul_kernel(dt, cols_contiguous(a._strides[-2:], b._strides[-2:]))
+            big = big_tiles(dt, M, N, nb)
+            k = matmul_kernel(dt, cols_contiguous(a._strides[-2:], b._strides[-2:]), big=big)
             words = [M, N, K, a._offset, b._offset, 0, sab, *a._strides[-2:], sbb,
                      *b._strides[-2:]]
-            gx, gy = -(-N // _TILE), -(-M // _TILE)
+            gx, gy = tiles(M, N, big)
             for b0 in range(0, nb, 65535):
                 cnt = min(65535, nb - b0)
                 w = list(words)

@@ -30,11 +30,13 @@ from ._array import WgpuArray, astype_raw, contiguous, empty, fresh, known_range
 from ._indexing import _CHECK_SUBS
 from ._linalg import (
     _TILE,
+    big_tiles,
     cols_contiguous,
     matmul2d,
     matmul_kernel,
     split_depth,
     split_product,
+    tiles,
 )
 from ._recorder import REC, groups_for
 from ._reduction import sum as _sum
@@ -70,11 +72,12 @@ def _mm2(a: WgpuArray, b: WgpuArray, extra: WgpuArray, epi: dict, ewords: tuple)
     N = b._shape[1]
     dt = a._dtype
     out = fresh((M, N), dt, M * N, D.itemsize(dt))
+    big = epi is _BIAS and big_tiles(dt, M, N)  # the row sums need the 64x64 kernel's rows
     k = matmul_kernel(dt, cols_contiguous(a._strides, b._strides),
-                      "rrwr" if epi is _BIAS else "rrww", epi)
+                      "rrwr" if epi is _BIAS else "rrww", epi, big=big)
     REC.dispatch(k, (a._st.buf, b._st.buf, out._st.buf, extra._st.buf),
                  [M, N, K, a._offset, b._offset, 0, 0, *a._strides, 0, *b._strides, *ewords],
-                 -(-N // _TILE), -(-M // _TILE))
+                 *tiles(M, N, big))
     return out
 
 

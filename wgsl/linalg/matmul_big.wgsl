@@ -1,0 +1,151 @@
+// Batched C[b] = A[b] @ B[b] for large products: the layout, words and epilogue placeholders
+// of matmul.wgsl (read its header), with a 128x128 tile per workgroup of 256 threads. Each
+// thread owns an 8x8 block (rows ty*4.. and 64+ty*4.., columns tx*4.. and 64+tx*4..) in
+// sixteen vec4 accumulators; A and B tiles of depth 8 are staged in workgroup memory as
+// vec4, the next tile's loads issued before the current tile's products. Four times the
+// multiply-adds of matmul.wgsl per workgroup-memory read; it needs enough output tiles to
+// fill the device (vtl/backends/wgpu/_linalg.py picks it).
+@group(0) @binding(0) var<storage, read> A: array<{{T}}>;
+@group(0) @binding(1) var<storage, read> B: array<{{T}}>;
+@group(0) @binding(2) var<storage, read_write> C: array<{{O}}>;
+var<workgroup> As: array<vec4<{{C}}>, 264>;
+var<workgroup> Bs: array<vec4<{{C}}>, 264>;
+const ACOLS = {{ACOLS}};
+const BCOLS = {{BCOLS}};
+{{DECL}}
+
+fn load_a(base: i32, sm: i32, sk: i32, M: u32, K: u32, m: u32, k: u32) -> {{C}} {
+  if (m < M && k < K) { return {{C}}(A[u32(base + i32(m) * sm + i32(k) * sk)]); }
+  return {{C}}(0);
+}
+
+fn load_b(base: i32, sk: i32, sn: i32, N: u32, K: u32, k: u32, n: u32) -> {{C}} {
+  if (n < N && k < K) { return {{C}}(B[u32(base + i32(k) * sk + i32(n) * sn)]); }
+  return {{C}}(0);
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let M = pw(0u);
+  let N = pw(1u);
+  let K = pw(2u);
+  let b = wid.z;
+  let m0 = wid.y * 128u;
+  let n0 = wid.x * 128u;
+  let tx = lid % 16u;
+  let ty = lid / 16u;
+  let sAm = pi(7u);
+  let sAk = pi(8u);
+  let sBk = pi(10u);
+  let sBn = pi(11u);
+  let aBase = pi(3u) + i32(b) * pi(6u);
+  let bBase = pi(4u) + i32(b) * pi(9u);
+  var c00 = vec4<{{C}}>();
+  var c01 = vec4<{{C}}>();
+  var c10 = vec4<{{C}}>();
+  var c11 = vec4<{{C}}>();
+  var c20 = vec4<{{C}}>();
+  var c21 = vec4<{{C}}>();
+  var c30 = vec4<{{C}}>();
+  var c31 = vec4<{{C}}>();
+  var c40 = vec4<{{C}}>();
+  var c41 = vec4<{{C}}>();
+  var c50 = vec4<{{C}}>();
+  var c51 = vec4<{{C}}>();
+  var c60 = vec4<{{C}}>();
+  var c61 = vec4<{{C}}>();
+  var c70 = vec4<{{C}}>();
+  var c71 = vec4<{{C}}>();
+{{INIT}}
+  // Thread lid loads A at (m0 + am + j*dam, k0 + ak + j*dak), j = 0..3, and B likewise:
+  // neighbouring threads read neighbouring addresses down the operand's contiguous axis.
+  let am = select(lid / 8u, lid % 128u, ACOLS);
+  let ak = select(lid % 8u, lid / 128u, ACOLS);
+  let dam = select(32u, 0u, ACOLS);
+  let dak = select(0u, 2u, ACOLS);
+  let bk = select(lid / 128u, lid % 8u, BCOLS);
+  let bn = select(lid % 128u, lid / 8u, BCOLS);
+  let dbk = select(2u, 0u, BCOLS);
+  let dbn = select(0u, 32u, BCOLS);
+  let ra0 = m0 + am;
+  let cb0 = n0 + bn;
+  var ra = vec4<{{C}}>(load_a(aBase, sAm, sAk, M, K, ra0, ak),
+                       load_a(aBase, sAm, sAk, M, K, ra0 + dam, ak + dak),
+                       load_a(aBase, sAm, sAk, M, K, ra0 + 2u * dam, ak + 2u * dak),
+                       load_a(aBase, sAm, sAk, M, K, ra0 + 3u * dam, ak + 3u * dak));
+  var rb = vec4<{{C}}>(load_b(bBase, sBk, sBn, N, K, bk, cb0),
+                       load_b(bBase, sBk, sBn, N, K, bk + dbk, cb0 + dbn),
+                       load_b(bBase, sBk, sBn, N, K, bk + 2u * dbk, cb0 + 2u * dbn),
+                       load_b(bBase, sBk, sBn, N, K, bk + 3u * dbk, cb0 + 3u * dbn));
+  // workgroup memory: element (k, m) of the A tile at As[k * 33 + m / 4][m % 4], B's alike
+  // (rows of 33 vec4: the stores of threads with neighbouring k fall in different banks)
+  let ai = ak * 33u + am / 4u;
+  let aj = am % 4u;
+  let astep = dak * 33u + dam / 4u;
+  let bi = bk * 33u + bn / 4u;
+  let bj = bn % 4u;
+  let bstep = dbk * 33u + dbn / 4u;
+  for (var k0 = 0u; k0 < K; k0 += 8u) {
+    As[ai][aj] = ra.x;
+    As[ai + astep][aj] = ra.y;
+    As[ai + 2u * astep][aj] = ra.z;
+    As[ai + 3u * astep][aj] = ra.w;
+    Bs[bi][bj] = rb.x;
+    Bs[bi + bstep][bj] = rb.y;
+    Bs[bi + 2u * bstep][bj] = rb.z;
+    Bs[bi + 3u * bstep][bj] = rb.w;
+    workgroupBarrier();
+    let k1 = k0 + 8u;
+    if (k1 < K) {
+      let ka = k1 + ak;
+      let kb1 = k1 + bk;
+      ra = vec4<{{C}}>(load_a(aBase, sAm, sAk, M, K, ra0, ka),
+                       load_a(aBase, sAm, sAk, M, K, ra0 + dam, ka + dak),
+                       load_a(aBase, sAm, sAk, M, K, ra0 + 2u * dam, ka + 2u * dak),
+                       load_a(aBase, sAm, sAk, M, K, ra0 + 3u * dam, ka + 3u * dak));
+      rb = vec4<{{C}}>(load_b(bBase, sBk, sBn, N, K, kb1, cb0),
+                       load_b(bBase, sBk, sBn, N, K, kb1 + dbk, cb0 + dbn),
+                       load_b(bBase, sBk, sBn, N, K, kb1 + 2u * dbk, cb0 + 2u * dbn),
+                       load_b(bBase, sBk, sBn, N, K, kb1 + 3u * dbk, cb0 + 3u * dbn));
+    }
+    for (var kk = 0u; kk < 8u; kk++) {
+      let a0 = As[kk * 33u + ty];
+      let a1 = As[kk * 33u + 16u + ty];
+      let b0 = Bs[kk * 33u + tx];
+      let b1 = Bs[kk * 33u + 16u + tx];
+      c00 += a0.x * b0;
+      c01 += a0.x * b1;
+      c10 += a0.y * b0;
+      c11 += a0.y * b1;
+      c20 += a0.z * b0;
+      c21 += a0.z * b1;
+      c30 += a0.w * b0;
+      c31 += a0.w * b1;
+      c40 += a1.x * b0;
+      c41 += a1.x * b1;
+      c50 += a1.y * b0;
+      c51 += a1.y * b1;
+      c60 += a1.z * b0;
+      c61 += a1.z * b1;
+      c70 += a1.w * b0;
+      c71 += a1.w * b1;
+{{ACC}}
+    }
+    workgroupBarrier();
+  }
+  let cBase = pw(5u) + b * M * N;
+  let acc = array<vec4<{{C}}>, 16>(c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51, c60, c61, c70, c71);
+  for (var r = 0u; r < 8u; r++) {
+    let row = m0 + (r / 4u) * 64u + ty * 4u + r % 4u;
+    if (row < M) {
+      for (var h = 0u; h < 2u; h++) {
+        let v = acc[r * 2u + h];
+        let col = n0 + h * 64u + tx * 4u;
+        for (var c = 0u; c < 4u; c++) {
+          if (col + c < N) { C[cBase + row * N + col + c] = wrap_{{OD}}({{O}}({{EPI}})); }
+        }
+      }
+    }
+  }
+{{TAIL}}
+}
