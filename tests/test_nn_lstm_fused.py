@@ -274,6 +274,22 @@ def test_gradients_on_backend_match_numpy(backend, reverse):
     check_grad_matches_numpy(cells, backend, gates[0], c0, gates[1], gates[2, :, :6])
 
 
+@pytest.mark.parametrize("reverse", [False, True])
+def test_layer_gradients_of_a_strided_output_gradient(backend, reverse):
+    """The output's gradient as a batch-first view (each step a strided slice), as
+    ``LSTM(batch_first=True)`` hands it to the layer: the step kernels read it in place."""
+    rng = np.random.default_rng(15)
+    gates = rng.standard_normal((4, 3, 20))
+    h0, c0 = rng.standard_normal((2, 3, 5))
+    w = rng.standard_normal((20, 5))
+
+    def layer(gates, h0, c0, w):
+        out, hn, cn = lstm_layer(gates, h0, c0, w, reverse)
+        return vtl.permute_dims(out, (1, 0, 2))  # (N, L, H): its gradient is strided over L
+
+    check_grad_matches_numpy(layer, backend, gates, h0, c0, w)
+
+
 def test_lstm_layer_errors(backend):
     z = vtl.zeros((3, 2, 8))
     h = vtl.zeros((2, 2))

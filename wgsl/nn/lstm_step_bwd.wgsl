@@ -1,7 +1,8 @@
 // The backward of one fused LSTM time step (vtl/backends/wgpu/rnn.py): each invocation of a
 // 16 x 16 workgroup forms dh of its (row, unit) = dznext @ W_hh (tiles in workgroup memory)
 // + dh + dh2, then the cell's backward. Words: N, H, then the element offsets of act, cprev,
-// tc, w, dh, dh2, dc, dznext, dz, dcp. The next step's gate gradient lives in the same
+// tc, w, dh, dh2, dc, dznext, dz, dcp, and the row stride of dh2 (a step of a batch-first
+// output's gradient is a strided view). The next step's gate gradient lives in the same
 // whole-sequence buffer as dz and is read through dz's binding (DZ_IN_DZ). Stored as T,
 // computed in C, each result rounded once.
 @group(0) @binding(0) var<storage, read> act: array<{{T}}>;
@@ -60,7 +61,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) l: 
     let one = {{C}}(1);
     var dhs = acc;
     if ({{HAS_DH}}u == 1u) { dhs += {{C}}(dh[pw(6u) + s]); }
-    if ({{HAS_DH2}}u == 1u) { dhs += {{C}}(dh2[pw(7u) + s]); }
+    if ({{HAS_DH2}}u == 1u) { dhs += {{C}}(dh2[pw(7u) + n * pw(12u) + j]); }
     let a = pw(2u) + b;
     let ig = {{C}}(act[a]);
     let fg = {{C}}(act[a + H]);

@@ -43,11 +43,15 @@ def _wide(*arrays: Any) -> list:
     return [None if a is None else astype_raw(a, D.float32) for a in arrays]
 
 
-def _readable(reads: list, writes: list) -> list:
-    """``reads`` contiguous, each a copy where it shares a buffer with one of ``writes``."""
+def _readable(reads: list, writes: list, keep: int = -1) -> list:
+    """``reads`` contiguous, each a copy where it shares a buffer with one of ``writes``;
+    ``reads[keep]`` is taken as it is (the kernel reads it with its strides)."""
     written = {w._st.buf.uid for w in writes}
     out = []
-    for r in reads:
+    for i, r in enumerate(reads):
+        if i == keep:
+            out.append(r)
+            continue
         r = contiguous(r)
         if r._st.buf.uid in written:
             r = astype_raw(r, r.dtype)
@@ -242,11 +246,17 @@ class WgpuLstmSteps(_Cell):
         stand = self._stand_in(dt)
         writes = [out, dcp if dcp is not None else self._stand_in(dt, True)]
         dz_in = dz_next is not None and dz_next._contig and self._same(dz_next, out)
+        # dh2 (a step of the output's gradient) is read with its row stride: a batch-first
+        # output's gradient is strided over time, and a copy per step would be a dispatch
+        rows2 = dh2 is not None and dh2.ndim == 2 and dh2._strides[1] == 1 \
+            and dh2._st.buf.uid not in {w._st.buf.uid for w in writes}
         reads = _readable([act, c_prev, tc, w_hh, *(stand if a is None else a
-                                                     for a in (dh, dh2, dc))], writes)
+                                                     for a in (dh, dh2, dc))], writes,
+                          keep=5 if rows2 else -1)
         znext = stand if dz_next is None or dz_in else _readable([dz_next], writes)[0]
         offsets = [a._offset for a in reads] + [
-            dz_next._offset if dz_in else znext._offset, out._offset, writes[1]._offset]
+            dz_next._offset if dz_in else znext._offset, out._offset, writes[1]._offset,
+            dh2._strides[0] if rows2 else hs]
         k = self._kernel("lstm_step_bwd", "rrrrrrrrww", dt, HAS_DZ=int(dz_next is not None),
                          DZ_IN_DZ=int(dz_in), HAS_DH=int(dh is not None),
                          HAS_DH2=int(dh2 is not None), HAS_DC=int(dc is not None),
