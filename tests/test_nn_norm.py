@@ -174,6 +174,11 @@ def test_norm_gradients_match_numpy_backend(backend):
                              x, w, b)
     check_grad_matches_numpy(lambda x, w, b: F.group_norm(x, 2, w, b), backend, x, w, b)
     check_grad_matches_numpy(lambda x: F.layer_norm(x, (2, 2)), backend, x)
+    w2, b2 = _rand(2, 2), _rand(2, 2)
+    # weight and bias (one column sum for both gradients on wgpu), and each alone
+    check_grad_matches_numpy(lambda x, w, b: F.layer_norm(x, (2, 2), w, b), backend, x, w2, b2)
+    check_grad_matches_numpy(lambda x, w: F.layer_norm(x, (2, 2), w), backend, x, w2)
+    check_grad_matches_numpy(lambda x, b: F.layer_norm(x, (2, 2), None, b), backend, x, b2)
 
 
 def test_norm_functional_errors(backend):

@@ -1,8 +1,9 @@
 // The gradient of layer_norm.wgsl for one row per workgroup: with xhat = (x - mean) rstd and
 // gw = g w, dx = rstd (gw - mean(gw) - xhat mean(gw xhat)); GX = g xhat (the rows the weight's
-// gradient sums).
+// gradient sums), and with flag 2 also g beside it (GX's rows are then 2N wide: one column
+// sum gives both the weight's and the bias's gradients).
 // Words: 0 M, 1 N, 2 offset x, 3 offset w, 4 offset g, 5 offset S (mean, rstd pairs),
-//        6 offset dx, 7 offset GX, 8 flags (1: w)
+//        6 offset dx, 7 offset GX, 8 flags (1: w, 2: g beside g xhat)
 @group(0) @binding(0) var<storage, read> X: array<{{T}}>;
 @group(0) @binding(1) var<storage, read> Wt: array<{{T}}>;
 @group(0) @binding(2) var<storage, read> G: array<{{T}}>;
@@ -45,7 +46,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let m1 = r1[0] / {{T}}(N);
   let m2 = r2[0] / {{T}}(N);
   let db = pw(6u) + row * N;
-  let ob = pw(7u) + row * N;
+  let both = (pw(8u) & 2u) != 0u;
+  let ob = pw(7u) + row * select(N, 2u * N, both);
   for (var j = lid; j < N; j += 256u) {
     let xh = (X[xb + j] - mu) * r;
     let g = G[gb + j];
@@ -53,5 +55,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (hasw) { gw *= Wt[pw(3u) + j]; }
     DX[db + j] = r * (gw - m1 - xh * m2);
     GX[ob + j] = g * xh;
+    if (both) { GX[ob + N + j] = g; }
   }
 }

@@ -269,14 +269,18 @@ class LayerNorm:
         g = contiguous(g)
         w = None if w is None else contiguous(w)
         dx = empty((m, n), dt)
-        gx = empty((m, n), dt)
+        both = need_w and need_b  # g beside g * xhat: one column sum gives both gradients
+        gx = empty((m, 2 * n if both else n), dt)
         k = _kernels.kernel("layer_norm_grad", "rrrrww", (dt,), T=D.wgsl(dt), D=dt.name)
         words = [m, n, x._offset, 0 if w is None else w._offset, g._offset, mean._offset,
-                 dx._offset, gx._offset, 1 if w is not None else 0]
+                 dx._offset, gx._offset, (1 if w is not None else 0) | (2 if both else 0)]
         bufs = (x._st.buf, (w if w is not None else x)._st.buf, g._st.buf, mean._st.buf,
                 dx._st.buf, gx._st.buf)
         REC.dispatch(k, bufs, words, m)
         self.launches += 1
+        if both:
+            sums = _sum(gx, axis=0)
+            return (dx if need_x else None), sums[:n], sums[n:]
         dw = _sum(gx, axis=0) if need_w else None
         db = _sum(g, axis=0) if need_b else None
         return (dx if need_x else None), dw, db
