@@ -279,12 +279,15 @@ def _packed_heads(qkv: Tensor, heads: int, batch_first: bool) -> tuple[Any, Any,
     outs = [x[i, ...] for i in range(3)]
     if not needs_grad(qkv):
         return tuple(new(o, dev) for o in outs)
-    inv = tuple(perm.index(i) for i in range(5))
+    # each (N, heads, L, hd) gradient as the (a, b, heads, hd) block it came from
+    back = (0, 2, 1, 3) if batch_first else (2, 0, 1, 3)
 
     def vjp(gs: list, _: Any) -> tuple:
         parts = [vtl.zeros((n, heads, length, hd), dtype=qkv.dtype, device=qkv.device)
                  if g is None else g for g in gs]
-        g = vtl.permute_dims(vtl.stack(parts), inv)
+        # stacked on the axis of the packing: (a, b, 3, heads, hd) in C order, so the
+        # reshape back to (a, b, 3E) is a view (the stack is the one copy)
+        g = vtl.stack([vtl.permute_dims(p, back) for p in parts], axis=2)
         return (vtl.reshape(g, (a, b, e3)),)
 
     return record_multi(outs, dev, "SplitHeadsBackward", (qkv,), vjp)
