@@ -347,6 +347,7 @@ def test_large_tile_matmul_of_every_operand_layout(monkeypatch, m, k, n):
     from vtl.backends.wgpu import nn as wnn
 
     monkeypatch.setattr(_linalg, "BIG_MIN_TILES", 1)
+    monkeypatch.setattr(_linalg, "BIG_MIN_FILL", 0.0)
     assert _linalg.big_tiles(xp.float32, m, n) and not _linalg.big_tiles(xp.float64, m, n)
     a, b = data((m, k), np.float32), data((k, n), np.float32)
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
@@ -371,10 +372,14 @@ def test_large_tile_matmul_is_picked_by_output_tiles(monkeypatch):
     from vtl.backends.wgpu import _linalg
 
     monkeypatch.setattr(_linalg, "BIG_MIN_TILES", 256)
+    monkeypatch.setattr(_linalg, "BIG_MIN_FILL", 0.75)
     assert _linalg.big_tiles(xp.float32, 2048, 2048)  # 16 x 16 tiles
     assert not _linalg.big_tiles(xp.float32, 2048, 1024)
     assert _linalg.big_tiles(xp.float32, 1024, 1024, batch=4)
     assert not _linalg.big_tiles(xp.float16, 4096, 4096)
+    assert not _linalg.big_tiles(xp.float32, 1 << 17, 64)  # half of each tile unused
+    assert not _linalg.big_tiles(xp.float32, 1 << 15, 180)  # 180 of 256 columns: 0.70
+    assert _linalg.big_tiles(xp.float32, 1 << 15, 240)
 
 
 def test_matmul_transposed_views_and_integers():

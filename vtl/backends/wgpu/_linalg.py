@@ -40,10 +40,12 @@ PLAIN = {"DECL": "", "INIT": "", "ACC": "", "EPI": "v[c]", "TAIL": ""}
 #: one workgroup would otherwise walk the whole depth of a deep product with a small output.
 #: A slice is at least ``SPLIT_MIN_DEPTH`` deep, as each costs a pass over the output.
 SPLIT_GROUPS, SPLIT_TARGET, SPLIT_MIN_DEPTH = 128, 512, 512
-#: float32 products with at least this many 128x128 output tiles (over the batch) run the
-#: large-tile kernel (``matmul_big.wgsl``: four times the multiply-adds per workgroup-memory
-#: read), the others the 64x64 one, which fills the device with fewer rows and columns.
+#: float32 products with at least this many 128x128 output tiles (over the batch), filled to
+#: at least ``BIG_MIN_FILL`` by the output, run the large-tile kernel (``matmul_big.wgsl``:
+#: four times the multiply-adds per workgroup-memory read); the others the 64x64 one, which
+#: fills the device with fewer rows and wastes less on a narrow output (64 columns).
 BIG_MIN_TILES = 256
+BIG_MIN_FILL = 0.75
 _BIG = 128
 #: the dtypes of the large-tile kernel
 _BIG_DTYPES = frozenset({D.float32})
@@ -71,7 +73,10 @@ def cols_contiguous(sa: tuple, sb: tuple) -> tuple[bool, bool]:
 
 def big_tiles(dt, M: int, N: int, batch: int = 1) -> bool:
     """Whether the ``M`` x ``N`` product(s) of ``dt`` run the large-tile kernel."""
-    return dt in _BIG_DTYPES and -(-M // _BIG) * -(-N // _BIG) * batch >= BIG_MIN_TILES
+    if dt not in _BIG_DTYPES:
+        return False
+    t = -(-M // _BIG) * -(-N // _BIG)
+    return t * batch >= BIG_MIN_TILES and M * N >= BIG_MIN_FILL * t * _BIG * _BIG
 
 
 def matmul_kernel(dt, layout: tuple[bool, bool], sig: str = "rrw",
