@@ -74,6 +74,32 @@ def test_mlp_training_matches_numpy_backend(wgpu):
     assert_same_training(*results, {"rtol": 1e-5}, {"rtol": 1e-4, "atol": 1e-5})
 
 
+@pytest.mark.parametrize(("n", "o", "p", "k"), [(1, 3, 5, 7), (3, 70, 33, 20), (2, 130, 129, 9)])
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("big", [False, True])
+def test_images_product_writes_nchw(wgpu, monkeypatch, n, o, p, k, bias, big):
+    """A convolution's product per image, ``w @ col[i]^T + b`` into ``(n, O, P)``, in one
+    dispatch (the 64x64 kernel, or the 128x128 one forced for small shapes)."""
+    from vtl.backends.wgpu import _linalg
+
+    if big:
+        monkeypatch.setattr(_linalg, "BIG_MIN_TILES", 1)
+        monkeypatch.setattr(_linalg, "BIG_MIN_FILL", 0.0)
+    rng = np.random.default_rng(n * o + p)
+    w, col, b = (rng.standard_normal(s).astype(np.float32) for s in ((o, k), (n * p, k), (o,)))
+    xp = wgpu.xp
+    got, count, _ = _counts(lambda: _nn.images_product(xp.asarray(w), xp.asarray(col),
+                                                        xp.asarray(b) if bias else None, n))
+    assert count == 1
+    ref = np.einsum("ok,npk->nop", w.astype(np.float64), col.reshape(n, p, k).astype(np.float64))
+    ref = ref + (b[:, None] if bias else 0)
+    np.testing.assert_allclose(xp.to_numpy(got), ref, rtol=1e-5, atol=1e-5)
+    # the plain linear kernel of the same dtype and bindings keeps its own (column) bias
+    x, w2 = rng.standard_normal((4, k)).astype(np.float32), w
+    lin = _nn.linear(xp.asarray(x), xp.asarray(w2), xp.asarray(b))
+    np.testing.assert_allclose(xp.to_numpy(lin), x @ w2.T + b, rtol=1e-5, atol=1e-5)
+
+
 # -- linear ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("m", "k", "n"), [(1, 1, 1), (5, 7, 3), (70, 33, 130), (130, 65, 10)])

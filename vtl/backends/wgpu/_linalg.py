@@ -88,7 +88,7 @@ def matmul_kernel(dt, layout: tuple[bool, bool], sig: str = "rrw",
     products that are summed before they are rounded). ``big``: the 128x128-tile kernel
     (its grid is ``tiles(.., big=True)``), for the plain and the bias epilogues."""
     out = dt if out is None else out
-    key = (dt, layout, sig, out, big)
+    key = (dt, layout, sig, out, big, epi["EPI"])
     k = _MATMUL_KERNELS.get(key)
     if k is None:
         k = _MATMUL_KERNELS[key] = _kernels.kernel(

@@ -2,8 +2,8 @@
 ``vtl.backends.kernels``).
 
 The patches of all images form one ``(N*HO*WO, C*kh*kw)`` matrix written by one kernel
-(``wgsl/nn/conv_im2col.wgsl``), so the convolution is the fused ``linear`` product of
-``_nn`` (its epilogue adds the bias) and one copy into NCHW. Backward: the output
+(``wgsl/nn/conv_im2col.wgsl``), so the convolution is one batched product over the images
+that writes NCHW directly (``images_product``; its epilogue adds the bias). Backward: the output
 gradient in ``(N*HO*WO, O)`` order (one copy), the weight gradient and the bias gradient in
 one product (``linear_grad_weight``), the patch gradient in another, and one kernel
 (``wgsl/nn/conv_col2im.wgsl``) that sums each input pixel's taps: a gather, no atomics.
@@ -22,7 +22,7 @@ from ._array import WgpuArray, contiguous, empty
 from ._linalg import matmul2d
 from ._manipulation import permute_dims, reshape
 from ._recorder import REC, groups_for
-from .nn import PRODUCT_FLOATS, linear, linear_grad_weight
+from .nn import PRODUCT_FLOATS, images_product, linear, linear_grad_weight
 
 _FLOATS = PRODUCT_FLOATS
 
@@ -60,10 +60,13 @@ class WgpuConv2d:
         geom = (stride, padding, dilation, kh, kw, ho, wo)
         REC.dispatch(kern, (x._st.buf, col._st.buf),
                      _words(m * k, k, x.shape, geom, x._offset), groups_for(m * k))
-        y = linear(col, reshape(contiguous(w), (o, k)), b)  # (N*HO*WO, O) + bias
-        if y is None:
-            return None
-        out = contiguous(permute_dims(reshape(y, (n, ho * wo, o)), (0, 2, 1)))
+        w2 = reshape(contiguous(w), (o, k))
+        out = images_product(w2, col, b, n)  # (N, O, HO*WO): NCHW, bias added
+        if out is None:
+            y = linear(col, w2, b)  # (N*HO*WO, O) + bias
+            if y is None:
+                return None
+            out = contiguous(permute_dims(reshape(y, (n, ho * wo, o)), (0, 2, 1)))
         return reshape(out, (n, o, ho, wo)), col
 
     def backward(self, col: Any, x_shape: tuple[int, ...], w: Any, g: Any,

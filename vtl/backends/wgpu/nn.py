@@ -52,6 +52,8 @@ _BIAS = {
     "INIT": "", "ACC": "",
     "EPI": "v[c] + {{C}}(Bias[pw(12u) + (col + c) * pw(13u)])", "TAIL": "",
 }
+#: the bias of each output row (a convolution's channels in ``images_product``)
+_ROW_BIAS = {**_BIAS, "EPI": "v[c] + {{C}}(Bias[pw(12u) + row * pw(13u)])"}
 _ROWSUM = {
     "DECL": "@group(0) @binding(3) var<storage, read_write> Rs: array<{{O}}>;",
     "INIT": "  var rs = vec4<{{C}}>();",
@@ -78,6 +80,34 @@ def _mm2(a: WgpuArray, b: WgpuArray, extra: WgpuArray, epi: dict, ewords: tuple)
     REC.dispatch(k, (a._st.buf, b._st.buf, out._st.buf, extra._st.buf),
                  [M, N, K, a._offset, b._offset, 0, 0, *a._strides, 0, *b._strides, *ewords],
                  *tiles(M, N, big))
+    return out
+
+
+def images_product(w: Any, col: Any, b: Any, n: int) -> Any | None:
+    """``(n, O, P)``: ``w @ col[i]^T (+ b per row)`` for each of the ``n`` images whose
+    ``P = rows / n`` patch rows ``col`` (``(n * P, K)``, contiguous) holds, ``w`` ``(O, K)``:
+    a convolution's output in NCHW order from one batched product (no copy of an
+    ``(n * P, O)`` result into NCHW). ``None`` where it does not apply."""
+    if not (_ok2(w, col, 0) and col._contig and w._contig and w.shape[1] == col.shape[1]
+            and 0 < n <= 65535 and col.shape[0] % n == 0):
+        return None
+    if b is not None and (type(b) is not WgpuArray or b.dtype != w.dtype
+                          or b.shape != (w.shape[0],)):
+        return None
+    o, k = w.shape
+    p = col.shape[0] // n
+    dt = w.dtype
+    out = empty((n, o, p), dt)
+    big = big_tiles(dt, o, p, n)
+    # A: the weights for every image (batch stride 0); B[i]: image i's patches transposed
+    words = [o, p, k, w._offset, col._offset, 0, 0, k, 1, p * k, 1, k]
+    if b is None:
+        k_ = matmul_kernel(dt, (False, True), big=big)
+        REC.dispatch(k_, (w._st.buf, col._st.buf, out._st.buf), words, *tiles(o, p, big), n)
+    else:
+        k_ = matmul_kernel(dt, (False, True), "rrwr", _ROW_BIAS, big=big)
+        REC.dispatch(k_, (w._st.buf, col._st.buf, out._st.buf, b._st.buf),
+                     [*words, b._offset, b._strides[0]], *tiles(o, p, big), n)
     return out
 
 
