@@ -1,6 +1,7 @@
 """The wgpu backend's fused optimizer step (``multi_tensor_apply``): 20 fused steps agree
-with the portable per-parameter rules, one dispatch per parameter tensor, pipelines compiled
-once per (program, dtype), strided/offset views and mixed dtypes handled by copies."""
+with the portable per-parameter rules, one dispatch per group of contiguous parameter tensors
+(one per tensor with ``GROUP_MAX = 1``), pipelines compiled once per (program, dtype),
+strided/offset views and mixed dtypes handled by copies, one dispatch each."""
 
 from __future__ import annotations
 
@@ -59,15 +60,25 @@ CASES = [
 IDS = [f"{c.__name__}-{'-'.join(f'{k}={v}' for k, v in kw.items())}" for c, kw in CASES]
 
 
+@pytest.mark.parametrize("grouped", [True, False])
 @pytest.mark.parametrize(("cls", "kwargs"), CASES, ids=IDS)
-def test_fused_matches_portable_and_dispatches_once_per_tensor(wgpu, cls, kwargs):
+def test_fused_matches_portable_and_dispatches_per_group(wgpu, monkeypatch, cls, kwargs,
+                                                         grouped):
+    from vtl.backends.wgpu import optim as woptim
+
+    if not grouped:
+        monkeypatch.setattr(woptim, "GROUP_MAX", 1)
     kern = wgpu.kernel("multi_tensor_apply")
     assert kern is not None and kern.supports(np.float32)
     launches, dispatches = kern.launches, REC.dispatches
     fused, init, _ = _run(cls, {**kwargs, "foreach": None})
     nonempty = sum(1 for s in SHAPES if np.prod(s, dtype=int) > 0)
-    assert kern.launches - launches == STEPS * nonempty
-    assert REC.dispatches - dispatches >= STEPS * nonempty
+    per_step = (kern.launches - launches) / STEPS
+    if grouped:  # every program here fits at least two tensors in one dispatch
+        assert per_step == 1
+    else:
+        assert per_step == nonempty
+    assert REC.dispatches - dispatches >= STEPS * per_step
     launches = kern.launches
     portable, _, _ = _run(cls, {**kwargs, "foreach": False})
     assert kern.launches == launches  # foreach=False never reaches the kernel
@@ -77,22 +88,50 @@ def test_fused_matches_portable_and_dispatches_once_per_tensor(wgpu, cls, kwargs
     assert not np.allclose(fused[0], init[0])  # the parameters moved
 
 
-def test_one_dispatch_per_tensor_and_pipeline_compiled_once(wgpu):
+def test_one_dispatch_per_group_and_pipeline_compiled_once(wgpu):
     kern = wgpu.kernel("multi_tensor_apply")
     rng = np.random.default_rng(1)
+    shapes = [(64,), (7, 3), (2, 2, 2), (300,), (5,), (1,), (2, 70)]
     ps = [vtl.asarray(rng.standard_normal(s).astype(np.float32), backend="wgpu",
-                      requires_grad=True) for s in [(64,), (7, 3), (2, 2, 2)]]
+                      requires_grad=True) for s in shapes]
     for p in ps:
         p.grad = vtl.ones_like(p)
     opt = optim.Adam(ps, lr=0.01, amsgrad=True)
     opt.step()  # state initialisation and the first compile
-    compiled = _kernels.compile_stats.get("fused_optim", [0])[0]
+    prog = _programs.adam(amsgrad=True, weight_decay=False, decoupled=False, maximize=False)
+    slots = kern.slots(prog, np.dtype(np.float32))
+    assert slots >= 2
+    compiled = {k: v[0] for k, v in _kernels.compile_stats.items() if k.startswith("fused")}
     before, launches = REC.dispatches, kern.launches
     opt.step()
-    assert REC.dispatches - before == len(ps)  # the whole step: one dispatch per tensor
-    assert kern.launches - launches == len(ps)
+    groups = -(-len(ps) // slots)
+    assert REC.dispatches - before == groups  # the whole step: one dispatch per group
+    assert kern.launches - launches == groups
     opt.step()
-    assert _kernels.compile_stats.get("fused_optim", [0])[0] == compiled
+    assert {k: v[0] for k, v in _kernels.compile_stats.items()
+            if k.startswith("fused")} == compiled
+
+
+def test_group_with_tensors_that_need_copies(wgpu):
+    """Contiguous tensors go in groups, a transposed one alone (through a copy): the
+    values are the portable program's either way."""
+    kern = wgpu.kernel("multi_tensor_apply")
+    xp = wgpu.xp
+    prog = _programs.adam(amsgrad=False, weight_decay=True, decoupled=True, maximize=False)
+    scalars = (0.1, 0.1, 0.999, 0.001, 0.99, 1e-8, 0.01)[:len(prog.scalars)]
+    rng = np.random.default_rng(3)
+    shapes = [(6, 5), (300,), (3,), (1,), (2, 2), (257,)]
+    host = [[rng.uniform(0.1, 1.0, s).astype(np.float32) for _ in prog.arrays]
+            for s in shapes]
+    dev = [[xp.asarray(h) for h in hs] for hs in host]
+    dev[0][0] = xp.asarray(host[0][0].T.copy()).mT  # a transposed parameter
+    before = kern.launches
+    kern(prog, [tuple(d) for d in dev], scalars)
+    slots = kern.slots(prog, np.dtype(np.float32))
+    assert kern.launches - before == 1 + -(-(len(shapes) - 1) // slots)
+    for got, want in zip(dev, (_np_apply(prog, h, scalars) for h in host), strict=True):
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(xp.to_numpy(g), w, rtol=1e-6, atol=1e-7)
 
 
 def _np_apply(prog, arrs, scalars):

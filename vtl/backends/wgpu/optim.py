@@ -3,14 +3,16 @@
 
 An update program (``vtl/optim/_programs.py``: a few assignments using
 ``+ - * /``, ``sqrt`` and ``max``) becomes one WGSL compute shader, compiled
-once per (program, dtype) through the library's pipeline cache. Each parameter
-tensor is updated by ONE dispatch: its parameter, gradient and state buffers
-are bound directly (read-only for arrays the program does not write), their
-element offsets and the scalars (learning rate, betas, bias corrections...)
-travel as immediates. Non-contiguous arrays, arrays of another dtype and
-arrays sharing a buffer with another operand are copied to fresh contiguous
-arrays first (and written back afterwards when the program updates them), as
-the CuPy kernel does.
+once per (program, dtype) through the library's pipeline cache. Contiguous parameter
+tensors are updated several to a dispatch (as many as the adapter's storage bindings per
+stage and the 32 immediate words allow, at most ``GROUP_MAX``: four for Adam in float32),
+each tensor taking a range of the dispatch's workgroups: its parameter, gradient and state
+buffers are bound directly (read-only for arrays the program does not write), their element
+offsets, sizes and the scalars (learning rate, betas, bias corrections...) travel as
+immediates. Non-contiguous arrays, arrays of another dtype and arrays sharing a buffer with
+another operand are copied to fresh contiguous arrays first (and written back afterwards
+when the program updates them), as the CuPy kernel does; such a tensor, and 16-bit
+parameters, take one dispatch each.
 
 float16/bfloat16 parameters and gradients are widened to float32 on load, computed with
 float32 state arrays and rounded once on store, as on cupy.
@@ -44,6 +46,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         @builtin(local_invocation_index) lid: u32) {
   let i = linear_id(wid, nwg, lid);
   if (i >= pw(0u)) { return; }
+{{BODY}}
+}
+"""
+_GROUP_TEMPLATE_NAME = "fused_optim_group"
+_GROUP_TEMPLATE = """
+// Fused optimizer update over several tensors (see vtl/backends/wgpu/optim.py): tensor s
+// takes the workgroups from its first one on. Words: per tensor its size, its first
+// workgroup and the element offset of each array, then the scalars.
+{{DECLS}}
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+  let wg = wid.y * nwg.x + wid.x;
 {{BODY}}
 }
 """
@@ -97,6 +112,50 @@ def wgsl_source(prog: Any, dtype: Any, low_arrays: tuple[str, ...] = ()
     return sig, "\n".join(decls) + "\n", "\n".join(body)
 
 
+def group_source(prog: Any, dtype: Any, slots: int) -> tuple[str, str, str]:
+    """As :func:`wgsl_source` for ``slots`` tensors in one dispatch (``_GROUP_TEMPLATE``):
+    bindings ``slot * len(prog.arrays) + k``; words per slot: size, first workgroup, the
+    arrays' offsets; then the scalars (float32 and float64 arrays of ``dtype``)."""
+    dt = np.dtype(dtype)
+    t = D.wgsl(dt)
+    na = len(prog.arrays)
+    sig = "".join("w" if a in prog.writes else "r" for a in prog.arrays) * slots
+    decls = []
+    for sl in range(slots):
+        for n, a in enumerate(prog.arrays):
+            access = "read_write" if a in prog.writes else "read"
+            decls.append(f"@group(0) @binding({sl * na + n}) var<storage, {access}> "
+                         f"b{sl}_{a}: array<{t}>;")
+    per = 2 + na
+    body = []
+    k = slots * per
+    for sc in prog.scalars:
+        body.append(f"  let v_{sc}: {t} = scal_{dt.name}({k}u);")
+        k += _scalar_words(dt)
+    body.append("  var slot = 0u;")
+    for sl in range(1, slots):
+        body.append(f"  if (wg >= pw({sl * per + 1}u)) {{ slot = {sl}u; }}")
+    body.append("  switch (slot) {")
+    for sl in range(slots):
+        w0 = sl * per
+        case = "default" if sl == slots - 1 else f"case {sl}u"
+        body.append(f"    {case}: {{")
+        body.append(f"      let i = (wg - pw({w0 + 1}u)) * 256u + lid;")
+        body.append(f"      if (i >= pw({w0}u)) {{ return; }}")
+        for n, a in enumerate(prog.arrays):
+            body.append(f"      let j_{a} = pw({w0 + 2 + n}u) + i;")
+            body.append(f"      var v_{a}: {t} = b{sl}_{a}[j_{a}];")
+        for tmp in prog.temps:
+            body.append(f"      var v_{tmp}: {t};")
+        for target, expr in prog.body:
+            body.append(f"      v_{target} = {_ident(expr)};")
+        for a in prog.writes:
+            body.append(f"      b{sl}_{a}[j_{a}] = v_{a};")
+        body.append("    }")
+    body.append("  }")
+    return sig, "\n".join(decls) + "\n", "\n".join(body)
+
+
 class MultiTensorApply:
     """The ``multi_tensor_apply`` kernel: ``kern(program, tensors, scalars)``.
 
@@ -112,6 +171,8 @@ class MultiTensorApply:
         self._kernels: dict[tuple, tuple[Any, str]] = {}
         if _kernels._sources.get(_TEMPLATE_NAME) is None:
             _kernels._sources[_TEMPLATE_NAME] = _TEMPLATE
+        if _kernels._sources.get(_GROUP_TEMPLATE_NAME) is None:
+            _kernels._sources[_GROUP_TEMPLATE_NAME] = _GROUP_TEMPLATE
 
     #: float16/bfloat16 parameters and gradients with float32 state arrays are taken
     low_params = True
@@ -158,6 +219,8 @@ class MultiTensorApply:
             return out
 
         swords = encode(scalars.values if dynamic else scalars)
+        if not low_arrays:
+            tensors = self._grouped(prog, dt, tensors, sig, swords, scalars, encode, dynamic)
         start = 1 + len(prog.arrays)
         for arrs in tensors:
             n = arrs[0].size
@@ -182,6 +245,61 @@ class MultiTensorApply:
             self.launches += 1
             for orig, c in back:
                 copy_into(c, orig)
+
+
+    def slots(self, prog: Any, dt: np.dtype) -> int:
+        """How many tensors one dispatch of ``prog`` over ``dt`` updates: as many as the
+        adapter's storage bindings per stage and the immediate words allow."""
+        na = len(prog.arrays)
+        per_stage = int(_runtime.get().limits.get("max-storage-buffers-per-shader-stage", 8))
+        words = _MAX_WORDS - _scalar_words(dt) * len(prog.scalars)
+        return max(1, min(GROUP_MAX, per_stage // na, words // (2 + na)))
+
+    def _grouped(self, prog: Any, dt: np.dtype, tensors: list, sig: str, swords: list,
+                 scalars: Any, encode: Any, dynamic: bool) -> list:
+        """Dispatch the tensors whose arrays are contiguous, of ``dt`` and in distinct
+        buffers, :meth:`slots` at a time; return the others (for one dispatch each)."""
+        slots = self.slots(prog, dt)
+        if slots < 2:
+            return tensors
+        rest, clean = [], []
+        for arrs in tensors:
+            n = arrs[0].size
+            uids = {a._st.buf.uid for a in arrs}
+            if len(uids) == len(arrs) and all(a.dtype == dt and a._contig and a.size == n
+                                              for a in arrs):
+                clean.append(arrs)
+            else:
+                rest.append(arrs)
+        per = 2 + len(prog.arrays)
+        for g0 in range(0, len(clean), slots):
+            group = clean[g0:g0 + slots]
+            if len(group) == 1:
+                rest.append(group[0])
+                continue
+            key = (prog.key, dt, "group", len(group))
+            hit = self._kernels.get(key)
+            if hit is None:
+                gsig, decls, body = group_source(prog, dt, len(group))
+                hit = self._kernels[key] = (_kernels.kernel(
+                    _GROUP_TEMPLATE_NAME, gsig, (dt,), DECLS=decls, BODY=body), gsig)
+            words: list[int] = []
+            bufs: list[Any] = []
+            first = 0
+            for arrs in group:
+                n = arrs[0].size
+                words += [n, first, *(a._offset for a in arrs)]
+                bufs += [a._st.buf for a in arrs]
+                first += groups_for(n)
+            start = len(group) * per
+            REC.dispatch(hit[0], tuple(bufs), [*words, *swords], first,
+                         dynamic=[(start, scalars, encode)] if dynamic else None)
+            self.launches += 1
+        return rest
+
+
+#: the most tensors one grouped optimizer dispatch updates
+GROUP_MAX = 8
 
 
 # -- kernel("grad_norm") -------------------------------------------------------------------
