@@ -113,6 +113,30 @@ def test_step_backward_on_the_host(steps, dt, n, hs, which):
     assert none is None
 
 
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_step_backward_reads_a_strided_output_gradient(steps, monkeypatch, dt):
+    """``dh2`` as a step of a batch-first output's gradient (rows apart by L * H): read in
+    place with its row stride, not copied."""
+    cp, st = steps
+    n, hs, length = 5, 7, 3
+    rng = np.random.default_rng(21)
+    act = _sig(rng.standard_normal((n, 4 * hs))).astype(dt)
+    cprev, tc = (rng.standard_normal((n, hs)).astype(dt) for _ in range(2))
+    w = rng.standard_normal((4 * hs, hs)).astype(dt)
+    dout = rng.standard_normal((n, length, hs)).astype(dt)  # (N, L, H)
+    dh2 = dout[:, 1, :]
+    assert not dh2.flags.c_contiguous
+    monkeypatch.setattr(st, "_contiguous", lambda a: a if a is None or a is not dh2 else 1 / 0)
+    cp.log.clear()
+    dz, dcp = st.step_backward(act, cprev, tc, None, w, None, dh2, None, True,
+                               np.empty((n, 4 * hs), dt))
+    assert cp.log == ["vtl_lstm_step_bwd"]
+    rdz, rdcp = np_step_backward(*(None if a is None else a.astype(np.float64)
+                                   for a in (act, cprev, tc, None, w, None, dh2, None)))
+    np.testing.assert_allclose(dz, rdz, **_tol(dt))
+    np.testing.assert_allclose(dcp, rdcp, **_tol(dt))
+
+
 @pytest.mark.parametrize("name", ["float16", "bfloat16"])
 def test_16bit_steps_on_the_host(steps, name):
     """16-bit steps: read as 16-bit words, computed in float32, each result rounded once."""

@@ -159,6 +159,9 @@ class Blas:
         # alpha, beta (host memory; float32 for the float32-compute Ex calls)
         self._one = {dt: np.ones((), self._scalar_dt.get(dt, dt)) for dt in self._gemm}
         self._zero = {dt: np.zeros((), self._scalar_dt.get(dt, dt)) for dt in self._gemm}
+        # their host addresses, read once (``.ctypes.data`` costs about a microsecond a call)
+        self._scalars = {dt: (self._one[dt].ctypes.data, self._zero[dt].ctypes.data)
+                         for dt in self._gemm}
 
     def _handle(self, device: int) -> ctypes.c_void_p:
         handles = getattr(self._local, "handles", None)
@@ -206,10 +209,10 @@ class Blas:
                 out = cp.empty((m, n), dtype=dt)
                 if m and n:
                     if k:
+                        one, zero = self._scalars[dt]
                         _check(self._gemm[dt](
-                            self._handle(device), lb[0], la[0], n, m, k,
-                            self._one[dt].ctypes.data, b.data.ptr, lb[1], a.data.ptr, la[1],
-                            self._zero[dt].ctypes.data, out.data.ptr, n), "gemm")
+                            self._handle(device), lb[0], la[0], n, m, k, one, b.data.ptr,
+                            lb[1], a.data.ptr, la[1], zero, out.data.ptr, n), "gemm")
                     else:
                         out.fill(0)
                 return out
@@ -236,7 +239,7 @@ class Blas:
             b, sb = self._operand(b, batch)
             la, lb = self._layout(a), self._layout(b)
             h = self._handle(device)
-            one, zero = self._one[dt].ctypes.data, self._zero[dt].ctypes.data
+            one, zero = self._scalars[dt]
             if count == 1:
                 status = self._gemm[dt](h, lb[0], la[0], n, m, k, one, b.data.ptr, lb[1],
                                         a.data.ptr, la[1], zero, out.data.ptr, n)

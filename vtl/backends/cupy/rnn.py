@@ -318,7 +318,8 @@ LSTM_STEP_FORWARD = Spec("vtl_lstm_step_fwd", (
 """)
 
 #: ``dh = dznext @ w (+ dh1 + dh2)`` for (row ``n``, unit ``j``) (each term where its flag
-#: is set: 1 ``dznext``, 2 ``dh1``, 4 ``dh2``), then the cell's backward with ``dc``
+#: is set: 1 ``dznext``, 2 ``dh1``, 4 ``dh2``; ``dh2``'s rows ``ld2`` elements apart: a step of
+#: a batch-first output's gradient is a strided view), then the cell's backward with ``dc``
 #: (flag 8): the four gate gradients into ``dz`` and, with flag 16, ``dcp = dct * f``
 LSTM_STEP_BACKWARD = Spec("vtl_lstm_step_bwd", (
     ("const T* __restrict__", "act"), ("const T* __restrict__", "cprev"),
@@ -326,7 +327,8 @@ LSTM_STEP_BACKWARD = Spec("vtl_lstm_step_bwd", (
     ("const T* __restrict__", "w"), ("const T* __restrict__", "dh1"),
     ("const T* __restrict__", "dh2"), ("const T* __restrict__", "dc"),
     ("T* __restrict__", "dz"), ("T* __restrict__", "dcp"), ("const long long", "N"),
-    ("const long long", "H"), ("const int", "flags")), _HEAD + r"""
+    ("const long long", "H"), ("const int", "flags"), ("const long long", "ld2")),
+    _HEAD + r"""
   __shared__ A zs[16][33];
   __shared__ A ws[32][17];
   A acc = 0;
@@ -353,7 +355,7 @@ LSTM_STEP_BACKWARD = Spec("vtl_lstm_step_bwd", (
     const A one = 1;
     A dhs = acc;
     if (flags & 2) dhs += vtl_ld(dh1[s]);
-    if (flags & 4) dhs += vtl_ld(dh2[s]);
+    if (flags & 4) dhs += vtl_ld(dh2[n * ld2 + j]);
     const A ig = vtl_ld(act[b]), fg = vtl_ld(act[b + H]), gg = vtl_ld(act[b + 2 * H]);
     const A og = vtl_ld(act[b + 3 * H]), t = vtl_ld(tc[s]);
     A dct = dhs * og * (one - t * t);
@@ -393,6 +395,17 @@ class LstmSteps:
             return self._cp.ascontiguousarray(a)
         return a
 
+    def _row_stride(self, a: Any) -> int | None:
+        """The row stride (elements) of a 2-D CuPy array of the backend's floats whose rows
+        are contiguous and do not step backwards; ``None`` otherwise."""
+        if type(a) is not self._cp.ndarray or a.ndim != 2 or a.dtype not in FLOAT_NAMES:
+            return None
+        item = a.itemsize
+        rs, cs = a.strides
+        if (a.shape[1] > 1 and cs != item) or rs < 0 or rs % item:
+            return None
+        return rs // item
+
     @staticmethod
     def _grid(n: int, hs: int) -> tuple[int]:
         return (-(-n // _TILE) * -(-hs // _TILE),)
@@ -418,10 +431,18 @@ class LstmSteps:
                       ) -> tuple[Any, Any] | None:
         """``(d_gates, d_c_prev)`` of one step, with ``dh = dz_next @ W_hh + dh + dh2``
         (each term may be ``None``) formed inside; ``d_gates`` goes into ``out``."""
-        c_prev, dh, dh2, dc = (self._contiguous(a) for a in (c_prev, dh, dh2, dc))
-        if not self._ok(act, c_prev, tc, dz_next, w_hh, dh, dh2, dc, out) or tc.ndim != 2:
+        c_prev, dh, dc = (self._contiguous(a) for a in (c_prev, dh, dc))
+        # dh2 is read with its row stride where its rows are contiguous (no copy per step)
+        ld2 = self._row_stride(dh2)
+        if ld2 is None:
+            dh2 = self._contiguous(dh2)
+            ld2 = None if dh2 is None else dh2.shape[-1]
+        if not self._ok(act, c_prev, tc, dz_next, w_hh, dh, dc, out) or tc.ndim != 2:
             return None
         n, hs = tc.shape
+        if dh2 is not None and (type(dh2) is not self._cp.ndarray or dh2.dtype != act.dtype
+                                or dh2.shape != (n, hs)):
+            return None
         flags = ((1 if dz_next is not None else 0) | (2 if dh is not None else 0)
                  | (4 if dh2 is not None else 0) | (8 if dc is not None else 0)
                  | (16 if need_dc_prev else 0))
@@ -432,6 +453,6 @@ class LstmSteps:
                 act, c_prev, tc, act if dz_next is None else dz_next, w_hh,
                 tc if dh is None else dh, tc if dh2 is None else dh2,
                 tc if dc is None else dc, out, tc if dcp is None else dcp, _I64(n), _I64(hs),
-                _I32(flags)))
+                _I32(flags), _I64(hs if ld2 is None else ld2)))
         self.launches += 1
         return out, dcp
