@@ -266,6 +266,36 @@ def test_compiled_lstm_layer_matches_the_portable_layer(dt, kw, loss):
         np.testing.assert_allclose(a, r, rtol=tol, atol=tol)
 
 
+class _StepsOnlyCell(nprnn.NumpyLstmCell):
+    """The compiled cell without its whole-layer loop (its steps one call each)."""
+
+    layer_forward = None
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize(("kw", "loss"), [({}, "all"),
+                                          ({"num_layers": 2, "bidirectional": True}, "out"),
+                                          ({"batch_first": True}, "all")])
+def test_compiled_lstm_layer_loop_is_the_step_path(monkeypatch, dt, kw, loss):
+    """The kernel's whole-layer forward (``layer_forward``) runs the steps' operations in
+    their order: the outputs and every gradient are the per-step path's bits."""
+    calls = []
+    real = nprnn.NumpyLstmCell.layer_forward
+
+    def counted(self, *a):
+        calls.append(a[-1])
+        return real(self, *a)
+
+    monkeypatch.setattr(nprnn.NumpyLstmCell, "layer_forward", counted)
+    x = np.random.default_rng(8).standard_normal((5, 3, 6)).astype(dt)
+    got = _layer(x, dt, loss, **kw)
+    assert calls and (True in calls) == bool(kw.get("bidirectional"))
+    with use_kernel("lstm_cell", _StepsOnlyCell()):
+        want = _layer(x, dt, loss, **kw)
+    for a, r in zip(got, want, strict=True):
+        np.testing.assert_array_equal(a, r)
+
+
 def test_lstm_layer_final_states_are_not_views_of_the_output():
     rng = np.random.default_rng(11)
     gates = vtl.asarray(rng.standard_normal((4, 2, 12)).astype(np.float32), backend="numpy")

@@ -292,7 +292,10 @@ class LstmCellKernel(Protocol):
     and returns ``backward``'s result. Either returns ``None`` to decline (the caller then
     runs the product and the pointwise kernel). A kernel with ``recurrent_weight(w_hh)``
     gets that method's result, formed once per layer call, as ``step_forward``'s ``w_hh``
-    (e.g. ``W_hh^T`` laid out for the product, as ``GruCellKernel``'s).
+    (e.g. ``W_hh^T`` laid out for the product, as ``GruCellKernel``'s). A kernel may also
+    run a whole layer's forward: ``layer_forward(gates, h0, c0, w_hh, reverse)`` (``gates``
+    ``(L, N, 4H)``) returns ``(h_all, c_all, act_all, tc_all)``, step ``t``'s arrays at index
+    ``t``, or ``None`` to decline.
     """
 
     def supports(self, dtype: Any) -> bool: ...

@@ -3,7 +3,9 @@
 pointwise work in two compiled passes and NumPy's vectorized ``tanh`` each way forward,
 one compiled pass backward, with the portable path's operations in its order (the same
 bits). A layer's time steps form their recurrent product with ``W_hh^T`` made contiguous
-once per layer call (``h @ W_hh^T`` runs faster in OpenBLAS than with the transposed view).
+once per layer call (``h @ W_hh^T`` runs faster in OpenBLAS than with the transposed view);
+the LSTM's forward runs all its steps in one loop (``layer_forward``), checks and buffers
+set up once.
 """
 
 from __future__ import annotations
@@ -65,6 +67,37 @@ class NumpyLstmCell:
         return h, c, act, tc
 
     recurrent_weight = staticmethod(_recurrent_weight)
+
+    def layer_forward(self, gates: Any, h0: Any, c0: Any, w_hh: Any, reverse: bool
+                      ) -> tuple[Any, Any, Any, Any] | None:
+        """Every time step of ``lstm_layer``: ``(h_all, c_all, act_all, tc_all)``, each step's
+        arrays at its index; ``None`` to decline. The operations of :meth:`step_forward`
+        in its order (the same bits), with the per-step checks and views done once."""
+        if gates.ndim != 3 or h0.ndim != 2 or c0.ndim != 2 or any(
+                type(a) is not np.ndarray or a.dtype != gates.dtype
+                for a in (gates, h0, c0, w_hh)) or gates.dtype not in _FLOATS:
+            return None
+        from ._rnn_kernels import lstm_post, lstm_pre
+
+        n, rows, width = gates.shape
+        hs = width // 4
+        dt = gates.dtype
+        w_t = _recurrent_weight(w_hh)
+        h_all, c_all, tc_all = (np.empty((n, rows, hs), dtype=dt) for _ in range(3))
+        act_all = np.empty((n, rows, width), dtype=dt)
+        gh = np.empty((rows, width), dtype=dt)
+        h, c = h0, c0
+        for t in range(n - 1, -1, -1) if reverse else range(n):
+            np.matmul(h, w_t, out=gh)
+            z = act_all[t]
+            lstm_pre(gates[t], gh, True, hs, z)
+            np.tanh(z, out=z)
+            ct, tct, ht = c_all[t], tc_all[t], h_all[t]
+            lstm_post(z, c, hs, ct)
+            np.tanh(ct, out=tct)
+            np.multiply(z[:, 3 * hs:], tct, out=ht)
+            h, c = ht, ct
+        return h_all, c_all, act_all, tc_all
 
     def step_forward(self, gates: Any, h: Any, w_t: Any, c: Any, out: Any
                      ) -> tuple[Any, Any, Any, Any] | None:
