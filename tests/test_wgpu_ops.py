@@ -318,6 +318,13 @@ def test_matmul_matches_numpy(shapes):
     check(xp.matmul(xp.asarray(a), xp.asarray(b)), np.matmul(a, b), rtol=1e-5, atol=1e-5)
 
 
+def _layouts(h):
+    """``h`` on the device row-major, column-major (a transposed view) and strided."""
+    t = xp.asarray(np.ascontiguousarray(h.T)).mT
+    s = xp.asarray(np.repeat(h, 2, axis=1))[:, ::2]
+    return xp.asarray(h), t, s
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
 @pytest.mark.parametrize(("m", "k", "n"), [(1, 1, 1), (67, 33, 65), (5, 2100, 3), (130, 17, 1)])
 def test_matmul_of_every_operand_layout(dtype, m, k, n):
@@ -326,13 +333,8 @@ def test_matmul_of_every_operand_layout(dtype, m, k, n):
     a, b = data((m, k), dtype), data((k, n), dtype)
     tol = {np.float32: 1e-4, np.float64: 1e-12, np.int32: 0}[dtype]
 
-    def layouts(h):
-        t = xp.asarray(np.ascontiguousarray(h.T)).mT
-        s = xp.asarray(np.repeat(h, 2, axis=1))[:, ::2]
-        return xp.asarray(h), t, s
-
-    for da in layouts(a):
-        for db in layouts(b):
+    for da in _layouts(a):
+        for db in _layouts(b):
             check(da @ db, a @ b, rtol=tol, atol=tol)
     check(xp.matmul(xp.asarray(np.stack([a, a + 1])).mT.mT, xp.asarray(b)),
           np.stack([a, a + 1]) @ b, rtol=tol, atol=tol)
@@ -352,13 +354,8 @@ def test_large_tile_matmul_of_every_operand_layout(monkeypatch, m, k, n):
     a, b = data((m, k), np.float32), data((k, n), np.float32)
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
 
-    def layouts(h):
-        t = xp.asarray(np.ascontiguousarray(h.T)).mT
-        s = xp.asarray(np.repeat(h, 2, axis=1))[:, ::2]
-        return xp.asarray(h), t, s
-
-    for da in layouts(a):
-        for db in layouts(b):
+    for da in _layouts(a):
+        for db in _layouts(b):
             check(da @ db, (a64 @ b64).astype(np.float32), rtol=1e-5, atol=1e-4)
     batch = np.stack([a, a + 1, a - 2])
     check(xp.asarray(batch) @ xp.asarray(b), (batch.astype(np.float64) @ b64).astype(np.float32),
