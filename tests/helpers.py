@@ -184,7 +184,7 @@ def use_kernel(name: str, kern: Any, backend: str = "numpy") -> Iterator[None]:
     of another backend's kernel, run behind the real glue; ``None``: no such kernel, so the
     portable path runs), then restore it."""
     be = vtl.backends.get(backend)
-    be.kernel("conv2d")  # the backend's kernels are registered on first use
+    be._ensure()  # the backend registers its own kernels when it loads: load it first
     saved = be._kernels.get(name)
     if kern is None:
         be._kernels.pop(name, None)
