@@ -406,8 +406,10 @@ def test_autocast_runs_the_kernel_in_16bit(host_kernel, low):
 def test_dropout_second_order_and_the_untiled_kernels(fake_cupy, host_kernel, dt, p):
     """Gradients of gradients through the kernel's dropout (the portable path recomputed
     with the kernel's dropout factors, applied as dropout applies them) and the untiled
-    kernels' fallback (the portable path itself)."""
-    q, k, v = (RNG.standard_normal((2, 6, 8)).astype(dt) for _ in range(3))
+    kernels' fallback (the portable path itself). The data do not depend on the order the
+    tests run in; the second derivative compounds the 16-bit rounding of the first."""
+    rng = np.random.default_rng(17)
+    q, k, v = (rng.standard_normal((2, 6, 8)).astype(dt) for _ in range(3))
 
     def hvp():
         vtl.random.seed(9)
@@ -422,12 +424,12 @@ def test_dropout_second_order_and_the_untiled_kernels(fake_cupy, host_kernel, dt
     with use_kernel("attention", host_kernel):
         fused = hvp()
     assert fused[0] == "ScaledDotProductAttentionBackward"
-    for a, r in zip(fused[1:], ref[1:], strict=True):
+    for a, r, factor in zip(fused[1:], ref[1:], (4, 8), strict=True):
         assert a.dtype == r.dtype == dt
         if dt == np.float64:
             np.testing.assert_allclose(a, r, rtol=1e-9, atol=1e-11)
         else:
-            assert_near(a, r, dt, 4)
+            assert_near(a, r, dt, factor)
     # the thread-per-row kernels have no dropout: the portable path, the same numbers
     with use_kernel("attention", A.CupyAttention(fake_cupy, tiled=False)):
         untiled = hvp()
