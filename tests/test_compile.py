@@ -54,11 +54,19 @@ def _train(backend: str, model: str, compiled: bool, sched_inside: bool = True, 
 
 @pytest.mark.parametrize("model", list(MODELS))
 def test_compiled_training_equals_eager_bit_for_bit(backend, model):
+    """The same numbers, bit for bit, where the compiled step runs the eager step's kernels.
+    The one exception: cupy's LSTM time steps, fused eagerly, run as cuBLAS's product and
+    the cell's kernel in a captured graph (faster replayed), so they agree to rounding."""
     eager, pe, _, _ = _train(backend, model, compiled=False)
     comp, pc, f, opt = _train(backend, model, compiled=True)
-    assert comp == eager
-    for a, b in zip(pe, pc, strict=True):
-        np.testing.assert_array_equal(a, b)
+    if backend == "cupy" and model == "lstm":
+        np.testing.assert_allclose(comp, eager, rtol=1e-5)
+        for a, b in zip(pe, pc, strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+    else:
+        assert comp == eager
+        for a, b in zip(pe, pc, strict=True):
+            np.testing.assert_array_equal(a, b)
     if vtl.backends.get(backend).can_capture:
         assert f.captures == 1
     assert all(s["step"] == STEPS for s in opt.state.values())

@@ -113,6 +113,32 @@ def test_step_backward_on_the_host(steps, dt, n, hs, which):
     assert none is None
 
 
+def test_steps_decline_while_a_graph_is_captured(steps, monkeypatch):
+    """Under ``vtl.compile`` (a stream capturing into a CUDA graph) the caller runs the
+    product and the cell's kernel instead: faster when replayed."""
+    cp, st = steps
+    n, hs = 3, 4
+    g, w = np.ones((n, 4 * hs), np.float32), np.ones((4 * hs, hs), np.float32)
+    h = np.ones((n, hs), np.float32)
+    out = tuple(np.empty(s, np.float32) for s in ((n, hs), (n, hs), (n, 4 * hs), (n, hs)))
+
+    class Stream:
+        def __init__(self, ptr, capturing):
+            self.ptr, self._capturing = ptr, capturing
+
+        def is_capturing(self):
+            return self._capturing
+
+    for stream, declines in ((Stream(0, False), False), (Stream(7, False), False),
+                             (Stream(7, True), True)):
+        monkeypatch.setattr(cp.cuda, "get_current_stream", lambda s=stream: s, raising=False)
+        cp.log.clear()
+        assert (st.step_forward(g, h, w, h, out) is None) == declines
+        assert (st.step_backward(out[2], h, h, None, w, h, None, None, True,
+                                 np.empty((n, 4 * hs), np.float32)) is None) == declines
+        assert cp.log == ([] if declines else ["vtl_lstm_step_fwd", "vtl_lstm_step_bwd"])
+
+
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
 def test_step_backward_reads_a_strided_output_gradient(steps, monkeypatch, dt):
     """``dh2`` as a step of a batch-first output's gradient (rows apart by L * H): read in
