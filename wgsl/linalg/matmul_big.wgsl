@@ -14,15 +14,7 @@ const ACOLS = {{ACOLS}};
 const BCOLS = {{BCOLS}};
 {{DECL}}
 
-fn load_a(base: i32, sm: i32, sk: i32, M: u32, K: u32, m: u32, k: u32) -> {{C}} {
-  if (m < M && k < K) { return {{C}}(A[u32(base + i32(m) * sm + i32(k) * sk)]); }
-  return {{C}}(0);
-}
-
-fn load_b(base: i32, sk: i32, sn: i32, N: u32, K: u32, k: u32, n: u32) -> {{C}} {
-  if (n < N && k < K) { return {{C}}(B[u32(base + i32(k) * sk + i32(n) * sn)]); }
-  return {{C}}(0);
-}
+{{LOAD}}
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {

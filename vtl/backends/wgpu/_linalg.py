@@ -93,7 +93,7 @@ def matmul_kernel(dt, layout: tuple[bool, bool], sig: str = "rrw",
     if k is None:
         k = _MATMUL_KERNELS[key] = _kernels.kernel(
             "matmul_big" if big else "matmul", sig, (dt,) if out == dt else (dt, out),
-            T=D.wgsl(dt), D=dt.name,
+            T=D.wgsl(dt), D=dt.name, LOAD=_kernels.source("matmul_load"),
             O=D.wgsl(out), OD=out.name, **epi,
             C="f32" if D.wgsl(dt) == "f16" else D.wgsl(dt),
             ACOLS="true" if layout[0] else "false", BCOLS="true" if layout[1] else "false")
@@ -111,19 +111,13 @@ def matmul2d(a: WgpuArray, b: WgpuArray) -> WgpuArray:
     M, K = a._shape
     N = b._shape[1]
     dt = a._dtype
-    if big_tiles(dt, M, N):
-        out = fresh((M, N), dt, M * N, D.itemsize(dt))
-        REC.dispatch(matmul_kernel(dt, cols_contiguous(a._strides, b._strides), big=True),
-                     (a._st.buf, b._st.buf, out._st.buf),
-                     [M, N, K, a._offset, b._offset, 0, 0, *a._strides, 0, *b._strides],
-                     *tiles(M, N, True))
-        return out
-    gx, gy = -(-N // _TILE), -(-M // _TILE)
-    depth = split_depth(gx * gy, K)
+    big = big_tiles(dt, M, N)
+    gx, gy = tiles(M, N, big)
+    depth = 0 if big else split_depth(gx * gy, K)
     if depth:
         return split_product(a, b, depth)[0]
     out = fresh((M, N), dt, M * N, D.itemsize(dt))
-    REC.dispatch(matmul_kernel(dt, cols_contiguous(a._strides, b._strides)),
+    REC.dispatch(matmul_kernel(dt, cols_contiguous(a._strides, b._strides), big=big),
                  (a._st.buf, b._st.buf, out._st.buf),
                  [M, N, K, a._offset, b._offset, 0, 0, *a._strides, 0, *b._strides], gx, gy)
     return out
@@ -153,7 +147,7 @@ def split_product(a: WgpuArray, b: WgpuArray, depth: int, rowsum: dict | None = 
         bufs += (rs._st.buf,)
     else:
         k = matmul_kernel(dt, layout, out=pdt)
-    gx, gy = -(-N // _TILE), -(-M // _TILE)
+    gx, gy = tiles(M, N, False)
     nw = 12 if rowsum is None else 13
     words = [M, N, depth, a._offset, b._offset, 0, depth * sak, sam, sak, depth * sbk, sbk,
              sbn, 0]

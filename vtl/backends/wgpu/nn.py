@@ -29,7 +29,6 @@ from . import _errors, _fuse, _kernels
 from ._array import WgpuArray, astype_raw, contiguous, empty, fresh, known_range, words_for_scalar
 from ._indexing import _CHECK_SUBS
 from ._linalg import (
-    _TILE,
     big_tiles,
     cols_contiguous,
     matmul2d,
@@ -101,13 +100,14 @@ def images_product(w: Any, col: Any, b: Any, n: int) -> Any | None:
     big = big_tiles(dt, o, p, n)
     # A: the weights for every image (batch stride 0); B[i]: image i's patches transposed
     words = [o, p, k, w._offset, col._offset, 0, 0, k, 1, p * k, 1, k]
+    bufs = (w._st.buf, col._st.buf, out._st.buf)
     if b is None:
-        k_ = matmul_kernel(dt, (False, True), big=big)
-        REC.dispatch(k_, (w._st.buf, col._st.buf, out._st.buf), words, *tiles(o, p, big), n)
+        kern = matmul_kernel(dt, (False, True), big=big)
     else:
-        k_ = matmul_kernel(dt, (False, True), "rrwr", _ROW_BIAS, big=big)
-        REC.dispatch(k_, (w._st.buf, col._st.buf, out._st.buf, b._st.buf),
-                     [*words, b._offset, b._strides[0]], *tiles(o, p, big), n)
+        kern = matmul_kernel(dt, (False, True), "rrwr", _ROW_BIAS, big=big)
+        bufs += (b._st.buf,)
+        words += [b._offset, b._strides[0]]
+    REC.dispatch(kern, bufs, words, *tiles(o, p, big), n)
     return out
 
 
@@ -139,7 +139,8 @@ def linear_grad_weight(g: Any, x: Any, bias: bool) -> Any:
     gt = g.T
     if not bias:
         return matmul2d(gt, x), None
-    depth = split_depth(-(-n_out // _TILE) * -(-x.shape[1] // _TILE), g.shape[0])
+    gx, gy = tiles(n_out, x.shape[1], False)
+    depth = split_depth(gx * gy, g.shape[0])
     if depth:
         return split_product(gt, x, depth, _ROWSUM)
     gb = empty((n_out,), g.dtype)
