@@ -66,6 +66,8 @@ _NAME = re.compile(r"\b([A-Za-z_][A-Za-z_0-9]*)\b")
 _FUNCS = frozenset({"sqrt", "max"})
 #: immediate words: one for n, one offset per array, 1 (float32) or 3 (float64) per scalar
 _MAX_WORDS = _runtime.PARAM_BYTES // 4
+#: the most tensors one grouped optimizer dispatch updates
+GROUP_MAX = 8
 
 
 def _ident(expr: str) -> str:
@@ -220,7 +222,7 @@ class MultiTensorApply:
 
         swords = encode(scalars.values if dynamic else scalars)
         if not low_arrays:
-            tensors = self._grouped(prog, dt, tensors, sig, swords, scalars, encode, dynamic)
+            tensors = self._grouped(prog, dt, tensors, swords, scalars, encode, dynamic)
         start = 1 + len(prog.arrays)
         for arrs in tensors:
             n = arrs[0].size
@@ -246,7 +248,6 @@ class MultiTensorApply:
             for orig, c in back:
                 copy_into(c, orig)
 
-
     def slots(self, prog: Any, dt: np.dtype) -> int:
         """How many tensors one dispatch of ``prog`` over ``dt`` updates: as many as the
         adapter's storage bindings per stage and the immediate words allow."""
@@ -255,8 +256,8 @@ class MultiTensorApply:
         words = _MAX_WORDS - _scalar_words(dt) * len(prog.scalars)
         return max(1, min(GROUP_MAX, per_stage // na, words // (2 + na)))
 
-    def _grouped(self, prog: Any, dt: np.dtype, tensors: list, sig: str, swords: list,
-                 scalars: Any, encode: Any, dynamic: bool) -> list:
+    def _grouped(self, prog: Any, dt: np.dtype, tensors: list, swords: list, scalars: Any,
+                 encode: Any, dynamic: bool) -> list:
         """Dispatch the tensors whose arrays are contiguous, of ``dt`` and in distinct
         buffers, :meth:`slots` at a time; return the others (for one dispatch each)."""
         slots = self.slots(prog, dt)
@@ -296,10 +297,6 @@ class MultiTensorApply:
                          dynamic=[(start, scalars, encode)] if dynamic else None)
             self.launches += 1
         return rest
-
-
-#: the most tensors one grouped optimizer dispatch updates
-GROUP_MAX = 8
 
 
 # -- kernel("grad_norm") -------------------------------------------------------------------

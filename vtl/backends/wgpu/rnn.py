@@ -43,15 +43,11 @@ def _wide(*arrays: Any) -> list:
     return [None if a is None else astype_raw(a, D.float32) for a in arrays]
 
 
-def _readable(reads: list, writes: list, keep: int = -1) -> list:
-    """``reads`` contiguous, each a copy where it shares a buffer with one of ``writes``;
-    ``reads[keep]`` is taken as it is (the kernel reads it with its strides)."""
+def _readable(reads: list, writes: list) -> list:
+    """``reads`` contiguous, each a copy where it shares a buffer with one of ``writes``."""
     written = {w._st.buf.uid for w in writes}
     out = []
-    for i, r in enumerate(reads):
-        if i == keep:
-            out.append(r)
-            continue
+    for r in reads:
         r = contiguous(r)
         if r._st.buf.uid in written:
             r = astype_raw(r, r.dtype)
@@ -250,9 +246,11 @@ class WgpuLstmSteps(_Cell):
         # output's gradient is strided over time, and a copy per step would be a dispatch
         rows2 = dh2 is not None and dh2.ndim == 2 and dh2._strides[1] == 1 \
             and dh2._st.buf.uid not in {w._st.buf.uid for w in writes}
+        copied2 = None if rows2 else dh2  # dh2 is bound as it is below when rows2
         reads = _readable([act, c_prev, tc, w_hh, *(stand if a is None else a
-                                                     for a in (dh, dh2, dc))], writes,
-                          keep=5 if rows2 else -1)
+                                                     for a in (dh, copied2, dc))], writes)
+        if rows2:
+            reads[5] = dh2
         znext = stand if dz_next is None or dz_in else _readable([dz_next], writes)[0]
         offsets = [a._offset for a in reads] + [
             dz_next._offset if dz_in else znext._offset, out._offset, writes[1]._offset,
