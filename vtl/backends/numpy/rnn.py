@@ -37,6 +37,20 @@ def _rows(a: Any, width: int) -> Any:
     return a.reshape(-1, width) if width else a.reshape(a.size, 0)
 
 
+def _lstm_rows(g2: Any, hg: Any, with_hg: bool, c_prev: Any, hs: int, z: Any, c: Any,
+               tc: Any, h: Any) -> None:
+    """The LSTM cell forward on ``(rows, 4H)`` gates and ``(rows, H)`` states, written into
+    ``z`` (the activated gates), ``c``, ``tc = tanh(c)`` and ``h``: the portable cell's
+    operations in its order."""
+    from ._rnn_kernels import lstm_post, lstm_pre
+
+    lstm_pre(g2, hg, with_hg, hs, z)
+    np.tanh(z, out=z)
+    lstm_post(z, c_prev, hs, c)
+    np.tanh(c, out=tc)
+    np.multiply(z[:, 3 * hs:], tc, out=h)
+
+
 class NumpyLstmCell:
     """The LSTM cell's kernel on NumPy arrays (float32, float64) with numba."""
 
@@ -45,25 +59,18 @@ class NumpyLstmCell:
 
     def forward(self, gates: Any, hidden_gates: Any, c_prev: Any, out: Any = None
                 ) -> tuple[Any, Any, Any, Any]:
-        from ._rnn_kernels import lstm_post, lstm_pre
-
         hs = c_prev.shape[-1]
         dt = gates.dtype
         if out is None:
             h, c, tc = (np.empty(c_prev.shape, dtype=dt) for _ in range(3))
             act = np.empty(gates.shape, dtype=dt)
-        else:
+        else:  # C-contiguous (the protocol's): their rows below are views
             h, c, act, tc = out
-        z = _rows(act, 4 * hs)
         g2 = _rows(gates, 4 * hs)
         hg = g2 if hidden_gates is None else \
             _rows(_spread(hidden_gates, gates.shape), 4 * hs)
-        lstm_pre(g2, hg, hidden_gates is not None, hs, z)
-        np.tanh(z, out=z)
-        c2 = _rows(c, hs)
-        lstm_post(z, _rows(_spread(c_prev, c.shape), hs), hs, c2)
-        np.tanh(c, out=tc)
-        np.multiply(act[..., 3 * hs:], tc, out=h)
+        _lstm_rows(g2, hg, hidden_gates is not None, _rows(_spread(c_prev, c.shape), hs), hs,
+                   _rows(act, 4 * hs), _rows(c, hs), _rows(tc, hs), _rows(h, hs))
         return h, c, act, tc
 
     recurrent_weight = staticmethod(_recurrent_weight)
@@ -77,8 +84,6 @@ class NumpyLstmCell:
                 type(a) is not np.ndarray or a.dtype != gates.dtype
                 for a in (gates, h0, c0, w_hh)) or gates.dtype not in _FLOATS:
             return None
-        from ._rnn_kernels import lstm_post, lstm_pre
-
         n, rows, width = gates.shape
         hs = width // 4
         dt = gates.dtype
@@ -89,14 +94,8 @@ class NumpyLstmCell:
         h, c = h0, c0
         for t in range(n - 1, -1, -1) if reverse else range(n):
             np.matmul(h, w_t, out=gh)
-            z = act_all[t]
-            lstm_pre(gates[t], gh, True, hs, z)
-            np.tanh(z, out=z)
-            ct, tct, ht = c_all[t], tc_all[t], h_all[t]
-            lstm_post(z, c, hs, ct)
-            np.tanh(ct, out=tct)
-            np.multiply(z[:, 3 * hs:], tct, out=ht)
-            h, c = ht, ct
+            _lstm_rows(gates[t], gh, True, c, hs, act_all[t], c_all[t], tc_all[t], h_all[t])
+            h, c = h_all[t], c_all[t]
         return h_all, c_all, act_all, tc_all
 
     def step_forward(self, gates: Any, h: Any, w_t: Any, c: Any, out: Any
