@@ -20,6 +20,8 @@ from __future__ import annotations
 import os
 import sys
 
+from ._switches import turned_off
+
 #: OpenBLAS's spin before its idle workers sleep: 2**THREAD_TIMEOUT clock cycles.
 THREAD_TIMEOUT = "20"
 
@@ -29,7 +31,7 @@ _state = "not set"
 def shorten_spin() -> None:
     """Set ``OPENBLAS_THREAD_TIMEOUT`` where it can take effect (see the module's note)."""
     global _state
-    if os.environ.get("VTL_SHORT_BLAS_SPIN", "1").strip() in ("0", "false", "False", ""):
+    if turned_off("VTL_SHORT_BLAS_SPIN"):
         _state = "OpenBLAS's own (VTL_SHORT_BLAS_SPIN=0)"
     elif "OPENBLAS_THREAD_TIMEOUT" in os.environ:
         _state = f"set by the process ({os.environ['OPENBLAS_THREAD_TIMEOUT']})"

@@ -5,17 +5,12 @@ the same results (up to the rounding of sums)."""
 from __future__ import annotations
 
 import importlib
-import os
 from collections.abc import Callable
 from typing import Any
 
+from ..._switches import turned_off
+
 __all__ = ["ENABLED", "available", "describe", "kernel", "turned_off"]
-
-
-def turned_off(var: str) -> bool:
-    """Whether the environment variable ``var`` turns a numpy-backend feature off (``0``,
-    ``false``, ``False`` or empty; unset leaves it on)."""
-    return os.environ.get(var, "1").strip() in ("0", "false", "False", "")
 
 
 #: Whether the compiled kernels may run (``VTL_NUMBA=0`` turns them off).
