@@ -352,3 +352,27 @@ def test_numpy_running_statistics_update_equals_portable(monkeypatch, dtype):
         np.testing.assert_array_equal(a, b)
     m32 = np.ones(3, np.float32)
     assert not kern.update_running(m32, m32, np.ones(3), np.ones(3), 0.1, 4)
+
+
+def test_fewer_tiles_than_threads_run_side_by_side(monkeypatch):
+    """Three tiles on a pool of sixteen threads: each tile on a thread of its own at the
+    same time (a machine with many cores must not run a layer's few tiles one by one on
+    the calling thread), and the calling thread's BLAS setting given back."""
+    import threading
+
+    monkeypatch.delenv("VTL_NUM_THREADS", raising=False)
+    monkeypatch.setattr(nc, "usable_cpus", lambda: 16)
+    meet = threading.Barrier(3, timeout=20)
+    seen = []
+
+    def tile(i, j):
+        assert j == i + 1
+        seen.append((i, threading.get_ident()))
+        meet.wait()  # broken (an error) unless three tiles run at once
+
+    npconv._pool_run(tile, 3, 16)
+    assert sorted(i for i, _ in seen) == [0, 1, 2]
+    assert len({t for _, t in seen}) == 3
+    ran = []
+    npconv._pool_run(lambda i, j: ran.append((i, j, threading.get_ident())), 1, 16)
+    assert ran == [(0, 1, threading.get_ident())]  # one tile: on the calling thread

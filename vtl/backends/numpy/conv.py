@@ -509,14 +509,13 @@ def _blas_threads_local() -> Any:
 def _pool_run(fn: Callable[[int, int], None], n: int, threads: int) -> None:
     """``fn(t, t + 1)`` for each tile ``t`` of ``[0, n)``: on the calling thread, or with
     several threads each taking the next tile not yet taken (a thread that the OS holds
-    back leaves its tiles to the others); with :data:`ONE_BLAS_THREAD` each thread asks
-    the BLAS for one thread while it works (the calling thread gives its setting back when
-    all are done), and fewer tiles than threads run one after the other on the calling
-    thread (each product then on all of the BLAS's threads). Every tile is computed the
+    back leaves its tiles to the others), at most one thread per tile; with
+    :data:`ONE_BLAS_THREAD` each thread asks the BLAS for one thread while it works (the
+    calling thread gives its setting back when all are done). Every tile is computed the
     same way on any number of threads."""
     local = _blas_threads_local() if ONE_BLAS_THREAD else None
-    if threads <= 1 or n <= 1 or local is not None and n < threads:
-        # fewer tiles than threads: one after the other, each product on all BLAS threads
+    threads = min(threads, n)
+    if threads <= 1:
         fn(0, n)
         return
     ticket = itertools.count()
