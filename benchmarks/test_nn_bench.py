@@ -1,5 +1,6 @@
 """nn layer benchmarks: Conv2d forward + backward on a [64, 3, 32, 32] input
-with 64 filters 3x3 (padding 1), and LSTM steps (one LSTMCell step and a
+with 64 filters 3x3 (padding 1) and on ResNet-style 3x3 layers (64 channels at 32x32,
+256 at 8x8; on wgpu by implicit GEMM and by im2col), and LSTM steps (one LSTMCell step and a
 16-step LSTM sequence, batch 64, 128 -> 256), forward + backward.
 
 References: PyTorch on the CPU for the numpy backend, PyTorch on CUDA (TF32
@@ -63,6 +64,56 @@ def test_conv2d_forward_backward(benchmark, backend, impl):
 
     run()  # kernel compilation and caches outside the timing
     benchmark(run)
+
+
+#: ResNet-style 3x3 layers (channels, image size): CIFAR ResNets' widest early layer and a
+#: late one (#25's kernel-level aim)
+RESNET_LAYERS = [(64, 32), (256, 8)]
+#: vtl's wgpu convolution by its implicit-GEMM kernels (default) and by im2col
+_WGPU_PATHS = [pytest.param(*c.values, p, id=f"{c.id}-{p}" if p else c.id) for c in CASES
+               for p in (("implicit", "im2col") if tuple(c.values) == ("wgpu", "vtl") else ("",))]
+
+
+@pytest.mark.parametrize(("channels", "size"), RESNET_LAYERS)
+@pytest.mark.parametrize(("backend", "impl", "path"), _WGPU_PATHS)
+def test_conv2d_resnet_layer(benchmark, backend, impl, path, channels, size):
+    """A ResNet 3x3 layer (stride 1, padding 1, no bias) forward + backward, input and weight
+    gradients; on wgpu both convolution paths."""
+    from vtl.backends.wgpu.conv import WgpuConv2d
+
+    benchmark.group = f"conv2d-{BATCH}x{channels}x{size}x{size}-{channels}f3x3-fwd-bwd-{backend}"
+    rng = np.random.default_rng(0)
+    xs = rng.standard_normal((BATCH, channels, size, size)).astype(np.float32)
+    if impl == "vtl":
+        vtl.random.manual_seed(0)
+        m = nn.Conv2d(channels, channels, 3, padding=1, bias=False).to(backend)
+        x = vtl.asarray(xs, backend=backend, requires_grad=True)
+        saved = WgpuConv2d.implicit
+        WgpuConv2d.implicit = path != "im2col"
+
+        def run():
+            m.zero_grad()
+            x.grad = None
+            vtl.sum(m(x)).backward()
+            synchronize(backend)
+
+    else:
+        torch, dev = _torch_device(backend, impl)
+        tm = torch.nn.Conv2d(channels, channels, 3, padding=1, bias=False).to(dev)
+        tx = torch.tensor(xs, device=dev, requires_grad=True)
+
+        def run():
+            tm.zero_grad()
+            tx.grad = None
+            tm(tx).sum().backward()
+            _torch_sync(torch, dev)
+
+    try:
+        run()  # kernel compilation and caches outside the timing
+        benchmark(run)
+    finally:
+        if impl == "vtl":
+            WgpuConv2d.implicit = saved
 
 
 @pytest.mark.parametrize(("backend", "impl"), CASES)

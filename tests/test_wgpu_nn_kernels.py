@@ -383,18 +383,39 @@ def _conv_case(be, xs, ws, bs, **kw):
 ])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("bias", [True, False])
-def test_conv2d_kernel_matches_numpy_backend(wgpu, monkeypatch, shape, wshape, kw, dtype, bias):
+@pytest.mark.parametrize("implicit", [True, False])
+def test_conv2d_kernel_matches_numpy_backend(wgpu, monkeypatch, shape, wshape, kw, dtype, bias,
+                                             implicit):
+    """The implicit-GEMM kernels and the im2col path: values and every gradient equal the
+    numpy backend's."""
     rng = np.random.default_rng(sum(shape))
     xs = rng.standard_normal(shape).astype(dtype)
     ws = rng.standard_normal(wshape).astype(dtype)
     bs = rng.standard_normal(wshape[0]).astype(dtype) if bias else None
     want = _conv_case("numpy", xs, ws, bs, **kw)
+    _conv_mode(monkeypatch, implicit)
     names = _dispatched(monkeypatch)
     got = _conv_case("wgpu", xs, ws, bs, **kw)
-    assert "conv_im2col" in names and "conv_col2im" in names
+    _assert_conv_kernels(names, implicit)
     tol = 1e-5 if dtype == "float32" else 1e-12
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
+
+
+def _conv_mode(monkeypatch, implicit: bool) -> None:
+    from vtl.backends.wgpu.conv import WgpuConv2d
+
+    monkeypatch.setattr(WgpuConv2d, "implicit", implicit)
+
+
+def _assert_conv_kernels(names: list[str], implicit: bool) -> None:
+    """The forward and both gradients ran the implicit-GEMM kernels (no patch matrix), or
+    the im2col path's."""
+    if implicit:
+        assert {"conv_fwd", "conv_dgrad", "conv_wgrad"} <= set(names)
+        assert "conv_im2col" not in names and "conv_col2im" not in names
+    else:
+        assert "conv_im2col" in names and "conv_col2im" in names and "conv_fwd" not in names
 
 
 def _skip_without(dt) -> None:
@@ -409,7 +430,8 @@ def _skip_without(dt) -> None:
     ((3, 2, 9, 8), (5, 2, 3, 3), {"stride": 2}),
 ])
 @pytest.mark.parametrize("name", ["float16", "bfloat16"])
-def test_conv2d_kernel_16bit(wgpu, monkeypatch, shape, wshape, kw, name):
+@pytest.mark.parametrize("implicit", [True, False])
+def test_conv2d_kernel_16bit(wgpu, monkeypatch, shape, wshape, kw, name, implicit):
     """float16/bfloat16 convolutions take the kernel (products and tap sums accumulated in
     float32, rounded once): close to the float32 convolution of the same rounded values."""
     import ml_dtypes
@@ -420,9 +442,10 @@ def test_conv2d_kernel_16bit(wgpu, monkeypatch, shape, wshape, kw, name):
     rnd = (lambda a: a.astype(dt).astype(np.float32))
     xs, ws, bs = (rnd(rng.standard_normal(sh)) for sh in (shape, wshape, wshape[:1]))
     want = _conv_case("numpy", xs, ws, bs, **kw)
+    _conv_mode(monkeypatch, implicit)
     names = _dispatched(monkeypatch)
     got = _conv_case("wgpu", xs.astype(dt), ws.astype(dt), bs.astype(dt), **kw)
-    assert "conv_im2col" in names and "conv_col2im" in names
+    _assert_conv_kernels(names, implicit)
     eps = float(np.finfo(dt).eps)
     for g, w in zip(got, want, strict=True):
         assert g.dtype == dt
@@ -466,8 +489,12 @@ def test_scatter_add_16bit_on_the_device(wgpu, monkeypatch, name):
 @given(st.data())
 def test_conv2d_kernel_random_geometry_and_layouts(wgpu, data):
     """Random sizes, strides, paddings and dilations, channels-last input views and a
-    non-contiguous output gradient: values and gradients equal the numpy backend's."""
+    non-contiguous output gradient, by the implicit-GEMM kernels or the im2col path:
+    values and gradients equal the numpy backend's."""
+    from vtl.backends.wgpu.conv import WgpuConv2d
+
     d = data.draw
+    implicit = d(st.booleans())
     kh, kw = d(st.integers(1, 4)), d(st.integers(1, 4))
     dil = (d(st.integers(1, 2)), d(st.integers(1, 2)))
     h = d(st.integers((kh - 1) * dil[0] + 1, 9))
@@ -485,10 +512,14 @@ def test_conv2d_kernel_random_geometry_and_layouts(wgpu, data):
         x.requires_grad_()
         wt = vtl.asarray(ws, backend=be, requires_grad=True)
         b = None if bs is None else vtl.asarray(bs, backend=be, requires_grad=True)
-        y = F.conv2d(x, wt, b, **kw_args)
-        gy = vtl.permute_dims(vtl.asarray(np.cos(np.arange(y.size)).reshape(
-            y.shape[0], y.shape[2], y.shape[3], y.shape[1]), backend=be), (0, 3, 1, 2))
-        y.backward(gy)
+        saved, WgpuConv2d.implicit = WgpuConv2d.implicit, implicit
+        try:
+            y = F.conv2d(x, wt, b, **kw_args)
+            gy = vtl.permute_dims(vtl.asarray(np.cos(np.arange(y.size)).reshape(
+                y.shape[0], y.shape[2], y.shape[3], y.shape[1]), backend=be), (0, 3, 1, 2))
+            y.backward(gy)
+        finally:
+            WgpuConv2d.implicit = saved
         res.append([t.to("numpy").numpy() for t in (y, x.grad, wt.grad)
                     + (() if b is None else (b.grad,))])
     for g, want in zip(*res[::-1], strict=True):
@@ -503,7 +534,7 @@ def test_conv2d_kernel_leaves_grouped_convolutions_to_the_portable_path(wgpu, mo
     want = _conv_case("numpy", xs, ws, bs, groups=2, padding=1)
     names = _dispatched(monkeypatch)
     got = _conv_case("wgpu", xs, ws, bs, groups=2, padding=1)
-    assert "conv_im2col" not in names
+    assert "conv_im2col" not in names and "conv_fwd" not in names
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
 
@@ -518,17 +549,58 @@ def test_conv2d_kernel_declines_arrays_past_one_binding(wgpu, monkeypatch):
     kern = _conv.WgpuConv2d()
     geo = ((1, 1), (1, 1, 1, 1), (1, 1), 1)
     assert kern.forward(x, w, None, *geo) is not None
-    monkeypatch.setattr(_runtime.get(), "max_binding", 4096)  # the patches take 13.8 KB
+    rt = _runtime.get()
+    # im2col: the patches take 13.8 KB; implicit GEMM binds the input, weight and output
+    # (2 KB) alone, so it declines only below that
+    monkeypatch.setattr(rt, "max_binding", 4096)
+    out, ctx = kern.forward(x, w, None, *geo)
+    assert isinstance(ctx, _conv._Saved) and ctx.x is x
+    monkeypatch.setattr(kern, "implicit", False)
+    assert kern.forward(x, w, None, *geo) is None
+    monkeypatch.setattr(kern, "implicit", True)
+    monkeypatch.setattr(rt, "max_binding", 1024)
     assert kern.forward(x, w, None, *geo) is None
     assert kern.forward(x, w, None, *geo[:3], 3) is None  # groups
 
 
-#: dispatches of one CIFAR CNN training step: 3 x (im2col, linear, NCHW copy, relu, pool),
-#: 2 linear + relu, loss | the loss gradient (2), 2 linear gradients (2 each) and a relu
-#: gradient, then 3 x (pool grad, relu grad, NCHW copy, weight+bias product, patch product,
-#: col2im), the first layer without the last two | 10 Adam; and at batch 4 the weight
-#: gradients of the first two layers are deep enough to be split (two sums each, ``_nn``)
-CNN_STEP_DISPATCHES = 56
+def test_conv2d_implicit_backward_declined_after_an_implicit_forward(wgpu, monkeypatch):
+    """When the implicit-GEMM backward declines (e.g. a buffer past one binding) after an
+    implicit forward, the patches are formed from the kept input and the im2col backward
+    gives the same gradients; with only the input gradient asked for (no context kept)
+    the implicit kernel runs alone."""
+    from vtl.backends.wgpu import conv as _conv
+
+    xp = wgpu.xp
+    rng = np.random.default_rng(3)
+    xs = rng.standard_normal((3, 4, 9, 7))
+    ws = rng.standard_normal((5, 4, 3, 2))
+    x, w = xp.asarray(xs), xp.asarray(ws)
+    geo = ((2, 1), (1, 2, 1, 0), (1, 2), 1)
+    kern = _conv.WgpuConv2d()
+    out, ctx = kern.forward(x, w, None, *geo)
+    assert out.shape == (3, 5, 5, 6) and isinstance(ctx, _conv._Saved)
+    gy = xp.asarray(rng.standard_normal(out.shape))
+    want = kern.backward(ctx, xs.shape, w, gy, *geo, True, True, True)
+    monkeypatch.setattr(_conv, "_implicit_backward", lambda *a: None)
+    names = _dispatched(monkeypatch)
+    got = kern.backward(ctx, xs.shape, w, gy, *geo, True, True, True)
+    assert "conv_im2col" in names and "conv_col2im" in names
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12, atol=1e-12)
+    monkeypatch.undo()
+    names = _dispatched(monkeypatch)
+    dx, dw, db = kern.backward(None, xs.shape, w, gy, *geo, True, False, False)
+    assert names == ["conv_dgrad"] and dw is None and db is None
+    np.testing.assert_allclose(np.asarray(dx), np.asarray(want[0]), rtol=1e-12, atol=1e-12)
+
+
+#: dispatches of one CIFAR CNN training step (implicit-GEMM convolutions; 46 with im2col):
+#: 3 x (convolution with its bias, relu, pool), 2 linear + relu, loss | the loss
+#: gradient (2), 2 linear gradients (2 each) and a relu gradient, then 3 x (pool grad, relu
+#: grad, weight+bias product, input-gradient product), the first layer without the last |
+#: Adam (3 grouped dispatches); and at batch 4 the weight gradients of the first two linear
+#: layers are deep enough to be split (two sums each, ``_nn``)
+CNN_STEP_DISPATCHES = 38
 
 
 def test_cnn_training_step_dispatch_budget_without_atomics(wgpu, monkeypatch):
@@ -540,7 +612,8 @@ def test_cnn_training_step_dispatch_budget_without_atomics(wgpu, monkeypatch):
     loss, n, submits = _counts(step)
     assert n <= CNN_STEP_DISPATCHES, f"{n} dispatches per step (budget {CNN_STEP_DISPATCHES})"
     assert submits == 0
-    assert "scatter_add" not in names and names.count("conv_col2im") == 2
+    assert "scatter_add" not in names and names.count("conv_dgrad") == 2
+    assert "conv_im2col" not in names
     assert math.isfinite(float(loss))
 
 

@@ -244,20 +244,22 @@ def _layout(sig: tuple) -> tuple:
     return lay
 
 
-def kernel(name: str, sig: str, dtypes: tuple, **subs) -> Kernel:
+def kernel(name: str, sig: str, dtypes: tuple, *, label: str | None = None,
+           **subs) -> Kernel:
     """The compiled kernel for template ``name`` with bindings ``sig`` ('r'/'w' each).
 
     ``dtypes`` are the dtypes whose helpers the kernel uses; ``subs`` fill the
-    template's ``{{KEY}}`` placeholders.
+    template's ``{{KEY}}`` placeholders. ``label``: the kernel's name in dispatch logs and
+    profiles (default ``name``), for a template that serves several operations.
     """
-    key = (name, sig, dtypes, tuple(sorted(subs.items())))
+    key = (name, sig, dtypes, tuple(sorted(subs.items())), label)
     k = _pipelines.get(key)
     if k is None:
-        k = _compile(key, name, sig, dtypes, subs)
+        k = _compile(key, name, sig, dtypes, subs, label or name)
     return k
 
 
-def _compile(key, name, sig, dtypes, subs) -> Kernel:
+def _compile(key, name, sig, dtypes, subs, label) -> Kernel:
     rt = _runtime.get()
     code = render(name, dtypes, subs)
     t0 = time.perf_counter()
@@ -265,7 +267,7 @@ def _compile(key, name, sig, dtypes, subs) -> Kernel:
         module = rt.device.create_shader_module(code=code, label=name)
         bgl, pl, _ = _layout(tuple(sig))
         pipe = rt.device.create_compute_pipeline(
-            layout=pl, compute={"module": module, "entry_point": "main"}, label=name
+            layout=pl, compute={"module": module, "entry_point": "main"}, label=label
         )
     except Exception as exc:
         if os.environ.get("VTL_WGPU_DEBUG"):
@@ -273,10 +275,10 @@ def _compile(key, name, sig, dtypes, subs) -> Kernel:
         raise RuntimeError(
             f"wgpu: compiling kernel {name} {dict(subs)} failed: {exc}"
         ) from None
-    st = compile_stats.setdefault(name, [0, 0.0])
+    st = compile_stats.setdefault(label, [0, 0.0])
     st[0] += 1
     st[1] += time.perf_counter() - t0
-    k = _pipelines[key] = Kernel(pipe, _layout(tuple(sig)), name)
+    k = _pipelines[key] = Kernel(pipe, _layout(tuple(sig)), label)
     return k
 
 

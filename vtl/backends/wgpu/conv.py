@@ -1,30 +1,80 @@
 """``kernel("conv2d")`` of the wgpu backend (the contract is ``Conv2dKernel`` in
 ``vtl.backends.kernels``).
 
-The patches of all images form one ``(N*HO*WO, C*kh*kw)`` matrix written by one kernel
-(``wgsl/nn/conv_im2col.wgsl``), so the convolution is one batched product over the images
-that writes NCHW directly (``images_product``; its epilogue adds the bias). Backward: the output
-gradient in ``(N*HO*WO, O)`` order (one copy), the weight gradient and the bias gradient in
-one product (``linear_grad_weight``), the patch gradient in another, and one kernel
-(``wgsl/nn/conv_col2im.wgsl``) that sums each input pixel's taps: a gather, no atomics.
+Implicit GEMM (:attr:`WgpuConv2d.implicit`, the default): the forward and both gradients
+are the matmul kernels (``wgsl/linalg/matmul*.wgsl``) with loaders that gather their
+operands from the input, the weight and the output gradient where they lie
+(``wgsl/nn/conv_load_*.wgsl``), so no patch matrix is ever in memory and the backward keeps
+only the input. One dispatch forward, one per image batch for the input gradient and one
+(plus the sum of its depth slices) for the weight and bias gradients; any strides of the
+input and the output gradient (NCHW, channels-last, views) are read in place.
+
+im2col (``implicit = False``, kept as the reference the implicit kernels are tested
+against): the patches of all images form one ``(N*HO*WO, C*kh*kw)`` matrix written by one
+kernel (``wgsl/nn/conv_im2col.wgsl``), so the convolution is one batched product over the
+images that writes NCHW directly (``images_product``; its epilogue adds the bias).
+Backward: the output gradient in ``(N*HO*WO, O)`` order (one copy), the weight gradient
+and the bias gradient in one product (``linear_grad_weight``), the patch gradient in
+another, and one kernel (``wgsl/nn/conv_col2im.wgsl``) that sums each input pixel's taps:
+a gather, no atomics.
+
 Grouped convolutions take the portable path. float16/bfloat16 products and tap sums
 accumulate in float32 and round once.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from .._common.conv import out_size
 from . import _dtypes as D
-from . import _kernels, _runtime
-from ._array import WgpuArray, contiguous, empty
-from ._linalg import matmul2d
+from . import _kernels, _reduction, _runtime
+from ._array import WgpuArray, astype_raw, contiguous, empty
+from ._linalg import PLAIN, big_tiles, matmul2d, matmul_kernel, split_depth, tiles
 from ._manipulation import permute_dims, reshape
 from ._recorder import REC, groups_for
-from .nn import PRODUCT_FLOATS, images_product, linear, linear_grad_weight
+from .nn import (
+    _ROW_BIAS,
+    _ROWSUM,
+    PRODUCT_FLOATS,
+    images_product,
+    linear,
+    linear_grad_weight,
+)
 
 _FLOATS = PRODUCT_FLOATS
+
+#: the most workgroups along one axis of a dispatch (WebGPU's default limit)
+_MAX_GROUPS = 65535
+
+
+class _Saved(NamedTuple):
+    """What the implicit-GEMM forward keeps for the backward: its input."""
+
+    x: Any
+
+
+def _conv_kernel(op: str, dt: Any, layout: tuple[bool, bool], sig: str = "rrw",
+                 epi: dict = PLAIN, out: Any = None, big: bool = False) -> Any:
+    """The matmul kernel with the implicit-GEMM loads of ``op`` (``fwd``, ``dgrad`` or
+    ``wgrad``; ``wgsl/nn/conv_load_<op>.wgsl`` after the geometry helpers), named
+    ``conv_<op>`` in dispatch logs."""
+    return matmul_kernel(dt, layout, sig, epi, out, big, load=("conv_taps", f"conv_load_{op}"),
+                         label=f"conv_{op}")
+
+
+def _pairs(kh: int, kw: int, stride: tuple, dilation: tuple, padding: tuple
+           ) -> list[int] | None:
+    """The 16-bit pairs of conv_taps.wgsl (words 18..21), ``None`` where one does not fit."""
+    pairs = ((kh, kw), stride, dilation, (padding[0], padding[2]))
+    if any(not 0 <= v < 1 << 16 for pair in pairs for v in pair):
+        return None
+    return [lo | hi << 16 for lo, hi in pairs]
+
+
+def _bindable(*sizes: int) -> bool:
+    """Whether buffers of ``sizes`` bytes can each be bound whole."""
+    return max(sizes) <= _runtime.get().max_binding
 
 
 def _words(total: int, k: int, x_shape: tuple[int, ...], geom: tuple, offset: int) -> list:
@@ -33,9 +83,26 @@ def _words(total: int, k: int, x_shape: tuple[int, ...], geom: tuple, offset: in
     return [total, k, c, h, w, kh, kw, ho, wo, sh, sw, pt, pl, dh, dw, offset]
 
 
+def _im2col(x: WgpuArray, geom: tuple) -> WgpuArray:
+    """The ``(N*HO*WO, C*kh*kw)`` patch matrix of ``x`` by one dispatch (``geom``: stride,
+    padding, dilation, kh, kw, HO, WO)."""
+    kh, kw, ho, wo = geom[3:]
+    x = contiguous(x)
+    n, c = x.shape[:2]
+    m, k = n * ho * wo, c * kh * kw
+    col = empty((m, k), x.dtype)
+    kern = _kernels.kernel("conv_im2col", "rw", (x.dtype,), T=D.wgsl(x.dtype))
+    REC.dispatch(kern, (x._st.buf, col._st.buf), _words(m * k, k, x.shape, geom, x._offset),
+                 groups_for(m * k))
+    return col
+
+
 class WgpuConv2d:
-    """conv2d without groups as one patch kernel and products (float32, float64, float16,
-    bfloat16)."""
+    """conv2d without groups as implicit-GEMM products, or one patch kernel and products
+    (float32, float64, float16, bfloat16)."""
+
+    #: ``True``: the implicit-GEMM kernels; ``False``: im2col and products (the reference)
+    implicit = True
 
     def supports(self, dtype: Any) -> bool:
         return dtype in _FLOATS
@@ -51,15 +118,14 @@ class WgpuConv2d:
         ho = out_size(h, kh, stride[0], padding[0], padding[1], dilation[0])
         wo = out_size(wd, kw, stride[1], padding[2], padding[3], dilation[1])
         k, m = c * kh * kw, n * ho * wo
+        if self.implicit and min(k, m, o) > 0:
+            res = _implicit_forward(x, w, b, stride, padding, dilation, ho, wo)
+            if res is not None:
+                return res
         big = max(m * max(k, o), x.size) * D.itemsize(x.dtype) > _runtime.get().max_binding
         if big or min(k, m, o) <= 0:
             return None  # the kernels bind whole buffers (one binding's limit)
-        x = contiguous(x)
-        col = empty((m, k), x.dtype)
-        kern = _kernels.kernel("conv_im2col", "rw", (x.dtype,), T=D.wgsl(x.dtype))
-        geom = (stride, padding, dilation, kh, kw, ho, wo)
-        REC.dispatch(kern, (x._st.buf, col._st.buf),
-                     _words(m * k, k, x.shape, geom, x._offset), groups_for(m * k))
+        col = _im2col(x, (stride, padding, dilation, kh, kw, ho, wo))
         w2 = reshape(contiguous(w), (o, k))
         out = images_product(w2, col, b, n)  # (N, O, HO*WO): NCHW, bias added
         if out is None:
@@ -69,7 +135,7 @@ class WgpuConv2d:
             out = contiguous(permute_dims(reshape(y, (n, ho * wo, o)), (0, 2, 1)))
         return reshape(out, (n, o, ho, wo)), col
 
-    def backward(self, col: Any, x_shape: tuple[int, ...], w: Any, g: Any,
+    def backward(self, ctx: Any, x_shape: tuple[int, ...], w: Any, g: Any,
                  stride: tuple[int, int], padding: tuple[int, int, int, int],
                  dilation: tuple[int, int], groups: int, need_x: bool, need_w: bool,
                  need_b: bool) -> tuple[Any, Any, Any]:
@@ -77,6 +143,14 @@ class WgpuConv2d:
         o, c, kh, kw = w.shape
         ho, wo = g.shape[2:]
         k, m = c * kh * kw, n * ho * wo
+        col = ctx
+        if isinstance(ctx, _Saved) or ctx is None and self.implicit:
+            res = _implicit_backward(None if ctx is None else ctx.x, x_shape, w, g, stride,
+                                     padding, dilation, need_x, need_w, need_b)
+            if res is not None:
+                return res
+            if ctx is not None:  # declined after an implicit forward: the patches now
+                col = _im2col(ctx.x, (stride, padding, dilation, kh, kw, ho, wo))
         gm = reshape(contiguous(permute_dims(g, (0, 2, 3, 1))), (m, o))
         dx = dw = db = None
         if need_w or need_b:
@@ -92,3 +166,101 @@ class WgpuConv2d:
             REC.dispatch(kern, (dcol._st.buf, dx._st.buf),
                          _words(dx.size, k, x_shape, geom, dcol._offset), groups_for(dx.size))
         return dx, dw, db
+
+
+def _implicit_forward(x: WgpuArray, w: WgpuArray, b: Any, stride: tuple, padding: tuple,
+                      dilation: tuple, ho: int, wo: int) -> tuple[Any, _Saved] | None:
+    """The forward by one implicit-GEMM dispatch (a batch entry per image, written in NCHW
+    order with the bias added); ``None`` where it does not apply."""
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    pairs = _pairs(kh, kw, stride, dilation, padding)
+    dt = x.dtype
+    if b is not None and (type(b) is not WgpuArray or b.dtype != dt or b.shape != (o,)):
+        return None
+    k, p = c * kh * kw, ho * wo
+    w2 = contiguous(w)
+    if pairs is None or w2.dtype != dt or n > _MAX_GROUPS or not _bindable(
+            x._st.buf.cap, w2._st.buf.cap, n * o * p * D.itemsize(dt)):
+        return None
+    big = big_tiles(dt, o, p, n)
+    gx, gy = tiles(o, p, big)
+    if max(gx, gy) > _MAX_GROUPS:
+        return None
+    out = empty((n, o, ho, wo), dt)
+    sxn, sxc, sxh, sxw = x._strides
+    words = [o, p, k, w2._offset, x._offset, 0, 0, k, 1, sxn, 0, 0, 0, 0,
+             h, wd, ho, wo, *pairs, sxc, sxh, sxw]
+    bufs = (w2._st.buf, x._st.buf, out._st.buf)
+    if b is None:
+        kern = _conv_kernel("fwd", dt, (False, False), big=big)
+    else:
+        kern = _conv_kernel("fwd", dt, (False, False), "rrwr", _ROW_BIAS, big=big)
+        bufs += (b._st.buf,)
+        words[12:14] = [b._offset, b._strides[0]]
+    REC.dispatch(kern, bufs, words, gx, gy, n)
+    return out, _Saved(x)
+
+
+def _implicit_backward(x: Any, x_shape: tuple[int, ...], w: WgpuArray, g: WgpuArray,
+                       stride: tuple, padding: tuple, dilation: tuple, need_x: bool,
+                       need_w: bool, need_b: bool) -> tuple[Any, Any, Any] | None:
+    """``(dx, dw, db)`` by implicit-GEMM dispatches: the input gradient a batch entry per
+    image, the weight gradient (with the bias gradient as the row sums of its first
+    operand) in slices of its depth, summed after; ``None`` where they do not apply."""
+    n, c, h, wd = x_shape
+    o, _, kh, kw = w.shape
+    ho, wo = g.shape[2:]
+    dt = g.dtype
+    pairs = _pairs(kh, kw, stride, dilation, padding)
+    if type(g) is not WgpuArray or g.ndim != 4 or pairs is None or n > _MAX_GROUPS:
+        return None
+    khw = kh * kw
+    size = D.itemsize(dt)
+    sgn, sgc, sgh, sgw = g._strides
+    w2 = contiguous(w) if need_x else w
+    want_w = need_w and x is not None
+    if need_x and not _bindable(w2._st.buf.cap, g._st.buf.cap, n * c * h * wd * size):
+        return None
+    gx_x, gy_x = tiles(c, h * wd, big_tiles(dt, c, h * wd, n))
+    gx_w, gy_w = tiles(o, c * khw, False)
+    if max(gx_x, gy_x, gx_w, gy_w) > _MAX_GROUPS:
+        return None
+    depth = total = n * ho * wo
+    if want_w:
+        depth = split_depth(gx_w * gy_w, total) or total
+        pdt = D.compute_dtype(dt)
+        parts = -(-total // depth)
+        if x.dtype != dt or parts > _MAX_GROUPS or not _bindable(
+                x._st.buf.cap, g._st.buf.cap, parts * o * c * khw * D.itemsize(pdt)):
+            return None
+    dx = dw = db = None
+    if need_x:
+        big = big_tiles(dt, c, h * wd, n)
+        dx = empty(tuple(x_shape), dt)
+        words = [c, h * wd, o * khw, w2._offset, g._offset, 0, 0, khw, c * khw, sgn, 0, 0,
+                 0, 0, h, wd, ho, wo, *pairs, sgc, sgh, sgw]
+        REC.dispatch(_conv_kernel("dgrad", dt, (False, False), big=big),
+                     (w2._st.buf, g._st.buf, dx._st.buf), words, gx_x, gy_x, n)
+    if want_w:
+        acc = empty((parts, o, c * khw), pdt)
+        sxn, sxc, sxh, sxw = x._strides
+        words = [o, c * khw, depth, 0, 0, 0, depth, total, 0, depth, 0, 0, 0, 0,
+                 h, wd, ho, wo, *pairs, sxc, sxh, sxw, sxn, x._offset,
+                 sgn, sgc, sgh, sgw, g._offset]
+        bufs = (g._st.buf, x._st.buf, acc._st.buf)
+        if need_b:
+            rs = empty((parts, o), pdt)
+            kern = _conv_kernel("wgrad", dt, (False, True), "rrww", _ROWSUM, out=pdt)
+            bufs += (rs._st.buf,)
+        else:
+            kern = _conv_kernel("wgrad", dt, (False, True), out=pdt)
+        REC.dispatch(kern, bufs, words, gx_w, gy_w, parts)
+        dw = acc if parts == 1 else _reduction.sum(acc, axis=0, dtype=pdt)
+        dw = reshape(dw if pdt == dt else astype_raw(dw, dt), (o, c, kh, kw))
+        if need_b:
+            db = rs if parts == 1 else _reduction.sum(rs, axis=0, dtype=pdt)
+            db = reshape(db if pdt == dt else astype_raw(db, dt), (o,))
+    elif need_b:
+        db = _reduction.sum(g, axis=(0, 2, 3))
+    return dx, dw if need_w else None, db
