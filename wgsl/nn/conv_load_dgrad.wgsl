@@ -7,18 +7,16 @@
 // words 22..24; the geometry is conv_taps.wgsl's.
 fn load_a(base: i32, sm: i32, sk: i32, M: u32, K: u32, m: u32, k: u32) -> {{C}} {
   if (m >= M || k >= K) { return {{C}}(0); }
-  let khw = lo16(18u) * hi16(18u);
-  let o = k / khw;
-  return {{C}}(A[u32(base + i32(m) * sm + i32(o) * sk + i32(k - o * khw))]);
+  let o = k / KHW;
+  return {{C}}(A[u32(base + i32(m) * sm + i32(o) * sk + i32(k - o * KHW))]);
 }
 
 fn load_b(base: i32, sk: i32, sn: i32, N: u32, K: u32, k: u32, n: u32) -> {{C}} {
   if (n >= N || k >= K) { return {{C}}(0); }
-  let khw = lo16(18u) * hi16(18u);
-  let o = k / khw;
-  let r = k - o * khw;
-  let i = r / hi16(18u);
-  let j = r - i * hi16(18u);
+  let o = k / KHW;
+  let r = k - o * KHW;
+  let i = r / KW;
+  let j = r - i * KW;
   let ih = n / pw(15u);
   let iw = n - ih * pw(15u);
   // oh * sh = ih + pt - i * dh, likewise for the columns

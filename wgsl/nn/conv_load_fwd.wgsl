@@ -10,10 +10,9 @@ fn load_a(base: i32, sm: i32, sk: i32, M: u32, K: u32, m: u32, k: u32) -> {{C}} 
 
 fn load_b(base: i32, sk: i32, sn: i32, N: u32, K: u32, k: u32, n: u32) -> {{C}} {
   if (n >= N || k >= K) { return {{C}}(0); }
-  let khw = lo16(18u) * hi16(18u);
-  let c = k / khw;
+  let c = k / KHW;
   let oh = n / pw(17u);
-  let p = tap_in(k - c * khw, oh, n - oh * pw(17u));
+  let p = tap_in(k - c * KHW, oh, n - oh * pw(17u));
   if (!in_image(p)) { return {{C}}(0); }
   return {{C}}(B[u32(base + i32(c) * pi(22u) + p.x * pi(23u) + p.y * pi(24u))]);
 }

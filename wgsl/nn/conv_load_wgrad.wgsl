@@ -4,15 +4,18 @@
 // the matmul kernel, summed after: a load's k is its slice's, and ``base`` (words 3/4 +
 // entry * words 6/9) the slice's first k; word 7 is the whole depth. The input's strides
 // are at words 22..24 (channel, row, column) and 25 (image), its offset at 26; the output
-// gradient's at 27 (image), 28 (channel), 29 (row), 30 (column) and 31 (offset).
+// gradient's at 27 (image), 28 (channel), 29 (row), 30 (column) and 31 (offset). The
+// output's size is compiled in (its divisions, done for every load, become
+// multiplications).
+const WO = {{WO}}u;
+const HWO = {{HO}}u * WO;
 fn load_a(base: i32, sm: i32, sk: i32, M: u32, K: u32, m: u32, k: u32) -> {{C}} {
   let kg = u32(base) + k;
   if (m >= M || k >= K || kg >= pw(7u)) { return {{C}}(0); }
-  let hw = pw(16u) * pw(17u);
-  let img = kg / hw;
-  let p = kg - img * hw;
-  let oh = p / pw(17u);
-  let ow = p - oh * pw(17u);
+  let img = kg / HWO;
+  let p = kg - img * HWO;
+  let oh = p / WO;
+  let ow = p - oh * WO;
   return {{C}}(A[u32(pi(31u) + i32(img) * pi(27u) + i32(m) * pi(28u) + i32(oh) * pi(29u)
                      + i32(ow) * pi(30u))]);
 }
@@ -20,13 +23,11 @@ fn load_a(base: i32, sm: i32, sk: i32, M: u32, K: u32, m: u32, k: u32) -> {{C}} 
 fn load_b(base: i32, sk: i32, sn: i32, N: u32, K: u32, k: u32, n: u32) -> {{C}} {
   let kg = u32(base) + k;
   if (n >= N || k >= K || kg >= pw(7u)) { return {{C}}(0); }
-  let hw = pw(16u) * pw(17u);
-  let img = kg / hw;
-  let p = kg - img * hw;
-  let oh = p / pw(17u);
-  let khw = lo16(18u) * hi16(18u);
-  let c = n / khw;
-  let q = tap_in(n - c * khw, oh, p - oh * pw(17u));
+  let img = kg / HWO;
+  let p = kg - img * HWO;
+  let oh = p / WO;
+  let c = n / KHW;
+  let q = tap_in(n - c * KHW, oh, p - oh * WO);
   if (!in_image(q)) { return {{C}}(0); }
   return {{C}}(B[u32(pi(26u) + i32(img) * pi(25u) + i32(c) * pi(22u) + q.x * pi(23u)
                      + q.y * pi(24u))]);

@@ -81,8 +81,8 @@ def big_tiles(dt, M: int, N: int, batch: int = 1) -> bool:
 
 def matmul_kernel(dt, layout: tuple[bool, bool], sig: str = "rrw",
                   epi: dict = PLAIN, out=None, big: bool = False,
-                  load: tuple[str, ...] = ("matmul_load",), label: str | None = None
-                  ) -> _kernels.Kernel:
+                  load: tuple[str, ...] = ("matmul_load",), label: str | None = None,
+                  consts: tuple[tuple[str, int], ...] = ()) -> _kernels.Kernel:
     """The matmul kernel of ``dt`` for operands laid out as ``layout`` (``cols_contiguous``)
     with the epilogue ``epi`` and the bindings ``sig``: ``'rrw'`` for the plain product, one
     more binding for an epilogue of ``_nn`` (each has its own ``sig``). ``out``: the
@@ -90,9 +90,10 @@ def matmul_kernel(dt, layout: tuple[bool, bool], sig: str = "rrw",
     products that are summed before they are rounded). ``big``: the 128x128-tile kernel
     (its grid is ``tiles(.., big=True)``), for the plain and the bias epilogues. ``load``:
     the WGSL sources of the operands' ``load_a``/``load_b`` (the implicit-GEMM convolution
-    gathers its operands with its own), ``label`` the kernel's name in dispatch logs."""
+    gathers its operands with its own), ``label`` the kernel's name in dispatch logs and
+    ``consts`` the values of the loaders' own placeholders (compile-time constants)."""
     out = dt if out is None else out
-    key = (dt, layout, sig, out, big, epi["EPI"], load, label)
+    key = (dt, layout, sig, out, big, epi["EPI"], load, label, consts)
     k = _MATMUL_KERNELS.get(key)
     if k is None:
         k = _MATMUL_KERNELS[key] = _kernels.kernel(
@@ -101,7 +102,8 @@ def matmul_kernel(dt, layout: tuple[bool, bool], sig: str = "rrw",
             T=D.wgsl(dt), D=dt.name, LOAD="\n".join(_kernels.source(f) for f in load),
             O=D.wgsl(out), OD=out.name, **epi,
             C="f32" if D.wgsl(dt) == "f16" else D.wgsl(dt),
-            ACOLS="true" if layout[0] else "false", BCOLS="true" if layout[1] else "false")
+            ACOLS="true" if layout[0] else "false", BCOLS="true" if layout[1] else "false",
+            **dict(consts))
     return k
 
 

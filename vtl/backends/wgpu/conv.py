@@ -54,13 +54,14 @@ class _Saved(NamedTuple):
     x: Any
 
 
-def _conv_kernel(op: str, dt: Any, layout: tuple[bool, bool], sig: str = "rrw",
+def _conv_kernel(op: str, dt: Any, layout: tuple[bool, bool], consts: dict, sig: str = "rrw",
                  epi: dict = PLAIN, out: Any = None, big: bool = False) -> Any:
     """The matmul kernel with the implicit-GEMM loads of ``op`` (``fwd``, ``dgrad`` or
-    ``wgrad``; ``wgsl/nn/conv_load_<op>.wgsl`` after the geometry helpers), named
-    ``conv_<op>`` in dispatch logs."""
+    ``wgrad``; ``wgsl/nn/conv_load_<op>.wgsl`` after the geometry helpers) and the
+    compile-time constants ``consts`` (the kernel size ``KH``, ``KW``; the output size
+    ``HO``, ``WO`` for ``wgrad``), named ``conv_<op>`` in dispatch logs."""
     return matmul_kernel(dt, layout, sig, epi, out, big, load=("conv_taps", f"conv_load_{op}"),
-                         label=f"conv_{op}")
+                         label=f"conv_{op}", consts=tuple(sorted(consts.items())))
 
 
 def _pairs(kh: int, kw: int, stride: tuple, dilation: tuple, padding: tuple
@@ -192,10 +193,11 @@ def _implicit_forward(x: WgpuArray, w: WgpuArray, b: Any, stride: tuple, padding
     words = [o, p, k, w2._offset, x._offset, 0, 0, k, 1, sxn, 0, 0, 0, 0,
              h, wd, ho, wo, *pairs, sxc, sxh, sxw]
     bufs = (w2._st.buf, x._st.buf, out._st.buf)
+    size = {"KH": kh, "KW": kw}
     if b is None:
-        kern = _conv_kernel("fwd", dt, (False, False), big=big)
+        kern = _conv_kernel("fwd", dt, (False, False), size, big=big)
     else:
-        kern = _conv_kernel("fwd", dt, (False, False), "rrwr", _ROW_BIAS, big=big)
+        kern = _conv_kernel("fwd", dt, (False, False), size, "rrwr", _ROW_BIAS, big=big)
         bufs += (b._st.buf,)
         words[12:14] = [b._offset, b._strides[0]]
     REC.dispatch(kern, bufs, words, gx, gy, n)
@@ -235,12 +237,13 @@ def _implicit_backward(x: Any, x_shape: tuple[int, ...], w: WgpuArray, g: WgpuAr
                 x._st.buf.cap, g._st.buf.cap, parts * o * c * khw * D.itemsize(pdt)):
             return None
     dx = dw = db = None
+    size = {"KH": kh, "KW": kw}
     if need_x:
         big = big_tiles(dt, c, h * wd, n)
         dx = empty(tuple(x_shape), dt)
         words = [c, h * wd, o * khw, w2._offset, g._offset, 0, 0, khw, c * khw, sgn, 0, 0,
                  0, 0, h, wd, ho, wo, *pairs, sgc, sgh, sgw]
-        REC.dispatch(_conv_kernel("dgrad", dt, (False, False), big=big),
+        REC.dispatch(_conv_kernel("dgrad", dt, (False, False), size, big=big),
                      (w2._st.buf, g._st.buf, dx._st.buf), words, gx_x, gy_x, n)
     if want_w:
         acc = empty((parts, o, c * khw), pdt)
@@ -249,12 +252,13 @@ def _implicit_backward(x: Any, x_shape: tuple[int, ...], w: WgpuArray, g: WgpuAr
                  h, wd, ho, wo, *pairs, sxc, sxh, sxw, sxn, x._offset,
                  sgn, sgc, sgh, sgw, g._offset]
         bufs = (g._st.buf, x._st.buf, acc._st.buf)
+        osize = {**size, "HO": ho, "WO": wo}
         if need_b:
             rs = empty((parts, o), pdt)
-            kern = _conv_kernel("wgrad", dt, (False, True), "rrww", _ROWSUM, out=pdt)
+            kern = _conv_kernel("wgrad", dt, (False, True), osize, "rrww", _ROWSUM, out=pdt)
             bufs += (rs._st.buf,)
         else:
-            kern = _conv_kernel("wgrad", dt, (False, True), out=pdt)
+            kern = _conv_kernel("wgrad", dt, (False, True), osize, out=pdt)
         REC.dispatch(kern, bufs, words, gx_w, gy_w, parts)
         dw = acc if parts == 1 else _reduction.sum(acc, axis=0, dtype=pdt)
         dw = reshape(dw if pdt == dt else astype_raw(dw, dt), (o, c, kh, kw))
