@@ -1,14 +1,17 @@
 """Where a benchmark step's time goes on a GPU backend.
 
-Prints, for one of the mixed-precision steps of ``test_amp_bench.py``:
+Prints, for one of the mixed-precision steps of ``test_amp_bench.py`` or one of the eager
+float32 steps of ``test_step_bench.py`` (``step-mlp``, ``step-cnn``, ``step-lstm``,
+``step-transformer``):
 
 * wall time per step (synchronized);
-* on cupy: kernels per step and GPU-busy time per step, and the kernels that take the most
-  GPU time (CUPTI through ``torch.profiler``, which sees CuPy's kernels too);
+* kernels per step and GPU-busy time per step, and the kernels that take the most GPU
+  time: on cupy through CUPTI (``torch.profiler``, which sees CuPy's kernels too), on wgpu
+  through timestamp queries around each dispatch (``vtl.backends.wgpu.profile``);
 * the host functions with the most own time over a few steps (``cProfile``).
 
     python benchmarks/profile_step.py transformer-bf16 --backend cupy
-    python benchmarks/profile_step.py cnn-fp16 --backend wgpu --steps 2
+    python benchmarks/profile_step.py step-cnn --backend wgpu --steps 2
     python benchmarks/profile_step.py transformer-bf16 --without attention   # portable path
 """
 
@@ -28,7 +31,15 @@ STEPS = {
     "transformer-bf16": lambda b: _transformer(b, "bfloat16"),
     "cnn-fp16": lambda b: _cnn(b),
     "cnn-fp32": lambda b: _cnn(b, None),
+    **{f"step-{m}": (lambda b, m=m: _bench_step(b, m))
+       for m in ("mlp", "cnn", "lstm", "transformer")},
 }
+
+
+def _bench_step(backend: str, model: str):
+    from benchmarks.test_step_bench import _vtl_step
+
+    return _vtl_step(model, backend, False)[0]
 
 
 def _transformer(backend: str, low: str | None):
@@ -63,6 +74,19 @@ def _kernel_table(step, sync, steps: int, top: int) -> None:
         print(f"  {t / steps / 1e3:8.3f} ms  {c / steps:6.1f}x  {name[:110]}")
 
 
+def _dispatch_table(step, steps: int, top: int) -> None:
+    """The wgpu kernels by device time (timestamp queries around each dispatch)."""
+    from vtl.backends.wgpu.profile import available, kernel_times
+
+    if not available():
+        print("(the wgpu device has no timestamp queries inside passes: no kernel table)")
+        return
+    with kernel_times() as times:
+        for _ in range(steps):
+            step()
+    print(times.table(top, per=steps))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("step", choices=sorted(STEPS))
@@ -92,6 +116,8 @@ def main() -> None:
         return
     if args.backend == "cupy":
         _kernel_table(step, sync, args.steps, args.top)
+    elif args.backend == "wgpu":
+        _dispatch_table(step, args.steps, args.top)
     pr = cProfile.Profile()
     pr.enable()
     for _ in range(args.steps):

@@ -19,7 +19,8 @@ from typing import Any
 
 #: Native features requested when the adapter has them.
 WANTED_FEATURES = (
-    "shader-f16", "shader-f64", "shader-int64", "subgroup", "timestamp-query", "immediates",
+    "shader-f16", "shader-f64", "shader-int64", "subgroup", "timestamp-query",
+    "timestamp-query-inside-passes", "immediates",
 )
 #: Features without which the backend does not start.
 REQUIRED_FEATURES = ("immediates",)
