@@ -563,6 +563,42 @@ def test_conv2d_kernel_declines_arrays_past_one_binding(wgpu, monkeypatch):
     assert kern.forward(x, w, None, *geo[:3], 3) is None  # groups
 
 
+@pytest.mark.parametrize("layout", ["nchw", "channels-last"])
+def test_conv2d_implicit_large_tiles_and_depth_slices(wgpu, monkeypatch, layout):
+    """The implicit-GEMM forward and input gradient on the 128x128-tile kernel (forced for
+    small shapes) and the weight gradient cut into many depth slices, with a channels-last
+    input: float32 values and gradients against the numpy backend."""
+    from vtl.backends.wgpu import _linalg
+    from vtl.backends.wgpu import conv as _conv
+
+    monkeypatch.setattr(_linalg, "BIG_MIN_TILES", 1)
+    monkeypatch.setattr(_linalg, "BIG_MIN_FILL", 0.0)
+    monkeypatch.setattr(_conv, "split_depth", lambda groups, k: 37)  # uneven slices
+    rng = np.random.default_rng(12)
+    xs = rng.standard_normal((3, 5, 11, 9)).astype(np.float32)
+    ws = rng.standard_normal((7, 5, 3, 3)).astype(np.float32)
+    bs = rng.standard_normal(7).astype(np.float32)
+    res = []
+    for be in ("numpy", "wgpu"):
+        if layout == "nchw":
+            x = vtl.asarray(xs, backend=be)
+        else:
+            x = vtl.permute_dims(vtl.asarray(np.ascontiguousarray(xs.transpose(0, 2, 3, 1)),
+                                             backend=be), (0, 3, 1, 2))
+        x.requires_grad_()
+        w = vtl.asarray(ws, backend=be, requires_grad=True)
+        b = vtl.asarray(bs, backend=be, requires_grad=True)
+        names = _dispatched(monkeypatch) if be == "wgpu" else []
+        y = F.conv2d(x, w, b, stride=(1, 2), padding=1)
+        gy = np.sin(np.arange(y.size)).reshape(y.shape).astype(np.float32)
+        vtl.sum(y * vtl.asarray(gy, backend=be)).backward()
+        res.append([t.to("numpy").numpy() for t in (y, x.grad, w.grad, b.grad)])
+        if be == "wgpu":
+            _assert_conv_kernels(names, True)
+    for got, want in zip(res[1], res[0], strict=True):
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+
+
 def test_conv2d_implicit_backward_declined_after_an_implicit_forward(wgpu, monkeypatch):
     """When the implicit-GEMM backward declines (e.g. a buffer past one binding) after an
     implicit forward, the patches are formed from the kept input and the im2col backward
