@@ -14,8 +14,10 @@
 @group(0) @binding(5) var<storage, read_write> c: array<{{T}}>;
 @group(0) @binding(6) var<storage, read_write> tc: array<{{T}}>;
 @group(0) @binding(7) var<storage, read_write> act: array<{{T}}>;
-var<workgroup> hs: array<{{C}}, 512>;
-var<workgroup> ws: array<{{C}}, 2048>;
+// tiles with rows of 33: the products' reads of neighbouring threads (ws: one row per unit,
+// hs: one per batch row) fall in different banks, as do the stores of neighbouring k
+var<workgroup> hs: array<{{C}}, 528>;
+var<workgroup> ws: array<{{C}}, 2112>;
 
 {{ACTIVATIONS}}
 
@@ -48,7 +50,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) l: 
       let k = k0 + e % 32u;
       var v = {{C}}();
       if (nn < N && k < H) { v = h_at(pw(3u) + nn * H + k); }
-      hs[e] = v;
+      hs[(e / 32u) * 33u + e % 32u] = v;
     }
     for (var e = tid; e < 2048u; e += 256u) {
       let q = e / 512u;
@@ -56,16 +58,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) l: 
       let k = k0 + e % 32u;
       var v = {{C}}();
       if (jj < H && k < H) { v = {{C}}(w[pw(4u) + (q * H + jj) * H + k]); }
-      ws[e] = v;
+      ws[(e / 32u) * 33u + e % 32u] = v;
     }
     workgroupBarrier();
     for (var kk = 0u; kk < 32u; kk++) {
-      let hv = hs[ty * 32u + kk];
-      let u = tx * 32u + kk;
+      let hv = hs[ty * 33u + kk];
+      let u = tx * 33u + kk;
       a0 += hv * ws[u];
-      a1 += hv * ws[512u + u];
-      a2 += hv * ws[1024u + u];
-      a3 += hv * ws[1536u + u];
+      a1 += hv * ws[528u + u];
+      a2 += hv * ws[1056u + u];
+      a3 += hv * ws[1584u + u];
     }
     workgroupBarrier();
   }

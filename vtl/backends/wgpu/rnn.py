@@ -171,7 +171,7 @@ class WgpuLstmSteps(_Cell):
     #: storage bindings of the forward and backward kernels (a device with fewer per stage
     #: declines), and the forward's workgroup memory per element size
     BINDINGS = {"lstm_step_fwd": 8, "lstm_step_bwd": 10}
-    SHARED_ELEMENTS = 512 + 2048
+    SHARED_ELEMENTS = 528 + 2112
 
     def _kernel(self, name: str, sig: str, dt: Any, **flags: int) -> Any:
         key = (name, dt, *flags.items())
