@@ -35,14 +35,13 @@ def _load(tm, vm, backend: str) -> None:
     vm.load_state_dict({k: v.detach().cpu().numpy() for k, v in tm.state_dict().items()})
 
 
-@pytest.mark.parametrize(("backend", "impl"), CASES)
-def test_conv2d_forward_backward(benchmark, backend, impl):
-    benchmark.group = f"conv2d-{BATCH}x3x32x32-64f3x3-fwd-bwd-{backend}"
-    rng = np.random.default_rng(0)
-    xs = rng.standard_normal((BATCH, 3, 32, 32)).astype(np.float32)
+def _conv_step(backend: str, impl: str, xs: np.ndarray, out_channels: int, bias: bool):
+    """Forward + backward of a 3x3, padding-1 convolution of ``xs`` (input and weight
+    gradients), synchronized: vtl on ``backend`` or the reference ``impl``."""
+    cin = xs.shape[1]
     if impl == "vtl":
         vtl.random.manual_seed(0)
-        m = nn.Conv2d(3, 64, 3, padding=1).to(backend)
+        m = nn.Conv2d(cin, out_channels, 3, padding=1, bias=bias).to(backend)
         x = vtl.asarray(xs, backend=backend, requires_grad=True)
 
         def run():
@@ -51,17 +50,25 @@ def test_conv2d_forward_backward(benchmark, backend, impl):
             vtl.sum(m(x)).backward()
             synchronize(backend)
 
-    else:
-        torch, dev = _torch_device(backend, impl)
-        tm = torch.nn.Conv2d(3, 64, 3, padding=1).to(dev)
-        tx = torch.tensor(xs, device=dev, requires_grad=True)
+        return run
+    torch, dev = _torch_device(backend, impl)
+    tm = torch.nn.Conv2d(cin, out_channels, 3, padding=1, bias=bias).to(dev)
+    tx = torch.tensor(xs, device=dev, requires_grad=True)
 
-        def run():
-            tm.zero_grad()
-            tx.grad = None
-            tm(tx).sum().backward()
-            _torch_sync(torch, dev)
+    def run():
+        tm.zero_grad()
+        tx.grad = None
+        tm(tx).sum().backward()
+        _torch_sync(torch, dev)
 
+    return run
+
+
+@pytest.mark.parametrize(("backend", "impl"), CASES)
+def test_conv2d_forward_backward(benchmark, backend, impl):
+    benchmark.group = f"conv2d-{BATCH}x3x32x32-64f3x3-fwd-bwd-{backend}"
+    xs = np.random.default_rng(0).standard_normal((BATCH, 3, 32, 32)).astype(np.float32)
+    run = _conv_step(backend, impl, xs, 64, True)
     run()  # kernel compilation and caches outside the timing
     benchmark(run)
 
@@ -76,44 +83,18 @@ _WGPU_PATHS = [pytest.param(*c.values, p, id=f"{c.id}-{p}" if p else c.id) for c
 
 @pytest.mark.parametrize(("channels", "size"), RESNET_LAYERS)
 @pytest.mark.parametrize(("backend", "impl", "path"), _WGPU_PATHS)
-def test_conv2d_resnet_layer(benchmark, backend, impl, path, channels, size):
+def test_conv2d_resnet_layer(benchmark, monkeypatch, backend, impl, path, channels, size):
     """A ResNet 3x3 layer (stride 1, padding 1, no bias) forward + backward, input and weight
     gradients; on wgpu both convolution paths."""
-    from vtl.backends.wgpu.conv import WgpuConv2d
-
     benchmark.group = f"conv2d-{BATCH}x{channels}x{size}x{size}-{channels}f3x3-fwd-bwd-{backend}"
-    rng = np.random.default_rng(0)
-    xs = rng.standard_normal((BATCH, channels, size, size)).astype(np.float32)
-    if impl == "vtl":
-        vtl.random.manual_seed(0)
-        m = nn.Conv2d(channels, channels, 3, padding=1, bias=False).to(backend)
-        x = vtl.asarray(xs, backend=backend, requires_grad=True)
-        saved = WgpuConv2d.implicit
-        WgpuConv2d.implicit = path != "im2col"
+    if path:
+        from vtl.backends.wgpu.conv import WgpuConv2d
 
-        def run():
-            m.zero_grad()
-            x.grad = None
-            vtl.sum(m(x)).backward()
-            synchronize(backend)
-
-    else:
-        torch, dev = _torch_device(backend, impl)
-        tm = torch.nn.Conv2d(channels, channels, 3, padding=1, bias=False).to(dev)
-        tx = torch.tensor(xs, device=dev, requires_grad=True)
-
-        def run():
-            tm.zero_grad()
-            tx.grad = None
-            tm(tx).sum().backward()
-            _torch_sync(torch, dev)
-
-    try:
-        run()  # kernel compilation and caches outside the timing
-        benchmark(run)
-    finally:
-        if impl == "vtl":
-            WgpuConv2d.implicit = saved
+        monkeypatch.setattr(WgpuConv2d, "implicit", path == "implicit")
+    xs = np.random.default_rng(0).standard_normal((BATCH, channels, size, size))
+    run = _conv_step(backend, impl, xs.astype(np.float32), channels, False)
+    run()
+    benchmark(run)
 
 
 @pytest.mark.parametrize(("backend", "impl"), CASES)

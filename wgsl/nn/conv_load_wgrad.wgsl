@@ -9,26 +9,30 @@
 // multiplications).
 const WO = {{WO}}u;
 const HWO = {{HO}}u * WO;
-fn load_a(base: i32, sm: i32, sk: i32, M: u32, K: u32, m: u32, k: u32) -> {{C}} {
-  let kg = u32(base) + k;
-  if (m >= M || k >= K || kg >= pw(7u)) { return {{C}}(0); }
+
+// (image, oh, ow) of depth index kg
+fn pixel(kg: u32) -> vec3<u32> {
   let img = kg / HWO;
   let p = kg - img * HWO;
   let oh = p / WO;
-  let ow = p - oh * WO;
-  return {{C}}(A[u32(pi(31u) + i32(img) * pi(27u) + i32(m) * pi(28u) + i32(oh) * pi(29u)
-                     + i32(ow) * pi(30u))]);
+  return vec3<u32>(img, oh, p - oh * WO);
+}
+
+fn load_a(base: i32, sm: i32, sk: i32, M: u32, K: u32, m: u32, k: u32) -> {{C}} {
+  let kg = u32(base) + k;
+  if (m >= M || k >= K || kg >= pw(7u)) { return {{C}}(0); }
+  let px = vec3<i32>(pixel(kg));
+  return {{C}}(A[u32(pi(31u) + px.x * pi(27u) + i32(m) * pi(28u) + px.y * pi(29u)
+                     + px.z * pi(30u))]);
 }
 
 fn load_b(base: i32, sk: i32, sn: i32, N: u32, K: u32, k: u32, n: u32) -> {{C}} {
   let kg = u32(base) + k;
   if (n >= N || k >= K || kg >= pw(7u)) { return {{C}}(0); }
-  let img = kg / HWO;
-  let p = kg - img * HWO;
-  let oh = p / WO;
+  let px = pixel(kg);
   let c = n / KHW;
-  let q = tap_in(n - c * KHW, oh, p - oh * WO);
+  let q = tap_in(n - c * KHW, px.y, px.z);
   if (!in_image(q)) { return {{C}}(0); }
-  return {{C}}(B[u32(pi(26u) + i32(img) * pi(25u) + i32(c) * pi(22u) + q.x * pi(23u)
+  return {{C}}(B[u32(pi(26u) + i32(px.x) * pi(25u) + i32(c) * pi(22u) + q.x * pi(23u)
                      + q.y * pi(24u))]);
 }
