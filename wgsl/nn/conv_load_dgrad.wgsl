@@ -4,7 +4,11 @@
 // zero). A's element (c, k) is W[o, c, i, j] (word 7: the weight's stride per input
 // channel, word 8 per output channel, taps contiguous); B's element (k, n) is that output
 // gradient, its base the image's first element (word 4 + image * word 9), its strides at
-// words 22..24; the geometry is conv_taps.wgsl's.
+// words 22..24; the geometry is conv_taps.wgsl's, the stride compiled in (a stride of 1
+// leaves no division and no divisibility test).
+const SH = {{SH}}i;
+const SW = {{SW}}i;
+
 fn load_a(base: i32, sm: i32, sk: i32, M: u32, K: u32, m: u32, k: u32) -> {{C}} {
   if (m >= M || k >= K) { return {{C}}(0); }
   let o = k / KHW;
@@ -23,10 +27,8 @@ fn load_b(base: i32, sk: i32, sn: i32, N: u32, K: u32, k: u32, n: u32) -> {{C}} 
   let th = i32(ih + lo16(21u)) - i32(i * lo16(20u));
   let tw = i32(iw + hi16(21u)) - i32(j * hi16(20u));
   if (th < 0 || tw < 0) { return {{C}}(0); }
-  let sh = i32(lo16(19u));
-  let sw = i32(hi16(19u));
-  let oh = th / sh;
-  let ow = tw / sw;
-  if (oh * sh != th || ow * sw != tw || oh >= pi(16u) || ow >= pi(17u)) { return {{C}}(0); }
+  let oh = th / SH;
+  let ow = tw / SW;
+  if (oh * SH != th || ow * SW != tw || oh >= pi(16u) || ow >= pi(17u)) { return {{C}}(0); }
   return {{C}}(B[u32(base + i32(o) * pi(22u) + oh * pi(23u) + ow * pi(24u))]);
 }

@@ -58,8 +58,9 @@ def _conv_kernel(op: str, dt: Any, layout: tuple[bool, bool], consts: dict, sig:
                  epi: dict = PLAIN, out: Any = None, big: bool = False) -> Any:
     """The matmul kernel with the implicit-GEMM loads of ``op`` (``fwd``, ``dgrad`` or
     ``wgrad``; ``wgsl/nn/conv_load_<op>.wgsl`` after the geometry helpers) and the
-    compile-time constants ``consts`` (the kernel size ``KH``, ``KW``; the output size
-    ``HO``, ``WO`` for ``wgrad``), named ``conv_<op>`` in dispatch logs."""
+    compile-time constants ``consts`` (the kernel size ``KH``, ``KW``; the stride ``SH``,
+    ``SW`` for ``dgrad``, the output size ``HO``, ``WO`` for ``wgrad``), named ``conv_<op>``
+    in dispatch logs."""
     return matmul_kernel(dt, layout, sig, epi, out, big, load=("conv_taps", f"conv_load_{op}"),
                          label=f"conv_{op}", consts=tuple(sorted(consts.items())))
 
@@ -243,7 +244,8 @@ def _implicit_backward(x: Any, x_shape: tuple[int, ...], w: WgpuArray, g: WgpuAr
         dx = empty(tuple(x_shape), dt)
         words = [c, h * wd, o * khw, w2._offset, g._offset, 0, 0, khw, c * khw, sgn, 0, 0,
                  0, 0, h, wd, ho, wo, *pairs, sgc, sgh, sgw]
-        REC.dispatch(_conv_kernel("dgrad", dt, (False, False), size, big=big),
+        strided = {**size, "SH": stride[0], "SW": stride[1]}
+        REC.dispatch(_conv_kernel("dgrad", dt, (False, False), strided, big=big),
                      (w2._st.buf, g._st.buf, dx._st.buf), words, gx_x, gy_x, n)
     if want_w:
         acc = empty((parts, o, c * khw), pdt)
