@@ -219,11 +219,11 @@ def _implicit_backward(x: Any, x_shape: tuple[int, ...], w: WgpuArray, g: WgpuAr
     if type(g) is not WgpuArray or g.ndim != 4 or pairs is None or n > _MAX_GROUPS:
         return None
     khw = kh * kw
-    size = D.itemsize(dt)
     sgn, sgc, sgh, sgw = g._strides
     w2 = contiguous(w) if need_x else w
     want_w = need_w and x is not None
-    if need_x and not _bindable(w2._st.buf.cap, g._st.buf.cap, n * c * h * wd * size):
+    if need_x and not _bindable(w2._st.buf.cap, g._st.buf.cap,
+                                n * c * h * wd * D.itemsize(dt)):
         return None
     gx_x, gy_x = tiles(c, h * wd, big_tiles(dt, c, h * wd, n))
     gx_w, gy_w = tiles(o, c * khw, False)
