@@ -135,6 +135,45 @@ def test_avg_pool_kernel_equals_portable(backend, case, dtype):
                                **t)
 
 
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+@pytest.mark.parametrize("case", [MAX_CASES[0], MAX_CASES[2], MAX_CASES[3]])
+def test_pool_kernels_16bit(backend, case, name):
+    """float16/bfloat16 pooling on a backend whose kernel takes it: max values and indices
+    equal the float32 kernel's on the same rounded values, gradients and averages are the
+    float32 results rounded once (sums in float32)."""
+    import ml_dtypes
+
+    _need_kernel(backend)
+    dt = np.dtype(np.float16) if name == "float16" else np.dtype(ml_dtypes.bfloat16)
+    skip_unless_dtype(backend, dt)
+    if not vtl.backends.get(backend).kernel("pool2d").supports(dt):
+        pytest.skip(f"the {backend} pool2d kernel does not take {name}")
+    shape, k, s, p, d, ceil = case
+    xs = _ties(shape) if name == "bfloat16" else RNG.standard_normal(shape)
+    xs = xs.astype(dt).astype(np.float32)
+    res = {}
+    for wdt in (np.float32, dt):
+        x = vtl.asarray(xs.astype(wdt), backend=backend, requires_grad=True)
+        y, idx = F.max_pool2d(x, k, s, p, d, ceil, return_indices=True)
+        assert y._grad_fn._name == "MaxPool2dBackward" and y.dtype == x.dtype
+        gy = np.cos(np.arange(y.size)).reshape(y.shape).astype(dt).astype(wdt)
+        y.backward(vtl.asarray(gy, backend=backend))
+        x2 = vtl.asarray(xs.astype(wdt), backend=backend, requires_grad=True)
+        a = F.avg_pool2d(x2, 3, 2, 1, ceil, False)
+        assert a._grad_fn._name == "AvgPool2dBackward"
+        vtl.sum(a * vtl.asarray(np.sin(np.arange(a.size)).reshape(a.shape).astype(dt)
+                                .astype(wdt), backend=backend)).backward()
+        res[np.dtype(wdt).name] = [to_numpy(t) for t in (y, idx, x.grad, a, x2.grad)]
+    want, got = res["float32"], res[name]
+    np.testing.assert_array_equal(got[0].astype(np.float32), want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+    eps = float(np.finfo(dt).eps)
+    for g, w in zip(got[2:], want[2:], strict=True):
+        assert g.dtype == dt
+        np.testing.assert_allclose(g.astype(np.float32), w.astype(dt).astype(np.float32),
+                                   rtol=eps, atol=eps * 1e-3)
+
+
 @given(st.data())
 def test_pool_kernels_random_geometry(backend, data):
     """Random geometries and layouts: kernel results equal the loop references."""

@@ -1,7 +1,8 @@
 // Average pooling: {{GRAD}} 0: forward, a thread per output element (n, c, ho, wo), the
 // window sum (zero padding) over PyTorch's divisor; 1: backward, a thread per input
 // element (n, c, r, q), the sum of g / divisor over the windows that hold it (a gather).
-// Inputs contiguous; src is x (forward) or g (backward), dst is y or dx.
+// Inputs contiguous; src is x (forward) or g (backward), dst is y or dx. Sums and
+// divisions in the compute type (float32 for 16-bit arrays), each result rounded once.
 // Words: 0 number of threads, 1 C, 2 H, 3 W, 4 KH, 5 KW, 6 HO, 7 WO, 8 SH, 9 SW, 10 PH,
 // 11 PW, 12 count_include_pad, 13 divisor_override (0: none), 14 src offset
 @group(0) @binding(0) var<storage, read> src: array<{{T}}>;
@@ -9,7 +10,7 @@
 
 // PyTorch's divisor of window (ho, wo): its size clipped to the padded input, and to the
 // input without count_include_pad
-fn divisor(ho: u32, wo: u32) -> {{T}} {
+fn divisor(ho: u32, wo: u32) -> {{C}} {
   let H = i32(pw(2u));
   let W = i32(pw(3u));
   var h0 = i32(ho * pw(8u)) - i32(pw(10u));
@@ -25,7 +26,7 @@ fn divisor(ho: u32, wo: u32) -> {{T}} {
     div = max(h1 - h0, 1) * max(w1 - w0, 1);
   }
   if (pw(13u) != 0u) { div = pi(13u); }
-  return {{T}}(div);
+  return {{C}}(div);
 }
 
 @compute @workgroup_size(256)
@@ -42,7 +43,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let SH = pw(8u);
   let SW = pw(9u);
   let off = pw(14u);
-  var acc = {{T}}();
+  var acc = {{C}}();
   if ({{GRAD}}u == 0u) {
     let wo = t % WO;
     let ho = (t / WO) % HO;
@@ -51,14 +52,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       let r = i32(ho * SH + a) - i32(pw(10u));
       for (var b = 0u; b < KW; b++) {
         let q = i32(wo * SW + b) - i32(pw(11u));
-        var v = {{T}}();
+        var v = {{C}}();
         if (r >= 0 && r < i32(H) && q >= 0 && q < i32(W)) {
-          v = src[base + u32(r) * W + u32(q)];
+          v = {{C}}(src[base + u32(r) * W + u32(q)]);
         }
         if (a == 0u && b == 0u) { acc = v; } else { acc = acc + v; }
       }
     }
-    dst[t] = acc / divisor(ho, wo);
+    dst[t] = wrap_{{D}}({{T}}(acc / divisor(ho, wo)));
     return;
   }
   let q = t % W;
@@ -76,8 +77,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       if (vv % SW != 0u || vv / SW >= WO) { continue; }
       let ho = uu / SH;
       let wo = vv / SW;
-      acc += src[obase + ho * WO + wo] / divisor(ho, wo);
+      acc += {{C}}(src[obase + ho * WO + wo]) / divisor(ho, wo);
     }
   }
-  dst[t] = acc;
+  dst[t] = wrap_{{D}}({{T}}(acc));
 }

@@ -1,6 +1,7 @@
 // Max pooling backward, a thread per input element (n, c, r, q): the sum of the output
 // gradients of the windows whose chosen tap (arg) is this element, in tap order (a gather:
-// no atomics). g and arg contiguous (N, C, HO, WO); dx contiguous (N, C, H, W).
+// no atomics), added in the compute type (float32 for 16-bit gradients) and rounded
+// once. g and arg contiguous (N, C, HO, WO); dx contiguous (N, C, H, W).
 // Words: 0 N*C*H*W, 1 C, 2 H, 3 W, 4 KH, 5 KW, 6 HO, 7 WO, 8 SH, 9 SW, 10 PH, 11 PW,
 // 12 DH, 13 DW, 14 g offset, 15 arg offset
 @group(0) @binding(0) var<storage, read> g: array<{{T}}>;
@@ -23,7 +24,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let q = t % W;
   let r = (t / W) % H;
   let obase = (t / (W * H)) * HO * WO;
-  var acc = {{T}}();
+  var acc = {{C}}();
   for (var a = 0u; a < KH; a++) {
     let u = i32(r + pw(10u)) - i32(a * pw(12u));
     if (u < 0) { break; }
@@ -35,8 +36,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       let vv = u32(v);
       if (vv % SW != 0u || vv / SW >= WO) { continue; }
       let o = obase + (uu / SH) * WO + vv / SW;
-      if (arg[pw(15u) + o] == i32(a * KW + b)) { acc += g[pw(14u) + o]; }
+      if (arg[pw(15u) + o] == i32(a * KW + b)) { acc += {{C}}(g[pw(14u) + o]); }
     }
   }
-  dx[t] = acc;
+  dx[t] = wrap_{{D}}({{T}}(acc));
 }

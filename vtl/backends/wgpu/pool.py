@@ -20,7 +20,7 @@ from . import _kernels
 from ._array import contiguous, empty
 from ._recorder import REC, groups_for
 
-_FLOATS = (D.float32, D.float64)
+_FLOATS = (D.float32, D.float64, D.float16, D.bfloat16)
 
 
 def _words(total: int, x_shape: tuple[int, ...], k: tuple[int, int], s: tuple[int, int],
@@ -30,11 +30,16 @@ def _words(total: int, x_shape: tuple[int, ...], k: tuple[int, int], s: tuple[in
 
 
 def _kernel(name: str, sig: str, dtype: Any, **subs: Any) -> Any:
-    return _kernels.kernel(name, sig, (dtype,), T=D.wgsl(dtype), D=dtype.name, **subs)
+    """Kernel ``name`` for arrays of ``dtype``, computing in its compute dtype (float32 for
+    float16/bfloat16)."""
+    cdt = D.compute_dtype(dtype)
+    return _kernels.kernel(name, sig, (dtype,) if cdt == dtype else (dtype, cdt),
+                           T=D.wgsl(dtype), C=D.wgsl(cdt), D=dtype.name, **subs)
 
 
 class WgpuPool2d:
-    """max/avg pooling of float32/float64 arrays, one kernel each way."""
+    """max/avg pooling of float32/float64/float16/bfloat16 arrays, one kernel each way (the
+    16-bit sums in float32, rounded once)."""
 
     def supports(self, dtype: Any) -> bool:
         return dtype in _FLOATS
