@@ -314,7 +314,21 @@ def test_fallbacks_and_errors():
     assert StridedPool2d.arg_dtype(255) == np.uint8 and StridedPool2d.arg_dtype(256) == np.int32
 
 
-_CT = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long"}
+_CT = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long",
+       "uint16": "unsigned short"}
+#: CUDA's bit casts and qualifiers for the host build of the 16-bit conversions (PRELUDE)
+_HOST_CUDA = r"""
+#include <cstring>
+static inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
+static inline double __longlong_as_double(long long i) {
+  double d; std::memcpy(&d, &i, 8); return d;
+}
+static inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
+static inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
+#define __device__
+#define __forceinline__ inline
+#include <cmath>
+"""
 
 
 def _host_source(name, spec):
@@ -333,11 +347,15 @@ def _host_source(name, spec):
 def test_cupy_pool_kernel_bodies_on_the_host(tmp_path):
     """The CuPy ElementwiseKernel bodies (32- and 64-bit index arithmetic), compiled for the
     host, inside the CuPy kernel class running on NumPy arrays: equal to the strided NumPy
-    kernel (bit for bit)."""
+    kernel (bit for bit); the float16/bfloat16 bodies equal the float32 ones on the same
+    values, rounded once."""
     import ctypes
     import shutil
     import subprocess
 
+    import ml_dtypes
+
+    from vtl.backends.cupy import nn as cp_nn
     from vtl.backends.cupy import pool as cp_pool
 
     cxx = shutil.which("g++") or shutil.which("clang++")
@@ -346,10 +364,11 @@ def test_cupy_pool_kernel_bodies_on_the_host(tmp_path):
     specs = [cp_pool.max_forward_spec, cp_pool.max_backward_spec, cp_pool.avg_forward_spec,
              cp_pool.avg_backward_spec]
     dtypes = [np.dtype(np.float32), np.dtype(np.float64)]
+    low = [np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)]
     src = tmp_path / "pool.cpp"
-    src.write_text("#include <cstddef>\n" + "".join(
+    src.write_text("#include <cstddef>\n" + _HOST_CUDA + cp_nn.PRELUDE + "".join(
         _host_source(f"{s.__name__}_{dt.name}_{int(w)}", s(dt, w)) for s in specs
-        for dt in dtypes for w in (False, True)))
+        for dt in dtypes + low for w in (False, True)))
     lib = tmp_path / "pool.so"
     subprocess.run([cxx, "-O2", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True,
                    capture_output=True)
@@ -415,6 +434,43 @@ def test_cupy_pool_kernel_bodies_on_the_host(tmp_path):
             g = RNG.standard_normal((*shape[:2], *out)).astype(dt)
             np.testing.assert_array_equal(host.avg_backward(shape, g, k2, s2, p2, cip, div),
                                           ref.avg_backward(shape, g, k2, s2, p2, cip, div))
+    host.wide = False
+    f32 = np.dtype(np.float32)
+
+    def same(got, want32):
+        """``got`` (16-bit) is ``want32`` rounded once, bit for bit."""
+        np.testing.assert_array_equal(got.view(np.uint16), want32.astype(got.dtype)
+                                      .view(np.uint16))
+
+    for dt in low:
+        assert host.supports(dt)
+        for shape, k, s, p, d, ceil in MAX_CASES[:4]:
+            k2 = (k, k) if isinstance(k, int) else k
+            s2 = k2 if s is None else ((s, s) if isinstance(s, int) else s)
+            p2 = (p, p) if isinstance(p, int) else p
+            d2 = (d, d) if isinstance(d, int) else d
+            out = F.max_pool2d(np.zeros(shape), k2, s2, p2, d2, ceil).shape[2:]
+            xs = _ties(shape).astype(dt)
+            xs.reshape(-1)[:2] = np.nan
+            ya, aa = host.max_forward(xs, k2, s2, p2, d2, out)
+            yr, ar = host.max_forward(xs.astype(f32), k2, s2, p2, d2, out)
+            assert ya.dtype == dt
+            same(ya, yr)
+            np.testing.assert_array_equal(aa, ar)
+            g = RNG.standard_normal(ya.shape).astype(dt)
+            same(host.max_backward(aa, shape, g, k2, s2, p2, d2),
+                 host.max_backward(ar, shape, g.astype(f32), k2, s2, p2, d2))
+        for shape, k, s, p, ceil, cip, div in AVG_CASES:
+            k2 = (k, k) if isinstance(k, int) else k
+            s2 = k2 if s is None else ((s, s) if isinstance(s, int) else s)
+            p2 = (p, p) if isinstance(p, int) else p
+            out = F.avg_pool2d(np.zeros(shape), k2, s2, p2, ceil).shape[2:]
+            xs = RNG.standard_normal(shape).astype(dt)
+            same(host.avg_forward(xs, k2, s2, p2, out, cip, div),
+                 host.avg_forward(xs.astype(f32), k2, s2, p2, out, cip, div))
+            g = RNG.standard_normal((*shape[:2], *out)).astype(dt)
+            same(host.avg_backward(shape, g, k2, s2, p2, cip, div),
+                 host.avg_backward(shape, g.astype(f32), k2, s2, p2, cip, div))
 
 
 @pytest.mark.parametrize("which", ["max", "avg"])

@@ -47,7 +47,8 @@ def fold_constants(body: str, consts: tuple) -> str:
 
 class SpecKernels:
     """``ElementwiseKernel``s built once per (spec, dtype, index width) from
-    ``spec(dtype, wide) -> (inputs, outputs, body)``, named ``{prefix}{spec}_{dtype}[_wide]``.
+    ``spec(dtype, wide) -> (inputs, outputs, body)``, named ``{prefix}{spec}_{dtype}[_wide]``;
+    the kernels of dtypes other than float32/float64 (16-bit words) get ``low_preamble``.
 
     With ``fold`` (see :func:`fold`) the narrowed size parameters are compiled in as
     constants, one kernel per geometry: the compiler turns the index arithmetic's divisions
@@ -55,9 +56,10 @@ class SpecKernels:
     a runtime value costs about twenty instructions; im2col does five per element).
     """
 
-    def __init__(self, cupy: Any, prefix: str) -> None:
+    def __init__(self, cupy: Any, prefix: str, low_preamble: str = "") -> None:
         self._cp = cupy
         self._prefix = prefix
+        self._low_preamble = low_preamble  # device functions of the 16-bit kernels
         self._kernels: dict[tuple, Any] = {}
 
     def get(self, spec: Any, dtype: Any, wide: bool = False, fold: tuple | None = None) -> Any:
@@ -69,5 +71,6 @@ class SpecKernels:
                 body = fold_constants(body, fold)
             name = f"{self._prefix}{spec.__name__}_{key[1].name}{'_wide' if wide else ''}"
             kern = self._kernels[key] = self._cp.ElementwiseKernel(
-                ", ".join(ins), ", ".join(outs), body, name)
+                ", ".join(ins), ", ".join(outs), body, name,
+                preamble="" if key[1] in CTYPES else self._low_preamble)
         return kern

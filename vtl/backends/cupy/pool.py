@@ -12,6 +12,10 @@ launch per forward and per backward.
   divisors, computed in the kernel (``count_include_pad``, ``divisor_override``, windows
   that ``ceil_mode`` lets run past the padding).
 
+float16 and bfloat16 arrays are read and written as 16-bit words and computed in float32
+(``vtl_ld``/``vtl_st`` of ``cupy/nn.py``: maxima exact, sums rounded once); float32 and
+float64 are computed in their own type.
+
 Inputs and output gradients are read C-contiguous (a copy only when they are not).
 Index arithmetic is 32-bit below 2**31 elements (64-bit division is slow on GPUs). The
 kernels are described by parameter lists and a C++ body (``*_spec``), so the bodies
@@ -21,6 +25,7 @@ can also be compiled and checked on the host.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -28,6 +33,7 @@ import numpy as np
 from .._common.pool import StridedPool2d
 from ._codegen import CTYPES, SpecKernels, fold, narrow
 from ._codegen import needs_wide_index as _wide
+from .nn import FLOAT_NAMES, PRELUDE
 
 __all__ = ["CupyPool2d", "avg_backward_spec", "avg_forward_spec", "max_backward_spec",
            "max_forward_spec"]
@@ -85,19 +91,30 @@ _DIVISOR = (
 )
 
 
+def _float(dtype: Any) -> tuple[str, str, Callable[[str], str], Callable[[str], str]]:
+    """``(parameter type, compute type, load, store)`` of the arrays of ``dtype``: float32
+    and float64 as themselves; float16 and bfloat16 as ``uint16`` words, loaded into
+    float32 and stored rounded (``PRELUDE``'s conversions)."""
+    dt = np.dtype(dtype)
+    if dt in CTYPES:
+        return dt.name, CTYPES[dt], (lambda e: e), (lambda e: e)
+    name = FLOAT_NAMES[dt]
+    return ("uint16", "float", (lambda e: f"vtl_{name}_to_float({e})"),
+            (lambda e: f"vtl_float_to_{name}({e})"))
+
+
 def max_forward_spec(dtype: Any, wide: bool = False) -> tuple[list[str], list[str], str]:
     """``(inputs, outputs, body)``: ``i`` runs over the ``N*C*HO*WO`` outputs ``y`` and
     ``arg`` (``int32`` tap numbers); ``x`` is the C-contiguous ``(N, C, H, W)`` input;
     ``NINF`` is ``-inf``, the value of padding taps."""
-    dt = np.dtype(dtype)
-    t = CTYPES[dt]
+    pt, t, ld, st = _float(dtype)
     body = _OUT_INDEX + (
         f"{t} best = 0; int bi = 0; bool isnan_best = false;\n"
         "for (ptrdiff_t a = 0; a < KH; ++a) {\n"
         "  const ptrdiff_t r = ho * SH - PH + a * DH;\n"
         "  for (ptrdiff_t b = 0; b < KW; ++b) {\n"
         "    const ptrdiff_t q = wo * SW - PW + b * DW;\n"
-        f"    const {t} v = (r >= 0 && r < H && q >= 0 && q < W) ? x[base + r * W + q]"
+        f"    const {t} v = (r >= 0 && r < H && q >= 0 && q < W) ? {ld('x[base + r * W + q]')}"
         f" : ({t})NINF;\n"
         "    const int tap = (int)(a * KW + b);\n"
         "    if (tap == 0 || (!isnan_best && (v > best || v != v))) {\n"
@@ -105,60 +122,61 @@ def max_forward_spec(dtype: Any, wide: bool = False) -> tuple[list[str], list[st
         "    }\n"
         "  }\n"
         "}\n"
-        "y[i] = best; arg[i] = bi;\n"
+        f"y[i] = {st('best')}; arg[i] = bi;\n"
     )
-    return [f"raw {dt.name} x", "float64 NINF", *_GEOM], [f"raw {dt.name} y", "raw int32 arg"], \
+    return [f"raw {pt} x", "float64 NINF", *_GEOM], [f"raw {pt} y", "raw int32 arg"], \
         _indexed(body, wide)
 
 
 def max_backward_spec(dtype: Any, wide: bool = False) -> tuple[list[str], list[str], str]:
     """``(inputs, outputs, body)``: ``i`` runs over the ``N*C*H*W`` input gradient ``dx``;
     ``g`` (C-contiguous) and ``arg`` are ``(N, C, HO, WO)``."""
-    dt = np.dtype(dtype)
-    t = CTYPES[dt]
+    pt, t, ld, st = _float(dtype)
     body = _IN_INDEX + f"{t} acc = 0;\n" + _IN_LOOP + (
-        "    if (arg[o] == a * KW + b) acc += g[o];\n"
+        f"    if (arg[o] == a * KW + b) acc += {ld('g[o]')};\n"
         "  }\n"
         "}\n"
-        "dx[i] = acc;\n"
+        f"dx[i] = {st('acc')};\n"
     )
-    return [f"raw {dt.name} g", "raw int32 arg", *_GEOM], [f"raw {dt.name} dx"], \
-        _indexed(body, wide)
+    return [f"raw {pt} g", "raw int32 arg", *_GEOM], [f"raw {pt} dx"], _indexed(body, wide)
 
 
 def avg_forward_spec(dtype: Any, wide: bool = False) -> tuple[list[str], list[str], str]:
     """``(inputs, outputs, body)``: ``i`` runs over the ``N*C*HO*WO`` outputs ``y``."""
-    dt = np.dtype(dtype)
-    t = CTYPES[dt]
+    pt, t, ld, st = _float(dtype)
     body = _OUT_INDEX + (
         f"{t} acc = 0;\n"
         "for (ptrdiff_t a = 0; a < KH; ++a) {\n"
         "  const ptrdiff_t r = ho * SH - PH + a;\n"
         "  for (ptrdiff_t b = 0; b < KW; ++b) {\n"
         "    const ptrdiff_t q = wo * SW - PW + b;\n"
-        f"    const {t} v = (r >= 0 && r < H && q >= 0 && q < W) ? x[base + r * W + q]"
+        f"    const {t} v = (r >= 0 && r < H && q >= 0 && q < W) ? {ld('x[base + r * W + q]')}"
         f" : ({t})0;\n"
         "    acc = (a == 0 && b == 0) ? v : acc + v;\n"
         "  }\n"
         "}\n"
-    ) + _DIVISOR + f"y[i] = acc / ({t})div;\n"
-    return [f"raw {dt.name} x", *_GEOM, *_AVG], [f"raw {dt.name} y"], _indexed(body, wide)
+    ) + _DIVISOR + f"y[i] = {st(f'acc / ({t})div')};\n"
+    return [f"raw {pt} x", *_GEOM, *_AVG], [f"raw {pt} y"], _indexed(body, wide)
 
 
 def avg_backward_spec(dtype: Any, wide: bool = False) -> tuple[list[str], list[str], str]:
     """``(inputs, outputs, body)``: ``i`` runs over the ``N*C*H*W`` input gradient ``dx``;
     ``g`` is the C-contiguous ``(N, C, HO, WO)`` output gradient."""
-    dt = np.dtype(dtype)
-    t = CTYPES[dt]
+    pt, t, ld, st = _float(dtype)
     body = _IN_INDEX + f"{t} acc = 0;\n" + _IN_LOOP + (
         "    const ptrdiff_t wo = v / SW;\n"
         + "".join("    " + line + "\n" for line in _DIVISOR.splitlines())
-        + f"    acc += g[o] / ({t})div;\n"
+        + f"    acc += {ld('g[o]')} / ({t})div;\n"
         "  }\n"
         "}\n"
-        "dx[i] = acc;\n"
+        f"dx[i] = {st('acc')};\n"
     )
-    return [f"raw {dt.name} g", *_GEOM, *_AVG], [f"raw {dt.name} dx"], _indexed(body, wide)
+    return [f"raw {pt} g", *_GEOM, *_AVG], [f"raw {pt} dx"], _indexed(body, wide)
+
+
+def _words(a: Any) -> Any:
+    """``a`` as the kernels read it: its 16-bit words (``uint16``) for float16/bfloat16."""
+    return a if a.dtype in CTYPES else a.view(np.uint16)
 
 
 def geometry_args(x_shape: tuple[int, ...], k: tuple[int, int], s: tuple[int, int],
@@ -169,11 +187,13 @@ def geometry_args(x_shape: tuple[int, ...], k: tuple[int, int], s: tuple[int, in
 
 
 class CupyPool2d(StridedPool2d):
-    """``kernels["pool2d"]`` of the CuPy backend (see ``StridedPool2d``)."""
+    """``kernels["pool2d"]`` of the CuPy backend (see ``StridedPool2d``): float32, float64,
+    float16 and bfloat16."""
 
     def __init__(self, cupy: Any) -> None:
         super().__init__(cupy)
-        self._specs = SpecKernels(cupy, "vtl_pool_")
+        self._specs = SpecKernels(cupy, "vtl_pool_", low_preamble=PRELUDE)
+        self._dtypes = (*self._dtypes, *(dt for dt in FLOAT_NAMES if dt not in CTYPES))
 
     def _on(self, a: Any) -> Any:
         """The context that makes ``a``'s device current (kernels launch there)."""
@@ -194,7 +214,7 @@ class CupyPool2d(StridedPool2d):
             arg = m.empty(y.shape, dtype=np.int32)
             args = geometry_args(x.shape, k, s, p, d, out)
             self._get(max_forward_spec, x.dtype, _wide(x.size, y.size), args, y.size)(
-                x, -np.inf, *args, y, arg, size=y.size)
+                _words(x), -np.inf, *args, _words(y), arg, size=y.size)
         return y, arg
 
     def max_backward(self, arg: Any, x_shape: tuple[int, ...], g: Any, k: tuple[int, int],
@@ -205,7 +225,7 @@ class CupyPool2d(StridedPool2d):
             dx = m.empty(x_shape, dtype=g.dtype)
             args = geometry_args(x_shape, k, s, p, d, arg.shape[2:])
             self._get(max_backward_spec, g.dtype, _wide(dx.size, g.size), args, dx.size)(
-                g, arg, *args, dx, size=dx.size)
+                _words(g), arg, *args, _words(dx), size=dx.size)
         return dx
 
     def avg_forward(self, x: Any, k: tuple[int, int], s: tuple[int, int],
@@ -217,8 +237,8 @@ class CupyPool2d(StridedPool2d):
             y = m.empty((*x.shape[:2], *out), dtype=x.dtype)
             args = geometry_args(x.shape, k, s, p, (1, 1), out)
             self._get(avg_forward_spec, x.dtype, _wide(x.size, y.size), args, y.size)(
-                x, *args, int(bool(count_include_pad)), float(divisor_override or 0), y,
-                size=y.size)
+                _words(x), *args, int(bool(count_include_pad)), float(divisor_override or 0),
+                _words(y), size=y.size)
         return y
 
     def avg_backward(self, x_shape: tuple[int, ...], g: Any, k: tuple[int, int],
@@ -230,6 +250,6 @@ class CupyPool2d(StridedPool2d):
             dx = m.empty(x_shape, dtype=g.dtype)
             args = geometry_args(x_shape, k, s, p, (1, 1), g.shape[2:])
             self._get(avg_backward_spec, g.dtype, _wide(dx.size, g.size), args, dx.size)(
-                g, *args, int(bool(count_include_pad)), float(divisor_override or 0), dx,
-                size=dx.size)
+                _words(g), *args, int(bool(count_include_pad)), float(divisor_override or 0),
+                _words(dx), size=dx.size)
         return dx
