@@ -6,6 +6,7 @@ array-api-strict inputs and PyTorch as an extra oracle."""
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -166,6 +167,116 @@ def test_layer_norm_second_order_gradients():
         return gx
 
     check_grad(g, _rand(2, 3))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_group_norm_one_node_equals_the_composite(backend, monkeypatch, dtype):
+    """group_norm as one graph node (rows normalised by the backend's layer_norm kernel where
+    it has one) against the composite of array-API ops it replaces: values, every gradient
+    with each of weight and bias present or not, a channels-last input, and second-order
+    gradients through the node's vtl-function rule."""
+    from vtl.nn.functional import normalization as norm
+
+    skip_unless_dtype(backend, dtype)
+    tol = {"rtol": 1e-10, "atol": 1e-10} if dtype == "float64" else {"rtol": 1e-4, "atol": 1e-5}
+    xs = _rand(3, 6, 5, 4, dtype=dtype)
+    ws, bs = _rand(6, dtype=dtype), _rand(6, dtype=dtype)
+    v = np.cos(np.arange(xs.size)).reshape(xs.shape).astype(dtype)
+
+    def run(affine, channels_last):
+        x = vtl.asarray(np.ascontiguousarray(xs.transpose(0, 2, 3, 1)) if channels_last
+                        else xs, backend=backend)
+        if channels_last:
+            x = vtl.permute_dims(x, (0, 3, 1, 2))
+        x.requires_grad_()
+        w = vtl.asarray(ws, backend=backend, requires_grad=True) if "w" in affine else None
+        b = vtl.asarray(bs, backend=backend, requires_grad=True) if "b" in affine else None
+        y = F.group_norm(x, 3, w, b)
+        vtl.sum(y * vtl.asarray(v, backend=backend)).backward()
+        return y, [to_numpy(t) for t in (y, x.grad, w.grad if w is not None else None,
+                                          b.grad if b is not None else None) if t is not None]
+
+    for affine in ("wb", "w", "b", ""):
+        for channels_last in (False, True):
+            y, got = run(affine, channels_last)
+            assert y._grad_fn._name == "GroupNormBackward"
+            with monkeypatch.context() as m:
+                m.setattr(norm, "_group_norm_tensor", lambda *a: None)
+                y2, want = run(affine, channels_last)
+            assert y2._grad_fn._name != "GroupNormBackward"
+            for a, r in zip(got, want, strict=True):
+                np.testing.assert_allclose(a, r, **tol)
+
+    if dtype != "float64":  # float32 second derivatives of a cubic: rounding, not the rule
+        return
+
+    def second(x, w):
+        y = F.group_norm(x, 3, w, None)
+        gx, gw = vtl.autograd.grad(vtl.sum(y * y * y), [x, w], create_graph=True)
+        return vtl.sum(gx * gx) + vtl.sum(gw * vtl.cos(gw))
+
+    res = []
+    for node in (True, False):
+        with monkeypatch.context() as m:
+            if not node:
+                m.setattr(norm, "_group_norm_tensor", lambda *a: None)
+            x = vtl.asarray(xs, backend=backend, requires_grad=True)
+            w = vtl.asarray(ws, backend=backend, requires_grad=True)
+            res.append([to_numpy(t) for t in vtl.autograd.grad(second(x, w), [x, w])])
+    for a, r in zip(*res, strict=True):
+        np.testing.assert_allclose(a, r, **tol)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_rms_norm_one_node_equals_the_composite(backend, monkeypatch, dtype):
+    """rms_norm as one graph node against the composite of array-API ops it replaces:
+    values and gradients with and without a weight, over one and two trailing axes, and
+    second-order gradients through the node's vtl-function rule."""
+    from vtl.nn.functional import normalization as norm
+
+    skip_unless_dtype(backend, dtype)
+    tol = {"rtol": 1e-10, "atol": 1e-10} if dtype == "float64" else {"rtol": 1e-4, "atol": 1e-5}
+    xs = _rand(4, 3, 6, dtype=dtype)
+    v = np.sin(np.arange(xs.size)).reshape(xs.shape).astype(dtype)
+
+    def run(shape, weighted, eps):
+        x = vtl.asarray(xs, backend=backend, requires_grad=True)
+        ws = np.linspace(0.5, 2, math.prod(shape)).reshape(shape).astype(dtype)
+        w = vtl.asarray(ws, backend=backend, requires_grad=True) if weighted else None
+        y = F.rms_norm(x, shape, w, eps)
+        vtl.sum(y * vtl.asarray(v, backend=backend)).backward()
+        return y, [to_numpy(t) for t in (y, x.grad, None if w is None else w.grad)
+                   if t is not None]
+
+    for shape in ((6,), (3, 6)):
+        for weighted in (True, False):
+            for eps in (None, 0.1):
+                y, got = run(shape, weighted, eps)
+                assert y._grad_fn._name == "RmsNormBackward"
+                with monkeypatch.context() as m:
+                    m.setattr(norm, "_rms_norm_tensor", lambda *a: None)
+                    y2, want = run(shape, weighted, eps)
+                assert y2._grad_fn._name != "RmsNormBackward"
+                for a, r in zip(got, want, strict=True):
+                    np.testing.assert_allclose(a, r, **tol)
+    if dtype != "float64":
+        return
+
+    def second(x, w):
+        y = F.rms_norm(x, (6,), w)
+        gx, gw = vtl.autograd.grad(vtl.sum(y * y * y), [x, w], create_graph=True)
+        return vtl.sum(gx * gx) + vtl.sum(gw * vtl.cos(gw))
+
+    res = []
+    for node in (True, False):
+        with monkeypatch.context() as m:
+            if not node:
+                m.setattr(norm, "_rms_norm_tensor", lambda *a: None)
+            x = vtl.asarray(xs, backend=backend, requires_grad=True)
+            w = vtl.asarray(np.linspace(0.5, 2, 6), backend=backend, requires_grad=True)
+            res.append([to_numpy(t) for t in vtl.autograd.grad(second(x, w), [x, w])])
+    for a, r in zip(*res, strict=True):
+        np.testing.assert_allclose(a, r, **tol)
 
 
 def test_norm_gradients_match_numpy_backend(backend):

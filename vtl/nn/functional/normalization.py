@@ -473,10 +473,109 @@ def group_norm(input: Any, num_groups: int, weight: Any = None, bias: Any = None
     for name, t in (("weight", weight), ("bias", bias)):
         if t is not None and _shape(t) != (c,):
             raise ValueError(f"group_norm(): {name} must have shape ({c},), got {_shape(t)}")
+    if isinstance(input, Tensor) and all(t is None or isinstance(t, Tensor)
+                                         for t in (weight, bias)):
+        out = _group_norm_tensor(input, num_groups, weight, bias, eps)
+        if out is not None:
+            return out
     x = xp.reshape(input, (n, num_groups, -1))
     out, _, _ = _normalize(xp, x, (2,), eps)
     out = xp.reshape(out, _shape(input))
     return _affine(xp, out, weight, bias, (1, c) + (1,) * (input.ndim - 2))
+
+
+def _group_norm_tensor(x: Tensor, groups: int, w: Tensor | None, b: Tensor | None,
+                       eps: float) -> Tensor | None:
+    """group_norm of a tensor as ONE graph node: each (sample, group) is a row normalised
+    by the backend's ``layer_norm`` kernel (without its affine part) where it has one, else
+    by the portable statistics, then scaled and shifted per channel; ``None`` for arguments
+    the general path takes (mixed devices or dtypes, no elements)."""
+    dev = x._device
+    xd = x._data
+    dt = xd.dtype
+    for t in (w, b):
+        if t is not None and (t._device is not dev or t._data.dtype != dt):
+            return None
+    if xd.size == 0:
+        return None
+    xp = dev.xp
+    rows = xd.shape[0] * groups
+    x2 = xp.reshape(xd, (rows, xd.size // rows))
+    kern = dev.backend.kernel("layer_norm")
+    res = None
+    if kern is not None and kern.supports(dt):
+        res = kern.forward(x2, None, None, eps)
+    if res is None:
+        kern = None
+        res = _ln_forward(xp, x2, None, None, eps)
+    y2, mean, rstd = res
+    shape = _channel_shape(xd)
+    out = xp.reshape(y2, xd.shape)
+    if w is not None:
+        out = out * xp.reshape(w._data, shape)
+    if b is not None:
+        out = out + xp.reshape(b._data, shape)
+    if needs_grad(x, w, b):
+        return record(out, dev, "GroupNormBackward", (x, w, b),
+                      partial(_group_norm_vjp, kern, x, w, b, groups, mean, rstd, eps),
+                      (x, w))
+    return new(out, dev)
+
+
+def _channel_shape(x: Any) -> tuple[int, ...]:
+    """The shape a per-channel ``(C,)`` array broadcasts with ``(N, C, *)`` ``x`` in."""
+    return (1, x.shape[1]) + (1,) * (x.ndim - 2)
+
+
+def _group_norm_vjp(kern: Any, x: Tensor, w: Tensor | None, b: Tensor | None, groups: int,
+                    mean: Any, rstd: Any, eps: float, g: Tensor, _: Any) -> tuple:
+    need_x = x._requires_grad
+    need_w = w is not None and w._requires_grad
+    need_b = b is not None and b._requires_grad
+    shape = _channel_shape(x)
+    rows = x.shape[0] * groups
+    d = x._data.size // rows
+    axes = (0, *range(2, x.ndim))  # the per-channel sums
+    if not _grad.enabled:  # plain backward: raw arrays (the backend's kernel where it ran)
+        dev = g._device
+        xp = dev.xp
+        x2 = xp.reshape(x._data, (rows, d))
+        gd = g._data
+        dx = dw = db = None
+        if need_w:
+            xhat = xp.reshape((x2 - mean) * rstd, x._data.shape)
+            dw = new(xp.sum(gd * xhat, axis=axes), dev)
+        if need_b:
+            db = new(xp.sum(gd, axis=axes), dev)
+        if need_x:
+            gw = gd if w is None else gd * xp.reshape(w._data, shape)
+            g2 = xp.reshape(gw, (rows, d))
+            res = None
+            if kern is not None:
+                res = kern.backward(x2, None, mean, rstd, g2, True, False, False)
+            if res is None:
+                res = _ln_backward(xp, x2, None, mean, rstd, g2, True, False, False)
+            dx = new(xp.reshape(res[0], x._data.shape), dev)
+        return dx, dw, db
+    import vtl  # create_graph: the same rule in vtl functions (recomputing the statistics)
+
+    x2 = vtl.reshape(x, (rows, d))
+    mu = vtl.mean(x2, axis=1, keepdims=True)
+    dev2 = x2 - mu
+    r = 1.0 / vtl.sqrt(vtl.mean(dev2 * dev2, axis=1, keepdims=True) + eps)
+    xhat2 = dev2 * r
+    dx = dw = db = None
+    if need_w:
+        dw = vtl.sum(g * vtl.reshape(xhat2, x.shape), axis=axes)
+    if need_b:
+        db = vtl.sum(g, axis=axes)
+    if need_x:
+        gw = g if w is None else g * vtl.reshape(w, shape)
+        g2 = vtl.reshape(gw, (rows, d))
+        c1 = vtl.mean(g2, axis=1, keepdims=True)
+        c2 = vtl.mean(g2 * xhat2, axis=1, keepdims=True)
+        dx = vtl.reshape(r * (g2 - c1 - xhat2 * c2), x.shape)
+    return dx, dw, db
 
 
 def instance_norm(input: Any, running_mean: Any = None, running_var: Any = None,  # noqa: A002
@@ -571,9 +670,75 @@ def rms_norm(input: Any, normalized_shape: Any, weight: Any = None,  # noqa: A00
         raise ValueError(f"rms_norm(): weight must have shape {ns}, got {_shape(weight)}")
     if eps is None:
         eps = float(xp.finfo(input.dtype).eps)
+    if isinstance(input, Tensor) and (weight is None or isinstance(weight, Tensor)):
+        out = _rms_norm_tensor(input, ns, weight, eps)
+        if out is not None:
+            return out
     axes = tuple(range(input.ndim - k, input.ndim))
     out = input / xp.sqrt(xp.mean(input * input, axis=axes, keepdims=True) + eps)
     return out if weight is None else out * weight
+
+
+def _rms_norm_tensor(x: Tensor, ns: tuple[int, ...], w: Tensor | None,
+                     eps: float) -> Tensor | None:
+    """rms_norm of a tensor as ONE graph node on the raw arrays (its backward one pass of
+    array operations, no graph of its own); ``None`` for arguments the general path takes
+    (mixed devices or dtypes, no elements)."""
+    dev = x._device
+    xd = x._data
+    if w is not None and (w._device is not dev or w._data.dtype != xd.dtype):
+        return None
+    n = math.prod(ns)
+    if n == 0 or xd.size == 0:
+        return None
+    xp = dev.xp
+    x2 = xp.reshape(xd, (xd.size // n, n))
+    rstd = 1.0 / xp.sqrt(xp.mean(x2 * x2, axis=1, keepdims=True) + eps)
+    y = x2 * rstd
+    if w is not None:
+        y = y * xp.reshape(w._data, (n,))
+    out = xp.reshape(y, xd.shape)
+    if needs_grad(x, w):
+        return record(out, dev, "RmsNormBackward", (x, w),
+                      partial(_rms_norm_vjp, x, w, ns, rstd, eps), (x, w))
+    return new(out, dev)
+
+
+def _rms_norm_vjp(x: Tensor, w: Tensor | None, ns: tuple[int, ...], rstd: Any, eps: float,
+                  g: Tensor, _: Any) -> tuple:
+    """``dx = rstd (gw - xhat mean(gw xhat))`` with ``gw = g w`` and ``xhat = x rstd`` per
+    row, ``dw = sum(g xhat)`` over the rows."""
+    need_x = x._requires_grad
+    need_w = w is not None and w._requires_grad
+    n = math.prod(ns)
+    m = x._data.size // n
+    if not _grad.enabled:  # plain backward: raw arrays
+        dev = g._device
+        xp = dev.xp
+        xhat = xp.reshape(x._data, (m, n)) * rstd
+        g2 = xp.reshape(g._data, (m, n))
+        dx = dw = None
+        if need_x:
+            gw = g2 if w is None else g2 * xp.reshape(w._data, (n,))
+            c = xp.mean(gw * xhat, axis=1, keepdims=True)
+            dx = new(xp.reshape(rstd * (gw - xhat * c), x._data.shape), dev)
+        if need_w:
+            dw = new(xp.reshape(xp.sum(g2 * xhat, axis=0), ns), dev)
+        return dx, dw
+    import vtl  # create_graph: the same rule in vtl functions (recomputing the statistics)
+
+    x2 = vtl.reshape(x, (m, n))
+    r = 1.0 / vtl.sqrt(vtl.mean(x2 * x2, axis=1, keepdims=True) + eps)
+    xhat = x2 * r
+    g2 = vtl.reshape(g, (m, n))
+    dx = dw = None
+    if need_x:
+        gw = g2 if w is None else g2 * vtl.reshape(w, (n,))
+        c = vtl.mean(gw * xhat, axis=1, keepdims=True)
+        dx = vtl.reshape(r * (gw - xhat * c), x.shape)
+    if need_w:
+        dw = vtl.reshape(vtl.sum(g2 * xhat, axis=0), ns)
+    return dx, dw
 
 
 def local_response_norm(input: Any, size: int, alpha: float = 1e-4, beta: float = 0.75,  # noqa: A002
