@@ -489,6 +489,40 @@ def test_layer_norm_kernels(h16, name, m, n, affine):
     assert h16.ln.backward(x, w, mean.copy(), rstd, g, True, False, False) is None
 
 
+@pytest.mark.parametrize("name", ["float16", "bfloat16", "float32", "float64"])
+@pytest.mark.parametrize(("m", "n", "weighted"), [(1, 1, True), (3, 5, False), (17, 100, True)])
+def test_layer_norm_kernels_rms_mode(h16, name, m, n, weighted):
+    """``rms=True`` (rms_norm's rows): no centring each way, the mean returned as zeros,
+    against float64 formulas; the mode is the flag, the launches the same."""
+    dt = LOW.get(name, np.dtype(name))
+    rng = np.random.default_rng(m + n)
+    x = sample(rng, (m, n), dt, 2) + np.asarray(1, dt)
+    w = sample(rng, n, dt) if weighted else None
+    g = sample(rng, (m, n), dt)
+    eps = 1e-3
+    h16.cp.log.clear()
+    y, mean, rstd = h16.ln.forward(x, w, None, eps, rms=True)
+    assert h16.cp.log == ["vtl_layer_norm_fwd"]
+    xd, gd = x.astype(np.float64), g.astype(np.float64)
+    wd = 1.0 if w is None else w.astype(np.float64)
+    r = 1.0 / np.sqrt((xd * xd).mean(1, keepdims=True) + eps)
+    xh = xd * r
+    gw = gd * wd
+    want = [xh * wd, r * (gw - xh * (gw * xh).mean(1, keepdims=True)), (gd * xh).sum(0)]
+    assert not mean.any()
+    tol = _LN_TOL.get(name, {"rtol": 1e-5, "atol": 1e-5})
+    np.testing.assert_allclose(rstd, r, **tol)
+    dx, dw, db = h16.ln.backward(x, w, mean, rstd, g, True, weighted, False, rms=True)
+    assert db is None and (dw is None) == (not weighted)
+    got = [y, dx] + ([dw] if weighted else [])
+    for a, e, what in zip(got, want, ("y", "dx", "dw"), strict=False):
+        if name in LOW:
+            assert_ulps(a, e, dt, 1.0, atol=1e-5 * float(np.abs(e).max()), msg=what)
+        else:
+            assert a.dtype == dt
+            np.testing.assert_allclose(a, e, **tol)
+
+
 @pytest.mark.parametrize("name", ["float16", "bfloat16"])
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def test_layer_norm_16bit_special_values(h16, name):

@@ -248,11 +248,24 @@ def test_rms_norm_one_node_equals_the_composite(backend, monkeypatch, dtype):
         return y, [to_numpy(t) for t in (y, x.grad, None if w is None else w.grad)
                    if t is not None]
 
+    kern = vtl.backends.get(backend).kernel("layer_norm")
+    fused = kern is not None and getattr(kern, "takes_rms", False) and kern.supports(
+        np.dtype(dtype))
+    calls = []
+    if fused:  # the backend's layer_norm kernel runs both ways in its rms mode
+        for way in ("forward", "backward"):
+            def spy(*a, _f=getattr(kern, way), _w=way, **kw):
+                calls.append((_w, kw.get("rms")))
+                return _f(*a, **kw)
+
+            monkeypatch.setattr(kern, way, spy)
     for shape in ((6,), (3, 6)):
         for weighted in (True, False):
             for eps in (None, 0.1):
+                calls.clear()
                 y, got = run(shape, weighted, eps)
                 assert y._grad_fn._name == "RmsNormBackward"
+                assert calls == ([("forward", True), ("backward", True)] if fused else [])
                 with monkeypatch.context() as m:
                     m.setattr(norm, "_rms_norm_tensor", lambda *a: None)
                     y2, want = run(shape, weighted, eps)

@@ -201,6 +201,10 @@ class LayerNormKernel(Protocol):
     (``None`` where not asked for): ``dx = rstd (gw - mean(gw) - xhat mean(gw xhat))`` with
     ``gw = g w`` and ``xhat = (x - mean) rstd`` per row, ``dw = sum(g xhat)`` and
     ``db = sum(g)`` over the rows; or ``None`` to decline.
+
+    A kernel whose ``takes_rms`` attribute is true also takes ``rms=True`` each way:
+    rms_norm's rows, whose mean is taken as 0 (``rstd = 1 / sqrt(mean(x**2) + eps)``, no
+    ``mean(gw)`` term in ``dx``; ``mean`` is returned as zeros).
     """
 
     def supports(self, dtype: Any) -> bool: ...

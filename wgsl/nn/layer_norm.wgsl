@@ -1,8 +1,9 @@
 // Layer normalisation of the rows of contiguous (M, N) data (vtl/backends/wgpu/nn.py): one
 // workgroup per row; the mean, then the biased variance of the deviations (two passes);
 // rstd = 1 / sqrt(var + eps); y = (x - mean) * rstd * w + b. S[2m] = mean, S[2m+1] = rstd.
+// With flag 4 (rms_norm) the mean is taken as 0: rstd = 1 / sqrt(mean(x^2) + eps).
 // Words: 0 M, 1 N, 2 offset x, 3 offset w, 4 offset b, 5 offset y, 6 offset S,
-//        7 flags (1: w, 2: b), 8.. eps
+//        7 flags (1: w, 2: b, 4: no centring), 8.. eps
 @group(0) @binding(0) var<storage, read> X: array<{{T}}>;
 @group(0) @binding(1) var<storage, read> Wt: array<{{T}}>;
 @group(0) @binding(2) var<storage, read> Bs: array<{{T}}>;
@@ -29,16 +30,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   if (row >= pw(0u)) { return; }
   let N = pw(1u);
   let xb = pw(2u) + row * N;
-  var s = {{T}}(0);
-  for (var j = lid; j < N; j += 256u) { s += X[xb + j]; }
-  let mu = wsum(lid, s) / {{T}}(N);
+  let fl = pw(7u);
+  var mu = {{T}}(0);
+  if ((fl & 4u) == 0u) {
+    var s = {{T}}(0);
+    for (var j = lid; j < N; j += 256u) { s += X[xb + j]; }
+    mu = wsum(lid, s) / {{T}}(N);
+  }
   var q = {{T}}(0);
   for (var j = lid; j < N; j += 256u) {
     let d = X[xb + j] - mu;
     q += d * d;
   }
   let r = {{T}}(1) / sqrt(wsum(lid, q) / {{T}}(N) + scal_{{D}}(8u));
-  let fl = pw(7u);
   let yb = pw(5u) + row * N;
   for (var j = lid; j < N; j += 256u) {
     var v = (X[xb + j] - mu) * r;

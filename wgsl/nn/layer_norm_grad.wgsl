@@ -1,9 +1,10 @@
 // The gradient of layer_norm.wgsl for one row per workgroup: with xhat = (x - mean) rstd and
 // gw = g w, dx = rstd (gw - mean(gw) - xhat mean(gw xhat)); GX = g xhat (the rows the weight's
 // gradient sums), and with flag 2 also g beside it (GX's rows are then 2N wide: one column
-// sum gives both the weight's and the bias's gradients).
+// sum gives both the weight's and the bias's gradients). With flag 4 (rms_norm, whose mean
+// is 0) the mean(gw) term is left out.
 // Words: 0 M, 1 N, 2 offset x, 3 offset w, 4 offset g, 5 offset S (mean, rstd pairs),
-//        6 offset dx, 7 offset GX, 8 flags (1: w, 2: g beside g xhat)
+//        6 offset dx, 7 offset GX, 8 flags (1: w, 2: g beside g xhat, 4: no centring)
 @group(0) @binding(0) var<storage, read> X: array<{{T}}>;
 @group(0) @binding(1) var<storage, read> Wt: array<{{T}}>;
 @group(0) @binding(2) var<storage, read> G: array<{{T}}>;
@@ -43,7 +44,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     workgroupBarrier();
   }
-  let m1 = r1[0] / {{T}}(N);
+  let m1 = select(r1[0] / {{T}}(N), {{T}}(0), (pw(8u) & 4u) != 0u);
   let m2 = r2[0] / {{T}}(N);
   let db = pw(6u) + row * N;
   let both = (pw(8u) & 2u) != 0u;

@@ -379,7 +379,8 @@ CROSS_ENTROPY_GRAD = Spec("vtl_cross_entropy_grad", (
 
 #: layer_norm of the contiguous rows of ``x`` (M, N), a warp per row (blocks of 256
 #: threads: eight rows): the mean, then the variance of the deviations (shuffle sums in
-#: ``A``), ``y = (x - mu) r w + b`` (``flags`` 1: ``w``, 2: ``b``) and ``stats[2 row] = mu``,
+#: ``A``), ``y = (x - mu) r w + b`` (``flags`` 1: ``w``, 2: ``b``; 4: rms_norm, ``mu = 0``)
+#: and ``stats[2 row] = mu``,
 #: ``stats[2 row + 1] = r = 1 / sqrt(var + eps)`` (in ``A``)
 LAYER_NORM_FWD = Spec("vtl_layer_norm_fwd", (
     ("const T* __restrict__", "x"), ("const T* __restrict__", "w"),
@@ -390,10 +391,13 @@ LAYER_NORM_FWD = Spec("vtl_layer_norm_fwd", (
   const int lane = threadIdx.x & 31;
   if (row >= M) return;
   const T* xr = x + row * N;
-  A s = 0;
-  for (int j = lane; j < N; j += 32) s += vtl_ld(xr[j]);
-  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-  const A mu = s / N;
+  A mu = 0;
+  if (!(flags & 4)) {
+    A s = 0;
+    for (int j = lane; j < N; j += 32) s += vtl_ld(xr[j]);
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    mu = s / N;
+  }
   A q = 0;
   for (int j = lane; j < N; j += 32) { const A d = vtl_ld(xr[j]) - mu; q += d * d; }
   for (int o = 16; o > 0; o >>= 1) q += __shfl_xor_sync(0xffffffffu, q, o);
@@ -410,7 +414,7 @@ LAYER_NORM_FWD = Spec("vtl_layer_norm_fwd", (
 
 #: the layer_norm gradient, a warp per row: ``dx = r (gw - mean(gw) - xh mean(gw xh))`` with
 #: ``xh = (x - mu) r``, ``gw = g w`` (``flags`` 1) or ``g``; ``gxh = g xh`` (in ``A``: the
-#: weight gradient is its column sums)
+#: weight gradient is its column sums); ``flags`` 4: rms_norm's, without ``mean(gw)``
 LAYER_NORM_BWD = Spec("vtl_layer_norm_bwd", (
     ("const T* __restrict__", "x"), ("const T* __restrict__", "w"),
     ("const A* __restrict__", "stats"), ("const T* __restrict__", "g"),
@@ -434,7 +438,7 @@ LAYER_NORM_BWD = Spec("vtl_layer_norm_bwd", (
     c1 += __shfl_xor_sync(0xffffffffu, c1, o);
     c2 += __shfl_xor_sync(0xffffffffu, c2, o);
   }
-  c1 /= N;
+  c1 = (flags & 4) ? (A)0 : c1 / N;  /* rms_norm: no mean(gw) term */
   c2 /= N;
   for (int j = lane; j < N; j += 32) {
     const A xh = (vtl_ld(xr[j]) - mu) * r;
@@ -788,7 +792,8 @@ class CupyCrossEntropy:
 
 class CupyLayerNorm:
     """``kernel("layer_norm")``: a warp per row each way (shuffle reductions, the mean and
-    then the variance of the deviations: :data:`LAYER_NORM_FWD`, :data:`LAYER_NORM_BWD`),
+    then the variance of the deviations: :data:`LAYER_NORM_FWD`, :data:`LAYER_NORM_BWD`;
+    with ``rms=True`` rms_norm's rows, no centring),
     the weight and bias gradients as column sums. float16/bfloat16 rows are computed in
     float32 and rounded once; their statistics ``mean``/``rstd`` are float32 (the contract's
     "float32 or wider"), and so are the products ``g * xhat`` summed for the weight
@@ -803,10 +808,13 @@ class CupyLayerNorm:
         self._k = _Kernels(cupy)
         self.launches = 0
 
+    #: forward and backward take ``rms=True`` (``LayerNormKernel``)
+    takes_rms = True
+
     def supports(self, dtype: Any) -> bool:
         return np.dtype(dtype) in FLOAT_NAMES
 
-    def forward(self, x: Any, w: Any, b: Any, eps: float) -> tuple | None:
+    def forward(self, x: Any, w: Any, b: Any, eps: float, rms: bool = False) -> tuple | None:
         cp = self._cp
         if type(x) is not cp.ndarray or x.ndim != 2 or x.dtype not in FLOAT_NAMES \
                 or 0 in x.shape or x.shape[1] >= 2**31:
@@ -824,7 +832,7 @@ class CupyLayerNorm:
             b = None if b is None else cp.ascontiguousarray(b)
             y = cp.empty((m, n), dtype=dt)
             stats = cp.empty((m, 2), dtype=adt)
-            flags = (1 if w is not None else 0) | (2 if b is not None else 0)
+            flags = (1 if w is not None else 0) | (2 if b is not None else 0) | (4 if rms else 0)
             self._k.get(LAYER_NORM_FWD, dt)((-(-m // 8),), (256,), (
                 x, x if w is None else w, x if b is None else b, y, stats, _I64(m),
                 _I32(n), adt.type(eps), _I32(flags)))
@@ -832,7 +840,7 @@ class CupyLayerNorm:
         return y, stats[:, 0:1], stats[:, 1:2]
 
     def backward(self, x: Any, w: Any, mean: Any, rstd: Any, g: Any, need_x: bool,
-                 need_w: bool, need_b: bool) -> tuple | None:
+                 need_w: bool, need_b: bool, rms: bool = False) -> tuple | None:
         cp = self._cp
         m, n = x.shape
         dt = x.dtype
@@ -852,7 +860,7 @@ class CupyLayerNorm:
             gxh = cp.empty((m, n), dtype=adt)
             self._k.get(LAYER_NORM_BWD, dt)((-(-m // 8),), (256,), (
                 x, x if w is None else w, base, g, dx, gxh, _I64(m), _I32(n),
-                _I32(1 if w is not None else 0)))
+                _I32((1 if w is not None else 0) | (4 if rms else 0))))
             self.launches += 1
             dw = db = None
             if need_w:

@@ -79,16 +79,20 @@ def input_grad(x, g, i, j, a, b, e, dx):  # pragma: no cover - compiled
 
 
 @kernel(**_SUMS)
-def layer_norm_forward(x, w, b, with_w, with_b, eps, i, j, y, mean, rstd):  # pragma: no cover
+def layer_norm_forward(x, w, b, with_w, with_b, eps, i, j, y, mean, rstd,
+                       center):  # pragma: no cover - compiled
     """Rows ``[i, j)`` of ``x`` (``(M, N)``): float64 mean and ``1 / sqrt(var + eps)``
-    (two passes over the row), then ``y = (x - mean) * rstd * w + b``."""
+    (two passes over the row), then ``y = (x - mean) * rstd * w + b``; without ``center``
+    (rms_norm) the mean is 0."""
     n = x.shape[1]
     dt = y.dtype.type
     for r in range(i, j):
-        s = 0.0
-        for k in range(n):
-            s += np.float64(x[r, k])
-        m = s / n
+        m = 0.0
+        if center:
+            s = 0.0
+            for k in range(n):
+                s += np.float64(x[r, k])
+            m = s / n
         q = 0.0
         for k in range(n):
             d = np.float64(x[r, k]) - m
@@ -109,10 +113,11 @@ def layer_norm_forward(x, w, b, with_w, with_b, eps, i, j, y, mean, rstd):  # pr
 
 @kernel(**_SUMS)
 def layer_norm_backward(x, w, with_w, mean, rstd, g, need_x, need_wb, i, j, dx, dw,
-                        db):  # pragma: no cover - compiled
+                        db, center):  # pragma: no cover - compiled
     """Rows ``[i, j)``: ``dx = rstd (gw - mean(gw) - xhat mean(gw xhat))`` (the row means
-    in float64) and, with ``need_wb``, this range's float64 sums of ``g xhat`` and ``g``
-    added into ``dw`` and ``db`` (``(N,)``, zeroed by the caller)."""
+    in float64; without ``center``, rms_norm's, no ``mean(gw)`` term) and, with
+    ``need_wb``, this range's float64 sums of ``g xhat`` and ``g`` added into ``dw`` and
+    ``db`` (``(N,)``, zeroed by the caller)."""
     n = x.shape[1]
     dt = x.dtype.type
     for r in range(i, j):
@@ -126,7 +131,7 @@ def layer_norm_backward(x, w, with_w, mean, rstd, g, need_x, need_wb, i, j, dx, 
                 gw = g[r, k] * w[k] if with_w else g[r, k]
                 a += np.float64(gw)
                 c += np.float64(gw) * np.float64(xh)
-            c1 = dt(a / n)
+            c1 = dt(a / n) if center else dt(0)
             c2 = dt(c / n)
             for k in range(n):
                 xh = (x[r, k] - mt) * rt

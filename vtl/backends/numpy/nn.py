@@ -351,12 +351,17 @@ LN_ROWS = 256
 class NumpyLayerNorm:
     """``kernel("layer_norm")`` with numba (the ``vtl[cpu]`` extra): float32 and float64
     rows, statistics in float64, one compiled pass of two loops over each row each way,
-    pieces of :data:`LN_ROWS` rows spread over the kernels' thread pool."""
+    pieces of :data:`LN_ROWS` rows spread over the kernels' thread pool; with ``rms=True``
+    rms_norm's rows (no centring)."""
+
+    #: forward and backward take ``rms=True`` (``LayerNormKernel``)
+    takes_rms = True
 
     def supports(self, dtype: Any) -> bool:
         return dtype in _FLOATS and _compiled.available()
 
-    def forward(self, x: Any, w: Any, b: Any, eps: float) -> tuple[Any, Any, Any] | None:
+    def forward(self, x: Any, w: Any, b: Any, eps: float, rms: bool = False
+                ) -> tuple[Any, Any, Any] | None:
         if type(x) is not np.ndarray or x.ndim != 2 or x.dtype not in _FLOATS or \
                 any(p is not None and p.dtype != x.dtype for p in (w, b)):
             return None
@@ -372,11 +377,12 @@ class NumpyLayerNorm:
         pieces = -(-m // LN_ROWS)
         _split_images(lambda i, j: layer_norm_forward(
             xc, wd, bd, w is not None, b is not None, eps, i * LN_ROWS, min(m, j * LN_ROWS),
-            y, mean, rstd), pieces, x.size)
+            y, mean, rstd, not rms), pieces, x.size)
         return y, mean.astype(x.dtype), rstd.astype(x.dtype)
 
     def backward(self, x: Any, w: Any, mean: Any, rstd: Any, g: Any, need_x: bool,
-                 need_w: bool, need_b: bool) -> tuple[Any, Any, Any] | None:
+                 need_w: bool, need_b: bool, rms: bool = False
+                 ) -> tuple[Any, Any, Any] | None:
         if type(x) is not np.ndarray or type(g) is not np.ndarray or x.ndim != 2 or \
                 g.dtype != x.dtype or x.dtype not in _FLOATS:
             return None
@@ -396,7 +402,8 @@ class NumpyLayerNorm:
             for p in range(i, j):
                 layer_norm_backward(xc, wd, w is not None, mc, rc, gc, need_x, wb,
                                     p * LN_ROWS, min(m, (p + 1) * LN_ROWS), dx,
-                                    parts[p if wb else 0, 0], parts[p if wb else 0, 1])
+                                    parts[p if wb else 0, 0], parts[p if wb else 0, 1],
+                                    not rms)
 
         _split_images(run, pieces, x.size)
         sums = np.add.reduce(parts, axis=0) if wb else None

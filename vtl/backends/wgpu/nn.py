@@ -259,7 +259,11 @@ class CrossEntropy:
 
 class LayerNorm:
     """``kernel("layer_norm")``: a workgroup per row each way (``wgsl/nn/layer_norm.wgsl``,
-    ``layer_norm_grad.wgsl``), the weight and bias gradients as column sums."""
+    ``layer_norm_grad.wgsl``), the weight and bias gradients as column sums; with
+    ``rms=True`` rms_norm's rows (no centring)."""
+
+    #: forward and backward take ``rms=True`` (``LayerNormKernel``)
+    takes_rms = True
 
     def __init__(self) -> None:
         self.launches = 0
@@ -267,7 +271,7 @@ class LayerNorm:
     def supports(self, dtype: Any) -> bool:
         return dtype in _FLOATS
 
-    def forward(self, x: Any, w: Any, b: Any, eps: float) -> tuple | None:
+    def forward(self, x: Any, w: Any, b: Any, eps: float, rms: bool = False) -> tuple | None:
         if type(x) is not WgpuArray or x.ndim != 2 or x.dtype not in _FLOATS:
             return None
         m, n = x.shape
@@ -278,7 +282,7 @@ class LayerNorm:
         y = empty((m, n), dt)
         stats = empty((m, 2), dt)
         k = _kernels.kernel("layer_norm", "rrrww", (dt,), T=D.wgsl(dt), D=dt.name)
-        flags = (1 if w is not None else 0) | (2 if b is not None else 0)
+        flags = (1 if w is not None else 0) | (2 if b is not None else 0) | (4 if rms else 0)
         words = [m, n, x._offset, 0 if w is None else w._offset, 0 if b is None else b._offset,
                  y._offset, stats._offset, flags, *words_for_scalar(eps, dt)]
         bufs = (x._st.buf, (w if w is not None else x)._st.buf,
@@ -288,7 +292,7 @@ class LayerNorm:
         return y, stats[:, 0:1], stats[:, 1:2]
 
     def backward(self, x: Any, w: Any, mean: Any, rstd: Any, g: Any, need_x: bool,
-                 need_w: bool, need_b: bool) -> tuple | None:
+                 need_w: bool, need_b: bool, rms: bool = False) -> tuple | None:
         m, n = x.shape
         dt = x.dtype
         # the statistics of forward(): views of one (M, 2) array
@@ -304,7 +308,8 @@ class LayerNorm:
         gx = empty((m, 2 * n if both else n), dt)
         k = _kernels.kernel("layer_norm_grad", "rrrrww", (dt,), T=D.wgsl(dt), D=dt.name)
         words = [m, n, x._offset, 0 if w is None else w._offset, g._offset, mean._offset,
-                 dx._offset, gx._offset, (1 if w is not None else 0) | (2 if both else 0)]
+                 dx._offset, gx._offset,
+                 (1 if w is not None else 0) | (2 if both else 0) | (4 if rms else 0)]
         bufs = (x._st.buf, (w if w is not None else x)._st.buf, g._st.buf, mean._st.buf,
                 dx._st.buf, gx._st.buf)
         REC.dispatch(k, bufs, words, m)

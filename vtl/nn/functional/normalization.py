@@ -681,33 +681,42 @@ def rms_norm(input: Any, normalized_shape: Any, weight: Any = None,  # noqa: A00
 
 def _rms_norm_tensor(x: Tensor, ns: tuple[int, ...], w: Tensor | None,
                      eps: float) -> Tensor | None:
-    """rms_norm of a tensor as ONE graph node on the raw arrays (its backward one pass of
-    array operations, no graph of its own); ``None`` for arguments the general path takes
-    (mixed devices or dtypes, no elements)."""
+    """rms_norm of a tensor as ONE graph node: the backend's ``layer_norm`` kernel in its
+    rms mode where it has one (``takes_rms``), else array operations on the raw rows;
+    ``None`` for arguments the general path takes (mixed devices or dtypes, no
+    elements)."""
     dev = x._device
     xd = x._data
-    if w is not None and (w._device is not dev or w._data.dtype != xd.dtype):
+    dt = xd.dtype
+    if w is not None and (w._device is not dev or w._data.dtype != dt):
         return None
     n = math.prod(ns)
     if n == 0 or xd.size == 0:
         return None
     xp = dev.xp
     x2 = xp.reshape(xd, (xd.size // n, n))
-    rstd = 1.0 / xp.sqrt(xp.mean(x2 * x2, axis=1, keepdims=True) + eps)
-    y = x2 * rstd
-    if w is not None:
-        y = y * xp.reshape(w._data, (n,))
+    w2 = None if w is None else xp.reshape(w._data, (n,))
+    kern = dev.backend.kernel("layer_norm")
+    res = None
+    if kern is not None and getattr(kern, "takes_rms", False) and kern.supports(dt):
+        res = kern.forward(x2, w2, None, eps, rms=True)
+    if res is None:
+        kern = None
+        rstd = 1.0 / xp.sqrt(xp.mean(x2 * x2, axis=1, keepdims=True) + eps)
+        y = x2 * rstd if w2 is None else x2 * rstd * w2
+        res = y, None, rstd
+    y, mean, rstd = res
     out = xp.reshape(y, xd.shape)
     if needs_grad(x, w):
         return record(out, dev, "RmsNormBackward", (x, w),
-                      partial(_rms_norm_vjp, x, w, ns, rstd, eps), (x, w))
+                      partial(_rms_norm_vjp, kern, x, w, ns, mean, rstd, eps), (x, w))
     return new(out, dev)
 
 
-def _rms_norm_vjp(x: Tensor, w: Tensor | None, ns: tuple[int, ...], rstd: Any, eps: float,
-                  g: Tensor, _: Any) -> tuple:
+def _rms_norm_vjp(kern: Any, x: Tensor, w: Tensor | None, ns: tuple[int, ...], mean: Any,
+                  rstd: Any, eps: float, g: Tensor, _: Any) -> tuple:
     """``dx = rstd (gw - xhat mean(gw xhat))`` with ``gw = g w`` and ``xhat = x rstd`` per
-    row, ``dw = sum(g xhat)`` over the rows."""
+    row, ``dw = sum(g xhat)`` over the rows (the forward's kernel where it ran)."""
     need_x = x._requires_grad
     need_w = w is not None and w._requires_grad
     n = math.prod(ns)
@@ -715,8 +724,16 @@ def _rms_norm_vjp(x: Tensor, w: Tensor | None, ns: tuple[int, ...], rstd: Any, e
     if not _grad.enabled:  # plain backward: raw arrays
         dev = g._device
         xp = dev.xp
-        xhat = xp.reshape(x._data, (m, n)) * rstd
         g2 = xp.reshape(g._data, (m, n))
+        if kern is not None:
+            res = kern.backward(xp.reshape(x._data, (m, n)),
+                                None if w is None else xp.reshape(w._data, (n,)), mean,
+                                rstd, g2, need_x, need_w, False, rms=True)
+            if res is not None:
+                dx, dw, _ = res
+                return (None if dx is None else new(xp.reshape(dx, x._data.shape), dev),
+                        None if dw is None else new(xp.reshape(dw, ns), dev))
+        xhat = xp.reshape(x._data, (m, n)) * rstd
         dx = dw = None
         if need_x:
             gw = g2 if w is None else g2 * xp.reshape(w._data, (n,))
