@@ -640,3 +640,54 @@ def test_compiled_masks_equal_the_numpy_passes(monkeypatch, dtype, size):
     for a, b in zip(got, want, strict=True):
         assert a.shape == b.shape and a.dtype == b.dtype
         np.testing.assert_array_equal(a.view(f"u{a.itemsize}"), b.view(f"u{b.itemsize}"))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("size", [1, 7, 1 << 12 | 5])
+def test_compiled_gelu_equals_the_portable_formulas(monkeypatch, dtype, size):
+    """The exact GELU and its gradient in one compiled pass each (float64 through the C
+    library's erfc, rounded once), split over the pool when large (here from 4096
+    elements), against the portable formulas (erfc's rational approximation) computed in
+    float64 and rounded: within a few units in the last place, infinities and nan as
+    PyTorch; the tanh form is declined; ``F.gelu`` runs the kernel both ways."""
+    from vtl.nn.functional import activation as act
+
+    monkeypatch.setenv("VTL_NUM_THREADS", "3")
+    monkeypatch.setattr(npnn, "THRESHOLD", 1 << 12)
+    rng = np.random.default_rng(size)
+    x = (4 * rng.standard_normal(size)).astype(dtype)
+    x[:min(size, 5)] = [0.0, -40.0, 40.0, np.inf, -np.inf][:min(size, 5)]
+    g = rng.standard_normal(size).astype(dtype)
+    kern = npnn.NumpyGelu()
+    assert kern.supports(np.dtype(dtype)) and not kern.supports(np.dtype(np.float16))
+    y, dx = kern.forward(x, "none"), kern.backward(x, g, "none")
+    x64, g64 = x.astype(np.float64), g.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        want_y = act._gelu(np, x64, "none")
+        want_dx = act._gelu_grad(np, x64, g64, "none")
+    fin = np.isfinite(x)
+    eps = np.finfo(dtype).eps
+    for got, want in ((y, want_y), (dx, want_dx)):
+        assert got.dtype == dtype and got.shape == x.shape
+        np.testing.assert_allclose(got[fin], want[fin], rtol=8 * eps,
+                                   atol=8 * eps * float(np.abs(want[fin]).max() + 1))
+        # the limits where the portable formulas give them (gelu(inf) = inf, x -> -inf
+        # gives 0), nan where they give nan (-inf * 0 and the gradient at infinities)
+        np.testing.assert_array_equal(got[~fin], want[~fin].astype(dtype))
+    if size >= 5:
+        assert y[1] == 0 and y[2] == 40 and dx[1] == 0 and dx[2] == g[2]
+    assert kern.forward(x, "tanh") is None and kern.backward(x, g, "tanh") is None
+    calls = []
+    for way in ("forward", "backward"):
+        def spy(*a, _f=getattr(kern, way), _w=way):
+            calls.append(_w)
+            return _f(*a)
+
+        monkeypatch.setattr(kern, way, spy)
+    with use_kernel("gelu", kern):
+        t = vtl.asarray(x, backend="numpy", requires_grad=True)
+        out = F.gelu(t)
+        out.backward(vtl.asarray(g, backend="numpy"))
+    assert calls == ["forward", "backward"]
+    np.testing.assert_array_equal(to_numpy(out), y)
+    np.testing.assert_array_equal(to_numpy(t.grad), dx)

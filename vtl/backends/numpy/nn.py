@@ -1,5 +1,6 @@
 """Fused nn kernels of the NumPy backend (``relu_backward``, ``zero_where``,
-``minmax_backward``, ``batch_norm``; the contracts are in ``vtl.backends.kernels``).
+``minmax_backward``, ``batch_norm``, and with numba ``layer_norm`` and ``gelu``; the
+contracts are in ``vtl.backends.kernels``).
 
 * ``relu_backward``: ``where(x <= 0, 0, g)`` (nan in ``x`` passes ``g``), equal to the
   portable expression bit for bit, computed through the bits: ``g`` AND a mask of all ones
@@ -98,6 +99,50 @@ def _compiled_select(kern: Any, a: Any, g: Any) -> Any:
     af, gf, of = a.reshape(-1), g.reshape(-1), out.reshape(-1)
     _split_images(lambda i, j: kern(af, gf, i, j, of), af.size, af.size)
     return out
+
+
+class NumpyGelu:
+    """``kernel("gelu")`` with numba (the ``vtl[cpu]`` extra): the exact form
+    (``approximate='none'``) of float32 and float64 arrays, each way one compiled pass in
+    float64 through the C library's ``erfc``, rounded once (``_activation_kernels``), split
+    over the pool from :data:`THRESHOLD` elements. The tanh form is declined (NumPy's
+    vectorized ``tanh`` is the faster path)."""
+
+    def supports(self, dtype: Any) -> bool:
+        return dtype in _FLOATS and _compiled.available()
+
+    @staticmethod
+    def _flat(approximate: str, *arrays: Any) -> list[Any] | None:
+        if approximate != "none" or not _compiled.available() or any(
+                type(a) is not np.ndarray or a.dtype not in _FLOATS for a in arrays):
+            return None
+        return [np.ascontiguousarray(a).reshape(-1) for a in arrays]
+
+    def forward(self, x: Any, approximate: str) -> Any | None:
+        flat = self._flat(approximate, x)
+        if flat is None:
+            return None
+        from ._activation_kernels import gelu_forward
+
+        (xf,) = flat
+        out = np.empty(x.shape, dtype=x.dtype)
+        of = out.reshape(-1)
+        _split_images(lambda i, j: gelu_forward(xf, i, j, of), xf.size, xf.size)
+        return out
+
+    def backward(self, x: Any, g: Any, approximate: str) -> Any | None:
+        if getattr(g, "shape", None) != x.shape or getattr(g, "dtype", None) != x.dtype:
+            return None
+        flat = self._flat(approximate, x, g)
+        if flat is None:
+            return None
+        from ._activation_kernels import gelu_backward
+
+        xf, gf = flat
+        out = np.empty(x.shape, dtype=x.dtype)
+        of = out.reshape(-1)
+        _split_images(lambda i, j: gelu_backward(xf, gf, i, j, of), xf.size, xf.size)
+        return out
 
 
 def relu_backward(x: Any, g: Any) -> Any:
