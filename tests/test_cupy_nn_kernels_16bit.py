@@ -57,7 +57,8 @@ ROUND_TRIP = K.Spec("vtl_round_trip", (
 _VARIANTS = [
     *((s, c, "int") for s in (ROUND_TRIP, K.BIAS_ADD, K.COL_SUM, K.COL_SUM_WIDE,
                               K.COL_SUM_FINISH, K.RELU_BACKWARD,
-                              *K.GELU_SPECS.values()) for c in ("half", "bfloat16")),
+                              *K.GELU_SPECS.values(), *K.SILU_SPECS.values())
+      for c in ("half", "bfloat16")),
     *((s, c, tc) for s in (K.CROSS_ENTROPY, K.CROSS_ENTROPY_GRAD) for c in ("half", "bfloat16")
       for tc in ("long long", "int")),
     *((s, c, "int") for s in (K.LAYER_NORM_FWD, K.LAYER_NORM_BWD)
@@ -175,11 +176,11 @@ class FakeCupy16(FakeCupy):
 
 def _fake16(lib, monkeypatch):
     cp = FakeCupy16(lib, _VARIANTS)
-    for cls in (K.CupyNN, K.CupyCrossEntropy, K.CupyLayerNorm, K.CupyGelu):
+    for cls in (K.CupyNN, K.CupyCrossEntropy, K.CupyLayerNorm, K.CupyGelu, K.CupySilu):
         monkeypatch.setattr(cls, "_device_of", staticmethod(lambda a: _DEV))
     monkeypatch.setattr(K.CupyLayerNorm, "_address", staticmethod(lambda a: a.ctypes.data))
     return SimpleNamespace(cp=cp, nn=K.CupyNN(cp), ce=K.CupyCrossEntropy(cp),
-                           ln=K.CupyLayerNorm(cp), gelu=K.CupyGelu(cp))
+                           ln=K.CupyLayerNorm(cp), gelu=K.CupyGelu(cp), silu=K.CupySilu(cp))
 
 
 @pytest.fixture
@@ -605,6 +606,31 @@ def test_gelu_16bit(h16, name, form):
     np.testing.assert_array_equal(h16.gelu.forward(xs, form).view(np.uint16),
                                   y.view(np.uint16))
     assert h16.gelu.backward(x, g.astype(np.float32), form) is None  # dtypes differ
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+def test_silu_16bit(h16, name):
+    """The 16-bit SiLU kernels (float32 inside, rounded once) against float64 formulas on
+    the rounded inputs: within one unit in the last place, both tails, infinities."""
+    dt = LOW[name]
+    x = np.concatenate([np.linspace(-20, 20, 401), [-1e4, -100.0, 100.0, np.inf]]).astype(
+        np.float32).astype(dt)
+    g = np.linspace(-2, 2, x.size).astype(np.float32).astype(dt)
+    h16.cp.log.clear()
+    y = h16.silu.forward(x)
+    gx = h16.silu.backward(x, g)
+    assert h16.cp.log == ["vtl_silu_fwd", "vtl_silu_bwd"] and h16.silu.launches == 2
+    assert y.dtype == gx.dtype == dt
+    xd, gd = x.astype(np.float64), g.astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        s = 1.0 / (1.0 + np.exp(-xd))
+        want_y = xd * s
+        want_g = gd * s * (1.0 + xd * (1.0 - s))
+    fin = np.isfinite(xd)
+    assert_ulps(y[fin], want_y[fin], dt, 1.0, atol=1e-30)
+    assert_ulps(gx[fin], want_g[fin], dt, 1.0, atol=1e-6)
+    assert y[-1] == np.inf and np.isnan(gx[-1])
+    assert h16.silu.backward(x, g.astype(np.float32)) is None  # dtypes differ
 
 
 def test_supports_16bit(h16):

@@ -736,6 +736,64 @@ def test_gelu_kernel_equals_the_portable_path(backend, approximate, monkeypatch)
         np.testing.assert_allclose(a, p, rtol=2e-5, atol=2e-6)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_silu_one_node_equals_the_composite(backend, dtype, monkeypatch):
+    """silu as one graph node (the backend's fused kernel where it has one, one launch each
+    way) against ``x * sigmoid(x)``: values and gradients over the body, both tails,
+    infinities and nan; second-order gradients through the node's vtl-function rule."""
+    from vtl.nn.functional import activation as act
+
+    skip_unless_dtype(backend, dtype)
+    x = np.concatenate([np.linspace(-12, 12, 297), [-1e4, -100.0, 0.0, 100.0, 1e4],
+                        [-np.inf, np.inf, np.nan]]).astype(dtype).reshape(5, 61)
+    g = np.linspace(-1, 1, x.size).astype(dtype).reshape(x.shape)
+    kern = vtl.backends.get(backend).kernel("silu")
+    fused = kern is not None and kern.supports(np.dtype(dtype))
+    calls = []
+    if fused:
+        for way in ("forward", "backward"):
+            def spy(*a, _f=getattr(kern, way), _w=way):
+                calls.append(_w)
+                return _f(*a)
+
+            monkeypatch.setattr(kern, way, spy)
+
+    def run(node):
+        with monkeypatch.context() as m:
+            if not node:
+                m.setattr(act, "_silu_tensor", lambda t: t * F.sigmoid(t))
+            xt = vtl.asarray(x, backend=backend, requires_grad=True)
+            with np.errstate(invalid="ignore", over="ignore"):
+                y = F.silu(xt)
+                assert (y._grad_fn.name() == "SiluBackward") == node
+                y.backward(vtl.asarray(g, backend=backend))
+            return to_numpy(y), to_numpy(xt.grad)
+
+    got, want = run(True), run(False)
+    assert calls == (["forward", "backward"] if fused else [])
+    # the derivative 1 + x (1 - s) cancels near x = -1.28: relative rounding grows there
+    tol = {"rtol": 1e-12, "atol": 1e-15} if dtype == "float64" else {"rtol": 1e-5,
+                                                                      "atol": 1e-7}
+    for a, r in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, r, **tol)  # nan where the composite has nan
+    if dtype == "float64":
+        xs = np.linspace(-3, 3, 7)
+        check_grad(lambda t: F.silu(t) * F.silu(t), xs)
+
+        def second(t):
+            (gx,) = vtl.autograd.grad(vtl.sum(F.silu(t) ** 3), [t], create_graph=True)
+            return gx
+
+        res = []
+        for node in (True, False):
+            with monkeypatch.context() as m:
+                if not node:
+                    m.setattr(act, "_silu_tensor", lambda t: t * F.sigmoid(t))
+                t = vtl.asarray(xs, backend=backend, requires_grad=True)
+                res.append(to_numpy(vtl.autograd.grad(vtl.sum(second(t) ** 2), [t])[0]))
+        np.testing.assert_allclose(res[0], res[1], rtol=1e-10, atol=1e-12)
+
+
 @pytest.mark.parametrize("fn", [F.softmax, F.log_softmax])
 def test_softmax_single_node_and_second_order(backend, fn):
     """softmax and log_softmax of a tensor are one graph node whose rule is differentiable:

@@ -32,7 +32,7 @@ __all__ = [
     "GruCellKernel", "LayerNormKernel",
     "LinearGradWeightKernel", "LinearKernel", "LstmCellKernel", "MinmaxBackwardKernel",
     "MultiTensorApplyKernel", "PhiloxKernel", "Pool2dKernel", "ReluBackwardKernel",
-    "ZeroWhereKernel",
+    "SiluKernel", "ZeroWhereKernel",
 ]
 
 
@@ -187,6 +187,22 @@ class GeluKernel(Protocol):
     def forward(self, x: Any, approximate: str) -> Any | None: ...
 
     def backward(self, x: Any, g: Any, approximate: str) -> Any | None: ...
+
+
+@runtime_checkable
+class SiluKernel(Protocol):
+    """``kernel("silu")``: SiLU (``x * sigmoid(x)``) and its gradient, one launch each way.
+
+    ``forward(x)`` returns a new array of ``x``'s shape and dtype, ``backward(x, g)`` ``g``
+    times the derivative ``s (1 + x (1 - s))`` (``s = sigmoid(x)``); either returns ``None``
+    to decline.
+    """
+
+    def supports(self, dtype: Any) -> bool: ...
+
+    def forward(self, x: Any) -> Any | None: ...
+
+    def backward(self, x: Any, g: Any) -> Any | None: ...
 
 
 @runtime_checkable
@@ -434,6 +450,7 @@ KERNELS: dict[str, type] = {
     "cross_entropy": CrossEntropyKernel,
     "dropout": DropoutKernel,
     "gelu": GeluKernel,
+    "silu": SiluKernel,
     "grad_norm": GradNormKernel,
     "amp_unscale": AmpUnscaleKernel,
     "layer_norm": LayerNormKernel,

@@ -464,14 +464,24 @@ GELU_BODIES = {
 }
 
 
-def _gelu_spec(which: str, form: str) -> Spec:
+#: the bodies of the SiLU kernels (``y`` from ``x``, and ``g``), by direction: ``x s`` and
+#: ``g s (1 + x (1 - s))`` with ``s = 1 / (1 + exp(-x))`` (0 for large negative ``x``)
+SILU_BODIES = {
+    "fwd": "y = x / ((T)1 + exp(-x));",
+    "bwd": "const T s = (T)1 / ((T)1 + exp(-x)); y = g * s * ((T)1 + x * ((T)1 - s));",
+}
+
+
+def _gelu_spec(which: str, form: str, body: str | None = None,
+               name: str | None = None) -> Spec:
     """The GELU kernel over ``n`` contiguous elements as a :class:`Spec` (for float16 and
-    bfloat16: the :data:`GELU_BODIES` computed in ``A``)."""
+    bfloat16: the :data:`GELU_BODIES` computed in ``A``); another elementwise activation
+    with ``body`` and ``name``."""
     ins = (("const T* __restrict__", "X"),) + (
         (("const T* __restrict__", "G"),) if which == "bwd" else ())
     load_g = "    const A g = vtl_ld(G[i]);\n" if which == "bwd" else ""
-    body = re.sub(r"\bT\b", "A", GELU_BODIES[(which, form)])
-    return Spec(f"vtl_gelu_{which}_{form}", (*ins, ("T* __restrict__", "Y"),
+    body = re.sub(r"\bT\b", "A", GELU_BODIES[(which, form)] if body is None else body)
+    return Spec(name or f"vtl_gelu_{which}_{form}", (*ins, ("T* __restrict__", "Y"),
                                                ("const long long", "n")), rf"""
   const long long stride = (long long)blockDim.x * gridDim.x;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {{
@@ -485,9 +495,12 @@ def _gelu_spec(which: str, form: str) -> Spec:
 
 #: the GELU kernels of float16 and bfloat16 arrays, by (direction, form)
 GELU_SPECS = {key: _gelu_spec(*key) for key in GELU_BODIES}
+#: the SiLU kernels of float16 and bfloat16 arrays, by direction
+SILU_SPECS = {w: _gelu_spec(w, "", body, f"vtl_silu_{w}") for w, body in SILU_BODIES.items()}
 
 SPECS = (BIAS_ADD, COL_SUM, COL_SUM_WIDE, COL_SUM_FINISH, RELU_BACKWARD, CROSS_ENTROPY,
-         CROSS_ENTROPY_GRAD, LAYER_NORM_FWD, LAYER_NORM_BWD, *GELU_SPECS.values())
+         CROSS_ENTROPY_GRAD, LAYER_NORM_FWD, LAYER_NORM_BWD, *GELU_SPECS.values(),
+         *SILU_SPECS.values())
 
 #: largest M * C and M whose cross-entropy (rows and reduction) runs in one block, one
 #: launch (eight warps, each a row at a time: at most 64 rows per warp)
@@ -932,6 +945,55 @@ class CupyGelu:
         return self._kernel("bwd", approximate)(x, g)
 
 
-__all__ = ["CE_ONE_BLOCK", "FLOAT_NAMES", "FLOAT_TYPES", "GELU_BODIES", "GELU_SPECS", "SPECS",
-           "CupyCrossEntropy", "CupyGelu", "CupyLayerNorm", "CupyNN", "Spec", "compute_dtype",
+class CupySilu:
+    """``kernel("silu")``: one launch each way, an ``ElementwiseKernel`` of
+    :data:`SILU_BODIES` (any strides) for float32/float64, a kernel of :data:`SILU_SPECS`
+    over contiguous elements (computed in float32, rounded once) for float16/bfloat16."""
+
+    _device_of = staticmethod(lambda a: a.device)
+
+    def __init__(self, cupy: Any) -> None:
+        self._cp = cupy
+        self._compiled: dict[str, Any] = {}
+        self._k = _Kernels(cupy)
+        self.launches = 0
+
+    def supports(self, dtype: Any) -> bool:
+        return np.dtype(dtype) in FLOAT_NAMES
+
+    def _run(self, which: str, x: Any, g: Any = None) -> Any:
+        cp = self._cp
+        if x.dtype in CTYPES:
+            k = self._compiled.get(which)
+            if k is None:
+                k = self._compiled[which] = cp.ElementwiseKernel(
+                    "T x" if which == "fwd" else "T x, T g", "T y", SILU_BODIES[which],
+                    f"vtl_silu_{which}")
+            self.launches += 1
+            return k(x) if g is None else k(x, g)
+        with self._device_of(x):
+            out = cp.empty(x.shape, dtype=x.dtype)
+            x = cp.ascontiguousarray(x)
+            ins = (x,) if g is None else (x, cp.ascontiguousarray(g))
+            if x.size:
+                self._k.get(SILU_SPECS[which], x.dtype)(
+                    (_blocks(x.size),), (256,), (*ins, out, _I64(x.size)))
+                self.launches += 1
+        return out
+
+    def forward(self, x: Any) -> Any:
+        if type(x) is not self._cp.ndarray or x.dtype not in FLOAT_NAMES:
+            return None
+        return self._run("fwd", x)
+
+    def backward(self, x: Any, g: Any) -> Any:
+        if type(x) is not self._cp.ndarray or type(g) is not self._cp.ndarray \
+                or g.dtype != x.dtype or g.shape != x.shape or x.dtype not in FLOAT_NAMES:
+            return None
+        return self._run("bwd", x, g)
+
+
+__all__ = ["CE_ONE_BLOCK", "FLOAT_NAMES", "FLOAT_TYPES", "GELU_BODIES", "GELU_SPECS",
+           "SILU_BODIES", "SILU_SPECS", "SPECS", "CupyCrossEntropy", "CupyGelu",
+           "CupyLayerNorm", "CupyNN", "CupySilu", "Spec", "compute_dtype",
            "PRELUDE", "cuda_source", "known_range", "note_upload"]

@@ -478,6 +478,41 @@ class Gelu:
         return self._run(x, g, 2 + self._MODES[approximate])
 
 
+def _sigmoid(tr, x):
+    """``1 / (1 + exp(-x))`` traced (0 where ``exp(-x)`` overflows)."""
+    e = tr.unary("exp", tr.unary("negative", x))
+    return tr.binary("divide", 1.0, tr.binary("add", e, 1.0))
+
+
+def _silu(tr, x):
+    return tr.binary("multiply", x, _sigmoid(tr, x))
+
+
+def _silu_grad(tr, x, g):
+    s = _sigmoid(tr, x)
+    d = tr.binary("add", tr.binary("multiply", x, tr.binary("subtract", 1.0, s)), 1.0)
+    return tr.binary("multiply", g, tr.binary("multiply", s, d))
+
+
+class Silu:
+    """``kernel("silu")``: one fused elementwise dispatch each way (``_fuse``), any float
+    dtype of the device, contiguous operands."""
+
+    def supports(self, dtype: Any) -> bool:
+        return D.kind(dtype) == "f"
+
+    def forward(self, x: Any) -> Any:
+        if type(x) is not WgpuArray or D.kind(x.dtype) != "f":
+            return None
+        return _fuse.run_cached("silu", _silu, [contiguous(x)])
+
+    def backward(self, x: Any, g: Any) -> Any:
+        if type(x) is not WgpuArray or type(g) is not WgpuArray or g.dtype != x.dtype \
+                or g.shape != x.shape or D.kind(x.dtype) != "f":
+            return None
+        return _fuse.run_cached("silu_grad", _silu_grad, [contiguous(x), contiguous(g)])
+
+
 def _runtime_binding() -> int:
     from . import _runtime
 

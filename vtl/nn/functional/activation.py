@@ -344,7 +344,47 @@ def silu(input: Any, inplace: bool = False) -> Any:  # noqa: A002
     """
     if inplace:
         return apply_inplace(input, silu, "silu")
+    if isinstance(input, Tensor) and _dkind(input._data.dtype) == "f":
+        return _silu_tensor(input)
     return input * sigmoid(input)
+
+
+def _sigmoid_raw(xp: Any, x: Any) -> Any:
+    """``sigmoid(x)`` on raw arrays through ``exp(-|x|)`` (no overflow)."""
+    pos = x >= 0
+    e = xp.exp(xp.where(pos, -x, x))
+    return xp.where(pos, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def _silu_tensor(x: Tensor) -> Tensor:
+    """silu of a float tensor as ONE graph node: the backend's ``silu`` kernel (one launch
+    each way) where it has one, else the portable formula on the raw arrays."""
+    dev = x._device
+    xd = x._data
+    kern = dev.backend.kernel("silu")
+    out = None
+    if kern is not None and kern.supports(xd.dtype):
+        out = kern.forward(xd)
+    if out is None:
+        kern = None
+        out = xd * _sigmoid_raw(dev.xp, xd)
+    if x._requires_grad and _grad.enabled:
+        return record_op(out, dev, "SiluBackward", x, ONE_INPUT, partial(_silu_vjp, kern, x),
+                         (x,), None)
+    return new(out, dev)
+
+
+def _silu_vjp(kern: Any, x: Tensor, g: Tensor, _: Any) -> Tensor:
+    """``g s (1 + x (1 - s))`` with ``s = sigmoid(x)``."""
+    if not _grad.enabled:  # plain backward: raw arrays (create_graph: the rule below)
+        dev = g._device
+        r = None if kern is None else kern.backward(x._data, g._data)
+        if r is None:
+            s = _sigmoid_raw(dev.xp, x._data)
+            r = g._data * s * (1.0 + x._data * (1.0 - s))
+        return new(r, dev)
+    s = sigmoid(x)
+    return g * s * (1.0 + x * (1.0 - s))
 
 
 swish = silu
