@@ -794,6 +794,38 @@ def test_silu_one_node_equals_the_composite(backend, dtype, monkeypatch):
         np.testing.assert_allclose(res[0], res[1], rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_sigmoid_one_node(backend, dtype):
+    """sigmoid of a tensor is one graph node (``vtl.sigmoid`` and the method too): values as
+    the stable formula over the body, the tails, infinities and nan, the gradient from the
+    output as PyTorch's (``g s (1 - s)``), second order through the vtl-function rule."""
+    skip_unless_dtype(backend, dtype)
+    xs = np.concatenate([np.linspace(-30, 30, 121), [-np.inf, np.inf, np.nan]]).astype(dtype)
+    x = vtl.asarray(xs, backend=backend, requires_grad=True)
+    for y in (F.sigmoid(x), vtl.sigmoid(x), x.sigmoid()):
+        assert y._grad_fn.name() == "SigmoidBackward"
+    y = F.sigmoid(x)
+    g = np.linspace(-1, 1, xs.size).astype(dtype)
+    y.backward(vtl.asarray(g, backend=backend))
+    x64 = xs.astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        s = np.where(x64 >= 0, 1 / (1 + np.exp(-x64)), np.exp(x64) / (1 + np.exp(x64)))
+    tol = 1e-6 if dtype == "float32" else 1e-15
+    np.testing.assert_allclose(to_numpy(y), s, rtol=tol, atol=tol * 1e-3)
+    ys = to_numpy(y).astype(np.float64)
+    np.testing.assert_allclose(to_numpy(x.grad), g * ys * (1 - ys), rtol=4 * tol, atol=tol)
+    if dtype == "float64":
+        check_grad(lambda t: F.sigmoid(t) * F.sigmoid(2 * t), np.linspace(-3, 3, 7))
+
+        def first(t):
+            if not t.requires_grad:  # the finite-difference evaluations
+                t = vtl.asarray(to_numpy(t), requires_grad=True)
+            (gx,) = vtl.autograd.grad(vtl.sum(F.sigmoid(t) ** 3), [t], create_graph=True)
+            return gx
+
+        check_grad(first, np.linspace(-3, 3, 7))
+
+
 @pytest.mark.parametrize("fn", [F.softmax, F.log_softmax])
 def test_softmax_single_node_and_second_order(backend, fn):
     """softmax and log_softmax of a tensor are one graph node whose rule is differentiable:

@@ -23,7 +23,7 @@ from functools import partial
 from typing import Any
 
 from ... import _autocast
-from ..._ops._core import ONE_INPUT, _grad, new, record_op
+from ..._ops._core import ONE_INPUT, _grad, new, record, record_op
 from ..._tensor import Tensor
 from ...backends._dtypes import kind as _dkind
 from ._utils import apply_inplace, erfc, namespace, normalize_dim
@@ -314,10 +314,29 @@ def sigmoid(input: Any) -> Any:  # noqa: A002
     Returns:
         A tensor of the input's shape.
     """
+    if isinstance(input, Tensor) and _dkind(input._data.dtype) == "f":
+        return _sigmoid_tensor(input)
     xp = namespace(input)
     pos = input >= 0
     e = xp.exp(xp.where(pos, -input, input))  # exp(-|x|) in (0, 1]
     return xp.where(pos, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def _sigmoid_tensor(x: Tensor) -> Tensor:
+    """sigmoid of a float tensor as ONE graph node: the formula on the raw arrays, and a
+    backward ``g s (1 - s)`` from the output alone."""
+    dev = x._device
+    out = _sigmoid_raw(dev.xp, x._data)
+    if x._requires_grad and _grad.enabled:
+        return record(out, dev, "SigmoidBackward", (x,), _sigmoid_vjp, save_output=True)
+    return new(out, dev)
+
+
+def _sigmoid_vjp(g: Tensor, out: Tensor) -> Tensor:
+    if not _grad.enabled:  # plain backward: raw arrays (create_graph: the rule below)
+        s = out._data
+        return new(g._data * s * (1.0 - s), g._device)
+    return g * out * (1.0 - out)
 
 
 def tanh(input: Any) -> Any:  # noqa: A002
