@@ -169,6 +169,28 @@ def test_layer_norm_second_order_gradients():
     check_grad(g, _rand(2, 3))
 
 
+def _second_order_node_vs_composite(monkeypatch, backend, node_fn, f, xs, ws):
+    """Second-order gradients of ``f(x, w)`` (float64) through the one-node rule (the
+    normalization module's ``node_fn``) equal those through the composite it replaces."""
+    from vtl.nn.functional import normalization as norm
+
+    def second(x, w):
+        y = f(x, w)
+        gx, gw = vtl.autograd.grad(vtl.sum(y * y * y), [x, w], create_graph=True)
+        return vtl.sum(gx * gx) + vtl.sum(gw * vtl.cos(gw))
+
+    res = []
+    for node in (True, False):
+        with monkeypatch.context() as m:
+            if not node:
+                m.setattr(norm, node_fn, lambda *a: None)
+            x = vtl.asarray(xs, backend=backend, requires_grad=True)
+            w = vtl.asarray(ws, backend=backend, requires_grad=True)
+            res.append([to_numpy(t) for t in vtl.autograd.grad(second(x, w), [x, w])])
+    for a, r in zip(*res, strict=True):
+        np.testing.assert_allclose(a, r, rtol=1e-10, atol=1e-10)
+
+
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_group_norm_one_node_equals_the_composite(backend, monkeypatch, dtype):
     """group_norm as one graph node (rows normalised by the backend's layer_norm kernel where
@@ -207,24 +229,9 @@ def test_group_norm_one_node_equals_the_composite(backend, monkeypatch, dtype):
             for a, r in zip(got, want, strict=True):
                 np.testing.assert_allclose(a, r, **tol)
 
-    if dtype != "float64":  # float32 second derivatives of a cubic: rounding, not the rule
-        return
-
-    def second(x, w):
-        y = F.group_norm(x, 3, w, None)
-        gx, gw = vtl.autograd.grad(vtl.sum(y * y * y), [x, w], create_graph=True)
-        return vtl.sum(gx * gx) + vtl.sum(gw * vtl.cos(gw))
-
-    res = []
-    for node in (True, False):
-        with monkeypatch.context() as m:
-            if not node:
-                m.setattr(norm, "_group_norm_tensor", lambda *a: None)
-            x = vtl.asarray(xs, backend=backend, requires_grad=True)
-            w = vtl.asarray(ws, backend=backend, requires_grad=True)
-            res.append([to_numpy(t) for t in vtl.autograd.grad(second(x, w), [x, w])])
-    for a, r in zip(*res, strict=True):
-        np.testing.assert_allclose(a, r, **tol)
+    if dtype == "float64":  # float32 second derivatives of a cubic: rounding, not the rule
+        _second_order_node_vs_composite(monkeypatch, backend, "_group_norm_tensor",
+                                        lambda x, w: F.group_norm(x, 3, w, None), xs, ws)
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
@@ -272,24 +279,10 @@ def test_rms_norm_one_node_equals_the_composite(backend, monkeypatch, dtype):
                 assert y2._grad_fn._name != "RmsNormBackward"
                 for a, r in zip(got, want, strict=True):
                     np.testing.assert_allclose(a, r, **tol)
-    if dtype != "float64":
-        return
-
-    def second(x, w):
-        y = F.rms_norm(x, (6,), w)
-        gx, gw = vtl.autograd.grad(vtl.sum(y * y * y), [x, w], create_graph=True)
-        return vtl.sum(gx * gx) + vtl.sum(gw * vtl.cos(gw))
-
-    res = []
-    for node in (True, False):
-        with monkeypatch.context() as m:
-            if not node:
-                m.setattr(norm, "_rms_norm_tensor", lambda *a: None)
-            x = vtl.asarray(xs, backend=backend, requires_grad=True)
-            w = vtl.asarray(np.linspace(0.5, 2, 6), backend=backend, requires_grad=True)
-            res.append([to_numpy(t) for t in vtl.autograd.grad(second(x, w), [x, w])])
-    for a, r in zip(*res, strict=True):
-        np.testing.assert_allclose(a, r, **tol)
+    if dtype == "float64":
+        _second_order_node_vs_composite(monkeypatch, backend, "_rms_norm_tensor",
+                                        lambda x, w: F.rms_norm(x, (6,), w), xs,
+                                        np.linspace(0.5, 2, 6))
 
 
 def test_norm_gradients_match_numpy_backend(backend):

@@ -344,6 +344,16 @@ def _host_source(name, spec):
             f"for (ptrdiff_t i = 0; i < size; ++i) {{\n{body}}}\n}}\n")
 
 
+def _max_geometry(shape, k, s, p, d, ceil):
+    """A case's ``(k, s, p, d)`` as pairs and its output size (``ceil_mode`` applied; with
+    dilation 1 also the average pool's)."""
+    k2 = (k, k) if isinstance(k, int) else k
+    s2 = k2 if s is None else ((s, s) if isinstance(s, int) else s)
+    p2 = (p, p) if isinstance(p, int) else p
+    d2 = (d, d) if isinstance(d, int) else d
+    return k2, s2, p2, d2, F.max_pool2d(np.zeros(shape), k2, s2, p2, d2, ceil).shape[2:]
+
+
 def test_cupy_pool_kernel_bodies_on_the_host(tmp_path):
     """The CuPy ElementwiseKernel bodies (32- and 64-bit index arithmetic), compiled for the
     host, inside the CuPy kernel class running on NumPy arrays: equal to the strided NumPy
@@ -406,11 +416,7 @@ def test_cupy_pool_kernel_bodies_on_the_host(tmp_path):
     for dt, wide in [(dt, w) for dt in dtypes for w in (False, True)]:
         host.wide = wide
         for shape, k, s, p, d, ceil in MAX_CASES:
-            k2 = (k, k) if isinstance(k, int) else k
-            s2 = k2 if s is None else ((s, s) if isinstance(s, int) else s)
-            p2 = (p, p) if isinstance(p, int) else p
-            d2 = (d, d) if isinstance(d, int) else d
-            out = F.max_pool2d(np.zeros(shape), k2, s2, p2, d2, ceil).shape[2:]
+            k2, s2, p2, d2, out = _max_geometry(shape, k, s, p, d, ceil)
             for xs in (RNG.standard_normal(shape), _ties(shape)):
                 xs = xs.astype(dt)
                 xs.reshape(-1)[RNG.permutation(xs.size)[:3]] = np.nan
@@ -424,10 +430,7 @@ def test_cupy_pool_kernel_bodies_on_the_host(tmp_path):
                 np.testing.assert_array_equal(host.max_backward(aa, shape, g, k2, s2, p2, d2),
                                               ref.max_backward(ar, shape, g, k2, s2, p2, d2))
         for shape, k, s, p, ceil, cip, div in AVG_CASES:
-            k2 = (k, k) if isinstance(k, int) else k
-            s2 = k2 if s is None else ((s, s) if isinstance(s, int) else s)
-            p2 = (p, p) if isinstance(p, int) else p
-            out = F.avg_pool2d(np.zeros(shape), k2, s2, p2, ceil).shape[2:]
+            k2, s2, p2, _, out = _max_geometry(shape, k, s, p, 1, ceil)
             xs = RNG.standard_normal(shape).astype(dt)
             np.testing.assert_array_equal(host.avg_forward(xs, k2, s2, p2, out, cip, div),
                                           ref.avg_forward(xs, k2, s2, p2, out, cip, div))
@@ -445,11 +448,7 @@ def test_cupy_pool_kernel_bodies_on_the_host(tmp_path):
     for dt in low:
         assert host.supports(dt)
         for shape, k, s, p, d, ceil in MAX_CASES[:4]:
-            k2 = (k, k) if isinstance(k, int) else k
-            s2 = k2 if s is None else ((s, s) if isinstance(s, int) else s)
-            p2 = (p, p) if isinstance(p, int) else p
-            d2 = (d, d) if isinstance(d, int) else d
-            out = F.max_pool2d(np.zeros(shape), k2, s2, p2, d2, ceil).shape[2:]
+            k2, s2, p2, d2, out = _max_geometry(shape, k, s, p, d, ceil)
             xs = _ties(shape).astype(dt)
             xs.reshape(-1)[:2] = np.nan
             ya, aa = host.max_forward(xs, k2, s2, p2, d2, out)
@@ -461,10 +460,7 @@ def test_cupy_pool_kernel_bodies_on_the_host(tmp_path):
             same(host.max_backward(aa, shape, g, k2, s2, p2, d2),
                  host.max_backward(ar, shape, g.astype(f32), k2, s2, p2, d2))
         for shape, k, s, p, ceil, cip, div in AVG_CASES:
-            k2 = (k, k) if isinstance(k, int) else k
-            s2 = k2 if s is None else ((s, s) if isinstance(s, int) else s)
-            p2 = (p, p) if isinstance(p, int) else p
-            out = F.avg_pool2d(np.zeros(shape), k2, s2, p2, ceil).shape[2:]
+            k2, s2, p2, _, out = _max_geometry(shape, k, s, p, 1, ceil)
             xs = RNG.standard_normal(shape).astype(dt)
             same(host.avg_forward(xs, k2, s2, p2, out, cip, div),
                  host.avg_forward(xs.astype(f32), k2, s2, p2, out, cip, div))

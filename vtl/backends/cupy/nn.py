@@ -888,12 +888,14 @@ class CupyLayerNorm:
         return out
 
 
-class CupyGelu:
-    """``kernel("gelu")``: one launch each way: an ``ElementwiseKernel``
-    (:data:`GELU_BODIES`, any strides) for float32/float64, a kernel of
-    :data:`GELU_SPECS` over contiguous elements (computed in float32, rounded once) for
-    float16/bfloat16."""
+class _Elementwise:
+    """An elementwise activation each way in one launch: an ``ElementwiseKernel`` of its
+    ``_BODIES`` (any strides) for float32/float64, a kernel of its ``_SPECS`` over
+    contiguous elements (computed in float32, rounded once) for float16/bfloat16; both
+    keyed by ``(direction, form)``."""
 
+    _BODIES: dict[tuple[str, str], str] = {}
+    _SPECS: dict[tuple[str, str], Spec] = {}
     _device_of = staticmethod(lambda a: a.device)
 
     def __init__(self, cupy: Any) -> None:
@@ -910,7 +912,7 @@ class CupyGelu:
         if k is None:
             ins = "T x" if which == "fwd" else "T x, T g"
             k = self._compiled[(which, form)] = self._cp.ElementwiseKernel(
-                ins, "T y", GELU_BODIES[(which, form)], f"vtl_gelu_{which}_{form}")
+                ins, "T y", self._BODIES[(which, form)], self._SPECS[(which, form)].name)
         return k
 
     def _low(self, which: str, form: str, x: Any, g: Any = None) -> Any:
@@ -922,75 +924,51 @@ class CupyGelu:
             ins = (x,) if g is None else (x, cp.ascontiguousarray(g))
             n = x.size
             if n:
-                self._k.get(GELU_SPECS[(which, form)], x.dtype)(
+                self._k.get(self._SPECS[(which, form)], x.dtype)(
                     (_blocks(n),), (256,), (*ins, out, _I64(n)))
                 self.launches += 1
         return out
 
-    def forward(self, x: Any, approximate: str) -> Any:
-        if type(x) is not self._cp.ndarray or x.dtype not in FLOAT_NAMES:
+    def _apply(self, which: str, form: str, x: Any, g: Any = None) -> Any:
+        """The kernel of ``(which, form)`` on ``x`` (and ``g``); ``None`` for arrays it does
+        not take."""
+        cp = self._cp
+        if type(x) is not cp.ndarray or x.dtype not in FLOAT_NAMES:
+            return None
+        if g is not None and (type(g) is not cp.ndarray or g.dtype != x.dtype
+                              or g.shape != x.shape):
             return None
         if x.dtype not in CTYPES:
-            return self._low("fwd", approximate, x)
+            return self._low(which, form, x, g)
         self.launches += 1
-        return self._kernel("fwd", approximate)(x)
+        k = self._kernel(which, form)
+        return k(x) if g is None else k(x, g)
+
+
+class CupyGelu(_Elementwise):
+    """``kernel("gelu")``: one launch each way (:data:`GELU_BODIES`, :data:`GELU_SPECS`)."""
+
+    _BODIES = GELU_BODIES
+    _SPECS = GELU_SPECS
+
+    def forward(self, x: Any, approximate: str) -> Any:
+        return self._apply("fwd", approximate, x)
 
     def backward(self, x: Any, g: Any, approximate: str) -> Any:
-        cp = self._cp
-        if type(g) is not cp.ndarray or g.dtype != x.dtype or g.shape != x.shape:
-            return None
-        if x.dtype not in CTYPES:
-            return self._low("bwd", approximate, x, g)
-        self.launches += 1
-        return self._kernel("bwd", approximate)(x, g)
+        return self._apply("bwd", approximate, x, g)
 
 
-class CupySilu:
-    """``kernel("silu")``: one launch each way, an ``ElementwiseKernel`` of
-    :data:`SILU_BODIES` (any strides) for float32/float64, a kernel of :data:`SILU_SPECS`
-    over contiguous elements (computed in float32, rounded once) for float16/bfloat16."""
+class CupySilu(_Elementwise):
+    """``kernel("silu")``: one launch each way (:data:`SILU_BODIES`, :data:`SILU_SPECS`)."""
 
-    _device_of = staticmethod(lambda a: a.device)
-
-    def __init__(self, cupy: Any) -> None:
-        self._cp = cupy
-        self._compiled: dict[str, Any] = {}
-        self._k = _Kernels(cupy)
-        self.launches = 0
-
-    def supports(self, dtype: Any) -> bool:
-        return np.dtype(dtype) in FLOAT_NAMES
-
-    def _run(self, which: str, x: Any, g: Any = None) -> Any:
-        cp = self._cp
-        if x.dtype in CTYPES:
-            k = self._compiled.get(which)
-            if k is None:
-                k = self._compiled[which] = cp.ElementwiseKernel(
-                    "T x" if which == "fwd" else "T x, T g", "T y", SILU_BODIES[which],
-                    f"vtl_silu_{which}")
-            self.launches += 1
-            return k(x) if g is None else k(x, g)
-        with self._device_of(x):
-            out = cp.empty(x.shape, dtype=x.dtype)
-            x = cp.ascontiguousarray(x)
-            ins = (x,) if g is None else (x, cp.ascontiguousarray(g))
-            if x.size:
-                self._k.get(SILU_SPECS[which], x.dtype)(
-                    (_blocks(x.size),), (256,), (*ins, out, _I64(x.size)))
-                self.launches += 1
-        return out
+    _BODIES = {(w, ""): b for w, b in SILU_BODIES.items()}
+    _SPECS = {(w, ""): spec for w, spec in SILU_SPECS.items()}
 
     def forward(self, x: Any) -> Any:
-        if type(x) is not self._cp.ndarray or x.dtype not in FLOAT_NAMES:
-            return None
-        return self._run("fwd", x)
+        return self._apply("fwd", "", x)
 
     def backward(self, x: Any, g: Any) -> Any:
-        if type(x) is not self._cp.ndarray or type(g) is not self._cp.ndarray \
-                or g.dtype != x.dtype or g.shape != x.shape or x.dtype not in FLOAT_NAMES:
-            return None
-        return self._run("bwd", x, g)
+        return self._apply("bwd", "", x, g)
 
 
 __all__ = ["CE_ONE_BLOCK", "FLOAT_NAMES", "FLOAT_TYPES", "GELU_BODIES", "GELU_SPECS",

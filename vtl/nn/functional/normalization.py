@@ -92,32 +92,46 @@ def _layer_norm_tensor(x: Tensor, ns: tuple[int, ...], w: Tensor | None, b: Tens
     """layer_norm of a tensor as ONE graph node: the backend's ``layer_norm`` kernel where it
     has one, else the portable statistics on the raw arrays; ``None`` for arguments the
     general path takes (mixed devices or dtypes, no elements)."""
-    dev = x._device
-    xd = x._data
-    dt = xd.dtype
-    for t in (w, b):
-        if t is not None and (t._device is not dev or t._data.dtype != dt):
-            return None
-    n = math.prod(ns)
-    if n == 0 or xd.size == 0:
+    rows = _as_rows(x, ns, (w, b))
+    if rows is None:
         return None
-    xp = dev.xp
-    x2 = xp.reshape(xd, (xd.size // n, n))
-    w2 = None if w is None else xp.reshape(w._data, (n,))
-    b2 = None if b is None else xp.reshape(b._data, (n,))
-    kern = dev.backend.kernel("layer_norm")
-    res = None
-    if kern is not None and kern.supports(dt):
-        res = kern.forward(x2, w2, b2, eps)
-    if res is None:
-        kern = None
-        res = _ln_forward(xp, x2, w2, b2, eps)
-    y2, mean, rstd = res
+    dev, xd, xp = x._device, x._data, x._device.xp
+    x2, (w2, b2) = rows
+    kern, (y2, mean, rstd) = _rows_forward(dev, x2, w2, b2, eps)
     out = xp.reshape(y2, xd.shape)
     if needs_grad(x, w, b):
         return record(out, dev, "LayerNormBackward", (x, w, b),
                       partial(_layer_norm_vjp, kern, x, w, b, ns, mean, rstd, eps), (x, w))
     return new(out, dev)
+
+
+def _as_rows(x: Tensor, ns: tuple[int, ...], params: tuple) -> tuple[Any, list] | None:
+    """``(rows, params)``: the raw ``(M, N)`` rows of ``x`` over its trailing ``ns`` axes
+    (``N = prod(ns)``) and the ``(N,)`` raw arrays of the tensors ``params`` (``None`` kept);
+    ``None`` for a parameter on another device or of another dtype, or no elements."""
+    dev = x._device
+    xd = x._data
+    for t in params:
+        if t is not None and (t._device is not dev or t._data.dtype != xd.dtype):
+            return None
+    n = math.prod(ns)
+    if n == 0 or xd.size == 0:
+        return None
+    xp = dev.xp
+    return xp.reshape(xd, (xd.size // n, n)), [
+        None if t is None else xp.reshape(t._data, (n,)) for t in params]
+
+
+def _rows_forward(dev: Any, x2: Any, w2: Any, b2: Any, eps: float) -> tuple[Any, tuple]:
+    """``(kernel or None, (y, mean, rstd))``: layer_norm of the raw ``(M, N)`` rows by the
+    backend's ``layer_norm`` kernel where it takes them (the kernel is then passed to the
+    backward), else by the portable statistics."""
+    kern = dev.backend.kernel("layer_norm")
+    if kern is not None and kern.supports(x2.dtype):
+        res = kern.forward(x2, w2, b2, eps)
+        if res is not None:
+            return kern, res
+    return None, _ln_forward(dev.xp, x2, w2, b2, eps)
 
 
 def _ln_forward(xp: Any, x: Any, w: Any, b: Any, eps: float) -> tuple[Any, Any, Any]:
@@ -501,14 +515,7 @@ def _group_norm_tensor(x: Tensor, groups: int, w: Tensor | None, b: Tensor | Non
     xp = dev.xp
     rows = xd.shape[0] * groups
     x2 = xp.reshape(xd, (rows, xd.size // rows))
-    kern = dev.backend.kernel("layer_norm")
-    res = None
-    if kern is not None and kern.supports(dt):
-        res = kern.forward(x2, None, None, eps)
-    if res is None:
-        kern = None
-        res = _ln_forward(xp, x2, None, None, eps)
-    y2, mean, rstd = res
+    kern, (y2, mean, rstd) = _rows_forward(dev, x2, None, None, eps)
     shape = _channel_shape(xd)
     out = xp.reshape(y2, xd.shape)
     if w is not None:
@@ -685,17 +692,12 @@ def _rms_norm_tensor(x: Tensor, ns: tuple[int, ...], w: Tensor | None,
     rms mode where it has one (``takes_rms``), else array operations on the raw rows;
     ``None`` for arguments the general path takes (mixed devices or dtypes, no
     elements)."""
-    dev = x._device
-    xd = x._data
+    rows = _as_rows(x, ns, (w,))
+    if rows is None:
+        return None
+    dev, xd, xp = x._device, x._data, x._device.xp
     dt = xd.dtype
-    if w is not None and (w._device is not dev or w._data.dtype != dt):
-        return None
-    n = math.prod(ns)
-    if n == 0 or xd.size == 0:
-        return None
-    xp = dev.xp
-    x2 = xp.reshape(xd, (xd.size // n, n))
-    w2 = None if w is None else xp.reshape(w._data, (n,))
+    x2, (w2,) = rows
     kern = dev.backend.kernel("layer_norm")
     res = None
     if kern is not None and getattr(kern, "takes_rms", False) and kern.supports(dt):
