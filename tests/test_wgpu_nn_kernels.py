@@ -454,6 +454,47 @@ def test_conv2d_kernel_16bit(wgpu, monkeypatch, shape, wshape, kw, name, implici
 
 
 @pytest.mark.parametrize("name", ["float16", "bfloat16"])
+@pytest.mark.parametrize("which", ["layer_norm", "rms_norm", "group_norm"])
+def test_layer_norm_kernel_16bit(wgpu, name, which):
+    """float16/bfloat16 rows through the layer_norm kernel (float32 arithmetic and
+    statistics, each output rounded once) for layer_norm, rms_norm (its rms mode) and
+    group_norm (its rows): values and gradients close to the float32 computation of the same
+    rounded values."""
+    import ml_dtypes
+
+    dt = np.dtype(np.float16) if name == "float16" else np.dtype(ml_dtypes.bfloat16)
+    _skip_without(dt)
+    rng = np.random.default_rng(11)
+    rnd = (lambda a: a.astype(dt).astype(np.float32))
+    xs, gs = rnd(2 * rng.standard_normal((4, 6, 5)) + 1), rnd(rng.standard_normal((4, 6, 5)))
+    ws, bs = rnd(rng.standard_normal(5) + 1), rnd(rng.standard_normal(5))
+    wc, bc = rnd(rng.standard_normal(6) + 1), rnd(rng.standard_normal(6))
+    fns = {"layer_norm": lambda x, w, b: F.layer_norm(x, (5,), w, b),
+           "rms_norm": lambda x, w, b: F.rms_norm(x, (5,), w, 1e-3),
+           "group_norm": lambda x, w, b: F.group_norm(x, 3, w, b)}
+    kern = wgpu.kernel("layer_norm")
+    res = []
+    for be, d in (("numpy", np.float32), ("wgpu", dt)):
+        x = vtl.asarray(xs.astype(d), backend=be, requires_grad=True)
+        pw, pb = (wc, bc) if which == "group_norm" else (ws, bs)
+        w = vtl.asarray(pw.astype(d), backend=be, requires_grad=True)
+        b = vtl.asarray(pb.astype(d), backend=be, requires_grad=True)
+        before = kern.launches
+        y = fns[which](x, w, b)
+        y.backward(vtl.asarray(gs.astype(d), backend=be))
+        if be == "wgpu":
+            assert kern.launches == before + 2  # the kernel ran each way
+        grads = [x.grad, w.grad] + ([] if which == "rms_norm" else [b.grad])
+        res.append([t.to("numpy").numpy() for t in (y, *grads)])
+    eps = float(np.finfo(dt).eps)
+    for got, want in zip(res[1], res[0], strict=True):
+        assert got.dtype == dt
+        scale = float(np.abs(want).max()) + 1.0
+        np.testing.assert_allclose(got.astype(np.float32), want, rtol=4 * eps,
+                                   atol=4 * eps * scale)
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
 def test_scatter_add_16bit_on_the_device(wgpu, monkeypatch, name):
     """float16 and bfloat16 scatter-adds run on the device (repeated rows accumulate, each
     sum rounded to the dtype), never through the host."""

@@ -260,7 +260,8 @@ class CrossEntropy:
 class LayerNorm:
     """``kernel("layer_norm")``: a workgroup per row each way (``wgsl/nn/layer_norm.wgsl``,
     ``layer_norm_grad.wgsl``), the weight and bias gradients as column sums; with
-    ``rms=True`` rms_norm's rows (no centring)."""
+    ``rms=True`` rms_norm's rows (no centring). float32/float64, and float16/bfloat16 rows
+    computed in float32 with float32 statistics, each output rounded once."""
 
     #: forward and backward take ``rms=True`` (``LayerNormKernel``)
     takes_rms = True
@@ -269,22 +270,32 @@ class LayerNorm:
         self.launches = 0
 
     def supports(self, dtype: Any) -> bool:
-        return dtype in _FLOATS
+        return dtype in PRODUCT_FLOATS
+
+    @staticmethod
+    def _kernel(name: str, sig: str, dt: Any) -> Any:
+        cdt = D.compute_dtype(dt)
+        return _kernels.kernel(name, sig, (dt,) if cdt == dt else (dt, cdt), T=D.wgsl(dt),
+                               C=D.wgsl(cdt), D=dt.name, DC=cdt.name)
 
     def forward(self, x: Any, w: Any, b: Any, eps: float, rms: bool = False) -> tuple | None:
-        if type(x) is not WgpuArray or x.ndim != 2 or x.dtype not in _FLOATS:
+        if type(x) is not WgpuArray or x.ndim != 2 or x.dtype not in PRODUCT_FLOATS:
             return None
         m, n = x.shape
         dt = x.dtype
+        cdt = D.compute_dtype(dt)
+        for p in (w, b):
+            if p is not None and (type(p) is not WgpuArray or p.dtype != dt):
+                return None
         x = contiguous(x)
         w = None if w is None else contiguous(w)
         b = None if b is None else contiguous(b)
         y = empty((m, n), dt)
-        stats = empty((m, 2), dt)
-        k = _kernels.kernel("layer_norm", "rrrww", (dt,), T=D.wgsl(dt), D=dt.name)
+        stats = empty((m, 2), cdt)
+        k = self._kernel("layer_norm", "rrrww", dt)
         flags = (1 if w is not None else 0) | (2 if b is not None else 0) | (4 if rms else 0)
         words = [m, n, x._offset, 0 if w is None else w._offset, 0 if b is None else b._offset,
-                 y._offset, stats._offset, flags, *words_for_scalar(eps, dt)]
+                 y._offset, stats._offset, flags, *words_for_scalar(eps, cdt)]
         bufs = (x._st.buf, (w if w is not None else x)._st.buf,
                 (b if b is not None else x)._st.buf, y._st.buf, stats._st.buf)
         REC.dispatch(k, bufs, words, m)
@@ -295,18 +306,19 @@ class LayerNorm:
                  need_w: bool, need_b: bool, rms: bool = False) -> tuple | None:
         m, n = x.shape
         dt = x.dtype
-        # the statistics of forward(): views of one (M, 2) array
+        cdt = D.compute_dtype(dt)
+        # the statistics of forward(): views of one (M, 2) array of the compute dtype
         if (type(mean) is not WgpuArray or mean._st is not rstd._st
                 or rstd._offset != mean._offset + 1 or mean._strides != (2, 1)
-                or g.dtype != dt):
+                or mean.dtype != cdt or type(g) is not WgpuArray or g.dtype != dt):
             return None
         x = contiguous(x)
         g = contiguous(g)
         w = None if w is None else contiguous(w)
         dx = empty((m, n), dt)
         both = need_w and need_b  # g beside g * xhat: one column sum gives both gradients
-        gx = empty((m, 2 * n if both else n), dt)
-        k = _kernels.kernel("layer_norm_grad", "rrrrww", (dt,), T=D.wgsl(dt), D=dt.name)
+        gx = empty((m, 2 * n if both else n), cdt)
+        k = self._kernel("layer_norm_grad", "rrrrww", dt)
         words = [m, n, x._offset, 0 if w is None else w._offset, g._offset, mean._offset,
                  dx._offset, gx._offset,
                  (1 if w is not None else 0) | (2 if both else 0) | (4 if rms else 0)]
@@ -314,11 +326,15 @@ class LayerNorm:
                 dx._st.buf, gx._st.buf)
         REC.dispatch(k, bufs, words, m)
         self.launches += 1
+
+        def rounded(a: Any) -> Any:
+            return a if cdt == dt else astype_raw(a, dt)
+
         if both:
-            sums = _sum(gx, axis=0)
+            sums = rounded(_sum(gx, axis=0, dtype=cdt))
             return (dx if need_x else None), sums[:n], sums[n:]
-        dw = _sum(gx, axis=0) if need_w else None
-        db = _sum(g, axis=0) if need_b else None
+        dw = rounded(_sum(gx, axis=0, dtype=cdt)) if need_w else None
+        db = rounded(_sum(g, axis=0, dtype=cdt)) if need_b else None
         return (dx if need_x else None), dw, db
 
 

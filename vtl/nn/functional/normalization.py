@@ -548,12 +548,14 @@ def _group_norm_vjp(kern: Any, x: Tensor, w: Tensor | None, b: Tensor | None, gr
         xp = dev.xp
         x2 = xp.reshape(x._data, (rows, d))
         gd = g._data
+        dt = x._data.dtype
         dx = dw = db = None
+        # (16-bit rows have float32 statistics: the sums are float32, rounded once)
         if need_w:
             xhat = xp.reshape((x2 - mean) * rstd, x._data.shape)
-            dw = new(xp.sum(gd * xhat, axis=axes), dev)
+            dw = new(xp.astype(xp.sum(gd * xhat, axis=axes), dt), dev)
         if need_b:
-            db = new(xp.sum(gd, axis=axes), dev)
+            db = new(xp.astype(xp.sum(gd, axis=axes, dtype=mean.dtype), dt), dev)
         if need_x:
             gw = gd if w is None else gd * xp.reshape(w._data, shape)
             g2 = xp.reshape(gw, (rows, d))
