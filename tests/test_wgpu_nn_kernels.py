@@ -495,6 +495,36 @@ def test_layer_norm_kernel_16bit(wgpu, name, which):
 
 
 @pytest.mark.parametrize("name", ["float16", "bfloat16"])
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_kernel_16bit(wgpu, monkeypatch, name, approximate):
+    """float16/bfloat16 GELU in the kernel, one dispatch each way (float32 arithmetic, each
+    result rounded once): within about one unit in the last place of the float64 values,
+    over the body and both tails."""
+    import ml_dtypes
+
+    from vtl.nn.functional import activation as act
+
+    dt = np.dtype(np.float16) if name == "float16" else np.dtype(ml_dtypes.bfloat16)
+    _skip_without(dt)
+    xs = np.concatenate([np.linspace(-8, 8, 161), [-300.0, 300.0]]).astype(dt)
+    gs = np.linspace(-2, 2, xs.size).astype(dt)
+    names = _dispatched(monkeypatch)
+    x = vtl.asarray(xs, backend="wgpu", requires_grad=True)
+    y = F.gelu(x, approximate=approximate)
+    y.backward(vtl.asarray(gs, backend="wgpu"))
+    assert names.count("gelu") == 2 and y.dtype == vtl.asarray(xs).dtype
+    x64, g64 = xs.astype(np.float64), gs.astype(np.float64)
+    want = [act._gelu(np, x64, approximate), act._gelu_grad(np, x64, g64, approximate)]
+    eps = float(np.finfo(dt).eps)
+    # the tanh form's 1 + tanh(u) cancels in float32 in the left tail (as on any backend)
+    atol = 1e-6 if approximate == "none" else 5e-6
+    for got, w in zip((y, x.grad), want, strict=True):
+        got = got.to("numpy").numpy()
+        assert got.dtype == dt
+        np.testing.assert_allclose(got.astype(np.float64), w, rtol=2 * eps, atol=atol)
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
 def test_scatter_add_16bit_on_the_device(wgpu, monkeypatch, name):
     """float16 and bfloat16 scatter-adds run on the device (repeated rows accumulate, each
     sum rounded to the dtype), never through the host."""

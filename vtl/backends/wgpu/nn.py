@@ -462,26 +462,30 @@ class BatchNorm:
 
 
 class Gelu:
-    """``kernel("gelu")`` for float32: one dispatch each way (``wgsl/nn/gelu.wgsl``, erfc by
-    the portable code's rational approximations)."""
+    """``kernel("gelu")`` for float32, float16 and bfloat16: one dispatch each way
+    (``wgsl/nn/gelu.wgsl``, erfc by the portable code's rational approximations), computed
+    in float32 and rounded once."""
 
     _MODES = {"none": 0, "tanh": 1}
+    _DTYPES = (D.float32, D.float16, D.bfloat16)
 
     def supports(self, dtype: Any) -> bool:
-        return dtype == D.float32
+        return dtype in self._DTYPES
 
     def _run(self, x: Any, g: Any, mode: int) -> Any:
-        if type(x) is not WgpuArray or x.dtype != D.float32 or (
-                g is not None and (type(g) is not WgpuArray or g.dtype != D.float32
+        if type(x) is not WgpuArray or x.dtype not in self._DTYPES or (
+                g is not None and (type(g) is not WgpuArray or g.dtype != x.dtype
                                    or g.shape != x.shape)):
             return None
         n = x.size
-        if n == 0 or n * 4 > _runtime_binding():
+        dt = x.dtype
+        if n == 0 or n * D.itemsize(dt) > _runtime_binding():
             return None
         x = contiguous(x)
         g = None if g is None else contiguous(g)
-        y = empty(x.shape, D.float32)
-        k = _kernels.kernel("gelu", "rrw", (D.float32,))
+        y = empty(x.shape, dt)
+        k = _kernels.kernel("gelu", "rrw", (dt,) if dt == D.float32 else (dt, D.float32),
+                            T=D.wgsl(dt), D=dt.name)
         REC.dispatch(k, (x._st.buf, (g if g is not None else x)._st.buf, y._st.buf),
                      [n, mode, x._offset, 0 if g is None else g._offset, y._offset],
                      groups_for(n))
