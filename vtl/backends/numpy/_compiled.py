@@ -44,7 +44,7 @@ def describe() -> str:
     from importlib.metadata import version
 
     return (f"numba {version('numba')} (Winograd 3x3 convolutions, im2col and col2im, 2x2 "
-            "max pooling, batch and layer norm, exact GELU, LSTM and GRU cells, Philox "
+            "max pooling, batch and layer norm, exact GELU, SiLU, LSTM and GRU cells, Philox "
             "words, dropout, optimizer steps)")
 
 

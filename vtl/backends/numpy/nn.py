@@ -1,6 +1,6 @@
 """Fused nn kernels of the NumPy backend (``relu_backward``, ``zero_where``,
-``minmax_backward``, ``batch_norm``, and with numba ``layer_norm`` and ``gelu``; the
-contracts are in ``vtl.backends.kernels``).
+``minmax_backward``, ``batch_norm``, and with numba ``layer_norm``, ``gelu`` and ``silu``;
+the contracts are in ``vtl.backends.kernels``).
 
 * ``relu_backward``: ``where(x <= 0, 0, g)`` (nan in ``x`` passes ``g``), equal to the
   portable expression bit for bit, computed through the bits: ``g`` AND a mask of all ones
@@ -124,11 +124,7 @@ class NumpyGelu:
             return None
         from ._activation_kernels import gelu_forward
 
-        (xf,) = flat
-        out = np.empty(x.shape, dtype=x.dtype)
-        of = out.reshape(-1)
-        _split_images(lambda i, j: gelu_forward(xf, i, j, of), xf.size, xf.size)
-        return out
+        return _flat_pass(gelu_forward, x, flat)
 
     def backward(self, x: Any, g: Any, approximate: str) -> Any | None:
         if getattr(g, "shape", None) != x.shape or getattr(g, "dtype", None) != x.dtype:
@@ -138,11 +134,44 @@ class NumpyGelu:
             return None
         from ._activation_kernels import gelu_backward
 
-        xf, gf = flat
-        out = np.empty(x.shape, dtype=x.dtype)
-        of = out.reshape(-1)
-        _split_images(lambda i, j: gelu_backward(xf, gf, i, j, of), xf.size, xf.size)
-        return out
+        return _flat_pass(gelu_backward, x, flat)
+
+
+class NumpySilu:
+    """``kernel("silu")`` with numba (the ``vtl[cpu]`` extra): float32 and float64, each
+    way one compiled pass in float64, rounded once (``_activation_kernels``), split over
+    the pool from :data:`THRESHOLD` elements."""
+
+    def supports(self, dtype: Any) -> bool:
+        return dtype in _FLOATS and _compiled.available()
+
+    def forward(self, x: Any) -> Any | None:
+        flat = NumpyGelu._flat("none", x)
+        if flat is None:
+            return None
+        from ._activation_kernels import silu_forward
+
+        return _flat_pass(silu_forward, x, flat)
+
+    def backward(self, x: Any, g: Any) -> Any | None:
+        if getattr(g, "shape", None) != x.shape or getattr(g, "dtype", None) != x.dtype:
+            return None
+        flat = NumpyGelu._flat("none", x, g)
+        if flat is None:
+            return None
+        from ._activation_kernels import silu_backward
+
+        return _flat_pass(silu_backward, x, flat)
+
+
+def _flat_pass(kern: Any, x: Any, flat: list[Any]) -> Any:
+    """A new array of ``x``'s shape from the compiled ``kern(*flat, i, j, out)`` over the
+    flat operands, split over the pool from :data:`THRESHOLD` elements."""
+    out = np.empty(x.shape, dtype=x.dtype)
+    of = out.reshape(-1)
+    n = flat[0].size
+    _split_images(lambda i, j: kern(*flat, i, j, of), n, n)
+    return out
 
 
 def relu_backward(x: Any, g: Any) -> Any:
