@@ -88,20 +88,22 @@ def layer_norm(input: Any, normalized_shape: Any, weight: Any = None, bias: Any 
 
 
 def _layer_norm_tensor(x: Tensor, ns: tuple[int, ...], w: Tensor | None, b: Tensor | None,
-                       eps: float) -> Tensor | None:
-    """layer_norm of a tensor as ONE graph node: the backend's ``layer_norm`` kernel where it
-    has one, else the portable statistics on the raw arrays; ``None`` for arguments the
-    general path takes (mixed devices or dtypes, no elements)."""
+                       eps: float, rms: bool = False) -> Tensor | None:
+    """layer_norm (``rms``: rms_norm, the rows not centred) of a tensor as ONE graph node:
+    the backend's ``layer_norm`` kernel where it has one (in its rms mode for rms_norm),
+    else the portable statistics on the raw arrays; ``None`` for arguments the general
+    path takes (mixed devices or dtypes, no elements)."""
     rows = _as_rows(x, ns, (w, b))
     if rows is None:
         return None
     dev, xd, xp = x._device, x._data, x._device.xp
     x2, (w2, b2) = rows
-    kern, (y2, mean, rstd) = _rows_forward(dev, x2, w2, b2, eps)
+    kern, (y2, mean, rstd) = _rows_forward(dev, x2, w2, b2, eps, rms)
     out = xp.reshape(y2, xd.shape)
     if needs_grad(x, w, b):
-        return record(out, dev, "LayerNormBackward", (x, w, b),
-                      partial(_layer_norm_vjp, kern, x, w, b, ns, mean, rstd, eps), (x, w))
+        return record(out, dev, "RmsNormBackward" if rms else "LayerNormBackward", (x, w, b),
+                      partial(_layer_norm_vjp, kern, x, w, b, ns, mean, rstd, eps, rms),
+                      (x, w))
     return new(out, dev)
 
 
@@ -109,36 +111,43 @@ def _as_rows(x: Tensor, ns: tuple[int, ...], params: tuple) -> tuple[Any, list] 
     """``(rows, params)``: the raw ``(M, N)`` rows of ``x`` over its trailing ``ns`` axes
     (``N = prod(ns)``) and the ``(N,)`` raw arrays of the tensors ``params`` (``None`` kept);
     ``None`` for a parameter on another device or of another dtype, or no elements."""
-    dev = x._device
     xd = x._data
-    for t in params:
-        if t is not None and (t._device is not dev or t._data.dtype != xd.dtype):
-            return None
     n = math.prod(ns)
-    if n == 0 or xd.size == 0:
+    if not _params_match(x, params) or n == 0 or xd.size == 0:
         return None
-    xp = dev.xp
+    xp = x._device.xp
     return xp.reshape(xd, (xd.size // n, n)), [
         None if t is None else xp.reshape(t._data, (n,)) for t in params]
 
 
-def _rows_forward(dev: Any, x2: Any, w2: Any, b2: Any, eps: float) -> tuple[Any, tuple]:
-    """``(kernel or None, (y, mean, rstd))``: layer_norm of the raw ``(M, N)`` rows by the
-    backend's ``layer_norm`` kernel where it takes them (the kernel is then passed to the
-    backward), else by the portable statistics."""
+def _params_match(x: Tensor, params: tuple) -> bool:
+    """Whether the tensors ``params`` (``None`` allowed) are on ``x``'s device with its
+    dtype (a normalisation node takes them; else the general path promotes or raises)."""
+    return all(t is None or (t._device is x._device and t._data.dtype == x._data.dtype)
+               for t in params)
+
+
+def _rows_forward(dev: Any, x2: Any, w2: Any, b2: Any, eps: float, rms: bool = False
+                  ) -> tuple[Any, tuple]:
+    """``(kernel or None, (y, mean, rstd))``: layer_norm (``rms``: not centred) of the raw
+    ``(M, N)`` rows by the backend's ``layer_norm`` kernel where it takes them (the kernel
+    is then passed to the backward), else by the portable statistics."""
     kern = dev.backend.kernel("layer_norm")
-    if kern is not None and kern.supports(x2.dtype):
-        res = kern.forward(x2, w2, b2, eps)
+    if kern is not None and kern.supports(x2.dtype) and (
+            not rms or getattr(kern, "takes_rms", False)):
+        res = kern.forward(x2, w2, b2, eps, rms=True) if rms else kern.forward(x2, w2, b2, eps)
         if res is not None:
             return kern, res
-    return None, _ln_forward(dev.xp, x2, w2, b2, eps)
+    return None, _ln_forward(dev.xp, x2, w2, b2, eps, not rms)
 
 
-def _ln_forward(xp: Any, x: Any, w: Any, b: Any, eps: float) -> tuple[Any, Any, Any]:
+def _ln_forward(xp: Any, x: Any, w: Any, b: Any, eps: float, center: bool = True
+                ) -> tuple[Any, Any, Any]:
     """The portable forward on raw ``(M, N)`` rows: ``(y, mean, rstd)``, statistics ``(M, 1)``
-    (the biased variance; ``rstd = 1 / sqrt(var + eps)``)."""
-    mean = xp.mean(x, axis=1, keepdims=True)
-    d = x - mean
+    (the biased variance; ``rstd = 1 / sqrt(var + eps)``); without ``center`` (rms_norm) the
+    rows are not centred and ``mean`` is ``None``."""
+    mean = xp.mean(x, axis=1, keepdims=True) if center else None
+    d = x - mean if center else x
     rstd = 1.0 / xp.sqrt(xp.mean(d * d, axis=1, keepdims=True) + eps)
     y = d * rstd
     if w is not None:
@@ -149,17 +158,20 @@ def _ln_forward(xp: Any, x: Any, w: Any, b: Any, eps: float) -> tuple[Any, Any, 
 
 
 def _ln_backward(xp: Any, x: Any, w: Any, mean: Any, rstd: Any, g: Any, need_x: bool,
-                 need_w: bool, need_b: bool) -> tuple[Any, Any, Any]:
+                 need_w: bool, need_b: bool, center: bool = True) -> tuple[Any, Any, Any]:
     """The portable backward on raw ``(M, N)`` rows: ``(dx, dw, db)`` (``None`` where not
-    asked for): ``dx = rstd (gw - mean(gw) - xhat mean(gw xhat))`` with ``gw = g w``,
-    ``dw = sum(g xhat)``, ``db = sum(g)`` over the rows."""
-    xhat = (x - mean) * rstd
+    asked for): ``dx = rstd (gw - mean(gw) - xhat mean(gw xhat))`` with ``gw = g w``
+    (without ``center``, rms_norm's rows, no ``mean(gw)`` term), ``dw = sum(g xhat)``,
+    ``db = sum(g)`` over the rows."""
+    xhat = (x - mean) * rstd if center else x * rstd
     dx = dw = db = None
     if need_x:
         gw = g if w is None else g * w
-        c1 = xp.mean(gw, axis=1, keepdims=True)
         c2 = xp.mean(gw * xhat, axis=1, keepdims=True)
-        dx = rstd * (gw - c1 - xhat * c2)
+        if center:
+            dx = rstd * (gw - xp.mean(gw, axis=1, keepdims=True) - xhat * c2)
+        else:
+            dx = rstd * (gw - xhat * c2)
     if need_w:
         dw = xp.sum(g * xhat, axis=0)
     if need_b:
@@ -167,9 +179,38 @@ def _ln_backward(xp: Any, x: Any, w: Any, mean: Any, rstd: Any, g: Any, need_x: 
     return dx, dw, db
 
 
+def _rows_backward(kern: Any, xp: Any, x2: Any, w2: Any, mean: Any, rstd: Any, g2: Any,
+                   need_x: bool, need_w: bool, need_b: bool, rms: bool) -> tuple:
+    """``(dx, dw, db)`` of raw rows: the forward's kernel where it ran (in its rms mode for
+    rms_norm) and takes them, else the portable rule."""
+    res = None
+    if kern is not None:
+        args = (x2, w2, mean, rstd, g2, need_x, need_w, need_b)
+        res = kern.backward(*args, rms=True) if rms else kern.backward(*args)
+    if res is None:
+        res = _ln_backward(xp, x2, w2, mean, rstd, g2, need_x, need_w, need_b, not rms)
+    return res
+
+
+def _rows_rule(x2: Tensor, gw: Tensor | None, eps: float, center: bool) -> tuple:
+    """The row rule in vtl functions (``create_graph``), the statistics recomputed:
+    ``(dx, xhat)`` of rows ``x2`` for the weighted gradient ``gw`` (``dx`` ``None`` without
+    one); ``center=False`` for rms_norm's rows."""
+    import vtl
+
+    d = x2 - vtl.mean(x2, axis=1, keepdims=True) if center else x2
+    r = 1.0 / vtl.sqrt(vtl.mean(d * d, axis=1, keepdims=True) + eps)
+    xhat = d * r
+    if gw is None:
+        return None, xhat
+    c2 = vtl.mean(gw * xhat, axis=1, keepdims=True)
+    t = gw - vtl.mean(gw, axis=1, keepdims=True) if center else gw
+    return r * (t - xhat * c2), xhat
+
+
 def _layer_norm_vjp(kern: Any, x: Tensor, w: Tensor | None, b: Tensor | None,
-                    ns: tuple[int, ...], mean: Any, rstd: Any, eps: float, g: Tensor,
-                    _: Any) -> tuple:
+                    ns: tuple[int, ...], mean: Any, rstd: Any, eps: float, rms: bool,
+                    g: Tensor, _: Any) -> tuple:
     need_x = x._requires_grad
     need_w = w is not None and w._requires_grad
     need_b = b is not None and b._requires_grad
@@ -181,29 +222,21 @@ def _layer_norm_vjp(kern: Any, x: Tensor, w: Tensor | None, b: Tensor | None,
         x2 = xp.reshape(x._data, (m, n))
         w2 = None if w is None else xp.reshape(w._data, (n,))
         g2 = xp.reshape(g._data, (m, n))
-        res = None
-        if kern is not None:
-            res = kern.backward(x2, w2, mean, rstd, g2, need_x, need_w, need_b)
-        if res is None:
-            res = _ln_backward(xp, x2, w2, mean, rstd, g2, need_x, need_w, need_b)
-        dx, dw, db = res
+        dx, dw, db = _rows_backward(kern, xp, x2, w2, mean, rstd, g2, need_x, need_w,
+                                    need_b, rms)
         return (None if dx is None else new(xp.reshape(dx, x._data.shape), dev),
                 None if dw is None else new(xp.reshape(dw, ns), dev),
                 None if db is None else new(xp.reshape(db, ns), dev))
     import vtl  # create_graph: the same rule in vtl functions (recomputing the statistics)
 
-    x2 = vtl.reshape(x, (m, n))
-    mu = vtl.mean(x2, axis=1, keepdims=True)
-    d = x2 - mu
-    r = 1.0 / vtl.sqrt(vtl.mean(d * d, axis=1, keepdims=True) + eps)
-    xhat = d * r
     g2 = vtl.reshape(g, (m, n))
-    dx = dw = db = None
+    gw = None
     if need_x:
         gw = g2 if w is None else g2 * vtl.reshape(w, (n,))
-        c1 = vtl.mean(gw, axis=1, keepdims=True)
-        c2 = vtl.mean(gw * xhat, axis=1, keepdims=True)
-        dx = vtl.reshape(r * (gw - c1 - xhat * c2), x.shape)
+    dx, xhat = _rows_rule(vtl.reshape(x, (m, n)), gw, eps, not rms)
+    dw = db = None
+    if dx is not None:
+        dx = vtl.reshape(dx, x.shape)
     if need_w:
         dw = vtl.reshape(vtl.sum(g2 * xhat, axis=0), ns)
     if need_b:
@@ -506,11 +539,7 @@ def _group_norm_tensor(x: Tensor, groups: int, w: Tensor | None, b: Tensor | Non
     the general path takes (mixed devices or dtypes, no elements)."""
     dev = x._device
     xd = x._data
-    dt = xd.dtype
-    for t in (w, b):
-        if t is not None and (t._device is not dev or t._data.dtype != dt):
-            return None
-    if xd.size == 0:
+    if not _params_match(x, (w, b)) or xd.size == 0:
         return None
     xp = dev.xp
     rows = xd.shape[0] * groups
@@ -558,32 +587,23 @@ def _group_norm_vjp(kern: Any, x: Tensor, w: Tensor | None, b: Tensor | None, gr
             db = new(xp.astype(xp.sum(gd, axis=axes, dtype=mean.dtype), dt), dev)
         if need_x:
             gw = gd if w is None else gd * xp.reshape(w._data, shape)
-            g2 = xp.reshape(gw, (rows, d))
-            res = None
-            if kern is not None:
-                res = kern.backward(x2, None, mean, rstd, g2, True, False, False)
-            if res is None:
-                res = _ln_backward(xp, x2, None, mean, rstd, g2, True, False, False)
+            res = _rows_backward(kern, xp, x2, None, mean, rstd, xp.reshape(gw, (rows, d)),
+                                 True, False, False, False)
             dx = new(xp.reshape(res[0], x._data.shape), dev)
         return dx, dw, db
     import vtl  # create_graph: the same rule in vtl functions (recomputing the statistics)
 
-    x2 = vtl.reshape(x, (rows, d))
-    mu = vtl.mean(x2, axis=1, keepdims=True)
-    dev2 = x2 - mu
-    r = 1.0 / vtl.sqrt(vtl.mean(dev2 * dev2, axis=1, keepdims=True) + eps)
-    xhat2 = dev2 * r
-    dx = dw = db = None
+    g2 = None
+    if need_x:
+        g2 = vtl.reshape(g if w is None else g * vtl.reshape(w, shape), (rows, d))
+    dx, xhat2 = _rows_rule(vtl.reshape(x, (rows, d)), g2, eps, True)
+    dw = db = None
     if need_w:
         dw = vtl.sum(g * vtl.reshape(xhat2, x.shape), axis=axes)
     if need_b:
         db = vtl.sum(g, axis=axes)
-    if need_x:
-        gw = g if w is None else g * vtl.reshape(w, shape)
-        g2 = vtl.reshape(gw, (rows, d))
-        c1 = vtl.mean(g2, axis=1, keepdims=True)
-        c2 = vtl.mean(g2 * xhat2, axis=1, keepdims=True)
-        dx = vtl.reshape(r * (g2 - c1 - xhat2 * c2), x.shape)
+    if dx is not None:
+        dx = vtl.reshape(dx, x.shape)
     return dx, dw, db
 
 
@@ -680,86 +700,12 @@ def rms_norm(input: Any, normalized_shape: Any, weight: Any = None,  # noqa: A00
     if eps is None:
         eps = float(xp.finfo(input.dtype).eps)
     if isinstance(input, Tensor) and (weight is None or isinstance(weight, Tensor)):
-        out = _rms_norm_tensor(input, ns, weight, eps)
+        out = _layer_norm_tensor(input, ns, weight, None, eps, rms=True)
         if out is not None:
             return out
     axes = tuple(range(input.ndim - k, input.ndim))
     out = input / xp.sqrt(xp.mean(input * input, axis=axes, keepdims=True) + eps)
     return out if weight is None else out * weight
-
-
-def _rms_norm_tensor(x: Tensor, ns: tuple[int, ...], w: Tensor | None,
-                     eps: float) -> Tensor | None:
-    """rms_norm of a tensor as ONE graph node: the backend's ``layer_norm`` kernel in its
-    rms mode where it has one (``takes_rms``), else array operations on the raw rows;
-    ``None`` for arguments the general path takes (mixed devices or dtypes, no
-    elements)."""
-    rows = _as_rows(x, ns, (w,))
-    if rows is None:
-        return None
-    dev, xd, xp = x._device, x._data, x._device.xp
-    dt = xd.dtype
-    x2, (w2,) = rows
-    kern = dev.backend.kernel("layer_norm")
-    res = None
-    if kern is not None and getattr(kern, "takes_rms", False) and kern.supports(dt):
-        res = kern.forward(x2, w2, None, eps, rms=True)
-    if res is None:
-        kern = None
-        rstd = 1.0 / xp.sqrt(xp.mean(x2 * x2, axis=1, keepdims=True) + eps)
-        y = x2 * rstd if w2 is None else x2 * rstd * w2
-        res = y, None, rstd
-    y, mean, rstd = res
-    out = xp.reshape(y, xd.shape)
-    if needs_grad(x, w):
-        return record(out, dev, "RmsNormBackward", (x, w),
-                      partial(_rms_norm_vjp, kern, x, w, ns, mean, rstd, eps), (x, w))
-    return new(out, dev)
-
-
-def _rms_norm_vjp(kern: Any, x: Tensor, w: Tensor | None, ns: tuple[int, ...], mean: Any,
-                  rstd: Any, eps: float, g: Tensor, _: Any) -> tuple:
-    """``dx = rstd (gw - xhat mean(gw xhat))`` with ``gw = g w`` and ``xhat = x rstd`` per
-    row, ``dw = sum(g xhat)`` over the rows (the forward's kernel where it ran)."""
-    need_x = x._requires_grad
-    need_w = w is not None and w._requires_grad
-    n = math.prod(ns)
-    m = x._data.size // n
-    if not _grad.enabled:  # plain backward: raw arrays
-        dev = g._device
-        xp = dev.xp
-        g2 = xp.reshape(g._data, (m, n))
-        if kern is not None:
-            res = kern.backward(xp.reshape(x._data, (m, n)),
-                                None if w is None else xp.reshape(w._data, (n,)), mean,
-                                rstd, g2, need_x, need_w, False, rms=True)
-            if res is not None:
-                dx, dw, _ = res
-                return (None if dx is None else new(xp.reshape(dx, x._data.shape), dev),
-                        None if dw is None else new(xp.reshape(dw, ns), dev))
-        xhat = xp.reshape(x._data, (m, n)) * rstd
-        dx = dw = None
-        if need_x:
-            gw = g2 if w is None else g2 * xp.reshape(w._data, (n,))
-            c = xp.mean(gw * xhat, axis=1, keepdims=True)
-            dx = new(xp.reshape(rstd * (gw - xhat * c), x._data.shape), dev)
-        if need_w:
-            dw = new(xp.reshape(xp.sum(g2 * xhat, axis=0), ns), dev)
-        return dx, dw
-    import vtl  # create_graph: the same rule in vtl functions (recomputing the statistics)
-
-    x2 = vtl.reshape(x, (m, n))
-    r = 1.0 / vtl.sqrt(vtl.mean(x2 * x2, axis=1, keepdims=True) + eps)
-    xhat = x2 * r
-    g2 = vtl.reshape(g, (m, n))
-    dx = dw = None
-    if need_x:
-        gw = g2 if w is None else g2 * vtl.reshape(w, (n,))
-        c = vtl.mean(gw * xhat, axis=1, keepdims=True)
-        dx = vtl.reshape(r * (gw - xhat * c), x.shape)
-    if need_w:
-        dw = vtl.reshape(vtl.sum(g2 * xhat, axis=0), ns)
-    return dx, dw
 
 
 def local_response_norm(input: Any, size: int, alpha: float = 1e-4, beta: float = 0.75,  # noqa: A002
