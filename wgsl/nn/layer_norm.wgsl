@@ -44,7 +44,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let d = {{C}}(X[xb + j]) - mu;
     q += d * d;
   }
-  let r = {{C}}(1) / sqrt(wsum(lid, q) / {{C}}(N) + {{C}}(scal_{{DC}}(8u)));
+  let r = {{C}}(1) / sqrt(wsum(lid, q) / {{C}}(N) + {{C}}(scal_{{CD}}(8u)));
   let yb = pw(5u) + row * N;
   for (var j = lid; j < N; j += 256u) {
     var v = ({{C}}(X[xb + j]) - mu) * r;

@@ -259,6 +259,15 @@ def kernel(name: str, sig: str, dtypes: tuple, *, label: str | None = None,
     return k
 
 
+def compute_kernel(name: str, sig: str, dtype: np.dtype, **subs) -> Kernel:
+    """:func:`kernel` ``name`` for arrays of ``dtype`` that computes in its compute dtype
+    (float32 for float16 and bfloat16): the template's ``{{T}}``/``{{D}}`` are the array
+    type and dtype name, ``{{C}}``/``{{CD}}`` the compute type and dtype name."""
+    cdt = D.compute_dtype(dtype)
+    return kernel(name, sig, (dtype,) if cdt == dtype else (dtype, cdt), T=D.wgsl(dtype),
+                  C=D.wgsl(cdt), D=dtype.name, CD=cdt.name, **subs)
+
+
 def _compile(key, name, sig, dtypes, subs, label) -> Kernel:
     rt = _runtime.get()
     code = render(name, dtypes, subs)

@@ -272,12 +272,6 @@ class LayerNorm:
     def supports(self, dtype: Any) -> bool:
         return dtype in PRODUCT_FLOATS
 
-    @staticmethod
-    def _kernel(name: str, sig: str, dt: Any) -> Any:
-        cdt = D.compute_dtype(dt)
-        return _kernels.kernel(name, sig, (dt,) if cdt == dt else (dt, cdt), T=D.wgsl(dt),
-                               C=D.wgsl(cdt), D=dt.name, DC=cdt.name)
-
     def forward(self, x: Any, w: Any, b: Any, eps: float, rms: bool = False) -> tuple | None:
         if type(x) is not WgpuArray or x.ndim != 2 or x.dtype not in PRODUCT_FLOATS:
             return None
@@ -292,7 +286,7 @@ class LayerNorm:
         b = None if b is None else contiguous(b)
         y = empty((m, n), dt)
         stats = empty((m, 2), cdt)
-        k = self._kernel("layer_norm", "rrrww", dt)
+        k = _kernels.compute_kernel("layer_norm", "rrrww", dt)
         flags = (1 if w is not None else 0) | (2 if b is not None else 0) | (4 if rms else 0)
         words = [m, n, x._offset, 0 if w is None else w._offset, 0 if b is None else b._offset,
                  y._offset, stats._offset, flags, *words_for_scalar(eps, cdt)]
@@ -318,7 +312,7 @@ class LayerNorm:
         dx = empty((m, n), dt)
         both = need_w and need_b  # g beside g * xhat: one column sum gives both gradients
         gx = empty((m, 2 * n if both else n), cdt)
-        k = self._kernel("layer_norm_grad", "rrrrww", dt)
+        k = _kernels.compute_kernel("layer_norm_grad", "rrrrww", dt)
         words = [m, n, x._offset, 0 if w is None else w._offset, g._offset, mean._offset,
                  dx._offset, gx._offset,
                  (1 if w is not None else 0) | (2 if both else 0) | (4 if rms else 0)]
@@ -357,11 +351,6 @@ class BatchNorm:
     def supports(self, dtype: Any) -> bool:
         return dtype in PRODUCT_FLOATS
 
-    def _kernel(self, name: str, sig: str, dt: Any) -> Any:
-        cdt = D.compute_dtype(dt)
-        return _kernels.kernel(name, sig, (dt, cdt), T=D.wgsl(dt), C=D.wgsl(cdt), D=dt.name,
-                               CD=cdt.name)
-
     def _param(self, p: Any, c: int, dt: Any, cdt: Any) -> Any:
         if p is None:
             return None
@@ -384,13 +373,13 @@ class BatchNorm:
         slabs = max(1, min(-(-self.BLOCKS // c), -(-(n * hw) // self.SLAB_MIN)))
         part = empty((c * slabs * 2,), cdt)
         stats = empty((5, c), cdt)
-        REC.dispatch(self._kernel("batch_norm_partial", "rrrw", dt),
+        REC.dispatch(_kernels.compute_kernel("batch_norm_partial", "rrrw", dt),
                      (x._st.buf, x._st.buf, stats._st.buf, part._st.buf),
                      [c, hw, n * hw, slabs, 0, x._offset, x._offset, stats._offset,
                       part._offset], c * slabs)
         flags = (1 if wa is not None else 0) | (2 if ba is not None else 0)
         wb, bb = (part if a is None else a for a in (wa, ba))  # unread where not given
-        REC.dispatch(self._kernel("batch_norm_stats", "rrrrw", dt),
+        REC.dispatch(_kernels.compute_kernel("batch_norm_stats", "rrrrw", dt),
                      (part._st.buf, x._st.buf, wb._st.buf, bb._st.buf, stats._st.buf),
                      [c, hw, n * hw, slabs, flags, x._offset, wb._offset, bb._offset,
                       stats._offset, part._offset, *words_for_scalar(eps, cdt)],
@@ -402,7 +391,7 @@ class BatchNorm:
 
     def _apply(self, x: Any, g: Any, stats: Any, coef: Any, out: Any, c: int, hw: int,
                mode: int) -> None:
-        REC.dispatch(self._kernel("batch_norm_apply", "rrrrw", x.dtype),
+        REC.dispatch(_kernels.compute_kernel("batch_norm_apply", "rrrrw", x.dtype),
                      (x._st.buf, g._st.buf, stats._st.buf, coef._st.buf, out._st.buf),
                      [c, hw, x.size, mode, x._offset, g._offset, stats._offset,
                       coef._offset, out._offset], groups_for(x.size))
@@ -422,7 +411,7 @@ class BatchNorm:
         words = [c, mean._offset, var._offset, running_mean._offset, running_var._offset,
                  *words_for_scalar(1.0 - momentum, dt), *words_for_scalar(momentum, dt),
                  *words_for_scalar(momentum * count / (count - 1), dt)]
-        REC.dispatch(self._kernel("batch_norm_running", "rww", dt),
+        REC.dispatch(_kernels.compute_kernel("batch_norm_running", "rww", dt),
                      (mean._st.buf, running_mean._st.buf, running_var._st.buf), words,
                      groups_for(c))
         self.launches += 1
@@ -439,13 +428,13 @@ class BatchNorm:
         hw = x.size // (n * c)
         g = contiguous(astype_raw(g, dt) if g.dtype != dt else g)
         part = empty((c * slabs * 2,), cdt)
-        REC.dispatch(self._kernel("batch_norm_partial", "rrrw", dt),
+        REC.dispatch(_kernels.compute_kernel("batch_norm_partial", "rrrw", dt),
                      (x._st.buf, g._st.buf, stats._st.buf, part._st.buf),
                      [c, hw, n * hw, slabs, 1, x._offset, g._offset, stats._offset,
                       part._offset], c * slabs)
         wb = empty((2, c), cdt)
         coef = empty((2, c), cdt)
-        REC.dispatch(self._kernel("batch_norm_coeffs", "rrww", dt),
+        REC.dispatch(_kernels.compute_kernel("batch_norm_coeffs", "rrww", dt),
                      (part._st.buf, stats._st.buf, wb._st.buf, coef._st.buf),
                      [c, n * hw, slabs, stats._offset, wb._offset, coef._offset,
                       part._offset], groups_for(c))
@@ -484,8 +473,7 @@ class Gelu:
         x = contiguous(x)
         g = None if g is None else contiguous(g)
         y = empty(x.shape, dt)
-        k = _kernels.kernel("gelu", "rrw", (dt,) if dt == D.float32 else (dt, D.float32),
-                            T=D.wgsl(dt), D=dt.name)
+        k = _kernels.compute_kernel("gelu", "rrw", dt)
         REC.dispatch(k, (x._st.buf, (g if g is not None else x)._st.buf, y._st.buf),
                      [n, mode, x._offset, 0 if g is None else g._offset, y._offset],
                      groups_for(n))

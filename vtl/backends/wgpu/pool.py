@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from . import _dtypes as D
-from . import _kernels
 from ._array import contiguous, empty
+from ._kernels import compute_kernel
 from ._recorder import REC, groups_for
 
 _FLOATS = (D.float32, D.float64, D.float16, D.bfloat16)
@@ -27,14 +27,6 @@ def _words(total: int, x_shape: tuple[int, ...], k: tuple[int, int], s: tuple[in
            p: tuple[int, int], d: tuple[int, int], out: tuple[int, int]) -> list[int]:
     _, c, h, w = x_shape
     return [total, c, h, w, k[0], k[1], out[0], out[1], s[0], s[1], p[0], p[1], d[0], d[1]]
-
-
-def _kernel(name: str, sig: str, dtype: Any, **subs: Any) -> Any:
-    """Kernel ``name`` for arrays of ``dtype``, computing in its compute dtype (float32 for
-    float16/bfloat16)."""
-    cdt = D.compute_dtype(dtype)
-    return _kernels.kernel(name, sig, (dtype,) if cdt == dtype else (dtype, cdt),
-                           T=D.wgsl(dtype), C=D.wgsl(cdt), D=dtype.name, **subs)
 
 
 class WgpuPool2d:
@@ -51,7 +43,8 @@ class WgpuPool2d:
         y = empty((*x.shape[:2], *out), x.dtype)
         arg = empty(y.shape, D.int32)
         if y.size:
-            REC.dispatch(_kernel("pool_max", "rww", x.dtype), (x._st.buf, y._st.buf, arg._st.buf),
+            REC.dispatch(compute_kernel("pool_max", "rww", x.dtype),
+                         (x._st.buf, y._st.buf, arg._st.buf),
                          [*_words(y.size, x.shape, k, s, p, d, out), x._offset],
                          groups_for(y.size))
         return y, arg
@@ -62,7 +55,7 @@ class WgpuPool2d:
         dx = empty(x_shape, g.dtype)
         if dx.size:
             words = _words(dx.size, x_shape, k, s, p, d, arg.shape[2:])
-            REC.dispatch(_kernel("pool_max_grad", "rrw", g.dtype),
+            REC.dispatch(compute_kernel("pool_max_grad", "rrw", g.dtype),
                          (g._st.buf, arg._st.buf, dx._st.buf),
                          [*words, g._offset, arg._offset], groups_for(dx.size))
         return dx
@@ -73,7 +66,7 @@ class WgpuPool2d:
         if dst.size:
             words = _words(dst.size, x_shape, k, s, p, (1, 1), out)
             words[12:14] = [int(bool(count_include_pad)), int(divisor_override or 0)]
-            REC.dispatch(_kernel("pool_avg", "rw", src.dtype, GRAD=grad),
+            REC.dispatch(compute_kernel("pool_avg", "rw", src.dtype, GRAD=grad),
                          (src._st.buf, dst._st.buf), [*words, src._offset],
                          groups_for(dst.size))
         return dst
