@@ -472,17 +472,15 @@ SILU_BODIES = {
 }
 
 
-def _gelu_spec(which: str, form: str, body: str | None = None,
-               name: str | None = None) -> Spec:
-    """The GELU kernel over ``n`` contiguous elements as a :class:`Spec` (for float16 and
-    bfloat16: the :data:`GELU_BODIES` computed in ``A``); another elementwise activation
-    with ``body`` and ``name``."""
+def _activation_spec(name: str, which: str, body: str) -> Spec:
+    """An elementwise activation kernel ``name`` over ``n`` contiguous elements as a
+    :class:`Spec`: ``body`` (a ``"bwd"`` one also reads ``g``) computed in ``A`` (float32
+    for float16 and bfloat16)."""
     ins = (("const T* __restrict__", "X"),) + (
         (("const T* __restrict__", "G"),) if which == "bwd" else ())
     load_g = "    const A g = vtl_ld(G[i]);\n" if which == "bwd" else ""
-    body = re.sub(r"\bT\b", "A", GELU_BODIES[(which, form)] if body is None else body)
-    return Spec(name or f"vtl_gelu_{which}_{form}", (*ins, ("T* __restrict__", "Y"),
-                                               ("const long long", "n")), rf"""
+    body = re.sub(r"\bT\b", "A", body)
+    return Spec(name, (*ins, ("T* __restrict__", "Y"), ("const long long", "n")), rf"""
   const long long stride = (long long)blockDim.x * gridDim.x;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {{
     const A x = vtl_ld(X[i]);
@@ -494,9 +492,10 @@ def _gelu_spec(which: str, form: str, body: str | None = None,
 
 
 #: the GELU kernels of float16 and bfloat16 arrays, by (direction, form)
-GELU_SPECS = {key: _gelu_spec(*key) for key in GELU_BODIES}
+GELU_SPECS = {(w, f): _activation_spec(f"vtl_gelu_{w}_{f}", w, body)
+              for (w, f), body in GELU_BODIES.items()}
 #: the SiLU kernels of float16 and bfloat16 arrays, by direction
-SILU_SPECS = {w: _gelu_spec(w, "", body, f"vtl_silu_{w}") for w, body in SILU_BODIES.items()}
+SILU_SPECS = {w: _activation_spec(f"vtl_silu_{w}", w, body) for w, body in SILU_BODIES.items()}
 
 SPECS = (BIAS_ADD, COL_SUM, COL_SUM_WIDE, COL_SUM_FINISH, RELU_BACKWARD, CROSS_ENTROPY,
          CROSS_ENTROPY_GRAD, LAYER_NORM_FWD, LAYER_NORM_BWD, *GELU_SPECS.values(),

@@ -111,30 +111,11 @@ class NumpyGelu:
     def supports(self, dtype: Any) -> bool:
         return dtype in _FLOATS and _compiled.available()
 
-    @staticmethod
-    def _flat(approximate: str, *arrays: Any) -> list[Any] | None:
-        if approximate != "none" or not _compiled.available() or any(
-                type(a) is not np.ndarray or a.dtype not in _FLOATS for a in arrays):
-            return None
-        return [np.ascontiguousarray(a).reshape(-1) for a in arrays]
-
     def forward(self, x: Any, approximate: str) -> Any | None:
-        flat = self._flat(approximate, x)
-        if flat is None:
-            return None
-        from ._activation_kernels import gelu_forward
-
-        return _flat_pass(gelu_forward, x, flat)
+        return _activation_pass("gelu_forward", x) if approximate == "none" else None
 
     def backward(self, x: Any, g: Any, approximate: str) -> Any | None:
-        if getattr(g, "shape", None) != x.shape or getattr(g, "dtype", None) != x.dtype:
-            return None
-        flat = self._flat(approximate, x, g)
-        if flat is None:
-            return None
-        from ._activation_kernels import gelu_backward
-
-        return _flat_pass(gelu_backward, x, flat)
+        return _activation_pass("gelu_backward", x, g) if approximate == "none" else None
 
 
 class NumpySilu:
@@ -146,30 +127,31 @@ class NumpySilu:
         return dtype in _FLOATS and _compiled.available()
 
     def forward(self, x: Any) -> Any | None:
-        flat = NumpyGelu._flat("none", x)
-        if flat is None:
-            return None
-        from ._activation_kernels import silu_forward
-
-        return _flat_pass(silu_forward, x, flat)
+        return _activation_pass("silu_forward", x)
 
     def backward(self, x: Any, g: Any) -> Any | None:
-        if getattr(g, "shape", None) != x.shape or getattr(g, "dtype", None) != x.dtype:
-            return None
-        flat = NumpyGelu._flat("none", x, g)
-        if flat is None:
-            return None
-        from ._activation_kernels import silu_backward
-
-        return _flat_pass(silu_backward, x, flat)
+        return _activation_pass("silu_backward", x, g)
 
 
-def _flat_pass(kern: Any, x: Any, flat: list[Any]) -> Any:
-    """A new array of ``x``'s shape from the compiled ``kern(*flat, i, j, out)`` over the
-    flat operands, split over the pool from :data:`THRESHOLD` elements."""
+def _activation_pass(name: str, x: Any, g: Any = None) -> Any | None:
+    """A new array of ``x``'s shape from the compiled ``_activation_kernels.<name>`` over
+    the flat ``x`` (and ``g``, a backward), split over the pool from :data:`THRESHOLD`
+    elements; ``None`` without numba, or for operands other than same-shape float32 or
+    float64 NumPy arrays."""
+    arrays = (x,) if g is None else (x, g)
+    if g is not None and (getattr(g, "shape", None) != x.shape
+                          or getattr(g, "dtype", None) != x.dtype):
+        return None
+    if not _compiled.available() or any(
+            type(a) is not np.ndarray or a.dtype not in _FLOATS for a in arrays):
+        return None
+    from . import _activation_kernels
+
+    kern = getattr(_activation_kernels, name)
+    flat = [np.ascontiguousarray(a).reshape(-1) for a in arrays]
     out = np.empty(x.shape, dtype=x.dtype)
     of = out.reshape(-1)
-    n = flat[0].size
+    n = x.size
     _split_images(lambda i, j: kern(*flat, i, j, of), n, n)
     return out
 

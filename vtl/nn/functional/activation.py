@@ -316,10 +316,7 @@ def sigmoid(input: Any) -> Any:  # noqa: A002
     """
     if isinstance(input, Tensor) and _dkind(input._data.dtype) == "f":
         return _sigmoid_tensor(input)
-    xp = namespace(input)
-    pos = input >= 0
-    e = xp.exp(xp.where(pos, -input, input))  # exp(-|x|) in (0, 1]
-    return xp.where(pos, 1.0 / (1.0 + e), e / (1.0 + e))
+    return _sigmoid_raw(namespace(input), input)
 
 
 def _sigmoid_tensor(x: Tensor) -> Tensor:
@@ -369,7 +366,8 @@ def silu(input: Any, inplace: bool = False) -> Any:  # noqa: A002
 
 
 def _sigmoid_raw(xp: Any, x: Any) -> Any:
-    """``sigmoid(x)`` on raw arrays through ``exp(-|x|)`` (no overflow)."""
+    """``sigmoid(x)`` through ``exp(-|x|)`` (no overflow) with the namespace ``xp``: raw
+    arrays, or tensors on the general path."""
     pos = x >= 0
     e = xp.exp(xp.where(pos, -x, x))
     return xp.where(pos, 1.0 / (1.0 + e), e / (1.0 + e))
