@@ -219,6 +219,3 @@ def test_fit_precision_arguments():
     m = nn.Linear(2, 2)
     with pytest.raises(ValueError, match="precision must be"):
         fit(m, [], F.mse_loss, optim.SGD(m.parameters(), lr=0.1), 1, precision="16")
-    with pytest.raises(ValueError, match="compile=True"):
-        fit(m, [], F.mse_loss, optim.SGD(m.parameters(), lr=0.1), 1, precision="fp16",
-            compile=True)

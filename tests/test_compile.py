@@ -236,7 +236,16 @@ def test_wgpu_capture_returns_its_buffers(wgpu):
     assert memory_info()["in_use"] < held
 
 
-def test_fit_with_compile_gives_the_same_history(backend):
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning",
+                            "ignore:invalid value encountered:RuntimeWarning")
+@pytest.mark.parametrize("precision", ["32", "fp16"])
+def test_fit_with_compile_gives_the_same_history(backend, precision):
+    """Also under float16 autocast with fit's GradScaler, whose captured steps skip on the
+    device (the first batch's inputs overflow it: that step is skipped)."""
+    if precision == "fp16" and not vtl.backends.get(backend).kernel(
+            "multi_tensor_apply").supports(vtl.float16):
+        pytest.skip(f"{backend} has no float16")
+
     def run(compiled):
         vtl.random.seed(0)
         net = nn.Sequential(nn.Linear(20, 32), nn.ReLU(), nn.Dropout(0.1),
@@ -244,15 +253,20 @@ def test_fit_with_compile_gives_the_same_history(backend):
         opt = optim.Adam(net.parameters(), lr=1e-2)
         sched = optim.lr_scheduler.OneCycleLR(opt, max_lr=0.05, total_steps=9)
         xs, ys = _data(backend, (40, 20), n=1, seed=3)
-        loader = vtl.data.DataLoader(vtl.data.TensorDataset(xs[0], ys[0]), batch_size=16)
+        x = xs[0]
+        if precision == "fp16":
+            x = vtl.concat([x[:16] * 1e4, x[16:]])
+        loader = vtl.data.DataLoader(vtl.data.TensorDataset(x, ys[0]), batch_size=16)
         hist = vtl.train.fit(net, loader, nn.CrossEntropyLoss(), opt, epochs=3,
                              scheduler=sched, scheduler_step="batch", clip_grad_norm=1.0,
-                             progress=False, compile=compiled)
-        return hist.history, [p.numpy() for p in net.parameters()]
+                             progress=False, compile=compiled, precision=precision)
+        return hist.history, [p.numpy() for p in net.parameters()], \
+            sorted({s["step"] for s in opt.state.values()})
 
-    eager, pe = run(False)
-    comp, pc = run(True)
+    eager, pe, steps = run(False)
+    comp, pc, csteps = run(True)
     assert comp == eager
+    assert csteps == steps == ([6] if precision == "fp16" else [9])  # 3 skipped in fp16
     for a, b in zip(pe, pc, strict=True):
         np.testing.assert_array_equal(a, b)
 
@@ -297,3 +311,97 @@ def test_a_16bit_model_compiles(be, name):
         np.testing.assert_array_equal(a, b)
     for a, b in zip(runs[0][1], runs[2][1], strict=True):
         np.testing.assert_allclose(a, b, rtol=2e-2, atol=2e-2)
+
+
+def _scaled_training(backend: str, compiled: bool, opt_name: str, steps: int = 14):
+    """A GradScaler run whose gradients overflow on the steps of inputs scaled by 1e35 and
+    whose scale grows after three clean steps, so that skipped and taken steps alternate;
+    with Adam's per-step bias corrections and a schedule, clipping after unscale_."""
+    vtl.random.seed(0)
+    net = nn.Sequential(nn.Linear(6, 12), nn.ReLU(), nn.Linear(12, 5)).to(backend)
+    if opt_name == "adam":
+        opt = optim.Adam(net.parameters(), lr=1e-2)
+    else:
+        opt = optim.SGD(net.parameters(), lr=1e-2, momentum=0.9, dampening=0.1)
+    sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps)
+    scaler = vtl.amp.GradScaler(growth_interval=3)
+    xs, ys = _data(backend, (8, 6), n=steps, seed=5)
+    for i in (0, 3, 4, 9):
+        xs[i] = xs[i] * 1e35
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(net(x), y)
+        scaler.scale(loss).backward()
+        scaler.unscale_(opt)
+        nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+        scaler.step(opt)
+        scaler.update()
+        sched.step()
+        return loss
+
+    f = vtl.compile(step) if compiled else step
+    losses, scales, counts = [], [], []
+    for x, y in zip(xs, ys, strict=True):
+        # eagerly until a step is taken: a captured step needs the optimizer's state
+        losses.append(float((f if opt.state else step)(x, y)))
+        scales.append(scaler.get_scale())
+        counts.append(sorted({s.get("step", -1) for s in opt.state.values()}))
+    return losses, scales, counts, [p.numpy() for p in net.parameters()], f
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning",
+                            "ignore:invalid value encountered:RuntimeWarning")
+@pytest.mark.parametrize("opt_name", ["adam", "sgd"])
+def test_grad_scaler_steps_are_skipped_on_the_device_in_a_capture(backend, opt_name):
+    """Inside vtl.compile, GradScaler.step cannot read its inf/nan flag: the fused step
+    skips on the device and the optimizer settles its step counts before each replay. The
+    losses, scales, step counts and parameters are eager training's, bit for bit."""
+    eager = _scaled_training(backend, False, opt_name)
+    comp = _scaled_training(backend, True, opt_name)
+    assert comp[0] == eager[0]
+    assert comp[1] == eager[1]
+    assert comp[2] == eager[2]
+    for a, b in zip(eager[3], comp[3], strict=True):
+        np.testing.assert_array_equal(a, b)
+    ratios = np.diff(np.log2(eager[1]))
+    assert (ratios < 0).any(), "no step was skipped"
+    assert (ratios > 0).any(), "the scale never grew"
+    if vtl.backends.get(backend).can_capture:
+        assert comp[4].captures == 1
+
+
+def test_grad_scaler_in_a_capture_needs_a_fused_step(backend):
+    if not vtl.backends.get(backend).can_capture:
+        pytest.skip("the numpy backend runs eagerly")
+    w = vtl.asarray(np.ones(3, np.float32), device=backend, requires_grad=True)
+    opt = optim.LBFGS([w])
+    scaler = vtl.amp.GradScaler()
+
+    def step():
+        opt.zero_grad()
+        scaler.scale(vtl.sum(w * w)).backward()
+        scaler.step(opt)
+        scaler.update()
+
+    f = vtl.compile(step, warmup=0)
+    with pytest.raises(vtl.CaptureError, match="cannot skip a LBFGS step"):
+        f()
+
+
+def test_a_first_sgd_momentum_step_cannot_be_captured(backend):
+    if not vtl.backends.get(backend).can_capture:
+        pytest.skip("the numpy backend runs eagerly")
+    w = vtl.asarray(np.ones(3, np.float32), device=backend, requires_grad=True)
+    opt = optim.SGD([w], lr=0.1)  # no momentum: no buffer yet
+
+    def step():
+        opt.zero_grad()
+        vtl.sum(w * w).backward()
+        opt.step()
+
+    f = vtl.compile(step)
+    f()
+    opt.param_groups[0]["momentum"] = 0.9
+    with pytest.raises(vtl.CaptureError, match="first momentum step"):
+        f()

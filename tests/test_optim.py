@@ -679,6 +679,53 @@ def test_cuda_source_computes_the_program_on_the_host(tmp_path):
                     np.testing.assert_array_equal(arrs2[j], arrs[j])
 
 
+@pytest.mark.parametrize("in_memory", [False, True])
+def test_cuda_source_skip_flag_on_the_host(tmp_path, in_memory):
+    """GradScaler's skip inside a capture: with a zero flag the kernel computes the
+    program, with a nonzero one it writes nothing."""
+    import ctypes
+    import shutil
+    import subprocess
+
+    from vtl.backends.cupy.optim import cuda_source
+
+    cxx = shutil.which("g++") or shutil.which("clang++")
+    if cxx is None:
+        pytest.skip("no C++ compiler")
+    prog = _programs.adam(amsgrad=True, weight_decay=True, decoupled=False, maximize=False)
+    src = _SHIM + cuda_source(prog, np.float32, "ks", scalars_in_memory=in_memory, skip=True)
+    (tmp_path / "k.cpp").write_text(src)
+    lib = tmp_path / "k.so"
+    subprocess.run([cxx, "-O1", "-shared", "-fPIC", "-o", str(lib), str(tmp_path / "k.cpp")],
+                   check=True, capture_output=True)
+    so = ctypes.CDLL(str(lib))
+    fn = so.ks
+    nscal = 1 if in_memory else len(prog.scalars)
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong,
+                   *([ctypes.c_void_p] if in_memory else [ctypes.c_float] * nscal),
+                   ctypes.c_void_p]
+    rng = np.random.default_rng(11)
+    scalars = tuple(float(x) for x in rng.uniform(0.1, 0.9, len(prog.scalars)))
+    svec = np.array(scalars, dtype=np.float32)
+    for flag_value in (0.0, 1.0, np.inf):
+        arrs = [rng.uniform(0.5, 2.0, 6).astype(np.float32) for _ in prog.arrays]
+        before = [a.copy() for a in arrs]
+        expected = prog.evaluate(np, [a.copy() for a in arrs], scalars)
+        table = np.array([[a.ctypes.data for a in arrs]], dtype=np.uint64)
+        starts = np.zeros(1, dtype=np.int64)
+        flag = np.array(flag_value, dtype=np.float32)
+        tail = (svec.ctypes.data,) if in_memory else scalars
+        for t in range(3):
+            so.set_grid(0, 3, t, 1)
+            fn(table.ctypes.data, starts.ctypes.data, 1, 6, *tail, flag.ctypes.data)
+        for name, e in zip(prog.writes, expected, strict=True):
+            got = arrs[prog.arrays.index(name)]
+            if flag_value:
+                np.testing.assert_array_equal(got, before[prog.arrays.index(name)])
+            else:
+                np.testing.assert_allclose(got, e, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
 _SHIM16 = _SHIM + """
 #include <string.h>
 #define __device__

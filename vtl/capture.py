@@ -38,6 +38,9 @@ Semantics (each tested in ``tests/test_compile.py``):
   :class:`CaptureError` while capturing. Call ``optimizer.zero_grad()`` inside the
   function (or not at all), since the replayed backward writes the ``.grad`` arrays that
   the captured call made.
+* A ``GradScaler``'s step inside the function skips the fused optimizer step on the
+  device where a gradient is inf/nan; the optimizer reads that flag before the next replay
+  (waiting for the previous one) and puts back a skipped step's counts.
 """
 
 from __future__ import annotations

@@ -8,6 +8,12 @@ read of a step, as in PyTorch) and skips ``optimizer.step()`` when it is set;
 :meth:`GradScaler.update` computes the next scale on the device with PyTorch's rule
 (``_amp_update_scale_``): backoff on an overflow, growth after ``growth_interval``
 steps without one.
+
+Inside :func:`vtl.compile` nothing may be read on the host: there :meth:`GradScaler.step`
+hands the flags to the optimizer (``Optimizer._step_skippable``), whose fused launches read
+them on the device and change nothing where one is set; the optimizer settles its step
+counts before the next replay. The scale and growth tracker are updated in place, so a
+replay reads the scale its previous run left.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from enum import Enum
 from typing import Any
 
 from .. import backends as _backends
+from .. import capture as _capture
 from .._tensor import Tensor, _new
 from ..autograd.grad_mode import no_grad
 from ..backends import _dtypes
@@ -207,6 +214,8 @@ class GradScaler:
             self.unscale_(optimizer)
         if not state["found_inf_per_device"]:
             raise AssertionError("No inf checks were recorded for this optimizer.")
+        if _capture.active():
+            return self._step_captured(optimizer, state, args, kwargs)
         retval = None
         # one host read per device: the flag the unscale computed there
         if not sum(float(dev.backend.to_host(v)) for dev, v in
@@ -214,6 +223,25 @@ class GradScaler:
             retval = optimizer.step(*args, **kwargs)
         state["stage"] = _Stage.STEPPED
         return retval
+
+    @staticmethod
+    def _step_captured(optimizer: Any, state: dict[str, Any], args: tuple,
+                       kwargs: dict) -> None:
+        """:meth:`step` inside a capture: the optimizer skips on the device."""
+        from ..optim.optimizer import Optimizer
+
+        name = type(optimizer).__name__
+        if not isinstance(optimizer, Optimizer) or type(optimizer).step is not Optimizer.step:
+            raise _capture.CaptureError(
+                f"vtl.compile: GradScaler.step cannot skip a {name} step on the device; "
+                "inside a captured function it takes a vtl.optim optimizer with a fused "
+                "step (Adam, AdamW, SGD, ...; not LBFGS)")
+        if args or kwargs:
+            raise _capture.CaptureError(f"vtl.compile: GradScaler.step({name}, ...) takes no "
+                                        "extra arguments inside a captured function")
+        optimizer._step_skippable(dict(state["found_inf_per_device"]))
+        state["stage"] = _Stage.STEPPED
+        return None
 
     # -- update --------------------------------------------------------------------------
     def update(self, new_scale: float | Tensor | None = None) -> None:
@@ -230,11 +258,10 @@ class GradScaler:
                 if new_scale.size != 1 or new_scale.dtype != _dtypes.float32:
                     raise ValueError("GradScaler.update(): new_scale should be a float or a "
                                      "1-element float32 tensor with requires_grad=False.")
-                v = xp.reshape(new_scale.to_device(dev)._data, ())
-                self._scale = xp.asarray(v, copy=True)
+                self._scale[...] = xp.reshape(new_scale.to_device(dev)._data, ())
             else:
-                self._scale = xp.asarray(float(new_scale), dtype=_dtypes.float32,
-                                         device=dev.backend.native_device(dev.index))
+                self._scale[...] = xp.asarray(float(new_scale), dtype=_dtypes.float32,
+                                              device=dev.backend.native_device(dev.index))
         else:
             found = [v if d is dev else d.backend.to_host(v) for state in
                      self._per_optimizer_states.values()
@@ -244,9 +271,12 @@ class GradScaler:
             total = self._as_device(found[0])
             for f in found[1:]:
                 total = total + self._as_device(f)
-            self._scale, self._growth_tracker = _update_scale(
+            # in place: a captured step's replays read the scale their last run left
+            scale, tracker = _update_scale(
                 xp, self._scale, self._growth_tracker, total, self._growth_factor,
                 self._backoff_factor, self._growth_interval)
+            self._scale[...] = scale
+            self._growth_tracker[...] = tracker
         self._per_optimizer_states = defaultdict(_refresh_state)
 
     def _as_device(self, v: Any) -> Any:
@@ -322,10 +352,10 @@ class GradScaler:
         if self._scale is not None:
             dev = self._device
             native = dev.backend.native_device(dev.index)
-            self._scale = dev.xp.asarray(self._init_scale, dtype=_dtypes.float32,
-                                         device=native)
-            self._growth_tracker = dev.xp.asarray(self._init_growth_tracker,
-                                                  dtype=_dtypes.int32, device=native)
+            self._scale[...] = dev.xp.asarray(self._init_scale, dtype=_dtypes.float32,
+                                              device=native)
+            self._growth_tracker[...] = dev.xp.asarray(self._init_growth_tracker,
+                                                       dtype=_dtypes.int32, device=native)
 
     def __repr__(self) -> str:
         return (f"GradScaler(init_scale={self._init_scale}, growth_factor="

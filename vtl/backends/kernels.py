@@ -362,12 +362,17 @@ class MultiTensorApplyKernel(Protocol):
     kernel with ``low_params = True`` also takes float16/bfloat16 parameters and gradients
     with float32 state arrays (``supports`` of the 16-bit dtype), computing in float32 and
     rounding the written 16-bit arrays once.
+
+    ``skip`` (``GradScaler``'s step, :meth:`vtl.optim.Optimizer._step_skippable`): a 0-d
+    float32 array on the tensors' device; where it holds a nonzero value when the launch
+    runs, the launch changes nothing. The kernel reads it on the device (never on the host
+    of a GPU backend), so a step can be skipped without a host read.
     """
 
     def supports(self, dtype: Any) -> bool: ...
 
     def __call__(self, prog: Any, tensors: list[tuple[Any, ...]],
-                 scalars: tuple[float, ...]) -> None: ...
+                 scalars: tuple[float, ...], skip: Any = None) -> None: ...
 
 
 @runtime_checkable

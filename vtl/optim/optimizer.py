@@ -16,6 +16,13 @@ float32, the rule runs, and the new value is rounded once into the parameter (so
 parameter is kept: updates smaller than half a unit in the last place of the low dtype
 are lost, as in PyTorch's optimizers on low-precision parameters (which keep their state
 in the parameter's dtype).
+
+Inside :func:`vtl.compile`, ``GradScaler.step`` cannot read its inf/nan flag on the host:
+it calls :meth:`Optimizer._step_skippable`, whose fused launches read the flag on the
+device and change nothing where it is set. The host part of that step (step counts) is
+settled afterwards: before the next replay, or when ``state`` is next looked at, the flag
+of the captured call (or of the last replay) is read, and a skipped step's counts are put
+back, so they are what they would have been eagerly.
 """
 
 from __future__ import annotations
@@ -82,9 +89,15 @@ class Optimizer:
     _required_state: tuple[str, ...] = ()
 
     def __init__(self, params: Iterable[Any], defaults: dict[str, Any]) -> None:
+        #: (device -> flag, [(state, its host values before the step)]) of captured steps
+        #: whose flags are not read yet (see :meth:`_step_skippable`)
+        self._pending: list[tuple[dict[Any, Any], list[tuple[dict, dict]]]] = []
+        self._skip: dict[Any, Any] | None = None
+        self._skip_record: list[tuple[dict, dict]] = []
+        self._skip_buckets: list[tuple] = []
         self.defaults = dict(defaults)
         self._check_group(self.defaults)
-        self.state: dict[Tensor, dict[str, Any]] = {}
+        self.state = {}
         self.param_groups: list[dict[str, Any]] = []
         if isinstance(params, Tensor):
             raise TypeError(
@@ -98,6 +111,18 @@ class Optimizer:
             groups = [{"params": groups}]
         for g in groups:
             self.add_param_group(g)
+
+    @property
+    def state(self) -> dict[Tensor, dict[str, Any]]:
+        """Per-parameter state (``{parameter: {name: value}}``)."""
+        if self._pending:
+            self._settle()
+        return self._state
+
+    @state.setter
+    def state(self, value: dict[Tensor, dict[str, Any]]) -> None:
+        self._pending = []
+        self._state = value
 
     # ----------------------------------------------------------------- groups
     def _check_group(self, group: dict[str, Any]) -> None:
@@ -162,12 +187,52 @@ class Optimizer:
             self._step_group(group)
         return loss
 
+    def _step_skippable(self, found: dict[Any, Any]) -> None:
+        """:meth:`step` inside a capture (``vtl.compile``) that changes nothing on a device
+        whose 0-d float32 flag in ``found`` (device -> flag) is nonzero when the step runs,
+        without reading the flag: ``GradScaler.step``'s way to skip a step with inf/nan
+        gradients in a captured function. Only fused steps are captured; their host part
+        (step counts) is put back by :meth:`_settle` where the flag turns out set."""
+        if self._pending:
+            self._settle()
+        self._skip, self._skip_record, self._skip_buckets = found, [], []
+        try:
+            for group in self.param_groups:
+                self._step_group(group)
+            record, buckets = self._skip_record, self._skip_buckets
+        finally:
+            self._skip, self._skip_record, self._skip_buckets = None, [], []
+        self._pending.append((found, record))
+        _capture.on_replay(partial(self._replay_skippable, found, buckets))
+
+    def _settle(self) -> None:
+        """Read the flags of the captured steps not settled yet (a host read: the device
+        finishes them first) and put back the host values of those that were skipped."""
+        pending, self._pending = self._pending, []
+        for found, record in pending:
+            if any(float(dev.backend.to_host(f)) for dev, f in found.items()):
+                for state, before in reversed(record):
+                    state.clear()
+                    state.update(before)
+
+    def _replay_skippable(self, found: dict[Any, Any], buckets: list[tuple]) -> None:
+        """Before a replay of a step captured by :meth:`_step_skippable`: settle the last
+        run's flags, then the host part of this run's step (as :meth:`_replay_bucket`)."""
+        if self._pending:
+            self._settle()
+        record: list[tuple[dict, dict]] = []
+        for group, items, prog, dyn in buckets:
+            record += [(state, dict(state)) for _, state in items]
+            self._replay_bucket(group, items, prog, dyn)
+        self._pending.append((found, record))
+
     def _step_group(self, group: dict[str, Any]) -> None:
         foreach = group.get("foreach")
+        skip = self._skip
         buckets: dict[tuple, list[tuple[Tensor, dict[str, Any]]]] = {}
         plans: dict[tuple, tuple[Program, tuple[float, ...], Any]] = {}
         portable: list[tuple[Tensor, dict[str, Any]]] = []
-        states = self.state
+        states = self._state
         last_dev = kern = None
         for p in group["params"]:
             grad = getattr(p, "_grad", None)
@@ -179,8 +244,11 @@ class Optimizer:
                     raise _capture.CaptureError(
                         f"vtl.compile: the first step of {type(self).__name__} for a parameter "
                         "creates its state, which a replay would create again: run the step "
-                        "eagerly once before it is captured (warmup >= 1)")
+                        "eagerly once before it is captured (warmup >= 1; with a GradScaler, "
+                        "until a step is not skipped)")
                 state = states[p] = self._init_state(p, group)
+            if skip is not None:
+                self._skip_record.append((state, dict(state)))
             self._advance(state, group)
             dev = p._device
             if dev is not last_dev:  # one kernel lookup per device
@@ -189,7 +257,8 @@ class Optimizer:
             dtype = p._data.dtype
             if dtype in LOW_FLOATING and not getattr(kern, "low_params", False):
                 portable.append((p, state))  # float32 state: the portable rule in float32
-            elif kern is not None and kern.supports(dtype):
+            elif kern is not None and kern.supports(dtype) and (
+                    skip is None or getattr(kern, "takes_skip", False)):
                 prog, scalars = self._plan(p, state, group)
                 # Devices are interned and programs cached: ids are stable keys here
                 # (``plans`` holds both objects for the duration of the step)
@@ -203,12 +272,17 @@ class Optimizer:
                 portable.append((p, state))
         for key, items in buckets.items():
             prog, scalars, kern = plans[key]
-            cap = _capture.current(items[0][0]._device)
+            dev = items[0][0]._device
+            cap = _capture.current(dev)
             if cap is not None:  # the scalars of every replay's step come from the host
                 dyn = cap.scalars(scalars, state_dtype(items[0][0]._data.dtype))
-                _capture.on_replay(partial(self._replay_bucket, group, items, prog, dyn))
+                if skip is None:
+                    _capture.on_replay(partial(self._replay_bucket, group, items, prog, dyn))
+                else:  # one hook for the whole step (_step_skippable)
+                    self._skip_buckets.append((group, items, prog, dyn))
                 scalars = dyn
-            self._run_fused(kern, prog, scalars, items)
+            self._run_fused(kern, prog, scalars, items,
+                            None if skip is None else skip.get(dev))
             for p, _ in items:
                 p._bump_version()
         for p, state in portable:
@@ -227,7 +301,7 @@ class Optimizer:
             p._bump_version()
 
     def _run_fused(self, kern: Any, prog: Program, scalars: tuple[float, ...],
-                   items: list[tuple[Tensor, dict[str, Any]]]) -> None:
+                   items: list[tuple[Tensor, dict[str, Any]]], skip: Any = None) -> None:
         names = self._state_names
         arrays = prog.arrays
         if arrays[:2] == ("p", "g"):
@@ -246,7 +320,10 @@ class Optimizer:
                     else:
                         arrs.append(state[names[a]]._data)
                 tensors.append(tuple(arrs))
-        kern(prog, tensors, scalars)
+        if skip is None:
+            kern(prog, tensors, scalars)
+        else:
+            kern(prog, tensors, scalars, skip=skip)
 
     def _replay_bucket(self, group: dict[str, Any], items: list[tuple[Tensor, dict[str, Any]]],
                        prog: Program, dyn: Any) -> None:

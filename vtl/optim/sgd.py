@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from .. import capture as _capture
 from .._tensor import Tensor
 from . import _functional as F
 from . import _programs
@@ -77,6 +78,11 @@ class SGD(Optimizer):
         mu = group["momentum"]
         first = False
         if mu != 0 and state.get("momentum_buffer") is None:
+            if _capture.current(p._device) is not None:
+                raise _capture.CaptureError(
+                    "vtl.compile: SGD's first momentum step (buffer = gradient) would be "
+                    "replayed every step: take a step eagerly before the capture (with a "
+                    "GradScaler, one that is not skipped)")
             state["momentum_buffer"] = _zeros_like(p)
             first = True
         prog = _programs.sgd(momentum=mu != 0, first=first, nesterov=group["nesterov"],

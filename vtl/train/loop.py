@@ -301,9 +301,10 @@ def fit(model: Any, train_loader: Iterable, loss_fn: Callable, optimizer: Any, e
     the forward pass and the loss (also of validation) under
     ``vtl.autocast(dtype=vtl.bfloat16)``; ``"fp16"`` under ``vtl.autocast(dtype=vtl.float16)``
     with a :class:`vtl.amp.GradScaler` (the loss is scaled for backward, gradients are
-    unscaled before clipping, steps with inf/nan gradients are skipped; its ``step`` reads
-    one flag per device, so ``"fp16"`` cannot be combined with ``compile=True``). The
-    autocast device is the model's first parameter's backend.
+    unscaled before clipping, steps with inf/nan gradients are skipped; with
+    ``compile=True`` the skip happens on the device, and each replay first reads the last
+    step's flag to settle the optimizer's step counts). The autocast device is the model's
+    first parameter's backend.
 
     ``resume_from`` loads a checkpoint written by :class:`~vtl.train.ModelCheckpoint`
     (model, optimizer, scheduler, history) and continues after its epoch; a loader with
@@ -332,9 +333,8 @@ def fit(model: Any, train_loader: Iterable, loss_fn: Callable, optimizer: Any, e
         The :class:`History` of the run.
 
     Raises:
-        ValueError: If ``epochs``, ``scheduler_step`` or ``precision`` is invalid,
-            ``precision='fp16'`` is combined with ``compile=True``, a ReduceLROnPlateau is
-            stepped per batch, or ``train_loader`` yields no batches.
+        ValueError: If ``epochs``, ``scheduler_step`` or ``precision`` is invalid, a
+            ReduceLROnPlateau is stepped per batch, or ``train_loader`` yields no batches.
 
     Example:
         >>> x = vtl.random.normal(size=(32, 3))
@@ -358,10 +358,6 @@ def fit(model: Any, train_loader: Iterable, loss_fn: Callable, optimizer: Any, e
                          "scheduler_step='epoch'")
     if precision not in ("32", "bf16", "fp16"):
         raise ValueError(f"fit: precision must be '32', 'bf16' or 'fp16', got {precision!r}")
-    if precision == "fp16" and compile:
-        raise ValueError("fit: precision='fp16' uses a GradScaler, whose step reads the "
-                         "inf/nan flag on the host; it cannot be combined with compile=True "
-                         "(use precision='bf16', which needs no scaler)")
     amp_region, scaler = _mixed_precision(model, precision)
     metric_fns = _metric_fns(metrics)
     cbs = list(callbacks)
@@ -395,6 +391,14 @@ def fit(model: Any, train_loader: Iterable, loss_fn: Callable, optimizer: Any, e
         return output, loss
 
     step = vtl.compile(train_step) if compile else train_step
+    if compile and scaler is not None:
+        compiled = step
+
+        def step(inputs: tuple[Any, ...], target: Any) -> tuple[Any, Any]:
+            # a captured step needs the optimizer's state, which its first step taken
+            # makes: eagerly until then (a GradScaler may skip the first steps)
+            return (compiled if optimizer.state else train_step)(inputs, target)
+
     if state.initial_epoch and hasattr(train_loader, "set_epoch"):
         train_loader.set_epoch(state.initial_epoch)  # shuffle as the interrupted run would have
 

@@ -39,7 +39,8 @@ def _c_expr(expr: str, ctype: str) -> str:
 
 
 def cuda_source(prog: Any, dtype: Any, name: str = "multi_tensor_apply",
-                scalars_in_memory: bool = False, low_arrays: tuple[str, ...] = ()) -> str:
+                scalars_in_memory: bool = False, low_arrays: tuple[str, ...] = (),
+                skip: bool = False) -> str:
     """CUDA C++ source of ``prog`` over tensors of ``dtype`` (float32 or float64; or
     float16/bfloat16, for the arrays named in ``low_arrays``, the others being float32).
 
@@ -47,7 +48,8 @@ def cuda_source(prog: Any, dtype: Any, name: str = "multi_tensor_apply",
     int ntensors, long long total, T scalar...)`` where ``ptrs`` holds
     ``len(prog.arrays)`` pointers per tensor; with ``scalars_in_memory`` the scalars are
     read from ``const T* scalars`` instead (the slots of a captured step's per-step
-    scalars, ``vtl.compile``). ``T`` is float for 16-bit ``dtype``.
+    scalars, ``vtl.compile``). ``T`` is float for 16-bit ``dtype``. With ``skip`` a last
+    parameter ``const float* skip`` (a 0-d flag on the device): nonzero, nothing is written.
     """
     dt = np.dtype(dtype)
     low = None if dt in CTYPES else FLOAT_NAMES[dt]  # "half" / "bfloat16"
@@ -59,6 +61,9 @@ def cuda_source(prog: Any, dtype: Any, name: str = "multi_tensor_apply",
     else:
         params = "".join(f", const T {s}" for s in prog.scalars)
         loads = []
+    if skip:
+        params += ", const float* __restrict__ skip"
+        loads.insert(0, "  if (skip[0] != 0.0f) return;")
     lines = [
         *([PRELUDE] if low else []),
         f"typedef {ctype} T;",
@@ -146,6 +151,9 @@ class MultiTensorApply:
         self._compiled: dict[tuple, Any] = {}
         self._tables = PointerTables(cupy)
 
+    #: the ``skip`` flag is taken (read on the device)
+    takes_skip = True
+
     #: float16/bfloat16 parameters and gradients with float32 state arrays are taken
     low_params = True
 
@@ -153,16 +161,17 @@ class MultiTensorApply:
         return np.dtype(dtype) in FLOAT_NAMES
 
     def _kernel(self, prog: Any, dtype: np.dtype, in_memory: bool = False,
-                low_arrays: tuple[str, ...] = ()) -> Any:
-        key = (prog.key, dtype, in_memory, low_arrays)
+                low_arrays: tuple[str, ...] = (), skip: bool = False) -> Any:
+        key = (prog.key, dtype, in_memory, low_arrays, skip)
         kern = self._compiled.get(key)
         if kern is None:
-            src = cuda_source(prog, dtype, scalars_in_memory=in_memory, low_arrays=low_arrays)
+            src = cuda_source(prog, dtype, scalars_in_memory=in_memory, low_arrays=low_arrays,
+                              skip=skip)
             kern = self._compiled[key] = self._cp.RawKernel(src, "multi_tensor_apply")
         return kern
 
     def __call__(self, prog: Any, tensors: list[tuple[Any, ...]],
-                 scalars: tuple[float, ...]) -> None:
+                 scalars: tuple[float, ...], skip: Any = None) -> None:
         cp = self._cp
         tensors = [arrs for arrs in tensors if arrs[0].size]
         if not tensors:
@@ -192,11 +201,13 @@ class MultiTensorApply:
                 ptrs[t, n] = a.data.ptr
         dynamic = isinstance(scalars, DynamicScalars)
         with tensors[0][0].device as device:
-            kern = self._kernel(prog, dtype, dynamic, low_arrays)
+            kern = self._kernel(prog, dtype, dynamic, low_arrays, skip is not None)
             d_ptrs, d_starts = self._tables.get(device.id, ptrs, starts)
             blocks = min((total + 255) // 256, 65536)
             sdt = dtype if dtype in CTYPES else f32
             tail = (scalars.where,) if dynamic else tuple(sdt.type(s) for s in scalars)
+            if skip is not None:
+                tail += (cp.ascontiguousarray(skip, dtype=f32),)
             args = (d_ptrs, d_starts, np.int32(len(tensors)), np.int64(total), *tail)
             kern((blocks,), (256,), args)
             for orig, c in copies:

@@ -220,6 +220,9 @@ class MultiTensorApply:
         self._compiled: dict[tuple, Any] = {}
         self._steps: dict[tuple, Any] = {}
 
+    #: the ``skip`` flag is taken (read on the device)
+    takes_skip = True
+
     def supports(self, dtype: Any) -> bool:
         return _dkind(dtype) == "f"
 
@@ -235,8 +238,8 @@ class MultiTensorApply:
         return step
 
     def __call__(self, prog: Any, tensors: list[tuple[Any, ...]],
-                 scalars: tuple[float, ...]) -> None:
-        if not tensors:
+                 scalars: tuple[float, ...], skip: Any = None) -> None:
+        if not tensors or (skip is not None and skip != 0):  # host memory: free to read
             return
         ones = frozenset(s for s, v in zip(prog.scalars, scalars, strict=True) if v == 1.0)
         key = (prog.key, ones)

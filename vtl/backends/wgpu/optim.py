@@ -79,11 +79,20 @@ def _scalar_words(dt: np.dtype) -> int:
     return 3 if dt == D.float64 else 1
 
 
-def wgsl_source(prog: Any, dtype: Any, low_arrays: tuple[str, ...] = ()
+def _skip_parts(binding: int, word: int) -> tuple[str, str]:
+    """Declaration and first line of a kernel that returns without writing where the 0-d
+    float32 flag at element ``pw(word)`` of binding ``binding`` is nonzero."""
+    return (f"@group(0) @binding({binding}) var<storage, read> b_skip: array<f32>;",
+            f"  if (b_skip[pw({word}u)] != 0.0) {{ return; }}")
+
+
+def wgsl_source(prog: Any, dtype: Any, low_arrays: tuple[str, ...] = (), skip: bool = False
                 ) -> tuple[str, str, str]:
     """Binding signature ('r'/'w' per array), declarations and body of ``prog``'s shader;
     for float16/bfloat16 ``dtype`` the arrays named in ``low_arrays`` are of that dtype
-    (widened on load, rounded once on store) and the others float32."""
+    (widened on load, rounded once on store) and the others float32. With ``skip``, one
+    more binding (a float32 flag, its element offset the word after the scalars): nonzero,
+    nothing is written."""
     dt = np.dtype(dtype)
     cdt = D.compute_dtype(dt)
     t = D.wgsl(cdt)
@@ -94,6 +103,12 @@ def wgsl_source(prog: Any, dtype: Any, low_arrays: tuple[str, ...] = ()
         at = D.wgsl(dt) if a in low_arrays else t
         decls.append(f"@group(0) @binding({n}) var<storage, {access}> b_{a}: array<{at}>;")
     body = []
+    if skip:
+        sig += "r"
+        decl, first = _skip_parts(len(prog.arrays), 1 + len(prog.arrays)
+                                  + _scalar_words(cdt) * len(prog.scalars))
+        decls.append(decl)
+        body.append(first)
     k = 1
     for a in prog.arrays:
         body.append(f"  let j_{a} = pw({k}u) + i;")
@@ -114,10 +129,12 @@ def wgsl_source(prog: Any, dtype: Any, low_arrays: tuple[str, ...] = ()
     return sig, "\n".join(decls) + "\n", "\n".join(body)
 
 
-def group_source(prog: Any, dtype: Any, slots: int) -> tuple[str, str, str]:
+def group_source(prog: Any, dtype: Any, slots: int, skip: bool = False
+                 ) -> tuple[str, str, str]:
     """As :func:`wgsl_source` for ``slots`` tensors in one dispatch (``_GROUP_TEMPLATE``):
     bindings ``slot * len(prog.arrays) + k``; words per slot: size, first workgroup, the
-    arrays' offsets; then the scalars (float32 and float64 arrays of ``dtype``)."""
+    arrays' offsets; then the scalars (float32 and float64 arrays of ``dtype``); then, with
+    ``skip``, the flag's element offset (binding ``slots * len(prog.arrays)``)."""
     dt = np.dtype(dtype)
     t = D.wgsl(dt)
     na = len(prog.arrays)
@@ -134,6 +151,11 @@ def group_source(prog: Any, dtype: Any, slots: int) -> tuple[str, str, str]:
     for sc in prog.scalars:
         body.append(f"  let v_{sc}: {t} = scal_{dt.name}({k}u);")
         k += _scalar_words(dt)
+    if skip:
+        sig += "r"
+        decl, first = _skip_parts(slots * na, k)
+        decls.append(decl)
+        body.append(first)
     body.append("  var slot = 0u;")
     for sl in range(1, slots):
         body.append(f"  if (wg >= pw({sl * per + 1}u)) {{ slot = {sl}u; }}")
@@ -176,6 +198,9 @@ class MultiTensorApply:
         if _kernels._sources.get(_GROUP_TEMPLATE_NAME) is None:
             _kernels._sources[_GROUP_TEMPLATE_NAME] = _GROUP_TEMPLATE
 
+    #: the ``skip`` flag is taken (read on the device)
+    takes_skip = True
+
     #: float16/bfloat16 parameters and gradients with float32 state arrays are taken
     low_params = True
 
@@ -186,19 +211,19 @@ class MultiTensorApply:
         feature = {D.float64: "shader-f64", D.float16: "shader-f16"}.get(dt)
         return feature is not None and feature in _runtime.get().features
 
-    def _kernel(self, prog: Any, dt: np.dtype, low_arrays: tuple[str, ...] = ()
-                ) -> tuple[Any, str]:
-        key = (prog.key, dt, low_arrays)
+    def _kernel(self, prog: Any, dt: np.dtype, low_arrays: tuple[str, ...] = (),
+                skip: bool = False) -> tuple[Any, str]:
+        key = (prog.key, dt, low_arrays, skip)
         hit = self._kernels.get(key)
         if hit is None:
-            sig, decls, body = wgsl_source(prog, dt, low_arrays)
+            sig, decls, body = wgsl_source(prog, dt, low_arrays, skip)
             dtypes = (dt, D.compute_dtype(dt)) if low_arrays else (dt,)
             kern = _kernels.kernel(_TEMPLATE_NAME, sig, dtypes, DECLS=decls, BODY=body)
             hit = self._kernels[key] = (kern, sig)
         return hit
 
     def __call__(self, prog: Any, tensors: list[tuple[Any, ...]],
-                 scalars: tuple[float, ...]) -> None:
+                 scalars: tuple[float, ...], skip: Any = None) -> None:
         tensors = [arrs for arrs in tensors if arrs[0].size]
         if not tensors:
             return
@@ -208,10 +233,14 @@ class MultiTensorApply:
         want = [dt if cdt == dt or a.dtype == dt else cdt for a in tensors[0]]
         low_arrays = tuple(a for a, w in zip(prog.arrays, want, strict=True)
                            if w == dt and cdt != dt)
-        if 1 + len(prog.arrays) + _scalar_words(cdt) * len(prog.scalars) > _MAX_WORDS:
+        flag = []
+        if skip is not None:
+            flag = [skip if skip.dtype == D.float32 else astype_raw(skip, D.float32)]
+        if 1 + len(prog.arrays) + _scalar_words(cdt) * len(prog.scalars) + len(flag) \
+                > _MAX_WORDS:
             raise ValueError(f"multi_tensor_apply: program {prog.name} needs more than "
                              f"{_MAX_WORDS} immediate words")
-        kern, sig = self._kernel(prog, dt, low_arrays)
+        kern, sig = self._kernel(prog, dt, low_arrays, bool(flag))
         dynamic = isinstance(scalars, DynamicScalars)
 
         def encode(values: Any) -> list[int]:
@@ -222,14 +251,14 @@ class MultiTensorApply:
 
         swords = encode(scalars.values if dynamic else scalars)
         if not low_arrays:
-            tensors = self._grouped(prog, dt, tensors, swords, scalars, encode, dynamic)
+            tensors = self._grouped(prog, dt, tensors, swords, scalars, encode, dynamic, flag)
         start = 1 + len(prog.arrays)
         for arrs in tensors:
             n = arrs[0].size
             bound: list[Any] = []
             back: list[tuple[Any, Any]] = []  # (original, copy) to write back
             seen: set[int] = set()
-            for a, mode, w in zip(arrs, sig, want, strict=True):
+            for a, mode, w in zip(arrs, sig[:len(arrs)], want, strict=True):
                 c = a
                 if a.dtype != w:
                     c = astype_raw(a, w)
@@ -241,34 +270,39 @@ class MultiTensorApply:
                 if c is not a and mode == "w":
                     back.append((a, c))
                 bound.append(c)
-            words = [n, *(c._offset for c in bound), *swords]
-            REC.dispatch(kern, tuple(c._st.buf for c in bound), words, groups_for(n),
+            if flag and flag[0]._st.buf.uid in seen:  # bound once: a copy of its own
+                flag = [astype_raw(flag[0], D.float32)]
+            words = [n, *(c._offset for c in bound), *swords, *(f._offset for f in flag)]
+            REC.dispatch(kern, tuple(c._st.buf for c in [*bound, *flag]), words, groups_for(n),
                          dynamic=[(start, scalars, encode)] if dynamic else None)
             self.launches += 1
             for orig, c in back:
                 copy_into(c, orig)
 
-    def slots(self, prog: Any, dt: np.dtype) -> int:
+    def slots(self, prog: Any, dt: np.dtype, skip: bool = False) -> int:
         """How many tensors one dispatch of ``prog`` over ``dt`` updates: as many as the
-        adapter's storage bindings per stage and the immediate words allow."""
+        adapter's storage bindings per stage and the immediate words allow (one binding and
+        one word fewer with a ``skip`` flag)."""
         na = len(prog.arrays)
         per_stage = int(_runtime.get().limits.get("max-storage-buffers-per-shader-stage", 8))
-        words = _MAX_WORDS - _scalar_words(dt) * len(prog.scalars)
-        return max(1, min(GROUP_MAX, per_stage // na, words // (2 + na)))
+        words = _MAX_WORDS - _scalar_words(dt) * len(prog.scalars) - skip
+        return max(1, min(GROUP_MAX, (per_stage - skip) // na, words // (2 + na)))
 
     def _grouped(self, prog: Any, dt: np.dtype, tensors: list, swords: list, scalars: Any,
-                 encode: Any, dynamic: bool) -> list:
+                 encode: Any, dynamic: bool, flag: list) -> list:
         """Dispatch the tensors whose arrays are contiguous, of ``dt`` and in distinct
-        buffers, :meth:`slots` at a time; return the others (for one dispatch each)."""
-        slots = self.slots(prog, dt)
+        buffers (the ``flag``'s included), :meth:`slots` at a time; return the others (for
+        one dispatch each)."""
+        skip = bool(flag)
+        slots = self.slots(prog, dt, skip)
         if slots < 2:
             return tensors
         rest, clean = [], []
         for arrs in tensors:
             n = arrs[0].size
-            uids = {a._st.buf.uid for a in arrs}
-            if len(uids) == len(arrs) and all(a.dtype == dt and a._contig and a.size == n
-                                              for a in arrs):
+            uids = {a._st.buf.uid for a in [*arrs, *flag]}
+            if len(uids) == len(arrs) + skip and all(a.dtype == dt and a._contig
+                                                     and a.size == n for a in arrs):
                 clean.append(arrs)
             else:
                 rest.append(arrs)
@@ -278,10 +312,10 @@ class MultiTensorApply:
             if len(group) == 1:
                 rest.append(group[0])
                 continue
-            key = (prog.key, dt, "group", len(group))
+            key = (prog.key, dt, "group", len(group), skip)
             hit = self._kernels.get(key)
             if hit is None:
-                gsig, decls, body = group_source(prog, dt, len(group))
+                gsig, decls, body = group_source(prog, dt, len(group), skip)
                 hit = self._kernels[key] = (_kernels.kernel(
                     _GROUP_TEMPLATE_NAME, gsig, (dt,), DECLS=decls, BODY=body), gsig)
             words: list[int] = []
@@ -293,7 +327,9 @@ class MultiTensorApply:
                 bufs += [a._st.buf for a in arrs]
                 first += groups_for(n)
             start = len(group) * per
-            REC.dispatch(hit[0], tuple(bufs), [*words, *swords], first,
+            bufs += [f._st.buf for f in flag]
+            REC.dispatch(hit[0], tuple(bufs), [*words, *swords, *(f._offset for f in flag)],
+                         first,
                          dynamic=[(start, scalars, encode)] if dynamic else None)
             self.launches += 1
         return rest
