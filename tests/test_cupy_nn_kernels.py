@@ -629,13 +629,13 @@ def test_every_variant_compiles_with_nvcc(tmp_path):
     assert r.returncode == 0, r.stderr[-4000:]
 
 
-def test_gelu_elementwise_bodies_compile_with_nvcc(tmp_path):
+def test_gelu_and_special_elementwise_bodies_compile_with_nvcc(tmp_path):
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         pytest.skip("nvcc not installed")
     units = []
-    for i, (body, c) in enumerate(itertools.product(K.GELU_BODIES.values(),
-                                                    K.CTYPES.values())):
+    bodies = [*K.GELU_BODIES.values(), *K.SPECIAL_GRAD_BODIES.values()]
+    for i, (body, c) in enumerate(itertools.product(bodies, K.CTYPES.values())):
         units.append(f"namespace g{i} {{ typedef {c} T; __global__ void k(const T* X, "
                      f"const T* G, T* Y) {{ const int i = threadIdx.x; const T x = X[i]; "
                      f"const T g = G[i]; (void)g; T y; {body} Y[i] = y; }} }}\n")

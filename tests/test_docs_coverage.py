@@ -32,7 +32,7 @@ MODULES = [
     "vtl.datasets.synthetic", "vtl.datasets.text", "vtl.io", "vtl.train", "vtl.metrics",
     "vtl.distributed", "vtl.backends", "vtl.backends.wgpu", "vtl.utils",
     "vtl.utils.checkpoint", "vtl.cuda", "vtl.capture", "vtl.return_types", "vtl.func",
-    "vtl.nn.grad", "vtl.nn.parameter", "vtl.nn.utils.stateless", "vtl.amp",
+    "vtl.nn.grad", "vtl.nn.parameter", "vtl.nn.utils.stateless", "vtl.amp", "vtl.special",
 ]
 
 _ENTRY = re.compile(r"^::: ([\w.]+)", re.MULTILINE)

@@ -100,7 +100,7 @@ def test_every_tutorial_has_code():
 DOCTEST_MODULES = [
     "vtl", "vtl.linalg", "vtl.fft", "vtl.random", "vtl.autograd", "vtl.nn", "vtl.nn.functional",
     "vtl.nn.init", "vtl.nn.utils", "vtl.optim", "vtl.optim.lr_scheduler", "vtl.data",
-    "vtl.datasets", "vtl.io", "vtl.train", "vtl.metrics", "vtl.backends",
+    "vtl.datasets", "vtl.io", "vtl.train", "vtl.metrics", "vtl.backends", "vtl.special",
 ]
 
 

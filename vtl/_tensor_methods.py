@@ -801,6 +801,18 @@ class TensorMethods:
         """:meth:`sigmoid` in place."""
         return _inplace(self, "sigmoid_", _vtl.sigmoid)
 
+    def erf_(self) -> Tensor:
+        """:meth:`erf` in place."""
+        return _inplace(self, "erf_", _vtl.erf)
+
+    def erfc_(self) -> Tensor:
+        """:meth:`erfc` in place."""
+        return _inplace(self, "erfc_", _vtl.erfc)
+
+    def erfinv_(self) -> Tensor:
+        """:meth:`erfinv` in place."""
+        return _inplace(self, "erfinv_", _vtl.erfinv)
+
     def tanh_(self) -> Tensor:
         """:meth:`tanh` in place."""
         return _inplace(self, "tanh_", _vtl.tanh)
@@ -921,6 +933,18 @@ class TensorMethods:
     def sigmoid(self) -> Tensor:
         """``vtl.sigmoid(self)``."""
         return _vtl.sigmoid(self)
+
+    def erf(self) -> Tensor:
+        """``vtl.erf(self)``."""
+        return _vtl.erf(self)
+
+    def erfc(self) -> Tensor:
+        """``vtl.erfc(self)``."""
+        return _vtl.erfc(self)
+
+    def erfinv(self) -> Tensor:
+        """``vtl.erfinv(self)``."""
+        return _vtl.erfinv(self)
 
     def relu(self) -> Tensor:
         """``vtl.relu(self)``."""

@@ -172,6 +172,10 @@ def main() -> None:
          entries("vtl.linalg", names("vtl.linalg")))
     page("fft.md", "vtl.fft", "The standard's `fft` extension, differentiable.",
          entries("vtl.fft", names("vtl.fft")))
+    page("special.md", "vtl.special",
+         "Special functions (PyTorch's `torch.special` names), differentiable; `vtl.erf`, "
+         "`vtl.erfc` and `vtl.erfinv` are the same functions.",
+         entries("vtl.special", names("vtl.special")))
     page("random.md", "vtl.random",
          "Counter-based random numbers (Philox-4x32): the same numbers on every backend.",
          entries("vtl.random", names("vtl.random")))

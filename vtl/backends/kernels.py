@@ -206,6 +206,25 @@ class SiluKernel(Protocol):
 
 
 @runtime_checkable
+class SpecialKernel(Protocol):
+    """``kernel("special")``: special functions elementwise in one launch (``vtl.special``).
+
+    ``supports(name, dtype)``: whether it computes ``name`` (``"erf"``, ``"erfc"`` or
+    ``"erfinv"``) for arrays of ``dtype`` (float32, float64; 16-bit inputs reach it as
+    float32). ``__call__(name, x)`` returns a new array of ``x``'s shape and dtype;
+    ``grad(name, x, g)`` returns ``g`` times the derivative at ``x`` (``erf``, ``erfc``);
+    either returns ``None`` to decline, and the portable code (``vtl.special``'s rational
+    approximations, the oracle of the kernels' tests) runs instead.
+    """
+
+    def supports(self, name: str, dtype: Any) -> bool: ...
+
+    def __call__(self, name: str, x: Any) -> Any | None: ...
+
+    def grad(self, name: str, x: Any, g: Any) -> Any | None: ...
+
+
+@runtime_checkable
 class LayerNormKernel(Protocol):
     """``kernel("layer_norm")``: layer normalisation of the rows of an ``(M, N)`` array, each
     way in one or two launches, statistics in float32 or wider.
@@ -456,6 +475,7 @@ KERNELS: dict[str, type] = {
     "dropout": DropoutKernel,
     "gelu": GeluKernel,
     "silu": SiluKernel,
+    "special": SpecialKernel,
     "grad_norm": GradNormKernel,
     "amp_unscale": AmpUnscaleKernel,
     "layer_norm": LayerNormKernel,

@@ -970,7 +970,51 @@ class CupySilu(_Elementwise):
         return self._apply("bwd", "", x, g)
 
 
+#: ``g`` times the derivative of ``erf`` / ``erfc`` at ``x`` (``kernel("special").grad``)
+SPECIAL_GRAD_BODIES = {
+    "erf": "y = g * ((T)1.12837916709551257390 * exp(-x * x));",
+    "erfc": "y = g * ((T)-1.12837916709551257390 * exp(-x * x));",
+}
+
+
+class CupySpecial:
+    """``kernel("special")``: ``erf``, ``erfc`` and ``erfinv`` of float32/float64 arrays by
+    ``cupyx.scipy.special`` (CUDA's functions, one launch), the gradients of ``erf`` and
+    ``erfc`` one ``ElementwiseKernel`` launch each (:data:`SPECIAL_GRAD_BODIES`)."""
+
+    _NAMES = frozenset({"erf", "erfc", "erfinv"})
+
+    def __init__(self, cupy: Any) -> None:
+        self._cp = cupy
+        self._grads: dict[str, Any] = {}
+
+    def supports(self, name: str, dtype: Any) -> bool:
+        return name in self._NAMES and np.dtype(dtype) in CTYPES
+
+    def _takes(self, *arrays: Any) -> bool:
+        x = arrays[0]
+        return all(type(a) is self._cp.ndarray and a.dtype in CTYPES and a.dtype == x.dtype
+                   and a.shape == x.shape for a in arrays)
+
+    def __call__(self, name: str, x: Any) -> Any:
+        if name not in self._NAMES or not self._takes(x):
+            return None
+        import cupyx.scipy.special as special
+
+        return getattr(special, name)(x)
+
+    def grad(self, name: str, x: Any, g: Any) -> Any:
+        if name not in SPECIAL_GRAD_BODIES or not self._takes(x, g):
+            return None
+        k = self._grads.get(name)
+        if k is None:
+            k = self._grads[name] = self._cp.ElementwiseKernel(
+                "T x, T g", "T y", SPECIAL_GRAD_BODIES[name], f"vtl_{name}_grad")
+        return k(x, g)
+
+
 __all__ = ["CE_ONE_BLOCK", "FLOAT_NAMES", "FLOAT_TYPES", "GELU_BODIES", "GELU_SPECS",
            "SILU_BODIES", "SILU_SPECS", "SPECS", "CupyCrossEntropy", "CupyGelu",
-           "CupyLayerNorm", "CupyNN", "CupySilu", "Spec", "compute_dtype",
+           "CupyLayerNorm", "CupyNN", "CupySilu", "CupySpecial", "SPECIAL_GRAD_BODIES",
+           "Spec", "compute_dtype",
            "PRELUDE", "cuda_source", "known_range", "note_upload"]

@@ -133,6 +133,24 @@ class NumpySilu:
         return _activation_pass("silu_backward", x, g)
 
 
+class NumpySpecial:
+    """``kernel("special")`` with numba (the ``vtl[cpu]`` extra): ``erf`` and ``erfc`` of
+    float32 and float64 arrays and their gradients, one compiled pass each in float64
+    through the C library's functions, rounded once (``_activation_kernels``); ``erfinv``
+    is left to the portable code."""
+
+    _NAMES = frozenset({"erf", "erfc"})
+
+    def supports(self, name: str, dtype: Any) -> bool:
+        return name in self._NAMES and dtype in _FLOATS and _compiled.available()
+
+    def __call__(self, name: str, x: Any) -> Any | None:
+        return _activation_pass(f"{name}_forward", x) if name in self._NAMES else None
+
+    def grad(self, name: str, x: Any, g: Any) -> Any | None:
+        return _activation_pass(f"{name}_backward", x, g) if name in self._NAMES else None
+
+
 def _activation_pass(name: str, x: Any, g: Any = None) -> Any | None:
     """A new array of ``x``'s shape from the compiled ``_activation_kernels.<name>`` over
     the flat ``x`` (and ``g``, a backward), split over the pool from :data:`THRESHOLD`

@@ -213,6 +213,8 @@ def render(name: str, dtypes: tuple, subs: dict) -> str:
         helpers += math64()
     if "m32_" in src or "m32_" in helpers:  # the float32 pow/sin/cos/tan library
         helpers += source("math32")
+    if "erfc_f(" in src or "erf_f(" in src or "exp_neg_sq(" in src:  # (gelu, special)
+        helpers += source("erfc32")
     return head + _PRELUDE + helpers + src
 
 

@@ -486,6 +486,42 @@ class Gelu:
         return self._run(x, g, 2 + self._MODES[approximate])
 
 
+class Special:
+    """``kernel("special")``: ``erf`` and ``erfc`` of float32 arrays and their gradients,
+    one dispatch each (``wgsl/nn/special.wgsl``, the portable code's rational approximations
+    in float32); float64 and ``erfinv`` are left to the portable code."""
+
+    _MODES = {"erf": 0, "erfc": 1}
+
+    def supports(self, name: str, dtype: Any) -> bool:
+        return name in self._MODES and dtype == D.float32
+
+    def _run(self, mode: int, x: Any, g: Any) -> Any:
+        if type(x) is not WgpuArray or x.dtype != D.float32 or (
+                g is not None and (type(g) is not WgpuArray or g.dtype != D.float32
+                                   or g.shape != x.shape)):
+            return None
+        n = x.size
+        if n == 0 or n * 4 > _runtime_binding():
+            return None
+        x = contiguous(x)
+        g = None if g is None else contiguous(g)
+        y = empty(x.shape, D.float32)
+        k = _kernels.kernel("special", "rrw", (D.float32,))
+        REC.dispatch(k, (x._st.buf, (g if g is not None else x)._st.buf, y._st.buf),
+                     [n, mode, x._offset, 0 if g is None else g._offset, y._offset],
+                     groups_for(n))
+        return y
+
+    def __call__(self, name: str, x: Any) -> Any:
+        mode = self._MODES.get(name)
+        return None if mode is None else self._run(mode, x, None)
+
+    def grad(self, name: str, x: Any, g: Any) -> Any:
+        mode = self._MODES.get(name)
+        return None if mode is None else self._run(2 + mode, x, g)
+
+
 def _sigmoid(tr, x):
     """``1 / (1 + exp(-x))`` traced (0 where ``exp(-x)`` overflows)."""
     e = tr.unary("exp", tr.unary("negative", x))

@@ -1,0 +1,279 @@
+"""``vtl.special``: PyTorch's ``torch.special`` functions of the error-function family and
+the logistic pair, on every backend, differentiable.
+
+``erf``, ``erfc`` and ``erfinv`` are also ``vtl.erf``, ``vtl.erfc``, ``vtl.erfinv`` and
+``Tensor`` methods, as in PyTorch. Each is one graph node. A backend's
+``kernel("special")`` computes ``erf``/``erfc`` (and their gradients) in one launch where
+it has one: the numpy backend with numba (the ``vtl[cpu]`` extra, the C library's
+functions in float64), cupy (CUDA's), wgpu (float32, the portable rational
+approximations in WGSL). Elsewhere the portable code runs: Cephes' rational
+approximations of ``erfc`` built from array-API operations, accurate to a few units in the
+last place in float64 and in both tails; ``erfinv`` starts from Giles' single-precision
+approximation and takes four Newton steps on ``erf`` (on ``log(erfc)`` beyond ``±0.5``,
+where the residual of ``erf`` would cancel). float16 and bfloat16 inputs are computed in float32 and
+rounded once; integer and bool inputs give the default float dtype, as in PyTorch.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ._ops._core import _grad, new, record
+from ._tensor import Tensor
+from .backends import _dtypes
+from .nn.functional import _utils
+
+__all__ = ["erf", "erfc", "erfinv", "expit", "logit", "ndtr"]
+
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+_SQRT_PI_OVER_2 = math.sqrt(math.pi) / 2.0
+_SQRT1_2 = 1.0 / math.sqrt(2.0)
+
+# Giles, "Approximating the erfinv function" (GPU Computing Gems, 2011), single precision:
+# erfinv(y) ~ y p(w), w = -log((1 - y)(1 + y)), central (w < 5) and tail polynomials
+_GILES_CENTRAL = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06,
+                  0.00021858087, -0.00125372503, -0.00417768164, 0.246640727, 1.50140941)
+_GILES_TAIL = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844,
+               0.00573950773, -0.0076224613, 0.00943887047, 1.00167406, 2.83297682)
+
+
+#: Newton steps after Giles' start: each about doubles the correct digits
+_NEWTON_STEPS = 4
+
+
+def _horner(xp: Any, w: Any, coefs: tuple[float, ...]) -> Any:
+    p = xp.full_like(w, coefs[0])
+    for c in coefs[1:]:
+        p = p * w + c
+    return p
+
+
+def erfinv_portable(xp: Any, y: Any) -> Any:
+    """``erfinv`` of the real floating array ``y`` with the array-API namespace ``xp``:
+    Giles' approximation, then Newton steps on ``erf`` (on ``log(erfc)`` for
+    ``|y| > 0.5``); ``±inf`` at ``±1``, nan outside ``[-1, 1]``."""
+    a = xp.abs(y)
+    inside = a < 1.0
+    ai = xp.where(inside, a, 0.0)
+    w = -xp.log((1.0 - ai) * (1.0 + ai))
+    central = w < 5.0
+    wc = xp.where(central, w, 5.0) - 2.5
+    wt = xp.sqrt(xp.where(central, 5.0, w)) - 3.0
+    x = ai * xp.where(central, _horner(xp, wc, _GILES_CENTRAL),
+                      _horner(xp, wt, _GILES_TAIL))
+    far = ai > 0.5
+    # beyond 0.5, Newton on log(erfc(x)) = log(1 - y) (1 - y is exact there): nearly
+    # linear in the tail, where Giles' start (fitted for float32's range) is far off
+    log_tail = xp.log(xp.where(far, 1.0 - ai, 0.5))
+    xn = xp.where(far, 0.0, x)
+    xf = xp.where(far, x, 1.0)
+    for _ in range(_NEWTON_STEPS):
+        xn = xn - (_utils.erf(xp, xn) - xp.where(far, 0.0, ai)) / (
+            _TWO_OVER_SQRT_PI * xp.exp(-xn * xn))
+        c = _utils.erfc(xp, xf)
+        xf = xf + (xp.log(c) - log_tail) * c / (_TWO_OVER_SQRT_PI * xp.exp(-xf * xf))
+    x = xp.where(far, xf, xn)
+    x = xp.where(inside, x, xp.where(a == 1.0, xp.full_like(x, math.inf), math.nan))
+    x = xp.where(xp.isnan(y), y, x)
+    return xp.copysign(x, y)
+
+
+def _portable(name: str, xp: Any, x: Any) -> Any:
+    if name == "erf":
+        return _utils.erf(xp, x)
+    if name == "erfc":
+        return _utils.erfc(xp, x)
+    return erfinv_portable(xp, x)
+
+
+def _float_input(x: Any, fname: str) -> Tensor:
+    """``x`` as a real floating tensor (integers and bools in the default float dtype)."""
+    if not isinstance(x, Tensor):
+        import vtl
+
+        x = vtl.asarray(x)
+    k = _dtypes.kind(x._data.dtype)
+    if k == "c":
+        raise TypeError(f"{fname}(): complex input is not supported (got {x.dtype})")
+    if k != "f":
+        import vtl
+
+        dev = x._device
+        return vtl.astype(x, dev.backend.default_dtypes(dev.index)["real floating"])
+    return x
+
+
+def _raw(name: str, dev: Any, x: Any) -> Any:
+    """``name`` of the raw real floating array ``x``: the backend's kernel, else the
+    portable code; 16-bit floats through float32."""
+    xp = dev.xp
+    low = x.dtype in _dtypes.LOW_FLOATING
+    src = xp.astype(x, _dtypes.float32) if low else x
+    kern = dev.backend.kernel("special")
+    out = kern(name, src) if kern is not None and kern.supports(name, src.dtype) else None
+    if out is None:
+        out = _portable(name, xp, src)
+    return xp.astype(out, x.dtype) if low else out
+
+
+def _raw_grad(name: str, dev: Any, x: Any, g: Any) -> Any:
+    """``g`` times the derivative of ``erf``/``erfc`` at ``x`` (raw arrays)."""
+    xp = dev.xp
+    low = x.dtype in _dtypes.LOW_FLOATING
+    xs, gs = (xp.astype(x, _dtypes.float32), xp.astype(g, _dtypes.float32)) if low else (x, g)
+    kern = dev.backend.kernel("special")
+    out = kern.grad(name, xs, gs) if kern is not None and kern.supports(name, xs.dtype) \
+        else None
+    if out is None:
+        d = xp.exp(-xs * xs) * (_TWO_OVER_SQRT_PI if name == "erf" else -_TWO_OVER_SQRT_PI)
+        out = gs * d
+    return xp.astype(out, x.dtype) if low else out
+
+
+def _unary(name: str, input: Any) -> Tensor:  # noqa: A002
+    x = _float_input(input, name)
+    dev = x._device
+    out = _raw(name, dev, x._data)
+    if not (x._requires_grad and _grad.enabled):
+        return new(out, dev)
+    if name == "erfinv":
+        return record(out, dev, "ErfinvBackward0", (x,), _erfinv_vjp, save_output=True)
+    vjp = _erf_vjp if name == "erf" else _erfc_vjp
+    return record(out, dev, f"{name.capitalize()}Backward0", (x,),
+                  lambda g, _out, x=x, vjp=vjp: vjp(g, x), saved=(x,))
+
+
+def _erf_like_vjp(name: str, g: Tensor, x: Tensor) -> Tensor:
+    if not _grad.enabled:  # plain backward: one launch where the backend has the kernel
+        return new(_raw_grad(name, g._device, x._data, g._data), g._device)
+    import vtl
+
+    s = _TWO_OVER_SQRT_PI if name == "erf" else -_TWO_OVER_SQRT_PI
+    return g * (vtl.exp(-x * x) * s)
+
+
+def _erf_vjp(g: Tensor, x: Tensor) -> Tensor:
+    return _erf_like_vjp("erf", g, x)
+
+
+def _erfc_vjp(g: Tensor, x: Tensor) -> Tensor:
+    return _erf_like_vjp("erfc", g, x)
+
+
+def _erfinv_vjp(g: Tensor, out: Tensor) -> Tensor:
+    import vtl
+
+    if not _grad.enabled:
+        xp = g._device.xp
+        y = out._data
+        return new(g._data * (xp.exp(y * y) * _SQRT_PI_OVER_2), g._device)
+    return g * (vtl.exp(out * out) * _SQRT_PI_OVER_2)
+
+
+def erf(input: Any) -> Tensor:  # noqa: A002
+    """The error function ``2 / sqrt(pi) * integral from 0 to x of exp(-t^2) dt``
+    (``torch.special.erf``).
+
+    Args:
+        input: A real tensor (integers give the default float dtype).
+
+    Returns:
+        A floating tensor of the input's shape.
+
+    Raises:
+        TypeError: If the input is complex.
+
+    Example:
+        >>> [round(v, 6) for v in vtl.special.erf(vtl.asarray([0.0, 0.5, -2.0])).tolist()]
+        [0.0, 0.5205, -0.995322]
+    """
+    return _unary("erf", input)
+
+
+def erfc(input: Any) -> Tensor:  # noqa: A002
+    """The complementary error function ``1 - erf(x)``, accurate in the right tail where
+    ``1 - erf(x)`` would round to zero (``torch.special.erfc``).
+
+    Args:
+        input: A real tensor (integers give the default float dtype).
+
+    Returns:
+        A floating tensor of the input's shape.
+
+    Raises:
+        TypeError: If the input is complex.
+
+    Example:
+        >>> x = vtl.asarray([10.0], dtype=vtl.float64)
+        >>> f"{float(vtl.special.erfc(x)[0]):.6e}", float(1 - vtl.special.erf(x)[0])
+        ('2.088488e-45', 0.0)
+    """
+    return _unary("erfc", input)
+
+
+def erfinv(input: Any) -> Tensor:  # noqa: A002
+    """The inverse of :func:`erf` on ``[-1, 1]``: ``±inf`` at ``±1``, nan outside
+    (``torch.special.erfinv``).
+
+    Args:
+        input: A real tensor (integers give the default float dtype).
+
+    Returns:
+        A floating tensor of the input's shape.
+
+    Raises:
+        TypeError: If the input is complex.
+
+    Example:
+        >>> [round(v, 6) for v in vtl.special.erfinv(vtl.asarray([0.0, 0.5, -1.0])).tolist()]
+        [0.0, 0.476936, -inf]
+    """
+    return _unary("erfinv", input)
+
+
+def ndtr(input: Any) -> Tensor:  # noqa: A002
+    """The standard normal distribution function ``(1 + erf(x / sqrt(2))) / 2``, computed as
+    ``erfc(-x / sqrt(2)) / 2`` (accurate in the left tail; ``torch.special.ndtr``).
+
+    Args:
+        input: A real tensor (integers give the default float dtype).
+
+    Returns:
+        A floating tensor of the input's shape.
+    """
+    x = _float_input(input, "ndtr")
+    return erfc(x * -_SQRT1_2) * 0.5
+
+
+def expit(input: Any) -> Tensor:  # noqa: A002
+    """The logistic sigmoid ``1 / (1 + exp(-x))`` (``torch.special.expit``, ``vtl.sigmoid``).
+
+    Args:
+        input: A real floating tensor.
+
+    Returns:
+        A tensor of the input's shape.
+    """
+    import vtl
+
+    return vtl.sigmoid(input)
+
+
+def logit(input: Any, eps: float | None = None) -> Tensor:  # noqa: A002
+    """``log(p / (1 - p))``, the inverse of :func:`expit`; with ``eps``, ``p`` is first
+    clamped to ``[eps, 1 - eps]`` (``torch.special.logit``).
+
+    Args:
+        input: A real tensor of probabilities.
+        eps: ``None``, or the clamp bound.
+
+    Returns:
+        A floating tensor of the input's shape.
+    """
+    import vtl
+
+    x = _float_input(input, "logit")
+    if eps is not None:
+        x = vtl.clip(x, eps, 1.0 - eps)
+    return vtl.log(x / (1.0 - x))
