@@ -353,11 +353,17 @@ def _scaled_training(backend: str, compiled: bool, opt_name: str, steps: int = 1
 @pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning",
                             "ignore:invalid value encountered:RuntimeWarning")
 @pytest.mark.parametrize("opt_name", ["adam", "sgd"])
-def test_grad_scaler_steps_are_skipped_on_the_device_in_a_capture(backend, opt_name):
+def test_grad_scaler_steps_are_skipped_on_the_device_in_a_capture(backend, opt_name,
+                                                                  monkeypatch):
     """Inside vtl.compile, GradScaler.step cannot read its inf/nan flag: the fused step
-    skips on the device and the optimizer settles its step counts before each replay. The
-    losses, scales, step counts and parameters are eager training's, bit for bit."""
+    skips on the device and the optimizer settles its step counts before each replay (SGD
+    has none: it never reads the flag). The losses, scales, step counts and parameters are
+    eager training's, bit for bit."""
     eager = _scaled_training(backend, False, opt_name)
+    reads = []
+    settle = optim.Optimizer._settle
+    monkeypatch.setattr(optim.Optimizer, "_settle",
+                        lambda self: (reads.append(1), settle(self))[1])
     comp = _scaled_training(backend, True, opt_name)
     assert comp[0] == eager[0]
     assert comp[1] == eager[1]
@@ -369,6 +375,8 @@ def test_grad_scaler_steps_are_skipped_on_the_device_in_a_capture(backend, opt_n
     assert (ratios > 0).any(), "the scale never grew"
     if vtl.backends.get(backend).can_capture:
         assert comp[4].captures == 1
+    captures = vtl.backends.get(backend).can_capture
+    assert bool(reads) == (captures and opt_name == "adam")
 
 
 def test_grad_scaler_in_a_capture_needs_a_fused_step(backend):

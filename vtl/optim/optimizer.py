@@ -202,8 +202,14 @@ class Optimizer:
             record, buckets = self._skip_record, self._skip_buckets
         finally:
             self._skip, self._skip_record, self._skip_buckets = None, [], []
-        self._pending.append((found, record))
+        if self._counts_steps():
+            self._pending.append((found, record))
         _capture.on_replay(partial(self._replay_skippable, found, buckets))
+
+    def _counts_steps(self) -> bool:
+        """Whether a step changes host state (step counts) that a skip must put back (SGD's
+        does not: its captured steps with a skip flag never read the flag)."""
+        return type(self)._advance is not Optimizer._advance
 
     def _settle(self) -> None:
         """Read the flags of the captured steps not settled yet (a host read: the device
@@ -218,13 +224,16 @@ class Optimizer:
     def _replay_skippable(self, found: dict[Any, Any], buckets: list[tuple]) -> None:
         """Before a replay of a step captured by :meth:`_step_skippable`: settle the last
         run's flags, then the host part of this run's step (as :meth:`_replay_bucket`)."""
+        counts = self._counts_steps()
         if self._pending:
             self._settle()
         record: list[tuple[dict, dict]] = []
         for group, items, prog, dyn in buckets:
-            record += [(state, dict(state)) for _, state in items]
+            if counts:
+                record += [(state, dict(state)) for _, state in items]
             self._replay_bucket(group, items, prog, dyn)
-        self._pending.append((found, record))
+        if counts:
+            self._pending.append((found, record))
 
     def _step_group(self, group: dict[str, Any]) -> None:
         foreach = group.get("foreach")
