@@ -186,14 +186,14 @@ def test_bad_arguments():
         vtl.autocast(enabled=1)
 
 
-def _digits_accuracy(precision: str) -> float:
+def _digits_accuracy(precision: str, backend: str) -> float:
     from vtl.datasets import Digits
     from vtl.train import evaluate, fit
 
-    with vtl.use_backend("numpy"):
+    with vtl.use_backend(backend):
         tr, te = Digits(), Digits(train=False)
         vtl.random.seed(0)
-        model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))
+        model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10)).to(backend)
         opt = optim.Adam(model.parameters(), lr=3e-3)
         loader = vtl.data.DataLoader(tr, batch_size=64, shuffle=True,
                                      generator=vtl.random.Generator(1))
@@ -206,11 +206,14 @@ def _digits_accuracy(precision: str) -> float:
         return float(logs["accuracy"])
 
 
-def test_digits_under_autocast_reaches_the_float32_accuracy():
-    acc32 = _digits_accuracy("32")
+def test_digits_under_autocast_reaches_the_float32_accuracy(backend):
+    acc32 = _digits_accuracy("32", backend)
     assert acc32 > 0.9
     for precision in ("bf16", "fp16"):
-        assert _digits_accuracy(precision) >= acc32 - 0.01, precision
+        if precision == "fp16" and "float16" not in vtl.__array_namespace_info__().dtypes(
+                device=vtl.Device(backend, 0)):
+            continue  # (a wgpu adapter without shader-f16)
+        assert _digits_accuracy(precision, backend) >= acc32 - 0.01, precision
 
 
 def test_fit_precision_arguments():
