@@ -211,14 +211,25 @@ def floor_divide(x1: Any, x2: Any, /) -> Any:
 floor_divide.__doc__ = _acp.floor_divide.__doc__
 
 
+_arg_kernels: list = []
+
+
 def _first_index(name: str, largest: bool):
-    """``argmax``/``argmin`` with NumPy's answers (``_arg_reductions``): the first index of
-    the extreme, the first nan, signed zeros equal; complex input goes to CuPy's."""
+    """``argmax``/``argmin`` with NumPy's answers: the first index of the extreme, the first
+    nan, signed zeros equal; one or two launches (``arg_reduce``), else the portable
+    ``_arg_reductions``; complex input goes to CuPy's."""
     cupy_fn = getattr(_acp, name)
 
     def wrapped(x: Any, /, *, axis: Any = None, keepdims: bool = False) -> Any:
         if x.dtype.kind == "c":
             return cupy_fn(x, axis=axis, keepdims=keepdims)
+        if not _arg_kernels:
+            from .arg_reduce import ArgReduce
+
+            _arg_kernels.append(ArgReduce(_cupy))
+        out = _arg_kernels[0](x, axis, keepdims, largest)
+        if out is not None:
+            return out
         return first_arg_extreme(_acp, x, axis, keepdims, largest)
 
     wrapped.__name__ = name
