@@ -789,3 +789,27 @@ def test_cuda_source_16bit_parameters_on_the_host(tmp_path, name):
                                               .view(np.uint16), err_msg=f"{prog.name} {w}")
             else:
                 np.testing.assert_allclose(got, e, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("name", ["Adam", "NAdam", "SGD"])
+def test_one_plan_per_state_in_a_step(backend, name):
+    """The fused step plans once per distinct step count (and SGD's first momentum step
+    per parameter): parameters whose step counts differ (one had no gradient for a while)
+    get their own bias corrections, as the portable step computes them."""
+    kw = {"momentum": 0.9, "dampening": 0.2} if name == "SGD" else {}
+    runs = []
+    for foreach in (None, False):
+        ws = [vtl.asarray(np.full(4, 0.5 + i, np.float32), device=backend,
+                          requires_grad=True) for i in range(3)]
+        opt = getattr(optim, name)(ws, lr=0.1, foreach=foreach, **kw)
+        for step in range(4):
+            opt.zero_grad()
+            live = ws if step >= 2 else ws[:1]  # ws[1:] get gradients from step 2 on
+            vtl.sum(vtl.stack([vtl.sum(w * w * (1 + k)) for k, w in enumerate(live)])
+                    ).backward()
+            opt.step()
+        runs.append([w.numpy() for w in ws])
+        if name != "SGD":
+            assert [opt.state[w]["step"] for w in ws] == [4, 2, 2]
+    for a, b in zip(*runs, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-6)

@@ -45,6 +45,7 @@ class Adagrad(Optimizer):
     """
 
     _state_names = {"s": "sum"}
+    _plan_depends_on = ("step",)
     _state_keys = frozenset({"step", "sum"})
     _required_state = ("step", "sum")
 

@@ -54,6 +54,7 @@ class Adam(Optimizer):
     """
 
     _state_names = {"m": "exp_avg", "v": "exp_avg_sq", "vmax": "max_exp_avg_sq"}
+    _plan_depends_on = ("step",)
     _state_keys = frozenset({"step", *_state_names.values()})
     _required_state = ("step", "exp_avg", "exp_avg_sq")
     _decoupled = False

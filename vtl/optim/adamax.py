@@ -52,6 +52,7 @@ class Adamax(Optimizer):
     """
 
     _state_names = {"m": "exp_avg", "u": "exp_inf"}
+    _plan_depends_on = ("step",)
     _state_keys = frozenset({"step", *_state_names.values()})
     _required_state = ("step", "exp_avg", "exp_inf")
 

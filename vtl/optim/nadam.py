@@ -62,6 +62,7 @@ class NAdam(Optimizer):
     """
 
     _state_names = {"m": "exp_avg", "v": "exp_avg_sq"}
+    _plan_depends_on = ("step", "mu_product")
     _state_keys = frozenset({"step", "mu_product", *_state_names.values()})
     _required_state = ("step", "mu_product", "exp_avg", "exp_avg_sq")
 

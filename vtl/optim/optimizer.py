@@ -84,6 +84,10 @@ class Optimizer:
 
     #: Program array name -> state key (for fused kernels), set by subclasses.
     _state_names: dict[str, str] = {}
+    #: The per-parameter state entries :meth:`_plan` reads (the rest is the group's): one
+    #: plan then serves every parameter of a step whose entries are equal (``None``: a plan
+    #: per parameter, for a ``_plan`` that changes the state).
+    _plan_depends_on: tuple[str, ...] | None = None
     #: The state names ``load_state_dict`` accepts (``None``: any) and those it requires.
     _state_keys: frozenset[str] | None = None
     _required_state: tuple[str, ...] = ()
@@ -241,6 +245,9 @@ class Optimizer:
         buckets: dict[tuple, list[tuple[Tensor, dict[str, Any]]]] = {}
         plans: dict[tuple, tuple[Program, tuple[float, ...], Any]] = {}
         portable: list[tuple[Tensor, dict[str, Any]]] = []
+        deps = self._plan_depends_on
+        memo: dict[tuple, tuple[Program, tuple[float, ...]]] | None = \
+            None if deps is None else {}  # one plan per step for equal state entries
         states = self._state
         last_dev = kern = None
         for p in group["params"]:
@@ -268,7 +275,14 @@ class Optimizer:
                 portable.append((p, state))  # float32 state: the portable rule in float32
             elif kern is not None and kern.supports(dtype) and (
                     skip is None or getattr(kern, "takes_skip", False)):
-                prog, scalars = self._plan(p, state, group)
+                mk = None if memo is None else self._plan_key(state, group, deps)
+                if mk is None:
+                    prog, scalars = self._plan(p, state, group)
+                else:
+                    hit = memo.get(mk)
+                    if hit is None:
+                        hit = memo[mk] = self._plan(p, state, group)
+                    prog, scalars = hit
                 # Devices are interned and programs cached: ids are stable keys here
                 # (``plans`` holds both objects for the duration of the step)
                 key = (id(dev), dtype, id(prog), scalars)
@@ -352,6 +366,12 @@ class Optimizer:
             p._bump_version()
 
     # Subclass hooks ---------------------------------------------------------
+    def _plan_key(self, state: dict[str, Any], group: dict[str, Any],
+                  deps: tuple[str, ...]) -> tuple | None:
+        """The key under which :meth:`_plan`'s result serves other parameters of this step
+        (``None``: plan this one alone): the state entries in ``deps``."""
+        return tuple([state.get(k) for k in deps])
+
     def _init_state(self, p: Tensor, group: dict[str, Any]) -> dict[str, Any]:
         return {}
 

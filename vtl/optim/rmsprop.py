@@ -44,6 +44,7 @@ class RMSprop(Optimizer):
     """
 
     _state_names = {"sq": "square_avg", "ga": "grad_avg", "buf": "momentum_buffer"}
+    _plan_depends_on = ()
     _state_keys = frozenset({"step", *_state_names.values()})
     _required_state = ("step", "square_avg")
 

@@ -74,6 +74,15 @@ class SGD(Optimizer):
     def _init_state(self, p: Tensor, group: dict[str, Any]) -> dict[str, Any]:
         return {"momentum_buffer": None}
 
+    _plan_depends_on = ()
+
+    def _plan_key(self, state: dict[str, Any], group: dict[str, Any],
+                  deps: tuple[str, ...]) -> tuple | None:
+        # a first momentum step creates the parameter's buffer: planned alone
+        if group["momentum"] != 0 and state.get("momentum_buffer") is None:
+            return None
+        return ()
+
     def _plan(self, p: Tensor, state: dict[str, Any], group: dict[str, Any]):
         mu = group["momentum"]
         first = False
