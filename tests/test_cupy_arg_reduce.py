@@ -1,4 +1,4 @@
-"""The cupy backend's argmax/argmin kernels (``vtl/backends/cupy/arg_reduce.py``).
+"""The cupy backend's argmax/argmin kernels (``vtl/backends/cupy/_arg_reduce.py``).
 
 On the host (given a C++20 compiler): the CUDA sources compiled with the CUDA emulation of
 the nn kernels' tests and driven through the real ``ArgReduce`` by a stand-in for the CuPy
@@ -19,7 +19,7 @@ import pytest
 from test_cupy_nn_kernels import _SHIM, compile_host
 
 import vtl
-from vtl.backends.cupy import arg_reduce as A
+from vtl.backends.cupy import _arg_reduce as A
 
 DTYPES = {"float32": np.float32, "float64": np.float64, "float16": np.float16,
           "bfloat16": ml_dtypes.bfloat16, "int32": np.int32, "int64": np.int64,

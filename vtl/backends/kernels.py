@@ -206,6 +206,24 @@ class SiluKernel(Protocol):
 
 
 @runtime_checkable
+class SoftmaxKernel(Protocol):
+    """``kernel("softmax")``: softmax or log_softmax over the last axis, one launch each way.
+
+    ``forward(x, log)`` returns a new array of ``x``'s shape and dtype: ``exp(x - m) / s``
+    or ``(x - m) - log(s)`` per row, with ``m`` the row's maximum (0 where it is not
+    finite) and ``s = sum(exp(x - m))``, the portable formulas; ``backward(y, g, log)``
+    returns ``y (g - sum(g y))`` (softmax's output ``y``) or ``g - exp(y) sum(g)``
+    (log_softmax's). Either returns ``None`` to decline. ``supports(dtype)``.
+    """
+
+    def supports(self, dtype: Any) -> bool: ...
+
+    def forward(self, x: Any, log: bool) -> Any | None: ...
+
+    def backward(self, y: Any, g: Any, log: bool) -> Any | None: ...
+
+
+@runtime_checkable
 class SpecialKernel(Protocol):
     """``kernel("special")``: special functions elementwise in one launch (``vtl.special``).
 
@@ -476,6 +494,7 @@ KERNELS: dict[str, type] = {
     "gelu": GeluKernel,
     "silu": SiluKernel,
     "special": SpecialKernel,
+    "softmax": SoftmaxKernel,
     "grad_norm": GradNormKernel,
     "amp_unscale": AmpUnscaleKernel,
     "layer_norm": LayerNormKernel,

@@ -216,7 +216,7 @@ _arg_kernels: list = []
 
 def _first_index(name: str, largest: bool):
     """``argmax``/``argmin`` with NumPy's answers: the first index of the extreme, the first
-    nan, signed zeros equal; one or two launches (``arg_reduce``), else the portable
+    nan, signed zeros equal; one or two launches (``_arg_reduce``), else the portable
     ``_arg_reductions``; complex input goes to CuPy's."""
     cupy_fn = getattr(_acp, name)
 
@@ -224,7 +224,7 @@ def _first_index(name: str, largest: bool):
         if x.dtype.kind == "c":
             return cupy_fn(x, axis=axis, keepdims=keepdims)
         if not _arg_kernels:
-            from .arg_reduce import ArgReduce
+            from ._arg_reduce import ArgReduce
 
             _arg_kernels.append(ArgReduce(_cupy))
         out = _arg_kernels[0](x, axis, keepdims, largest)

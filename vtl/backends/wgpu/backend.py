@@ -113,6 +113,7 @@ def register(backend: Backend) -> None:
     backend.register_kernel("gelu", nn.Gelu())  # one dispatch each way
     backend.register_kernel("silu", nn.Silu())  # one fused dispatch each way
     backend.register_kernel("special", nn.Special())  # erf/erfc: one dispatch each way
+    backend.register_kernel("softmax", nn.Softmax())  # last axis: one dispatch each way
     backend.register_kernel("attention", WgpuAttention())  # flash-style: 1 dispatch, 2 back
     backend.register_kernel("lstm_cell", WgpuLstmCell())  # the cells' pointwise parts
     backend.register_kernel("gru_cell", WgpuGruCell())

@@ -486,6 +486,41 @@ class Gelu:
         return self._run(x, g, 2 + self._MODES[approximate])
 
 
+class Softmax:
+    """``kernel("softmax")``: softmax and log_softmax over the last axis and their
+    gradients, one dispatch each (``wgsl/nn/softmax.wgsl``, a workgroup per row):
+    float32, and float16/bfloat16 rows computed in float32 and rounded once (float64, whose
+    exp and log WGSL lacks, takes the portable path)."""
+
+    _DTYPES = (D.float32, D.float16, D.bfloat16)
+
+    def supports(self, dtype: Any) -> bool:
+        return dtype in self._DTYPES
+
+    def _run(self, mode: int, x: Any, g: Any) -> Any:
+        if type(x) is not WgpuArray or x.ndim == 0 or x.dtype not in self._DTYPES or (
+                g is not None and (type(g) is not WgpuArray or g.dtype != x.dtype
+                                   or g.shape != x.shape)):
+            return None
+        n = x.shape[-1]
+        if x.size == 0 or x.size * D.itemsize(x.dtype) > _runtime_binding():
+            return None
+        m = x.size // n
+        x = contiguous(x)
+        g = None if g is None else contiguous(g)
+        y = empty(x.shape, x.dtype)
+        k = _kernels.compute_kernel("softmax", "rrw", x.dtype)
+        REC.dispatch(k, (x._st.buf, (g if g is not None else x)._st.buf, y._st.buf),
+                     [m, n, mode, x._offset, 0 if g is None else g._offset, y._offset], m)
+        return y
+
+    def forward(self, x: Any, log: bool) -> Any:
+        return self._run(1 if log else 0, x, None)
+
+    def backward(self, y: Any, g: Any, log: bool) -> Any:
+        return self._run(3 if log else 2, y, g)
+
+
 class Special:
     """``kernel("special")``: ``erf`` and ``erfc`` of float32 arrays and their gradients,
     one dispatch each (``wgsl/nn/special.wgsl``, the portable code's rational approximations

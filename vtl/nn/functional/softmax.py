@@ -127,18 +127,31 @@ def log_softmax(input: Any, dim: int | None = None, dtype: Any = None) -> Any:  
     return z - xp.log(xp.sum(xp.exp(z), axis=d, keepdims=True))
 
 
+def _kernel(dev: Any, x: Any, d: int) -> Any:
+    """The backend's ``softmax`` kernel where it takes rows along the last axis ``d`` of
+    ``x``'s dtype, else ``None``."""
+    if d != x.ndim - 1:
+        return None
+    kern = dev.backend.kernel("softmax")
+    return kern if kern is not None and kern.supports(x.dtype) else None
+
+
 def _softmax_tensor(x: Tensor, d: int, log: bool) -> Tensor:
     """softmax (``log``: log_softmax) of a tensor along axis ``d`` as ONE graph node: the
-    same stable formula on the raw arrays, and a backward from the output alone
-    (``y (g - sum(g y))``, or ``g - exp(y) sum(g)``) instead of autograd through the passes."""
+    backend's ``softmax`` kernel over the last axis (one launch each way), else the same
+    stable formula on the raw arrays; a backward from the output alone (``y (g - sum(g
+    y))``, or ``g - exp(y) sum(g)``) instead of autograd through the passes."""
     dev = x._device
     xp = dev.xp
-    z = _shifted(xp, x._data, d)
-    if log:
-        out = z - xp.log(xp.sum(xp.exp(z), axis=d, keepdims=True))
-    else:
-        e = xp.exp(z)
-        out = e / xp.sum(e, axis=d, keepdims=True)
+    kern = _kernel(dev, x._data, d)
+    out = None if kern is None else kern.forward(x._data, log)
+    if out is None:
+        z = _shifted(xp, x._data, d)
+        if log:
+            out = z - xp.log(xp.sum(xp.exp(z), axis=d, keepdims=True))
+        else:
+            e = xp.exp(z)
+            out = e / xp.sum(e, axis=d, keepdims=True)
     if needs_grad(x):
         return record(out, dev, "LogSoftmaxBackward" if log else "SoftmaxBackward", (x,),
                       partial(_softmax_vjp, d, log), save_output=True)
@@ -150,6 +163,10 @@ def _softmax_vjp(d: int, log: bool, g: Tensor, out: Tensor) -> Tensor:
         dev = g._device
         xp = dev.xp
         gd, yd = g._data, out._data
+        kern = _kernel(dev, yd, d)
+        dx = None if kern is None or gd.dtype != yd.dtype else kern.backward(yd, gd, log)
+        if dx is not None:
+            return new(dx, dev)
         if log:
             return new(gd - xp.exp(yd) * xp.sum(gd, axis=d, keepdims=True), dev)
         return new(yd * (gd - xp.sum(gd * yd, axis=d, keepdims=True)), dev)
