@@ -812,3 +812,58 @@ def test_gelu_bodies_on_the_host(tmp_path, dtype):
         with np.errstate(all="ignore"):
             want = _gelu(np, x, form) if which == "fwd" else _gelu_grad(np, x, g, form)
         np.testing.assert_allclose(y, want, **tol, err_msg=f"{which} {form}")
+
+
+# -- softmax ---------------------------------------------------------------------------------
+
+_SOFTMAX_VARIANTS = [(K.SOFTMAX, c, "int") for c in FLOAT_DTYPES]
+
+
+@pytest.fixture(scope="module")
+def softmax_lib(tmp_path_factory):
+    return build_host_lib(tmp_path_factory.mktemp("cupy_softmax_host"), _SOFTMAX_VARIANTS)
+
+
+def _np_softmax(x: np.ndarray, log: bool) -> np.ndarray:
+    m = np.max(x, axis=-1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    z = x - m
+    s = np.sum(np.exp(z), axis=-1, keepdims=True)
+    return z - np.log(s) if log else np.exp(z) / s
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("ctype", list(FLOAT_DTYPES))
+def test_softmax_on_the_host(softmax_lib, monkeypatch, ctype):
+    """The warp-per-row softmax/log_softmax kernel and its gradients against NumPy's float64
+    formulas (special rows included), driven through ``CupySoftmax``."""
+    cp = FakeCupy(softmax_lib, _SOFTMAX_VARIANTS)
+    monkeypatch.setattr(K.CupySoftmax, "_device_of", staticmethod(lambda a: _DEV))
+    kern = K.CupySoftmax(cp)
+    dt = np.dtype(FLOAT_DTYPES[ctype])
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((11, 45)) * 3
+    x[1] = -np.inf
+    x[2, 3] = np.inf
+    x[3, 7] = np.nan
+    x = x.astype(dt)
+    g = rng.standard_normal((11, 45)).astype(dt)
+    xw = x.astype(np.float64)
+    eps = {"float": 1e-6, "double": 1e-14}.get(ctype, 8 * float(np.finfo(np.float16).eps)
+                                              if ctype == "half" else 2.0**-6)
+    for log in (False, True):
+        y = kern.forward(x, log)
+        assert y.dtype == dt and y.shape == x.shape
+        np.testing.assert_allclose(y.astype(np.float64), _np_softmax(xw, log), rtol=eps,
+                                   atol=eps, equal_nan=True)
+        yw = y.astype(np.float64)
+        gw = g.astype(np.float64)
+        want = gw - np.exp(yw) * gw.sum(-1, keepdims=True) if log else \
+            yw * (gw - (gw * yw).sum(-1, keepdims=True))
+        dx = kern.backward(y, g, log)
+        ok = np.isfinite(want)
+        np.testing.assert_allclose(dx.astype(np.float64)[ok], want[ok], rtol=4 * eps,
+                                   atol=4 * eps)
+    assert cp.log == ["vtl_softmax"] * 4
+    assert kern.forward(np.ones((2, 3), np.int32), False) is None
+    assert kern.backward(y, g[:, :3], False) is None

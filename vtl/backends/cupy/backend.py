@@ -194,6 +194,7 @@ def register(backend: Backend, cupy: Any, xp: Any) -> None:
     backend.register_kernel("gelu", _nn.CupyGelu(cupy))
     backend.register_kernel("silu", _nn.CupySilu(cupy))
     backend.register_kernel("special", _nn.CupySpecial(cupy))
+    backend.register_kernel("softmax", _nn.CupySoftmax(cupy))
     backend.register_kernel("lstm_cell", LstmCell(cupy))
     backend.register_kernel("gru_cell", GruCell(cupy))
     backend.register_kernel("multi_tensor_apply", MultiTensorApply(cupy))

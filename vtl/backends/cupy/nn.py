@@ -345,6 +345,62 @@ CROSS_ENTROPY = Spec("vtl_cross_entropy", _CE_PARAMS, r"""
   }
 """)
 
+#: softmax/log_softmax of contiguous (M, N) rows and their gradients, one warp per row
+#: (blocks of 256 threads, a grid-stride loop over the rows), computed in ``A``. ``mode`` 0:
+#: ``exp(x - sh) / s``; 1: ``(x - sh) - log(s)``, with ``sh`` the row's maximum
+#: (nan-propagating; 0 when not finite) and ``s = sum(exp(x - sh))``, the portable
+#: formulas; 2: ``y (g - sum(g y))`` from softmax's output ``y = x``; 3: ``g - exp(y)
+#: sum(g)`` from log_softmax's.
+SOFTMAX = Spec("vtl_softmax", (
+    ("const T* __restrict__", "x"), ("const T* __restrict__", "g"),
+    ("T* __restrict__", "out"), ("const long long", "M"), ("const long long", "N"),
+    ("const int", "mode")), r"""
+  const unsigned FULL = 0xffffffffu;
+  const int lane = threadIdx.x & 31;
+  const long long nwarps = ((long long)gridDim.x * blockDim.x) >> 5;
+  for (long long m = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; m < M;
+       m += nwarps) {
+    const T* xr = x + m * N;
+    T* yr = out + m * N;
+    if (mode >= 2) {
+      const T* gr = g + m * N;
+      A t = 0;
+      for (long long c = lane; c < N; c += 32) {
+        const A gv = vtl_ld(gr[c]);
+        t += mode == 2 ? gv * vtl_ld(xr[c]) : gv;
+      }
+      for (int o = 16; o > 0; o >>= 1) t += __shfl_down_sync(FULL, t, o);
+      t = __shfl_sync(FULL, t, 0);
+      for (long long c = lane; c < N; c += 32) {
+        const A y = vtl_ld(xr[c]);
+        const A gv = vtl_ld(gr[c]);
+        yr[c] = vtl_st(mode == 2 ? y * (gv - t) : gv - vtl_exp(y) * t);
+      }
+      continue;
+    }
+    A mx = vtl_neg_inf((A)0);
+    for (long long c = lane; c < N; c += 32) {
+      const A v = vtl_ld(xr[c]);
+      if (isnan(v) || v > mx) mx = v;
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      const A v = __shfl_down_sync(FULL, mx, o);
+      if (isnan(v) || v > mx) mx = v;
+    }
+    mx = __shfl_sync(FULL, mx, 0);
+    const A sh = isfinite(mx) ? mx : (A)0;
+    A s = 0;
+    for (long long c = lane; c < N; c += 32) s += vtl_exp(vtl_ld(xr[c]) - sh);
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(FULL, s, o);
+    s = __shfl_sync(FULL, s, 0);
+    const A ls = vtl_log(s);
+    for (long long c = lane; c < N; c += 32) {
+      const A z = vtl_ld(xr[c]) - sh;
+      yr[c] = vtl_st(mode == 1 ? z - ls : vtl_exp(z) / s);
+    }
+  }
+""")
+
 #: Gradient of ``vtl_cross_entropy`` with respect to the logits, contiguous (M, C):
 #: ``g_m * (exp(x - sh_m) / s_m - [c == t_m])``, divided by ``saved[2M]`` for the mean,
 #: 0 where ignored, nan for a bad target; ``g_m = g[m * sg]`` (``sg = 0``: one value).
@@ -499,7 +555,7 @@ SILU_SPECS = {w: _activation_spec(f"vtl_silu_{w}", w, body) for w, body in SILU_
 
 SPECS = (BIAS_ADD, COL_SUM, COL_SUM_WIDE, COL_SUM_FINISH, RELU_BACKWARD, CROSS_ENTROPY,
          CROSS_ENTROPY_GRAD, LAYER_NORM_FWD, LAYER_NORM_BWD, *GELU_SPECS.values(),
-         *SILU_SPECS.values())
+         *SILU_SPECS.values(), SOFTMAX)
 
 #: largest M * C and M whose cross-entropy (rows and reduction) runs in one block, one
 #: launch (eight warps, each a row at a time: at most 64 rows per warp)
@@ -970,6 +1026,47 @@ class CupySilu(_Elementwise):
         return self._apply("bwd", "", x, g)
 
 
+class CupySoftmax:
+    """``kernel("softmax")``: softmax/log_softmax over the last axis and their gradients,
+    one launch each (:data:`SOFTMAX`, a warp per row), float32/float64 and float16/bfloat16
+    rows computed in float32 and rounded once."""
+
+    #: the CUDA device of an array (a context manager with ``id``)
+    _device_of = staticmethod(lambda a: a.device)
+
+    def __init__(self, cupy: Any) -> None:
+        self._cp = cupy
+        self._k = _Kernels(cupy)
+        self.launches = 0
+
+    def supports(self, dtype: Any) -> bool:
+        return np.dtype(dtype) in FLOAT_NAMES
+
+    def _run(self, mode: int, x: Any, g: Any) -> Any:
+        cp = self._cp
+        if type(x) is not cp.ndarray or x.ndim == 0 or x.size == 0 \
+                or x.dtype not in FLOAT_NAMES or (g is not None and (
+                    type(g) is not cp.ndarray or g.dtype != x.dtype or g.shape != x.shape)):
+            return None
+        n = x.shape[-1]
+        m = x.size // n
+        with self._device_of(x):
+            x = cp.ascontiguousarray(x)
+            g = x if g is None else cp.ascontiguousarray(g)
+            out = cp.empty(x.shape, dtype=x.dtype)
+            blocks = min(-(-m // 8), 65535)  # eight rows (warps) a block
+            self._k.get(SOFTMAX, x.dtype)((blocks,), (256,),
+                                          (x, g, out, _I64(m), _I64(n), _I32(mode)))
+            self.launches += 1
+        return out
+
+    def forward(self, x: Any, log: bool) -> Any:
+        return self._run(1 if log else 0, x, None)
+
+    def backward(self, y: Any, g: Any, log: bool) -> Any:
+        return self._run(3 if log else 2, y, g)
+
+
 #: ``g`` times the derivative of ``erf`` / ``erfc`` at ``x`` (``kernel("special").grad``)
 SPECIAL_GRAD_BODIES = {
     "erf": "y = g * ((T)1.12837916709551257390 * exp(-x * x));",
@@ -1015,6 +1112,7 @@ class CupySpecial:
 
 __all__ = ["CE_ONE_BLOCK", "FLOAT_NAMES", "FLOAT_TYPES", "GELU_BODIES", "GELU_SPECS",
            "SILU_BODIES", "SILU_SPECS", "SPECS", "CupyCrossEntropy", "CupyGelu",
-           "CupyLayerNorm", "CupyNN", "CupySilu", "CupySpecial", "SPECIAL_GRAD_BODIES",
+           "CupyLayerNorm", "CupyNN", "CupySilu", "CupySoftmax", "CupySpecial", "SOFTMAX",
+           "SPECIAL_GRAD_BODIES",
            "Spec", "compute_dtype",
            "PRELUDE", "cuda_source", "known_range", "note_upload"]
