@@ -38,6 +38,9 @@ standard's signed-zero special cases that CuPy itself misses.
   elements) or a reduction over leading and trailing axes together (e.g. a bias gradient
   over N, H, W) is up to a hundred times slower than its CUB path. Such inputs are made
   contiguous, and the trailing reduced axes are summed first (CUB's segmented reduction).
+  A ``sum`` of float32/float64 over leading axes only (``axis=0`` of a matrix: 3x
+  PyTorch's time through CuPy on an H200) is the nn kernels' column sum instead, in double
+  in a fixed order.
   ``var``/``std`` of large float arrays are NumPy's two-pass algorithm on these
   (``_moments.two_pass_var``); CuPy's own ``var`` took 12.8 ms for 4096 x 4096 elements,
   its ``sum`` 34 µs.
@@ -325,8 +328,40 @@ def _wide(fn: Any) -> Any:
     return wide
 
 
+_col_kernels: list = []
+
+
+def _leading_sum(x: Any, axis: Any, dtype: Any, keepdims: bool) -> Any:
+    """``sum`` of a large float32/float64 ``x`` over its leading axes by the nn kernels'
+    column sums (summed in double in a fixed order, one or two launches: CuPy's reduction
+    over a leading axis reads it column by column); ``None`` where it does not apply."""
+    if axis is None or x.ndim < 2 or x.size < _BIG_REDUCTION or x.dtype not in (
+            _np.float32, _np.float64) or dtype not in (None, x.dtype):
+        return None
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    if any(not isinstance(a, int) or not -x.ndim <= a < x.ndim for a in axes):
+        return None
+    k = len(axes)
+    if sorted(a % x.ndim for a in axes) != list(range(k)) or k == x.ndim:
+        return None
+    from .nn import _Kernels, column_sums
+
+    if not _col_kernels:
+        _col_kernels.append(_Kernels(_cupy))
+    rest = x.shape[k:]
+    with x.device:
+        done = column_sums(_col_kernels[0], _cupy, _cupy.ascontiguousarray(x).reshape(
+            math.prod(x.shape[:k]), math.prod(rest)))
+    if done is None:
+        return None
+    return done[0].reshape(((1,) * k if keepdims else ()) + rest)
+
+
 @_wide
 def sum(x: Any, /, *, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
+    out = _leading_sum(x, axis, dtype, keepdims)
+    if out is not None:
+        return out
     return _reduce_in_stages(_acp.sum, x, axis, keepdims, dtype=dtype)
 
 
