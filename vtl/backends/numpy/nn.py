@@ -133,6 +133,75 @@ class NumpySilu:
         return _activation_pass("silu_backward", x, g)
 
 
+#: elements of a slab of rows that softmax's passes run over while it stays in cache
+_SOFTMAX_SLAB = 1 << 18
+
+
+class NumpySoftmax:
+    """``kernel("softmax")`` in NumPy (no numba: NumPy's vectorized ``exp`` is several times
+    faster than a compiled loop's): the portable formulas, in place, over slabs of rows
+    that stay in cache while their passes run (one trip through memory instead of six),
+    the slabs side by side on the pool from :data:`THRESHOLD` elements. Every element is
+    computed by the operations of the portable path, in its order: the same bits."""
+
+    def supports(self, dtype: Any) -> bool:
+        return dtype in _FLOATS
+
+    @staticmethod
+    def _rows(fn: Any, *arrays: Any) -> Any | None:
+        """A new array from ``fn(rows..., out)`` over slabs of the last-axis rows of
+        ``arrays`` (of one shape and float dtype); ``None`` for other operands."""
+        x = arrays[0]
+        if any(type(a) is not np.ndarray or a.dtype != x.dtype or a.shape != x.shape
+               for a in arrays) or x.dtype not in _FLOATS or x.ndim == 0 or x.size == 0:
+            return None
+        n = x.shape[-1]
+        rows = [np.ascontiguousarray(a).reshape(-1, n) for a in arrays]
+        out = np.empty(x.shape, dtype=x.dtype)
+        o2 = out.reshape(-1, n)
+        m = o2.shape[0]
+        step = max(1, _SOFTMAX_SLAB // n)
+        starts = list(range(0, m, step))
+
+        def run(i: int, j: int) -> None:
+            for a in starts[i:j]:
+                fn(*[r[a:a + step] for r in rows], o2[a:a + step])
+
+        _split_images(run, len(starts), x.size)
+        return out
+
+    @staticmethod
+    def _forward(x: Any, out: Any, log: bool) -> None:
+        m = np.max(x, axis=-1, keepdims=True)
+        if not np.isfinite(m).all():
+            m = np.where(np.isfinite(m), m, 0.0).astype(x.dtype)
+        np.subtract(x, m, out=out)  # z
+        if log:
+            e = np.exp(out)
+            out -= np.log(np.sum(e, axis=-1, keepdims=True))
+        else:
+            np.exp(out, out=out)
+            out /= np.sum(out, axis=-1, keepdims=True)
+
+    @staticmethod
+    def _backward(y: Any, g: Any, out: Any, log: bool) -> None:
+        if log:  # g - exp(y) * sum(g)
+            np.exp(y, out=out)
+            out *= np.sum(g, axis=-1, keepdims=True)
+            np.subtract(g, out, out=out)
+        else:  # y * (g - sum(g * y))
+            np.multiply(g, y, out=out)
+            t = np.sum(out, axis=-1, keepdims=True)
+            np.subtract(g, t, out=out)
+            out *= y
+
+    def forward(self, x: Any, log: bool) -> Any | None:
+        return self._rows(lambda xr, o: self._forward(xr, o, log), x)
+
+    def backward(self, y: Any, g: Any, log: bool) -> Any | None:
+        return self._rows(lambda yr, gr, o: self._backward(yr, gr, o, log), y, g)
+
+
 class NumpySpecial:
     """``kernel("special")`` with numba (the ``vtl[cpu]`` extra): ``erf`` and ``erfc`` of
     float32 and float64 arrays and their gradients, one compiled pass each in float64
