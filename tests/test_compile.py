@@ -313,8 +313,9 @@ def test_a_16bit_model_compiles(be, name):
         np.testing.assert_allclose(a, b, rtol=2e-2, atol=2e-2)
 
 
-def _scaled_training(backend: str, compiled: bool, opt_name: str, steps: int = 14):
-    """A GradScaler run whose gradients overflow on the steps of inputs scaled by 1e35 and
+def _scaled_training(backend: str, compiled: bool, opt_name: str, steps: int = 15,
+                     warmup: int = 1):
+    """A GradScaler run whose gradients overflow on the steps of inputs scaled by 1e36 and
     whose scale grows after three clean steps, so that skipped and taken steps alternate;
     with Adam's per-step bias corrections and a schedule, clipping after unscale_."""
     vtl.random.seed(0)
@@ -326,8 +327,10 @@ def _scaled_training(backend: str, compiled: bool, opt_name: str, steps: int = 1
     sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps)
     scaler = vtl.amp.GradScaler(growth_interval=3)
     xs, ys = _data(backend, (8, 6), n=steps, seed=5)
-    for i in (0, 3, 4, 9):
-        xs[i] = xs[i] * 1e35
+    for i in (0, 3, 4, 9, 11):
+        xs[i] = xs[i] * 1e36
+    for i in range(steps - 3, steps):  # a new signature: eager, then a second capture
+        xs[i], ys[i] = xs[i][:6], ys[i][:6]
 
     def step(x, y):
         opt.zero_grad()
@@ -340,31 +343,33 @@ def _scaled_training(backend: str, compiled: bool, opt_name: str, steps: int = 1
         sched.step()
         return loss
 
-    f = vtl.compile(step) if compiled else step
-    losses, scales, counts = [], [], []
+    f = vtl.compile(step, warmup=warmup) if compiled else step
+    losses, scales = [], []
     for x, y in zip(xs, ys, strict=True):
         # eagerly until a step is taken: a captured step needs the optimizer's state
-        losses.append(float((f if opt.state else step)(x, y)))
+        # (``_state``: looking at ``state`` would settle the captured steps' counts)
+        losses.append(float((f if opt._state else step)(x, y)))
         scales.append(scaler.get_scale())
-        counts.append(sorted({s.get("step", -1) for s in opt.state.values()}))
+    counts = sorted({s.get("step", -1) for s in opt.state.values()})
     return losses, scales, counts, [p.numpy() for p in net.parameters()], f
 
 
 @pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning",
                             "ignore:invalid value encountered:RuntimeWarning")
-@pytest.mark.parametrize("opt_name", ["adam", "sgd"])
-def test_grad_scaler_steps_are_skipped_on_the_device_in_a_capture(backend, opt_name,
+@pytest.mark.parametrize(("opt_name", "warmup"), [("adam", 1), ("adam", 0), ("sgd", 1)])
+def test_grad_scaler_steps_are_skipped_on_the_device_in_a_capture(backend, opt_name, warmup,
                                                                   monkeypatch):
     """Inside vtl.compile, GradScaler.step cannot read its inf/nan flag: the fused step
     skips on the device and the optimizer settles its step counts before each replay (SGD
     has none: it never reads the flag). The losses, scales, step counts and parameters are
-    eager training's, bit for bit."""
+    eager training's, bit for bit, also when a new signature is captured right after
+    replays whose counts are not settled yet (``warmup=0``)."""
     eager = _scaled_training(backend, False, opt_name)
     reads = []
     settle = optim.Optimizer._settle
     monkeypatch.setattr(optim.Optimizer, "_settle",
                         lambda self: (reads.append(1), settle(self))[1])
-    comp = _scaled_training(backend, True, opt_name)
+    comp = _scaled_training(backend, True, opt_name, warmup=warmup)
     assert comp[0] == eager[0]
     assert comp[1] == eager[1]
     assert comp[2] == eager[2]
@@ -374,7 +379,7 @@ def test_grad_scaler_steps_are_skipped_on_the_device_in_a_capture(backend, opt_n
     assert (ratios < 0).any(), "no step was skipped"
     assert (ratios > 0).any(), "the scale never grew"
     if vtl.backends.get(backend).can_capture:
-        assert comp[4].captures == 1
+        assert comp[4].captures == 2
     captures = vtl.backends.get(backend).can_capture
     assert bool(reads) == (captures and opt_name == "adam")
 

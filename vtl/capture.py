@@ -48,13 +48,15 @@ from __future__ import annotations
 import functools
 import threading
 import warnings
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
 
 from ._tensor import Tensor, _new
 
-__all__ = ["CaptureError", "CompiledFunction", "active", "compile", "current", "on_replay"]
+__all__ = ["CaptureError", "CompiledFunction", "active", "compile", "current", "on_replay",
+           "settle_before_capture"]
 
 
 class CaptureError(RuntimeError):
@@ -126,6 +128,21 @@ def on_replay(hook: Callable[[], None]) -> None:
     if s is None:
         raise CaptureError("vtl.capture.on_replay: no capture is under way")
     s.hooks.append(hook)
+
+
+#: objects whose ``_settle()`` reads what earlier captured runs left on the device for their
+#: host bookkeeping; called before a capture starts, since a capture may not read the device
+_settle_first: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def settle_before_capture(obj: Any) -> None:
+    """Have ``obj._settle()`` called before each capture starts (an optimizer whose captured
+    steps left step counts to settle, see ``Optimizer._step_skippable``).
+
+    Args:
+        obj: An object with a ``_settle()`` method (held weakly).
+    """
+    _settle_first.add(obj)
 
 
 def _flatten(obj: Any, leaves: list[Any]) -> Any:
@@ -265,6 +282,8 @@ class CompiledFunction:
                 statics.append(s)
             else:
                 statics.append(leaf)
+        for obj in list(_settle_first):
+            obj._settle()
         cap = device.backend.begin_capture(device.index)
         session = _Session(device, cap)
         _state.session = session

@@ -187,6 +187,8 @@ class Optimizer:
         if closure is not None:
             with enable_grad():
                 loss = closure()
+        if self._pending:  # a captured step's skip decides this step's counts
+            self._settle()
         for group in self.param_groups:
             self._step_group(group)
         return loss
@@ -208,6 +210,7 @@ class Optimizer:
             self._skip, self._skip_record, self._skip_buckets = None, [], []
         if self._counts_steps():
             self._pending.append((found, record))
+            _capture.settle_before_capture(self)
         _capture.on_replay(partial(self._replay_skippable, found, buckets))
 
     def _counts_steps(self) -> bool:
