@@ -6,25 +6,12 @@
 // With flag 4 (rms_norm) the mean is taken as 0: rstd = 1 / sqrt(mean(x^2) + eps).
 // Words: 0 M, 1 N, 2 offset x, 3 offset w, 4 offset b, 5 offset y, 6 offset S,
 //        7 flags (1: w, 2: b, 4: no centring), 8.. eps
+// (wsum: wgsl/math/workgroup_reduce.wgsl)
 @group(0) @binding(0) var<storage, read> X: array<{{T}}>;
 @group(0) @binding(1) var<storage, read> Wt: array<{{T}}>;
 @group(0) @binding(2) var<storage, read> Bs: array<{{T}}>;
 @group(0) @binding(3) var<storage, read_write> Y: array<{{T}}>;
 @group(0) @binding(4) var<storage, read_write> S: array<{{C}}>;
-var<workgroup> red: array<{{C}}, 256>;
-
-fn wsum(lid: u32, v: {{C}}) -> {{C}} {
-  red[lid] = v;
-  workgroupBarrier();
-  for (var h = 128u; h > 0u; h >>= 1u) {
-    if (lid < h) { red[lid] += red[lid + h]; }
-    workgroupBarrier();
-  }
-  let r = red[0];
-  workgroupBarrier();
-  return r;
-}
-
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {

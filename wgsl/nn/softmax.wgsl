@@ -5,35 +5,10 @@
 // is not finite) and s = sum(exp(x - m)), the portable formulas; 2: dx = y (g - sum(g y))
 // from softmax's output y; 3: dx = g - exp(y) sum(g) from log_softmax's.
 // Words: 0 M, 1 N, 2 mode, 3 offset x (or y), 4 offset g, 5 offset out
+// (wsum/wmax: wgsl/math/workgroup_reduce.wgsl)
 @group(0) @binding(0) var<storage, read> X: array<{{T}}>;
 @group(0) @binding(1) var<storage, read> G: array<{{T}}>;
 @group(0) @binding(2) var<storage, read_write> Y: array<{{T}}>;
-var<workgroup> red: array<{{C}}, 256>;
-
-fn wsum(lid: u32, v: {{C}}) -> {{C}} {
-  red[lid] = v;
-  workgroupBarrier();
-  for (var h = 128u; h > 0u; h >>= 1u) {
-    if (lid < h) { red[lid] += red[lid + h]; }
-    workgroupBarrier();
-  }
-  let r = red[0];
-  workgroupBarrier();
-  return r;
-}
-
-fn wmax(lid: u32, v: {{C}}) -> {{C}} {
-  red[lid] = v;
-  workgroupBarrier();
-  for (var h = 128u; h > 0u; h >>= 1u) {
-    if (lid < h) { red[lid] = max(red[lid], red[lid + h]); }
-    workgroupBarrier();
-  }
-  let r = red[0];
-  workgroupBarrier();
-  return r;
-}
-
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {

@@ -131,6 +131,32 @@ __device__ __forceinline__ unsigned short vtl_float_to_bfloat16(float f) {
 }
 """
 
+#: one warp's softmax statistics of a row (cross-entropy, softmax), after vtl_ld/vtl_st
+_ROW_STATS = r"""
+/* sh = the maximum of the n values xr[c * stride] (a nan wins; 0 where it is not finite) and
+   s = sum(exp(x - sh)), both in every lane of the warp (lane = this thread's) */
+__device__ __forceinline__ void vtl_row_stats(const T* xr, const long long n,
+                                              const long long stride, const int lane,
+                                              A& sh, A& s) {
+  const unsigned FULL = 0xffffffffu;
+  A mx = vtl_neg_inf((A)0);
+  for (long long c = lane; c < n; c += 32) {
+    const A v = vtl_ld(xr[c * stride]);
+    if (isnan(v) || v > mx) mx = v;
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    const A v = __shfl_down_sync(FULL, mx, o);
+    if (isnan(v) || v > mx) mx = v;
+  }
+  mx = __shfl_sync(FULL, mx, 0);
+  sh = isfinite(mx) ? mx : (A)0;
+  A t = 0;
+  for (long long c = lane; c < n; c += 32) t += vtl_exp(vtl_ld(xr[c * stride]) - sh);
+  for (int o = 16; o > 0; o >>= 1) t += __shfl_down_sync(FULL, t, o);
+  s = __shfl_sync(FULL, t, 0);
+}
+"""
+
 #: the float types of the kernels by name: (the C type stored, the C type computed in, the
 #: conversion between them: ``vtl_{name}_to_float``/``vtl_float_to_{name}``, or none)
 FLOAT_TYPES = {
@@ -163,7 +189,7 @@ def cuda_source(spec: Spec, ctype: str, tctype: str = "int", name: str | None = 
     params = ",\n    ".join(f"{t} {n}" for t, n in spec.params)
     return (f"typedef {stored} T;\ntypedef {computed} A;\ntypedef {tctype} TI;\n{_PRELUDE}"
             f"__device__ __forceinline__ A vtl_ld(T v) {{ return {ld}; }}\n"
-            f"__device__ __forceinline__ T vtl_st(A v) {{ return {st}; }}\n\n"
+            f"__device__ __forceinline__ T vtl_st(A v) {{ return {st}; }}\n{_ROW_STATS}\n"
             f'extern "C" __global__ void {name or spec.name}(\n    {params}) {{\n'
             f"{spec.body}}}\n")
 
@@ -265,7 +291,6 @@ _CE_PARAMS = (
 #: launch (phase 1, one block) does it: the sum, the count and the first bad target,
 #: recorded in ``err = [flag, target, C]`` unless a previous call's error is still there.
 CROSS_ENTROPY = Spec("vtl_cross_entropy", _CE_PARAMS, r"""
-  const unsigned FULL = 0xffffffffu;
   const int tid = threadIdx.x;
   if (phase == 0) {
     const int lane = tid & 31;
@@ -273,20 +298,8 @@ CROSS_ENTROPY = Spec("vtl_cross_entropy", _CE_PARAMS, r"""
     for (long long m = ((long long)blockIdx.x * blockDim.x + tid) >> 5; m < M; m += nwarps) {
       const T* xr = x + m * sxm;
       const long long tv = (long long)t[m * st];  // loaded early: its latency overlaps
-      A mx = vtl_neg_inf((A)0);
-      for (long long c = lane; c < C; c += 32) {
-        const A v = vtl_ld(xr[c * sxc]);
-        if (isnan(v) || v > mx) mx = v;
-      }
-      for (int o = 16; o > 0; o >>= 1) {
-        const A v = __shfl_down_sync(FULL, mx, o);
-        if (isnan(v) || v > mx) mx = v;
-      }
-      mx = __shfl_sync(FULL, mx, 0);
-      const A sh = isfinite(mx) ? mx : (A)0;
-      A s = 0;
-      for (long long c = lane; c < C; c += 32) s += vtl_exp(vtl_ld(xr[c * sxc]) - sh);
-      for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(FULL, s, o);
+      A sh, s;
+      vtl_row_stats(xr, C, sxc, lane, sh, s);
       if (lane == 0) {
         saved[2 * m] = sh;
         saved[2 * m + 1] = s;
@@ -378,21 +391,8 @@ SOFTMAX = Spec("vtl_softmax", (
       }
       continue;
     }
-    A mx = vtl_neg_inf((A)0);
-    for (long long c = lane; c < N; c += 32) {
-      const A v = vtl_ld(xr[c]);
-      if (isnan(v) || v > mx) mx = v;
-    }
-    for (int o = 16; o > 0; o >>= 1) {
-      const A v = __shfl_down_sync(FULL, mx, o);
-      if (isnan(v) || v > mx) mx = v;
-    }
-    mx = __shfl_sync(FULL, mx, 0);
-    const A sh = isfinite(mx) ? mx : (A)0;
-    A s = 0;
-    for (long long c = lane; c < N; c += 32) s += vtl_exp(vtl_ld(xr[c]) - sh);
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(FULL, s, o);
-    s = __shfl_sync(FULL, s, 0);
+    A sh, s;
+    vtl_row_stats(xr, N, 1, lane, sh, s);
     const A ls = vtl_log(s);
     for (long long c = lane; c < N; c += 32) {
       const A z = vtl_ld(xr[c]) - sh;

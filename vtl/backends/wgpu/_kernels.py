@@ -10,6 +10,7 @@ pipeline under the template name and the substitutions.
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
@@ -194,10 +195,16 @@ def _helpers(dt: np.dtype) -> str:
     return "\n".join(out) + "\n"
 
 
+_CALLS_WG_REDUCE = re.compile(r"\bw(?:sum|max)\(")
+_CALLS_ERF = re.compile(r"\b(?:erfc?_f|exp_neg_sq)\(")
+
+
 def render(name: str, dtypes: tuple, subs: dict) -> str:
     rt = _runtime.get()
     head = _F16 if "shader-f16" in rt.features else ""
     src = source(name)
+    if _CALLS_WG_REDUCE.search(src):  # workgroup reductions (layer_norm, softmax)
+        src += source("workgroup_reduce")
     # substitutions may contain placeholders themselves (op bodies use {{T}})
     for _ in range(3):
         for k, v in subs.items():
@@ -213,7 +220,7 @@ def render(name: str, dtypes: tuple, subs: dict) -> str:
         helpers += math64()
     if "m32_" in src or "m32_" in helpers:  # the float32 pow/sin/cos/tan library
         helpers += source("math32")
-    if "erfc_f(" in src or "erf_f(" in src or "exp_neg_sq(" in src:  # (gelu, special)
+    if _CALLS_ERF.search(src):  # float32 erf/erfc (gelu, special)
         helpers += source("erfc32")
     return head + _PRELUDE + helpers + src
 
