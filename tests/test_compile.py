@@ -24,6 +24,20 @@ def _data(backend: str, shape: tuple, n: int = STEPS, seed: int = 0):
     return xs, ys
 
 
+def _compiled_square_step(backend: str, make_opt):
+    """``(compiled step, optimizer)``: a step minimising ``sum(w * w)`` for one 3-vector
+    ``w``, with the optimizer ``make_opt([w])``."""
+    w = vtl.ones((3,), device=backend, requires_grad=True)
+    opt = make_opt([w])
+
+    def step():
+        opt.zero_grad()
+        vtl.sum(w * w).backward()
+        opt.step()
+
+    return vtl.compile(step), opt
+
+
 def _train(backend: str, model: str, compiled: bool, sched_inside: bool = True, **kw):
     make, shape = MODELS[model]
     xs, ys = _data(backend, shape)
@@ -194,15 +208,7 @@ def test_gradients_of_arguments_and_lr_changes(backend):
 def test_a_changed_update_rule_is_refused(backend):
     if not vtl.backends.get(backend).can_capture:
         pytest.skip("the numpy backend runs eagerly")
-    w = vtl.ones((3,), device=backend, requires_grad=True)
-    opt = optim.Adam([w], lr=0.1)
-
-    def step():
-        opt.zero_grad()
-        vtl.sum(w * w).backward()
-        opt.step()
-
-    f = vtl.compile(step)
+    f, opt = _compiled_square_step(backend, lambda ps: optim.Adam(ps, lr=0.1))
     f()
     f()
     opt.param_groups[0]["weight_decay"] = 0.1
@@ -405,15 +411,7 @@ def test_grad_scaler_in_a_capture_needs_a_fused_step(backend):
 def test_a_first_sgd_momentum_step_cannot_be_captured(backend):
     if not vtl.backends.get(backend).can_capture:
         pytest.skip("the numpy backend runs eagerly")
-    w = vtl.asarray(np.ones(3, np.float32), device=backend, requires_grad=True)
-    opt = optim.SGD([w], lr=0.1)  # no momentum: no buffer yet
-
-    def step():
-        opt.zero_grad()
-        vtl.sum(w * w).backward()
-        opt.step()
-
-    f = vtl.compile(step)
+    f, opt = _compiled_square_step(backend, lambda ps: optim.SGD(ps, lr=0.1))  # no buffer
     f()
     opt.param_groups[0]["momentum"] = 0.9
     with pytest.raises(vtl.CaptureError, match="first momentum step"):

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .nn import _I32, _I64, FLOAT_NAMES, Spec, _blocks, _Kernels, compute_dtype
+from .nn import _I32, _I64, FLOAT_NAMES, KernelFamily, Spec, _blocks, compute_dtype
 
 __all__ = ["BN_APPLY", "BN_BACKWARD_COEFFS", "BN_FORWARD_STATS", "BN_PARTIAL", "BN_RUNNING",
            "SPECS", "CupyBatchNorm"]
@@ -144,20 +144,11 @@ BN_RUNNING = Spec("vtl_bn_running", (
 SPECS = (BN_PARTIAL, BN_FORWARD_STATS, BN_BACKWARD_COEFFS, BN_APPLY, BN_RUNNING)
 
 
-class CupyBatchNorm:
+class CupyBatchNorm(KernelFamily):
     """``kernel("batch_norm")`` on CuPy arrays: float32, float64, float16 and bfloat16."""
 
     #: float16/bfloat16 inputs take float32 weight and bias (autocast's mixed case)
     takes_float32_params = True
-    _device_of = staticmethod(lambda a: a.device)
-
-    def __init__(self, cupy: Any) -> None:
-        self._cp = cupy
-        self._k = _Kernels(cupy)
-        self.launches = 0
-
-    def supports(self, dtype: Any) -> bool:
-        return np.dtype(dtype) in FLOAT_NAMES
 
     def _param(self, p: Any, c: int, dt: np.dtype, adt: np.dtype) -> Any:
         """``p`` as a contiguous ``(C,)`` array of ``adt``; ``False`` if it is not one."""

@@ -1026,10 +1026,9 @@ class CupySilu(_Elementwise):
         return self._apply("bwd", "", x, g)
 
 
-class CupySoftmax:
-    """``kernel("softmax")``: softmax/log_softmax over the last axis and their gradients,
-    one launch each (:data:`SOFTMAX`, a warp per row), float32/float64 and float16/bfloat16
-    rows computed in float32 and rounded once."""
+class KernelFamily:
+    """A family of :class:`Spec` kernels on CuPy arrays of the four float dtypes: the
+    RawKernels compiled once (``_k``) and a count of launches."""
 
     #: the CUDA device of an array (a context manager with ``id``)
     _device_of = staticmethod(lambda a: a.device)
@@ -1041,6 +1040,12 @@ class CupySoftmax:
 
     def supports(self, dtype: Any) -> bool:
         return np.dtype(dtype) in FLOAT_NAMES
+
+
+class CupySoftmax(KernelFamily):
+    """``kernel("softmax")``: softmax/log_softmax over the last axis and their gradients,
+    one launch each (:data:`SOFTMAX`, a warp per row), float32/float64 and float16/bfloat16
+    rows computed in float32 and rounded once."""
 
     def _run(self, mode: int, x: Any, g: Any) -> Any:
         cp = self._cp
@@ -1112,7 +1117,8 @@ class CupySpecial:
 
 __all__ = ["CE_ONE_BLOCK", "FLOAT_NAMES", "FLOAT_TYPES", "GELU_BODIES", "GELU_SPECS",
            "SILU_BODIES", "SILU_SPECS", "SPECS", "CupyCrossEntropy", "CupyGelu",
-           "CupyLayerNorm", "CupyNN", "CupySilu", "CupySoftmax", "CupySpecial", "SOFTMAX",
+           "CupyLayerNorm", "CupyNN", "CupySilu", "CupySoftmax", "CupySpecial", "KernelFamily",
+           "SOFTMAX",
            "SPECIAL_GRAD_BODIES",
            "Spec", "compute_dtype",
            "PRELUDE", "cuda_source", "known_range", "note_upload"]
