@@ -225,3 +225,16 @@ def test_the_kernel_matches_the_portable_code(backend, name):
         assert _rel(gk.astype(np.float64), d, floor) < rtol
     if backend != "numpy" or _compiled.available():
         assert ran
+
+
+def test_non_contiguous_input_through_the_kernel(backend):
+    x = vtl.asarray(np.linspace(-3, 3, 60, dtype=np.float32).reshape(6, 10), device=backend,
+                    requires_grad=True)
+    v = x.T[::2]
+    y = vtl.erfc(v)
+    (g,) = vtl.autograd.grad(vtl.sum(y), [x])
+    want = np.array([[math.erfc(float(a)) for a in row] for row in v.detach().numpy()])
+    np.testing.assert_allclose(y.detach().numpy(), want, rtol=1e-6)
+    d = np.zeros((6, 10))
+    d.T[::2] = -2 / math.sqrt(math.pi) * np.exp(-v.detach().numpy().astype(np.float64) ** 2)
+    np.testing.assert_allclose(g.numpy(), d, rtol=1e-6, atol=1e-7)
