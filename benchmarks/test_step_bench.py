@@ -1,4 +1,4 @@
-"""Training steps of four model families on the GPU backends, eager and captured
+"""Training steps of five model families on the GPU backends, eager and captured
 (``vtl.compile``), side by side with PyTorch CUDA eager in the same process:
 
 * ``mlp``: 784-1024-1024-10 (ReLU), batch 256;
@@ -6,7 +6,10 @@
   maxpool2 blocks, 64/128/256 channels, two linear layers), batch 128;
 * ``lstm``: LSTM 128 -> 256 over 32 steps, the last hidden state to 10 classes, batch 64;
 * ``transformer``: a 2-layer Transformer encoder (d_model 256, 4 heads, feed-forward
-  1024, dropout 0.1), sequence 128, batch 32, mean-pooled to 10 classes.
+  1024, dropout 0.1), sequence 128, batch 32, mean-pooled to 10 classes;
+* ``gpt``: a 4-layer GPT-style causal decoder (pre-norm, exact GELU, token and position
+  embeddings, d_model 256, 4 heads, feed-forward 1024, dropout 0.1, vocabulary 4096),
+  sequence 128, batch 16, next-token cross-entropy over every position.
 
 Each step: ``zero_grad``, forward, cross-entropy, backward, ``clip_grad_norm_(1.0)``, Adam,
 a cosine learning-rate schedule. Groups ``step-<model>-<backend>`` time eager vtl,
@@ -27,12 +30,15 @@ import pytest
 import vtl
 from benchmarks.conftest import QUICK, Ref, _require, _selected, torch_or_skip
 
-BATCH = {"mlp": 256, "cnn": 128, "lstm": 64, "transformer": 32}
-SHAPES = {"mlp": (784,), "cnn": (3, 32, 32), "lstm": (32, 128), "transformer": (128, 256)}
+BATCH = {"mlp": 256, "cnn": 128, "lstm": 64, "transformer": 32, "gpt": 16}
+SHAPES = {"mlp": (784,), "cnn": (3, 32, 32), "lstm": (32, 128), "transformer": (128, 256),
+          "gpt": (128,)}
+#: the GPT model's vocabulary
+VOCAB = 4096
 
 
 def _models(m, torch: bool):
-    """Builders of the four networks with the module namespace ``m`` (vtl.nn or torch.nn)."""
+    """Builders of the five networks with the module namespace ``m`` (vtl.nn or torch.nn)."""
 
     class Lstm(m.Module):
         def __init__(self):
@@ -56,6 +62,24 @@ def _models(m, torch: bool):
             h = self.enc(x)
             return self.fc(h.mean(1) if torch else vtl.mean(h, axis=1))
 
+    class Gpt(m.Module):
+        def __init__(self):
+            super().__init__()
+            d, t = 256, SHAPES["gpt"][0]
+            self.tok, self.pos = m.Embedding(VOCAB, d), m.Embedding(t, d)
+            layer = m.TransformerEncoderLayer(d, 4, 4 * d, dropout=0.1, activation="gelu",
+                                              batch_first=True, norm_first=True)
+            kw = {"enable_nested_tensor": False} if torch else {}
+            self.blocks = m.TransformerEncoder(layer, 4, **kw)
+            self.ln, self.head = m.LayerNorm(d), m.Linear(d, VOCAB)
+
+        def forward(self, idx):
+            t = idx.shape[1]
+            h = self.tok(idx) + self.pos.weight[:t]
+            mask = m.Transformer.generate_square_subsequent_mask(t, device=idx.device)
+            h = self.blocks(h, mask=mask, is_causal=True)
+            return self.head(self.ln(h)).reshape(-1, VOCAB)  # (batch * t, vocabulary)
+
     def cnn():
         return m.Sequential(
             m.Conv2d(3, 64, 3, padding=1), m.ReLU(), m.MaxPool2d(2),
@@ -66,13 +90,16 @@ def _models(m, torch: bool):
     return {
         "mlp": lambda: m.Sequential(m.Linear(784, 1024), m.ReLU(), m.Linear(1024, 1024),
                                     m.ReLU(), m.Linear(1024, 10)),
-        "cnn": cnn, "lstm": Lstm, "transformer": Encoder,
+        "cnn": cnn, "lstm": Lstm, "transformer": Encoder, "gpt": Gpt,
     }
 
 
 def _batch(model: str) -> tuple[np.ndarray, np.ndarray]:
     n = 4 if QUICK else BATCH[model]
     rng = np.random.default_rng(0)
+    if model == "gpt":  # token ids, and the next token of every position
+        t = SHAPES["gpt"][0]
+        return rng.integers(0, VOCAB, (n, t)), rng.integers(0, VOCAB, n * t)
     return rng.standard_normal((n, *SHAPES[model]), dtype=np.float32), rng.integers(0, 10, n)
 
 

@@ -888,3 +888,30 @@ def test_gru_cell_kernel_matches_numpy_backend(wgpu, monkeypatch, dtype):
     tol = 1e-5 if dtype == "float32" else 1e-12
     for got, want in zip(res[1], res[0], strict=True):
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+# -- a GPT-style decoder step ------------------------------------------------------------------
+
+#: dispatches of one training step (Adam, clipping) of a 4-layer GPT-style decoder
+#: (benchmarks/test_step_bench.py's model at small sizes): per layer 2 layer norms, the
+#: fused attention (1 + 2), 3 dropouts and exact GELU each way, the products with their bias
+#: epilogues and gradients; embeddings (gather, scatter_add), the loss, clipping and the
+#: grouped Adam. A PyTorch CUDA step of such a model launched about 300 kernels.
+GPT_STEP_DISPATCHES = 220
+
+
+def test_gpt_training_step_dispatch_budget(wgpu, monkeypatch):
+    from benchmarks import test_step_bench as S
+
+    monkeypatch.setattr(S, "VOCAB", 64)
+    monkeypatch.setattr(S, "SHAPES", {**S.SHAPES, "gpt": (12,)})
+    monkeypatch.setattr(S, "QUICK", True)  # batch 4
+    run, _ = S._vtl_step("gpt", "wgpu", False)
+    run()
+    run()
+    names = _dispatched(monkeypatch)
+    loss, n, submits = _counts(run)
+    assert n <= GPT_STEP_DISPATCHES, f"{n} dispatches per step (budget {GPT_STEP_DISPATCHES})"
+    assert submits == 0
+    assert names.count("attention_fwd") == 4 and names.count("gelu") == 8
+    assert math.isfinite(float(loss))
