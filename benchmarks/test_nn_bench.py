@@ -1,8 +1,8 @@
 """nn layer benchmarks: Conv2d forward + backward on a [64, 3, 32, 32] input
 with 64 filters 3x3 (padding 1) and on ResNet-style 3x3 layers (64 channels at 32x32,
 256 at 8x8; on wgpu by implicit GEMM and by im2col), LSTM steps (one LSTMCell step and a
-16-step LSTM sequence, batch 64, 128 -> 256), and softmax, log_softmax and erf of a
-(4096, 1024) tensor, forward + backward.
+16-step LSTM sequence, batch 64, 128 -> 256), and softmax, log_softmax, layer_norm and erf
+of a (4096, 1024) tensor, forward + backward.
 
 References: PyTorch on the CPU for the numpy backend, PyTorch on CUDA (TF32
 off) for the accelerator backends cupy and wgpu (skipped where not available).
@@ -162,35 +162,42 @@ def test_lstm_sequence(benchmark, backend, impl):
 ELEMENTWISE_ROWS = (4 if QUICK else 4096, 1024)
 
 
-@pytest.mark.parametrize("op", ["softmax", "log_softmax", "erf"])
+def _rowwise(lib, op: str, x, w, b):
+    """``op`` of the rows of ``x`` with the functions of ``lib`` (vtl or torch)."""
+    if op == "erf":
+        return lib.erf(x)
+    if op == "layer_norm":
+        return lib.nn.functional.layer_norm(x, (x.shape[-1],), w, b)
+    return getattr(lib.nn.functional, op)(x, dim=-1)
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax", "layer_norm", "erf"])
 @pytest.mark.parametrize(("backend", "impl"), CASES)
 def test_rowwise_and_special(benchmark, backend, impl, op):
-    """softmax/log_softmax over the last axis and erf of a (4096, 1024) float32 tensor,
-    forward + backward (``kernel("softmax")``/``kernel("special")`` where the backend has
-    them)."""
+    """softmax/log_softmax over the last axis, layer_norm (weight and bias) and erf of a
+    (4096, 1024) float32 tensor, forward + backward (the backends' ``softmax``,
+    ``layer_norm`` and ``special`` kernels)."""
     benchmark.group = f"{op}-{ELEMENTWISE_ROWS[0]}x{ELEMENTWISE_ROWS[1]}-fwd-bwd-{backend}"
-    xs = np.random.default_rng(4).standard_normal(ELEMENTWISE_ROWS).astype(np.float32)
+    rng = np.random.default_rng(4)
+    xs = rng.standard_normal(ELEMENTWISE_ROWS).astype(np.float32)
+    ws, bs = (rng.standard_normal(ELEMENTWISE_ROWS[1]).astype(np.float32) for _ in range(2))
     if impl == "vtl":
-        fn = vtl.erf if op == "erf" else getattr(nn.functional, op)
-        kw = {} if op == "erf" else {"dim": -1}
-        x = vtl.asarray(xs, backend=backend, requires_grad=True)
+        x, w, b = (vtl.asarray(a, backend=backend, requires_grad=True) for a in (xs, ws, bs))
         g = vtl.ones_like(x)
 
         def run():
-            x.grad = None
-            fn(x, **kw).backward(g)
+            x.grad = w.grad = b.grad = None
+            _rowwise(vtl, op, x, w, b).backward(g)
             synchronize(backend)
 
     else:
         torch, dev = _torch_device(backend, impl)
-        tfn = torch.erf if op == "erf" else getattr(torch.nn.functional, op)
-        tkw = {} if op == "erf" else {"dim": -1}
-        tx = torch.tensor(xs, device=dev, requires_grad=True)
+        tx, tw, tb = (torch.tensor(a, device=dev, requires_grad=True) for a in (xs, ws, bs))
         tg = torch.ones_like(tx)
 
         def run():
-            tx.grad = None
-            tfn(tx, **tkw).backward(tg)
+            tx.grad = tw.grad = tb.grad = None
+            _rowwise(torch, op, tx, tw, tb).backward(tg)
             _torch_sync(torch, dev)
 
     run()
