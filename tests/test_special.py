@@ -238,3 +238,141 @@ def test_non_contiguous_input_through_the_kernel(backend):
     d = np.zeros((6, 10))
     d.T[::2] = -2 / math.sqrt(math.pi) * np.exp(-v.detach().numpy().astype(np.float64) ** 2)
     np.testing.assert_allclose(g.numpy(), d, rtol=1e-6, atol=1e-7)
+
+
+# -- the gamma family, xlogy, sinc, entr -------------------------------------------------------
+
+G64 = np.concatenate([np.linspace(-20.3, 30.7, 511), [0.5, 1.0, 2.0, 1e-8, 100.5, 1e5,
+                                                       -0.5, -2.5, 3.0]])
+G64 = G64[(G64 > 0) | (np.abs(G64 - np.round(G64)) > 1e-3)]  # (PyTorch is loose at poles)
+
+
+def _close(got, want, rtol):
+    """Relative to the larger of the value and 1 (the functions cross zero)."""
+    err = np.abs(got - want) / np.maximum(np.abs(want), 1.0)
+    assert err.max() < rtol, (err.max(), G64[err.argmax()] if err.size == G64.size else None)
+
+
+@pytest.mark.parametrize("order", [None, 0, 1, 2, 3])
+def test_gamma_family_matches_pytorch(backend, order):
+    torch = pytest.importorskip("torch")
+    if not _host(backend, "float64"):
+        pytest.skip(f"{backend} has no float64")
+    x = vtl.asarray(G64, device=backend)
+    t = torch.from_numpy(G64)
+    if order is None:
+        got, want = vtl.lgamma(x), torch.lgamma(t)
+    else:
+        got, want = vtl.polygamma(order, x), torch.polygamma(order, t)
+    # PyTorch's trigamma is good to about 5e-10 (1.6449340676 at 1, where pi^2/6 is
+    # 1.6449340668): checked against exact values below
+    _close(got.numpy(), want.numpy(), 1e-9 if order == 1 else 3e-13)
+
+
+def test_polygamma_exact_values(backend):
+    if not _host(backend, "float64"):
+        pytest.skip(f"{backend} has no float64")
+    x = vtl.asarray([1.0, 0.5, 2.0, -0.5], dtype=vtl.float64, device=backend)
+    pi2 = math.pi ** 2
+    np.testing.assert_allclose(vtl.polygamma(1, x).numpy(),
+                               [pi2 / 6, pi2 / 2, pi2 / 6 - 1, pi2 / 2 + 4], rtol=2e-15)
+    zeta3 = 1.2020569031595942
+    np.testing.assert_allclose(vtl.polygamma(2, x[:2]).numpy(), [-2 * zeta3, -14 * zeta3],
+                               rtol=2e-15)
+    np.testing.assert_allclose(vtl.digamma(x[:2]).numpy(),
+                               [-0.5772156649015329, -0.5772156649015329 - 2 * math.log(2)],
+                               rtol=2e-15)
+
+
+def test_gamma_family_special_values(backend):
+    inf, nan = math.inf, math.nan
+    x = vtl.asarray([0.0, -1.0, -3.0, inf, -inf, nan, 1.0, 2.0], device=backend)
+    np.testing.assert_array_equal(vtl.lgamma(x).numpy(), [inf, inf, inf, inf, inf, nan, 0, 0])
+    np.testing.assert_array_equal(vtl.digamma(x).numpy()[:6], [-inf, nan, nan, inf, nan, nan])
+    np.testing.assert_array_equal(vtl.polygamma(1, x).numpy()[:6], [inf, inf, inf, 0, nan, nan])
+    np.testing.assert_array_equal(vtl.polygamma(2, x).numpy()[:6],
+                                  [-inf, -inf, -inf, 0, nan, nan])
+
+
+def test_gamma_family_float32_is_float64_rounded(backend):
+    if not _host(backend, "float64"):
+        pytest.skip(f"{backend} has no float64")
+    xs = np.array([0.3, 1.5, -2.7, 12.0, 40.5])
+    x32 = vtl.asarray(xs.astype(np.float32), device=backend)
+    x64 = vtl.asarray(xs.astype(np.float32).astype(np.float64), device=backend)
+    for fn in (vtl.lgamma, vtl.digamma, lambda t: vtl.polygamma(2, t)):
+        y = fn(x32)
+        assert y.dtype == vtl.float32
+        np.testing.assert_array_equal(y.numpy(), fn(x64).numpy().astype(np.float32))
+
+
+@pytest.mark.parametrize("name", ["lgamma", "digamma", "polygamma2"])
+def test_gamma_gradients_by_finite_differences(name):
+    fn = (lambda t: vtl.polygamma(2, t)) if name == "polygamma2" else getattr(vtl, name)
+    check_grad(fn, np.array([0.3, 1.7, 6.2, -0.4, -2.6]), rtol=1e-6)
+
+
+def test_gamma_gradients_to_any_order(backend):
+    if not _host(backend, "float64"):
+        pytest.skip(f"{backend} has no float64")
+    xs = np.array([0.7, 3.2, -1.4])
+    x = vtl.asarray(xs, device=backend, requires_grad=True)
+    (g,) = vtl.autograd.grad(vtl.sum(vtl.lgamma(x)), [x], create_graph=True)
+    (h,) = vtl.autograd.grad(vtl.sum(g), [x], create_graph=True)
+    (k,) = vtl.autograd.grad(vtl.sum(h), [x])
+    for got, order in ((g, 0), (h, 1), (k, 2)):
+        np.testing.assert_allclose(got.numpy(), vtl.polygamma(order, x.detach()).numpy(),
+                                   rtol=1e-12)
+
+
+def test_xlogy_xlog1py_sinc_entr_match_pytorch(backend):
+    torch = pytest.importorskip("torch")
+    nan, inf = math.nan, math.inf
+    xs = np.array([0.0, 0.0, 0.0, 1.5, -2.0, 3.0, 2.0, nan])
+    ys = np.array([0.0, nan, 2.0, 0.0, 3.0, inf, -0.5, 1.0])
+    tx, ty = torch.from_numpy(xs), torch.from_numpy(ys)
+    dt = vtl.float64 if _host(backend, "float64") else vtl.float32
+    x, y = (vtl.asarray(a, dtype=dt, device=backend) for a in (xs, ys))
+    for ours, theirs in ((vtl.xlogy, torch.xlogy), (vtl.special.xlog1py,
+                                                   torch.special.xlog1py)):
+        np.testing.assert_allclose(ours(x, y).numpy(), theirs(tx, ty).numpy(), rtol=1e-6,
+                                   equal_nan=True)
+    np.testing.assert_allclose(vtl.xlogy(2.0, y).numpy(), torch.xlogy(2.0, ty).numpy(),
+                               rtol=1e-6, equal_nan=True)
+    zs = np.array([0.0, 0.5, 1.0, -1.5, 1e-9, -3.0, 0.25, nan])
+    z = vtl.asarray(zs, dtype=dt, device=backend)
+    np.testing.assert_allclose(vtl.sinc(z).numpy(), torch.sinc(torch.from_numpy(zs)).numpy(),
+                               rtol=1e-6, atol=1e-7, equal_nan=True)
+    es = np.array([-1.0, 0.0, 0.5, 1.0, 3.0, nan])
+    np.testing.assert_allclose(vtl.special.entr(vtl.asarray(es, dtype=dt, device=backend))
+                               .numpy(), torch.special.entr(torch.from_numpy(es)).numpy(),
+                               rtol=1e-6, equal_nan=True)
+
+
+def test_xlogy_and_sinc_gradients_match_pytorch():
+    torch = pytest.importorskip("torch")
+    xs, ys = np.array([0.0, 1.5, -2.0]), np.array([0.7, 2.0, 3.0])
+    x, y = (vtl.asarray(a, requires_grad=True) for a in (xs, ys))
+    vtl.sum(vtl.xlogy(x, y) + vtl.sinc(x)).backward()
+    tx, ty = (torch.tensor(a, requires_grad=True) for a in (xs, ys))
+    (torch.xlogy(tx, ty) + torch.sinc(tx)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(y.grad.numpy(), ty.grad.numpy(), rtol=1e-6, atol=1e-12)
+
+
+def test_gamma_errors_methods_and_aliases(backend):
+    x = vtl.asarray([1.5, 2.5], device=backend)
+    with pytest.raises(ValueError, match="non-negative"):
+        vtl.polygamma(-1, x)
+    with pytest.raises(TypeError, match="must be an int"):
+        vtl.polygamma(1.0, x)
+    with pytest.raises(TypeError, match="expected a tensor"):
+        vtl.xlogy(1.0, 2.0)
+    assert vtl.special.gammaln is vtl.lgamma and vtl.special.psi is vtl.digamma
+    np.testing.assert_array_equal(x.lgamma().numpy(), vtl.lgamma(x).numpy())
+    np.testing.assert_array_equal(x.polygamma(1).numpy(), vtl.polygamma(1, x).numpy())
+    np.testing.assert_array_equal(x.xlogy(x).numpy(), vtl.xlogy(x, x).numpy())
+    np.testing.assert_array_equal(x.sinc().numpy(), vtl.sinc(x).numpy())
+    want = vtl.digamma(x).numpy()
+    assert x.digamma_() is x
+    np.testing.assert_array_equal(x.numpy(), want)

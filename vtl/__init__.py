@@ -90,4 +90,4 @@ from .autograd.vmap import vmap
 from .backends._precision import get_float32_matmul_precision, set_float32_matmul_precision
 from .capture import CaptureError, compile
 from .io import load, load_checkpoint, save, save_checkpoint
-from .special import erf, erfc, erfinv
+from .special import digamma, erf, erfc, erfinv, lgamma, polygamma, sinc, xlogy

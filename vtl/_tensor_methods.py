@@ -813,6 +813,14 @@ class TensorMethods:
         """:meth:`erfinv` in place."""
         return _inplace(self, "erfinv_", _vtl.erfinv)
 
+    def lgamma_(self) -> Tensor:
+        """:meth:`lgamma` in place."""
+        return _inplace(self, "lgamma_", _vtl.lgamma)
+
+    def digamma_(self) -> Tensor:
+        """:meth:`digamma` in place."""
+        return _inplace(self, "digamma_", _vtl.digamma)
+
     def tanh_(self) -> Tensor:
         """:meth:`tanh` in place."""
         return _inplace(self, "tanh_", _vtl.tanh)
@@ -945,6 +953,26 @@ class TensorMethods:
     def erfinv(self) -> Tensor:
         """``vtl.erfinv(self)``."""
         return _vtl.erfinv(self)
+
+    def lgamma(self) -> Tensor:
+        """``vtl.lgamma(self)``."""
+        return _vtl.lgamma(self)
+
+    def digamma(self) -> Tensor:
+        """``vtl.digamma(self)``."""
+        return _vtl.digamma(self)
+
+    def polygamma(self, n: int) -> Tensor:
+        """``vtl.polygamma(n, self)``."""
+        return _vtl.polygamma(n, self)
+
+    def xlogy(self, other: Any) -> Tensor:
+        """``vtl.xlogy(self, other)``."""
+        return _vtl.xlogy(self, other)
+
+    def sinc(self) -> Tensor:
+        """``vtl.sinc(self)``."""
+        return _vtl.sinc(self)
 
     def relu(self) -> Tensor:
         """``vtl.relu(self)``."""

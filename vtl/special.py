@@ -1,17 +1,24 @@
-"""``vtl.special``: PyTorch's ``torch.special`` functions of the error-function family and
-the logistic pair, on every backend, differentiable.
+"""``vtl.special``: PyTorch's ``torch.special`` functions of the error-function and gamma
+families, ``xlogy``/``xlog1py``, ``sinc``, ``entr`` and the logistic pair, on every backend,
+differentiable.
 
-``erf``, ``erfc`` and ``erfinv`` are also ``vtl.erf``, ``vtl.erfc``, ``vtl.erfinv`` and
-``Tensor`` methods, as in PyTorch. Each is one graph node. A backend's
-``kernel("special")`` computes ``erf``/``erfc`` (and their gradients) in one launch where
-it has one: the numpy backend with numba (the ``vtl[cpu]`` extra, the C library's
-functions in float64), cupy (CUDA's), wgpu (float32, the portable rational
-approximations in WGSL). Elsewhere the portable code runs: Cephes' rational
-approximations of ``erfc`` built from array-API operations, accurate to a few units in the
-last place in float64 and in both tails; ``erfinv`` starts from Giles' single-precision
-approximation and takes four Newton steps on ``erf`` (on ``log(erfc)`` beyond ``±0.5``,
-where the residual of ``erf`` would cancel). float16 and bfloat16 inputs are computed in float32 and
-rounded once; integer and bool inputs give the default float dtype, as in PyTorch.
+``erf``, ``erfc``, ``erfinv``, ``lgamma``, ``digamma``, ``polygamma``, ``xlogy`` and
+``sinc`` are also top-level ``vtl`` functions and ``Tensor`` methods, as in PyTorch. The
+error and gamma functions are one graph node each; integer and bool inputs give the default
+float dtype, as in PyTorch.
+
+* Error functions: a backend's ``kernel("special")`` computes ``erf``/``erfc`` (and their
+  gradients) in one launch where it has one: the numpy backend with numba (the ``vtl[cpu]``
+  extra, the C library's functions in float64), cupy (CUDA's), wgpu (float32, the portable
+  rational approximations in WGSL). Elsewhere the portable code runs: Cephes' rational
+  approximations of ``erfc`` built from array-API operations, accurate to a few units in
+  the last place in float64 and in both tails; ``erfinv`` starts from Giles'
+  single-precision approximation and takes four Newton steps on ``erf`` (on ``log(erfc)``
+  beyond ``±0.5``, where the residual of ``erf`` would cancel). float16 and bfloat16 inputs
+  are computed in float32 and rounded once.
+* Gamma family (``vtl/_ops/gamma.py`` describes the algorithms): Lanczos' ``lgamma`` and a
+  recurrence plus asymptotic series for ``polygamma``, with reflection below 1/2; float32
+  and 16-bit inputs are computed in float64 where the device has it, and rounded once.
 """
 
 from __future__ import annotations
@@ -19,12 +26,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ._ops import gamma as _gamma
 from ._ops._core import _grad, new, record
 from ._tensor import Tensor
 from .backends import _dtypes
 from .nn.functional import _utils
 
-__all__ = ["erf", "erfc", "erfinv", "expit", "logit", "ndtr"]
+__all__ = ["digamma", "entr", "erf", "erfc", "erfinv", "expit", "gammaln", "lgamma", "logit",
+           "ndtr", "polygamma", "psi", "sinc", "xlog1py", "xlogy"]
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 _SQRT_PI_OVER_2 = math.sqrt(math.pi) / 2.0
@@ -277,3 +286,220 @@ def logit(input: Any, eps: float | None = None) -> Tensor:  # noqa: A002
     if eps is not None:
         x = vtl.clip(x, eps, 1.0 - eps)
     return vtl.log(x / (1.0 - x))
+
+
+# -- the gamma family --------------------------------------------------------------------------
+
+def _wide_raw(fn: Any, dev: Any, x: Any) -> Any:
+    """``fn(xp, x)`` of the raw array ``x``, computed in float64 where the device has it for
+    narrower floats, and rounded once to ``x``'s dtype."""
+    xp = dev.xp
+    if x.dtype != _dtypes.float64 and "float64" in dev.backend.dtypes(dev.index):
+        return xp.astype(fn(xp, xp.astype(x, _dtypes.float64)), x.dtype)
+    if x.dtype in _dtypes.LOW_FLOATING:
+        return xp.astype(fn(xp, xp.astype(x, _dtypes.float32)), x.dtype)
+    return fn(xp, x)
+
+
+def _check_order(n: Any) -> int:
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"polygamma(): n must be an int, got {type(n).__name__}")
+    if n < 0:
+        raise ValueError(f"polygamma(): n must be non-negative, got {n}")
+    return n
+
+
+def _polygamma_tensor(n: int, x: Tensor) -> Tensor:
+    dev = x._device
+    out = _wide_raw(lambda xp, a: _gamma.polygamma(xp, n, a), dev, x._data)
+    if not (x._requires_grad and _grad.enabled):
+        return new(out, dev)
+    return record(out, dev, f"PolygammaBackward{n}", (x,),
+                  lambda g, _out, x=x: _gamma_vjp(n + 1, g, x), saved=(x,))
+
+
+def _gamma_vjp(order: int, g: Tensor, x: Tensor) -> Tensor:
+    """``g`` times ``polygamma(order, x)`` (the derivative of lgamma is polygamma 0, of
+    polygamma n polygamma n + 1)."""
+    if not _grad.enabled:  # plain backward on raw arrays
+        dev = g._device
+        d = _wide_raw(lambda xp, a: _gamma.polygamma(xp, order, a), dev, x._data)
+        return new(g._data * d, dev)
+    return g * _polygamma_tensor(order, x)
+
+
+def lgamma(input: Any) -> Tensor:  # noqa: A002
+    """``log |Gamma(x)|`` (``torch.lgamma``, ``torch.special.gammaln``): ``+inf`` at the
+    poles (0 and the negative integers) and at ``±inf``.
+
+    Args:
+        input: A real tensor (integers give the default float dtype).
+
+    Returns:
+        A floating tensor of the input's shape.
+
+    Raises:
+        TypeError: If the input is complex.
+
+    Example:
+        >>> [round(v, 6) for v in vtl.lgamma(vtl.asarray([0.5, 3.0, -2.5])).tolist()]
+        [0.572365, 0.693147, -0.056244]
+    """
+    x = _float_input(input, "lgamma")
+    dev = x._device
+    out = _wide_raw(_gamma.lgamma, dev, x._data)
+    if not (x._requires_grad and _grad.enabled):
+        return new(out, dev)
+    return record(out, dev, "LgammaBackward0", (x,),
+                  lambda g, _out, x=x: _gamma_vjp(0, g, x), saved=(x,))
+
+
+def polygamma(n: int, input: Any) -> Tensor:  # noqa: A002
+    """The ``n``-th derivative of the digamma function (``torch.polygamma``): ``n = 0`` is
+    :func:`digamma`. At the poles (0 and the negative integers) PyTorch's values: the
+    digamma is ``-inf`` at 0 and nan at the negative integers, higher orders
+    ``(-1)^(n+1) inf``; at ``+inf`` the limits (``inf`` for the digamma, 0 above).
+
+    Args:
+        n: The order, a non-negative int.
+        input: A real tensor (integers give the default float dtype).
+
+    Returns:
+        A floating tensor of the input's shape.
+
+    Raises:
+        TypeError: If ``n`` is not an int or the input is complex.
+        ValueError: If ``n`` is negative.
+
+    Example:
+        >>> [round(v, 6) for v in vtl.polygamma(1, vtl.asarray([1.0, 0.5])).tolist()]
+        [1.644934, 4.934802]
+    """
+    n = _check_order(n)
+    return _polygamma_tensor(n, _float_input(input, "polygamma"))
+
+
+def digamma(input: Any) -> Tensor:  # noqa: A002
+    """The logarithmic derivative of the gamma function (``torch.digamma``,
+    ``torch.special.psi``): ``-inf`` at 0, nan at the negative integers.
+
+    Args:
+        input: A real tensor (integers give the default float dtype).
+
+    Returns:
+        A floating tensor of the input's shape.
+
+    Raises:
+        TypeError: If the input is complex.
+
+    Example:
+        >>> round(float(vtl.digamma(vtl.asarray(1.0))), 6)   # minus Euler's constant
+        -0.577216
+    """
+    return _polygamma_tensor(0, _float_input(input, "digamma"))
+
+
+gammaln = lgamma
+psi = digamma
+
+
+def _pair(x: Any, y: Any, fname: str) -> tuple[Tensor, Tensor]:
+    """``x`` and ``y`` as floating tensors (one may be a Python number) of one device."""
+    import vtl
+
+    if not isinstance(x, Tensor) and not isinstance(y, Tensor):
+        raise TypeError(f"{fname}(): expected a tensor among the arguments, got "
+                        f"{type(x).__name__} and {type(y).__name__}")
+    like = x if isinstance(x, Tensor) else y
+    x, y = (a if isinstance(a, Tensor) else vtl.asarray(a, device=like.device) for a in (x, y))
+    return _float_input(x, fname), _float_input(y, fname)
+
+
+def xlogy(input: Any, other: Any) -> Tensor:  # noqa: A002
+    """``input * log(other)``, 0 where ``input`` is 0 (unless ``other`` is nan)
+    (``torch.xlogy``, ``torch.special.xlogy``); one of the two may be a Python number.
+
+    Args:
+        input: A real tensor or number.
+        other: A real tensor or number.
+
+    Returns:
+        A floating tensor of the broadcast shape.
+
+    Raises:
+        TypeError: If neither argument is a tensor, or one is complex.
+
+    Example:
+        >>> vtl.xlogy(vtl.asarray([0.0, 2.0]), vtl.asarray([0.0, 1.0])).tolist()
+        [0.0, 0.0]
+    """
+    import vtl
+
+    x, y = _pair(input, other, "xlogy")
+    return x * _log_where_used(x, y, vtl.log(y))
+
+
+def _log_where_used(x: Tensor, y: Tensor, ly: Tensor) -> Tensor:
+    """``ly`` (a log of ``y``) with 0 where ``x`` is 0 and ``ly`` is not finite (``y`` not
+    nan), so that ``x * ly`` is 0 there; elsewhere ``ly`` itself, so the gradient of ``x *
+    ly`` with respect to ``x`` is ``ly`` even at 0, as PyTorch's."""
+    import vtl
+
+    drop = (x == 0) & ~vtl.isfinite(ly) & ~vtl.isnan(y)
+    return vtl.where(drop, 0.0, ly)
+
+
+def xlog1py(input: Any, other: Any) -> Tensor:  # noqa: A002
+    """``input * log1p(other)``, 0 where ``input`` is 0 (unless ``other`` is nan)
+    (``torch.special.xlog1py``); one of the two may be a Python number.
+
+    Args:
+        input: A real tensor or number.
+        other: A real tensor or number.
+
+    Returns:
+        A floating tensor of the broadcast shape.
+
+    Raises:
+        TypeError: If neither argument is a tensor, or one is complex.
+    """
+    import vtl
+
+    x, y = _pair(input, other, "xlog1py")
+    return x * _log_where_used(x, y, vtl.log1p(y))
+
+
+def sinc(input: Any) -> Tensor:  # noqa: A002
+    """The normalized sinc ``sin(pi x) / (pi x)``, 1 at 0 (``torch.sinc``).
+
+    Args:
+        input: A real tensor (integers give the default float dtype).
+
+    Returns:
+        A floating tensor of the input's shape.
+    """
+    import vtl
+
+    x = _float_input(input, "sinc")
+    zero = x == 0
+    px = vtl.where(zero, 1.0, x) * math.pi
+    return vtl.where(zero, 1.0, vtl.sin(px) / px)
+
+
+def entr(input: Any) -> Tensor:  # noqa: A002
+    """The elementwise entropy ``-x log(x)``: 0 at 0, ``-inf`` below
+    (``torch.special.entr``).
+
+    Args:
+        input: A real tensor (integers give the default float dtype).
+
+    Returns:
+        A floating tensor of the input's shape.
+    """
+    import vtl
+
+    x = _float_input(input, "entr")
+    pos = x > 0
+    out = vtl.where(pos, -x * vtl.log(vtl.where(pos, x, 1.0)), 0.0)
+    out = vtl.where(x < 0, -math.inf, out)
+    return vtl.where(vtl.isnan(x), x, out)
