@@ -309,13 +309,20 @@ def _check_order(n: Any) -> int:
     return n
 
 
-def _polygamma_tensor(n: int, x: Tensor) -> Tensor:
+def _gamma_node(x: Tensor, fn: Any, name: str, order: int) -> Tensor:
+    """``fn(xp, x)`` (:func:`_wide_raw`) as one graph node whose derivative is
+    ``polygamma(order, x)``."""
     dev = x._device
-    out = _wide_raw(lambda xp, a: _gamma.polygamma(xp, n, a), dev, x._data)
+    out = _wide_raw(fn, dev, x._data)
     if not (x._requires_grad and _grad.enabled):
         return new(out, dev)
-    return record(out, dev, f"PolygammaBackward{n}", (x,),
-                  lambda g, _out, x=x: _gamma_vjp(n + 1, g, x), saved=(x,))
+    return record(out, dev, name, (x,), lambda g, _out, x=x: _gamma_vjp(order, g, x),
+                  saved=(x,))
+
+
+def _polygamma_tensor(n: int, x: Tensor) -> Tensor:
+    return _gamma_node(x, lambda xp, a: _gamma.polygamma(xp, n, a), f"PolygammaBackward{n}",
+                       n + 1)
 
 
 def _gamma_vjp(order: int, g: Tensor, x: Tensor) -> Tensor:
@@ -345,13 +352,7 @@ def lgamma(input: Any) -> Tensor:  # noqa: A002
         >>> [round(v, 6) for v in vtl.lgamma(vtl.asarray([0.5, 3.0, -2.5])).tolist()]
         [0.572365, 0.693147, -0.056244]
     """
-    x = _float_input(input, "lgamma")
-    dev = x._device
-    out = _wide_raw(_gamma.lgamma, dev, x._data)
-    if not (x._requires_grad and _grad.enabled):
-        return new(out, dev)
-    return record(out, dev, "LgammaBackward0", (x,),
-                  lambda g, _out, x=x: _gamma_vjp(0, g, x), saved=(x,))
+    return _gamma_node(_float_input(input, "lgamma"), _gamma.lgamma, "LgammaBackward0", 0)
 
 
 def polygamma(n: int, input: Any) -> Tensor:  # noqa: A002
