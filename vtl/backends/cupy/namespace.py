@@ -41,9 +41,10 @@ standard's signed-zero special cases that CuPy itself misses.
   A ``sum`` of float32/float64 over leading axes only (``axis=0`` of a matrix: 3x
   PyTorch's time through CuPy on an H200) is the nn kernels' column sum instead, in double
   in a fixed order.
-  ``var``/``std`` of large float arrays are NumPy's two-pass algorithm on these
-  (``_moments.two_pass_var``); CuPy's own ``var`` took 12.8 ms for 4096 x 4096 elements,
-  its ``sum`` 34 µs.
+  ``var``/``std`` of large float arrays are NumPy's two-pass algorithm: fused kernels
+  (``_moments``, one to four launches, in double) over all axes or trailing ones, else on
+  these staged reductions (``_common.moments.two_pass_var``); CuPy's own ``var`` took
+  12.8 ms for 4096 x 4096 elements, its ``sum`` 34 µs.
 
 * float16 and bfloat16: products are cuBLAS calls with float32 compute (``blas.py``);
   ``sum``, ``prod``, ``mean``, ``var``, ``std`` and ``cumulative_sum``/``cumulative_prod``
@@ -470,11 +471,27 @@ def _two_pass(x: Any) -> bool:
     return x.dtype.kind == "f" and x.dtype.itemsize >= 4 and x.size >= _BIG_REDUCTION
 
 
+_moment_kernels: list = []
+
+
+def _large_var(x: Any, axis: Any, correction: float, keepdims: bool) -> Any:
+    """The two-pass variance of a large float array: the fused kernels (``_moments``: over
+    all axes or trailing ones), else on the staged ``mean``/``sum``."""
+    if not _moment_kernels:
+        from ._moments import Moments
+
+        _moment_kernels.append(Moments(_cupy))
+    out = _moment_kernels[0].var(x, axis, correction, keepdims)
+    if out is not None:
+        return out
+    return two_pass_var(mean, sum, x, axis, correction, keepdims)
+
+
 @_wide
 def var(x: Any, /, *, axis: Any = None, correction: float = 0.0, keepdims: bool = False
         ) -> Any:
     if _two_pass(x):
-        return two_pass_var(mean, sum, x, axis, correction, keepdims)
+        return _large_var(x, axis, correction, keepdims)
     return _acp.var(x, axis=axis, correction=correction, keepdims=keepdims)
 
 
@@ -482,7 +499,7 @@ def var(x: Any, /, *, axis: Any = None, correction: float = 0.0, keepdims: bool 
 def std(x: Any, /, *, axis: Any = None, correction: float = 0.0, keepdims: bool = False
         ) -> Any:
     if _two_pass(x):
-        return _cupy.sqrt(two_pass_var(mean, sum, x, axis, correction, keepdims))
+        return _cupy.sqrt(_large_var(x, axis, correction, keepdims))
     return _acp.std(x, axis=axis, correction=correction, keepdims=keepdims)
 
 
