@@ -1,6 +1,7 @@
 // softmax and log_softmax of the rows of contiguous (M, N) data, and their gradients
 // (vtl/backends/wgpu/nn.py, kernel("softmax")): one workgroup per row. Stored as T and
-// computed in C (float32 for float16/bfloat16), each output rounded once.
+// computed in C (float32 for float16/bfloat16), each output rounded once; EXP/LOG are the
+// builtins, or for float64 the m64_ library's (WGSL has no f64 exp and log).
 // mode 0: y = exp(x - m) / s; 1: y = (x - m) - log(s), with m the row's maximum (0 where it
 // is not finite) and s = sum(exp(x - m)), the portable formulas; 2: dx = y (g - sum(g y))
 // from softmax's output y; 3: dx = g - exp(y) sum(g) from log_softmax's.
@@ -29,7 +30,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     for (var j = lid; j < N; j += 256u) {
       let y = {{C}}(X[xb + j]);
       let g = {{C}}(G[gb + j]);
-      let d = select(g - exp(y) * t, y * (g - t), mode == 2u);
+      let d = select(g - {{EXP}}(y) * t, y * (g - t), mode == 2u);
       Y[yb + j] = wrap_{{D}}({{T}}(d));
     }
     return;
@@ -39,12 +40,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   m = wmax(lid, m);
   if (isnan_{{CD}}(m) || isinf_{{CD}}(m)) { m = {{C}}(0); }
   var s = {{C}}(0);
-  for (var j = lid; j < N; j += 256u) { s += exp({{C}}(X[xb + j]) - m); }
+  for (var j = lid; j < N; j += 256u) { s += {{EXP}}({{C}}(X[xb + j]) - m); }
   s = wsum(lid, s);
-  let ls = log(s);
+  let ls = {{LOG}}(s);
   for (var j = lid; j < N; j += 256u) {
     let z = {{C}}(X[xb + j]) - m;
-    let v = select(exp(z) / s, z - ls, mode == 1u);
+    let v = select({{EXP}}(z) / s, z - ls, mode == 1u);
     Y[yb + j] = wrap_{{D}}({{T}}(v));
   }
 }

@@ -489,16 +489,20 @@ class Gelu:
 class Softmax:
     """``kernel("softmax")``: softmax and log_softmax over the last axis and their
     gradients, one dispatch each (``wgsl/nn/softmax.wgsl``, a workgroup per row):
-    float32, and float16/bfloat16 rows computed in float32 and rounded once (float64, whose
-    exp and log WGSL lacks, takes the portable path)."""
+    float32, float64 (with ``shader-f64``; exp and log from the library's float64 math), and
+    float16/bfloat16 rows computed in float32 and rounded once."""
 
     _DTYPES = (D.float32, D.float16, D.bfloat16)
 
     def supports(self, dtype: Any) -> bool:
+        if dtype == D.float64:
+            from . import _runtime
+
+            return "shader-f64" in _runtime.get().features
         return dtype in self._DTYPES
 
     def _run(self, mode: int, x: Any, g: Any) -> Any:
-        if type(x) is not WgpuArray or x.ndim == 0 or x.dtype not in self._DTYPES or (
+        if type(x) is not WgpuArray or x.ndim == 0 or not self.supports(x.dtype) or (
                 g is not None and (type(g) is not WgpuArray or g.dtype != x.dtype
                                    or g.shape != x.shape)):
             return None
@@ -509,7 +513,9 @@ class Softmax:
         x = contiguous(x)
         g = None if g is None else contiguous(g)
         y = empty(x.shape, x.dtype)
-        k = _kernels.compute_kernel("softmax", "rrw", x.dtype)
+        f64 = x.dtype == D.float64
+        k = _kernels.compute_kernel("softmax", "rrw", x.dtype, EXP="m64_exp" if f64 else "exp",
+                                    LOG="m64_log" if f64 else "log")
         REC.dispatch(k, (x._st.buf, (g if g is not None else x)._st.buf, y._st.buf),
                      [m, n, mode, x._offset, 0 if g is None else g._offset, y._offset], m)
         return y
