@@ -72,3 +72,15 @@ def test_sources_compile_with_nvcc(tmp_path):
     r = subprocess.run([nvcc, "-arch=sm_90", "--ptx", "-o", str(tmp_path / "k.ptx"),
                         str(tmp_path / "k.cu")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-4000:]
+
+
+def test_axes_split():
+    split = M.axes_split
+    assert split(3, None, leading=False) == 0 and split(3, None, leading=True) == 3
+    assert split(3, -1, leading=False) == 2 and split(3, (1, 2), leading=False) == 1
+    assert split(3, (2, -2), leading=False) == 1
+    assert split(3, 0, leading=True) == 1 and split(3, (1, 0), leading=True) == 2
+    assert split(3, 1, leading=False) is None and split(3, 1, leading=True) is None
+    assert split(3, (0, 0), leading=True) is None  # an axis twice
+    assert split(3, 3, leading=True) is None and split(3, -4, leading=False) is None
+    assert split(3, True, leading=True) is None and split(3, [0], leading=True) is None

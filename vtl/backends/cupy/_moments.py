@@ -19,7 +19,7 @@ import numpy as np
 
 from .nn import _I32, _I64, KernelFamily, Spec
 
-__all__ = ["VAR_FOLD", "VAR_PASS", "Moments", "plan"]
+__all__ = ["VAR_FOLD", "VAR_PASS", "Moments", "axes_split", "plan"]
 
 #: blocks the slices aim at, and elements per slice at least
 _TARGET_BLOCKS = 1024
@@ -96,6 +96,28 @@ VAR_FOLD = Spec("vtl_var_fold", (
 """)
 
 
+def axes_split(ndim: int, axis: Any, leading: bool) -> int | None:
+    """Where the reduced axes ``axis`` (``None``: all; an int or a tuple of ints, negative
+    ones counted from the end) split the ``ndim`` axes of a C-contiguous array into rows
+    and columns: the number of leading axes, when the reduced ones are exactly the leading
+    run (``leading``) or the trailing run (else); ``None`` when they are not (or name an
+    axis twice or out of range)."""
+    if axis is None:
+        return ndim if leading else 0
+    axes = (axis,) if isinstance(axis, int) and not isinstance(axis, bool) else axis
+    if not isinstance(axes, tuple) or any(
+            isinstance(a, bool) or not isinstance(a, int) or not -ndim <= a < ndim
+            for a in axes):
+        return None
+    norm = sorted(a % ndim for a in axes)
+    k = len(norm)
+    if len(set(norm)) != k:
+        return None
+    if leading:
+        return k if norm == list(range(k)) else None
+    return ndim - k if norm == list(range(ndim - k, ndim)) else None
+
+
 def plan(m: int, k: int) -> int:
     """Slices (blocks) per row."""
     return max(1, min(k // _MIN_PER_BLOCK, -(-_TARGET_BLOCKS // m), 65535))
@@ -110,16 +132,9 @@ class Moments(KernelFamily):
         if type(x) is not cp.ndarray or x.dtype not in (np.float32, np.float64) \
                 or x.ndim == 0 or x.size == 0:
             return None
-        if axis is None:
-            k0 = 0
-        else:
-            axes = (axis,) if isinstance(axis, int) else tuple(axis)
-            if any(not isinstance(a, int) or not -x.ndim <= a < x.ndim for a in axes):
-                return None
-            norm = sorted(a % x.ndim for a in axes)
-            k0 = x.ndim - len(norm)
-            if norm != list(range(k0, x.ndim)):
-                return None
+        k0 = axes_split(x.ndim, axis, leading=False)
+        if k0 is None:
+            return None
         m, k = math.prod(x.shape[:k0]), math.prod(x.shape[k0:])
         s = plan(m, k)
         corr = x.dtype.type(correction)

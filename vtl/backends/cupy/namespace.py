@@ -339,11 +339,10 @@ def _leading_sum(x: Any, axis: Any, dtype: Any, keepdims: bool) -> Any:
     if axis is None or x.ndim < 2 or x.size < _BIG_REDUCTION or x.dtype not in (
             _np.float32, _np.float64) or dtype not in (None, x.dtype):
         return None
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
-    if any(not isinstance(a, int) or not -x.ndim <= a < x.ndim for a in axes):
-        return None
-    k = len(axes)
-    if sorted(a % x.ndim for a in axes) != list(range(k)) or k == x.ndim:
+    from ._moments import axes_split
+
+    k = axes_split(x.ndim, axis, leading=True)
+    if not k or k == x.ndim:  # (no axis reduced, or all: CuPy's own paths)
         return None
     from .nn import _Kernels, column_sums
 
