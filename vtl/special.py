@@ -51,13 +51,6 @@ _GILES_TAIL = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844,
 _NEWTON_STEPS = 4
 
 
-def _horner(xp: Any, w: Any, coefs: tuple[float, ...]) -> Any:
-    p = xp.full_like(w, coefs[0])
-    for c in coefs[1:]:
-        p = p * w + c
-    return p
-
-
 def erfinv_portable(xp: Any, y: Any) -> Any:
     """``erfinv`` of the real floating array ``y`` with the array-API namespace ``xp``:
     Giles' approximation, then Newton steps on ``erf`` (on ``log(erfc)`` for
@@ -69,8 +62,8 @@ def erfinv_portable(xp: Any, y: Any) -> Any:
     central = w < 5.0
     wc = xp.where(central, w, 5.0) - 2.5
     wt = xp.sqrt(xp.where(central, 5.0, w)) - 3.0
-    x = ai * xp.where(central, _horner(xp, wc, _GILES_CENTRAL),
-                      _horner(xp, wt, _GILES_TAIL))
+    x = ai * xp.where(central, _utils._poly(wc, _GILES_CENTRAL),
+                      _utils._poly(wt, _GILES_TAIL))
     far = ai > 0.5
     # beyond 0.5, Newton on log(erfc(x)) = log(1 - y) (1 - y is exact there): nearly
     # linear in the tail, where Giles' start (fitted for float32's range) is far off
@@ -113,31 +106,42 @@ def _float_input(x: Any, fname: str) -> Tensor:
     return x
 
 
+def _in_float32(xp: Any, fn: Any, x: Any, *more: Any) -> Any:
+    """``fn(x, *more)`` of raw arrays of one dtype; 16-bit floats computed in float32 and the
+    result rounded once."""
+    if x.dtype not in _dtypes.LOW_FLOATING:
+        return fn(x, *more)
+    wide = [xp.astype(a, _dtypes.float32) for a in (x, *more)]
+    return xp.astype(fn(*wide), x.dtype)
+
+
 def _raw(name: str, dev: Any, x: Any) -> Any:
     """``name`` of the raw real floating array ``x``: the backend's kernel, else the
-    portable code; 16-bit floats through float32."""
+    portable code."""
     xp = dev.xp
-    low = x.dtype in _dtypes.LOW_FLOATING
-    src = xp.astype(x, _dtypes.float32) if low else x
     kern = dev.backend.kernel("special")
-    out = kern(name, src) if kern is not None and kern.supports(name, src.dtype) else None
-    if out is None:
-        out = _portable(name, xp, src)
-    return xp.astype(out, x.dtype) if low else out
+
+    def run(src: Any) -> Any:
+        out = kern(name, src) if kern is not None and kern.supports(name, src.dtype) else None
+        return _portable(name, xp, src) if out is None else out
+
+    return _in_float32(xp, run, x)
 
 
 def _raw_grad(name: str, dev: Any, x: Any, g: Any) -> Any:
     """``g`` times the derivative of ``erf``/``erfc`` at ``x`` (raw arrays)."""
     xp = dev.xp
-    low = x.dtype in _dtypes.LOW_FLOATING
-    xs, gs = (xp.astype(x, _dtypes.float32), xp.astype(g, _dtypes.float32)) if low else (x, g)
     kern = dev.backend.kernel("special")
-    out = kern.grad(name, xs, gs) if kern is not None and kern.supports(name, xs.dtype) \
-        else None
-    if out is None:
-        d = xp.exp(-xs * xs) * (_TWO_OVER_SQRT_PI if name == "erf" else -_TWO_OVER_SQRT_PI)
-        out = gs * d
-    return xp.astype(out, x.dtype) if low else out
+
+    def run(xs: Any, gs: Any) -> Any:
+        out = kern.grad(name, xs, gs) if kern is not None and kern.supports(name, xs.dtype) \
+            else None
+        if out is None:
+            out = gs * (xp.exp(-xs * xs) * (_TWO_OVER_SQRT_PI if name == "erf"
+                                            else -_TWO_OVER_SQRT_PI))
+        return out
+
+    return _in_float32(xp, run, x, g)
 
 
 def _unary(name: str, input: Any) -> Tensor:  # noqa: A002
@@ -148,9 +152,8 @@ def _unary(name: str, input: Any) -> Tensor:  # noqa: A002
         return new(out, dev)
     if name == "erfinv":
         return record(out, dev, "ErfinvBackward0", (x,), _erfinv_vjp, save_output=True)
-    vjp = _erf_vjp if name == "erf" else _erfc_vjp
     return record(out, dev, f"{name.capitalize()}Backward0", (x,),
-                  lambda g, _out, x=x, vjp=vjp: vjp(g, x), saved=(x,))
+                  lambda g, _out, x=x: _erf_like_vjp(name, g, x), saved=(x,))
 
 
 def _erf_like_vjp(name: str, g: Tensor, x: Tensor) -> Tensor:
@@ -160,14 +163,6 @@ def _erf_like_vjp(name: str, g: Tensor, x: Tensor) -> Tensor:
 
     s = _TWO_OVER_SQRT_PI if name == "erf" else -_TWO_OVER_SQRT_PI
     return g * (vtl.exp(-x * x) * s)
-
-
-def _erf_vjp(g: Tensor, x: Tensor) -> Tensor:
-    return _erf_like_vjp("erf", g, x)
-
-
-def _erfc_vjp(g: Tensor, x: Tensor) -> Tensor:
-    return _erf_like_vjp("erfc", g, x)
 
 
 def _erfinv_vjp(g: Tensor, out: Tensor) -> Tensor:

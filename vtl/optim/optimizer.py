@@ -96,9 +96,6 @@ class Optimizer:
         #: (device -> flag, [(state, its host values before the step)]) of captured steps
         #: whose flags are not read yet (see :meth:`_step_skippable`)
         self._pending: list[tuple[dict[Any, Any], list[tuple[dict, dict]]]] = []
-        self._skip: dict[Any, Any] | None = None
-        self._skip_record: list[tuple[dict, dict]] = []
-        self._skip_buckets: list[tuple] = []
         self.defaults = dict(defaults)
         self._check_group(self.defaults)
         self.state = {}
@@ -201,17 +198,13 @@ class Optimizer:
         (step counts) is put back by :meth:`_settle` where the flag turns out set."""
         if self._pending:
             self._settle()
-        self._skip, self._skip_record, self._skip_buckets = found, [], []
-        try:
-            for group in self.param_groups:
-                self._step_group(group)
-            record, buckets = self._skip_record, self._skip_buckets
-        finally:
-            self._skip, self._skip_record, self._skip_buckets = None, [], []
+        skip = _SkipStep(found)
+        for group in self.param_groups:
+            self._step_group(group, skip)
         if self._counts_steps():
-            self._pending.append((found, record))
+            self._pending.append((found, skip.record))
             _capture.settle_before_capture(self)
-        _capture.on_replay(partial(self._replay_skippable, found, buckets))
+        _capture.on_replay(partial(self._replay_skippable, found, skip.buckets))
 
     def _counts_steps(self) -> bool:
         """Whether a step changes host state (step counts) that a skip must put back (SGD's
@@ -242,9 +235,8 @@ class Optimizer:
         if counts:
             self._pending.append((found, record))
 
-    def _step_group(self, group: dict[str, Any]) -> None:
+    def _step_group(self, group: dict[str, Any], skip: _SkipStep | None = None) -> None:
         foreach = group.get("foreach")
-        skip = self._skip
         buckets: dict[tuple, list[tuple[Tensor, dict[str, Any]]]] = {}
         plans: dict[tuple, tuple[Program, tuple[float, ...], Any]] = {}
         portable: list[tuple[Tensor, dict[str, Any]]] = []
@@ -267,7 +259,7 @@ class Optimizer:
                         "until a step is not skipped)")
                 state = states[p] = self._init_state(p, group)
             if skip is not None:
-                self._skip_record.append((state, dict(state)))
+                skip.record.append((state, dict(state)))
             self._advance(state, group)
             dev = p._device
             if dev is not last_dev:  # one kernel lookup per device
@@ -305,10 +297,10 @@ class Optimizer:
                 if skip is None:
                     _capture.on_replay(partial(self._replay_bucket, group, items, prog, dyn))
                 else:  # one hook for the whole step (_step_skippable)
-                    self._skip_buckets.append((group, items, prog, dyn))
+                    skip.buckets.append((group, items, prog, dyn))
                 scalars = dyn
             self._run_fused(kern, prog, scalars, items,
-                            None if skip is None else skip.get(dev))
+                            None if skip is None else skip.found.get(dev))
             for p, _ in items:
                 p._bump_version()
         for p, state in portable:
@@ -534,6 +526,19 @@ class Optimizer:
                     lines.append(f"    {k}: {group[k]}")
         lines.append(")")
         return "\n".join(lines)
+
+
+class _SkipStep:
+    """A step of :meth:`Optimizer._step_skippable`: the flags (device -> 0-d array), and what
+    its groups leave for the replays: each state dict with its host values before the step,
+    and the fused buckets' ``(group, items, program, dynamic scalars)``."""
+
+    __slots__ = ("buckets", "found", "record")
+
+    def __init__(self, found: dict[Any, Any]) -> None:
+        self.found = found
+        self.record: list[tuple[dict, dict]] = []
+        self.buckets: list[tuple] = []
 
 
 def _is_index(idx: Any) -> bool:

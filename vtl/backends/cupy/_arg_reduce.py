@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from .nn import slices_per_row
+
 __all__ = ["ArgReduce", "THREAD_ROW", "arg_source", "key_body"]
 
 #: rows up to this length take a thread each
@@ -154,8 +156,7 @@ def plan(rows: int, n: int) -> tuple[str, int]:
     """``("rows", 1)`` for a thread per row, else ``("blocks", S)``: blocks per row."""
     if n <= THREAD_ROW:
         return "rows", 1
-    s = max(1, min(n // _MIN_PER_BLOCK, -(-_TARGET_BLOCKS // rows), 65535))
-    return "blocks", s
+    return "blocks", slices_per_row(rows, n, _MIN_PER_BLOCK, _TARGET_BLOCKS)
 
 
 class ArgReduce:

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .nn import _I32, _I64, KernelFamily, Spec
+from .nn import _I32, _I64, KernelFamily, Spec, slices_per_row
 
 __all__ = ["VAR_FOLD", "VAR_PASS", "Moments", "axes_split", "plan"]
 
@@ -120,7 +120,7 @@ def axes_split(ndim: int, axis: Any, leading: bool) -> int | None:
 
 def plan(m: int, k: int) -> int:
     """Slices (blocks) per row."""
-    return max(1, min(k // _MIN_PER_BLOCK, -(-_TARGET_BLOCKS // m), 65535))
+    return slices_per_row(m, k, _MIN_PER_BLOCK, _TARGET_BLOCKS)
 
 
 class Moments(KernelFamily):

@@ -572,6 +572,13 @@ def _blocks(n: int, per: int = 256, cap: int = 1 << 16) -> int:
     return max(1, min(-(-n // per), cap))
 
 
+def slices_per_row(rows: int, n: int, min_per_slice: int, target_blocks: int) -> int:
+    """Blocks per row of ``n`` elements for a reduction whose ``rows`` alone may not fill the
+    device: enough for ``target_blocks`` in all, each slice at least ``min_per_slice``
+    elements long (one block per row at the least)."""
+    return max(1, min(n // min_per_slice, -(-target_blocks // rows), 65535))
+
+
 def _elem_strides(a: Any) -> tuple[int, ...] | None:
     """Strides of ``a`` in elements, or ``None`` when one is not a whole element."""
     isz = a.itemsize
@@ -1119,6 +1126,6 @@ __all__ = ["CE_ONE_BLOCK", "FLOAT_NAMES", "FLOAT_TYPES", "GELU_BODIES", "GELU_SP
            "SILU_BODIES", "SILU_SPECS", "SPECS", "CupyCrossEntropy", "CupyGelu",
            "CupyLayerNorm", "CupyNN", "CupySilu", "CupySoftmax", "CupySpecial", "KernelFamily",
            "SOFTMAX",
-           "SPECIAL_GRAD_BODIES",
+           "SPECIAL_GRAD_BODIES", "slices_per_row",
            "Spec", "compute_dtype",
            "PRELUDE", "cuda_source", "known_range", "note_upload"]

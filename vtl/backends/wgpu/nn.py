@@ -450,6 +450,27 @@ class BatchNorm:
         return dx, dw, db
 
 
+def _x_g_out(x: Any, g: Any, takes: Any) -> tuple[Any, Any, Any] | None:
+    """Contiguous ``x`` (and ``g``, ``None`` for a forward) and a new array of ``x``'s shape
+    and dtype for a kernel of bindings ``(x, g or x, out)``; ``None`` for operands it does
+    not take (``takes(dtype)`` false, ``g`` unlike ``x``, empty or beyond a binding)."""
+    if type(x) is not WgpuArray or not takes(x.dtype) or (
+            g is not None and (type(g) is not WgpuArray or g.dtype != x.dtype
+                               or g.shape != x.shape)):
+        return None
+    if x.size == 0 or x.size * D.itemsize(x.dtype) > _runtime_binding():
+        return None
+    return contiguous(x), None if g is None else contiguous(g), empty(x.shape, x.dtype)
+
+
+def _dispatch_x_g(kern: Any, x: Any, g: Any, y: Any, head: list[int], groups: int) -> Any:
+    """Dispatch ``kern`` over ``(x, g or x, y)`` with the words ``head`` and then the three
+    arrays' offsets; returns ``y``."""
+    REC.dispatch(kern, (x._st.buf, (g if g is not None else x)._st.buf, y._st.buf),
+                 [*head, x._offset, 0 if g is None else g._offset, y._offset], groups)
+    return y
+
+
 class Gelu:
     """``kernel("gelu")`` for float32, float16 and bfloat16: one dispatch each way
     (``wgsl/nn/gelu.wgsl``, erfc by the portable code's rational approximations), computed
@@ -462,22 +483,12 @@ class Gelu:
         return dtype in self._DTYPES
 
     def _run(self, x: Any, g: Any, mode: int) -> Any:
-        if type(x) is not WgpuArray or x.dtype not in self._DTYPES or (
-                g is not None and (type(g) is not WgpuArray or g.dtype != x.dtype
-                                   or g.shape != x.shape)):
+        arrays = _x_g_out(x, g, self.supports)
+        if arrays is None:
             return None
         n = x.size
-        dt = x.dtype
-        if n == 0 or n * D.itemsize(dt) > _runtime_binding():
-            return None
-        x = contiguous(x)
-        g = None if g is None else contiguous(g)
-        y = empty(x.shape, dt)
-        k = _kernels.compute_kernel("gelu", "rrw", dt)
-        REC.dispatch(k, (x._st.buf, (g if g is not None else x)._st.buf, y._st.buf),
-                     [n, mode, x._offset, 0 if g is None else g._offset, y._offset],
-                     groups_for(n))
-        return y
+        return _dispatch_x_g(_kernels.compute_kernel("gelu", "rrw", x.dtype), *arrays,
+                             [n, mode], groups_for(n))
 
     def forward(self, x: Any, approximate: str) -> Any:
         return self._run(x, None, self._MODES[approximate])
@@ -502,23 +513,15 @@ class Softmax:
         return dtype in self._DTYPES
 
     def _run(self, mode: int, x: Any, g: Any) -> Any:
-        if type(x) is not WgpuArray or x.ndim == 0 or not self.supports(x.dtype) or (
-                g is not None and (type(g) is not WgpuArray or g.dtype != x.dtype
-                                   or g.shape != x.shape)):
+        arrays = None if getattr(x, "ndim", 0) == 0 else _x_g_out(x, g, self.supports)
+        if arrays is None:
             return None
         n = x.shape[-1]
-        if x.size == 0 or x.size * D.itemsize(x.dtype) > _runtime_binding():
-            return None
         m = x.size // n
-        x = contiguous(x)
-        g = None if g is None else contiguous(g)
-        y = empty(x.shape, x.dtype)
         f64 = x.dtype == D.float64
         k = _kernels.compute_kernel("softmax", "rrw", x.dtype, EXP="m64_exp" if f64 else "exp",
                                     LOG="m64_log" if f64 else "log")
-        REC.dispatch(k, (x._st.buf, (g if g is not None else x)._st.buf, y._st.buf),
-                     [m, n, mode, x._offset, 0 if g is None else g._offset, y._offset], m)
-        return y
+        return _dispatch_x_g(k, *arrays, [m, n, mode], m)
 
     def forward(self, x: Any, log: bool) -> Any:
         return self._run(1 if log else 0, x, None)
@@ -538,21 +541,12 @@ class Special:
         return name in self._MODES and dtype == D.float32
 
     def _run(self, mode: int, x: Any, g: Any) -> Any:
-        if type(x) is not WgpuArray or x.dtype != D.float32 or (
-                g is not None and (type(g) is not WgpuArray or g.dtype != D.float32
-                                   or g.shape != x.shape)):
+        arrays = _x_g_out(x, g, lambda dt: dt == D.float32)
+        if arrays is None:
             return None
         n = x.size
-        if n == 0 or n * 4 > _runtime_binding():
-            return None
-        x = contiguous(x)
-        g = None if g is None else contiguous(g)
-        y = empty(x.shape, D.float32)
-        k = _kernels.kernel("special", "rrw", (D.float32,))
-        REC.dispatch(k, (x._st.buf, (g if g is not None else x)._st.buf, y._st.buf),
-                     [n, mode, x._offset, 0 if g is None else g._offset, y._offset],
-                     groups_for(n))
-        return y
+        return _dispatch_x_g(_kernels.kernel("special", "rrw", (D.float32,)), *arrays,
+                             [n, mode], groups_for(n))
 
     def __call__(self, name: str, x: Any) -> Any:
         mode = self._MODES.get(name)
