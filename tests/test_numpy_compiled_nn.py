@@ -266,6 +266,40 @@ def test_compiled_lstm_layer_matches_the_portable_layer(dt, kw, loss):
         np.testing.assert_allclose(a, r, rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("columns", [False, True])
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_compiled_lstm_layer_in_either_product_orientation(monkeypatch, dt, columns):
+    """The steps' ``h @ W_hh^T`` as ``(W_hh @ h^T)^T`` (the layout large layers take, read
+    by the cell as a transposed view) or by rows: the portable layer's values and
+    gradients to rounding, and the per-step path's bits."""
+    monkeypatch.setattr(nprnn, "_by_columns", lambda rows, hs: columns)
+    x = np.random.default_rng(12).standard_normal((4, 3, 6)).astype(dt)
+    got = _layer(x, dt, "all", num_layers=2, bidirectional=True)
+    with use_kernel("lstm_cell", _StepsOnlyCell()):
+        steps = _layer(x, dt, "all", num_layers=2, bidirectional=True)
+    with use_kernel("lstm_cell", None):
+        want = _layer(x, dt, "all", num_layers=2, bidirectional=True)
+    tol = 1e-12 if dt == np.float64 else 2e-6
+    for a, s, r in zip(got, steps, want, strict=True):
+        np.testing.assert_array_equal(a, s)
+        np.testing.assert_allclose(a, r, rtol=tol, atol=tol)
+
+
+def test_lstm_recurrent_product_orientation_by_shape():
+    rng = np.random.default_rng(13)
+    for rows, hs, columns in ((32, 256, True), (4, 256, True), (16, 128, True),
+                              (8, 128, False), (64, 64, False)):
+        assert nprnn._by_columns(rows, hs) is columns
+        w = rng.standard_normal((4 * hs, hs)).astype(np.float32)
+        h = rng.standard_normal((rows, hs)).astype(np.float32)
+        rec = nprnn.NumpyLstmCell.recurrent_weight(w)
+        buf = rec.buffer(rows)
+        got = rec.product(h, buf)
+        assert got.shape == (rows, 4 * hs) and np.shares_memory(got, buf)
+        np.testing.assert_allclose(got, h.astype(np.float64) @ w.T.astype(np.float64),
+                                   rtol=1e-4, atol=1e-4)
+
+
 class _StepsOnlyCell(nprnn.NumpyLstmCell):
     """The compiled cell without its whole-layer loop (its steps one call each)."""
 

@@ -2,10 +2,10 @@
 ``vtl.backends.kernels``) where numba is installed (the ``vtl[cpu]`` extra): the cell's
 pointwise work in two compiled passes and NumPy's vectorized ``tanh`` each way forward,
 one compiled pass backward, with the portable path's operations in its order (the same
-bits). A layer's time steps form their recurrent product with ``W_hh^T`` made contiguous
-once per layer call (``h @ W_hh^T`` runs faster in OpenBLAS than with the transposed view);
-the LSTM's forward runs all its steps in one loop (``layer_forward``), checks and buffers
-set up once.
+bits). A layer's time steps form their recurrent product ``h @ W_hh^T`` in the orientation
+OpenBLAS runs fastest for their shape (:class:`_LstmRecurrent`), the weight laid out once
+per layer call; the LSTM's forward runs all its steps in one loop (``layer_forward``),
+checks and buffers set up once.
 """
 
 from __future__ import annotations
@@ -25,6 +25,44 @@ def _recurrent_weight(w_hh: Any) -> Any:
     ``recurrent_weight``): ``h @ W_hh^T`` then runs faster in OpenBLAS than with the
     transposed view, and lands row-major."""
     return np.ascontiguousarray(np.asarray(w_hh).T)
+
+
+def _by_columns(rows: int, hs: int) -> bool:
+    """Whether an LSTM step's ``h @ W_hh^T`` (``h`` of ``rows x hs``) runs as
+    ``(W_hh @ h^T)^T``: OpenBLAS then walks the ``4 * hs`` weight rows as its long side, in
+    0.5-0.75x the time from ``hs`` 256 (or 128 with 16 rows and more) on; smaller products
+    run faster the other way."""
+    return hs >= 256 or (hs >= 128 and rows >= 16)
+
+
+class _LstmRecurrent:
+    """``W_hh`` laid out for the steps' products ``h @ W_hh^T``, formed once per layer call
+    (the LSTM kernel's ``recurrent_weight``): ``W_hh`` itself where the products run by
+    columns (:func:`_by_columns`), ``W_hh^T`` made contiguous where they run by rows (faster
+    than with the transposed view). Both orientations give the same products up to the
+    rounding of their sums; one shape always takes the same one."""
+
+    __slots__ = ("_t", "w")
+
+    def __init__(self, w_hh: Any) -> None:
+        self.w = np.ascontiguousarray(w_hh)
+        self._t: Any = None
+
+    def buffer(self, rows: int) -> Any:
+        """A C-contiguous array that :meth:`product` of ``rows`` rows writes into."""
+        width, hs = self.w.shape
+        shape = (width, rows) if _by_columns(rows, hs) else (rows, width)
+        return np.empty(shape, dtype=self.w.dtype)
+
+    def product(self, h: Any, buf: Any) -> Any:
+        """``h @ W_hh^T`` written into ``buf`` (from :meth:`buffer`), as a ``(rows, 4H)``
+        view."""
+        if _by_columns(*h.shape):
+            np.matmul(self.w, h.T, out=buf)
+            return buf.T
+        if self._t is None:
+            self._t = np.ascontiguousarray(self.w.T)
+        return np.matmul(h, self._t, out=buf)
 
 
 def _spread(a: Any, shape: tuple[int, ...]) -> Any:
@@ -73,7 +111,7 @@ class NumpyLstmCell:
                    _rows(act, 4 * hs), _rows(c, hs), _rows(tc, hs), _rows(h, hs))
         return h, c, act, tc
 
-    recurrent_weight = staticmethod(_recurrent_weight)
+    recurrent_weight = _LstmRecurrent
 
     def layer_forward(self, gates: Any, h0: Any, c0: Any, w_hh: Any, reverse: bool
                       ) -> tuple[Any, Any, Any, Any] | None:
@@ -87,26 +125,26 @@ class NumpyLstmCell:
         n, rows, width = gates.shape
         hs = width // 4
         dt = gates.dtype
-        w_t = _recurrent_weight(w_hh)
+        w = _LstmRecurrent(w_hh)
         h_all, c_all, tc_all = (np.empty((n, rows, hs), dtype=dt) for _ in range(3))
         act_all = np.empty((n, rows, width), dtype=dt)
-        gh = np.empty((rows, width), dtype=dt)
+        buf = w.buffer(rows)
         h, c = h0, c0
         for t in range(n - 1, -1, -1) if reverse else range(n):
-            np.matmul(h, w_t, out=gh)
+            gh = w.product(h, buf)
             _lstm_rows(gates[t], gh, True, c, hs, act_all[t], c_all[t], tc_all[t], h_all[t])
             h, c = h_all[t], c_all[t]
         return h_all, c_all, act_all, tc_all
 
-    def step_forward(self, gates: Any, h: Any, w_t: Any, c: Any, out: Any
+    def step_forward(self, gates: Any, h: Any, w: _LstmRecurrent, c: Any, out: Any
                      ) -> tuple[Any, Any, Any, Any] | None:
-        """One time step of ``lstm_layer`` with its recurrent product ``h @ w_t``, ``w_t``
-        being :meth:`recurrent_weight`'s ``W_hh^T`` (``None``: declined for layouts it
-        does not take)."""
+        """One time step of ``lstm_layer`` with its recurrent product ``h @ W_hh^T``, ``w``
+        being :meth:`recurrent_weight`'s (``None``: declined for layouts it does not
+        take)."""
         if h.ndim != 2 or any(type(a) is not np.ndarray or a.dtype != gates.dtype
-                              for a in (gates, h, w_t, c, *out)):
+                              for a in (gates, h, w.w, c, *out)):
             return None
-        return self.forward(gates, np.matmul(h, w_t), c, out)
+        return self.forward(gates, w.product(h, w.buffer(h.shape[0])), c, out)
 
     def backward(self, act: Any, c_prev: Any, tc: Any, dh: Any, dc: Any,
                  need_dc_prev: bool, dh2: Any = None, out: Any = None) -> tuple[Any, Any]:
