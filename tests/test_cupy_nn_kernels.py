@@ -258,6 +258,10 @@ class FakeCupy:
         self.log.append("dot")
         return np.ascontiguousarray(np.dot(a, b))
 
+    def maximum(self, a, b, out=None):
+        self.log.append("maximum")
+        return np.maximum(a, b, out=out)
+
     def sum(self, a, axis=None):
         self.log.append("sum")
         return np.asarray(np.sum(a, axis=axis))
@@ -306,6 +310,25 @@ def test_linear_on_the_host(host, dt, m, k, n):
     cp.log.clear()
     np.testing.assert_allclose(nnk.linear(xt, wt, bb), ref, **_tol(dt))
     assert cp.log == ["dot", "vtl_bias_add"]
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_linear_relu_on_the_host(host, dt):
+    """The ReLU in the bias's launch: ``maximum(x @ w.T + b, 0)``, nan passing through."""
+    cp, nnk, _ = host
+    rng = np.random.default_rng(3)
+    x, w, b = (rng.standard_normal(s).astype(dt) for s in ((33, 9), (70, 9), (70,)))
+    x[4, 2] = np.nan
+    plain = nnk.linear(x, w, b)
+    cp.log.clear()
+    got = nnk.linear(x, w, b, relu=True)
+    assert cp.log == ["dot", "vtl_bias_add"]
+    np.testing.assert_array_equal(got, np.maximum(plain, 0))
+    assert np.isnan(got[4]).all() and (got == 0).any() and (got > 0).any()
+    cp.log.clear()
+    got = nnk.linear(x, w, None, relu=True)
+    assert cp.log == ["dot", "maximum"]
+    np.testing.assert_array_equal(got, np.maximum(nnk.linear(x, w, None), 0))
 
 
 def test_linear_declines_what_it_does_not_handle(host):

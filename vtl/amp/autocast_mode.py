@@ -4,7 +4,7 @@ Inside ``with vtl.autocast(device_type, dtype):`` the ops on tensors of that bac
 run in the dtypes of PyTorch's autocast lists:
 
 * **low precision** (``dtype``, float16 by default; float64 inputs are left alone):
-  ``matmul`` and the ``@`` operator, ``nn.functional.linear``, ``bilinear``,
+  ``matmul`` and the ``@`` operator, ``nn.functional.linear``, ``linear_relu``, ``bilinear``,
   ``conv1d/2d/3d``, ``conv_transpose1d/2d/3d``, ``scaled_dot_product_attention``, the RNN
   cells (``lstm_cell``, ``gru_cell``, ``rnn_tanh_cell``, ``rnn_relu_cell``) and the RNN/LSTM/GRU
   layers, ``prelu``. The modules that call them (``Linear``, ``Conv2d``,

@@ -97,14 +97,15 @@ class Pool2dKernel(Protocol):
 @runtime_checkable
 class LinearKernel(Protocol):
     """``kernel("linear")``: ``x @ w.T + b`` in one launch (the bias add as the product's
-    epilogue).
+    epilogue); with ``relu``, ``maximum(x @ w.T + b, 0)`` (``nn.functional.linear_relu``),
+    the ReLU in the same epilogue where the backend can.
 
     ``x`` is ``(M, K)``, ``w`` ``(N, K)`` (possibly a transposed view), ``b`` ``None`` or
     ``(N,)``, all of one floating dtype. Returns a new ``(M, N)`` array, or ``None`` to
-    decline.
+    decline (with ``relu``, the caller then applies the ReLU to the plain result).
     """
 
-    def __call__(self, x: Any, w: Any, b: Any) -> Any | None: ...
+    def __call__(self, x: Any, w: Any, b: Any, relu: bool = False) -> Any | None: ...
 
 
 @runtime_checkable

@@ -201,11 +201,13 @@ def cuda_source(spec: Spec, ctype: str, tctype: str = "int", name: str | None = 
 #: ``out[i, j] += b[j * sb]`` over a contiguous (total / N, N) ``out``
 BIAS_ADD = Spec("vtl_bias_add", (
     ("T* __restrict__", "out"), ("const T* __restrict__", "b"), ("const long long", "sb"),
-    ("const long long", "N"), ("const long long", "total")), r"""
+    ("const long long", "N"), ("const long long", "total"), ("const int", "relu")), r"""
   const long long stride = (long long)blockDim.x * gridDim.x;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
        i += stride) {
-    out[i] = vtl_st(vtl_ld(out[i]) + vtl_ld(b[(i % N) * sb]));
+    auto v = vtl_ld(out[i]) + vtl_ld(b[(i % N) * sb]);
+    if (relu && v <= 0) v = 0;  // maximum(v, 0): nan passes
+    out[i] = vtl_st(v);
   }
 """)
 
@@ -662,8 +664,9 @@ class CupyNN:
         return all(type(x) is nd and x.ndim == 2 and x.dtype == x0.dtype for x in xs) \
             and x0.dtype in FLOAT_NAMES
 
-    def linear(self, x: Any, w: Any, b: Any) -> Any:
-        """``x @ w.T + b`` for 2-D ``x`` (M, in), ``w`` (out, in), ``b`` (out,) or None."""
+    def linear(self, x: Any, w: Any, b: Any, relu: bool = False) -> Any:
+        """``x @ w.T + b`` for 2-D ``x`` (M, in), ``w`` (out, in), ``b`` (out,) or None;
+        with ``relu``, ``maximum(x @ w.T + b, 0)`` (in the bias's launch)."""
         if not self._ok2(x, w) or x.shape[1] != w.shape[1] or 0 in x.shape or 0 in w.shape:
             return None
         if b is not None and (type(b) is not self._cp.ndarray or b.dtype != x.dtype
@@ -674,13 +677,17 @@ class CupyNN:
             out = self._mm(x, w.T)
             self.launches += 1
             if b is None:
+                if relu:
+                    cp.maximum(out, 0, out=out)
+                    self.launches += 1
                 return out
             if not out.flags.c_contiguous:
                 out = cp.ascontiguousarray(out)
             total = out.size
             self._k.get(BIAS_ADD, x.dtype)(
                 (_blocks(total),), (256,),
-                (out, b, _I64(b.strides[0] // b.itemsize), _I64(out.shape[1]), _I64(total)))
+                (out, b, _I64(b.strides[0] // b.itemsize), _I64(out.shape[1]), _I64(total),
+                 np.int32(relu)))
             self.launches += 1
         return out
 

@@ -29,6 +29,7 @@ from . import _errors, _fuse, _kernels
 from ._array import WgpuArray, astype_raw, contiguous, empty, fresh, known_range, words_for_scalar
 from ._indexing import _CHECK_SUBS
 from ._linalg import (
+    PLAIN,
     big_tiles,
     cols_contiguous,
     matmul2d,
@@ -51,6 +52,12 @@ _BIAS = {
     "INIT": "", "ACC": "",
     "EPI": "v[c] + {{C}}(Bias[pw(12u) + (col + c) * pw(13u)])", "TAIL": "",
 }
+#: ``relu`` of the product (``_RELU``) or of the product plus the bias (``_BIAS_RELU``):
+#: ``t <= 0`` gives 0, anything else (nan too) passes, as ``maximum(t, 0)``
+_RELU_FN = "fn vtl_relu(t: {{C}}) -> {{C}} { return select(t, {{C}}(0), t <= {{C}}(0)); }"
+_RELU = {**PLAIN, "DECL": _RELU_FN, "EPI": "vtl_relu(v[c])"}
+_BIAS_RELU = {**_BIAS, "DECL": _BIAS["DECL"] + "\n" + _RELU_FN,
+              "EPI": "vtl_relu(" + _BIAS["EPI"] + ")"}
 #: the bias of each output row (a convolution's channels in ``images_product``)
 _ROW_BIAS = {**_BIAS, "EPI": "v[c] + {{C}}(Bias[pw(12u) + row * pw(13u)])"}
 _ROWSUM = {
@@ -66,17 +73,19 @@ _ROWSUM = {
 }
 
 
-def _mm2(a: WgpuArray, b: WgpuArray, extra: WgpuArray, epi: dict, ewords: tuple) -> WgpuArray:
-    """``a @ b`` of 2-D arrays (any strides) with the epilogue ``epi`` (``_BIAS`` or
-    ``_ROWSUM``) binding ``extra``."""
+def _mm2(a: WgpuArray, b: WgpuArray, extra: WgpuArray | None, epi: dict, ewords: tuple
+         ) -> WgpuArray:
+    """``a @ b`` of 2-D arrays (any strides) with the epilogue ``epi`` (``_BIAS``,
+    ``_BIAS_RELU`` or ``_ROWSUM`` binding ``extra``; ``_RELU`` with ``extra`` None)."""
     M, K = a._shape
     N = b._shape[1]
     dt = a._dtype
     out = fresh((M, N), dt, M * N, D.itemsize(dt))
-    big = epi is _BIAS and big_tiles(dt, M, N)  # the row sums need the 64x64 kernel's rows
-    k = matmul_kernel(dt, cols_contiguous(a._strides, b._strides),
-                      "rrwr" if epi is _BIAS else "rrww", epi, big=big)
-    REC.dispatch(k, (a._st.buf, b._st.buf, out._st.buf, extra._st.buf),
+    big = epi is not _ROWSUM and big_tiles(dt, M, N)  # row sums need the 64x64 kernel's rows
+    sig = "rrw" if extra is None else "rrww" if epi is _ROWSUM else "rrwr"
+    k = matmul_kernel(dt, cols_contiguous(a._strides, b._strides), sig, epi, big=big)
+    bufs = (a._st.buf, b._st.buf, out._st.buf)
+    REC.dispatch(k, bufs if extra is None else (*bufs, extra._st.buf),
                  [M, N, K, a._offset, b._offset, 0, 0, *a._strides, 0, *b._strides, *ewords],
                  *tiles(M, N, big))
     return out
@@ -119,16 +128,17 @@ def _ok2(a: Any, b: Any, b_axis: int) -> bool:
             and a.shape[0] != 0 and a.shape[1] != 0 and b.shape[b_axis] != 0)
 
 
-def linear(x: Any, w: Any, b: Any) -> Any:
-    """``x @ w.T + b`` for a 2-D ``x`` (M, in), ``w`` (out, in), ``b`` (out,) or None."""
+def linear(x: Any, w: Any, b: Any, relu: bool = False) -> Any:
+    """``x @ w.T + b`` for a 2-D ``x`` (M, in), ``w`` (out, in), ``b`` (out,) or None; with
+    ``relu``, ``maximum(x @ w.T + b, 0)``: one dispatch either way."""
     if not _ok2(x, w, 0):
         return None
     wt = w.T
     if b is None:
-        return matmul2d(x, wt)
+        return _mm2(x, wt, None, _RELU, ()) if relu else matmul2d(x, wt)
     if type(b) is not WgpuArray or b.dtype != x.dtype or b.shape != (w.shape[0],):
         return None
-    return _mm2(x, wt, b, _BIAS, (b._offset, b._strides[0]))
+    return _mm2(x, wt, b, _BIAS_RELU if relu else _BIAS, (b._offset, b._strides[0]))
 
 
 def linear_grad_weight(g: Any, x: Any, bias: bool) -> Any:

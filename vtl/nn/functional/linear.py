@@ -15,7 +15,8 @@ from ._utils import apply_inplace, detach, low_float, namespace
 
 __all__ = [
     "alpha_dropout", "bilinear", "dropout", "dropout1d", "dropout2d", "dropout3d",
-    "embedding", "embedding_bag", "feature_alpha_dropout", "linear", "one_hot", "pad",
+    "embedding", "embedding_bag", "feature_alpha_dropout", "linear", "linear_relu", "one_hot",
+    "pad",
 ]
 
 
@@ -60,8 +61,40 @@ def linear(input: Any, weight: Any, bias: Any = None) -> Any:  # noqa: A002
     return out
 
 
-def _linear_tensor(x: Tensor, w: Any, b: Any) -> Tensor | None:
-    """The fused linear op, or ``None`` when the arguments need the general path."""
+def linear_relu(input: Any, weight: Any, bias: Any = None) -> Any:  # noqa: A002
+    """``relu(linear(input, weight, bias))`` as one op: the same values and gradients.
+
+    On real floating vtl tensors of one dtype and device with a 2-D ``weight`` it is one
+    recorded node (``LinearReluBackward``), and the GPU backends apply the ReLU in the
+    product's epilogue (one launch where ``linear`` and ``relu`` take two). The node
+    keeps the output, not the product before the ReLU, for its backward (as PyTorch's
+    ``relu`` does): an in-place change to the output before ``backward`` raises.
+    ``nn.Sequential`` runs a ``Linear`` followed by a ``ReLU`` through it, and so do the
+    Transformer layers' feed-forward blocks with ``activation="relu"``.
+
+    Args:
+        input: The input, ``(*, in)``.
+        weight: The weight, ``(out, in)`` (or ``(in,)``).
+        bias: An optional bias, ``(out,)``.
+
+    Returns:
+        A tensor of shape ``(*, out)``.
+
+    Raises:
+        ValueError: If ``weight`` is not 1-D or 2-D or the shapes do not match.
+    """
+    if input.__class__ is Tensor or isinstance(input, Tensor):
+        res = _linear_tensor(input, weight, bias, relu=True)
+        if res is not None:
+            return res
+    from .activation import relu
+
+    return relu(linear(input, weight, bias))
+
+
+def _linear_tensor(x: Tensor, w: Any, b: Any, relu: bool = False) -> Tensor | None:
+    """The fused linear op (with ``relu``, followed by a ReLU), or ``None`` when the
+    arguments need the general path."""
     if not isinstance(w, Tensor) or not (b is None or isinstance(b, Tensor)):
         return None
     xd, wd = x._data, w._data
@@ -76,19 +109,37 @@ def _linear_tensor(x: Tensor, w: Any, b: Any) -> Tensor | None:
             return None
     xp = dev.xp
     x2 = xd if xd.ndim == 2 else xp.reshape(xd, (-1, wd.shape[1]))
-    kern = dev.backend.kernel("linear")  # the backend's fused matmul + bias
-    out = None if kern is None else kern(x2, wd, None if b is None else bd)
+    kern = dev.backend.kernel("linear")  # the backend's fused matmul + bias (+ ReLU)
+    bias = None if b is None else bd
+    out = None
+    if kern is not None and relu:
+        out = kern(x2, wd, bias, relu=True)
     if out is None:
-        out = raw_matmul(dev, x2, wd.T)
-        if b is not None:
-            out += bd  # out is a fresh array (a backend without in-place add rebinds it)
+        out = None if kern is None else kern(x2, wd, bias)
+        if out is None:
+            out = raw_matmul(dev, x2, wd.T)
+            if b is not None:
+                out += bd  # out is a fresh array (a backend without in-place add rebinds it)
+        if relu:
+            out = xp.maximum(out, 0)
     if xd.ndim != 2:
         out = xp.reshape(out, xd.shape[:-1] + (wd.shape[0],))
     if _grad.enabled and (x._requires_grad or w._requires_grad
                           or (b is not None and b._requires_grad)):
+        if relu:
+            return record(out, dev, "LinearReluBackward", (x, w, b),
+                          partial(_linear_relu_vjp, x, w, b), (x, w), save_output=True)
         return record(out, dev, "LinearBackward", (x, w, b), partial(_linear_vjp, x, w, b),
                       (x, w))
     return new(out, dev)
+
+
+def _linear_relu_vjp(x: Tensor, w: Tensor, b: Tensor | None, g: Tensor, out: Tensor
+                     ) -> tuple:
+    from .activation import _relu_vjp
+
+    # relu's mask from its output: out <= 0 exactly where the product was (nan passes)
+    return _linear_vjp(x, w, b, _relu_vjp(out, g, None), None)
 
 
 def _linear_vjp(x: Tensor, w: Tensor, b: Tensor | None, g: Tensor, _: Any) -> tuple:
@@ -885,4 +936,4 @@ def feature_alpha_dropout(input: Any, p: float = 0.5, training: bool = False,  #
 
 
 # autocast (vtl.amp): the list each op belongs to
-_autocast.apply(globals(), low_ops=('linear', 'bilinear'))
+_autocast.apply(globals(), low_ops=('linear', 'linear_relu', 'bilinear'))

@@ -10,6 +10,8 @@ from typing import Any, TextIO
 
 import vtl
 
+from .activation import ReLU
+from .linear import Linear
 from .module import Module, Parameter
 
 __all__ = ["Container", "ModuleDict", "ModuleList", "ParameterDict", "ParameterList",
@@ -20,6 +22,11 @@ def _index(idx: int, n: int, what: str) -> int:
     if not -n <= idx < n:
         raise IndexError(f"index {idx} is out of range for a {what} of length {n}")
     return idx % n
+
+
+def _hookless(m: Module) -> bool:
+    d = m.__dict__
+    return not d["_forward_pre_hooks"] and not d["_forward_hooks"]
 
 
 class Sequential(Module):
@@ -45,9 +52,23 @@ class Sequential(Module):
                 self.add_module(str(i), m)
 
     def forward(self, input: Any) -> Any:  # noqa: A002
+        """The modules in order; a ``Linear`` followed by a ``ReLU`` (neither with hooks)
+        runs as one op, ``F.linear_relu`` (the same values and gradients, one launch fewer
+        on the GPU backends)."""
+        linear = None  # a Linear held back in case a ReLU follows
         for m in self._modules.values():
+            if linear is not None:
+                if type(m) is ReLU and _hookless(m):
+                    input = linear._forward_relu(input)
+                    linear = None
+                    continue
+                input = linear(input)
+                linear = None
+            if type(m) is Linear and _hookless(m):
+                linear = m
+                continue
             input = m(input)
-        return input
+        return input if linear is None else linear(input)
 
     def __len__(self) -> int:
         return len(self._modules)

@@ -75,6 +75,14 @@ class Linear(Module):
         return f"Linear(in_features={self.in_features}, out_features={self.out_features})"
 
     def forward(self, input: Any) -> Any:  # noqa: A002
+        return self._apply_to(input, F.linear)
+
+    def _forward_relu(self, input: Any) -> Any:  # noqa: A002
+        """``relu(self(input))`` as one op (``F.linear_relu``), for a ``Sequential`` whose
+        next module is a plain ``ReLU``; this module's hooks are the caller's to check."""
+        return self._apply_to(input, F.linear_relu)
+
+    def _apply_to(self, input: Any, op: Any) -> Any:  # noqa: A002
         if input.__class__ is not Tensor or _dkind(input._data.dtype) in "iub":
             check_float(self, input)
         shape = input.shape
@@ -86,7 +94,7 @@ class Linear(Module):
         params = self.__dict__["_parameters"]  # skips Module.__getattr__ when it can
         w = params["weight"] if "weight" in params else self.weight
         b = params["bias"] if "bias" in params else self.bias
-        return F.linear(input, w, b)
+        return op(input, w, b)
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "

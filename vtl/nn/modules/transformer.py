@@ -18,8 +18,9 @@ import vtl
 from .. import functional as F
 from .. import init
 from ._utils import check_float
+from .activation import ReLU
 from .attention import MultiheadAttention
-from .container import ModuleList
+from .container import ModuleList, _hookless
 from .dropout import Dropout
 from .linear import Linear
 from .module import Module
@@ -41,6 +42,16 @@ def _activation(owner: str, activation: Any) -> Callable:
         raise TypeError(f"{owner}: activation should be 'relu', 'gelu' or a callable, got "
                         f"{type(activation).__name__}")
     return activation
+
+
+def _activated(layer: Any, x: Any) -> Any:
+    """``layer.activation(layer.linear1(x))``, as one op (``F.linear_relu``) where the
+    activation is the ReLU and neither module has hooks."""
+    act, lin = layer.activation, layer.linear1
+    if (act is F.relu or (type(act) is ReLU and _hookless(act))) \
+            and type(lin) is Linear and _hookless(lin):
+        return lin._forward_relu(x)
+    return act(lin(x))
 
 
 def _causal_hint(is_causal: bool | None) -> bool:
@@ -100,7 +111,7 @@ class TransformerEncoderLayer(Module):
         return self.dropout1(x)
 
     def _ff_block(self, x: Any) -> Any:
-        return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+        return self.dropout2(self.linear2(self.dropout(_activated(self, x))))
 
     def forward(self, src: Any, src_mask: Any = None, src_key_padding_mask: Any = None,
                 is_causal: bool = False) -> Any:
@@ -222,7 +233,7 @@ class TransformerDecoderLayer(Module):
         return self.dropout2(x)
 
     def _ff_block(self, x: Any) -> Any:
-        return self.dropout3(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+        return self.dropout3(self.linear2(self.dropout(_activated(self, x))))
 
     def forward(self, tgt: Any, memory: Any, tgt_mask: Any = None, memory_mask: Any = None,
                 tgt_key_padding_mask: Any = None, memory_key_padding_mask: Any = None,
