@@ -390,6 +390,64 @@ def test_grad_scaler_steps_are_skipped_on_the_device_in_a_capture(backend, opt_n
     assert bool(reads) == (captures and opt_name == "adam")
 
 
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning",
+                            "ignore:invalid value encountered:RuntimeWarning")
+@pytest.mark.parametrize("opt_name", ["adam", "sgd"])
+def test_eager_grad_scaler_skips_on_the_device(backend, opt_name, monkeypatch):
+    """Eager GradScaler steps on an asynchronous backend leave the skip to the fused step
+    once the optimizer has its state (the flag read at the next step, for Adam's counts;
+    never for SGD): the same losses, scales, step counts and parameters as reading the
+    flag before each step."""
+    from vtl.amp import grad_scaler
+
+    calls = []
+    real = optim.Optimizer._step_skippable
+    monkeypatch.setattr(optim.Optimizer, "_step_skippable",
+                        lambda self, found: (calls.append(1), real(self, found))[1])
+    got = _scaled_training(backend, False, opt_name)
+    device_side = len(calls)
+    monkeypatch.setattr(grad_scaler, "_skips_on_device", lambda opt, found: False)
+    want = _scaled_training(backend, False, opt_name)
+    assert len(calls) == device_side
+    assert got[:3] == want[:3]
+    for a, b in zip(got[3], want[3], strict=True):
+        np.testing.assert_array_equal(a, b)
+    asynchronous = vtl.backends.get(backend).asynchronous
+    # the steps after the first taken one (the first batch overflows: no state is made)
+    assert device_side == (13 if asynchronous else 0)
+    assert (np.diff(np.log2(got[1])) < 0).sum() >= 3, "too few skipped steps"
+
+
+def test_eager_grad_scaler_step_never_waits(backend):
+    """An fp16-style step with a GradScaler on a GPU backend: no host read for SGD, and for
+    Adam one per step, of the previous step's flag (its counts), never of the step just
+    queued."""
+    if not vtl.backends.get(backend).asynchronous:
+        pytest.skip("the numpy backend does not wait")
+    from test_sync_free import count_waits
+
+    for opt_name, reads in (("sgd", 0), ("adam", 4)):
+        vtl.random.seed(0)
+        net = nn.Sequential(nn.Linear(6, 12), nn.ReLU(), nn.Linear(12, 5)).to(backend)
+        opt = (optim.Adam(net.parameters()) if opt_name == "adam" else
+               optim.SGD(net.parameters(), lr=1e-2, momentum=0.9))
+        scaler = vtl.amp.GradScaler()
+        xs, ys = _data(backend, (8, 6), n=6, seed=1)
+
+        def step(x, y, opt=opt, net=net, scaler=scaler):
+            opt.zero_grad()
+            scaler.scale(nn.functional.cross_entropy(net(x), y)).backward()
+            scaler.step(opt)
+            scaler.update()
+
+        step(xs[0], ys[0])  # creates the optimizer's state (a read: no state to skip yet)
+        with count_waits(backend, strict=False) as waits:
+            for x, y in zip(xs[1:], ys[1:], strict=True):
+                step(x, y)
+        assert len(waits) == reads, (opt_name, waits)
+        assert all(s["step"] == 6 for s in opt.state.values()) if opt_name == "adam" else True
+
+
 def test_grad_scaler_in_a_capture_needs_a_fused_step(backend):
     if not vtl.backends.get(backend).can_capture:
         pytest.skip("the numpy backend runs eagerly")

@@ -200,7 +200,13 @@ class GradScaler:
     def step(self, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
         """``optimizer.step(*args, **kwargs)`` unless a gradient was inf/nan (unscaling
         first if :meth:`unscale_` was not called); returns what ``step`` returned, or
-        ``None`` when skipped."""
+        ``None`` when skipped.
+
+        On the GPU backends, a vtl optimizer's fused step that has its state decides on
+        the device (no host read: the step runs and changes nothing where the flag is
+        set; the optimizer reads the flag at its next step or when ``state`` is looked
+        at, to put back a skipped step's counts), and this returns ``None``. Otherwise the
+        flag is read here, as PyTorch does."""
         if not self._enabled:
             return optimizer.step(*args, **kwargs)
         if "closure" in kwargs:
@@ -216,6 +222,11 @@ class GradScaler:
             raise AssertionError("No inf checks were recorded for this optimizer.")
         if _capture.active():
             return self._step_captured(optimizer, state, args, kwargs)
+        found = state["found_inf_per_device"]
+        if not args and not kwargs and _skips_on_device(optimizer, found):
+            optimizer._step_skippable(dict(found))  # the flag is read at the next step
+            state["stage"] = _Stage.STEPPED
+            return None
         retval = None
         # one host read per device: the flag the unscale computed there
         if not sum(float(dev.backend.to_host(v)) for dev, v in
@@ -381,3 +392,14 @@ def _update_scale(xp: Any, scale: Any, tracker: Any, found_inf: Any, growth_fact
     new_scale = xp.where(found, backed, xp.where(grow & grown_ok, grown, scale))
     new_tracker = xp.where(found | grow, xp.zeros_like(tracker), succ)
     return xp.astype(new_scale, f32), xp.astype(new_tracker, tracker.dtype)
+
+
+def _skips_on_device(optimizer: Any, found: dict[Any, Any]) -> bool:
+    """Whether an eager :meth:`GradScaler.step` leaves the skip to the device: a vtl
+    optimizer with the fused step (:meth:`Optimizer._skips_on_device`) on backends where
+    reading the flag would wait for the device."""
+    from ..optim.optimizer import Optimizer
+
+    return (isinstance(optimizer, Optimizer) and type(optimizer).step is Optimizer.step
+            and all(dev.backend.asynchronous for dev in found)
+            and optimizer._skips_on_device())

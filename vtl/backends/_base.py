@@ -230,6 +230,9 @@ class Backend:
     name: ClassVar[str] = ""
     #: whether :meth:`begin_capture` records work for ``vtl.compile`` (else it runs eagerly)
     can_capture: ClassVar[bool] = False
+    #: whether the device runs behind the host (a host read waits for the work queued
+    #: before it): code that can leave a value on the device then does
+    asynchronous: ClassVar[bool] = False
     #: the module (prefix) of the runtime's array type: an array from it probes the backend
     #: when it is first handed to vtl (``vtl.asarray(cupy_array)`` before any cupy tensor)
     native_module: ClassVar[str | None] = None

@@ -22,7 +22,10 @@ it calls :meth:`Optimizer._step_skippable`, whose fused launches read the flag o
 device and change nothing where it is set. The host part of that step (step counts) is
 settled afterwards: before the next replay, or when ``state`` is next looked at, the flag
 of the captured call (or of the last replay) is read, and a skipped step's counts are put
-back, so they are what they would have been eagerly.
+back, so they are what they would have been eagerly. Eager ``GradScaler`` steps on the
+GPU backends take the same path once the optimizer has its state: the flag is read at
+the next step (by then the device has finished the step that set it) instead of before
+this one, so the host never waits for the step it has just queued.
 """
 
 from __future__ import annotations
@@ -191,11 +194,12 @@ class Optimizer:
         return loss
 
     def _step_skippable(self, found: dict[Any, Any]) -> None:
-        """:meth:`step` inside a capture (``vtl.compile``) that changes nothing on a device
-        whose 0-d float32 flag in ``found`` (device -> flag) is nonzero when the step runs,
-        without reading the flag: ``GradScaler.step``'s way to skip a step with inf/nan
-        gradients in a captured function. Only fused steps are captured; their host part
-        (step counts) is put back by :meth:`_settle` where the flag turns out set."""
+        """:meth:`step` that changes nothing on a device whose 0-d float32 flag in ``found``
+        (device -> flag) is nonzero when the step runs, without reading the flag:
+        ``GradScaler.step``'s way to skip a step with inf/nan gradients in a captured
+        function, and eagerly on an asynchronous backend (:meth:`_skips_on_device`). Only
+        fused steps take the flag; their host part (step counts) is put back by
+        :meth:`_settle` where the flag turns out set."""
         if self._pending:
             self._settle()
         skip = _SkipStep(found)
@@ -204,7 +208,33 @@ class Optimizer:
         if self._counts_steps():
             self._pending.append((found, skip.record))
             _capture.settle_before_capture(self)
-        _capture.on_replay(partial(self._replay_skippable, found, skip.buckets))
+        if _capture.active():
+            _capture.on_replay(partial(self._replay_skippable, found, skip.buckets))
+
+    def _skips_on_device(self) -> bool:
+        """Whether :meth:`_step_skippable` can take an eager step: every parameter with a
+        gradient has its state already (a skipped first step creates none) and takes the
+        fused step with a skip flag."""
+        states = self._state
+        kernels: dict[Any, Any] = {}
+        for group in self.param_groups:
+            if group.get("foreach") is False:
+                return False
+            for p in group["params"]:
+                if getattr(p, "_grad", None) is None:
+                    continue
+                if p not in states:
+                    return False
+                dev = p._device
+                kern = kernels.get(dev, False)
+                if kern is False:
+                    kern = kernels[dev] = dev.backend.kernel("multi_tensor_apply")
+                dtype = p._data.dtype
+                if kern is None or not getattr(kern, "takes_skip", False) or \
+                        not kern.supports(dtype) or (
+                            dtype in LOW_FLOATING and not getattr(kern, "low_params", False)):
+                    return False
+        return True
 
     def _counts_steps(self) -> bool:
         """Whether a step changes host state (step counts) that a skip must put back (SGD's

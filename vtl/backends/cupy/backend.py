@@ -19,6 +19,7 @@ from .checks import CupyIndexChecks
 class CupyBackend(Backend):
     name = "cupy"
     can_capture = True
+    asynchronous = True
     native_module = "cupy"
 
     def _load(self) -> Any:

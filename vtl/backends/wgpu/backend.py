@@ -20,6 +20,7 @@ class WgpuBackend(Backend):
 
     name = "wgpu"
     can_capture = True
+    asynchronous = True
     native_module = "vtl.backends.wgpu"
 
     def _load(self) -> Any:
