@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# One short GPU-machine call: the whole test suite on numpy, cupy and wgpu, then the step,
+# mixed-precision, nn-kernel and core benchmarks on cupy and wgpu in the time left.
+#
+#   OUT=/some/dir benchmarks/gpu_check.sh      (TEST_S: the suite's limit, default 330 s;
+#                                               CALL_S: the whole run's, default 570 s)
+#
+# Writes under $OUT: tests.log, info.txt, bench.log, bench.json and ratios.md (as
+# benchmarks/gpu_run.sh, whose full benchmark run takes a call of its own). Sources
+# .gpu/prelude.sh when present (the wgpu wheels and the Vulkan loader; the suite runs on 14
+# workers, so fill .gpu with pytest-xdist and execnet too).
+set -u
+cd "$(dirname "$0")/.."
+OUT=${1:-${OUT:?set OUT or pass the output folder}}
+mkdir -p "$OUT"
+if [ -f .gpu/prelude.sh ]; then
+  # shellcheck disable=SC1091
+  source .gpu/prelude.sh || echo "gpu_check: .gpu/prelude.sh failed; wgpu may be unavailable"
+fi
+nvidia-smi -L 2>&1
+start=$(date +%s)
+VTL_TEST_BACKENDS=numpy,cupy,wgpu timeout "${TEST_S:-330}" python3 -m pytest -q \
+  -p no:cacheprovider -n 14 --tb=short -rfE tests > "$OUT/tests.log" 2>&1
+echo "gpu_check: pytest rc=$? after $(( $(date +%s) - start )) s"
+grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | cut -c1-180 | head -50
+tail -2 "$OUT/tests.log"
+left=$(( ${CALL_S:-570} - ($(date +%s) - start) ))
+[ "$left" -lt 60 ] && exit 0
+export CUPY_TF32=0 VTL_BENCH_BUDGET_S=$(( left - 45 )) XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
+{ python3 -m vtl info; nvidia-smi | head -15; } > "$OUT/info.txt" 2>&1
+timeout $(( left - 15 )) python3 -m pytest -q -p no:cacheprovider \
+  benchmarks/test_step_bench.py benchmarks/test_amp_bench.py benchmarks/test_nn_bench.py \
+  benchmarks/test_core_bench.py -k "not numpy" --benchmark-only --benchmark-enable \
+  --benchmark-json="$OUT/bench.json" --benchmark-min-rounds=3 --benchmark-max-time=0.15 \
+  --benchmark-columns=median,rounds > "$OUT/bench.log" 2>&1
+echo "gpu_check: benchmarks rc=$?"
+grep -E "passed|failed" "$OUT/bench.log" | tail -2
+if [ -s "$OUT/bench.json" ]; then
+  python3 benchmarks/report.py "$OUT/bench.json" > "$OUT/ratios.md"
+  grep -E "step|amp|softmax|layer.norm|erf|argmax|var|axis0|sdpa" "$OUT/ratios.md" \
+    | cut -c1-150 | head -60
+fi
