@@ -229,10 +229,7 @@ class Optimizer:
                 kern = kernels.get(dev, False)
                 if kern is False:
                     kern = kernels[dev] = dev.backend.kernel("multi_tensor_apply")
-                dtype = p._data.dtype
-                if kern is None or not getattr(kern, "takes_skip", False) or \
-                        not kern.supports(dtype) or (
-                            dtype in LOW_FLOATING and not getattr(kern, "low_params", False)):
+                if not _runs_fused(kern, p._data.dtype, True):
                     return False
         return True
 
@@ -296,10 +293,7 @@ class Optimizer:
                 last_dev = dev
                 kern = None if foreach is False else dev.backend.kernel("multi_tensor_apply")
             dtype = p._data.dtype
-            if dtype in LOW_FLOATING and not getattr(kern, "low_params", False):
-                portable.append((p, state))  # float32 state: the portable rule in float32
-            elif kern is not None and kern.supports(dtype) and (
-                    skip is None or getattr(kern, "takes_skip", False)):
+            if _runs_fused(kern, dtype, skip is not None):
                 mk = None if memo is None else self._plan_key(state, group, deps)
                 if mk is None:
                     prog, scalars = self._plan(p, state, group)
@@ -556,6 +550,15 @@ class Optimizer:
                     lines.append(f"    {k}: {group[k]}")
         lines.append(")")
         return "\n".join(lines)
+
+
+def _runs_fused(kern: Any, dtype: Any, skip: bool) -> bool:
+    """Whether a parameter of ``dtype`` takes the ``multi_tensor_apply`` kernel ``kern``
+    (with a skip flag, where ``skip``); else the portable rule (a 16-bit parameter's in
+    float32 where the kernel does not take ``low_params``)."""
+    return (kern is not None and kern.supports(dtype)
+            and (dtype not in LOW_FLOATING or getattr(kern, "low_params", False))
+            and (not skip or getattr(kern, "takes_skip", False)))
 
 
 class _SkipStep:

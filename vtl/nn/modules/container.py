@@ -24,7 +24,11 @@ def _index(idx: int, n: int, what: str) -> int:
     return idx % n
 
 
-def _hookless(m: Module) -> bool:
+def _plain(m: Any, cls: type) -> bool:
+    """Whether ``m`` is a ``cls`` itself (not a subclass) without forward hooks: a module
+    whose call can be fused with its neighbour's."""
+    if type(m) is not cls:
+        return False
     d = m.__dict__
     return not d["_forward_pre_hooks"] and not d["_forward_hooks"]
 
@@ -58,13 +62,13 @@ class Sequential(Module):
         linear = None  # a Linear held back in case a ReLU follows
         for m in self._modules.values():
             if linear is not None:
-                if type(m) is ReLU and _hookless(m):
+                if _plain(m, ReLU):
                     input = linear._forward_relu(input)
                     linear = None
                     continue
                 input = linear(input)
                 linear = None
-            if type(m) is Linear and _hookless(m):
+            if _plain(m, Linear):
                 linear = m
                 continue
             input = m(input)

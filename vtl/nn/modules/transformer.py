@@ -20,7 +20,7 @@ from .. import init
 from ._utils import check_float
 from .activation import ReLU
 from .attention import MultiheadAttention
-from .container import ModuleList, _hookless
+from .container import ModuleList, _plain
 from .dropout import Dropout
 from .linear import Linear
 from .module import Module
@@ -48,8 +48,7 @@ def _activated(layer: Any, x: Any) -> Any:
     """``layer.activation(layer.linear1(x))``, as one op (``F.linear_relu``) where the
     activation is the ReLU and neither module has hooks."""
     act, lin = layer.activation, layer.linear1
-    if (act is F.relu or (type(act) is ReLU and _hookless(act))) \
-            and type(lin) is Linear and _hookless(lin):
+    if (act is F.relu or _plain(act, ReLU)) and _plain(lin, Linear):
         return lin._forward_relu(x)
     return act(lin(x))
 
