@@ -645,7 +645,11 @@ def test_self_attention_packed_projection(backend, batch_first, case):
         vtl.random.seed(3)
         out, w = mha(x, kv, kv, need_weights=False, **kw)
         assert w is None
-        assert ("SplitHeadsBackward" in _node_names(out)) == packed
+        names = _node_names(out)
+        # packed: the heads split in one node, or none where the kernel reads them in place
+        assert ("SplitHeadsBackward" in names) == (packed and not _packs(backend))
+        if packed and _packs(backend):
+            assert "PermuteDimsBackward" not in names
         vtl.sum(out * out).backward()
         return out, [to_numpy(out), to_numpy(x.grad), to_numpy(mha.in_proj_weight.grad),
                      to_numpy(mha.in_proj_bias.grad), to_numpy(mha.out_proj.weight.grad)]
@@ -654,6 +658,109 @@ def test_self_attention_packed_projection(backend, batch_first, case):
     _, ref = run(False)
     assert out.shape == shape
     for a, r in zip(got, ref, strict=True):
+        np.testing.assert_allclose(a, r, rtol=2e-4, atol=2e-5)
+
+
+def _packs(backend_name):
+    """Whether ``backend_name``'s attention kernel reads packed projections in place."""
+    kern = vtl.backends.get(backend_name).kernel("attention")
+    return kern is not None and hasattr(kern, "forward_packed")
+
+
+# (N, L, heads, head size, mask kind, causal, dropout)
+PACKED_CASES = [
+    (3, 37, 4, 8, None, False, 0.0),
+    (2, 70, 2, 16, None, True, 0.0),       # lengths off the tiles, causal
+    (2, 9, 2, 8, "ls", False, 0.0),        # an (L, L) float mask with a masked key
+    (3, 12, 2, 8, "padding", False, 0.0),  # key padding (N, 1, 1, L)
+    (2, 6, 2, 4, "full", False, 0.0),      # one mask per batch and head
+    (1, 5, 1, 8, "dead", False, 0.0),      # a row with every key masked
+    (3, 33, 4, 8, None, False, 0.3),       # dropout
+    (2, 20, 2, 8, "full", False, 0.2),     # a mask and dropout
+]
+
+
+def _packed_mask(kind, n, heads, length, backend_name):
+    if kind is None:
+        return None
+    rng = np.random.default_rng(21)
+    if kind == "ls":
+        m = rng.standard_normal((length, length)).astype(np.float32)
+        m[:, 3] = -np.inf
+        return vtl.asarray(m, device=backend_name)
+    if kind == "padding":
+        m = np.ones((n, 1, 1, length), bool)
+        m[0, ..., -3:] = False
+    elif kind == "full":
+        m = rng.random((n, heads, length, length)) > 0.4
+        m[..., 0] = True
+    else:
+        m = np.ones((length, length), bool)
+        m[2] = False
+    return vtl.asarray(m, device=backend_name)
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+@pytest.mark.parametrize("case", PACKED_CASES)
+def test_packed_attention_matches_split_heads(backend, batch_first, case):
+    """Attention read from the packed projection in place (one node: the merged output and
+    the projection's gradient written directly, one dispatch forward and two backward on
+    wgpu) against the heads split, attended and merged: the same numbers, dropout's
+    included; in either layout."""
+    n, length, heads, hd, kind, causal, p = case
+    e = heads * hd
+    rng = np.random.default_rng(22)
+    shape = (n, length, 3 * e) if batch_first else (length, n, 3 * e)
+    x = rng.standard_normal(shape).astype(np.float32)
+    g = rng.standard_normal((*shape[:2], e)).astype(np.float32)
+    mask = _packed_mask(kind, n, heads, length, backend)
+    kern = vtl.backends.get(backend).kernel("attention")
+
+    def run(fused):
+        t = vtl.asarray(x, device=backend, requires_grad=True)
+        vtl.random.seed(5)
+        launches = getattr(kern, "launches", 0)
+        if fused:
+            out = F.attention._packed_attention(t, heads, batch_first, mask, p, causal)
+        else:
+            qh, kh, vh = F.attention._packed_heads(t, heads, batch_first)
+            out = F.attention._merge_heads(F.scaled_dot_product_attention(
+                qh, kh, vh, attn_mask=mask, dropout_p=p, is_causal=causal), batch_first)
+        out.backward(vtl.asarray(g, device=backend))
+        return ([to_numpy(out), to_numpy(t.grad)], _node_names(out),
+                getattr(kern, "launches", 0) - launches)
+
+    got, names, launches = run(True)
+    ref, _, _ = run(False)
+    if _packs(backend):
+        assert names[0] == "ScaledDotProductAttentionBackward" and len(names) == 1
+        if backend == "wgpu":
+            assert launches == 3
+    for a, r in zip(got, ref, strict=True):
+        assert a.shape == r.shape
+        np.testing.assert_allclose(a, r, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("p", [0.0, 0.25])
+def test_packed_attention_second_order_on_every_backend(backend, p):
+    """Gradients of gradients through the packed node (the portable path recomputed, with
+    the kernel's dropout mask) equal those through split heads."""
+    x_np = np.random.default_rng(23).standard_normal((6, 2, 24)).astype(np.float32)
+
+    def run(fused):
+        x = vtl.asarray(x_np, device=backend, requires_grad=True)
+        vtl.random.seed(7)
+        if fused:
+            out = F.attention._packed_attention(x, 2, False, None, p, False)
+        else:
+            qh, kh, vh = F.attention._packed_heads(x, 2, False)
+            out = F.attention._merge_heads(F.scaled_dot_product_attention(
+                qh, kh, vh, dropout_p=p), False)
+        (gx,) = vtl.autograd.grad(vtl.sum(out * out), [x], create_graph=True)
+        (h,) = vtl.autograd.grad(vtl.sum(gx * gx), [x])
+        return [to_numpy(out), to_numpy(gx), to_numpy(h)]
+
+    for a, r in zip(run(True), run(False), strict=True):
         np.testing.assert_allclose(a, r, rtol=2e-4, atol=2e-5)
 
 

@@ -294,6 +294,18 @@ class AttentionKernel(Protocol):
 
     ``backward(q, k, v, out, lse, g, mask, causal, scale, batch, dropout=None)`` returns
     ``(dq, dk, dv)``; rows with every key masked get zero gradients.
+
+    Optionally, multi-head self-attention read in place from its packed projection (no
+    copies to split or merge heads): ``forward_packed(qkv, heads, batch_first, mask,
+    causal, scale, dropout=None)`` takes ``qkv`` of shape ``(N, L, 3E)`` (``batch_first``)
+    or ``(L, N, 3E)``, whose column blocks ``[0, E)``, ``[E, 2E)`` and ``[2E, 3E)`` are the
+    queries, keys and values with head ``h`` at columns ``h * E / heads`` of each block, and
+    returns ``(out, lse)``: the output with heads merged, ``(N, L, E)`` or ``(L, N, E)``,
+    and ``lse`` of shape ``(N * heads, L)``; or ``None`` to decline. The batch entry of
+    query ``i`` of head ``h`` of sequence ``n`` is ``n * heads + h`` (for ``mask``, which
+    broadcasts to ``(N, heads, L, L)``, and for dropout's flat index).
+    ``backward_packed(qkv, out, lse, g, heads, batch_first, mask, causal, scale,
+    dropout=None)`` returns the gradient of ``qkv`` in its layout.
     """
 
     def supports(self, dtype: Any) -> bool: ...

@@ -51,10 +51,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let rg = lid / 8u;
   let cg = lid % 8u;
   let j0 = k0 + rg * 4u;
-  let qb = pw(7u) + b * L * D;
-  let kb = pw(8u) + b * S * D;
-  let vb = pw(9u) + b * S * DV;
-  let gb = pw(15u) + b * L * DV;
+  let qb = row0(pw(7u), b, L, D, 29u);
+  let kb = row0(pw(8u), b, S, D, 29u);
+  let vb = row0(pw(9u), b, S, DV, 29u);
+  let qrs = rstride(D, 29u);
+  let vrs = rstride(DV, 29u);
+  let gb = row0(pw(15u), b, L, DV, 30u);
+  let grs = rstride(DV, 30u);
+  let ub = row0(pw(19u), b, S, D, 31u);
+  let wb = row0(pw(20u), b, S, DV, 31u);
+  let urs = rstride(D, 31u);
+  let wrs = rstride(DV, 31u);
   let mb = mask_base(b);
   let pr = rg * 36u;  // P and dS of this thread's key a: sa[pr + 9a ..], sa[576 + pr + 9a ..]
 {{ACC_DECL}}
@@ -89,16 +96,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let j = k0 + r;
         var x = 0.0;
         var y = 0.0;
-        if (j < S && d < D) { x = f32(K[kb + j * D + d]); }
-        if (j < S && d < DV) { y = f32(V[vb + j * DV + d]); }
+        if (j < S && d < D) { x = f32(K[kb + j * qrs + d]); }
+        if (j < S && d < DV) { y = f32(V[vb + j * vrs + d]); }
         sa[dd * 17u + r / 4u][r % 4u] = x;
         sa[VOFF + dd * 17u + r / 4u][r % 4u] = y;
         if (r < 32u) {
           let i = q0 + r;
           var u = 0.0;
           var w = 0.0;
-          if (i < L && d < D) { u = f32(Q[qb + i * D + d]); }
-          if (i < L && d < DV) { w = f32(G[gb + i * DV + d]); }
+          if (i < L && d < D) { u = f32(Q[qb + i * qrs + d]); }
+          if (i < L && d < DV) { w = f32(G[gb + i * grs + d]); }
           sa[QOFF + dd * 9u + r / 4u][r % 4u] = u;
           sa[GOFF + dd * 9u + r / 4u][r % 4u] = w;
         }
@@ -143,14 +150,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let i = q0 + r0 + t / DP;
         let c = t % DP;
         var x = 0.0;
-        if (i < L && c < D) { x = f32(Q[qb + i * D + c]); }
+        if (i < L && c < D) { x = f32(Q[qb + i * qrs + c]); }
         sr[t / 4u][t % 4u] = x;
       }
       for (var t = lid; t < RC * DVP; t += 128u) {
         let i = q0 + r0 + t / DVP;
         let c = t % DVP;
         var x = 0.0;
-        if (i < L && c < DV) { x = f32(G[gb + i * DV + c]); }
+        if (i < L && c < DV) { x = f32(G[gb + i * grs + c]); }
         sr[RG + t / 4u][t % 4u] = x;
       }
       workgroupBarrier();

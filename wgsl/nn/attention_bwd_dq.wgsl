@@ -48,11 +48,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let rg = lid / 8u;
   let cg = lid % 8u;
   let r0 = q0 + rg * 4u;
-  let qb = pw(7u) + b * L * D;
-  let kb = pw(8u) + b * S * D;
-  let vb = pw(9u) + b * S * DV;
-  let gb = pw(15u) + b * L * DV;
-  let ob = pw(16u) + b * L * DV;
+  let qb = row0(pw(7u), b, L, D, 29u);
+  let kb = row0(pw(8u), b, S, D, 29u);
+  let vb = row0(pw(9u), b, S, DV, 29u);
+  let qrs = rstride(D, 29u);
+  let vrs = rstride(DV, 29u);
+  let gb = row0(pw(15u), b, L, DV, 30u);
+  let grs = rstride(DV, 30u);
+  let ob = row0(pw(16u), b, L, DV, 30u);
+  let ub = row0(pw(19u), b, L, D, 31u);
+  let urs = rstride(D, 31u);
   let mb = mask_base(b);
   let rb = rg * 8u;
   let rw = rb + cg / 4u;
@@ -65,7 +70,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (i < L) {
       var acc = 0.0;
       for (var c = cg; c < DV; c += 8u) {
-        acc += f32(G[gb + i * DV + c]) * f32(O[ob + i * DV + c]);
+        acc += f32(G[gb + i * grs + c]) * f32(O[ob + i * grs + c]);
       }
       part[a] = acc;
     }
@@ -102,7 +107,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       let r = t / DP;
       let c = t % DP;
       var x = 0.0;
-      if (k0 + r < S && c < D) { x = f32(K[kb + (k0 + r) * D + c]); }
+      if (k0 + r < S && c < D) { x = f32(K[kb + (k0 + r) * qrs + c]); }
       sk[t / 4u][t % 4u] = x;
     }
     for (var d0 = 0u; d0 < DM; d0 += DC) {
@@ -113,16 +118,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let i = q0 + r;
         var x = 0.0;
         var y = 0.0;
-        if (i < L && d < D) { x = f32(Q[qb + i * D + d]); }
-        if (i < L && d < DV) { y = f32(G[gb + i * DV + d]); }
+        if (i < L && d < D) { x = f32(Q[qb + i * qrs + d]); }
+        if (i < L && d < DV) { y = f32(G[gb + i * grs + d]); }
         sa[dd * 17u + r / 4u][r % 4u] = x;
         sa[GOFF + dd * 17u + r / 4u][r % 4u] = y;
         if (r < 32u) {
           let j = k0 + r;
           var u = 0.0;
           var w = 0.0;
-          if (j < S && d < D) { u = f32(K[kb + j * D + d]); }
-          if (j < S && d < DV) { w = f32(V[vb + j * DV + d]); }
+          if (j < S && d < D) { u = f32(K[kb + j * qrs + d]); }
+          if (j < S && d < DV) { w = f32(V[vb + j * vrs + d]); }
           sa[KOFF + dd * 9u + r / 4u][r % 4u] = u;
           sa[VOFF + dd * 9u + r / 4u][r % 4u] = w;
         }

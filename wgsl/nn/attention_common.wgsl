@@ -6,6 +6,30 @@
 // (batch[0], batch[1], L, S), 15 offset of dO, 16 of O, 17 of the log-sum-exp, 18 of delta,
 // 19 and 20 of the outputs (O; dQ; dK and dV); the dropout variant: 21..28
 // (attention_dropout.wgsl, its DROP placeholder below; empty in the plain variant).
+// Operand layout: with flag 4 clear, batch entry b's rows are contiguous (b * rows + r) * width.
+// With flag 4 (token layout: multi-head self-attention's packed projection), each operand is a
+// column block of an (N, T, C) array ((T, N, C) with flag 8): entry b = n * heads + h, row r is
+// token r of batch n at columns h * width; C is word 29 for q, k and v, 30 for O and dO and 31
+// for the gradients dQ, dK and dV.
+
+// the element offset of row 0 of batch entry b of an operand at `off` (rows of `width`
+// elements, `rows` of them; C at word c in the token layout)
+fn row0(off: u32, b: u32, rows: u32, width: u32, c: u32) -> u32 {
+  let fl = pw(4u);
+  if ((fl & 4u) == 0u) { return off + b * rows * width; }
+  let n = b / pw(1u);
+  let h = b - n * pw(1u);
+  if ((fl & 8u) == 0u) { return off + n * rows * pw(c) + h * width; }
+  return off + n * pw(c) + h * width;
+}
+
+// the distance between an operand's consecutive rows (see row0)
+fn rstride(width: u32, c: u32) -> u32 {
+  let fl = pw(4u);
+  if ((fl & 4u) == 0u) { return width; }
+  if ((fl & 8u) == 0u) { return pw(c); }
+  return (pw(0u) / pw(1u)) * pw(c);
+}
 
 fn ninf() -> f32 { return -f32_inf(); }
 

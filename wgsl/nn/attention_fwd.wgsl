@@ -41,9 +41,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let rg = lid / 8u;
   let cg = lid % 8u;
   let r0 = q0 + rg * 4u;
-  let qb = pw(7u) + b * L * D;
-  let kb = pw(8u) + b * S * D;
-  let vb = pw(9u) + b * S * DV;
+  let qb = row0(pw(7u), b, L, D, 29u);
+  let kb = row0(pw(8u), b, S, D, 29u);
+  let vb = row0(pw(9u), b, S, DV, 29u);
+  let qrs = rstride(D, 29u);
+  let vrs = rstride(DV, 29u);
   let mb = mask_base(b);
   let rb = rg * 8u;         // red's slots of this thread's rows: rb + 2a, rb + 2a + 1
   let rw = rb + cg / 4u;    // and this thread's word in them: red[rw + 2a][rc]
@@ -62,10 +64,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let d = d0 + t % DC;
         let at = (t % DC) * 17u + r / 4u;
         var x = 0.0;
-        if (q0 + r < L && d < D) { x = f32(Q[qb + (q0 + r) * D + d]); }
+        if (q0 + r < L && d < D) { x = f32(Q[qb + (q0 + r) * qrs + d]); }
         sa[at][r % 4u] = x;
         var y = 0.0;
-        if (k0 + r < S && d < D) { y = f32(K[kb + (k0 + r) * D + d]); }
+        if (k0 + r < S && d < D) { y = f32(K[kb + (k0 + r) * qrs + d]); }
         sa[KOFF + at][r % 4u] = y;
       }
       workgroupBarrier();
@@ -93,7 +95,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let r = t / DVP;
         let c = t % DVP;
         var x = 0.0;
-        if (k0 + j + r < S && c < DV) { x = f32(V[vb + (k0 + j + r) * DV + c]); }
+        if (k0 + j + r < S && c < DV) { x = f32(V[vb + (k0 + j + r) * vrs + c]); }
         sv[t / 4u][t % 4u] = x;
       }
       workgroupBarrier();
@@ -113,7 +115,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                      sum4(red[rb + 4u] + red[rb + 5u]), sum4(red[rb + 6u] + red[rb + 7u]));
   let inv = select(vec4<f32>(1.0) / lt, vec4<f32>(0.0), lt == vec4<f32>(0.0));
   let lse = select(m + log(lt), vec4<f32>(f32_inf()), lt == vec4<f32>(0.0));
-  let ob = pw(19u) + b * L * DV;
+  let ob = row0(pw(19u), b, L, DV, 30u);
+  let ors = rstride(DV, 30u);
   let c0 = cg * 4u;
 {{STORE}}
 }

@@ -28,6 +28,12 @@ undropped weights); the backward uses ``P Z`` for ``dV`` and ``dS = P (dP Z - de
 draw's six words are immediates; inside ``vtl.compile`` they are the draw's
 :class:`~vtl.backends.DynamicScalars`, which each replay re-encodes (fresh bits per step).
 
+``forward_packed``/``backward_packed`` run the same kernels on multi-head self-attention's
+packed projection ``(N, L, 3E)`` (or ``(L, N, 3E)``): a layout flag makes each kernel address
+a head's rows as a column block of the projection (row stride ``3E``, or ``N * 3E``), write
+the output with the heads merged and the three gradients into one array of the
+projection's shape, so no copy splits or merges heads either way.
+
 Rows whose keys are all masked give zeros, ``lse = +inf`` and zero gradients (PyTorch's
 safe softmax). The additive mask is read through its strides (zero where it broadcasts), so
 an ``(L, S)`` or key-padding mask is never expanded. Compute is float32 for float32,
@@ -56,6 +62,8 @@ _BINDINGS = 9  # storage buffers of the backward kernels
 _XYZW = "xyzw"
 _DROP_AT = 21  # first immediate word of the dropout variant (attention_dropout.wgsl)
 _MASK = 0xFFFFFFFF
+_TOKENS, _SEQ_FIRST = 4, 8  # layout flags (attention_common.wgsl)
+_WIDTHS_AT = 29  # words 29-31: the token widths of q/k/v, O/dO and the gradients
 
 
 def _ceil(a: int, b: int) -> int:
@@ -145,7 +153,7 @@ def _blocks(name: str, d: int, dv: int, dn: str, t: str, drop: bool) -> dict[str
         store = []
         for a in rows:
             store.append(f"if (r0 + {a}u < L) {{")
-            store.append(f"  let ib = ob + (r0 + {a}u) * DV;")
+            store.append(f"  let ib = ob + (r0 + {a}u) * ors;")
             store += _store("O", "ib", f"o{a}", f" * inv.{_XYZW[a]}", "DV", oh, dn, t)
             store.append(f"  if (cg == 0u) {{ Lse[pw(17u) + b * L + r0 + {a}u] = "
                          f"lse.{_XYZW[a]}; }}")
@@ -169,7 +177,7 @@ def _blocks(name: str, d: int, dv: int, dn: str, t: str, drop: bool) -> dict[str
         store = []
         for a in rows:
             store.append(f"if (r0 + {a}u < L) {{")
-            store.append(f"  let ib = pw(19u) + (b * L + r0 + {a}u) * D;")
+            store.append(f"  let ib = ub + (r0 + {a}u) * urs;")
             store += _store("DQ", "ib", f"a{a}", " * sc", "D", dh, dn, t)
             store.append("}")
         acc = _product([("a", "x", "sa[pj + " + "{a}" + "u * 9u]")],
@@ -208,9 +216,9 @@ def _blocks(name: str, d: int, dv: int, dn: str, t: str, drop: bool) -> dict[str
     store = []
     for a in rows:
         store.append(f"if (j0 + {a}u < S) {{")
-        store.append(f"  let kb{a} = pw(19u) + (b * S + j0 + {a}u) * D;")
+        store.append(f"  let kb{a} = ub + (j0 + {a}u) * urs;")
         store += _store("DK", f"kb{a}", f"k{a}", " * sc", "D", dh, dn, t)
-        store.append(f"  let vb{a} = pw(20u) + (b * S + j0 + {a}u) * DV;")
+        store.append(f"  let vb{a} = wb + (j0 + {a}u) * wrs;")
         store += _store("DVo", f"vb{a}", f"v{a}", "", "DV", dvh, dn, t)
         store.append("}")
     return {
@@ -307,20 +315,28 @@ class WgpuAttention:
         return biggest <= rt.max_binding and b * max(n_q, n_k) * max(d, dv) < 2**31
 
     @staticmethod
-    def _words(q: Any, k: Any, v: Any, mask: Any, causal: bool, scale: float,
-               batch: tuple[int, int], per: int) -> list[int]:
-        """Words 0-14 (``attention_common.wgsl``); the mask's strides are 0 where it
-        broadcasts."""
-        flags, moff, mst = 2 if causal else 0, 0, [0, 0, 0, 0]
+    def _words(geometry: tuple[int, int, int, int], offsets: tuple[int, int, int], mask: Any,
+               causal: bool, scale: float, per: int, layout: int = 0) -> list[int]:
+        """Words 0-14 (``attention_common.wgsl``): ``geometry`` is ``(B, heads, L, S)``,
+        ``offsets`` those of q, k and v, ``layout`` the token-layout flags (4, 8); the mask's
+        strides are 0 where it broadcasts."""
+        flags, moff, mst = (2 if causal else 0) | layout, 0, [0, 0, 0, 0]
         if mask is not None:
             pad = 4 - mask.ndim
             shape = (1,) * pad + tuple(mask.shape)
             strides = (0,) * pad + tuple(mask._strides)
             flags, moff = flags | 1, mask._offset
             mst = [0 if n == 1 else s for n, s in zip(shape, strides, strict=True)]
-        return [q.shape[0], batch[1], q.shape[1], k.shape[1], flags,
-                words_for_scalar(scale, D.float32)[0], per, q._offset, k._offset, v._offset,
+        return [*geometry, flags, words_for_scalar(scale, D.float32)[0], per, *offsets,
                 moff, *mst]
+
+    def _takes_mask(self, mask: Any, dt: Any, full: tuple[int, int, int, int]) -> bool:
+        if mask is None:
+            return True
+        if type(mask) is not WgpuArray or mask.dtype != dt or mask.ndim > 4:
+            return False
+        shape = (1,) * (4 - mask.ndim) + tuple(mask.shape)
+        return all(m in (1, n) for m, n in zip(shape, full, strict=True))
 
     def _accepts(self, q: Any, k: Any, v: Any, mask: Any, batch: tuple[int, int]) -> bool:
         if not all(type(a) is WgpuArray and a.ndim == 3 for a in (q, k, v)):
@@ -333,14 +349,29 @@ class WgpuAttention:
         if (k.shape != (b, n_k, d) or b != batch[0] * batch[1] or min(b, n_q, n_k, d, dv) == 0
                 or max(d, dv) > MAX_DIM):
             return False
-        if mask is not None:
-            if type(mask) is not WgpuArray or mask.dtype != dt or mask.ndim > 4:
-                return False
-            shape = (1,) * (4 - mask.ndim) + tuple(mask.shape)
-            if any(m not in (1, n) for m, n in zip(shape, (*batch, n_q, n_k), strict=True)):
-                return False
+        if not self._takes_mask(mask, dt, (*batch, n_q, n_k)):
+            return False
         arrays = (q, k, v) if mask is None else (q, k, v, mask)
         return self._fits(arrays, d, dv, b, n_q, n_k)
+
+    def _packed(self, qkv: Any, heads: int, batch_first: bool, mask: Any
+                ) -> tuple[int, int, int, int] | None:
+        """``(N, L, E, layout flags)`` of a packed projection the kernels take, else None."""
+        if type(qkv) is not WgpuArray or qkv.ndim != 3 or not self.supports(qkv.dtype):
+            return None
+        a, b, e3 = qkv.shape
+        n, length = (a, b) if batch_first else (b, a)
+        e = e3 // 3
+        if e3 % 3 or heads <= 0 or e % heads or min(n, length, e) == 0 or \
+                e // heads > MAX_DIM:
+            return None
+        if not self._takes_mask(mask, qkv.dtype, (n, heads, length, length)):
+            return None
+        hd = e // heads
+        arrays = (qkv,) if mask is None else (qkv, mask)
+        if not self._fits(arrays, hd, hd, n * heads, length, length):
+            return None
+        return n, length, e, _TOKENS | (0 if batch_first else _SEQ_FIRST)
 
     def forward(self, q: Any, k: Any, v: Any, mask: Any, causal: bool, scale: float,
                 batch: tuple[int, int], dropout: Any = None) -> tuple[Any, Any] | None:
@@ -355,7 +386,8 @@ class WgpuAttention:
         out = empty((b, n_q, dv), dt)
         lse = empty((b, n_q), D.float32)
         per = _ceil(n_q, _BQ)
-        words = self._words(q, k, v, mask, causal, scale, batch, per)
+        words = self._words((b, batch[1], n_q, v.shape[1]), (q._offset, k._offset, v._offset),
+                            mask, causal, scale, per)
         dwords, patch = self._drop_words(dropout)  # (the generator advances here)
         words += [0, 0, lse._offset, 0, out._offset, 0, *dwords]
         mbuf = (mask if mask is not None else q)._st.buf
@@ -378,7 +410,8 @@ class WgpuAttention:
         dk = empty((b, n_k, d), dt)
         dvv = empty((b, n_k, dv), dt)
         mbuf = (mask if mask is not None else q)._st.buf
-        base = self._words(q, k, v, mask, causal, scale, batch, _ceil(n_q, _BQ))
+        base = self._words((b, batch[1], n_q, n_k), (q._offset, k._offset, v._offset), mask,
+                           causal, scale, _ceil(n_q, _BQ))
         drop = dropout is not None
         dwords, patch = self._drop_words(dropout)  # the forward's draw
         words = base + [g._offset, out._offset, lse._offset, delta._offset, dq._offset, 0,
@@ -397,3 +430,58 @@ class WgpuAttention:
                      dynamic=patch)
         self.launches += 2
         return dq, dk, dvv
+
+    def forward_packed(self, qkv: Any, heads: int, batch_first: bool, mask: Any,
+                       causal: bool, scale: float, dropout: Any = None
+                       ) -> tuple[Any, Any] | None:
+        if dropout is not None and not 0.0 < dropout[0] < 1.0:
+            return None
+        got = self._packed(qkv, heads, batch_first, mask)
+        if got is None:
+            return None
+        n, length, e, layout = got
+        qkv = contiguous(qkv)
+        dt, hd, b = qkv.dtype, e // heads, n * heads
+        out = empty((*qkv.shape[:2], e), dt)
+        lse = empty((b, length), D.float32)
+        per = _ceil(length, _BQ)
+        o = qkv._offset
+        words = self._words((b, heads, length, length), (o, o + e, o + 2 * e), mask, causal,
+                            scale, per, layout)
+        dwords, patch = self._drop_words(dropout)  # (the generator advances here)
+        words += [0, 0, lse._offset, 0, out._offset, 0, *(dwords or [0] * 8), 3 * e, e, 0]
+        mbuf = (mask if mask is not None else qkv)._st.buf
+        buf = qkv._st.buf
+        REC.dispatch(self._kernel("attention_fwd", dt, hd, hd, dropout is not None),
+                     (buf, buf, buf, mbuf, out._st.buf, lse._st.buf), words, b * per,
+                     dynamic=patch)
+        self.launches += 1
+        return out, lse
+
+    def backward_packed(self, qkv: Any, out: Any, lse: Any, g: Any, heads: int,
+                        batch_first: bool, mask: Any, causal: bool, scale: float,
+                        dropout: Any = None) -> Any:
+        n, length, e, layout = self._packed(qkv, heads, batch_first, mask)
+        qkv, out = contiguous(qkv), contiguous(out)
+        dt, hd, b = qkv.dtype, e // heads, n * heads
+        g = contiguous(g) if g.dtype == dt else astype_raw(g, dt)
+        delta = empty((b, length), D.float32)
+        grad = empty(qkv.shape, dt)
+        mbuf = (mask if mask is not None else qkv)._st.buf
+        o, go = qkv._offset, grad._offset
+        base = self._words((b, heads, length, length), (o, o + e, o + 2 * e), mask, causal,
+                           scale, _ceil(length, _BQ), layout)
+        drop = dropout is not None
+        dwords, patch = self._drop_words(dropout)  # the forward's draw
+        tail = [*(dwords or [0] * 8), 3 * e, e, 3 * e]
+        buf, gbuf = qkv._st.buf, grad._st.buf
+        words = base + [g._offset, out._offset, lse._offset, delta._offset, go, 0, *tail]
+        REC.dispatch(self._kernel("attention_bwd_dq", dt, hd, hd, drop),
+                     (buf, buf, buf, mbuf, g._st.buf, out._st.buf, lse._st.buf,
+                      delta._st.buf, gbuf), words, b * base[6], dynamic=patch)
+        words = base + [g._offset, 0, lse._offset, delta._offset, go + e, go + 2 * e, *tail]
+        REC.dispatch(self._kernel("attention_bwd_dkv", dt, hd, hd, drop),
+                     (buf, buf, buf, mbuf, g._st.buf, lse._st.buf, delta._st.buf, gbuf,
+                      gbuf), words, b * base[6], dynamic=patch)
+        self.launches += 2
+        return grad

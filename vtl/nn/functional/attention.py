@@ -167,22 +167,11 @@ def _fused_attention(q: Any, k: Any, v: Any, attn_mask: Any, is_causal: bool,
     xp = dev.xp
     mask = None
     if attn_mask is not None:
-        if attn_mask._device is not dev or attn_mask.ndim > q.ndim or attn_mask.requires_grad:
+        if attn_mask.ndim > q.ndim:
             return None
-        md = attn_mask._data
-        if md.dtype == xp.bool:
-            md = _float_mask(xp, md, dt, True)
-        elif xp.isdtype(md.dtype, "real floating"):
-            md = xp.astype(md, dt)
-        else:
+        mask = _kernel_mask(attn_mask, dev, dt, q.ndim, (b1, b2, n_q, n_k))
+        if mask is None:
             return None
-        shape = (1,) * (q.ndim - md.ndim) + tuple(md.shape)
-        if q.ndim == 3:
-            shape = (shape[0], 1, *shape[1:])
-        shape = (1,) * (4 - len(shape)) + shape
-        if any(m not in (1, full) for m, full in zip(shape, (b1, b2, n_q, n_k), strict=True)):
-            return None
-        mask = xp.reshape(md, shape)
     b = b1 * b2
     qd = xp.reshape(q._data, (b, n_q, q.shape[-1]))
     kd = xp.reshape(k._data, (b, n_k, k.shape[-1]))
@@ -201,6 +190,30 @@ def _fused_attention(q: Any, k: Any, v: Any, attn_mask: Any, is_causal: bool,
     vjp = partial(_fused_attention_vjp, kern, (qd, kd, vd, out, lse, mask), (b1, b2),
                   (q, k, v), attn_mask, is_causal, sc, drop)
     return record(data, dev, "ScaledDotProductAttentionBackward", (q, k, v), vjp, (q, k, v))
+
+
+def _kernel_mask(attn_mask: Tensor, dev: Any, dt: Any, ndim: int,
+                 full: tuple[int, int, int, int]) -> Any:
+    """``attn_mask`` (``True`` = may attend, or additive) as the additive 4-D raw array a
+    fused kernel takes for scores of shape ``full`` (queries of rank ``ndim``), or ``None``
+    where it cannot (another device, a gradient, a dtype or shape that does not fit)."""
+    if attn_mask._device is not dev or attn_mask.requires_grad:
+        return None
+    xp = dev.xp
+    md = attn_mask._data
+    if md.dtype == xp.bool:
+        md = _float_mask(xp, md, dt, True)
+    elif xp.isdtype(md.dtype, "real floating"):
+        md = xp.astype(md, dt)
+    else:
+        return None
+    shape = (1,) * (ndim - md.ndim) + tuple(md.shape)
+    if ndim == 3:
+        shape = (shape[0], 1, *shape[1:])
+    shape = (1,) * (4 - len(shape)) + shape
+    if any(m not in (1, n) for m, n in zip(shape, full, strict=True)):
+        return None
+    return xp.reshape(md, shape)
 
 
 class _DropWords:
@@ -291,6 +304,95 @@ def _packed_heads(qkv: Tensor, heads: int, batch_first: bool) -> tuple[Any, Any,
         return (vtl.reshape(g, (a, b, e3)),)
 
     return record_multi(outs, dev, "SplitHeadsBackward", (qkv,), vjp)
+
+
+def _packed_attention(qkv: Tensor, heads: int, batch_first: bool, attn_mask: Any,
+                      dropout_p: float, is_causal: bool, generator: Any = None) -> Tensor:
+    """Multi-head self-attention of the packed projection ``qkv`` (``(L, N, 3E)``, or
+    ``(N, L, 3E)`` when ``batch_first``) with the heads merged back: ``(L, N, E)`` (or
+    ``(N, L, E)``). The backend's kernel reads the heads where the projection put them and
+    writes the merged output and the projection's gradient directly (one graph node, no
+    copies) where it takes packed operands; otherwise the heads are split with one copy
+    each way and go through :func:`scaled_dot_product_attention`. ``attn_mask`` follows
+    :func:`scaled_dot_product_attention` (``True`` or ``0`` = may attend), broadcasting to
+    ``(N, heads, L, L)``."""
+    a, b, e3 = qkv.shape
+    hd = e3 // 3 // heads
+    sc = 1.0 / math.sqrt(hd)
+    if dropout_p < 1.0:
+        fused = _fused_packed(qkv, heads, batch_first, attn_mask, dropout_p, is_causal, sc,
+                              generator)
+        if fused is not None:
+            return fused
+    qh, kh, vh = _packed_heads(qkv, heads, batch_first)
+    out = scaled_dot_product_attention(qh, kh, vh, attn_mask=attn_mask, dropout_p=dropout_p,
+                                       is_causal=is_causal, generator=generator)
+    return _merge_heads(out, batch_first)
+
+
+def _merge_heads(out: Any, batch_first: bool) -> Any:
+    """``(N, heads, L, hd)`` -> ``(N, L, E)`` (``batch_first``) or ``(L, N, E)``."""
+    import vtl
+
+    n, heads, length, hd = out.shape
+    perm = (0, 2, 1, 3) if batch_first else (2, 0, 1, 3)
+    shape = (n, length, heads * hd) if batch_first else (length, n, heads * hd)
+    return vtl.reshape(vtl.permute_dims(out, perm), shape)
+
+
+def _fused_packed(qkv: Tensor, heads: int, batch_first: bool, attn_mask: Any,
+                  dropout_p: float, is_causal: bool, sc: float, generator: Any) -> Any:
+    """:func:`_packed_attention` as one graph node through the kernel's ``forward_packed``,
+    or ``None`` where it does not apply."""
+    if not isinstance(qkv, Tensor) or not (attn_mask is None or isinstance(attn_mask, Tensor)):
+        return None
+    dev = qkv._device
+    kern = dev.backend.kernel("attention")
+    dt = qkv._data.dtype
+    if kern is None or not hasattr(kern, "forward_packed") or not kern.supports(dt):
+        return None
+    a, b, _ = qkv.shape
+    n, length = (a, b) if batch_first else (b, a)
+    mask = None
+    if attn_mask is not None:
+        mask = _kernel_mask(attn_mask, dev, dt, 4, (n, heads, length, length))
+        if mask is None:
+            return None
+    drop = None
+    if dropout_p > 0.0:
+        drop = (dropout_p, _DropWords(generator, n * heads * length * length, dev))
+    res = kern.forward_packed(qkv._data, heads, batch_first, mask, is_causal, sc, drop)
+    if res is None:
+        return None
+    out, lse = res
+    if not needs_grad(qkv):
+        return new(out, dev)
+    vjp = partial(_fused_packed_vjp, kern, (qkv._data, out, lse, mask), heads, batch_first,
+                  qkv, attn_mask, is_causal, sc, drop)
+    return record(out, dev, "ScaledDotProductAttentionBackward", (qkv,), vjp, (qkv,))
+
+
+def _fused_packed_vjp(kern: Any, saved: tuple, heads: int, batch_first: bool, qkv: Tensor,
+                      attn_mask: Any, is_causal: bool, sc: float, drop: Any, g: Tensor,
+                      _: Any) -> tuple:
+    if _grad.enabled:  # create_graph: differentiate the portable path (recomputed)
+        import vtl
+
+        qh, kh, vh = _packed_heads(qkv, heads, batch_first)
+        factor = None
+        if drop is not None:
+            xp = qkv._device.xp
+            fdt = qkv._data.dtype if low_float(qkv) is None else xp.float32
+            factor = new(drop[1].factor(xp, (*qh.shape[:-1], kh.shape[-2]), drop[0], fdt),
+                         qkv._device)
+        with vtl.enable_grad():
+            out = _sdpa(vtl, qh, kh, vh, attn_mask, 0.0, is_causal, sc, None, factor)
+            return vtl.autograd.grad(_merge_heads(out, batch_first), [qkv], g,
+                                     create_graph=True)
+    qd, out, lse, mask = saved
+    grad = kern.backward_packed(qd, out, lse, g._data, heads, batch_first, mask, is_causal,
+                                sc, drop)
+    return (new(grad, g._device),)
 
 
 def _split_heads(xp: Any, x: Any, n: int, heads: int) -> Any:
@@ -467,13 +569,19 @@ def _mha_forward(
         kpm = xp.astype(_float_mask(xp, key_padding_mask, ref.dtype, False), ref.dtype)
         kpm = xp.reshape(kpm, (n, 1, 1, s_len))
         mask = kpm if mask is None else mask + kpm
-    if packed:
-        qh, kh, vh = _packed_heads(qkv, num_heads, batch_first)
-    else:
-        qh, kh, vh = (_split_heads(xp, t, n, num_heads) for t in (q, k, v))
+    causal_only = causal_mask and key_padding_mask is None and bias_k is None and \
+        not add_zero_attn
+    if packed:  # (so need_weights is False)
+        out = _packed_attention(qkv, num_heads, batch_first,
+                                None if causal_only else mask,
+                                dropout_p if training else 0.0, causal_only,
+                                generator=generator)
+        out = linear(out, out_proj_weight, out_proj_bias)
+        if not batched:
+            out = out[:, 0, :]
+        return out, None
+    qh, kh, vh = (_split_heads(xp, t, n, num_heads) for t in (q, k, v))
     if not need_weights:  # PyTorch's path: scaled_dot_product_attention (fused kernels)
-        causal_only = causal_mask and key_padding_mask is None and bias_k is None and \
-            not add_zero_attn
         out = scaled_dot_product_attention(
             qh, kh, vh, attn_mask=None if causal_only else mask,
             dropout_p=dropout_p if training else 0.0, is_causal=causal_only,
@@ -516,4 +624,5 @@ def _pad_masks(xp: Any, mask: Any, kpm: Any) -> tuple[Any, Any]:
 
 
 # autocast (vtl.amp): the list each op belongs to
-_autocast.apply(globals(), low_ops=('scaled_dot_product_attention',))
+_autocast.apply(globals(), low_ops=('scaled_dot_product_attention',
+                                    '_packed_attention'))
