@@ -101,9 +101,10 @@ class GradScaler:
         xp = dev.xp
         native = dev.backend.native_device(dev.index)
         self._device = dev
-        self._scale = xp.asarray(self._init_scale, dtype=_dtypes.float32, device=native)
-        self._growth_tracker = xp.asarray(self._init_growth_tracker, dtype=_dtypes.int32,
-                                          device=native)
+        # filled on the device (no host copy, so a captured first step can make them)
+        self._scale = xp.full((), self._init_scale, dtype=_dtypes.float32, device=native)
+        self._growth_tracker = xp.full((), self._init_growth_tracker, dtype=_dtypes.int32,
+                                       device=native)
 
     def _scale_on(self, dev: Any) -> Any:
         """The raw scale array on ``dev``."""
@@ -229,7 +230,7 @@ class GradScaler:
             return None
         retval = None
         # one host read per device: the flag the unscale computed there
-        if not sum(float(dev.backend.to_host(v)) for dev, v in
+        if not sum(float(dev.backend.read_flag(v)) for dev, v in
                    state["found_inf_per_device"].items()):
             retval = optimizer.step(*args, **kwargs)
         state["stage"] = _Stage.STEPPED

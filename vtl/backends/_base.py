@@ -340,6 +340,12 @@ class Backend:
         """Copy a NumPy array onto device ``index``."""
         raise NotImplementedError
 
+    def read_flag(self, raw: Any) -> np.ndarray:
+        """:meth:`to_host` for vtl's own reads of a small device flag (an optimizer's skip
+        flag): the errors that kernels recorded on the device stay pending for the user's
+        next read (``float(loss)``, ``.item()``), so such a read costs one transfer."""
+        return self.to_host(raw)
+
     def from_dlpack(self, obj: Any, index: int = 0, copy: bool | None = None) -> Any:
         return self.xp.from_dlpack(obj, copy=copy)
 

@@ -243,7 +243,7 @@ class Optimizer:
         finishes them first) and put back the host values of those that were skipped."""
         pending, self._pending = self._pending, []
         for found, record in pending:
-            if any(float(dev.backend.to_host(f)) for dev, f in found.items()):
+            if any(float(dev.backend.read_flag(f)) for dev, f in found.items()):
                 for state, before in reversed(record):
                     state.clear()
                     state.update(before)

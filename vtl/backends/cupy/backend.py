@@ -97,6 +97,9 @@ class CupyBackend(Backend):
         self._report()
         return out
 
+    def read_flag(self, raw: Any) -> np.ndarray:
+        return self._cupy.asnumpy(raw)
+
     def check_indices(self, idx: Any, n: int, axis: int, what: str = "") -> Any:
         return self._checks.check(idx, n, axis, what)
 

@@ -53,8 +53,10 @@ _BIAS = {
     "EPI": "v[c] + {{C}}(Bias[pw(12u) + (col + c) * pw(13u)])", "TAIL": "",
 }
 #: ``relu`` of the product (``_RELU``) or of the product plus the bias (``_BIAS_RELU``):
-#: ``t <= 0`` gives 0, anything else (nan too) passes, as ``maximum(t, 0)``
-_RELU_FN = "fn vtl_relu(t: {{C}}) -> {{C}} { return select(t, {{C}}(0), t <= {{C}}(0)); }"
+#: ``t <= 0`` gives 0, anything else (nan too) passes, as ``maximum(t, 0)``; nan by its bits,
+#: since a driver may compile ``select(t, 0, t <= 0)`` as ``max(t, 0)``, which drops nan
+_RELU_FN = ("fn vtl_relu(t: {{C}}) -> {{C}} { return select(t, {{C}}(0), t <= {{C}}(0) && "
+            "(bitcast<u32>(f32(t)) & 0x7fffffffu) <= 0x7f800000u); }")
 _RELU = {**PLAIN, "DECL": _RELU_FN, "EPI": "vtl_relu(v[c])"}
 _BIAS_RELU = {**_BIAS, "DECL": _BIAS["DECL"] + "\n" + _RELU_FN,
               "EPI": "vtl_relu(" + _BIAS["EPI"] + ")"}
