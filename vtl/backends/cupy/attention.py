@@ -45,6 +45,8 @@ __all__ = ["MAX_DIM", "ROWS", "TILE", "CupyAttention", "attention_source",
 ROWS = 64  # query (or key) rows per block: one thread each
 TILE = 32  # key (or query) rows staged per shared-memory tile
 MAX_DIM = 128
+#: the layout arguments of the plain layout (contiguous (B, L, E) operands)
+_PLAIN = (np.int32(0), np.int32(0), np.int64(0), np.int64(0), np.int64(0))
 
 _COMMON = r"""
 #define INF __int_as_float(0x7f800000)
@@ -56,6 +58,20 @@ typedef {T} T;    /* as computed: shared memory, registers, log-sum-exp and delt
 #define ROWS {ROWS}
 #define TILE {TILE}
 
+// Operand layouts: lay 0, batch entry b's rows contiguous ((b * rows + r) * width); lay 1 and
+// 2, column blocks of a packed projection ((N, T, C) and (T, N, C); token width c, nb = N):
+// entry b = n * B2 + h is sequence n's head h, at columns h * width of each token.
+__device__ __forceinline__ long long vtl_base(int b, int B2, int rows, int width, int lay,
+                                              long long c) {{
+    if (lay == 0) return (long long)b * rows * width;
+    const int n = b / B2, h = b - n * B2;
+    return (lay == 1 ? (long long)n * rows * c : (long long)n * c) + (long long)h * width;
+}}
+
+__device__ __forceinline__ long long vtl_rstride(int width, int lay, long long c, int nb) {{
+    return lay == 0 ? (long long)width : (lay == 1 ? c : (long long)nb * c);
+}}
+
 __device__ __forceinline__ T mask_at(const TS* mask, long long base, long long ms, int j,
                                      int has_mask) {{
     return has_mask ? vtl_ld(mask[base + (long long)j * ms]) : (T)0;
@@ -66,11 +82,14 @@ _DELTA = r"""
 // delta = rowsum(dO * O) over n rows of DV values, in T: a thread per row
 extern "C" __global__ void __launch_bounds__(ROWS)
 vtl_attn_delta(const TS* __restrict__ g, const TS* __restrict__ o, T* __restrict__ delta,
-               long long n) {
+               long long n, int B2, int L, int lay, int nb, long long co) {
     const long long i = (long long)blockIdx.x * ROWS + threadIdx.x;
     if (i >= n) return;
-    const TS* gb = g + i * DV;
-    const TS* ob = o + i * DV;
+    const int b = (int)(i / L), r = (int)(i - (long long)b * L);
+    const long long at = vtl_base(b, B2, L, DV, lay, co)
+                         + (long long)r * vtl_rstride(DV, lay, co, nb);
+    const TS* gb = g + at;
+    const TS* ob = o + at;
     T acc = 0;
     #pragma unroll 8
     for (int d = 0; d < DV; ++d) acc += vtl_ld(gb[d]) * vtl_ld(ob[d]);
@@ -83,7 +102,8 @@ extern "C" __global__ void __launch_bounds__(ROWS)
 vtl_attn_fwd(const TS* __restrict__ q, const TS* __restrict__ k, const TS* __restrict__ v,
              const TS* __restrict__ mask, TS* __restrict__ out, T* __restrict__ lse,
              int B2, int L, int S, long long mb1, long long mb2, long long ml, long long ms,
-             int has_mask, int causal, T scale) {
+             int has_mask, int causal, T scale,
+                int lay, int nb, long long cin, long long co, long long cgr) {
     __shared__ T ks[TILE][D];
     __shared__ T vs[TILE][DV];
     const int b = blockIdx.y;
@@ -91,26 +111,27 @@ vtl_attn_fwd(const TS* __restrict__ q, const TS* __restrict__ k, const TS* __res
     const bool valid = i < L;
     T qr[D], o[DV], s[TILE];
     T m = -INF, l = 0;
-    const TS* qb = q + ((long long)b * L + (valid ? i : 0)) * D;
+    const long long rq = vtl_rstride(D, lay, cin, nb), rv = vtl_rstride(DV, lay, cin, nb);
+    const TS* qb = q + vtl_base(b, B2, L, D, lay, cin) + (long long)(valid ? i : 0) * rq;
     #pragma unroll
     for (int d = 0; d < D; ++d) qr[d] = valid ? vtl_ld(qb[d]) : (T)0;
     #pragma unroll
     for (int d = 0; d < DV; ++d) o[d] = 0;
     const long long mbase = (long long)(b / B2) * mb1 + (long long)(b % B2) * mb2
                             + (long long)(valid ? i : 0) * ml;
-    const TS* kb = k + (long long)b * S * D;
-    const TS* vb = v + (long long)b * S * DV;
+    const TS* kb = k + vtl_base(b, B2, S, D, lay, cin);
+    const TS* vb = v + vtl_base(b, B2, S, DV, lay, cin);
     int s_end = S;
     if (causal) s_end = min(S, (int)(blockIdx.x + 1) * ROWS);
     for (int j0 = 0; j0 < s_end; j0 += TILE) {
         __syncthreads();
         for (int e = threadIdx.x; e < TILE * D; e += ROWS) {
             const int r = e / D, c = e - r * D;
-            ks[r][c] = (j0 + r < S) ? vtl_ld(kb[(long long)(j0 + r) * D + c]) : (T)0;
+            ks[r][c] = (j0 + r < S) ? vtl_ld(kb[(long long)(j0 + r) * rq + c]) : (T)0;
         }
         for (int e = threadIdx.x; e < TILE * DV; e += ROWS) {
             const int r = e / DV, c = e - r * DV;
-            vs[r][c] = (j0 + r < S) ? vtl_ld(vb[(long long)(j0 + r) * DV + c]) : (T)0;
+            vs[r][c] = (j0 + r < S) ? vtl_ld(vb[(long long)(j0 + r) * rv + c]) : (T)0;
         }
         __syncthreads();
         if (!valid) continue;
@@ -144,7 +165,8 @@ vtl_attn_fwd(const TS* __restrict__ q, const TS* __restrict__ k, const TS* __res
         m = mnew;
     }
     if (!valid) return;
-    TS* ob = out + ((long long)b * L + i) * DV;
+    TS* ob = out + vtl_base(b, B2, L, DV, lay, co)
+             + (long long)i * vtl_rstride(DV, lay, co, nb);
     if (l == (T)0) {
         #pragma unroll
         for (int d = 0; d < DV; ++d) ob[d] = vtl_st((T)0);
@@ -164,7 +186,8 @@ vtl_attn_bwd_dq(const TS* __restrict__ q, const TS* __restrict__ k, const TS* __
                 const TS* __restrict__ mask, const TS* __restrict__ g,
                 const T* __restrict__ lse, const T* __restrict__ delta, TS* __restrict__ dq,
                 int B2, int L, int S, long long mb1, long long mb2, long long ml,
-                long long ms, int has_mask, int causal, T scale) {
+                long long ms, int has_mask, int causal, T scale,
+                int lay, int nb, long long cin, long long co, long long cgr) {
     __shared__ T ks[TILE][D];
     __shared__ T vs[TILE][DV];
     const int b = blockIdx.y;
@@ -172,8 +195,10 @@ vtl_attn_bwd_dq(const TS* __restrict__ q, const TS* __restrict__ k, const TS* __
     const bool valid = i < L;
     const int ii = valid ? i : 0;
     T qr[D], gr[DV], acc[D];
-    const TS* qb = q + ((long long)b * L + ii) * D;
-    const TS* gb = g + ((long long)b * L + ii) * DV;
+    const long long rq = vtl_rstride(D, lay, cin, nb), rv = vtl_rstride(DV, lay, cin, nb);
+    const TS* qb = q + vtl_base(b, B2, L, D, lay, cin) + (long long)ii * rq;
+    const TS* gb = g + vtl_base(b, B2, L, DV, lay, co)
+                   + (long long)ii * vtl_rstride(DV, lay, co, nb);
     #pragma unroll
     for (int d = 0; d < D; ++d) { qr[d] = valid ? vtl_ld(qb[d]) : (T)0; acc[d] = 0; }
     #pragma unroll
@@ -182,19 +207,19 @@ vtl_attn_bwd_dq(const TS* __restrict__ q, const TS* __restrict__ k, const TS* __
     const T di = valid ? delta[(long long)b * L + i] : (T)0;
     const long long mbase = (long long)(b / B2) * mb1 + (long long)(b % B2) * mb2
                             + (long long)ii * ml;
-    const TS* kb = k + (long long)b * S * D;
-    const TS* vb = v + (long long)b * S * DV;
+    const TS* kb = k + vtl_base(b, B2, S, D, lay, cin);
+    const TS* vb = v + vtl_base(b, B2, S, DV, lay, cin);
     int s_end = S;
     if (causal) s_end = min(S, (int)(blockIdx.x + 1) * ROWS);
     for (int j0 = 0; j0 < s_end; j0 += TILE) {
         __syncthreads();
         for (int e = threadIdx.x; e < TILE * D; e += ROWS) {
             const int r = e / D, c = e - r * D;
-            ks[r][c] = (j0 + r < S) ? vtl_ld(kb[(long long)(j0 + r) * D + c]) : (T)0;
+            ks[r][c] = (j0 + r < S) ? vtl_ld(kb[(long long)(j0 + r) * rq + c]) : (T)0;
         }
         for (int e = threadIdx.x; e < TILE * DV; e += ROWS) {
             const int r = e / DV, c = e - r * DV;
-            vs[r][c] = (j0 + r < S) ? vtl_ld(vb[(long long)(j0 + r) * DV + c]) : (T)0;
+            vs[r][c] = (j0 + r < S) ? vtl_ld(vb[(long long)(j0 + r) * rv + c]) : (T)0;
         }
         __syncthreads();
         if (!valid || li == INF) continue;
@@ -216,7 +241,8 @@ vtl_attn_bwd_dq(const TS* __restrict__ q, const TS* __restrict__ k, const TS* __
         }
     }
     if (!valid) return;
-    TS* out = dq + ((long long)b * L + i) * D;
+    TS* out = dq + vtl_base(b, B2, L, D, lay, cgr)
+              + (long long)i * vtl_rstride(D, lay, cgr, nb);
     #pragma unroll
     for (int d = 0; d < D; ++d) out[d] = vtl_st(acc[d] * scale);
 }
@@ -229,7 +255,8 @@ vtl_attn_bwd_dkv(const TS* __restrict__ q, const TS* __restrict__ k, const TS* _
                  const T* __restrict__ lse, const T* __restrict__ delta,
                  TS* __restrict__ dk, TS* __restrict__ dv,
                  int B2, int L, int S, long long mb1, long long mb2, long long ml,
-                 long long ms, int has_mask, int causal, T scale) {
+                 long long ms, int has_mask, int causal, T scale,
+                int lay, int nb, long long cin, long long co, long long cgr) {
     __shared__ T qs[TILE][D];
     __shared__ T gs[TILE][DV];
     __shared__ T ls[TILE];
@@ -239,27 +266,29 @@ vtl_attn_bwd_dkv(const TS* __restrict__ q, const TS* __restrict__ k, const TS* _
     const bool valid = j < S;
     const int jj = valid ? j : 0;
     T kr[D], vr[DV], dka[D], dva[DV];
-    const TS* kb = k + ((long long)b * S + jj) * D;
-    const TS* vb = v + ((long long)b * S + jj) * DV;
+    const long long rq = vtl_rstride(D, lay, cin, nb), rg_ = vtl_rstride(DV, lay, co, nb);
+    const TS* kb = k + vtl_base(b, B2, S, D, lay, cin) + (long long)jj * rq;
+    const TS* vb = v + vtl_base(b, B2, S, DV, lay, cin)
+                   + (long long)jj * vtl_rstride(DV, lay, cin, nb);
     #pragma unroll
     for (int d = 0; d < D; ++d) { kr[d] = valid ? vtl_ld(kb[d]) : (T)0; dka[d] = 0; }
     #pragma unroll
     for (int d = 0; d < DV; ++d) { vr[d] = valid ? vtl_ld(vb[d]) : (T)0; dva[d] = 0; }
     const long long mcol = (long long)(b / B2) * mb1 + (long long)(b % B2) * mb2
                            + (long long)jj * ms;
-    const TS* qb = q + (long long)b * L * D;
-    const TS* gb = g + (long long)b * L * DV;
+    const TS* qb = q + vtl_base(b, B2, L, D, lay, cin);
+    const TS* gb = g + vtl_base(b, B2, L, DV, lay, co);
     int i_start = 0;
     if (causal) i_start = ((int)(blockIdx.x * ROWS) / TILE) * TILE;
     for (int i0 = i_start; i0 < L; i0 += TILE) {
         __syncthreads();
         for (int e = threadIdx.x; e < TILE * D; e += ROWS) {
             const int r = e / D, c = e - r * D;
-            qs[r][c] = (i0 + r < L) ? vtl_ld(qb[(long long)(i0 + r) * D + c]) : (T)0;
+            qs[r][c] = (i0 + r < L) ? vtl_ld(qb[(long long)(i0 + r) * rq + c]) : (T)0;
         }
         for (int e = threadIdx.x; e < TILE * DV; e += ROWS) {
             const int r = e / DV, c = e - r * DV;
-            gs[r][c] = (i0 + r < L) ? vtl_ld(gb[(long long)(i0 + r) * DV + c]) : (T)0;
+            gs[r][c] = (i0 + r < L) ? vtl_ld(gb[(long long)(i0 + r) * rg_ + c]) : (T)0;
         }
         for (int e = threadIdx.x; e < TILE; e += ROWS) {
             ls[e] = (i0 + e < L) ? lse[(long long)b * L + i0 + e] : INF;
@@ -286,8 +315,10 @@ vtl_attn_bwd_dkv(const TS* __restrict__ q, const TS* __restrict__ k, const TS* _
         }
     }
     if (!valid) return;
-    TS* dko = dk + ((long long)b * S + j) * D;
-    TS* dvo = dv + ((long long)b * S + j) * DV;
+    TS* dko = dk + vtl_base(b, B2, S, D, lay, cgr)
+              + (long long)j * vtl_rstride(D, lay, cgr, nb);
+    TS* dvo = dv + vtl_base(b, B2, S, DV, lay, cgr)
+              + (long long)j * vtl_rstride(DV, lay, cgr, nb);
     #pragma unroll
     for (int d = 0; d < D; ++d) dko[d] = vtl_st(dka[d] * scale);
     #pragma unroll
@@ -323,13 +354,13 @@ __device__ __forceinline__ T vtl_rowsum8(T x) {
     return x + __shfl_xor_sync(0xffffffffu, x, 4);
 }
 
-// rows x cols of src (row-major, row stride `stride`, rows from r0, at most `n` rows) into
-// dst, transposed (dst[c * rows + r]) when `tr`, else row-major; zeros past `n`.
+// rows x cols of src (row stride `rs`, rows from r0, at most `n` rows) into dst, transposed
+// (dst[c * rows + r]) when `tr`, else row-major; zeros past `n`.
 __device__ __forceinline__ void vtl_stage(T* dst, const TS* src, int rows, int cols, int r0,
-                                          int n, bool tr) {
+                                          int n, bool tr, long long rs) {
     for (int e = threadIdx.x; e < rows * cols; e += NT) {
         const int r = e / cols, c = e - r * cols;
-        const T x = (r0 + r < n) ? vtl_ld(src[(long long)(r0 + r) * cols + c]) : (T)0;
+        const T x = (r0 + r < n) ? vtl_ld(src[(long long)(r0 + r) * rs + c]) : (T)0;
         if (tr) dst[c * rows + r] = x; else dst[e] = x;
     }
 }
@@ -392,7 +423,8 @@ vtl_attn_fwd_tiled(const TS* __restrict__ q, const TS* __restrict__ k, const TS*
                    long long ms, int has_mask, int causal, T scale,
                    const unsigned int* __restrict__ dmem, unsigned int dw0, unsigned int dw1,
                    unsigned int dw2, unsigned int dw3, unsigned int dw4, unsigned int dw5,
-                   int has_drop, unsigned int thr, T dscale) {
+                   int has_drop, unsigned int thr, T dscale,
+                   int lay, int nb, long long cin, long long co, long long cgr) {
     VtlDrop dr;
     vtl_drop_init(dr, dmem, dw0, dw1, dw2, dw3, dw4, dw5, has_drop, thr, dscale);
     VTL_SMEM(vtl_smem);
@@ -402,7 +434,8 @@ vtl_attn_fwd_tiled(const TS* __restrict__ q, const TS* __restrict__ k, const TS*
     const int tid = threadIdx.x, rg = tid >> 3, cg = tid & 7;
     const int b = blockIdx.y, q0 = blockIdx.x * BQ;
     const long long mrow = (long long)(b / B2) * mb1 + (long long)(b % B2) * mb2;
-    vtl_stage(qt, q + (long long)b * L * D, BQ, D, q0, L, true);
+    vtl_stage(qt, q + vtl_base(b, B2, L, D, lay, cin), BQ, D, q0, L, true,
+                  vtl_rstride(D, lay, cin, nb));
     T o[4][DVC], m[4], l[4];
     #pragma unroll
     for (int a = 0; a < 4; ++a) {
@@ -413,8 +446,10 @@ vtl_attn_fwd_tiled(const TS* __restrict__ q, const TS* __restrict__ k, const TS*
     const int kend = causal ? min(S, q0 + BQ) : S;
     for (int k0 = 0; k0 < kend; k0 += BK) {
         __syncthreads();
-        vtl_stage(kt, k + (long long)b * S * D, BK, D, k0, S, true);
-        vtl_stage(vs, v + (long long)b * S * DV, BK, DV, k0, S, false);
+        vtl_stage(kt, k + vtl_base(b, B2, S, D, lay, cin), BK, D, k0, S, true,
+                  vtl_rstride(D, lay, cin, nb));
+        vtl_stage(vs, v + vtl_base(b, B2, S, DV, lay, cin), BK, DV, k0, S, false,
+                  vtl_rstride(DV, lay, cin, nb));
         __syncthreads();
         T s[4][8];
         #pragma unroll
@@ -484,7 +519,8 @@ vtl_attn_fwd_tiled(const TS* __restrict__ q, const TS* __restrict__ k, const TS*
         const T lt = vtl_rowsum8(l[a]);
         const int i = q0 + rg * 4 + a;
         if (i >= L) continue;
-        TS* ob = out + ((long long)b * L + i) * DV + cg * DVC;
+        TS* ob = out + vtl_base(b, B2, L, DV, lay, co)
+                 + (long long)i * vtl_rstride(DV, lay, co, nb) + cg * DVC;
         const T inv = (lt == (T)0) ? (T)0 : (T)1 / lt;
         #pragma unroll
         for (int c = 0; c < DVC; ++c) ob[c] = vtl_st(o[a][c] * inv);
@@ -505,7 +541,8 @@ vtl_attn_bwd_dq_tiled(const TS* __restrict__ q, const TS* __restrict__ k,
                       long long ms, int has_mask, int causal, T scale,
                    const unsigned int* __restrict__ dmem, unsigned int dw0, unsigned int dw1,
                    unsigned int dw2, unsigned int dw3, unsigned int dw4, unsigned int dw5,
-                   int has_drop, unsigned int thr, T dscale) {
+                   int has_drop, unsigned int thr, T dscale,
+                   int lay, int nb, long long cin, long long co, long long cgr) {
     VtlDrop dr;
     vtl_drop_init(dr, dmem, dw0, dw1, dw2, dw3, dw4, dw5, has_drop, thr, dscale);
     VTL_SMEM(vtl_smem);
@@ -520,8 +557,10 @@ vtl_attn_bwd_dq_tiled(const TS* __restrict__ q, const TS* __restrict__ k,
     const int tid = threadIdx.x, rg = tid >> 3, cg = tid & 7;
     const int b = blockIdx.y, q0 = blockIdx.x * BQ;
     const long long mrow = (long long)(b / B2) * mb1 + (long long)(b % B2) * mb2;
-    vtl_stage(qt, q + (long long)b * L * D, BQ, D, q0, L, true);
-    vtl_stage(gt, g + (long long)b * L * DV, BQ, DV, q0, L, true);
+    vtl_stage(qt, q + vtl_base(b, B2, L, D, lay, cin), BQ, D, q0, L, true,
+                  vtl_rstride(D, lay, cin, nb));
+    vtl_stage(gt, g + vtl_base(b, B2, L, DV, lay, co), BQ, DV, q0, L, true,
+                  vtl_rstride(DV, lay, co, nb));
     for (int e = tid; e < BQ; e += NT) {
         const bool in = q0 + e < L;
         ls[e] = in ? lse[(long long)b * L + q0 + e] : INF;
@@ -535,9 +574,12 @@ vtl_attn_bwd_dq_tiled(const TS* __restrict__ q, const TS* __restrict__ k,
     const int kend = causal ? min(S, q0 + BQ) : S;
     for (int k0 = 0; k0 < kend; k0 += BKQ) {
         __syncthreads();
-        vtl_stage(kt, k + (long long)b * S * D, BKQ, D, k0, S, true);
-        vtl_stage(vt, v + (long long)b * S * DV, BKQ, DV, k0, S, true);
-        vtl_stage(kr, k + (long long)b * S * D, BKQ, D, k0, S, false);
+        vtl_stage(kt, k + vtl_base(b, B2, S, D, lay, cin), BKQ, D, k0, S, true,
+                  vtl_rstride(D, lay, cin, nb));
+        vtl_stage(vt, v + vtl_base(b, B2, S, DV, lay, cin), BKQ, DV, k0, S, true,
+                  vtl_rstride(DV, lay, cin, nb));
+        vtl_stage(kr, k + vtl_base(b, B2, S, D, lay, cin), BKQ, D, k0, S, false,
+                  vtl_rstride(D, lay, cin, nb));
         __syncthreads();
         T s[4][KPT], dp[4][KPT];
         #pragma unroll
@@ -599,7 +641,8 @@ vtl_attn_bwd_dq_tiled(const TS* __restrict__ q, const TS* __restrict__ k,
     for (int a = 0; a < 4; ++a) {
         const int i = q0 + rg * 4 + a;
         if (i >= L) continue;
-        TS* o = dq + ((long long)b * L + i) * D + cg * DC;
+        TS* o = dq + vtl_base(b, B2, L, D, lay, cgr)
+                + (long long)i * vtl_rstride(D, lay, cgr, nb) + cg * DC;
         #pragma unroll
         for (int c = 0; c < DC; ++c) o[c] = vtl_st(acc[a][c] * scale);
     }
@@ -618,7 +661,8 @@ vtl_attn_bwd_dkv_tiled(const TS* __restrict__ q, const TS* __restrict__ k,
                        long long ms, int has_mask, int causal, T scale,
                    const unsigned int* __restrict__ dmem, unsigned int dw0, unsigned int dw1,
                    unsigned int dw2, unsigned int dw3, unsigned int dw4, unsigned int dw5,
-                   int has_drop, unsigned int thr, T dscale) {
+                   int has_drop, unsigned int thr, T dscale,
+                   int lay, int nb, long long cin, long long co, long long cgr) {
     VtlDrop dr;
     vtl_drop_init(dr, dmem, dw0, dw1, dw2, dw3, dw4, dw5, has_drop, thr, dscale);
     VTL_SMEM(vtl_smem);
@@ -635,8 +679,10 @@ vtl_attn_bwd_dkv_tiled(const TS* __restrict__ q, const TS* __restrict__ k,
     const int tid = threadIdx.x, rg = tid >> 3, cg = tid & 7;
     const int b = blockIdx.y, k0 = blockIdx.x * BK;
     const long long mrow = (long long)(b / B2) * mb1 + (long long)(b % B2) * mb2;
-    vtl_stage(kt, k + (long long)b * S * D, BK, D, k0, S, true);
-    vtl_stage(vt, v + (long long)b * S * DV, BK, DV, k0, S, true);
+    vtl_stage(kt, k + vtl_base(b, B2, S, D, lay, cin), BK, D, k0, S, true,
+                  vtl_rstride(D, lay, cin, nb));
+    vtl_stage(vt, v + vtl_base(b, B2, S, DV, lay, cin), BK, DV, k0, S, true,
+                  vtl_rstride(DV, lay, cin, nb));
     T adk[4][DC], adv[4][DVC];
     #pragma unroll
     for (int a = 0; a < 4; ++a) {
@@ -648,10 +694,14 @@ vtl_attn_bwd_dkv_tiled(const TS* __restrict__ q, const TS* __restrict__ k,
     const int qstart = causal ? (k0 / BQD) * BQD : 0;
     for (int q0 = qstart; q0 < L; q0 += BQD) {
         __syncthreads();
-        vtl_stage(qt, q + (long long)b * L * D, BQD, D, q0, L, true);
-        vtl_stage(qr, q + (long long)b * L * D, BQD, D, q0, L, false);
-        vtl_stage(gt, g + (long long)b * L * DV, BQD, DV, q0, L, true);
-        vtl_stage(gr, g + (long long)b * L * DV, BQD, DV, q0, L, false);
+        vtl_stage(qt, q + vtl_base(b, B2, L, D, lay, cin), BQD, D, q0, L, true,
+                  vtl_rstride(D, lay, cin, nb));
+        vtl_stage(qr, q + vtl_base(b, B2, L, D, lay, cin), BQD, D, q0, L, false,
+                  vtl_rstride(D, lay, cin, nb));
+        vtl_stage(gt, g + vtl_base(b, B2, L, DV, lay, co), BQD, DV, q0, L, true,
+                  vtl_rstride(DV, lay, co, nb));
+        vtl_stage(gr, g + vtl_base(b, B2, L, DV, lay, co), BQD, DV, q0, L, false,
+                  vtl_rstride(DV, lay, co, nb));
         for (int e = tid; e < BQD; e += NT) {
             const bool in = q0 + e < L;
             ls[e] = in ? lse[(long long)b * L + q0 + e] : INF;
@@ -726,8 +776,10 @@ vtl_attn_bwd_dkv_tiled(const TS* __restrict__ q, const TS* __restrict__ k,
     for (int a = 0; a < 4; ++a) {
         const int j = k0 + rg * 4 + a;
         if (j >= S) continue;
-        TS* ok = dk + ((long long)b * S + j) * D + cg * DC;
-        TS* ov = dv + ((long long)b * S + j) * DV + cg * DVC;
+        TS* ok = dk + vtl_base(b, B2, S, D, lay, cgr)
+                 + (long long)j * vtl_rstride(D, lay, cgr, nb) + cg * DC;
+        TS* ov = dv + vtl_base(b, B2, S, DV, lay, cgr)
+                 + (long long)j * vtl_rstride(DV, lay, cgr, nb) + cg * DVC;
         #pragma unroll
         for (int c = 0; c < DC; ++c) ok[c] = vtl_st(adk[a][c] * scale);
         #pragma unroll
@@ -756,8 +808,7 @@ def attention_source(dtype: Any, d: int, dv: int, tiled: bool = False) -> str:
     if computed == "double":
         head = head.replace("__int_as_float(0x7f800000)",
                             "__longlong_as_double(0x7ff0000000000000LL)")
-    if convert:
-        head += _DELTA
+    head += _DELTA
     if tiled:
         return (head + PHILOX_BLOCK + _TILED_COMMON + _TILED_FORWARD + _TILED_BACKWARD_DQ
                 + _TILED_BACKWARD_DKV)
@@ -884,7 +935,7 @@ class CupyAttention:
                      (q, k, v, mk, out, lse, np.int32(batch[1]), np.int32(n_q),
                       np.int32(n_k), np.int64(mb1), np.int64(mb2), np.int64(ml),
                       np.int64(ms), np.int32(has), np.int32(bool(causal)), ct.type(scale),
-                      *self._drop_args(dropout, q.dtype, tiled)))
+                      *self._drop_args(dropout, q.dtype, tiled), *_PLAIN))
         return out, lse
 
     def backward(self, q: Any, k: Any, v: Any, out: Any, lse: Any, g: Any, mask: Any,
@@ -901,11 +952,12 @@ class CupyAttention:
         else:  # in float32 from the 16-bit words, in one launch
             delta = cp.empty((b, n_q), dtype=ct)
             self._launch("vtl_attn_delta", q.dtype, d, dv, tiled, b * n_q, 1,
-                         (g, cp.ascontiguousarray(out), delta, np.int64(b * n_q)))
+                         (g, cp.ascontiguousarray(out), delta, np.int64(b * n_q),
+                          np.int32(1), np.int32(n_q), *_PLAIN[:3]))
         mk, mb1, mb2, ml, ms, has = self._mask_args(mask, batch[0], batch[1], n_q, n_k)
         geo = (np.int32(batch[1]), np.int32(n_q), np.int32(n_k), np.int64(mb1), np.int64(mb2),
                np.int64(ml), np.int64(ms), np.int32(has), np.int32(bool(causal)),
-               ct.type(scale), *self._drop_args(dropout, q.dtype, tiled))
+               ct.type(scale), *self._drop_args(dropout, q.dtype, tiled), *_PLAIN)
         dq = cp.empty_like(q)
         self._launch("vtl_attn_bwd_dq", q.dtype, d, dv, tiled, n_q, b,
                      (q, k, v, mk, g, lse, delta, dq, *geo))
@@ -914,3 +966,69 @@ class CupyAttention:
         self._launch("vtl_attn_bwd_dkv", q.dtype, d, dv, tiled, n_k, b,
                      (q, k, v, mk, g, lse, delta, dk, dvv, *geo))
         return dq, dk, dvv
+
+    def _packed(self, qkv: Any, heads: int, batch_first: bool, mask: Any) -> tuple | None:
+        """``(N, L, E, tiled, layout)`` of a packed projection the kernels take, else None."""
+        if qkv.ndim != 3 or not self.supports(qkv.dtype) or (
+                mask is not None and mask.dtype != qkv.dtype):
+            return None
+        a, b, e3 = qkv.shape
+        n, length = (a, b) if batch_first else (b, a)
+        e = e3 // 3
+        if e3 % 3 or heads <= 0 or e % heads or min(n, length, e) == 0 or \
+                e // heads > MAX_DIM:
+            return None
+        tiled = self._use_tiled(qkv.dtype, e // heads, e // heads)
+        if tiled is None:
+            return None
+        return n, length, e, tiled, 1 if batch_first else 2
+
+    def forward_packed(self, qkv: Any, heads: int, batch_first: bool, mask: Any,
+                       causal: bool, scale: float, dropout: Any = None
+                       ) -> tuple[Any, Any] | None:
+        got = self._packed(qkv, heads, batch_first, mask)
+        if got is None or (dropout is not None and not got[3]):
+            return None  # dropout: the tiled kernels only
+        cp = self._cp
+        n, length, e, tiled, lay = got
+        hd, dt = e // heads, qkv.dtype
+        flat = cp.ascontiguousarray(qkv).reshape(-1)
+        ct = compute_dtype(dt)
+        out = cp.empty((*qkv.shape[:2], e), dtype=dt)
+        lse = cp.empty((n * heads, length), dtype=ct)
+        mk, mb1, mb2, ml, ms, has = self._mask_args(mask, n, heads, length, length)
+        self._launch("vtl_attn_fwd", dt, hd, hd, tiled, length, n * heads,
+                     (flat, flat[e:], flat[2 * e:], mk, out, lse, np.int32(heads),
+                      np.int32(length), np.int32(length), np.int64(mb1), np.int64(mb2),
+                      np.int64(ml), np.int64(ms), np.int32(has), np.int32(bool(causal)),
+                      ct.type(scale), *self._drop_args(dropout, dt, tiled), np.int32(lay),
+                      np.int32(n), np.int64(3 * e), np.int64(e), np.int64(0)))
+        return out, lse
+
+    def backward_packed(self, qkv: Any, out: Any, lse: Any, g: Any, heads: int,
+                        batch_first: bool, mask: Any, causal: bool, scale: float,
+                        dropout: Any = None) -> Any:
+        cp = self._cp
+        n, length, e, tiled, lay = self._packed(qkv, heads, batch_first, mask)
+        hd, dt = e // heads, qkv.dtype
+        flat = cp.ascontiguousarray(qkv).reshape(-1)
+        g, out = cp.ascontiguousarray(g.astype(dt, copy=False)), cp.ascontiguousarray(out)
+        ct = compute_dtype(dt)
+        rows = n * heads * length
+        delta = cp.empty((n * heads, length), dtype=ct)
+        self._launch("vtl_attn_delta", dt, hd, hd, tiled, rows, 1,
+                     (g, out, delta, np.int64(rows), np.int32(heads), np.int32(length),
+                      np.int32(lay), np.int32(n), np.int64(e)))
+        mk, mb1, mb2, ml, ms, has = self._mask_args(mask, n, heads, length, length)
+        geo = (np.int32(heads), np.int32(length), np.int32(length), np.int64(mb1),
+               np.int64(mb2), np.int64(ml), np.int64(ms), np.int32(has),
+               np.int32(bool(causal)), ct.type(scale), *self._drop_args(dropout, dt, tiled),
+               np.int32(lay), np.int32(n), np.int64(3 * e), np.int64(e), np.int64(3 * e))
+        grad = cp.empty(qkv.shape, dtype=dt)
+        gf = grad.reshape(-1)
+        ins = (flat, flat[e:], flat[2 * e:], mk, g, lse, delta)
+        self._launch("vtl_attn_bwd_dq", dt, hd, hd, tiled, length, n * heads,
+                     (*ins, gf, *geo))
+        self._launch("vtl_attn_bwd_dkv", dt, hd, hd, tiled, length, n * heads,
+                     (*ins, gf[e:], gf[2 * e:], *geo))
+        return grad
