@@ -51,13 +51,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let rg = lid / 8u;
   let cg = lid % 8u;
   let j0 = k0 + rg * 4u;
-  let qb = row0(pw(7u), b, L, D, 29u);
-  let kb = row0(pw(8u), b, S, D, 29u);
-  let vb = row0(pw(9u), b, S, DV, 29u);
-  let qrs = rstride(D, 29u);
-  let vrs = rstride(DV, 29u);
-  let gb = row0(pw(15u), b, L, DV, 30u);
-  let grs = rstride(DV, 30u);
+  let op = operands(b);
   let ub = row0(pw(19u), b, S, D, 31u);
   let wb = row0(pw(20u), b, S, DV, 31u);
   let urs = rstride(D, 31u);
@@ -96,16 +90,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let j = k0 + r;
         var x = 0.0;
         var y = 0.0;
-        if (j < S && d < D) { x = f32(K[kb + j * qrs + d]); }
-        if (j < S && d < DV) { y = f32(V[vb + j * vrs + d]); }
+        if (j < S && d < D) { x = f32(K[op.k + j * op.qs + d]); }
+        if (j < S && d < DV) { y = f32(V[op.v + j * op.vs + d]); }
         sa[dd * 17u + r / 4u][r % 4u] = x;
         sa[VOFF + dd * 17u + r / 4u][r % 4u] = y;
         if (r < 32u) {
           let i = q0 + r;
           var u = 0.0;
           var w = 0.0;
-          if (i < L && d < D) { u = f32(Q[qb + i * qrs + d]); }
-          if (i < L && d < DV) { w = f32(G[gb + i * grs + d]); }
+          if (i < L && d < D) { u = f32(Q[op.q + i * op.qs + d]); }
+          if (i < L && d < DV) { w = f32(G[op.g + i * op.gs + d]); }
           sa[QOFF + dd * 9u + r / 4u][r % 4u] = u;
           sa[GOFF + dd * 9u + r / 4u][r % 4u] = w;
         }
@@ -150,14 +144,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let i = q0 + r0 + t / DP;
         let c = t % DP;
         var x = 0.0;
-        if (i < L && c < D) { x = f32(Q[qb + i * qrs + c]); }
+        if (i < L && c < D) { x = f32(Q[op.q + i * op.qs + c]); }
         sr[t / 4u][t % 4u] = x;
       }
       for (var t = lid; t < RC * DVP; t += 128u) {
         let i = q0 + r0 + t / DVP;
         let c = t % DVP;
         var x = 0.0;
-        if (i < L && c < DV) { x = f32(G[gb + i * grs + c]); }
+        if (i < L && c < DV) { x = f32(G[op.g + i * op.gs + c]); }
         sr[RG + t / 4u][t % 4u] = x;
       }
       workgroupBarrier();

@@ -48,13 +48,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let rg = lid / 8u;
   let cg = lid % 8u;
   let r0 = q0 + rg * 4u;
-  let qb = row0(pw(7u), b, L, D, 29u);
-  let kb = row0(pw(8u), b, S, D, 29u);
-  let vb = row0(pw(9u), b, S, DV, 29u);
-  let qrs = rstride(D, 29u);
-  let vrs = rstride(DV, 29u);
-  let gb = row0(pw(15u), b, L, DV, 30u);
-  let grs = rstride(DV, 30u);
+  let op = operands(b);
   let ob = row0(pw(16u), b, L, DV, 30u);
   let ub = row0(pw(19u), b, L, D, 31u);
   let urs = rstride(D, 31u);
@@ -70,7 +64,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (i < L) {
       var acc = 0.0;
       for (var c = cg; c < DV; c += 8u) {
-        acc += f32(G[gb + i * grs + c]) * f32(O[ob + i * grs + c]);
+        acc += f32(G[op.g + i * op.gs + c]) * f32(O[ob + i * op.gs + c]);
       }
       part[a] = acc;
     }
@@ -107,7 +101,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       let r = t / DP;
       let c = t % DP;
       var x = 0.0;
-      if (k0 + r < S && c < D) { x = f32(K[kb + (k0 + r) * qrs + c]); }
+      if (k0 + r < S && c < D) { x = f32(K[op.k + (k0 + r) * op.qs + c]); }
       sk[t / 4u][t % 4u] = x;
     }
     for (var d0 = 0u; d0 < DM; d0 += DC) {
@@ -118,16 +112,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let i = q0 + r;
         var x = 0.0;
         var y = 0.0;
-        if (i < L && d < D) { x = f32(Q[qb + i * qrs + d]); }
-        if (i < L && d < DV) { y = f32(G[gb + i * grs + d]); }
+        if (i < L && d < D) { x = f32(Q[op.q + i * op.qs + d]); }
+        if (i < L && d < DV) { y = f32(G[op.g + i * op.gs + d]); }
         sa[dd * 17u + r / 4u][r % 4u] = x;
         sa[GOFF + dd * 17u + r / 4u][r % 4u] = y;
         if (r < 32u) {
           let j = k0 + r;
           var u = 0.0;
           var w = 0.0;
-          if (j < S && d < D) { u = f32(K[kb + j * qrs + d]); }
-          if (j < S && d < DV) { w = f32(V[vb + j * vrs + d]); }
+          if (j < S && d < D) { u = f32(K[op.k + j * op.qs + d]); }
+          if (j < S && d < DV) { w = f32(V[op.v + j * op.vs + d]); }
           sa[KOFF + dd * 9u + r / 4u][r % 4u] = u;
           sa[VOFF + dd * 9u + r / 4u][r % 4u] = w;
         }

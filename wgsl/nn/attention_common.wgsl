@@ -57,6 +57,15 @@ fn score(acc: f32, i: u32, j: u32, mb: i32) -> f32 {
   return x;
 }
 
+// where batch entry b's q, k, v and dO rows start, and their row strides (see row0)
+struct Operands { q: u32, k: u32, v: u32, g: u32, qs: u32, vs: u32, gs: u32 }
+
+fn operands(b: u32) -> Operands {
+  return Operands(row0(pw(7u), b, pw(2u), D, 29u), row0(pw(8u), b, pw(3u), D, 29u),
+                  row0(pw(9u), b, pw(3u), DV, 29u), row0(pw(15u), b, pw(2u), DV, 30u),
+                  rstride(D, 29u), rstride(DV, 29u), rstride(DV, 30u));
+}
+
 // the scores of query i and keys j .. j + 3
 fn score_keys(acc: vec4<f32>, i: u32, j: u32, mb: i32) -> vec4<f32> {
   return vec4<f32>(score(acc.x, i, j, mb), score(acc.y, i, j + 1u, mb),

@@ -41,11 +41,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let rg = lid / 8u;
   let cg = lid % 8u;
   let r0 = q0 + rg * 4u;
-  let qb = row0(pw(7u), b, L, D, 29u);
-  let kb = row0(pw(8u), b, S, D, 29u);
-  let vb = row0(pw(9u), b, S, DV, 29u);
-  let qrs = rstride(D, 29u);
-  let vrs = rstride(DV, 29u);
+  let op = operands(b);
   let mb = mask_base(b);
   let rb = rg * 8u;         // red's slots of this thread's rows: rb + 2a, rb + 2a + 1
   let rw = rb + cg / 4u;    // and this thread's word in them: red[rw + 2a][rc]
@@ -64,10 +60,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let d = d0 + t % DC;
         let at = (t % DC) * 17u + r / 4u;
         var x = 0.0;
-        if (q0 + r < L && d < D) { x = f32(Q[qb + (q0 + r) * qrs + d]); }
+        if (q0 + r < L && d < D) { x = f32(Q[op.q + (q0 + r) * op.qs + d]); }
         sa[at][r % 4u] = x;
         var y = 0.0;
-        if (k0 + r < S && d < D) { y = f32(K[kb + (k0 + r) * qrs + d]); }
+        if (k0 + r < S && d < D) { y = f32(K[op.k + (k0 + r) * op.qs + d]); }
         sa[KOFF + at][r % 4u] = y;
       }
       workgroupBarrier();
@@ -95,7 +91,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let r = t / DVP;
         let c = t % DVP;
         var x = 0.0;
-        if (k0 + j + r < S && c < DV) { x = f32(V[vb + (k0 + j + r) * vrs + c]); }
+        if (k0 + j + r < S && c < DV) { x = f32(V[op.v + (k0 + j + r) * op.vs + c]); }
         sv[t / 4u][t % 4u] = x;
       }
       workgroupBarrier();

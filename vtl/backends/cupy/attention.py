@@ -36,6 +36,7 @@ import numpy as np
 
 from .._base import DynamicScalars
 from .._common.dropout import keep_threshold
+from .._common.packed_attention import packed_geometry
 from .nn import FLOAT_NAMES, FLOAT_TYPES, PRELUDE, compute_dtype
 from .random import PHILOX_BLOCK
 
@@ -336,6 +337,15 @@ _TILED_COMMON = r"""
 #define NT 128
 #define DC (D / 8)
 #define DVC (DV / 8)
+/* batch entry b's q, k, v (and dO) rows and their row strides (vtl_base, vtl_rstride) */
+#define VTL_OPERANDS \
+    const TS* qs = q + vtl_base(b, B2, L, D, lay, cin); \
+    const TS* ks = k + vtl_base(b, B2, S, D, lay, cin); \
+    const TS* vs_ = v + vtl_base(b, B2, S, DV, lay, cin); \
+    const long long rq = vtl_rstride(D, lay, cin, nb), rv = vtl_rstride(DV, lay, cin, nb);
+#define VTL_GRADIENT_IN \
+    const TS* gs = g + vtl_base(b, B2, L, DV, lay, co); \
+    const long long rgo = vtl_rstride(DV, lay, co, nb);
 #ifdef __CUDACC__
 #define VTL_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
 #else
@@ -434,8 +444,8 @@ vtl_attn_fwd_tiled(const TS* __restrict__ q, const TS* __restrict__ k, const TS*
     const int tid = threadIdx.x, rg = tid >> 3, cg = tid & 7;
     const int b = blockIdx.y, q0 = blockIdx.x * BQ;
     const long long mrow = (long long)(b / B2) * mb1 + (long long)(b % B2) * mb2;
-    vtl_stage(qt, q + vtl_base(b, B2, L, D, lay, cin), BQ, D, q0, L, true,
-                  vtl_rstride(D, lay, cin, nb));
+    VTL_OPERANDS
+    vtl_stage(qt, qs, BQ, D, q0, L, true, rq);
     T o[4][DVC], m[4], l[4];
     #pragma unroll
     for (int a = 0; a < 4; ++a) {
@@ -446,10 +456,8 @@ vtl_attn_fwd_tiled(const TS* __restrict__ q, const TS* __restrict__ k, const TS*
     const int kend = causal ? min(S, q0 + BQ) : S;
     for (int k0 = 0; k0 < kend; k0 += BK) {
         __syncthreads();
-        vtl_stage(kt, k + vtl_base(b, B2, S, D, lay, cin), BK, D, k0, S, true,
-                  vtl_rstride(D, lay, cin, nb));
-        vtl_stage(vs, v + vtl_base(b, B2, S, DV, lay, cin), BK, DV, k0, S, false,
-                  vtl_rstride(DV, lay, cin, nb));
+        vtl_stage(kt, ks, BK, D, k0, S, true, rq);
+        vtl_stage(vs, vs_, BK, DV, k0, S, false, rv);
         __syncthreads();
         T s[4][8];
         #pragma unroll
@@ -557,10 +565,10 @@ vtl_attn_bwd_dq_tiled(const TS* __restrict__ q, const TS* __restrict__ k,
     const int tid = threadIdx.x, rg = tid >> 3, cg = tid & 7;
     const int b = blockIdx.y, q0 = blockIdx.x * BQ;
     const long long mrow = (long long)(b / B2) * mb1 + (long long)(b % B2) * mb2;
-    vtl_stage(qt, q + vtl_base(b, B2, L, D, lay, cin), BQ, D, q0, L, true,
-                  vtl_rstride(D, lay, cin, nb));
-    vtl_stage(gt, g + vtl_base(b, B2, L, DV, lay, co), BQ, DV, q0, L, true,
-                  vtl_rstride(DV, lay, co, nb));
+    VTL_OPERANDS
+    VTL_GRADIENT_IN
+    vtl_stage(qt, qs, BQ, D, q0, L, true, rq);
+    vtl_stage(gt, gs, BQ, DV, q0, L, true, rgo);
     for (int e = tid; e < BQ; e += NT) {
         const bool in = q0 + e < L;
         ls[e] = in ? lse[(long long)b * L + q0 + e] : INF;
@@ -574,12 +582,9 @@ vtl_attn_bwd_dq_tiled(const TS* __restrict__ q, const TS* __restrict__ k,
     const int kend = causal ? min(S, q0 + BQ) : S;
     for (int k0 = 0; k0 < kend; k0 += BKQ) {
         __syncthreads();
-        vtl_stage(kt, k + vtl_base(b, B2, S, D, lay, cin), BKQ, D, k0, S, true,
-                  vtl_rstride(D, lay, cin, nb));
-        vtl_stage(vt, v + vtl_base(b, B2, S, DV, lay, cin), BKQ, DV, k0, S, true,
-                  vtl_rstride(DV, lay, cin, nb));
-        vtl_stage(kr, k + vtl_base(b, B2, S, D, lay, cin), BKQ, D, k0, S, false,
-                  vtl_rstride(D, lay, cin, nb));
+        vtl_stage(kt, ks, BKQ, D, k0, S, true, rq);
+        vtl_stage(vt, vs_, BKQ, DV, k0, S, true, rv);
+        vtl_stage(kr, ks, BKQ, D, k0, S, false, rq);
         __syncthreads();
         T s[4][KPT], dp[4][KPT];
         #pragma unroll
@@ -679,10 +684,10 @@ vtl_attn_bwd_dkv_tiled(const TS* __restrict__ q, const TS* __restrict__ k,
     const int tid = threadIdx.x, rg = tid >> 3, cg = tid & 7;
     const int b = blockIdx.y, k0 = blockIdx.x * BK;
     const long long mrow = (long long)(b / B2) * mb1 + (long long)(b % B2) * mb2;
-    vtl_stage(kt, k + vtl_base(b, B2, S, D, lay, cin), BK, D, k0, S, true,
-                  vtl_rstride(D, lay, cin, nb));
-    vtl_stage(vt, v + vtl_base(b, B2, S, DV, lay, cin), BK, DV, k0, S, true,
-                  vtl_rstride(DV, lay, cin, nb));
+    VTL_OPERANDS
+    VTL_GRADIENT_IN
+    vtl_stage(kt, ks, BK, D, k0, S, true, rq);
+    vtl_stage(vt, vs_, BK, DV, k0, S, true, rv);
     T adk[4][DC], adv[4][DVC];
     #pragma unroll
     for (int a = 0; a < 4; ++a) {
@@ -694,14 +699,10 @@ vtl_attn_bwd_dkv_tiled(const TS* __restrict__ q, const TS* __restrict__ k,
     const int qstart = causal ? (k0 / BQD) * BQD : 0;
     for (int q0 = qstart; q0 < L; q0 += BQD) {
         __syncthreads();
-        vtl_stage(qt, q + vtl_base(b, B2, L, D, lay, cin), BQD, D, q0, L, true,
-                  vtl_rstride(D, lay, cin, nb));
-        vtl_stage(qr, q + vtl_base(b, B2, L, D, lay, cin), BQD, D, q0, L, false,
-                  vtl_rstride(D, lay, cin, nb));
-        vtl_stage(gt, g + vtl_base(b, B2, L, DV, lay, co), BQD, DV, q0, L, true,
-                  vtl_rstride(DV, lay, co, nb));
-        vtl_stage(gr, g + vtl_base(b, B2, L, DV, lay, co), BQD, DV, q0, L, false,
-                  vtl_rstride(DV, lay, co, nb));
+        vtl_stage(qt, qs, BQD, D, q0, L, true, rq);
+        vtl_stage(qr, qs, BQD, D, q0, L, false, rq);
+        vtl_stage(gt, gs, BQD, DV, q0, L, true, rgo);
+        vtl_stage(gr, gs, BQD, DV, q0, L, false, rgo);
         for (int e = tid; e < BQD; e += NT) {
             const bool in = q0 + e < L;
             ls[e] = in ? lse[(long long)b * L + q0 + e] : INF;
@@ -969,15 +970,11 @@ class CupyAttention:
 
     def _packed(self, qkv: Any, heads: int, batch_first: bool, mask: Any) -> tuple | None:
         """``(N, L, E, tiled, layout)`` of a packed projection the kernels take, else None."""
-        if qkv.ndim != 3 or not self.supports(qkv.dtype) or (
+        geo = packed_geometry(qkv.shape, heads, batch_first, MAX_DIM)
+        if geo is None or not self.supports(qkv.dtype) or (
                 mask is not None and mask.dtype != qkv.dtype):
             return None
-        a, b, e3 = qkv.shape
-        n, length = (a, b) if batch_first else (b, a)
-        e = e3 // 3
-        if e3 % 3 or heads <= 0 or e % heads or min(n, length, e) == 0 or \
-                e // heads > MAX_DIM:
-            return None
+        n, length, e = geo
         tiled = self._use_tiled(qkv.dtype, e // heads, e // heads)
         if tiled is None:
             return None

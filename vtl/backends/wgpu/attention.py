@@ -48,6 +48,7 @@ from typing import Any
 
 from .._base import DynamicScalars
 from .._common.dropout import keep_threshold
+from .._common.packed_attention import packed_geometry
 from . import _dtypes as D
 from . import _kernels, _runtime
 from ._array import WgpuArray, astype_raw, contiguous, empty, words_for_scalar
@@ -357,14 +358,10 @@ class WgpuAttention:
     def _packed(self, qkv: Any, heads: int, batch_first: bool, mask: Any
                 ) -> tuple[int, int, int, int] | None:
         """``(N, L, E, layout flags)`` of a packed projection the kernels take, else None."""
-        if type(qkv) is not WgpuArray or qkv.ndim != 3 or not self.supports(qkv.dtype):
+        geo = packed_geometry(qkv.shape, heads, batch_first, MAX_DIM)
+        if type(qkv) is not WgpuArray or geo is None or not self.supports(qkv.dtype):
             return None
-        a, b, e3 = qkv.shape
-        n, length = (a, b) if batch_first else (b, a)
-        e = e3 // 3
-        if e3 % 3 or heads <= 0 or e % heads or min(n, length, e) == 0 or \
-                e // heads > MAX_DIM:
-            return None
+        n, length, e = geo
         if not self._takes_mask(mask, qkv.dtype, (n, heads, length, length)):
             return None
         hd = e // heads
