@@ -19,11 +19,20 @@ if [ -f .gpu/prelude.sh ]; then
 fi
 nvidia-smi -L 2>&1
 start=$(date +%s)
-VTL_TEST_BACKENDS=numpy,cupy,wgpu timeout "${TEST_S:-330}" python3 -m pytest -q \
+# -v: each result line names its worker, so a test that broke a worker's CUDA context (an
+# illegal address fails every later cupy test in that process) is the one before its first
+# failure there
+VTL_TEST_BACKENDS=numpy,cupy,wgpu timeout "${TEST_S:-330}" python3 -m pytest -v \
   -p no:cacheprovider -n 14 --tb=short -rfE tests > "$OUT/tests.log" 2>&1
 echo "gpu_check: pytest rc=$? after $(( $(date +%s) - start )) s"
 grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | cut -c1-180 | head -50
 tail -2 "$OUT/tests.log"
+if grep -q "illegal memory access" "$OUT/tests.log"; then  # the culprit ran just before
+  w=$(awk '/^\[gw[0-9]+\] linux/ {w = $1} /illegal memory access/ && w {print w; exit}' \
+    "$OUT/tests.log")
+  echo "gpu_check: a CUDA context broke; the last tests of $w before its first failure:"
+  grep -F "$w" "$OUT/tests.log" | grep -B4 -m1 "FAILED" | cut -c1-160
+fi
 left=$(( ${CALL_S:-570} - ($(date +%s) - start) ))
 [ "$left" -lt 60 ] && exit 0
 export CUPY_TF32=0 VTL_BENCH_BUDGET_S=$(( left - 45 )) XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
