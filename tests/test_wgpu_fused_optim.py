@@ -99,7 +99,7 @@ def test_one_dispatch_per_group_and_pipeline_compiled_once(wgpu):
     opt = optim.Adam(ps, lr=0.01, amsgrad=True)
     opt.step()  # state initialisation and the first compile
     prog = _programs.adam(amsgrad=True, weight_decay=False, decoupled=False, maximize=False)
-    slots = kern.slots(prog, np.dtype(np.float32))
+    slots = kern.slots(prog, np.dtype(np.float32), bare=True)
     assert slots >= 2
     compiled = {k: v[0] for k, v in _kernels.compile_stats.items() if k.startswith("fused")}
     before, launches = REC.dispatches, kern.launches
@@ -127,8 +127,41 @@ def test_group_with_tensors_that_need_copies(wgpu):
     dev[0][0] = xp.asarray(host[0][0].T.copy()).mT  # a transposed parameter
     before = kern.launches
     kern(prog, [tuple(d) for d in dev], scalars)
-    slots = kern.slots(prog, np.dtype(np.float32))
+    slots = kern.slots(prog, np.dtype(np.float32), bare=True)
     assert kern.launches - before == 1 + -(-(len(shapes) - 1) // slots)
+    for got, want in zip(dev, (_np_apply(prog, h, scalars) for h in host), strict=True):
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(xp.to_numpy(g), w, rtol=1e-6, atol=1e-7)
+
+
+def test_groups_without_offset_words(wgpu):
+    """Tensors whose arrays all start their buffers (parameters, gradients and states as
+    made) go in groups without offset words, more to a dispatch than tensors with an
+    offset array (a contiguous slice): each kind in its own groups, the portable
+    program's values either way."""
+    kern = wgpu.kernel("multi_tensor_apply")
+    xp = wgpu.xp
+    prog = _programs.adam(amsgrad=False, weight_decay=False, decoupled=False, maximize=False)
+    scalars = (0.1, 0.9, 0.999, 0.1, 0.001, 1e-8)[:len(prog.scalars)]
+    f32 = np.dtype(np.float32)
+    bare_slots, offset_slots = kern.slots(prog, f32, bare=True), kern.slots(prog, f32)
+    assert bare_slots > offset_slots >= 2
+    rng = np.random.default_rng(4)
+    n_bare, n_offset = bare_slots + 1, offset_slots + 1
+    sizes = [int(rng.integers(1, 600)) for _ in range(n_bare + n_offset)]
+    host = [[rng.uniform(0.1, 1.0, n).astype(np.float32) for _ in prog.arrays] for n in sizes]
+    dev = []
+    for k, hs in enumerate(host):
+        if k < n_bare:
+            dev.append([xp.asarray(h) for h in hs])
+        else:  # the first array a slice at an offset of a larger buffer
+            big = np.concatenate([np.zeros(7, np.float32), hs[0]])
+            dev.append([xp.asarray(big)[7:], *(xp.asarray(h) for h in hs[1:])])
+    assert dev[-1][0]._offset == 7 and dev[0][0]._offset == 0
+    before = kern.launches
+    kern(prog, [tuple(d) for d in dev], scalars)
+    # n + 1 tensors of each kind: a full group and one alone
+    assert kern.launches - before == 4
     for got, want in zip(dev, (_np_apply(prog, h, scalars) for h in host), strict=True):
         for g, w in zip(got, want, strict=True):
             np.testing.assert_allclose(xp.to_numpy(g), w, rtol=1e-6, atol=1e-7)

@@ -36,8 +36,8 @@ from vtl.nn import functional as F  # noqa: E402
 
 #: dispatches of one MLP 784-256-128-10 training step (forward, cross-entropy, backward,
 #: Adam): 3 linear (two with the ReLU in their epilogue) + 1 loss | 1 root gradient + 1 loss
-#: + 5 matmuls + 2 relu | 6 Adam
-MLP_STEP_DISPATCHES = 19
+#: + 5 matmuls + 2 relu | Adam: its six tensors in one grouped dispatch
+MLP_STEP_DISPATCHES = 14
 
 
 def _counts(fn):
@@ -706,9 +706,9 @@ def test_conv2d_implicit_backward_declined_after_an_implicit_forward(wgpu, monke
 #: 3 x (convolution with its bias, relu, pool), 2 linear + relu, loss | the loss
 #: gradient (2), 2 linear gradients (2 each) and a relu gradient, then 3 x (pool grad, relu
 #: grad, weight+bias product, input-gradient product), the first layer without the last |
-#: Adam (3 grouped dispatches); and at batch 4 the weight gradients of the first two linear
-#: layers are deep enough to be split (two sums each, ``_nn``)
-CNN_STEP_DISPATCHES = 38
+#: Adam (2 grouped dispatches: 8 tensors and 2); and at batch 4 the weight gradients of the
+#: first two linear layers are deep enough to be split (two sums each, ``_nn``)
+CNN_STEP_DISPATCHES = 36
 
 
 def test_cnn_training_step_dispatch_budget_without_atomics(wgpu, monkeypatch):
@@ -900,7 +900,7 @@ def test_gru_cell_kernel_matches_numpy_backend(wgpu, monkeypatch, dtype):
 #: products with their bias epilogues and gradients; embeddings (gather, scatter_add), the
 #: loss, clipping and the grouped Adam. A PyTorch CUDA step of such a model launched about 300
 #: kernels.
-GPT_STEP_DISPATCHES = 191
+GPT_STEP_DISPATCHES = 186
 
 
 def test_gpt_training_step_dispatch_budget(wgpu, monkeypatch):

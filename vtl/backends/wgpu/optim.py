@@ -5,7 +5,8 @@ An update program (``vtl/optim/_programs.py``: a few assignments using
 ``+ - * /``, ``sqrt`` and ``max``) becomes one WGSL compute shader, compiled
 once per (program, dtype) through the library's pipeline cache. Contiguous parameter
 tensors are updated several to a dispatch (as many as the adapter's storage bindings per
-stage and the 32 immediate words allow, at most ``GROUP_MAX``: four for Adam in float32),
+stage and the 32 immediate words allow, at most ``GROUP_MAX``: for Adam in float32, eight
+whose arrays all start their buffers (no offset words), else four),
 each tensor taking a range of the dispatch's workgroups: its parameter, gradient and state
 buffers are bound directly (read-only for arrays the program does not write), their element
 offsets, sizes and the scalars (learning rate, betas, bias corrections...) travel as
@@ -129,12 +130,13 @@ def wgsl_source(prog: Any, dtype: Any, low_arrays: tuple[str, ...] = (), skip: b
     return sig, "\n".join(decls) + "\n", "\n".join(body)
 
 
-def group_source(prog: Any, dtype: Any, slots: int, skip: bool = False
+def group_source(prog: Any, dtype: Any, slots: int, skip: bool = False, bare: bool = False
                  ) -> tuple[str, str, str]:
     """As :func:`wgsl_source` for ``slots`` tensors in one dispatch (``_GROUP_TEMPLATE``):
     bindings ``slot * len(prog.arrays) + k``; words per slot: size, first workgroup, the
-    arrays' offsets; then the scalars (float32 and float64 arrays of ``dtype``); then, with
-    ``skip``, the flag's element offset (binding ``slots * len(prog.arrays)``)."""
+    arrays' offsets (none with ``bare``: every array starts its buffer); then the scalars
+    (float32 and float64 arrays of ``dtype``); then, with ``skip``, the flag's element
+    offset (binding ``slots * len(prog.arrays)``)."""
     dt = np.dtype(dtype)
     t = D.wgsl(dt)
     na = len(prog.arrays)
@@ -145,7 +147,7 @@ def group_source(prog: Any, dtype: Any, slots: int, skip: bool = False
             access = "read_write" if a in prog.writes else "read"
             decls.append(f"@group(0) @binding({sl * na + n}) var<storage, {access}> "
                          f"b{sl}_{a}: array<{t}>;")
-    per = 2 + na
+    per = 2 if bare else 2 + na
     body = []
     k = slots * per
     for sc in prog.scalars:
@@ -167,7 +169,7 @@ def group_source(prog: Any, dtype: Any, slots: int, skip: bool = False
         body.append(f"      let i = (wg - pw({w0 + 1}u)) * 256u + lid;")
         body.append(f"      if (i >= pw({w0}u)) {{ return; }}")
         for n, a in enumerate(prog.arrays):
-            body.append(f"      let j_{a} = pw({w0 + 2 + n}u) + i;")
+            body.append("      let j_{} = {};".format(a, "i" if bare else f"pw({w0 + 2 + n}u) + i"))
             body.append(f"      var v_{a}: {t} = b{sl}_{a}[j_{a}];")
         for tmp in prog.temps:
             body.append(f"      var v_{tmp}: {t};")
@@ -279,43 +281,59 @@ class MultiTensorApply:
             for orig, c in back:
                 copy_into(c, orig)
 
-    def slots(self, prog: Any, dt: np.dtype, skip: bool = False) -> int:
+    def slots(self, prog: Any, dt: np.dtype, skip: bool = False, bare: bool = False) -> int:
         """How many tensors one dispatch of ``prog`` over ``dt`` updates: as many as the
         adapter's storage bindings per stage and the immediate words allow (one binding and
-        one word fewer with a ``skip`` flag)."""
+        one word fewer with a ``skip`` flag; with ``bare``, tensors whose arrays all start
+        their buffers, no offset words)."""
         na = len(prog.arrays)
         per_stage = int(_runtime.get().limits.get("max-storage-buffers-per-shader-stage", 8))
         words = _MAX_WORDS - _scalar_words(dt) * len(prog.scalars) - skip
-        return max(1, min(GROUP_MAX, (per_stage - skip) // na, words // (2 + na)))
+        per = 2 if bare else 2 + na
+        return max(1, min(GROUP_MAX, (per_stage - skip) // na, words // per))
 
     def _grouped(self, prog: Any, dt: np.dtype, tensors: list, swords: list, scalars: Any,
                  encode: Any, dynamic: bool, flag: list) -> list:
         """Dispatch the tensors whose arrays are contiguous, of ``dt`` and in distinct
-        buffers (the ``flag``'s included), :meth:`slots` at a time; return the others (for
-        one dispatch each)."""
+        buffers (the ``flag``'s included), :meth:`slots` at a time (those whose arrays all
+        start their buffers, as parameters, gradients and states usually do, in groups
+        without offset words, so more to a dispatch); return the others (for one dispatch
+        each)."""
         skip = bool(flag)
-        slots = self.slots(prog, dt, skip)
-        if slots < 2:
-            return tensors
-        rest, clean = [], []
+        rest, clean, bare = [], [], []
         for arrs in tensors:
             n = arrs[0].size
             uids = {a._st.buf.uid for a in [*arrs, *flag]}
             if len(uids) == len(arrs) + skip and all(a.dtype == dt and a._contig
                                                      and a.size == n for a in arrs):
-                clean.append(arrs)
+                (bare if all(a._offset == 0 for a in arrs) else clean).append(arrs)
             else:
                 rest.append(arrs)
-        per = 2 + len(prog.arrays)
+        for group, is_bare in ((bare, True), (clean, False)):
+            rest += self._dispatch_groups(prog, dt, group, swords, scalars, encode, dynamic,
+                                          flag, is_bare)
+        return rest
+
+    def _dispatch_groups(self, prog: Any, dt: np.dtype, clean: list, swords: list,
+                         scalars: Any, encode: Any, dynamic: bool, flag: list,
+                         bare: bool) -> list:
+        """:meth:`_grouped`'s dispatches of the tensors ``clean``; returns those left alone
+        (a group of one, or all where a group cannot hold two)."""
+        skip = bool(flag)
+        slots = self.slots(prog, dt, skip, bare)
+        if slots < 2:
+            return clean
+        rest = []
+        per = 2 if bare else 2 + len(prog.arrays)
         for g0 in range(0, len(clean), slots):
             group = clean[g0:g0 + slots]
             if len(group) == 1:
                 rest.append(group[0])
                 continue
-            key = (prog.key, dt, "group", len(group), skip)
+            key = (prog.key, dt, "group", len(group), skip, bare)
             hit = self._kernels.get(key)
             if hit is None:
-                gsig, decls, body = group_source(prog, dt, len(group), skip)
+                gsig, decls, body = group_source(prog, dt, len(group), skip, bare)
                 hit = self._kernels[key] = (_kernels.kernel(
                     _GROUP_TEMPLATE_NAME, gsig, (dt,), DECLS=decls, BODY=body), gsig)
             words: list[int] = []
@@ -323,7 +341,7 @@ class MultiTensorApply:
             first = 0
             for arrs in group:
                 n = arrs[0].size
-                words += [n, first, *(a._offset for a in arrs)]
+                words += [n, first] if bare else [n, first, *(a._offset for a in arrs)]
                 bufs += [a._st.buf for a in arrs]
                 first += groups_for(n)
             start = len(group) * per
