@@ -249,8 +249,33 @@ def _np_norm(arrays, p):
     return np.sum(np.abs(flat) ** p) ** (1.0 / p)
 
 
-def _groups(kern, arrays):
-    return -(-sum(1 for a in arrays if a.size) // kern._per_dispatch())
+def _groups(kern, arrays, bare=True):
+    """Dispatches of one pass over ``arrays`` (``bare``: all at the start of their buffers,
+    so only their sizes are words and more fit a dispatch)."""
+    return -(-sum(1 for a in arrays if a.size) // kern._per_dispatch(bare))
+
+
+@pytest.mark.parametrize("p", [2.0, math.inf])
+def test_norm_and_clip_of_arrays_at_offsets(be, p):
+    """Arrays that do not start their buffers (contiguous slices) carry their offsets as
+    words, fewer to a dispatch than arrays at offset 0: the same norm and scaling."""
+    from vtl.backends.wgpu._recorder import REC
+
+    arrays = [RNG.standard_normal(s).astype(np.float32) for s in SIZES]
+    dev = [be.xp.asarray(np.concatenate([np.zeros(5, np.float32), a.ravel()]))[5:]
+           for a in arrays]
+    assert all(d._offset == 5 for d in dev if d.size)
+    kern = be.kernel("grad_norm")
+    d0 = REC.dispatches
+    got = kern.norm(dev, p)
+    groups = _groups(kern, arrays, bare=False)
+    assert groups > _groups(kern, arrays) and REC.dispatches - d0 == groups + 1
+    np.testing.assert_allclose(be.xp.to_numpy(got), _np_norm(arrays, p), rtol=1e-5)
+    assert kern.clip_(dev, got, 0.5 * float(be.xp.to_numpy(got)))
+    scale = 0.5 * float(be.xp.to_numpy(got)) / (float(be.xp.to_numpy(got)) + 1e-6)
+    for d, a in zip(dev, arrays, strict=True):
+        np.testing.assert_allclose(be.xp.to_numpy(d), a.ravel() * scale, rtol=1e-5,
+                                   atol=1e-7)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

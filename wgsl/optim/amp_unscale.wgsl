@@ -4,7 +4,7 @@
 // Workgroup g takes a chunk of 4096 elements of one array (chunks numbered array after
 // array), each thread 16 of them.
 // Words: 0 number of arrays m, 1 element offset of inv, 2 element offset of the flag,
-//        8 + 2j element offset of array j, 9 + 2j its size
+//        8 + 2j element offset of array j, 9 + 2j its size (grad_chunks.wgsl)
 {{DECLS}}
 {{CHUNKS}}
 @group(0) @binding({{K}}) var<storage, read> inv: array<f32>;
@@ -15,9 +15,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         @builtin(local_invocation_index) lid: u32) {
   let ch = chunk_of(wid.y * nwg.x + wid.x);
   let j = ch.x;
-  if (j >= pw(0u)) { return; }
-  let off = pw(8u + 2u * j);
-  let size = pw(9u + 2u * j);
+  if (j >= arrays_n()) { return; }
+  let off = array_offset(j);
+  let size = array_size(j);
   let base = ch.y + lid;
   let c = {{T}}(inv[pw(1u)]);
   switch j {

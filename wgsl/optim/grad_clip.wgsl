@@ -3,7 +3,7 @@
 // the 0-d norm (a nan norm gives nan); workgroup g scales a chunk of 4096 elements of one
 // array (chunks numbered array after array), each thread 16 of them.
 // Words: 0 number of arrays m, 1 element offset of the norm, 2..4 max_norm, 5..7 eps,
-//        8 + 2j element offset of array j, 9 + 2j its size
+//        8 + 2j element offset of array j, 9 + 2j its size (grad_chunks.wgsl)
 {{DECLS}}
 {{CHUNKS}}
 @group(0) @binding({{K}}) var<storage, read> nrm: array<{{T}}>;
@@ -15,9 +15,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         @builtin(local_invocation_index) lid: u32) {
   let ch = chunk_of(wid.y * nwg.x + wid.x);
   let j = ch.x;
-  if (j >= pw(0u)) { return; }
-  let off = pw(8u + 2u * j);
-  let size = pw(9u + 2u * j);
+  if (j >= arrays_n()) { return; }
+  let off = array_offset(j);
+  let size = array_size(j);
   let base = ch.y + lid;
   let q = quot(scal_{{DT}}(2u), nrm[pw(1u)] + scal_{{DT}}(5u));
   // minimum(q, 1) as the portable path: nan stays nan

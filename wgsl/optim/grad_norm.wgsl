@@ -3,7 +3,7 @@
 // a0 .. a{{KM1}}; chunks numbered array after array) into partial g, in a fixed order:
 // each thread its 16 elements, then a tree.
 // Words: 0 number of arrays m, 1 element offset of the dispatch's first partial,
-//        8 + 2j element offset of array j, 9 + 2j its size
+//        8 + 2j element offset of array j, 9 + 2j its size (grad_chunks.wgsl)
 {{DECLS}}
 {{CHUNKS}}
 @group(0) @binding({{K}}) var<storage, read_write> part: array<{{T}}>;
@@ -18,9 +18,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let g = wid.y * nwg.x + wid.x;
   let ch = chunk_of(g);
   let j = ch.x;
-  if (j >= pw(0u)) { return; }
-  let off = pw(8u + 2u * j);
-  let size = pw(9u + 2u * j);
+  if (j >= arrays_n()) { return; }
+  let off = array_offset(j);
+  let size = array_size(j);
   let base = ch.y + lid;
   var acc = {{T}}(0);
   switch j {

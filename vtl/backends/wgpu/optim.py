@@ -354,8 +354,12 @@ class MultiTensorApply:
 
 
 # -- kernel("grad_norm") -------------------------------------------------------------------
-#: arrays per dispatch (bindings): the immediates hold 8 words, then two per array
+#: arrays per dispatch (bindings): the immediates hold 8 words, then two per array (offset and
+#: size), or one (the size) when every array starts its buffer
 GRAD_NORM_ARRAYS = (_MAX_WORDS - 8) // 2
+GRAD_NORM_BARE_ARRAYS = _MAX_WORDS - 8
+#: bit of word 0 (the number of arrays) that marks a dispatch of arrays at offset 0
+_BARE = 1 << 31
 #: elements per workgroup (256 threads, 16 each)
 GRAD_NORM_CHUNK = 4096
 #: norm order -> (WGSL term of an element, combination of two terms, final expression)
@@ -373,16 +377,17 @@ class WgpuGradNorm:
     vector, and their scaling in place.
 
     WebGPU binds each array's buffer separately and a pipeline has a fixed number of
-    bindings, so one dispatch takes up to :data:`GRAD_NORM_ARRAYS` arrays (their offsets and
-    sizes travel as immediates; fewer where the adapter allows fewer storage buffers per
-    shader stage): ``norm`` takes one dispatch per such group of arrays, each workgroup
-    folding 4096 elements of one array into a partial (a fixed order: deterministic), and
-    one more that folds the partials; ``clip_`` one dispatch per group, the factor computed
-    on the device from the 0-d norm. Empty arrays are skipped; an array may have permuted
-    axes (a transposed gradient) as long as it fills a range of its buffer. Declined: mixed
-    dtypes, other strided views, arrays larger than one storage binding, and (``clip_``)
-    arrays that overlap or share a buffer with the norm. ``launches`` counts the
-    dispatches.
+    bindings, so one dispatch takes up to :data:`GRAD_NORM_BARE_ARRAYS` arrays that start
+    their buffers (their sizes travel as immediates), or :data:`GRAD_NORM_ARRAYS` others
+    (offsets and sizes), each kind in its own groups (fewer where the adapter allows fewer
+    storage buffers per shader stage): ``norm`` takes one dispatch per such group of arrays,
+    each workgroup folding 4096 elements of one array into a partial (a fixed order:
+    deterministic), and one more that folds the partials; ``clip_`` one dispatch per group,
+    the factor computed on the device from the 0-d norm. Empty arrays are skipped; an array
+    may have permuted axes (a transposed gradient) as long as it fills a range of its
+    buffer. Declined: mixed dtypes, other strided views, arrays larger than one storage
+    binding, and (``clip_``) arrays that overlap or share a buffer with the norm.
+    ``launches`` counts the dispatches.
     """
 
     def __init__(self) -> None:
@@ -395,10 +400,26 @@ class WgpuGradNorm:
         return ok and float(norm_type) in _NORMS
 
     @staticmethod
-    def _per_dispatch() -> int:
-        rt = _runtime.get()
-        return max(1, min(GRAD_NORM_ARRAYS,
-                          int(rt.limits.get("max-storage-buffers-per-shader-stage", 8)) - 1))
+    def _per_dispatch(bare: bool, extra: int = 1) -> int:
+        """Arrays per dispatch: as many as the bindings (less ``extra`` of the kernel's own)
+        and the words allow (one per array with ``bare``, arrays that start their buffers;
+        else two)."""
+        per_stage = int(_runtime.get().limits.get("max-storage-buffers-per-shader-stage", 8))
+        words = GRAD_NORM_BARE_ARRAYS if bare else GRAD_NORM_ARRAYS
+        return max(1, min(words, per_stage - extra))
+
+    def _plan(self, arrays: list[tuple[Any, int]], extra: int = 1
+              ) -> list[tuple[int, list[tuple[Any, int]], int, list[int], int]]:
+        """The dispatches over ``arrays``: those that start their buffers in groups without
+        offset words, then the others; each ``(k, arrays, word 0, words from 8 on,
+        chunks)`` (:meth:`_groups`; ``k`` the pipeline's arrays)."""
+        out = []
+        for bare in (True, False):
+            part = [x for x in arrays if (x[1] == 0) == bare]
+            if part:
+                k = self._per_dispatch(bare, extra)
+                out += [(k, *g) for g in self._groups(part, k, bare)]
+        return out
 
     def _arrays(self, arrays: list[Any]
                 ) -> tuple[list[tuple[Any, int]], np.dtype] | None:
@@ -462,19 +483,20 @@ class WgpuGradNorm:
                                CHUNKS=_kernels.source("grad_chunks"), **subs)
 
     @staticmethod
-    def _groups(arrays: list[tuple[Any, int]], k: int
-                ) -> list[tuple[list[tuple[Any, int]], list[int], int]]:
-        """The arrays ``k`` at a time: each group's arrays, their immediates words from word
-        8 on, and its number of chunks (workgroups)."""
+    def _groups(arrays: list[tuple[Any, int]], k: int, bare: bool
+                ) -> list[tuple[list[tuple[Any, int]], int, list[int], int]]:
+        """The arrays ``k`` at a time: each group's arrays, its word 0 (the number of
+        arrays, with :data:`_BARE` for ``bare`` groups), its immediates words from word 8 on
+        and its number of chunks (workgroups)."""
         out = []
         for i in range(0, len(arrays), k):
             grp = arrays[i:i + k]
             words: list[int] = []
             chunks = 0
             for a, start in grp:
-                words += (start, a.size)
+                words += (a.size,) if bare else (start, a.size)
                 chunks += -(-a.size // GRAD_NORM_CHUNK)
-            out.append((grp, words, chunks))
+            out.append((grp, len(grp) | (_BARE if bare else 0), words, chunks))
         return out
 
     @staticmethod
@@ -489,15 +511,14 @@ class WgpuGradNorm:
         if got is None:
             return None
         arrays, dt = got
-        k = self._per_dispatch()
-        kern = self._kernel("grad_norm", dt, k, norm_type)
-        groups = self._groups(arrays, k)
-        part = empty((sum(g[2] for g in groups),), dt)
+        groups = self._plan(arrays)
+        part = empty((sum(g[4] for g in groups),), dt)
         pbuf = part._st.buf
         first = part._offset
-        for grp, words, chunks in groups:
-            REC.dispatch(kern, (*self._bufs(grp, k), pbuf),
-                         [len(grp), first, 0, 0, 0, 0, 0, 0, *words], chunks)
+        for k, grp, w0, words, chunks in groups:
+            REC.dispatch(self._kernel("grad_norm", dt, k, norm_type),
+                         (*self._bufs(grp, k), pbuf), [w0, first, 0, 0, 0, 0, 0, 0, *words],
+                         chunks)
             first += chunks
         out = empty((), dt)
         fin = self._kernel("grad_norm_final", dt, 1, norm_type)
@@ -523,18 +544,17 @@ class WgpuGradNorm:
                 return False
         if inv_scale._st.buf is found._st.buf:
             return False
-        k = max(1, self._per_dispatch() - 1)
-        key = ("amp_unscale", dt, k, 0.0)
-        kern = self._pipelines.get(key)
-        if kern is None:
-            kern = self._pipelines[key] = self._compile(
-                "amp_unscale", dt, k, "read_write",
-                f"let o = off + e; let v = ARR[o] * c; ARR[o] = v; if (isnan_{dt.name}(v) || "
-                f"isinf_{dt.name}(v)) {{ flag[pw(2u)] = 1.0; }}", tail="rw")
-        for grp, words, chunks in self._groups(arrays, k):
+        for k, grp, w0, words, chunks in self._plan(arrays, 2):
+            key = ("amp_unscale", dt, k, 0.0)
+            kern = self._pipelines.get(key)
+            if kern is None:
+                kern = self._pipelines[key] = self._compile(
+                    "amp_unscale", dt, k, "read_write",
+                    f"let o = off + e; let v = ARR[o] * c; ARR[o] = v; if (isnan_{dt.name}(v)"
+                    f" || isinf_{dt.name}(v)) {{ flag[pw(2u)] = 1.0; }}", tail="rw")
             REC.dispatch(kern, (*self._bufs(grp, k), inv_scale._st.buf, found._st.buf),
-                         [len(grp), inv_scale._offset, found._offset, 0, 0, 0, 0, 0,
-                          *words], chunks)
+                         [w0, inv_scale._offset, found._offset, 0, 0, 0, 0, 0, *words],
+                         chunks)
             self.launches += 1
         return True
 
@@ -547,13 +567,11 @@ class WgpuGradNorm:
         arrays, dt = got
         if norm.dtype != dt or norm.shape != () or _overlap(arrays, norm):
             return False
-        k = self._per_dispatch()
-        kern = self._kernel("grad_clip", dt, k)
         scalars = [*words_for_scalar(max_norm, dt), *words_for_scalar(1e-6, dt)]
         nbuf = norm._st.buf
-        for grp, words, chunks in self._groups(arrays, k):
-            REC.dispatch(kern, (*self._bufs(grp, k), nbuf),
-                         [len(grp), norm._offset, *scalars, *words], chunks)
+        for k, grp, w0, words, chunks in self._plan(arrays):
+            REC.dispatch(self._kernel("grad_clip", dt, k), (*self._bufs(grp, k), nbuf),
+                         [w0, norm._offset, *scalars, *words], chunks)
             self.launches += 1
         return True
 

@@ -355,6 +355,8 @@ def _fused_packed(qkv: Tensor, heads: int, batch_first: bool, attn_mask: Any,
     n, length = (a, b) if batch_first else (b, a)
     mask = None
     if attn_mask is not None:
+        if attn_mask.ndim > 4:
+            return None
         mask = _kernel_mask(attn_mask, dev, dt, 4, (n, heads, length, length))
         if mask is None:
             return None
