@@ -71,6 +71,12 @@ def _ceil(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def _with_widths(words: list[int], widths: tuple[int, int, int]) -> list[int]:
+    """``words`` (up to the dropout variant's) zero-padded to word :data:`_WIDTHS_AT`, then
+    the token widths of the packed layout."""
+    return [*words, *[0] * (_WIDTHS_AT - len(words)), *widths]
+
+
 def _config(d: int, dv: int) -> dict[str, int]:
     """Tile geometry for head sizes ``d`` (queries/keys) and ``dv`` (values)."""
     dm = max(d, dv)
@@ -446,7 +452,8 @@ class WgpuAttention:
         words = self._words((b, heads, length, length), (o, o + e, o + 2 * e), mask, causal,
                             scale, per, layout)
         dwords, patch = self._drop_words(dropout)  # (the generator advances here)
-        words += [0, 0, lse._offset, 0, out._offset, 0, *(dwords or [0] * 8), 3 * e, e, 0]
+        words = _with_widths(words + [0, 0, lse._offset, 0, out._offset, 0, *dwords],
+                             (3 * e, e, 0))
         mbuf = (mask if mask is not None else qkv)._st.buf
         buf = qkv._st.buf
         REC.dispatch(self._kernel("attention_fwd", dt, hd, hd, dropout is not None),
@@ -470,13 +477,15 @@ class WgpuAttention:
                            scale, _ceil(length, _BQ), layout)
         drop = dropout is not None
         dwords, patch = self._drop_words(dropout)  # the forward's draw
-        tail = [*(dwords or [0] * 8), 3 * e, e, 3 * e]
+        widths = (3 * e, e, 3 * e)
         buf, gbuf = qkv._st.buf, grad._st.buf
-        words = base + [g._offset, out._offset, lse._offset, delta._offset, go, 0, *tail]
+        words = _with_widths(base + [g._offset, out._offset, lse._offset, delta._offset, go, 0,
+                                     *dwords], widths)
         REC.dispatch(self._kernel("attention_bwd_dq", dt, hd, hd, drop),
                      (buf, buf, buf, mbuf, g._st.buf, out._st.buf, lse._st.buf,
                       delta._st.buf, gbuf), words, b * base[6], dynamic=patch)
-        words = base + [g._offset, 0, lse._offset, delta._offset, go + e, go + 2 * e, *tail]
+        words = _with_widths(base + [g._offset, 0, lse._offset, delta._offset, go + e,
+                                     go + 2 * e, *dwords], widths)
         REC.dispatch(self._kernel("attention_bwd_dkv", dt, hd, hd, drop),
                      (buf, buf, buf, mbuf, g._st.buf, lse._st.buf, delta._st.buf, gbuf,
                       gbuf), words, b * base[6], dynamic=patch)

@@ -169,7 +169,8 @@ def group_source(prog: Any, dtype: Any, slots: int, skip: bool = False, bare: bo
         body.append(f"      let i = (wg - pw({w0 + 1}u)) * 256u + lid;")
         body.append(f"      if (i >= pw({w0}u)) {{ return; }}")
         for n, a in enumerate(prog.arrays):
-            body.append("      let j_{} = {};".format(a, "i" if bare else f"pw({w0 + 2 + n}u) + i"))
+            at = "i" if bare else f"pw({w0 + 2 + n}u) + i"
+            body.append(f"      let j_{a} = {at};")
             body.append(f"      var v_{a}: {t} = b{sl}_{a}[j_{a}];")
         for tmp in prog.temps:
             body.append(f"      var v_{tmp}: {t};")

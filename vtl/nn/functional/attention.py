@@ -316,9 +316,7 @@ def _packed_attention(qkv: Tensor, heads: int, batch_first: bool, attn_mask: Any
     each way and go through :func:`scaled_dot_product_attention`. ``attn_mask`` follows
     :func:`scaled_dot_product_attention` (``True`` or ``0`` = may attend), broadcasting to
     ``(N, heads, L, L)``."""
-    a, b, e3 = qkv.shape
-    hd = e3 // 3 // heads
-    sc = 1.0 / math.sqrt(hd)
+    sc = 1.0 / math.sqrt(qkv.shape[-1] // 3 // heads)
     if dropout_p < 1.0:
         fused = _fused_packed(qkv, heads, batch_first, attn_mask, dropout_p, is_causal, sc,
                               generator)
