@@ -82,8 +82,11 @@ def test_step_forward_on_the_host(steps, dt, n, hs):
     w = (rng.standard_normal((4 * hs, hs)) / np.sqrt(hs)).astype(dt)
     out = tuple(np.empty(s, dt) for s in ((n, hs), (n, hs), (n, 4 * hs), (n, hs)))
     cp.log.clear()
-    got = st.step_forward(g, h, w, c, out)
+    wt = st.recurrent_weight(w)
+    assert wt.shape == (hs, 4 * hs) and wt.flags.c_contiguous
+    got = st.step_forward(g, h, wt, c, out)
     assert cp.log == ["vtl_lstm_step_fwd"]
+    assert st.step_forward(g, h, w, c, out) is None or hs == 4 * hs  # W_hh itself: declined
     ref = np_step(*(a.astype(np.float64) for a in (g, h, w, c)))
     for a, r in zip(got, ref, strict=True):
         np.testing.assert_allclose(a, r, **_tol(dt))
@@ -133,7 +136,8 @@ def test_steps_decline_while_a_graph_is_captured(steps, monkeypatch):
                              (Stream(7, True), True)):
         monkeypatch.setattr(cp.cuda, "get_current_stream", lambda s=stream: s, raising=False)
         cp.log.clear()
-        assert (st.step_forward(g, h, w, h, out) is None) == declines
+        assert (st.step_forward(g, h, np.ascontiguousarray(w.T), h, out) is None) == declines
+        assert (st.recurrent_weight(w) is w) == declines
         assert (st.step_backward(out[2], h, h, None, w, h, None, None, True,
                                  np.empty((n, 4 * hs), np.float32)) is None) == declines
         assert cp.log == ([] if declines else ["vtl_lstm_step_fwd", "vtl_lstm_step_bwd"])
@@ -173,7 +177,7 @@ def test_16bit_steps_on_the_host(steps, name):
     r = (lambda *shape: rng.standard_normal(shape).astype(dt))
     g, h, c, w = r(n, 4 * hs), r(n, hs), r(n, hs), (r(4 * hs, hs) * 0.2).astype(dt)
     out = tuple(np.empty(sh, dt) for sh in ((n, hs), (n, hs), (n, 4 * hs), (n, hs)))
-    got = st.step_forward(g, h, w, c, out)
+    got = st.step_forward(g, h, st.recurrent_weight(w), c, out)
     ref = np_step(*(a.astype(np.float64) for a in (g, h, w, c)))
     eps = float(np.finfo(dt).eps)
     for a, b in zip(got, ref, strict=True):
@@ -208,6 +212,7 @@ class _StepsOnly:
 
     def __init__(self, st):
         self.step_forward, self.step_backward = st.step_forward, st.step_backward
+        self.recurrent_weight = st.recurrent_weight
 
     def supports(self, dtype):
         return np.dtype(dtype) in (np.float32, np.float64)

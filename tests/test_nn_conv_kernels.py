@@ -321,6 +321,38 @@ def test_cudnn_path_serves_and_equals_im2col(case):
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c[5] == 1])
+def test_cudnn_direct_launch_equals_frontend_execute(case):
+    """The cuDNN graphs launch through the frontend's pointer-array entry point where it has
+    one (skipping its per-call Python normalisation): forward and both gradients equal, bit
+    for bit, what the frontend's public ``execute`` computes with the same plans."""
+    if "cupy" not in vtl.backends.available_names():
+        pytest.skip("needs the cupy backend")
+    from vtl.backends.cupy.cudnn import CudnnConv2d
+
+    kern = vtl.backends.get("cupy").kernel("conv2d")
+    if not isinstance(kern, CudnnConv2d):
+        pytest.skip("cuDNN not available")
+    xsh, wsh, s, p, d, g, has_b = case
+    xs, ws = RNG.standard_normal(xsh), RNG.standard_normal(wsh)
+    bs = RNG.standard_normal(wsh[0]) if has_b else None
+    args = (s, p, d, g)
+    v = RNG.standard_normal(F.conv2d(xs, ws, bs, *args).shape)
+    direct = _run(xs, ws, bs, args, np.float32, v, "cupy")
+    graphs = dict(kern._graphs)
+    assert graphs, kern.declined
+    for built in graphs.values():
+        if hasattr(built[0]._lowered_graph, "_execute_with_raw_ptrs"):
+            assert built[5] is not None  # this frontend has the entry point: it is used
+    kern._graphs.update({k: (*b[:5], None) for k, b in graphs.items()})
+    try:
+        public = _run(xs, ws, bs, args, np.float32, v, "cupy")
+    finally:
+        kern._graphs.update(graphs)
+    for a, r in zip(direct, public, strict=True):
+        np.testing.assert_array_equal(a, r)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c[5] == 1])
 @pytest.mark.parametrize("name", ["float16", "bfloat16"])
 def test_cudnn_16bit_matches_float32(case, name, monkeypatch):
     """float16/bfloat16 convolutions run through cuDNN (tensor cores, float32

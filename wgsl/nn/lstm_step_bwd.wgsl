@@ -1,8 +1,11 @@
-// The backward of one fused LSTM time step (vtl/backends/wgpu/rnn.py): each invocation of a
-// 16 x 16 workgroup forms dh of its (row, unit) = dznext @ W_hh (tiles in workgroup memory)
-// + dh + dh2, then the cell's backward. Words: N, H, then the element offsets of act, cprev,
-// tc, w, dh, dh2, dc, dznext, dz, dcp, and the row stride of dh2 (a step of a batch-first
-// output's gradient is a strided view). The next step's gate gradient lives in the same
+// The backward of one fused LSTM time step (vtl/backends/wgpu/rnn.py): dh of (row, unit) =
+// dznext @ W_hh + dh + dh2, then the cell's backward. A workgroup is 16 hidden units x 2
+// batch rows x 8 slices of the 4H gate gradients: each invocation sums its slice, reading
+// W_hh and dznext straight from memory (neighbouring invocations read neighbouring units of
+// a row of W_hh and the same element of dznext), the partial sums meet in workgroup memory
+// and the first slice's invocations run the cell. Words: N, H, then the element offsets of
+// act, cprev, tc, w, dh, dh2, dc, dznext, dz, dcp, and the row stride of dh2 (a step of a
+// batch-first output's gradient is a strided view). The next step's gate gradient lives in the same
 // whole-sequence buffer as dz and is read through dz's binding (DZ_IN_DZ). Stored as T,
 // computed in C, each result rounded once.
 @group(0) @binding(0) var<storage, read> act: array<{{T}}>;
@@ -15,47 +18,49 @@
 @group(0) @binding(7) var<storage, read> dznext: array<{{T}}>;
 @group(0) @binding(8) var<storage, read_write> dz: array<{{T}}>;
 @group(0) @binding(9) var<storage, read_write> dcp: array<{{T}}>;
-var<workgroup> zs: array<{{C}}, 512>;
-var<workgroup> ws: array<{{C}}, 512>;
+// the partial sum of invocation (slice s, row r, unit u) at s * 32 + r * 16 + u
+var<workgroup> part: array<{{C}}, 256>;
 
 fn dz_at(i: u32) -> {{C}} {
   if ({{DZ_IN_DZ}}u == 1u) { return {{C}}(dz[i]); }
   return {{C}}(dznext[i]);
 }
 
-@compute @workgroup_size(16, 16)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) l: vec3<u32>) {
+@compute @workgroup_size(16, 2, 8)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) l: vec3<u32>,
+        @builtin(local_invocation_index) tid: u32) {
   let N = pw(0u);
   let H = pw(1u);
-  let tx = l.x;
-  let ty = l.y;
-  let tid = ty * 16u + tx;
-  let j = wid.x * 16u + tx;
-  let n = wid.y * 16u + ty;
-  var acc = {{C}}();
+  let j = wid.x * 16u + l.x;
+  let n = wid.y * 2u + l.y;
+  var a0 = {{C}}();
+  var a1 = {{C}}();
+  var a2 = {{C}}();
+  var a3 = {{C}}();
   if ({{HAS_DZ}}u == 1u) {
     let K = 4u * H;
-    for (var k0 = 0u; k0 < K; k0 += 32u) {
-      for (var e = tid; e < 512u; e += 256u) {
-        let nn = wid.y * 16u + e / 32u;
-        let k = k0 + e % 32u;
-        var v = {{C}}();
-        if (nn < N && k < K) { v = dz_at(pw(9u) + nn * K + k); }
-        zs[e] = v;
-      }
-      for (var e = tid; e < 512u; e += 256u) {
-        let k = k0 + e / 16u;
-        let jj = wid.x * 16u + e % 16u;
-        var v = {{C}}();
-        if (jj < H && k < K) { v = {{C}}(w[pw(5u) + k * H + jj]); }
-        ws[e] = v;
-      }
-      workgroupBarrier();
-      for (var kk = 0u; kk < 32u; kk++) { acc += zs[ty * 32u + kk] * ws[kk * 16u + tx]; }
-      workgroupBarrier();
+    let len = (K + 7u) / 8u;
+    let k1 = min(min(l.z * len, K) + len, K);
+    var k = min(l.z * len, K);
+    let zb = pw(9u) + min(n, N - 1u) * K;
+    var wi = pw(5u) + k * H + min(j, H - 1u);
+    for (; k + 4u <= k1; k += 4u) {
+      a0 += dz_at(zb + k) * {{C}}(w[wi]);
+      a1 += dz_at(zb + k + 1u) * {{C}}(w[wi + H]);
+      a2 += dz_at(zb + k + 2u) * {{C}}(w[wi + 2u * H]);
+      a3 += dz_at(zb + k + 3u) * {{C}}(w[wi + 3u * H]);
+      wi += 4u * H;
+    }
+    for (; k < k1; k++) {
+      a0 += dz_at(zb + k) * {{C}}(w[wi]);
+      wi += H;
     }
   }
-  if (n < N && j < H) {
+  part[tid] = (a0 + a1) + (a2 + a3);
+  workgroupBarrier();
+  if (l.z == 0u && n < N && j < H) {
+    var acc = {{C}}();
+    for (var s = 0u; s < 8u; s++) { acc += part[s * 32u + tid]; }
     let s = n * H + j;
     let b = n * 4u * H + j;
     let one = {{C}}(1);

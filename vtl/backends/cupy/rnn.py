@@ -11,12 +11,15 @@ compiled on the host for testing.
 Whole LSTM time steps (``LstmCell.step_forward``/``step_backward``, :class:`LstmSteps`): the
 recurrent product and the cell in ONE launch each way, where a step was a cuBLAS product
 ``h @ W_hh^T`` plus the cell's kernel (and backward the cell's kernel plus ``dz @ W_hh``),
-two launches and about 30 us of host time per step each way. A block of 16 x 16 threads
-owns 16 batch rows and 16 hidden units; each thread accumulates the four gates of its
-(row, unit) over tiles of ``h`` and ``W_hh`` in shared memory (forward), or ``dh`` of its
-(row, unit) over tiles of the next step's gate gradients and ``W_hh`` (backward), then runs
-the cell's pointwise part on the values it holds. Sums run in a fixed order
-(deterministic); these kernels are :class:`~vtl.backends.cupy.nn.Spec` sources
+two launches and about 30 us of host time per step each way. A block of 256 threads owns
+2 batch rows and 16 hidden units, 8 threads per (row, unit) each summing a slice of the
+product's inner dimension straight from memory: the four gates over ``h`` and ``W_hh^T``
+(forward; ``recurrent_weight`` lays it out once per layer call) or ``dh`` over the next
+step's gate gradients and ``W_hh`` (backward), neighbouring threads on neighbouring units.
+The slices meet in shared memory and the first slice's threads run the cell's pointwise
+part. Small blocks keep the whole GPU busy at a recurrent step's small batch (at batch 64,
+hidden size 256 on an H100, 4x faster than 16 x 16 tiles of outputs backward). Sums run in a
+fixed order (deterministic); these kernels are :class:`~vtl.backends.cupy.nn.Spec` sources
 (:data:`STEP_SPECS`).
 """
 
@@ -167,6 +170,9 @@ class LstmCell(_ElementwiseCache):
             o[...] = r
         return tuple(out)
 
+    def recurrent_weight(self, w_hh: Any) -> Any:
+        return self.steps.recurrent_weight(w_hh)
+
     def step_forward(self, gates: Any, h: Any, w_hh: Any, c: Any, out: Any) -> Any:
         return self.steps.step_forward(gates, h, w_hh, c, out)
 
@@ -257,52 +263,57 @@ class GruCell(_ElementwiseCache):
 
 # -- whole LSTM time steps ---------------------------------------------------------------------
 
-_TILE = 16
+#: a block is 16 hidden units x 2 batch rows x 8 slices of the product's inner dimension
+#: (threadIdx.y = slice * 2 + row)
+_UNITS, _ROWS = 16, 2
+_BLOCK = (_UNITS, _ROWS * 8)
 
 _HEAD = r"""
-  const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * 16 + tx;
+  const int tx = threadIdx.x, r = threadIdx.y % 2, sl = threadIdx.y / 2;
+  const int tid = threadIdx.y * 16 + tx;  // = slice * 32 + row * 16 + unit
   const long long nux = (H + 15) / 16;
-  const long long ub = (long long)blockIdx.x % nux, rb = (long long)blockIdx.x / nux;
-  const long long j = ub * 16 + tx, n = rb * 16 + ty;
+  const long long j = ((long long)blockIdx.x % nux) * 16 + tx;
+  const long long n = ((long long)blockIdx.x / nux) * 2 + r;
+  const long long jc = j < H ? j : H - 1, nc = n < N ? n : N - 1;
+  const int Hi = (int)H;
 """
 
-#: ``z = g + h @ w^T`` for the 4 gates of (row ``n``, unit ``j``), then the cell:
+#: ``z = g + h @ wt`` for the 4 gates of (row ``n``, unit ``j``) (``wt`` = ``W_hh^T``,
+#: ``(H, 4H)``: neighbouring threads read neighbouring units; each of the 8 slices of a
+#: (row, unit) sums its part of ``k``, the parts meet in shared memory), then the cell:
 #: ``c = f * cprev + i * gg``, ``h = o * tanh(c)``; ``act`` keeps ``i, f, gg, o``
 LSTM_STEP_FORWARD = Spec("vtl_lstm_step_fwd", (
     ("const T* __restrict__", "g"), ("const T* __restrict__", "h"),
-    ("const T* __restrict__", "w"), ("const T* __restrict__", "cprev"),
+    ("const T* __restrict__", "wt"), ("const T* __restrict__", "cprev"),
     ("T* __restrict__", "hout"), ("T* __restrict__", "cout"), ("T* __restrict__", "tcout"),
     ("T* __restrict__", "act"), ("const long long", "N"), ("const long long", "H")),
     _HEAD + r"""
-  __shared__ A hs[16][33];
-  __shared__ A ws[4][16][33];
+  __shared__ A part[4][256];
+  const int len = (Hi + 7) / 8;
+  const int k0 = sl * len < Hi ? sl * len : Hi;
+  const int k1 = k0 + len < Hi ? k0 + len : Hi;
   A a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-  for (long long k0 = 0; k0 < H; k0 += 32) {
-    for (int e = tid; e < 16 * 32; e += 256) {
-      const int r = e / 32, kk = e % 32;
-      const long long nn = rb * 16 + r, k = k0 + kk;
-      hs[r][kk] = (nn < N && k < H) ? vtl_ld(h[nn * H + k]) : (A)0;
-    }
-    for (int e = tid; e < 4 * 16 * 32; e += 256) {
-      const int q = e / 512, u = (e / 32) % 16, kk = e % 32;
-      const long long jj = ub * 16 + u, k = k0 + kk;
-      ws[q][u][kk] = (jj < H && k < H) ? vtl_ld(w[(q * H + jj) * H + k]) : (A)0;
-    }
-    __syncthreads();
-    for (int kk = 0; kk < 32; ++kk) {
-      const A hv = hs[ty][kk];
-      a0 += hv * ws[0][tx][kk];
-      a1 += hv * ws[1][tx][kk];
-      a2 += hv * ws[2][tx][kk];
-      a3 += hv * ws[3][tx][kk];
-    }
-    __syncthreads();
+  const T* hp = h + nc * H;
+  const T* wp = wt + (long long)k0 * 4 * H + jc;
+  for (int k = k0; k < k1; ++k, wp += 4 * Hi) {
+    const A hv = vtl_ld(hp[k]);
+    a0 += hv * vtl_ld(wp[0]);
+    a1 += hv * vtl_ld(wp[Hi]);
+    a2 += hv * vtl_ld(wp[2 * Hi]);
+    a3 += hv * vtl_ld(wp[3 * Hi]);
   }
-  if (n < N && j < H) {
+  part[0][tid] = a0; part[1][tid] = a1; part[2][tid] = a2; part[3][tid] = a3;
+  __syncthreads();
+  if (sl == 0 && n < N && j < H) {
+    A s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (int q = 0; q < 8; ++q) {
+      s0 += part[0][q * 32 + tid]; s1 += part[1][q * 32 + tid];
+      s2 += part[2][q * 32 + tid]; s3 += part[3][q * 32 + tid];
+    }
     const long long b = n * 4 * H + j;
     const A half = 0.5;
-    const A zi = vtl_ld(g[b]) + a0, zf = vtl_ld(g[b + H]) + a1;
-    const A zg = vtl_ld(g[b + 2 * H]) + a2, zo = vtl_ld(g[b + 3 * H]) + a3;
+    const A zi = vtl_ld(g[b]) + s0, zf = vtl_ld(g[b + H]) + s1;
+    const A zg = vtl_ld(g[b + 2 * H]) + s2, zo = vtl_ld(g[b + 3 * H]) + s3;
     const A ig = half * tanh(half * zi) + half;
     const A fg = half * tanh(half * zf) + half;
     const A gg = tanh(zg);
@@ -319,8 +330,9 @@ LSTM_STEP_FORWARD = Spec("vtl_lstm_step_fwd", (
 
 #: ``dh = dznext @ w (+ dh1 + dh2)`` for (row ``n``, unit ``j``) (each term where its flag
 #: is set: 1 ``dznext``, 2 ``dh1``, 4 ``dh2``; ``dh2``'s rows ``ld2`` elements apart: a step of
-#: a batch-first output's gradient is a strided view), then the cell's backward with ``dc``
-#: (flag 8): the four gate gradients into ``dz`` and, with flag 16, ``dcp = dct * f``
+#: a batch-first output's gradient is a strided view; the product split in 8 slices of the
+#: 4H gate gradients as the forward's), then the cell's backward with ``dc`` (flag 8): the
+#: four gate gradients into ``dz`` and, with flag 16, ``dcp = dct * f``
 LSTM_STEP_BACKWARD = Spec("vtl_lstm_step_bwd", (
     ("const T* __restrict__", "act"), ("const T* __restrict__", "cprev"),
     ("const T* __restrict__", "tc"), ("const T* __restrict__", "dznext"),
@@ -329,28 +341,27 @@ LSTM_STEP_BACKWARD = Spec("vtl_lstm_step_bwd", (
     ("T* __restrict__", "dz"), ("T* __restrict__", "dcp"), ("const long long", "N"),
     ("const long long", "H"), ("const int", "flags"), ("const long long", "ld2")),
     _HEAD + r"""
-  __shared__ A zs[16][33];
-  __shared__ A ws[32][17];
-  A acc = 0;
+  __shared__ A part[256];
+  A a0 = 0, a1 = 0, a2 = 0, a3 = 0;
   if (flags & 1) {
-    const long long K = 4 * H;
-    for (long long k0 = 0; k0 < K; k0 += 32) {
-      for (int e = tid; e < 16 * 32; e += 256) {
-        const int r = e / 32, kk = e % 32;
-        const long long nn = rb * 16 + r, k = k0 + kk;
-        zs[r][kk] = (nn < N && k < K) ? vtl_ld(dznext[nn * K + k]) : (A)0;
-      }
-      for (int e = tid; e < 32 * 16; e += 256) {
-        const int kk = e / 16, u = e % 16;
-        const long long jj = ub * 16 + u, k = k0 + kk;
-        ws[kk][u] = (jj < H && k < K) ? vtl_ld(w[k * H + jj]) : (A)0;
-      }
-      __syncthreads();
-      for (int kk = 0; kk < 32; ++kk) acc += zs[ty][kk] * ws[kk][tx];
-      __syncthreads();
+    const int K = 4 * Hi, len = (K + 7) / 8;
+    int k = sl * len < K ? sl * len : K;
+    const int k1 = k + len < K ? k + len : K;
+    const T* zp = dznext + nc * 4 * H;
+    const T* wp = w + (long long)k * H + jc;
+    for (; k + 4 <= k1; k += 4, wp += 4 * Hi) {
+      a0 += vtl_ld(zp[k]) * vtl_ld(wp[0]);
+      a1 += vtl_ld(zp[k + 1]) * vtl_ld(wp[Hi]);
+      a2 += vtl_ld(zp[k + 2]) * vtl_ld(wp[2 * Hi]);
+      a3 += vtl_ld(zp[k + 3]) * vtl_ld(wp[3 * Hi]);
     }
+    for (; k < k1; ++k, wp += Hi) a0 += vtl_ld(zp[k]) * vtl_ld(wp[0]);
   }
-  if (n < N && j < H) {
+  part[tid] = (a0 + a1) + (a2 + a3);
+  __syncthreads();
+  if (sl == 0 && n < N && j < H) {
+    A acc = 0;
+    for (int q = 0; q < 8; ++q) acc += part[q * 32 + tid];
     const long long s = n * H + j, b = n * 4 * H + j;
     const A one = 1;
     A dhs = acc;
@@ -420,22 +431,31 @@ class LstmSteps:
 
     @staticmethod
     def _grid(n: int, hs: int) -> tuple[int]:
-        return (-(-n // _TILE) * -(-hs // _TILE),)
+        return (-(-n // _ROWS) * -(-hs // _UNITS),)
+
+    def recurrent_weight(self, w_hh: Any) -> Any:
+        """``W_hh^T`` ``(H, 4H)``, C-contiguous, for :meth:`step_forward` (``w_hh`` itself
+        where the steps decline anyway: while a CUDA graph is captured)."""
+        if self._capturing() or type(w_hh) is not self._cp.ndarray or w_hh.ndim != 2:
+            return w_hh
+        return self._cp.ascontiguousarray(w_hh.T)
 
     def step_forward(self, gates: Any, h: Any, w_hh: Any, c: Any, out: Any
                      ) -> tuple[Any, Any, Any, Any] | None:
         """``(h, c, act, tc)`` of one step from the step's input gates ``(N, 4H)``, the
-        previous ``h``/``c`` ``(N, H)`` and ``W_hh`` ``(4H, H)``, written into ``out``
-        (``h``, ``c``, ``act``, ``tc``: C-contiguous); ``None`` to decline."""
+        previous ``h``/``c`` ``(N, H)`` and ``W_hh^T`` ``(H, 4H)``
+        (:meth:`recurrent_weight`), written into ``out`` (``h``, ``c``, ``act``, ``tc``:
+        C-contiguous); ``None`` to decline."""
         if self._capturing():
             return None
         h, c = self._contiguous(h), self._contiguous(c)
-        if not self._ok(gates, h, w_hh, c, *out) or h.ndim != 2:
+        if not self._ok(gates, h, w_hh, c, *out) or h.ndim != 2 \
+                or w_hh.shape != (h.shape[1], 4 * h.shape[1]):
             return None
         n, hs = h.shape
         hout, cout, act, tc = out
         with self._device_of(gates):
-            self._k.get(LSTM_STEP_FORWARD, gates.dtype)(self._grid(n, hs), (_TILE, _TILE), (
+            self._k.get(LSTM_STEP_FORWARD, gates.dtype)(self._grid(n, hs), _BLOCK, (
                 gates, h, w_hh, c, hout, cout, tc, act, _I64(n), _I64(hs)))
         self.launches += 1
         return hout, cout, act, tc
@@ -465,7 +485,7 @@ class LstmSteps:
         cp = self._cp
         with self._device_of(act):
             dcp = cp.empty((n, hs), dtype=act.dtype) if need_dc_prev else None
-            self._k.get(LSTM_STEP_BACKWARD, act.dtype)(self._grid(n, hs), (_TILE, _TILE), (
+            self._k.get(LSTM_STEP_BACKWARD, act.dtype)(self._grid(n, hs), _BLOCK, (
                 act, c_prev, tc, act if dz_next is None else dz_next, w_hh,
                 tc if dh is None else dh, tc if dh2 is None else dh2,
                 tc if dc is None else dc, out, tc if dcp is None else dcp, _I64(n), _I64(hs),
