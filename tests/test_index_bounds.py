@@ -142,7 +142,7 @@ def test_the_first_bad_index_is_reported(backend):
 
 
 @pytest.mark.parametrize("gpu", ["wgpu", "cupy"])
-def test_a_device_check_does_not_wait_for_the_device(gpu):
+def test_a_device_check_does_not_wait_for_the_device(gpu, monkeypatch):
     b = backends.get(gpu)
     if not b.is_available:
         pytest.skip(f"{gpu}: {b.unavailable_reason}")
@@ -160,8 +160,10 @@ def test_a_device_check_does_not_wait_for_the_device(gpu):
             del b.to_host
         assert not calls
         if gpu == "wgpu":
+            from vtl.backends.wgpu import _recorder
             from vtl.backends.wgpu._recorder import REC
 
+            monkeypatch.setattr(_recorder, "FLUSH_AFTER_S", float("inf"))
             before = REC.submits
             vtl.take(x, _device_ints([3]))
             assert REC.submits == before  # recorded, not submitted

@@ -84,7 +84,8 @@ def test_collected_array_returns_its_buffer():
     assert info1["peak"] >= info0["in_use"] + 4000
 
 
-def test_no_hidden_readbacks_in_a_loop_of_elementwise_ops():
+def test_no_hidden_readbacks_in_a_loop_of_elementwise_ops(monkeypatch):
+    monkeypatch.setattr(_recorder, "FLUSH_AFTER_S", float("inf"))  # no submit on age
     a = xp.ones((64, 64))
     b = xp.full((64,), 2.0)
     xp.synchronize()
@@ -100,9 +101,28 @@ def test_no_hidden_readbacks_in_a_loop_of_elementwise_ops():
     assert val == pytest.approx(float(ref.sum()), rel=1e-4)
 
 
-def test_waits_and_readbacks_use_the_native_callbacks():
+def test_a_long_recording_is_submitted_while_the_host_records_on(monkeypatch):
+    """A pass that has recorded for ``FLUSH_AFTER_S`` with at least ``FLUSH_MIN``
+    dispatches is submitted, so the device starts on it; values are unchanged."""
+    monkeypatch.setattr(_recorder, "FLUSH_AFTER_S", 0.0)
+    a = xp.ones((64, 64))
+    xp.synchronize()
+    s0 = _recorder.REC.submits
+    for _ in range(_recorder.FLUSH_MIN - 1):
+        a = a * 0.5
+    assert _recorder.REC.submits == s0  # fewer than FLUSH_MIN dispatches: still open
+    a = a + 1.0
+    assert _recorder.REC.submits == s0 + 1 and _recorder.REC.pending == 0
+    for _ in range(3 * _recorder.FLUSH_MIN):
+        a = a * 1.0
+    assert _recorder.REC.submits == s0 + 4
+    np.testing.assert_array_equal(host(a), np.full((64, 64), 1 + 0.5 ** 7, np.float32))
+
+
+def test_waits_and_readbacks_use_the_native_callbacks(monkeypatch):
     """synchronize and readbacks wait on counted completion callbacks (no wgpu-py promise,
     no per-read buffer): the fast path must be active, not its fallback."""
+    monkeypatch.setattr(_recorder, "FLUSH_AFTER_S", float("inf"))
     assert _recorder._ON_DONE is not None
     a = xp.ones((256, 256))
     done, mapped = _recorder._counts[0], _recorder._counts[1]

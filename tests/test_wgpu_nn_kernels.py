@@ -41,9 +41,10 @@ MLP_STEP_DISPATCHES = 14
 
 
 def _counts(fn):
-    d0, s0 = REC.dispatches, REC.submits
+    """``fn()``, the dispatches it recorded and the times it waited for the device."""
+    d0, w0 = REC.dispatches, REC.waits
     out = fn()
-    return out, REC.dispatches - d0, REC.submits - s0
+    return out, REC.dispatches - d0, REC.waits - w0
 
 
 def _mlp_step(batch: int):
@@ -57,9 +58,9 @@ def test_mlp_training_step_dispatch_budget_and_no_sync(wgpu, batch):
     step = _mlp_step(batch)
     step()
     step()  # optimizer state and caches
-    loss, n, submits = _counts(step)
+    loss, n, waits = _counts(step)
     assert n <= MLP_STEP_DISPATCHES, f"{n} dispatches per step (budget {MLP_STEP_DISPATCHES})"
-    assert submits == 0  # no readback (no host sync) inside a step
+    assert waits == 0  # no readback (no host sync) inside a step
     assert math.isfinite(float(loss))
 
 
@@ -260,8 +261,8 @@ def test_cross_entropy_fused_equals_portable(wgpu, reduction, m, c, tdtype):
     xt = vtl.asarray(x, backend="wgpu", requires_grad=True)
     tt = vtl.asarray(t, backend="wgpu")
     launches = kern.launches
-    loss, n, submits = _counts(lambda: F.cross_entropy(xt, tt, reduction=reduction))
-    assert kern.launches > launches and submits == 0
+    loss, n, waits = _counts(lambda: F.cross_entropy(xt, tt, reduction=reduction))
+    assert kern.launches > launches and waits == 0
     assert n == (2 if reduction != "none" and m * c > _nn.CE_ONE_GROUP else 1)
     want, gwant = np_cross_entropy(x, t.astype(np.int64), reduction)
     v = rng.standard_normal(m).astype(np.float32) if reduction == "none" else np.float32(1.5)
@@ -324,23 +325,23 @@ def test_cross_entropy_target_checks_keep_their_errors(wgpu):
     # thread's next read raises the first bad one (no readback of its own)
     t = vtl.asarray([0, 1, 2, 1], backend="wgpu") + 2
     assert _nn.targets_valid(t._data, 3, -100) is True
-    _, _, submits = _counts(lambda: F.cross_entropy(x, t))
-    assert submits == 0
+    _, _, waits = _counts(lambda: F.cross_entropy(x, t))
+    assert waits == 0
     loss = F.cross_entropy(x, t)
     with pytest.raises(IndexError, match="target 3 is out of bounds for 3 classes"):
         float(loss)
     ok = vtl.asarray([0, 1, 2, 1], backend="wgpu") * 1
     assert float(F.cross_entropy(x, ok)) == pytest.approx(np.log(3.0))  # the error was read
-    _, _, submits = _counts(lambda: F.cross_entropy(x, ok))
-    assert submits == 0
+    _, _, waits = _counts(lambda: F.cross_entropy(x, ok))
+    assert waits == 0
     # the known range of uploaded targets, kept by gathers, dropped by a write
     up = vtl.asarray([0, 1, 2, 1], backend="wgpu")
     assert _nn.targets_valid(up._data, 3, -100) is True
     assert _nn.targets_valid(up._data, 2, -100) is None
     taken = vtl.take(up, vtl.asarray([3, 0], backend="wgpu"))
     assert _nn.targets_valid(taken._data, 3, -100) is True
-    _, _, submits = _counts(lambda: F.cross_entropy(x[:2], taken))
-    assert submits == 0
+    _, _, waits = _counts(lambda: F.cross_entropy(x[:2], taken))
+    assert waits == 0
     with vtl.no_grad():
         up[2] = 7
     assert _nn.known_range(up._data) is None  # the device checks it now
@@ -717,9 +718,9 @@ def test_cnn_training_step_dispatch_budget_without_atomics(wgpu, monkeypatch):
     step()
     step()
     names = _dispatched(monkeypatch)
-    loss, n, submits = _counts(step)
+    loss, n, waits = _counts(step)
     assert n <= CNN_STEP_DISPATCHES, f"{n} dispatches per step (budget {CNN_STEP_DISPATCHES})"
-    assert submits == 0
+    assert waits == 0
     assert "scatter_add" not in names and names.count("conv_dgrad") == 2
     assert "conv_im2col" not in names
     assert math.isfinite(float(loss))
@@ -913,8 +914,8 @@ def test_gpt_training_step_dispatch_budget(wgpu, monkeypatch):
     run()
     run()
     names = _dispatched(monkeypatch)
-    loss, n, submits = _counts(run)
+    loss, n, waits = _counts(run)
     assert n <= GPT_STEP_DISPATCHES, f"{n} dispatches per step (budget {GPT_STEP_DISPATCHES})"
-    assert submits == 0
+    assert waits == 0
     assert names.count("attention_fwd") == 4 and names.count("gelu") == 8
     assert math.isfinite(float(loss))

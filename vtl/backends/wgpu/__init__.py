@@ -153,6 +153,7 @@ def runtime_info() -> dict[str, Any]:
     out["dtypes"] = sorted(__array_namespace_info__().dtypes())
     out["kernels"] = _kernels.stats()
     out["submits"] = _REC.submits
+    out["waits"] = _REC.waits
     out["dispatches"] = _REC.dispatches
     return out
 

@@ -1,8 +1,11 @@
 """The recorder: dispatches go into one open compute pass.
 
-Work is submitted only when data must reach the host (a readback), on
-:func:`synchronize`, or every ``FLUSH_EVERY`` dispatches, so a loop of small
-ops costs one ``dispatch_workgroups`` each and no submit.
+Work is submitted when data must reach the host (a readback), on :func:`synchronize`,
+every ``FLUSH_EVERY`` dispatches, and once the open pass has been recording for
+``FLUSH_AFTER_S`` (with at least ``FLUSH_MIN`` dispatches in it): a loop of small ops costs
+one ``dispatch_workgroups`` each, and the device starts on a long stretch of work (a
+training step's forward) while the host still records the rest instead of waiting for
+the whole of it.
 
 Recording calls wgpu-native's compute-pass functions directly through cffi when
 they are reachable (wgpu-py's wrappers add about 3 µs per dispatch); errors in
@@ -26,6 +29,9 @@ from . import _errors, _kernels, _runtime
 from ._memory import KNOWN, set_known
 
 FLUSH_EVERY = 2048
+#: a pass recording for this long (seconds) with at least ``FLUSH_MIN`` dispatches is
+#: submitted: a submit costs some tens of microseconds of host time
+FLUSH_AFTER_S, FLUSH_MIN = 0.0005, 8
 _MASK = 0xFFFFFFFF
 _LOCK = _runtime.LOCK
 _WG = 256
@@ -113,8 +119,10 @@ class Recorder:
         self.pending = 0
         self.batch = 0
         self.submits = 0
+        self.waits = 0  # host waits for the device: readbacks and synchronizes
         self.dispatches = 0
         self._pipeline = None
+        self._opened = 0.0  # when the open pass began recording (perf_counter)
         self._sync_buf = None
         self._stagings: dict = {}  # size class -> mappable staging buffer
         self._keep: list = []  # objects the open pass uses that caches may drop
@@ -127,6 +135,7 @@ class Recorder:
         cp = self.cpass = self.encoder.begin_compute_pass()
         self._handle = cp._internal if _lib is not None else None
         self._pipeline = None
+        self._opened = perf_counter()
         return cp
 
     def dispatch(self, kernel, bufs, words, groups: int, gy: int = 1, gz: int = 1,
@@ -189,7 +198,8 @@ class Recorder:
                 cap.add(kernel, bg, bufs, words, groups, gy, gz, dynamic)
         self.pending += 1
         self.dispatches += 1
-        if self.pending >= FLUSH_EVERY:
+        if self.pending >= FLUSH_EVERY or (
+                self.pending >= FLUSH_MIN and perf_counter() - self._opened > FLUSH_AFTER_S):
             self._flush()
 
     def replay(self, entries, bufs) -> None:
@@ -278,6 +288,7 @@ class Recorder:
 
     def _synchronize(self) -> None:
         self._flush()
+        self.waits += 1
         rt = _runtime.get()
         if _ON_DONE is not None:
             _ON_DONE(rt.queue._internal, _DONE_INFO[0])
@@ -307,6 +318,7 @@ class Recorder:
             return out[:size]
 
     def _read(self, gpu, offset: int, size: int, err):
+        self.waits += 1
         rt = _runtime.get()
         total = size + (_errors.NBYTES if err is not None else 0)
         if _ON_DONE is None:  # pragma: no cover - another wgpu backend or header
