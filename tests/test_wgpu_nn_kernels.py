@@ -636,11 +636,12 @@ def test_conv2d_kernel_declines_arrays_past_one_binding(wgpu, monkeypatch):
     assert kern.forward(x, w, None, *geo[:3], 3) is None  # groups
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @pytest.mark.parametrize("layout", ["nchw", "channels-last"])
-def test_conv2d_implicit_large_tiles_and_depth_slices(wgpu, monkeypatch, layout):
+def test_conv2d_implicit_large_tiles_and_depth_slices(wgpu, monkeypatch, layout, dtype):
     """The implicit-GEMM forward and input gradient on the 128x128-tile kernel (forced for
     small shapes) and the weight gradient cut into many depth slices, with a channels-last
-    input: float32 values and gradients against the numpy backend."""
+    input: float32 and float16 values and gradients against the numpy backend."""
     from vtl.backends.wgpu import _linalg
     from vtl.backends.wgpu import conv as _conv
 
@@ -648,9 +649,9 @@ def test_conv2d_implicit_large_tiles_and_depth_slices(wgpu, monkeypatch, layout)
     monkeypatch.setattr(_linalg, "BIG_MIN_FILL", 0.0)
     monkeypatch.setattr(_conv, "split_depth", lambda groups, k: 37)  # uneven slices
     rng = np.random.default_rng(12)
-    xs = rng.standard_normal((3, 5, 11, 9)).astype(np.float32)
-    ws = rng.standard_normal((7, 5, 3, 3)).astype(np.float32)
-    bs = rng.standard_normal(7).astype(np.float32)
+    xs = rng.standard_normal((3, 5, 11, 9)).astype(dtype)
+    ws = rng.standard_normal((7, 5, 3, 3)).astype(dtype)
+    bs = rng.standard_normal(7).astype(dtype)
     res = []
     for be in ("numpy", "wgpu"):
         if layout == "nchw":
@@ -663,13 +664,17 @@ def test_conv2d_implicit_large_tiles_and_depth_slices(wgpu, monkeypatch, layout)
         b = vtl.asarray(bs, backend=be, requires_grad=True)
         names = _dispatched(monkeypatch) if be == "wgpu" else []
         y = F.conv2d(x, w, b, stride=(1, 2), padding=1)
-        gy = np.sin(np.arange(y.size)).reshape(y.shape).astype(np.float32)
+        gy = np.sin(np.arange(y.size)).reshape(y.shape).astype(dtype)
         vtl.sum(y * vtl.asarray(gy, backend=be)).backward()
         res.append([t.to("numpy").numpy() for t in (y, x.grad, w.grad, b.grad)])
         if be == "wgpu":
             _assert_conv_kernels(names, True)
+    tol = 2e-5 if dtype == np.float32 else 2e-3
     for got, want in zip(res[1], res[0], strict=True):
-        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+        assert got.dtype == want.dtype == dtype
+        scale = float(np.abs(want.astype(np.float64)).max())
+        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=tol,
+                                   atol=tol * scale)
 
 
 def test_conv2d_implicit_backward_declined_after_an_implicit_forward(wgpu, monkeypatch):

@@ -365,6 +365,41 @@ def test_large_tile_matmul_of_every_operand_layout(monkeypatch, m, k, n):
           (a64 @ w.astype(np.float64).T + bias).astype(np.float32), rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+@pytest.mark.parametrize(("m", "k", "n"), [(129, 9, 130), (64, 300, 257)])
+def test_large_tile_matmul_of_16bit_operands(monkeypatch, name, m, k, n):
+    """float16/bfloat16 products on the 128x128-tile kernel (forced for small shapes):
+    computed in float32 and rounded once, so within half a 16-bit ulp of the float64
+    product of the same 16-bit values, in every operand layout and with the bias epilogue."""
+    import ml_dtypes
+
+    from vtl.backends.wgpu import _linalg
+    from vtl.backends.wgpu import nn as wnn
+
+    monkeypatch.setattr(_linalg, "BIG_MIN_TILES", 1)
+    monkeypatch.setattr(_linalg, "BIG_MIN_FILL", 0.0)
+    dt = np.dtype(np.float16) if name == "float16" else np.dtype(ml_dtypes.bfloat16)
+    xdt = getattr(xp, name)
+    assert _linalg.big_tiles(xdt, m, n)
+    a, b = data((m, k), np.float32).astype(dt), data((k, n), np.float32).astype(dt)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    eps = float(np.finfo(dt).eps)
+
+    def near(got, want):
+        got = np.asarray(host(got)).astype(np.float64)
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=eps, atol=eps * (np.abs(want).max() + 1))
+
+    for da in _layouts(a):
+        for db in _layouts(b):
+            out = da @ db
+            assert out.dtype == xdt
+            near(out, ref)
+    w, bias = data((n, k), np.float32).astype(dt), data((n,), np.float32).astype(dt)
+    near(wnn.linear(xp.asarray(a), xp.asarray(w), xp.asarray(bias)),
+         a.astype(np.float64) @ w.astype(np.float64).T + bias.astype(np.float64))
+
+
 def test_large_tile_matmul_is_picked_by_output_tiles(monkeypatch):
     from vtl.backends.wgpu import _linalg
 
@@ -373,7 +408,8 @@ def test_large_tile_matmul_is_picked_by_output_tiles(monkeypatch):
     assert _linalg.big_tiles(xp.float32, 2048, 2048)  # 16 x 16 tiles
     assert not _linalg.big_tiles(xp.float32, 2048, 1024)
     assert _linalg.big_tiles(xp.float32, 1024, 1024, batch=4)
-    assert not _linalg.big_tiles(xp.float16, 4096, 4096)
+    assert _linalg.big_tiles(xp.float16, 4096, 4096)
+    assert not _linalg.big_tiles(xp.float64, 4096, 4096)
     assert not _linalg.big_tiles(xp.float32, 1 << 17, 64)  # half of each tile unused
     assert not _linalg.big_tiles(xp.float32, 1 << 15, 180)  # 180 of 256 columns: 0.70
     assert _linalg.big_tiles(xp.float32, 1 << 15, 240)

@@ -40,7 +40,8 @@ PLAIN = {"DECL": "", "INIT": "", "ACC": "", "EPI": "v[c]", "TAIL": ""}
 #: one workgroup would otherwise walk the whole depth of a deep product with a small output.
 #: A slice is at least ``SPLIT_MIN_DEPTH`` deep, as each costs a pass over the output.
 SPLIT_GROUPS, SPLIT_TARGET, SPLIT_MIN_DEPTH = 128, 512, 512
-#: float32 products with at least this many 128x128 output tiles (over the batch), filled to
+#: float32, float16 and bfloat16 products (the 16-bit ones computed in float32, rounded once)
+#: with at least this many 128x128 output tiles (over the batch), filled to
 #: at least ``BIG_MIN_FILL`` by the output, run the large-tile kernel (``matmul_big.wgsl``:
 #: four times the multiply-adds per workgroup-memory read); the others the 64x64 one, which
 #: fills the device with fewer rows and wastes less on a narrow output (64 columns).
@@ -48,7 +49,7 @@ BIG_MIN_TILES = 256
 BIG_MIN_FILL = 0.75
 _BIG = 128
 #: the dtypes of the large-tile kernel
-_BIG_DTYPES = frozenset({D.float32})
+_BIG_DTYPES = frozenset({D.float32, D.float16, D.bfloat16})
 
 
 def split_depth(groups: int, K: int) -> int:
