@@ -158,9 +158,10 @@ class CupyBackend(Backend):
 
         out: dict[str, Any] = {"cupy": cp.__version__, "devices": []}
         cudnn, why = load_cudnn()
-        out["cudnn"] = (f"cuDNN {cudnn.backend_version()} through nvidia-cudnn-frontend "
-                        f"{cudnn.__version__} (convolutions)") if cudnn is not None else \
-            f"not used: {why}"
+        out["cudnn"] = (
+            f"cuDNN {cudnn.backend_version()} through nvidia-cudnn-frontend "
+            f"{cudnn.__version__} (convolutions, 16-bit attention)") if cudnn is not None \
+            else f"not used: {why}"
         for i in range(self.device_count()):
             props = cp.cuda.runtime.getDeviceProperties(i)
             out["devices"].append(
@@ -188,7 +189,12 @@ def register(backend: Backend, cupy: Any, xp: Any) -> None:
         CudnnConv2d(cupy, cudnn, matmul=xp.matmul)
     backend.register_kernel("conv2d", conv)
     backend.register_kernel("pool2d", CupyPool2d(cupy))
-    backend.register_kernel("attention", CupyAttention(cupy))
+    if cudnn is None:
+        backend.register_kernel("attention", CupyAttention(cupy))
+    else:
+        from .cudnn_attention import CudnnAttention
+
+        backend.register_kernel("attention", CudnnAttention(cupy, cudnn))
     backend.register_kernel("linear", nn.linear)
     backend.register_kernel("linear_grad_weight", nn.linear_grad_weight)
     backend.register_kernel("relu_backward", nn.relu_backward)

@@ -33,7 +33,7 @@ import numpy as np
 
 from .conv import CupyConv2d
 
-__all__ = ["CudnnConv2d", "load_cudnn"]
+__all__ = ["CudnnConv2d", "Handles", "direct_launch", "load_cudnn"]
 
 
 def load_cudnn() -> tuple[Any, str | None]:
@@ -57,7 +57,32 @@ _F32 = np.dtype(np.float32)
 _LOW = {"float16": "HALF", "bfloat16": "BFLOAT16"}
 
 
-def _direct_launch(graph: Any, uids: tuple[int, ...]) -> Any:
+class Handles:
+    """A cuDNN handle per thread and device, bound to CuPy's current stream (set again
+    only when the stream changes: ``set_stream`` costs a few microseconds)."""
+
+    def __init__(self, cupy: Any, cudnn: Any) -> None:
+        self._cp = cupy
+        self._cudnn = cudnn
+        self._local = threading.local()
+        self._bound: dict[int, int] = {}  # id(handle) -> the stream last set on it
+
+    def get(self) -> Any:
+        dev = self._cp.cuda.Device().id
+        handles = getattr(self._local, "handles", None)
+        if handles is None:
+            handles = self._local.handles = {}
+        h = handles.get(dev)
+        if h is None:
+            h = handles[dev] = self._cudnn.create_handle()
+        stream = self._cp.cuda.get_current_stream().ptr
+        if self._bound.get(id(h)) != stream:
+            self._cudnn.set_stream(handle=h, stream=stream)
+            self._bound[id(h)] = stream
+        return h
+
+
+def direct_launch(graph: Any, uids: tuple[int, ...]) -> Any:
     """A launcher that hands the built plan its operand pointers directly, or ``None``.
 
     The frontend's ``execute`` normalises its arguments in Python on every call (about a
@@ -105,25 +130,13 @@ class CudnnConv2d(CupyConv2d):
         self._cudnn = cudnn
         self._graphs: dict[tuple, Any] = {}
         self._lock = threading.Lock()
-        self._local = threading.local()  # a handle per thread and device
-        self._bound: dict[int, int] = {}  # id(handle) -> the stream last set on it
+        self._handles = Handles(cupy, cudnn)
         self.declined: dict[tuple, str] = {}  # graph key -> why cuDNN did not serve it
         self.served = 0  # calls cuDNN executed (for tests and `vtl info`)
 
     # -- cuDNN plumbing ------------------------------------------------------------------
     def _handle(self) -> Any:
-        dev = self.m.cuda.Device().id
-        handles = getattr(self._local, "handles", None)
-        if handles is None:
-            handles = self._local.handles = {}
-        h = handles.get(dev)
-        if h is None:
-            h = handles[dev] = self._cudnn.create_handle()
-        stream = self.m.cuda.get_current_stream().ptr
-        if self._bound.get(id(h)) != stream:  # set_stream costs a few microseconds
-            self._cudnn.set_stream(handle=h, stream=stream)
-            self._bound[id(h)] = stream
-        return h
+        return self._handles.get()
 
     def _allow_tf32(self) -> bool:
         try:
@@ -192,7 +205,7 @@ class CudnnConv2d(CupyConv2d):
         graph.check_support()
         graph.build_plans()
         return (graph, a, b, out, graph.get_workspace_size(),
-                _direct_launch(graph, (a.uid, b.uid, out.uid)))
+                direct_launch(graph, (a.uid, b.uid, out.uid)))
 
     def _run(self, built: tuple, a: Any, b: Any, out: Any) -> Any:
         graph, ta, tb, tout, ws, direct = built
