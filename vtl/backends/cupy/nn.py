@@ -1088,8 +1088,8 @@ class CupySoftmax(KernelFamily):
 
 #: ``g`` times the derivative of ``erf`` / ``erfc`` at ``x`` (``kernel("special").grad``)
 SPECIAL_GRAD_BODIES = {
-    "erf": "y = g * ((T)1.12837916709551257390 * exp(-x * x));",
-    "erfc": "y = g * ((T)-1.12837916709551257390 * exp(-x * x));",
+    "erf": "y = g * (T)(1.12837916709551257390 * exp(-(double)x * (double)x));",
+    "erfc": "y = g * (T)(-1.12837916709551257390 * exp(-(double)x * (double)x));",
 }
 
 
