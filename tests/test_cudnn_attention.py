@@ -1,7 +1,8 @@
 """cuDNN's fused attention behind the CuPy backend's ``attention`` kernel (float16 and
-bfloat16, where ``nvidia-cudnn-frontend`` and cuDNN are installed): forward and gradients
-against vtl's own kernels on the same inputs and dropout draws, on split heads and on the
-packed projection in both layouts; what cuDNN is not asked for still runs vtl's kernels."""
+bfloat16 without a mask or dropout, where ``nvidia-cudnn-frontend`` and cuDNN are
+installed): forward and gradients against vtl's own kernels on the same inputs, on split
+heads and on the packed projection in both layouts; what cuDNN is not asked for (dropout,
+masks, float32, head sizes off 8) still runs vtl's kernels."""
 
 from __future__ import annotations
 
@@ -52,8 +53,7 @@ def _close(got, want, dt):
 
 @pytest.mark.parametrize("name", ["bfloat16", "float16"])
 @pytest.mark.parametrize("batch_first", [True, False])
-@pytest.mark.parametrize(("causal", "p"), [(False, 0.0), (True, 0.0), (False, 0.2),
-                                           (True, 0.3)])
+@pytest.mark.parametrize(("causal", "p"), [(False, 0.0), (True, 0.0), (True, 0.3)])
 def test_packed_attention_through_cudnn_equals_vtl_kernels(kernels, name, batch_first,
                                                            causal, p):
     be, cudnn_kern, own = kernels
@@ -74,12 +74,13 @@ def test_packed_attention_through_cudnn_equals_vtl_kernels(kernels, name, batch_
 
     served = cudnn_kern.served
     got = _with(be, cudnn_kern, run)
-    assert cudnn_kern.served - served == 2, cudnn_kern.declined  # forward and backward
+    # forward and backward; dropout stays with vtl's kernels
+    assert cudnn_kern.served - served == (0 if p else 2), cudnn_kern.declined
     _close(got, _with(be, own, run), dt)
 
 
 @pytest.mark.parametrize("name", ["bfloat16", "float16"])
-@pytest.mark.parametrize(("causal", "p"), [(False, 0.0), (True, 0.25)])
+@pytest.mark.parametrize(("causal", "p"), [(False, 0.0), (True, 0.0), (True, 0.25)])
 def test_split_heads_attention_through_cudnn_equals_vtl_kernels(kernels, name, causal, p):
     be, cudnn_kern, own = kernels
     dt = _LOW[name]
@@ -97,7 +98,7 @@ def test_split_heads_attention_through_cudnn_equals_vtl_kernels(kernels, name, c
 
     served = cudnn_kern.served
     got = _with(be, cudnn_kern, run)
-    assert cudnn_kern.served - served == 2, cudnn_kern.declined
+    assert cudnn_kern.served - served == (0 if p else 2), cudnn_kern.declined
     _close(got, _with(be, own, run), dt)
 
 

@@ -209,15 +209,15 @@ class CudnnConv2d(CupyConv2d):
 
     def _run(self, built: tuple, a: Any, b: Any, out: Any) -> Any:
         graph, ta, tb, tout, ws, direct = built
-        work = 0
-        if ws:  # from CuPy's pool (the capture's pool while vtl.compile captures)
-            work = self.m.empty(ws, dtype=self.m.uint8).data.ptr
+        # from CuPy's pool (the capture's pool while vtl.compile captures), held to the launch
+        work = self.m.empty(ws, dtype=self.m.uint8) if ws else None
+        ptr = 0 if work is None else work.data.ptr
         handle = self._handle()
         if direct is not None:
-            direct(handle, (a.data.ptr, b.data.ptr, out.data.ptr), work)
+            direct(handle, (a.data.ptr, b.data.ptr, out.data.ptr), ptr)
         else:  # device pointers, not arrays: the frontend skips a DLPack export per operand
             graph.execute({ta: a.data.ptr, tb: b.data.ptr, tout: out.data.ptr},
-                          work or None, handle=handle)
+                          ptr or None, handle=handle)
         self.served += 1
         return out
 

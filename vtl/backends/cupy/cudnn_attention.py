@@ -6,17 +6,15 @@ are strided views for cuDNN, the output written with its heads merged and the gr
 one array of the projection's shape).
 
 * Taken: float16/bfloat16, query and key head sizes equal, a multiple of 8 and at most 128,
-  no ``attn_mask`` (``is_causal`` is cuDNN's top-left diagonal band), dropout included.
-  Everything else (masks, float32/float64, other head sizes) runs vtl's own kernels
-  (:class:`~vtl.backends.cupy.attention.CupyAttention`), whose log-sum-exp has the same
-  meaning, so either backward follows either forward.
-* Dropout keeps vtl's draws, so the numbers match the other backends': the keep mask of
-  the weights is formed by vtl's Philox kernel (``vtl_attn_dropout_mask``, the bits the
-  tiled kernels apply) and handed to cuDNN as a tensor, formed again for the backward
-  rather than kept; masks above :attr:`CudnnAttention.MASK_BYTES` run vtl's kernels.
-  cuDNN's backward with a mask tensor divides the ``rowsum(dO * O)`` term by the keep
-  probability as well as the kept weights' gradients; it is handed ``O`` times the keep
-  probability, which makes that term right (tested against vtl's kernels).
+  no ``attn_mask`` (``is_causal`` is cuDNN's top-left diagonal band) and no dropout.
+  Everything else (masks, dropout, float32/float64, other head sizes) runs vtl's own
+  kernels (:class:`~vtl.backends.cupy.attention.CupyAttention`), whose log-sum-exp has the
+  same meaning, so either backward follows either forward.
+* Dropout stays with vtl's kernels, which draw ``vtl.random``'s bits like every other
+  backend: cuDNN takes a keep mask as a tensor, but its backward with one needs its ``O``
+  rescaled (it divides the ``rowsum(dO * O)`` term by the keep probability too), and the
+  one training step measured through that path ran slower than with vtl's kernels, for a
+  reason not yet found.
 * The backward uses cuDNN's deterministic algorithm, so compiled steps equal eager ones.
 """
 
@@ -46,8 +44,6 @@ class CudnnAttention(CupyAttention):
     """:class:`CupyAttention` with float16/bfloat16 attention through cuDNN's fused
     kernels (see :mod:`vtl.backends.cupy.cudnn_attention`)."""
 
-    #: the largest dropout keep mask (bytes) formed for cuDNN; larger ones run vtl's kernels
-    MASK_BYTES = 1 << 28
     #: the largest head size cuDNN's fused attention is asked for
     MAX_HEAD = 128
 
@@ -61,13 +57,10 @@ class CudnnAttention(CupyAttention):
         self.served = 0  # graphs executed (for tests and `vtl info`)
 
     # -- which calls cuDNN takes ---------------------------------------------------------
-    def _takes(self, dtype: Any, d: int, dv: int, mask: Any, weights: int, dropout: Any
-               ) -> bool:
-        """Whether cuDNN is asked for attention of ``dtype`` with head sizes ``d``/``dv``
-        over ``weights`` attention weights (a dropout mask of that many 16-bit values)."""
-        name = np.dtype(dtype).name
-        return (name in _LOW and mask is None and d == dv and d % 8 == 0
-                and d <= self.MAX_HEAD and (dropout is None or weights * 2 <= self.MASK_BYTES))
+    def _takes(self, dtype: Any, d: int, dv: int, mask: Any, dropout: Any) -> bool:
+        """Whether cuDNN is asked for attention of ``dtype`` with head sizes ``d``/``dv``."""
+        return (np.dtype(dtype).name in _LOW and mask is None and dropout is None and d == dv
+                and d % 8 == 0 and d <= self.MAX_HEAD)
 
     # -- graphs ----------------------------------------------------------------------------
     def _graph(self, key: tuple) -> Any:
@@ -87,7 +80,7 @@ class CudnnAttention(CupyAttention):
 
     def _build(self, key: tuple) -> tuple:
         cudnn = self._cudnn
-        op, name, (n, h, lq, lk, d), strides, causal, scale, drop = key
+        op, name, (n, h, lq, lk, d), strides, causal, scale = key
         dt = getattr(cudnn.data_type, _LOW[name])
         f32 = cudnn.data_type.FLOAT
         graph = cudnn.pygraph(io_data_type=dt, intermediate_data_type=f32,
@@ -102,15 +95,10 @@ class CudnnAttention(CupyAttention):
         band = {"diagonal_band_right_bound": 0 if causal else None,
                 "diagonal_alignment": cudnn.diagonal_alignment.TOP_LEFT}
         stats_dim, stats_stride = [n, h, lq, 1], [h * lq, lq, 1, 1]
-        ins, extra = [q, k, v], {}
+        ins = [q, k, v]
         if op == "fwd":
-            if drop:
-                keep = tensor("keep", [n, h, lq, lk], _strides((n, h, lq, lk)))
-                sc = tensor("scale", [1, 1, 1, 1], [1, 1, 1, 1], f32)
-                extra["dropout"] = (keep, sc)
-                ins += [keep, sc]
             o, st = graph.sdpa(name="sdpa", q=q, k=k, v=v, generate_stats=True,
-                               attn_scale=scale, **band, **extra)
+                               attn_scale=scale, **band)
             o.set_output(True).set_dim(qdim).set_stride(list(strides[3])).set_data_type(dt)
             st.set_output(True).set_dim(stats_dim).set_stride(stats_stride).set_data_type(f32)
             outs = [o, st]
@@ -118,16 +106,9 @@ class CudnnAttention(CupyAttention):
             o, do = tensor("o", qdim, strides[3]), tensor("do", qdim, strides[4])
             st = tensor("stats", stats_dim, stats_stride, f32)
             ins += [o, do, st]
-            if drop:
-                keep = tensor("keep", [n, h, lq, lk], _strides((n, h, lq, lk)))
-                sc = tensor("scale", [1, 1, 1, 1], [1, 1, 1, 1], f32)
-                sci = tensor("scale_inv", [1, 1, 1, 1], [1, 1, 1, 1], f32)
-                extra["dropout"] = (keep, sc, sci)
-                ins += [keep, sc, sci]
             dq, dk, dv = graph.sdpa_backward(name="sdpa_backward", q=q, k=k, v=v, o=o, dO=do,
                                              stats=st, attn_scale=scale,
-                                             use_deterministic_algorithm=True, **band,
-                                             **extra)
+                                             use_deterministic_algorithm=True, **band)
             for t, dim, stride in ((dq, qdim, strides[5]), (dk, kdim, strides[6]),
                                    (dv, kdim, strides[7])):
                 t.set_output(True).set_dim(dim).set_stride(list(stride)).set_data_type(dt)
@@ -143,66 +124,35 @@ class CudnnAttention(CupyAttention):
 
     def _run(self, built: tuple, ptrs: list[int]) -> None:
         graph, tensors, ws, direct = built
-        work = self._cp.empty(ws, dtype=self._cp.uint8).data.ptr if ws else 0
+        work = self._cp.empty(ws, dtype=self._cp.uint8) if ws else None  # held to the launch
+        ptr = 0 if work is None else work.data.ptr
         handle = self._handles.get()
         if direct is not None:
-            direct(handle, tuple(ptrs), work)
+            direct(handle, tuple(ptrs), ptr)
         else:
-            graph.execute(dict(zip(tensors, ptrs, strict=True)), work or None, handle=handle)
+            graph.execute(dict(zip(tensors, ptrs, strict=True)), ptr or None, handle=handle)
         self.served += 1
 
-    # -- dropout ---------------------------------------------------------------------------
-    def _dropout_operands(self, dropout: Any, dtype: Any, total: int, backward: bool
-                          ) -> tuple[list, list[int]]:
-        """The keep mask of ``total`` weights and the scale tensors (kept alive by the
-        returned list) and their pointers."""
-        cp = self._cp
-        p = dropout[0]
-        args = self._drop_args(dropout, dtype, True)[:-1]  # words, mode, keep threshold
-        keep = cp.empty(total, dtype=dtype)
-        kern, _ = self._kernel("vtl_attn_dropout_mask", dtype, 8, 8, True)
-        kern((-(-total // 1024),), (256,), (keep, np.int64(total), *args))
-        arrays = [keep, cp.full(1, 1.0 / (1.0 - p), dtype=_F32)]
-        if backward:
-            arrays.append(cp.full(1, 1.0 - p, dtype=_F32))
-        return arrays, [a.data.ptr for a in arrays]
-
     def _forward(self, dims: tuple, strides: tuple, ptrs: list[int], causal: bool,
-                 scale: float, dropout: Any, dtype: Any) -> bool:
-        """Run the forward graph; ``False`` where cuDNN has no engine for it."""
-        key = ("fwd", np.dtype(dtype).name, dims, strides, bool(causal), float(scale),
-               dropout is not None)
-        built = self._graph(key)
+                 scale: float, dtype: Any) -> bool:
+        """Run the forward graph (``ptrs``: q, k, v, o, stats); ``False`` where cuDNN has no
+        engine for it."""
+        built = self._graph(("fwd", np.dtype(dtype).name, dims, strides, bool(causal),
+                             float(scale)))
         if built is None:
             return False
-        keep = []
-        if dropout is not None:
-            n, h, lq, lk, _ = dims
-            keep, extra = self._dropout_operands(dropout, dtype, n * h * lq * lk, False)
-            ptrs = ptrs[:3] + extra + ptrs[3:]
         self._run(built, ptrs)
-        del keep  # the launch is ordered on the stream before any reuse of the memory
         return True
 
-    def _backward(self, dims: tuple, strides: tuple, ptrs: list[int], out: Any,
-                  causal: bool, scale: float, dropout: Any, dtype: Any) -> bool:
+    def _backward(self, dims: tuple, strides: tuple, ptrs: list[int], causal: bool,
+                  scale: float, dtype: Any) -> bool:
         """Run the backward graph (``ptrs``: q, k, v, o, dO, stats, dq, dk, dv); ``False``
         where cuDNN has no engine for it."""
-        key = ("bwd", np.dtype(dtype).name, dims, strides, bool(causal), float(scale),
-               dropout is not None)
-        built = self._graph(key)
+        built = self._graph(("bwd", np.dtype(dtype).name, dims, strides, bool(causal),
+                             float(scale)))
         if built is None:
             return False
-        held = []
-        if dropout is not None:
-            n, h, lq, lk, _ = dims
-            held, extra = self._dropout_operands(dropout, dtype, n * h * lq * lk, True)
-            # O times the keep probability: see the module's docstring
-            o = (out.astype(_F32) * (1.0 - dropout[0])).astype(dtype)
-            held.append(o)
-            ptrs = ptrs[:3] + [o.data.ptr] + ptrs[4:6] + extra + ptrs[6:]
         self._run(built, ptrs)
-        del held
         return True
 
     # -- the kernel contract ---------------------------------------------------------------
@@ -210,8 +160,8 @@ class CudnnAttention(CupyAttention):
                 batch: tuple[int, int], dropout: Any = None) -> tuple[Any, Any] | None:
         b, n_q, d = q.shape
         n_k, dv = v.shape[1], v.shape[2]
-        if not (q.dtype == k.dtype == v.dtype) or not self._takes(
-                q.dtype, d, dv, mask, b * n_q * n_k, dropout) or 0 in (b, n_q, n_k):
+        if not (q.dtype == k.dtype == v.dtype) or 0 in (b, n_q, n_k) \
+                or not self._takes(q.dtype, d, dv, mask, dropout):
             return super().forward(q, k, v, mask, causal, scale, batch, dropout)
         cp = self._cp
         q, k, v = (cp.ascontiguousarray(a) for a in (q, k, v))
@@ -221,7 +171,7 @@ class CudnnAttention(CupyAttention):
         qs, ks = _strides((b1, b2, n_q, d)), _strides((b1, b2, n_k, d))
         if not self._forward((b1, b2, n_q, n_k, d), (tuple(qs), tuple(ks), tuple(ks), tuple(qs)),
                              [q.data.ptr, k.data.ptr, v.data.ptr, out.data.ptr, lse.data.ptr],
-                             causal, scale, dropout, q.dtype):
+                             causal, scale, q.dtype):
             return super().forward(q, k, v, mask, causal, scale, batch, dropout)
         return out, lse
 
@@ -232,7 +182,7 @@ class CudnnAttention(CupyAttention):
         n_k, dv = v.shape[1], v.shape[2]
         cp = self._cp
         if (q.dtype == k.dtype == v.dtype == g.dtype == out.dtype) and lse.dtype == _F32 \
-                and self._takes(q.dtype, d, dv, mask, b * n_q * n_k, dropout) \
+                and self._takes(q.dtype, d, dv, mask, dropout) \
                 and 0 not in (b, n_q, n_k):
             q, k, v, out, g, lse = (cp.ascontiguousarray(a) for a in (q, k, v, out, g, lse))
             dq, dk, dvv = cp.empty_like(q), cp.empty_like(k), cp.empty_like(v)
@@ -240,8 +190,8 @@ class CudnnAttention(CupyAttention):
             qs = tuple(_strides((b1, b2, n_q, d)))
             ks = tuple(_strides((b1, b2, n_k, d)))
             if self._backward((b1, b2, n_q, n_k, d), (qs, ks, ks, qs, qs, qs, ks, ks),
-                              [a.data.ptr for a in (q, k, v, out, g, lse, dq, dk, dvv)], out,
-                              causal, scale, dropout, q.dtype):
+                              [a.data.ptr for a in (q, k, v, out, g, lse, dq, dk, dvv)],
+                              causal, scale, q.dtype):
                 return dq, dk, dvv
         return super().backward(q, k, v, out, lse, g, mask, causal, scale, batch, dropout)
 
@@ -253,7 +203,7 @@ class CudnnAttention(CupyAttention):
             return None
         n, length, e = geo
         hd = e // heads
-        if not self._takes(qkv.dtype, hd, hd, mask, n * heads * length * length, dropout):
+        if not self._takes(qkv.dtype, hd, hd, mask, dropout):
             return None
         if batch_first:
             qs, os_ = (length * 3 * e, hd, 3 * e, 1), (length * e, hd, e, 1)
@@ -275,7 +225,7 @@ class CudnnAttention(CupyAttention):
             base, step = qkv.data.ptr, h * hd * qkv.itemsize
             if self._forward(dims, (qs, qs, qs, os_),
                              [base, base + step, base + 2 * step, out.data.ptr, lse.data.ptr],
-                             causal, scale, dropout, qkv.dtype):
+                             causal, scale, qkv.dtype):
                 return out, lse
         return super().forward_packed(qkv, heads, batch_first, mask, causal, scale, dropout)
 
@@ -295,8 +245,8 @@ class CudnnAttention(CupyAttention):
             base, gb = qkv.data.ptr, grad.data.ptr
             if self._backward(dims, (qs, qs, qs, os_, os_, qs, qs, qs),
                               [base, base + step, base + 2 * step, out.data.ptr, g.data.ptr,
-                               lse.data.ptr, gb, gb + step, gb + 2 * step], out, causal,
-                              scale, dropout, dt):
+                               lse.data.ptr, gb, gb + step, gb + 2 * step], causal, scale,
+                              dt):
                 return grad
         return super().backward_packed(qkv, out, lse, g, heads, batch_first, mask, causal,
                                        scale, dropout)
