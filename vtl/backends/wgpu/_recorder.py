@@ -228,9 +228,7 @@ class Recorder:
                 cp.set_immediates(0, block, 0, 128)
                 cp.dispatch_workgroups(groups, gy, gz)
             n += 1
-            if self.pending + n >= FLUSH_EVERY or (
-                    self.pending + n >= FLUSH_MIN
-                    and perf_counter() - self._opened > FLUSH_AFTER_S):
+            if self.pending + n >= FLUSH_EVERY:
                 self.pending += n
                 self.dispatches += n
                 n = 0
