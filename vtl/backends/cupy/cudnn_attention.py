@@ -20,14 +20,13 @@ one array of the projection's shape).
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import numpy as np
 
 from .._common.packed_attention import packed_geometry
 from .attention import MAX_DIM, CupyAttention
-from .cudnn import Handles, direct_launch
+from .cudnn import GraphCache, Handles, direct_launch
 
 __all__ = ["CudnnAttention"]
 
@@ -35,9 +34,9 @@ _LOW = {"float16": "HALF", "bfloat16": "BFLOAT16"}
 _F32 = np.dtype(np.float32)
 
 
-def _strides(shape: tuple) -> list[int]:
-    """C-contiguous strides of ``shape``, in elements."""
-    return [int(s) for s in np.cumprod((1, *shape[:0:-1]))[::-1]]
+def _strides(shape: tuple) -> tuple[int, ...]:
+    """C-contiguous strides of ``shape``, in elements (hashable: part of a graph's key)."""
+    return tuple(int(s) for s in np.cumprod((1, *shape[:0:-1]))[::-1])
 
 
 class CudnnAttention(CupyAttention):
@@ -51,9 +50,8 @@ class CudnnAttention(CupyAttention):
         super().__init__(cupy, tiled)
         self._cudnn = cudnn
         self._handles = Handles(cupy, cudnn)
-        self._graphs: dict[tuple, Any] = {}
-        self._glock = threading.Lock()
-        self.declined: dict[tuple, str] = {}  # graph key -> why cuDNN did not serve it
+        self._cache = GraphCache()
+        self.declined = self._cache.declined  # graph key -> why cuDNN did not serve it
         self.served = 0  # graphs executed (for tests and `vtl info`)
 
     # -- which calls cuDNN takes ---------------------------------------------------------
@@ -64,19 +62,7 @@ class CudnnAttention(CupyAttention):
 
     # -- graphs ----------------------------------------------------------------------------
     def _graph(self, key: tuple) -> Any:
-        g = self._graphs.get(key)
-        if g is not None or key in self.declined:
-            return g
-        with self._glock:
-            g = self._graphs.get(key)
-            if g is None and key not in self.declined:
-                try:
-                    g = self._build(key)
-                except Exception as e:  # noqa: BLE001 - cuDNN refuses: vtl's kernels serve
-                    self.declined[key] = f"{type(e).__name__}: {e}"
-                    return None
-                self._graphs[key] = g
-        return g
+        return self._cache.get(key, self._build)
 
     def _build(self, key: tuple) -> tuple:
         cudnn = self._cudnn
@@ -133,22 +119,11 @@ class CudnnAttention(CupyAttention):
             graph.execute(dict(zip(tensors, ptrs, strict=True)), ptr or None, handle=handle)
         self.served += 1
 
-    def _forward(self, dims: tuple, strides: tuple, ptrs: list[int], causal: bool,
+    def _execute(self, op: str, dims: tuple, strides: tuple, ptrs: list[int], causal: bool,
                  scale: float, dtype: Any) -> bool:
-        """Run the forward graph (``ptrs``: q, k, v, o, stats); ``False`` where cuDNN has no
-        engine for it."""
-        built = self._graph(("fwd", np.dtype(dtype).name, dims, strides, bool(causal),
-                             float(scale)))
-        if built is None:
-            return False
-        self._run(built, ptrs)
-        return True
-
-    def _backward(self, dims: tuple, strides: tuple, ptrs: list[int], causal: bool,
-                  scale: float, dtype: Any) -> bool:
-        """Run the backward graph (``ptrs``: q, k, v, o, dO, stats, dq, dk, dv); ``False``
-        where cuDNN has no engine for it."""
-        built = self._graph(("bwd", np.dtype(dtype).name, dims, strides, bool(causal),
+        """Run the ``"fwd"`` graph (``ptrs``: q, k, v, o, stats) or the ``"bwd"`` one (q, k,
+        v, o, dO, stats, dq, dk, dv); ``False`` where cuDNN has no engine for it."""
+        built = self._graph((op, np.dtype(dtype).name, dims, strides, bool(causal),
                              float(scale)))
         if built is None:
             return False
@@ -169,7 +144,7 @@ class CudnnAttention(CupyAttention):
         lse = cp.empty((b, n_q), dtype=_F32)
         b1, b2 = batch
         qs, ks = _strides((b1, b2, n_q, d)), _strides((b1, b2, n_k, d))
-        if not self._forward((b1, b2, n_q, n_k, d), (tuple(qs), tuple(ks), tuple(ks), tuple(qs)),
+        if not self._execute("fwd", (b1, b2, n_q, n_k, d), (qs, ks, ks, qs),
                              [q.data.ptr, k.data.ptr, v.data.ptr, out.data.ptr, lse.data.ptr],
                              causal, scale, q.dtype):
             return super().forward(q, k, v, mask, causal, scale, batch, dropout)
@@ -187,9 +162,8 @@ class CudnnAttention(CupyAttention):
             q, k, v, out, g, lse = (cp.ascontiguousarray(a) for a in (q, k, v, out, g, lse))
             dq, dk, dvv = cp.empty_like(q), cp.empty_like(k), cp.empty_like(v)
             b1, b2 = batch
-            qs = tuple(_strides((b1, b2, n_q, d)))
-            ks = tuple(_strides((b1, b2, n_k, d)))
-            if self._backward((b1, b2, n_q, n_k, d), (qs, ks, ks, qs, qs, qs, ks, ks),
+            qs, ks = _strides((b1, b2, n_q, d)), _strides((b1, b2, n_k, d))
+            if self._execute("bwd", (b1, b2, n_q, n_k, d), (qs, ks, ks, qs, qs, qs, ks, ks),
                               [a.data.ptr for a in (q, k, v, out, g, lse, dq, dk, dvv)],
                               causal, scale, q.dtype):
                 return dq, dk, dvv
@@ -223,7 +197,7 @@ class CudnnAttention(CupyAttention):
             out = cp.empty((*qkv.shape[:2], h * hd), dtype=qkv.dtype)
             lse = cp.empty((n * h, length), dtype=_F32)
             base, step = qkv.data.ptr, h * hd * qkv.itemsize
-            if self._forward(dims, (qs, qs, qs, os_),
+            if self._execute("fwd", dims, (qs, qs, qs, os_),
                              [base, base + step, base + 2 * step, out.data.ptr, lse.data.ptr],
                              causal, scale, qkv.dtype):
                 return out, lse
@@ -243,7 +217,7 @@ class CudnnAttention(CupyAttention):
             grad = cp.empty(qkv.shape, dtype=dt)
             step = dims[1] * dims[4] * qkv.itemsize
             base, gb = qkv.data.ptr, grad.data.ptr
-            if self._backward(dims, (qs, qs, qs, os_, os_, qs, qs, qs),
+            if self._execute("bwd", dims, (qs, qs, qs, os_, os_, qs, qs, qs),
                               [base, base + step, base + 2 * step, out.data.ptr, g.data.ptr,
                                lse.data.ptr, gb, gb + step, gb + 2 * step], causal, scale,
                               dt):
