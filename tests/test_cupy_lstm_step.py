@@ -195,6 +195,23 @@ def test_16bit_steps_on_the_host(steps, name):
                                atol=2 * eps * float(np.abs(rdcp).max()))
 
 
+def test_an_empty_batch_launches_no_step(steps):
+    """CuPy launches at least one block even for an empty grid, and the steps clamp their
+    reads to row N - 1: an empty batch (or state) must not reach the kernels."""
+    cp, st = steps
+    for n, hs in ((0, 4), (3, 0)):
+        g = np.ones((n, 4 * hs), np.float32)
+        h = np.ones((n, hs), np.float32)
+        w = np.ones((4 * hs, hs), np.float32)
+        out = tuple(np.empty(sh, np.float32) for sh in ((n, hs), (n, hs), (n, 4 * hs),
+                                                         (n, hs)))
+        cp.log.clear()
+        assert st.step_forward(g, h, np.ascontiguousarray(w.T), h, out) is None
+        assert st.step_backward(out[2], h, h, None, w, h, None, None, True,
+                                np.empty((n, 4 * hs), np.float32)) is None
+        assert cp.log == []
+
+
 def test_steps_decline(steps):
     _, st = steps
     f = np.ones((2, 4), np.float32)

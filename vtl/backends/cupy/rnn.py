@@ -278,6 +278,12 @@ _HEAD = r"""
   const int Hi = (int)H;
 """
 
+#: an empty batch or state launches nothing useful, yet CuPy launches at least one block:
+#: the rows' reads are clamped to row N - 1, which does not exist then
+_EMPTY = r"""
+  if (N <= 0 || H <= 0) return;
+"""
+
 #: ``z = g + h @ wt`` for the 4 gates of (row ``n``, unit ``j``) (``wt`` = ``W_hh^T``,
 #: ``(H, 4H)``: neighbouring threads read neighbouring units; each of the 8 slices of a
 #: (row, unit) sums its part of ``k``, the parts meet in shared memory), then the cell:
@@ -287,7 +293,7 @@ LSTM_STEP_FORWARD = Spec("vtl_lstm_step_fwd", (
     ("const T* __restrict__", "wt"), ("const T* __restrict__", "cprev"),
     ("T* __restrict__", "hout"), ("T* __restrict__", "cout"), ("T* __restrict__", "tcout"),
     ("T* __restrict__", "act"), ("const long long", "N"), ("const long long", "H")),
-    _HEAD + r"""
+    _HEAD + _EMPTY + r"""
   __shared__ A part[4][256];
   const int len = (Hi + 7) / 8;
   const int k0 = sl * len < Hi ? sl * len : Hi;
@@ -340,7 +346,7 @@ LSTM_STEP_BACKWARD = Spec("vtl_lstm_step_bwd", (
     ("const T* __restrict__", "dh2"), ("const T* __restrict__", "dc"),
     ("T* __restrict__", "dz"), ("T* __restrict__", "dcp"), ("const long long", "N"),
     ("const long long", "H"), ("const int", "flags"), ("const long long", "ld2")),
-    _HEAD + r"""
+    _HEAD + _EMPTY + r"""
   __shared__ A part[256];
   A a0 = 0, a1 = 0, a2 = 0, a3 = 0;
   if (flags & 1) {
@@ -449,7 +455,7 @@ class LstmSteps:
         if self._capturing():
             return None
         h, c = self._contiguous(h), self._contiguous(c)
-        if not self._ok(gates, h, w_hh, c, *out) or h.ndim != 2 \
+        if not self._ok(gates, h, w_hh, c, *out) or h.ndim != 2 or 0 in h.shape \
                 or w_hh.shape != (h.shape[1], 4 * h.shape[1]):
             return None
         n, hs = h.shape
@@ -473,7 +479,8 @@ class LstmSteps:
         if ld2 is None:
             dh2 = self._contiguous(dh2)
             ld2 = None if dh2 is None else dh2.shape[-1]
-        if not self._ok(act, c_prev, tc, dz_next, w_hh, dh, dc, out) or tc.ndim != 2:
+        if not self._ok(act, c_prev, tc, dz_next, w_hh, dh, dc, out) or tc.ndim != 2 \
+                or 0 in tc.shape:
             return None
         n, hs = tc.shape
         if dh2 is not None and (type(dh2) is not self._cp.ndarray or dh2.dtype != act.dtype
