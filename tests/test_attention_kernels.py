@@ -858,3 +858,13 @@ def test_packed_heads_second_order():
 
     for a, r in zip(run(True), run(False), strict=True):
         np.testing.assert_allclose(a, r, rtol=1e-9, atol=1e-11)
+
+
+def test_an_empty_batch_is_declined_before_any_launch(host_kernel):
+    """CuPy runs at least one block even for an empty grid, and the kernels check rows and
+    keys but not the batch: an empty batch (or a zero head size) is left to the portable
+    path, which gives the empty result."""
+    q = np.zeros((0, 5, 8), np.float32)
+    assert host_kernel.forward(q, q, q, None, True, 0.5, (0, 2)) is None
+    z = np.zeros((4, 5, 0), np.float32)
+    assert host_kernel.forward(z, z, z, None, False, 0.5, (2, 2)) is None

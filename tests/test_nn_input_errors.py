@@ -364,6 +364,19 @@ def test_attention_over_an_empty_key_sequence(backend):
         assert tuple(t_w.shape) == w.shape and tuple(t_out.shape) == out.shape
 
 
+@pytest.mark.parametrize("shape", [(0, 2, 5, 8), (2, 0, 5, 8)])
+def test_attention_over_an_empty_batch_or_no_heads(backend, shape):
+    """An empty batch (or zero heads) gives empty outputs and gradients on every backend
+    (on cupy the fused kernels decline it: CuPy would still run one block)."""
+    q = vtl.asarray(np.zeros(shape, np.float32), requires_grad=True)
+    out = F.scaled_dot_product_attention(q, q, q, is_causal=True)
+    assert out.shape == shape
+    vtl.sum(out).backward()
+    assert q.grad.shape == shape
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0)
+    assert layer(vtl.zeros((5, 0, 8))).shape == (5, 0, 8)
+
+
 def test_softmax_over_an_empty_axis_is_empty(backend):
     for fn in (F.softmax, F.log_softmax):
         for shape, dim in (((2, 0), 1), ((0, 3), 1), ((2, 0), 0)):

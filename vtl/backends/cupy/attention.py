@@ -924,6 +924,8 @@ class CupyAttention:
         if max(d, dv) > MAX_DIM or not (q.dtype == k.dtype == v.dtype) or \
                 not self.supports(q.dtype) or (mask is not None and mask.dtype != q.dtype):
             return None
+        if b == 0 or min(d, dv) == 0:  # CuPy would still run one block, of no batch entry
+            return None
         tiled = self._use_tiled(q.dtype, d, dv)
         if tiled is None or (dropout is not None and not tiled):
             return None  # dropout: the tiled kernels only

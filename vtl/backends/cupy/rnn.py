@@ -293,7 +293,7 @@ LSTM_STEP_FORWARD = Spec("vtl_lstm_step_fwd", (
     ("const T* __restrict__", "wt"), ("const T* __restrict__", "cprev"),
     ("T* __restrict__", "hout"), ("T* __restrict__", "cout"), ("T* __restrict__", "tcout"),
     ("T* __restrict__", "act"), ("const long long", "N"), ("const long long", "H")),
-    _HEAD + _EMPTY + r"""
+    _EMPTY + _HEAD + r"""
   __shared__ A part[4][256];
   const int len = (Hi + 7) / 8;
   const int k0 = sl * len < Hi ? sl * len : Hi;
@@ -346,7 +346,7 @@ LSTM_STEP_BACKWARD = Spec("vtl_lstm_step_bwd", (
     ("const T* __restrict__", "dh2"), ("const T* __restrict__", "dc"),
     ("T* __restrict__", "dz"), ("T* __restrict__", "dcp"), ("const long long", "N"),
     ("const long long", "H"), ("const int", "flags"), ("const long long", "ld2")),
-    _HEAD + _EMPTY + r"""
+    _EMPTY + _HEAD + r"""
   __shared__ A part[256];
   A a0 = 0, a1 = 0, a2 = 0, a3 = 0;
   if (flags & 1) {
