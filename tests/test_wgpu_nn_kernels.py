@@ -775,8 +775,9 @@ def test_lstm_cell_kernel_matches_numpy_backend(wgpu, monkeypatch, dtype, fused_
 
 
 def test_lstm_fused_steps_tile_edges(wgpu, monkeypatch):
-    """Batch and hidden sizes across several 16 x 16 tiles and 32-wide depth tiles (not
-    multiples of either), with initial states that need gradients."""
+    """Batch and hidden sizes across several workgroups of 16 units x 2 rows (an odd batch,
+    a hidden size off 16, an inner dimension off the 8 slices), with initial states that
+    need gradients."""
     rng = np.random.default_rng(9)
     xs = rng.standard_normal((3, 17, 5)).astype(np.float32)
     h0s, c0s = (rng.standard_normal((1, 17, 40)).astype(np.float32) for _ in range(2))
@@ -792,6 +793,30 @@ def test_lstm_fused_steps_tile_edges(wgpu, monkeypatch):
                    + [p.grad.to("numpy").numpy() for p in lstm.parameters()])
         if be == "wgpu":
             assert names.count("lstm_step_fwd") == 3 and names.count("lstm_step_bwd") == 3
+    for got, want in zip(res[1], res[0], strict=True):
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+
+
+def test_lstm_steps_decline_a_batch_past_the_dispatch_limit(wgpu, monkeypatch):
+    """A batch whose workgroups (2 rows each) exceed the device's per-dimension limit runs
+    the product and the cell's kernel instead of the fused steps, with the same numbers."""
+    from vtl.backends.wgpu import _runtime
+
+    rng = np.random.default_rng(10)
+    xs = rng.standard_normal((2, 7, 3)).astype(np.float32)
+    res = []
+    for limited in (False, True):
+        if limited:
+            monkeypatch.setattr(_runtime.get(), "max_groups", 3)  # 7 rows take 4 groups
+        vtl.random.manual_seed(1)
+        lstm = nn.LSTM(3, 8).to("wgpu")
+        names = _dispatched(monkeypatch)
+        x = vtl.asarray(xs, backend="wgpu", requires_grad=True)
+        y, _ = lstm(x)
+        vtl.sum(y * y).backward()
+        steps = names.count("lstm_step_fwd") + names.count("lstm_step_bwd")
+        assert (steps == 0) == limited, names
+        res.append([t.to("numpy").numpy() for t in (y, x.grad)])
     for got, want in zip(res[1], res[0], strict=True):
         np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
 

@@ -67,6 +67,22 @@ def test_every_dispatch_timed_by_name(monkeypatch):
     np.testing.assert_allclose(got[1], _work()[1])  # the timed work computed the same
 
 
+def test_a_long_block_is_timed_whole(monkeypatch):
+    """The recorder's submit by age is off inside a timed block (it would end the pass
+    between a dispatch and its end timestamp) and back on after it."""
+    from vtl.backends.wgpu import _recorder
+
+    monkeypatch.setattr(_recorder, "FLUSH_AFTER_S", 0.0)
+    a = wx.ones((64, 64))
+    with profile.kernel_times() as times:
+        for _ in range(3 * _recorder.FLUSH_MIN):
+            a = a * 1.0
+        assert _recorder.FLUSH_AFTER_S == float("inf")
+    assert _recorder.FLUSH_AFTER_S == 0.0
+    assert len(times.names) == 3 * _recorder.FLUSH_MIN and times.untimed == 0
+    np.testing.assert_array_equal(np.asarray(a), np.ones((64, 64), np.float32))
+
+
 def test_capacity_errors_and_nesting(monkeypatch):
     with profile.kernel_times(capacity=2) as times:
         _work()

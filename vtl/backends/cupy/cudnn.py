@@ -64,22 +64,21 @@ class Handles:
     def __init__(self, cupy: Any, cudnn: Any) -> None:
         self._cp = cupy
         self._cudnn = cudnn
-        self._local = threading.local()
-        self._bound: dict[int, int] = {}  # id(handle) -> the stream last set on it
+        self._local = threading.local()  # .handles: device -> [handle, the stream set on it]
 
     def get(self) -> Any:
         dev = self._cp.cuda.Device().id
         handles = getattr(self._local, "handles", None)
         if handles is None:
             handles = self._local.handles = {}
-        h = handles.get(dev)
-        if h is None:
-            h = handles[dev] = self._cudnn.create_handle()
+        entry = handles.get(dev)
+        if entry is None:
+            entry = handles[dev] = [self._cudnn.create_handle(), None]
         stream = self._cp.cuda.get_current_stream().ptr
-        if self._bound.get(id(h)) != stream:
-            self._cudnn.set_stream(handle=h, stream=stream)
-            self._bound[id(h)] = stream
-        return h
+        if entry[1] != stream:
+            self._cudnn.set_stream(handle=entry[0], stream=stream)
+            entry[1] = stream
+        return entry[0]
 
 
 class GraphCache:
@@ -180,7 +179,7 @@ class CudnnConv2d(CupyConv2d):
 
     def _build(self, key: tuple) -> tuple:
         cudnn = self._cudnn
-        op, dtype, x_shape, w_shape, y_shape, pad, stride, dil, tf32 = key
+        op, dtype, x_shape, w_shape, y_shape, pad, stride, dil, tf32, _device = key
         low = dtype in _LOW
         dt = getattr(cudnn.data_type, _LOW[dtype]) if low else cudnn.data_type.FLOAT
         graph = cudnn.pygraph(io_data_type=dt, intermediate_data_type=cudnn.data_type.FLOAT,
@@ -240,7 +239,8 @@ class CudnnConv2d(CupyConv2d):
              padding: tuple, stride: tuple, dilation: tuple) -> tuple:
         name = np.dtype(dtype).name
         return (op, name, tuple(x_shape), tuple(w_shape), tuple(y_shape), tuple(padding),
-                tuple(stride), tuple(dilation), name == "float32" and self._allow_tf32())
+                tuple(stride), tuple(dilation), name == "float32" and self._allow_tf32(),
+                self.m.cuda.Device().id)  # a plan is built with that device's handle
 
     def _takes(self, dtype: Any, groups: int) -> bool:
         name = np.dtype(dtype).name

@@ -5,8 +5,9 @@ heads and on the packed ``(N, L, 3E)``/``(L, N, 3E)`` projection read in place (
 are strided views for cuDNN, the output written with its heads merged and the gradient into
 one array of the projection's shape).
 
-* Taken: float16/bfloat16, query and key head sizes equal, a multiple of 8 and at most 128,
-  no ``attn_mask`` (``is_causal`` is cuDNN's top-left diagonal band) and no dropout.
+* Taken: float16/bfloat16, one head size for queries, keys and values, a multiple of 8 and
+  at most 128, no ``attn_mask`` (``is_causal`` is cuDNN's top-left diagonal band) and no
+  dropout.
   Everything else (masks, dropout, float32/float64, other head sizes) runs vtl's own
   kernels (:class:`~vtl.backends.cupy.attention.CupyAttention`), whose log-sum-exp has the
   same meaning, so either backward follows either forward.
@@ -58,7 +59,7 @@ class CudnnAttention(CupyAttention):
     def _takes(self, dtype: Any, d: int, dv: int, mask: Any, dropout: Any) -> bool:
         """Whether cuDNN is asked for attention of ``dtype`` with head sizes ``d``/``dv``."""
         return (np.dtype(dtype).name in _LOW and mask is None and dropout is None and d == dv
-                and d % 8 == 0 and d <= self.MAX_HEAD)
+                and d % 8 == 0 and 0 < d <= self.MAX_HEAD)
 
     # -- graphs ----------------------------------------------------------------------------
     def _graph(self, key: tuple) -> Any:
@@ -66,7 +67,7 @@ class CudnnAttention(CupyAttention):
 
     def _build(self, key: tuple) -> tuple:
         cudnn = self._cudnn
-        op, name, (n, h, lq, lk, d), strides, causal, scale = key
+        op, name, (n, h, lq, lk, d), strides, causal, scale, _device = key
         dt = getattr(cudnn.data_type, _LOW[name])
         f32 = cudnn.data_type.FLOAT
         graph = cudnn.pygraph(io_data_type=dt, intermediate_data_type=f32,
@@ -124,7 +125,7 @@ class CudnnAttention(CupyAttention):
         """Run the ``"fwd"`` graph (``ptrs``: q, k, v, o, stats) or the ``"bwd"`` one (q, k,
         v, o, dO, stats, dq, dk, dv); ``False`` where cuDNN has no engine for it."""
         built = self._graph((op, np.dtype(dtype).name, dims, strides, bool(causal),
-                             float(scale)))
+                             float(scale), self._cp.cuda.Device().id))
         if built is None:
             return False
         self._run(built, ptrs)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import _runtime
+from . import _recorder, _runtime
 from ._recorder import FLUSH_EVERY, REC
 
 __all__ = ["KernelTimes", "available", "kernel_times"]
@@ -121,11 +121,16 @@ def kernel_times(capacity: int = 4096) -> Iterator[KernelTimes]:
         REC.cpass._write_timestamp(sets[q], i + 1)
         names.append(kernel.name)
 
+    # a submit by age inside record() would end the pass between a dispatch and its end
+    # timestamp: timed blocks submit by count only
+    age = _recorder.FLUSH_AFTER_S
+    _recorder.FLUSH_AFTER_S = float("inf")
     REC._record = timed
     try:
         yield result
     finally:
         del REC._record
+        _recorder.FLUSH_AFTER_S = age
         REC.synchronize()
     if names:
         left = 2 * len(names)

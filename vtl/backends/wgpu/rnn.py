@@ -204,11 +204,15 @@ class WgpuLstmSteps(_Cell):
         return k
 
     @staticmethod
-    def _fits(name: str, dt: Any) -> bool:
-        """Whether the device's limits take kernel ``name`` over ``dt``."""
+    def _fits(name: str, dt: Any, n: int = 0) -> bool:
+        """Whether the device's limits take kernel ``name`` over ``dt`` for a batch of ``n``
+        rows (its workgroups along y)."""
         from . import _runtime
 
-        limits = _runtime.get().limits
+        rt = _runtime.get()
+        if -(-n // WgpuLstmSteps.ROWS) > rt.max_groups:
+            return False
+        limits = rt.limits
         per_stage = int(limits.get("max-storage-buffers-per-shader-stage", 8))
         shared = int(limits.get("max-compute-workgroup-storage-size", 16384))
         return per_stage >= WgpuLstmSteps.BINDINGS[name] and \
@@ -226,7 +230,7 @@ class WgpuLstmSteps(_Cell):
         if not all(type(a) is WgpuArray and a.dtype == gates.dtype for a in arrays) \
                 or gates.dtype not in _RNN_FLOATS or h.ndim != 2 \
                 or w_hh.shape != (h.shape[1], 4 * h.shape[1]) \
-                or not self._fits("lstm_step_fwd", gates.dtype):
+                or not self._fits("lstm_step_fwd", gates.dtype, h.shape[0]):
             return None
         hout, cout, act, tc = out
         n, hs = h.shape
@@ -256,7 +260,7 @@ class WgpuLstmSteps(_Cell):
         dt = act.dtype
         if not all(type(a) is WgpuArray and a.dtype == dt for a in given) \
                 or dt not in _RNN_FLOATS or tc.ndim != 2 or not out._contig \
-                or not self._fits("lstm_step_bwd", dt):
+                or not self._fits("lstm_step_bwd", dt, tc.shape[0]):
             return None
         n, hs = tc.shape
         dcp = empty((n, hs), dt) if need_dc_prev else None
