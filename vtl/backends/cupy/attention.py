@@ -49,6 +49,14 @@ MAX_DIM = 128
 #: the layout arguments of the plain layout (contiguous (B, L, E) operands)
 _PLAIN = (np.int32(0), np.int32(0), np.int64(0), np.int64(0), np.int64(0))
 
+
+def _packed_layout(lay: int, n: int, e: int, gradient: bool) -> tuple:
+    """The layout arguments of a packed projection's kernels (``lay`` 1 or 2, ``n``
+    sequences, embedding ``e``): token widths of q/k/v (``3E``), of O and dO (``E``) and,
+    where a ``gradient`` of the projection is written, of it (``3E``)."""
+    return (np.int32(lay), np.int32(n), np.int64(3 * e), np.int64(e),
+            np.int64(3 * e if gradient else 0))
+
 _COMMON = r"""
 #define INF __int_as_float(0x7f800000)
 typedef {TS} TS;  /* as stored in global memory */
@@ -916,6 +924,18 @@ class CupyAttention:
         return (self._cp.empty(1, dtype=np.uint32), *(np.uint32(w) for w in words),
                 np.int32(1), *tail)
 
+    def _geometry(self, mask: Any, batch: tuple[int, int], n_q: int, n_k: int, causal: bool,
+                  scale: float, dropout: Any, dtype: Any, tiled: bool,
+                  layout: tuple = _PLAIN) -> tuple[Any, tuple]:
+        """``(the mask array, the arguments every kernel takes after its arrays)``: heads,
+        lengths, the mask's strides, flags, scale, dropout and ``layout`` (:data:`_PLAIN`, or
+        the packed projection's)."""
+        mk, mb1, mb2, ml, ms, has = self._mask_args(mask, batch[0], batch[1], n_q, n_k)
+        return mk, (np.int32(batch[1]), np.int32(n_q), np.int32(n_k), np.int64(mb1),
+                    np.int64(mb2), np.int64(ml), np.int64(ms), np.int32(has),
+                    np.int32(bool(causal)), compute_dtype(dtype).type(scale),
+                    *self._drop_args(dropout, dtype, tiled), *layout)
+
     def forward(self, q: Any, k: Any, v: Any, mask: Any, causal: bool, scale: float,
                 batch: tuple[int, int], dropout: Any = None) -> tuple[Any, Any] | None:
         cp = self._cp
@@ -930,15 +950,11 @@ class CupyAttention:
         if tiled is None or (dropout is not None and not tiled):
             return None  # dropout: the tiled kernels only
         q, k, v = (cp.ascontiguousarray(a) for a in (q, k, v))
-        ct = compute_dtype(q.dtype)  # of the log-sum-exp and the scalars
         out = cp.empty((b, n_q, dv), dtype=q.dtype)
-        lse = cp.empty((b, n_q), dtype=ct)
-        mk, mb1, mb2, ml, ms, has = self._mask_args(mask, batch[0], batch[1], n_q, n_k)
+        lse = cp.empty((b, n_q), dtype=compute_dtype(q.dtype))  # and the scalars' type
+        mk, geo = self._geometry(mask, batch, n_q, n_k, causal, scale, dropout, q.dtype, tiled)
         self._launch("vtl_attn_fwd", q.dtype, d, dv, tiled, n_q, b,
-                     (q, k, v, mk, out, lse, np.int32(batch[1]), np.int32(n_q),
-                      np.int32(n_k), np.int64(mb1), np.int64(mb2), np.int64(ml),
-                      np.int64(ms), np.int32(has), np.int32(bool(causal)), ct.type(scale),
-                      *self._drop_args(dropout, q.dtype, tiled), *_PLAIN))
+                     (q, k, v, mk, out, lse, *geo))
         return out, lse
 
     def backward(self, q: Any, k: Any, v: Any, out: Any, lse: Any, g: Any, mask: Any,
@@ -957,10 +973,7 @@ class CupyAttention:
             self._launch("vtl_attn_delta", q.dtype, d, dv, tiled, b * n_q, 1,
                          (g, cp.ascontiguousarray(out), delta, np.int64(b * n_q),
                           np.int32(1), np.int32(n_q), *_PLAIN[:3]))
-        mk, mb1, mb2, ml, ms, has = self._mask_args(mask, batch[0], batch[1], n_q, n_k)
-        geo = (np.int32(batch[1]), np.int32(n_q), np.int32(n_k), np.int64(mb1), np.int64(mb2),
-               np.int64(ml), np.int64(ms), np.int32(has), np.int32(bool(causal)),
-               ct.type(scale), *self._drop_args(dropout, q.dtype, tiled), *_PLAIN)
+        mk, geo = self._geometry(mask, batch, n_q, n_k, causal, scale, dropout, q.dtype, tiled)
         dq = cp.empty_like(q)
         self._launch("vtl_attn_bwd_dq", q.dtype, d, dv, tiled, n_q, b,
                      (q, k, v, mk, g, lse, delta, dq, *geo))
@@ -992,16 +1005,12 @@ class CupyAttention:
         n, length, e, tiled, lay = got
         hd, dt = e // heads, qkv.dtype
         flat = cp.ascontiguousarray(qkv).reshape(-1)
-        ct = compute_dtype(dt)
         out = cp.empty((*qkv.shape[:2], e), dtype=dt)
-        lse = cp.empty((n * heads, length), dtype=ct)
-        mk, mb1, mb2, ml, ms, has = self._mask_args(mask, n, heads, length, length)
+        lse = cp.empty((n * heads, length), dtype=compute_dtype(dt))
+        mk, geo = self._geometry(mask, (n, heads), length, length, causal, scale, dropout, dt,
+                                 tiled, _packed_layout(lay, n, e, gradient=False))
         self._launch("vtl_attn_fwd", dt, hd, hd, tiled, length, n * heads,
-                     (flat, flat[e:], flat[2 * e:], mk, out, lse, np.int32(heads),
-                      np.int32(length), np.int32(length), np.int64(mb1), np.int64(mb2),
-                      np.int64(ml), np.int64(ms), np.int32(has), np.int32(bool(causal)),
-                      ct.type(scale), *self._drop_args(dropout, dt, tiled), np.int32(lay),
-                      np.int32(n), np.int64(3 * e), np.int64(e), np.int64(0)))
+                     (flat, flat[e:], flat[2 * e:], mk, out, lse, *geo))
         return out, lse
 
     def backward_packed(self, qkv: Any, out: Any, lse: Any, g: Any, heads: int,
@@ -1018,11 +1027,8 @@ class CupyAttention:
         self._launch("vtl_attn_delta", dt, hd, hd, tiled, rows, 1,
                      (g, out, delta, np.int64(rows), np.int32(heads), np.int32(length),
                       np.int32(lay), np.int32(n), np.int64(e)))
-        mk, mb1, mb2, ml, ms, has = self._mask_args(mask, n, heads, length, length)
-        geo = (np.int32(heads), np.int32(length), np.int32(length), np.int64(mb1),
-               np.int64(mb2), np.int64(ml), np.int64(ms), np.int32(has),
-               np.int32(bool(causal)), ct.type(scale), *self._drop_args(dropout, dt, tiled),
-               np.int32(lay), np.int32(n), np.int64(3 * e), np.int64(e), np.int64(3 * e))
+        mk, geo = self._geometry(mask, (n, heads), length, length, causal, scale, dropout, dt,
+                                 tiled, _packed_layout(lay, n, e, gradient=True))
         grad = cp.empty(qkv.shape, dtype=dt)
         gf = grad.reshape(-1)
         ins = (flat, flat[e:], flat[2 * e:], mk, g, lse, delta)
