@@ -33,7 +33,7 @@ import numpy as np
 
 from .conv import CupyConv2d
 
-__all__ = ["CudnnConv2d", "GraphCache", "Handles", "direct_launch", "load_cudnn"]
+__all__ = ["CudnnConv2d", "GraphCache", "Handles", "c_strides", "direct_launch", "load_cudnn"]
 
 
 def load_cudnn() -> tuple[Any, str | None]:
@@ -106,6 +106,11 @@ class GraphCache:
                     return None
                 self.graphs[key] = g
         return g
+
+
+def c_strides(shape: tuple) -> tuple[int, ...]:
+    """C-contiguous strides of ``shape``, in elements (hashable: part of graph keys)."""
+    return tuple(int(s) for s in np.cumprod((1, *shape[:0:-1]))[::-1])
 
 
 def direct_launch(graph: Any, uids: tuple[int, ...]) -> Any:
@@ -185,11 +190,9 @@ class CudnnConv2d(CupyConv2d):
         graph = cudnn.pygraph(io_data_type=dt, intermediate_data_type=cudnn.data_type.FLOAT,
                               compute_data_type=cudnn.data_type.FLOAT, handle=self._handle())
 
-        def strides(shape: tuple) -> list[int]:  # C-contiguous, in elements
-            return [int(s) for s in np.cumprod((1, *shape[:0:-1]))[::-1]]
-
         def tensor(name: str, shape: tuple) -> Any:
-            return graph.tensor(name=name, dim=list(shape), stride=strides(shape), data_type=dt)
+            return graph.tensor(name=name, dim=list(shape), stride=list(c_strides(shape)),
+                                data_type=dt)
 
         pre, post = [pad[0], pad[2]], [pad[1], pad[3]]
         common = {"pre_padding": pre, "post_padding": post, "stride": list(stride),
@@ -206,7 +209,7 @@ class CudnnConv2d(CupyConv2d):
             a, b = tensor("X", x_shape), tensor("DY", y_shape)
             out = graph.conv_wgrad(image=a, loss=b, **common)
             shape = w_shape
-        out.set_output(True).set_dim(list(shape)).set_stride(strides(shape))
+        out.set_output(True).set_dim(list(shape)).set_stride(list(c_strides(shape)))
         out.set_data_type(dt)
         graph.validate()
         graph.build_operation_graph()

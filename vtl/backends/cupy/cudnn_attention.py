@@ -27,17 +27,12 @@ import numpy as np
 
 from .._common.packed_attention import packed_geometry
 from .attention import MAX_DIM, CupyAttention
-from .cudnn import GraphCache, Handles, direct_launch
+from .cudnn import GraphCache, Handles, c_strides, direct_launch
 
 __all__ = ["CudnnAttention"]
 
 _LOW = {"float16": "HALF", "bfloat16": "BFLOAT16"}
 _F32 = np.dtype(np.float32)
-
-
-def _strides(shape: tuple) -> tuple[int, ...]:
-    """C-contiguous strides of ``shape``, in elements (hashable: part of a graph's key)."""
-    return tuple(int(s) for s in np.cumprod((1, *shape[:0:-1]))[::-1])
 
 
 class CudnnAttention(CupyAttention):
@@ -144,7 +139,7 @@ class CudnnAttention(CupyAttention):
         out = cp.empty((b, n_q, d), dtype=q.dtype)
         lse = cp.empty((b, n_q), dtype=_F32)
         b1, b2 = batch
-        qs, ks = _strides((b1, b2, n_q, d)), _strides((b1, b2, n_k, d))
+        qs, ks = c_strides((b1, b2, n_q, d)), c_strides((b1, b2, n_k, d))
         if not self._execute("fwd", (b1, b2, n_q, n_k, d), (qs, ks, ks, qs),
                              [q.data.ptr, k.data.ptr, v.data.ptr, out.data.ptr, lse.data.ptr],
                              causal, scale, q.dtype):
@@ -163,7 +158,7 @@ class CudnnAttention(CupyAttention):
             q, k, v, out, g, lse = (cp.ascontiguousarray(a) for a in (q, k, v, out, g, lse))
             dq, dk, dvv = cp.empty_like(q), cp.empty_like(k), cp.empty_like(v)
             b1, b2 = batch
-            qs, ks = _strides((b1, b2, n_q, d)), _strides((b1, b2, n_k, d))
+            qs, ks = c_strides((b1, b2, n_q, d)), c_strides((b1, b2, n_k, d))
             if self._execute("bwd", (b1, b2, n_q, n_k, d), (qs, ks, ks, qs, qs, qs, ks, ks),
                               [a.data.ptr for a in (q, k, v, out, g, lse, dq, dk, dvv)],
                               causal, scale, q.dtype):

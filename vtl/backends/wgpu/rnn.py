@@ -18,7 +18,7 @@ from typing import Any
 
 from . import _dtypes as D
 from . import _kernels
-from ._array import WgpuArray, astype_raw, contiguous, copy_into, empty, view
+from ._array import WgpuArray, astype_raw, contiguous, copy_into, empty
 from ._elementwise import UNARY, _body
 from ._recorder import REC, groups_for
 
@@ -189,8 +189,7 @@ class WgpuLstmSteps(_Cell):
         if type(w_hh) is not WgpuArray or w_hh.ndim != 2 or w_hh.dtype not in _RNN_FLOATS \
                 or not self._fits("lstm_step_fwd", w_hh.dtype):
             return w_hh
-        rows, cols = w_hh.shape
-        return contiguous(view(w_hh, (cols, rows), w_hh._strides[::-1], w_hh._offset))
+        return contiguous(w_hh.mT)
 
     def _kernel(self, name: str, sig: str, dt: Any, **flags: int) -> Any:
         key = (name, dt, *flags.items())
