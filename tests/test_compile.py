@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import warnings
+import weakref
 
 import numpy as np
 import pytest
@@ -84,6 +86,60 @@ def test_compiled_training_equals_eager_bit_for_bit(backend, model):
     if vtl.backends.get(backend).can_capture:
         assert f.captures == 1
     assert all(s["step"] == STEPS for s in opt.state.values())
+
+
+def test_captures_keep_the_cached_arrays_they_read(backend, monkeypatch):
+    """Device arrays from vtl's caches (the optimizers' pointer tables here) stay alive with
+    the captures that read them: with a cache of one table, the two optimizers' tables
+    evict each other at every step, and the freed memory is reused at once."""
+    if backend == "cupy":
+        import vtl.backends.cupy.optim as cupy_optim
+
+        monkeypatch.setattr(cupy_optim, "_TABLES", 1)
+
+    def run(compiled: bool) -> list[float]:
+        xs, ys = _data(backend, (16, 20), n=6)
+        vtl.random.seed(0)
+        nets = [nn.Sequential(nn.Linear(20, 32), nn.ReLU(), nn.Linear(32, 5)).to(backend)
+                for _ in range(2)]
+        opts = [optim.Adam(n.parameters(), lr=1e-2) for n in nets]
+
+        def step(net, opt, x, y):
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(net(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        steps = [vtl.compile(functools.partial(step, n, o)) if compiled
+                 else functools.partial(step, n, o) for n, o in zip(nets, opts, strict=True)]
+        return [float(f(x, y)) for x, y in zip(xs, ys, strict=True) for f in steps]
+
+    assert run(True) == run(False)
+
+
+def test_hold_lasts_as_long_as_the_capture(backend):
+    class Cached:
+        pass
+
+    refs = []
+
+    def f(x):
+        obj = Cached()
+        vtl.capture.hold(obj)
+        refs.append(weakref.ref(obj))
+        return x * 2.0
+
+    g = vtl.compile(f, warmup=0)
+    x = vtl.ones((4,), device=backend)
+    g(x)
+    g(x)
+    gc.collect()
+    captured = vtl.backends.get(backend).can_capture
+    assert (refs[0]() is not None) == captured  # eager calls hold nothing
+    del g
+    gc.collect()
+    assert refs[0]() is None
 
 
 def test_scheduler_outside_and_two_warmup_calls(backend):

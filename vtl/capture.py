@@ -55,8 +55,8 @@ from typing import Any
 
 from ._tensor import Tensor, _new
 
-__all__ = ["CaptureError", "CompiledFunction", "active", "compile", "current", "on_replay",
-           "settle_before_capture"]
+__all__ = ["CaptureError", "CompiledFunction", "active", "compile", "current", "hold",
+           "on_replay", "settle_before_capture"]
 
 
 class CaptureError(RuntimeError):
@@ -72,6 +72,7 @@ class _Session:
         self.device = device
         self.backend = backend_capture
         self.hooks: list[Callable[[], None]] = []
+        self.held: list[Any] = []
 
 
 class _State(threading.local):
@@ -128,6 +129,20 @@ def on_replay(hook: Callable[[], None]) -> None:
     if s is None:
         raise CaptureError("vtl.capture.on_replay: no capture is under way")
     s.hooks.append(hook)
+
+
+def hold(obj: Any) -> None:
+    """Keep ``obj`` alive for as long as the capture under way, if any: a device array from
+    a cache (pointer tables, index arrays) that the captured kernels read. A captured CUDA
+    graph holds only the array's address, so a cache that dropped the array would free
+    memory the replays still read.
+
+    Args:
+        obj: Anything (usually a raw device array).
+    """
+    s = _state.session
+    if s is not None:
+        s.held.append(obj)
 
 
 #: objects whose ``_settle()`` reads what earlier captured runs left on the device for their
@@ -189,7 +204,8 @@ def _copy_out(cap: Any, t: Tensor) -> Tensor:
 class _Entry:
     """One signature's state: eager calls so far, then its capture."""
 
-    __slots__ = ("calls", "capture", "hooks", "inputs", "args_tree", "outputs", "out_tree")
+    __slots__ = ("calls", "capture", "hooks", "held", "inputs", "args_tree", "outputs",
+                 "out_tree")
 
     def __init__(self) -> None:
         self.calls = 0
@@ -314,6 +330,7 @@ class CompiledFunction:
         cap.end()  # the captured call's own work runs (now, or already while recording)
         entry.capture = cap
         entry.hooks = session.hooks
+        entry.held = session.held
         entry.inputs = inputs
         entry.outputs = out_leaves
         entry.out_tree = out_tree

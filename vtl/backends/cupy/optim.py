@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from ...capture import hold
 from .._base import DynamicScalars
 from ._codegen import CTYPES
 from .nn import FLOAT_NAMES, PRELUDE
@@ -134,6 +135,7 @@ class PointerTables:
             cp.cuda.runtime.memcpyAsync(dev.data.ptr, host.ctypes.data, host.nbytes,
                                         cp.cuda.runtime.memcpyHostToDevice, stream.ptr)
             hit = self._cache[key] = (dev[:ptrs.size].view(np.uint64), dev[ptrs.size:], host)
+        hold(hit)  # a captured graph reads the table after the cache may have dropped it
         return hit[0], hit[1]
 
 

@@ -84,6 +84,10 @@ class KernelTimes:
         return "\n".join(lines)
 
 
+#: whether a kernel_times block is under way (one at a time)
+_timing = False
+
+
 @contextmanager
 def kernel_times(capacity: int = 4096) -> Iterator[KernelTimes]:
     """Time every dispatch recorded in the block (up to ``capacity``); the
@@ -97,7 +101,8 @@ def kernel_times(capacity: int = 4096) -> Iterator[KernelTimes]:
     if missing:
         raise RuntimeError(f"kernel_times(): the wgpu device lacks {', '.join(missing)} "
                            f"(adapter: {rt.adapter.info.get('device', '?')})")
-    if "_record" in vars(REC):
+    global _timing
+    if _timing:
         raise RuntimeError("kernel_times(): already timing (blocks do not nest)")
     REC.synchronize()
     sets: list = []  # query sets of _SET_SIZE timestamps, made as the dispatches need them
@@ -126,9 +131,11 @@ def kernel_times(capacity: int = 4096) -> Iterator[KernelTimes]:
     age = _recorder.FLUSH_AFTER_S
     _recorder.FLUSH_AFTER_S = float("inf")
     REC._record = timed
+    _timing = True
     try:
         yield result
     finally:
+        _timing = False
         del REC._record
         _recorder.FLUSH_AFTER_S = age
         REC.synchronize()

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..._tensor import Tensor
+from ...capture import hold
 
 __all__ = ["adaptive_index", "arange_host", "axis_index", "gather_rows", "host_index",
            "on_device", "pixel_rows", "raw", "tap_index"]
@@ -124,6 +125,7 @@ def on_device(host: np.ndarray, what: str, geometry: tuple, xp: Any, x: Any) -> 
     arr = _dev_cache.get(key)
     if arr is not None:
         _touch(_dev_cache, key)
+        hold(arr)
         return arr
     if isinstance(x, Tensor):
         idt = dev.backend.default_dtypes(dev.index)["indexing"]
@@ -133,6 +135,7 @@ def on_device(host: np.ndarray, what: str, geometry: tuple, xp: Any, x: Any) -> 
         idt = _index_dtype(xp, dev)
         arr = xp.asarray(host, dtype=idt, device=dev)
     _lru_put(_dev_cache, key, arr)
+    hold(arr)
     return arr
 
 

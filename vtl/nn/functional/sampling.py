@@ -31,6 +31,7 @@ from typing import Any
 
 from ... import _autocast
 from ..._tensor import Tensor
+from ...capture import hold
 from ._utils import namespace
 
 __all__ = [
@@ -89,11 +90,13 @@ def _cached(key: tuple, xp: Any, x: Any, build: Any) -> Any:
             _dev_cache.move_to_end(k)
         except KeyError:  # dropped by another thread meanwhile
             pass
+        hold(hit)
         return hit
     val = build()
     _dev_cache[k] = val
     while len(_dev_cache) > _CACHE_SIZE:
         _dev_cache.popitem(last=False)
+    hold(val)
     return val
 
 
