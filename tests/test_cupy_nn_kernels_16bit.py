@@ -61,7 +61,7 @@ _VARIANTS = [
       for c in ("half", "bfloat16")),
     *((s, c, tc) for s in (K.CROSS_ENTROPY, K.CROSS_ENTROPY_GRAD) for c in ("half", "bfloat16")
       for tc in ("long long", "int")),
-    *((s, c, "int") for s in (K.LAYER_NORM_FWD, K.LAYER_NORM_BWD)
+    *((s, c, "int") for s in (K.LAYER_NORM_FWD, K.LAYER_NORM_BWD, K.LAYER_NORM_PARAMS)
       for c in ("float", "double", "half", "bfloat16")),
     *((K.COL_SUM, c, "int") for c in ("float", "double")),  # layer_norm's weight gradient
 ]
@@ -466,8 +466,7 @@ def test_layer_norm_kernels(h16, name, m, n, affine):
         np.testing.assert_allclose(y, ry, **_LN_TOL[name])
     h16.cp.log.clear()
     dx, dw, db = h16.ln.backward(x, w, mean, rstd, g, True, affine, affine)
-    sums = ["vtl_col_sum_wide" if low else "vtl_col_sum", "vtl_col_sum"] if affine else []
-    assert h16.cp.log == ["vtl_layer_norm_bwd", *sums]
+    assert h16.cp.log == ["vtl_layer_norm_bwd"] + (["vtl_layer_norm_params"] if affine else [])
     if low:
         scale = float(np.abs(rdx).max())  # dx cancels: float32 rounding of the terms
         assert_ulps(dx, rdx, dt, 1.0, atol=1e-5 * scale, msg="dx")
@@ -488,6 +487,42 @@ def test_layer_norm_kernels(h16, name, m, n, affine):
     assert h16.ln.backward(x, w, other[:, 0:1], other[:, 1:2] + 0, g, True, False, False) \
         is None
     assert h16.ln.backward(x, w, mean.copy(), rstd, g, True, False, False) is None
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "float32", "float64"])
+@pytest.mark.parametrize(("block_rows", "max_blocks"), [(1, 256), (1, 5), (4, 2), (64, 256)])
+def test_layer_norm_backward_blocks(h16, monkeypatch, name, block_rows, max_blocks):
+    """The backward's row blocks (one row each up to all rows in one) and their partial
+    sums of the parameter gradients (more blocks than the finishing kernel's 8 slices),
+    with and without ``dx``: the same gradients each way."""
+    monkeypatch.setattr(K, "LN_BLOCK_ROWS", block_rows)
+    monkeypatch.setattr(K, "LN_MAX_BLOCKS", max_blocks)
+    dt = LOW.get(name, np.dtype(name))
+    rng = np.random.default_rng(7)
+    m, n = 37, 45
+    x, w, b, g = (sample(rng, s, dt) for s in ((m, n), n, n, (m, n)))
+    y, mean, rstd = h16.ln.forward(x, w, b, 1e-5)
+    _, _, _, rdx, rdw, rdb = np_layer_norm(x, w, b, 1e-5, g)
+    h16.cp.log.clear()
+    dx, dw, db = h16.ln.backward(x, w, mean, rstd, g, True, True, True)
+    assert h16.cp.log == ["vtl_layer_norm_bwd", "vtl_layer_norm_params"]
+    tol = {"rtol": 1e-10, "atol": 1e-10} if name == "float64" else \
+        {"rtol": 0, "atol": 4e-5 if name == "float32" else 0.05}
+    for got, want in ((dx, rdx), (dw, rdw), (db, rdb)):
+        assert got.dtype == dt
+        np.testing.assert_allclose(got.astype(np.float64), want, **tol)
+    # the parameters' gradients alone, and the bias's alone: the same values
+    none, dw2, db2 = h16.ln.backward(x, w, mean, rstd, g, False, True, True)
+    assert none is None
+    np.testing.assert_array_equal(dw2, dw)
+    np.testing.assert_array_equal(db2, db)
+    _, nw, db3 = h16.ln.backward(x, w, mean, rstd, g, False, False, True)
+    assert nw is None
+    np.testing.assert_array_equal(db3, db)
+    h16.cp.log.clear()
+    dx4, nw, nb = h16.ln.backward(x, w, mean, rstd, g, True, False, False)
+    assert nw is None and nb is None and h16.cp.log == ["vtl_layer_norm_bwd"]
+    np.testing.assert_array_equal(dx4, dx)
 
 
 @pytest.mark.parametrize("name", ["float16", "bfloat16", "float32", "float64"])

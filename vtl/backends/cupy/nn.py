@@ -470,40 +470,89 @@ LAYER_NORM_FWD = Spec("vtl_layer_norm_fwd", (
   if (lane == 0) { stats[2 * row] = mu; stats[2 * row + 1] = r; }
 """)
 
-#: the layer_norm gradient, a warp per row: ``dx = r (gw - mean(gw) - xh mean(gw xh))`` with
-#: ``xh = (x - mu) r``, ``gw = g w`` (``flags`` 1) or ``g``; ``gxh = g xh`` (in ``A``: the
-#: weight gradient is its column sums); ``flags`` 4: rms_norm's, without ``mean(gw)``
+#: the layer_norm gradient of the rows ``[blockIdx.x R, (blockIdx.x + 1) R)``: (``flags`` 8) a
+#: warp per row, ``dx = r (gw - mean(gw) - xh mean(gw xh))`` with ``xh = (x - mu) r``,
+#: ``gw = g w`` (``flags`` 1) or ``g`` (``flags`` 4: rms_norm's, without ``mean(gw)``); then a
+#: thread per column, the block's partial sums in double of ``g xh`` (``flags`` 16: the
+#: weight gradient's, the products in ``A``) and of ``g`` (``flags`` 32: the bias
+#: gradient's) into rows ``2 blockIdx.x`` and ``2 blockIdx.x + 1`` of ``part`` (2P, N),
+#: summed by :data:`LAYER_NORM_PARAMS`. The rows of a block are read twice, the second
+#: time mostly from cache, and no (M, N) temporary is written.
 LAYER_NORM_BWD = Spec("vtl_layer_norm_bwd", (
     ("const T* __restrict__", "x"), ("const T* __restrict__", "w"),
     ("const A* __restrict__", "stats"), ("const T* __restrict__", "g"),
-    ("T* __restrict__", "dx"), ("A* __restrict__", "gxh"), ("const long long", "M"),
-    ("const int", "N"), ("const int", "flags")), r"""
-  const long long row = (long long)blockIdx.x * 8 + (threadIdx.x >> 5);
+    ("T* __restrict__", "dx"), ("double* __restrict__", "part"), ("const long long", "M"),
+    ("const int", "N"), ("const long long", "R"), ("const int", "flags")), r"""
+  const long long r0 = (long long)blockIdx.x * R;
+  const long long r1 = r0 + R < M ? r0 + R : M;
   const int lane = threadIdx.x & 31;
-  if (row >= M) return;
-  const T* xr = x + row * N;
-  const T* gr = g + row * N;
-  const A mu = stats[2 * row], r = stats[2 * row + 1];
-  A c1 = 0, c2 = 0;
-  for (int j = lane; j < N; j += 32) {
-    const A xh = (vtl_ld(xr[j]) - mu) * r;
-    const A gv = vtl_ld(gr[j]);
-    const A gw = (flags & 1) ? gv * vtl_ld(w[j]) : gv;
-    c1 += gw;
-    c2 += gw * xh;
+  if (flags & 8) {
+    for (long long row = r0 + (threadIdx.x >> 5); row < r1; row += blockDim.x >> 5) {
+      const T* xr = x + row * N;
+      const T* gr = g + row * N;
+      const A mu = stats[2 * row], r = stats[2 * row + 1];
+      A c1 = 0, c2 = 0;
+      for (int j = lane; j < N; j += 32) {
+        const A xh = (vtl_ld(xr[j]) - mu) * r;
+        const A gv = vtl_ld(gr[j]);
+        const A gw = (flags & 1) ? gv * vtl_ld(w[j]) : gv;
+        c1 += gw;
+        c2 += gw * xh;
+      }
+      for (int o = 16; o > 0; o >>= 1) {
+        c1 += __shfl_xor_sync(0xffffffffu, c1, o);
+        c2 += __shfl_xor_sync(0xffffffffu, c2, o);
+      }
+      c1 = (flags & 4) ? (A)0 : c1 / N;  /* rms_norm: no mean(gw) term */
+      c2 /= N;
+      for (int j = lane; j < N; j += 32) {
+        const A xh = (vtl_ld(xr[j]) - mu) * r;
+        const A gv = vtl_ld(gr[j]);
+        const A gw = (flags & 1) ? gv * vtl_ld(w[j]) : gv;
+        dx[row * N + j] = vtl_st(r * (gw - c1 - xh * c2));
+      }
+    }
   }
-  for (int o = 16; o > 0; o >>= 1) {
-    c1 += __shfl_xor_sync(0xffffffffu, c1, o);
-    c2 += __shfl_xor_sync(0xffffffffu, c2, o);
+  if (flags & 48) {
+    double* pw = part + 2 * (long long)blockIdx.x * N;
+    for (int c = threadIdx.x; c < N; c += blockDim.x) {
+      double sw = 0, sb = 0;
+      for (long long row = r0; row < r1; ++row) {
+        const A gv = vtl_ld(g[row * N + c]);
+        if (flags & 16) sw += (double)(gv * ((vtl_ld(x[row * N + c]) - stats[2 * row])
+                                             * stats[2 * row + 1]));
+        sb += (double)gv;
+      }
+      if (flags & 16) pw[c] = sw;
+      if (flags & 32) pw[N + c] = sb;
+    }
   }
-  c1 = (flags & 4) ? (A)0 : c1 / N;  /* rms_norm: no mean(gw) term */
-  c2 /= N;
-  for (int j = lane; j < N; j += 32) {
-    const A xh = (vtl_ld(xr[j]) - mu) * r;
-    const A gv = vtl_ld(gr[j]);
-    const A gw = (flags & 1) ? gv * vtl_ld(w[j]) : gv;
-    dx[row * N + j] = vtl_st(r * (gw - c1 - xh * c2));
-    gxh[row * N + j] = gv * xh;
+""")
+
+#: the weight and bias gradients of layer_norm from the ``P`` blocks' partial sums of
+#: :data:`LAYER_NORM_BWD` (``flags`` 16: ``dw``, 32: ``db``): blocks of 32 columns x 8
+#: slices, slice ``s`` summing the partials ``s, s + 8, ...`` in double, then the slices
+#: in order (a fixed order: deterministic), rounded once
+LAYER_NORM_PARAMS = Spec("vtl_layer_norm_params", (
+    ("const double* __restrict__", "part"), ("T* __restrict__", "dw"), ("T* __restrict__", "db"),
+    ("const long long", "P"), ("const int", "N"), ("const int", "flags")), r"""
+  __shared__ double acc[2][8][32];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int c = blockIdx.x * 32 + tx;
+  double sw = 0, sb = 0;
+  if (c < N) {
+    for (long long p = ty; p < P; p += 8) {
+      sw += part[2 * p * N + c];
+      sb += part[(2 * p + 1) * N + c];
+    }
+  }
+  acc[0][ty][tx] = sw;
+  acc[1][ty][tx] = sb;
+  __syncthreads();
+  if (ty == 0 && c < N) {
+    for (int k = 1; k < 8; ++k) { sw += acc[0][k][tx]; sb += acc[1][k][tx]; }
+    if (flags & 16) dw[c] = vtl_st((A)sw);
+    if (flags & 32) db[c] = vtl_st((A)sb);
   }
 """)
 
@@ -556,7 +605,8 @@ GELU_SPECS = {(w, f): _activation_spec(f"vtl_gelu_{w}_{f}", w, body)
 SILU_SPECS = {w: _activation_spec(f"vtl_silu_{w}", w, body) for w, body in SILU_BODIES.items()}
 
 SPECS = (BIAS_ADD, COL_SUM, COL_SUM_WIDE, COL_SUM_FINISH, RELU_BACKWARD, CROSS_ENTROPY,
-         CROSS_ENTROPY_GRAD, LAYER_NORM_FWD, LAYER_NORM_BWD, *GELU_SPECS.values(),
+         CROSS_ENTROPY_GRAD, LAYER_NORM_FWD, LAYER_NORM_BWD, LAYER_NORM_PARAMS,
+         *GELU_SPECS.values(),
          *SILU_SPECS.values(), SOFTMAX)
 
 #: largest M * C and M whose cross-entropy (rows and reduction) runs in one block, one
@@ -872,11 +922,25 @@ class CupyCrossEntropy:
                              "classes")
 
 
+#: layer_norm's backward: blocks of at least this many rows, and at most this many blocks
+LN_BLOCK_ROWS = 8
+LN_MAX_BLOCKS = 256
+
+
+def _ln_blocks(m: int) -> tuple[int, int]:
+    """``(blocks, rows per block)`` of layer_norm's backward over ``m`` rows: enough blocks
+    to fill the GPU, each of a few rows (their column partial sums cost ``2 N`` doubles)."""
+    blocks = max(1, min(-(-m // LN_BLOCK_ROWS), LN_MAX_BLOCKS))
+    rows = -(-m // blocks)
+    return -(-m // rows), rows
+
+
 class CupyLayerNorm:
     """``kernel("layer_norm")``: a warp per row each way (shuffle reductions, the mean and
     then the variance of the deviations: :data:`LAYER_NORM_FWD`, :data:`LAYER_NORM_BWD`;
-    with ``rms=True`` rms_norm's rows, no centring),
-    the weight and bias gradients as column sums. float16/bfloat16 rows are computed in
+    with ``rms=True`` rms_norm's rows, no centring); the backward's blocks also sum their
+    rows' weight and bias gradient terms, which :data:`LAYER_NORM_PARAMS` adds up (two
+    launches in all, no (M, N) temporary). float16/bfloat16 rows are computed in
     float32 and rounded once; their statistics ``mean``/``rstd`` are float32 (the contract's
     "float32 or wider"), and so are the products ``g * xhat`` summed for the weight
     gradient."""
@@ -938,23 +1002,24 @@ class CupyLayerNorm:
             x = cp.ascontiguousarray(x)
             g = cp.ascontiguousarray(g)
             w = None if w is None else cp.ascontiguousarray(w)
-            dx = cp.empty((m, n), dtype=dt)
-            gxh = cp.empty((m, n), dtype=adt)
-            self._k.get(LAYER_NORM_BWD, dt)((-(-m // 8),), (256,), (
-                x, x if w is None else w, base, g, dx, gxh, _I64(m), _I32(n),
-                _I32((1 if w is not None else 0) | (4 if rms else 0))))
-            self.launches += 1
-            dw = db = None
-            if need_w:
-                dw = self._column_sums(gxh, dt)  # float32 products: rounded once
-            if need_b:
-                db = self._column_sums(g)
-        return (dx if need_x else None), dw, db
-
-    def _column_sums(self, a: Any, dtype: Any = None) -> Any:
-        out, launches = column_sums(self._k, self._cp, a, dtype)  # contiguous: whole strides
-        self.launches += launches
-        return out
+            dx = cp.empty((m, n), dtype=dt) if need_x else None
+            blocks, rows = _ln_blocks(m)
+            sums = (16 if need_w else 0) | (32 if need_b else 0)
+            part = cp.empty((2 * blocks if sums else 0, n), dtype=np.float64)
+            if need_x or sums:
+                self._k.get(LAYER_NORM_BWD, dt)((blocks,), (256,), (
+                    x, x if w is None else w, base, g, x if dx is None else dx, part, _I64(m),
+                    _I32(n), _I64(rows), _I32((1 if w is not None else 0) | (4 if rms else 0)
+                                              | (8 if need_x else 0) | sums)))
+                self.launches += 1
+            dw = cp.empty((n,), dtype=dt) if need_w else None
+            db = cp.empty((n,), dtype=dt) if need_b else None
+            if sums:
+                self._k.get(LAYER_NORM_PARAMS, dt)((-(-n // 32),), (32, 8), (
+                    part, x if dw is None else dw, x if db is None else db, _I64(blocks),
+                    _I32(n), _I32(sums)))
+                self.launches += 1
+        return dx, dw, db
 
 
 class _Elementwise:
