@@ -96,6 +96,10 @@ def main() -> None:
     ap.add_argument("--without", action="append", default=[], metavar="KERNEL",
                     help="run without the backend's kernel KERNEL (its portable path)")
     ap.add_argument("--no-profile", action="store_true", help="only time the step")
+    ap.add_argument("--sort", default="tottime", choices=["tottime", "cumulative"],
+                    help="order of the host profile")
+    ap.add_argument("--callers", action="append", default=[], metavar="FUNCTION",
+                    help="also list the callers of the host functions matching FUNCTION")
     args = ap.parse_args()
     be = vtl.backends.require(args.backend)
     be.kernel("conv2d")  # the kernels are registered on first use
@@ -109,9 +113,12 @@ def main() -> None:
     t0 = time.perf_counter()
     for _ in range(args.steps):
         step()
+    issued = time.perf_counter()
     sync()
-    print(f"{args.step} on {args.backend}: {(time.perf_counter() - t0) / args.steps * 1e3:.2f} "
-          f"ms per step" + (f" (without {', '.join(args.without)})" if args.without else ""))
+    end = time.perf_counter()
+    print(f"{args.step} on {args.backend}: {(end - t0) / args.steps * 1e3:.2f} ms per step, "
+          f"{(issued - t0) / args.steps * 1e3:.2f} ms of it issuing"
+          + (f" (without {', '.join(args.without)})" if args.without else ""))
     if args.no_profile:
         return
     if args.backend == "cupy":
@@ -124,7 +131,10 @@ def main() -> None:
         step()
     sync()
     pr.disable()
-    pstats.Stats(pr).sort_stats("tottime").print_stats(args.top)
+    stats = pstats.Stats(pr).sort_stats(args.sort)
+    stats.print_stats(args.top)
+    for name in args.callers:
+        stats.print_callers(name)
 
 
 if __name__ == "__main__":

@@ -223,6 +223,47 @@ def test_leaf_gradient_from_a_view_owns_its_storage(backend):
     assert_close(x.grad, np.array([[7.0, 1.0], [1.0, 1.0]], np.float32))
 
 
+def test_leaf_gradients_through_reshapes_own_their_storage(backend):
+    """A reshaped view of the root gradient, of another leaf's gradient or of a gradient
+    the user passed as a view is copied before it becomes a ``.grad``; a reshaped view of
+    a fresh result (a rule's own) is kept as it is."""
+    x, y = leaf(np.ones((2, 3), np.float32)), leaf(np.ones(6, np.float32))
+    g = vtl.asarray(np.arange(6, dtype=np.float32))
+    (vtl.reshape(x, (6,)) + y).backward(g)
+    with vtl.no_grad():
+        x.grad[0, 0] = 7.0
+    assert_close(g, np.arange(6, dtype=np.float32))
+    assert_close(y.grad, np.arange(6, dtype=np.float32))
+    # the root gradient a view itself: a reshape of it is a view of its owner
+    owner = vtl.asarray(np.arange(6, dtype=np.float32))
+    z = leaf(np.ones((3, 2), np.float32))
+    vtl.reshape(z, (2, 3)).backward(vtl.reshape(owner, (2, 3)))
+    with vtl.no_grad():
+        z.grad[0, 0] = 9.0
+    assert_close(owner, np.arange(6, dtype=np.float32))
+    # two leaves reshaped from one gradient: each its own
+    a, b = leaf(np.ones((2, 2), np.float32)), leaf(np.ones(4, np.float32))
+    s = vtl.exp(vtl.reshape(a, (4,))) * 0.0 + vtl.reshape(b, (2, 2)).mT.reshape((4,))
+    vtl.sum(s * vtl.asarray(np.arange(4, dtype=np.float32))).backward()
+    with vtl.no_grad():
+        a.grad[...] = 5.0
+    assert_close(b.grad, np.array([0.0, 2.0, 1.0, 3.0], np.float32))
+    # one fresh gradient reaching two leaves as reshaped views of all of it: one is copied
+    a, b = leaf(np.ones((2, 2), np.float32)), leaf(np.ones((4, 1), np.float32))
+    vtl.sum((vtl.reshape(a, (4,)) + vtl.reshape(b, (4,))) * vtl.asarray(
+        np.arange(4, dtype=np.float32))).backward()
+    with vtl.no_grad():
+        a.grad[...] = 5.0
+    assert_close(b.grad, np.arange(4, dtype=np.float32).reshape(4, 1))
+    # disjoint pieces of one fresh gradient may stay pieces of it, each a leaf's own
+    p, q = leaf(np.ones(3, np.float32)), leaf(np.ones(2, np.float32))
+    vtl.sum(vtl.concat([p, q]) * vtl.asarray(np.arange(5, dtype=np.float32))).backward()
+    with vtl.no_grad():
+        p.grad[...] = -1.0
+    assert_close(q.grad, np.array([3.0, 4.0], np.float32))
+    assert_close(p.grad, -np.ones(3, np.float32))
+
+
 def test_known_all_false():
     from vtl.backends import get
     from vtl.backends._base import Backend

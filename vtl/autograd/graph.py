@@ -441,13 +441,13 @@ def run_plain_scalar(root: Tensor, retain_graph: bool) -> None:
     prev_mode = state.enabled
     state.enabled = False
     try:
-        _plain_loop(root._grad_fn, seed, retain_graph, {}, [], {id(seed)}, {}, {})
+        _plain_loop(root._grad_fn, seed, retain_graph, {}, [], _Given((id(seed),)), {}, {})
     finally:
         state.enabled = prev_mode
 
 
 def _plain_loop(node: Node | None, gd: Any, retain_graph: bool, buffers: dict, heap: list,
-                assigned: set[int], leaf_grads: dict[int, Any],
+                assigned: _Given, leaf_grads: dict[int, Any],
                 leaves: dict[int, Tensor]) -> None:
     """The loop of :func:`_run_plain`: ``node`` (with its gradient ``gd``) runs first, then
     the nodes of ``heap``; the containers are :func:`_seed`'s."""
@@ -514,9 +514,11 @@ def _plain_loop(node: Node | None, gd: Any, retain_graph: bool, buffers: dict, h
             else:
                 if check:
                     _check_raw(node, d, e._data.shape, e._data.dtype, e._device)
+                base = getattr(d, "base", None)
                 if getattr(e, "_grad", None) is None and id(d) not in assigned \
                         and not (_leaf_hooks and getattr(e, "_hooks", None)) \
-                        and getattr(d, "base", None) is None:
+                        and (id(d) not in assigned.parts if base is None
+                             else _free_view(d, base, assigned, e._device)):
                     # the common case: a fresh gradient for a leaf without one or
                     # hooks becomes its .grad now (a later one is added to it)
                     dev = e._device
@@ -529,7 +531,10 @@ def _plain_loop(node: Node | None, gd: Any, retain_graph: bool, buffers: dict, h
                     t._requires_grad = False
                     t._vc = None
                     e._grad = t
-                    assigned.add(id(d))
+                    if base is None:
+                        assigned.add(id(d))
+                    else:
+                        _claim(assigned, d, dev)
                     continue
                 key = id(e)
                 prev = leaf_grads.get(key)
@@ -554,12 +559,12 @@ def _seed(roots: Sequence[Tensor], grads: Sequence[Tensor], create_graph: bool,
     so that its hooks see the total) and the leaves by id."""
     buffers: dict[Node, Any] = {}
     heap: list[tuple[int, Node]] = []
-    assigned: set[int] = set()
+    assigned = _Given()
     leaf_grads: dict[int, Any] = {}
     leaves: dict[int, Tensor] = {}
     for r, g in zip(roots, grads, strict=True):
         d = g._data
-        assigned.add(id(d))
+        _claim(assigned, d, g._device)
         if raw:
             g = d
         node = r._grad_fn
@@ -608,7 +613,7 @@ def _tensor_rule(node: Node, gd: Any) -> tuple:
     return tuple([None if t is None else t._data for t in res])
 
 
-def _output_grads_raw(node: Node, gd: Any, assigned: set[int]) -> Any:
+def _output_grads_raw(node: Node, gd: Any, assigned: _Given) -> Any:
     """:func:`_output_grads` for raw gradients (wrapped for the hooks and ``.grad``)."""
     dev = node.device
     if node.multi:
@@ -619,7 +624,7 @@ def _output_grads_raw(node: Node, gd: Any, assigned: set[int]) -> Any:
     if node.retained:  # a retained .grad must not share storage with a leaf's .grad
         for i, d in enumerate(out):
             if d is not None and i in node.retained:
-                assigned.add(id(d))
+                _claim(assigned, d, dev)
     return out if node.multi else out[0]
 
 
@@ -700,8 +705,54 @@ def _count_error(node: Node, n: int) -> RuntimeError:
     )
 
 
+class _Given(set):
+    """The ids of the raw gradients given out whole (the root gradients, the leaves' and
+    retained ``.grad`` arrays) and, in :attr:`parts`, per array owning memory, the element
+    ranges of its views given out: another leaf's ``.grad`` may share none of them."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, ids: Any = ()) -> None:
+        super().__init__(ids)
+        self.parts: dict[int, list[tuple[int, int]]] = {}
+
+
+def _claim(given: _Given, d: Any, dev: Any) -> None:
+    """Mark the raw array ``d`` as given out: the array itself, or for a view the elements
+    of its base that it covers."""
+    given.add(id(d))
+    base = getattr(d, "base", None)
+    if base is not None:
+        _, offset, _ = dev.backend.layout(d)
+        given.parts.setdefault(id(base), []).append((offset, offset + _extent(d, dev)))
+
+
+def _extent(d: Any, dev: Any) -> int:
+    """How many elements of its base the view ``d`` spans from its first one."""
+    strides, _, _ = dev.backend.layout(d)
+    if d.size == 0:
+        return 0
+    return 1 + sum((n - 1) * abs(st) for n, st in zip(d.shape, strides, strict=True))
+
+
+def _free_view(d: Any, base: Any, given: _Given, dev: Any) -> bool:
+    """Whether the raw view ``d`` of ``base`` may become a leaf's ``.grad`` as it is: its
+    elements lie in order in one block that no gradient given out shares (a reshaped
+    fresh result, or one of the disjoint pieces of one)."""
+    if id(base) in given or base.dtype != d.dtype:
+        return False
+    strides, offset, _ = dev.backend.layout(d)
+    step = 1
+    for n, st in zip(reversed(d.shape), reversed(strides), strict=True):
+        if n != 1 and st != step:
+            return False
+        step *= n
+    hi = offset + d.size
+    return all(hi <= a or b <= offset for a, b in given.parts.get(id(base), ()))
+
+
 def _deliver_all(leaves: dict[int, Tensor], leaf_grads: dict[int, Any],
-                 capture: dict | None, create_graph: bool, assigned: set[int],
+                 capture: dict | None, create_graph: bool, assigned: _Given,
                  raw: bool = False) -> None:
     """Give each leaf its summed gradient (a raw array when ``raw``): into ``capture``,
     else into ``.grad``."""
@@ -719,7 +770,7 @@ def _deliver_all(leaves: dict[int, Tensor], leaf_grads: dict[int, Any],
 
 
 def _deliver_leaf(
-    leaf: Tensor, g: Tensor, capture: dict | None, create_graph: bool, assigned: set[int]
+    leaf: Tensor, g: Tensor, capture: dict | None, create_graph: bool, assigned: _Given
 ) -> None:
     hooks = getattr(leaf, "_hooks", None)
     if hooks:
@@ -733,16 +784,20 @@ def _deliver_leaf(
     cur = getattr(leaf, "_grad", None)
     if cur is None:
         gd = g._data
-        if not create_graph and (id(gd) in assigned or getattr(gd, "base", None) is not None):
+        base = getattr(gd, "base", None)
+        if not create_graph and (id(gd) in assigned or (
+                id(gd) in assigned.parts if base is None
+                else not _free_view(gd, base, assigned, g._device))):
             # .grad must own its storage: g may be the root gradient, a gradient already
             # given to another leaf (or retained), or a view of one, and in-place updates
-            # of one .grad must not change another. Fresh results of the rules are kept.
+            # of one .grad must not change another. Fresh results of the rules are kept,
+            # and so are reshaped views of all of one.
             g = g._copy()
         if hooks:
             leaf.grad = g  # a hook's result is checked like any assigned gradient
         else:
             leaf._grad = g
-        assigned.add(id(g._data))
+        _claim(assigned, g._data, g._device)
     elif create_graph:
         leaf.grad = cur + g
     else:

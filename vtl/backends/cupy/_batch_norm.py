@@ -95,11 +95,12 @@ BN_FORWARD_STATS = Spec("vtl_bn_forward_stats", (
   stats[4 * C_ + c] = (flags & 2) ? b[c] : (A)0;
 """)
 
-#: a thread per channel: ``wb`` rows ``dw = sum(g (x - mean)) * rstd``, ``db = sum(g)``;
+#: a thread per channel: ``dw = sum(g (x - mean)) * rstd``, ``db = sum(g)``;
 #: ``coef`` rows ``k = scale * rstd^2 * sum(g (x - mean)) / n`` and ``scale * sum(g) / n``
 BN_BACKWARD_COEFFS = Spec("vtl_bn_backward_coeffs", (
     ("const double* __restrict__", "part"), ("const A* __restrict__", "stats"),
-    ("A* __restrict__", "wb"), ("A* __restrict__", "coef"), ("const long long", "C"),
+    ("A* __restrict__", "dw"), ("A* __restrict__", "db"), ("A* __restrict__", "coef"),
+    ("const long long", "C"),
     ("const long long", "NHW"), ("const long long", "S")), _narrow("C NHW S") + r"""
   const TI c = (TI)blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= C_) return;
@@ -107,8 +108,8 @@ BN_BACKWARD_COEFFS = Spec("vtl_bn_backward_coeffs", (
   for (TI s = 0; s < S_; ++s) { sg += part[(c * S_ + s) * 2]; sgd += part[(c * S_ + s) * 2 + 1]; }
   const double rstd = (double)stats[2 * C_ + c], scale = (double)stats[3 * C_ + c];
   const double n = (double)NHW_;
-  wb[c] = (A)(sgd * rstd);
-  wb[C_ + c] = (A)sg;
+  dw[c] = (A)(sgd * rstd);
+  db[c] = (A)sg;
   coef[c] = (A)(scale * rstd * rstd * sgd / n);
   coef[C_ + c] = (A)(scale * sg / n);
 """)
@@ -229,10 +230,12 @@ class CupyBatchNorm(KernelFamily):
             sizes = (_I64(c), _I64(hw), _I64(n * hw))
             self._k.get(BN_PARTIAL, dt, ti)((c * slabs,), (_THREADS,), (
                 x, g, stats, part, *sizes, _I64(slabs), _I32(1)))
-            wb = cp.empty((2, c), dtype=adt)
+            # two arrays, not two rows of one: a view would be copied again before it
+            # became a parameter's .grad
+            sw, sb = cp.empty((c,), dtype=adt), cp.empty((c,), dtype=adt)
             coef = cp.empty((2, c), dtype=adt)
             self._k.get(BN_BACKWARD_COEFFS, dt, ti)((_blocks(c),), (_THREADS,), (
-                part, stats, wb, coef, _I64(c), _I64(n * hw), _I64(slabs)))
+                part, stats, sw, sb, coef, _I64(c), _I64(n * hw), _I64(slabs)))
             self.launches += 2
             dx = None
             if need_x:
@@ -241,6 +244,6 @@ class CupyBatchNorm(KernelFamily):
                     x, g, stats, coef, dx, _I64(c), _I64(hw), _I64(x.size), _I32(1)))
                 self.launches += 1
         pdt = adt if w is None else w.dtype
-        dw = wb[0].astype(pdt, copy=False) if need_w else None
-        db = wb[1].astype(pdt, copy=False) if need_b else None
+        dw = sw.astype(pdt, copy=False) if need_w else None
+        db = sb.astype(pdt, copy=False) if need_b else None
         return dx, dw, db

@@ -64,10 +64,13 @@ class WgpuArray:
     share the storage; strides and offset are in elements.
     """
 
-    __slots__ = ("_st", "_shape", "_strides", "_offset", "_dtype", "_contig", "__weakref__")
+    __slots__ = ("_st", "_shape", "_strides", "_offset", "_dtype", "_contig", "_base",
+                 "__weakref__")
     __array_priority__ = 100
 
-    def __init__(self, st: Storage, shape, strides, offset: int, dtype: np.dtype) -> None:
+    def __init__(self, st: Storage, shape, strides, offset: int, dtype: np.dtype,
+                 base: WgpuArray | None = None) -> None:
+        self._base = base
         self._st = st
         self._shape = shape
         self._strides = strides
@@ -79,6 +82,11 @@ class WgpuArray:
     @property
     def shape(self) -> tuple[int, ...]:
         return self._shape
+
+    @property
+    def base(self) -> WgpuArray | None:
+        """The array whose storage this view shares (NumPy's ``base``), or ``None``."""
+        return self._base
 
     @property
     def dtype(self) -> np.dtype:
@@ -191,7 +199,8 @@ class WgpuArray:
 
 
 def view(x: WgpuArray, shape, strides, offset) -> WgpuArray:
-    return WgpuArray(x._st, tuple(shape), tuple(strides), offset, x._dtype)
+    return WgpuArray(x._st, tuple(shape), tuple(strides), offset, x._dtype,
+                     x if x._base is None else x._base)
 
 
 def empty(shape, dtype: np.dtype, upload: bool = False) -> WgpuArray:
@@ -219,6 +228,7 @@ def fresh(shape: tuple, dtype: np.dtype, n: int, isz: int) -> WgpuArray:
     a._offset = 0
     a._dtype = dtype
     a._contig = True
+    a._base = None
     return a
 
 

@@ -147,7 +147,8 @@ def cast_body(dt_in: np.dtype, dt_out: np.dtype) -> str:
 def part(x: WgpuArray, imag: bool) -> WgpuArray:
     """The real (or imaginary) part of complex ``x`` as a float view of its storage."""
     return WgpuArray(x._st, x._shape, tuple(2 * s for s in x._strides),
-                     2 * x._offset + (1 if imag else 0), D.REAL_OF[x._dtype])
+                     2 * x._offset + (1 if imag else 0), D.REAL_OF[x._dtype],
+                     x if x._base is None else x._base)
 
 
 def fill_view(out: WgpuArray, start, step=0) -> None:
