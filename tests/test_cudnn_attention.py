@@ -1,8 +1,8 @@
 """cuDNN's fused attention behind the CuPy backend's ``attention`` kernel (float16 and
-bfloat16 without a mask or dropout, where ``nvidia-cudnn-frontend`` and cuDNN are
-installed): forward and gradients against vtl's own kernels on the same inputs, on split
-heads and on the packed projection in both layouts; what cuDNN is not asked for (dropout,
-masks, float32, head sizes off 8) still runs vtl's kernels."""
+bfloat16 without a mask, where ``nvidia-cudnn-frontend`` and cuDNN are installed): forward
+and gradients against vtl's own kernels on the same inputs and dropout draws, on split heads
+and on the packed projection in both layouts; what cuDNN is not asked for (masks, float32,
+head sizes off 8, dropout masks over MASK_BYTES) still runs vtl's kernels."""
 
 from __future__ import annotations
 
@@ -53,7 +53,8 @@ def _close(got, want, dt):
 
 @pytest.mark.parametrize("name", ["bfloat16", "float16"])
 @pytest.mark.parametrize("batch_first", [True, False])
-@pytest.mark.parametrize(("causal", "p"), [(False, 0.0), (True, 0.0), (True, 0.3)])
+@pytest.mark.parametrize(("causal", "p"), [(False, 0.0), (True, 0.0), (False, 0.2),
+                                           (True, 0.3)])
 def test_packed_attention_through_cudnn_equals_vtl_kernels(kernels, name, batch_first,
                                                            causal, p):
     be, cudnn_kern, own = kernels
@@ -74,8 +75,7 @@ def test_packed_attention_through_cudnn_equals_vtl_kernels(kernels, name, batch_
 
     served = cudnn_kern.served
     got = _with(be, cudnn_kern, run)
-    # forward and backward; dropout stays with vtl's kernels
-    assert cudnn_kern.served - served == (0 if p else 2), cudnn_kern.declined
+    assert cudnn_kern.served - served == 2, cudnn_kern.declined  # forward and backward
     _close(got, _with(be, own, run), dt)
 
 
@@ -98,12 +98,13 @@ def test_split_heads_attention_through_cudnn_equals_vtl_kernels(kernels, name, c
 
     served = cudnn_kern.served
     got = _with(be, cudnn_kern, run)
-    assert cudnn_kern.served - served == (0 if p else 2), cudnn_kern.declined
+    assert cudnn_kern.served - served == 2, cudnn_kern.declined
     _close(got, _with(be, own, run), dt)
 
 
-def test_what_cudnn_is_not_asked_for_runs_vtl_kernels(kernels):
-    """float32, a mask, a head size off 8: vtl's kernels, cuDNN not asked."""
+def test_what_cudnn_is_not_asked_for_runs_vtl_kernels(kernels, monkeypatch):
+    """float32, a mask, a head size off 8, dropout whose keep mask would pass MASK_BYTES:
+    vtl's kernels, cuDNN not asked."""
     be, cudnn_kern, _ = kernels
     rng = np.random.default_rng(33)
     bf = _LOW["bfloat16"]
@@ -119,3 +120,9 @@ def test_what_cudnn_is_not_asked_for_runs_vtl_kernels(kernels):
         F.scaled_dot_product_attention(t, t, t, attn_mask=m).sum().backward()
         assert cudnn_kern.served == served
         assert np.isfinite(to_numpy(t.grad).astype(np.float64)).all()
+    monkeypatch.setattr(type(cudnn_kern), "MASK_BYTES", 2 * 2 * 2 * 16 * 16 - 1)
+    t = vtl.asarray(rng.standard_normal((2, 2, 16, 32)).astype(bf), device="cupy",
+                    requires_grad=True)
+    served = cudnn_kern.served
+    F.scaled_dot_product_attention(t, t, t, dropout_p=0.1).sum().backward()
+    assert cudnn_kern.served == served

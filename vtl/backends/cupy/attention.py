@@ -798,6 +798,23 @@ vtl_attn_bwd_dkv_tiled(const TS* __restrict__ q, const TS* __restrict__ k,
 """
 
 
+_DROPOUT_MASK = r"""
+// the keep mask (1 kept, 0 dropped) of the attention weights' dropout, element f of the
+// (batch, L, S) weights being the draw's word f, exactly as the tiled kernels apply it: for
+// a kernel (cuDNN's) that takes the mask as a tensor; four elements (a Philox block) a thread
+extern "C" __global__ void
+vtl_attn_dropout_mask(TS* __restrict__ m, long long total, const unsigned int* __restrict__ dmem,
+                      unsigned int dw0, unsigned int dw1, unsigned int dw2, unsigned int dw3,
+                      unsigned int dw4, unsigned int dw5, int has_drop, unsigned int thr) {
+    VtlDrop dr;
+    vtl_drop_init(dr, dmem, dw0, dw1, dw2, dw3, dw4, dw5, has_drop, thr, (T)1);
+    const long long f0 = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * 4;
+    for (int c = 0; c < 4; ++c)
+        if (f0 + c < total) m[f0 + c] = vtl_st(vtl_drop(dr, f0 + c));
+}
+"""
+
+
 def attention_source(dtype: Any, d: int, dv: int, tiled: bool = False) -> str:
     """The CUDA source of the three kernels for ``dtype`` and head sizes ``d``, ``dv``: the
     thread-per-row kernels, or with ``tiled`` the register-tiled ones (``d`` and ``dv``
@@ -820,7 +837,7 @@ def attention_source(dtype: Any, d: int, dv: int, tiled: bool = False) -> str:
     head += _DELTA
     if tiled:
         return (head + PHILOX_BLOCK + _TILED_COMMON + _TILED_FORWARD + _TILED_BACKWARD_DQ
-                + _TILED_BACKWARD_DKV)
+                + _TILED_BACKWARD_DKV + _DROPOUT_MASK)
     return head + _FORWARD + _BACKWARD_DQ + _BACKWARD_DKV
 
 
