@@ -81,9 +81,9 @@ def _data(shape: tuple[int, ...], n: int) -> tuple[np.ndarray, np.ndarray]:
     return rng.standard_normal((n, *shape), dtype=np.float32), rng.integers(0, 10, n)
 
 
-def _vtl_step(backend: str, net, x, y, low: str | None, scaler: bool):
+def _vtl_step(backend: str, net, x, y, low: str | None, scaler: bool, compiled: bool = False):
     x, y = vtl.asarray(x, backend=backend), vtl.asarray(y, backend=backend)
-    return _step(vtl, backend, net.to(backend), x, y, low, scaler)
+    return _step(vtl, backend, net.to(backend), x, y, low, scaler, compiled)
 
 
 def _torch_step(torch, dev: str, net, x, y, low: str | None, scaler: bool):
@@ -91,15 +91,16 @@ def _torch_step(torch, dev: str, net, x, y, low: str | None, scaler: bool):
     return _step(torch, dev, net.to(dev), x, y, low, scaler)
 
 
-def _step(lib, dev: str, net, x, y, low: str | None, scaler: bool):
+def _step(lib, dev: str, net, x, y, low: str | None, scaler: bool, compiled: bool = False):
     """The timed step, written once for ``lib`` (``vtl`` or ``torch``, whose names agree):
     Adam, cross-entropy under ``autocast(low)`` (off for ``None``), a ``GradScaler`` when
-    ``scaler``; ``dev`` is the backend or the PyTorch device."""
+    ``scaler``; ``dev`` is the backend or the PyTorch device; ``compiled``: through
+    ``vtl.compile``."""
     opt = lib.optim.Adam(net.parameters(), lr=1e-4)
     sc = lib.amp.GradScaler(dev) if scaler else None
     dt = None if low is None else getattr(lib, low)
 
-    def step():
+    def step(x, y):
         opt.zero_grad()
         with lib.autocast(dev, dtype=dt or lib.float16, enabled=dt is not None):
             loss = lib.nn.functional.cross_entropy(net(x), y)
@@ -112,7 +113,8 @@ def _step(lib, dev: str, net, x, y, low: str | None, scaler: bool):
             sc.update()
         return loss
 
-    return step
+    f = vtl.compile(step) if compiled else step
+    return lambda: f(x, y)
 
 
 def _time(benchmark, backend: str, impl: str, ref: Ref, step) -> None:
@@ -132,10 +134,14 @@ def _time(benchmark, backend: str, impl: str, ref: Ref, step) -> None:
     assert np.isfinite(float(loss))
 
 
+@pytest.mark.parametrize("mode", ["eager", "compiled"])
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 @pytest.mark.parametrize(("backend", "impl"), CASES)
-def test_amp_transformer_step(benchmark, backend, impl, precision):
-    benchmark.group = f"amp-step-transformer-{precision}-{backend}"
+def test_amp_transformer_step(benchmark, backend, impl, precision, mode):
+    """The Transformer step; ``compiled``: vtl's step through ``vtl.compile`` against the
+    same eager PyTorch step."""
+    suffix = "-compiled" if mode == "compiled" else ""
+    benchmark.group = f"amp-step-transformer-{precision}{suffix}-{backend}"
     ref = Ref(backend, impl)
     low = LOW.get(precision)
     if low is not None and not ref.supports(low):
@@ -144,7 +150,8 @@ def test_amp_transformer_step(benchmark, backend, impl, precision):
     x, y = _data((seq, d), batch)
     if impl == "vtl":
         vtl.random.seed(0)
-        step = _vtl_step(backend, _encoder(vtl.nn, False), x, y, low, False)
+        step = _vtl_step(backend, _encoder(vtl.nn, False), x, y, low, False,
+                         mode == "compiled")
     else:
         torch = ref.xp
         torch.manual_seed(0)
@@ -153,16 +160,19 @@ def test_amp_transformer_step(benchmark, backend, impl, precision):
     _time(benchmark, backend, impl, ref, step)
 
 
+@pytest.mark.parametrize("mode", ["eager", "compiled"])
 @pytest.mark.parametrize(("backend", "impl"), CASES)
-def test_amp_cnn_step(benchmark, backend, impl):
-    benchmark.group = f"amp-step-cnn-fp16-{backend}"
+def test_amp_cnn_step(benchmark, backend, impl, mode):
+    """The CNN step under float16 autocast with a GradScaler; ``compiled`` as in
+    :func:`test_amp_transformer_step`."""
+    benchmark.group = f"amp-step-cnn-fp16{'-compiled' if mode == 'compiled' else ''}-{backend}"
     ref = Ref(backend, impl)
     if not ref.supports("float16"):
         pytest.skip(f"{backend} has no float16")
     x, y = _data((3, 32, 32), CNN_BATCH)
     if impl == "vtl":
         vtl.random.seed(0)
-        step = _vtl_step(backend, _cnn(vtl.nn), x, y, "float16", True)
+        step = _vtl_step(backend, _cnn(vtl.nn), x, y, "float16", True, mode == "compiled")
     else:
         torch = ref.xp
         torch.manual_seed(0)
