@@ -146,8 +146,9 @@ def _host_unit(k: int, spec, ctype: str, tctype: str, prefix: str = "") -> str:
     params = ", ".join(f"{t} {n}" for t, n in spec.params)
     args = ", ".join(n for _, n in spec.params)
     return (f"namespace v{k} {{\n{prefix}{src}"
-            f'extern "C" void launch_{k}(unsigned gx, unsigned bx, unsigned by, {params}) {{\n'
-            f"  vtl_launch(gx, 1, bx, by, [=] {{ {name}({args}); }});\n}}\n}}\n")
+            f'extern "C" void launch_{k}(unsigned gx, unsigned gy, unsigned bx, unsigned by, '
+            f"{params}) {{\n"
+            f"  vtl_launch(gx, gy, bx, by, [=] {{ {name}({args}); }});\n}}\n}}\n")
 
 
 def compile_host(cpp, source: str):
@@ -204,7 +205,8 @@ class _HostKernel:
 
     def __call__(self, grid, block, args):
         assert len(args) == len(self.spec.params), self.spec.name
-        assert len(grid) == 1 and 1 <= grid[0] < 2**31
+        gx, gy = (*grid, 1)[:2]
+        assert len(grid) <= 2 and 1 <= gx < 2**31 and 1 <= gy <= 65535
         bx, by = (*block, 1)[:2]
         assert bx * by <= 1024
         conv = []
@@ -223,7 +225,8 @@ class _HostKernel:
                 assert type(a) is want, (pname, type(a))
                 conv.append(cty(int(a)))
         self.log.append(self.spec.name)
-        self.fn(ctypes.c_uint(grid[0]), ctypes.c_uint(bx), ctypes.c_uint(by), *conv)
+        self.fn(ctypes.c_uint(gx), ctypes.c_uint(gy), ctypes.c_uint(bx), ctypes.c_uint(by),
+                *conv)
 
 
 class FakeCupy:
@@ -310,6 +313,23 @@ def test_linear_on_the_host(host, dt, m, k, n):
     cp.log.clear()
     np.testing.assert_allclose(nnk.linear(xt, wt, bb), ref, **_tol(dt))
     assert cp.log == ["dot", "vtl_bias_add"]
+
+
+@pytest.mark.parametrize("row_phases", [1, 3, 100])
+def test_bias_add_grid_on_the_host(host, monkeypatch, row_phases):
+    """The bias kernel's grid: two blocks of columns, and fewer row phases than rows (each
+    thread walks its column down the rows), as many, or more."""
+    cp, nnk, _ = host
+    assert K._bias_grid(4096, 2048) == (8, 1024) and K._bias_grid(3, 10) == (1, 3)
+    assert K._bias_grid(10**6, 10) == (1, 8192) and K._bias_grid(2, 10**7) == (39063, 1)
+    monkeypatch.setattr(K, "_bias_grid", lambda rows, cols: (-(-cols // 256), row_phases))
+    rng = np.random.default_rng(9)
+    x, w, b = (rng.standard_normal(s) for s in ((7, 4), (300, 4), (300,)))
+    cp.log.clear()
+    got = nnk.linear(x, w, b, relu=True)
+    assert cp.log == ["dot", "vtl_bias_add"]
+    np.testing.assert_allclose(got, np.maximum(x @ w.T + b, 0), rtol=1e-12, atol=1e-13)
+    assert (got == 0).any() and (got > 0).any()
 
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64])

@@ -198,16 +198,21 @@ def cuda_source(spec: Spec, ctype: str, tctype: str = "int", name: str | None = 
 # Bodies read stored values through ``vtl_ld`` (to ``A``), compute in ``A`` and write
 # through ``vtl_st`` (rounded to ``T``): see the module docstring.
 
-#: ``out[i, j] += b[j * sb]`` over a contiguous (total / N, N) ``out``
+#: ``out[i, j] += b[j * sb]`` over a contiguous (total / N, N) ``out`` (``relu``: then
+#: ``maximum(out, 0)``): a thread per column of a block of 256 (its bias loaded once), rows
+#: ``blockIdx.y, blockIdx.y + gridDim.y, ...`` (no division per element); see
+#: :func:`_bias_grid`
 BIAS_ADD = Spec("vtl_bias_add", (
     ("T* __restrict__", "out"), ("const T* __restrict__", "b"), ("const long long", "sb"),
     ("const long long", "N"), ("const long long", "total"), ("const int", "relu")), r"""
-  const long long stride = (long long)blockDim.x * gridDim.x;
-  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
-       i += stride) {
-    auto v = vtl_ld(out[i]) + vtl_ld(b[(i % N) * sb]);
+  const long long col = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (col >= N) return;
+  const auto bv = vtl_ld(b[col * sb]);
+  const long long rows = total / N;
+  for (long long r = blockIdx.y; r < rows; r += gridDim.y) {
+    auto v = vtl_ld(out[r * N + col]) + bv;
     if (relu && v <= 0) v = 0;  // maximum(v, 0): nan passes
-    out[i] = vtl_st(v);
+    out[r * N + col] = vtl_st(v);
   }
 """)
 
@@ -624,6 +629,13 @@ def _blocks(n: int, per: int = 256, cap: int = 1 << 16) -> int:
     return max(1, min(-(-n // per), cap))
 
 
+def _bias_grid(rows: int, cols: int) -> tuple[int, int]:
+    """The grid of :data:`BIAS_ADD` over ``(rows, cols)``: blocks of 256 columns, and
+    enough row phases to fill the GPU (each thread adds its column's bias down its rows)."""
+    gx = -(-cols // 256)
+    return gx, max(1, min(rows, 65535, -(-8192 // gx)))
+
+
 def slices_per_row(rows: int, n: int, min_per_slice: int, target_blocks: int) -> int:
     """Blocks per row of ``n`` elements for a reduction whose ``rows`` alone may not fill the
     device: enough for ``target_blocks`` in all, each slice at least ``min_per_slice``
@@ -735,7 +747,7 @@ class CupyNN:
                 out = cp.ascontiguousarray(out)
             total = out.size
             self._k.get(BIAS_ADD, x.dtype)(
-                (_blocks(total),), (256,),
+                _bias_grid(*out.shape), (256,),
                 (out, b, _I64(b.strides[0] // b.itemsize), _I64(out.shape[1]), _I64(total),
                  np.int32(relu)))
             self.launches += 1
