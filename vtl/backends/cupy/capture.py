@@ -25,17 +25,15 @@ __all__ = ["CupyCapture"]
 
 #: bytes of per-step scalars one capture can hold
 SLOT_BYTES = 1 << 16
-#: pinned staging buffers in turn: the host waits for the copy out of one only when it
-#: runs this many launches ahead of the device
-RING = 8
+#: pinned staging buffers in turn (each the size of the scalars the capture uses): the host
+#: waits for the copy out of one only when it runs this many launches ahead of the device
+RING = 64
 
 
 class CupyCapture(Capture):
     """One captured call on CUDA device ``index``."""
 
     def __init__(self, cupy: Any, index: int) -> None:
-        import cupyx
-
         cp = self._cp = cupy
         self._device = cp.cuda.Device(index)
         self._dyn: list[tuple[DynamicScalars, int]] = []
@@ -46,8 +44,7 @@ class CupyCapture(Capture):
             self.stream = cp.cuda.Stream(non_blocking=True)
             with cp.cuda.using_allocator(self.pool.malloc):
                 self._slots = cp.empty(SLOT_BYTES, dtype=np.uint8)
-            self._ring = [(cupyx.empty_pinned(SLOT_BYTES, dtype=np.uint8), cp.cuda.Event())
-                          for _ in range(RING)]
+        self._ring: list = []  # made by end(), once the scalars' size is known
         self._turn = 0
         self._contexts = [self._device, cp.cuda.using_allocator(self.pool.malloc), self.stream]
         for ctx in self._contexts:
@@ -75,10 +72,16 @@ class CupyCapture(Capture):
         return dyn
 
     def end(self) -> None:
+        import cupyx
+
         try:
             self.graph = self.stream.end_capture()
         finally:
             self._leave()
+        if self._dyn:
+            with self._device:
+                self._ring = [(cupyx.empty_pinned(self._used, dtype=np.uint8),
+                               self._cp.cuda.Event()) for _ in range(RING)]
         # each staging buffer's view of each dynamic scalar's slot
         self._views = [[buf[off:off + len(d.values) * d.dtype.itemsize].view(d.dtype)
                         for d, off in self._dyn] for buf, _ in self._ring]
