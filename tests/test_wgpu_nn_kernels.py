@@ -457,6 +457,47 @@ def test_conv2d_kernel_16bit(wgpu, monkeypatch, shape, wshape, kw, name, implici
         np.testing.assert_allclose(g.astype(np.float32), w, rtol=4 * eps, atol=4 * eps * scale)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize(("one_block", "block_rows", "max_blocks"),
+                         [(64, 8, 256), (0, 1, 256), (0, 1, 5), (0, 4, 2)])
+def test_layer_norm_parameter_gradients_in_blocks(wgpu, monkeypatch, dtype, one_block,
+                                                  block_rows, max_blocks):
+    """layer_norm's weight and bias gradients from the rows in one block (one launch) or in
+    many (partial sums, then their sum in a fixed order; more blocks than the summing
+    kernel's 8 slices), with and without the input's gradient: as the portable path."""
+    from vtl.backends.wgpu import nn as wnn
+
+    dt = np.dtype(dtype)
+    _skip_without(dt)
+    monkeypatch.setattr(wnn, "LN_ONE_BLOCK_ROWS", one_block)
+    monkeypatch.setattr(wnn, "LN_BLOCK_ROWS", block_rows)
+    monkeypatch.setattr(wnn, "LN_MAX_BLOCKS", max_blocks)
+    rng = np.random.default_rng(3)
+    xs, gs = rng.standard_normal((37, 45)), rng.standard_normal((37, 45))
+    ws, bs = rng.standard_normal(45), rng.standard_normal(45)
+    kern = wgpu.kernel("layer_norm")
+    res = []
+    for be, d in (("numpy", np.float64), ("wgpu", dt)):
+        x = vtl.asarray(xs.astype(d), backend=be, requires_grad=True)
+        w, b = (vtl.asarray(a.astype(d), backend=be, requires_grad=True) for a in (ws, bs))
+        before = kern.launches
+        F.layer_norm(x, (45,), w, b).backward(vtl.asarray(gs.astype(d), backend=be))
+        if be == "wgpu":
+            assert kern.launches == before + (3 if one_block else 4)
+        res.append([t.to("numpy").numpy().astype(np.float64) for t in (x.grad, w.grad,
+                                                                        b.grad)])
+        if be == "wgpu":  # the parameters alone (a frozen input)
+            x2 = vtl.asarray(xs.astype(d), backend=be)
+            w2, b2 = (vtl.asarray(a.astype(d), backend=be, requires_grad=True)
+                      for a in (ws, bs))
+            F.layer_norm(x2, (45,), w2, b2).backward(vtl.asarray(gs.astype(d), backend=be))
+            np.testing.assert_array_equal(w2.grad.numpy(), w.grad.numpy())
+            np.testing.assert_array_equal(b2.grad.numpy(), b.grad.numpy())
+    tol = 2e-5 if dtype == "float32" else 2e-2
+    for got, want in zip(res[1], res[0], strict=True):
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol * (1 + np.abs(want).max()))
+
+
 @pytest.mark.parametrize("name", ["float16", "bfloat16"])
 @pytest.mark.parametrize("which", ["layer_norm", "rms_norm", "group_norm"])
 def test_layer_norm_kernel_16bit(wgpu, name, which):
@@ -486,8 +527,9 @@ def test_layer_norm_kernel_16bit(wgpu, name, which):
         before = kern.launches
         y = fns[which](x, w, b)
         y.backward(vtl.asarray(gs.astype(d), backend=be))
-        if be == "wgpu":
-            assert kern.launches == before + 2  # the kernel ran each way
+        if be == "wgpu":  # forward; backward: rows, then (for the kernel's own weight and
+            # bias; group_norm applies its per-channel ones outside) their sums, one block
+            assert kern.launches == before + (2 if which == "group_norm" else 3)
         grads = [x.grad, w.grad] + ([] if which == "rms_norm" else [b.grad])
         res.append([t.to("numpy").numpy() for t in (y, *grads)])
     eps = float(np.finfo(dt).eps)

@@ -1,17 +1,15 @@
-// The gradient of layer_norm.wgsl for one row per workgroup: with xhat = (x - mean) rstd and
-// gw = g w, dx = rstd (gw - mean(gw) - xhat mean(gw xhat)); GX = g xhat (the rows the weight's
-// gradient sums), and with flag 2 also g beside it (GX's rows are then 2N wide: one column
-// sum gives both the weight's and the bias's gradients). With flag 4 (rms_norm, whose mean
-// is 0) the mean(gw) term is left out. Stored as T, computed in C (float32 for
-// float16/bfloat16: S and GX are float32, dx is rounded once).
+// The input gradient of layer_norm.wgsl for one row per workgroup: with xhat = (x - mean)
+// rstd and gw = g w, dx = rstd (gw - mean(gw) - xhat mean(gw xhat)). With flag 4 (rms_norm,
+// whose mean is 0) the mean(gw) term is left out. Stored as T, computed in C (float32 for
+// float16/bfloat16: S is float32, dx is rounded once). The weight's and bias's gradients:
+// layer_norm_params.wgsl.
 // Words: 0 M, 1 N, 2 offset x, 3 offset w, 4 offset g, 5 offset S (mean, rstd pairs),
-//        6 offset dx, 7 offset GX, 8 flags (1: w, 2: g beside g xhat, 4: no centring)
+//        6 offset dx, 7 flags (1: w, 4: no centring)
 @group(0) @binding(0) var<storage, read> X: array<{{T}}>;
 @group(0) @binding(1) var<storage, read> Wt: array<{{T}}>;
 @group(0) @binding(2) var<storage, read> G: array<{{T}}>;
 @group(0) @binding(3) var<storage, read> S: array<{{C}}>;
 @group(0) @binding(4) var<storage, read_write> DX: array<{{T}}>;
-@group(0) @binding(5) var<storage, read_write> GX: array<{{C}}>;
 var<workgroup> r1: array<{{C}}, 256>;
 var<workgroup> r2: array<{{C}}, 256>;
 
@@ -25,7 +23,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let gb = pw(4u) + row * N;
   let mu = S[pw(5u) + 2u * row];
   let r = S[pw(5u) + 2u * row + 1u];
-  let hasw = (pw(8u) & 1u) != 0u;
+  let hasw = (pw(7u) & 1u) != 0u;
   var c1 = {{C}}(0);
   var c2 = {{C}}(0);
   for (var j = lid; j < N; j += 256u) {
@@ -45,18 +43,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     workgroupBarrier();
   }
-  let m1 = select(r1[0] / {{C}}(N), {{C}}(0), (pw(8u) & 4u) != 0u);
+  let m1 = select(r1[0] / {{C}}(N), {{C}}(0), (pw(7u) & 4u) != 0u);
   let m2 = r2[0] / {{C}}(N);
   let db = pw(6u) + row * N;
-  let both = (pw(8u) & 2u) != 0u;
-  let ob = pw(7u) + row * select(N, 2u * N, both);
   for (var j = lid; j < N; j += 256u) {
     let xh = ({{C}}(X[xb + j]) - mu) * r;
-    let g = {{C}}(G[gb + j]);
-    var gw = g;
+    var gw = {{C}}(G[gb + j]);
     if (hasw) { gw *= {{C}}(Wt[pw(3u) + j]); }
     DX[db + j] = wrap_{{D}}({{T}}(r * (gw - m1 - xh * m2)));
-    GX[ob + j] = g * xh;
-    if (both) { GX[ob + N + j] = g; }
   }
 }

@@ -39,7 +39,6 @@ from ._linalg import (
     tiles,
 )
 from ._recorder import REC, groups_for
-from ._reduction import sum as _sum
 
 _FLOATS = (D.float32, D.float64)
 #: the dtypes of ``linear``/``linear_grad_weight``: 16-bit products accumulate in float32
@@ -269,9 +268,29 @@ class CrossEntropy:
         return out
 
 
+#: layer_norm's weight and bias gradients: up to this many rows in one block (whose sums
+#: are the gradients: one launch), else blocks of at least LN_BLOCK_ROWS rows, at most
+#: LN_MAX_BLOCKS of them (each block's partial sums are 2 N values)
+LN_ONE_BLOCK_ROWS = 64
+LN_BLOCK_ROWS = 8
+LN_MAX_BLOCKS = 256
+#: workgroups along one dimension of a dispatch (the partial sums' grid is 2-D)
+_MAX_GROUPS = 65535
+
+
+def _ln_blocks(m: int) -> tuple[int, int]:
+    """``(blocks, rows per block)`` for the partial sums over ``m`` rows."""
+    if m <= LN_ONE_BLOCK_ROWS:
+        return 1, max(m, 1)
+    blocks = max(1, min(-(-m // LN_BLOCK_ROWS), LN_MAX_BLOCKS))
+    rows = -(-m // blocks)
+    return -(-m // rows), rows
+
+
 class LayerNorm:
     """``kernel("layer_norm")``: a workgroup per row each way (``wgsl/nn/layer_norm.wgsl``,
-    ``layer_norm_grad.wgsl``), the weight and bias gradients as column sums; with
+    ``layer_norm_grad.wgsl``), the weight and bias gradients from partial sums over blocks of
+    rows (``layer_norm_params.wgsl``, added up by ``layer_norm_params_sum.wgsl``); with
     ``rms=True`` rms_norm's rows (no centring). float32/float64, and float16/bfloat16 rows
     computed in float32 with float32 statistics, each output rounded once."""
 
@@ -316,32 +335,44 @@ class LayerNorm:
         # the statistics of forward(): views of one (M, 2) array of the compute dtype
         if (type(mean) is not WgpuArray or mean._st is not rstd._st
                 or rstd._offset != mean._offset + 1 or mean._strides != (2, 1)
-                or mean.dtype != cdt or type(g) is not WgpuArray or g.dtype != dt):
+                or mean.dtype != cdt or type(g) is not WgpuArray or g.dtype != dt
+                or -(-n // 256) > _MAX_GROUPS):
             return None
         x = contiguous(x)
         g = contiguous(g)
         w = None if w is None else contiguous(w)
-        dx = empty((m, n), dt)
-        both = need_w and need_b  # g beside g * xhat: one column sum gives both gradients
-        gx = empty((m, 2 * n if both else n), cdt)
-        k = _kernels.compute_kernel("layer_norm_grad", "rrrrww", dt)
-        words = [m, n, x._offset, 0 if w is None else w._offset, g._offset, mean._offset,
-                 dx._offset, gx._offset,
-                 (1 if w is not None else 0) | (2 if both else 0) | (4 if rms else 0)]
-        bufs = (x._st.buf, (w if w is not None else x)._st.buf, g._st.buf, mean._st.buf,
-                dx._st.buf, gx._st.buf)
-        REC.dispatch(k, bufs, words, m)
-        self.launches += 1
-
-        def rounded(a: Any) -> Any:
-            return a if cdt == dt else astype_raw(a, dt)
-
-        if both:
-            sums = rounded(_sum(gx, axis=0, dtype=cdt))
-            return (dx if need_x else None), sums[:n], sums[n:]
-        dw = rounded(_sum(gx, axis=0, dtype=cdt)) if need_w else None
-        db = rounded(_sum(g, axis=0, dtype=cdt)) if need_b else None
-        return (dx if need_x else None), dw, db
+        dx = dw = db = None
+        if need_x:
+            dx = empty((m, n), dt)
+            k = _kernels.compute_kernel("layer_norm_grad", "rrrrw", dt)
+            words = [m, n, x._offset, 0 if w is None else w._offset, g._offset, mean._offset,
+                     dx._offset, (1 if w is not None else 0) | (4 if rms else 0)]
+            bufs = (x._st.buf, (w if w is not None else x)._st.buf, g._st.buf, mean._st.buf,
+                    dx._st.buf)
+            REC.dispatch(k, bufs, words, m)
+            self.launches += 1
+        if need_w or need_b:
+            blocks, rows = _ln_blocks(m)
+            one = blocks == 1  # the partial sums are the gradients: one launch
+            part = empty((2 * blocks, n), dt if one else cdt)
+            k = _kernels.compute_kernel("layer_norm_params", "rrrw", dt,
+                                        P="{{T}}" if one else "{{C}}",
+                                        PUT="wrap_{{D}}({{T}}(v))" if one else "v")
+            REC.dispatch(k, (x._st.buf, g._st.buf, mean._st.buf, part._st.buf),
+                         [m, n, x._offset, g._offset, mean._offset, part._offset, rows],
+                         -(-n // 256), blocks)
+            self.launches += 1
+            if one:
+                sw, sb = part[0], part[1]
+            else:
+                sw, sb = empty((n,), dt), empty((n,), dt)
+                k = _kernels.compute_kernel("layer_norm_params_sum", "rww", dt)
+                REC.dispatch(k, (part._st.buf, sw._st.buf, sb._st.buf),
+                             [n, blocks, part._offset, sw._offset, sb._offset], -(-n // 32))
+                self.launches += 1
+            dw = sw if need_w else None
+            db = sb if need_b else None
+        return dx, dw, db
 
 
 class BatchNorm:
