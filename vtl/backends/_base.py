@@ -9,6 +9,8 @@ talks to a runtime only through these objects.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from functools import partial
 from typing import Any, ClassVar
 
 import numpy as np
@@ -345,6 +347,13 @@ class Backend:
         flag): the errors that kernels recorded on the device stay pending for the user's
         next read (``float(loss)``, ``.item()``), so such a read costs one transfer."""
         return self.to_host(raw)
+
+    def read_flag_later(self, raw: Any) -> Callable[[], np.ndarray]:
+        """A function giving :meth:`read_flag` of ``raw`` as it is now, for a value needed
+        later (``raw`` is not written again meanwhile): a backend that can start the copy
+        without waiting does, so that the eventual read waits only for that copy; this
+        version reads when called."""
+        return partial(self.read_flag, raw)
 
     def from_dlpack(self, obj: Any, index: int = 0, copy: bool | None = None) -> Any:
         return self.xp.from_dlpack(obj, copy=copy)

@@ -98,6 +98,8 @@ class Optimizer:
     def __init__(self, params: Iterable[Any], defaults: dict[str, Any]) -> None:
         #: (device -> flag, [(state, its host values before the step)]) of captured steps
         #: whose flags are not read yet (see :meth:`_step_skippable`)
+        #: steps whose skip flags are not read yet: (device -> reader of its flag, the
+        #: host state they changed)
         self._pending: list[tuple[dict[Any, Any], list[tuple[dict, dict]]]] = []
         self.defaults = dict(defaults)
         self._check_group(self.defaults)
@@ -206,7 +208,11 @@ class Optimizer:
         for group in self.param_groups:
             self._step_group(group, skip)
         if self._counts_steps():
-            self._pending.append((found, skip.record))
+            if _capture.active():  # the flag is the replays' to set: read it at the next step
+                reads = {dev: partial(dev.backend.read_flag, f) for dev, f in found.items()}
+            else:  # the copies start now, so the next step's read waits for them only
+                reads = {dev: dev.backend.read_flag_later(f) for dev, f in found.items()}
+            self._pending.append((reads, skip.record))
             _capture.settle_before_capture(self)
         if _capture.active():
             _capture.on_replay(partial(self._replay_skippable, found, skip.buckets))
@@ -239,11 +245,12 @@ class Optimizer:
         return type(self)._advance is not Optimizer._advance
 
     def _settle(self) -> None:
-        """Read the flags of the captured steps not settled yet (a host read: the device
-        finishes them first) and put back the host values of those that were skipped."""
+        """Read the skip flags of the steps not settled yet (an eager step's was copied to
+        the host when it was queued; a replay's is read now, after the device finishes it)
+        and put back the host values of the steps that were skipped."""
         pending, self._pending = self._pending, []
-        for found, record in pending:
-            if any(float(dev.backend.read_flag(f)) for dev, f in found.items()):
+        for reads, record in pending:
+            if any(float(read()) for read in reads.values()):
                 for state, before in reversed(record):
                     state.clear()
                     state.update(before)
@@ -259,8 +266,9 @@ class Optimizer:
             if counts:
                 record += [(state, dict(state)) for _, state in items]
             self._replay_bucket(group, items, prog, dyn)
-        if counts:
-            self._pending.append((found, record))
+        if counts:  # this run's flag, read at the next step or capture
+            self._pending.append(({dev: partial(dev.backend.read_flag, f)
+                                   for dev, f in found.items()}, record))
 
     def _step_group(self, group: dict[str, Any], skip: _SkipStep | None = None) -> None:
         foreach = group.get("foreach")

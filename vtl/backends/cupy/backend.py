@@ -7,6 +7,7 @@ module over ``array_api_compat.cupy``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -99,6 +100,17 @@ class CupyBackend(Backend):
 
     def read_flag(self, raw: Any) -> np.ndarray:
         return self._cupy.asnumpy(raw)
+
+    def read_flag_later(self, raw: Any) -> Callable[[], np.ndarray]:
+        """The copy starts now on the current stream, into pinned memory (:mod:`.flags`);
+        under a capture, or for a larger array, the read happens when called."""
+        flags = self.__dict__.get("_flags")
+        if flags is None:
+            from .flags import FlagReads
+
+            flags = self._flags = FlagReads(self._cupy)
+        read = flags.start(raw)
+        return super().read_flag_later(raw) if read is None else read
 
     def check_indices(self, idx: Any, n: int, axis: int, what: str = "") -> Any:
         return self._checks.check(idx, n, axis, what)
