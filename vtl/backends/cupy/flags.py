@@ -38,10 +38,11 @@ class FlagReads:
         that is being captured (the caller reads it the usual way)."""
         cp = self._cp
         n = raw.nbytes
-        stream = cp.cuda.get_current_stream()
+        dev = raw.device
+        with dev:
+            stream = cp.cuda.get_current_stream()  # the flag's device's
         if n > self.SLOT_BYTES or stream.is_capturing():
             return None
-        dev = raw.device
         with self._lock:
             ring = self._rings.get(dev.id)
             if ring is None:
