@@ -11,7 +11,7 @@ import vtl
 
 
 def test_a_later_read_gives_the_value_when_it_started(cupy_backend, monkeypatch):
-    from vtl.backends.cupy.flags import FlagReads
+    from vtl.backends.cupy._flags import FlagReads
 
     cp = cupy_backend._cupy
     monkeypatch.setattr(FlagReads, "SLOTS", 3)

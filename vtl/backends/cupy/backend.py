@@ -102,11 +102,12 @@ class CupyBackend(Backend):
         return self._cupy.asnumpy(raw)
 
     def read_flag_later(self, raw: Any) -> Callable[[], np.ndarray]:
-        """The copy starts now on the current stream, into pinned memory (:mod:`.flags`);
-        under a capture, or for a larger array, the read happens when called."""
+        """The copy starts now on the flag device's current stream, into pinned memory
+        (:mod:`._flags`); under a capture, or for a larger array, the read happens when
+        called."""
         flags = self.__dict__.get("_flags")
         if flags is None:
-            from .flags import FlagReads
+            from ._flags import FlagReads
 
             flags = self._flags = FlagReads(self._cupy)
         read = flags.start(raw)
