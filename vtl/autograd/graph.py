@@ -723,16 +723,10 @@ def _claim(given: _Given, d: Any, dev: Any) -> None:
     given.add(id(d))
     base = getattr(d, "base", None)
     if base is not None:
-        _, offset, _ = dev.backend.layout(d)
-        given.parts.setdefault(id(base), []).append((offset, offset + _extent(d, dev)))
-
-
-def _extent(d: Any, dev: Any) -> int:
-    """How many elements of its base the view ``d`` spans from its first one."""
-    strides, _, _ = dev.backend.layout(d)
-    if d.size == 0:
-        return 0
-    return 1 + sum((n - 1) * abs(st) for n, st in zip(d.shape, strides, strict=True))
+        strides, offset, _ = dev.backend.layout(d)
+        extent = 0 if d.size == 0 else 1 + sum(  # elements spanned from the first one
+            (n - 1) * abs(st) for n, st in zip(d.shape, strides, strict=True))
+        given.parts.setdefault(id(base), []).append((offset, offset + extent))
 
 
 def _free_view(d: Any, base: Any, given: _Given, dev: Any) -> bool:

@@ -96,10 +96,8 @@ class Optimizer:
     _required_state: tuple[str, ...] = ()
 
     def __init__(self, params: Iterable[Any], defaults: dict[str, Any]) -> None:
-        #: (device -> flag, [(state, its host values before the step)]) of captured steps
-        #: whose flags are not read yet (see :meth:`_step_skippable`)
-        #: steps whose skip flags are not read yet: (device -> reader of its flag, the
-        #: host state they changed)
+        #: (device -> reader of its skip flag, [(state, its host values before the step)])
+        #: of the steps whose flags are not read yet (see :meth:`_step_skippable`)
         self._pending: list[tuple[dict[Any, Any], list[tuple[dict, dict]]]] = []
         self.defaults = dict(defaults)
         self._check_group(self.defaults)

@@ -54,6 +54,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .._common.ranges import KNOWN_MAX, targets_in_range, value_range
+from .._common.row_blocks import row_blocks
 from .._dtypes import bfloat16, float16
 from ._codegen import CTYPES
 from .checks import ErrorBuffers
@@ -940,11 +941,9 @@ LN_MAX_BLOCKS = 256
 
 
 def _ln_blocks(m: int) -> tuple[int, int]:
-    """``(blocks, rows per block)`` of layer_norm's backward over ``m`` rows: enough blocks
-    to fill the GPU, each of a few rows (their column partial sums cost ``2 N`` doubles)."""
-    blocks = max(1, min(-(-m // LN_BLOCK_ROWS), LN_MAX_BLOCKS))
-    rows = -(-m // blocks)
-    return -(-m // rows), rows
+    """``(blocks, rows per block)`` of layer_norm's backward over ``m`` rows (each block's
+    column partial sums cost ``2 N`` doubles)."""
+    return row_blocks(m, LN_BLOCK_ROWS, LN_MAX_BLOCKS)
 
 
 class CupyLayerNorm:

@@ -24,8 +24,9 @@ from typing import Any
 import numpy as np
 
 from .._common.ranges import targets_in_range
+from .._common.row_blocks import row_blocks
 from . import _dtypes as D
-from . import _errors, _fuse, _kernels
+from . import _errors, _fuse, _kernels, _runtime
 from ._array import WgpuArray, astype_raw, contiguous, empty, fresh, known_range, words_for_scalar
 from ._indexing import _CHECK_SUBS
 from ._linalg import (
@@ -274,17 +275,13 @@ class CrossEntropy:
 LN_ONE_BLOCK_ROWS = 64
 LN_BLOCK_ROWS = 8
 LN_MAX_BLOCKS = 256
-#: workgroups along one dimension of a dispatch (the partial sums' grid is 2-D)
-_MAX_GROUPS = 65535
 
 
 def _ln_blocks(m: int) -> tuple[int, int]:
     """``(blocks, rows per block)`` for the partial sums over ``m`` rows."""
     if m <= LN_ONE_BLOCK_ROWS:
         return 1, max(m, 1)
-    blocks = max(1, min(-(-m // LN_BLOCK_ROWS), LN_MAX_BLOCKS))
-    rows = -(-m // blocks)
-    return -(-m // rows), rows
+    return row_blocks(m, LN_BLOCK_ROWS, LN_MAX_BLOCKS)
 
 
 class LayerNorm:
@@ -336,7 +333,7 @@ class LayerNorm:
         if (type(mean) is not WgpuArray or mean._st is not rstd._st
                 or rstd._offset != mean._offset + 1 or mean._strides != (2, 1)
                 or mean.dtype != cdt or type(g) is not WgpuArray or g.dtype != dt
-                or -(-n // 256) > _MAX_GROUPS):
+                or -(-n // 256) > _runtime.get().max_groups):  # the sums' grid is 2-D
             return None
         x = contiguous(x)
         g = contiguous(g)

@@ -208,12 +208,6 @@ def _rows_rule(x2: Tensor, gw: Tensor | None, eps: float, center: bool) -> tuple
     return r * (t - xhat * c2), xhat
 
 
-def _reshaped(xp: Any, a: Any, shape: tuple[int, ...]) -> Any:
-    """``a`` itself when it has ``shape`` already: a reshaped view of a fresh gradient would
-    be copied again before it became a leaf's ``.grad`` (a view may share its storage)."""
-    return a if tuple(a.shape) == tuple(shape) else xp.reshape(a, shape)
-
-
 def _layer_norm_vjp(kern: Any, x: Tensor, w: Tensor | None, b: Tensor | None,
                     ns: tuple[int, ...], mean: Any, rstd: Any, eps: float, rms: bool,
                     g: Tensor, _: Any) -> tuple:
@@ -230,9 +224,9 @@ def _layer_norm_vjp(kern: Any, x: Tensor, w: Tensor | None, b: Tensor | None,
         g2 = xp.reshape(g._data, (m, n))
         dx, dw, db = _rows_backward(kern, xp, x2, w2, mean, rstd, g2, need_x, need_w,
                                     need_b, rms)
-        return (None if dx is None else new(_reshaped(xp, dx, x._data.shape), dev),
-                None if dw is None else new(_reshaped(xp, dw, ns), dev),
-                None if db is None else new(_reshaped(xp, db, ns), dev))
+        return (None if dx is None else new(xp.reshape(dx, x._data.shape), dev),
+                None if dw is None else new(xp.reshape(dw, ns), dev),
+                None if db is None else new(xp.reshape(db, ns), dev))
     import vtl  # create_graph: the same rule in vtl functions (recomputing the statistics)
 
     g2 = vtl.reshape(g, (m, n))
