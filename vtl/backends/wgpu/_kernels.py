@@ -203,6 +203,8 @@ def render(name: str, dtypes: tuple, subs: dict) -> str:
     rt = _runtime.get()
     head = _F16 if "shader-f16" in rt.features else ""
     src = source(name)
+    if "coop_mat" in src:  # cooperative matrices (_coop): an experimental extension
+        head += "enable wgpu_cooperative_matrix;\n"
     if _CALLS_WG_REDUCE.search(src):  # workgroup reductions (layer_norm, softmax)
         src += source("workgroup_reduce")
     # substitutions may contain placeholders themselves (op bodies use {{T}})

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import types
 
+from . import _coop, _kernels, _reduction
 from . import _dtypes as D
-from . import _kernels, _reduction
 from ._array import (
     WgpuArray,
     astype_raw,
@@ -73,8 +73,9 @@ def cols_contiguous(sa: tuple, sb: tuple) -> tuple[bool, bool]:
 
 
 def big_tiles(dt, M: int, N: int, batch: int = 1) -> bool:
-    """Whether the ``M`` x ``N`` product(s) of ``dt`` run the large-tile kernel."""
-    if dt not in _BIG_DTYPES:
+    """Whether the ``M`` x ``N`` product(s) of ``dt`` run the large-tile kernel (never for
+    float16 products on cooperative matrices: theirs has 64x64 tiles)."""
+    if dt not in _BIG_DTYPES or (dt == D.float16 and _coop.available()):
         return False
     t = -(-M // _BIG) * -(-N // _BIG)
     return t * batch >= BIG_MIN_TILES and M * N >= BIG_MIN_FILL * t * _BIG * _BIG
@@ -97,14 +98,21 @@ def matmul_kernel(dt, layout: tuple[bool, bool], sig: str = "rrw",
     key = (dt, layout, sig, out, big, epi["EPI"], load, label, consts)
     k = _MATMUL_KERNELS.get(key)
     if k is None:
+        name, extra = "matmul_big" if big else "matmul", {}
+        # float16 on cooperative matrices (64x64 tiles, as the "matmul" grid), for epilogues
+        # that only map each result (the row sums' accumulate into registers of their own)
+        if dt == D.float16 and not big and not (epi["INIT"] or epi["ACC"] or epi["TAIL"]):
+            coop = _coop.spelling()
+            if coop is not None:
+                name, extra = "matmul_coop", {"LD": coop[0], "ST": coop[1]}
         k = _MATMUL_KERNELS[key] = _kernels.kernel(
-            "matmul_big" if big else "matmul", sig, (dt,) if out == dt else (dt, out),
+            name, sig, (dt,) if out == dt else (dt, out),
             label=label,
             T=D.wgsl(dt), D=dt.name, LOAD="\n".join(_kernels.source(f) for f in load),
             O=D.wgsl(out), OD=out.name, **epi,
             C="f32" if D.wgsl(dt) == "f16" else D.wgsl(dt),
             ACOLS="true" if layout[0] else "false", BCOLS="true" if layout[1] else "false",
-            **dict(consts))
+            **extra, **dict(consts))
     return k
 
 

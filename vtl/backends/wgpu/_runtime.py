@@ -22,6 +22,9 @@ WANTED_FEATURES = (
     "shader-f16", "shader-f64", "shader-int64", "subgroup", "timestamp-query",
     "timestamp-query-inside-passes", "immediates",
 )
+#: Experimental native features requested when the adapter has them and the environment
+#: variable beside each is ``1``; a device refused with them is requested again without.
+EXPERIMENTAL_FEATURES = {"cooperative-matrix": "VTL_WGPU_COOP"}
 #: Features without which the backend does not start.
 REQUIRED_FEATURES = ("immediates",)
 #: Bytes of per-dispatch parameters (shapes, strides, offsets, scalars).
@@ -50,12 +53,33 @@ class Runtime:
                 f"adapter {self.adapter.info.get('device', '?')!r} lacks the feature(s) "
                 f"{', '.join(missing)} that the wgpu backend needs"
             )
-        self.features = frozenset(f for f in WANTED_FEATURES if f in have)
+        features = frozenset(f for f in WANTED_FEATURES if f in have)
+        #: why an experimental feature the adapter has was not requested or granted
+        self.refused: dict[str, str] = {}
+        experimental = frozenset()
+        for f, var in EXPERIMENTAL_FEATURES.items():
+            if f not in have:
+                self.refused[f] = "the adapter does not have it"
+            elif os.environ.get(var, "").strip() == "1":
+                experimental |= {f}
+            else:
+                self.refused[f] = f"not requested (experimental: {var}=1 requests it)"
         limits = dict(self.adapter.limits)
         limits["max-immediate-size"] = max(limits.get("max-immediate-size", 0), PARAM_BYTES)
-        self.device = self.adapter.request_device_sync(
-            required_features=sorted(self.features), required_limits=limits,
-        )
+        self.device = None
+        if experimental:
+            try:
+                self.device = self.adapter.request_device_sync(
+                    required_features=sorted(features | experimental), required_limits=limits)
+                features |= experimental
+            except Exception as exc:  # noqa: BLE001 - the device without them is still useful
+                for f in experimental:
+                    self.refused[f] = f"device request failed: {type(exc).__name__}: {exc}"
+        if self.device is None:
+            self.device = self.adapter.request_device_sync(
+                required_features=sorted(features), required_limits=limits,
+            )
+        self.features = features
         self.queue = self.device.queue
         self.limits = dict(self.device.limits)
         self.max_binding = int(self.limits["max-storage-buffer-binding-size"])
@@ -71,6 +95,7 @@ class Runtime:
             "backend_type": self.info.get("backend_type", ""),
             "adapter_type": self.info.get("adapter_type", ""),
             "features": sorted(self.features),
+            "features_not_requested": dict(self.refused),
             "max_storage_binding": self.max_binding,
             "max_buffer_size": self.max_buffer,
             "max_workgroups_per_dimension": self.max_groups,
