@@ -119,3 +119,61 @@ def test_convolutions_match_the_float32_path():
         outs[dt] = [t.numpy().astype(np.float64) for t in (y, xt.grad, wt.grad)]
     for got, want in zip(outs["float16"], outs["float32"], strict=True):
         np.testing.assert_allclose(got, want, rtol=4 * EPS, atol=4 * EPS * (abs(want).max() + 1))
+
+
+class _FakeRuntime:
+    def __init__(self, features=("cooperative-matrix", "shader-f16"), width=32):
+        self.features = frozenset(features)
+        self.refused = {}
+        self.info = {"stackgroup_min_size": width, "stackgroup_max_size": width}
+
+
+def _fresh_check(monkeypatch, rt, run_check):
+    """Run the one-time check again against ``rt`` with ``run_check`` as the device."""
+    monkeypatch.setattr(_coop._runtime, "get", lambda: rt)
+    monkeypatch.setattr(_coop, "_run_check", run_check)
+    monkeypatch.setattr(_coop, "_checked", False)
+    monkeypatch.setattr(_coop, "_spelling", None)
+    monkeypatch.setattr(_coop, "_why", "not checked yet")
+    return _coop.spelling()
+
+
+def test_the_check_takes_the_spelling_that_multiplies_right(monkeypatch):
+    calls = []
+
+    def run(rt, load, store, a, b):
+        calls.append(load)
+        want = a.astype(np.float32) @ b.astype(np.float32)
+        return want if load == "coopLoad" else want.T  # as if coopLoadT were column-major
+
+    assert _fresh_check(monkeypatch, _FakeRuntime(), run) == ("coopLoad", "coopStore")
+    assert calls == ["coopLoadT", "coopLoad"]
+    assert _coop.describe() == "float16 products on cooperative matrices (coopLoad)"
+    calls.clear()
+    assert _coop.spelling() == ("coopLoad", "coopStore") and calls == []  # checked once
+
+
+def test_a_failing_check_keeps_the_register_tiled_kernels_and_says_why(monkeypatch):
+    def run(rt, load, store, a, b):
+        if load == "coopLoadT":
+            raise RuntimeError("unsupported cooperative matrix configuration")
+        return np.zeros((16, 16), np.float32)
+
+    assert _fresh_check(monkeypatch, _FakeRuntime(), run) is None
+    text = _coop.describe()
+    assert "unsupported cooperative matrix configuration" in text
+    assert "came out wrong" in text
+    assert not _coop.available()
+
+
+@pytest.mark.parametrize(("rt", "why"), [
+    (_FakeRuntime(features=("shader-f16",)), "no cooperative-matrix feature"),
+    (_FakeRuntime(features=("cooperative-matrix",)), "shader-f16"),
+    (_FakeRuntime(width=64), "32 invocations"),
+])
+def test_the_check_is_not_run_without_what_the_kernel_needs(monkeypatch, rt, why):
+    def run(*args):
+        raise AssertionError("the device check must not run")
+
+    assert _fresh_check(monkeypatch, rt, run) is None
+    assert why in _coop.describe()
