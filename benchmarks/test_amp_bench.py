@@ -9,6 +9,9 @@
 * ``amp-step-cnn-fp16``: a ResNet-style CNN step (two residual blocks with BatchNorm, 64
   and 128 channels, 32x32 inputs, batch 128) under ``autocast(dtype=float16)`` with a
   ``GradScaler``;
+* ``amp-step-mlp-<precision>``: an MLP 784-1024-1024-10 step (ReLU, batch 256, Adam) in
+  float32 (``fp32``) and under ``autocast(dtype=float16)`` with a ``GradScaler``
+  (``fp16``): the float16 step against vtl's own float32 step;
 * ``matmul-<dtype>-<n>``: one product of ``n x n`` matrices in bfloat16/float16, and in
   float32 with TF32 allowed (``set_float32_matmul_precision("high")`` on both sides).
 
@@ -27,6 +30,7 @@ from benchmarks.conftest import QUICK, Ref, cases, on_cpu, peak_mib
 #: (batch, sequence, d_model, heads, feed-forward)
 TRANSFORMER = (2, 16, 32, 4, 64) if QUICK else (32, 256, 512, 8, 2048)
 CNN_BATCH = 4 if QUICK else 128
+MLP_BATCH = 4 if QUICK else 256
 MATMUL = (64,) if QUICK else (4096, 8192)
 CASES = cases(refs=("torch",), keep=lambda b: QUICK or not on_cpu(b))
 LOW = {"bf16": "bfloat16", "fp16": "float16"}
@@ -74,6 +78,11 @@ def _cnn(m):
     return m.Sequential(m.Conv2d(3, 64, 3, padding=1, bias=False), m.BatchNorm2d(64),
                         m.ReLU(), Block(64, 64, 1), Block(64, 128, 2),
                         m.AdaptiveAvgPool2d(1), m.Flatten(), m.Linear(128, 10))
+
+
+def _mlp(m):
+    return m.Sequential(m.Linear(784, 1024), m.ReLU(), m.Linear(1024, 1024), m.ReLU(),
+                        m.Linear(1024, 10))
 
 
 def _data(shape: tuple[int, ...], n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -177,6 +186,30 @@ def test_amp_cnn_step(benchmark, backend, impl, mode):
         torch = ref.xp
         torch.manual_seed(0)
         step = _torch_step(torch, _torch_dev(impl), _cnn(torch.nn), x, y, "float16", True)
+    _time(benchmark, backend, impl, ref, step)
+
+
+@pytest.mark.parametrize("mode", ["eager", "compiled"])
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+@pytest.mark.parametrize(("backend", "impl"), CASES)
+def test_amp_mlp_step(benchmark, backend, impl, precision, mode):
+    """The MLP step, float32 or under float16 autocast with a GradScaler; ``compiled`` as in
+    :func:`test_amp_transformer_step`."""
+    suffix = "-compiled" if mode == "compiled" else ""
+    benchmark.group = f"amp-step-mlp-{precision}{suffix}-{backend}"
+    ref = Ref(backend, impl)
+    low = LOW.get(precision)
+    if low is not None and not ref.supports(low):
+        pytest.skip(f"{backend} has no {low}")
+    x, y = _data((784,), MLP_BATCH)
+    if impl == "vtl":
+        vtl.random.seed(0)
+        step = _vtl_step(backend, _mlp(vtl.nn), x, y, low, low is not None,
+                         mode == "compiled")
+    else:
+        torch = ref.xp
+        torch.manual_seed(0)
+        step = _torch_step(torch, _torch_dev(impl), _mlp(torch.nn), x, y, low, low is not None)
     _time(benchmark, backend, impl, ref, step)
 
 
