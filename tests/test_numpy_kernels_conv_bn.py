@@ -376,3 +376,29 @@ def test_fewer_tiles_than_threads_run_side_by_side(monkeypatch):
     ran = []
     npconv._pool_run(lambda i, j: ran.append((i, j, threading.get_ident())), 1, 16)
     assert ran == [(0, 1, threading.get_ident())]  # one tile: on the calling thread
+
+
+@pytest.mark.parametrize(("c", "o"), [(2, 6), (6, 2), (4, 4)])
+def test_input_gradient_by_flipped_convolution_only_with_fewer_output_channels(monkeypatch, c,
+                                                                              o):
+    """A stride-1 convolution's input gradient is a convolution of the output gradient with
+    the flipped weight only where the output has at most as many channels as the input
+    (its patches would otherwise outgrow col2im's); either way it equals col2im's."""
+    x = RNG.standard_normal((3, c, 7, 6))
+    w = RNG.standard_normal((o, c, 3, 3))
+    g = RNG.standard_normal((3, o, 7, 6))
+    geom = ((1, 1), (1, 1, 1, 1), (1, 1), 1, 3, 3, 7, 6)
+    assert (npconv._flipped(w, geom, x.shape) is None) == (o > c)
+    kern = npconv.NumpyConv2d()
+
+    def dx():
+        return kern.backward(x, x.shape, w, g, (1, 1), (1, 1, 1, 1), (1, 1), 1, True, False,
+                             False)[0]
+
+    chosen = dx()
+    monkeypatch.setattr(npconv, "FLIP", False)
+    by_col2im = dx()
+    assert_close(chosen, by_col2im, rtol=1e-12, atol=1e-12)
+    assert_close(chosen, StridedConv2d(np).backward(x, x.shape, w, g, (1, 1), (1, 1, 1, 1),
+                                                    (1, 1), 1, True, False, False)[0],
+                 rtol=1e-12, atol=1e-12)
