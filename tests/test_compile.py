@@ -531,3 +531,52 @@ def test_a_first_sgd_momentum_step_cannot_be_captured(backend):
     opt.param_groups[0]["momentum"] = 0.9
     with pytest.raises(vtl.CaptureError, match="first momentum step"):
         f()
+
+
+def test_replayed_copies_follow_their_buffers(backend, monkeypatch):
+    """Replays copy each call's inputs in and the outputs out; on wgpu those copies are kept
+    per pair of buffers and recorded again when the same buffers meet (also after the oldest
+    were dropped, and for views at offsets), and every result is that call's."""
+    if backend == "wgpu":
+        from vtl.backends.wgpu import capture as wcap
+
+        monkeypatch.setattr(wcap._Copies, "SIZE", 3)
+    rng = np.random.default_rng(5)
+    hosts = [rng.standard_normal((6, 5)).astype(np.float32) for _ in range(4)]
+    xs = [vtl.asarray(h, device=backend) for h in hosts]
+    big = vtl.asarray(np.concatenate(hosts), device=backend)
+    views = [big[6 * i:6 * (i + 1)] for i in range(4)]  # one buffer, four offsets
+    f = vtl.compile(lambda t: (t * 3 + 1, vtl.sum(t, axis=0)), warmup=0)
+    kept = []
+    for _ in range(3):
+        for i in [0, 1, 2, 3, 1, 0]:
+            for t in (xs[i], views[i]):
+                out, s = f(t)
+                kept.append((out, s, hosts[i]))
+    for out, s, h in kept:  # earlier results are not overwritten by later calls
+        np.testing.assert_allclose(out.numpy(), h * 3 + 1, rtol=1e-6)
+        np.testing.assert_allclose(s.numpy(), h.sum(axis=0), rtol=1e-5, atol=1e-6)
+    if backend == "wgpu":
+        entry = next(iter(f._entries.values()))
+        assert 0 < len(entry.capture._copies._kept) <= 3
+
+
+def test_wgpu_replays_with_the_same_buffers_skip_the_array_library(backend, monkeypatch):
+    """A loop that drops each call's output: after a few calls the input and output copies
+    are all kept ones (the pool hands the outputs the same buffers again)."""
+    if backend != "wgpu":
+        pytest.skip("the kept copies of wgpu captures")
+    from vtl.backends.wgpu import capture as wcap
+
+    x = vtl.asarray(np.arange(8, dtype=np.float32), device=backend)
+    f = vtl.compile(lambda t: t * 2, warmup=0)
+    calls = []
+    real = wcap.copy_into
+    monkeypatch.setattr(wcap, "copy_into",
+                        lambda src, dst: (calls.append(dst._st.buf.uid), real(src, dst)))
+    for _ in range(8):
+        np.testing.assert_array_equal(f(x).numpy(), np.arange(8) * 2.0)
+    first = len(calls)
+    for _ in range(4):
+        np.testing.assert_array_equal(f(x).numpy(), np.arange(8) * 2.0)
+    assert 0 < first and len(calls) == first

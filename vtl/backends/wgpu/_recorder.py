@@ -243,6 +243,8 @@ class Recorder:
         batch = self.batch
         for b in bufs:
             b.batch = batch
+        if self.pending >= FLUSH_MIN and perf_counter() - self._opened > FLUSH_AFTER_S:
+            self._flush()  # as _record: the device starts on what has waited long enough
 
     def _no_wait_in_capture(self) -> None:
         if self.captures and get_ident() in self.captures:

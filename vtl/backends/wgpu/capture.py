@@ -12,6 +12,12 @@ die) until the capture is collected.
 
 Per-step scalars (:class:`~vtl.backends.DynamicScalars`) are immediates words of the
 dispatches that use them, encoded anew from their values before each replay.
+
+A replay's copies of the call's inputs into the captured buffers, and of its outputs into
+new arrays, go through the array library once per pair of buffers; their dispatches are
+kept (:class:`_Copies`) and recorded again as the replay's are when the same buffers meet
+again (the pool hands a step's new arrays the buffers of the previous step's): a few native
+calls instead of the library's Python for each copy.
 """
 
 from __future__ import annotations
@@ -21,7 +27,9 @@ from threading import get_ident
 from typing import Any
 
 from .._base import Capture, DynamicScalars
+from . import _dtypes as D
 from . import _errors, _memory
+from ._array import WgpuArray, copy_into, fresh
 from ._recorder import REC, _lib, pack
 
 __all__ = ["WgpuCapture"]
@@ -39,6 +47,68 @@ class Reserve:
         self.closed = False
 
 
+def _entry(kernel, bg, words, groups: int, gy: int, gz: int) -> tuple:
+    """A dispatch as :meth:`Recorder.replay` takes it (native handles where available)."""
+    native = _lib is not None
+    return (kernel.pipeline._internal if native else kernel.pipeline,
+            bg._internal if native else bg, pack(words), groups, gy, gz)
+
+
+class _Collector:
+    """Stands in for a capture while one copy records: keeps its dispatches."""
+
+    __slots__ = ("entries", "bind_groups", "bufs")
+
+    def __init__(self) -> None:
+        self.entries: list[tuple] = []
+        self.bind_groups: list[Any] = []  # kept alive with the entries
+        self.bufs: dict[int, Any] = {}
+
+    def add(self, kernel, bg, bufs, words, groups: int, gy: int, gz: int, dynamic) -> None:
+        self.entries.append(_entry(kernel, bg, words, groups, gy, gz))
+        self.bind_groups.append(bg)
+        for b in bufs:
+            self.bufs[b.uid] = b
+
+
+class _Copies:
+    """The recorded dispatches of copies between given buffers (at most :data:`SIZE`, the
+    oldest dropped first): ``copy(src, dst)`` is ``dst[...] = src`` for arrays of one shape
+    and dtype."""
+
+    SIZE = 32
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple, tuple] = {}
+
+    def copy(self, src: WgpuArray, dst: WgpuArray) -> None:
+        sb, db = src._st.buf, dst._st.buf
+        key = (sb.uid, src._offset, src._strides, db.uid, dst._offset, dst._strides,
+               src._shape, src._dtype)
+        kept = self._kept.get(key)
+        if kept is not None:
+            with _memory._LOCK:
+                REC.replay(kept[0], kept[1])
+            return
+        collector = _Collector()
+        thread = get_ident()
+        with _memory._LOCK:
+            if thread in REC.captures:  # a capture records this thread: the plain copy
+                copy_into(src, dst)
+                return
+            REC.captures[thread] = collector
+        try:
+            copy_into(src, dst)
+        finally:
+            with _memory._LOCK:
+                REC.captures.pop(thread, None)
+        if collector.entries:
+            while len(self._kept) >= self.SIZE:
+                self._kept.pop(next(iter(self._kept)))
+            self._kept[key] = (collector.entries, list(collector.bufs.values()),
+                               collector.bind_groups)
+
+
 class WgpuCapture(Capture):
     """One captured call: the dispatches of the thread that made it."""
 
@@ -50,6 +120,7 @@ class WgpuCapture(Capture):
         self.written: dict[int, Any] = {}
         self.reserve = Reserve()
         self.errors = False  # whether a dispatch may write the thread's error buffer
+        self._copies = _Copies()
         self._thread = get_ident()
         with _memory._LOCK:
             if self._thread in REC.captures:
@@ -58,9 +129,7 @@ class WgpuCapture(Capture):
 
     def add(self, kernel, bg, bufs, words, groups: int, gy: int, gz: int, dynamic) -> None:
         """Keep one recorded dispatch (the recorder calls this, lock held)."""
-        native = _lib is not None
-        self.entries.append([kernel.pipeline._internal if native else kernel.pipeline,
-                             bg._internal if native else bg, pack(words), groups, gy, gz,
+        self.entries.append([*_entry(kernel, bg, words, groups, gy, gz),
                              bg])  # the last item keeps the bind group alive
         self.words.append(list(words))
         if dynamic:
@@ -122,6 +191,21 @@ class WgpuCapture(Capture):
             REC.replay(self._list, self._bufs)
             if self.errors:
                 _errors._state.pending = True
+
+    def copy_in(self, dst: Any, src: Any) -> None:
+        if type(dst) is WgpuArray and type(src) is WgpuArray and src._shape == dst._shape \
+                and src._dtype == dst._dtype:
+            self._copies.copy(src, dst)
+        else:
+            dst[...] = src
+
+    def copy_out(self, src: Any, xp: Any) -> Any:
+        if type(src) is not WgpuArray:
+            return xp.asarray(src, copy=True)
+        n = src.size
+        out = fresh(src._shape, src._dtype, n, D.itemsize(src._dtype))
+        self._copies.copy(src, out)
+        return out
 
     def explain(self, exc: BaseException) -> str | None:
         text = str(exc)
