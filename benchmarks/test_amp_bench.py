@@ -126,6 +126,19 @@ def _step(lib, dev: str, net, x, y, low: str | None, scaler: bool, compiled: boo
     return lambda: f(x, y)
 
 
+def _case(benchmark, model: str, backend: str, impl: str, precision: str, mode: str
+          ) -> tuple[Ref, str | None]:
+    """``(reference, low dtype or None)`` of a step case, its benchmark group set; skipped
+    where the backend lacks the dtype."""
+    suffix = "-compiled" if mode == "compiled" else ""
+    benchmark.group = f"amp-step-{model}-{precision}{suffix}-{backend}"
+    ref = Ref(backend, impl)
+    low = LOW.get(precision)
+    if low is not None and not ref.supports(low):
+        pytest.skip(f"{backend} has no {low}")
+    return ref, low
+
+
 def _time(benchmark, backend: str, impl: str, ref: Ref, step) -> None:
     for _ in range(3):
         step()
@@ -149,12 +162,7 @@ def _time(benchmark, backend: str, impl: str, ref: Ref, step) -> None:
 def test_amp_transformer_step(benchmark, backend, impl, precision, mode):
     """The Transformer step; ``compiled``: vtl's step through ``vtl.compile`` against the
     same eager PyTorch step."""
-    suffix = "-compiled" if mode == "compiled" else ""
-    benchmark.group = f"amp-step-transformer-{precision}{suffix}-{backend}"
-    ref = Ref(backend, impl)
-    low = LOW.get(precision)
-    if low is not None and not ref.supports(low):
-        pytest.skip(f"{backend} has no {low}")
+    ref, low = _case(benchmark, "transformer", backend, impl, precision, mode)
     batch, seq, d, _, _ = TRANSFORMER
     x, y = _data((seq, d), batch)
     if impl == "vtl":
@@ -195,12 +203,7 @@ def test_amp_cnn_step(benchmark, backend, impl, mode):
 def test_amp_mlp_step(benchmark, backend, impl, precision, mode):
     """The MLP step, float32 or under float16 autocast with a GradScaler; ``compiled`` as in
     :func:`test_amp_transformer_step`."""
-    suffix = "-compiled" if mode == "compiled" else ""
-    benchmark.group = f"amp-step-mlp-{precision}{suffix}-{backend}"
-    ref = Ref(backend, impl)
-    low = LOW.get(precision)
-    if low is not None and not ref.supports(low):
-        pytest.skip(f"{backend} has no {low}")
+    ref, low = _case(benchmark, "mlp", backend, impl, precision, mode)
     x, y = _data((784,), MLP_BATCH)
     if impl == "vtl":
         vtl.random.seed(0)

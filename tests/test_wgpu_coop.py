@@ -34,7 +34,8 @@ def test_the_template_renders_with_the_extension_enabled():
     src = _kernels.render(
         "matmul_coop", (D.float16,),
         {"T": "f16", "D": "float16", "O": "f16", "OD": "float16", "C": "f32",
-         "LOAD": _kernels.source("matmul_load"), "ACOLS": "false", "BCOLS": "true",
+         "LOAD": _kernels.source("matmul_load"), "ARGS": _kernels.source("matmul_args"),
+         "ACOLS": "false", "BCOLS": "true",
          "LD": "coopLoadT", "ST": "coopStoreT", **_linalg.PLAIN})
     assert "{{" not in src
     head = src.split("\n", 2)

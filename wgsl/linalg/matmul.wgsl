@@ -12,6 +12,7 @@
 @group(0) @binding(2) var<storage, read_write> C: array<{{O}}>;
 var<workgroup> As: array<vec4<{{C}}>, 256>;
 var<workgroup> Bs: array<vec4<{{C}}>, 256>;
+const TILE = 64u;  // rows and columns of an output tile
 // whether A's columns (B's columns) are its contiguous axis: a transposed view
 const ACOLS = {{ACOLS}};
 const BCOLS = {{BCOLS}};
@@ -21,20 +22,9 @@ const BCOLS = {{BCOLS}};
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let M = pw(0u);
-  let N = pw(1u);
-  let K = pw(2u);
-  let b = wid.z;
-  let m0 = wid.y * 64u;
-  let n0 = wid.x * 64u;
+{{ARGS}}
   let tx = lid % 16u;
   let ty = lid / 16u;
-  let sAm = pi(7u);
-  let sAk = pi(8u);
-  let sBk = pi(10u);
-  let sBn = pi(11u);
-  let aBase = pi(3u) + i32(b) * pi(6u);
-  let bBase = pi(4u) + i32(b) * pi(9u);
   var c0 = vec4<{{C}}>();
   var c1 = vec4<{{C}}>();
   var c2 = vec4<{{C}}>();

@@ -10,6 +10,7 @@
 @group(0) @binding(2) var<storage, read_write> C: array<{{O}}>;
 var<workgroup> As: array<vec4<{{C}}>, 264>;
 var<workgroup> Bs: array<vec4<{{C}}>, 264>;
+const TILE = 128u;  // rows and columns of an output tile
 const ACOLS = {{ACOLS}};
 const BCOLS = {{BCOLS}};
 {{DECL}}
@@ -18,20 +19,9 @@ const BCOLS = {{BCOLS}};
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let M = pw(0u);
-  let N = pw(1u);
-  let K = pw(2u);
-  let b = wid.z;
-  let m0 = wid.y * 128u;
-  let n0 = wid.x * 128u;
+{{ARGS}}
   let tx = lid % 16u;
   let ty = lid / 16u;
-  let sAm = pi(7u);
-  let sAk = pi(8u);
-  let sBk = pi(10u);
-  let sBn = pi(11u);
-  let aBase = pi(3u) + i32(b) * pi(6u);
-  let bBase = pi(4u) + i32(b) * pi(9u);
   var c00 = vec4<{{C}}>();
   var c01 = vec4<{{C}}>();
   var c10 = vec4<{{C}}>();

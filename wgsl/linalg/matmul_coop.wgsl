@@ -18,6 +18,7 @@ const BS = 72u;  // row stride of Bs (64 + 8)
 var<workgroup> As: array<f16, 2560>;  // 64 rows of A's tile
 var<workgroup> Bs: array<f16, 2304>;  // 32 rows of B's tile
 var<workgroup> Cs: array<f32, 4096>;  // the 64x64 results, rows of 64
+const TILE = 64u;  // rows and columns of an output tile
 const ACOLS = {{ACOLS}};
 const BCOLS = {{BCOLS}};
 {{DECL}}
@@ -26,18 +27,7 @@ const BCOLS = {{BCOLS}};
 
 @compute @workgroup_size(128)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let M = pw(0u);
-  let N = pw(1u);
-  let K = pw(2u);
-  let b = wid.z;
-  let m0 = wid.y * 64u;
-  let n0 = wid.x * 64u;
-  let sAm = pi(7u);
-  let sAk = pi(8u);
-  let sBk = pi(10u);
-  let sBn = pi(11u);
-  let aBase = pi(3u) + i32(b) * pi(6u);
-  let bBase = pi(4u) + i32(b) * pi(9u);
+{{ARGS}}
   let sg = lid / 32u;
   let wm = (sg / 2u) * 32u;  // the subgroup's quarter: rows wm.., columns wn..
   let wn = (sg % 2u) * 32u;
