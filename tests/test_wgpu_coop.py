@@ -122,6 +122,19 @@ def test_convolutions_match_the_float32_path():
         np.testing.assert_allclose(got, want, rtol=4 * EPS, atol=4 * EPS * (abs(want).max() + 1))
 
 
+def test_the_check_runs_a_kernel_of_the_matmul_contract_on_its_own_buffers():
+    """The check's harness (its own buffers, immediates and submission) with the
+    register-tiled float16 kernel in the cooperative one's place: the exact product."""
+    if "shader-f16" not in xp.runtime_info()["features"]:
+        pytest.skip("the adapter has no shader-f16")
+    rt = _coop._runtime.get()
+    rng = np.random.default_rng(3)
+    a = rng.integers(-3, 4, (_coop._M, _coop._K)).astype(F16)
+    b = rng.integers(-3, 4, (_coop._K, _coop._N)).astype(F16)
+    got = _coop._run_check(rt, "unused", "unused", a, b, template="matmul")
+    np.testing.assert_array_equal(got, a.astype(np.float32) @ b.astype(np.float32))
+
+
 class _FakeRuntime:
     def __init__(self, features=("cooperative-matrix", "shader-f16"), width=32):
         self.features = frozenset(features)

@@ -8,12 +8,13 @@ feature (``_runtime``) and its subgroups are 32 invocations wide, float16 produc
 instead of the register-tiled kernels.
 
 The extension is experimental, so the path is opt-in: ``VTL_WGPU_COOP=1`` (read when the
-device is created) requests the feature. Before the first such product a 16x16 product of
-known operands runs once through each spelling of the row-major load and store (wgpu's
-``coopLoadT`` is row-major, ``coopLoad`` column-major; the check does not rely on that).
-The first spelling that gives the right product is used; if none does, or the kernel does
-not compile, float16 products keep the register-tiled kernels and :func:`describe` says
-why (``vtl info``).
+device is created) requests the feature. Before the first such product the kernel itself
+computes a product of known integers (four output tiles, partial ones, a depth that is not
+a multiple of its own) once through each spelling of the row-major load and store (wgpu's
+``coopLoadT`` is row-major, ``coopLoad`` column-major; the check does not rely on that), on
+buffers and a submission of its own. The first spelling that gives the exact product is
+used; if none does, or the kernel does not compile, float16 products keep the
+register-tiled kernels and :func:`describe` says why (``vtl info``).
 """
 
 from __future__ import annotations
@@ -32,27 +33,10 @@ _spelling: tuple[str, str] | None = None
 _checked = False
 _why = "not checked yet"
 
-_CHECK = """enable f16;
-enable wgpu_cooperative_matrix;
-@group(0) @binding(0) var<storage, read> A: array<f16>;
-@group(0) @binding(1) var<storage, read> B: array<f16>;
-@group(0) @binding(2) var<storage, read_write> C: array<f32>;
-var<workgroup> As: array<f16, 384>;
-var<workgroup> Cs: array<f32, 384>;
-@compute @workgroup_size(32)
-fn main(@builtin(local_invocation_index) lid: u32) {
-  for (var i = lid; i < 256u; i += 32u) { As[(i / 16u) * 24u + i % 16u] = A[i]; }
-  workgroupBarrier();
-  var acc = coop_mat16x16<f32, C>();
-  let x = LD<coop_mat16x16<f16, A>>(&As[0], 24u);
-  let y = LD<coop_mat16x16<f16, B>>(&B[0], 16u);
-  acc = coopMultiplyAdd(x, y, acc);
-  ST(acc, &Cs[0], 24u);
-  workgroupBarrier();
-  for (var i = lid; i < 256u; i += 32u) { C[i] = Cs[(i / 16u) * 24u + i % 16u]; }
-}
-"""
 _SPELLINGS = (("coopLoadT", "coopStoreT"), ("coopLoad", "coopStore"))
+#: the check's product: (M, K) @ (K, N), four output tiles, partial ones and a depth that is
+#: not a multiple of the kernel's 32
+_M, _K, _N = 70, 70, 80
 
 
 def _subgroups_of_32(info: dict) -> bool:
@@ -65,29 +49,45 @@ def _subgroups_of_32(info: dict) -> bool:
     return False
 
 
-def _run_check(rt, load: str, store: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``a @ b`` (16x16 float16) by the check kernel spelled with ``load``/``store``."""
+def _run_check(rt, load: str, store: str, a: np.ndarray, b: np.ndarray,
+               template: str = "matmul_coop") -> np.ndarray:
+    """``a @ b`` (float16, row-major) by ``matmul_coop.wgsl`` spelled with ``load``/``store``
+    (``template``: another matmul kernel with its grid of 64x64 tiles, for tests), on
+    buffers and a submission of its own (so it may run while a capture records)."""
+    from . import _dtypes as D
+    from . import _kernels
+    from ._linalg import PLAIN
+    from ._recorder import pack
+
     wgpu = rt.wgpu
     dev = rt.device
-    code = _CHECK.replace("LD<", load + "<").replace("ST(", store + "(")
+    (m, k), n = a.shape, b.shape[1]
+    code = _kernels.render(template, (D.float16,), {
+        "T": "f16", "D": "float16", "O": "f16", "OD": "float16", "C": "f32",
+        "LOAD": _kernels.source("matmul_load"), "ARGS": _kernels.source("matmul_args"),
+        "ACOLS": "false", "BCOLS": "false", "LD": load, "ST": store, **PLAIN})
+    bgl, layout, _ = _kernels._layout(("r", "r", "w"))
     module = dev.create_shader_module(code=code, label="vtl coop check")
-    pipe = dev.create_compute_pipeline(layout="auto",
+    pipe = dev.create_compute_pipeline(layout=layout,
                                        compute={"module": module, "entry_point": "main"})
     usage = wgpu.BufferUsage.STORAGE
+    out_bytes = -(-m * n * 2 // 16) * 16
     bufs = [dev.create_buffer_with_data(data=a.tobytes(), usage=usage),
             dev.create_buffer_with_data(data=b.tobytes(), usage=usage),
-            dev.create_buffer(size=1024, usage=usage | wgpu.BufferUsage.COPY_SRC)]
-    group = dev.create_bind_group(layout=pipe.get_bind_group_layout(0), entries=[
+            dev.create_buffer(size=out_bytes, usage=usage | wgpu.BufferUsage.COPY_SRC)]
+    group = dev.create_bind_group(layout=bgl, entries=[
         {"binding": i, "resource": {"buffer": x, "offset": 0, "size": x.size}}
         for i, x in enumerate(bufs)])
     enc = dev.create_command_encoder()
     cp = enc.begin_compute_pass()
     cp.set_pipeline(pipe)
     cp.set_bind_group(0, group)
-    cp.dispatch_workgroups(1, 1, 1)
+    cp.set_immediates(0, pack([m, n, k, 0, 0, 0, 0, k, 1, 0, n, 1]), 0, 128)
+    cp.dispatch_workgroups(-(-n // 64), -(-m // 64), 1)
     cp.end()
     rt.queue.submit([enc.finish()])
-    return np.frombuffer(rt.queue.read_buffer(bufs[2]), np.float32).reshape(16, 16)
+    data = rt.queue.read_buffer(bufs[2])
+    return np.frombuffer(data, np.float16)[:m * n].reshape(m, n).astype(np.float32)
 
 
 def _check() -> None:
@@ -104,8 +104,8 @@ def _check() -> None:
         _why = "the adapter's subgroups are not all 32 invocations wide"
         return
     rng = np.random.default_rng(0)
-    a = rng.integers(-4, 5, (16, 16)).astype(np.float16)  # exact in float16 and float32
-    b = rng.integers(-4, 5, (16, 16)).astype(np.float16)
+    a = rng.integers(-3, 4, (_M, _K)).astype(np.float16)  # every sum exact in float16
+    b = rng.integers(-3, 4, (_K, _N)).astype(np.float16)
     want = a.astype(np.float32) @ b.astype(np.float32)
     errors = []
     with _runtime.LOCK:  # its own buffers and submission, beside what is being recorded
@@ -119,7 +119,7 @@ def _check() -> None:
                 _spelling = (load, store)
                 _why = ""
                 return
-            errors.append(f"{load}/{store}: a 16x16 product came out wrong")
+            errors.append(f"{load}/{store}: a {_M}x{_K} @ {_K}x{_N} product came out wrong")
     _why = "; ".join(errors)
 
 
