@@ -15,7 +15,11 @@ import os
 import numpy as np
 import pytest
 
+from benchmarks.conftest import _selected
+
 os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
+if "wgpu" not in _selected():
+    pytest.skip("the wgpu backend is not selected (VTL_TEST_BACKENDS)", allow_module_level=True)
 xp = pytest.importorskip("vtl.backends.wgpu")
 if not xp.is_available():
     pytest.skip("no WebGPU adapter", allow_module_level=True)
