@@ -38,7 +38,7 @@ if [ -s "$OUT/bench.json" ]; then
 fi
 # float16 products on cooperative matrices (experimental, opt-in): the check, the tests
 # against float64 and the float16 matmul benchmarks with the path on
-VTL_WGPU_COOP=1 VTL_BENCH_BUDGET_S=40 timeout 150 sh -c "python3 -m vtl info | grep -E 'float16_products|cooperative'; \
+VTL_WGPU_COOP=1 VTL_BENCH_BUDGET_S=40 timeout 120 sh -c "python3 -m vtl info | grep -E 'float16_products|cooperative'; \
   python3 -m pytest -q -p no:cacheprovider tests/test_wgpu_coop.py; \
   python3 -m pytest -q -p no:cacheprovider benchmarks/test_amp_bench.py -k 'matmul and wgpu' \
     --benchmark-only --benchmark-enable --benchmark-json=$OUT/coop.json \
