@@ -580,3 +580,19 @@ def test_wgpu_replays_with_the_same_buffers_skip_the_array_library(backend, monk
     for _ in range(4):
         np.testing.assert_array_equal(f(x).numpy(), np.arange(8) * 2.0)
     assert 0 < first and len(calls) == first
+
+
+def test_a_replay_checks_the_targets_it_is_given(backend):
+    """Targets copied into a replay are checked as in eager mode: a later call's
+    out-of-range target raises (at the first read after it, on a GPU), whatever the ranges
+    of the targets the capture saw."""
+    x = vtl.asarray(np.ones((4, 5), np.float32), device=backend)
+    f = vtl.compile(lambda x, y: nn.functional.cross_entropy(x, y), warmup=0)
+    for labels in ([0, 1, 2, 3], [1, 1, 1, 1], [4, 0, 0, 0]):
+        y = vtl.asarray(np.array(labels), device=backend)
+        assert float(f(x, y)) == pytest.approx(np.log(5), rel=1e-6)
+    y = vtl.asarray(np.array([7, 0, 0, 0]), device=backend)
+    with pytest.raises(IndexError, match="target 7 is out of bounds for 5 classes"):
+        float(f(x, y))
+    y = vtl.asarray(np.array([2, 0, 0, 0]), device=backend)
+    assert float(f(x, y)) == pytest.approx(np.log(5), rel=1e-6)  # the replay works on

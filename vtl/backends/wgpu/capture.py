@@ -88,6 +88,8 @@ class _Copies:
         kept = self._kept.get(key)
         if kept is not None:
             with _memory._LOCK:
+                if db.known is not None:  # as the recorder does for what it writes
+                    _memory.set_known(db, None)
                 REC.replay(kept[0], kept[1])
             return
         collector = _Collector()
