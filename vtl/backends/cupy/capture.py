@@ -81,7 +81,7 @@ class CupyCapture(Capture):
         if self._dyn:
             with self._device:
                 self._ring = [(cupyx.empty_pinned(self._used, dtype=np.uint8),
-                               self._cp.cuda.Event()) for _ in range(RING)]
+                               self._cp.cuda.Event(disable_timing=True)) for _ in range(RING)]
         # each staging buffer's view of each dynamic scalar's slot
         self._views = [[buf[off:off + len(d.values) * d.dtype.itemsize].view(d.dtype)
                         for d, off in self._dyn] for buf, _ in self._ring]
