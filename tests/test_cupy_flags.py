@@ -37,3 +37,25 @@ def test_other_backends_read_when_called(backend):
     x = vtl.asarray(np.float32(2.0), backend=backend)
     read = b.read_flag_later(x._data)
     assert float(read()) == 2.0
+
+
+def test_error_buffers_written_by_a_captured_kernel_are_checked_after_each_replay(
+        monkeypatch):
+    """A kernel that records errors in this thread's buffer and is captured runs again at
+    each replay, with no Python around it: the replay itself marks the buffer for the next
+    read (a bad target given to a replayed step raises at its next read, not in some later
+    call). With NumPy standing in for CuPy."""
+    from vtl import capture
+    from vtl.backends.cupy.checks import ErrorBuffers
+
+    bufs = ErrorBuffers(np, 3)
+    bufs.get(0)
+    bufs._state.pending.clear()
+    session = capture._Session(None, None)
+    monkeypatch.setattr(capture._state, "session", session)
+    bufs.get(0)  # a kernel captured with this buffer
+    monkeypatch.setattr(capture._state, "session", None)
+    bufs._state.pending.clear()  # read after the capture
+    for hook in session.hooks:  # a replay
+        hook()
+    assert bufs.pending == {0}

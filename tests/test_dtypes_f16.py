@@ -150,6 +150,24 @@ def test_unary_ops(backend, name, op):
     _close(getattr(vtl, op)(_t(a, name)), want, name, ulps=2.0)
 
 
+@pytest.mark.parametrize("op", ["tanh", "exp", "sinh", "log1p", "expm1"])
+def test_float16_functions_of_large_and_small_arguments(backend, op):
+    """Arguments where a float16 intermediate would overflow (tanh's exponential past
+    |x| = 5.5) or lose its digits (near 0): each result is the float32 one rounded once,
+    contiguous (one fused kernel on wgpu) and strided alike."""
+    _need(backend, "float16")
+    a = np.array([-12.0, -6.0, -5.5, -1e-3, -3e-5, 0.0, 3e-5, 1e-3, 0.7, 5.5, 6.0, 9.5,
+                  11.0, 12.0], np.float16)
+    if op == "log1p":
+        a = np.abs(a)
+    with np.errstate(over="ignore"):
+        want = _round(getattr(np, op)(a.astype(np.float64)), "float16")
+    x = vtl.asarray(np.repeat(a, 2))
+    for t in (vtl.asarray(a), x[::2]):
+        got = _f32(getattr(vtl, op)(t))
+        np.testing.assert_allclose(got, want, rtol=EPS["float16"], atol=0)
+
+
 @pytest.mark.parametrize("name", LOW)
 @pytest.mark.parametrize("op", ["add", "subtract", "multiply", "divide", "maximum"])
 def test_binary_ops_are_rounded_float32_results(backend, name, op):

@@ -63,12 +63,18 @@ class ErrorBuffers:
         self._state = _ThreadState()
 
     def get(self, dev: int) -> Any:
-        """This thread's buffer on device ``dev``, marked as possibly written."""
+        """This thread's buffer on device ``dev``, marked as possibly written; while a
+        capture (``vtl.compile``) records, each replay marks it again (the replaying
+        thread's mark: replay on the thread that captured)."""
         st = self._state
         err = st.buffers.get(dev)
         if err is None:
             err = st.buffers[dev] = self._cp.zeros((self._size,), dtype=np.int64)
         st.pending.add(dev)
+        from ...capture import active, on_replay
+
+        if active():
+            on_replay(lambda: self._state.pending.add(dev))
         return err
 
     @property

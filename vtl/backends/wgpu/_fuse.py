@@ -571,6 +571,11 @@ class Tracer:
         if rule == "bool" and name == "logical_not" and dt != D.bool_:
             v = self.cast(v, D.bool_)
             dt = D.bool_
+        if dt == D.float16 and name in E._F16_VIA_F32:  # as the eager op: in float32
+            w = self.cast(v, D.float32)
+            E._body(E.UNARY, name, D.float32)
+            return self.cast(self.node("u", name, D.float32, D.float32, (w,), w.shape),
+                             D.float16)
         E._body(E.UNARY, name, dt)
         out_dt = D.bool_ if rule == "bool" else dt
         return self.node("u", name, dt, out_dt, (v,), v.shape)
