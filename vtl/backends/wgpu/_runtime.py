@@ -74,7 +74,8 @@ class Runtime:
                 features |= experimental
             except Exception as exc:  # noqa: BLE001 - the device without them is still useful
                 for f in experimental:
-                    self.refused[f] = f"device request failed: {type(exc).__name__}: {exc}"
+                    why = " ".join(str(exc).split())
+                    self.refused[f] = f"device request failed: {type(exc).__name__}: {why}"
         if self.device is None:
             self.device = self.adapter.request_device_sync(
                 required_features=sorted(features), required_limits=limits,
