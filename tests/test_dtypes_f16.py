@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import struct
 import threading
+import zlib
 
 import ml_dtypes
 import numpy as np
@@ -25,6 +26,14 @@ LOW = ["float16", "bfloat16"]
 EPS = {"float16": 2.0**-10, "bfloat16": 2.0**-7}
 NP = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16)}
 RNG = np.random.default_rng(7)
+
+
+@pytest.fixture(autouse=True)
+def _own_data(request):
+    """Each test draws from a generator seeded by its own id: the same data whichever tests
+    ran before it in the process (several workers share the tests out differently)."""
+    global RNG
+    RNG = np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
 
 
 def _need(backend: str, name: str) -> None:
