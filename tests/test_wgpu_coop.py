@@ -31,12 +31,9 @@ needs_coop = pytest.mark.skipif(not _coop.available(),
 def test_the_template_renders_with_the_extension_enabled():
     if "shader-f16" not in xp.runtime_info()["features"]:
         pytest.skip("the adapter has no shader-f16")
-    src = _kernels.render(
-        "matmul_coop", (D.float16,),
-        {"T": "f16", "D": "float16", "O": "f16", "OD": "float16", "C": "f32",
-         "LOAD": _kernels.source("matmul_load"), "ARGS": _kernels.source("matmul_args"),
-         "ACOLS": "false", "BCOLS": "true",
-         "LD": "coopLoadT", "ST": "coopStoreT", **_linalg.PLAIN})
+    src = _kernels.render("matmul_coop", (D.float16,),
+                          {**_linalg.matmul_subs(D.float16, (False, True)), "LD": "coopLoadT",
+                           "ST": "coopStoreT"})
     assert "{{" not in src
     head = src.split("\n", 2)
     assert head[:2] == ["enable f16;", "enable wgpu_cooperative_matrix;"]

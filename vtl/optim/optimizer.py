@@ -68,6 +68,14 @@ def _check_number(name: str, value: Any, *, cls: str, low: float = 0.0,
         raise ValueError(f"{cls}: invalid {name} {value!r}, expected {rng}")
 
 
+def _flag_reads(found: dict[Any, Any], later: bool) -> dict[Any, Any]:
+    """Device -> a function reading that device's skip flag: started now
+    (``Backend.read_flag_later``) when ``later``, else read when called."""
+    if later:
+        return {dev: dev.backend.read_flag_later(f) for dev, f in found.items()}
+    return {dev: partial(dev.backend.read_flag, f) for dev, f in found.items()}
+
+
 class Optimizer:
     """Base class of all optimizers.
 
@@ -206,11 +214,10 @@ class Optimizer:
         for group in self.param_groups:
             self._step_group(group, skip)
         if self._counts_steps():
-            if _capture.active():  # the flag is the replays' to set: read it at the next step
-                reads = {dev: partial(dev.backend.read_flag, f) for dev, f in found.items()}
-            else:  # the copies start now, so the next step's read waits for them only
-                reads = {dev: dev.backend.read_flag_later(f) for dev, f in found.items()}
-            self._pending.append((reads, skip.record))
+            # a captured flag is the replays' to set: read when settled; an eager step's
+            # copies start now, so the next step's read waits for them only
+            self._pending.append((_flag_reads(found, later=not _capture.active()),
+                                  skip.record))
             _capture.settle_before_capture(self)
         if _capture.active():
             _capture.on_replay(partial(self._replay_skippable, found, skip.buckets))
@@ -265,8 +272,7 @@ class Optimizer:
                 record += [(state, dict(state)) for _, state in items]
             self._replay_bucket(group, items, prog, dyn)
         if counts:  # this run's flag, read at the next step or capture
-            self._pending.append(({dev: partial(dev.backend.read_flag, f)
-                                   for dev, f in found.items()}, record))
+            self._pending.append((_flag_reads(found, later=False), record))
 
     def _step_group(self, group: dict[str, Any], skip: _SkipStep | None = None) -> None:
         foreach = group.get("foreach")

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from ...capture import active, on_replay
+
 _SOURCE = """
 long long v = (long long)idx;
 if (idx < 0) v += n;
@@ -71,8 +73,6 @@ class ErrorBuffers:
         if err is None:
             err = st.buffers[dev] = self._cp.zeros((self._size,), dtype=np.int64)
         st.pending.add(dev)
-        from ...capture import active, on_replay
-
         if active():
             on_replay(lambda: self._state.pending.add(dev))
         return err

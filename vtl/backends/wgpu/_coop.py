@@ -56,16 +56,14 @@ def _run_check(rt, load: str, store: str, a: np.ndarray, b: np.ndarray,
     buffers and a submission of its own (so it may run while a capture records)."""
     from . import _dtypes as D
     from . import _kernels
-    from ._linalg import PLAIN
+    from ._linalg import matmul_subs
     from ._recorder import pack
 
     wgpu = rt.wgpu
     dev = rt.device
     (m, k), n = a.shape, b.shape[1]
-    code = _kernels.render(template, (D.float16,), {
-        "T": "f16", "D": "float16", "O": "f16", "OD": "float16", "C": "f32",
-        "LOAD": _kernels.source("matmul_load"), "ARGS": _kernels.source("matmul_args"),
-        "ACOLS": "false", "BCOLS": "false", "LD": load, "ST": store, **PLAIN})
+    code = _kernels.render(template, (D.float16,),
+                           {**matmul_subs(D.float16, (False, False)), "LD": load, "ST": store})
     bgl, layout, _ = _kernels._layout(("r", "r", "w"))
     module = dev.create_shader_module(code=code, label="vtl coop check")
     pipe = dev.create_compute_pipeline(layout=layout,

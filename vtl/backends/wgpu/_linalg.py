@@ -106,15 +106,22 @@ def matmul_kernel(dt, layout: tuple[bool, bool], sig: str = "rrw",
             if coop is not None:
                 name, extra = "matmul_coop", {"LD": coop[0], "ST": coop[1]}
         k = _MATMUL_KERNELS[key] = _kernels.kernel(
-            name, sig, (dt,) if out == dt else (dt, out),
-            label=label,
-            T=D.wgsl(dt), D=dt.name, LOAD="\n".join(_kernels.source(f) for f in load),
-            ARGS=_kernels.source("matmul_args"),
-            O=D.wgsl(out), OD=out.name, **epi,
-            C="f32" if D.wgsl(dt) == "f16" else D.wgsl(dt),
-            ACOLS="true" if layout[0] else "false", BCOLS="true" if layout[1] else "false",
-            **extra, **dict(consts))
+            name, sig, (dt,) if out == dt else (dt, out), label=label,
+            **matmul_subs(dt, layout, epi, out, load, consts), **extra)
     return k
+
+
+def matmul_subs(dt, layout: tuple[bool, bool], epi: dict = PLAIN, out=None,
+                load: tuple[str, ...] = ("matmul_load",),
+                consts: tuple[tuple[str, int], ...] = ()) -> dict:
+    """The placeholders the matmul templates share (see :func:`matmul_kernel`): types,
+    operand loaders, words, epilogue, layout and the loaders' constants."""
+    out = dt if out is None else out
+    return dict(T=D.wgsl(dt), D=dt.name, LOAD="\n".join(_kernels.source(f) for f in load),
+                ARGS=_kernels.source("matmul_args"), O=D.wgsl(out), OD=out.name, **epi,
+                C="f32" if D.wgsl(dt) == "f16" else D.wgsl(dt),
+                ACOLS="true" if layout[0] else "false",
+                BCOLS="true" if layout[1] else "false", **dict(consts))
 
 
 def tiles(M: int, N: int, big: bool) -> tuple[int, int]:

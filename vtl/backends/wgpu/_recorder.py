@@ -199,8 +199,7 @@ class Recorder:
                 cap.add(kernel, bg, bufs, words, groups, gy, gz, dynamic)
         self.pending += 1
         self.dispatches += 1
-        if self.pending >= FLUSH_EVERY or (
-                self.pending >= FLUSH_MIN and perf_counter() - self._opened > FLUSH_AFTER_S):
+        if self.pending >= FLUSH_EVERY or self._aged():
             self._flush()
 
     def replay(self, entries, bufs) -> None:
@@ -243,8 +242,14 @@ class Recorder:
         batch = self.batch
         for b in bufs:
             b.batch = batch
-        if self.pending >= FLUSH_MIN and perf_counter() - self._opened > FLUSH_AFTER_S:
-            self._flush()  # as _record: the device starts on what has waited long enough
+        if self._aged():
+            self._flush()
+
+    def _aged(self) -> bool:
+        """Whether the open pass has recorded long enough to submit (``FLUSH_AFTER_S``, with
+        at least ``FLUSH_MIN`` dispatches): the device then starts on it while the host
+        records on."""
+        return self.pending >= FLUSH_MIN and perf_counter() - self._opened > FLUSH_AFTER_S
 
     def _no_wait_in_capture(self) -> None:
         if self.captures and get_ident() in self.captures:

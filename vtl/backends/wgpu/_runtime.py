@@ -73,9 +73,8 @@ class Runtime:
                     required_features=sorted(features | experimental), required_limits=limits)
                 features |= experimental
             except Exception as exc:  # noqa: BLE001 - the device without them is still useful
-                for f in experimental:
-                    why = " ".join(str(exc).split())
-                    self.refused[f] = f"device request failed: {type(exc).__name__}: {why}"
+                why = f"device request failed: {type(exc).__name__}: {' '.join(str(exc).split())}"
+                self.refused.update(dict.fromkeys(experimental, why))
         if self.device is None:
             self.device = self.adapter.request_device_sync(
                 required_features=sorted(features), required_limits=limits,
