@@ -204,6 +204,40 @@ def peak_mib(backend: str, impl: str, run: Callable[[], Any]) -> float | None:
     return None
 
 
+def kernels_per_step(backend: str, impl: str, run: Callable[[], Any], sync: Callable[[], Any],
+                     steps: int = 3) -> float | None:
+    """Device launches per call of ``run()``: CUDA kernels, copies and fills counted through
+    CUPTI (``torch.profiler``, which sees CuPy's and those a CUDA graph replays) for vtl on
+    cupy and for PyTorch on CUDA; the recorded dispatches for vtl on wgpu; ``None``
+    elsewhere (or without a CUDA PyTorch to count with)."""
+    if impl == "vtl" and backend == "wgpu":
+        from vtl.backends.wgpu._recorder import REC
+
+        sync()
+        before = REC.dispatches
+        for _ in range(steps):
+            run()
+        sync()
+        return (REC.dispatches - before) / steps
+    if not (impl == "torch-cuda" or (impl == "vtl" and backend == "cupy")):
+        return None
+    try:
+        import torch
+        from torch.profiler import ProfilerActivity, profile
+
+        if not torch.cuda.is_available():
+            return None
+    except ImportError:
+        return None
+    sync()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            run()
+        sync()
+    n = sum(1 for ev in prof.events() if ev.device_type.name == "CUDA")
+    return n / steps
+
+
 def cupy_or_skip() -> Any:
     try:
         import cupy as cp

@@ -378,6 +378,7 @@ def page(runs: list[Run], out: str = "docs/benchmarks.md") -> str:
             names = ", ".join(f"**{runs[i].name}**" for i in runs_here)
             lines += [f"From runs {names} (column *run*).", ""]
         lines += backend_table(b, rows, runs, show_run=len(runs_here) > 1)
+        lines += launch_table(b, rows)
         have = {_category(section) for section, *_ in rows}
         missing = [t for t, _ in CATEGORIES
                    if t not in have and b in CATEGORY_BACKENDS.get(t, (b,))]
@@ -447,6 +448,27 @@ def backend_table(backend: str, rows: list, runs: list[Run], show_run: bool = Fa
             row.append(runs[i].name)
         out.append("| " + " | ".join(row) + " |")
     return out
+
+
+def launch_table(backend: str, rows: list) -> list[str]:
+    """The device launches per training step (``extra_info["kernels"]``) of vtl and PyTorch
+    CUDA, where a run counted them; no lines where none did."""
+    out = []
+    for _, group, _, impls in sorted(rows, key=lambda r: _natural(r[1])):
+        s = subject(impls)
+        ref = impls.get("torch-cuda")
+        mine = impls[s].extra.get("kernels")
+        theirs = ref.extra.get("kernels") if ref is not None else None
+        if mine is None or not theirs:
+            continue
+        out.append(f"| {_case_label(group, backend)} | {mine:g} | {theirs:g} | "
+                   f"{mine / theirs:.2f} |")
+    if not out:
+        return []
+    what = ("dispatches recorded by vtl" if backend == "wgpu"
+            else "CUDA kernels, copies and fills, counted with CUPTI")
+    return ["", f"Device launches per training step ({what}; PyTorch's counted with CUPTI):",
+            "", "| case | vtl | PyTorch CUDA | vtl / PyTorch |", "|---|---|---|---|", *out]
 
 
 def ref_label(backend: str, impl: str) -> str:

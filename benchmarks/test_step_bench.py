@@ -16,8 +16,10 @@ a cosine learning-rate schedule. Groups ``step-<model>-<backend>`` time eager vt
 ``step-<model>-compiled-<backend>`` the captured step; PyTorch eager is the reference of
 both. ``extra_info`` holds the time to issue 10 steps without waiting next to the total
 with the final wait (``issue_ms``, ``total_ms`` per step; issue below total means the host
-runs ahead of the GPU), and for captured wgpu steps the dispatches of a replay and the
-host time per dispatch. ``VTL_BENCH_QUICK=1`` shrinks the batch to 4.
+runs ahead of the GPU), the device launches per step (``kernels``: CUDA kernels and copies
+through CUPTI for vtl on cupy and for PyTorch, dispatches for vtl on wgpu), and for captured
+wgpu steps the dispatches of a replay and the host time per dispatch. ``VTL_BENCH_QUICK=1``
+shrinks the batch to 4.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import numpy as np
 import pytest
 
 import vtl
-from benchmarks.conftest import QUICK, Ref, _require, _selected, torch_or_skip
+from benchmarks.conftest import QUICK, Ref, _require, _selected, kernels_per_step, torch_or_skip
 
 BATCH = {"mlp": 256, "cnn": 128, "lstm": 64, "transformer": 32, "gpt": 16}
 SHAPES = {"mlp": (784,), "cnn": (3, 32, 32), "lstm": (32, 128), "transformer": (128, 256),
@@ -181,6 +183,9 @@ def test_step(benchmark, model, backend, mode, impl):
     assert np.isfinite(float(loss))
     benchmark.extra_info["issue_ms"] = round((t1 - t0) / 10 * 1e3, 4)
     benchmark.extra_info["total_ms"] = round((t2 - t0) / 10 * 1e3, 4)
+    kernels = kernels_per_step(backend, impl, run, sync)
+    if kernels is not None:
+        benchmark.extra_info["kernels"] = round(kernels, 1)
     if impl == "vtl" and mode == "compiled" and backend == "wgpu":
         entry = next(iter(f._entries.values()))
         n = len(entry.capture._list)

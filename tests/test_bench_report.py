@@ -178,3 +178,28 @@ def test_page_of_a_run_whose_cases_are_all_in_a_later_run(tmp_path):
     text = report.page([report.load_run(a), report.load_run(b)], "benchmarks.md")
     assert "| **a** |" in text and "none (every case is in a later run)" in text
     assert "From run **b**." in _section(text, "numpy")
+
+
+def test_page_lists_device_launches_per_step_where_counted(tmp_path):
+    steps = [
+        ("test_step_bench.py", "test_step", "step-cnn-cupy", "vtl", 2e-3, "cupy", 39.0),
+        ("test_step_bench.py", "test_step", "step-cnn-cupy", "torch-cuda", 2e-3, "cupy", 30.0),
+        ("test_step_bench.py", "test_step", "step-mlp-cupy", "vtl", 1e-3, "cupy", None),
+        ("test_step_bench.py", "test_step", "step-mlp-cupy", "torch-cuda", 1e-3, "cupy", 20.0),
+        ("test_step_bench.py", "test_step", "step-cnn-wgpu", "vtl", 4e-3, "wgpu", 41.0),
+        ("test_step_bench.py", "test_step", "step-cnn-wgpu", "torch-cuda", 2e-3, "wgpu", 30.0),
+    ]
+    path = tmp_path / "gpu.json"
+    _run_json(path, [], gpu="NVIDIA H200")
+    data = json.loads(path.read_text())
+    data["benchmarks"] = [_bench(*s[:6], **({} if s[6] is None else {"kernels": s[6]}))
+                          for s in steps]
+    path.write_text(json.dumps(data))
+    text = report.page([report.load_run(str(path))], "benchmarks.md")
+    cupy, wgpu = _section(text, "cupy"), _section(text, "wgpu")
+    assert "Device launches per training step (CUDA kernels" in cupy
+    assert "| step-cnn | 39 | 30 | 1.30 |" in cupy
+    assert "| step-mlp |" not in cupy.split("Device launches")[1]  # vtl's not counted
+    assert "dispatches recorded by vtl" in wgpu and "| step-cnn | 41 | 30 | 1.37 |" in wgpu
+    assert "Device launches" not in _section(report.page(
+        [report.load_run(_run_json(tmp_path / "cpu.json", CPU_RUN))], "b.md"), "numpy")
