@@ -250,3 +250,35 @@ def test_running_statistics_in_one_launch(host_bn, name):
             outs.append((m.running_mean.numpy(), m.running_var.numpy()))
     for a, r in zip(*outs, strict=True):
         np.testing.assert_allclose(a, r, **_tol(name))
+
+
+@pytest.mark.parametrize("name", ["float32", "float64", "float16", "bfloat16"])
+@pytest.mark.parametrize(("shape", "slab_min"), [((4, 3, 5, 5), 4096), ((6, 5, 7), 4),
+                                                 ((7, 2), 3), ((2, 1, 3, 1), 1)])
+def test_channel_sums_on_the_host(lib, monkeypatch, name, shape, slab_min):
+    """A convolution's bias gradient, ``sum(g, axis=(0, 2, ...))``: summed in double in a
+    fixed slab order and rounded once into ``g``'s dtype, from strided input too."""
+    monkeypatch.setattr(B, "BN_SLAB_MIN", slab_min)
+    cp = FakeCupy(lib, _VARIANTS)
+    dt = _DT[name]
+    rng = np.random.default_rng(len(shape) + slab_min)
+    g = (rng.standard_normal(shape) * 3).astype(dt)
+    cp.log.clear()
+    out = B.channel_sums(B.CupyBatchNorm(cp)._k, cp, g)
+    assert cp.log == ["vtl_channel_sum_partial", "vtl_channel_sum_finish"]
+    ref = g.astype(np.float64).sum(axis=(0, *range(2, g.ndim)))
+    assert out.dtype == dt and out.shape == (shape[1],)
+    if name == "float64":
+        np.testing.assert_allclose(out, ref, rtol=1e-13, atol=1e-13)
+    else:  # narrower values add up exactly in double: one rounding of the exact sum
+        np.testing.assert_array_equal(out, ref.astype(dt))
+    strided = np.swapaxes(np.swapaxes(g, 0, 1).copy(), 0, 1)  # not C-contiguous
+    np.testing.assert_array_equal(B.channel_sums(B.CupyBatchNorm(cp)._k, cp, strided), out)
+
+
+def test_channel_sums_of_empty_batches(lib):
+    cp = FakeCupy(lib, _VARIANTS)
+    k = B.CupyBatchNorm(cp)._k
+    assert B.channel_sums(k, cp, np.ones((3, 0, 4), np.float32)).shape == (0,)
+    np.testing.assert_array_equal(B.channel_sums(k, cp, np.ones((0, 3, 4), np.float32)),
+                                  np.zeros(3, np.float32))

@@ -12,7 +12,9 @@ where the portable path takes about a dozen array ops forward and twenty backwar
 * one elementwise pass (:data:`BN_APPLY`) writes ``y = (x - mean) * scale + bias`` or
   ``dx = g * scale - (x - mean) * k - c``;
 * the running statistics' update is one more launch (:data:`BN_RUNNING`), where the
-  portable update takes about ten array ops.
+  portable update takes about ten array ops;
+* :func:`channel_sums` (a convolution's bias gradient) sums ``g`` per channel the way the
+  statistics do, in two launches.
 
 float16/bfloat16 inputs are read and written as 16-bit words and computed in float32 (one
 rounding per result), with float32 statistics, and take float32 (or same-dtype) weight and
@@ -30,7 +32,8 @@ import numpy as np
 from .nn import _I32, _I64, FLOAT_NAMES, KernelFamily, Spec, _blocks, compute_dtype
 
 __all__ = ["BN_APPLY", "BN_BACKWARD_COEFFS", "BN_FORWARD_STATS", "BN_PARTIAL", "BN_RUNNING",
-           "SPECS", "CupyBatchNorm"]
+           "CHANNEL_SUM_FINISH", "CHANNEL_SUM_PARTIAL", "SPECS", "CupyBatchNorm",
+           "channel_sums"]
 
 #: blocks the statistics launch aims at, and the fewest elements a slab gets
 BN_BLOCKS = 1024
@@ -142,7 +145,67 @@ BN_RUNNING = Spec("vtl_bn_running", (
   rv[c] = a * rv[c] + bv * var[c];
 """)
 
-SPECS = (BN_PARTIAL, BN_FORWARD_STATS, BN_BACKWARD_COEFFS, BN_APPLY, BN_RUNNING)
+#: ``part[c * S + s]``: block ``c * S + s`` sums slab ``s`` of channel ``c`` of ``g`` in double,
+#: in a fixed order (the channel sums of a bias gradient, first launch)
+CHANNEL_SUM_PARTIAL = Spec("vtl_channel_sum_partial", (
+    ("const T* __restrict__", "g"), ("double* __restrict__", "part"), *_SIZES,
+    ("const long long", "S")), _narrow("C HW NHW S") + r"""
+  __shared__ double sh[256];
+  const TI c = (TI)blockIdx.x / S_, s = (TI)blockIdx.x - c * S_;
+  const TI rows = (NHW_ + S_ - 1) / S_;
+  const TI j1 = (s + 1) * rows < NHW_ ? (s + 1) * rows : NHW_;
+  const unsigned t = threadIdx.x;
+  double a = 0;
+  for (TI j = s * rows + (TI)t; j < j1; j += (TI)blockDim.x) {
+    const TI n = j / HW_;
+    a += (double)vtl_ld(g[(n * C_ + c) * HW_ + (j - n * HW_)]);
+  }
+  sh[t] = a;
+  __syncthreads();
+  for (unsigned k = blockDim.x / 2; k > 0; k >>= 1) {
+    if (t < k) sh[t] += sh[t + k];
+    __syncthreads();
+  }
+  if (t == 0) part[(TI)c * S_ + s] = sh[0];
+""")
+
+#: a thread per channel: ``out[c] = sum_s part[c * S + s]`` in slab order, rounded once
+CHANNEL_SUM_FINISH = Spec("vtl_channel_sum_finish", (
+    ("const double* __restrict__", "part"), ("T* __restrict__", "out"),
+    ("const long long", "C"), ("const long long", "S")), _narrow("C S") + r"""
+  const TI c = (TI)blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C_) return;
+  double a = 0;
+  for (TI s = 0; s < S_; ++s) a += part[c * S_ + s];
+  out[c] = vtl_st((A)a);
+""")
+
+SPECS = (BN_PARTIAL, BN_FORWARD_STATS, BN_BACKWARD_COEFFS, BN_APPLY, BN_RUNNING,
+         CHANNEL_SUM_PARTIAL, CHANNEL_SUM_FINISH)
+
+
+def channel_sums(kernels: Any, cupy: Any, g: Any) -> Any:
+    """``sum(g, axis=(0, 2, ...))`` of an ``(N, C, ...)`` array of a float dtype (a
+    convolution's bias gradient): summed in double in a fixed order (deterministic), rounded
+    once into ``g``'s dtype; two launches of ``kernels`` (a ``_Kernels``)."""
+    n, c = g.shape[:2]
+    hw = g.size // (n * c) if n * c else 0
+    out = cupy.empty((c,), dtype=g.dtype)
+    if c == 0:
+        return out
+    if g.size == 0:
+        out.fill(0)
+        return out
+    dt = np.dtype(g.dtype)
+    g = cupy.ascontiguousarray(g)
+    ti = np.int32 if g.size + BN_BLOCKS * _THREADS < 2**31 else np.int64
+    slabs = max(1, min(-(-BN_BLOCKS // c), -(-(n * hw) // BN_SLAB_MIN)))
+    part = cupy.empty((c * slabs,), dtype=np.float64)
+    kernels.get(CHANNEL_SUM_PARTIAL, dt, ti)((c * slabs,), (_THREADS,), (
+        g, part, _I64(c), _I64(hw), _I64(n * hw), _I64(slabs)))
+    kernels.get(CHANNEL_SUM_FINISH, dt, ti)((_blocks(c),), (_THREADS,), (
+        part, out, _I64(c), _I64(slabs)))
+    return out
 
 
 class CupyBatchNorm(KernelFamily):

@@ -12,8 +12,9 @@ on the NCHW arrays, with no patch matrix in memory.
   non-deterministic engines (atomics) are always excluded, so a result is the same on
   every run and compiled steps equal eager ones bit for bit.
 * float16/bfloat16 run with float32 accumulation on tensor cores (PyTorch's default for
-  16-bit convolutions); the bias is added and the bias gradient summed in float32, each
-  rounded once.
+  16-bit convolutions); the bias is added in float32, rounded once.
+* The bias gradient is summed per channel in double in a fixed order and rounded once
+  (:func:`~vtl.backends.cupy._batch_norm.channel_sums`, two launches).
 * What cuDNN does not take (grouped convolutions, float64, a shape for which no engine
   remains) runs the im2col kernel of :class:`~vtl.backends.cupy.conv.CupyConv2d`; the
   reason is kept in :attr:`CudnnConv2d.declined` for ``vtl info`` and tests. A 16-bit
@@ -31,7 +32,9 @@ from typing import Any
 
 import numpy as np
 
+from ._batch_norm import channel_sums
 from .conv import CupyConv2d
+from .nn import _Kernels
 
 __all__ = ["CudnnConv2d", "GraphCache", "Handles", "c_strides", "direct_launch", "load_cudnn"]
 
@@ -163,6 +166,7 @@ class CudnnConv2d(CupyConv2d):
         self._graphs = self._cache.graphs
         self._handles = Handles(cupy, cudnn)
         self.declined = self._cache.declined  # graph key -> why cuDNN did not serve it
+        self._sum_kernels = _Kernels(cupy)  # the bias gradient's channel sums
         self.served = 0  # calls cuDNN executed (for tests and `vtl info`)
 
     # -- cuDNN plumbing ------------------------------------------------------------------
@@ -332,7 +336,7 @@ class CudnnConv2d(CupyConv2d):
             else:
                 dw = self._run(built, x, g, m.empty(w.shape, dtype=g.dtype))
         if need_b:
-            db = g.astype(_F32, copy=False).sum(axis=(0, 2, 3)).astype(g.dtype, copy=False)
+            db = channel_sums(self._sum_kernels, m, g)
         return dx, dw, db
 
     def _dgrad_fallback(self, x_shape: tuple, w: Any, g: Any, stride: tuple, padding: tuple,
