@@ -702,11 +702,42 @@ def _masked(input: Any, shape: tuple[int, ...], p: float, generator: Any) -> Any
         if fused is not None:
             return fused
     keep = _uniform_like(input, shape, generator) >= p
+    if isinstance(input, Tensor) and needs_grad(input):
+        return _mask_node(input, keep, p)
     low = low_float(input)
     if low is not None:  # float32 arithmetic, rounded once (PyTorch's; 1/(1-p) may not fit)
         wide = xp.astype(input, xp.float32)
         return xp.astype(wide * (xp.astype(keep, xp.float32) * (1.0 / (1.0 - p))), low)
     return input * (xp.astype(keep, input.dtype) * (1.0 / (1.0 - p)))
+
+
+def _scaled(a: Any, keep: Any, p: float) -> Any:
+    """``a * keep / (1 - p)`` of a raw array ``a`` and a boolean ``keep`` broadcasting to
+    it, in float32 for float16/bfloat16 (rounded once), else in ``a``'s dtype: the
+    arithmetic of the portable path."""
+    xp = a.__array_namespace__()
+    low = low_float(a)
+    if low is not None:
+        wide = xp.astype(a, xp.float32)
+        return xp.astype(wide * (xp.astype(keep, xp.float32) * (1.0 / (1.0 - p))), low)
+    return a * (xp.astype(keep, a.dtype) * (1.0 / (1.0 - p)))
+
+
+def _mask_node(input: Tensor, keep: Any, p: float) -> Tensor:  # noqa: A002
+    """Dropout by a drawn mask as ONE graph node that keeps only the boolean mask (the
+    multiply of the portable path would keep the input, its float32 copy for a 16-bit one,
+    and a float mask of the input's size)."""
+    keep = keep._data if isinstance(keep, Tensor) else keep
+    dev = input._device
+
+    def vjp(g: Tensor, _: Any) -> tuple:
+        if _grad.enabled:  # create_graph: the scale of each element as a constant
+            xp = dev.xp
+            ones = xp.ones(tuple(g.shape), dtype=g._data.dtype, device=g._data.device)
+            return (g * new(_scaled(ones, keep, p), dev),)
+        return (new(_scaled(g._data, keep, p), dev),)
+
+    return record(_scaled(input._data, keep, p), dev, "DropoutMaskBackward", (input,), vjp)
 
 
 def _fused_dropout(input: Any, p: float, generator: Any) -> Any:  # noqa: A002
