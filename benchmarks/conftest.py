@@ -181,8 +181,10 @@ class Ref:
 
 
 def peak_mib(backend: str, impl: str, run: Callable[[], Any]) -> float | None:
-    """Peak device memory of ``run()`` above what was allocated before, in MiB (PyTorch's
-    allocator, or CuPy's pool for vtl on cupy; ``None`` elsewhere)."""
+    """Peak device memory allocated by ``run()`` above what was allocated before, in MiB:
+    PyTorch's ``max_memory_allocated``, or for vtl on cupy the bytes CuPy's pool handed out
+    and had not taken back, followed through a ``cupy.cuda.MemoryHook`` (the same measure:
+    blocks the pool keeps for reuse are not counted); ``None`` elsewhere."""
     if impl == "torch-cuda":
         import torch
 
@@ -195,12 +197,27 @@ def peak_mib(backend: str, impl: str, run: Callable[[], Any]) -> float | None:
     if impl == "vtl" and backend == "cupy":
         import cupy as cp
 
-        pool = cp.get_default_memory_pool()
-        pool.free_all_blocks()
-        base = pool.total_bytes()
-        run()
+        class Peak(cp.cuda.MemoryHook):
+            name = "vtl-bench-peak"
+
+            def __init__(self) -> None:
+                self.live: dict[int, int] = {}
+                self.now = self.peak = 0
+
+            def malloc_postprocess(self, device_id, size, mem_size, mem_ptr, pmem_id):
+                self.live[mem_ptr] = mem_size
+                self.now += mem_size
+                self.peak = max(self.peak, self.now)
+
+            def free_postprocess(self, device_id, mem_size, mem_ptr, pmem_id):
+                self.now -= self.live.pop(mem_ptr, 0)
+
         cp.cuda.Device().synchronize()
-        return (pool.total_bytes() - base) / 2**20
+        hook = Peak()
+        with hook:
+            run()
+            cp.cuda.Device().synchronize()
+        return hook.peak / 2**20
     return None
 
 

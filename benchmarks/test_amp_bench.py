@@ -4,8 +4,9 @@
   (d_model 512, 8 heads, feed-forward 2048, dropout 0.1, batch_first), sequence 256, batch
   32, mean-pooled to 10 classes, Adam, in float32 (``fp32``) and under
   ``autocast(dtype=bfloat16)`` (``bf16``); PyTorch runs the same step under
-  ``torch.autocast``. ``extra_info["peak_mib"]`` is the step's peak device memory above
-  what was allocated before it (CuPy's pool, PyTorch's allocator);
+  ``torch.autocast``. ``extra_info["peak_mib"]`` is the step's peak device memory allocated
+  above what was allocated before it (PyTorch's ``max_memory_allocated``, and for vtl the
+  same measure of CuPy's pool: the blocks it had handed out and not taken back);
 * ``amp-step-cnn-fp16``: a ResNet-style CNN step (two residual blocks with BatchNorm, 64
   and 128 channels, 32x32 inputs, batch 128) under ``autocast(dtype=float16)`` with a
   ``GradScaler``;
