@@ -596,3 +596,34 @@ def test_a_replay_checks_the_targets_it_is_given(backend):
         float(f(x, y))
     y = vtl.asarray(np.array([2, 0, 0, 0]), device=backend)
     assert float(f(x, y)) == pytest.approx(np.log(5), rel=1e-6)  # the replay works on
+
+
+def test_replayed_draws_of_two_generators_follow_eager_ones(backend):
+    """A captured function drawing three times from the default generator and once from
+    another (dropout, and a draw that is not dropout): each replay redraws them all, with
+    other draws between the calls, as eager calls do."""
+    def run(compiled):
+        vtl.random.seed(5)
+        g2 = vtl.random.Generator(9)
+        x = vtl.asarray(np.ones((6, 40), np.float32), backend=backend)
+
+        def f(x):
+            a = nn.functional.dropout(x, 0.3)
+            b = nn.functional.dropout(a, 0.5, generator=g2)
+            c = nn.functional.dropout(x * 2.0, 0.2)
+            return a + b + c + nn.functional.dropout(x, 0.6)
+
+        fn = vtl.compile(f) if compiled else f
+        out = []
+        for i in range(5):
+            out.append(fn(x).numpy())
+            if i % 2:
+                vtl.random.uniform(size=(3,), device=x.device)  # a draw between the calls
+        return out, vtl.random.default_generator().counter, g2.counter
+
+    eager, ce, ge = run(False)
+    comp, cc, gc_ = run(True)
+    assert (cc, gc_) == (ce, ge)
+    for a, b in zip(eager, comp, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(eager[-1], eager[-2])  # new masks at each call

@@ -42,6 +42,8 @@ from __future__ import annotations
 import math
 import operator
 import threading
+import weakref
+from functools import partial
 from typing import Any
 
 from . import capture as _capture
@@ -248,6 +250,9 @@ class Generator:
 
     def __init__(self, seed: int = _DEFAULT_SEED) -> None:
         self._lock = threading.Lock()
+        #: (the capture, its draws) of the draws a capture under way made from this
+        #: generator, which one hook redraws before each replay
+        self._captured: tuple[weakref.ref, list] | None = None
         self.manual_seed(seed)
 
     # -- state --------------------------------------------------------------------------------
@@ -350,7 +355,9 @@ class Generator:
         """The counter's four words (low first) and the key's two for the next draw of ``n``
         words (advances the counter, as a draw does)."""
         start = self._take_blocks(n)
-        return (*((start >> (32 * k)) & _MASK for k in range(4)), *self.key)
+        k0, k1 = self.key
+        return (start & _MASK, (start >> 32) & _MASK, (start >> 64) & _MASK,
+                (start >> 96) & _MASK, k0, k1)
 
     def _kernel_words(self, n: int, device: Any) -> Any:
         """The Philox counter (four words, low first) and key (two words) of a draw of ``n``
@@ -366,8 +373,26 @@ class Generator:
         """The counter and key of a draw of ``n`` words as per-step scalars of the capture
         ``cap``, which each replay advances as the draw would."""
         dyn = cap.scalars(self._draw_words(n), "uint32")
-        _capture.on_replay(lambda: dyn.set(self._draw_words(n)))
+        seen = self._captured
+        if seen is None or seen[0]() is not cap:
+            draws: list[tuple[int, Any]] = []
+            self._captured = (weakref.ref(cap), draws)
+            _capture.on_replay(partial(self._redraw, draws))
+        else:
+            draws = seen[1]
+        draws.append((-(-n // 4), dyn))
         return dyn
+
+    def _redraw(self, draws: list[tuple[int, Any]]) -> None:
+        """Before a replay: the counter and key of each of a capture's draws from this
+        generator, ``(blocks, scalars)`` in the order they were made (the generator advances
+        as those draws would: they are consecutive, no other code draws during a replay)."""
+        start = self._take_blocks(4 * sum(b for b, _ in draws))
+        k0, k1 = self.key
+        for blocks, dyn in draws:  # as dyn.set, without its check: always six words
+            dyn.values = (start & _MASK, (start >> 32) & _MASK, (start >> 64) & _MASK,
+                          (start >> 96) & _MASK, k0, k1)
+            start = (start + blocks) % 2**128
 
     def _captured_words(self, cap: Any, n: int, backend: Any, index: int) -> Any:
         """A draw recorded by a capture (``vtl.compile``): the backend's kernel reads the

@@ -81,6 +81,19 @@ def bump_version(t: Tensor) -> None:
     epoch[0] = c[1] = e
 
 
+def bump_versions(tensors: Any) -> None:
+    """:func:`bump_version` of each tensor of ``tensors``, in order (an optimizer's step)."""
+    e = epoch[0]
+    for t in tensors:
+        c = t._vc
+        if c is None:
+            c = t._version_counter()
+        e += 1
+        c[0] += 1
+        c[1] = e
+    epoch[0] = e
+
+
 _object_new = object.__new__
 
 

@@ -38,6 +38,7 @@ from typing import Any
 from .. import capture as _capture
 from .._tensor import Tensor, _new
 from ..autograd.grad_mode import enable_grad
+from ..autograd.graph import bump_versions
 from ..backends._dtypes import LOW_FLOATING, float32
 from ..backends._dtypes import kind as _dkind
 from ._programs import Program
@@ -337,8 +338,7 @@ class Optimizer:
                 scalars = dyn
             self._run_fused(kern, prog, scalars, items,
                             None if skip is None else skip.found.get(dev))
-            for p, _ in items:
-                p._bump_version()
+            bump_versions([p for p, _ in items])
         for p, state in portable:
             if _capture.current(p._device) is not None:
                 raise _capture.CaptureError(
@@ -383,8 +383,9 @@ class Optimizer:
                        prog: Program, dyn: Any) -> None:
         """Before a replay of a captured step: the host part of the step of ``items``
         (step counts) and the fused kernel's scalars for it, as :meth:`_step_group` does."""
+        advance = self._advance
         for _, state in items:
-            self._advance(state, group)
+            advance(state, group)
         p, state = items[0]
         now, scalars = self._plan(p, state, group)
         if now is not prog:
@@ -393,8 +394,7 @@ class Optimizer:
                 f"was captured ({prog.name} -> {now.name}: a hyper-parameter such as "
                 "weight_decay or amsgrad changed); capture the function again")
         dyn.set(scalars)
-        for p, _ in items:
-            p._bump_version()
+        bump_versions([p for p, _ in items])
 
     # Subclass hooks ---------------------------------------------------------
     def _plan_key(self, state: dict[str, Any], group: dict[str, Any],

@@ -49,7 +49,7 @@ try:  # the native entry points (wgpu-py's backend); the wrappers are the fallba
     _POLL = _lib.wgpuDevicePoll
     _NULL = _ffi.NULL
 except Exception:  # pragma: no cover - another wgpu backend
-    _lib = None
+    _lib = _ffi = None
 
 # Completion callbacks that only count (a poll on any thread may run them); waits spin on
 # the counts. [work-done callbacks, buffer-map callbacks, status of the last map]

@@ -23,14 +23,18 @@ calls instead of the library's Python for each copy.
 from __future__ import annotations
 
 import heapq
+import struct
 from threading import get_ident
 from typing import Any
 
 from .._base import Capture, DynamicScalars
 from . import _dtypes as D
-from . import _errors, _memory
+from . import _errors, _memory, _runtime
 from ._array import WgpuArray, copy_into, fresh
-from ._recorder import REC, _lib, pack
+from ._recorder import _MASK, REC, _ffi, _lib, pack
+
+#: number of words -> ``pack_into(buffer, offset, *words)``
+_PACK_INTO = [struct.Struct(f"<{n}I").pack_into for n in range(_runtime.PARAM_BYTES // 4 + 1)]
 
 __all__ = ["WgpuCapture"]
 
@@ -177,22 +181,46 @@ class WgpuCapture(Capture):
         self._bind_groups = [e[6] for e in self.entries]
         self.entries = []
         self._bufs = list(self.bufs.values())
+        # the immediates blocks a replay patches in place (the native entry points read a
+        # block where it is), by the scalars written into them: [(scalars, encode,
+        # [(block, byte offset), ...])], each scalars object encoded once per replay
+        targets: dict[tuple[int, Any], tuple[Any, Any, list]] = {}
+        self._blocks = []
+        for i, patches in self.dynamic:
+            block = bytearray(pack(self.words[i]))
+            self._blocks.append((i, block))
+            if _lib is not None:
+                e = self._list[i]
+                self._list[i] = (e[0], e[1], _ffi.from_buffer(block), *e[3:])
+            for pos, dyn, encode in patches:
+                key = (id(dyn), encode)
+                if key not in targets:
+                    targets[key] = (dyn, encode, [])
+                targets[key][2].append((block, 4 * pos))
+        self._targets = list(targets.values())
 
     def abort(self) -> None:
         self._stop()
 
     def replay(self) -> None:
         with _memory._LOCK:
-            for i, patches in self.dynamic:
-                words = self.words[i]
-                for pos, dyn, encode in patches:
-                    w = encode(dyn.values)
-                    words[pos:pos + len(w)] = w
-                e = self._list[i]
-                self._list[i] = (e[0], e[1], pack(words), *e[3:])
+            if self._targets:
+                self._patch()
             REC.replay(self._list, self._bufs)
             if self.errors:
                 _errors._state.pending = True
+
+    def _patch(self) -> None:
+        """Write the per-step scalars' words into the immediates blocks that read them."""
+        for dyn, encode, places in self._targets:
+            w = [v & _MASK for v in encode(dyn.values)]
+            put = _PACK_INTO[len(w)]
+            for block, off in places:
+                put(block, off, *w)
+        if _lib is None:  # the wrappers take the blocks' bytes
+            for i, block in self._blocks:
+                e = self._list[i]
+                self._list[i] = (e[0], e[1], bytes(block), *e[3:])
 
     def copy_in(self, dst: Any, src: Any) -> None:
         if type(dst) is WgpuArray and type(src) is WgpuArray and src._shape == dst._shape \
