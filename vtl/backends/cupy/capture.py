@@ -15,6 +15,7 @@ pinned host memory, on the stream of the launch (no wait for the device).
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,8 @@ from .._base import Capture, DynamicScalars
 
 __all__ = ["CupyCapture"]
 
+#: little-endian ``struct`` formats of the dtypes of per-step scalars (others: a view)
+_FORMATS = {"<u4": "I", "<i4": "i", "<u8": "Q", "<i8": "q", "<f4": "f", "<f8": "d"}
 #: bytes of per-step scalars one capture can hold
 SLOT_BYTES = 1 << 16
 #: pinned staging buffers in turn (each the size of the scalars the capture uses): the host
@@ -82,9 +85,15 @@ class CupyCapture(Capture):
             with self._device:
                 self._ring = [(cupyx.empty_pinned(self._used, dtype=np.uint8),
                                self._cp.cuda.Event(disable_timing=True)) for _ in range(RING)]
-        # each staging buffer's view of each dynamic scalar's slot
+        # each staging buffer's view of each dynamic scalar's slot, and the buffer's bytes
+        # with a packer per scalars object where struct has the dtype's format (a few
+        # times faster than writing through a view)
         self._views = [[buf[off:off + len(d.values) * d.dtype.itemsize].view(d.dtype)
                         for d, off in self._dyn] for buf, _ in self._ring]
+        self._bytes = [memoryview(buf).cast("B") for buf, _ in self._ring]
+        self._packers = [None if _FORMATS.get(d.dtype.str) is None else
+                         struct.Struct("<" + _FORMATS[d.dtype.str] * len(d.values)).pack_into
+                         for d, _ in self._dyn]
         with self._device:
             self._launch()
 
@@ -109,8 +118,16 @@ class CupyCapture(Capture):
             buf, done = self._ring[turn]
             self._turn = (turn + 1) % RING
             done.synchronize()  # returns at once unless the host is RING launches ahead
-            for (dyn, _), view in zip(self._dyn, self._views[turn], strict=True):
-                view[:] = dyn.values
+            mem = self._bytes[turn]
+            for (dyn, off), view, pack in zip(self._dyn, self._views[turn], self._packers,
+                                              strict=True):
+                if pack is None:
+                    view[:] = dyn.values
+                else:
+                    try:
+                        pack(mem, off, *dyn.values)
+                    except (struct.error, OverflowError):  # a value the view converts
+                        view[:] = dyn.values
             cp.cuda.runtime.memcpyAsync(self._slots.data.ptr, buf.ctypes.data, self._used,
                                         cp.cuda.runtime.memcpyHostToDevice, stream.ptr)
             done.record(stream)
