@@ -282,3 +282,21 @@ def test_channel_sums_of_empty_batches(lib):
     assert B.channel_sums(k, cp, np.ones((3, 0, 4), np.float32)).shape == (0,)
     np.testing.assert_array_equal(B.channel_sums(k, cp, np.ones((0, 3, 4), np.float32)),
                                   np.zeros(3, np.float32))
+
+
+def test_cudnn_convolution_bias_gradient_is_the_channel_sums(lib):
+    """The cuDNN convolution's bias gradient comes from :func:`channel_sums` (here on the host
+    build of its kernels; the products need a GPU and are not asked for)."""
+    from vtl.backends.cupy.cudnn import CudnnConv2d
+
+    cp = FakeCupy(lib, _VARIANTS)
+    conv = CudnnConv2d(cp, cudnn=None, matmul=np.matmul)
+    g = np.random.default_rng(2).standard_normal((3, 4, 5, 6)).astype(np.float32)
+    x = np.zeros((3, 2, 5, 6), np.float32)
+    w = np.zeros((4, 2, 3, 3), np.float32)
+    cp.log.clear()
+    dx, dw, db = conv.backward_on_device(("cudnn", x), x.shape, w, g, (1, 1), (1, 1, 1, 1),
+                                         (1, 1), 1, False, False, True)
+    assert dx is None and dw is None
+    assert cp.log == ["vtl_channel_sum_partial", "vtl_channel_sum_finish"]
+    np.testing.assert_array_equal(db, g.astype(np.float64).sum(axis=(0, 2, 3)).astype(np.float32))
