@@ -221,6 +221,19 @@ def peak_mib(backend: str, impl: str, run: Callable[[], Any]) -> float | None:
     return None
 
 
+#: benchmark id -> the arguments of :func:`kernels_per_step` for it: counted when the JSON is
+#: written, after every case is timed (a CUPTI profile could slow the launches timed after it)
+_LAUNCH_COUNTS: dict[str, tuple] = {}
+
+
+def count_launches_later(benchmark: Any, backend: str, impl: str, run: Callable[[], Any],
+                         sync: Callable[[], Any]) -> None:
+    """Have :func:`kernels_per_step` of ``run`` stored in this case's ``extra_info["kernels"]``
+    once all cases are timed (where it counts anything: keeps ``run`` alive until then)."""
+    if (impl == "vtl" and backend in ("cupy", "wgpu")) or impl == "torch-cuda":
+        _LAUNCH_COUNTS[benchmark.fullname] = (backend, impl, run, sync)
+
+
 def kernels_per_step(backend: str, impl: str, run: Callable[[], Any], sync: Callable[[], Any],
                      steps: int = 3) -> float | None:
     """Device launches per call of ``run()``: CUDA kernels, copies and fills counted through
@@ -312,9 +325,18 @@ def pytest_benchmark_update_machine_info(config: Any, machine_info: dict) -> Non
 
 def pytest_benchmark_update_json(config: Any, benchmarks: Any, output_json: dict) -> None:
     """Keep the JSON small: drop every round's raw timing (``VTL_BENCH_KEEP_DATA=1`` keeps them).
-
     A fast case runs tens of thousands of rounds; their list would make the file tens of MB.
+
+    Then count the device launches of the cases :func:`count_launches_later` was given
+    (``extra_info["kernels"]``), now that every case has been timed.
     """
     if os.environ.get("VTL_BENCH_KEEP_DATA", "").strip() in ("", "0"):
         for b in output_json.get("benchmarks", []):
             b.get("stats", {}).pop("data", None)
+    for b in output_json.get("benchmarks", []):
+        case = _LAUNCH_COUNTS.pop(b.get("fullname"), None)
+        if case is not None:
+            n = kernels_per_step(*case)
+            if n is not None:
+                b.setdefault("extra_info", {})["kernels"] = round(n, 1)
+    _LAUNCH_COUNTS.clear()

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 import vtl
-from benchmarks.conftest import QUICK, Ref, cases, kernels_per_step, on_cpu, peak_mib
+from benchmarks.conftest import QUICK, Ref, cases, count_launches_later, on_cpu, peak_mib
 
 #: (batch, sequence, d_model, heads, feed-forward)
 TRANSFORMER = (2, 16, 32, 4, 64) if QUICK else (32, 256, 512, 8, 2048)
@@ -147,9 +147,7 @@ def _time(benchmark, backend: str, impl: str, ref: Ref, step) -> None:
     peak = peak_mib(backend, impl, step)
     if peak is not None:
         benchmark.extra_info["peak_mib"] = round(peak, 1)
-    kernels = kernels_per_step(backend, impl, step, ref.sync)
-    if kernels is not None:
-        benchmark.extra_info["kernels"] = round(kernels, 1)
+    count_launches_later(benchmark, backend, impl, step, ref.sync)
 
     def timed():
         out = step()

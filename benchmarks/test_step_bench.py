@@ -30,7 +30,7 @@ import numpy as np
 import pytest
 
 import vtl
-from benchmarks.conftest import QUICK, Ref, _require, _selected, kernels_per_step, torch_or_skip
+from benchmarks.conftest import QUICK, Ref, _require, _selected, count_launches_later, torch_or_skip
 
 BATCH = {"mlp": 256, "cnn": 128, "lstm": 64, "transformer": 32, "gpt": 16}
 SHAPES = {"mlp": (784,), "cnn": (3, 32, 32), "lstm": (32, 128), "transformer": (128, 256),
@@ -183,9 +183,7 @@ def test_step(benchmark, model, backend, mode, impl):
     assert np.isfinite(float(loss))
     benchmark.extra_info["issue_ms"] = round((t1 - t0) / 10 * 1e3, 4)
     benchmark.extra_info["total_ms"] = round((t2 - t0) / 10 * 1e3, 4)
-    kernels = kernels_per_step(backend, impl, run, sync)
-    if kernels is not None:
-        benchmark.extra_info["kernels"] = round(kernels, 1)
+    count_launches_later(benchmark, backend, impl, run, sync)
     if impl == "vtl" and mode == "compiled" and backend == "wgpu":
         entry = next(iter(f._entries.values()))
         n = len(entry.capture._list)
