@@ -10,19 +10,10 @@ import types
 
 import numpy as np
 import pytest
+from test_cupy_nn_kernels import _Dev
 
 from vtl.backends._base import DynamicScalars
 from vtl.backends.cupy import capture as C
-
-
-class _Ctx:
-    id = 0
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
 
 
 class _Ptr:
@@ -38,7 +29,7 @@ class _DevArray(np.ndarray):
         return _Ptr(self)
 
 
-class _Stream(_Ctx):
+class _Stream(_Dev):
     ptr = 0
 
     def begin_capture(self):
@@ -63,8 +54,8 @@ def _fake_cupy():
         ctypes.memmove(dst, src, n)
 
     cuda = types.SimpleNamespace(
-        Device=lambda index=0: _Ctx(), MemoryPool=lambda: types.SimpleNamespace(malloc=None),
-        Stream=lambda non_blocking=True: _Stream(), using_allocator=lambda f: _Ctx(),
+        Device=lambda index=0: _Dev(), MemoryPool=lambda: types.SimpleNamespace(malloc=None),
+        Stream=lambda non_blocking=True: _Stream(), using_allocator=lambda f: _Dev(),
         Event=lambda disable_timing=True: types.SimpleNamespace(
             synchronize=lambda: None, record=lambda s: None),
         get_current_stream=lambda: _Stream(),

@@ -225,6 +225,12 @@ def _numel(shape: tuple[int, ...]) -> int:
     return math.prod(shape)
 
 
+def _words_at(start: int, key: tuple[int, int]) -> tuple[int, ...]:
+    """The four words of the 128-bit counter ``start`` (low first) and the key's two."""
+    return (start & _MASK, (start >> 32) & _MASK, (start >> 64) & _MASK,
+            (start >> 96) & _MASK, *key)
+
+
 class Generator:
     """A Philox-4x32-10 generator with explicit, saveable state.
 
@@ -354,10 +360,7 @@ class Generator:
     def _draw_words(self, n: int) -> tuple[int, ...]:
         """The counter's four words (low first) and the key's two for the next draw of ``n``
         words (advances the counter, as a draw does)."""
-        start = self._take_blocks(n)
-        k0, k1 = self.key
-        return (start & _MASK, (start >> 32) & _MASK, (start >> 64) & _MASK,
-                (start >> 96) & _MASK, k0, k1)
+        return _words_at(self._take_blocks(n), self.key)
 
     def _kernel_words(self, n: int, device: Any) -> Any:
         """The Philox counter (four words, low first) and key (two words) of a draw of ``n``
@@ -388,10 +391,9 @@ class Generator:
         generator, ``(blocks, scalars)`` in the order they were made (the generator advances
         as those draws would: they are consecutive, no other code draws during a replay)."""
         start = self._take_blocks(4 * sum(b for b, _ in draws))
-        k0, k1 = self.key
+        key = self.key
         for blocks, dyn in draws:  # as dyn.set, without its check: always six words
-            dyn.values = (start & _MASK, (start >> 32) & _MASK, (start >> 64) & _MASK,
-                          (start >> 96) & _MASK, k0, k1)
+            dyn.values = _words_at(start, key)
             start = (start + blocks) % 2**128
 
     def _captured_words(self, cap: Any, n: int, backend: Any, index: int) -> Any:

@@ -184,6 +184,12 @@ SPECS = (BN_PARTIAL, BN_FORWARD_STATS, BN_BACKWARD_COEFFS, BN_APPLY, BN_RUNNING,
          CHANNEL_SUM_PARTIAL, CHANNEL_SUM_FINISH)
 
 
+def _slabs(c: int, nhw: int) -> int:
+    """Slabs per channel of a per-channel sum over ``nhw`` elements each: about
+    :data:`BN_BLOCKS` blocks in all, each slab at least :data:`BN_SLAB_MIN` elements."""
+    return max(1, min(-(-BN_BLOCKS // c), -(-nhw // BN_SLAB_MIN)))
+
+
 def channel_sums(kernels: Any, cupy: Any, g: Any) -> Any:
     """``sum(g, axis=(0, 2, ...))`` of an ``(N, C, ...)`` array of a float dtype (a
     convolution's bias gradient): summed in double in a fixed order (deterministic), rounded
@@ -199,7 +205,7 @@ def channel_sums(kernels: Any, cupy: Any, g: Any) -> Any:
     dt = np.dtype(g.dtype)
     g = cupy.ascontiguousarray(g)
     ti = np.int32 if g.size + BN_BLOCKS * _THREADS < 2**31 else np.int64
-    slabs = max(1, min(-(-BN_BLOCKS // c), -(-(n * hw) // BN_SLAB_MIN)))
+    slabs = _slabs(c, n * hw)
     part = cupy.empty((c * slabs,), dtype=np.float64)
     kernels.get(CHANNEL_SUM_PARTIAL, dt, ti)((c * slabs,), (_THREADS,), (
         g, part, _I64(c), _I64(hw), _I64(n * hw), _I64(slabs)))
@@ -238,7 +244,7 @@ class CupyBatchNorm(KernelFamily):
             x = cp.ascontiguousarray(x)
             # 32-bit indices unless a grid-stride step could pass 2**31
             ti = np.int32 if x.size + _blocks(x.size) * _THREADS < 2**31 else np.int64
-            slabs = max(1, min(-(-BN_BLOCKS // c), -(-(n * hw) // BN_SLAB_MIN)))
+            slabs = _slabs(c, n * hw)
             part = cp.empty((c * slabs * 2,), dtype=np.float64)
             stats = cp.empty((5, c), dtype=adt)
             sizes = (_I64(c), _I64(hw), _I64(n * hw))

@@ -694,7 +694,7 @@ def _check_p(p: float, fname: str) -> None:
 
 
 def _masked(input: Any, shape: tuple[int, ...], p: float, generator: Any) -> Any:  # noqa: A002
-    xp = namespace(input)
+    namespace(input)  # a TypeError for what is not an array or tensor
     if p == 1.0:
         return input * 0.0
     if shape == _shape(input):
@@ -704,18 +704,14 @@ def _masked(input: Any, shape: tuple[int, ...], p: float, generator: Any) -> Any
     keep = _uniform_like(input, shape, generator) >= p
     if isinstance(input, Tensor) and needs_grad(input):
         return _mask_node(input, keep, p)
-    low = low_float(input)
-    if low is not None:  # float32 arithmetic, rounded once (PyTorch's; 1/(1-p) may not fit)
-        wide = xp.astype(input, xp.float32)
-        return xp.astype(wide * (xp.astype(keep, xp.float32) * (1.0 / (1.0 - p))), low)
-    return input * (xp.astype(keep, input.dtype) * (1.0 / (1.0 - p)))
+    return _scaled(input, keep, p)
 
 
 def _scaled(a: Any, keep: Any, p: float) -> Any:
-    """``a * keep / (1 - p)`` of a raw array ``a`` and a boolean ``keep`` broadcasting to
-    it, in float32 for float16/bfloat16 (rounded once), else in ``a``'s dtype: the
-    arithmetic of the portable path."""
-    xp = a.__array_namespace__()
+    """``a * keep / (1 - p)`` of an array or tensor ``a`` and a boolean ``keep`` broadcasting
+    to it, in float32 for float16/bfloat16 (rounded once: PyTorch's; ``1/(1-p)`` may not
+    fit), else in ``a``'s dtype: the arithmetic of the portable path."""
+    xp = namespace(a)
     low = low_float(a)
     if low is not None:
         wide = xp.astype(a, xp.float32)
