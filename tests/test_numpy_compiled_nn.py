@@ -13,6 +13,7 @@ against the ufunc step."""
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 from helpers import to_numpy, use_kernel
@@ -136,10 +137,13 @@ def _dropout(x, p, g, seed):
     return out, to_numpy(out), to_numpy(t.grad), vtl.random.default_generator().get_state()
 
 
-@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16])
 @pytest.mark.parametrize(("shape", "p"), [((7, 9), 0.5), ((1031,), 0.1), ((2, 3, 5), 0.9),
                                           ((4, 4), 1e-9), ((300, 1000), 0.3)])
 def test_compiled_dropout_is_the_portable_dropout(dt, shape, p):
+    """Bit for bit, signed zeros and NaNs included; 16-bit inputs computed in float32 and
+    rounded once, as the portable path (a scale of 1/(1-p) beyond float16's range too)."""
+    dt = np.dtype(dt)
     rng = np.random.default_rng(3)
     x = rng.standard_normal(shape).astype(dt)
     idx = np.arange(0, x.size, 97)  # dropped infinities and NaNs give NaN, as x * 0.0
@@ -186,12 +190,13 @@ def test_compiled_philox_and_dropout_independent_of_thread_count(monkeypatch):
 
 def test_compiled_dropout_declines_other_dtypes():
     kern = nprandom.NumpyDropout()
-    assert not kern.supports(np.float16) and not kern.supports(np.complex64)
+    assert not kern.supports(np.complex64) and not kern.supports(np.int32)
     assert kern.supports(np.float32) and kern.supports(np.float64)
-    x = np.ones(6, np.float16)
+    assert kern.supports(np.float16) and kern.supports(ml_dtypes.bfloat16)
+    x = np.ones(6, np.complex64)
     vtl.random.seed(4)
     y = F.dropout(vtl.asarray(x, backend="numpy"), 0.5)
-    assert y.dtype == vtl.float16 and y.grad_fn is None
+    assert y.dtype == vtl.complex64 and y.grad_fn is None
 
 
 def _cell(gates, c_prev, hg, seeds):

@@ -15,6 +15,7 @@ import numpy as np
 
 from .._common.dropout import FusedDropout, keep_threshold
 from .._common.threads import parallel_for
+from .._dtypes import LOW_FLOATING
 from . import _compiled
 from .nn import _FLOATS
 
@@ -112,12 +113,16 @@ def _words(counter: int, key: tuple[int, int]) -> tuple[np.uint64, ...]:
 class NumpyDropout(FusedDropout):
     """``kernel("dropout")`` with numba (see ``vtl.backends.kernels.DropoutKernel``): each
     element's Philox word made where it is used, on the kernels' thread pool; float32 and
-    float64 (computed in the array's dtype, as the portable path)."""
+    float64 computed in the array's dtype, float16 and bfloat16 in float32 and rounded once
+    (the portable path's arithmetic; no mask is kept for the backward either way)."""
 
     def supports(self, dtype: Any) -> bool:
-        return np.dtype(dtype) in _FLOATS and _compiled.available()
+        dt = np.dtype(dtype)
+        return (dt in _FLOATS or dt in LOW_FLOATING) and _compiled.available()
 
     def _run(self, x: Any, p: float, words: Any) -> Any:
+        if x.dtype in LOW_FLOATING:
+            return self._run(x.astype(np.float32), p, words).astype(x.dtype)
         from ._random_kernels import dropout
 
         y = np.empty(x.shape, dtype=x.dtype)  # (ascontiguousarray makes a 0-d array 1-d)
