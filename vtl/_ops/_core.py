@@ -164,6 +164,44 @@ class _OneInput:
 ONE_INPUT: Any = _OneInput()
 
 
+class TensorMeta:
+    """What a backward rule that reads no values knows of an input tensor: its shape and
+    dtype, device and place in the graph. A rule keeps this instead of the tensor, so that
+    the input's memory is freed as soon as nothing else needs it (the gradient of ``a + b``
+    needs neither operand: PyTorch keeps neither). It stands in for the tensor's array too
+    (``meta._data`` is itself), so that the helpers reading ``x._data.shape`` take it."""
+
+    __slots__ = ("shape", "dtype", "_device", "_grad_fn", "_requires_grad")
+
+    def __init__(self, x: Tensor) -> None:
+        d = x._data
+        self.shape = d.shape
+        self.dtype = d.dtype
+        self._device = x._device
+        self._grad_fn = x._grad_fn
+        self._requires_grad = x._requires_grad
+
+    @property
+    def _data(self) -> TensorMeta:
+        return self
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+
+def meta(x: Any) -> Any:
+    """A :class:`TensorMeta` of a tensor ``x``; anything else unchanged."""
+    return TensorMeta(x) if isinstance(x, Tensor) else x
+
+
 def edge(x: Any) -> Edge | None:
     """The graph edge to ``x``, an input of an op being recorded (see :data:`Edge`);
     ``None`` when ``x`` needs no gradient (not a tensor, or one without requires_grad)."""

@@ -39,6 +39,7 @@ from ..autograd import grad_mode
 from ..backends._dtypes import kind as _dkind
 from ._core import (
     _OPERAND_TYPES,
+    TensorMeta,
     _reduce_raw,
     binary_operands,
     needs_grad,
@@ -246,15 +247,20 @@ def _binary(name: str, cat: tuple[str, str], doc: str,
                 n1 = t1 and x1._requires_grad
                 n2 = t2 and x2._requires_grad
                 if n1 or n2:
-                    if not saves:
+                    # plain rules are for real operands (a real result means real operands)
+                    p = None if _dkind(out.dtype) == "c" else plain
+                    e1, e2 = x1 if n1 else None, x2 if n2 else None
+                    if not saves:  # the rule reads no values: keep the operands' metadata
                         saved: tuple = ()
+                        if t1:
+                            x1 = TensorMeta(x1)
+                        if t2:
+                            x2 = TensorMeta(x2)
                     elif t1 and t2:
                         saved = (x1, x2)
                     else:
                         saved = (x1,) if t1 else (x2,)
-                    # plain rules are for real operands (a real result means real operands)
-                    p = None if _dkind(out.dtype) == "c" else plain
-                    return record_op(out, dev, bwd, x1 if n1 else None, x2 if n2 else None,
+                    return record_op(out, dev, bwd, e1, e2,
                                      partial(_binary_vjp, rule, p, x1, x2, t1, t2, n1, n2),
                                      saved, None if p is None else raw)
             return new(out, dev)

@@ -27,6 +27,7 @@ from ._aliases import torch_names, unbiased_to_correction
 from ._core import (
     ONE_INPUT,
     _grad,
+    meta,
     needs_grad,
     new,
     normalize_axes,
@@ -175,8 +176,10 @@ def sum(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None, dtype: Any =
     dt = _dtype_arg(dtype, x)
     out = dev.xp.sum(x._data, axis=axes, dtype=dt, keepdims=keepdims)
     if needs_grad(x) and _dkind(out.dtype) in "fc":
+        xm = meta(x)
+
         def vjp(g: Tensor, _: Any) -> Tensor:
-            return sum_to(_expand_reduced(g, x, axes, keepdims), x)
+            return sum_to(_expand_reduced(g, xm, axes, keepdims), xm)
 
         return record(out, dev, "SumBackward", (x,), vjp)
     return new(out, dev)
@@ -277,7 +280,7 @@ def mean(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None,
         out = dev.xp.mean(data, axis=axes, keepdims=keepdims)
     if x._requires_grad and _grad.enabled:
         return record_op(out, dev, "MeanBackward", x, ONE_INPUT,
-                         partial(_mean_vjp, x, axes, keepdims, n), (), _mean_raw)
+                         partial(_mean_vjp, meta(x), axes, keepdims, n), (), _mean_raw)
     return new(out, dev)
 
 

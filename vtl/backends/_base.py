@@ -443,11 +443,12 @@ class Backend:
         return False
 
     def spread(self, value: Any, like: Any, view: bool) -> Any:
-        """``value`` broadcast to the shape of the array ``like``, in ``value``'s dtype: the
+        """``value`` broadcast to the shape of ``like`` (an array, or anything with its
+        ``shape``, ``size`` and ``dtype``), in ``value``'s dtype and on its device: the
         gradient of a reduction. With ``view`` a backend may return a read-only broadcast
         view (no copy) where it has one and it is cheaper; otherwise, and always without
         ``view``, a new array (one that may become a leaf's ``.grad``, updated in place)."""
-        r = self.xp.empty_like(like, dtype=value.dtype)
+        r = self.xp.empty(like.shape, dtype=value.dtype, device=value.device)
         r[...] = value
         return r
 

@@ -294,9 +294,10 @@ def _packed_heads(qkv: Tensor, heads: int, batch_first: bool) -> tuple[Any, Any,
         return tuple(new(o, dev) for o in outs)
     # each (N, heads, L, hd) gradient as the (a, b, heads, hd) block it came from
     back = (0, 2, 1, 3) if batch_first else (2, 0, 1, 3)
+    dtype = qkv.dtype  # (not qkv: its values are not needed)
 
     def vjp(gs: list, _: Any) -> tuple:
-        parts = [vtl.zeros((n, heads, length, hd), dtype=qkv.dtype, device=qkv.device)
+        parts = [vtl.zeros((n, heads, length, hd), dtype=dtype, device=dev)
                  if g is None else g for g in gs]
         # stacked on the axis of the packing: (a, b, 3, heads, hd) in C order, so the
         # reshape back to (a, b, 3E) is a view (the stack is the one copy)

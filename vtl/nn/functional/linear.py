@@ -756,7 +756,7 @@ def _fused_dropout(input: Any, p: float, generator: Any) -> Any:  # noqa: A002
     if not needs_grad(input):
         return new(data, dev)
     return record(data, dev, "DropoutBackward", (input,),
-                  partial(_fused_dropout_vjp, kern, p, words), (input,))
+                  partial(_fused_dropout_vjp, kern, p, words))
 
 
 def _fused_dropout_vjp(kern: Any, p: float, words: Any, g: Tensor, _: Any) -> tuple:
