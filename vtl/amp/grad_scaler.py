@@ -22,6 +22,8 @@ from collections import defaultdict
 from enum import Enum
 from typing import Any
 
+import numpy as np
+
 from .. import backends as _backends
 from .. import capture as _capture
 from .._tensor import Tensor, _new
@@ -284,11 +286,15 @@ class GradScaler:
             for f in found[1:]:
                 total = total + self._as_device(f)
             # in place: a captured step's replays read the scale their last run left
-            scale, tracker = _update_scale(
-                xp, self._scale, self._growth_tracker, total, self._growth_factor,
-                self._backoff_factor, self._growth_interval)
-            self._scale[...] = scale
-            self._growth_tracker[...] = tracker
+            kern = dev.backend.kernel("amp_update_scale")
+            if kern is None or not kern(self._scale, self._growth_tracker, total,
+                                        self._growth_factor, self._backoff_factor,
+                                        self._growth_interval):
+                scale, tracker = _update_scale(
+                    xp, self._scale, self._growth_tracker, total, self._growth_factor,
+                    self._backoff_factor, self._growth_interval)
+                self._scale[...] = scale
+                self._growth_tracker[...] = tracker
         self._per_optimizer_states = defaultdict(_refresh_state)
 
     def _as_device(self, v: Any) -> Any:
@@ -378,17 +384,24 @@ class GradScaler:
 _F32_MAX = (2.0 - 2.0**-23) * 2.0**127
 
 
+def update_threshold(growth_factor: float) -> np.float32:
+    """The float32 scales below which ``scale * growth_factor`` is taken as finite: the
+    products from ``2**128 - 2**103`` on round to inf (compared without forming an
+    overflowing product), the bound rounded to float32 as a weak Python scalar would be."""
+    with np.errstate(over="ignore"):
+        return np.float32((_F32_MAX + 2.0**103) / growth_factor)
+
+
 def _update_scale(xp: Any, scale: Any, tracker: Any, found_inf: Any, growth_factor: float,
                   backoff_factor: float, growth_interval: int) -> tuple[Any, Any]:
-    """PyTorch's ``_amp_update_scale_`` on raw arrays (no host read): float32 scale."""
+    """PyTorch's ``_amp_update_scale_`` on raw arrays (no host read): float32 scale. The
+    ``amp_update_scale`` kernels compute the same values in one launch."""
     f32 = _dtypes.float32
     found = found_inf > 0
     backed = xp.astype(scale * backoff_factor, f32)  # Python floats: weak, float32 math
     succ = tracker + 1
     grow = succ == growth_interval
-    # whether scale * growth_factor rounds to a finite float32 (products from 2**128 - 2**103
-    # on round to inf), tested without forming an overflowing product
-    grown_ok = scale < (_F32_MAX + 2.0**103) / growth_factor
+    grown_ok = scale < float(update_threshold(growth_factor))
     grown = xp.astype(xp.where(grown_ok, scale, xp.zeros_like(scale)) * growth_factor, f32)
     new_scale = xp.where(found, backed, xp.where(grow & grown_ok, grown, scale))
     new_tracker = xp.where(found | grow, xp.zeros_like(tracker), succ)

@@ -27,7 +27,8 @@ from __future__ import annotations
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
-    "KERNELS", "AttentionKernel", "BatchNormKernel", "Conv2dKernel", "CrossEntropyKernel",
+    "KERNELS", "AmpUnscaleKernel", "AmpUpdateScaleKernel", "AttentionKernel",
+    "BatchNormKernel", "Conv2dKernel", "CrossEntropyKernel",
     "GeluKernel",
     "GruCellKernel", "LayerNormKernel",
     "LinearGradWeightKernel", "LinearKernel", "LstmCellKernel", "MinmaxBackwardKernel",
@@ -472,6 +473,20 @@ class AmpUnscaleKernel(Protocol):
 
 
 @runtime_checkable
+class AmpUpdateScaleKernel(Protocol):
+    """``kernel("amp_update_scale")``: ``GradScaler.update``'s rule (PyTorch's
+    ``_amp_update_scale_``) in one launch. ``kern(scale, tracker, found, growth_factor,
+    backoff_factor, growth_interval)`` updates the 0-d float32 ``scale`` and the 0-d int32
+    ``tracker`` in place from the 0-d float32 ``found`` (positive after a step with inf/nan
+    gradients), with the values of ``vtl.amp.grad_scaler._update_scale`` (float32
+    products; a grown scale only below ``update_threshold(growth_factor)``); returns
+    ``False``, having done nothing, for arrays it does not take."""
+
+    def __call__(self, scale: Any, tracker: Any, found: Any, growth_factor: float,
+                 backoff_factor: float, growth_interval: int) -> bool: ...
+
+
+@runtime_checkable
 class DropoutKernel(Protocol):
     """``kernel("dropout")``: dropout with ``vtl.random``'s bits, one launch each way and no
     mask in memory.
@@ -510,6 +525,7 @@ KERNELS: dict[str, type] = {
     "softmax": SoftmaxKernel,
     "grad_norm": GradNormKernel,
     "amp_unscale": AmpUnscaleKernel,
+    "amp_update_scale": AmpUpdateScaleKernel,
     "layer_norm": LayerNormKernel,
     "batch_norm": BatchNormKernel,
     "lstm_cell": LstmCellKernel,

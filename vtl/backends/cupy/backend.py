@@ -189,7 +189,7 @@ def register(backend: Backend, cupy: Any, xp: Any) -> None:
     from ._batch_norm import CupyBatchNorm
     from .attention import CupyAttention
     from .conv import CupyConv2d
-    from .optim import CupyGradNorm, MultiTensorApply
+    from .optim import CupyAmpUpdateScale, CupyGradNorm, MultiTensorApply
     from .pool import CupyPool2d
     from .random import CupyDropout, Philox
     from .rnn import GruCell, LstmCell
@@ -224,5 +224,6 @@ def register(backend: Backend, cupy: Any, xp: Any) -> None:
     grad_norm = CupyGradNorm(cupy)
     backend.register_kernel("grad_norm", grad_norm)
     backend.register_kernel("amp_unscale", grad_norm.unscale_)
+    backend.register_kernel("amp_update_scale", CupyAmpUpdateScale(cupy))
     backend.register_kernel("philox", Philox(cupy))
     backend.register_kernel("dropout", CupyDropout(cupy))

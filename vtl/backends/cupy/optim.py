@@ -1,5 +1,7 @@
-"""``kernels["multi_tensor_apply"]`` and ``kernels["grad_norm"]`` of the CuPy backend (the
-contracts are ``MultiTensorApplyKernel`` and ``GradNormKernel`` in ``vtl.backends.kernels``).
+"""``kernels["multi_tensor_apply"]``, ``kernels["grad_norm"]`` and
+``kernels["amp_update_scale"]`` of the CuPy backend (the contracts are
+``MultiTensorApplyKernel``, ``GradNormKernel`` and ``AmpUpdateScaleKernel`` in
+``vtl.backends.kernels``).
 
 The kernel runs an elementwise update program (see ``vtl/optim/_programs.py``: a few
 assignments using ``+ - * /``, ``sqrt`` and ``max``) over *all* the tensors of a parameter
@@ -432,4 +434,60 @@ class CupyGradNorm:
             self._kernel(name, np.dtype(arrays[0].dtype))(
                 (self._blocks(total),), (NORM_BLOCK,),
                 (ptrs, starts, np.int32(n), np.int64(total), *tail))
+        return True
+
+
+#: ``GradScaler.update`` in one thread: the values of ``vtl.amp.grad_scaler._update_scale``
+#: (float32 products, each rounded once; a grown scale only below ``threshold``)
+UPDATE_SCALE_SOURCE = r"""
+extern "C" __global__ void vtl_amp_update_scale(float* __restrict__ scale,
+        int* __restrict__ tracker, const float* __restrict__ found, const float growth,
+        const float backoff, const float threshold, const int interval) {
+    const float s = scale[0];
+    const int succ = (int)((unsigned)tracker[0] + 1u);  /* int32 arithmetic, wrapping */
+    const bool grow = succ == interval;
+    if (found[0] > 0.0f) {
+        scale[0] = s * backoff;
+        tracker[0] = 0;
+    } else {
+        if (grow && s < threshold) scale[0] = s * growth;
+        tracker[0] = grow ? 0 : succ;
+    }
+}
+"""
+
+
+class CupyAmpUpdateScale:
+    """``kernel("amp_update_scale")`` (see ``vtl.backends.kernels.AmpUpdateScaleKernel``):
+    one launch of one thread, where the array operations of the portable rule take about
+    fifteen."""
+
+    def __init__(self, cupy: Any) -> None:
+        self._cp = cupy
+        self._kernel: Any = None
+
+    @staticmethod
+    def _device(a: Any) -> Any:
+        return a.device
+
+    def __call__(self, scale: Any, tracker: Any, found: Any, growth_factor: float,
+                 backoff_factor: float, growth_interval: int) -> bool:
+        from ...amp.grad_scaler import update_threshold
+
+        cp = self._cp
+        arrays = (scale, tracker, found)
+        if any(type(a) is not cp.ndarray or a.shape != () for a in arrays) \
+                or [np.dtype(a.dtype) for a in arrays] != [np.dtype(np.float32),
+                                                           np.dtype(np.int32),
+                                                           np.dtype(np.float32)] \
+                or not -2**31 <= growth_interval < 2**31:
+            return False
+        if self._kernel is None:
+            self._kernel = cp.RawKernel(UPDATE_SCALE_SOURCE, "vtl_amp_update_scale")
+        with np.errstate(over="ignore"):  # factors beyond float32's range: infinity
+            growth, backoff = np.float32(growth_factor), np.float32(backoff_factor)
+        with self._device(scale):
+            self._kernel((1,), (1,), (scale, tracker, found, growth, backoff,
+                                      update_threshold(growth_factor),
+                                      np.int32(growth_interval)))
         return True

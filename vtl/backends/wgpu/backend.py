@@ -98,7 +98,7 @@ def register(backend: Backend) -> None:
     from . import nn
     from .attention import WgpuAttention
     from .conv import WgpuConv2d
-    from .optim import MultiTensorApply, WgpuGradNorm
+    from .optim import MultiTensorApply, WgpuGradNorm, amp_update_scale
     from .pool import WgpuPool2d
     from .random import WgpuDropout, philox
     from .rnn import WgpuGruCell, WgpuLstmCell
@@ -124,3 +124,4 @@ def register(backend: Backend) -> None:
     grad_norm = WgpuGradNorm()
     backend.register_kernel("grad_norm", grad_norm)  # a dispatch per 12 arrays, +1
     backend.register_kernel("amp_unscale", grad_norm.unscale_)  # a dispatch per 11 arrays
+    backend.register_kernel("amp_update_scale", amp_update_scale)  # one dispatch

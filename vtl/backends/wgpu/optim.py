@@ -1,5 +1,6 @@
-"""``kernel("multi_tensor_apply")`` of the wgpu backend: fused optimizer steps; and
-``kernel("grad_norm")``: gradient clipping's joint norm and scaling (:class:`WgpuGradNorm`).
+"""``kernel("multi_tensor_apply")`` of the wgpu backend: fused optimizer steps;
+``kernel("grad_norm")``: gradient clipping's joint norm and scaling (:class:`WgpuGradNorm`);
+and ``kernel("amp_update_scale")``: ``GradScaler.update`` in one dispatch.
 
 An update program (``vtl/optim/_programs.py``: a few assignments using
 ``+ - * /``, ``sqrt`` and ``max``) becomes one WGSL compute shader, compiled
@@ -605,3 +606,30 @@ def _overlap(arrays: list[tuple[Any, int]], norm: Any) -> bool:
             if start < end:
                 return True
     return False
+
+
+def _f32_bits(value: Any) -> int:
+    """The bits of ``value`` rounded to float32 (beyond its range: infinity)."""
+    with np.errstate(over="ignore"):
+        return int(np.asarray(value, dtype=np.float32).view(np.uint32))
+
+
+def amp_update_scale(scale: Any, tracker: Any, found: Any, growth_factor: float,
+                     backoff_factor: float, growth_interval: int) -> bool:
+    """``kernel("amp_update_scale")`` (see ``vtl.backends.kernels.AmpUpdateScaleKernel``):
+    one dispatch of one invocation, where the array operations of the portable rule take
+    about fifteen. ``False`` (nothing done) for arrays it does not take."""
+    from ...amp.grad_scaler import update_threshold
+
+    arrays = (scale, tracker, found)
+    if any(type(a) is not type(scale) or a.shape != () for a in arrays) \
+            or (scale.dtype, tracker.dtype, found.dtype) != (D.float32, D.int32, D.float32) \
+            or len({a._st.buf.uid for a in arrays}) != 3 \
+            or not -2**31 <= growth_interval < 2**31:
+        return False
+    kern = _kernels.kernel("amp_update_scale", "wwr", ())
+    REC.dispatch(kern, (scale._st.buf, tracker._st.buf, found._st.buf),
+                 [scale._offset, tracker._offset, found._offset, _f32_bits(growth_factor),
+                  _f32_bits(backoff_factor), _f32_bits(update_threshold(growth_factor)),
+                  growth_interval & 0xFFFFFFFF], 1)
+    return True
