@@ -177,22 +177,23 @@ CASES = [
 ]
 
 
-def _mask(kind, b1, b2, n_q, n_k, dt):
+def _mask(kind, b1, b2, n_q, n_k, dt, rng=None):
+    rng = RNG if rng is None else rng
     if kind is None:
         return None
     if kind == "ls":
-        m = RNG.random((1, 1, n_q, n_k)) > 0.3
+        m = rng.random((1, 1, n_q, n_k)) > 0.3
     elif kind == "padding":
         m = np.ones((b1, 1, 1, n_k), bool)
         m[:, :, :, -4:] = False
     elif kind == "full":
-        m = RNG.random((b1, b2, n_q, n_k)) > 0.4
+        m = rng.random((b1, b2, n_q, n_k)) > 0.4
         m[..., 0] = True
     elif kind == "dead":
         m = np.ones((1, 1, n_q, n_k), bool)
         m[:, :, 1, :] = False
     else:
-        return RNG.standard_normal((1, b2, n_q, n_k)).astype(dt)
+        return rng.standard_normal((1, b2, n_q, n_k)).astype(dt)
     return np.where(m, 0.0, -np.inf).astype(dt)
 
 

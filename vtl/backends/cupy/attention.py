@@ -861,11 +861,14 @@ class CupyAttention:
     ``tiled``: ``None`` (default) runs the register-tiled kernels wherever they apply (head
     sizes multiples of 8 whose shared memory fits the device), else the thread-per-row
     ones; ``True``/``False`` forces one family (``True`` declines what it cannot take).
+    ``gemm``: a :class:`~vtl.backends.cupy.gemm_attention.GemmAttention` that computes the
+    operands it takes (long float32/float64 sequences without dropout) by cuBLAS products.
     """
 
-    def __init__(self, cupy: Any, tiled: bool | None = None) -> None:
+    def __init__(self, cupy: Any, tiled: bool | None = None, gemm: Any = None) -> None:
         self._cp = cupy
         self._tiled = tiled
+        self._gemm = gemm  # a GemmAttention: float32/float64 long sequences by cuBLAS
         self._kernels: dict[tuple, Any] = {}
         self._lock = threading.Lock()
         self._smem_max: int | None = None
@@ -963,6 +966,8 @@ class CupyAttention:
             return None
         if b == 0 or min(d, dv) == 0:  # CuPy would still run one block, of no batch entry
             return None
+        if self._gemm is not None and self._gemm.takes(q, k, v, mask, dropout):
+            return self._gemm.forward(q, k, v, mask, causal, scale, batch)
         tiled = self._use_tiled(q.dtype, d, dv)
         if tiled is None or (dropout is not None and not tiled):
             return None  # dropout: the tiled kernels only
@@ -980,6 +985,8 @@ class CupyAttention:
         cp = self._cp
         b, n_q, d = q.shape
         n_k, dv = v.shape[1], v.shape[2]
+        if self._gemm is not None and self._gemm.takes(q, k, v, mask, dropout):
+            return self._gemm.backward(q, k, v, out, lse, g, mask, causal, scale, batch)
         tiled = bool(self._use_tiled(q.dtype, d, dv))
         q, k, v, g = (cp.ascontiguousarray(a) for a in (q, k, v, g))
         ct = compute_dtype(q.dtype)

@@ -202,12 +202,15 @@ def register(backend: Backend, cupy: Any, xp: Any) -> None:
         CudnnConv2d(cupy, cudnn, matmul=xp.matmul)
     backend.register_kernel("conv2d", conv)
     backend.register_kernel("pool2d", CupyPool2d(cupy))
+    from .gemm_attention import GemmAttention
+
+    gemm_attention = GemmAttention(cupy, xp.matmul)
     if cudnn is None:
-        backend.register_kernel("attention", CupyAttention(cupy))
+        backend.register_kernel("attention", CupyAttention(cupy, gemm=gemm_attention))
     else:
         from .cudnn_attention import CudnnAttention
 
-        backend.register_kernel("attention", CudnnAttention(cupy, cudnn))
+        backend.register_kernel("attention", CudnnAttention(cupy, cudnn, gemm=gemm_attention))
     backend.register_kernel("linear", nn.linear)
     backend.register_kernel("linear_grad_weight", nn.linear_grad_weight)
     backend.register_kernel("relu_backward", nn.relu_backward)

@@ -45,8 +45,9 @@ class CudnnAttention(CupyAttention):
     #: the largest dropout keep mask (bytes) formed for cuDNN; larger ones run vtl's kernels
     MASK_BYTES = 1 << 28
 
-    def __init__(self, cupy: Any, cudnn: Any, tiled: bool | None = None) -> None:
-        super().__init__(cupy, tiled)
+    def __init__(self, cupy: Any, cudnn: Any, tiled: bool | None = None,
+                 gemm: Any = None) -> None:
+        super().__init__(cupy, tiled, gemm)
         self._cudnn = cudnn
         self._handles = Handles(cupy, cudnn)
         self._cache = GraphCache()

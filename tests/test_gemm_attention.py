@@ -1,0 +1,200 @@
+"""Attention by products over chunks of the batch (``vtl/backends/cupy/gemm_attention.py``),
+the cupy ``attention`` kernel's path for long float32/float64 sequences.
+
+* On the host (given a C++20 compiler): its two CUDA kernels compiled with the emulation of
+  the CUDA built-ins of ``test_cupy_nn_kernels``, NumPy's ``matmul`` standing in for
+  cuBLAS, driven through the real ``GemmAttention`` with a small chunk budget (several
+  chunks per call); the output, the log-sum-exp and the three gradients against NumPy's
+  attention over the fused kernels' cases (masks, causal with ``L != S``, rows with every
+  key masked, value sizes unlike key sizes), in float64 and float32. The fused kernels'
+  backward takes this forward's log-sum-exp, and this backward theirs.
+* On a GPU (the cupy backend): the path against the portable attention.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+from helpers import to_numpy
+from nn_kernel_checks import np_attention
+from test_attention_kernels import CASES, _mask
+from test_attention_kernels import FakeCupy as FusedFakeCupy
+from test_cupy_nn_kernels import _SHIM, compile_host
+
+import vtl
+from vtl.backends.cupy import attention as A
+from vtl.backends.cupy import gemm_attention as G
+from vtl.nn import functional as F
+
+RNG = np.random.default_rng(17)
+
+_EXTRA = r"""
+using std::exp; using std::log; using std::max; using std::min;
+#define __launch_bounds__(x)
+"""
+_GEO = ("int b0, int B2, int L, int S, long long mb1, long long mb2, long long ml, "
+        "long long ms, int has_mask, int causal, T scale")
+_GEO_ARGS = "b0, B2, L, S, mb1, mb2, ml, ms, has_mask, causal, scale"
+_LAUNCHERS = (
+    f'extern "C" void launch_vtl_gattn_softmax(unsigned gx, T* s, T* lse, const T* mask, '
+    f"{_GEO}) {{ vtl_launch(gx, 1, {G._THREADS}, 1, [=] {{ "
+    f"vtl_gattn_softmax(s, lse, mask, {_GEO_ARGS}); }}); }}\n"
+    f'extern "C" void launch_vtl_gattn_dsoftmax(unsigned gx, T* s, T* dp, const T* lse, '
+    f"const T* delta, const T* mask, {_GEO}, long long n) {{ vtl_launch(gx, 1, 256, 1, "
+    f"[=] {{ vtl_gattn_dsoftmax(s, dp, lse, delta, mask, {_GEO_ARGS}, n); }}); }}\n")
+
+
+class _HostKernel:
+    def __init__(self, fn, dt, block):
+        self.fn, self.dt, self.block = fn, dt, block
+
+    def __call__(self, grid, block, args):
+        (gx,) = grid
+        assert block == (self.block,) and 1 <= gx <= 2**31 - 1
+        conv = []
+        for a in args:
+            if isinstance(a, np.ndarray):
+                assert a.flags.c_contiguous or a.ndim == 4  # masks: strided views
+                conv.append(ctypes.c_void_p(a.ctypes.data))
+            elif type(a) is np.int32:
+                conv.append(ctypes.c_int(int(a)))
+            elif type(a) is np.int64:
+                conv.append(ctypes.c_longlong(int(a)))
+            else:
+                assert type(a) is self.dt.type, type(a)
+                conv.append((ctypes.c_float if self.dt == np.float32 else ctypes.c_double)(a))
+        self.fn(ctypes.c_uint(gx), *conv)
+
+
+class FakeCupy:
+    """The CuPy functions ``GemmAttention`` calls, on NumPy arrays."""
+
+    def __init__(self, tmp):
+        self.tmp, self.built = tmp, {}
+
+    def RawKernel(self, code, name):  # noqa: N802
+        lib = self.built.get(code)
+        if lib is None:
+            src = _SHIM + _EXTRA + code.replace('extern "C" ', "") + _LAUNCHERS
+            lib = self.built[code] = compile_host(self.tmp / f"g{len(self.built)}.cpp", src)
+        dt = np.dtype(np.float64 if "typedef double T;" in code else np.float32)
+        block = G._THREADS if name == "vtl_gattn_softmax" else 256
+        return _HostKernel(getattr(lib, f"launch_{name}"), dt, block)
+
+    def empty(self, shape, dtype):
+        return np.full(shape, np.nan, dtype)
+
+    broadcast_to = staticmethod(np.broadcast_to)
+    ascontiguousarray = staticmethod(np.ascontiguousarray)
+
+
+def _matmul(a, b):
+    return np.ascontiguousarray(np.matmul(a, b))
+
+
+@pytest.fixture(scope="module")
+def fake(tmp_path_factory):
+    return FakeCupy(tmp_path_factory.mktemp("gattn"))
+
+
+@pytest.fixture(scope="module")
+def fused(tmp_path_factory):
+    """The fused kernels' host build (one stand-in for the module: a library is loaded once
+    per path)."""
+    return A.CupyAttention(FusedFakeCupy(tmp_path_factory.mktemp("fused")))
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("dt", [np.float64, np.float32])
+def test_host_build_matches_numpy(fake, fused, monkeypatch, case, dt):
+    """Every case through the path, one batch entry to a chunk."""
+    (b1, b2), n_q, n_k, e, ev, kind, causal = case
+    b = b1 * b2
+    monkeypatch.setattr(G, "MIN_SCORES", 1)
+    monkeypatch.setattr(G, "BUDGET", n_q * n_k * np.dtype(dt).itemsize)
+    gemm = G.GemmAttention(fake, _matmul)
+    q = RNG.standard_normal((b, n_q, e)).astype(dt)
+    k = RNG.standard_normal((b, n_k, e)).astype(dt)
+    v = RNG.standard_normal((b, n_k, ev)).astype(dt)
+    g = RNG.standard_normal((b, n_q, ev)).astype(dt)
+    mask = _mask(kind, b1, b2, n_q, n_k, dt, RNG)
+    scale = 1.0 / np.sqrt(e)
+    assert gemm.takes(q, k, v, mask, None) and not gemm.takes(q, k, v, mask, (0.1, None))
+    assert len(gemm._chunks(b, n_q, n_k, np.dtype(dt).itemsize)) == b
+    out, lse = gemm.forward(q, k, v, mask, causal, scale, (b1, b2))
+    grads = gemm.backward(q, k, v, out, lse, g, mask, causal, scale, (b1, b2))
+    m4 = None if mask is None else np.broadcast_to(mask, (b1, b2, n_q, n_k)).reshape(
+        b, n_q, n_k)
+    ref = np_attention(q.astype(np.float64), k.astype(np.float64), v.astype(np.float64),
+                       m4, causal, scale, g.astype(np.float64))
+    tol = {"rtol": 1e-11, "atol": 1e-12} if dt == np.float64 else {"rtol": 2e-5, "atol": 2e-5}
+    for name, a, r in zip(("out", "dq", "dk", "dv"), (out, *grads), ref, strict=True):
+        assert a.dtype == dt and a.shape == r.shape, name
+        np.testing.assert_allclose(a, r, err_msg=name, **tol)
+    assert lse.dtype == dt and lse.shape == (b, n_q)
+    if kind == "dead":
+        assert np.isinf(lse[:, 1]).all() and not np.any(out[:, 1])
+    # the fused kernels' backward from this forward's log-sum-exp, and this backward from
+    # their forward's: the same gradients
+    out_f, lse_f = fused.forward(q, k, v, mask, causal, scale, (b1, b2))
+    np.testing.assert_allclose(lse, lse_f, rtol=1e-5 if dt == np.float32 else 1e-12)
+    for a, r in zip(fused.backward(q, k, v, out, lse, g, mask, causal, scale, (b1, b2)),
+                    ref[1:], strict=True):
+        np.testing.assert_allclose(a, r, **tol)
+    for a, r in zip(gemm.backward(q, k, v, out_f, lse_f, g, mask, causal, scale, (b1, b2)),
+                    ref[1:], strict=True):
+        np.testing.assert_allclose(a, r, **tol)
+
+
+def test_what_the_path_takes(fake, monkeypatch):
+    gemm = G.GemmAttention(fake, _matmul)
+    x = np.zeros((2, 128, 64), np.float32)
+    assert gemm.takes(x, x, x, None, None)
+    assert not gemm.takes(x[:, :64], x, x, None, None)  # below MIN_SCORES
+    assert not gemm.takes(x.astype(np.float16), x.astype(np.float16), x.astype(np.float16),
+                          None, None)
+    assert not gemm.takes(x, x, x, np.zeros((128, 128), np.float64), None)
+    assert not gemm.takes(x, x, x, None, (0.1, None))  # dropout: the fused kernels
+    long = np.zeros((1, 4200, 8), np.float32)  # one entry's scores beyond the budget
+    assert not gemm.takes(long, long, long, None, None)
+    monkeypatch.setattr(G, "ENABLED", False)
+    assert not gemm.takes(x, x, x, None, None)
+    assert gemm._chunks(10, 128, 128, 4) == [(0, 10)]
+    monkeypatch.setattr(G, "BUDGET", 3 * 128 * 128 * 4)
+    assert gemm._chunks(10, 128, 128, 4) == [(0, 3), (3, 6), (6, 9), (9, 10)]
+
+
+def test_gpu_path_matches_portable():
+    """On the GPU: F.scaled_dot_product_attention through the path (lengths above
+    MIN_SCORES) against the portable attention, forward and gradients."""
+    try:
+        import cupy  # noqa: F401
+
+        vtl.asarray(0.0, backend="cupy")
+    except Exception as e:  # noqa: BLE001 - no CUDA
+        pytest.skip(f"needs the cupy backend: {e}")
+    from helpers import use_kernel
+
+    shape = (2, 3, 160, 32)
+    qs, ks, vs, gs = (RNG.standard_normal(shape).astype(np.float32) for _ in range(4))
+    mask = np.where(RNG.random((160, 160)) > 0.2, 0.0, -np.inf).astype(np.float32)
+    results = []
+    for kern in ("default", None):
+        with use_kernel("attention", None, "cupy") if kern is None else _nothing():
+            q, k, v = (vtl.asarray(a, backend="cupy", requires_grad=True) for a in (qs, ks, vs))
+            m = vtl.asarray(mask, backend="cupy")
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=m)
+            out.backward(vtl.asarray(gs, backend="cupy"))
+            results.append([to_numpy(t) for t in (out, q.grad, k.grad, v.grad)])
+    for a, r in zip(*results, strict=True):
+        np.testing.assert_allclose(a, r, rtol=2e-4, atol=2e-5)
+
+
+class _nothing:  # noqa: N801
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
