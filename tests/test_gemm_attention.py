@@ -8,7 +8,8 @@ the cupy ``attention`` kernel's path for long float32/float64 sequences.
   attention over the fused kernels' cases (masks, causal with ``L != S``, rows with every
   key masked, value sizes unlike key sizes), in float64 and float32. The fused kernels'
   backward takes this forward's log-sum-exp, and this backward theirs.
-* On a GPU (the cupy backend): the path against the portable attention.
+* On the backends that have the path (cupy, wgpu): ``F.scaled_dot_product_attention``
+  through it against the portable attention on the same backend.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from test_attention_kernels import FakeCupy as FusedFakeCupy
 from test_cupy_nn_kernels import _SHIM, compile_host
 
 import vtl
+from vtl.backends._common import gemm_attention as C
 from vtl.backends.cupy import attention as A
 from vtl.backends.cupy import gemm_attention as G
 from vtl.nn import functional as F
@@ -90,10 +92,6 @@ class FakeCupy:
     ascontiguousarray = staticmethod(np.ascontiguousarray)
 
 
-def _matmul(a, b):
-    return np.ascontiguousarray(np.matmul(a, b))
-
-
 @pytest.fixture(scope="module")
 def fake(tmp_path_factory):
     return FakeCupy(tmp_path_factory.mktemp("gattn"))
@@ -112,9 +110,9 @@ def test_host_build_matches_numpy(fake, fused, monkeypatch, case, dt):
     """Every case through the path, one batch entry to a chunk."""
     (b1, b2), n_q, n_k, e, ev, kind, causal = case
     b = b1 * b2
-    monkeypatch.setattr(G, "MIN_SCORES", 1)
-    monkeypatch.setattr(G, "BUDGET", n_q * n_k * np.dtype(dt).itemsize)
-    gemm = G.GemmAttention(fake, _matmul)
+    monkeypatch.setattr(C, "MIN_SCORES", 1)
+    monkeypatch.setattr(C, "BUDGET", n_q * n_k * np.dtype(dt).itemsize)
+    gemm = G.GemmAttention(fake, np)
     q = RNG.standard_normal((b, n_q, e)).astype(dt)
     k = RNG.standard_normal((b, n_k, e)).astype(dt)
     v = RNG.standard_normal((b, n_k, ev)).astype(dt)
@@ -122,7 +120,7 @@ def test_host_build_matches_numpy(fake, fused, monkeypatch, case, dt):
     mask = _mask(kind, b1, b2, n_q, n_k, dt, RNG)
     scale = 1.0 / np.sqrt(e)
     assert gemm.takes(q, k, v, mask, None) and not gemm.takes(q, k, v, mask, (0.1, None))
-    assert len(gemm._chunks(b, n_q, n_k, np.dtype(dt).itemsize)) == b
+    assert len(gemm.chunks(b, n_q, n_k, np.dtype(dt).itemsize)) == b
     out, lse = gemm.forward(q, k, v, mask, causal, scale, (b1, b2))
     grads = gemm.backward(q, k, v, out, lse, g, mask, causal, scale, (b1, b2))
     m4 = None if mask is None else np.broadcast_to(mask, (b1, b2, n_q, n_k)).reshape(
@@ -149,7 +147,7 @@ def test_host_build_matches_numpy(fake, fused, monkeypatch, case, dt):
 
 
 def test_what_the_path_takes(fake, monkeypatch):
-    gemm = G.GemmAttention(fake, _matmul)
+    gemm = G.GemmAttention(fake, np)
     x = np.zeros((2, 128, 64), np.float32)
     assert gemm.takes(x, x, x, None, None)
     assert not gemm.takes(x[:, :64], x, x, None, None)  # below MIN_SCORES
@@ -159,42 +157,68 @@ def test_what_the_path_takes(fake, monkeypatch):
     assert not gemm.takes(x, x, x, None, (0.1, None))  # dropout: the fused kernels
     long = np.zeros((1, 4200, 8), np.float32)  # one entry's scores beyond the budget
     assert not gemm.takes(long, long, long, None, None)
-    monkeypatch.setattr(G, "ENABLED", False)
+    monkeypatch.setattr(C, "ENABLED", False)
     assert not gemm.takes(x, x, x, None, None)
-    assert gemm._chunks(10, 128, 128, 4) == [(0, 10)]
-    monkeypatch.setattr(G, "BUDGET", 3 * 128 * 128 * 4)
-    assert gemm._chunks(10, 128, 128, 4) == [(0, 3), (3, 6), (6, 9), (9, 10)]
+    assert gemm.chunks(10, 128, 128, 4) == [(0, 10)]
+    monkeypatch.setattr(C, "BUDGET", 3 * 128 * 128 * 4)
+    assert gemm.chunks(10, 128, 128, 4) == [(0, 3), (3, 6), (6, 9), (9, 10)]
 
 
-def test_gpu_path_matches_portable():
-    """On the GPU: F.scaled_dot_product_attention through the path (lengths above
-    MIN_SCORES) against the portable attention, forward and gradients."""
-    try:
-        import cupy  # noqa: F401
-
-        vtl.asarray(0.0, backend="cupy")
-    except Exception as e:  # noqa: BLE001 - no CUDA
-        pytest.skip(f"needs the cupy backend: {e}")
+@pytest.mark.parametrize(("n_q", "n_k", "masking"),
+                         [(160, 160, "ls"), (130, 150, "causal"), (128, 200, "padding"),
+                          (200, 128, "none")])
+def test_path_matches_portable(backend, n_q, n_k, masking):
+    """F.scaled_dot_product_attention through the path (lengths above MIN_SCORES) against
+    the portable attention on the same backend, forward and gradients."""
     from helpers import use_kernel
 
-    shape = (2, 3, 160, 32)
-    qs, ks, vs, gs = (RNG.standard_normal(shape).astype(np.float32) for _ in range(4))
-    mask = np.where(RNG.random((160, 160)) > 0.2, 0.0, -np.inf).astype(np.float32)
+    kern = vtl.asarray(0.0, backend=backend)._device.backend.kernel("attention")
+    gemm = getattr(kern, "_gemm", None)
+    if gemm is None:
+        pytest.skip(f"the {backend} backend's attention has no path by products")
+    rng = np.random.default_rng(5)
+    qs = rng.standard_normal((2, 3, n_q, 16)).astype(np.float32)
+    ks, vs = (rng.standard_normal((2, 3, n_k, 16)).astype(np.float32) for _ in range(2))
+    gs = rng.standard_normal((2, 3, n_q, 16)).astype(np.float32)
+    mask = None
+    if masking == "ls":
+        mask = np.where(rng.random((n_q, n_k)) > 0.2, 0.0, -np.inf).astype(np.float32)
+    elif masking == "padding":
+        mask = np.zeros((2, 1, 1, n_k), np.float32)
+        mask[1, ..., -30:] = -np.inf
+    calls = []
     results = []
-    for kern in ("default", None):
-        with use_kernel("attention", None, "cupy") if kern is None else _nothing():
-            q, k, v = (vtl.asarray(a, backend="cupy", requires_grad=True) for a in (qs, ks, vs))
-            m = vtl.asarray(mask, backend="cupy")
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=m)
-            out.backward(vtl.asarray(gs, backend="cupy"))
+    for portable in (False, True):
+        ctx = use_kernel("attention", None, backend) if portable else _spy(gemm, calls)
+        with ctx:
+            q, k, v = (vtl.asarray(a, backend=backend, requires_grad=True) for a in (qs, ks, vs))
+            m = None if mask is None else vtl.asarray(mask, backend=backend)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=m,
+                                                 is_causal=masking == "causal")
+            out.backward(vtl.asarray(gs, backend=backend))
             results.append([to_numpy(t) for t in (out, q.grad, k.grad, v.grad)])
-    for a, r in zip(*results, strict=True):
-        np.testing.assert_allclose(a, r, rtol=2e-4, atol=2e-5)
+    assert calls == ["forward", "backward"]
+    for name, a, r in zip(("out", "dq", "dk", "dv"), *results, strict=True):
+        np.testing.assert_allclose(a, r, rtol=2e-4, atol=2e-5, err_msg=name)
 
 
-class _nothing:  # noqa: N801
+class _spy:  # noqa: N801
+    """Records the path's forward and backward calls."""
+
+    def __init__(self, gemm, calls):
+        self.gemm, self.calls = gemm, calls
+
     def __enter__(self):
-        return None
+        for name in ("forward", "backward"):
+            orig = getattr(self.gemm, name)
+
+            def wrapped(*a, _orig=orig, _name=name, **kw):
+                self.calls.append(_name)
+                return _orig(*a, **kw)
+
+            setattr(self.gemm, name, wrapped)
 
     def __exit__(self, *exc):
+        for name in ("forward", "backward"):
+            delattr(self.gemm, name)
         return False

@@ -204,7 +204,7 @@ def register(backend: Backend, cupy: Any, xp: Any) -> None:
     backend.register_kernel("pool2d", CupyPool2d(cupy))
     from .gemm_attention import GemmAttention
 
-    gemm_attention = GemmAttention(cupy, xp.matmul)
+    gemm_attention = GemmAttention(cupy, xp)
     if cudnn is None:
         backend.register_kernel("attention", CupyAttention(cupy, gemm=gemm_attention))
     else:

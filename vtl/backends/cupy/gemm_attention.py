@@ -1,24 +1,12 @@
-"""Attention by cuBLAS products over chunks of the batch: the float32/float64 path of the
-CuPy backend's ``kernel("attention")`` for long sequences without dropout.
+"""The CuPy backend's kernels of attention by cuBLAS products
+(:class:`~vtl.backends._common.gemm_attention.ChunkedAttention`: the float32/float64 path
+of ``kernel("attention")`` for long sequences without dropout): ``vtl_gattn_softmax``, a
+block per row of scores, and ``vtl_gattn_dsoftmax``, a thread per score.
 
 The fused kernels (``attention.py``) compute every product on CUDA cores, one FMA per
 score and operand element; PyTorch's float32 attention runs its products on tensor cores
 (three TF32 products per float32 one). Here the products are cuBLAS's float32 (float64)
-GEMMs, in full precision, and the rest is two kernels:
-
-* forward, per chunk of batch entries: ``S = Q K^T`` (cuBLAS), ``vtl_gattn_softmax`` (a
-  block per row: scale, additive mask, causal mask, the row's log-sum-exp, ``P`` in place
-  of ``S``), ``O = P V`` (cuBLAS);
-* backward, per chunk: ``S = Q K^T`` and ``dP = dO V^T`` (cuBLAS), ``vtl_gattn_dsoftmax``
-  (``P`` again from the saved log-sum-exp, in place of ``S``; ``dS = P (dP - delta) *
-  scale`` in place of ``dP``), then ``dQ = dS K``, ``dK = dS^T Q``, ``dV = P^T dO``.
-
-A chunk holds as many whole batch entries as fit :data:`BUDGET` bytes of scores (the
-backward holds two such arrays), so memory stays bounded whatever the batch; a single
-entry whose scores exceed it, dropout, 16-bit dtypes and packed projections are left to
-the fused kernels. The log-sum-exp is the fused kernels' (``+inf`` for a row whose keys
-are all masked, whose output and gradients are zeros), so either backward takes either
-forward's result. ``VTL_CUPY_GEMM_ATTENTION=0`` turns the path off.
+GEMMs, in full precision.
 """
 
 from __future__ import annotations
@@ -27,17 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from ..._switches import turned_off
+from .._common.gemm_attention import ChunkedAttention
 from .nn import PRELUDE
 
-__all__ = ["BUDGET", "ENABLED", "MIN_SCORES", "GemmAttention", "gemm_attention_source"]
+__all__ = ["GemmAttention", "gemm_attention_source"]
 
-#: bytes of scores one chunk may hold
-BUDGET = 64 << 20
-#: the fewest scores per batch entry (query rows x keys) for which this path is taken
-MIN_SCORES = 128 * 128
-#: whether the path may run (``VTL_CUPY_GEMM_ATTENTION=0`` turns it off)
-ENABLED = not turned_off("VTL_CUPY_GEMM_ATTENTION")
 _THREADS = 128
 
 _SOURCE = r"""
@@ -132,27 +114,14 @@ def gemm_attention_source(dtype: Any) -> str:
     return PRELUDE + _SOURCE.format(T=t, THREADS=_THREADS)
 
 
-class GemmAttention:
-    """The products of attention by cuBLAS (``matmul``: the backend's namespace's), the
-    rest by two kernels; see the module's note."""
+class GemmAttention(ChunkedAttention):
+    """:class:`ChunkedAttention` with cuBLAS products (the backend namespace's ``matmul``)
+    and the two CUDA kernels of this module."""
 
-    def __init__(self, cupy: Any, matmul: Any) -> None:
+    def __init__(self, cupy: Any, xp: Any) -> None:
+        super().__init__(xp)
         self._cp = cupy
-        self._matmul = matmul
         self._kernels: dict[tuple[str, str], Any] = {}
-
-    def takes(self, q: Any, k: Any, v: Any, mask: Any, dropout: Any) -> bool:
-        """Whether this path computes the attention of ``(B, L, D)`` operands."""
-        dt = np.dtype(q.dtype)
-        if not ENABLED or dropout is not None or dt.name not in ("float32", "float64"):
-            return False
-        if not (q.dtype == k.dtype == v.dtype) or (mask is not None and mask.dtype != dt):
-            return False
-        b, n_q, _ = q.shape
-        n_k = k.shape[1]
-        per = n_q * n_k
-        return b > 0 and min(q.shape[2], v.shape[2]) > 0 and per >= MIN_SCORES \
-            and per * dt.itemsize <= BUDGET
 
     def _kernel(self, name: str, dtype: Any) -> Any:
         key = (name, np.dtype(dtype).name)
@@ -161,63 +130,24 @@ class GemmAttention:
             kern = self._kernels[key] = self._cp.RawKernel(gemm_attention_source(dtype), name)
         return kern
 
-    def _chunks(self, b: int, n_q: int, n_k: int, itemsize: int) -> list[tuple[int, int]]:
-        per = max(1, BUDGET // (n_q * n_k * itemsize))
-        return [(s, min(b, s + per)) for s in range(0, b, per)]
+    def _args(self, mask: Any, geo: tuple, b0: int, dt: np.dtype) -> tuple:
+        b2, n_q, n_k, mb1, mb2, ml, ms, has, causal = geo
+        mk = self._cp.empty(1, dtype=dt) if mask is None else mask
+        return (mk, np.int32(b0), np.int32(b2), np.int32(n_q), np.int32(n_k),
+                *(np.int64(x) for x in (mb1, mb2, ml, ms)), np.int32(has), np.int32(causal))
 
-    def _geometry(self, mask: Any, batch: tuple[int, int], n_q: int, n_k: int, causal: bool,
-                  dt: np.dtype) -> tuple:
-        """``(mask array, B2, L, S, mb1, mb2, ml, ms, has_mask, causal)``."""
-        cp = self._cp
-        if mask is None:
-            m4, strides, has = cp.empty(1, dtype=dt), (0, 0, 0, 0), 0
-        else:
-            m4 = cp.broadcast_to(mask, (batch[0], batch[1], n_q, n_k))
-            strides, has = tuple(s // m4.itemsize for s in m4.strides), 1
-        return (m4, np.int32(batch[1]), np.int32(n_q), np.int32(n_k),
-                *(np.int64(s) for s in strides), np.int32(has), np.int32(bool(causal)))
+    def softmax(self, scores: Any, lse: Any, mask: Any, geo: tuple, b0: int,
+                scale: float) -> None:
+        dt = np.dtype(scores.dtype)
+        rows = scores.shape[0] * scores.shape[1]
+        self._kernel("vtl_gattn_softmax", dt)(
+            (rows,), (_THREADS,), (scores, lse, *self._args(mask, geo, b0, dt), dt.type(scale)))
 
-    def forward(self, q: Any, k: Any, v: Any, mask: Any, causal: bool, scale: float,
-                batch: tuple[int, int]) -> tuple[Any, Any]:
-        cp = self._cp
-        dt = np.dtype(q.dtype)
-        b, n_q, _ = q.shape
-        n_k, dv = v.shape[1], v.shape[2]
-        q, k, v = (cp.ascontiguousarray(a) for a in (q, k, v))
-        mk, b2, len_q, len_k, *geo = self._geometry(mask, batch, n_q, n_k, causal, dt)
-        out = cp.empty((b, n_q, dv), dtype=dt)
-        lse = cp.empty((b, n_q), dtype=dt)
-        kern = self._kernel("vtl_gattn_softmax", dt)
-        kt = k.transpose(0, 2, 1)
-        for s, e in self._chunks(b, n_q, n_k, dt.itemsize):
-            scores = self._matmul(q[s:e], kt[s:e])
-            kern(((e - s) * n_q,), (_THREADS,),
-                 (scores, lse, mk, np.int32(s), b2, len_q, len_k, *geo, dt.type(scale)))
-            out[s:e] = self._matmul(scores, v[s:e])
-        return out, lse
-
-    def backward(self, q: Any, k: Any, v: Any, out: Any, lse: Any, g: Any, mask: Any,
-                 causal: bool, scale: float, batch: tuple[int, int]
-                 ) -> tuple[Any, Any, Any]:
-        cp = self._cp
-        dt = np.dtype(q.dtype)
-        b, n_q, _ = q.shape
-        n_k = k.shape[1]
-        q, k, v, g = (cp.ascontiguousarray(a) for a in (q, k, v, g))
-        delta = (g * out).sum(axis=-1)
-        mk, b2, len_q, len_k, *geo = self._geometry(mask, batch, n_q, n_k, causal, dt)
-        dq, dk, dvv = cp.empty(q.shape, dtype=dt), cp.empty(k.shape, dtype=dt), \
-            cp.empty(v.shape, dtype=dt)
-        kern = self._kernel("vtl_gattn_dsoftmax", dt)
-        kt, vt = k.transpose(0, 2, 1), v.transpose(0, 2, 1)
-        for s, e in self._chunks(b, n_q, n_k, dt.itemsize):
-            scores = self._matmul(q[s:e], kt[s:e])
-            dp = self._matmul(g[s:e], vt[s:e])
-            n = (e - s) * n_q * n_k
-            kern((max(1, min(-(-n // 256), 65536)),), (256,),
-                 (scores, dp, lse, delta, mk, np.int32(s), b2, len_q, len_k, *geo,
-                  dt.type(scale), np.int64(n)))
-            dq[s:e] = self._matmul(dp, k[s:e])
-            dk[s:e] = self._matmul(dp.transpose(0, 2, 1), q[s:e])
-            dvv[s:e] = self._matmul(scores.transpose(0, 2, 1), g[s:e])
-        return dq, dk, dvv
+    def dsoftmax(self, scores: Any, dp: Any, lse: Any, delta: Any, mask: Any, geo: tuple,
+                 b0: int, scale: float) -> None:
+        dt = np.dtype(scores.dtype)
+        n = scores.size
+        self._kernel("vtl_gattn_dsoftmax", dt)(
+            (max(1, min(-(-n // 256), 65536)),), (256,),
+            (scores, dp, lse, delta, *self._args(mask, geo, b0, dt), dt.type(scale),
+             np.int64(n)))

@@ -264,9 +264,11 @@ class WgpuAttention:
     """``kernel("attention")`` (see :mod:`vtl.backends.wgpu.attention`): ``forward`` one
     dispatch, ``backward`` two. ``launches`` counts the dispatches recorded."""
 
-    def __init__(self) -> None:
+    def __init__(self, gemm: Any = None) -> None:
         self._kernels: dict[tuple, Any] = {}
         self.launches = 0
+        #: a WgpuGemmAttention: long float32 sequences by the library's matrix product
+        self._gemm = gemm
 
     def supports(self, dtype: Any) -> bool:
         if dtype in (D.float32, D.bfloat16):
@@ -380,6 +382,8 @@ class WgpuAttention:
                 batch: tuple[int, int], dropout: Any = None) -> tuple[Any, Any] | None:
         if dropout is not None and not 0.0 < dropout[0] < 1.0:
             return None
+        if self._gemm is not None and self._gemm.takes(q, k, v, mask, dropout):
+            return self._gemm.forward(q, k, v, mask, causal, scale, batch)
         if not self._accepts(q, k, v, mask, batch):
             return None
         q, k, v = contiguous(q), contiguous(k), contiguous(v)
@@ -408,6 +412,8 @@ class WgpuAttention:
         n_k, dv = v.shape[1], v.shape[2]
         dt = q.dtype
         g = contiguous(g) if g.dtype == dt else astype_raw(g, dt)
+        if self._gemm is not None and self._gemm.takes(q, k, v, mask, dropout):
+            return self._gemm.backward(q, k, v, out, lse, g, mask, causal, scale, batch)
         delta = empty((b, n_q), D.float32)
         dq = empty((b, n_q, d), dt)
         dk = empty((b, n_k, d), dt)

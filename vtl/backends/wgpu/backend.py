@@ -98,6 +98,7 @@ def register(backend: Backend) -> None:
     from . import nn
     from .attention import WgpuAttention
     from .conv import WgpuConv2d
+    from .gemm_attention import WgpuGemmAttention
     from .optim import MultiTensorApply, WgpuGradNorm, amp_update_scale
     from .pool import WgpuPool2d
     from .random import WgpuDropout, philox
@@ -115,7 +116,8 @@ def register(backend: Backend) -> None:
     backend.register_kernel("silu", nn.Silu())  # one fused dispatch each way
     backend.register_kernel("special", nn.Special())  # erf/erfc: one dispatch each way
     backend.register_kernel("softmax", nn.Softmax())  # last axis: one dispatch each way
-    backend.register_kernel("attention", WgpuAttention())  # flash-style: 1 dispatch, 2 back
+    # flash-style: 1 dispatch, 2 back; long float32 sequences by products
+    backend.register_kernel("attention", WgpuAttention(WgpuGemmAttention()))
     backend.register_kernel("lstm_cell", WgpuLstmCell())  # the cells' pointwise parts
     backend.register_kernel("gru_cell", WgpuGruCell())
     backend.register_kernel("multi_tensor_apply", MultiTensorApply())  # fused optimizer step

@@ -1,0 +1,133 @@
+"""Attention by batched matrix products over chunks of the batch, for the GPU backends'
+``kernel("attention")``: the products go to the backend's GEMM (cuBLAS on cupy, the tiled
+product on wgpu) and the rest to two kernels of the backend.
+
+* forward, per chunk of batch entries: ``S = Q K^T``, ``softmax`` (a kernel: scale,
+  additive mask, causal mask, the rows' log-sum-exp, ``P`` in place of ``S``), ``O = P V``;
+* backward, per chunk: ``S = Q K^T``, ``dP = dO V^T``, ``dsoftmax`` (a kernel: ``P`` again
+  from the saved log-sum-exp in place of ``S``, ``dS = P (dP - delta) * scale`` in place of
+  ``dP``), then ``dQ = dS K``, ``dK = dS^T Q``, ``dV = P^T dO``.
+
+The fused kernels compute every product on the GPU's vector units one score at a time; a
+GEMM runs the same products at several times their rate. A chunk holds as many whole batch
+entries as fit :data:`BUDGET` bytes of scores (the backward holds two such arrays), so
+memory stays bounded whatever the batch; a single entry whose scores exceed it, dropout and
+packed projections are left to the fused kernels. The log-sum-exp is the fused kernels'
+(``+inf`` for a row whose keys are all masked, whose output and gradients are zeros), so
+either backward takes either forward's result. ``VTL_GEMM_ATTENTION=0`` turns the path off.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..._switches import turned_off
+
+__all__ = ["BUDGET", "ENABLED", "MIN_SCORES", "ChunkedAttention"]
+
+#: bytes of scores one chunk may hold
+BUDGET = 64 << 20
+#: the fewest scores per batch entry (query rows x keys) for which the path is taken
+MIN_SCORES = 128 * 128
+#: whether the path may run (``VTL_GEMM_ATTENTION=0`` turns it off)
+ENABLED = not turned_off("VTL_GEMM_ATTENTION")
+
+
+class ChunkedAttention:
+    """The driver; a backend gives its namespace ``xp`` (whose ``matmul`` is its GEMM),
+    the dtypes it takes and the two kernels (:meth:`softmax`, :meth:`dsoftmax`)."""
+
+    #: dtype names the backend's kernels take
+    dtypes: tuple[str, ...] = ("float32", "float64")
+
+    def __init__(self, xp: Any) -> None:
+        self.xp = xp
+
+    # -- the backend's part ---------------------------------------------------------
+    def mask_strides(self, m4: Any) -> tuple[int, int, int, int]:
+        """The element strides of the broadcast 4-d mask view ``m4``."""
+        return tuple(s // m4.itemsize for s in m4.strides)
+
+    def softmax(self, scores: Any, lse: Any, mask: Any, geo: tuple, b0: int,
+                scale: float) -> None:
+        """``scores`` (``(entries, L, S)``, contiguous; the chunk's first entry is ``b0``) in
+        place: the softmax of ``scores * scale + mask`` over each row (causal: keys after
+        the row's position masked), and each row's log-sum-exp into ``lse`` ``(B, L)``
+        (``+inf`` and zeros for a row with no key). ``geo``: ``(B2, L, S, mb1, mb2, ml, ms,
+        has_mask, causal)``, the mask entry of batch entry ``b`` being ``(b // B2, b % B2)``."""
+        raise NotImplementedError
+
+    def dsoftmax(self, scores: Any, dp: Any, lse: Any, delta: Any, mask: Any, geo: tuple,
+                 b0: int, scale: float) -> None:
+        """In place: ``P = exp(scores * scale + mask - lse)`` (0 where masked or the row has
+        no key) into ``scores``, ``P (dp - delta) * scale`` into ``dp``."""
+        raise NotImplementedError
+
+    # -- the driver -----------------------------------------------------------------
+    def takes(self, q: Any, k: Any, v: Any, mask: Any, dropout: Any) -> bool:
+        """Whether this path computes the attention of ``(B, L, D)`` operands."""
+        dt = np.dtype(q.dtype)
+        if not ENABLED or dropout is not None or dt.name not in self.dtypes:
+            return False
+        if not (q.dtype == k.dtype == v.dtype) or (mask is not None and mask.dtype != dt):
+            return False
+        b, n_q, _ = q.shape
+        per = n_q * k.shape[1]
+        return b > 0 and min(q.shape[2], v.shape[2]) > 0 and per >= MIN_SCORES \
+            and per * dt.itemsize <= BUDGET
+
+    @staticmethod
+    def chunks(b: int, n_q: int, n_k: int, itemsize: int) -> list[tuple[int, int]]:
+        """``(first, end)`` batch entries of each chunk."""
+        per = max(1, BUDGET // (n_q * n_k * itemsize))
+        return [(s, min(b, s + per)) for s in range(0, b, per)]
+
+    def _geometry(self, mask: Any, batch: tuple[int, int], n_q: int, n_k: int,
+                  causal: bool) -> tuple[Any, tuple]:
+        if mask is None:
+            m4, strides, has = None, (0, 0, 0, 0), 0
+        else:
+            m4 = self.xp.broadcast_to(mask, (batch[0], batch[1], n_q, n_k))
+            strides, has = self.mask_strides(m4), 1
+        return m4, (batch[1], n_q, n_k, *strides, has, int(bool(causal)))
+
+    def _transposed(self, a: Any) -> Any:
+        return self.xp.permute_dims(a, (0, 2, 1))
+
+    def forward(self, q: Any, k: Any, v: Any, mask: Any, causal: bool, scale: float,
+                batch: tuple[int, int]) -> tuple[Any, Any]:
+        xp = self.xp
+        b, n_q, _ = q.shape
+        n_k, dv = v.shape[1], v.shape[2]
+        m4, geo = self._geometry(mask, batch, n_q, n_k, causal)
+        out = xp.empty((b, n_q, dv), dtype=q.dtype)
+        lse = xp.empty((b, n_q), dtype=q.dtype)
+        kt = self._transposed(k)
+        for s, e in self.chunks(b, n_q, n_k, np.dtype(q.dtype).itemsize):
+            scores = xp.matmul(q[s:e], kt[s:e])
+            self.softmax(scores, lse, m4, geo, s, scale)
+            out[s:e] = xp.matmul(scores, v[s:e])
+        return out, lse
+
+    def backward(self, q: Any, k: Any, v: Any, out: Any, lse: Any, g: Any, mask: Any,
+                 causal: bool, scale: float, batch: tuple[int, int]
+                 ) -> tuple[Any, Any, Any]:
+        xp = self.xp
+        b, n_q, _ = q.shape
+        n_k = k.shape[1]
+        delta = xp.sum(g * out, axis=-1)
+        m4, geo = self._geometry(mask, batch, n_q, n_k, causal)
+        dq = xp.empty(q.shape, dtype=q.dtype)
+        dk = xp.empty(k.shape, dtype=q.dtype)
+        dvv = xp.empty(v.shape, dtype=q.dtype)
+        kt, vt = self._transposed(k), self._transposed(v)
+        for s, e in self.chunks(b, n_q, n_k, np.dtype(q.dtype).itemsize):
+            scores = xp.matmul(q[s:e], kt[s:e])
+            dp = xp.matmul(g[s:e], vt[s:e])
+            self.dsoftmax(scores, dp, lse, delta, m4, geo, s, scale)
+            dq[s:e] = xp.matmul(dp, k[s:e])
+            dk[s:e] = xp.matmul(self._transposed(dp), q[s:e])
+            dvv[s:e] = xp.matmul(self._transposed(scores), g[s:e])
+        return dq, dk, dvv

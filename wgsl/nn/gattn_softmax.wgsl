@@ -1,0 +1,57 @@
+// Attention by products (vtl/backends/_common/gemm_attention.py, wgpu: vtl/backends/wgpu/
+// attention.py): the softmax of a chunk's scores S ((entries, L, S) row-major, in place) of
+// scores * scale + mask, keys after the query's position masked when causal; each row's
+// log-sum-exp into lse ((B, L)), +inf and zeros for a row with no key. A workgroup per row.
+// Words: 0 the chunk's first batch entry b0, 1 B2, 2 L, 3 S, 4-7 the mask's element strides
+//        (b / B2, b % B2, query, key), 8 has mask, 9 causal, 10 scale (float32 bits),
+//        11 offset of the scores, 12 offset of lse, 13 offset of the mask, 14 rows
+// (wsum/wmax: wgsl/math/workgroup_reduce.wgsl)
+@group(0) @binding(0) var<storage, read_write> Sc: array<f32>;
+@group(0) @binding(1) var<storage, read_write> Lse: array<f32>;
+@group(0) @binding(2) var<storage, read> Mk: array<f32>;
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+  let row = wid.y * nwg.x + wid.x;
+  if (row >= pw(14u)) { return; }
+  let L = pw(2u);
+  let S = pw(3u);
+  let bl = row / L;
+  let i = row - bl * L;
+  let b = pw(0u) + bl;
+  let b1 = b / pw(1u);
+  let mrow = pw(13u) + b1 * pw(4u) + (b - b1 * pw(1u)) * pw(5u) + i * pw(6u);
+  let base = pw(11u) + row * S;
+  var end = S;
+  if (pw(9u) != 0u) { end = min(S, i + 1u); }
+  let scale = bitcast<f32>(pw(10u));
+  let has_mask = pw(8u) != 0u;
+  var m = -f32_inf();
+  for (var j = lid; j < end; j += 256u) {
+    var x = Sc[base + j] * scale;
+    if (has_mask) {
+      let mv = Mk[mrow + j * pw(7u)];
+      x = select(x + mv, -f32_inf(), mv == -f32_inf());
+    }
+    Sc[base + j] = x;
+    m = max(m, x);
+  }
+  m = wmax(lid, m);
+  let dead = m == -f32_inf();
+  var l = 0.0;
+  for (var j = lid; j < end; j += 256u) {
+    let x = Sc[base + j];
+    l += select(exp(x - m), 0.0, dead || x == -f32_inf());
+  }
+  l = wsum(lid, l);
+  for (var j = lid; j < S; j += 256u) {
+    var p = 0.0;
+    if (!dead && j < end) {
+      let x = Sc[base + j];
+      p = select(exp(x - m) / l, 0.0, x == -f32_inf());
+    }
+    Sc[base + j] = p;
+  }
+  if (lid == 0u) { Lse[pw(12u) + b * L + i] = select(m + log(l), f32_inf(), dead); }
+}
