@@ -1,4 +1,4 @@
-"""Attention by products over chunks of the batch (``vtl/backends/cupy/gemm_attention.py``),
+"""Attention by products over chunks of the batch (``vtl/backends/cupy/_gemm_attention.py``),
 the cupy ``attention`` kernel's path for long float32/float64 sequences.
 
 * On the host (given a C++20 compiler): its two CUDA kernels compiled with the emulation of
@@ -26,8 +26,8 @@ from test_cupy_nn_kernels import _SHIM, compile_host
 
 import vtl
 from vtl.backends._common import gemm_attention as C
+from vtl.backends.cupy import _gemm_attention as G
 from vtl.backends.cupy import attention as A
-from vtl.backends.cupy import gemm_attention as G
 from vtl.nn import functional as F
 
 RNG = np.random.default_rng(17)

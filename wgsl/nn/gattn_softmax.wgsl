@@ -1,5 +1,6 @@
-// Attention by products (vtl/backends/_common/gemm_attention.py, wgpu: vtl/backends/wgpu/
-// attention.py): the softmax of a chunk's scores S ((entries, L, S) row-major, in place) of
+// Attention by products (vtl/backends/_common/gemm_attention.py; the wgpu side:
+// vtl/backends/wgpu/_gemm_attention.py): the softmax of a chunk's scores S ((entries, L, S)
+// row-major, in place) of
 // scores * scale + mask, keys after the query's position masked when causal; each row's
 // log-sum-exp into lse ((B, L)), +inf and zeros for a row with no key. A workgroup per row.
 // Words: 0 the chunk's first batch entry b0, 1 B2, 2 L, 3 S, 4-7 the mask's element strides

@@ -861,7 +861,7 @@ class CupyAttention:
     ``tiled``: ``None`` (default) runs the register-tiled kernels wherever they apply (head
     sizes multiples of 8 whose shared memory fits the device), else the thread-per-row
     ones; ``True``/``False`` forces one family (``True`` declines what it cannot take).
-    ``gemm``: a :class:`~vtl.backends.cupy.gemm_attention.GemmAttention` that computes the
+    ``gemm``: a :class:`~vtl.backends.cupy._gemm_attention.GemmAttention` that computes the
     operands it takes (long float32/float64 sequences without dropout) by cuBLAS products.
     """
 

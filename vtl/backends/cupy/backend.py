@@ -202,7 +202,7 @@ def register(backend: Backend, cupy: Any, xp: Any) -> None:
         CudnnConv2d(cupy, cudnn, matmul=xp.matmul)
     backend.register_kernel("conv2d", conv)
     backend.register_kernel("pool2d", CupyPool2d(cupy))
-    from .gemm_attention import GemmAttention
+    from ._gemm_attention import GemmAttention
 
     gemm_attention = GemmAttention(cupy, xp)
     if cudnn is None:

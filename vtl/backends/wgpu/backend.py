@@ -96,9 +96,9 @@ class WgpuBackend(Backend):
 def register(backend: Backend) -> None:
     """Equip the wgpu backend object with its kernels."""
     from . import nn
+    from ._gemm_attention import WgpuGemmAttention
     from .attention import WgpuAttention
     from .conv import WgpuConv2d
-    from .gemm_attention import WgpuGemmAttention
     from .optim import MultiTensorApply, WgpuGradNorm, amp_update_scale
     from .pool import WgpuPool2d
     from .random import WgpuDropout, philox
