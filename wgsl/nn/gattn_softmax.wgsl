@@ -1,8 +1,8 @@
 // Attention by products (vtl/backends/_common/gemm_attention.py; the wgpu side:
 // vtl/backends/wgpu/_gemm_attention.py): the softmax of a chunk's scores S ((entries, L, S)
-// row-major, in place) of
-// scores * scale + mask, keys after the query's position masked when causal; each row's
-// log-sum-exp into lse ((B, L)), +inf and zeros for a row with no key. A workgroup per row.
+// row-major, in place) of scores * scale + mask, keys after the query's position masked
+// when causal; each row's log-sum-exp into lse ((B, L)), +inf and zeros for a row with no
+// key. A workgroup per row.
 // Words: 0 the chunk's first batch entry b0, 1 B2, 2 L, 3 S, 4-7 the mask's element strides
 //        (b / B2, b % B2, query, key), 8 has mask, 9 causal, 10 scale (float32 bits),
 //        11 offset of the scores, 12 offset of lse, 13 offset of the mask, 14 rows
