@@ -157,6 +157,11 @@ def test_what_the_path_takes(fake, monkeypatch):
     assert not gemm.takes(x, x, x, None, (0.1, None))  # dropout: the fused kernels
     long = np.zeros((1, 4200, 8), np.float32)  # one entry's scores beyond the budget
     assert not gemm.takes(long, long, long, None, None)
+    # causal: up to causal_max_scores (the fused kernels skip the masked key blocks)
+    assert gemm.takes(x, x, x, None, None, causal=True)
+    monkeypatch.setattr(gemm, "causal_max_scores", 128 * 128 - 1)
+    assert not gemm.takes(x, x, x, None, None, causal=True)
+    assert gemm.takes(x, x, x, None, None, causal=False)
     monkeypatch.setattr(C, "ENABLED", False)
     assert not gemm.takes(x, x, x, None, None)
     assert gemm.chunks(10, 128, 128, 4) == [(0, 10)]
@@ -197,7 +202,9 @@ def test_path_matches_portable(backend, n_q, n_k, masking):
                                                  is_causal=masking == "causal")
             out.backward(vtl.asarray(gs, backend=backend))
             results.append([to_numpy(t) for t in (out, q.grad, k.grad, v.grad)])
-    assert calls == ["forward", "backward"]
+    causal = masking == "causal"
+    taken = not causal or n_q * n_k <= gemm.causal_max_scores
+    assert calls == (["forward", "backward"] if taken else [])
     for name, a, r in zip(("out", "dq", "dk", "dv"), *results, strict=True):
         np.testing.assert_allclose(a, r, rtol=2e-4, atol=2e-5, err_msg=name)
 

@@ -41,6 +41,9 @@ class ChunkedAttention:
 
     #: dtype names the backend's kernels take
     dtypes: tuple[str, ...] = ("float32", "float64")
+    #: the most scores per batch entry for which causal attention takes the path (the fused
+    #: kernels skip the keys after each query block; the products compute them all)
+    causal_max_scores = 1024 * 1024
 
     def __init__(self, xp: Any) -> None:
         self.xp = xp
@@ -66,7 +69,8 @@ class ChunkedAttention:
         raise NotImplementedError
 
     # -- the driver -----------------------------------------------------------------
-    def takes(self, q: Any, k: Any, v: Any, mask: Any, dropout: Any) -> bool:
+    def takes(self, q: Any, k: Any, v: Any, mask: Any, dropout: Any,
+              causal: bool = False) -> bool:
         """Whether this path computes the attention of ``(B, L, D)`` operands."""
         dt = np.dtype(q.dtype)
         if not ENABLED or dropout is not None or dt.name not in self.dtypes:
@@ -75,6 +79,8 @@ class ChunkedAttention:
             return False
         b, n_q, _ = q.shape
         per = n_q * k.shape[1]
+        if causal and per > self.causal_max_scores:
+            return False
         return b > 0 and min(q.shape[2], v.shape[2]) > 0 and per >= MIN_SCORES \
             and per * dt.itemsize <= BUDGET
 

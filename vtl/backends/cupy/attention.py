@@ -966,7 +966,7 @@ class CupyAttention:
             return None
         if b == 0 or min(d, dv) == 0:  # CuPy would still run one block, of no batch entry
             return None
-        if self._gemm is not None and self._gemm.takes(q, k, v, mask, dropout):
+        if self._gemm is not None and self._gemm.takes(q, k, v, mask, dropout, causal):
             return self._gemm.forward(q, k, v, mask, causal, scale, batch)
         tiled = self._use_tiled(q.dtype, d, dv)
         if tiled is None or (dropout is not None and not tiled):
@@ -985,7 +985,7 @@ class CupyAttention:
         cp = self._cp
         b, n_q, d = q.shape
         n_k, dv = v.shape[1], v.shape[2]
-        if self._gemm is not None and self._gemm.takes(q, k, v, mask, dropout):
+        if self._gemm is not None and self._gemm.takes(q, k, v, mask, dropout, causal):
             return self._gemm.backward(q, k, v, out, lse, g, mask, causal, scale, batch)
         tiled = bool(self._use_tiled(q.dtype, d, dv))
         q, k, v, g = (cp.ascontiguousarray(a) for a in (q, k, v, g))

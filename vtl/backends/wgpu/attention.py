@@ -382,7 +382,7 @@ class WgpuAttention:
                 batch: tuple[int, int], dropout: Any = None) -> tuple[Any, Any] | None:
         if dropout is not None and not 0.0 < dropout[0] < 1.0:
             return None
-        if self._gemm is not None and self._gemm.takes(q, k, v, mask, dropout):
+        if self._gemm is not None and self._gemm.takes(q, k, v, mask, dropout, causal):
             return self._gemm.forward(q, k, v, mask, causal, scale, batch)
         if not self._accepts(q, k, v, mask, batch):
             return None
@@ -412,7 +412,7 @@ class WgpuAttention:
         n_k, dv = v.shape[1], v.shape[2]
         dt = q.dtype
         g = contiguous(g) if g.dtype == dt else astype_raw(g, dt)
-        if self._gemm is not None and self._gemm.takes(q, k, v, mask, dropout):
+        if self._gemm is not None and self._gemm.takes(q, k, v, mask, dropout, causal):
             return self._gemm.backward(q, k, v, out, lse, g, mask, causal, scale, batch)
         delta = empty((b, n_q), D.float32)
         dq = empty((b, n_q, d), dt)
