@@ -379,6 +379,7 @@ def page(runs: list[Run], out: str = "docs/benchmarks.md") -> str:
             lines += [f"From runs {names} (column *run*).", ""]
         lines += backend_table(b, rows, runs, show_run=len(runs_here) > 1)
         lines += launch_table(b, rows)
+        lines += memory_table(b, rows)
         have = {_category(section) for section, *_ in rows}
         missing = [t for t, _ in CATEGORIES
                    if t not in have and b in CATEGORY_BACKENDS.get(t, (b,))]
@@ -469,6 +470,28 @@ def launch_table(backend: str, rows: list) -> list[str]:
             else "CUDA kernels, copies and fills, counted with CUPTI")
     return ["", f"Device launches per training step ({what}; PyTorch's counted with CUPTI):",
             "", "| case | vtl | PyTorch CUDA | vtl / PyTorch |", "|---|---|---|---|", *out]
+
+
+def memory_table(backend: str, rows: list) -> list[str]:
+    """The peak device memory of one call (``extra_info["peak_mib"]``: memory allocated
+    during it, beyond what was live before) of vtl and PyTorch CUDA, where a run measured
+    both; no lines where none did. A captured step allocates nothing when replayed, so
+    its zero is left out."""
+    out = []
+    for _, group, _, impls in sorted(rows, key=lambda r: _natural(r[1])):
+        s = subject(impls)
+        ref = impls.get("torch-cuda")
+        mine = impls[s].extra.get("peak_mib")
+        theirs = ref.extra.get("peak_mib") if ref is not None else None
+        if not mine or not theirs:
+            continue
+        out.append(f"| {_case_label(group, backend)} | {mine:g} | {theirs:g} | "
+                   f"{mine / theirs:.2f} |")
+    if not out:
+        return []
+    return ["", "Peak device memory of one call (MiB allocated during it; PyTorch's "
+            "`max_memory_allocated`):", "", "| case | vtl | PyTorch CUDA | vtl / PyTorch |",
+            "|---|---|---|---|", *out]
 
 
 def ref_label(backend: str, impl: str) -> str:

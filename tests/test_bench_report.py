@@ -203,3 +203,25 @@ def test_page_lists_device_launches_per_step_where_counted(tmp_path):
     assert "dispatches recorded by vtl" in wgpu and "| step-cnn | 41 | 30 | 1.37 |" in wgpu
     assert "Device launches" not in _section(report.page(
         [report.load_run(_run_json(tmp_path / "cpu.json", CPU_RUN))], "b.md"), "numpy")
+
+
+def test_page_lists_peak_memory_where_measured(tmp_path):
+    cases = [
+        ("test_amp_bench.py", "test_amp_transformer_step", "amp-step-transformer-bf16-cupy",
+         "vtl", 3e-3, "cupy", 348.8),
+        ("test_amp_bench.py", "test_amp_transformer_step", "amp-step-transformer-bf16-cupy",
+         "torch-cuda", 5e-3, "cupy", 410.6),
+        ("test_amp_bench.py", "test_amp_transformer_step",
+         "amp-step-transformer-bf16-compiled-cupy", "vtl", 3e-3, "cupy", 0.0),
+        ("test_amp_bench.py", "test_amp_transformer_step",
+         "amp-step-transformer-bf16-compiled-cupy", "torch-cuda", 5e-3, "cupy", 414.1),
+    ]
+    path = tmp_path / "gpu.json"
+    _run_json(path, [], gpu="NVIDIA H200")
+    data = json.loads(path.read_text())
+    data["benchmarks"] = [_bench(*c[:6], peak_mib=c[6]) for c in cases]
+    path.write_text(json.dumps(data))
+    cupy = _section(report.page([report.load_run(str(path))], "benchmarks.md"), "cupy")
+    assert "Peak device memory of one call" in cupy
+    assert "| amp-step-transformer-bf16 | 348.8 | 410.6 | 0.85 |" in cupy
+    assert "| amp-step-transformer-bf16-compiled |" not in cupy.split("Peak device")[1]
