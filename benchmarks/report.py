@@ -451,25 +451,33 @@ def backend_table(backend: str, rows: list, runs: list[Run], show_run: bool = Fa
     return out
 
 
+def _against_torch(backend: str, rows: list, key: str) -> list[str]:
+    """Table rows of ``extra_info[key]`` for vtl and PyTorch CUDA where a run recorded a
+    non-zero value for both."""
+    out = []
+    for _, group, _, impls in sorted(rows, key=lambda r: _natural(r[1])):
+        ref = impls.get("torch-cuda")
+        mine = impls[subject(impls)].extra.get(key)
+        theirs = ref.extra.get(key) if ref is not None else None
+        if mine and theirs:
+            out.append(f"| {_case_label(group, backend)} | {mine:g} | {theirs:g} | "
+                       f"{mine / theirs:.2f} |")
+    return out
+
+
+_TORCH_HEAD = ["", "| case | vtl | PyTorch CUDA | vtl / PyTorch |", "|---|---|---|---|"]
+
+
 def launch_table(backend: str, rows: list) -> list[str]:
     """The device launches per training step (``extra_info["kernels"]``) of vtl and PyTorch
     CUDA, where a run counted them; no lines where none did."""
-    out = []
-    for _, group, _, impls in sorted(rows, key=lambda r: _natural(r[1])):
-        s = subject(impls)
-        ref = impls.get("torch-cuda")
-        mine = impls[s].extra.get("kernels")
-        theirs = ref.extra.get("kernels") if ref is not None else None
-        if mine is None or not theirs:
-            continue
-        out.append(f"| {_case_label(group, backend)} | {mine:g} | {theirs:g} | "
-                   f"{mine / theirs:.2f} |")
+    out = _against_torch(backend, rows, "kernels")
     if not out:
         return []
     what = ("dispatches recorded by vtl" if backend == "wgpu"
             else "CUDA kernels, copies and fills, counted with CUPTI")
     return ["", f"Device launches per training step ({what}; PyTorch's counted with CUPTI):",
-            "", "| case | vtl | PyTorch CUDA | vtl / PyTorch |", "|---|---|---|---|", *out]
+            *_TORCH_HEAD, *out]
 
 
 def memory_table(backend: str, rows: list) -> list[str]:
@@ -477,21 +485,11 @@ def memory_table(backend: str, rows: list) -> list[str]:
     during it, beyond what was live before) of vtl and PyTorch CUDA, where a run measured
     both; no lines where none did. A captured step allocates nothing when replayed, so
     its zero is left out."""
-    out = []
-    for _, group, _, impls in sorted(rows, key=lambda r: _natural(r[1])):
-        s = subject(impls)
-        ref = impls.get("torch-cuda")
-        mine = impls[s].extra.get("peak_mib")
-        theirs = ref.extra.get("peak_mib") if ref is not None else None
-        if not mine or not theirs:
-            continue
-        out.append(f"| {_case_label(group, backend)} | {mine:g} | {theirs:g} | "
-                   f"{mine / theirs:.2f} |")
+    out = _against_torch(backend, rows, "peak_mib")
     if not out:
         return []
     return ["", "Peak device memory of one call (MiB allocated during it; PyTorch's "
-            "`max_memory_allocated`):", "", "| case | vtl | PyTorch CUDA | vtl / PyTorch |",
-            "|---|---|---|---|", *out]
+            "`max_memory_allocated`):", *_TORCH_HEAD, *out]
 
 
 def ref_label(backend: str, impl: str) -> str:

@@ -30,7 +30,7 @@ import numpy as np
 import pytest
 from helpers import to_numpy, use_kernel
 from nn_kernel_checks import np_attention
-from test_cupy_nn_kernels import _SHIM, compile_host
+from test_cupy_nn_kernels import _SHIM, compile_host, host_args
 from test_cupy_nn_kernels_16bit import assert_ulps
 
 import vtl
@@ -104,20 +104,7 @@ class _HostFunction:
         (bx,) = block
         assert bx in (A.ROWS, 128) and 1 <= gx < 2**31 and 1 <= gy < 65536
         assert shared_mem <= max(48 * 1024, self.max_dynamic_shared_size_bytes)
-        conv = []
-        for a in args:
-            if isinstance(a, np.ndarray):
-                assert a.flags.c_contiguous or a.ndim == 4  # masks: strided views
-                conv.append(ctypes.c_void_p(a.ctypes.data))
-            elif type(a) is np.int32:
-                conv.append(ctypes.c_int(int(a)))
-            elif type(a) is np.int64:
-                conv.append(ctypes.c_longlong(int(a)))
-            elif type(a) is np.uint32:
-                conv.append(ctypes.c_uint(int(a)))
-            else:
-                assert type(a) is self.dt.type, type(a)
-                conv.append((ctypes.c_float if self.dt == np.float32 else ctypes.c_double)(a))
+        conv = host_args(args, self.dt, views=True)  # masks: strided views
         self.fn(ctypes.c_uint(gx), ctypes.c_uint(gy), ctypes.c_uint(bx), *conv)
 
 

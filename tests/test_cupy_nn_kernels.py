@@ -151,6 +151,27 @@ def _host_unit(k: int, spec, ctype: str, tctype: str, prefix: str = "") -> str:
             f"  vtl_launch(gx, gy, bx, by, [=] {{ {name}({args}); }});\n}}\n}}\n")
 
 
+def host_args(args, dt, views: bool = False) -> list:
+    """A host-built kernel's ``ctypes`` arguments from a CuPy launch's: arrays (C-contiguous;
+    with ``views``, 4-d strided views too) as pointers, NumPy integers as C integers, other
+    scalars as the kernel's ``T`` (``dt``: float32 or float64)."""
+    conv = []
+    for a in args:
+        if isinstance(a, np.ndarray):
+            assert a.flags.c_contiguous or (views and a.ndim == 4)
+            conv.append(ctypes.c_void_p(a.ctypes.data))
+        elif type(a) is np.int32:
+            conv.append(ctypes.c_int(int(a)))
+        elif type(a) is np.int64:
+            conv.append(ctypes.c_longlong(int(a)))
+        elif type(a) is np.uint32:
+            conv.append(ctypes.c_uint(int(a)))
+        else:
+            assert type(a) is dt.type, type(a)
+            conv.append((ctypes.c_float if dt == np.float32 else ctypes.c_double)(a))
+    return conv
+
+
 def compile_host(cpp, source: str):
     """``source`` (C++20 with :data:`_SHIM`'s emulation) written to ``cpp`` and loaded as a
     shared library built beside it; skips the test without a C++20 compiler."""

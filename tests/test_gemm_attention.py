@@ -22,7 +22,7 @@ from helpers import to_numpy
 from nn_kernel_checks import np_attention
 from test_attention_kernels import CASES, _mask
 from test_attention_kernels import FakeCupy as FusedFakeCupy
-from test_cupy_nn_kernels import _SHIM, compile_host
+from test_cupy_nn_kernels import _SHIM, compile_host, host_args
 
 import vtl
 from vtl.backends._common import gemm_attention as C
@@ -55,19 +55,7 @@ class _HostKernel:
     def __call__(self, grid, block, args):
         (gx,) = grid
         assert block == (self.block,) and 1 <= gx <= 2**31 - 1
-        conv = []
-        for a in args:
-            if isinstance(a, np.ndarray):
-                assert a.flags.c_contiguous or a.ndim == 4  # masks: strided views
-                conv.append(ctypes.c_void_p(a.ctypes.data))
-            elif type(a) is np.int32:
-                conv.append(ctypes.c_int(int(a)))
-            elif type(a) is np.int64:
-                conv.append(ctypes.c_longlong(int(a)))
-            else:
-                assert type(a) is self.dt.type, type(a)
-                conv.append((ctypes.c_float if self.dt == np.float32 else ctypes.c_double)(a))
-        self.fn(ctypes.c_uint(gx), *conv)
+        self.fn(ctypes.c_uint(gx), *host_args(args, self.dt, views=True))  # masks: views
 
 
 class FakeCupy:

@@ -22,7 +22,7 @@ import math
 import numpy as np
 import pytest
 from helpers import to_numpy, use_kernel
-from test_cupy_nn_kernels import _SHIM, compile_host
+from test_cupy_nn_kernels import _SHIM, compile_host, host_args
 
 import vtl
 from vtl.backends.cupy import optim as G
@@ -59,18 +59,7 @@ class _HostFunction:
     def __call__(self, grid, block, args):
         (gx,) = grid
         assert block == (G.NORM_BLOCK,) and 1 <= gx <= G.NORM_MAX_BLOCKS
-        conv = []
-        for a in args:
-            if isinstance(a, np.ndarray):
-                assert a.flags.c_contiguous
-                conv.append(ctypes.c_void_p(a.ctypes.data))
-            elif type(a) is np.int32:
-                conv.append(ctypes.c_int(int(a)))
-            elif type(a) is np.int64:
-                conv.append(ctypes.c_longlong(int(a)))
-            else:
-                assert type(a) is self.dt.type, type(a)
-                conv.append((ctypes.c_float if self.dt == np.float32 else ctypes.c_double)(a))
+        conv = host_args(args, self.dt)
         self.log.append(self.fn.__name__)
         self.fn(ctypes.c_uint(gx), *conv)
 
