@@ -22,13 +22,12 @@ from collections import defaultdict
 from enum import Enum
 from typing import Any
 
-import numpy as np
-
 from .. import backends as _backends
 from .. import capture as _capture
 from .._tensor import Tensor, _new
 from ..autograd.grad_mode import no_grad
 from ..backends import _dtypes
+from ..backends._common.amp import update_threshold
 
 __all__ = ["GradScaler"]
 
@@ -379,17 +378,6 @@ class GradScaler:
         return (f"GradScaler(init_scale={self._init_scale}, growth_factor="
                 f"{self._growth_factor}, backoff_factor={self._backoff_factor}, "
                 f"growth_interval={self._growth_interval}, enabled={self._enabled})")
-
-
-_F32_MAX = (2.0 - 2.0**-23) * 2.0**127
-
-
-def update_threshold(growth_factor: float) -> np.float32:
-    """The float32 scales below which ``scale * growth_factor`` is taken as finite: the
-    products from ``2**128 - 2**103`` on round to inf (compared without forming an
-    overflowing product), the bound rounded to float32 as a weak Python scalar would be."""
-    with np.errstate(over="ignore"):
-        return np.float32((_F32_MAX + 2.0**103) / growth_factor)
 
 
 def _update_scale(xp: Any, scale: Any, tracker: Any, found_inf: Any, growth_factor: float,

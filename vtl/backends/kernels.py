@@ -479,7 +479,7 @@ class AmpUpdateScaleKernel(Protocol):
     backoff_factor, growth_interval)`` updates the 0-d float32 ``scale`` and the 0-d int32
     ``tracker`` in place from the 0-d float32 ``found`` (positive after a step with inf/nan
     gradients), with the values of ``vtl.amp.grad_scaler._update_scale`` (float32
-    products; a grown scale only below ``update_threshold(growth_factor)``); returns
+    products; a grown scale only below ``_common.amp.update_threshold(growth_factor)``); returns
     ``False``, having done nothing, for arrays it does not take."""
 
     def __call__(self, scale: Any, tracker: Any, found: Any, growth_factor: float,

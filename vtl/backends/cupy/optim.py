@@ -29,6 +29,7 @@ import numpy as np
 
 from ...capture import hold
 from .._base import DynamicScalars
+from .._common.amp import update_threshold
 from ._codegen import CTYPES
 from .nn import FLOAT_NAMES, PRELUDE
 
@@ -472,8 +473,6 @@ class CupyAmpUpdateScale:
 
     def __call__(self, scale: Any, tracker: Any, found: Any, growth_factor: float,
                  backoff_factor: float, growth_interval: int) -> bool:
-        from ...amp.grad_scaler import update_threshold
-
         cp = self._cp
         arrays = (scale, tracker, found)
         if any(type(a) is not cp.ndarray or a.shape != () for a in arrays) \

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from .._base import DynamicScalars
+from .._common.amp import update_threshold
 from . import _dtypes as D
 from . import _kernels, _runtime
 from ._array import astype_raw, contiguous, copy_into, empty, words_for_scalar
@@ -608,19 +609,11 @@ def _overlap(arrays: list[tuple[Any, int]], norm: Any) -> bool:
     return False
 
 
-def _f32_bits(value: Any) -> int:
-    """The bits of ``value`` rounded to float32 (beyond its range: infinity)."""
-    with np.errstate(over="ignore"):
-        return int(np.asarray(value, dtype=np.float32).view(np.uint32))
-
-
 def amp_update_scale(scale: Any, tracker: Any, found: Any, growth_factor: float,
                      backoff_factor: float, growth_interval: int) -> bool:
     """``kernel("amp_update_scale")`` (see ``vtl.backends.kernels.AmpUpdateScaleKernel``):
     one dispatch of one invocation, where the array operations of the portable rule take
     about fifteen. ``False`` (nothing done) for arrays it does not take."""
-    from ...amp.grad_scaler import update_threshold
-
     arrays = (scale, tracker, found)
     if any(type(a) is not type(scale) or a.shape != () for a in arrays) \
             or (scale.dtype, tracker.dtype, found.dtype) != (D.float32, D.int32, D.float32) \
@@ -629,7 +622,8 @@ def amp_update_scale(scale: Any, tracker: Any, found: Any, growth_factor: float,
         return False
     kern = _kernels.kernel("amp_update_scale", "wwr", ())
     REC.dispatch(kern, (scale._st.buf, tracker._st.buf, found._st.buf),
-                 [scale._offset, tracker._offset, found._offset, _f32_bits(growth_factor),
-                  _f32_bits(backoff_factor), _f32_bits(update_threshold(growth_factor)),
+                 [scale._offset, tracker._offset, found._offset,
+                  *(words_for_scalar(v, D.float32)[0] for v in (
+                      growth_factor, backoff_factor, update_threshold(growth_factor))),
                   growth_interval & 0xFFFFFFFF], 1)
     return True
