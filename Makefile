@@ -40,9 +40,11 @@ mpi:
 		echo "mpi: no mpiexec and no apt-get; distributed tests will skip"; \
 	fi
 
-# The suite exercises the wgpu backend wherever a Vulkan driver exists (lavapipe in CI).
+# The suite exercises the wgpu backend wherever a Vulkan driver exists (lavapipe in CI), on
+# one worker process per core (pytest-xdist; PYTEST_WORKERS=0 runs them in this process).
+PYTEST_WORKERS ?= auto
 test: $(STAMP) vulkan
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal
 
 # `make demo` (BACKEND=numpy|cupy|wgpu): train an MLP on the bundled Digits, print the test
 # accuracy, write demo_out/digits.safetensors and demo_out/learning_curve.png.
