@@ -1,12 +1,17 @@
 """The cupy backend's cuDNN plumbing without a GPU (fakes for CuPy and the frontend): a
 handle per thread and device bound to the current stream, graphs built once per key with
-refusals remembered, and the direct launcher's fallback to the frontend's ``execute``."""
+refusals remembered, the direct launcher's fallback to the frontend's ``execute``, and the
+choice of a convolution's plan by timing (``vtl.backends.cudnn.benchmark``)."""
 
 from __future__ import annotations
 
 import threading
 
-from vtl.backends.cupy.cudnn import GraphCache, Handles, direct_launch
+import pytest
+
+import vtl
+from vtl.backends.cupy import cudnn as cupy_cudnn
+from vtl.backends.cupy.cudnn import GraphCache, Handles, direct_launch, fastest_plan
 
 
 class _Cupy:
@@ -93,3 +98,129 @@ def test_direct_launch_falls_back_where_the_frontend_lacks_its_entry_point():
 
     assert direct_launch(Old(), (1, 2, 3)) is None
     assert direct_launch(Newer(), (1, 2, 3)) is None
+
+
+class _Graph:
+    """A built frontend graph: ``plans`` of (seconds a run takes, or ``None`` where the plan
+    declines the graph; workspace bytes), the heuristics' first plan that builds selected."""
+
+    def __init__(self, plans):
+        self.plans = plans
+        self.selected = next(i for i, (t, _) in enumerate(plans) if t is not None)
+        self.runs: list[int] = []
+
+    def get_execution_plan_count(self):
+        return len(self.plans)
+
+    def build_plan_at_index(self, index):
+        if self.plans[index][0] is None:
+            raise RuntimeError("cudnnGraphNotSupportedError: declined")
+        self.selected = index
+
+    def get_workspace_size(self):
+        return self.plans[self.selected][1]
+
+    def execute(self, ptrs, workspace, handle=None):
+        assert (workspace is None) == (self.plans[self.selected][1] == 0)
+        self.runs.append(self.selected)
+
+
+def _timer(graph):
+    return lambda workspace: graph.plans[graph.selected][0]
+
+
+def test_the_fastest_plan_that_builds_and_fits_the_workspace_limit_is_selected():
+    g = _Graph([(None, 0), (3.0, 0), (None, 0), (2.0, 1 << 30), (1.5, 64), (1.0, 0), (9.0, 0)])
+    assert fastest_plan(g, _timer(g), limit=1 << 20) == 5 and g.selected == 5
+    g = _Graph([(None, 0), (2.0, 0), (1.0, 1 << 30)])  # the only faster one needs too much
+    assert fastest_plan(g, _timer(g), limit=1 << 20) == 1 and g.selected == 1
+
+
+def test_a_later_plan_must_beat_the_earlier_by_the_margin():
+    m = cupy_cudnn.TUNE_MARGIN
+    g = _Graph([(1.0, 0), (1.0 * (m + 0.01), 0), (1.0, 0)])  # near-equal: the heuristics' order
+    assert fastest_plan(g, _timer(g)) == 0 and g.selected == 0
+    g = _Graph([(1.0, 0), (1.0 * (m - 0.01), 0)])
+    assert fastest_plan(g, _timer(g)) == 1
+
+
+def test_no_plan_that_builds_leaves_the_selection_alone():
+    g = _Graph([(1.0, 1 << 40), (None, 0)])
+    assert fastest_plan(g, _timer(g), limit=1 << 20) is None and g.selected == 0
+
+
+class _Clock:
+    """CuPy's events, stream, pool and elapsed time, for :meth:`CudnnConv2d._tune`: an
+    event pair's elapsed time is that of the runs of the graph's plan between them."""
+
+    uint8 = "uint8"
+
+    def __init__(self, graph, capturing=False):
+        clock = self
+        self.graph, self.capturing, self.waits = graph, capturing, 0
+
+        class Event:
+            def record(self, stream=None):
+                self.mark = len(clock.graph.runs)
+
+            def synchronize(self):
+                clock.waits += 1
+
+        class Stream:
+            def is_capturing(self):
+                return clock.capturing
+
+        class cuda:  # noqa: N801 - mirrors cupy.cuda
+            @staticmethod
+            def get_current_stream():
+                return Stream()
+
+            @staticmethod
+            def get_elapsed_time(start, stop):
+                runs = clock.graph.runs[start.mark:stop.mark]
+                return 1e3 * sum(clock.graph.plans[i][0] for i in runs)
+
+        cuda.Event = Event
+        self.cuda = cuda
+
+    def empty(self, n, dtype=None):
+        return type("A", (), {"data": type("D", (), {"ptr": 0x1000})()})()
+
+
+class _Operand:
+    data = type("D", (), {"ptr": 0x2000})()
+
+
+def _tuner(graph, capturing=False):
+    conv = cupy_cudnn.CudnnConv2d.__new__(cupy_cudnn.CudnnConv2d)
+    conv.m = clock = _Clock(graph, capturing)
+    conv._handle = lambda: "handle"
+    conv._tune_lock = threading.Lock()
+    conv.tuned = 0
+    ta, tb, tout = (type("T", (), {"uid": u})() for u in (1, 2, 3))
+    return conv, clock, cupy_cudnn._Built(graph, ta, tb, tout)
+
+
+def test_a_convolution_plan_is_timed_once_on_its_first_call(monkeypatch):
+    monkeypatch.setattr(vtl.backends.cudnn, "benchmark", True)
+    g = _Graph([(None, 0), (3.0, 0), (1.0, 4096), (2.0, 0)])
+    conv, clock, built = _tuner(g)
+    assert built.ws == 0
+    conv._tune(built, _Operand(), _Operand(), _Operand())
+    assert built.tuned and g.selected == 2 and built.ws == 4096 and conv.tuned == 1
+    # each candidate ran once untimed and TUNE_RUNS times timed
+    assert clock.waits == 3 and len(g.runs) == 3 * (1 + cupy_cudnn.TUNE_RUNS)
+    conv._tune(built, _Operand(), _Operand(), _Operand())
+    assert clock.waits == 3 and conv.tuned == 1
+
+
+@pytest.mark.parametrize("why", ["benchmark off", "vtl.compile captures", "CUDA captures"])
+def test_no_timing_where_it_is_off_or_would_wait_in_a_capture(monkeypatch, why):
+    monkeypatch.setattr(vtl.backends.cudnn, "benchmark", why != "benchmark off")
+    if why == "vtl.compile captures":
+        monkeypatch.setattr(vtl.capture, "active", lambda: True)
+    g = _Graph([(None, 0), (3.0, 0), (1.0, 4096)])
+    conv, clock, built = _tuner(g, capturing=why == "CUDA captures")
+    conv._tune(built, _Operand(), _Operand(), _Operand())
+    assert built.tuned and g.selected == 1 and built.ws == 0  # the heuristics' plan, kept
+    assert clock.waits == 0 and g.runs == [] and conv.tuned == 0

@@ -150,8 +150,10 @@ def test_host_kernel_norm_and_clip(host_kernel, dt, p):
             np.testing.assert_allclose(a, b * coef, rtol=tol, atol=0)
 
 
-def test_host_kernel_many_blocks_is_deterministic(host_kernel):
-    # more elements than MAX_BLOCKS * BLOCK threads: each thread folds several
+def test_host_kernel_many_blocks_is_deterministic(host_kernel, monkeypatch):
+    # more elements than MAX_BLOCKS * BLOCK threads: each thread folds several (a grid of
+    # four blocks: the emulation runs the threads one after another)
+    monkeypatch.setattr(G, "NORM_MAX_BLOCKS", 4)
     arrays = [RNG.standard_normal(G.NORM_MAX_BLOCKS * G.NORM_BLOCK + 999).astype(np.float32),
               RNG.standard_normal(77).astype(np.float32)]
     a, b = host_kernel.norm(arrays, 2.0), host_kernel.norm(arrays, 2.0)

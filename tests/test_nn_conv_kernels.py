@@ -322,6 +322,42 @@ def test_cudnn_path_serves_and_equals_im2col(case):
         np.testing.assert_array_equal(a, r)  # deterministic engines
 
 
+@pytest.mark.parametrize("timed", [True, False])
+def test_cudnn_plans_chosen_by_timing_or_by_the_heuristics_equal_im2col(timed, monkeypatch):
+    """``vtl.backends.cudnn.benchmark``: on, a convolution's first call times the plans of
+    each of its graphs and keeps the fastest; off, the heuristics' first plan serves. Both
+    equal the im2col kernel, and a later call repeats the first bit for bit."""
+    if "cupy" not in vtl.backends.available_names():
+        pytest.skip("needs the cupy backend")
+    from vtl.backends.cupy.conv import CupyConv2d
+    from vtl.backends.cupy.cudnn import CudnnConv2d, load_cudnn
+
+    cudnn, why = load_cudnn()
+    if cudnn is None:
+        pytest.skip(f"cuDNN not available: {why}")
+    monkeypatch.setattr(vtl.backends.cudnn, "benchmark", timed)
+    be = vtl.backends.get("cupy")
+    saved = be._kernels["conv2d"]
+    xs, ws, bs = RNG.standard_normal((8, 16, 12, 12)), RNG.standard_normal((24, 16, 3, 3)), None
+    args = ((1, 1), (1, 1, 1, 1), (1, 1), 1)
+    v = RNG.standard_normal((8, 24, 12, 12))
+    try:
+        be._kernels["conv2d"] = fresh = CudnnConv2d(saved.m, cudnn, matmul=saved._mm)
+        first = _run(xs, ws, bs, args, np.float32, v, "cupy")
+        assert fresh.served == 3 and len(fresh._graphs) == 3, fresh.declined
+        assert all(b.tuned for b in fresh._graphs.values())
+        assert fresh.tuned == (3 if timed else 0)
+        again = _run(xs, ws, bs, args, np.float32, v, "cupy")
+        assert fresh.tuned == (3 if timed else 0)
+        be._kernels["conv2d"] = CupyConv2d(saved.m, matmul=saved._mm)
+        ref = _run(xs, ws, bs, args, np.float32, v, "cupy")
+    finally:
+        be._kernels["conv2d"] = saved
+    for a, b, r in zip(first, again, ref, strict=True):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(a, r, rtol=2e-5, atol=2e-5)
+
+
 @pytest.mark.parametrize("case", [c for c in CASES if c[5] == 1])
 def test_cudnn_direct_launch_equals_frontend_execute(case):
     """The cuDNN graphs launch through the frontend's pointer-array entry point where it has
@@ -343,13 +379,16 @@ def test_cudnn_direct_launch_equals_frontend_execute(case):
     graphs = dict(kern._graphs)
     assert graphs, kern.declined
     for built in graphs.values():
-        if hasattr(built[0]._lowered_graph, "_execute_with_raw_ptrs"):
-            assert built[5] is not None  # this frontend has the entry point: it is used
-    kern._graphs.update({k: (*b[:5], None) for k, b in graphs.items()})
+        if hasattr(built.graph._lowered_graph, "_execute_with_raw_ptrs"):
+            assert built.direct is not None  # this frontend has the entry point: it is used
+    launchers = {k: b.direct for k, b in graphs.items()}
+    for b in graphs.values():
+        b.direct = None
     try:
         public = _run(xs, ws, bs, args, np.float32, v, "cupy")
     finally:
-        kern._graphs.update(graphs)
+        for k, b in graphs.items():
+            b.direct = launchers[k]
     for a, r in zip(direct, public, strict=True):
         np.testing.assert_array_equal(a, r)
 

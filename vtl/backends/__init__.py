@@ -246,6 +246,8 @@ def backend_of_native(obj: Any) -> Backend | None:
     return None
 
 
+from . import cudnn  # noqa: E402 - settings that read the registry above when called
+
 __all__ = [
     "Backend",
     "Capture",
@@ -253,6 +255,7 @@ __all__ = [
     "DynamicScalars",
     "available",
     "available_names",
+    "cudnn",
     "default_device",
     "get",
     "get_backend",

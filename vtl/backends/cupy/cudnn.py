@@ -6,6 +6,9 @@ on the NCHW arrays, with no patch matrix in memory.
   and keeps it; a call sets the thread's handle to CuPy's current stream, takes a
   workspace from CuPy's pool and executes (no host synchronisation, so steps stay
   sync-free and CUDA-graph capture works).
+* Engines: with ``vtl.backends.cudnn.benchmark`` on (the default), the first call of a
+  graph times every plan that qualifies and keeps the fastest (:func:`fastest_plan`);
+  otherwise the first plan of cuDNN's heuristics that builds serves.
 * Numerics: engines that round float32 inputs down (TF32: down-converting or tensor-core
   engines) are excluded unless
   ``vtl.set_float32_matmul_precision`` allows it where that setting exists, and
@@ -36,7 +39,8 @@ from ._batch_norm import channel_sums
 from .conv import CupyConv2d
 from .nn import _Kernels
 
-__all__ = ["CudnnConv2d", "GraphCache", "Handles", "c_strides", "direct_launch", "load_cudnn"]
+__all__ = ["CudnnConv2d", "GraphCache", "Handles", "c_strides", "direct_launch", "fastest_plan",
+           "load_cudnn"]
 
 
 def load_cudnn() -> tuple[Any, str | None]:
@@ -151,6 +155,76 @@ def direct_launch(graph: Any, uids: tuple[int, ...]) -> Any:
     return direct
 
 
+#: plans asking for more workspace than this are not timed (FFT engines can ask for
+#: hundreds of MiB, and are not the fast ones where they do)
+TUNE_WORKSPACE = 256 << 20
+#: timed runs of each plan, after one untimed run
+TUNE_RUNS = 3
+#: a later plan of the heuristics' ranking serves only if it is faster than this fraction of
+#: the best time so far (timing noise does not flip the choice between near-equal plans)
+TUNE_MARGIN = 0.97
+
+
+def fastest_plan(graph: Any, measure: Any, limit: int = TUNE_WORKSPACE) -> int | None:
+    """Select the fastest plan of a cuDNN graph whose ranked plans are created.
+
+    Each plan that builds and needs at most ``limit`` workspace bytes is selected in turn
+    and timed by ``measure(workspace bytes)`` (seconds, of the graph's selected plan); the
+    fastest is left selected (an earlier one in the heuristics' order unless a later one
+    is faster than :data:`TUNE_MARGIN` of it).
+
+    Args:
+        graph: A frontend ``pygraph`` after ``create_execution_plans``/``check_support``.
+        measure: ``measure(workspace_bytes) -> seconds`` for the selected plan.
+        limit: The most workspace bytes a timed plan may need.
+
+    Returns:
+        The selected plan's index, or ``None`` if no plan built (the selection is then
+        unchanged).
+    """
+    best: tuple[float, int] | None = None
+    for index in range(graph.get_execution_plan_count()):
+        try:
+            graph.build_plan_at_index(index)
+            workspace = int(graph.get_workspace_size())
+        except Exception:  # noqa: BLE001 - the plan declines this graph: not a candidate
+            continue
+        if workspace > limit:
+            continue
+        seconds = measure(workspace)
+        if best is None or seconds < best[0] * TUNE_MARGIN:
+            best = (seconds, index)
+    if best is None:
+        return None
+    graph.build_plan_at_index(best[1])
+    return best[1]
+
+
+def _capturing(stream: Any) -> bool:
+    """Whether CUDA captures ``stream``'s work (a wait for the device would break it)."""
+    try:
+        return bool(stream.is_capturing())
+    except Exception:  # noqa: BLE001 - cannot tell: do not wait
+        return True
+
+
+class _Built:
+    """A built graph of one convolution geometry, its operand tensors, the workspace its
+    selected plan needs and the launcher; ``tuned`` once its plan is final."""
+
+    __slots__ = ("graph", "ta", "tb", "tout", "ws", "direct", "tuned")
+
+    def __init__(self, graph: Any, ta: Any, tb: Any, tout: Any) -> None:
+        self.graph, self.ta, self.tb, self.tout = graph, ta, tb, tout
+        self.tuned = False
+        self.select()
+
+    def select(self) -> None:
+        """Take the graph's selected plan's workspace size and launcher."""
+        self.ws = self.graph.get_workspace_size()
+        self.direct = direct_launch(self.graph, (self.ta.uid, self.tb.uid, self.tout.uid))
+
+
 class CudnnConv2d(CupyConv2d):
     """:class:`CupyConv2d` with forward and both gradients of ungrouped float32, float16
     and bfloat16 convolutions done by cuDNN (float64 runs the im2col path, as do the 16-bit
@@ -168,6 +242,8 @@ class CudnnConv2d(CupyConv2d):
         self.declined = self._cache.declined  # graph key -> why cuDNN did not serve it
         self._sum_kernels = _Kernels(cupy)  # the bias gradient's channel sums
         self.served = 0  # calls cuDNN executed (for tests and `vtl info`)
+        self.tuned = 0  # graphs whose plan was chosen by timing
+        self._tune_lock = threading.Lock()
 
     # -- cuDNN plumbing ------------------------------------------------------------------
     def _handle(self) -> Any:
@@ -186,7 +262,7 @@ class CudnnConv2d(CupyConv2d):
         """The built graph for ``key`` (``None`` if cuDNN has no engine for it)."""
         return self._cache.get(key, self._build)
 
-    def _build(self, key: tuple) -> tuple:
+    def _build(self, key: tuple) -> _Built:
         cudnn = self._cudnn
         op, dtype, x_shape, w_shape, y_shape, pad, stride, dil, tf32, _device = key
         low = dtype in _LOW
@@ -225,20 +301,53 @@ class CudnnConv2d(CupyConv2d):
         graph.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
         graph.check_support()
         graph.build_plans()
-        return (graph, a, b, out, graph.get_workspace_size(),
-                direct_launch(graph, (a.uid, b.uid, out.uid)))
+        return _Built(graph, a, b, out)
 
-    def _run(self, built: tuple, a: Any, b: Any, out: Any) -> Any:
-        graph, ta, tb, tout, ws, direct = built
+    def _tune(self, built: _Built, a: Any, b: Any, out: Any) -> None:
+        """Settle ``built``'s plan on its first call: the fastest on these operands where
+        ``vtl.backends.cudnn.benchmark`` is on and no capture is under way."""
+        from ... import capture
+        from .. import cudnn as settings
+
+        with self._tune_lock:
+            if built.tuned:
+                return
+            m = self.m
+            stream = m.cuda.get_current_stream()
+            if settings.benchmark and not capture.active() and not _capturing(stream):
+                handle = self._handle()
+                start, stop = m.cuda.Event(), m.cuda.Event()
+                ptrs = {built.ta: a.data.ptr, built.tb: b.data.ptr, built.tout: out.data.ptr}
+
+                def measure(workspace: int) -> float:
+                    work = m.empty(workspace, dtype=m.uint8) if workspace else None
+                    ptr = None if work is None else work.data.ptr
+                    built.graph.execute(ptrs, ptr, handle=handle)
+                    start.record(stream)
+                    for _ in range(TUNE_RUNS):
+                        built.graph.execute(ptrs, ptr, handle=handle)
+                    stop.record(stream)
+                    stop.synchronize()
+                    return m.cuda.get_elapsed_time(start, stop) / 1e3
+
+                if fastest_plan(built.graph, measure) is not None:
+                    built.select()
+                    self.tuned += 1
+            built.tuned = True
+
+    def _run(self, built: _Built, a: Any, b: Any, out: Any) -> Any:
+        if not built.tuned:
+            self._tune(built, a, b, out)
         # from CuPy's pool (the capture's pool while vtl.compile captures), held to the launch
+        ws = built.ws
         work = self.m.empty(ws, dtype=self.m.uint8) if ws else None
         ptr = 0 if work is None else work.data.ptr
         handle = self._handle()
-        if direct is not None:
-            direct(handle, (a.data.ptr, b.data.ptr, out.data.ptr), ptr)
+        if built.direct is not None:
+            built.direct(handle, (a.data.ptr, b.data.ptr, out.data.ptr), ptr)
         else:  # device pointers, not arrays: the frontend skips a DLPack export per operand
-            graph.execute({ta: a.data.ptr, tb: b.data.ptr, tout: out.data.ptr},
-                          ptr or None, handle=handle)
+            built.graph.execute({built.ta: a.data.ptr, built.tb: b.data.ptr,
+                                 built.tout: out.data.ptr}, ptr or None, handle=handle)
         self.served += 1
         return out
 
