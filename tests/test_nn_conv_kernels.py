@@ -339,7 +339,7 @@ def test_cudnn_plans_chosen_by_timing_or_by_the_heuristics_equal_im2col(timed, m
     be = vtl.backends.get("cupy")
     saved = be._kernels["conv2d"]
     xs, ws, bs = RNG.standard_normal((8, 16, 12, 12)), RNG.standard_normal((24, 16, 3, 3)), None
-    args = ((1, 1), (1, 1, 1, 1), (1, 1), 1)
+    args = (1, 1, 1, 1)  # stride, padding, dilation, groups
     v = RNG.standard_normal((8, 24, 12, 12))
     try:
         be._kernels["conv2d"] = fresh = CudnnConv2d(saved.m, cudnn, matmul=saved._mm)
