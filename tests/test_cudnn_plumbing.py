@@ -108,6 +108,7 @@ class _Graph:
         self.plans = plans
         self.selected = next(i for i, (t, _) in enumerate(plans) if t is not None)
         self.runs: list[int] = []
+        self.wrong: set[int] = set()  # plans whose results differ from the first's
 
     def get_execution_plan_count(self):
         return len(self.plans)
@@ -126,7 +127,8 @@ class _Graph:
 
 
 def _timer(graph):
-    return lambda workspace: graph.plans[graph.selected][0]
+    return lambda workspace: None if graph.selected in graph.wrong else \
+        graph.plans[graph.selected][0]
 
 
 def test_the_fastest_plan_that_builds_and_fits_the_workspace_limit_is_selected():
@@ -144,9 +146,18 @@ def test_a_later_plan_must_beat_the_earlier_by_the_margin():
     assert fastest_plan(g, _timer(g)) == 1
 
 
-def test_no_plan_that_builds_leaves_the_selection_alone():
-    g = _Graph([(1.0, 1 << 40), (None, 0)])
-    assert fastest_plan(g, _timer(g), limit=1 << 20) is None and g.selected == 0
+def test_a_plan_whose_result_is_wrong_is_never_chosen():
+    g = _Graph([(None, 0), (3.0, 0), (1.0, 0), (2.0, 0)])
+    g.wrong = {2}
+    assert fastest_plan(g, _timer(g)) == 3 and g.selected == 3
+
+
+def test_no_plan_qualifying_selects_the_heuristics_plan_again():
+    g = _Graph([(None, 0), (1.0, 1 << 40), (None, 0), (2.0, 1 << 40)])
+    assert fastest_plan(g, _timer(g), limit=1 << 20) is None and g.selected == 1
+    g = _Graph([(1.0, 0), (2.0, 0)])
+    g.wrong = {0, 1}
+    assert fastest_plan(g, _timer(g)) is None and g.selected == 0
 
 
 class _Clock:
@@ -189,11 +200,16 @@ class _Clock:
 
 class _Operand:
     data = type("D", (), {"ptr": 0x2000})()
+    dtype = "float32"
 
 
 def _tuner(graph, capturing=False, timeable=True):
     conv = cupy_cudnn.CudnnConv2d.__new__(cupy_cudnn.CudnnConv2d)
     conv.m = clock = _Clock(graph, capturing)
+    conv._scratch = lambda x, seed: x
+    conv._reference = lambda built, ptrs, handle, out: (graph.runs.append(graph.selected)
+                                                         or ("ref", 1.0))
+    conv._deviation = lambda out, ref: 1.0 if graph.runs[-1] in graph.wrong else 0.0
     conv._handle = lambda: "handle"
     conv._tune_lock = threading.Lock()
     conv.tuned = 0
@@ -208,10 +224,20 @@ def test_a_convolution_plan_is_timed_once_on_its_first_call(monkeypatch):
     assert built.ws == 0
     conv._tune(built, _Operand(), _Operand(), _Operand())
     assert built.tuned and g.selected == 2 and built.ws == 4096 and conv.tuned == 1
-    # each candidate ran once untimed and TUNE_RUNS times timed
-    assert clock.waits == 3 and len(g.runs) == 3 * (1 + cupy_cudnn.TUNE_RUNS)
+    # the heuristics' plan once for the reference, then each candidate once untimed and
+    # TUNE_RUNS times timed
+    assert clock.waits == 3 and len(g.runs) == 1 + 3 * (1 + cupy_cudnn.TUNE_RUNS)
     conv._tune(built, _Operand(), _Operand(), _Operand())
     assert clock.waits == 3 and conv.tuned == 1
+
+
+def test_a_faster_plan_that_computes_something_else_is_not_taken(monkeypatch):
+    monkeypatch.setattr(vtl.backends.cudnn, "benchmark", True)
+    g = _Graph([(None, 0), (3.0, 0), (1.0, 4096), (2.0, 0)])
+    g.wrong = {2}
+    conv, clock, built = _tuner(g)
+    conv._tune(built, _Operand(), _Operand(), _Operand())
+    assert built.tuned and g.selected == 3 and conv.tuned == 1
 
 
 @pytest.mark.parametrize("why", ["benchmark off", "vtl.compile captures", "CUDA captures",

@@ -162,6 +162,10 @@ def direct_launch(graph: Any, uids: tuple[int, ...]) -> Any:
 TUNE_WORKSPACE = 256 << 20
 #: timed runs of each plan, after one untimed run
 TUNE_RUNS = 3
+#: the largest deviation from the heuristics' plan a timed plan's result may show on random
+#: operands, as a fraction of the result's largest magnitude (correct algorithms differ by
+#: rounding, far less; a plan that computes something else, by the order of the values)
+TUNE_TOLERANCE = {"float32": 1e-3, "float16": 1e-2, "bfloat16": 3e-2}
 #: a later plan of the heuristics' ranking serves only if it is faster than this fraction of
 #: the best time so far (timing noise does not flip the choice between near-equal plans)
 TUNE_MARGIN = 0.97
@@ -171,32 +175,39 @@ def fastest_plan(graph: Any, measure: Any, limit: int = TUNE_WORKSPACE) -> int |
     """Select the fastest plan of a cuDNN graph whose ranked plans are created.
 
     Each plan that builds and needs at most ``limit`` workspace bytes is selected in turn
-    and timed by ``measure(workspace bytes)`` (seconds, of the graph's selected plan); the
-    fastest is left selected (an earlier one in the heuristics' order unless a later one
-    is faster than :data:`TUNE_MARGIN` of it).
+    and timed by ``measure(workspace bytes)`` (seconds, of the graph's selected plan, or
+    ``None`` if its result is wrong); the fastest is left selected (an earlier one in the
+    heuristics' order unless a later one is faster than :data:`TUNE_MARGIN` of it).
 
     Args:
         graph: A frontend ``pygraph`` after ``create_execution_plans``/``check_support``.
-        measure: ``measure(workspace_bytes) -> seconds`` for the selected plan.
+        measure: ``measure(workspace_bytes) -> seconds | None`` for the selected plan.
         limit: The most workspace bytes a timed plan may need.
 
     Returns:
-        The selected plan's index, or ``None`` if no plan built (the selection is then
-        unchanged).
+        The selected plan's index, or ``None`` if no plan qualified (the first plan that
+        builds, the heuristics' choice, is then selected again).
     """
     best: tuple[float, int] | None = None
+    first = None
     for index in range(graph.get_execution_plan_count()):
         try:
             graph.build_plan_at_index(index)
             workspace = int(graph.get_workspace_size())
         except Exception:  # noqa: BLE001 - the plan declines this graph: not a candidate
             continue
+        if first is None:
+            first = index
         if workspace > limit:
             continue
         seconds = measure(workspace)
+        if seconds is None:
+            continue
         if best is None or seconds < best[0] * TUNE_MARGIN:
             best = (seconds, index)
     if best is None:
+        if first is not None:
+            graph.build_plan_at_index(first)
         return None
     graph.build_plan_at_index(best[1])
     return best[1]
@@ -312,8 +323,10 @@ class CudnnConv2d(CupyConv2d):
         return _Built(graph, a, b, out, timeable=symmetric)
 
     def _tune(self, built: _Built, a: Any, b: Any, out: Any) -> None:
-        """Settle ``built``'s plan on its first call: the fastest on these operands where
-        ``vtl.backends.cudnn.benchmark`` is on and no capture is under way."""
+        """Settle ``built``'s plan on its first call: where ``vtl.backends.cudnn.benchmark``
+        is on and no capture is under way, the fastest plan on random operands of the
+        call's shapes among those whose result there agrees with the heuristics' plan
+        (within :data:`TUNE_TOLERANCE` of the result's largest magnitude)."""
         from ... import capture
         from .. import cudnn as settings
 
@@ -325,24 +338,52 @@ class CudnnConv2d(CupyConv2d):
             if built.timeable and settings.benchmark and not capture.active() \
                     and not _capturing(stream):
                 handle = self._handle()
-                start, stop = m.cuda.Event(), m.cuda.Event()
-                ptrs = {built.ta: a.data.ptr, built.tb: b.data.ptr, built.tout: out.data.ptr}
+                sa, sb = self._scratch(a, 1), self._scratch(b, 2)
+                ptrs = {built.ta: sa.data.ptr, built.tb: sb.data.ptr, built.tout: out.data.ptr}
+                ref = self._reference(built, ptrs, handle, out)
+                if ref is not None:
+                    tol = TUNE_TOLERANCE.get(np.dtype(out.dtype).name, 1e-3) * ref[1]
+                    start, stop = m.cuda.Event(), m.cuda.Event()
 
-                def measure(workspace: int) -> float:
-                    work = m.empty(workspace, dtype=m.uint8) if workspace else None
-                    ptr = None if work is None else work.data.ptr
-                    built.graph.execute(ptrs, ptr, handle=handle)
-                    start.record(stream)
-                    for _ in range(TUNE_RUNS):
+                    def measure(workspace: int) -> float | None:
+                        work = m.empty(workspace, dtype=m.uint8) if workspace else None
+                        ptr = None if work is None else work.data.ptr
                         built.graph.execute(ptrs, ptr, handle=handle)
-                    stop.record(stream)
-                    stop.synchronize()
-                    return m.cuda.get_elapsed_time(start, stop) / 1e3
+                        start.record(stream)
+                        for _ in range(TUNE_RUNS):
+                            built.graph.execute(ptrs, ptr, handle=handle)
+                        stop.record(stream)
+                        stop.synchronize()
+                        if not self._deviation(out, ref[0]) <= tol:
+                            return None  # a plan that computes something else
+                        return m.cuda.get_elapsed_time(start, stop) / 1e3
 
-                if fastest_plan(built.graph, measure) is not None:
-                    built.select()
-                    self.tuned += 1
+                    if fastest_plan(built.graph, measure) is not None:
+                        built.select()
+                        self.tuned += 1
             built.tuned = True
+
+    def _scratch(self, x: Any, seed: int) -> Any:
+        """Standard normal values of ``x``'s shape and dtype (a generator of its own)."""
+        m = self.m
+        return m.random.RandomState(seed).standard_normal(x.shape, dtype=_F32).astype(x.dtype)
+
+    def _reference(self, built: _Built, ptrs: dict, handle: Any, out: Any
+                   ) -> tuple[Any, float] | None:
+        """The selected plan's result on ``ptrs`` in float32 and its largest magnitude, or
+        ``None`` where that is not a finite, non-zero number (nothing to check against)."""
+        m = self.m
+        work = m.empty(built.ws, dtype=m.uint8) if built.ws else None
+        built.graph.execute(ptrs, None if work is None else work.data.ptr, handle=handle)
+        ref = out.astype(_F32)
+        scale = float(m.abs(ref).max())
+        return (ref, scale) if np.isfinite(scale) and scale > 0 else None
+
+    def _deviation(self, out: Any, ref: Any) -> float:
+        """The largest absolute difference between ``out`` and ``ref`` (nan counts as
+        infinite)."""
+        d = float(self.m.abs(out.astype(_F32) - ref).max())
+        return d if np.isfinite(d) else float("inf")
 
     def _run(self, built: _Built, a: Any, b: Any, out: Any) -> Any:
         if not built.tuned:
