@@ -55,6 +55,7 @@ _SHIM = r"""
 using std::isfinite;
 using std::isnan;
 struct vtl_dim3 { unsigned x, y, z; };
+struct alignas(16) float4 { float x, y, z, w; };
 static thread_local vtl_dim3 threadIdx, blockIdx;
 static vtl_dim3 blockDim, gridDim;
 static std::barrier<>* vtl_block_bar;
@@ -128,7 +129,8 @@ _SCALAR = {"const long long": (np.int64, ctypes.c_longlong), "const int": (np.in
 _CSCALAR = {np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double}
 #: the variants compiled for the host: (spec, float type, target type)
 _VARIANTS = [(s, c, "int") for s in (K.BIAS_ADD, K.COL_SUM, K.COL_SUM_FINISH, K.RELU_BACKWARD)
-             for c in _FLOAT] + [
+             for c in _FLOAT] + [(K.RELU_BACKWARD4, "float", "int"),
+                                 (K.CHANNEL_BIAS4, "float", "int")] + [
     (s, c, tc) for s in (K.CROSS_ENTROPY, K.CROSS_ENTROPY_GRAD)
     for c, tc in (("float", "long long"), ("double", "long long"), ("float", "unsigned char"),
                   ("double", "int"))]
@@ -235,7 +237,7 @@ class _HostKernel:
             if ptype.endswith("*") or "* " in ptype:
                 base = ptype.replace("const ", "").split("*")[0].strip()
                 want = {"T": self.dt, "A": self.adt, "TI": self.tdt, "long long": np.int64,
-                        "double": np.float64}[base]
+                        "double": np.float64, "float": np.float32, "float4": np.float32}[base]
                 assert isinstance(a, np.ndarray) and a.dtype == want, (pname, a)
                 conv.append(ctypes.c_void_p(a.ctypes.data))
             elif ptype == "const A":
@@ -435,17 +437,19 @@ def test_linear_grad_weight_declines(host):
 # -- relu backward -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
-@pytest.mark.parametrize("n", [1, 7, 300])
-def test_relu_backward_on_the_host(host, dt, n):
+@pytest.mark.parametrize(("n", "offset"), [(1, 0), (7, 0), (300, 0), (300, 1), (1028, 0)])
+def test_relu_backward_on_the_host(host, dt, n, offset):
     cp, nnk, _ = host
     rng = np.random.default_rng(n)
-    x = rng.standard_normal(n).astype(dt)
+    x = rng.standard_normal(n + offset).astype(dt)[offset:]  # offset: not 16-byte aligned
     special = [0.0, -0.0, np.nan, np.inf, -np.inf, 1e-40]
     x[: min(n, 6)] = special[: min(n, 6)]
+    x[-min(n, 6):] = special[: min(n, 6)]  # in the last float4 too
     g = rng.standard_normal(n).astype(dt)
     cp.log.clear()
     got = nnk.relu_backward(x.reshape(1, n), g.reshape(1, n))
-    assert cp.log == ["vtl_relu_backward"]
+    vec = dt == np.float32 and n % 4 == 0 and offset == 0
+    assert cp.log == ["vtl_relu_backward4" if vec else "vtl_relu_backward"]
     want = np.where(x <= 0, 0, g)  # nan in x passes g through, as the portable path
     np.testing.assert_array_equal(got, want.reshape(1, n))
     assert not np.signbit(got.reshape(n)[x <= 0]).any()  # +0.0 where x <= 0 (also -0.0)
@@ -453,6 +457,30 @@ def test_relu_backward_on_the_host(host, dt, n):
         is None
     assert nnk.relu_backward(x.reshape(1, n), g) is None  # shapes differ
     assert nnk.relu_backward(np.ones(3, np.int32), np.ones(3, np.int32)) is None
+
+
+# -- a convolution's bias ------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("shape", "offset", "runs"), [
+    ((2, 3, 4, 4), 0, True), ((1, 5, 2, 2, 3), 0, True), ((3, 7, 8), 0, True),
+    ((2, 3, 3, 3), 0, False),  # 9 elements per channel: not whole float4s
+    ((2, 3, 4, 4), 1, False),  # not 16-byte aligned
+])
+def test_channel_bias_on_the_host(host, shape, offset, runs):
+    cp, _, _ = host
+    rng = np.random.default_rng(len(shape))
+    n = int(np.prod(shape))
+    y = rng.standard_normal(n + offset).astype(np.float32)[offset:].reshape(shape)
+    b = rng.standard_normal(shape[1]).astype(np.float32)
+    want = y + b.reshape((1, -1) + (1,) * (len(shape) - 2))
+    cp.log.clear()
+    assert K.channel_bias_(K._Kernels(cp), y, b) is runs
+    if runs:
+        assert cp.log == ["vtl_channel_bias4"]
+        np.testing.assert_array_equal(y, want)
+    else:
+        assert cp.log == []
+    assert not K.channel_bias_(K._Kernels(cp), y.astype(np.float64), b.astype(np.float64))
 
 
 # -- cross-entropy -----------------------------------------------------------------------------

@@ -39,7 +39,7 @@ import numpy as np
 
 from ._batch_norm import channel_sums
 from .conv import CupyConv2d
-from .nn import _Kernels
+from .nn import _Kernels, channel_bias_
 
 __all__ = ["CudnnConv2d", "GraphCache", "Handles", "c_strides", "direct_launch", "fastest_plan",
            "load_cudnn"]
@@ -463,7 +463,7 @@ class CudnnConv2d(CupyConv2d):
         if b is not None:
             if low:  # in float32, rounded once
                 y = (y.astype(_F32) + b.astype(_F32).reshape(1, o, 1, 1)).astype(x.dtype)
-            else:
+            elif not channel_bias_(self._sum_kernels, y, b):
                 y += b.reshape(1, o, 1, 1)
         return y, ("cudnn", x)
 

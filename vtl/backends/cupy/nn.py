@@ -21,7 +21,7 @@ float32. For float32 and float64 the two are the identity.
   in-place bias add;
 * ``linear_grad_weight``: ``g.T @ x`` (one gemm) and the bias gradient ``sum(g, axis=0)``
   (one column-sum kernel, summed in a fixed order: deterministic);
-* ``relu_backward``: ``where(x <= 0, 0, g)`` in one launch;
+* ``relu_backward``: ``where(x <= 0, 0, g)`` in one launch (float32 four elements a thread);
 * ``cross_entropy``: log-softmax, the picked log probability, the ignore mask and the
   sum/mean in ONE launch (one warp per row; the rows and the reduction in one block up to
   ``CE_ONE_BLOCK`` logits and ``CE_ONE_BLOCK_ROWS`` rows, above that a second one-block
@@ -278,6 +278,82 @@ RELU_BACKWARD = Spec("vtl_relu_backward", (
     out[i] = vtl_ld(x[i]) <= (A)0 ? (T)0 : g[i];
   }
 """)
+
+#: :data:`RELU_BACKWARD` four floats at a time (float32, ``n4 = n / 4``, 16-byte aligned
+#: operands): a vector load moves four times the bytes per thread, which a memory-bound
+#: kernel needs to approach the device's bandwidth
+RELU_BACKWARD4 = Spec("vtl_relu_backward4", (
+    ("const float4* __restrict__", "x"), ("const float4* __restrict__", "g"),
+    ("float4* __restrict__", "out"), ("const long long", "n4")), r"""
+  const long long stride = (long long)blockDim.x * gridDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += stride) {
+    const float4 a = x[i], b = g[i];
+    float4 o;
+    o.x = a.x <= 0.f ? 0.f : b.x;
+    o.y = a.y <= 0.f ? 0.f : b.y;
+    o.z = a.z <= 0.f ? 0.f : b.z;
+    o.w = a.w <= 0.f ? 0.f : b.w;
+    out[i] = o;
+  }
+""")
+
+
+#: ``out[n, c, p] += b[c]`` over a contiguous float32 ``out`` of ``n4 * 4`` elements, ``C``
+#: channels of ``P4 * 4`` elements each (``P4 * C * N < 2**31``): four elements a thread,
+#: the channel by one 32-bit division per four
+CHANNEL_BIAS4 = Spec("vtl_channel_bias4", (
+    ("float4* __restrict__", "out"), ("const float* __restrict__", "b"), ("const int", "P4"),
+    ("const int", "C"), ("const long long", "n4")), r"""
+  const long long stride = (long long)blockDim.x * gridDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += stride) {
+    const float bv = b[((unsigned)i / (unsigned)P4) % (unsigned)C];
+    float4 v = out[i];
+    v.x += bv;
+    v.y += bv;
+    v.z += bv;
+    v.w += bv;
+    out[i] = v;
+  }
+""")
+
+
+def channel_bias_(kernels: Any, y: Any, b: Any) -> bool:
+    """``y += b.reshape(1, C, 1, ...)`` for a contiguous float32 ``y`` of shape ``(N, C,
+    ...)`` through :data:`CHANNEL_BIAS4` where it applies (whole float4 per channel run,
+    aligned, fewer than 2**31 elements); ``False`` where it does not (nothing done).
+
+    Args:
+        kernels: The :class:`_Kernels` that compiles it.
+        y: The output, updated in place.
+        b: The ``(C,)`` bias.
+
+    Returns:
+        Whether the kernel ran.
+    """
+    c = y.shape[1] if y.ndim >= 2 else 0
+    per = y.size // (y.shape[0] * c) if c and y.shape[0] else 0
+    if not (per and per % 4 == 0 and y.size < 2**31 and y.flags.c_contiguous
+            and b.shape == (c,) and b.dtype == y.dtype and b.flags.c_contiguous
+            and vector4(y)):
+        return False
+    n4 = y.size // 4
+    kernels.get(CHANNEL_BIAS4, y.dtype)((_blocks(n4),), (256,),
+                                        (y, b, np.int32(per // 4), np.int32(c), _I64(n4)))
+    return True
+
+
+def vector4(*arrays: Any) -> bool:
+    """Whether contiguous float32 ``arrays`` of one size can be read as ``float4``: a size
+    divisible by four and 16-byte aligned data (CuPy's pool aligns allocations; a view
+    may start anywhere)."""
+    for a in arrays:
+        if a.dtype != np.float32 or a.size % 4:
+            return False
+        data = a.data
+        if (data.ptr if hasattr(data, "ptr") else a.ctypes.data) % 16:
+            return False
+    return True
+
 
 _CE_PARAMS = (
     ("const T* __restrict__", "x"), ("const TI* __restrict__", "t"),
@@ -788,7 +864,11 @@ class CupyNN:
             if x.flags.c_contiguous and g.flags.c_contiguous:
                 out = cp.empty(shape, dtype=x.dtype)
                 n = x.size
-                if n:
+                if n and vector4(x, g, out):
+                    self._k.get(RELU_BACKWARD4, x.dtype)((_blocks(n // 4),), (256,),
+                                                         (x, g, out, _I64(n // 4)))
+                    self.launches += 1
+                elif n:
                     self._k.get(RELU_BACKWARD, x.dtype)((_blocks(n),), (256,),
                                                         (x, g, out, _I64(n)))
                     self.launches += 1
