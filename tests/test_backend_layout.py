@@ -80,7 +80,7 @@ def test_importing_vtl_imports_no_backend_runtime():
 
 
 def test_every_kernel_name_has_a_contract_with_a_docstring():
-    assert len(K.KERNELS) == 23
+    assert len(K.KERNELS) == 24
     for name, contract in K.KERNELS.items():
         assert contract.__doc__ and f'"{name}"' in contract.__doc__, name
         assert K._methods(contract), name

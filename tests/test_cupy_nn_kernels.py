@@ -130,7 +130,7 @@ _CSCALAR = {np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c
 #: the variants compiled for the host: (spec, float type, target type)
 _VARIANTS = [(s, c, "int") for s in (K.BIAS_ADD, K.COL_SUM, K.COL_SUM_FINISH, K.RELU_BACKWARD)
              for c in _FLOAT] + [(K.RELU_BACKWARD4, "float", "int"),
-                                 (K.CHANNEL_BIAS4, "float", "int")] + [
+                                 (K.CHANNEL_BIAS4, "float", "int"), (K.RELU4, "float", "int")] + [
     (s, c, tc) for s in (K.CROSS_ENTROPY, K.CROSS_ENTROPY_GRAD)
     for c, tc in (("float", "long long"), ("double", "long long"), ("float", "unsigned char"),
                   ("double", "int"))]
@@ -457,6 +457,24 @@ def test_relu_backward_on_the_host(host, dt, n, offset):
         is None
     assert nnk.relu_backward(x.reshape(1, n), g) is None  # shapes differ
     assert nnk.relu_backward(np.ones(3, np.int32), np.ones(3, np.int32)) is None
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize(("n", "offset"), [(8, 0), (300, 0), (300, 1), (7, 0), (1028, 0)])
+def test_relu_on_the_host(host, dt, n, offset):
+    cp, nnk, _ = host
+    x = np.random.default_rng(n).standard_normal(n + offset).astype(dt)[offset:]
+    special = [0.0, -0.0, np.nan, np.inf, -np.inf, 1e-40, -1e-40]
+    x[:7] = special[: min(n, 7)]
+    x[-7:] = special[: min(n, 7)]
+    cp.log.clear()
+    got = nnk.relu(x.reshape(2, -1) if n % 2 == 0 else x)
+    if not (dt == np.float32 and n % 4 == 0 and offset == 0):
+        assert got is None and cp.log == []  # CuPy's maximum serves
+        return
+    assert cp.log == ["vtl_relu4"]
+    want = np.maximum(x, 0)  # nan stays nan, -0.0 gives +0.0
+    np.testing.assert_array_equal(got.reshape(-1).view(np.uint32), want.view(np.uint32))
 
 
 # -- a convolution's bias ------------------------------------------------------------------------

@@ -57,6 +57,38 @@ def test_relu_backward_on_one_thread_any_layout_and_rank(dtype, monkeypatch):
     _check_relu(x.T, g.T)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("shape", [(7,), (5, 11), (2, 3, 4, 5)])
+def test_relu_equals_numpys_maximum_bit_for_bit(three_threads, dtype, shape):
+    """``kernel("relu")`` in chunks on three threads: NumPy's ``maximum(x, 0)`` bit for
+    bit (nan stays, -0.0 gives +0.0)."""
+    x, _ = _operands(dtype, shape)
+    got, want = nk.relu(x), np.maximum(x, 0)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    itype = np.dtype(f"u{x.itemsize}")
+    np.testing.assert_array_equal(got.view(itype), want.view(itype))
+
+
+def test_relu_declines_what_numpy_does_as_well_in_one_call(three_threads, monkeypatch):
+    x, _ = _operands("float32", (6, 8))
+    assert nk.relu(x[:, ::2]) is None  # not C-contiguous
+    assert nk.relu(x[:1, :6]) is None  # below the threshold
+    assert nk.relu(np.arange(12)) is None  # integers
+    monkeypatch.setattr(nk._pool, "num_threads", lambda: 1)
+    assert nk.relu(x) is None  # one thread: one NumPy call
+
+
+def test_relu_through_the_kernel_records_one_node(three_threads):
+    x, _ = _operands("float32", (5, 11))
+    t = vtl.asarray(x, backend="numpy", requires_grad=True)
+    y = F.relu(t)
+    np.testing.assert_array_equal(np.asarray(y._data).view(np.uint32),
+                                  np.maximum(x, 0).view(np.uint32))
+    assert y.grad_fn.name() == "ReluBackward" and y.grad_fn.next_functions[0][0] is t
+    y.sum().backward()
+    np.testing.assert_array_equal(np.asarray(t.grad._data), np.where(x <= 0, 0, 1))
+
+
 def _check_zero_where(mask, g):
     got = nk.zero_where(mask, g)
     want = np.where(mask, 0, g)

@@ -122,6 +122,15 @@ class LinearGradWeightKernel(Protocol):
 
 
 @runtime_checkable
+class ReluKernel(Protocol):
+    """``kernel("relu")``: ``maximum(x, 0)`` for a floating ``x`` (nan stays nan, ``-0.0``
+    gives ``+0.0``, as NumPy). Returns a new array, or ``None`` to decline (the caller then
+    computes ``maximum(x, 0)`` itself)."""
+
+    def __call__(self, x: Any) -> Any | None: ...
+
+
+@runtime_checkable
 class ReluBackwardKernel(Protocol):
     """``kernel("relu_backward")``: ``where(x <= 0, 0, g)`` for ``x`` and ``g`` of one shape
     and floating dtype (a nan in ``x`` passes ``g`` through, as PyTorch). Returns a new
@@ -514,6 +523,7 @@ KERNELS: dict[str, type] = {
     "pool2d": Pool2dKernel,
     "linear": LinearKernel,
     "linear_grad_weight": LinearGradWeightKernel,
+    "relu": ReluKernel,
     "relu_backward": ReluBackwardKernel,
     "zero_where": ZeroWhereKernel,
     "minmax_backward": MinmaxBackwardKernel,

@@ -213,6 +213,7 @@ def register(backend: Backend, cupy: Any, xp: Any) -> None:
         backend.register_kernel("attention", CudnnAttention(cupy, cudnn, gemm=gemm_attention))
     backend.register_kernel("linear", nn.linear)
     backend.register_kernel("linear_grad_weight", nn.linear_grad_weight)
+    backend.register_kernel("relu", nn.relu)
     backend.register_kernel("relu_backward", nn.relu_backward)
     backend.register_kernel("cross_entropy", _nn.CupyCrossEntropy(cupy))
     backend.register_kernel("layer_norm", _nn.CupyLayerNorm(cupy))

@@ -1,5 +1,5 @@
 """Fused kernels of ``vtl.nn`` ops on the CuPy backend (``linear``, ``linear_grad_weight``,
-``relu_backward``, ``cross_entropy``, ``layer_norm``, ``gelu``; the contracts are in
+``relu``, ``relu_backward``, ``cross_entropy``, ``layer_norm``, ``gelu``; the contracts are in
 ``vtl.backends.kernels``).
 
 Each replaces a chain of portable array-API calls (one CuPy launch and 10-20 us of host
@@ -21,6 +21,7 @@ float32. For float32 and float64 the two are the identity.
   in-place bias add;
 * ``linear_grad_weight``: ``g.T @ x`` (one gemm) and the bias gradient ``sum(g, axis=0)``
   (one column-sum kernel, summed in a fixed order: deterministic);
+* ``relu``: ``maximum(x, 0)``, float32 four elements a thread;
 * ``relu_backward``: ``where(x <= 0, 0, g)`` in one launch (float32 four elements a thread);
 * ``cross_entropy``: log-softmax, the picked log probability, the ignore mask and the
   sum/mean in ONE launch (one warp per row; the rows and the reduction in one block up to
@@ -340,6 +341,23 @@ def channel_bias_(kernels: Any, y: Any, b: Any) -> bool:
     kernels.get(CHANNEL_BIAS4, y.dtype)((_blocks(n4),), (256,),
                                         (y, b, np.int32(per // 4), np.int32(c), _I64(n4)))
     return True
+
+
+#: ``out = maximum(x, 0)`` (nan stays nan, -0.0 gives +0.0) over ``n4`` float4 of float32
+RELU4 = Spec("vtl_relu4", (
+    ("const float4* __restrict__", "x"), ("float4* __restrict__", "out"),
+    ("const long long", "n4")), r"""
+  const long long stride = (long long)blockDim.x * gridDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += stride) {
+    const float4 a = x[i];
+    float4 o;
+    o.x = a.x > 0.f || a.x != a.x ? a.x : 0.f;
+    o.y = a.y > 0.f || a.y != a.y ? a.y : 0.f;
+    o.z = a.z > 0.f || a.z != a.z ? a.z : 0.f;
+    o.w = a.w > 0.f || a.w != a.w ? a.w : 0.f;
+    out[i] = o;
+  }
+""")
 
 
 def vector4(*arrays: Any) -> bool:
@@ -849,6 +867,20 @@ class CupyNN:
                 gb, launches = summed
                 self.launches += launches
         return gw, gb
+
+    def relu(self, x: Any) -> Any:
+        """``maximum(x, 0)`` four float32 elements a thread (:data:`RELU4`) where ``x`` is
+        contiguous, aligned and whole float4s; ``None`` otherwise (CuPy's ``maximum``)."""
+        cp = self._cp
+        if type(x) is not cp.ndarray or x.dtype != np.float32 or not x.flags.c_contiguous \
+                or not x.size or not vector4(x):
+            return None
+        with self._device_of(x):
+            out = cp.empty(x.shape, dtype=x.dtype)
+            n4 = x.size // 4
+            self._k.get(RELU4, x.dtype)((_blocks(n4),), (256,), (x, out, _I64(n4)))
+            self.launches += 1
+            return out
 
     def relu_backward(self, x: Any, g: Any) -> Any:
         """``where(x <= 0, 0, g)`` (relu's gradient; nan in ``x`` passes ``g`` through)."""

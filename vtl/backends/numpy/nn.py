@@ -243,6 +243,21 @@ def _activation_pass(name: str, x: Any, g: Any = None) -> Any | None:
     return out
 
 
+def relu(x: Any) -> Any:
+    """``maximum(x, 0)`` split over the pool for C-contiguous floating arrays of at least
+    :data:`THRESHOLD` elements (``None`` otherwise: the caller's one NumPy call serves)."""
+    if type(x) is not np.ndarray or x.size < THRESHOLD or not x.flags.c_contiguous \
+            or _dkind(x.dtype) != "f":
+        return None
+    threads = _pool.num_threads()
+    if threads <= 1:
+        return None
+    out = np.empty_like(x)
+    xf, of = x.reshape(-1), out.reshape(-1)
+    _pool.parallel_for(lambda i, j: np.maximum(xf[i:j], 0, out=of[i:j]), xf.size, threads)
+    return out
+
+
 def relu_backward(x: Any, g: Any) -> Any:
     if type(x) is not np.ndarray or type(g) is not np.ndarray or x.shape != g.shape \
             or x.dtype != g.dtype:

@@ -57,7 +57,10 @@ def relu(input: Any, inplace: bool = False) -> Any:  # noqa: A002 - PyTorch's ar
         d = input._data
         if _dkind(d.dtype) == "f":
             dev = input._device
-            out = dev.xp.maximum(d, 0)
+            kern = dev.backend.kernel("relu")
+            out = None if kern is None else kern(d)
+            if out is None:
+                out = dev.xp.maximum(d, 0)
             if input._requires_grad and _grad.enabled:
                 return record_op(out, dev, "ReluBackward", input, ONE_INPUT,
                                  partial(_relu_vjp, input), (input,), None)
