@@ -402,3 +402,22 @@ def test_input_gradient_by_flipped_convolution_only_with_fewer_output_channels(m
     assert_close(chosen, StridedConv2d(np).backward(x, x.shape, w, g, (1, 1), (1, 1, 1, 1),
                                                     (1, 1), 1, True, False, False)[0],
                  rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_bias_gradient_sums_do_not_depend_on_the_thread_count(dtype, monkeypatch):
+    """A convolution's bias gradient, per-image channel sums split over the pool by images:
+    the same bits on one, two and five threads, and NumPy's sum within rounding."""
+    monkeypatch.setattr(npconv, "THRESHOLD", 8)
+    g = RNG.standard_normal((7, 5, 6, 9)).astype(dtype)
+    got = []
+    for t in (1, 2, 5):
+        monkeypatch.setattr(npconv, "num_threads", lambda t=t: t)
+        got.append(npconv.channel_sums(g))
+    for other in got[1:]:
+        np.testing.assert_array_equal(other, got[0])
+    assert got[0].dtype == dtype and got[0].shape == (5,)
+    np.testing.assert_allclose(got[0], g.astype(np.float64).sum(axis=(0, 2, 3)),
+                               rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-5)
+    strided = g[:, :, ::2]  # not contiguous: NumPy's own sum
+    np.testing.assert_array_equal(npconv.channel_sums(strided), strided.sum(axis=(0, 2, 3)))

@@ -74,6 +74,21 @@ FLIP = True
 THRESHOLD = 1 << 18
 
 
+def channel_sums(g: Any) -> Any:
+    """``g.sum(axis=(0, 2, 3))`` of an ``(N, C, H, W)`` gradient (a convolution's bias
+    gradient): each image's per-channel sums over the pixels (NumPy's pairwise sums along
+    the contiguous rows), split over the pool by images from :data:`THRESHOLD` elements,
+    then their sum over the images. The same values whatever the number of threads."""
+    n, c = g.shape[:2]
+    if not g.flags.c_contiguous or g.size == 0:
+        return g.sum(axis=(0, 2, 3))
+    g3 = g.reshape(n, c, -1)
+    part = np.empty((n, c), dtype=g.dtype)
+    threads = num_threads() if g.size >= THRESHOLD else 1
+    parallel_for(lambda i, j: np.sum(g3[i:j], axis=2, out=part[i:j]), n, threads)
+    return part.sum(axis=0)
+
+
 class WinogradContext(NamedTuple):
     """What a Winograd forward keeps for its backward: the input and the ``(36, K, C)``
     transformed weight."""
@@ -144,7 +159,7 @@ class NumpyConv2d(StridedConv2d):
         k = cg * kh * kw
         geom = (stride, padding, dilation, groups, kh, kw, ho, wo)
         need_w = need_w and x is not None
-        db = g.sum(axis=(0, 2, 3)) if need_b else None
+        db = channel_sums(g) if need_b else None
         if not (need_x or need_w):
             return None, None, db
         g4 = g.reshape(n, groups, og, hw)
@@ -240,7 +255,7 @@ class NumpyConv2d(StridedConv2d):
         th, tw = winograd.tiles(ho, wo)
         t = th * tw
         need_w = need_w and x is not None
-        db = g.sum(axis=(0, 2, 3)) if need_b else None
+        db = channel_sums(g) if need_b else None
         if not (need_x or need_w):
             return None, None, db
         if need_x and u is None:
