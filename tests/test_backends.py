@@ -198,3 +198,15 @@ def test_asarray_of_a_runtime_array_loads_its_backend():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "wgpu:0 [1.0, 2.0]"
+
+
+def test_a_kernel_asked_for_before_anything_else_loads_the_backend():
+    """``kernel(name)`` on a backend nothing has used yet loads its runtime (where the
+    kernels are registered) instead of answering ``None``, which would send the caller down
+    the portable path; an unknown name is still a ``ValueError``."""
+    from vtl.backends.numpy.backend import NumpyBackend
+
+    fresh = NumpyBackend()
+    assert fresh.kernel("multi_tensor_apply") is not None
+    with pytest.raises(ValueError, match="unknown kernel name"):
+        NumpyBackend().kernel("no_such_kernel")

@@ -457,8 +457,12 @@ class Backend:
         contract it follows), or ``None`` when this backend has none: the caller runs the
         portable path. An unknown name is a ``ValueError``."""
         kern = self._kernels.get(name)
-        if kern is None and name not in _kernel_contracts.KERNELS:
-            _kernel_contracts.check(name, None)
+        if kern is None:
+            if not self._probed:  # the kernels are registered when the runtime loads
+                self._ensure()
+                return self.kernel(name)
+            if name not in _kernel_contracts.KERNELS:
+                _kernel_contracts.check(name, None)
         return kern
 
     def register_kernel(self, name: str, impl: Any) -> None:
