@@ -297,7 +297,11 @@ Case names: `-b64` is a batch of 64, `fwd-bwd` forward and backward, `add-small`
 1,000 and 1,000,000 elements, `matmul-small`/`-large` 32 and 512 square, `step-<model>`
 a whole training step (forward, loss, backward, clipping, Adam, schedule) and
 `step-<model>-compiled` the same step through `vtl.compile` (PyTorch runs eagerly in both);
-each benchmark file in `benchmarks/` describes its cases."""
+each benchmark file in `benchmarks/` describes its cases. PyTorch's eager steps on a GPU are
+bound by the time its host spends in Python, as vtl's eager steps are, so their times and
+the step ratios move with the host: two machines of one image have timed the same PyTorch
+step up to 1.6x apart. Ratios of one run compare; between runs, compare the kernel counts
+and the compiled steps, which depend less on the host."""
 
 PAGE_HOWTO = """\
 Run the benchmarks with `make bench` (every available backend; `VTL_TEST_BACKENDS=numpy`
