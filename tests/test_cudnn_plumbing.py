@@ -165,6 +165,16 @@ def test_a_plan_whose_result_is_wrong_is_never_chosen():
     assert fastest_plan(g, _timer(g)) == 3 and g.selected == 3
 
 
+def test_a_plan_wrong_on_its_second_timing_is_refused_too():
+    g = _Graph([(None, 0), (2.0, 0), (1.0, 0)])
+    answers = {1: [2.0, None], 2: [1.0, None]}  # right once, then not: neither serves
+
+    def measure(workspace):
+        return answers[g.selected].pop(0)
+
+    assert fastest_plan(g, measure) is None and g.selected == 1  # the heuristics' plan
+
+
 def test_no_plan_qualifying_selects_the_heuristics_plan_again():
     g = _Graph([(None, 0), (1.0, 1 << 40), (None, 0), (2.0, 1 << 40)])
     assert fastest_plan(g, _timer(g), limit=1 << 20) is None and g.selected == 1

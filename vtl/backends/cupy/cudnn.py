@@ -207,18 +207,18 @@ def fastest_plan(graph: Any, measure: Any, limit: int = TUNE_WORKSPACE) -> int |
         seconds = measure(workspace)
         if seconds is not None:
             timed.append([index, seconds])
-    if not timed:
-        if first is not None:
-            graph.build_plan_at_index(first)
-        return None
     for entry in sorted(timed, key=lambda e: e[1])[:TUNE_RECHECK]:
         graph.build_plan_at_index(entry[0])
         again = measure(int(graph.get_workspace_size()))
         entry[1] = float("inf") if again is None else min(entry[1], again)
-    best = timed[0]
+    best = timed[0] if timed else None
     for entry in timed[1:]:
         if entry[1] < best[1] * TUNE_MARGIN:
             best = entry
+    if best is None or best[1] == float("inf"):  # nothing qualified (or stayed right)
+        if first is not None:
+            graph.build_plan_at_index(first)
+        return None
     graph.build_plan_at_index(best[0])
     return best[0]
 
