@@ -236,6 +236,7 @@ def _tuner(graph, capturing=False, timeable=True):
     conv._handle = lambda: "handle"
     conv._tune_lock = threading.Lock()
     conv.tuned = 0
+    conv.untimed = []
     ta, tb, tout = (type("T", (), {"uid": u})() for u in (1, 2, 3))
     return conv, clock, cupy_cudnn._Built(graph, ta, tb, tout, timeable)
 
@@ -262,6 +263,55 @@ def test_a_faster_plan_that_computes_something_else_is_not_taken(monkeypatch):
     conv, clock, built = _tuner(g)
     conv._tune(built, _Operand(), _Operand(), _Operand())
     assert built.tuned and g.selected == 3 and conv.tuned == 1
+
+
+def test_a_plan_that_fails_to_run_is_not_a_candidate(monkeypatch):
+    monkeypatch.setattr(vtl.backends.cudnn, "benchmark", True)
+    g = _Graph([(None, 0), (3.0, 0), (1.0, 4096), (2.0, 0)])
+    execute = g.execute
+
+    def failing(ptrs, workspace, handle=None):
+        if g.selected == 2:
+            raise MemoryError("out of memory allocating the workspace")
+        execute(ptrs, workspace, handle)
+
+    g.execute = failing
+    conv, clock, built = _tuner(g)
+    conv._tune(built, _Operand(), _Operand(), _Operand())
+    assert built.tuned and g.selected == 3 and built.ws == 0 and conv.untimed == []
+
+
+def test_timing_that_fails_keeps_the_heuristics_plan_consistently(monkeypatch):
+    monkeypatch.setattr(vtl.backends.cudnn, "benchmark", True)
+    g = _Graph([(None, 0), (3.0, 0), (1.0, 4096)])
+    conv, clock, built = _tuner(g)
+
+    def broken(*args):
+        raise RuntimeError("no memory for the scratch operands")
+
+    conv._deviation = broken  # fails while the second plan is being checked
+    conv._tune(built, _Operand(), _Operand(), _Operand())
+    # every candidate failed: the heuristics' plan, with its own workspace and launcher
+    assert built.tuned and g.selected == 1 and built.ws == 0 and conv.tuned == 0
+    g2 = _Graph([(None, 0), (3.0, 0), (1.0, 4096)])
+    conv, clock, built = _tuner(g2)
+    conv._reference = broken
+    conv._tune(built, _Operand(), _Operand(), _Operand())
+    assert built.tuned and g2.selected == 1 and built.ws == 0
+    assert conv.untimed == ["RuntimeError: no memory for the scratch operands"]
+
+
+def test_fastest_plan_puts_the_heuristics_plan_back_when_measuring_raises():
+    g = _Graph([(None, 0), (3.0, 0), (1.0, 4096)])
+
+    def measure(workspace):
+        if g.selected == 2:
+            raise KeyboardInterrupt
+        return 1.0
+
+    with pytest.raises(KeyboardInterrupt):
+        fastest_plan(g, measure)
+    assert g.selected == 1
 
 
 @pytest.mark.parametrize("why", ["benchmark off", "vtl.compile captures", "CUDA captures",

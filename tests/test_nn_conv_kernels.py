@@ -346,6 +346,8 @@ def test_cudnn_plans_chosen_by_timing_or_by_the_heuristics_equal_im2col(timed, m
         first = _run(xs, ws, bs, args, np.float32, v, "cupy")
         assert fresh.served == 3 and len(fresh._graphs) == 3, fresh.declined
         assert all(b.tuned for b in fresh._graphs.values())
+        for b in fresh._graphs.values():  # the selected plan's own workspace
+            assert b.ws == b.graph.get_workspace_size()
         assert fresh.tuned == (3 if timed else 0)
         again = _run(xs, ws, bs, args, np.float32, v, "cupy")
         assert fresh.tuned == (3 if timed else 0)

@@ -78,10 +78,18 @@ def test_relu_declines_what_numpy_does_as_well_in_one_call(three_threads, monkey
     assert nk.relu(x) is None  # one thread: one NumPy call
 
 
-def test_relu_through_the_kernel_records_one_node(three_threads):
+def test_relu_through_the_kernel_records_one_node(three_threads, monkeypatch):
+    calls = []
+
+    def spy(x):
+        calls.append(x.shape)
+        return nk.relu(x)
+
+    monkeypatch.setitem(vtl.backends.get("numpy")._kernels, "relu", spy)
     x, _ = _operands("float32", (5, 11))
     t = vtl.asarray(x, backend="numpy", requires_grad=True)
     y = F.relu(t)
+    assert calls == [(5, 11)]
     np.testing.assert_array_equal(np.asarray(y._data).view(np.uint32),
                                   np.maximum(x, 0).view(np.uint32))
     assert y.grad_fn.name() == "ReluBackward" and y.grad_fn.next_functions[0][0] is t

@@ -12,9 +12,11 @@ cuDNN libraries are installed (``pip install 'vtl[cudnn]'``).
   ``vtl.set_float32_matmul_precision`` allows it), so a process gets the same results on
   every call and compiled steps equal eager ones bit for bit. Between processes, timing
   may pick another engine for a geometry, whose results can differ in the last bits;
-  set ``benchmark = False`` where runs must agree bit for bit. A geometry first met
-  while ``vtl.compile`` captures a step is not timed (a capture may not wait for the
-  device): it keeps the heuristics' engine.
+  set ``benchmark = False`` where runs must agree bit for bit. The setting applies to
+  geometries first met after it is set (a geometry's engine, once chosen, stays for the
+  process): set it before the first convolution. A geometry first met while
+  ``vtl.compile`` captures a step is not timed (a capture may not wait for the device): it
+  keeps the heuristics' engine, as does one whose timing fails.
 """
 
 from __future__ import annotations

@@ -123,9 +123,9 @@ class LinearGradWeightKernel(Protocol):
 
 @runtime_checkable
 class ReluKernel(Protocol):
-    """``kernel("relu")``: ``maximum(x, 0)`` for a floating ``x`` (nan stays nan, ``-0.0``
-    gives ``+0.0``, as NumPy). Returns a new array, or ``None`` to decline (the caller then
-    computes ``maximum(x, 0)`` itself)."""
+    """``kernel("relu")``: ``maximum(x, 0)`` for a floating ``x``, NumPy's values (nan stays
+    nan). Returns a new array, or ``None`` to decline (the caller then computes
+    ``maximum(x, 0)`` itself)."""
 
     def __call__(self, x: Any) -> Any | None: ...
 

@@ -167,7 +167,7 @@ TUNE_RECHECK = 3
 #: the largest deviation from the heuristics' plan a timed plan's result may show on random
 #: operands, as a fraction of the result's largest magnitude (correct algorithms differ by
 #: rounding, far less; a plan that computes something else, by the order of the values)
-TUNE_TOLERANCE = {"float32": 1e-3, "float16": 1e-2, "bfloat16": 3e-2}
+TUNE_TOLERANCE = {"float32": 1e-3, "tf32": 1e-2, "float16": 1e-2, "bfloat16": 3e-2}
 #: a later plan of the heuristics' ranking serves only if it is faster than this fraction of
 #: the best time so far (timing noise does not flip the choice between near-equal plans)
 TUNE_MARGIN = 0.97
@@ -190,27 +190,33 @@ def fastest_plan(graph: Any, measure: Any, limit: int = TUNE_WORKSPACE) -> int |
 
     Returns:
         The selected plan's index, or ``None`` if no plan qualified (the first plan that
-        builds, the heuristics' choice, is then selected again).
+        builds, the heuristics' choice, is then selected again, as it is when ``measure``
+        raises; the error propagates).
     """
     timed: list[list] = []  # [index, seconds], in the heuristics' order
     first = None
-    for index in range(graph.get_execution_plan_count()):
-        try:
-            graph.build_plan_at_index(index)
-            workspace = int(graph.get_workspace_size())
-        except Exception:  # noqa: BLE001 - the plan declines this graph: not a candidate
-            continue
-        if first is None:
-            first = index
-        if workspace > limit:
-            continue
-        seconds = measure(workspace)
-        if seconds is not None:
-            timed.append([index, seconds])
-    for entry in sorted(timed, key=lambda e: e[1])[:TUNE_RECHECK]:
-        graph.build_plan_at_index(entry[0])
-        again = measure(int(graph.get_workspace_size()))
-        entry[1] = float("inf") if again is None else min(entry[1], again)
+    try:
+        for index in range(graph.get_execution_plan_count()):
+            try:
+                graph.build_plan_at_index(index)
+                workspace = int(graph.get_workspace_size())
+            except Exception:  # noqa: BLE001 - the plan declines this graph: not a candidate
+                continue
+            if first is None:
+                first = index
+            if workspace > limit:
+                continue
+            seconds = measure(workspace)
+            if seconds is not None:
+                timed.append([index, seconds])
+        for entry in sorted(timed, key=lambda e: e[1])[:TUNE_RECHECK]:
+            graph.build_plan_at_index(entry[0])
+            again = measure(int(graph.get_workspace_size()))
+            entry[1] = float("inf") if again is None else min(entry[1], again)
+    except BaseException:
+        if first is not None:  # the heuristics' plan, not whichever was being timed
+            graph.build_plan_at_index(first)
+        raise
     best = timed[0] if timed else None
     for entry in timed[1:]:
         if entry[1] < best[1] * TUNE_MARGIN:
@@ -235,13 +241,18 @@ class _Built:
     """A built graph of one convolution geometry, its operand tensors, the workspace its
     selected plan needs and the launcher; ``tuned`` once its plan is final."""
 
-    __slots__ = ("graph", "ta", "tb", "tout", "ws", "direct", "tuned", "timeable")
+    __slots__ = ("graph", "ta", "tb", "tout", "ws", "direct", "tuned", "timeable",
+                 "tolerance")
 
-    def __init__(self, graph: Any, ta: Any, tb: Any, tout: Any, timeable: bool = True) -> None:
+    def __init__(self, graph: Any, ta: Any, tb: Any, tout: Any, timeable: bool = True,
+                 tolerance: float = TUNE_TOLERANCE["float32"]) -> None:
         self.graph, self.ta, self.tb, self.tout = graph, ta, tb, tout
         self.tuned = False
         #: whether any qualifying plan may serve (see :meth:`CudnnConv2d._build`)
         self.timeable = timeable
+        #: the largest deviation from the heuristics' plan a timed plan may show, as a
+        #: fraction of the result's largest magnitude
+        self.tolerance = tolerance
         self.select()
 
     def select(self) -> None:
@@ -268,6 +279,7 @@ class CudnnConv2d(CupyConv2d):
         self._sum_kernels = _Kernels(cupy)  # the bias gradient's channel sums
         self.served = 0  # calls cuDNN executed (for tests and `vtl info`)
         self.tuned = 0  # graphs whose plan was chosen by timing
+        self.untimed: list[str] = []  # why timings failed (those graphs keep the first plan)
         self._tune_lock = threading.Lock()
 
     # -- cuDNN plumbing ------------------------------------------------------------------
@@ -330,13 +342,18 @@ class CudnnConv2d(CupyConv2d):
         # cuDNN lets build compute wrong values (seen on an H100 with cuDNN 9.19); the
         # heuristics' first plan is the one the tests check there
         symmetric = pad[0] == pad[1] and pad[2] == pad[3]
-        return _Built(graph, a, b, out, timeable=symmetric)
+        # TF32 plans differ from a float32 one by about 1e-3 of the largest value
+        tolerance = TUNE_TOLERANCE["tf32" if tf32 else dtype]
+        return _Built(graph, a, b, out, timeable=symmetric, tolerance=tolerance)
 
     def _tune(self, built: _Built, a: Any, b: Any, out: Any) -> None:
         """Settle ``built``'s plan on its first call: where ``vtl.backends.cudnn.benchmark``
         is on and no capture is under way, the fastest plan on random operands of the
         call's shapes among those whose result there agrees with the heuristics' plan
-        (within :data:`TUNE_TOLERANCE` of the result's largest magnitude)."""
+        (within ``built.tolerance`` of the result's largest magnitude). A plan whose timing
+        fails (out of memory for its workspace, an error at launch) is not a candidate; if
+        the timing itself fails, the heuristics' plan serves. Either way the plan is final
+        after this call."""
         from ... import capture
         from .. import cudnn as settings
 
@@ -345,33 +362,48 @@ class CudnnConv2d(CupyConv2d):
                 return
             m = self.m
             stream = m.cuda.get_current_stream()
-            if built.timeable and settings.benchmark and not capture.active() \
-                    and not _capturing(stream):
-                handle = self._handle()
-                sa, sb = self._scratch(a, 1), self._scratch(b, 2)
-                ptrs = {built.ta: sa.data.ptr, built.tb: sb.data.ptr, built.tout: out.data.ptr}
-                ref = self._reference(built, ptrs, handle, out)
-                if ref is not None:
-                    tol = TUNE_TOLERANCE.get(np.dtype(out.dtype).name, 1e-3) * ref[1]
-                    start, stop = m.cuda.Event(), m.cuda.Event()
+            try:
+                if built.timeable and settings.benchmark and not capture.active() \
+                        and not _capturing(stream):
+                    self._time_plans(built, a, b, out, stream)
+            except Exception as e:  # noqa: BLE001 - timing is an optimisation: keep the plan
+                self.untimed.append(f"{type(e).__name__}: {e}")
+            finally:
+                built.tuned = True
 
-                    def measure(workspace: int) -> float | None:
-                        work = m.empty(workspace, dtype=m.uint8) if workspace else None
-                        ptr = None if work is None else work.data.ptr
-                        built.graph.execute(ptrs, ptr, handle=handle)
-                        start.record(stream)
-                        for _ in range(TUNE_RUNS):
-                            built.graph.execute(ptrs, ptr, handle=handle)
-                        stop.record(stream)
-                        stop.synchronize()
-                        if not self._deviation(out, ref[0]) <= tol:
-                            return None  # a plan that computes something else
-                        return m.cuda.get_elapsed_time(start, stop) / 1e3
+    def _time_plans(self, built: _Built, a: Any, b: Any, out: Any, stream: Any) -> None:
+        m = self.m
+        handle = self._handle()
+        sa, sb = self._scratch(a, 1), self._scratch(b, 2)
+        ptrs = {built.ta: sa.data.ptr, built.tb: sb.data.ptr, built.tout: out.data.ptr}
+        ref = self._reference(built, ptrs, handle, out)
+        if ref is None:
+            return
+        tol = built.tolerance * ref[1]
+        start, stop = m.cuda.Event(), m.cuda.Event()
 
-                    if fastest_plan(built.graph, measure) is not None:
-                        built.select()
-                        self.tuned += 1
-            built.tuned = True
+        def measure(workspace: int) -> float | None:
+            try:
+                work = m.empty(workspace, dtype=m.uint8) if workspace else None
+                ptr = None if work is None else work.data.ptr
+                built.graph.execute(ptrs, ptr, handle=handle)
+                start.record(stream)
+                for _ in range(TUNE_RUNS):
+                    built.graph.execute(ptrs, ptr, handle=handle)
+                stop.record(stream)
+                stop.synchronize()
+                if not self._deviation(out, ref[0]) <= tol:
+                    return None  # a plan that computes something else
+                return m.cuda.get_elapsed_time(start, stop) / 1e3
+            except Exception:  # noqa: BLE001 - this plan cannot run here: not a candidate
+                return None
+
+        try:
+            chosen = fastest_plan(built.graph, measure)
+        finally:
+            built.select()  # the workspace and launcher of whichever plan is selected now
+        if chosen is not None:
+            self.tuned += 1
 
     def _scratch(self, x: Any, seed: int) -> Any:
         """Standard normal values of ``x``'s shape and dtype (a generator of its own)."""
