@@ -5,6 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from nn_kernel_checks import (
+    backward_scaled,
+    ce_case,
+    check_ce_special_values,
+    np_cross_entropy,
+    scaled_grad,
+)
 
 import vtl
 import vtl.nn.functional as F
@@ -221,3 +228,65 @@ def test_minmax_gradients_through_the_kernel_and_without(fn, monkeypatch):
     want = _minmax_reference(a, b, gs, fn == "maximum")
     np.testing.assert_array_equal(results[0], want)
     np.testing.assert_array_equal(results[1], want)
+
+
+# -- cross-entropy -------------------------------------------------------------------------------
+
+def _portable_ce(x, t, reduction, ignore_index=-100):
+    """The portable path's loss and gradient (the numpy backend's kernel set aside)."""
+    kernels = vtl.backends.get("numpy")._kernels
+    saved = kernels.pop("cross_entropy")
+    try:
+        xt = vtl.asarray(x, backend="numpy", requires_grad=True)
+        loss = F.cross_entropy(xt, vtl.asarray(t, backend="numpy"), reduction=reduction,
+                               ignore_index=ignore_index)
+        backward_scaled(loss, np.linspace(0.5, 2.0, len(t)), reduction, "numpy")
+        return np.asarray(loss._data), np.asarray(xt.grad._data)
+    finally:
+        kernels["cross_entropy"] = saved
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("m", "c", "tdtype"), [(7, 5, np.int64), (1, 3, np.int32),
+                                                 (64, 10, np.uint8), (33, 1000, np.int64)])
+def test_cross_entropy_kernel_equals_the_portable_path(reduction, dtype, m, c, tdtype):
+    """The loss by the portable path's operations (bit for bit), the gradient within
+    rounding of the portable path's and of a float64 reference; ignored targets."""
+    x, t = ce_case(np.random.default_rng(m * c), m, c, dtype, tdtype)
+    kern = vtl.backends.get("numpy").kernel("cross_entropy")
+    assert kern.supports(x, t) and kern.targets_valid(t, c, -100)
+    xt = vtl.asarray(x, backend="numpy", requires_grad=True)
+    loss = F.cross_entropy(xt, vtl.asarray(t, backend="numpy"), reduction=reduction)
+    assert loss.grad_fn.name() == "CrossEntropyBackward"
+    v = np.linspace(0.5, 2.0, m)
+    backward_scaled(loss, v, reduction, "numpy")
+    want, gwant = _portable_ce(x, t, reduction)
+    got = np.asarray(loss._data)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+    tol = {"rtol": 2e-5, "atol": 1e-6} if dtype == np.float32 else {"rtol": 1e-12, "atol": 1e-14}
+    np.testing.assert_allclose(xt.grad.numpy(), gwant, **tol)
+    ref, gref = np_cross_entropy(x, t.astype(np.int64), reduction)
+    np.testing.assert_allclose(xt.grad.numpy(), scaled_grad(gref, v, reduction), **tol)
+
+
+def test_cross_entropy_kernel_special_values_and_edges():
+    check_ce_special_values("numpy")
+    kern = vtl.backends.get("numpy").kernel("cross_entropy")
+    x = np.zeros((0, 4), np.float32)
+    t = np.zeros(0, np.int64)
+    for reduction, want in (("sum", 0.0), ("none", np.zeros(0, np.float32))):
+        np.testing.assert_array_equal(kern.fwd(x, t, reduction, -100)[0], want)
+    assert np.isnan(kern.fwd(x, t, "mean", -100)[0])
+    assert not kern.supports(np.zeros((2, 0), np.float32), np.zeros(2, np.int64))  # no class
+    assert not kern.supports(np.zeros((2, 3), np.float16), np.zeros(2, np.int64))
+    assert not kern.supports(np.zeros((2, 3), np.float32), np.zeros(2, np.float32))
+    assert not kern.targets_valid(np.array([0, 3]), 3, -100)
+    assert kern.targets_valid(np.array([0, -100, 2]), 3, -100)
+
+
+def test_cross_entropy_kernel_out_of_range_target_raises_as_the_portable_path():
+    x = vtl.asarray(np.zeros((2, 3), np.float32), backend="numpy")
+    with pytest.raises(IndexError, match="cross_entropy"):
+        F.cross_entropy(x, vtl.asarray(np.array([0, 3]), backend="numpy"))

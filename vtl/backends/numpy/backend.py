@@ -129,6 +129,7 @@ def register(backend: Backend) -> None:
     backend.register_kernel("silu", nn.NumpySilu())
     backend.register_kernel("special", nn.NumpySpecial())
     backend.register_kernel("softmax", nn.NumpySoftmax())
+    backend.register_kernel("cross_entropy", nn.NumpyCrossEntropy())
     backend.register_kernel("relu", nn.relu)
     backend.register_kernel("relu_backward", nn.relu_backward)
     backend.register_kernel("zero_where", nn.zero_where)

@@ -137,6 +137,57 @@ class NumpySilu:
 _SOFTMAX_SLAB = 1 << 18
 
 
+class NumpyCrossEntropy:
+    """``kernel("cross_entropy")`` in NumPy for float32/float64 ``(M, C)`` logits and
+    integer targets: the portable path's formulas (``log_softmax``, the picked entry, the
+    reduction) on raw arrays in a few NumPy calls, without the graph nodes and temporaries
+    of the dozen array-API ops the portable path records (130 -> about 20 us for a small
+    batch). The forward computes every loss by the portable path's operations, in its
+    order; the gradient is ``softmax(x) - onehot(t)`` scaled, as on the GPU backends."""
+
+    def supports(self, x: Any, t: Any) -> bool:
+        return type(x) is np.ndarray and type(t) is np.ndarray and x.ndim == 2 \
+            and x.shape[1] > 0 and x.dtype in _FLOATS and t.ndim == 1 \
+            and t.shape[0] == x.shape[0] and t.dtype.kind in "iu"
+
+    def targets_valid(self, t: Any, c: int, ignore_index: int) -> bool:
+        if t.size == 0 or (t.min() >= 0 and t.max() < c):
+            return True
+        return bool(np.all((t == ignore_index) | ((t >= 0) & (t < c))))
+
+    def fwd(self, x: Any, t: Any, reduction: str, ignore_index: int) -> tuple[Any, Any]:
+        with np.errstate(all="ignore"):  # inf/nan logits, an all-ignored mean: as portable
+            m = x.max(axis=1)
+            if not np.isfinite(m).all():
+                m = np.where(np.isfinite(m), m, 0.0).astype(x.dtype)
+            s = np.exp(x - m[:, None]).sum(axis=1)
+            ignored = t == ignore_index
+            ts = np.where(ignored, 0, t)
+            lp = (x[np.arange(x.shape[0]), ts] - m) - np.log(s)
+            w = np.logical_not(ignored).astype(x.dtype)
+            loss = np.where(ignored, x.dtype.type(0), -(lp * w))
+            if reduction == "mean":
+                loss = np.asarray(loss.sum() / w.sum())
+            elif reduction == "sum":
+                loss = np.asarray(loss.sum())
+        return loss, (m, s)
+
+    def grad(self, x: Any, t: Any, saved: Any, g: Any, reduction: str,
+             ignore_index: int) -> Any:
+        m, s = saved
+        with np.errstate(all="ignore"):
+            p = np.exp(x - m[:, None])
+            p /= s[:, None]
+            ignored = t == ignore_index
+            p[np.arange(x.shape[0]), np.where(ignored, 0, t)] -= 1
+            w = np.logical_not(ignored).astype(x.dtype)
+            if reduction == "mean":
+                w = w / w.sum()
+            p *= (np.asarray(g, dtype=x.dtype) * w)[:, None]
+            p[ignored] = 0
+        return p
+
+
 class NumpySoftmax:
     """``kernel("softmax")`` in NumPy (no numba: NumPy's vectorized ``exp`` is several times
     faster than a compiled loop's): the portable formulas, in place, over slabs of rows
