@@ -11,6 +11,8 @@ and the portable path it replaces.
 * Every backend: the portable path against NumPy, and ``get_total_norm`` +
   ``clip_grads_with_norm_`` equal to ``clip_grad_norm_``.
 * On a GPU (the cupy backend): the kernel against the portable path.
+* The numpy backend's own ``grad_norm`` kernel (the 2-norm in NumPy; the scaling stays the
+  portable path's): the portable path's norm and clipped gradients bit for bit.
 """
 
 from __future__ import annotations
@@ -264,7 +266,8 @@ def test_clip_grad_norm_through_the_kernel(fake_cupy, host_kernel, p):
     fused = [vtl.asarray(to_numpy(t), requires_grad=True) for t in ref]
     for f, r in zip(fused, ref, strict=True):
         f.grad = vtl.asarray(to_numpy(r.grad))
-    want = clip_grad_norm_(ref, 0.5, norm_type=p)
+    with use_kernel("grad_norm", None):  # the portable path
+        want = clip_grad_norm_(ref, 0.5, norm_type=p)
     fake_cupy.log.clear()
     with use_kernel("grad_norm", host_kernel):
         got = clip_grad_norm_(fused, 0.5, norm_type=p)
@@ -392,3 +395,59 @@ def test_wgpu_unscale_sets_the_flag():
     assert kern(arrays, inv, found) and float(np.asarray(found)) == 1.0
     arrays[0][4321] = 0.0
     assert kern(arrays, inv, found) and float(np.asarray(found)) == 1.0  # never cleared
+
+
+def _numpy_clip(grads, max_norm, kernel):
+    """``clip_grad_norm_`` of parameters with copies of ``grads`` on numpy, through the
+    backend's kernel or the portable path: the total and the clipped gradients."""
+    ps = []
+    for g in grads:
+        p = vtl.asarray(np.zeros(g.shape, g.dtype), backend="numpy", requires_grad=True)
+        p.grad = vtl.asarray(g.copy(), backend="numpy")
+        ps.append(p)
+    ctx = contextlib.nullcontext() if kernel else use_kernel("grad_norm", None)
+    with ctx:
+        total = clip_grad_norm_(ps, max_norm)
+    return to_numpy(total), [to_numpy(p.grad) for p in ps]
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("case", ["mixed sizes", "one", "empty and odd count", "nan", "inf",
+                                  "small norm"])
+def test_numpy_kernel_equals_the_portable_path_bit_for_bit(dt, case):
+    rng = np.random.default_rng(len(case))
+    shapes = {"one": [(5, 3)], "empty and odd count": [(0,), (4,), (2, 2), (0, 3), (7,)]}
+    grads = [rng.standard_normal(s).astype(dt)
+             for s in shapes.get(case, [(4, 3), (3,), (17, 2), (1,), (9, 9)])]
+    if case == "nan":
+        grads[1][0] = np.nan
+    elif case == "inf":
+        grads[2][3, 1] = np.inf
+    elif case == "small norm":
+        grads = [g * 1e-3 for g in grads]
+    kern = vtl.backends.get("numpy").kernel("grad_norm")
+    assert kern.supports(dt, 2.0)
+    want, wgrads = _numpy_clip(grads, 0.5, kernel=False)
+    got, ggrads = _numpy_clip(grads, 0.5, kernel=True)
+    assert got.dtype == want.dtype and got.shape == want.shape == ()
+    np.testing.assert_array_equal(got, want)
+    for a, b in zip(ggrads, wgrads, strict=True):
+        assert a.dtype == b.dtype
+        np.testing.assert_array_equal(a, b)
+    nonempty = [g for g in grads if g.size]
+    np.testing.assert_array_equal(kern.norm(nonempty, 2.0), want)
+
+
+def test_numpy_kernel_declines_what_the_portable_path_serves():
+    kern = vtl.backends.get("numpy").kernel("grad_norm")
+    f32 = np.ones(3, np.float32)
+    assert not kern.supports(np.float32, 1.0) and not kern.supports(np.float16, 2.0)
+    assert kern.norm([f32, np.ones(2)], 2.0) is None  # mixed dtypes
+    assert kern.norm([f32], 1.0) is None
+    assert kern.norm([], 2.0) is None
+    shared = np.full(4, 3.0, np.float32)  # the scaling rebinds: shared arrays keep values
+    p = vtl.asarray(np.zeros(4, np.float32), backend="numpy", requires_grad=True)
+    p.grad = vtl.asarray(shared, backend="numpy")
+    clip_grad_norm_([p], 1.0)
+    assert shared.tolist() == [3.0] * 4
+    np.testing.assert_allclose(p.grad.numpy(), 3.0 / (6.0 + 1e-6), rtol=1e-6)

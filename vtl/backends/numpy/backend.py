@@ -118,7 +118,7 @@ def register(backend: Backend) -> None:
     """Equip the NumPy backend object with its kernels."""
     from . import nn, random, rnn
     from .conv import NumpyConv2d
-    from .optim import MultiTensorApply
+    from .optim import MultiTensorApply, NumpyGradNorm
     from .pool import NumpyPool2d
 
     backend.register_kernel("conv2d", NumpyConv2d())
@@ -135,6 +135,7 @@ def register(backend: Backend) -> None:
     backend.register_kernel("zero_where", nn.zero_where)
     backend.register_kernel("minmax_backward", nn.minmax_backward)
     backend.register_kernel("multi_tensor_apply", MultiTensorApply())
+    backend.register_kernel("grad_norm", NumpyGradNorm())
     backend.register_kernel("philox", random.philox)
     backend.register_kernel("dropout", random.NumpyDropout())
     backend.register_kernel("lstm_cell", rnn.NumpyLstmCell())

@@ -265,3 +265,35 @@ class MultiTensorApply:
                                threads)
         else:
             fn(items, _scratch, *svals)
+
+
+class NumpyGradNorm:
+    """``kernel("grad_norm")`` in NumPy for the 2-norm of float32/float64 arrays of one
+    dtype: the general path's operations on raw arrays (each array's sum of squares by
+    ``vecdot``, their pairwise sums, the square root: the same bits) without its graph of
+    small ops. The scaling declines: the general path's rebinds each gradient's array
+    instead of writing into it, so arrays a program shares with the gradients (``p.grad =
+    vtl.asarray(numpy_array)`` shares its memory) keep their values, as before."""
+
+    def supports(self, dtype: Any, norm_type: float) -> bool:
+        return np.dtype(dtype) in _FLOATS and norm_type == 2.0
+
+    def norm(self, arrays: list[Any], norm_type: float) -> Any | None:
+        from .namespace import vecdot
+
+        if norm_type != 2.0 or not arrays:
+            return None
+        dt = arrays[0].dtype
+        if dt not in _FLOATS or any(type(a) is not np.ndarray or a.dtype != dt
+                                    for a in arrays):
+            return None
+        parts = [vecdot(a.reshape(-1), a.reshape(-1)) for a in arrays if a.size]
+        if not parts:
+            return np.asarray(0.0, dtype=dt)
+        while len(parts) > 1:
+            pairs = [np.add(parts[i], parts[i + 1]) for i in range(0, len(parts) - 1, 2)]
+            parts = pairs + ([parts[-1]] if len(parts) % 2 else [])
+        return np.asarray(np.sqrt(parts[0]))
+
+    def clip_(self, arrays: list[Any], norm: Any, max_norm: float) -> bool:
+        return False
