@@ -167,14 +167,17 @@ class CupyBackend(Backend):
 
     def info(self) -> dict[str, Any]:
         cp = self._cupy
+        from .. import cudnn as settings
         from .cudnn import load_cudnn
 
         out: dict[str, Any] = {"cupy": cp.__version__, "devices": []}
         cudnn, why = load_cudnn()
+        engines = ("convolution engines timed per geometry" if settings.benchmark else
+                   "the heuristics' convolution engines: vtl.backends.cudnn.benchmark is off")
         out["cudnn"] = (
             f"cuDNN {cudnn.backend_version()} through nvidia-cudnn-frontend "
-            f"{cudnn.__version__} (convolutions, 16-bit attention)") if cudnn is not None \
-            else f"not used: {why}"
+            f"{cudnn.__version__} (convolutions, 16-bit attention; {engines})") \
+            if cudnn is not None else f"not used: {why}"
         for i in range(self.device_count()):
             props = cp.cuda.runtime.getDeviceProperties(i)
             out["devices"].append(
