@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 import numpy as np
+from helpers import use_kernel
 
 import vtl
 from vtl import optim
@@ -69,15 +70,10 @@ def scaled_grad(g: np.ndarray, v: np.ndarray, reduction: str) -> np.ndarray:
 def ce_special_reference() -> np.ndarray:
     """Per-row losses of :data:`CE_SPECIAL_LOGITS` by the portable path (numpy backend,
     its cross-entropy kernel set aside)."""
-    kernels = vtl.backends.get("numpy")._kernels
-    saved = kernels.pop("cross_entropy", None)
-    try:
+    with use_kernel("cross_entropy", None):
         return F.cross_entropy(vtl.asarray(CE_SPECIAL_LOGITS, backend="numpy"),
                                vtl.asarray(CE_SPECIAL_TARGETS, backend="numpy"),
                                reduction="none").numpy()
-    finally:
-        if saved is not None:
-            kernels["cross_entropy"] = saved
 
 
 def check_ce_special_values(backend: str) -> None:

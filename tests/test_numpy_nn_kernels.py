@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import use_kernel
 from nn_kernel_checks import (
     backward_scaled,
     ce_case,
@@ -217,8 +218,8 @@ def test_minmax_gradients_through_the_kernel_and_without(fn, monkeypatch):
     b[0, :3] = [0.0, 0.0, 1.0]  # ties
     gs = rng.standard_normal((5, 6)).astype(np.float32)
     results = []
-    for use_kernel in (True, False):
-        if not use_kernel:
+    for through_kernel in (True, False):
+        if not through_kernel:
             kernels = dict(vtl.backends.get("numpy")._kernels)
             kernels.pop("minmax_backward")
             monkeypatch.setattr(vtl.backends.get("numpy"), "_kernels", kernels)
@@ -234,16 +235,12 @@ def test_minmax_gradients_through_the_kernel_and_without(fn, monkeypatch):
 
 def _portable_ce(x, t, reduction, ignore_index=-100):
     """The portable path's loss and gradient (the numpy backend's kernel set aside)."""
-    kernels = vtl.backends.get("numpy")._kernels
-    saved = kernels.pop("cross_entropy")
-    try:
+    with use_kernel("cross_entropy", None):
         xt = vtl.asarray(x, backend="numpy", requires_grad=True)
         loss = F.cross_entropy(xt, vtl.asarray(t, backend="numpy"), reduction=reduction,
                                ignore_index=ignore_index)
         backward_scaled(loss, np.linspace(0.5, 2.0, len(t)), reduction, "numpy")
-        return np.asarray(loss._data), np.asarray(xt.grad._data)
-    finally:
-        kernels["cross_entropy"] = saved
+    return np.asarray(loss._data), np.asarray(xt.grad._data)
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])

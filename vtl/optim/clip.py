@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .._tensor import Tensor, _new
+from ..backends._common.norms import pairwise
 from ..backends._dtypes import kind as _dkind
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "clip_grads_with_norm_", "get_total_norm"]
@@ -50,10 +51,7 @@ def _combine(xp: Any, norms: list[Any], norm_type: float) -> Any:
         else:
             parts = [n ** norm_type for n in norms]
         op = xp.add
-    while len(parts) > 1:
-        pairs = [op(parts[i], parts[i + 1]) for i in range(0, len(parts) - 1, 2)]
-        parts = pairs + ([parts[-1]] if len(parts) % 2 else [])
-    total = parts[0]
+    total = pairwise(op, parts)
     if math.isinf(norm_type) or norm_type in (0.0, 1.0):
         return total
     return xp.sqrt(total) if norm_type == 2.0 else total ** (1.0 / norm_type)

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from .._common import threads as _pool
+from .._common.norms import pairwise
 from .._dtypes import kind as _dkind
 from . import _compiled
 from .nn import _FLOATS
@@ -290,10 +291,7 @@ class NumpyGradNorm:
         parts = [vecdot(a.reshape(-1), a.reshape(-1)) for a in arrays if a.size]
         if not parts:
             return np.asarray(0.0, dtype=dt)
-        while len(parts) > 1:
-            pairs = [np.add(parts[i], parts[i + 1]) for i in range(0, len(parts) - 1, 2)]
-            parts = pairs + ([parts[-1]] if len(parts) % 2 else [])
-        return np.asarray(np.sqrt(parts[0]))
+        return np.asarray(np.sqrt(pairwise(np.add, parts)))
 
     def clip_(self, arrays: list[Any], norm: Any, max_norm: float) -> bool:
         return False
