@@ -37,8 +37,8 @@ using std::exp; using std::log; using std::max; using std::min;
 #define __launch_bounds__(x)
 """
 _GEO = ("int b0, int B2, int L, int S, long long mb1, long long mb2, long long ml, "
-        "long long ms, int has_mask, int causal, T scale")
-_GEO_ARGS = "b0, B2, L, S, mb1, mb2, ml, ms, has_mask, causal, scale"
+        "long long ms, int has_mask, int causal, int R, int i0, T scale")
+_GEO_ARGS = "b0, B2, L, S, mb1, mb2, ml, ms, has_mask, causal, R, i0, scale"
 _LAUNCHERS = (
     f'extern "C" void launch_vtl_gattn_softmax(unsigned gx, T* s, T* lse, const T* mask, '
     f"{_GEO}) {{ vtl_launch(gx, 1, {G._THREADS}, 1, [=] {{ "
@@ -92,15 +92,23 @@ def fused(tmp_path_factory):
     return A.CupyAttention(FusedFakeCupy(tmp_path_factory.mktemp("fused")))
 
 
-@pytest.mark.parametrize("case", CASES)
+#: every case by whole rows (0), the causal ones also by blocks of at least 2 and 3 query rows
+_ROW_CASES = [(c, 0) for c in CASES] + [(c, r) for c in CASES if c[-1] for r in (2, 3)]
+
+
+@pytest.mark.parametrize(("case", "rows"), _ROW_CASES)
 @pytest.mark.parametrize("dt", [np.float64, np.float32])
-def test_host_build_matches_numpy(fake, fused, monkeypatch, case, dt):
-    """Every case through the path, one batch entry to a chunk."""
+def test_host_build_matches_numpy(fake, fused, monkeypatch, case, rows, dt):
+    """Every case through the path, one batch entry to a chunk; causal ones also by blocks
+    of ``rows`` query rows (at least; 0: whole rows)."""
     (b1, b2), n_q, n_k, e, ev, kind, causal = case
     b = b1 * b2
     monkeypatch.setattr(C, "MIN_SCORES", 1)
     monkeypatch.setattr(C, "BUDGET", n_q * n_k * np.dtype(dt).itemsize)
     gemm = G.GemmAttention(fake, np)
+    gemm.causal_rows = rows
+    if rows and n_q >= 2 * rows:
+        assert len(gemm.row_blocks(n_q, n_k, True)) > 1
     q = RNG.standard_normal((b, n_q, e)).astype(dt)
     k = RNG.standard_normal((b, n_k, e)).astype(dt)
     v = RNG.standard_normal((b, n_k, ev)).astype(dt)
@@ -154,14 +162,22 @@ def test_what_the_path_takes(fake, monkeypatch):
     assert gemm.takes(x, x, x, None, None, causal=False)
     monkeypatch.setattr(C, "ENABLED", False)
     assert not gemm.takes(x, x, x, None, None)
+    # causal products by blocks of query rows, each over the keys up to its last row
+    assert gemm.row_blocks(2048, 2048, True) == [(r, r + 256, r + 256) for r in range(0, 2048, 256)]
+    assert gemm.row_blocks(512, 600, True) == [(0, 128, 128), (128, 256, 256), (256, 384, 384),
+                                               (384, 512, 512)]
+    assert gemm.row_blocks(600, 300, True) == [(0, 128, 128), (128, 256, 256), (256, 384, 300),
+                                               (384, 512, 300), (512, 600, 300)]  # L > S
+    assert gemm.row_blocks(200, 300, True) == [(0, 200, 300)]  # too few rows to split
+    assert gemm.row_blocks(2048, 2048, False) == [(0, 2048, 2048)]
     assert gemm.chunks(10, 128, 128, 4) == [(0, 10)]
     monkeypatch.setattr(C, "BUDGET", 3 * 128 * 128 * 4)
     assert gemm.chunks(10, 128, 128, 4) == [(0, 3), (3, 6), (6, 9), (9, 10)]
 
 
 @pytest.mark.parametrize(("n_q", "n_k", "masking"),
-                         [(160, 160, "ls"), (130, 150, "causal"), (128, 200, "padding"),
-                          (200, 128, "none")])
+                         [(160, 160, "ls"), (130, 150, "causal"), (300, 280, "causal"),
+                          (128, 200, "padding"), (200, 128, "none")])
 def test_path_matches_portable(backend, n_q, n_k, masking):
     """F.scaled_dot_product_attention through the path (lengths above MIN_SCORES) against
     the portable attention on the same backend, forward and gradients."""

@@ -8,6 +8,10 @@ product on wgpu) and the rest to two kernels of the backend.
   from the saved log-sum-exp in place of ``S``, ``dS = P (dP - delta) * scale`` in place of
   ``dP``), then ``dQ = dS K``, ``dK = dS^T Q``, ``dV = P^T dO``.
 
+Causal attention (on backends whose kernels take a row offset, :attr:`causal_rows`) runs
+these products per block of query rows, each over the keys up to its last row only: with
+eight blocks the products and the score traffic are 36/64 of the whole rows'.
+
 The fused kernels compute every product on the GPU's vector units one score at a time; a
 GEMM runs the same products at several times their rate. A chunk holds as many whole batch
 entries as fit :data:`BUDGET` bytes of scores (the backward holds two such arrays), so
@@ -44,6 +48,12 @@ class ChunkedAttention:
     #: the most scores per batch entry for which causal attention takes the path (the fused
     #: kernels skip the keys after each query block; the products compute them all)
     causal_max_scores = 1024 * 1024
+    #: causal attention by blocks of at least this many query rows, each block's products
+    #: over the keys up to its last row (0: whole rows; the backend's kernels then need no
+    #: row offset)
+    causal_rows = 0
+    #: and at most this many blocks
+    causal_blocks = 8
 
     def __init__(self, xp: Any) -> None:
         self.xp = xp
@@ -54,18 +64,22 @@ class ChunkedAttention:
         return tuple(s // m4.itemsize for s in m4.strides)
 
     def softmax(self, scores: Any, lse: Any, mask: Any, geo: tuple, b0: int,
-                scale: float) -> None:
-        """``scores`` (``(entries, L, S)``, contiguous; the chunk's first entry is ``b0``) in
+                scale: float, i0: int = 0) -> None:
+        """``scores`` (``(entries, R, S')``, contiguous; the chunk's first entry is ``b0``,
+        its rows the queries ``i0 .. i0 + R - 1``, its columns the first ``S'`` keys) in
         place: the softmax of ``scores * scale + mask`` over each row (causal: keys after
         the row's position masked), and each row's log-sum-exp into ``lse`` ``(B, L)``
         (``+inf`` and zeros for a row with no key). ``geo``: ``(B2, L, S, mb1, mb2, ml, ms,
-        has_mask, causal)``, the mask entry of batch entry ``b`` being ``(b // B2, b % B2)``."""
+        has_mask, causal)``, the mask entry of batch entry ``b`` being ``(b // B2, b % B2)``.
+        ``i0`` is 0 and the scores whole rows (``R = L``, ``S' = S``) unless
+        :attr:`causal_rows` is set."""
         raise NotImplementedError
 
     def dsoftmax(self, scores: Any, dp: Any, lse: Any, delta: Any, mask: Any, geo: tuple,
-                 b0: int, scale: float) -> None:
+                 b0: int, scale: float, i0: int = 0) -> None:
         """In place: ``P = exp(scores * scale + mask - lse)`` (0 where masked or the row has
-        no key) into ``scores``, ``P (dp - delta) * scale`` into ``dp``."""
+        no key) into ``scores``, ``P (dp - delta) * scale`` into ``dp`` (rows and columns as
+        in :meth:`softmax`)."""
         raise NotImplementedError
 
     # -- the driver -----------------------------------------------------------------
@@ -90,6 +104,18 @@ class ChunkedAttention:
         per = max(1, BUDGET // (n_q * n_k * itemsize))
         return [(s, min(b, s + per)) for s in range(0, b, per)]
 
+    def row_blocks(self, n_q: int, n_k: int, causal: bool) -> list[tuple[int, int, int]]:
+        """``(first row, end row, end key)`` of each block of query rows the products run
+        over: the whole rows, or for causal attention (where :attr:`causal_rows` is set)
+        blocks each ending its keys after its last row."""
+        least = self.causal_rows
+        if not causal or not least or n_q < 2 * least:
+            return [(0, n_q, n_k)]
+        rows = max(least, -(-n_q // self.causal_blocks))
+        align = min(32, least)
+        rows = -(-rows // align) * align
+        return [(q0, min(n_q, q0 + rows), min(n_k, q0 + rows)) for q0 in range(0, n_q, rows)]
+
     def _geometry(self, mask: Any, batch: tuple[int, int], n_q: int, n_k: int,
                   causal: bool) -> tuple[Any, tuple]:
         if mask is None:
@@ -111,10 +137,17 @@ class ChunkedAttention:
         out = xp.empty((b, n_q, dv), dtype=q.dtype)
         lse = xp.empty((b, n_q), dtype=q.dtype)
         kt = self._transposed(k)
+        blocks = self.row_blocks(n_q, n_k, causal)
         for s, e in self.chunks(b, n_q, n_k, np.dtype(q.dtype).itemsize):
-            scores = xp.matmul(q[s:e], kt[s:e])
-            self.softmax(scores, lse, m4, geo, s, scale)
-            out[s:e] = xp.matmul(scores, v[s:e])
+            if len(blocks) == 1:
+                scores = xp.matmul(q[s:e], kt[s:e])
+                self.softmax(scores, lse, m4, geo, s, scale)
+                out[s:e] = xp.matmul(scores, v[s:e])
+                continue
+            for q0, q1, kend in blocks:
+                scores = xp.matmul(q[s:e, q0:q1], kt[s:e, :, :kend])
+                self.softmax(scores, lse, m4, geo, s, scale, q0)
+                out[s:e, q0:q1] = xp.matmul(scores, v[s:e, :kend])
         return out, lse
 
     def backward(self, q: Any, k: Any, v: Any, out: Any, lse: Any, g: Any, mask: Any,
@@ -125,15 +158,27 @@ class ChunkedAttention:
         n_k = k.shape[1]
         delta = xp.sum(g * out, axis=-1)
         m4, geo = self._geometry(mask, batch, n_q, n_k, causal)
+        blocks = self.row_blocks(n_q, n_k, causal)
+        fill = xp.empty if len(blocks) == 1 else xp.zeros  # the blocks' key gradients add up
         dq = xp.empty(q.shape, dtype=q.dtype)
-        dk = xp.empty(k.shape, dtype=q.dtype)
-        dvv = xp.empty(v.shape, dtype=q.dtype)
+        dk = fill(k.shape, dtype=q.dtype)
+        dvv = fill(v.shape, dtype=q.dtype)
         kt, vt = self._transposed(k), self._transposed(v)
         for s, e in self.chunks(b, n_q, n_k, np.dtype(q.dtype).itemsize):
-            scores = xp.matmul(q[s:e], kt[s:e])
-            dp = xp.matmul(g[s:e], vt[s:e])
-            self.dsoftmax(scores, dp, lse, delta, m4, geo, s, scale)
-            dq[s:e] = xp.matmul(dp, k[s:e])
-            dk[s:e] = xp.matmul(self._transposed(dp), q[s:e])
-            dvv[s:e] = xp.matmul(self._transposed(scores), g[s:e])
+            if len(blocks) == 1:
+                scores = xp.matmul(q[s:e], kt[s:e])
+                dp = xp.matmul(g[s:e], vt[s:e])
+                self.dsoftmax(scores, dp, lse, delta, m4, geo, s, scale)
+                dq[s:e] = xp.matmul(dp, k[s:e])
+                dk[s:e] = xp.matmul(self._transposed(dp), q[s:e])
+                dvv[s:e] = xp.matmul(self._transposed(scores), g[s:e])
+                continue
+            for q0, q1, kend in blocks:
+                scores = xp.matmul(q[s:e, q0:q1], kt[s:e, :, :kend])
+                dp = xp.matmul(g[s:e, q0:q1], vt[s:e, :, :kend])
+                self.dsoftmax(scores, dp, lse, delta, m4, geo, s, scale, q0)
+                dq[s:e, q0:q1] = xp.matmul(dp, k[s:e, :kend])
+                dk[s:e, :kend] = dk[s:e, :kend] + xp.matmul(self._transposed(dp), q[s:e, q0:q1])
+                dvv[s:e, :kend] = dvv[s:e, :kend] + xp.matmul(self._transposed(scores),
+                                                               g[s:e, q0:q1])
         return dq, dk, dvv

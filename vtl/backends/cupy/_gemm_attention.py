@@ -31,15 +31,16 @@ __device__ __forceinline__ long long gattn_mask_row(int b, int B2, int i, long l
     return (long long)(b / B2) * mb1 + (long long)(b % B2) * mb2 + (long long)i * ml;
 }}
 
-// a block per row of the chunk's scores s ((entries, L, S), row-major): the scaled, masked
-// scores' softmax in place and their log-sum-exp (+inf and zeros for a row with no key)
+// a block per row of the chunk's scores s ((entries, R, S), row-major: the queries
+// i0 .. i0 + R - 1 of L, the first S keys): the scaled, masked scores' softmax in place and
+// their log-sum-exp (+inf and zeros for a row with no key)
 extern "C" __global__ void __launch_bounds__({THREADS})
 vtl_gattn_softmax(T* __restrict__ s, T* __restrict__ lse, const T* __restrict__ mask,
                   int b0, int B2, int L, int S, long long mb1, long long mb2, long long ml,
-                  long long ms, int has_mask, int causal, T scale) {{
+                  long long ms, int has_mask, int causal, int R, int i0, T scale) {{
     __shared__ T red[{THREADS}];
     const long long row = blockIdx.x;
-    const int bl = (int)(row / L), i = (int)(row - (long long)bl * L);
+    const int bl = (int)(row / R), i = i0 + (int)(row - (long long)bl * R);
     const int b = b0 + bl;
     T* sr = s + row * (long long)S;
     const long long mbase = gattn_mask_row(b, B2, i, mb1, mb2, ml);
@@ -80,18 +81,18 @@ vtl_gattn_softmax(T* __restrict__ s, T* __restrict__ lse, const T* __restrict__ 
     if (t == 0) lse[(long long)b * L + i] = m + log(l);
 }}
 
-// each of the chunk's n scores: p = exp(scaled masked score - lse) in place of s, and
-// ds = p * (dp - delta) * scale in place of dp
+// each of the chunk's n scores (rows and columns as vtl_gattn_softmax's): p = exp(scaled
+// masked score - lse) in place of s, and ds = p * (dp - delta) * scale in place of dp
 extern "C" __global__ void __launch_bounds__(256)
 vtl_gattn_dsoftmax(T* __restrict__ s, T* __restrict__ dp, const T* __restrict__ lse,
                    const T* __restrict__ delta, const T* __restrict__ mask, int b0, int B2,
                    int L, int S, long long mb1, long long mb2, long long ml, long long ms,
-                   int has_mask, int causal, T scale, long long n) {{
+                   int has_mask, int causal, int R, int i0, T scale, long long n) {{
     const long long stride = (long long)gridDim.x * 256;
     for (long long e = (long long)blockIdx.x * 256 + threadIdx.x; e < n; e += stride) {{
         const long long row = e / S;
         const int j = (int)(e - row * S);
-        const int bl = (int)(row / L), i = (int)(row - (long long)bl * L);
+        const int bl = (int)(row / R), i = i0 + (int)(row - (long long)bl * R);
         const int b = b0 + bl;
         const long long at = (long long)b * L + i;
         const T li = lse[at];
@@ -116,7 +117,10 @@ def gemm_attention_source(dtype: Any) -> str:
 
 class GemmAttention(ChunkedAttention):
     """:class:`ChunkedAttention` with cuBLAS products (the backend namespace's ``matmul``)
-    and the two CUDA kernels of this module."""
+    and the two CUDA kernels of this module; causal attention by blocks of query rows."""
+
+    causal_rows = 128
+    causal_max_scores = 4096 * 4096
 
     def __init__(self, cupy: Any, xp: Any) -> None:
         super().__init__(xp)
@@ -130,24 +134,27 @@ class GemmAttention(ChunkedAttention):
             kern = self._kernels[key] = self._cp.RawKernel(gemm_attention_source(dtype), name)
         return kern
 
-    def _args(self, mask: Any, geo: tuple, b0: int, dt: np.dtype) -> tuple:
-        b2, n_q, n_k, mb1, mb2, ml, ms, has, causal = geo
+    def _args(self, scores: Any, mask: Any, geo: tuple, b0: int, i0: int, scale: float
+              ) -> tuple:
+        """The kernels' arguments after their arrays: the geometry of ``scores``'s rows
+        (``(entries, R, S')``, the queries from ``i0``) and the scale."""
+        dt = np.dtype(scores.dtype)
+        b2, n_q, _, mb1, mb2, ml, ms, has, causal = geo
         mk = self._cp.empty(1, dtype=dt) if mask is None else mask
-        return (mk, np.int32(b0), np.int32(b2), np.int32(n_q), np.int32(n_k),
-                *(np.int64(x) for x in (mb1, mb2, ml, ms)), np.int32(has), np.int32(causal))
+        return (mk, np.int32(b0), np.int32(b2), np.int32(n_q), np.int32(scores.shape[2]),
+                *(np.int64(x) for x in (mb1, mb2, ml, ms)), np.int32(has), np.int32(causal),
+                np.int32(scores.shape[1]), np.int32(i0), dt.type(scale))
 
     def softmax(self, scores: Any, lse: Any, mask: Any, geo: tuple, b0: int,
-                scale: float) -> None:
-        dt = np.dtype(scores.dtype)
+                scale: float, i0: int = 0) -> None:
         rows = scores.shape[0] * scores.shape[1]
-        self._kernel("vtl_gattn_softmax", dt)(
-            (rows,), (_THREADS,), (scores, lse, *self._args(mask, geo, b0, dt), dt.type(scale)))
+        self._kernel("vtl_gattn_softmax", scores.dtype)(
+            (rows,), (_THREADS,), (scores, lse, *self._args(scores, mask, geo, b0, i0, scale)))
 
     def dsoftmax(self, scores: Any, dp: Any, lse: Any, delta: Any, mask: Any, geo: tuple,
-                 b0: int, scale: float) -> None:
-        dt = np.dtype(scores.dtype)
+                 b0: int, scale: float, i0: int = 0) -> None:
         n = scores.size
-        self._kernel("vtl_gattn_dsoftmax", dt)(
+        self._kernel("vtl_gattn_dsoftmax", scores.dtype)(
             (max(1, min(-(-n // 256), 65536)),), (256,),
-            (scores, dp, lse, delta, *self._args(mask, geo, b0, dt), dt.type(scale),
+            (scores, dp, lse, delta, *self._args(scores, mask, geo, b0, i0, scale),
              np.int64(n)))

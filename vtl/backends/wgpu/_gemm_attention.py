@@ -56,7 +56,8 @@ class WgpuGemmAttention(ChunkedAttention):
                 0 if mask is None else mask._offset]
 
     def softmax(self, scores: Any, lse: Any, mask: Any, geo: tuple, b0: int,
-                scale: float) -> None:
+                scale: float, i0: int = 0) -> None:
+        assert i0 == 0  # whole rows (causal_rows unset)
         rows = scores.shape[0] * scores.shape[1]
         REC.dispatch(_kernels.kernel("gattn_softmax", "wwr", (D.float32,), C="f32"),
                      (scores._st.buf, lse._st.buf, self._mask_buffer(mask)),
@@ -64,7 +65,8 @@ class WgpuGemmAttention(ChunkedAttention):
         self.launches += 1
 
     def dsoftmax(self, scores: Any, dp: Any, lse: Any, delta: Any, mask: Any, geo: tuple,
-                 b0: int, scale: float) -> None:
+                 b0: int, scale: float, i0: int = 0) -> None:
+        assert i0 == 0
         n = scores.size
         REC.dispatch(_kernels.kernel("gattn_dsoftmax", "wwrrr", (D.float32,)),
                      (scores._st.buf, dp._st.buf, lse._st.buf, delta._st.buf,

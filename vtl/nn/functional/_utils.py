@@ -11,9 +11,16 @@ from array_api_compat import array_namespace
 from ..._tensor import Tensor
 from ...backends import _dtypes
 
-__all__ = ["array_namespace", "check_reduction", "detach", "erfc", "namespace", "reduce"]
+__all__ = ["array_namespace", "check_reduction", "detach", "erfc", "namespace", "reduce",
+           "reshaped"]
 
 _REDUCTIONS = ("mean", "sum", "none")
+
+
+def reshaped(xp: Any, a: Any, shape: tuple[int, ...]) -> Any:
+    """The raw array ``a`` in ``shape``: ``a`` itself where it has that shape already (no
+    view object, which the autograd's bookkeeping would inspect), else ``xp.reshape``."""
+    return a if a.shape == shape else xp.reshape(a, shape)
 
 
 _SKIP = (bool, int, float, complex)

@@ -16,7 +16,7 @@ from ... import _autocast
 from ..._ops._core import _grad, needs_grad, new, record
 from ..._tensor import Tensor
 from ...backends._dtypes import LOW_FLOATING, float32
-from ._utils import detach, namespace
+from ._utils import detach, namespace, reshaped
 
 __all__ = ["batch_norm", "group_norm", "instance_norm", "layer_norm", "local_response_norm",
            "rms_norm"]
@@ -99,7 +99,7 @@ def _layer_norm_tensor(x: Tensor, ns: tuple[int, ...], w: Tensor | None, b: Tens
     dev, xd, xp = x._device, x._data, x._device.xp
     x2, (w2, b2) = rows
     kern, (y2, mean, rstd) = _rows_forward(dev, x2, w2, b2, eps, rms)
-    out = xp.reshape(y2, xd.shape)
+    out = reshaped(xp, y2, xd.shape)
     if needs_grad(x, w, b):
         return record(out, dev, "RmsNormBackward" if rms else "LayerNormBackward", (x, w, b),
                       partial(_layer_norm_vjp, kern, x, w, b, ns, mean, rstd, eps, rms),
@@ -116,8 +116,8 @@ def _as_rows(x: Tensor, ns: tuple[int, ...], params: tuple) -> tuple[Any, list] 
     if not _params_match(x, params) or n == 0 or xd.size == 0:
         return None
     xp = x._device.xp
-    return xp.reshape(xd, (xd.size // n, n)), [
-        None if t is None else xp.reshape(t._data, (n,)) for t in params]
+    return reshaped(xp, xd, (xd.size // n, n)), [
+        None if t is None else reshaped(xp, t._data, (n,)) for t in params]
 
 
 def _params_match(x: Tensor, params: tuple) -> bool:
@@ -219,14 +219,14 @@ def _layer_norm_vjp(kern: Any, x: Tensor, w: Tensor | None, b: Tensor | None,
     if not _grad.enabled:  # plain backward: raw arrays (the backend's kernel where it ran)
         dev = g._device
         xp = dev.xp
-        x2 = xp.reshape(x._data, (m, n))
-        w2 = None if w is None else xp.reshape(w._data, (n,))
-        g2 = xp.reshape(g._data, (m, n))
+        x2 = reshaped(xp, x._data, (m, n))
+        w2 = None if w is None else reshaped(xp, w._data, (n,))
+        g2 = reshaped(xp, g._data, (m, n))
         dx, dw, db = _rows_backward(kern, xp, x2, w2, mean, rstd, g2, need_x, need_w,
                                     need_b, rms)
-        return (None if dx is None else new(xp.reshape(dx, x._data.shape), dev),
-                None if dw is None else new(xp.reshape(dw, ns), dev),
-                None if db is None else new(xp.reshape(db, ns), dev))
+        return (None if dx is None else new(reshaped(xp, dx, x._data.shape), dev),
+                None if dw is None else new(reshaped(xp, dw, ns), dev),
+                None if db is None else new(reshaped(xp, db, ns), dev))
     import vtl  # create_graph: the same rule in vtl functions (recomputing the statistics)
 
     g2 = vtl.reshape(g, (m, n))
