@@ -31,6 +31,12 @@ def _layouts(a: np.ndarray):
     big = cp.zeros((a.shape[0], 2 * a.shape[1]), dtype=a.dtype)
     big[:, ::2] = cp.asarray(a)
     yield big[:, ::2]
+    wide = cp.zeros((a.shape[0] + 2, a.shape[1] + 3), dtype=a.dtype)  # a slice, read in place
+    wide[1:-1, 2:-1] = cp.asarray(a)
+    yield wide[1:-1, 2:-1]
+    tall = cp.zeros((a.shape[1] + 3, a.shape[0] + 1), dtype=a.dtype)
+    tall[:-3, 1:] = cp.asarray(a.T)
+    yield tall[:-3, 1:].T
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -82,6 +88,9 @@ def test_batched_matmul_every_layout_matches_numpy(dtype, shapes):
         big = cp.zeros((*x.shape[:-1], 2 * x.shape[-1]), dtype=x.dtype)
         big[..., ::2] = cp.asarray(x)
         yield big[..., ::2]
+        pad = cp.zeros((*x.shape[:-2], x.shape[-2] + 3, x.shape[-1] + 2), dtype=x.dtype)
+        pad[..., 1:-2, :-2] = cp.asarray(x)  # a block of rows of wider matrices
+        yield pad[..., 1:-2, :-2]
 
     for x in layouts(a):
         for y in layouts(b):

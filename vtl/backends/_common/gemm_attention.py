@@ -10,7 +10,8 @@ product on wgpu) and the rest to two kernels of the backend.
 
 Causal attention (on backends whose kernels take a row offset, :attr:`causal_rows`) runs
 these products per block of query rows, each over the keys up to its last row only: with
-eight blocks the products and the score traffic are 36/64 of the whole rows'.
+eight blocks the products and the score traffic are 36/64 of the whole rows'. A chunk then
+holds as many entries as one block's scores allow.
 
 The fused kernels compute every product on the GPU's vector units one score at a time; a
 GEMM runs the same products at several times their rate. A chunk holds as many whole batch
@@ -138,7 +139,8 @@ class ChunkedAttention:
         lse = xp.empty((b, n_q), dtype=q.dtype)
         kt = self._transposed(k)
         blocks = self.row_blocks(n_q, n_k, causal)
-        for s, e in self.chunks(b, n_q, n_k, np.dtype(q.dtype).itemsize):
+        rows = max(q1 - q0 for q0, q1, _ in blocks)  # a chunk holds one block's scores
+        for s, e in self.chunks(b, rows, n_k, np.dtype(q.dtype).itemsize):
             if len(blocks) == 1:
                 scores = xp.matmul(q[s:e], kt[s:e])
                 self.softmax(scores, lse, m4, geo, s, scale)
@@ -164,7 +166,8 @@ class ChunkedAttention:
         dk = fill(k.shape, dtype=q.dtype)
         dvv = fill(v.shape, dtype=q.dtype)
         kt, vt = self._transposed(k), self._transposed(v)
-        for s, e in self.chunks(b, n_q, n_k, np.dtype(q.dtype).itemsize):
+        rows = max(q1 - q0 for q0, q1, _ in blocks)
+        for s, e in self.chunks(b, rows, n_k, np.dtype(q.dtype).itemsize):
             if len(blocks) == 1:
                 scores = xp.matmul(q[s:e], kt[s:e])
                 dp = xp.matmul(g[s:e], vt[s:e])

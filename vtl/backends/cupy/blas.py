@@ -181,15 +181,16 @@ class Blas:
 
     @staticmethod
     def _layout(a: Any) -> tuple[int, int] | None:
-        """(op, leading dimension) of the last two axes of ``a`` as a column-major matrix,
-        or ``None`` when they are neither C- nor F-ordered."""
+        """(op, leading dimension) of the last two axes of ``a`` as a column-major matrix:
+        rows (or columns) of unit stride at a stride of at least their length, as a slice
+        of a wider matrix has; ``None`` for any other layout."""
         *_, r, c = a.shape
         item = a.itemsize
         sr, sc = a.strides[-2], a.strides[-1]  # the stride of an axis of size 1 is any
-        if (c <= 1 or sc == item) and (r <= 1 or sr == c * item):
-            return _OP_N, max(c, 1)
-        if (r <= 1 or sr == item) and (c <= 1 or sc == r * item):
-            return _OP_T, max(r, 1)
+        if (c <= 1 or sc == item) and (r <= 1 or (sr >= c * item and sr % item == 0)):
+            return _OP_N, max(c, 1) if r <= 1 else sr // item
+        if (r <= 1 or sr == item) and (c <= 1 or (sc >= r * item and sc % item == 0)):
+            return _OP_T, max(r, 1) if c <= 1 else sc // item
         return None
 
     def matmul(self, a: Any, b: Any) -> Any | None:
@@ -264,16 +265,27 @@ class Blas:
             x = cp.broadcast_to(x, (*batch, *x.shape[-2:]))
         r, c = x.shape[-2:]
         if self._layout(x) is not None:
-            strides = [s // x.itemsize for s in x.strides[:-2]]
-            step = r * c
-            # the batch axes must flatten to one stride of whole matrices
-            expect = step
-            ok = True
-            for size, st in zip(reversed(x.shape[:-2]), reversed(strides), strict=True):
-                if size != 1 and st != expect:
-                    ok = False
-                    break
-                expect *= size
-            if ok:
+            step = self._batch_stride(x)
+            if step is not None:
                 return x, step
         return cp.ascontiguousarray(x), r * c
+
+    @staticmethod
+    def _batch_stride(x: Any) -> int | None:
+        """The one stride (elements, 0 for a broadcast) at which the batch axes of ``x``
+        flatten, as cuBLAS's strided batches need; ``None`` where they do not (or a stride is
+        negative or not of whole elements)."""
+        item = x.itemsize
+        step = expect = None
+        for size, st in zip(reversed(x.shape[:-2]), reversed(x.strides[:-2]), strict=True):
+            if size == 1:
+                continue
+            if st < 0 or st % item:
+                return None
+            if step is None:
+                step, expect = st // item, st // item * size
+            elif st // item != expect:
+                return None
+            else:
+                expect *= size
+        return x.shape[-2] * x.shape[-1] if step is None else step
