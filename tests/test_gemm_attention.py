@@ -44,8 +44,8 @@ _LAUNCHERS = (
     f"{_GEO}) {{ vtl_launch(gx, 1, {G._THREADS}, 1, [=] {{ "
     f"vtl_gattn_softmax(s, lse, mask, {_GEO_ARGS}); }}); }}\n"
     f'extern "C" void launch_vtl_gattn_dsoftmax(unsigned gx, T* s, T* dp, const T* lse, '
-    f"const T* delta, const T* mask, {_GEO}, long long n) {{ vtl_launch(gx, 1, 256, 1, "
-    f"[=] {{ vtl_gattn_dsoftmax(s, dp, lse, delta, mask, {_GEO_ARGS}, n); }}); }}\n")
+    f"const T* delta, const T* mask, {_GEO}) {{ vtl_launch(gx, 1, {G._THREADS}, 1, "
+    f"[=] {{ vtl_gattn_dsoftmax(s, dp, lse, delta, mask, {_GEO_ARGS}); }}); }}\n")
 
 
 class _HostKernel:
@@ -70,8 +70,7 @@ class FakeCupy:
             src = _SHIM + _EXTRA + code.replace('extern "C" ', "") + _LAUNCHERS
             lib = self.built[code] = compile_host(self.tmp / f"g{len(self.built)}.cpp", src)
         dt = np.dtype(np.float64 if "typedef double T;" in code else np.float32)
-        block = G._THREADS if name == "vtl_gattn_softmax" else 256
-        return _HostKernel(getattr(lib, f"launch_{name}"), dt, block)
+        return _HostKernel(getattr(lib, f"launch_{name}"), dt, G._THREADS)
 
     def empty(self, shape, dtype):
         return np.full(shape, np.nan, dtype)
@@ -142,6 +141,14 @@ def test_host_build_matches_numpy(fake, fused, monkeypatch, case, rows, dt):
     for a, r in zip(gemm.backward(q, k, v, out_f, lse_f, g, mask, causal, scale, (b1, b2)),
                     ref[1:], strict=True):
         np.testing.assert_allclose(a, r, **tol)
+
+
+@pytest.mark.parametrize("rows", [0, 16])
+def test_host_build_rows_longer_than_registers(fake, fused, monkeypatch, rows):
+    """Rows with more keys than the softmax holds in registers (read three times instead)."""
+    monkeypatch.setattr(G, "_PER", 1)  # rows over 128 keys
+    for case in (CASES[3], ((1, 2), 150, 140, 8, 8, "ls", True)):
+        test_host_build_matches_numpy(fake, fused, monkeypatch, case, rows, np.float64)
 
 
 def test_what_the_path_takes(fake, monkeypatch):

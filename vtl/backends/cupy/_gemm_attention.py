@@ -1,7 +1,7 @@
 """The CuPy backend's kernels of attention by cuBLAS products
 (:class:`~vtl.backends._common.gemm_attention.ChunkedAttention`: the float32/float64 path
 of ``kernel("attention")`` for long sequences without dropout): ``vtl_gattn_softmax``, a
-block per row of scores, and ``vtl_gattn_dsoftmax``, a thread per score.
+block per row of scores, and ``vtl_gattn_dsoftmax``, a block per row too.
 
 The fused kernels (``attention.py``) compute every product on CUDA cores, one FMA per
 score and operand element; PyTorch's float32 attention runs its products on tensor cores
@@ -21,6 +21,8 @@ from .nn import PRELUDE
 __all__ = ["GemmAttention", "gemm_attention_source"]
 
 _THREADS = 128
+#: keys per thread the softmax holds in registers (rows up to 4096 keys read once)
+_PER = 32
 
 _SOURCE = r"""
 typedef {T} T;
@@ -33,7 +35,9 @@ __device__ __forceinline__ long long gattn_mask_row(int b, int B2, int i, long l
 
 // a block per row of the chunk's scores s ((entries, R, S), row-major: the queries
 // i0 .. i0 + R - 1 of L, the first S keys): the scaled, masked scores' softmax in place and
-// their log-sum-exp (+inf and zeros for a row with no key)
+// their log-sum-exp (+inf and zeros for a row with no key). Rows of at most THREADS * PER
+// keys are read once and written once (each thread's keys held in registers); longer rows
+// are read three times.
 extern "C" __global__ void __launch_bounds__({THREADS})
 vtl_gattn_softmax(T* __restrict__ s, T* __restrict__ lse, const T* __restrict__ mask,
                   int b0, int B2, int L, int S, long long mb1, long long mb2, long long ml,
@@ -46,11 +50,25 @@ vtl_gattn_softmax(T* __restrict__ s, T* __restrict__ lse, const T* __restrict__ 
     const long long mbase = gattn_mask_row(b, B2, i, mb1, mb2, ml);
     const int end = causal ? min(S, i + 1) : S;  // keys after the query's position: masked
     const int t = threadIdx.x;
+    const bool held = S <= {THREADS} * {PER};
+    T v[{PER}];
     T m = -INF;
-    for (int j = t; j < end; j += {THREADS}) {{
-        const T x = sr[j] * scale + (has_mask ? mask[mbase + (long long)j * ms] : (T)0);
-        sr[j] = x;
-        m = max(m, x);
+    if (held) {{
+#pragma unroll
+        for (int u = 0; u < {PER}; ++u) {{
+            const int j = t + u * {THREADS};
+            v[u] = -INF;
+            if (j < end) {{
+                v[u] = sr[j] * scale + (has_mask ? mask[mbase + (long long)j * ms] : (T)0);
+                m = max(m, v[u]);
+            }}
+        }}
+    }} else {{
+        for (int j = t; j < end; j += {THREADS}) {{
+            const T x = sr[j] * scale + (has_mask ? mask[mbase + (long long)j * ms] : (T)0);
+            sr[j] = x;
+            m = max(m, x);
+        }}
     }}
     red[t] = m;
     __syncthreads();
@@ -62,7 +80,15 @@ vtl_gattn_softmax(T* __restrict__ s, T* __restrict__ lse, const T* __restrict__ 
     __syncthreads();
     T l = 0;
     if (m != -INF) {{
-        for (int j = t; j < end; j += {THREADS}) l += exp(sr[j] - m);
+        if (held) {{
+#pragma unroll
+            for (int u = 0; u < {PER}; ++u) {{
+                v[u] = t + u * {THREADS} < end ? exp(v[u] - m) : (T)0;
+                l += v[u];
+            }}
+        }} else {{
+            for (int j = t; j < end; j += {THREADS}) l += exp(sr[j] - m);
+        }}
     }}
     red[t] = l;
     __syncthreads();
@@ -77,33 +103,44 @@ vtl_gattn_softmax(T* __restrict__ s, T* __restrict__ lse, const T* __restrict__ 
         return;
     }}
     const T inv = (T)1 / l;
-    for (int j = t; j < S; j += {THREADS}) sr[j] = j < end ? exp(sr[j] - m) * inv : (T)0;
+    if (held) {{
+#pragma unroll
+        for (int u = 0; u < {PER}; ++u) {{
+            const int j = t + u * {THREADS};
+            if (j < S) sr[j] = v[u] * inv;
+        }}
+    }} else {{
+        for (int j = t; j < S; j += {THREADS}) sr[j] = j < end ? exp(sr[j] - m) * inv : (T)0;
+    }}
     if (t == 0) lse[(long long)b * L + i] = m + log(l);
 }}
 
-// each of the chunk's n scores (rows and columns as vtl_gattn_softmax's): p = exp(scaled
-// masked score - lse) in place of s, and ds = p * (dp - delta) * scale in place of dp
-extern "C" __global__ void __launch_bounds__(256)
+// a block per row of the chunk's scores (rows and columns as vtl_gattn_softmax's): p =
+// exp(scaled masked score - lse) in place of s, and ds = p * (dp - delta) * scale in place
+// of dp (zeros past a causal row's last key and in a row with no key, neither read)
+extern "C" __global__ void __launch_bounds__({THREADS})
 vtl_gattn_dsoftmax(T* __restrict__ s, T* __restrict__ dp, const T* __restrict__ lse,
                    const T* __restrict__ delta, const T* __restrict__ mask, int b0, int B2,
                    int L, int S, long long mb1, long long mb2, long long ml, long long ms,
-                   int has_mask, int causal, int R, int i0, T scale, long long n) {{
-    const long long stride = (long long)gridDim.x * 256;
-    for (long long e = (long long)blockIdx.x * 256 + threadIdx.x; e < n; e += stride) {{
-        const long long row = e / S;
-        const int j = (int)(e - row * S);
-        const int bl = (int)(row / R), i = i0 + (int)(row - (long long)bl * R);
-        const int b = b0 + bl;
-        const long long at = (long long)b * L + i;
-        const T li = lse[at];
-        T p = 0;
-        if (li != INF && !(causal && j > i)) {{
-            const T x = s[e] * scale + (has_mask ? mask[gattn_mask_row(b, B2, i, mb1, mb2, ml)
-                                                        + (long long)j * ms] : (T)0);
+                   int has_mask, int causal, int R, int i0, T scale) {{
+    const long long row = blockIdx.x;
+    const int bl = (int)(row / R), i = i0 + (int)(row - (long long)bl * R);
+    const int b = b0 + bl;
+    const long long at = (long long)b * L + i;
+    const T li = lse[at], dl = delta[at];
+    T* sr = s + row * (long long)S;
+    T* dr = dp + row * (long long)S;
+    const long long mbase = gattn_mask_row(b, B2, i, mb1, mb2, ml);
+    const int end = li == INF ? 0 : (causal ? min(S, i + 1) : S);
+    for (int j = threadIdx.x; j < S; j += {THREADS}) {{
+        T p = 0, d = 0;
+        if (j < end) {{
+            const T x = sr[j] * scale + (has_mask ? mask[mbase + (long long)j * ms] : (T)0);
             p = exp(x - li);
+            d = p * (dr[j] - dl) * scale;
         }}
-        s[e] = p;
-        dp[e] = p * (dp[e] - delta[at]) * scale;
+        sr[j] = p;
+        dr[j] = d;
     }}
 }}
 """
@@ -112,7 +149,7 @@ vtl_gattn_dsoftmax(T* __restrict__ s, T* __restrict__ dp, const T* __restrict__ 
 def gemm_attention_source(dtype: Any) -> str:
     """The CUDA source of the two kernels for float32 or float64."""
     t = {"float32": "float", "float64": "double"}[np.dtype(dtype).name]
-    return PRELUDE + _SOURCE.format(T=t, THREADS=_THREADS)
+    return PRELUDE + _SOURCE.format(T=t, THREADS=_THREADS, PER=_PER)
 
 
 class GemmAttention(ChunkedAttention):
@@ -153,8 +190,7 @@ class GemmAttention(ChunkedAttention):
 
     def dsoftmax(self, scores: Any, dp: Any, lse: Any, delta: Any, mask: Any, geo: tuple,
                  b0: int, scale: float, i0: int = 0) -> None:
-        n = scores.size
+        rows = scores.shape[0] * scores.shape[1]
         self._kernel("vtl_gattn_dsoftmax", scores.dtype)(
-            (max(1, min(-(-n // 256), 65536)),), (256,),
-            (scores, dp, lse, delta, *self._args(scores, mask, geo, b0, i0, scale),
-             np.int64(n)))
+            (rows,), (_THREADS,),
+            (scores, dp, lse, delta, *self._args(scores, mask, geo, b0, i0, scale)))
