@@ -213,3 +213,30 @@ def test_arg_reductions_order_special_values_as_numpy(fn, dtype):
     for pair in ([-0.0, 0.0], [0.0, -0.0], [-tiny, -0.0], [np.nan, np.inf, np.nan]):
         x = np.array(pair, dtype)
         assert int(getattr(ns, fn)(cp.asarray(x))) == int(getattr(np, fn)(x))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_matmul_into_slices(dtype, accumulate):
+    """``Blas.matmul_into`` writes (or adds) the product into a slice of a larger array in
+    place, batched or not, and touches nothing around it; it declines an ``out`` cuBLAS
+    cannot write row by row."""
+    blas = ns.blas()
+    assert blas is not None
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    a = RNG.standard_normal((3, 5, 4)).astype(dtype)
+    b = RNG.standard_normal((3, 4, 6)).astype(dtype)
+    host = RNG.standard_normal((4, 9, 8)).astype(dtype)
+    for lhs, rhs, sl in ((a, b, np.s_[1:4, 2:7, 1:7]), (a[1], b[2], np.s_[2, 3:8, :6])):
+        big = cp.asarray(host)
+        want = host.copy()
+        want[sl] = (want[sl] if accumulate else 0) + lhs.astype(np.float64) @ rhs
+        x = cp.asarray(lhs)
+        y = cp.ascontiguousarray(cp.asarray(np.swapaxes(rhs, -1, -2))).swapaxes(-1, -2)
+        assert blas.matmul_into(x, y, big[sl], accumulate)
+        np.testing.assert_allclose(cp.asnumpy(big), want, rtol=tol, atol=tol)
+    out = cp.zeros((3, 6, 5), dtype=dtype).swapaxes(-1, -2)  # columns of unit stride
+    assert not blas.matmul_into(cp.asarray(a), cp.asarray(b), out)
+    assert not cp.any(out)
+    assert not blas.matmul_into(cp.asarray(a), cp.asarray(b), cp.zeros((3, 5, 6), np.float16))
+    assert not blas.matmul_into(cp.asarray(a), cp.asarray(b), cp.zeros((3, 5, 7), dtype))

@@ -143,14 +143,6 @@ def test_host_build_matches_numpy(fake, fused, monkeypatch, case, rows, dt):
         np.testing.assert_allclose(a, r, **tol)
 
 
-@pytest.mark.parametrize("rows", [0, 16])
-def test_host_build_rows_longer_than_registers(fake, fused, monkeypatch, rows):
-    """Rows with more keys than the softmax holds in registers (read three times instead)."""
-    monkeypatch.setattr(G, "_PER", 1)  # rows over 128 keys
-    for case in (CASES[3], ((1, 2), 150, 140, 8, 8, "ls", True)):
-        test_host_build_matches_numpy(fake, fused, monkeypatch, case, rows, np.float64)
-
-
 def test_what_the_path_takes(fake, monkeypatch):
     gemm = G.GemmAttention(fake, np)
     x = np.zeros((2, 128, 64), np.float32)

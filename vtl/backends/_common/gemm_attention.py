@@ -83,6 +83,13 @@ class ChunkedAttention:
         in :meth:`softmax`)."""
         raise NotImplementedError
 
+    def matmul_into(self, a: Any, b: Any, out: Any, key: tuple, accumulate: bool = False
+                    ) -> None:
+        """``out[key] = a @ b`` (``accumulate``: ``+=``); a backend whose GEMM writes (and
+        adds) into a slice in place overrides it."""
+        res = self.xp.matmul(a, b)
+        out[key] = out[key] + res if accumulate else res
+
     # -- the driver -----------------------------------------------------------------
     def takes(self, q: Any, k: Any, v: Any, mask: Any, dropout: Any,
               causal: bool = False) -> bool:
@@ -141,15 +148,10 @@ class ChunkedAttention:
         blocks = self.row_blocks(n_q, n_k, causal)
         rows = max(q1 - q0 for q0, q1, _ in blocks)  # a chunk holds one block's scores
         for s, e in self.chunks(b, rows, n_k, np.dtype(q.dtype).itemsize):
-            if len(blocks) == 1:
-                scores = xp.matmul(q[s:e], kt[s:e])
-                self.softmax(scores, lse, m4, geo, s, scale)
-                out[s:e] = xp.matmul(scores, v[s:e])
-                continue
             for q0, q1, kend in blocks:
                 scores = xp.matmul(q[s:e, q0:q1], kt[s:e, :, :kend])
                 self.softmax(scores, lse, m4, geo, s, scale, q0)
-                out[s:e, q0:q1] = xp.matmul(scores, v[s:e, :kend])
+                self.matmul_into(scores, v[s:e, :kend], out, np.s_[s:e, q0:q1])
         return out, lse
 
     def backward(self, q: Any, k: Any, v: Any, out: Any, lse: Any, g: Any, mask: Any,
@@ -168,20 +170,14 @@ class ChunkedAttention:
         kt, vt = self._transposed(k), self._transposed(v)
         rows = max(q1 - q0 for q0, q1, _ in blocks)
         for s, e in self.chunks(b, rows, n_k, np.dtype(q.dtype).itemsize):
-            if len(blocks) == 1:
-                scores = xp.matmul(q[s:e], kt[s:e])
-                dp = xp.matmul(g[s:e], vt[s:e])
-                self.dsoftmax(scores, dp, lse, delta, m4, geo, s, scale)
-                dq[s:e] = xp.matmul(dp, k[s:e])
-                dk[s:e] = xp.matmul(self._transposed(dp), q[s:e])
-                dvv[s:e] = xp.matmul(self._transposed(scores), g[s:e])
-                continue
             for q0, q1, kend in blocks:
                 scores = xp.matmul(q[s:e, q0:q1], kt[s:e, :, :kend])
                 dp = xp.matmul(g[s:e, q0:q1], vt[s:e, :, :kend])
                 self.dsoftmax(scores, dp, lse, delta, m4, geo, s, scale, q0)
-                dq[s:e, q0:q1] = xp.matmul(dp, k[s:e, :kend])
-                dk[s:e, :kend] = dk[s:e, :kend] + xp.matmul(self._transposed(dp), q[s:e, q0:q1])
-                dvv[s:e, :kend] = dvv[s:e, :kend] + xp.matmul(self._transposed(scores),
-                                                               g[s:e, q0:q1])
+                self.matmul_into(dp, k[s:e, :kend], dq, np.s_[s:e, q0:q1])
+                # with blocks, each block's key and value gradients add to the earlier ones'
+                add = len(blocks) > 1
+                self.matmul_into(self._transposed(dp), q[s:e, q0:q1], dk, np.s_[s:e, :kend], add)
+                self.matmul_into(self._transposed(scores), g[s:e, q0:q1], dvv,
+                                 np.s_[s:e, :kend], add)
         return dq, dk, dvv

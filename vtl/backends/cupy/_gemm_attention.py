@@ -21,8 +21,6 @@ from .nn import PRELUDE
 __all__ = ["GemmAttention", "gemm_attention_source"]
 
 _THREADS = 128
-#: keys per thread the softmax holds in registers (rows up to 4096 keys read once)
-_PER = 32
 
 _SOURCE = r"""
 typedef {T} T;
@@ -33,16 +31,25 @@ __device__ __forceinline__ long long gattn_mask_row(int b, int B2, int i, long l
     return (long long)(b / B2) * mb1 + (long long)(b % B2) * mb2 + (long long)i * ml;
 }}
 
+// (m, l) of the running softmax after folding in (m2, l2): l scaled to the larger maximum
+__device__ __forceinline__ void gattn_fold(T& m, T& l, T m2, T l2) {{
+    if (m2 == -INF) return;
+    if (m == -INF) {{ m = m2; l = l2; return; }}
+    const T mx = max(m, m2);
+    l = l * exp(m - mx) + l2 * exp(m2 - mx);
+    m = mx;
+}}
+
 // a block per row of the chunk's scores s ((entries, R, S), row-major: the queries
 // i0 .. i0 + R - 1 of L, the first S keys): the scaled, masked scores' softmax in place and
-// their log-sum-exp (+inf and zeros for a row with no key). Rows of at most THREADS * PER
-// keys are read once and written once (each thread's keys held in registers); longer rows
-// are read three times.
+// their log-sum-exp (+inf and zeros for a row with no key). One pass folds the row's
+// maximum and sum together (online softmax, warp shuffles then the warps' partials), a
+// second writes the probabilities.
 extern "C" __global__ void __launch_bounds__({THREADS})
 vtl_gattn_softmax(T* __restrict__ s, T* __restrict__ lse, const T* __restrict__ mask,
                   int b0, int B2, int L, int S, long long mb1, long long mb2, long long ml,
                   long long ms, int has_mask, int causal, int R, int i0, T scale) {{
-    __shared__ T red[{THREADS}];
+    __shared__ T wm[{THREADS} / 32], wl[{THREADS} / 32];
     const long long row = blockIdx.x;
     const int bl = (int)(row / R), i = i0 + (int)(row - (long long)bl * R);
     const int b = b0 + bl;
@@ -50,67 +57,42 @@ vtl_gattn_softmax(T* __restrict__ s, T* __restrict__ lse, const T* __restrict__ 
     const long long mbase = gattn_mask_row(b, B2, i, mb1, mb2, ml);
     const int end = causal ? min(S, i + 1) : S;  // keys after the query's position: masked
     const int t = threadIdx.x;
-    const bool held = S <= {THREADS} * {PER};
-    T v[{PER}];
-    T m = -INF;
-    if (held) {{
-#pragma unroll
-        for (int u = 0; u < {PER}; ++u) {{
-            const int j = t + u * {THREADS};
-            v[u] = -INF;
-            if (j < end) {{
-                v[u] = sr[j] * scale + (has_mask ? mask[mbase + (long long)j * ms] : (T)0);
-                m = max(m, v[u]);
-            }}
-        }}
-    }} else {{
-        for (int j = t; j < end; j += {THREADS}) {{
-            const T x = sr[j] * scale + (has_mask ? mask[mbase + (long long)j * ms] : (T)0);
-            sr[j] = x;
-            m = max(m, x);
+    T m = -INF, l = 0;
+    for (int j = t; j < end; j += {THREADS}) {{
+        const T x = sr[j] * scale + (has_mask ? mask[mbase + (long long)j * ms] : (T)0);
+        if (x > m) {{
+            l = (m == -INF ? (T)0 : l * exp(m - x)) + (T)1;
+            m = x;
+        }} else if (x != -INF) {{
+            l += exp(x - m);
         }}
     }}
-    red[t] = m;
-    __syncthreads();
-    for (int w = {THREADS} / 2; w > 0; w >>= 1) {{
-        if (t < w) red[t] = max(red[t], red[t + w]);
-        __syncthreads();
+    for (int o = 16; o > 0; o >>= 1) {{
+        const T m2 = __shfl_xor_sync(0xffffffffu, m, o);
+        const T l2 = __shfl_xor_sync(0xffffffffu, l, o);
+        gattn_fold(m, l, m2, l2);
     }}
-    m = red[0];
-    __syncthreads();
-    T l = 0;
-    if (m != -INF) {{
-        if (held) {{
-#pragma unroll
-            for (int u = 0; u < {PER}; ++u) {{
-                v[u] = t + u * {THREADS} < end ? exp(v[u] - m) : (T)0;
-                l += v[u];
-            }}
-        }} else {{
-            for (int j = t; j < end; j += {THREADS}) l += exp(sr[j] - m);
-        }}
+    if ((t & 31) == 0) {{
+        wm[t >> 5] = m;
+        wl[t >> 5] = l;
     }}
-    red[t] = l;
     __syncthreads();
-    for (int w = {THREADS} / 2; w > 0; w >>= 1) {{
-        if (t < w) red[t] += red[t + w];
-        __syncthreads();
-    }}
-    l = red[0];
+    m = wm[0];
+    l = wl[0];
+    for (int w = 1; w < {THREADS} / 32; ++w) gattn_fold(m, l, wm[w], wl[w]);
     if (m == -INF) {{
         for (int j = t; j < S; j += {THREADS}) sr[j] = (T)0;
         if (t == 0) lse[(long long)b * L + i] = INF;
         return;
     }}
     const T inv = (T)1 / l;
-    if (held) {{
-#pragma unroll
-        for (int u = 0; u < {PER}; ++u) {{
-            const int j = t + u * {THREADS};
-            if (j < S) sr[j] = v[u] * inv;
+    for (int j = t; j < S; j += {THREADS}) {{
+        T p = 0;
+        if (j < end) {{
+            const T x = sr[j] * scale + (has_mask ? mask[mbase + (long long)j * ms] : (T)0);
+            p = exp(x - m) * inv;
         }}
-    }} else {{
-        for (int j = t; j < S; j += {THREADS}) sr[j] = j < end ? exp(sr[j] - m) * inv : (T)0;
+        sr[j] = p;
     }}
     if (t == 0) lse[(long long)b * L + i] = m + log(l);
 }}
@@ -149,7 +131,7 @@ vtl_gattn_dsoftmax(T* __restrict__ s, T* __restrict__ dp, const T* __restrict__ 
 def gemm_attention_source(dtype: Any) -> str:
     """The CUDA source of the two kernels for float32 or float64."""
     t = {"float32": "float", "float64": "double"}[np.dtype(dtype).name]
-    return PRELUDE + _SOURCE.format(T=t, THREADS=_THREADS, PER=_PER)
+    return PRELUDE + _SOURCE.format(T=t, THREADS=_THREADS)
 
 
 class GemmAttention(ChunkedAttention):
@@ -163,6 +145,12 @@ class GemmAttention(ChunkedAttention):
         super().__init__(xp)
         self._cp = cupy
         self._kernels: dict[tuple[str, str], Any] = {}
+
+    def matmul_into(self, a: Any, b: Any, out: Any, key: tuple, accumulate: bool = False
+                    ) -> None:
+        blas = getattr(self.xp, "blas", lambda: None)()
+        if blas is None or not blas.matmul_into(a, b, out[key], accumulate):
+            super().matmul_into(a, b, out, key, accumulate)
 
     def _kernel(self, name: str, dtype: Any) -> Any:
         key = (name, np.dtype(dtype).name)

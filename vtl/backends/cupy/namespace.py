@@ -274,17 +274,24 @@ def full_like(x: Any, /, fill_value: Any, *, dtype: Any = None, device: Any = No
 _blas: Any = None  # the Blas of this module's products (False where it cannot load)
 
 
-def matmul(x1: Any, x2: Any, /) -> Any:
+def blas() -> Blas | None:
+    """The direct cuBLAS products of this namespace (loaded on first use); ``None`` where
+    cuBLAS's symbols cannot be loaded (CuPy's ``matmul`` then serves)."""
     global _blas
+    if _blas is None:
+        try:
+            _blas = Blas(_cupy)
+        except (OSError, AttributeError, RuntimeError):  # no cuBLAS symbols: CuPy's path
+            _blas = False
+    return _blas or None
+
+
+def matmul(x1: Any, x2: Any, /) -> Any:
     if (isinstance(x1, _cupy.ndarray) and isinstance(x2, _cupy.ndarray)
             and x1.ndim >= 2 and x2.ndim >= 2):
-        if _blas is None:
-            try:
-                _blas = Blas(_cupy)
-            except (OSError, AttributeError, RuntimeError):  # no cuBLAS symbols: CuPy's path
-                _blas = False
-        if _blas:
-            out = _blas.matmul(x1, x2)
+        b = _blas if _blas else blas()
+        if b is not None:
+            out = b.matmul(x1, x2)
             if out is not None:
                 return out
     return _acp.matmul(x1, x2)
