@@ -106,6 +106,7 @@ def test_host_build_matches_numpy(fake, fused, monkeypatch, case, rows, dt):
     monkeypatch.setattr(C, "BUDGET", n_q * n_k * np.dtype(dt).itemsize)
     gemm = G.GemmAttention(fake, np)
     gemm.causal_rows = rows
+    gemm.budget_factor = 1
     if rows and n_q >= 2 * rows:
         assert len(gemm.row_blocks(n_q, n_k, True)) > 1
     q = RNG.standard_normal((b, n_q, e)).astype(dt)
@@ -152,7 +153,7 @@ def test_what_the_path_takes(fake, monkeypatch):
                           None, None)
     assert not gemm.takes(x, x, x, np.zeros((128, 128), np.float64), None)
     assert not gemm.takes(x, x, x, None, (0.1, None))  # dropout: the fused kernels
-    long = np.zeros((1, 4200, 8), np.float32)  # one entry's scores beyond the budget
+    long = np.zeros((1, 8200, 8), np.float32)  # one entry's scores beyond the budget
     assert not gemm.takes(long, long, long, None, None)
     # causal: up to causal_max_scores (the fused kernels skip the masked key blocks)
     assert gemm.takes(x, x, x, None, None, causal=True)
@@ -170,7 +171,10 @@ def test_what_the_path_takes(fake, monkeypatch):
     assert gemm.row_blocks(200, 300, True) == [(0, 200, 300)]  # too few rows to split
     assert gemm.row_blocks(2048, 2048, False) == [(0, 2048, 2048)]
     assert gemm.chunks(10, 128, 128, 4) == [(0, 10)]
-    monkeypatch.setattr(C, "BUDGET", 3 * 128 * 128 * 4)
+    monkeypatch.setattr(C, "BUDGET", 3 * 128 * 128 * 4)  # cupy's chunks: four budgets each
+    assert gemm.chunks(10, 128, 128, 4) == [(0, 10)]
+    assert gemm.chunks(30, 128, 128, 4) == [(0, 12), (12, 24), (24, 30)]
+    gemm.budget_factor = 1
     assert gemm.chunks(10, 128, 128, 4) == [(0, 3), (3, 6), (6, 9), (9, 10)]
 
 

@@ -15,7 +15,8 @@ holds as many entries as one block's scores allow.
 
 The fused kernels compute every product on the GPU's vector units one score at a time; a
 GEMM runs the same products at several times their rate. A chunk holds as many whole batch
-entries as fit :data:`BUDGET` bytes of scores (the backward holds two such arrays), so
+entries as fit the backend's budget of scores (:data:`BUDGET` times its
+:attr:`ChunkedAttention.budget_factor`; the backward holds two such arrays), so
 memory stays bounded whatever the batch; a single entry whose scores exceed it, dropout and
 packed projections are left to the fused kernels. The log-sum-exp is the fused kernels'
 (``+inf`` for a row whose keys are all masked, whose output and gradients are zeros), so
@@ -55,6 +56,8 @@ class ChunkedAttention:
     causal_rows = 0
     #: and at most this many blocks
     causal_blocks = 8
+    #: the backend's chunks hold this many times :data:`BUDGET` bytes of scores
+    budget_factor = 1
 
     def __init__(self, xp: Any) -> None:
         self.xp = xp
@@ -104,12 +107,11 @@ class ChunkedAttention:
         if causal and per > self.causal_max_scores:
             return False
         return b > 0 and min(q.shape[2], v.shape[2]) > 0 and per >= MIN_SCORES \
-            and per * dt.itemsize <= BUDGET
+            and per * dt.itemsize <= BUDGET * self.budget_factor
 
-    @staticmethod
-    def chunks(b: int, n_q: int, n_k: int, itemsize: int) -> list[tuple[int, int]]:
+    def chunks(self, b: int, n_q: int, n_k: int, itemsize: int) -> list[tuple[int, int]]:
         """``(first, end)`` batch entries of each chunk."""
-        per = max(1, BUDGET // (n_q * n_k * itemsize))
+        per = max(1, BUDGET * self.budget_factor // (n_q * n_k * itemsize))
         return [(s, min(b, s + per)) for s in range(0, b, per)]
 
     def row_blocks(self, n_q: int, n_k: int, causal: bool) -> list[tuple[int, int, int]]:
