@@ -56,7 +56,7 @@ ROUND_TRIP = K.Spec("vtl_round_trip", (
 
 _VARIANTS = [
     *((s, c, "int") for s in (ROUND_TRIP, K.BIAS_ADD, K.COL_SUM, K.COL_SUM_WIDE,
-                              K.COL_SUM_FINISH, K.RELU_BACKWARD,
+                              K.COL_SUM_FINISH, K.RELU_BACKWARD, K.RELU_BACKWARD8H,
                               *K.GELU_SPECS.values(), *K.SILU_SPECS.values())
       for c in ("half", "bfloat16")),
     *((s, c, tc) for s in (K.CROSS_ENTROPY, K.CROSS_ENTROPY_GRAD) for c in ("half", "bfloat16")
@@ -247,19 +247,25 @@ _SPECIAL = [0.0, -0.0, np.nan, np.inf, -np.inf, 1e-7, -1e-7, 65504.0, -3e38]
 
 
 @pytest.mark.parametrize("name", ["float16", "bfloat16"])
-@pytest.mark.parametrize("n", [1, 9, 300])
+@pytest.mark.parametrize(("n", "offset"), [(1, 0), (9, 0), (300, 0), (304, 0), (304, 1)])
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
-def test_relu_backward_16bit(h16, name, n):
+def test_relu_backward_16bit(h16, name, n, offset):
+    """Eight elements a thread where the arrays are whole, aligned 16-byte words (the signs,
+    zeros, infinities and nans of x read from its bits), else one."""
     dt = LOW[name]
     rng = np.random.default_rng(n)
-    x = sample(rng, n, dt)
+    x = np.empty(n + offset, dt)[offset:]  # offset: not 16-byte aligned
+    x[:] = sample(rng, n, dt)
     x[: min(n, len(_SPECIAL))] = np.array(_SPECIAL[:n], np.float32).astype(dt)
+    x[-min(n, 3):] = np.array([-np.nan, np.nan, -0.0][: min(n, 3)], np.float32).astype(dt)
     g = sample(rng, n, dt)
     g[-1] = np.nan
     want = np.where(x <= 0, np.zeros((), dt), g)
     h16.cp.log.clear()
     got = h16.nn.relu_backward(x.reshape(1, n), g.reshape(1, n))
-    assert h16.cp.log == ["vtl_relu_backward"] and got.dtype == dt
+    vec = n % 8 == 0 and offset == 0
+    assert h16.cp.log == ["vtl_relu_backward8h" if vec else "vtl_relu_backward"]
+    assert got.dtype == dt
     np.testing.assert_array_equal(got.reshape(n).view(np.uint16), want.view(np.uint16))
     # strided operands: contiguous copies, then the same kernel
     xs, gs = np.repeat(x, 2)[::2], np.repeat(g, 3)[::3]
