@@ -57,6 +57,7 @@ using std::isnan;
 struct vtl_dim3 { unsigned x, y, z; };
 struct alignas(16) float4 { float x, y, z, w; };
 struct alignas(16) uint4 { unsigned x, y, z, w; };
+struct alignas(8) uint2 { unsigned x, y; };
 static thread_local vtl_dim3 threadIdx, blockIdx;
 static vtl_dim3 blockDim, gridDim;
 static std::barrier<>* vtl_block_bar;
@@ -239,7 +240,7 @@ class _HostKernel:
                 base = ptype.replace("const ", "").split("*")[0].strip()
                 want = {"T": self.dt, "A": self.adt, "TI": self.tdt, "long long": np.int64,
                         "double": np.float64, "float": np.float32, "float4": np.float32,
-                        "uint4": self.dt}[base]
+                        "uint4": self.dt, "uint2": self.dt}[base]
                 assert isinstance(a, np.ndarray) and a.dtype == want, (pname, a)
                 conv.append(ctypes.c_void_p(a.ctypes.data))
             elif ptype == "const A":

@@ -274,6 +274,25 @@ def full_like(x: Any, /, fill_value: Any, *, dtype: Any = None, device: Any = No
 _blas: Any = None  # the Blas of this module's products (False where it cannot load)
 
 
+_casts: Any = None  # the float32 <-> float16/bfloat16 cast kernels (loaded on first use)
+
+
+def astype(x: Any, dtype: Any, /, *, copy: bool = True, device: Any = None) -> Any:
+    global _casts
+    if device is None and x.__class__ is _cupy.ndarray and x.dtype != dtype:
+        if _casts is None:
+            from .casts import CupyCasts
+
+            _casts = CupyCasts(_cupy)
+        out = _casts(x, dtype)
+        if out is not None:
+            return out
+    return _acp.astype(x, dtype, copy=copy, device=device)
+
+
+astype.__doc__ = _acp.astype.__doc__
+
+
 def blas() -> Blas | None:
     """The direct cuBLAS products of this namespace (loaded on first use); ``None`` where
     cuBLAS's symbols cannot be loaded (CuPy's ``matmul`` then serves)."""
