@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from .._common import gemm_attention as C
 from .._common.gemm_attention import ChunkedAttention
 from . import _dtypes as D
 from . import _kernels
@@ -24,6 +25,14 @@ class WgpuGemmAttention(ChunkedAttention):
 
     dtypes = ("float32",)
     causal_max_scores = 0  # measured (H100): the fused kernels are faster for causal ones
+
+    @property
+    def budget_factor(self) -> int:  # type: ignore[override]
+        """Chunks of up to four times the shared budget, as cupy's (larger batches of the
+        products), as far as the device binds a buffer that large."""
+        from ._runtime import get
+
+        return max(1, min(4, get().max_binding // C.BUDGET))
 
     def __init__(self) -> None:
         super().__init__(importlib.import_module(__package__))
