@@ -219,6 +219,43 @@ class Blas:
                 return out
         if a.ndim < 2 or b.ndim < 2:
             return None
+        dims = self._dims(a, b)
+        m, k, n, batch, _ = dims
+        with cp.cuda.Device(a.data.device_id):
+            out = cp.empty((*batch, m, n), dtype=dt)
+            if out.size == 0:
+                return out
+            if k == 0:
+                out.fill(0)
+                return out
+            self._run(a, b, dims, out, n, m * n, False)
+        return out
+
+    def matmul_into(self, a: Any, b: Any, out: Any, accumulate: bool = False) -> bool:
+        """``out = a @ b`` (``accumulate``: ``out += a @ b``, cuBLAS's ``beta = 1``) written
+        by cuBLAS into ``out`` where it lies (a slice of a larger array: rows at any stride of
+        at least their length, the batch at one stride); ``False``, nothing written, where
+        ``out`` is laid out otherwise, its shape or dtype is not the product's, or the
+        operands are ones :meth:`matmul` declines."""
+        dt = a.dtype
+        if dt != b.dtype or dt != out.dtype or dt not in self._gemm or a.ndim < 2 \
+                or b.ndim < 2:
+            return False
+        dims = self._dims(a, b)
+        m, k, n, batch, _ = dims
+        if out.shape != (*batch, m, n) or out.size == 0 or k == 0:
+            return False
+        lo = self._layout(out)
+        sc = self._batch_stride(out) if out.ndim > 2 else m * n
+        if lo is None or lo[0] != _OP_N or sc is None or (sc == 0 and out.size > m * n):
+            return False  # C must be written row by row, each matrix its own
+        with self._cp.cuda.Device(a.data.device_id):
+            self._run(a, b, dims, out, lo[1], sc, accumulate)
+        return True
+
+    @staticmethod
+    def _dims(a: Any, b: Any) -> tuple[int, int, int, tuple[int, ...], int]:
+        """``(m, k, n, batch shape, batch count)`` of ``a @ b``."""
         m, k = a.shape[-2:]
         k2, n = b.shape[-2:]
         if k != k2:
@@ -228,76 +265,29 @@ class Blas:
         count = 1
         for s in batch:
             count *= s
-        device = a.data.device_id
-        with cp.cuda.Device(device):
-            out = cp.empty((*batch, m, n), dtype=dt)
-            if out.size == 0:
-                return out
-            if k == 0:
-                out.fill(0)
-                return out
-            a, sa = self._operand(a, batch)
-            b, sb = self._operand(b, batch)
-            la, lb = self._layout(a), self._layout(b)
-            h = self._handle(device)
-            one, zero = self._scalars[dt]
-            if count == 1:
-                status = self._gemm[dt](h, lb[0], la[0], n, m, k, one, b.data.ptr, lb[1],
-                                        a.data.ptr, la[1], zero, out.data.ptr, n)
-            else:
-                status = self._batched[dt](h, lb[0], la[0], n, m, k, one, b.data.ptr, lb[1],
-                                           sb, a.data.ptr, la[1], sa, zero, out.data.ptr, n,
-                                           m * n, count)
-            _check(status, "gemm")
-        return out
+        return m, k, n, batch, count
 
-    def matmul_into(self, a: Any, b: Any, out: Any, accumulate: bool = False) -> bool:
-        """``out = a @ b`` (``accumulate``: ``out += a @ b``, cuBLAS's ``beta = 1``) written
-        by cuBLAS into ``out`` where it lies (a slice of a larger array: rows at any stride of
-        at least their length, the batch at one stride); ``False``, nothing written, where
-        ``out`` is laid out otherwise, its shape or dtype is not the product's, or the
-        operands are ones :meth:`matmul` declines."""
-        cp = self._cp
+    def _run(self, a: Any, b: Any, dims: tuple, out: Any, ldc: int, sc: int,
+             accumulate: bool) -> None:
+        """cuBLAS's ``a @ b`` (operands read in place where they can be, else copied) into
+        ``out``'s memory: rows ``ldc`` elements apart, matrices ``sc`` apart; added to what
+        is there with ``accumulate``. On the current device."""
+        m, k, n, batch, count = dims
         dt = a.dtype
-        if dt != b.dtype or dt != out.dtype or dt not in self._gemm or a.ndim < 2 \
-                or b.ndim < 2:
-            return False
-        m, k = a.shape[-2:]
-        k2, n = b.shape[-2:]
-        if k != k2:
-            raise ValueError(f"matmul: shapes {a.shape} and {b.shape} are not aligned "
-                             f"({k} != {k2})")
-        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-        if out.shape != (*batch, m, n) or out.size == 0 or k == 0:
-            return False
-        lo = self._layout(out)
-        sc = self._batch_stride(out) if out.ndim > 2 else m * n
-        if lo is None or lo[0] != _OP_N or sc is None or (sc == 0 and out.ndim > 2
-                                                           and out.size > m * n):
-            return False  # C must be written row by row, each matrix its own
-        count = 1
-        for size in batch:
-            count *= size
-        with cp.cuda.Device(a.data.device_id):
-            a, sa = self._operand(a, batch) if batch else (self._dense(a), 0)
-            b, sb = self._operand(b, batch) if batch else (self._dense(b), 0)
-            la, lb = self._layout(a), self._layout(b)
-            h = self._handle(a.data.device_id)
-            one, zero = self._scalars[dt]
-            beta = one if accumulate else zero
-            if count == 1:
-                status = self._gemm[dt](h, lb[0], la[0], n, m, k, one, b.data.ptr, lb[1],
-                                        a.data.ptr, la[1], beta, out.data.ptr, lo[1])
-            else:
-                status = self._batched[dt](h, lb[0], la[0], n, m, k, one, b.data.ptr, lb[1],
-                                           sb, a.data.ptr, la[1], sa, beta, out.data.ptr,
-                                           lo[1], sc, count)
-            _check(status, "gemm")
-        return True
-
-    def _dense(self, x: Any) -> Any:
-        """The matrix ``x`` as it is where cuBLAS reads it in place, else a C-ordered copy."""
-        return x if self._layout(x) is not None else self._cp.ascontiguousarray(x)
+        a, sa = self._operand(a, batch)
+        b, sb = self._operand(b, batch)
+        la, lb = self._layout(a), self._layout(b)
+        h = self._handle(a.data.device_id)
+        one, zero = self._scalars[dt]
+        beta = one if accumulate else zero
+        if count == 1:
+            status = self._gemm[dt](h, lb[0], la[0], n, m, k, one, b.data.ptr, lb[1],
+                                    a.data.ptr, la[1], beta, out.data.ptr, ldc)
+        else:
+            status = self._batched[dt](h, lb[0], la[0], n, m, k, one, b.data.ptr, lb[1], sb,
+                                       a.data.ptr, la[1], sa, beta, out.data.ptr, ldc, sc,
+                                       count)
+        _check(status, "gemm")
 
     def _operand(self, x: Any, batch: tuple[int, ...]) -> tuple[Any, int]:
         """``x`` with its matrices C- or F-ordered at one stride (elements) over the flattened
