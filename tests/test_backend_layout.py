@@ -25,7 +25,7 @@ BACKENDS = ("numpy", "cupy", "wgpu")
 #: the files a backend package may hold besides its private modules (``_*.py``)
 JOBS = {"__init__.py", "backend.py", "namespace.py", "linalg.py", "conv.py", "pool.py",
         "nn.py", "rnn.py", "optim.py", "random.py", "scatter.py", "checks.py", "capture.py",
-        "blas.py", "cudnn.py", "cudnn_attention.py", "attention.py"}
+        "blas.py", "casts.py", "cudnn.py", "cudnn_attention.py", "attention.py"}
 
 
 def _imports(path: Path) -> list[str]:
