@@ -357,7 +357,9 @@ def test_cudnn_plans_chosen_by_timing_or_by_the_heuristics_equal_im2col(timed, m
         be._kernels["conv2d"] = saved
     for a, b, r in zip(first, again, ref, strict=True):
         np.testing.assert_array_equal(a, b)
-        np.testing.assert_allclose(a, r, rtol=2e-5, atol=2e-5)
+        # the engine timing picks may sum otherwise (Winograd, FFT): float32 rounding of
+        # the result's scale (a Winograd weight gradient here: 7e-5 of values up to 60)
+        np.testing.assert_allclose(a, r, rtol=2e-5, atol=1e-5 * np.abs(r).max())
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c[5] == 1])
