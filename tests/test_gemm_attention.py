@@ -92,7 +92,8 @@ def fused(tmp_path_factory):
 
 
 #: every case by whole rows (0), the causal ones also by blocks of at least 2 and 3 query rows
-_ROW_CASES = [(c, 0) for c in CASES] + [(c, r) for c in CASES if c[-1] for r in (2, 3)]
+_ROW_CASES = [(c, 0) for c in CASES] + [(c, r) for c in CASES if c[-1] for r in (2, 3)] + [
+    (((1, 2), 9, 7, 4, 4, "dead", True), r) for r in (0, 2)]  # causal with a dead row
 
 
 @pytest.mark.parametrize(("case", "rows"), _ROW_CASES)

@@ -47,8 +47,9 @@ class ChunkedAttention:
 
     #: dtype names the backend's kernels take
     dtypes: tuple[str, ...] = ("float32", "float64")
-    #: the most scores per batch entry for which causal attention takes the path (the fused
-    #: kernels skip the keys after each query block; the products compute them all)
+    #: the most scores per batch entry for which causal attention takes the path (where
+    #: there are no row blocks the products compute every score, masked or not, and the
+    #: fused kernels, which skip the masked key blocks, are faster beyond this)
     causal_max_scores = 1024 * 1024
     #: causal attention by blocks of at least this many query rows, each block's products
     #: over the keys up to its last row (0: whole rows; the backend's kernels then need no

@@ -235,11 +235,13 @@ class Blas:
         """``out = a @ b`` (``accumulate``: ``out += a @ b``, cuBLAS's ``beta = 1``) written
         by cuBLAS into ``out`` where it lies (a slice of a larger array: rows at any stride of
         at least their length, the batch at one stride); ``False``, nothing written, where
-        ``out`` is laid out otherwise, its shape or dtype is not the product's, or the
-        operands are ones :meth:`matmul` declines."""
+        ``out`` is laid out otherwise, is on another device, its shape or dtype is not the
+        product's, or the operands are ones :meth:`matmul` declines. Operands whose inner
+        sizes differ raise ``ValueError`` as :meth:`matmul` does; ``out`` must not share
+        memory with ``a`` or ``b`` (the caller's to ensure, as for a BLAS call)."""
         dt = a.dtype
         if dt != b.dtype or dt != out.dtype or dt not in self._gemm or a.ndim < 2 \
-                or b.ndim < 2:
+                or b.ndim < 2 or out.data.device_id != a.data.device_id:
             return False
         dims = self._dims(a, b)
         m, k, n, batch, _ = dims

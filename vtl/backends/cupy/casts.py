@@ -76,13 +76,13 @@ class CupyCasts:
         else:
             return None
         n = x.size
-        if not n or n % 4 or not x.flags.c_contiguous:
+        if not n or n % 4 or not x.flags.c_contiguous \
+                or _address(x) % (x.itemsize * 4):
             return None
         cp = self._cp
         with self._device_of(x):
-            out = cp.empty(x.shape, dtype=dt)
-            wide, narrow = (x, out) if src == _F32 else (out, x)
-            if _address(wide) % 16 or _address(narrow) % 8:
+            out = cp.empty(x.shape, dtype=dt)  # the pool's blocks: 256-byte aligned
+            if _address(out) % (dt.itemsize * 4):
                 return None
             self._k.get(spec, low)((_blocks(n // 4),), (256,), (x, out, _I64(n // 4)))
             self.launches += 1

@@ -343,7 +343,6 @@ def channel_bias_(kernels: Any, y: Any, b: Any) -> bool:
     return True
 
 
-#: ``out = maximum(x, 0)`` (nan stays nan, -0.0 gives +0.0) over ``n4`` float4 of float32
 #: :data:`RELU_BACKWARD` for float16/bfloat16, eight elements a thread (16-byte loads and
 #: stores, ``n8 = n / 8``; the CuPy kernel of 2-byte elements moved about 1 TB/s on the
 #: H100): ``x <= 0`` is read from the bits (a zero of either sign, or the sign bit set on
@@ -375,6 +374,7 @@ RELU_BACKWARD8H = Spec("vtl_relu_backward8h", (
 #: the exponent mask of each 16-bit float's bits (:data:`RELU_BACKWARD8H`)
 _EXP_MASK = {np.dtype(float16): 0x7C00, np.dtype(bfloat16): 0x7F80}
 
+#: ``out = maximum(x, 0)`` (nan stays nan, -0.0 gives +0.0) over ``n4`` float4 of float32
 RELU4 = Spec("vtl_relu4", (
     ("const float4* __restrict__", "x"), ("float4* __restrict__", "out"),
     ("const long long", "n4")), r"""
