@@ -162,6 +162,10 @@ def _tensor_source(dataset: Any) -> tuple[TensorDataset, np.ndarray | None] | No
 
 _END = object()
 _POLL_S = 0.1  # the consumer's wait slice: keeps Ctrl-C responsive on every platform
+# The consumer (the main thread, where Ctrl-C lands) waits on queue.SimpleQueue, whose get is
+# one C lock: a KeyboardInterrupt there leaves nothing half done. queue.Queue's get waits on
+# a threading.Condition, and a signal arriving while the Condition takes its lock back can
+# leave the lock released and raise "RuntimeError: release unlocked lock" instead.
 
 
 class _Failure:
@@ -169,26 +173,27 @@ class _Failure:
         self.exc = exc
 
 
-def _put(q: queue.Queue[Any], stop: threading.Event, item: Any) -> bool:
+def _put(q: queue.SimpleQueue[Any], room: threading.Semaphore, stop: threading.Event,
+         item: Any) -> bool:
+    """Put ``item`` once the queue has room (a slot of ``room``), unless told to stop."""
     while not stop.is_set():
-        try:
-            q.put(item, timeout=0.05)
+        if room.acquire(timeout=0.05):
+            q.put(item)
             return True
-        except queue.Full:
-            continue
     return False
 
 
-def _produce(items: Iterator[Any], q: queue.Queue[Any], stop: threading.Event) -> None:
+def _produce(items: Iterator[Any], q: queue.SimpleQueue[Any], room: threading.Semaphore,
+             stop: threading.Event) -> None:
     # holds no reference to the iterator object, so dropping that object stops the thread
     try:
         for item in items:
-            if not _put(q, stop, item):
+            if not _put(q, room, stop, item):
                 return
-        _put(q, stop, _END)
+        _put(q, room, stop, _END)
     except BaseException as exc:  # handed to the consumer
         exc.add_note("DataLoader: raised in the prefetch thread")
-        _put(q, stop, _Failure(exc))
+        _put(q, room, stop, _Failure(exc))
 
 
 class _PrefetchIterator:
@@ -202,10 +207,12 @@ class _PrefetchIterator:
     """
 
     def __init__(self, items: Iterator[Any], depth: int) -> None:
-        self._q: queue.Queue[Any] = queue.Queue(maxsize=depth)
+        self._q: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._room = threading.Semaphore(depth)  # at most ``depth`` items queued
         self._stop = threading.Event()
         self._done = False
-        self._thread = threading.Thread(target=_produce, args=(items, self._q, self._stop),
+        self._thread = threading.Thread(target=_produce,
+                                        args=(items, self._q, self._room, self._stop),
                                         daemon=True, name="vtl-data-prefetch")
         self._thread.start()
 
@@ -221,6 +228,7 @@ class _PrefetchIterator:
                 break
             except queue.Empty:
                 continue
+        self._room.release()
         if item is _END:
             self.close()
             raise StopIteration
@@ -653,7 +661,7 @@ class _WorkerPool:
             self.done_event = ctx.Event()
             self.index_queues = [ctx.Queue() for _ in range(num_workers)]
         else:
-            self.result_queue = queue.Queue()
+            self.result_queue = queue.SimpleQueue()  # read by the main thread (see _POLL_S)
             self.done_event = threading.Event()
             self.index_queues = [queue.Queue() for _ in range(num_workers)]
         self.workers: list[Any] = []
