@@ -166,7 +166,8 @@ class ChunkedAttention:
         delta = xp.sum(g * out, axis=-1)
         m4, geo = self._geometry(mask, batch, n_q, n_k, causal)
         blocks = self.row_blocks(n_q, n_k, causal)
-        fill = xp.empty if len(blocks) == 1 else xp.zeros  # the blocks' key gradients add up
+        add = len(blocks) > 1  # each block's key and value gradients add to the earlier ones'
+        fill = xp.zeros if add else xp.empty
         dq = xp.empty(q.shape, dtype=q.dtype)
         dk = fill(k.shape, dtype=q.dtype)
         dvv = fill(v.shape, dtype=q.dtype)
@@ -178,8 +179,6 @@ class ChunkedAttention:
                 dp = xp.matmul(g[s:e, q0:q1], vt[s:e, :, :kend])
                 self.dsoftmax(scores, dp, lse, delta, m4, geo, s, scale, q0)
                 self.matmul_into(dp, k[s:e, :kend], dq, np.s_[s:e, q0:q1])
-                # with blocks, each block's key and value gradients add to the earlier ones'
-                add = len(blocks) > 1
                 self.matmul_into(self._transposed(dp), q[s:e, q0:q1], dk, np.s_[s:e, :kend], add)
                 self.matmul_into(self._transposed(scores), g[s:e, q0:q1], dvv,
                                  np.s_[s:e, :kend], add)

@@ -12,7 +12,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from .nn import _I64, Spec, _blocks, _Kernels
+from .nn import _I64, Spec, _blocks, _Kernels, aligned
 
 __all__ = ["FROM_LOW", "TO_LOW", "CupyCasts"]
 
@@ -23,8 +23,7 @@ _LOW = frozenset({np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)})
 TO_LOW = Spec("vtl_cast_to_low", (
     ("const float4* __restrict__", "x"), ("uint2* __restrict__", "out"),
     ("const long long", "n4")), r"""
-  const long long stride = (long long)blockDim.x * gridDim.x;
-  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += stride) {
+  VTL_GRID_LOOP(i, n4) {
     const float4 a = x[i];
     uint2 o;
     o.x = (unsigned)vtl_st(a.x) | ((unsigned)vtl_st(a.y) << 16);
@@ -37,8 +36,7 @@ TO_LOW = Spec("vtl_cast_to_low", (
 FROM_LOW = Spec("vtl_cast_from_low", (
     ("const uint2* __restrict__", "x"), ("float4* __restrict__", "out"),
     ("const long long", "n4")), r"""
-  const long long stride = (long long)blockDim.x * gridDim.x;
-  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += stride) {
+  VTL_GRID_LOOP(i, n4) {
     const uint2 a = x[i];
     float4 o;
     o.x = vtl_ld((T)(a.x & 0xffffu));
@@ -48,10 +46,6 @@ FROM_LOW = Spec("vtl_cast_from_low", (
     out[i] = o;
   }
 """)
-
-
-def _address(a: Any) -> int:
-    return a.ctypes.data if isinstance(a, np.ndarray) else a.data.ptr
 
 
 class CupyCasts:
@@ -76,13 +70,12 @@ class CupyCasts:
         else:
             return None
         n = x.size
-        if not n or n % 4 or not x.flags.c_contiguous \
-                or _address(x) % (x.itemsize * 4):
+        if not n or not x.flags.c_contiguous or not aligned(x, per=4, nbytes=x.itemsize * 4):
             return None
         cp = self._cp
         with self._device_of(x):
             out = cp.empty(x.shape, dtype=dt)  # the pool's blocks: 256-byte aligned
-            if _address(out) % (dt.itemsize * 4):
+            if not aligned(out, per=4, nbytes=dt.itemsize * 4):
                 return None
             self._k.get(spec, low)((_blocks(n // 4),), (256,), (x, out, _I64(n // 4)))
             self.launches += 1

@@ -81,6 +81,10 @@ class Spec(NamedTuple):
 
 
 _PRELUDE = r"""
+// a grid-stride loop of i over [0, n): each thread from its global index, by the grid's size
+#define VTL_GRID_LOOP(i, n) \
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x, \
+       vtl_stride_##i = (long long)blockDim.x * gridDim.x; i < (n); i += vtl_stride_##i)
 __device__ __forceinline__ float vtl_exp(float a) { return expf(a); }
 __device__ __forceinline__ double vtl_exp(double a) { return exp(a); }
 __device__ __forceinline__ float vtl_log(float a) { return logf(a); }
@@ -274,8 +278,7 @@ COL_SUM_FINISH = Spec("vtl_col_sum_finish", (
 RELU_BACKWARD = Spec("vtl_relu_backward", (
     ("const T* __restrict__", "x"), ("const T* __restrict__", "g"), ("T* __restrict__", "out"),
     ("const long long", "n")), r"""
-  const long long stride = (long long)blockDim.x * gridDim.x;
-  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+  VTL_GRID_LOOP(i, n) {
     out[i] = vtl_ld(x[i]) <= (A)0 ? (T)0 : g[i];
   }
 """)
@@ -286,8 +289,7 @@ RELU_BACKWARD = Spec("vtl_relu_backward", (
 RELU_BACKWARD4 = Spec("vtl_relu_backward4", (
     ("const float4* __restrict__", "x"), ("const float4* __restrict__", "g"),
     ("float4* __restrict__", "out"), ("const long long", "n4")), r"""
-  const long long stride = (long long)blockDim.x * gridDim.x;
-  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += stride) {
+  VTL_GRID_LOOP(i, n4) {
     const float4 a = x[i], b = g[i];
     float4 o;
     o.x = a.x <= 0.f ? 0.f : b.x;
@@ -305,8 +307,7 @@ RELU_BACKWARD4 = Spec("vtl_relu_backward4", (
 CHANNEL_BIAS4 = Spec("vtl_channel_bias4", (
     ("float4* __restrict__", "out"), ("const float* __restrict__", "b"), ("const int", "P4"),
     ("const int", "C"), ("const long long", "n4")), r"""
-  const long long stride = (long long)blockDim.x * gridDim.x;
-  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += stride) {
+  VTL_GRID_LOOP(i, n4) {
     const float bv = b[((unsigned)i / (unsigned)P4) % (unsigned)C];
     float4 v = out[i];
     v.x += bv;
@@ -360,8 +361,7 @@ RELU_BACKWARD8H = Spec("vtl_relu_backward8h", (
     }
     return r;
   };
-  const long long stride = (long long)blockDim.x * gridDim.x;
-  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n8; i += stride) {
+  VTL_GRID_LOOP(i, n8) {
     const uint4 a = x[i], b = g[i];
     uint4 o;
     o.x = pick(a.x, b.x);
@@ -378,8 +378,7 @@ _EXP_MASK = {np.dtype(float16): 0x7C00, np.dtype(bfloat16): 0x7F80}
 RELU4 = Spec("vtl_relu4", (
     ("const float4* __restrict__", "x"), ("float4* __restrict__", "out"),
     ("const long long", "n4")), r"""
-  const long long stride = (long long)blockDim.x * gridDim.x;
-  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += stride) {
+  VTL_GRID_LOOP(i, n4) {
     const float4 a = x[i];
     float4 o;
     o.x = a.x > 0.f || a.x != a.x ? a.x : 0.f;
@@ -391,28 +390,22 @@ RELU4 = Spec("vtl_relu4", (
 """)
 
 
-def aligned16(*arrays: Any, per: int) -> bool:
-    """Whether contiguous ``arrays`` of one size can be read 16 bytes (``per`` elements) at
-    a time: a size divisible by ``per`` and 16-byte aligned data."""
-    for a in arrays:
-        if a.size % per:
-            return False
-        if (a.ctypes.data if isinstance(a, np.ndarray) else a.data.ptr) % 16:
-            return False
-    return True
+def address(a: Any) -> int:
+    """The address of the first element of a CuPy array (or of a NumPy one, the host
+    builds' stand-in)."""
+    return a.ctypes.data if isinstance(a, np.ndarray) else a.data.ptr
+
+
+def aligned(*arrays: Any, per: int, nbytes: int = 16) -> bool:
+    """Whether contiguous ``arrays`` can be read ``per`` elements (``nbytes`` bytes) at a
+    time: sizes divisible by ``per`` and data aligned to ``nbytes`` (CuPy's pool aligns
+    allocations; a view may start anywhere)."""
+    return all(a.size % per == 0 and address(a) % nbytes == 0 for a in arrays)
 
 
 def vector4(*arrays: Any) -> bool:
-    """Whether contiguous float32 ``arrays`` of one size can be read as ``float4``: a size
-    divisible by four and 16-byte aligned data (CuPy's pool aligns allocations; a view
-    may start anywhere)."""
-    for a in arrays:
-        if a.dtype != np.float32 or a.size % 4:
-            return False
-        data = a.data
-        if (data.ptr if hasattr(data, "ptr") else a.ctypes.data) % 16:
-            return False
-    return True
+    """Whether contiguous float32 ``arrays`` of one size can be read as ``float4``."""
+    return all(a.dtype == np.float32 for a in arrays) and aligned(*arrays, per=4)
 
 
 _CE_PARAMS = (
@@ -556,9 +549,7 @@ CROSS_ENTROPY_GRAD = Spec("vtl_cross_entropy_grad", (
     ("const long long", "sg"), ("const int", "mode"), ("const int", "has_ignore"),
     ("const long long", "ignore")), r"""
   const long long total = M * C;
-  const long long stride = (long long)blockDim.x * gridDim.x;
-  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
-       i += stride) {
+  VTL_GRID_LOOP(i, total) {
     const long long m = i / C;
     const long long c = i - m * C;
     const long long tv = (long long)t[m * st];
@@ -730,8 +721,7 @@ def _activation_spec(name: str, which: str, body: str) -> Spec:
     load_g = "    const A g = vtl_ld(G[i]);\n" if which == "bwd" else ""
     body = re.sub(r"\bT\b", "A", body)
     return Spec(name, (*ins, ("T* __restrict__", "Y"), ("const long long", "n")), rf"""
-  const long long stride = (long long)blockDim.x * gridDim.x;
-  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {{
+  VTL_GRID_LOOP(i, n) {{
     const A x = vtl_ld(X[i]);
 {load_g}    A y;
     {body}
@@ -942,7 +932,7 @@ class CupyNN:
                     self._k.get(RELU_BACKWARD4, x.dtype)((_blocks(n // 4),), (256,),
                                                          (x, g, out, _I64(n // 4)))
                     self.launches += 1
-                elif n and x.dtype in _EXP_MASK and aligned16(x, g, out, per=8):
+                elif n and x.dtype in _EXP_MASK and aligned(x, g, out, per=8):
                     self._k.get(RELU_BACKWARD8H, x.dtype)(
                         (_blocks(n // 8),), (256,),
                         (x, g, out, _I64(n // 8), _I32(_EXP_MASK[x.dtype])))
@@ -1117,7 +1107,7 @@ class CupyLayerNorm:
 
     _device_of = staticmethod(lambda a: a.device)
     #: the device address of an array's first element
-    _address = staticmethod(lambda a: a.data.ptr)
+    _address = staticmethod(address)
 
     def __init__(self, cupy: Any) -> None:
         self._cp = cupy

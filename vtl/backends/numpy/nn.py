@@ -137,6 +137,15 @@ class NumpySilu:
 _SOFTMAX_SLAB = 1 << 18
 
 
+def _row_max(x: Any) -> Any:
+    """The maxima of ``x``'s last-axis rows (kept as an axis), 0 where a maximum is not
+    finite: the shift that keeps a row's ``exp`` in range, as the portable softmax takes."""
+    m = np.max(x, axis=-1, keepdims=True)
+    if not np.isfinite(m).all():
+        m = np.where(np.isfinite(m), m, 0.0).astype(x.dtype)
+    return m
+
+
 class NumpyCrossEntropy:
     """``kernel("cross_entropy")`` in NumPy for float32/float64 ``(M, C)`` logits and
     integer targets: the portable path's formulas (``log_softmax``, the picked entry, the
@@ -157,13 +166,11 @@ class NumpyCrossEntropy:
 
     def fwd(self, x: Any, t: Any, reduction: str, ignore_index: int) -> tuple[Any, Any]:
         with np.errstate(all="ignore"):  # inf/nan logits, an all-ignored mean: as portable
-            m = x.max(axis=1)
-            if not np.isfinite(m).all():
-                m = np.where(np.isfinite(m), m, 0.0).astype(x.dtype)
-            s = np.exp(x - m[:, None]).sum(axis=1)
+            m = _row_max(x)
+            s = np.exp(x - m).sum(axis=1)
             ignored = t == ignore_index
             ts = np.where(ignored, 0, t)
-            lp = (x[np.arange(x.shape[0]), ts] - m) - np.log(s)
+            lp = (x[np.arange(x.shape[0]), ts] - m[:, 0]) - np.log(s)
             w = np.logical_not(ignored).astype(x.dtype)
             loss = np.where(ignored, x.dtype.type(0), -(lp * w))
             if reduction == "mean":
@@ -176,7 +183,7 @@ class NumpyCrossEntropy:
              ignore_index: int) -> Any:
         m, s = saved
         with np.errstate(all="ignore"):
-            p = np.exp(x - m[:, None])
+            p = np.exp(x - m)
             p /= s[:, None]
             ignored = t == ignore_index
             p[np.arange(x.shape[0]), np.where(ignored, 0, t)] -= 1
@@ -223,10 +230,7 @@ class NumpySoftmax:
 
     @staticmethod
     def _forward(x: Any, out: Any, log: bool) -> None:
-        m = np.max(x, axis=-1, keepdims=True)
-        if not np.isfinite(m).all():
-            m = np.where(np.isfinite(m), m, 0.0).astype(x.dtype)
-        np.subtract(x, m, out=out)  # z
+        np.subtract(x, _row_max(x), out=out)  # z
         if log:
             e = np.exp(out)
             out -= np.log(np.sum(e, axis=-1, keepdims=True))
