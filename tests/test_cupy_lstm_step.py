@@ -7,9 +7,12 @@ recurrent product and the cell in one launch each way.
   combination of incoming gradients, and an empty batch or state (no launch).
 * Behind ``nn.LSTM`` on the numpy backend (the host build registered as its
   ``lstm_cell`` kernel): outputs and every gradient equal the portable path's, for one
-  and two layers, bidirectional, and a loss on ``h_n`` only.
+  and two layers, bidirectional, losses on ``h_n`` or ``c_n`` only, batch-first; step by
+  step and by whole layers (``layer_forward``/``layer_backward``: the steps' launches with
+  addresses computed), the two bit for bit.
 * On a GPU (the cupy backend): ``nn.LSTM`` with the fused steps against the portable path,
-  and ``nn.LSTM``/``nn.GRU`` under 16-bit autocast.
+  and ``nn.LSTM``/``nn.GRU`` under 16-bit autocast; on cupy and wgpu, whole layers against
+  step by step, bit for bit.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ def lib(tmp_path_factory):
 @pytest.fixture
 def steps(lib, monkeypatch):
     monkeypatch.setattr(S.LstmSteps, "_device_of", staticmethod(lambda a: _DEV))
+    monkeypatch.setattr(S.LstmSteps, "_address", staticmethod(lambda a: a.ctypes.data))
     cp = FakeCupy(lib, _VARIANTS)
     return cp, S.LstmSteps(cp)
 
@@ -253,19 +257,49 @@ def _lstm_run(dt, layers, bidirectional, loss_on, backend="numpy"):
                      requires_grad=True)
     c0 = vtl.asarray(rng.standard_normal((layers * d, 3, 9)).astype(dt), backend=backend,
                      requires_grad=True)
+    if loss_on == "batch_first":  # the output's gradient: a strided view of each step
+        m.batch_first = True
+        x = vtl.asarray(np.swapaxes(x.numpy(), 0, 1).copy(), backend=backend,
+                        requires_grad=True)
     out, (hn, cn) = m(x, (h0, c0))
-    loss = (hn * hn).sum() if loss_on == "h_n" else (out * out).sum() + (cn * hn).sum()
+    if loss_on == "h_n":
+        loss = (hn * hn).sum()
+    elif loss_on == "c_n":
+        loss = (cn * cn).sum()
+    else:
+        loss = (out * out).sum() + (cn * hn).sum()
     loss.backward()
     return [t.numpy() for t in (out, hn, cn, x.grad, h0.grad, c0.grad)] + \
         [p.grad.numpy() for p in m.parameters()]
 
 
+class _LayersOnly(_StepsOnly):
+    """An ``lstm_cell`` kernel that runs whole layers (``layer_forward``/``layer_backward``,
+    their steps launched by address); a step of its own must not be reached."""
+
+    def __init__(self, st):
+        self.layer_forward, self.layer_backward = st.layer_forward, st.layer_backward
+        self.recurrent_weight = st.recurrent_weight
+        self.st = st
+
+    def step_forward(self, *a):
+        raise AssertionError("a layer declined")
+
+    step_backward = step_forward
+
+
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
 @pytest.mark.parametrize(("layers", "bidirectional", "loss_on"),
-                         [(1, False, "all"), (2, True, "all"), (1, True, "h_n")])
-def test_lstm_with_fused_steps_equals_portable(steps, dt, layers, bidirectional, loss_on):
+                         [(1, False, "all"), (2, True, "all"), (1, True, "h_n"),
+                          (1, False, "c_n"), (2, False, "batch_first")])
+@pytest.mark.parametrize("whole", [False, True], ids=["steps", "layers"])
+def test_lstm_with_fused_steps_equals_portable(steps, dt, layers, bidirectional, loss_on,
+                                               whole):
+    """Through the fused steps one call each (``steps``) and through the layers' launches by
+    address (``layers``): outputs and every gradient equal the portable path's (the same
+    kernels in the same order: equal to rounding of the portable path only)."""
     cp, st = steps
-    with use_kernel("lstm_cell", _StepsOnly(st)):
+    with use_kernel("lstm_cell", (_LayersOnly if whole else _StepsOnly)(st)):
         cp.log.clear()
         got = _lstm_run(dt, layers, bidirectional, loss_on)
         assert "vtl_lstm_step_fwd" in cp.log and "vtl_lstm_step_bwd" in cp.log
@@ -273,6 +307,36 @@ def test_lstm_with_fused_steps_equals_portable(steps, dt, layers, bidirectional,
         want = _lstm_run(dt, layers, bidirectional, loss_on)
     for a, b in zip(got, want, strict=True):
         np.testing.assert_allclose(a, b, **_tol(dt))
+
+
+def test_layers_equal_steps_bit_for_bit(steps):
+    """A layer's launches by address and the steps' launches one call each: the same
+    kernels on the same operands, so the same bits."""
+    _, st = steps
+    runs = []
+    for kern in (_StepsOnly(st), _LayersOnly(st)):
+        with use_kernel("lstm_cell", kern):
+            runs.append(_lstm_run(np.float32, 2, True, "all"))
+    for a, b in zip(*runs, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_layers_decline(steps):
+    """Operands the layer launches do not take: the steps (or the portable path) run."""
+    _, st = steps
+    g = np.ones((3, 2, 8), np.float32)
+    h = np.ones((2, 2), np.float32)
+    w = np.ones((8, 2), np.float32)
+    assert st.layer_forward(g, h, h, w, False) is not None
+    assert st.layer_forward(g[:, :, ::2], h, h, w, False) is None  # strided gate rows
+    assert st.layer_forward(g, h, h, w.astype(np.float64), False) is None  # mixed dtypes
+    assert st.layer_forward(g, h[:1], h[:1], w, False) is None  # batch mismatch
+    assert st.layer_forward(g[:0], h, h, w, False) is None  # no steps
+    saved = (h, np.ones((3, 2, 2), np.float32), g, np.ones((3, 2, 2), np.float32))
+    assert st.layer_backward(saved, w, None, None, None, True, False) is None  # no gradient
+    assert st.layer_backward(saved, w, None, h, None, True, False) is not None
+    assert st.layer_backward(saved, w, np.ones((3, 2, 3), np.float32), None, None, True,
+                             False) is None  # the output gradient's shape
 
 
 @pytest.mark.parametrize("name", ["float16", "bfloat16"])
@@ -293,3 +357,54 @@ def test_cupy_lstm_fused_steps_match_portable(cupy_backend, dt):
         want = _lstm_run(dt, 2, True, "all", backend="cupy")
     for a, b in zip(got, want, strict=True):
         np.testing.assert_allclose(a, b, **_tol(dt))
+
+
+class _WithoutLayers:
+    """A backend's ``lstm_cell`` kernel with its whole-layer methods hidden: one launch per
+    step call."""
+
+    def __init__(self, kern):
+        self._kern = kern
+
+    def __getattr__(self, name):
+        if name in ("layer_forward", "layer_backward"):
+            raise AttributeError(name)
+        return getattr(self._kern, name)
+
+
+class _CountingLayers:
+    """A backend's ``lstm_cell`` kernel whose whole-layer methods count the layers they ran."""
+
+    def __init__(self, kern):
+        self._kern, self.ran = kern, [0, 0]
+
+    def __getattr__(self, name):
+        return getattr(self._kern, name)
+
+    def layer_forward(self, *a):
+        res = self._kern.layer_forward(*a)
+        self.ran[0] += res is not None
+        return res
+
+    def layer_backward(self, *a):
+        res = self._kern.layer_backward(*a)
+        self.ran[1] += res is not None
+        return res
+
+
+@pytest.mark.parametrize("loss_on", ["all", "h_n", "c_n", "batch_first"])
+def test_gpu_layers_equal_steps(backend, loss_on):
+    """On the GPU backends the LSTM runs whole layers, their steps launched by address
+    (cupy) or by offsets into the sequence buffers (wgpu): the same kernels as step by step,
+    so the same bits, for the outputs and every gradient."""
+    kern = vtl.backends.get(backend).kernel("lstm_cell")
+    if backend == "numpy" or getattr(kern, "layer_backward", None) is None:
+        pytest.skip(f"{backend}'s LSTM has no whole-layer launches both ways")
+    counting = _CountingLayers(kern)
+    runs = []
+    for k in (counting, _WithoutLayers(kern)):
+        with use_kernel("lstm_cell", k, backend=backend):
+            runs.append(_lstm_run(np.float32, 2, True, loss_on, backend=backend))
+    assert counting.ran == [4, 4]  # two layers, two directions
+    for a, b in zip(*runs, strict=True):
+        np.testing.assert_array_equal(a, b)

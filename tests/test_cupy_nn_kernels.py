@@ -220,8 +220,8 @@ _DEV = _Dev()
 
 
 class _HostKernel:
-    """A RawKernel stand-in: checks the argument types against the spec, then runs the
-    host build of the same source."""
+    """A RawKernel stand-in: checks the argument types against the spec (a pointer may be
+    an array or an ``np.uint64`` address), then runs the host build of the same source."""
 
     def __init__(self, fn, spec, ctype, tctype, log):
         self.fn, self.spec, self.log = fn, spec, log
@@ -241,6 +241,9 @@ class _HostKernel:
                 want = {"T": self.dt, "A": self.adt, "TI": self.tdt, "long long": np.int64,
                         "double": np.float64, "float": np.float32, "float4": np.float32,
                         "uint4": self.dt, "uint2": self.dt}[base]
+                if type(a) is np.uint64:  # an address, as CuPy passes it
+                    conv.append(ctypes.c_void_p(int(a)))
+                    continue
                 assert isinstance(a, np.ndarray) and a.dtype == want, (pname, a)
                 conv.append(ctypes.c_void_p(a.ctypes.data))
             elif ptype == "const A":

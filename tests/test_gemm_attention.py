@@ -45,7 +45,10 @@ _LAUNCHERS = (
     f"vtl_gattn_softmax(s, lse, mask, {_GEO_ARGS}); }}); }}\n"
     f'extern "C" void launch_vtl_gattn_dsoftmax(unsigned gx, T* s, T* dp, const T* lse, '
     f"const T* delta, const T* mask, {_GEO}) {{ vtl_launch(gx, 1, {G._THREADS}, 1, "
-    f"[=] {{ vtl_gattn_dsoftmax(s, dp, lse, delta, mask, {_GEO_ARGS}); }}); }}\n")
+    f"[=] {{ vtl_gattn_dsoftmax(s, dp, lse, delta, mask, {_GEO_ARGS}); }}); }}\n"
+    'extern "C" void launch_vtl_gattn_row_dots(unsigned gx, const T* g, const T* o, T* d, '
+    "long long rows, int n) { vtl_launch(gx, 1, 256, 1, [=] { "
+    "vtl_gattn_row_dots(g, o, d, rows, n); }); }\n")
 
 
 class _HostKernel:
@@ -70,7 +73,8 @@ class FakeCupy:
             src = _SHIM + _EXTRA + code.replace('extern "C" ', "") + _LAUNCHERS
             lib = self.built[code] = compile_host(self.tmp / f"g{len(self.built)}.cpp", src)
         dt = np.dtype(np.float64 if "typedef double T;" in code else np.float32)
-        return _HostKernel(getattr(lib, f"launch_{name}"), dt, G._THREADS)
+        block = 256 if name == "vtl_gattn_row_dots" else G._THREADS
+        return _HostKernel(getattr(lib, f"launch_{name}"), dt, block)
 
     def empty(self, shape, dtype):
         return np.full(shape, np.nan, dtype)
@@ -165,11 +169,10 @@ def test_what_the_path_takes(fake, monkeypatch):
     assert not gemm.takes(x, x, x, None, None)
     # causal products by blocks of query rows, each over the keys up to its last row
     assert gemm.row_blocks(2048, 2048, True) == [(r, r + 256, r + 256) for r in range(0, 2048, 256)]
-    assert gemm.row_blocks(512, 600, True) == [(0, 128, 128), (128, 256, 256), (256, 384, 384),
-                                               (384, 512, 512)]
-    assert gemm.row_blocks(600, 300, True) == [(0, 128, 128), (128, 256, 256), (256, 384, 300),
-                                               (384, 512, 300), (512, 600, 300)]  # L > S
-    assert gemm.row_blocks(200, 300, True) == [(0, 200, 300)]  # too few rows to split
+    assert gemm.row_blocks(512, 600, True) == [(0, 256, 256), (256, 512, 512)]
+    assert gemm.row_blocks(600, 300, True) == [(0, 256, 256), (256, 512, 300),
+                                               (512, 600, 300)]  # L > S
+    assert gemm.row_blocks(500, 600, True) == [(0, 500, 600)]  # too few rows to split
     assert gemm.row_blocks(2048, 2048, False) == [(0, 2048, 2048)]
     assert gemm.chunks(10, 128, 128, 4) == [(0, 10)]
     monkeypatch.setattr(C, "BUDGET", 3 * 128 * 128 * 4)  # cupy's chunks: four budgets each

@@ -94,6 +94,11 @@ class ChunkedAttention:
         res = self.xp.matmul(a, b)
         out[key] = out[key] + res if accumulate else res
 
+    def row_dots(self, g: Any, out: Any) -> Any:
+        """``sum(g * out, axis=-1)`` of two ``(B, L, Dv)`` arrays (the backward's ``delta``);
+        a backend with a kernel for it overrides it."""
+        return self.xp.sum(g * out, axis=-1)
+
     # -- the driver -----------------------------------------------------------------
     def takes(self, q: Any, k: Any, v: Any, mask: Any, dropout: Any,
               causal: bool = False) -> bool:
@@ -163,23 +168,28 @@ class ChunkedAttention:
         xp = self.xp
         b, n_q, _ = q.shape
         n_k = k.shape[1]
-        delta = xp.sum(g * out, axis=-1)
+        delta = self.row_dots(g, out)
         m4, geo = self._geometry(mask, batch, n_q, n_k, causal)
-        blocks = self.row_blocks(n_q, n_k, causal)
-        add = len(blocks) > 1  # each block's key and value gradients add to the earlier ones'
-        fill = xp.zeros if add else xp.empty
+        # the last block first: its products cover the keys of every other block, so it
+        # writes the key and value gradients and the others add to them
+        blocks = self.row_blocks(n_q, n_k, causal)[::-1]
         dq = xp.empty(q.shape, dtype=q.dtype)
-        dk = fill(k.shape, dtype=q.dtype)
-        dvv = fill(v.shape, dtype=q.dtype)
+        dk = xp.empty(k.shape, dtype=q.dtype)
+        dvv = xp.empty(v.shape, dtype=q.dtype)
+        kend = blocks[0][2]
+        if kend < n_k:  # keys after the last query of a causal attention have no gradient
+            dk[:, kend:] = 0
+            dvv[:, kend:] = 0
         kt, vt = self._transposed(k), self._transposed(v)
         rows = max(q1 - q0 for q0, q1, _ in blocks)
         for s, e in self.chunks(b, rows, n_k, np.dtype(q.dtype).itemsize):
-            for q0, q1, kend in blocks:
+            for n, (q0, q1, kend) in enumerate(blocks):
                 scores = xp.matmul(q[s:e, q0:q1], kt[s:e, :, :kend])
                 dp = xp.matmul(g[s:e, q0:q1], vt[s:e, :, :kend])
                 self.dsoftmax(scores, dp, lse, delta, m4, geo, s, scale, q0)
                 self.matmul_into(dp, k[s:e, :kend], dq, np.s_[s:e, q0:q1])
-                self.matmul_into(self._transposed(dp), q[s:e, q0:q1], dk, np.s_[s:e, :kend], add)
+                self.matmul_into(self._transposed(dp), q[s:e, q0:q1], dk, np.s_[s:e, :kend],
+                                 n > 0)
                 self.matmul_into(self._transposed(scores), g[s:e, q0:q1], dvv,
-                                 np.s_[s:e, :kend], add)
+                                 np.s_[s:e, :kend], n > 0)
         return dq, dk, dvv

@@ -48,10 +48,15 @@ vtl_gattn_softmax(T* __restrict__ s, T* __restrict__ lse, const T* __restrict__ 
     const long long mbase = gattn_mask_row(b, B2, i, mb1, mb2, ml);
     const int end = causal ? min(S, i + 1) : S;  // keys after the query's position: masked
     const int t = threadIdx.x;
+    // with a mask the first pass keeps the masked scores for the others; without, they
+    // scale the scores again rather than write and read them back
     T m = -INF;
     for (int j = t; j < end; j += {THREADS}) {{
-        const T x = sr[j] * scale + (has_mask ? mask[mbase + (long long)j * ms] : (T)0);
-        sr[j] = x;
+        T x = sr[j] * scale;
+        if (has_mask) {{
+            x += mask[mbase + (long long)j * ms];
+            sr[j] = x;
+        }}
         m = max(m, x);
     }}
     red[t] = m;
@@ -62,9 +67,10 @@ vtl_gattn_softmax(T* __restrict__ s, T* __restrict__ lse, const T* __restrict__ 
     }}
     m = red[0];
     __syncthreads();
+    const T sc = has_mask ? (T)1 : scale;
     T l = 0;
     if (m != -INF) {{
-        for (int j = t; j < end; j += {THREADS}) l += exp(sr[j] - m);
+        for (int j = t; j < end; j += {THREADS}) l += exp(sr[j] * sc - m);
     }}
     red[t] = l;
     __syncthreads();
@@ -79,7 +85,7 @@ vtl_gattn_softmax(T* __restrict__ s, T* __restrict__ lse, const T* __restrict__ 
         return;
     }}
     const T inv = (T)1 / l;
-    for (int j = t; j < S; j += {THREADS}) sr[j] = j < end ? exp(sr[j] - m) * inv : (T)0;
+    for (int j = t; j < S; j += {THREADS}) sr[j] = j < end ? exp(sr[j] * sc - m) * inv : (T)0;
     if (t == 0) lse[(long long)b * L + i] = m + log(l);
 }}
 
@@ -114,17 +120,37 @@ vtl_gattn_dsoftmax(T* __restrict__ s, T* __restrict__ dp, const T* __restrict__ 
 """
 
 
+_ROW_DOTS = r"""
+// a warp per row: d[r] = sum over the row's n entries of g * o (rows of contiguous arrays)
+extern "C" __global__ void __launch_bounds__(256)
+vtl_gattn_row_dots(const T* __restrict__ g, const T* __restrict__ o, T* __restrict__ d,
+                   long long rows, int n) {{
+    const long long r = (long long)blockIdx.x * 8 + threadIdx.x / 32;
+    if (r >= rows) return;
+    const int lane = threadIdx.x % 32;
+    const T* gr = g + r * n;
+    const T* orow = o + r * n;
+    T acc = 0;
+    for (int j = lane; j < n; j += 32) acc += gr[j] * orow[j];
+    for (int w = 16; w > 0; w >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, w);
+    if (lane == 0) d[r] = acc;
+}}
+"""
+
+
 def gemm_attention_source(dtype: Any) -> str:
     """The CUDA source of the two kernels for float32 or float64."""
     t = {"float32": "float", "float64": "double"}[np.dtype(dtype).name]
-    return PRELUDE + _SOURCE.format(T=t, THREADS=_THREADS)
+    return PRELUDE + (_SOURCE + _ROW_DOTS).format(T=t, THREADS=_THREADS)
 
 
 class GemmAttention(ChunkedAttention):
     """:class:`ChunkedAttention` with cuBLAS products (the backend namespace's ``matmul``)
     and the two CUDA kernels of this module; causal attention by blocks of query rows."""
 
-    causal_rows = 128
+    # blocks of 256 rows: at length 512 two blocks took 2.17 ms where four of 128 rows took
+    # 2.29 (H200; their products too small for cuBLAS), and as fast as 128 at 1024 and 2048
+    causal_rows = 256
     causal_max_scores = 4096 * 4096
     # 256 MiB of scores a chunk: cuBLAS's batched products run at 15-18 TFLOP/s over 4
     # entries of 2048 x 2048 float32 scores and at 26-34 over 32 (H100), and the attention
@@ -141,6 +167,20 @@ class GemmAttention(ChunkedAttention):
         blas = getattr(self.xp, "blas", lambda: None)()
         if blas is None or not blas.matmul_into(a, b, out[key], accumulate):
             super().matmul_into(a, b, out, key, accumulate)
+
+    def row_dots(self, g: Any, out: Any) -> Any:
+        if g.dtype != out.dtype or g.shape != out.shape:
+            return super().row_dots(g, out)
+        cp = self._cp
+        g, out = cp.ascontiguousarray(g), cp.ascontiguousarray(out)
+        rows = g.size // g.shape[-1] if g.shape[-1] else 0
+        d = cp.empty(g.shape[:-1], dtype=g.dtype)
+        if rows and g.shape[-1]:
+            self._kernel("vtl_gattn_row_dots", g.dtype)(
+                (-(-rows // 8),), (256,), (g, out, d, np.int64(rows), np.int32(g.shape[-1])))
+        else:
+            d[...] = 0
+        return d
 
     def _kernel(self, name: str, dtype: Any) -> Any:
         key = (name, np.dtype(dtype).name)

@@ -181,6 +181,13 @@ class LstmCell(_ElementwiseCache):
         return self.steps.step_backward(act, c_prev, tc, dz_next, w_hh, dh, dh2, dc,
                                         need_dc_prev, out)
 
+    def layer_forward(self, gates: Any, h0: Any, c0: Any, w_hh: Any, reverse: bool) -> Any:
+        return self.steps.layer_forward(gates, h0, c0, w_hh, reverse)
+
+    def layer_backward(self, saved: tuple, w_hh: Any, dout: Any, dhn: Any, dcn: Any,
+                       need_c0: bool, reverse: bool) -> Any:
+        return self.steps.layer_backward(saved, w_hh, dout, dhn, dcn, need_c0, reverse)
+
     def forward(self, z: Any, z2: Any, cprev: Any, out: Any = None
                 ) -> tuple[Any, Any, Any, Any]:
         if z.dtype not in CTYPES:  # float16/bfloat16: computed in float32, rounded once
@@ -394,6 +401,8 @@ class LstmSteps:
     caller run the product and the cell separately)."""
 
     _device_of = staticmethod(lambda a: a.device)
+    #: the device address of an array's first element
+    _address = staticmethod(lambda a: a.data.ptr)
 
     def __init__(self, cupy: Any) -> None:
         self._cp = cupy
@@ -465,6 +474,116 @@ class LstmSteps:
                 gates, h, w_hh, c, hout, cout, tc, act, _I64(n), _I64(hs)))
         self.launches += 1
         return hout, cout, act, tc
+
+    def _steps_of(self, a: Any, last: int) -> tuple[int, int] | None:
+        """``(step stride, row stride)`` in bytes of a ``(T, N, last)`` array whose steps are
+        each rows of ``last`` contiguous elements (any positive strides between them);
+        ``None`` otherwise."""
+        if type(a) is not self._cp.ndarray or a.ndim != 3 or a.shape[2] != last:
+            return None
+        st, rs, cs = a.strides
+        item = a.itemsize
+        if (last > 1 and cs != item) or st < 0 or rs < 0 or st % item or rs % item:
+            return None
+        return st, rs
+
+    def layer_forward(self, gates: Any, h0: Any, c0: Any, w_hh: Any, reverse: bool
+                      ) -> tuple[Any, Any, Any, Any] | None:
+        """Every step of one layer, the :meth:`step_forward` launches one after another with
+        their operands' addresses computed (no array views nor checks per step):
+        ``(h_all, c_all, act_all, tc_all)``, ``(T, N, H)`` and ``act_all`` ``(T, N, 4H)``,
+        from the input gates ``(T, N, 4H)`` (each step's rows contiguous); ``None`` to
+        decline."""
+        if self._capturing() or type(gates) is not self._cp.ndarray or gates.ndim != 3:
+            return None
+        h0, c0 = self._contiguous(h0), self._contiguous(c0)
+        steps, (n, hs) = gates.shape[0], getattr(h0, "shape", (0, 0))
+        strides = self._steps_of(gates, 4 * hs)
+        if strides is None or strides[1] != 4 * hs * gates.itemsize or 0 in gates.shape \
+                or not self._ok(gates, h0, c0) or h0.ndim != 2 or c0.shape != (n, hs) \
+                or gates.shape[1] != n or getattr(w_hh, "shape", None) != (4 * hs, hs):
+            return None
+        wt = self.recurrent_weight(w_hh)
+        if not self._ok(gates, wt):
+            return None
+        cp, dt, addr, ptr = self._cp, gates.dtype, self._address, np.uint64
+        with self._device_of(gates):
+            h_all, c_all, tc_all = (cp.empty((steps, n, hs), dtype=dt) for _ in range(3))
+            act_all = cp.empty((steps, n, 4 * hs), dtype=dt)
+            kern = self._k.get(LSTM_STEP_FORWARD, dt)
+            grid, state, gate = self._grid(n, hs), n * hs * gates.itemsize, strides[0]
+            g0, h_at, c_at, tc_at = addr(gates), addr(h_all), addr(c_all), addr(tc_all)
+            a_at, n64, h64 = addr(act_all), _I64(n), _I64(hs)
+            hp, cprev = addr(h0), addr(c0)
+            for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
+                o = t * state
+                kern(grid, _BLOCK, (ptr(g0 + t * gate), ptr(hp), wt, ptr(cprev), ptr(h_at + o),
+                                    ptr(c_at + o), ptr(tc_at + o), ptr(a_at + 4 * o), n64, h64))
+                hp, cprev = h_at + o, c_at + o
+        self.launches += steps
+        return h_all, c_all, act_all, tc_all
+
+    def layer_backward(self, saved: tuple, w_hh: Any, dout: Any, dhn: Any, dcn: Any,
+                       need_c0: bool, reverse: bool) -> tuple[Any, Any] | None:
+        """Every step of one layer backwards, the :meth:`step_backward` launches one after
+        another with their operands' addresses computed: ``(dz_all, dc0)`` (the input gates'
+        gradient ``(T, N, 4H)`` and, with ``need_c0``, ``c0``'s) from ``saved`` = ``(c0,
+        c_all, act_all, tc_all)`` of :meth:`layer_forward` (or the steps' buffers), the
+        output's gradient ``dout`` ``(T, N, H)`` and those of ``h_n``/``c_n`` (each may be
+        ``None``; not all three); ``None`` to decline. ``h0``'s gradient is
+        ``dz_all[first step] @ W_hh``."""
+        if self._capturing() or (dout is None and dhn is None and dcn is None):
+            return None
+        c0, c_all, act_all, tc_all = saved
+        c0, dhn, dcn = (self._contiguous(a) for a in (c0, dhn, dcn))
+        steps, n, hs = getattr(tc_all, "shape", (0, 0, 0))
+        dt = getattr(tc_all, "dtype", None)
+        if not self._ok(act_all, c0, c_all, tc_all, w_hh, dhn, dcn) or 0 in (steps, n, hs) \
+                or act_all.shape != (steps, n, 4 * hs) or c_all.shape != tc_all.shape \
+                or w_hh.shape != (4 * hs, hs) or c0.shape != (n, hs) \
+                or any(a is not None and a.shape != (n, hs) for a in (dhn, dcn)):
+            return None
+        d2 = None
+        if dout is not None:
+            if type(dout) is not self._cp.ndarray or dout.dtype != dt \
+                    or dout.shape != (steps, n, hs):
+                return None
+            d2 = self._steps_of(dout, hs)
+            if d2 is None:
+                dout = self._cp.ascontiguousarray(dout)
+                d2 = self._steps_of(dout, hs)
+        cp, addr, ptr, item = self._cp, self._address, np.uint64, tc_all.itemsize
+        order = list(range(steps - 1, -1, -1) if reverse else range(steps))
+        with self._device_of(tc_all):
+            dz_all = cp.empty((steps, n, 4 * hs), dtype=dt)
+            dcs = (cp.empty((n, hs), dtype=dt), cp.empty((n, hs), dtype=dt))
+            kern = self._k.get(LSTM_STEP_BACKWARD, dt)
+            grid, state = self._grid(n, hs), n * hs * item
+            a_at, c_at, tc_at, z_at = addr(act_all), addr(c_all), addr(tc_all), addr(dz_all)
+            dc_at = [addr(b) for b in dcs]
+            n64, h64 = _I64(n), _I64(hs)
+            ld2 = _I64(hs if d2 is None else d2[1] // item)
+            o2 = 0 if dout is None else addr(dout)
+            dc = None if dcn is None else addr(dcn)
+            for k in range(steps - 1, -1, -1):
+                t, o = order[k], order[k] * state
+                last = k == steps - 1
+                dh1 = addr(dhn) if last and dhn is not None else None
+                flags = ((0 if last else 1) | (2 if dh1 is not None else 0)
+                         | (4 if dout is not None else 0) | (8 if dc is not None else 0)
+                         | (16 if k > 0 or need_c0 else 0))
+                cprev = addr(c0) if k == 0 else c_at + order[k - 1] * state
+                dcp = dc_at[k % 2]
+                kern(grid, _BLOCK, (
+                    ptr(a_at + 4 * o), ptr(cprev), ptr(tc_at + o),
+                    ptr(a_at if last else z_at + 4 * order[k + 1] * state), w_hh,
+                    ptr(tc_at + o if dh1 is None else dh1),
+                    ptr(tc_at + o if dout is None else o2 + t * d2[0]),
+                    ptr(tc_at + o if dc is None else dc), ptr(z_at + 4 * o), ptr(dcp),
+                    n64, h64, _I32(flags), ld2))
+                dc = dcp
+        self.launches += steps
+        return dz_all, (dcs[0] if need_c0 else None)
 
     def step_backward(self, act: Any, c_prev: Any, tc: Any, dz_next: Any, w_hh: Any,
                       dh: Any, dh2: Any, dc: Any, need_dc_prev: bool, out: Any

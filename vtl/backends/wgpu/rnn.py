@@ -118,6 +118,12 @@ class WgpuLstmCell(_Cell):
     def step_backward(self, *args: Any) -> Any:
         return self.steps.step_backward(*args)
 
+    def layer_forward(self, *args: Any) -> Any:
+        return self.steps.layer_forward(*args)
+
+    def layer_backward(self, *args: Any) -> Any:
+        return self.steps.layer_backward(*args)
+
     def forward(self, z: Any, z2: Any, cprev: Any, out: Any = None
                 ) -> tuple[Any, Any, Any, Any]:
         dt = z.dtype
@@ -249,6 +255,118 @@ class WgpuLstmSteps(_Cell):
         REC.dispatch(k, tuple(a._st.buf for a in (gin, hr, win, cr, *writes)),
                      [n, hs, *offsets], -(-hs // 16), -(-n // self.ROWS))
         return hout, cout, act, tc
+
+    def _takes(self, dt: Any, n: int, *arrays: Any) -> bool:
+        return dt in _RNN_FLOATS and all(
+            a is None or (type(a) is WgpuArray and a.dtype == dt) for a in arrays) \
+            and self._fits("lstm_step_fwd", dt, n) and self._fits("lstm_step_bwd", dt, n)
+
+    @staticmethod
+    def _step_rows(a: Any) -> bool:
+        """Whether each step of a ``(T, N, X)`` array is ``N`` rows of ``X`` contiguous
+        elements (any non-negative strides between steps and rows)."""
+        st, rs, cs = a._strides
+        return (cs == 1 or a.shape[2] == 1) and st >= 0 and rs >= 0
+
+    def layer_forward(self, gates: Any, h0: Any, c0: Any, w_hh: Any, reverse: bool
+                      ) -> tuple[Any, Any, Any, Any] | None:
+        """Every step of one layer, the :meth:`step_forward` dispatches one after another
+        with their offsets computed (no views nor checks per step; the steps after the
+        first read the previous state through the outputs' bindings): ``(h_all, c_all,
+        act_all, tc_all)`` from the input gates ``(T, N, 4H)``; ``None`` to decline."""
+        dt = gates.dtype
+        if type(gates) is not WgpuArray or gates.ndim != 3 or 0 in gates.shape \
+                or getattr(h0, "ndim", 0) != 2 or not self._takes(dt, h0.shape[0], h0, c0, w_hh):
+            return None
+        steps, (n, hs) = gates.shape[0], h0.shape
+        if gates.shape[1:] != (n, 4 * hs) or c0.shape != (n, hs) or w_hh.shape != (4 * hs, hs) \
+                or 0 in h0.shape:
+            return None
+        wt = self.recurrent_weight(w_hh)
+        nh = n * hs
+        h_all, c_all, tc_all = (empty((steps, n, hs), dt) for _ in range(3))
+        act_all = empty((steps, n, 4 * hs), dt)
+        writes = [h_all, c_all, tc_all, act_all]
+        # the outputs are new buffers: no input shares one with them
+        gin = gates if self._step_rows(gates) and gates._strides[1] == 4 * hs \
+            else contiguous(gates)
+        win, h0r, c0r = (contiguous(a) for a in (wt, h0, c0))
+        st = gin._strides[0]
+        stand = self._stand_in(dt)
+        first = self._kernel("lstm_step_fwd", "rrrrwwww", dt, H_IN_H=0, C_IN_C=0)
+        rest = self._kernel("lstm_step_fwd", "rrrrwwww", dt, H_IN_H=1, C_IN_C=1)
+        out_bufs = tuple(a._st.buf for a in writes)
+        o_h, o_c, o_tc, o_a = (a._offset for a in writes)
+        groups = (-(-hs // 16), -(-n // self.ROWS))
+        prev = None
+        for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
+            at = t * nh
+            if prev is None:
+                k, bufs = first, (gin._st.buf, h0r._st.buf, win._st.buf, c0r._st.buf, *out_bufs)
+                hp, cp = h0r._offset, c0r._offset
+            else:
+                k, bufs = rest, (gin._st.buf, stand._st.buf, win._st.buf, stand._st.buf,
+                                 *out_bufs)
+                hp, cp = o_h + prev * nh, o_c + prev * nh
+            REC.dispatch(k, bufs, [n, hs, gin._offset + t * st, hp, win._offset, cp,
+                                   o_h + at, o_c + at, o_tc + at, o_a + 4 * at], *groups)
+            prev = t
+        return h_all, c_all, act_all, tc_all
+
+    def layer_backward(self, saved: tuple, w_hh: Any, dout: Any, dhn: Any, dcn: Any,
+                       need_c0: bool, reverse: bool) -> tuple[Any, Any] | None:
+        """Every step of one layer backwards, the :meth:`step_backward` dispatches one after
+        another with their offsets computed: ``(dz_all, dc0)`` as the cupy backend's
+        ``layer_backward`` (``saved`` = ``(c0, c_all, act_all, tc_all)``); ``None`` to
+        decline."""
+        if dout is None and dhn is None and dcn is None:
+            return None
+        c0, c_all, act_all, tc_all = saved
+        dt = getattr(tc_all, "dtype", None)
+        if getattr(tc_all, "ndim", 0) != 3 or 0 in tc_all.shape or not self._takes(
+                dt, tc_all.shape[1], c0, c_all, act_all, tc_all, w_hh, dout, dhn, dcn):
+            return None
+        steps, n, hs = tc_all.shape
+        if act_all.shape != (steps, n, 4 * hs) or c_all.shape != tc_all.shape \
+                or w_hh.shape != (4 * hs, hs) or c0.shape != (n, hs) \
+                or not (c_all._contig and act_all._contig and tc_all._contig) \
+                or any(a is not None and a.shape != (n, hs) for a in (dhn, dcn)) \
+                or (dout is not None and dout.shape != (steps, n, hs)):
+            return None
+        nh = n * hs
+        dz_all = empty((steps, n, 4 * hs), dt)
+        dcs = (empty((n, hs), dt), empty((n, hs), dt))
+        # the outputs are new buffers: no input shares one with them
+        c0, w, dhn, dcn = (None if a is None else contiguous(a) for a in (c0, w_hh, dhn, dcn))
+        if dout is not None and not self._step_rows(dout):
+            dout = contiguous(dout)
+        stand, stand_w = self._stand_in(dt), self._stand_in(dt, True)
+        order = list(range(steps - 1, -1, -1) if reverse else range(steps))
+        groups = (-(-hs // 16), -(-n // self.ROWS))
+        a_off, c_off, tc_off, z_off = (a._offset for a in (act_all, c_all, tc_all, dz_all))
+        d2 = dout if dout is not None else stand
+        st2, ld2 = (dout._strides[0], dout._strides[1]) if dout is not None else (0, hs)
+        dc = dcn
+        for k in range(steps - 1, -1, -1):
+            t, last = order[k], k == steps - 1
+            dh1 = dhn if last else None
+            need = k > 0 or need_c0
+            dcp = dcs[k % 2] if need else stand_w
+            cprev, cp_off = (c0, c0._offset) if k == 0 else (c_all, c_off + order[k - 1] * nh)
+            kern = self._kernel("lstm_step_bwd", "rrrrrrrrww", dt, HAS_DZ=int(not last),
+                                DZ_IN_DZ=int(not last), HAS_DH=int(dh1 is not None),
+                                HAS_DH2=int(dout is not None), HAS_DC=int(dc is not None),
+                                NEED_DCP=int(need))
+            reads = (act_all, cprev, tc_all, w, stand if dh1 is None else dh1, d2,
+                     stand if dc is None else dc, stand)
+            words = [n, hs, a_off + 4 * t * nh, cp_off, tc_off + t * nh, w._offset,
+                     stand._offset if dh1 is None else dh1._offset,
+                     d2._offset + t * st2, stand._offset if dc is None else dc._offset,
+                     z_off + 4 * order[k + 1] * nh if not last else stand._offset,
+                     z_off + 4 * t * nh, dcp._offset, ld2]
+            REC.dispatch(kern, tuple(a._st.buf for a in (*reads, dz_all, dcp)), words, *groups)
+            dc = dcp if need else None
+        return dz_all, (dcs[0] if need_c0 else None)
 
     def step_backward(self, act: Any, c_prev: Any, tc: Any, dz_next: Any, w_hh: Any,
                       dh: Any, dh2: Any, dc: Any, need_dc_prev: bool, out: Any

@@ -357,7 +357,8 @@ def _layer_forward(xp: Any, kern: Any, gates: Any, h0: Any, c0: Any, w_hh: Any, 
         last = order[-1]
         return (h_all, xp.asarray(h_all[last, ...], copy=True),
                 xp.asarray(c_all[last, ...], copy=True),
-                ([act_all[t, ...] for t in order], [tc_all[t, ...] for t in order], cprevs))
+                ([act_all[t, ...] for t in order], [tc_all[t, ...] for t in order], cprevs,
+                 (c0, c_all, act_all, tc_all)))
     w_t = xp.matrix_transpose(w_hh)
     outs: list[Any] = [None] * n
     acts, tcs, cprevs = [], [], []
@@ -392,7 +393,8 @@ def _layer_forward(xp: Any, kern: Any, gates: Any, h0: Any, c0: Any, w_hh: Any, 
         outs[t] = h
     if kern is not None:  # h_n and c_n of their own, not views of the saved buffers
         h, c = xp.asarray(h, copy=True), xp.asarray(c, copy=True)
-    return (h_all if kern is not None else xp.stack(outs, axis=0)), h, c, (acts, tcs, cprevs)
+        return h_all, h, c, (acts, tcs, cprevs, (c0, c_all, act_all, tc_all))
+    return xp.stack(outs, axis=0), h, c, (acts, tcs, cprevs, None)
 
 
 def _layer_vjp(kern: Any, inputs: tuple, state: tuple, hs: int, reverse: bool, gs: list,
@@ -403,7 +405,7 @@ def _layer_vjp(kern: Any, inputs: tuple, state: tuple, hs: int, reverse: bool, g
         return _layer_vjp_graph(inputs, hs, reverse, dout, dhn, dcn)
     dev = gates._device
     xp = dev.xp
-    acts, tcs, cprevs = state
+    acts, tcs, cprevs, whole = state
     w = w_hh._data
     out = outs[0]._data
     n = gates.shape[0]
@@ -411,9 +413,16 @@ def _layer_vjp(kern: Any, inputs: tuple, state: tuple, hs: int, reverse: bool, g
     dod = None if dout is None else dout._data
     dh = None if dhn is None else dhn._data
     dc = None if dcn is None else dcn._data
+    need_h0, need_c0 = h0._requires_grad, c0._requires_grad
+    whole_backward = getattr(kern, "layer_backward", None)
+    res = None if whole_backward is None or whole is None else \
+        whole_backward(whole, w, dod, dh, dc, need_c0, reverse)
+    if res is not None:  # the kernel ran every step backwards
+        dz_all, dc = res
+        dh = xp.matmul(dz_all[order[0], ...], w) if need_h0 else None
+        return _layer_grads(gates, h0, c0, w_hh, dz_all, out, dh, dc, hs, reverse)
     # every step's gate gradient goes into one buffer
     dz_all = xp.empty(gates._data.shape, dtype=gates._data.dtype, device=out.device)
-    need_h0, need_c0 = h0._requires_grad, c0._requires_grad
     step = getattr(kern, "step_backward", None)
     dz_next = None  # a fused step's gate gradient: the next step forms dz_next @ W_hh itself
     for k in range(n - 1, -1, -1):
@@ -444,6 +453,17 @@ def _layer_vjp(kern: Any, inputs: tuple, state: tuple, hs: int, reverse: bool, g
         dh = xp.matmul(dz, w) if (k > 0 or need_h0) else None
     if dz_next is not None:
         dh = xp.matmul(dz_next, w) if need_h0 else None
+    return _layer_grads(gates, h0, c0, w_hh, dz_all, out, dh, dc, hs, reverse)
+
+
+def _layer_grads(gates: Any, h0: Any, c0: Any, w_hh: Any, dz_all: Any, out: Any, dh: Any,
+                 dc: Any, hs: int, reverse: bool) -> tuple:
+    """The layer's four gradients from the gates' ``dz_all`` and ``h0``'s and ``c0``'s
+    (``dh``, ``dc``; ``None`` where none reached them)."""
+    dev = gates._device
+    xp = dev.xp
+    n = gates.shape[0]
+    need_h0, need_c0 = h0._requires_grad, c0._requires_grad
     g_gates = new(dz_all, dev) if gates._requires_grad else None
     g_w = None
     if w_hh._requires_grad:
