@@ -319,3 +319,34 @@ def test_registry_offers_wgpu_without_any_flag():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert out.stdout.strip() == "None", (out.stdout, out.stderr)
+
+
+def test_unrolled_loops_are_written_out():
+    """``/* unroll */`` loops become one block per value of the counter, nested braces kept;
+    an unclosed one is an error, not a silently truncated kernel."""
+    from vtl.backends.wgpu._kernels import unroll
+
+    src = ("let x = 1;\n  /* unroll */ for (var kk = 0u; kk < 3u; kk++) {\n"
+           "    s += a[kk]; if (kk > 1u) { t += 1; }\n  }\nlet y = 2;")
+    out = unroll(src)
+    assert "for (" not in out and out.count("let kk = ") == 3
+    assert [f"let kk = {k}u;" in out for k in range(3)] == [True] * 3
+    assert out.startswith("let x = 1;") and out.endswith("let y = 2;")
+    assert out.count("if (kk > 1u) { t += 1; }") == 3
+    assert unroll("for (var i = 0u; i < 4u; i++) { s += 1; }") == \
+        "for (var i = 0u; i < 4u; i++) { s += 1; }"  # unmarked loops stay loops
+    with pytest.raises(RuntimeError, match="not closed"):
+        unroll("/* unroll */ for (var k = 0u; k < 2u; k++) { s += 1;")
+
+
+def test_unrolled_matmul_matches_numpy():
+    """The matmul kernels (their depth loops written out) on both tilings."""
+    from vtl.backends.wgpu import _linalg
+
+    rng = np.random.default_rng(5)
+    for m, k, n in ((33, 70, 45), (300, 40, 260)):
+        a = rng.standard_normal((m, k), dtype=np.float32)
+        b = rng.standard_normal((k, n), dtype=np.float32)
+        got = host(xp.asarray(a) @ xp.asarray(b))
+        np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
+    assert _linalg.big_tiles(xp.float32, 2048, 2048)

@@ -82,7 +82,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
                        load_b(bBase, sBk, sBn, N, K, kb1 + 2u * dbk, cb0 + 2u * dbn),
                        load_b(bBase, sBk, sBn, N, K, kb1 + 3u * dbk, cb0 + 3u * dbn));
     }
-    for (var kk = 0u; kk < 16u; kk++) {
+    /* unroll */ for (var kk = 0u; kk < 16u; kk++) {
       let a = As[kk * 16u + ty];
       let bb = Bs[kk * 16u + tx];
       c0 += a.x * bb;
@@ -96,11 +96,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let cBase = pw(5u) + b * M * N;
   let col = n0 + tx * 4u;
   let rows = array<vec4<{{C}}>, 4>(c0, c1, c2, c3);
-  for (var r = 0u; r < 4u; r++) {
+  /* unroll */ for (var r = 0u; r < 4u; r++) {
     let row = m0 + ty * 4u + r;
     if (row < M) {
       let v = rows[r];
-      for (var c = 0u; c < 4u; c++) {
+      /* unroll */ for (var c = 0u; c < 4u; c++) {
         if (col + c < N) { C[cBase + row * N + col + c] = wrap_{{OD}}({{O}}({{EPI}})); }
       }
     }

@@ -199,6 +199,30 @@ _CALLS_WG_REDUCE = re.compile(r"\bw(?:sum|max)\(")
 _CALLS_ERF = re.compile(r"\b(?:erfc?_f|exp_neg_sq)\(")
 
 
+#: ``/* unroll */ for (var k = 0u; k < 8u; k++) {`` : a loop :func:`unroll` writes out
+_UNROLL = re.compile(r"/\* unroll \*/ for \(var (\w+) = 0u; \1 < (\d+)u; \1\+\+\) \{")
+
+
+def unroll(src: str) -> str:
+    """Every loop marked ``/* unroll */`` (a constant count from 0, the counter never
+    assigned in the body) written out as that many blocks, each binding the counter with
+    ``let``. The Vulkan driver does not unroll the loops of the SPIR-V that naga emits:
+    the 128x128 matmul's depth loop written out ran 4096^3 at 32 TFLOP/s instead of 26 on
+    an H100."""
+    while (m := _UNROLL.search(src)) is not None:
+        var, count = m.group(1), int(m.group(2))
+        depth, end = 1, m.end()
+        while depth:
+            if end >= len(src):
+                raise RuntimeError(f"wgsl: an unrolled loop over {var} is not closed")
+            depth += {"{": 1, "}": -1}.get(src[end], 0)
+            end += 1
+        body = src[m.end():end - 1]
+        copies = "".join(f"{{\n    let {var} = {k}u;{body}}}\n" for k in range(count))
+        src = src[:m.start()] + copies + src[end:]
+    return src
+
+
 def render(name: str, dtypes: tuple, subs: dict) -> str:
     rt = _runtime.get()
     head = _F16 if "shader-f16" in rt.features else ""
@@ -213,6 +237,7 @@ def render(name: str, dtypes: tuple, subs: dict) -> str:
             src = src.replace("{{" + k + "}}", str(v))
     if "{{" in src:
         raise RuntimeError(f"wgsl template {name}: unfilled placeholder in\n{src}")
+    src = unroll(src)
     if any(D.kind(dt) == "c" for dt in dtypes):  # complex helpers use their real dtype's
         from ._complex import kernel_dtypes
 
