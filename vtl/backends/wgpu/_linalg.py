@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import types
 
-from . import _coop, _kernels, _reduction, _runtime
+from . import _coop, _kernels, _reduction
 from . import _dtypes as D
 from ._array import (
     WgpuArray,
@@ -46,9 +46,6 @@ SPLIT_GROUPS, SPLIT_TARGET, SPLIT_MIN_DEPTH = 128, 512, 512
 #: four times the multiply-adds per workgroup-memory read); the others the 64x64 one, which
 #: fills the device with fewer rows and wastes less on a narrow output (64 columns).
 BIG_MIN_TILES = 256
-#: the workgroup memory (bytes) the large-tile kernel needs: a device with less runs the
-#: 64x64 one
-BIG_SHARED = 32768
 BIG_MIN_FILL = 0.75
 _BIG = 128
 #: the dtypes of the large-tile kernel
@@ -78,8 +75,7 @@ def cols_contiguous(sa: tuple, sb: tuple) -> tuple[bool, bool]:
 def big_tiles(dt, M: int, N: int, batch: int = 1) -> bool:
     """Whether the ``M`` x ``N`` product(s) of ``dt`` run the large-tile kernel (never for
     float16 products on cooperative matrices: theirs has 64x64 tiles)."""
-    if dt not in _BIG_DTYPES or (dt == D.float16 and _coop.available()) \
-            or _runtime.get().limits.get("max-compute-workgroup-storage-size", 0) < BIG_SHARED:
+    if dt not in _BIG_DTYPES or (dt == D.float16 and _coop.available()):
         return False
     t = -(-M // _BIG) * -(-N // _BIG)
     return t * batch >= BIG_MIN_TILES and M * N >= BIG_MIN_FILL * t * _BIG * _BIG
