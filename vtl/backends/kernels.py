@@ -375,7 +375,12 @@ class LstmCellKernel(Protocol):
     (e.g. ``W_hh^T`` laid out for the product, as ``GruCellKernel``'s). A kernel may also
     run a whole layer's forward: ``layer_forward(gates, h0, c0, w_hh, reverse)`` (``gates``
     ``(L, N, 4H)``) returns ``(h_all, c_all, act_all, tc_all)``, step ``t``'s arrays at index
-    ``t``, or ``None`` to decline.
+    ``t``, or ``None`` to decline; and its backward: ``layer_backward(saved, w_hh, dout, dhn,
+    dcn, need_c0, reverse)`` with ``saved`` = ``(c0, c_all, act_all, tc_all)`` of the forward
+    (``layer_forward``'s or the steps' whole-sequence buffers), the output's gradient ``dout``
+    ``(L, N, H)`` and ``h_n``'s and ``c_n``'s (each ``None`` where none reached it) returns
+    ``(dz_all, dc0)``: the gates' gradient ``(L, N, 4H)`` and, with ``need_c0``, ``c0``'s
+    (``h0``'s is ``dz_all[first step] @ w_hh``), or ``None`` to decline.
     """
 
     def supports(self, dtype: Any) -> bool: ...
