@@ -350,3 +350,24 @@ def test_unrolled_matmul_matches_numpy():
         got = host(xp.asarray(a) @ xp.asarray(b))
         np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
     assert _linalg.big_tiles(xp.float32, 2048, 2048)
+
+
+@pytest.mark.parametrize("name", ["float16", "float32", "float64"])
+def test_trunc_and_round_keep_signed_zeros_and_round_half_to_even(name):
+    """``trunc``/``round`` (the kernels' floor-based trunc_/rint_ helpers: some drivers'
+    float64 builtins lose the sign of zeros and round 1.5 to 1) against NumPy, bit for bit:
+    signed zeros, ties both ways, values past the mantissa, infinities."""
+    feats = set(xp.runtime_info()["features"])
+    if name == "float64" and "shader-f64" not in feats:
+        pytest.skip("needs shader-f64")
+    if name == "float16" and "shader-f16" not in feats:
+        pytest.skip("needs shader-f16")
+    x = np.array([-0.0, 0.0, -0.5, 0.5, 1.5, 2.5, -1.5, -2.5, 3.7, -3.7, 0.49999997, 1e4,
+                  -2049.5, np.inf, -np.inf], dtype=name)
+    if name != "float16":
+        x = np.concatenate([x, np.array([2.0 ** 23 + 1, -(2.0 ** 30) - 0.5, 6e29], name)])
+    for f in ("trunc", "round"):
+        got = host(getattr(xp, f)(xp.asarray(x)))
+        want = getattr(np, f)(x)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want), err_msg=f)
+        np.testing.assert_array_equal(got, want, err_msg=f)

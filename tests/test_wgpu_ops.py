@@ -365,6 +365,54 @@ def test_large_tile_matmul_of_every_operand_layout(monkeypatch, m, k, n):
           (a64 @ w.astype(np.float64).T + bias).astype(np.float32), rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize(("m", "k", "n"), [(128, 8, 128), (132, 12, 136), (260, 44, 4)])
+def test_large_tile_matmul_reads_four_at_a_time(monkeypatch, m, k, n):
+    """The 128x128-tile kernel reading float32 operands a vec4 at a time (big_reads: the
+    contiguous axis of unit stride and a multiple of 4 long, the other stride and the
+    offsets multiples of 4) and one element at a time otherwise, against NumPy: row-major
+    and transposed operands, slices starting 4 and 1 elements in, partial tiles, a batch,
+    the bias epilogue."""
+    from vtl.backends.wgpu import _linalg
+    from vtl.backends.wgpu import nn as wnn
+
+    monkeypatch.setattr(_linalg, "BIG_MIN_TILES", 1)
+    monkeypatch.setattr(_linalg, "BIG_MIN_FILL", 0.0)
+    a, b = data((m, k), np.float32), data((k, n), np.float32)
+    want = (a.astype(np.float64) @ b).astype(np.float32)
+
+    def views(h):
+        flat = np.concatenate([np.zeros(5, np.float32), h.ravel()])
+        buf = xp.asarray(flat)
+        shifted4 = xp.reshape(buf[1:], (-1,))[4:4 + h.size]  # offset 5: not a multiple of 4
+        aligned = xp.asarray(np.concatenate([np.zeros(4, np.float32), h.ravel()]))[4:]
+        return {"row-major": xp.asarray(h), "transposed": xp.asarray(np.ascontiguousarray(
+            h.T)).mT, "offset 4": xp.reshape(aligned, h.shape),
+            "offset 5": xp.reshape(shifted4, h.shape)}
+
+    seen = set()
+    for na, da in views(a).items():
+        for nb, db in views(b).items():
+            layout = _linalg.cols_contiguous(da._strides, db._strides)
+            vec = _linalg.big_reads(xp.float32, layout, m, n, k, da._strides, db._strides,
+                                    (da._offset,), (db._offset,))
+            seen.add(vec)
+            assert vec[0] == (na != "offset 5") and vec[1] == (nb != "offset 5" and
+                                                                (n % 4 == 0)), (na, nb)
+            check(da @ db, want, rtol=1e-5, atol=1e-4)
+    assert (True, True) in seen and (False, False) in seen
+    batch = np.stack([a, a + 1, a - 2])
+    check(xp.asarray(batch) @ xp.asarray(b), (batch.astype(np.float64) @ b).astype(np.float32),
+          rtol=1e-5, atol=1e-4)
+    w, bias = data((n, k), np.float32), data((n,), np.float32)
+    check(wnn.linear(xp.asarray(a), xp.asarray(w), xp.asarray(bias)),
+          (a.astype(np.float64) @ w.astype(np.float64).T + bias).astype(np.float32),
+          rtol=1e-5, atol=1e-4)
+    assert _linalg.big_reads(xp.float16, (False, False), 128, 128, 128, (128, 1), (128, 1),
+                             (0,), (0,)) == (False, False)  # float32 only
+    assert _linalg.big_reads(xp.float32, (False, False), 128, 128, 128, (128, 1), (128, 1),
+                             (0, 130), (0, 0)) == (False, True)  # a batch stride of 130
+
+
 @pytest.mark.parametrize("name", ["float16", "bfloat16"])
 @pytest.mark.parametrize(("m", "k", "n"), [(129, 9, 130), (64, 300, 257)])
 def test_large_tile_matmul_of_16bit_operands(monkeypatch, name, m, k, n):

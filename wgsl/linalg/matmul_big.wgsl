@@ -7,8 +7,8 @@
 // depth-16 tiles in two buffers of rotated rows measured slower here, 27). Four times the
 // multiply-adds of matmul.wgsl per workgroup-memory read; it needs enough output tiles to
 // fill the device (vtl/backends/wgpu/_linalg.py picks it).
-@group(0) @binding(0) var<storage, read> A: array<{{T}}>;
-@group(0) @binding(1) var<storage, read> B: array<{{T}}>;
+@group(0) @binding(0) var<storage, read> A: array<{{TA}}>;
+@group(0) @binding(1) var<storage, read> B: array<{{TB}}>;
 @group(0) @binding(2) var<storage, read_write> C: array<{{O}}>;
 var<workgroup> As: array<vec4<{{C}}>, 264>;
 var<workgroup> Bs: array<vec4<{{C}}>, 264>;
@@ -41,56 +41,26 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var c70 = vec4<{{C}}>();
   var c71 = vec4<{{C}}>();
 {{INIT}}
-  // Thread lid loads A at (m0 + am + j*dam, k0 + ak + j*dak), j = 0..3, and B likewise:
-  // neighbouring threads read neighbouring addresses down the operand's contiguous axis.
-  let am = select(lid / 8u, lid % 128u, ACOLS);
-  let ak = select(lid % 8u, lid / 128u, ACOLS);
-  let dam = select(32u, 0u, ACOLS);
-  let dak = select(0u, 2u, ACOLS);
-  let bk = select(lid / 128u, lid % 8u, BCOLS);
-  let bn = select(lid % 128u, lid / 8u, BCOLS);
-  let dbk = select(2u, 0u, BCOLS);
-  let dbn = select(0u, 32u, BCOLS);
-  let ra0 = m0 + am;
-  let cb0 = n0 + bn;
-  var ra = vec4<{{C}}>(load_a(aBase, sAm, sAk, M, K, ra0, ak),
-                       load_a(aBase, sAm, sAk, M, K, ra0 + dam, ak + dak),
-                       load_a(aBase, sAm, sAk, M, K, ra0 + 2u * dam, ak + 2u * dak),
-                       load_a(aBase, sAm, sAk, M, K, ra0 + 3u * dam, ak + 3u * dak));
-  var rb = vec4<{{C}}>(load_b(bBase, sBk, sBn, N, K, bk, cb0),
-                       load_b(bBase, sBk, sBn, N, K, bk + dbk, cb0 + dbn),
-                       load_b(bBase, sBk, sBn, N, K, bk + 2u * dbk, cb0 + 2u * dbn),
-                       load_b(bBase, sBk, sBn, N, K, bk + 3u * dbk, cb0 + 3u * dbn));
-  // workgroup memory: element (k, m) of the A tile at As[k * 33 + m / 4][m % 4], B's alike
-  // (rows of 33 vec4: the stores of threads with neighbouring k fall in different banks)
-  let ai = ak * 33u + am / 4u;
-  let aj = am % 4u;
-  let astep = dak * 33u + dam / 4u;
-  let bi = bk * 33u + bn / 4u;
-  let bj = bn % 4u;
-  let bstep = dbk * 33u + dbn / 4u;
+  // each thread's share of the A and B tiles: its registers ra and rb, filled for the tile
+  // at depth kt (FETCH) and stored into workgroup memory (STORE), element (k, m) of the A
+  // tile at As[k * 33 + m / 4][m % 4] and B's alike (rows of 33 vec4: the stores of threads
+  // with neighbouring k fall in different banks); vtl/backends/wgpu/_linalg.py writes them,
+  // four elements a load where the operand allows (big_reads)
+{{A_SETUP}}
+{{B_SETUP}}
+  {
+    let kt = 0u;
+{{A_FETCH}}
+{{B_FETCH}}
+  }
   for (var k0 = 0u; k0 < K; k0 += 8u) {
-    As[ai][aj] = ra.x;
-    As[ai + astep][aj] = ra.y;
-    As[ai + 2u * astep][aj] = ra.z;
-    As[ai + 3u * astep][aj] = ra.w;
-    Bs[bi][bj] = rb.x;
-    Bs[bi + bstep][bj] = rb.y;
-    Bs[bi + 2u * bstep][bj] = rb.z;
-    Bs[bi + 3u * bstep][bj] = rb.w;
+{{A_STORE}}
+{{B_STORE}}
     workgroupBarrier();
-    let k1 = k0 + 8u;
-    if (k1 < K) {
-      let ka = k1 + ak;
-      let kb1 = k1 + bk;
-      ra = vec4<{{C}}>(load_a(aBase, sAm, sAk, M, K, ra0, ka),
-                       load_a(aBase, sAm, sAk, M, K, ra0 + dam, ka + dak),
-                       load_a(aBase, sAm, sAk, M, K, ra0 + 2u * dam, ka + 2u * dak),
-                       load_a(aBase, sAm, sAk, M, K, ra0 + 3u * dam, ka + 3u * dak));
-      rb = vec4<{{C}}>(load_b(bBase, sBk, sBn, N, K, kb1, cb0),
-                       load_b(bBase, sBk, sBn, N, K, kb1 + dbk, cb0 + dbn),
-                       load_b(bBase, sBk, sBn, N, K, kb1 + 2u * dbk, cb0 + 2u * dbn),
-                       load_b(bBase, sBk, sBn, N, K, kb1 + 3u * dbk, cb0 + 3u * dbn));
+    let kt = k0 + 8u;
+    if (kt < K) {
+{{A_FETCH}}
+{{B_FETCH}}
     }
     /* unroll */ for (var kk = 0u; kk < 8u; kk++) {
       let a0 = As[kk * 33u + ty];

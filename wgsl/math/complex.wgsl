@@ -416,7 +416,7 @@ fn {{P}}_pow(a: {{P}}_t, b: {{P}}_t) -> {{P}}_t {
     if (b.x > {{F}}(0)) { return {{P}}_t({{F}}(0), {{F}}(0)); }
     return {{P}}_nan2();
   }
-  if (b.y == {{F}}(0) && b.x == trunc(b.x) && abs(b.x) < {{F}}(100)) {
+  if (b.y == {{F}}(0) && b.x == floor(b.x) && abs(b.x) < {{F}}(100)) {
     var n = i32(abs(b.x));
     var base = a;
     var r = {{P}}_t({{F}}(1), {{F}}(0));

@@ -441,7 +441,7 @@ fn m64_log10(x: f64) -> f64 { return m64_log(x) / M64_LN10; }
 
 fn m64_pow_pos(x: f64, y: f64) -> f64 {
   // x > 0: exact for small integer y by repeated squaring, else exp(y log x)
-  if (y == trunc(y) && abs(y) <= 64.0) {
+  if (y == floor(y) && abs(y) <= 64.0) {
     var e = i32(abs(y));
     var b = x;
     var r: f64 = 1.0;

@@ -211,7 +211,7 @@ UNARY: dict[str, tuple[str, str]] = {
     "acosh": ("same", "return {{P}}_acosh(x);"),
     "atanh": ("same", "return {{P}}_atanh(x);"),
     "sign": ("same", "return {{P}}_sign(x);"),
-    "round": ("same", "return round(x);"),
+    "round": ("same", "return {{T}}(rint_{{RDT}}(x.x), rint_{{RDT}}(x.y));"),
     "isnan": ("bool", "return select(0u, 1u, isnan_{{DT}}(x));"),
     "isinf": ("bool", "return select(0u, 1u, {{P}}_isinf(x.x) || {{P}}_isinf(x.y));"),
     "isfinite": ("bool", "return select(0u, 1u, {{P}}_isfin(x.x) && {{P}}_isfin(x.y));"),

@@ -90,7 +90,9 @@ def _return_narrowed(v: str) -> str:
     """WGSL statements returning the float64 ``v`` rounded to float32; a subnormal result is
     built from its bits (drivers may flush it in the conversion)."""
     return (f"let nq = abs({v}); if (nq < {2.0 ** -126!r}lf && nq != 0.0lf) {{"
-            f" var nb = u32(round(nq * {2.0 ** 149!r}lf));"
+            f" let sv = nq * {2.0 ** 149!r}lf; var nf = floor(sv); let fr = sv - nf;"
+            " if (fr > 0.5lf || (fr == 0.5lf && (u32(nf) & 1u) == 1u)) { nf = nf + 1.0lf; }"
+            " var nb = u32(nf);"
             f" if ({v} < 0.0lf) {{ nb = nb | 0x80000000u; }} return bitcast<f32>(nb); }}"
             f" return f32({v});")
 
@@ -137,7 +139,7 @@ def rem_body() -> str:
         " let a = abs(wb); var r = abs(wa);"
         " loop { if (r < a) { break; } var s = a;"
         f" loop {{ if (s * {big} > r) {{ break; }} s = s * {big}; }}"
-        " let k = trunc(r / s); r = r - k * s; if (r < 0.0lf) { r = r + s; } }"
+        " let k = floor(r / s); r = r - k * s; if (r < 0.0lf) { r = r + s; } }"
         " if (wa < 0.0lf) { r = -r; }"
         " if (r != 0.0lf && ((r < 0.0lf) != (wb < 0.0lf))) { r = r + wb; }"
         " if (r == 0.0lf) { return bitcast<f32>(bitcast<u32>(y) & 0x80000000u); }"
@@ -197,8 +199,8 @@ UNARY: dict[str, tuple[str, dict]] = {
     "reciprocal": ("float", {F: "return {{T}}(1) / x;", "f32": div_body("f32(1)", "x")}),
     "floor": ("same", {F: "return floor(x);", I: _ident, U: _ident, B: _ident}),
     "ceil": ("same", {F: "return ceil(x);", I: _ident, U: _ident, B: _ident}),
-    "trunc": ("same", {F: "return trunc(x);", I: _ident, U: _ident, B: _ident}),
-    "round": ("same", {F: "return round(x);", I: _ident, U: _ident}),
+    "trunc": ("same", {F: "return trunc_{{DT}}(x);", I: _ident, U: _ident, B: _ident}),
+    "round": ("same", {F: "return rint_{{DT}}(x);", I: _ident, U: _ident}),
     "sign": ("same", {F: "if (isnan_{{DT}}(x)) { return x; } return sign(x);",
                       I: "return select({{T}}(0), {{T}}(1), x > {{T}}(0))"
                          " - select({{T}}(0), {{T}}(1), x < {{T}}(0));",
@@ -221,8 +223,8 @@ _POW_F = """
 if (y == {{T}}(0) || x == {{T}}(1)) { return {{T}}(1); }
 if (isnan_{{DT}}(x) || isnan_{{DT}}(y)) { return x + y; }
 if (isinf_{{DT}}(y) && abs(x) == {{T}}(1)) { return {{T}}(1); }
-let yint = trunc(y) == y;
-let yodd = yint && !isinf_{{DT}}(y) && trunc(y * {{T}}(0.5)) * {{T}}(2) != y;
+let yint = floor(y) == y;
+let yodd = yint && !isinf_{{DT}}(y) && floor(y * {{T}}(0.5)) * {{T}}(2) != y;
 if (x == {{T}}(0)) {
   if (y > {{T}}(0)) { return select({{T}}(0), x, yodd); }
   if (yodd && sgn_{{DT}}(x)) { return -inf_{{DT}}(); }
@@ -338,7 +340,7 @@ if (isinf_{{DT}}(y)) {
   if (x == {{T}}(0) || (x < {{T}}(0)) == (y < {{T}}(0))) { return x; }
   return y;
 }
-var r = x - y * trunc(x / y);
+var r = x - y * trunc_{{DT}}(x / y);
 if (r != {{T}}(0) && ((r < {{T}}(0)) != (y < {{T}}(0)))) { r = r + y; }
 if (r == {{T}}(0) && y < {{T}}(0)) { return -abs(r); }
 if (r == {{T}}(0)) { return abs(r); }

@@ -146,6 +146,16 @@ def _helpers(dt: np.dtype) -> str:
                "(bitcast<u32>(f32(x)) >> 31u) != 0u" if t == "f16" else
                "(bitcast<u32>(x) >> 31u) != 0u")
         out.append(f"fn sgn_{n}(x: {t}) -> bool {{ return {sgn}; }}")
+        # trunc and round (half to even) from floor: lavapipe (Mesa 22.3.6-1+deb12u2) loses
+        # the sign of float64 zeros in trunc and round, rounds 1.5 to 1, and its trunc
+        # gave wrong values inside a loop (float32 remainder through float64)
+        out.append(f"fn trunc_{n}(x: {t}) -> {t} {{ let a = floor(abs(x)); "
+                   f"return select(a, -a, sgn_{n}(x)); }}")
+        out.append(
+            f"fn rint_{n}(x: {t}) -> {t} {{\n  let a = abs(x);\n  var r = floor(a);\n"
+            f"  let d = a - r;\n  if (d > {t}(0.5) || (d == {t}(0.5) && "
+            f"r - {t}(2) * floor(r * {t}(0.5)) == {t}(1))) {{ r = r + {t}(1); }}\n"
+            f"  return select(r, -r, sgn_{n}(x));\n}}")
         if t != "f64":
             # expm1 (Taylor series below 0.5) and log1p, accurate near 0
             out.append(

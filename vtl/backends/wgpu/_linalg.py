@@ -81,10 +81,92 @@ def big_tiles(dt, M: int, N: int, batch: int = 1) -> bool:
     return t * batch >= BIG_MIN_TILES and M * N >= BIG_MIN_FILL * t * _BIG * _BIG
 
 
+# The large-tile kernel's share of each thread in the A and B tiles (matmul_big.wgsl): four
+# elements one at a time down the operand's contiguous axis through the loaders, or one
+# vec4 of that axis where big_reads allows (a quarter of the loads; its setup, the fetch
+# of the tile at depth kt into ra/rb, and their store into workgroup memory).
+_SCALAR_A = ("""  let am = select(lid / 8u, lid % 128u, ACOLS);
+  let ak = select(lid % 8u, lid / 128u, ACOLS);
+  let dam = select(32u, 0u, ACOLS);
+  let dak = select(0u, 2u, ACOLS);
+  let ra0 = m0 + am;
+  let ai = ak * 33u + am / 4u;
+  let aj = am % 4u;
+  let astep = dak * 33u + dam / 4u;
+  var ra = vec4<{{C}}>();""", """      ra = vec4<{{C}}>(load_a(aBase, sAm, sAk, M, K, ra0, kt + ak),
+                       load_a(aBase, sAm, sAk, M, K, ra0 + dam, kt + ak + dak),
+                       load_a(aBase, sAm, sAk, M, K, ra0 + 2u * dam, kt + ak + 2u * dak),
+                       load_a(aBase, sAm, sAk, M, K, ra0 + 3u * dam, kt + ak + 3u * dak));""",
+             """    As[ai][aj] = ra.x;
+    As[ai + astep][aj] = ra.y;
+    As[ai + 2u * astep][aj] = ra.z;
+    As[ai + 3u * astep][aj] = ra.w;""")
+_SCALAR_B = ("""  let bk = select(lid / 128u, lid % 8u, BCOLS);
+  let bn = select(lid % 128u, lid / 8u, BCOLS);
+  let dbk = select(2u, 0u, BCOLS);
+  let dbn = select(0u, 32u, BCOLS);
+  let cb0 = n0 + bn;
+  let bi = bk * 33u + bn / 4u;
+  let bj = bn % 4u;
+  let bstep = dbk * 33u + dbn / 4u;
+  var rb = vec4<{{C}}>();""", """      rb = vec4<{{C}}>(load_b(bBase, sBk, sBn, N, K, kt + bk, cb0),
+                       load_b(bBase, sBk, sBn, N, K, kt + bk + dbk, cb0 + dbn),
+                       load_b(bBase, sBk, sBn, N, K, kt + bk + 2u * dbk, cb0 + 2u * dbn),
+                       load_b(bBase, sBk, sBn, N, K, kt + bk + 3u * dbk, cb0 + 3u * dbn));""",
+             """    Bs[bi][bj] = rb.x;
+    Bs[bi + bstep][bj] = rb.y;
+    Bs[bi + 2u * bstep][bj] = rb.z;
+    Bs[bi + 3u * bstep][bj] = rb.w;""")
+
+
+def _vec_share(x: str, across: bool) -> tuple[str, str, str]:
+    """Operand ``x`` ('a' or 'b') read a vec4 at a time: ``across``, four depths of one of
+    the tile's rows (A's k contiguous) or columns (B's k contiguous), else four of its rows
+    (A's m contiguous) or columns (B's n contiguous) at one depth."""
+    r, t, arr = f"r{x}", x.upper() + "s", x.upper()
+    base, size, sk, so, first = (("aBase", "M", "sAk", "sAm", "m0") if x == "a"
+                                 else ("bBase", "N", "sBk", "sBn", "n0"))
+    if across:  # row i (lid / 2) of the tile, depths q .. q + 3 (q = 0 or 4): four stores
+        setup = f"  let {x}i = lid / 2u;\n  let {x}q = (lid % 2u) * 4u;\n  var {r} = vec4<f32>();"
+        fetch = (f"      {r} = vec4<f32>();\n"
+                 f"      if ({first} + {x}i < {size} && kt + {x}q < K) {{ {r} = {arr}[u32("
+                 f"{base} + i32({first} + {x}i) * {so} + i32(kt + {x}q)) / 4u]; }}")
+        store = "\n".join(f"    {t}[({x}q + {c}u) * 33u + {x}i / 4u][{x}i % 4u] = {r}.{v};"
+                          for c, v in enumerate("xyzw"))
+    else:  # depth k (lid / 32) of the tile, rows q .. q + 3 (q = (lid % 32) * 4): one store
+        setup = (f"  let {x}k = lid / 32u;\n  let {x}q = (lid % 32u) * 4u;\n"
+                 f"  var {r} = vec4<f32>();")
+        fetch = (f"      {r} = vec4<f32>();\n"
+                 f"      if ({first} + {x}q < {size} && kt + {x}k < K) {{ {r} = {arr}[u32("
+                 f"{base} + i32({first} + {x}q) + i32(kt + {x}k) * {sk}) / 4u]; }}")
+        store = f"    {t}[{x}k * 33u + {x}q / 4u] = {r};"
+    return setup, fetch, store
+
+
+def big_reads(dt, layout: tuple[bool, bool], M: int, N: int, K: int, sa: tuple[int, int],
+              sb: tuple[int, int], offsets_a: tuple[int, ...], offsets_b: tuple[int, ...]
+              ) -> tuple[bool, bool]:
+    """Whether the large-tile kernel reads A and B four float32 elements at a time (a
+    quarter of the loads: 4096^3 at 36 against 32 TFLOP/s in a probe on an H100): the
+    operand's contiguous axis of unit stride and a multiple of 4 long, its other stride
+    and its offsets (``offsets_*``: the first element's and the batch strides) multiples of
+    4."""
+    if dt != D.float32:
+        return False, False
+    (acols, bcols), (sam, sak), (sbk, sbn) = layout, sa, sb
+    va = (sam == 1 and M % 4 == 0 and sak % 4 == 0) if acols else \
+        (sak == 1 and K % 4 == 0 and sam % 4 == 0)
+    vb = (sbk == 1 and K % 4 == 0 and sbn % 4 == 0) if bcols else \
+        (sbn == 1 and N % 4 == 0 and sbk % 4 == 0)
+    return (va and all(o % 4 == 0 for o in offsets_a),
+            vb and all(o % 4 == 0 for o in offsets_b))
+
+
 def matmul_kernel(dt, layout: tuple[bool, bool], sig: str = "rrw",
                   epi: dict = PLAIN, out=None, big: bool = False,
-                  load: tuple[str, ...] = ("matmul_load",), label: str | None = None,
-                  consts: tuple[tuple[str, int], ...] = ()) -> _kernels.Kernel:
+                  load: tuple[str, ...] = ("matmul_load_a", "matmul_load_b"),
+                  label: str | None = None, consts: tuple[tuple[str, int], ...] = (),
+                  vec: tuple[bool, bool] = (False, False)) -> _kernels.Kernel:
     """The matmul kernel of ``dt`` for operands laid out as ``layout`` (``cols_contiguous``)
     with the epilogue ``epi`` and the bindings ``sig``: ``'rrw'`` for the plain product, one
     more binding for an epilogue of ``_nn`` (each has its own ``sig``). ``out``: the
@@ -93,9 +175,12 @@ def matmul_kernel(dt, layout: tuple[bool, bool], sig: str = "rrw",
     (its grid is ``tiles(.., big=True)``), for the plain and the bias epilogues. ``load``:
     the WGSL sources of the operands' ``load_a``/``load_b`` (the implicit-GEMM convolution
     gathers its operands with its own), ``label`` the kernel's name in dispatch logs and
-    ``consts`` the values of the loaders' own placeholders (compile-time constants)."""
+    ``consts`` the values of the loaders' own placeholders (compile-time constants).
+    ``vec``: the large-tile kernel reads A, B four elements at a time (:func:`big_reads`;
+    the default loaders only)."""
     out = dt if out is None else out
-    key = (dt, layout, sig, out, big, epi["EPI"], load, label, consts)
+    vec = vec if big else (False, False)
+    key = (dt, layout, sig, out, big, epi["EPI"], load, label, consts, vec)
     k = _MATMUL_KERNELS.get(key)
     if k is None:
         name, extra = "matmul_big" if big else "matmul", {}
@@ -107,17 +192,28 @@ def matmul_kernel(dt, layout: tuple[bool, bool], sig: str = "rrw",
                 name, extra = "matmul_coop", {"LD": coop[0], "ST": coop[1]}
         k = _MATMUL_KERNELS[key] = _kernels.kernel(
             name, sig, (dt,) if out == dt else (dt, out), label=label,
-            **matmul_subs(dt, layout, epi, out, load, consts), **extra)
+            **matmul_subs(dt, layout, epi, out, load, consts, vec), **extra)
     return k
 
 
 def matmul_subs(dt, layout: tuple[bool, bool], epi: dict = PLAIN, out=None,
-                load: tuple[str, ...] = ("matmul_load",),
-                consts: tuple[tuple[str, int], ...] = ()) -> dict:
+                load: tuple[str, ...] = ("matmul_load_a", "matmul_load_b"),
+                consts: tuple[tuple[str, int], ...] = (),
+                vec: tuple[bool, bool] = (False, False)) -> dict:
     """The placeholders the matmul templates share (see :func:`matmul_kernel`): types,
-    operand loaders, words, epilogue, layout and the loaders' constants."""
+    operand loaders, words, epilogue, layout, the loaders' constants and the large-tile
+    kernel's operand reads (``vec``)."""
     out = dt if out is None else out
-    return dict(T=D.wgsl(dt), D=dt.name, LOAD="\n".join(_kernels.source(f) for f in load),
+    shares = {}
+    for x, v, scalar, across in (("A", vec[0], _SCALAR_A, not layout[0]),
+                                 ("B", vec[1], _SCALAR_B, layout[1])):
+        part = _vec_share(x.lower(), across) if v else scalar
+        shares.update({f"{x}_SETUP": part[0], f"{x}_FETCH": part[1], f"{x}_STORE": part[2],
+                       f"T{x}": "vec4<f32>" if v else D.wgsl(dt)})
+    skip = {"matmul_load_a"} if vec[0] else set()
+    skip |= {"matmul_load_b"} if vec[1] else set()
+    return dict(**shares, T=D.wgsl(dt), D=dt.name,
+                LOAD="\n".join(_kernels.source(f) for f in load if f not in skip),
                 ARGS=_kernels.source("matmul_args"), O=D.wgsl(out), OD=out.name, **epi,
                 C="f32" if D.wgsl(dt) == "f16" else D.wgsl(dt),
                 ACOLS="true" if layout[0] else "false",
@@ -141,7 +237,10 @@ def matmul2d(a: WgpuArray, b: WgpuArray) -> WgpuArray:
     if depth:
         return split_product(a, b, depth)[0]
     out = fresh((M, N), dt, M * N, D.itemsize(dt))
-    REC.dispatch(matmul_kernel(dt, cols_contiguous(a._strides, b._strides), big=big),
+    layout = cols_contiguous(a._strides, b._strides)
+    vec = big_reads(dt, layout, M, N, K, a._strides, b._strides, (a._offset,), (b._offset,)) \
+        if big else (False, False)
+    REC.dispatch(matmul_kernel(dt, layout, big=big, vec=vec),
                  (a._st.buf, b._st.buf, out._st.buf),
                  [M, N, K, a._offset, b._offset, 0, 0, *a._strides, 0, *b._strides], gx, gy)
     return out
@@ -269,7 +368,10 @@ def _product(a, b, bshape, nb, M, N, K, sab, sbb, dt) -> WgpuArray:
             fill_view(out, 0)
         else:
             big = big_tiles(dt, M, N, nb)
-            k = matmul_kernel(dt, cols_contiguous(a._strides[-2:], b._strides[-2:]), big=big)
+            layout = cols_contiguous(a._strides[-2:], b._strides[-2:])
+            vec = big_reads(dt, layout, M, N, K, a._strides[-2:], b._strides[-2:],
+                            (a._offset, sab), (b._offset, sbb)) if big else (False, False)
+            k = matmul_kernel(dt, layout, big=big, vec=vec)
             words = [M, N, K, a._offset, b._offset, 0, sab, *a._strides[-2:], sbb,
                      *b._strides[-2:]]
             gx, gy = tiles(M, N, big)

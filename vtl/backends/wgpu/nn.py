@@ -31,6 +31,7 @@ from ._array import WgpuArray, astype_raw, contiguous, empty, fresh, known_range
 from ._indexing import _CHECK_SUBS
 from ._linalg import (
     PLAIN,
+    big_reads,
     big_tiles,
     cols_contiguous,
     matmul2d,
@@ -85,7 +86,10 @@ def _mm2(a: WgpuArray, b: WgpuArray, extra: WgpuArray | None, epi: dict, ewords:
     out = fresh((M, N), dt, M * N, D.itemsize(dt))
     big = epi is not _ROWSUM and big_tiles(dt, M, N)  # row sums need the 64x64 kernel's rows
     sig = "rrw" if extra is None else "rrww" if epi is _ROWSUM else "rrwr"
-    k = matmul_kernel(dt, cols_contiguous(a._strides, b._strides), sig, epi, big=big)
+    layout = cols_contiguous(a._strides, b._strides)
+    vec = big_reads(dt, layout, M, N, K, a._strides, b._strides, (a._offset,),
+                    (b._offset,)) if big else (False, False)
+    k = matmul_kernel(dt, layout, sig, epi, big=big, vec=vec)
     bufs = (a._st.buf, b._st.buf, out._st.buf)
     REC.dispatch(k, bufs if extra is None else (*bufs, extra._st.buf),
                  [M, N, K, a._offset, b._offset, 0, 0, *a._strides, 0, *b._strides, *ewords],
