@@ -83,40 +83,33 @@ def big_tiles(dt, M: int, N: int, batch: int = 1) -> bool:
 
 # The large-tile kernel's share of each thread in the A and B tiles (matmul_big.wgsl): four
 # elements one at a time down the operand's contiguous axis through the loaders, or one
-# vec4 of that axis where big_reads allows (a quarter of the loads; its setup, the fetch
-# of the tile at depth kt into ra/rb, and their store into workgroup memory).
-_SCALAR_A = ("""  let am = select(lid / 8u, lid % 128u, ACOLS);
-  let ak = select(lid % 8u, lid / 128u, ACOLS);
-  let dam = select(32u, 0u, ACOLS);
-  let dak = select(0u, 2u, ACOLS);
-  let ra0 = m0 + am;
-  let ai = ak * 33u + am / 4u;
-  let aj = am % 4u;
-  let astep = dak * 33u + dam / 4u;
-  var ra = vec4<{{C}}>();""", """      ra = vec4<{{C}}>(load_a(aBase, sAm, sAk, M, K, ra0, kt + ak),
-                       load_a(aBase, sAm, sAk, M, K, ra0 + dam, kt + ak + dak),
-                       load_a(aBase, sAm, sAk, M, K, ra0 + 2u * dam, kt + ak + 2u * dak),
-                       load_a(aBase, sAm, sAk, M, K, ra0 + 3u * dam, kt + ak + 3u * dak));""",
-             """    As[ai][aj] = ra.x;
-    As[ai + astep][aj] = ra.y;
-    As[ai + 2u * astep][aj] = ra.z;
-    As[ai + 3u * astep][aj] = ra.w;""")
-_SCALAR_B = ("""  let bk = select(lid / 128u, lid % 8u, BCOLS);
-  let bn = select(lid % 128u, lid / 8u, BCOLS);
-  let dbk = select(2u, 0u, BCOLS);
-  let dbn = select(0u, 32u, BCOLS);
-  let cb0 = n0 + bn;
-  let bi = bk * 33u + bn / 4u;
-  let bj = bn % 4u;
-  let bstep = dbk * 33u + dbn / 4u;
-  var rb = vec4<{{C}}>();""", """      rb = vec4<{{C}}>(load_b(bBase, sBk, sBn, N, K, kt + bk, cb0),
-                       load_b(bBase, sBk, sBn, N, K, kt + bk + dbk, cb0 + dbn),
-                       load_b(bBase, sBk, sBn, N, K, kt + bk + 2u * dbk, cb0 + 2u * dbn),
-                       load_b(bBase, sBk, sBn, N, K, kt + bk + 3u * dbk, cb0 + 3u * dbn));""",
-             """    Bs[bi][bj] = rb.x;
-    Bs[bi + bstep][bj] = rb.y;
-    Bs[bi + 2u * bstep][bj] = rb.z;
-    Bs[bi + 3u * bstep][bj] = rb.w;""")
+# vec4 of that axis where big_reads allows (a quarter of the loads): its setup, the fetch
+# of the tile at depth kt into ra/rb, and their store into workgroup memory.
+def _scalar_share(x: str) -> tuple[str, str, str]:
+    """Operand ``x`` ('a' or 'b') through its loader: thread lid loads the elements (i + j*di,
+    kt + d + j*dd), j = 0..3, of the tile's 128-wide axis i and depth d, neighbouring threads
+    down the operand's contiguous axis (``wide``: the 128-wide one)."""
+    r, t = f"r{x}", x.upper() + "s"
+    wide, first = ("ACOLS", "m0") if x == "a" else ("!BCOLS", "n0")
+    loads = []
+    for j in ("", " + 1u * ", " + 2u * ", " + 3u * "):
+        i = f"{x}first{j and j + f'd{x}i'}"
+        k = f"kt + {x}d{j and j + f'd{x}d'}"
+        loads.append(f"load_a(aBase, sAm, sAk, M, K, {i}, {k})" if x == "a"
+                     else f"load_b(bBase, sBk, sBn, N, K, {k}, {i})")
+    setup = (f"  let {x}i = select(lid / 8u, lid % 128u, {wide});\n"
+             f"  let {x}d = select(lid % 8u, lid / 128u, {wide});\n"
+             f"  let d{x}i = select(32u, 0u, {wide});\n"
+             f"  let d{x}d = select(0u, 2u, {wide});\n"
+             f"  let {x}first = {first} + {x}i;\n"
+             f"  let {x}w = {x}d * 33u + {x}i / 4u;\n"
+             f"  let {x}j = {x}i % 4u;\n"
+             f"  let {x}step = d{x}d * 33u + d{x}i / 4u;\n"
+             f"  var {r} = vec4<{{{{C}}}}>();")
+    fetch = f"      {r} = vec4<{{{{C}}}}>(" + ",\n                       ".join(loads) + ");"
+    store = "\n".join(f"    {t}[{x}w{'' if c == 0 else f' + {c}u * {x}step'}][{x}j] = {r}.{v};"
+                      for c, v in enumerate("xyzw"))
+    return setup, fetch, store
 
 
 def _vec_share(x: str, across: bool) -> tuple[str, str, str]:
@@ -206,9 +199,8 @@ def matmul_subs(dt, layout: tuple[bool, bool], epi: dict = PLAIN, out=None,
     kernel's operand reads (``vec``)."""
     out = dt if out is None else out
     shares = {}
-    for x, v, scalar, across in (("A", vec[0], _SCALAR_A, not layout[0]),
-                                 ("B", vec[1], _SCALAR_B, layout[1])):
-        part = _vec_share(x.lower(), across) if v else scalar
+    for x, v, across in (("A", vec[0], not layout[0]), ("B", vec[1], layout[1])):
+        part = _vec_share(x.lower(), across) if v else _scalar_share(x.lower())
         shares.update({f"{x}_SETUP": part[0], f"{x}_FETCH": part[1], f"{x}_STORE": part[2],
                        f"T{x}": "vec4<f32>" if v else D.wgsl(dt)})
     skip = {"matmul_load_a"} if vec[0] else set()
