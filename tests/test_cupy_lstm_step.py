@@ -332,6 +332,8 @@ def test_layers_decline(steps):
     assert st.layer_forward(g, h, h, w.astype(np.float64), False) is None  # mixed dtypes
     assert st.layer_forward(g, h[:1], h[:1], w, False) is None  # batch mismatch
     assert st.layer_forward(g[:0], h, h, w, False) is None  # no steps
+    assert st.layer_forward(g, h[0], h[0], w, False) is None  # a 1-d state
+    assert st.layer_backward((h, h, g, h), w, None, h, None, True, False) is None  # 2-d
     saved = (h, np.ones((3, 2, 2), np.float32), g, np.ones((3, 2, 2), np.float32))
     assert st.layer_backward(saved, w, None, None, None, True, False) is None  # no gradient
     assert st.layer_backward(saved, w, None, h, None, True, False) is not None

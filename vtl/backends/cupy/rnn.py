@@ -494,10 +494,11 @@ class LstmSteps:
         ``(h_all, c_all, act_all, tc_all)``, ``(T, N, H)`` and ``act_all`` ``(T, N, 4H)``,
         from the input gates ``(T, N, 4H)`` (each step's rows contiguous); ``None`` to
         decline."""
-        if self._capturing() or type(gates) is not self._cp.ndarray or gates.ndim != 3:
+        if self._capturing() or type(gates) is not self._cp.ndarray or gates.ndim != 3 \
+                or getattr(h0, "ndim", 0) != 2:
             return None
         h0, c0 = self._contiguous(h0), self._contiguous(c0)
-        steps, (n, hs) = gates.shape[0], getattr(h0, "shape", (0, 0))
+        steps, (n, hs) = gates.shape[0], h0.shape
         strides = self._steps_of(gates, 4 * hs)
         if strides is None or strides[1] != 4 * hs * gates.itemsize or 0 in gates.shape \
                 or not self._ok(gates, h0, c0) or h0.ndim != 2 or c0.shape != (n, hs) \
@@ -535,8 +536,10 @@ class LstmSteps:
         if self._capturing() or (dout is None and dhn is None and dcn is None):
             return None
         c0, c_all, act_all, tc_all = saved
+        if getattr(tc_all, "ndim", 0) != 3:
+            return None
         c0, dhn, dcn = (self._contiguous(a) for a in (c0, dhn, dcn))
-        steps, n, hs = getattr(tc_all, "shape", (0, 0, 0))
+        steps, n, hs = tc_all.shape
         dt = getattr(tc_all, "dtype", None)
         if not self._ok(act_all, c0, c_all, tc_all, w_hh, dhn, dcn) or 0 in (steps, n, hs) \
                 or act_all.shape != (steps, n, 4 * hs) or c_all.shape != tc_all.shape \

@@ -274,10 +274,11 @@ class WgpuLstmSteps(_Cell):
         with their offsets computed (no views nor checks per step; the steps after the
         first read the previous state through the outputs' bindings): ``(h_all, c_all,
         act_all, tc_all)`` from the input gates ``(T, N, 4H)``; ``None`` to decline."""
-        dt = gates.dtype
         if type(gates) is not WgpuArray or gates.ndim != 3 or 0 in gates.shape \
-                or getattr(h0, "ndim", 0) != 2 or not self._takes(dt, h0.shape[0], h0, c0, w_hh):
+                or getattr(h0, "ndim", 0) != 2 \
+                or not self._takes(gates.dtype, h0.shape[0], h0, c0, w_hh):
             return None
+        dt = gates.dtype
         steps, (n, hs) = gates.shape[0], h0.shape
         if gates.shape[1:] != (n, 4 * hs) or c0.shape != (n, hs) or w_hh.shape != (4 * hs, hs) \
                 or 0 in h0.shape:
