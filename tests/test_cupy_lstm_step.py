@@ -329,6 +329,12 @@ def test_layers_decline(steps):
     w = np.ones((8, 2), np.float32)
     assert st.layer_forward(g, h, h, w, False) is not None
     assert st.layer_forward(g[:, :, ::2], h, h, w, False) is None  # strided gate rows
+    # each step's rows contiguous, the steps 40 elements apart: read in place, the same bits
+    wide = np.random.default_rng(2).standard_normal((3, 5, 8)).astype(np.float32)
+    got = st.layer_forward(wide[:, :2], h, h, w, True)
+    want = st.layer_forward(np.ascontiguousarray(wide[:, :2]), h, h, w, True)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_array_equal(a, b)
     assert st.layer_forward(g, h, h, w.astype(np.float64), False) is None  # mixed dtypes
     assert st.layer_forward(g, h[:1], h[:1], w, False) is None  # batch mismatch
     assert st.layer_forward(g[:0], h, h, w, False) is None  # no steps

@@ -500,12 +500,13 @@ class LstmSteps:
         h0, c0 = self._contiguous(h0), self._contiguous(c0)
         steps, (n, hs) = gates.shape[0], h0.shape
         strides = self._steps_of(gates, 4 * hs)
+        # the gates' steps at any stride (a step's rows contiguous), the rest C-contiguous
         if strides is None or strides[1] != 4 * hs * gates.itemsize or 0 in gates.shape \
-                or not self._ok(gates, h0, c0) or h0.ndim != 2 or c0.shape != (n, hs) \
+                or not self._ok(h0, c0) or gates.dtype != h0.dtype or c0.shape != (n, hs) \
                 or gates.shape[1] != n or getattr(w_hh, "shape", None) != (4 * hs, hs):
             return None
         wt = self.recurrent_weight(w_hh)
-        if not self._ok(gates, wt):
+        if not self._ok(h0, wt):
             return None
         cp, dt, addr, ptr = self._cp, gates.dtype, self._address, np.uint64
         with self._device_of(gates):
