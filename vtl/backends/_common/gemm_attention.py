@@ -176,10 +176,10 @@ class ChunkedAttention:
         dq = xp.empty(q.shape, dtype=q.dtype)
         dk = xp.empty(k.shape, dtype=q.dtype)
         dvv = xp.empty(v.shape, dtype=q.dtype)
-        kend = blocks[0][2]
-        if kend < n_k:  # keys after the last query of a causal attention have no gradient
-            dk[:, kend:] = 0
-            dvv[:, kend:] = 0
+        kmax = blocks[0][2]
+        if kmax < n_k:  # keys after the last query of a causal attention have no gradient
+            dk[:, kmax:] = 0
+            dvv[:, kmax:] = 0
         kt, vt = self._transposed(k), self._transposed(v)
         rows = max(q1 - q0 for q0, q1, _ in blocks)
         for s, e in self.chunks(b, rows, n_k, np.dtype(q.dtype).itemsize):

@@ -139,17 +139,19 @@ vtl_gattn_row_dots(const T* __restrict__ g, const T* __restrict__ o, T* __restri
 
 
 def gemm_attention_source(dtype: Any) -> str:
-    """The CUDA source of the two kernels for float32 or float64."""
+    """The CUDA source of the module's kernels (softmax, its gradient, the rows' dot
+    products) for float32 or float64."""
     t = {"float32": "float", "float64": "double"}[np.dtype(dtype).name]
     return PRELUDE + (_SOURCE + _ROW_DOTS).format(T=t, THREADS=_THREADS)
 
 
 class GemmAttention(ChunkedAttention):
     """:class:`ChunkedAttention` with cuBLAS products (the backend namespace's ``matmul``)
-    and the two CUDA kernels of this module; causal attention by blocks of query rows."""
+    and the CUDA kernels of this module; causal attention by blocks of query rows."""
 
     # blocks of 256 rows: at length 512 two blocks took 2.17 ms where four of 128 rows took
-    # 2.29 (H200; their products too small for cuBLAS), and as fast as 128 at 1024 and 2048
+    # 2.29 on an H200 (their products too small for cuBLAS), as fast as 128 at 1024 and
+    # 2048; on an H100 the 128-row call, host-bound there, took 2.19 against 2.34 ms
     causal_rows = 256
     causal_max_scores = 4096 * 4096
     # 256 MiB of scores a chunk: cuBLAS's batched products run at 15-18 TFLOP/s over 4
@@ -171,15 +173,14 @@ class GemmAttention(ChunkedAttention):
     def row_dots(self, g: Any, out: Any) -> Any:
         if g.dtype != out.dtype or g.shape != out.shape:
             return super().row_dots(g, out)
-        cp = self._cp
+        cp, n = self._cp, g.shape[-1]
+        if n == 0:  # sums over no entries
+            return cp.zeros(g.shape[:-1], dtype=g.dtype)
         g, out = cp.ascontiguousarray(g), cp.ascontiguousarray(out)
-        rows = g.size // g.shape[-1] if g.shape[-1] else 0
         d = cp.empty(g.shape[:-1], dtype=g.dtype)
-        if rows and g.shape[-1]:
+        if d.size:
             self._kernel("vtl_gattn_row_dots", g.dtype)(
-                (-(-rows // 8),), (256,), (g, out, d, np.int64(rows), np.int32(g.shape[-1])))
-        else:
-            d[...] = 0
+                (-(-d.size // 8),), (256,), (g, out, d, np.int64(d.size), np.int32(n)))
         return d
 
     def _kernel(self, name: str, dtype: Any) -> Any:

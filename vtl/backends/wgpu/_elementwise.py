@@ -88,7 +88,9 @@ def div_body(x: str = "x", y: str = "y", approx=None) -> str:
 
 def _return_narrowed(v: str) -> str:
     """WGSL statements returning the float64 ``v`` rounded to float32; a subnormal result is
-    built from its bits (drivers may flush it in the conversion)."""
+    built from its bits (drivers may flush it in the conversion), its mantissa rounded half
+    to even from ``floor`` as the kernels' ``rint_`` helpers do (``_kernels._helpers``; the
+    float32 kernels that divide through float64 do not carry float64's helpers)."""
     return (f"let nq = abs({v}); if (nq < {2.0 ** -126!r}lf && nq != 0.0lf) {{"
             f" let sv = nq * {2.0 ** 149!r}lf; var nf = floor(sv); let fr = sv - nf;"
             " if (fr > 0.5lf || (fr == 0.5lf && (u32(nf) & 1u) == 1u)) { nf = nf + 1.0lf; }"

@@ -141,10 +141,9 @@ def big_reads(dt, layout: tuple[bool, bool], M: int, N: int, K: int, sa: tuple[i
               ) -> tuple[bool, bool]:
     """Whether the large-tile kernel reads A and B four float32 elements at a time (a
     quarter of the loads; a standalone probe of the kernel's layout on an H100 ran 4096^3
-    at 35.8 TFLOP/s so against 32.3 one element at a time): the
-    operand's contiguous axis of unit stride and a multiple of 4 long, its other stride
-    and its offsets (``offsets_*``: the first element's and the batch strides) multiples of
-    4."""
+    at 35.8 TFLOP/s against 32.3 one element at a time): the operand's contiguous axis of
+    unit stride and a multiple of 4 long, its other stride and its offsets (``offsets_*``:
+    the first element's and the batch strides) multiples of 4."""
     if dt != D.float32:
         return False, False
     (acols, bcols), (sam, sak), (sbk, sbn) = layout, sa, sb
