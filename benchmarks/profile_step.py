@@ -1,8 +1,8 @@
 """Where a benchmark step's time goes on a GPU backend.
 
 Prints, for one of the mixed-precision steps of ``test_amp_bench.py`` or one of the eager
-float32 steps of ``test_step_bench.py`` (``step-mlp``, ``step-cnn``, ``step-lstm``,
-``step-transformer``):
+float32 steps of ``test_step_bench.py`` (``step-<model>`` for each of its networks:
+``step-mlp``, ``step-resnet18``, ``step-encoder4`` ...):
 
 * wall time per step (synchronized);
 * kernels per step and GPU-busy time per step, and the kernels that take the most GPU
@@ -25,14 +25,14 @@ from collections import defaultdict
 
 import vtl
 from benchmarks import test_amp_bench as amp
+from benchmarks.test_step_bench import BATCH
 
 STEPS = {
     "transformer-fp32": lambda b: _transformer(b, None),
     "transformer-bf16": lambda b: _transformer(b, "bfloat16"),
     "cnn-fp16": lambda b: _cnn(b),
     "cnn-fp32": lambda b: _cnn(b, None),
-    **{f"step-{m}": (lambda b, m=m: _bench_step(b, m))
-       for m in ("mlp", "cnn", "lstm", "transformer")},
+    **{f"step-{m}": (lambda b, m=m: _bench_step(b, m)) for m in BATCH},
 }
 
 

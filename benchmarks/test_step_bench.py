@@ -1,4 +1,4 @@
-"""Training steps of five model families on the GPU backends, eager and captured
+"""Training steps of eight networks on the GPU backends, eager and captured
 (``vtl.compile``), side by side with PyTorch CUDA eager in the same process:
 
 * ``mlp``: 784-1024-1024-10 (ReLU), batch 256;
@@ -9,7 +9,17 @@
   1024, dropout 0.1), sequence 128, batch 32, mean-pooled to 10 classes;
 * ``gpt``: a 4-layer GPT-style causal decoder (pre-norm, exact GELU, token and position
   embeddings, d_model 256, 4 heads, feed-forward 1024, dropout 0.1, vocabulary 4096),
-  sequence 128, batch 16, next-token cross-entropy over every position.
+  sequence 128, batch 16, next-token cross-entropy over every position;
+* ``resnet18``: a CIFAR ResNet-18 (a 3x3 stem, four stages of two basic blocks with
+  BatchNorm, 64/128/256/512 channels, 1x1 projections where a stage halves the image,
+  global average pooling), 32x32 inputs, batch 128;
+* ``encoder4``: a 4-layer Transformer encoder (d_model 512, 8 heads, feed-forward 2048,
+  dropout 0.1), sequence 256, batch 32, mean-pooled to 10 classes;
+* ``lstm2``: a 2-layer LSTM 128 -> 256 over 64 steps, the last hidden state to 10 classes,
+  batch 64.
+
+The last three are the step-level sizes the kernels are aimed at; the first five are
+smaller steps where the host's share of the time is larger.
 
 Each step: ``zero_grad``, forward, cross-entropy, backward, ``clip_grad_norm_(1.0)``, Adam,
 a cosine learning-rate schedule. Groups ``step-<model>-<backend>`` time eager vtl,
@@ -32,9 +42,10 @@ import pytest
 import vtl
 from benchmarks.conftest import QUICK, Ref, _require, _selected, count_launches_later, torch_or_skip
 
-BATCH = {"mlp": 256, "cnn": 128, "lstm": 64, "transformer": 32, "gpt": 16}
+BATCH = {"mlp": 256, "cnn": 128, "lstm": 64, "transformer": 32, "gpt": 16, "resnet18": 128,
+         "encoder4": 32, "lstm2": 64}
 SHAPES = {"mlp": (784,), "cnn": (3, 32, 32), "lstm": (32, 128), "transformer": (128, 256),
-          "gpt": (128,)}
+          "gpt": (128,), "resnet18": (3, 32, 32), "encoder4": (256, 512), "lstm2": (64, 128)}
 #: the GPT model's vocabulary
 VOCAB = 4096
 
@@ -43,9 +54,9 @@ def _models(m, torch: bool):
     """Builders of the five networks with the module namespace ``m`` (vtl.nn or torch.nn)."""
 
     class Lstm(m.Module):
-        def __init__(self):
+        def __init__(self, layers: int = 1):
             super().__init__()
-            self.rnn = m.LSTM(128, 256, batch_first=True)
+            self.rnn = m.LSTM(128, 256, num_layers=layers, batch_first=True)
             self.fc = m.Linear(256, 10)
 
         def forward(self, x):
@@ -53,12 +64,12 @@ def _models(m, torch: bool):
             return self.fc(out[:, -1, :])
 
     class Encoder(m.Module):
-        def __init__(self):
+        def __init__(self, d: int = 256, heads: int = 4, layers: int = 2):
             super().__init__()
-            layer = m.TransformerEncoderLayer(256, 4, 1024, dropout=0.1, batch_first=True)
+            layer = m.TransformerEncoderLayer(d, heads, 4 * d, dropout=0.1, batch_first=True)
             kw = {"enable_nested_tensor": False} if torch else {}
-            self.enc = m.TransformerEncoder(layer, 2, **kw)
-            self.fc = m.Linear(256, 10)
+            self.enc = m.TransformerEncoder(layer, layers, **kw)
+            self.fc = m.Linear(d, 10)
 
         def forward(self, x):
             h = self.enc(x)
@@ -89,10 +100,37 @@ def _models(m, torch: bool):
             m.Conv2d(128, 256, 3, padding=1), m.ReLU(), m.MaxPool2d(2),
             m.Flatten(), m.Linear(256 * 4 * 4, 256), m.ReLU(), m.Linear(256, 10))
 
+    class Block(m.Module):
+        def __init__(self, cin: int, cout: int, stride: int):
+            super().__init__()
+            self.conv1 = m.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
+            self.bn1 = m.BatchNorm2d(cout)
+            self.conv2 = m.Conv2d(cout, cout, 3, padding=1, bias=False)
+            self.bn2 = m.BatchNorm2d(cout)
+            self.relu = m.ReLU()
+            self.short = (m.Sequential(m.Conv2d(cin, cout, 1, stride=stride, bias=False),
+                                       m.BatchNorm2d(cout))
+                          if stride != 1 or cin != cout else m.Identity())
+
+        def forward(self, x):
+            h = self.relu(self.bn1(self.conv1(x)))
+            return self.relu(self.bn2(self.conv2(h)) + self.short(x))
+
+    def resnet18():
+        layers = [m.Conv2d(3, 64, 3, padding=1, bias=False), m.BatchNorm2d(64), m.ReLU()]
+        cin = 64
+        for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+            layers += [Block(cin, cout, stride), Block(cout, cout, 1)]
+            cin = cout
+        layers += [m.AdaptiveAvgPool2d(1), m.Flatten(), m.Linear(512, 10)]
+        return m.Sequential(*layers)
+
     return {
         "mlp": lambda: m.Sequential(m.Linear(784, 1024), m.ReLU(), m.Linear(1024, 1024),
                                     m.ReLU(), m.Linear(1024, 10)),
         "cnn": cnn, "lstm": Lstm, "transformer": Encoder, "gpt": Gpt,
+        "resnet18": resnet18, "encoder4": lambda: Encoder(512, 8, 4),
+        "lstm2": lambda: Lstm(2),
     }
 
 
