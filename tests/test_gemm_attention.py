@@ -222,6 +222,37 @@ def test_path_matches_portable(backend, n_q, n_k, masking):
         np.testing.assert_allclose(a, r, rtol=2e-4, atol=2e-5, err_msg=name)
 
 
+@pytest.mark.parametrize(("n_q", "n_k"), [(130, 150), (200, 136)])
+def test_causal_row_blocks_match_portable(backend, monkeypatch, n_q, n_k):
+    """Causal attention by blocks of 32 query rows (each block's products over the keys up
+    to its last row; L > S and L < S) against the portable attention, forward and
+    gradients: the backend's kernels take a block's row offset."""
+    from helpers import use_kernel
+
+    kern = vtl.asarray(0.0, backend=backend)._device.backend.kernel("attention")
+    gemm = getattr(kern, "_gemm", None)
+    if gemm is None:
+        pytest.skip(f"the {backend} backend's attention has no path by products")
+    monkeypatch.setattr(gemm, "causal_rows", 32)
+    monkeypatch.setattr(gemm, "causal_max_scores", 1 << 30)
+    assert len(gemm.row_blocks(n_q, n_k, True)) > 2
+    rng = np.random.default_rng(6)
+    qs = rng.standard_normal((2, 2, n_q, 16)).astype(np.float32)
+    ks, vs = (rng.standard_normal((2, 2, n_k, 16)).astype(np.float32) for _ in range(2))
+    gs = rng.standard_normal((2, 2, n_q, 16)).astype(np.float32)
+    calls, results = [], []
+    for portable in (False, True):
+        ctx = use_kernel("attention", None, backend) if portable else _spy(gemm, calls)
+        with ctx:
+            q, k, v = (vtl.asarray(a, backend=backend, requires_grad=True) for a in (qs, ks, vs))
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            out.backward(vtl.asarray(gs, backend=backend))
+            results.append([to_numpy(t) for t in (out, q.grad, k.grad, v.grad)])
+    assert calls == ["forward", "backward"]
+    for name, a, r in zip(("out", "dq", "dk", "dv"), *results, strict=True):
+        np.testing.assert_allclose(a, r, rtol=2e-4, atol=2e-5, err_msg=name)
+
+
 class _spy:  # noqa: N801
     """Records the path's forward and backward calls."""
 

@@ -2,7 +2,7 @@
 // p = exp(scores * scale + mask - lse) (0 where masked or the row has no key) in place of the
 // scores and p (dp - delta) * scale in place of dp. An invocation per score.
 // Words: 0-10 as gattn_softmax.wgsl, 11 offset of the scores, 12 offset of lse,
-//        13 offset of the mask, 14 n, 15 offset of dp, 16 offset of delta
+//        13 offset of the mask, 14 n, 15 offset of dp, 16 offset of delta, 17 R, 18 i0
 @group(0) @binding(0) var<storage, read_write> Sc: array<f32>;
 @group(0) @binding(1) var<storage, read_write> Dp: array<f32>;
 @group(0) @binding(2) var<storage, read> Lse: array<f32>;
@@ -18,8 +18,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let S = pw(3u);
   let row = e / S;
   let j = e - row * S;
-  let bl = row / L;
-  let i = row - bl * L;
+  let bl = row / pw(17u);
+  let i = pw(18u) + row - bl * pw(17u);
   let b = pw(0u) + bl;
   let at = b * L + i;
   let li = Lse[pw(12u) + at];

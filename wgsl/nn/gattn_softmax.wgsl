@@ -1,11 +1,12 @@
 // Attention by products (vtl/backends/_common/gemm_attention.py; the wgpu side:
-// vtl/backends/wgpu/_gemm_attention.py): the softmax of a chunk's scores S ((entries, L, S)
-// row-major, in place) of scores * scale + mask, keys after the query's position masked
-// when causal; each row's log-sum-exp into lse ((B, L)), +inf and zeros for a row with no
-// key. A workgroup per row.
+// vtl/backends/wgpu/_gemm_attention.py): the softmax of a chunk's scores ((entries, R, S)
+// row-major, in place: the queries i0 .. i0 + R - 1 of L, the first S keys) of
+// scores * scale + mask, keys after the query's position masked when causal; each row's
+// log-sum-exp into lse ((B, L)), +inf and zeros for a row with no key. A workgroup per row.
 // Words: 0 the chunk's first batch entry b0, 1 B2, 2 L, 3 S, 4-7 the mask's element strides
 //        (b / B2, b % B2, query, key), 8 has mask, 9 causal, 10 scale (float32 bits),
-//        11 offset of the scores, 12 offset of lse, 13 offset of the mask, 14 rows
+//        11 offset of the scores, 12 offset of lse, 13 offset of the mask, 14 rows, 15 R,
+//        16 i0
 // (wsum/wmax: wgsl/math/workgroup_reduce.wgsl)
 @group(0) @binding(0) var<storage, read_write> Sc: array<f32>;
 @group(0) @binding(1) var<storage, read_write> Lse: array<f32>;
@@ -18,8 +19,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   if (row >= pw(14u)) { return; }
   let L = pw(2u);
   let S = pw(3u);
-  let bl = row / L;
-  let i = row - bl * L;
+  let bl = row / pw(15u);
+  let i = pw(16u) + row - bl * pw(15u);
   let b = pw(0u) + bl;
   let b1 = b / pw(1u);
   let mrow = pw(13u) + b1 * pw(4u) + (b - b1 * pw(1u)) * pw(5u) + i * pw(6u);

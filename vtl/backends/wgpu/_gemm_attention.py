@@ -61,25 +61,26 @@ class WgpuGemmAttention(ChunkedAttention):
 
     def _words(self, geo: tuple, b0: int, scale: float, scores: Any, lse: Any,
                mask: Any) -> list[int]:
-        return [b0, *geo, words_for_scalar(scale, D.float32)[0], scores._offset, lse._offset,
+        """Words 0-13 of both kernels: ``geo`` with the keys ``S`` the scores' columns."""
+        return [b0, geo[0], geo[1], scores.shape[2], *geo[3:],
+                words_for_scalar(scale, D.float32)[0], scores._offset, lse._offset,
                 0 if mask is None else mask._offset]
 
     def softmax(self, scores: Any, lse: Any, mask: Any, geo: tuple, b0: int,
                 scale: float, i0: int = 0) -> None:
-        assert i0 == 0  # whole rows (causal_rows unset)
         rows = scores.shape[0] * scores.shape[1]
         REC.dispatch(_kernels.kernel("gattn_softmax", "wwr", (D.float32,), C="f32"),
                      (scores._st.buf, lse._st.buf, self._mask_buffer(mask)),
-                     [*self._words(geo, b0, scale, scores, lse, mask), rows], rows)
+                     [*self._words(geo, b0, scale, scores, lse, mask), rows,
+                      scores.shape[1], i0], rows)
         self.launches += 1
 
     def dsoftmax(self, scores: Any, dp: Any, lse: Any, delta: Any, mask: Any, geo: tuple,
                  b0: int, scale: float, i0: int = 0) -> None:
-        assert i0 == 0
         n = scores.size
         REC.dispatch(_kernels.kernel("gattn_dsoftmax", "wwrrr", (D.float32,)),
                      (scores._st.buf, dp._st.buf, lse._st.buf, delta._st.buf,
                       self._mask_buffer(mask)),
                      [*self._words(geo, b0, scale, scores, lse, mask), n, dp._offset,
-                      delta._offset], groups_for(n))
+                      delta._offset, scores.shape[1], i0], groups_for(n))
         self.launches += 1
