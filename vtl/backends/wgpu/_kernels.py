@@ -32,6 +32,9 @@ def _wgsl_dir() -> Path:
 _sources: dict[str, str] = {}
 _paths: dict[str, Path] | None = None  # kernel name -> its file, made once
 _pipelines: dict[tuple, Kernel] = {}
+#: compute_kernel's kernels by its own arguments (the dtype names it derives cost more than
+#: the lookup)
+_compute_kernels: dict[tuple, Kernel] = {}
 _layouts: dict[tuple, tuple] = {}
 _bind_groups: dict[tuple, object] = {}
 #: name -> [count, seconds] of pipeline compilations
@@ -309,9 +312,14 @@ def compute_kernel(name: str, sig: str, dtype: np.dtype, **subs) -> Kernel:
     """:func:`kernel` ``name`` for arrays of ``dtype`` that computes in its compute dtype
     (float32 for float16 and bfloat16): the template's ``{{T}}``/``{{D}}`` are the array
     type and dtype name, ``{{C}}``/``{{CD}}`` the compute type and dtype name."""
-    cdt = D.compute_dtype(dtype)
-    return kernel(name, sig, (dtype,) if cdt == dtype else (dtype, cdt), T=D.wgsl(dtype),
-                  C=D.wgsl(cdt), D=dtype.name, CD=cdt.name, **subs)
+    key = (name, sig, dtype, *subs.items())  # a call site passes its subs in one order
+    k = _compute_kernels.get(key)
+    if k is None:
+        cdt = D.compute_dtype(dtype)
+        k = _compute_kernels[key] = kernel(
+            name, sig, (dtype,) if cdt == dtype else (dtype, cdt), T=D.wgsl(dtype),
+            C=D.wgsl(cdt), D=dtype.name, CD=cdt.name, **subs)
+    return k
 
 
 def _compile(key, name, sig, dtypes, subs, label) -> Kernel:
