@@ -253,6 +253,72 @@ def test_causal_row_blocks_match_portable(backend, monkeypatch, n_q, n_k):
         np.testing.assert_allclose(a, r, rtol=2e-4, atol=2e-5, err_msg=name)
 
 
+@pytest.mark.parametrize(("masking", "rows"), [("none", 0), ("padding", 0), ("causal", 0),
+                                               ("causal", 32)])
+def test_dropout_by_products_matches_portable(backend, monkeypatch, masking, rows):
+    """Dropout through the path (the weights' factors from the fused kernels' bits) against
+    the portable attention drawing from the same seed, forward and gradients; causal also
+    by blocks of 32 query rows."""
+    from helpers import use_kernel
+
+    kern = vtl.asarray(0.0, backend=backend)._device.backend.kernel("attention")
+    gemm = getattr(kern, "_gemm", None)
+    if gemm is None or not gemm.takes_dropout:
+        pytest.skip(f"the {backend} backend's attention by products takes no dropout")
+    monkeypatch.setattr(gemm, "causal_rows", rows)
+    n_q, n_k = (150, 150) if masking == "causal" else (130, 141)
+    rng = np.random.default_rng(7)
+    qs = rng.standard_normal((2, 3, n_q, 16)).astype(np.float32)
+    ks, vs = (rng.standard_normal((2, 3, n_k, 16)).astype(np.float32) for _ in range(2))
+    gs = rng.standard_normal((2, 3, n_q, 16)).astype(np.float32)
+    mask = None
+    if masking == "padding":
+        mask = np.zeros((2, 1, 1, n_k), np.float32)
+        mask[1, ..., -30:] = -np.inf
+    calls, results = [], []
+    for portable in (False, True):
+        ctx = use_kernel("attention", None, backend) if portable else _spy(gemm, calls)
+        with ctx:
+            vtl.random.seed(11)
+            q, k, v = (vtl.asarray(a, backend=backend, requires_grad=True) for a in (qs, ks, vs))
+            m = None if mask is None else vtl.asarray(mask, backend=backend)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=m, dropout_p=0.3,
+                                                 is_causal=masking == "causal")
+            out.backward(vtl.asarray(gs, backend=backend))
+            results.append([to_numpy(t) for t in (out, q.grad, k.grad, v.grad)])
+    assert calls == ["forward", "backward"]
+    # the factors are the portable path's: some weights dropped, the rest scaled
+    assert not np.allclose(results[0][0], 0)
+    for name, a, r in zip(("out", "dq", "dk", "dv"), *results, strict=True):
+        np.testing.assert_allclose(a, r, rtol=2e-4, atol=2e-5, err_msg=name)
+
+
+def test_self_attention_with_dropout_takes_the_path(backend):
+    """Multi-head self-attention with dropout on sequences the path takes splits the heads
+    and runs by products (the packed kernel declines): the portable layer's numbers."""
+    from helpers import use_kernel
+
+    kern = vtl.asarray(0.0, backend=backend)._device.backend.kernel("attention")
+    gemm = getattr(kern, "_gemm", None)
+    if gemm is None or not gemm.takes_dropout:
+        pytest.skip(f"the {backend} backend's attention by products takes no dropout")
+    xs = np.random.default_rng(8).standard_normal((2, 130, 32)).astype(np.float32)
+    calls, results = [], []
+    for portable in (False, True):
+        ctx = use_kernel("attention", None, backend) if portable else _spy(gemm, calls)
+        with ctx:
+            vtl.random.seed(0)
+            mha = vtl.nn.MultiheadAttention(32, 2, dropout=0.2, batch_first=True).to(backend)
+            x = vtl.asarray(xs, backend=backend, requires_grad=True)
+            out, _ = mha(x, x, x, need_weights=False)
+            vtl.sum(out * out).backward()
+            results.append([to_numpy(out), to_numpy(x.grad),
+                            to_numpy(mha.in_proj_weight.grad)])
+    assert calls == ["forward", "backward"]
+    for a, r in zip(*results, strict=True):
+        np.testing.assert_allclose(a, r, rtol=2e-4, atol=2e-5)
+
+
 class _spy:  # noqa: N801
     """Records the path's forward and backward calls."""
 

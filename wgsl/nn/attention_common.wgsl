@@ -12,6 +12,8 @@
 // token r of batch n at columns h * width; C is word 29 for q, k and v, 30 for O and dO and 31
 // for the gradients dQ, dK and dV.
 
+const DROP_AT = 21u;  // the dropout variant's first word (attention_dropout.wgsl)
+
 // the element offset of row 0 of batch entry b of an operand at `off` (rows of `width`
 // elements, `rows` of them; C at word c in the token layout)
 fn row0(off: u32, b: u32, rows: u32, width: u32, c: u32) -> u32 {

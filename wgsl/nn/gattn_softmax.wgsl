@@ -1,16 +1,22 @@
 // Attention by products (vtl/backends/_common/gemm_attention.py; the wgpu side:
-// vtl/backends/wgpu/_gemm_attention.py): the softmax of a chunk's scores ((entries, R, S)
-// row-major, in place: the queries i0 .. i0 + R - 1 of L, the first S keys) of
+// vtl/backends/wgpu/_gemm_attention.py): the softmax of a chunk's scores ((entries, R, C)
+// row-major, in place: the queries i0 .. i0 + R - 1 of L, the first C of the S keys) of
 // scores * scale + mask, keys after the query's position masked when causal; each row's
-// log-sum-exp into lse ((B, L)), +inf and zeros for a row with no key. A workgroup per row.
+// log-sum-exp into lse ((B, L)), +inf and zeros for a row with no key. The dropout variant
+// writes the weights times their dropout factors (attention_dropout.wgsl; the log-sum-exp
+// is the undropped one's). A workgroup per row.
 // Words: 0 the chunk's first batch entry b0, 1 B2, 2 L, 3 S, 4-7 the mask's element strides
 //        (b / B2, b % B2, query, key), 8 has mask, 9 causal, 10 scale (float32 bits),
 //        11 offset of the scores, 12 offset of lse, 13 offset of the mask, 14 rows, 15 R,
-//        16 i0
+//        16 i0, 17 C; the dropout variant: 20..27 (DROP_AT)
 // (wsum/wmax: wgsl/math/workgroup_reduce.wgsl)
 @group(0) @binding(0) var<storage, read_write> Sc: array<f32>;
 @group(0) @binding(1) var<storage, read_write> Lse: array<f32>;
 @group(0) @binding(2) var<storage, read> Mk: array<f32>;
+
+const DROPOUT = {{DROPOUT}};
+const DROP_AT = 20u;
+{{DROP}}
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -18,15 +24,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let row = wid.y * nwg.x + wid.x;
   if (row >= pw(14u)) { return; }
   let L = pw(2u);
-  let S = pw(3u);
+  let C = pw(17u);
   let bl = row / pw(15u);
   let i = pw(16u) + row - bl * pw(15u);
   let b = pw(0u) + bl;
   let b1 = b / pw(1u);
   let mrow = pw(13u) + b1 * pw(4u) + (b - b1 * pw(1u)) * pw(5u) + i * pw(6u);
-  let base = pw(11u) + row * S;
-  var end = S;
-  if (pw(9u) != 0u) { end = min(S, i + 1u); }
+  let base = pw(11u) + row * C;
+  var end = C;
+  if (pw(9u) != 0u) { end = min(C, i + 1u); }
   let scale = bitcast<f32>(pw(10u));
   let has_mask = pw(8u) != 0u;
   var m = -f32_inf();
@@ -47,13 +53,29 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     l += select(exp(x - m), 0.0, dead || x == -f32_inf());
   }
   l = wsum(lid, l);
-  for (var j = lid; j < S; j += 256u) {
-    var p = 0.0;
-    if (!dead && j < end) {
-      let x = Sc[base + j];
-      p = select(exp(x - m) / l, 0.0, x == -f32_inf());
+  if (DROPOUT) {  // four adjacent keys an invocation: one Philox block for their factors
+    for (var j = lid * 4u; j < C; j += 1024u) {
+      var p = vec4<f32>(0.0);
+      for (var t = 0u; t < 4u; t++) {
+        if (!dead && j + t < end) {
+          let x = Sc[base + j + t];
+          p[t] = select(exp(x - m) / l, 0.0, x == -f32_inf());
+        }
+      }
+      let z = drop4(p, b * L + i, j);
+      for (var t = 0u; t < 4u; t++) {
+        if (j + t < C) { Sc[base + j + t] = p[t] * z[t]; }
+      }
     }
-    Sc[base + j] = p;
+  } else {
+    for (var j = lid; j < C; j += 256u) {
+      var p = 0.0;
+      if (!dead && j < end) {
+        let x = Sc[base + j];
+        p = select(exp(x - m) / l, 0.0, x == -f32_inf());
+      }
+      Sc[base + j] = p;
+    }
   }
   if (lid == 0u) { Lse[pw(12u) + b * L + i] = select(m + log(l), f32_inf(), dead); }
 }

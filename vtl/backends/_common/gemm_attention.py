@@ -17,10 +17,14 @@ The fused kernels compute every product on the GPU's vector units one score at a
 GEMM runs the same products at several times their rate. A chunk holds as many whole batch
 entries as fit the backend's budget of scores (:data:`BUDGET` times its
 :attr:`ChunkedAttention.budget_factor`; the backward holds two such arrays), so
-memory stays bounded whatever the batch; a single entry whose scores exceed it, dropout and
-packed projections are left to the fused kernels. The log-sum-exp is the fused kernels'
-(``+inf`` for a row whose keys are all masked, whose output and gradients are zeros), so
-either backward takes either forward's result. ``VTL_GEMM_ATTENTION=0`` turns the path off.
+memory stays bounded whatever the batch; a single entry whose scores exceed it and packed
+projections are left to the fused kernels, and so is dropout unless the backend's
+kernels apply it (:attr:`ChunkedAttention.takes_dropout`: the softmax writes the weights
+times their dropout factors, ``vtl.random``'s bits of the fused kernels, so either path
+gives the same numbers; backward ``dS = P (dP Z - delta)``). The log-sum-exp is the fused
+kernels' (``+inf`` for a row whose keys are all masked, whose output and gradients are
+zeros), so either backward takes either forward's result. ``VTL_GEMM_ATTENTION=0`` turns
+the path off.
 """
 
 from __future__ import annotations
@@ -59,6 +63,8 @@ class ChunkedAttention:
     causal_blocks = 8
     #: the backend's chunks hold this many times :data:`BUDGET` bytes of scores
     budget_factor = 1
+    #: the backend's kernels take dropout (the ``dropout`` of :meth:`softmax`/:meth:`dsoftmax`)
+    takes_dropout = False
 
     def __init__(self, xp: Any) -> None:
         self.xp = xp
@@ -69,7 +75,7 @@ class ChunkedAttention:
         return tuple(s // m4.itemsize for s in m4.strides)
 
     def softmax(self, scores: Any, lse: Any, mask: Any, geo: tuple, b0: int,
-                scale: float, i0: int = 0) -> None:
+                scale: float, i0: int = 0, dropout: Any = None) -> None:
         """``scores`` (``(entries, R, S')``, contiguous; the chunk's first entry is ``b0``,
         its rows the queries ``i0 .. i0 + R - 1``, its columns the first ``S'`` keys) in
         place: the softmax of ``scores * scale + mask`` over each row (causal: keys after
@@ -77,14 +83,16 @@ class ChunkedAttention:
         (``+inf`` and zeros for a row with no key). ``geo``: ``(B2, L, S, mb1, mb2, ml, ms,
         has_mask, causal)``, the mask entry of batch entry ``b`` being ``(b // B2, b % B2)``.
         ``i0`` is 0 and the scores whole rows (``R = L``, ``S' = S``) unless
-        :attr:`causal_rows` is set."""
+        :attr:`causal_rows` is set. ``dropout`` (``(p, words)`` as the fused kernels take it,
+        where :attr:`takes_dropout`): the weights times their dropout factors."""
         raise NotImplementedError
 
     def dsoftmax(self, scores: Any, dp: Any, lse: Any, delta: Any, mask: Any, geo: tuple,
-                 b0: int, scale: float, i0: int = 0) -> None:
+                 b0: int, scale: float, i0: int = 0, dropout: Any = None) -> None:
         """In place: ``P = exp(scores * scale + mask - lse)`` (0 where masked or the row has
         no key) into ``scores``, ``P (dp - delta) * scale`` into ``dp`` (rows and columns as
-        in :meth:`softmax`)."""
+        in :meth:`softmax`); with ``dropout``, ``P Z`` and ``P (dp Z - delta) * scale``
+        (``Z`` the weights' dropout factors)."""
         raise NotImplementedError
 
     def matmul_into(self, a: Any, b: Any, out: Any, key: tuple, accumulate: bool = False
@@ -103,16 +111,23 @@ class ChunkedAttention:
     def takes(self, q: Any, k: Any, v: Any, mask: Any, dropout: Any,
               causal: bool = False) -> bool:
         """Whether this path computes the attention of ``(B, L, D)`` operands."""
-        dt = np.dtype(q.dtype)
-        if not ENABLED or dropout is not None or dt.name not in self.dtypes:
+        if not (q.dtype == k.dtype == v.dtype) or (mask is not None and mask.dtype != q.dtype):
             return False
-        if not (q.dtype == k.dtype == v.dtype) or (mask is not None and mask.dtype != dt):
+        return self.takes_split(q.dtype, q.shape[0], q.shape[1], k.shape[1], q.shape[2],
+                                v.shape[2], mask, dropout, causal)
+
+    def takes_split(self, dtype: Any, b: int, n_q: int, n_k: int, d: int, dv: int,
+                    mask: Any, dropout: Any, causal: bool) -> bool:
+        """Whether this path computes the attention of ``b`` split heads of ``n_q`` queries
+        and ``n_k`` keys (head sizes ``d``, ``dv``) of ``dtype`` (a mask of that dtype)."""
+        dt = np.dtype(dtype)
+        if not ENABLED or (dropout is not None and not self.takes_dropout) \
+                or dt.name not in self.dtypes:
             return False
-        b, n_q, _ = q.shape
-        per = n_q * k.shape[1]
+        per = n_q * n_k
         if causal and per > self.causal_max_scores:
             return False
-        return b > 0 and min(q.shape[2], v.shape[2]) > 0 and per >= MIN_SCORES \
+        return b > 0 and min(d, dv) > 0 and per >= MIN_SCORES \
             and per * dt.itemsize <= BUDGET * self.budget_factor
 
     def chunks(self, b: int, n_q: int, n_k: int, itemsize: int) -> list[tuple[int, int]]:
@@ -145,7 +160,7 @@ class ChunkedAttention:
         return self.xp.permute_dims(a, (0, 2, 1))
 
     def forward(self, q: Any, k: Any, v: Any, mask: Any, causal: bool, scale: float,
-                batch: tuple[int, int]) -> tuple[Any, Any]:
+                batch: tuple[int, int], dropout: Any = None) -> tuple[Any, Any]:
         xp = self.xp
         b, n_q, _ = q.shape
         n_k, dv = v.shape[1], v.shape[2]
@@ -158,12 +173,12 @@ class ChunkedAttention:
         for s, e in self.chunks(b, rows, n_k, np.dtype(q.dtype).itemsize):
             for q0, q1, kend in blocks:
                 scores = xp.matmul(q[s:e, q0:q1], kt[s:e, :, :kend])
-                self.softmax(scores, lse, m4, geo, s, scale, q0)
+                self.softmax(scores, lse, m4, geo, s, scale, q0, dropout)
                 self.matmul_into(scores, v[s:e, :kend], out, np.s_[s:e, q0:q1])
         return out, lse
 
     def backward(self, q: Any, k: Any, v: Any, out: Any, lse: Any, g: Any, mask: Any,
-                 causal: bool, scale: float, batch: tuple[int, int]
+                 causal: bool, scale: float, batch: tuple[int, int], dropout: Any = None
                  ) -> tuple[Any, Any, Any]:
         xp = self.xp
         b, n_q, _ = q.shape
@@ -186,7 +201,7 @@ class ChunkedAttention:
             for n, (q0, q1, kend) in enumerate(blocks):
                 scores = xp.matmul(q[s:e, q0:q1], kt[s:e, :, :kend])
                 dp = xp.matmul(g[s:e, q0:q1], vt[s:e, :, :kend])
-                self.dsoftmax(scores, dp, lse, delta, m4, geo, s, scale, q0)
+                self.dsoftmax(scores, dp, lse, delta, m4, geo, s, scale, q0, dropout)
                 self.matmul_into(dp, k[s:e, :kend], dq, np.s_[s:e, q0:q1])
                 self.matmul_into(self._transposed(dp), q[s:e, q0:q1], dk, np.s_[s:e, :kend],
                                  n > 0)

@@ -202,13 +202,15 @@ class GemmAttention(ChunkedAttention):
                 np.int32(scores.shape[1]), np.int32(i0), dt.type(scale))
 
     def softmax(self, scores: Any, lse: Any, mask: Any, geo: tuple, b0: int,
-                scale: float, i0: int = 0) -> None:
+                scale: float, i0: int = 0, dropout: Any = None) -> None:
+        assert dropout is None  # (takes_dropout is off)
         rows = scores.shape[0] * scores.shape[1]
         self._kernel("vtl_gattn_softmax", scores.dtype)(
             (rows,), (_THREADS,), (scores, lse, *self._args(scores, mask, geo, b0, i0, scale)))
 
     def dsoftmax(self, scores: Any, dp: Any, lse: Any, delta: Any, mask: Any, geo: tuple,
-                 b0: int, scale: float, i0: int = 0) -> None:
+                 b0: int, scale: float, i0: int = 0, dropout: Any = None) -> None:
+        assert dropout is None
         rows = scores.shape[0] * scores.shape[1]
         self._kernel("vtl_gattn_dsoftmax", scores.dtype)(
             (rows,), (_THREADS,),

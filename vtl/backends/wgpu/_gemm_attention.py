@@ -1,8 +1,10 @@
 """The wgpu backend's kernels of attention by products
 (:class:`~vtl.backends._common.gemm_attention.ChunkedAttention`: the float32 path of
-``kernel("attention")`` for long sequences without dropout): ``gattn_softmax``, a
-workgroup per row of scores, and ``gattn_dsoftmax``, an invocation per score
-(``wgsl/nn/gattn_*.wgsl``). The products are the library's tiled matrix product.
+``kernel("attention")`` for long sequences, dropout included): ``gattn_softmax``, a
+workgroup per row of scores, and ``gattn_dsoftmax``, an invocation per score (four adjacent
+keys with dropout) (``wgsl/nn/gattn_*.wgsl``; their dropout variants draw the fused
+kernels' bits, ``attention_dropout.wgsl``). The products are the library's tiled matrix
+product.
 """
 
 from __future__ import annotations
@@ -16,15 +18,24 @@ from . import _dtypes as D
 from . import _kernels
 from ._array import WgpuArray, words_for_scalar
 from ._recorder import REC, groups_for
+from .attention import drop_words
 
 __all__ = ["WgpuGemmAttention"]
+
+#: the first word of the kernels' dropout (``DROP_AT`` in ``gattn_*.wgsl``)
+_DROP_AT = 20
 
 
 class WgpuGemmAttention(ChunkedAttention):
     """:class:`ChunkedAttention` over the wgpu array library (float32)."""
 
     dtypes = ("float32",)
-    causal_max_scores = 0  # measured (H100): the fused kernels are faster for causal ones
+    # causal attention by blocks of 256 query rows (H100, batch 32, 8 heads, head dim 64,
+    # forward and backward: 6.56 -> 4.41 ms at 512 and 75.8 -> 38.4 ms at 2048 against the
+    # fused kernels; 128-row blocks the same, 512 slower)
+    causal_rows = 256
+    causal_max_scores = 4096 * 4096
+    takes_dropout = True
 
     @property
     def budget_factor(self) -> int:  # type: ignore[override]
@@ -59,28 +70,43 @@ class WgpuGemmAttention(ChunkedAttention):
     def mask_strides(self, m4: Any) -> tuple[int, int, int, int]:
         return tuple(0 if n == 1 else s for n, s in zip(m4.shape, m4._strides, strict=True))
 
+    def _kernel(self, name: str, sig: str, dropout: Any) -> Any:
+        drop = {"DROPOUT": "false",
+                "DROP": "fn drop4(p: vec4<f32>, row: u32, j: u32) -> vec4<f32> { return p; }",
+                "PHILOX": ""}
+        if dropout is not None:
+            drop = {"DROPOUT": "true", "DROP": _kernels.source("attention_dropout"),
+                    "PHILOX": _kernels.source("philox_rounds")}
+        return _kernels.kernel(name, sig, (D.float32,), C="f32", **drop)
+
     def _words(self, geo: tuple, b0: int, scale: float, scores: Any, lse: Any,
-               mask: Any) -> list[int]:
-        """Words 0-13 of both kernels: ``geo`` with the keys ``S`` the scores' columns."""
-        return [b0, geo[0], geo[1], scores.shape[2], *geo[3:],
-                words_for_scalar(scale, D.float32)[0], scores._offset, lse._offset,
-                0 if mask is None else mask._offset]
+               mask: Any, n: int, i0: int, dropout: Any, tail: tuple = ()
+               ) -> tuple[list[int], Any]:
+        """Both kernels' words (``gattn_softmax.wgsl``: 0-19, then the dropout's) and the
+        dropout's capture patch."""
+        words = [b0, *geo, words_for_scalar(scale, D.float32)[0], scores._offset, lse._offset,
+                 0 if mask is None else mask._offset, n, scores.shape[1], i0,
+                 scores.shape[2], *tail]
+        words += [0] * (_DROP_AT - len(words))
+        dwords, patch = drop_words(dropout, _DROP_AT)
+        return words + dwords, patch
 
     def softmax(self, scores: Any, lse: Any, mask: Any, geo: tuple, b0: int,
-                scale: float, i0: int = 0) -> None:
+                scale: float, i0: int = 0, dropout: Any = None) -> None:
         rows = scores.shape[0] * scores.shape[1]
-        REC.dispatch(_kernels.kernel("gattn_softmax", "wwr", (D.float32,), C="f32"),
-                     (scores._st.buf, lse._st.buf, self._mask_buffer(mask)),
-                     [*self._words(geo, b0, scale, scores, lse, mask), rows,
-                      scores.shape[1], i0], rows)
+        words, patch = self._words(geo, b0, scale, scores, lse, mask, rows, i0, dropout)
+        REC.dispatch(self._kernel("gattn_softmax", "wwr", dropout),
+                     (scores._st.buf, lse._st.buf, self._mask_buffer(mask)), words, rows,
+                     dynamic=patch)
         self.launches += 1
 
     def dsoftmax(self, scores: Any, dp: Any, lse: Any, delta: Any, mask: Any, geo: tuple,
-                 b0: int, scale: float, i0: int = 0) -> None:
-        n = scores.size
-        REC.dispatch(_kernels.kernel("gattn_dsoftmax", "wwrrr", (D.float32,)),
+                 b0: int, scale: float, i0: int = 0, dropout: Any = None) -> None:
+        n = scores.size if dropout is None else \
+            scores.shape[0] * scores.shape[1] * -(-scores.shape[2] // 4)
+        words, patch = self._words(geo, b0, scale, scores, lse, mask, n, i0, dropout,
+                                   (dp._offset, delta._offset))
+        REC.dispatch(self._kernel("gattn_dsoftmax", "wwrrr", dropout),
                      (scores._st.buf, dp._st.buf, lse._st.buf, delta._st.buf,
-                      self._mask_buffer(mask)),
-                     [*self._words(geo, b0, scale, scores, lse, mask), n, dp._offset,
-                      delta._offset, scores.shape[1], i0], groups_for(n))
+                      self._mask_buffer(mask)), words, groups_for(n), dynamic=patch)
         self.launches += 1

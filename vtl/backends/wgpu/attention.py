@@ -260,6 +260,21 @@ _SIGS = {"attention_fwd": "rrrrww", "attention_bwd_dq": "rrrrrrrww",
          "attention_bwd_dkv": "rrrrrrrww"}
 
 
+
+def drop_words(dropout: Any, at: int) -> tuple[list[int], Any]:
+    """The eight words of a kernel's dropout (``attention_dropout.wgsl``: the draw's counter
+    and key, the keep threshold, the scale) from word ``at``, and the patch a capture
+    applies to them at each replay (the draw's :class:`~vtl.backends.DynamicScalars`);
+    ``[]`` and ``None`` without dropout."""
+    if dropout is None:
+        return [], None
+    p, words = dropout
+    words = words()
+    tail = [keep_threshold(p), words_for_scalar(1.0 / (1.0 - p), D.float32)[0]]
+    if isinstance(words, DynamicScalars):
+        return [*words.values, *tail], [(at, words, list)]
+    return [*(w & _MASK for w in words), *tail], None
+
 class WgpuAttention:
     """``kernel("attention")`` (see :mod:`vtl.backends.wgpu.attention`): ``forward`` one
     dispatch, ``backward`` two. ``launches`` counts the dispatches recorded."""
@@ -293,18 +308,8 @@ class WgpuAttention:
 
     @staticmethod
     def _drop_words(dropout: Any) -> tuple[list[int], Any]:
-        """Words 21-28 of the dropout variant (the draw's counter and key, the keep
-        threshold, the scale) and the patch a capture applies to them at each replay (the
-        draw's :class:`~vtl.backends.DynamicScalars`); ``[]`` and ``None`` without
-        dropout."""
-        if dropout is None:
-            return [], None
-        p, words = dropout
-        words = words()
-        tail = [keep_threshold(p), words_for_scalar(1.0 / (1.0 - p), D.float32)[0]]
-        if isinstance(words, DynamicScalars):
-            return [*words.values, *tail], [(_DROP_AT, words, list)]
-        return [*(w & _MASK for w in words), *tail], None
+        """Words 21-28 of the dropout variant: :func:`drop_words`."""
+        return drop_words(dropout, _DROP_AT)
 
     def _fits(self, arrays: tuple, d: int, dv: int, b: int, n_q: int, n_k: int) -> bool:
         """Whether the device takes this problem: workgroup memory, bindings, grid, and
@@ -383,7 +388,7 @@ class WgpuAttention:
         if dropout is not None and not 0.0 < dropout[0] < 1.0:
             return None
         if self._gemm is not None and self._gemm.takes(q, k, v, mask, dropout, causal):
-            return self._gemm.forward(q, k, v, mask, causal, scale, batch)
+            return self._gemm.forward(q, k, v, mask, causal, scale, batch, dropout)
         if not self._accepts(q, k, v, mask, batch):
             return None
         q, k, v = contiguous(q), contiguous(k), contiguous(v)
@@ -413,7 +418,8 @@ class WgpuAttention:
         dt = q.dtype
         g = contiguous(g) if g.dtype == dt else astype_raw(g, dt)
         if self._gemm is not None and self._gemm.takes(q, k, v, mask, dropout, causal):
-            return self._gemm.backward(q, k, v, out, lse, g, mask, causal, scale, batch)
+            return self._gemm.backward(q, k, v, out, lse, g, mask, causal, scale, batch,
+                                       dropout)
         delta = empty((b, n_q), D.float32)
         dq = empty((b, n_q, d), dt)
         dk = empty((b, n_k, d), dt)
@@ -449,6 +455,10 @@ class WgpuAttention:
         if got is None:
             return None
         n, length, e, layout = got
+        if self._gemm is not None and self._gemm.takes_split(
+                qkv.dtype, n * heads, length, length, e // heads, e // heads, mask, dropout,
+                causal):
+            return None  # the heads split (a copy each way) and attention by products
         qkv = contiguous(qkv)
         dt, hd, b = qkv.dtype, e // heads, n * heads
         out = empty((*qkv.shape[:2], e), dt)
