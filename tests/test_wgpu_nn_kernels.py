@@ -464,7 +464,7 @@ def test_layer_norm_parameter_gradients_in_blocks(wgpu, monkeypatch, dtype, one_
                                                   block_rows, max_blocks):
     """layer_norm's weight and bias gradients from the rows in one block (one launch) or in
     many (partial sums, then their sum in a fixed order; more blocks than the summing
-    kernel's 8 slices), with and without the input's gradient: as the portable path."""
+    kernel's 32 slices), with and without the input's gradient: as the portable path."""
     from vtl.backends.wgpu import nn as wnn
 
     dt = np.dtype(dtype)

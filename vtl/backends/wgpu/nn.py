@@ -369,7 +369,7 @@ class LayerNorm:
                 sw, sb = empty((n,), dt), empty((n,), dt)
                 k = _kernels.compute_kernel("layer_norm_params_sum", "rww", dt)
                 REC.dispatch(k, (part._st.buf, sw._st.buf, sb._st.buf),
-                             [n, blocks, part._offset, sw._offset, sb._offset], -(-n // 32))
+                             [n, blocks, part._offset, sw._offset, sb._offset], -(-n // 8))
                 self.launches += 1
             dw = sw if need_w else None
             db = sb if need_b else None
