@@ -993,3 +993,21 @@ def test_gpt_training_step_dispatch_budget(wgpu, monkeypatch):
     assert waits == 0
     assert names.count("attention_fwd") == 4 and names.count("gelu") == 8
     assert math.isfinite(float(loss))
+
+
+@pytest.mark.parametrize("width", [7, 256, 1000, 2048, 2049, 3000])
+@pytest.mark.parametrize("rms", [False, True])
+def test_layer_norm_rows_in_registers_and_wider(wgpu, width, rms):
+    """layer_norm and rms_norm forward over rows held in registers (up to 2048 elements)
+    and wider ones read again: NumPy's statistics and outputs."""
+    rng = np.random.default_rng(width)
+    xs = rng.standard_normal((5, width)) * 3 + 1
+    ws, bs = rng.standard_normal(width), rng.standard_normal(width)
+    kern = wgpu.kernel("layer_norm")
+    x, w, b = (vtl.asarray(a.astype(np.float32), backend="wgpu")._data for a in (xs, ws, bs))
+    y, mean, rstd = kern.forward(x, w, b, 1e-5, rms=rms)
+    mu = np.zeros((5, 1)) if rms else xs.mean(-1, keepdims=True)
+    r = 1 / np.sqrt(((xs - mu) ** 2).mean(-1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(np.asarray(y), (xs - mu) * r * ws + bs, rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(np.asarray(mean), mu, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(rstd), r, rtol=1e-5)

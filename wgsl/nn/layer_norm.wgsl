@@ -1,5 +1,6 @@
 // Layer normalisation of the rows of contiguous (M, N) data (vtl/backends/wgpu/nn.py): one
-// workgroup per row; the mean, then the biased variance of the deviations (two passes);
+// workgroup per row; the mean, then the biased variance of the deviations (two passes over
+// the row, held in registers up to 2048 elements, else read again);
 // rstd = 1 / sqrt(var + eps); y = (x - mean) * rstd * w + b. S[2m] = mean, S[2m+1] = rstd.
 // Arrays are stored as T and computed in C (float32 for float16/bfloat16, whose statistics
 // S stay float32), each output rounded once.
@@ -21,18 +22,51 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let xb = pw(2u) + row * N;
   let fl = pw(7u);
   var mu = {{C}}(0);
+  var q = {{C}}(0);
+  let yb = pw(5u) + row * N;
+  if (N <= 2048u) {  // the row in registers, eight elements a thread: one read of x
+    var xv: array<{{C}}, 8>;
+    var s = {{C}}(0);
+    /* unroll */ for (var k = 0u; k < 8u; k++) {
+      let j = lid + k * 256u;
+      var v = {{C}}(0);
+      if (j < N) { v = {{C}}(X[xb + j]); }
+      xv[k] = v;
+      s += v;
+    }
+    if ((fl & 4u) == 0u) { mu = wsum(lid, s) / {{C}}(N); }
+    /* unroll */ for (var k = 0u; k < 8u; k++) {
+      if (lid + k * 256u < N) {
+        let d = xv[k] - mu;
+        q += d * d;
+      }
+    }
+    let r = {{C}}(1) / sqrt(wsum(lid, q) / {{C}}(N) + {{C}}(scal_{{CD}}(8u)));
+    /* unroll */ for (var k = 0u; k < 8u; k++) {
+      let j = lid + k * 256u;
+      if (j < N) {
+        var v = (xv[k] - mu) * r;
+        if ((fl & 1u) != 0u) { v *= {{C}}(Wt[pw(3u) + j]); }
+        if ((fl & 2u) != 0u) { v += {{C}}(Bs[pw(4u) + j]); }
+        Y[yb + j] = wrap_{{D}}({{T}}(v));
+      }
+    }
+    if (lid == 0u) {
+      S[pw(6u) + 2u * row] = mu;
+      S[pw(6u) + 2u * row + 1u] = r;
+    }
+    return;
+  }
   if ((fl & 4u) == 0u) {
     var s = {{C}}(0);
     for (var j = lid; j < N; j += 256u) { s += {{C}}(X[xb + j]); }
     mu = wsum(lid, s) / {{C}}(N);
   }
-  var q = {{C}}(0);
   for (var j = lid; j < N; j += 256u) {
     let d = {{C}}(X[xb + j]) - mu;
     q += d * d;
   }
   let r = {{C}}(1) / sqrt(wsum(lid, q) / {{C}}(N) + {{C}}(scal_{{CD}}(8u)));
-  let yb = pw(5u) + row * N;
   for (var j = lid; j < N; j += 256u) {
     var v = ({{C}}(X[xb + j]) - mu) * r;
     if ((fl & 1u) != 0u) { v *= {{C}}(Wt[pw(3u) + j]); }
