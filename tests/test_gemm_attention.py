@@ -165,6 +165,17 @@ def test_what_the_path_takes(fake, monkeypatch):
     monkeypatch.setattr(gemm, "causal_max_scores", 128 * 128 - 1)
     assert not gemm.takes(x, x, x, None, None, causal=True)
     assert gemm.takes(x, x, x, None, None, causal=False)
+    # causal attention and dropout from their own least size (where the backend sets one)
+    monkeypatch.setattr(gemm, "causal_max_scores", 1 << 30)
+    monkeypatch.setattr(gemm, "takes_dropout", True)
+    monkeypatch.setattr(gemm, "min_scores_causal_or_dropout", 256 * 256)
+    assert gemm.takes(x, x, x, None, None)
+    assert not gemm.takes(x, x, x, None, None, causal=True)
+    assert not gemm.takes(x, x, x, None, (0.1, None))
+    x256 = np.zeros((2, 256, 64), np.float32)
+    assert gemm.takes(x256, x256, x256, None, (0.1, None), causal=True)
+    monkeypatch.setattr(gemm, "takes_dropout", False)
+    assert not gemm.takes(x256, x256, x256, None, (0.1, None))
     monkeypatch.setattr(C, "ENABLED", False)
     assert not gemm.takes(x, x, x, None, None)
     # causal products by blocks of query rows, each over the keys up to its last row
@@ -216,7 +227,8 @@ def test_path_matches_portable(backend, n_q, n_k, masking):
             out.backward(vtl.asarray(gs, backend=backend))
             results.append([to_numpy(t) for t in (out, q.grad, k.grad, v.grad)])
     causal = masking == "causal"
-    taken = not causal or n_q * n_k <= gemm.causal_max_scores
+    taken = not causal or gemm.min_scores_causal_or_dropout <= n_q * n_k \
+        <= gemm.causal_max_scores
     assert calls == (["forward", "backward"] if taken else [])
     for name, a, r in zip(("out", "dq", "dk", "dv"), *results, strict=True):
         np.testing.assert_allclose(a, r, rtol=2e-4, atol=2e-5, err_msg=name)
@@ -235,6 +247,7 @@ def test_causal_row_blocks_match_portable(backend, monkeypatch, n_q, n_k):
         pytest.skip(f"the {backend} backend's attention has no path by products")
     monkeypatch.setattr(gemm, "causal_rows", 32)
     monkeypatch.setattr(gemm, "causal_max_scores", 1 << 30)
+    monkeypatch.setattr(gemm, "min_scores_causal_or_dropout", 1)
     assert len(gemm.row_blocks(n_q, n_k, True)) > 2
     rng = np.random.default_rng(6)
     qs = rng.standard_normal((2, 2, n_q, 16)).astype(np.float32)
@@ -266,6 +279,7 @@ def test_dropout_by_products_matches_portable(backend, monkeypatch, masking, row
     if gemm is None or not gemm.takes_dropout:
         pytest.skip(f"the {backend} backend's attention by products takes no dropout")
     monkeypatch.setattr(gemm, "causal_rows", rows)
+    monkeypatch.setattr(gemm, "min_scores_causal_or_dropout", 1)
     n_q, n_k = (150, 150) if masking == "causal" else (130, 141)
     rng = np.random.default_rng(7)
     qs = rng.standard_normal((2, 3, n_q, 16)).astype(np.float32)
@@ -293,7 +307,7 @@ def test_dropout_by_products_matches_portable(backend, monkeypatch, masking, row
         np.testing.assert_allclose(a, r, rtol=2e-4, atol=2e-5, err_msg=name)
 
 
-def test_self_attention_with_dropout_takes_the_path(backend):
+def test_self_attention_with_dropout_takes_the_path(backend, monkeypatch):
     """Multi-head self-attention with dropout on sequences the path takes splits the heads
     and runs by products (the packed kernel declines): the portable layer's numbers."""
     from helpers import use_kernel
@@ -302,6 +316,7 @@ def test_self_attention_with_dropout_takes_the_path(backend):
     gemm = getattr(kern, "_gemm", None)
     if gemm is None or not gemm.takes_dropout:
         pytest.skip(f"the {backend} backend's attention by products takes no dropout")
+    monkeypatch.setattr(gemm, "min_scores_causal_or_dropout", 1)
     xs = np.random.default_rng(8).standard_normal((2, 130, 32)).astype(np.float32)
     calls, results = [], []
     for portable in (False, True):

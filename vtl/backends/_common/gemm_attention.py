@@ -65,6 +65,10 @@ class ChunkedAttention:
     budget_factor = 1
     #: the backend's kernels take dropout (the ``dropout`` of :meth:`softmax`/:meth:`dsoftmax`)
     takes_dropout = False
+    #: the fewest scores per batch entry for which causal attention or attention with dropout
+    #: takes the path (below it the fused kernels, which skip masked key blocks and draw the
+    #: dropout bits in place, launch fewer kernels)
+    min_scores_causal_or_dropout = MIN_SCORES
 
     def __init__(self, xp: Any) -> None:
         self.xp = xp
@@ -126,6 +130,8 @@ class ChunkedAttention:
             return False
         per = n_q * n_k
         if causal and per > self.causal_max_scores:
+            return False
+        if (causal or dropout is not None) and per < self.min_scores_causal_or_dropout:
             return False
         return b > 0 and min(d, dv) > 0 and per >= MIN_SCORES \
             and per * dt.itemsize <= BUDGET * self.budget_factor
