@@ -49,6 +49,32 @@ SPECS: dict[str, tuple[int, tuple[int, ...]]] = {
 }
 
 
+
+def resnet_block(m: Any) -> Any:
+    """The basic residual block of the module namespace ``m`` (vtl.nn or torch.nn): two 3x3
+    convolutions with batch norm, the input added back through a 1x1 convolution with batch
+    norm where the block changes the shape."""
+
+    class Block(m.Module):
+        def __init__(self, cin: int, cout: int, stride: int) -> None:
+            super().__init__()
+            self.c1 = m.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
+            self.b1 = m.BatchNorm2d(cout)
+            self.c2 = m.Conv2d(cout, cout, 3, padding=1, bias=False)
+            self.b2 = m.BatchNorm2d(cout)
+            self.relu = m.ReLU()
+            self.short = None
+            if stride != 1 or cin != cout:
+                self.short = m.Sequential(m.Conv2d(cin, cout, 1, stride=stride, bias=False),
+                                          m.BatchNorm2d(cout))
+
+        def forward(self, x: Any) -> Any:
+            h = self.relu(self.b1(self.c1(x)))
+            h = self.b2(self.c2(h))
+            return self.relu(h + (x if self.short is None else self.short(x)))
+
+    return Block
+
 def build(m: Any, model: str, torch: bool) -> Any:
     """The network ``model`` made of the module namespace ``m`` (``vtl.nn`` or
     ``torch.nn``)."""
@@ -60,24 +86,7 @@ def build(m: Any, model: str, torch: bool) -> Any:
             m.MaxPool2d(2),
             m.Flatten(), m.Linear(64 * 8 * 8, 256), m.ReLU(), m.Linear(256, 10))
     if model == "resnet":
-        class Block(m.Module):
-            def __init__(self, cin: int, cout: int, stride: int) -> None:
-                super().__init__()
-                self.c1 = m.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
-                self.b1 = m.BatchNorm2d(cout)
-                self.c2 = m.Conv2d(cout, cout, 3, padding=1, bias=False)
-                self.b2 = m.BatchNorm2d(cout)
-                self.relu = m.ReLU()
-                self.short = None
-                if stride != 1 or cin != cout:
-                    self.short = m.Sequential(m.Conv2d(cin, cout, 1, stride=stride, bias=False),
-                                              m.BatchNorm2d(cout))
-
-            def forward(self, x: Any) -> Any:
-                h = self.relu(self.b1(self.c1(x)))
-                h = self.b2(self.c2(h))
-                return self.relu(h + (x if self.short is None else self.short(x)))
-
+        Block = resnet_block(m)
         return m.Sequential(
             m.Conv2d(3, 32, 3, padding=1, bias=False), m.BatchNorm2d(32), m.ReLU(),
             Block(32, 32, 1), Block(32, 64, 2), Block(64, 128, 2),

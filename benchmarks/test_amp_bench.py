@@ -27,6 +27,7 @@ import pytest
 
 import vtl
 from benchmarks.conftest import QUICK, Ref, cases, count_launches_later, on_cpu, peak_mib
+from benchmarks.cpu_models import resnet_block
 
 #: (batch, sequence, d_model, heads, feed-forward)
 TRANSFORMER = (2, 16, 32, 4, 64) if QUICK else (32, 256, 512, 8, 2048)
@@ -60,22 +61,7 @@ def _encoder(m, torch: bool):
 
 
 def _cnn(m):
-    class Block(m.Module):
-        def __init__(self, cin, cout, stride):
-            super().__init__()
-            self.c1 = m.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
-            self.b1 = m.BatchNorm2d(cout)
-            self.c2 = m.Conv2d(cout, cout, 3, padding=1, bias=False)
-            self.b2 = m.BatchNorm2d(cout)
-            self.short = None if stride == 1 and cin == cout else m.Sequential(
-                m.Conv2d(cin, cout, 1, stride=stride, bias=False), m.BatchNorm2d(cout))
-            self.relu = m.ReLU()
-
-        def forward(self, x):
-            y = self.relu(self.b1(self.c1(x)))
-            y = self.b2(self.c2(y))
-            return self.relu(y + (x if self.short is None else self.short(x)))
-
+    Block = resnet_block(m)
     return m.Sequential(m.Conv2d(3, 64, 3, padding=1, bias=False), m.BatchNorm2d(64),
                         m.ReLU(), Block(64, 64, 1), Block(64, 128, 2),
                         m.AdaptiveAvgPool2d(1), m.Flatten(), m.Linear(128, 10))

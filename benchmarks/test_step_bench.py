@@ -41,6 +41,7 @@ import pytest
 
 import vtl
 from benchmarks.conftest import QUICK, Ref, _require, _selected, count_launches_later, torch_or_skip
+from benchmarks.cpu_models import resnet_block
 
 BATCH = {"mlp": 256, "cnn": 128, "lstm": 64, "transformer": 32, "gpt": 16, "resnet18": 128,
          "encoder4": 32, "lstm2": 64}
@@ -100,23 +101,8 @@ def _models(m, torch: bool):
             m.Conv2d(128, 256, 3, padding=1), m.ReLU(), m.MaxPool2d(2),
             m.Flatten(), m.Linear(256 * 4 * 4, 256), m.ReLU(), m.Linear(256, 10))
 
-    class Block(m.Module):
-        def __init__(self, cin: int, cout: int, stride: int):
-            super().__init__()
-            self.conv1 = m.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
-            self.bn1 = m.BatchNorm2d(cout)
-            self.conv2 = m.Conv2d(cout, cout, 3, padding=1, bias=False)
-            self.bn2 = m.BatchNorm2d(cout)
-            self.relu = m.ReLU()
-            self.short = (m.Sequential(m.Conv2d(cin, cout, 1, stride=stride, bias=False),
-                                       m.BatchNorm2d(cout))
-                          if stride != 1 or cin != cout else m.Identity())
-
-        def forward(self, x):
-            h = self.relu(self.bn1(self.conv1(x)))
-            return self.relu(self.bn2(self.conv2(h)) + self.short(x))
-
     def resnet18():
+        Block = resnet_block(m)
         layers = [m.Conv2d(3, 64, 3, padding=1, bias=False), m.BatchNorm2d(64), m.ReLU()]
         cin = 64
         for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):

@@ -15,6 +15,7 @@ the cupy ``attention`` kernel's path for long float32/float64 sequences.
 from __future__ import annotations
 
 import ctypes
+from typing import Any
 
 import numpy as np
 import pytest
@@ -193,100 +194,33 @@ def test_what_the_path_takes(fake, monkeypatch):
     assert gemm.chunks(10, 128, 128, 4) == [(0, 3), (3, 6), (6, 9), (9, 10)]
 
 
-@pytest.mark.parametrize(("n_q", "n_k", "masking"),
-                         [(160, 160, "ls"), (130, 150, "causal"), (300, 280, "causal"),
-                          (128, 200, "padding"), (200, 128, "none")])
-def test_path_matches_portable(backend, n_q, n_k, masking):
-    """F.scaled_dot_product_attention through the path (lengths above MIN_SCORES) against
-    the portable attention on the same backend, forward and gradients."""
-    from helpers import use_kernel
-
+def _path_or_skip(backend: str, dropout: bool = False) -> Any:
+    """The backend's attention by products (``None``: skip the test)."""
     kern = vtl.asarray(0.0, backend=backend)._device.backend.kernel("attention")
     gemm = getattr(kern, "_gemm", None)
-    if gemm is None:
-        pytest.skip(f"the {backend} backend's attention has no path by products")
-    rng = np.random.default_rng(5)
-    qs = rng.standard_normal((2, 3, n_q, 16)).astype(np.float32)
-    ks, vs = (rng.standard_normal((2, 3, n_k, 16)).astype(np.float32) for _ in range(2))
-    gs = rng.standard_normal((2, 3, n_q, 16)).astype(np.float32)
+    if gemm is None or (dropout and not gemm.takes_dropout):
+        pytest.skip(f"the {backend} backend's attention has no path by products"
+                    + (" with dropout" if dropout else ""))
+    return gemm
+
+
+def _against_portable(backend: str, gemm: Any, n_q: int, n_k: int, heads: int, seed: int,
+                      masking: str, dropout_p: float = 0.0) -> list[str]:
+    """F.scaled_dot_product_attention of random (2, heads, n, 16) operands through the
+    backend's kernel (``gemm``'s calls recorded and returned) and through the portable
+    attention (drawing dropout from the same seed): the same outputs and gradients.
+    ``masking``: ``"ls"`` (an (L, S) mask with masked entries), ``"padding"`` (a (2, 1, 1,
+    S) mask, the last keys of one entry masked), ``"causal"`` or ``"none"``."""
+    from helpers import use_kernel
+
+    rng = np.random.default_rng(seed)
+    qs = rng.standard_normal((2, heads, n_q, 16)).astype(np.float32)
+    ks, vs = (rng.standard_normal((2, heads, n_k, 16)).astype(np.float32) for _ in range(2))
+    gs = rng.standard_normal((2, heads, n_q, 16)).astype(np.float32)
     mask = None
     if masking == "ls":
         mask = np.where(rng.random((n_q, n_k)) > 0.2, 0.0, -np.inf).astype(np.float32)
     elif masking == "padding":
-        mask = np.zeros((2, 1, 1, n_k), np.float32)
-        mask[1, ..., -30:] = -np.inf
-    calls = []
-    results = []
-    for portable in (False, True):
-        ctx = use_kernel("attention", None, backend) if portable else _spy(gemm, calls)
-        with ctx:
-            q, k, v = (vtl.asarray(a, backend=backend, requires_grad=True) for a in (qs, ks, vs))
-            m = None if mask is None else vtl.asarray(mask, backend=backend)
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=m,
-                                                 is_causal=masking == "causal")
-            out.backward(vtl.asarray(gs, backend=backend))
-            results.append([to_numpy(t) for t in (out, q.grad, k.grad, v.grad)])
-    causal = masking == "causal"
-    taken = not causal or gemm.min_scores_causal_or_dropout <= n_q * n_k \
-        <= gemm.causal_max_scores
-    assert calls == (["forward", "backward"] if taken else [])
-    for name, a, r in zip(("out", "dq", "dk", "dv"), *results, strict=True):
-        np.testing.assert_allclose(a, r, rtol=2e-4, atol=2e-5, err_msg=name)
-
-
-@pytest.mark.parametrize(("n_q", "n_k"), [(130, 150), (200, 136)])
-def test_causal_row_blocks_match_portable(backend, monkeypatch, n_q, n_k):
-    """Causal attention by blocks of 32 query rows (each block's products over the keys up
-    to its last row; L > S and L < S) against the portable attention, forward and
-    gradients: the backend's kernels take a block's row offset."""
-    from helpers import use_kernel
-
-    kern = vtl.asarray(0.0, backend=backend)._device.backend.kernel("attention")
-    gemm = getattr(kern, "_gemm", None)
-    if gemm is None:
-        pytest.skip(f"the {backend} backend's attention has no path by products")
-    monkeypatch.setattr(gemm, "causal_rows", 32)
-    monkeypatch.setattr(gemm, "causal_max_scores", 1 << 30)
-    monkeypatch.setattr(gemm, "min_scores_causal_or_dropout", 1)
-    assert len(gemm.row_blocks(n_q, n_k, True)) > 2
-    rng = np.random.default_rng(6)
-    qs = rng.standard_normal((2, 2, n_q, 16)).astype(np.float32)
-    ks, vs = (rng.standard_normal((2, 2, n_k, 16)).astype(np.float32) for _ in range(2))
-    gs = rng.standard_normal((2, 2, n_q, 16)).astype(np.float32)
-    calls, results = [], []
-    for portable in (False, True):
-        ctx = use_kernel("attention", None, backend) if portable else _spy(gemm, calls)
-        with ctx:
-            q, k, v = (vtl.asarray(a, backend=backend, requires_grad=True) for a in (qs, ks, vs))
-            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            out.backward(vtl.asarray(gs, backend=backend))
-            results.append([to_numpy(t) for t in (out, q.grad, k.grad, v.grad)])
-    assert calls == ["forward", "backward"]
-    for name, a, r in zip(("out", "dq", "dk", "dv"), *results, strict=True):
-        np.testing.assert_allclose(a, r, rtol=2e-4, atol=2e-5, err_msg=name)
-
-
-@pytest.mark.parametrize(("masking", "rows"), [("none", 0), ("padding", 0), ("causal", 0),
-                                               ("causal", 32)])
-def test_dropout_by_products_matches_portable(backend, monkeypatch, masking, rows):
-    """Dropout through the path (the weights' factors from the fused kernels' bits) against
-    the portable attention drawing from the same seed, forward and gradients; causal also
-    by blocks of 32 query rows."""
-    from helpers import use_kernel
-
-    kern = vtl.asarray(0.0, backend=backend)._device.backend.kernel("attention")
-    gemm = getattr(kern, "_gemm", None)
-    if gemm is None or not gemm.takes_dropout:
-        pytest.skip(f"the {backend} backend's attention by products takes no dropout")
-    monkeypatch.setattr(gemm, "causal_rows", rows)
-    monkeypatch.setattr(gemm, "min_scores_causal_or_dropout", 1)
-    n_q, n_k = (150, 150) if masking == "causal" else (130, 141)
-    rng = np.random.default_rng(7)
-    qs = rng.standard_normal((2, 3, n_q, 16)).astype(np.float32)
-    ks, vs = (rng.standard_normal((2, 3, n_k, 16)).astype(np.float32) for _ in range(2))
-    gs = rng.standard_normal((2, 3, n_q, 16)).astype(np.float32)
-    mask = None
-    if masking == "padding":
         mask = np.zeros((2, 1, 1, n_k), np.float32)
         mask[1, ..., -30:] = -np.inf
     calls, results = [], []
@@ -296,15 +230,54 @@ def test_dropout_by_products_matches_portable(backend, monkeypatch, masking, row
             vtl.random.seed(11)
             q, k, v = (vtl.asarray(a, backend=backend, requires_grad=True) for a in (qs, ks, vs))
             m = None if mask is None else vtl.asarray(mask, backend=backend)
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=m, dropout_p=0.3,
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=m, dropout_p=dropout_p,
                                                  is_causal=masking == "causal")
             out.backward(vtl.asarray(gs, backend=backend))
             results.append([to_numpy(t) for t in (out, q.grad, k.grad, v.grad)])
-    assert calls == ["forward", "backward"]
-    # the factors are the portable path's: some weights dropped, the rest scaled
     assert not np.allclose(results[0][0], 0)
     for name, a, r in zip(("out", "dq", "dk", "dv"), *results, strict=True):
         np.testing.assert_allclose(a, r, rtol=2e-4, atol=2e-5, err_msg=name)
+    return calls
+
+
+@pytest.mark.parametrize(("n_q", "n_k", "masking"),
+                         [(160, 160, "ls"), (130, 150, "causal"), (300, 280, "causal"),
+                          (128, 200, "padding"), (200, 128, "none")])
+def test_path_matches_portable(backend, n_q, n_k, masking):
+    """F.scaled_dot_product_attention through the path (lengths above MIN_SCORES) against
+    the portable attention on the same backend, forward and gradients."""
+    gemm = _path_or_skip(backend)
+    calls = _against_portable(backend, gemm, n_q, n_k, 3, 5, masking)
+    taken = masking != "causal" or gemm.min_scores_causal_or_dropout <= n_q * n_k \
+        <= gemm.causal_max_scores
+    assert calls == (["forward", "backward"] if taken else [])
+
+
+@pytest.mark.parametrize(("n_q", "n_k"), [(130, 150), (200, 136)])
+def test_causal_row_blocks_match_portable(backend, monkeypatch, n_q, n_k):
+    """Causal attention by blocks of 32 query rows (each block's products over the keys up
+    to its last row; L > S and L < S) against the portable attention, forward and
+    gradients: the backend's kernels take a block's row offset."""
+    gemm = _path_or_skip(backend)
+    monkeypatch.setattr(gemm, "causal_rows", 32)
+    monkeypatch.setattr(gemm, "causal_max_scores", 1 << 30)
+    monkeypatch.setattr(gemm, "min_scores_causal_or_dropout", 1)
+    assert len(gemm.row_blocks(n_q, n_k, True)) > 2
+    assert _against_portable(backend, gemm, n_q, n_k, 2, 6, "causal") == ["forward", "backward"]
+
+
+@pytest.mark.parametrize(("masking", "rows"), [("none", 0), ("padding", 0), ("causal", 0),
+                                               ("causal", 32)])
+def test_dropout_by_products_matches_portable(backend, monkeypatch, masking, rows):
+    """Dropout through the path (the weights' factors from the fused kernels' bits) against
+    the portable attention drawing from the same seed, forward and gradients; causal also
+    by blocks of 32 query rows."""
+    gemm = _path_or_skip(backend, dropout=True)
+    monkeypatch.setattr(gemm, "causal_rows", rows)
+    monkeypatch.setattr(gemm, "min_scores_causal_or_dropout", 1)
+    n_q, n_k = (150, 150) if masking == "causal" else (130, 141)
+    calls = _against_portable(backend, gemm, n_q, n_k, 3, 7, masking, dropout_p=0.3)
+    assert calls == ["forward", "backward"]
 
 
 def test_self_attention_with_dropout_takes_the_path(backend, monkeypatch):
@@ -312,10 +285,7 @@ def test_self_attention_with_dropout_takes_the_path(backend, monkeypatch):
     and runs by products (the packed kernel declines): the portable layer's numbers."""
     from helpers import use_kernel
 
-    kern = vtl.asarray(0.0, backend=backend)._device.backend.kernel("attention")
-    gemm = getattr(kern, "_gemm", None)
-    if gemm is None or not gemm.takes_dropout:
-        pytest.skip(f"the {backend} backend's attention by products takes no dropout")
+    gemm = _path_or_skip(backend, dropout=True)
     monkeypatch.setattr(gemm, "min_scores_causal_or_dropout", 1)
     xs = np.random.default_rng(8).standard_normal((2, 130, 32)).astype(np.float32)
     calls, results = [], []

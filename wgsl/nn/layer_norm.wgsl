@@ -13,6 +13,14 @@
 @group(0) @binding(2) var<storage, read> Bs: array<{{T}}>;
 @group(0) @binding(3) var<storage, read_write> Y: array<{{T}}>;
 @group(0) @binding(4) var<storage, read_write> S: array<{{C}}>;
+// y[j] of the row at yb from its normalised value
+fn put(yb: u32, j: u32, xhat: {{C}}) {
+  var v = xhat;
+  if ((pw(7u) & 1u) != 0u) { v *= {{C}}(Wt[pw(3u) + j]); }
+  if ((pw(7u) & 2u) != 0u) { v += {{C}}(Bs[pw(4u) + j]); }
+  Y[yb + j] = wrap_{{D}}({{T}}(v));
+}
+
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
@@ -44,12 +52,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let r = {{C}}(1) / sqrt(wsum(lid, q) / {{C}}(N) + {{C}}(scal_{{CD}}(8u)));
     /* unroll */ for (var k = 0u; k < 8u; k++) {
       let j = lid + k * 256u;
-      if (j < N) {
-        var v = (xv[k] - mu) * r;
-        if ((fl & 1u) != 0u) { v *= {{C}}(Wt[pw(3u) + j]); }
-        if ((fl & 2u) != 0u) { v += {{C}}(Bs[pw(4u) + j]); }
-        Y[yb + j] = wrap_{{D}}({{T}}(v));
-      }
+      if (j < N) { put(yb, j, (xv[k] - mu) * r); }
     }
     if (lid == 0u) {
       S[pw(6u) + 2u * row] = mu;
@@ -67,12 +70,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     q += d * d;
   }
   let r = {{C}}(1) / sqrt(wsum(lid, q) / {{C}}(N) + {{C}}(scal_{{CD}}(8u)));
-  for (var j = lid; j < N; j += 256u) {
-    var v = ({{C}}(X[xb + j]) - mu) * r;
-    if ((fl & 1u) != 0u) { v *= {{C}}(Wt[pw(3u) + j]); }
-    if ((fl & 2u) != 0u) { v += {{C}}(Bs[pw(4u) + j]); }
-    Y[yb + j] = wrap_{{D}}({{T}}(v));
-  }
+  for (var j = lid; j < N; j += 256u) { put(yb, j, ({{C}}(X[xb + j]) - mu) * r); }
   if (lid == 0u) {
     S[pw(6u) + 2u * row] = mu;
     S[pw(6u) + 2u * row + 1u] = r;
