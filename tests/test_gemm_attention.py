@@ -324,3 +324,40 @@ class _spy:  # noqa: N801
         for name in ("forward", "backward"):
             delattr(self.gemm, name)
         return False
+
+
+def test_dropout_by_products_compiled_replays_equal_eager(backend, monkeypatch):
+    """Under ``vtl.compile`` the path's kernels draw fresh dropout bits at every replay (the
+    draw's words patched in, as the fused kernels'): outputs and gradients equal to eager
+    steps from the same generator state, different from step to step."""
+    gemm = _path_or_skip(backend, dropout=True)
+    monkeypatch.setattr(gemm, "min_scores_causal_or_dropout", 1)
+    rng = np.random.default_rng(9)
+    arrays = [rng.standard_normal(s).astype(np.float32)
+              for s in ((2, 130, 8), (2, 141, 8), (2, 141, 8), (2, 130, 8))]
+
+    def step(q, k, v, g):
+        out = F.scaled_dot_product_attention(q, k, v, dropout_p=0.3)
+        vtl.sum(out * g).backward()
+        return out
+
+    f = vtl.compile(step)
+    calls: list[str] = []
+    runs = {}
+    with _spy(gemm, calls):
+        for fn in (f, step):
+            vtl.random.seed(21)
+            runs[fn] = []
+            for _ in range(3):
+                ts = [vtl.asarray(a, backend=backend, requires_grad=j < 3)
+                      for j, a in enumerate(arrays)]
+                out = fn(*ts)
+                runs[fn].append([to_numpy(out)] + [to_numpy(t.grad) for t in ts[:3]])
+            runs[fn].append(vtl.random.default_generator().get_state())
+    assert f.captures == 1 and "forward" in calls
+    assert runs[f][-1] == runs[step][-1]
+    for got, ref in zip(runs[f][:-1], runs[step][:-1], strict=True):
+        for a, b in zip(got, ref, strict=True):
+            np.testing.assert_array_equal(a, b)
+    outs = [r[0] for r in runs[f][:-1]]
+    assert all(not np.array_equal(a, b) for a, b in zip(outs[:-1], outs[1:], strict=True))

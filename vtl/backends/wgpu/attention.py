@@ -260,7 +260,6 @@ _SIGS = {"attention_fwd": "rrrrww", "attention_bwd_dq": "rrrrrrrww",
          "attention_bwd_dkv": "rrrrrrrww"}
 
 
-
 def drop_words(dropout: Any, at: int) -> tuple[list[int], Any]:
     """The eight words of a kernel's dropout (``attention_dropout.wgsl``: the draw's counter
     and key, the keep threshold, the scale) from word ``at``, and the patch a capture
@@ -274,6 +273,7 @@ def drop_words(dropout: Any, at: int) -> tuple[list[int], Any]:
     if isinstance(words, DynamicScalars):
         return [*words.values, *tail], [(at, words, list)]
     return [*(w & _MASK for w in words), *tail], None
+
 
 class WgpuAttention:
     """``kernel("attention")`` (see :mod:`vtl.backends.wgpu.attention`): ``forward`` one
