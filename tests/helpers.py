@@ -197,3 +197,15 @@ def use_kernel(name: str, kern: Any, backend: str = "numpy") -> Iterator[None]:
             be._kernels.pop(name, None)
         else:
             be._kernels[name] = saved
+
+
+def assert_replays_draw_like_eager(compiled: list, eager: list) -> None:
+    """``compiled`` and ``eager`` (lists of per-step lists of arrays, the first each step's
+    output, then the generator's state after the steps) agree bit for bit, and the steps'
+    outputs differ from one another (each replay drew fresh random bits)."""
+    assert compiled[-1] == eager[-1]
+    for got, ref in zip(compiled[:-1], eager[:-1], strict=True):
+        for a, b in zip(got, ref, strict=True):
+            np.testing.assert_array_equal(a, b)
+    outs = [r[0] for r in compiled[:-1]]
+    assert all(not np.array_equal(a, b) for a, b in zip(outs[:-1], outs[1:], strict=True))
