@@ -54,6 +54,7 @@ class WgpuGemmAttention(ChunkedAttention):
         super().__init__(importlib.import_module(__package__))
         self.launches = 0
         self._no_mask: Any = None
+        self._kernels: dict[tuple, Any] = {}
 
     def _mask_buffer(self, mask: Any) -> Any:
         """The mask's buffer, or a one-element array's where there is none (a read-only
@@ -76,13 +77,17 @@ class WgpuGemmAttention(ChunkedAttention):
         return tuple(0 if n == 1 else s for n, s in zip(m4.shape, m4._strides, strict=True))
 
     def _kernel(self, name: str, sig: str, dropout: Any) -> Any:
-        drop = {"DROPOUT": "false",
-                "DROP": "fn drop4(p: vec4<f32>, row: u32, j: u32) -> vec4<f32> { return p; }",
-                "PHILOX": ""}
-        if dropout is not None:
-            drop = {"DROPOUT": "true", "DROP": _kernels.source("attention_dropout"),
-                    "PHILOX": _kernels.source("philox_rounds")}
-        return _kernels.kernel(name, sig, (D.float32,), C="f32", **drop)
+        """Kernel ``name`` (bindings ``sig``), its dropout variant where ``dropout`` is given."""
+        key = (name, dropout is not None)
+        k = self._kernels.get(key)
+        if k is None:
+            drop = {"DROPOUT": "false", "PHILOX": "",
+                    "DROP": "fn drop4(p: vec4<f32>, row: u32, j: u32) -> vec4<f32> { return p; }"}
+            if dropout is not None:
+                drop = {"DROPOUT": "true", "DROP": _kernels.source("attention_dropout"),
+                        "PHILOX": _kernels.source("philox_rounds")}
+            k = self._kernels[key] = _kernels.kernel(name, sig, (D.float32,), C="f32", **drop)
+        return k
 
     def _words(self, geo: tuple, b0: int, scale: float, scores: Any, lse: Any,
                mask: Any, n: int, i0: int, dropout: Any, tail: tuple = ()

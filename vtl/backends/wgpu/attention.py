@@ -306,11 +306,6 @@ class WgpuAttention:
                 **_blocks(name, d, dv, dn, t, drop))
         return k
 
-    @staticmethod
-    def _drop_words(dropout: Any) -> tuple[list[int], Any]:
-        """Words 21-28 of the dropout variant: :func:`drop_words`."""
-        return drop_words(dropout, _DROP_AT)
-
     def _fits(self, arrays: tuple, d: int, dv: int, b: int, n_q: int, n_k: int) -> bool:
         """Whether the device takes this problem: workgroup memory, bindings, grid, and
         every operand and result within one binding."""
@@ -400,7 +395,7 @@ class WgpuAttention:
         per = _ceil(n_q, _BQ)
         words = self._words((b, batch[1], n_q, v.shape[1]), (q._offset, k._offset, v._offset),
                             mask, causal, scale, per)
-        dwords, patch = self._drop_words(dropout)  # (the generator advances here)
+        dwords, patch = drop_words(dropout, _DROP_AT)  # (the generator advances here)
         words += [0, 0, lse._offset, 0, out._offset, 0, *dwords]
         mbuf = (mask if mask is not None else q)._st.buf
         REC.dispatch(self._kernel("attention_fwd", dt, d, dv, dropout is not None),
@@ -428,7 +423,7 @@ class WgpuAttention:
         base = self._words((b, batch[1], n_q, n_k), (q._offset, k._offset, v._offset), mask,
                            causal, scale, _ceil(n_q, _BQ))
         drop = dropout is not None
-        dwords, patch = self._drop_words(dropout)  # the forward's draw
+        dwords, patch = drop_words(dropout, _DROP_AT)  # the forward's draw
         words = base + [g._offset, out._offset, lse._offset, delta._offset, dq._offset, 0,
                         *dwords]
         REC.dispatch(self._kernel("attention_bwd_dq", dt, d, dv, drop),
@@ -467,7 +462,7 @@ class WgpuAttention:
         o = qkv._offset
         words = self._words((b, heads, length, length), (o, o + e, o + 2 * e), mask, causal,
                             scale, per, layout)
-        dwords, patch = self._drop_words(dropout)  # (the generator advances here)
+        dwords, patch = drop_words(dropout, _DROP_AT)  # (the generator advances here)
         words = _with_widths(words + [0, 0, lse._offset, 0, out._offset, 0, *dwords],
                              (3 * e, e, 0))
         mbuf = (mask if mask is not None else qkv)._st.buf
@@ -492,7 +487,7 @@ class WgpuAttention:
         base = self._words((b, heads, length, length), (o, o + e, o + 2 * e), mask, causal,
                            scale, _ceil(length, _BQ), layout)
         drop = dropout is not None
-        dwords, patch = self._drop_words(dropout)  # the forward's draw
+        dwords, patch = drop_words(dropout, _DROP_AT)  # the forward's draw
         widths = (3 * e, e, 3 * e)
         buf, gbuf = qkv._st.buf, grad._st.buf
         words = _with_widths(base + [g._offset, out._offset, lse._offset, delta._offset, go, 0,
