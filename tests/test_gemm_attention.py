@@ -195,7 +195,8 @@ def test_what_the_path_takes(fake, monkeypatch):
 
 
 def _path_or_skip(backend: str, dropout: bool = False) -> Any:
-    """The backend's attention by products (``None``: skip the test)."""
+    """The backend's attention by products; the test is skipped where it has none (or none
+    that takes dropout, with ``dropout``)."""
     kern = vtl.asarray(0.0, backend=backend)._device.backend.kernel("attention")
     gemm = getattr(kern, "_gemm", None)
     if gemm is None or (dropout and not gemm.takes_dropout):
