@@ -406,6 +406,63 @@ def test_conv2d_kernel_matches_numpy_backend(wgpu, monkeypatch, shape, wshape, k
         np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize(("shape", "wshape", "kw"), [
+    ((5, 3, 4, 4), (70, 3, 3, 3), {"padding": 1}),  # 16 pixels an image: 5 in a tile
+    ((3, 2, 9, 8), (5, 2, 3, 3), {"stride": 2, "padding": (1, 0)}),  # images across tiles
+    ((2, 4, 11, 13), (130, 4, 1, 1), {}),  # 143 pixels: more than a tile an image
+])
+@pytest.mark.parametrize("grid", ["folded", "per-image", "big-folded", "big-per-image"])
+def test_conv2d_images_folded_into_columns_or_one_per_batch_entry(wgpu, monkeypatch, shape,
+                                                                  wshape, kw, grid):
+    """The implicit-GEMM forward and input gradient fold the images into the product's
+    columns (one grid of whole tiles, a tile may hold pixels of several images), or take one
+    image per batch entry where that grid would be too wide; both, in both tile sizes,
+    equal the numpy backend's convolution and gradients."""
+    from vtl.backends.wgpu import _linalg, conv
+
+    if grid.startswith("big"):
+        monkeypatch.setattr(_linalg, "BIG_MIN_TILES", 1)
+        monkeypatch.setattr(_linalg, "BIG_MIN_FILL", 0.0)
+    if grid.endswith("per-image"):  # as where the folded columns' grid is too wide
+        def per_image(dt, rows, pixels, n):
+            big = _linalg.big_tiles(dt, rows, pixels, n)
+            return pixels, big, (*_linalg.tiles(rows, pixels, big), n)
+
+        monkeypatch.setattr(conv, "_image_grid", per_image)
+    rng = np.random.default_rng(sum(shape))
+    xs, ws, bs = (rng.standard_normal(s).astype(np.float32) for s in (shape, wshape,
+                                                                      wshape[:1]))
+    want = _conv_case("numpy", xs, ws, bs, **kw)
+    groups: dict[str, tuple] = {}
+    record = type(REC)._record
+
+    def logged(self, kernel, bg, bufs, words, gx, gy, gz, *args, **kwargs):
+        groups[kernel.name] = (gx, gy, gz)
+        return record(self, kernel, bg, bufs, words, gx, gy, gz, *args, **kwargs)
+
+    monkeypatch.setattr(type(REC), "_record", logged)
+    got = _conv_case("wgpu", xs, ws, bs, **kw)
+    per_image = grid.endswith("per-image")
+    assert (groups["conv_fwd"][2] == shape[0]) is per_image
+    assert (groups["conv_dgrad"][2] == shape[0]) is per_image
+    for g, w in zip(got, want, strict=True):  # float32 sums of up to 630 terms
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5 * (1 + np.abs(w).max()))
+
+
+def test_conv2d_image_grid_folds_where_it_fits(wgpu, monkeypatch):
+    """The images go into the product's columns while that grid fits a dispatch, else one
+    per batch entry, else nowhere (the convolution then declines the implicit kernels)."""
+    from vtl.backends.wgpu import conv
+    from vtl.backends.wgpu._dtypes import float32
+
+    assert conv._image_grid(float32, 70, 16, 5) == (80, False, (2, 2, 1))
+    monkeypatch.setattr(conv, "_MAX_GROUPS", 2)
+    assert conv._image_grid(float32, 70, 100, 1) == (100, False, (2, 2, 1))
+    assert conv._image_grid(float32, 70, 100, 2) == (100, False, (2, 2, 2))
+    assert conv._image_grid(float32, 70, 100, 3) is None
+    assert conv._image_grid(float32, 200, 10, 1) is None
+
+
 def _conv_mode(monkeypatch, implicit: bool) -> None:
     from vtl.backends.wgpu.conv import WgpuConv2d
 

@@ -96,7 +96,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         let v = acc[r * 2u + h];
         let col = n0 + h * 64u + tx * 4u;
         /* unroll */ for (var c = 0u; c < 4u; c++) {
-          if (col + c < N) { C[cBase + row * N + col + c] = wrap_{{OD}}({{O}}({{EPI}})); }
+          if (col + c < N) { C[out_at(cBase, row, col + c, M, N)] = wrap_{{OD}}({{O}}({{EPI}})); }
         }
       }
     }

@@ -76,7 +76,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let v = vec4<f32>(Cs[r * 64u + q], Cs[r * 64u + q + 1u], Cs[r * 64u + q + 2u],
                         Cs[r * 64u + q + 3u]);
       for (var c = 0u; c < 4u; c++) {
-        if (col + c < N) { C[cBase + row * N + col + c] = wrap_{{OD}}({{O}}({{EPI}})); }
+        if (col + c < N) { C[out_at(cBase, row, col + c, M, N)] = wrap_{{OD}}({{O}}({{EPI}})); }
       }
     }
   }

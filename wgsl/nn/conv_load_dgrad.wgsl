@@ -1,11 +1,11 @@
-// Loads of the implicit-GEMM convolution's input gradient, one image per batch entry:
-// dx[c, (ih, iw)] = sum over k = (o, i, j) of W[o, c, i, j] * g[o, oh, ow] for the output
-// pixel (oh, ow) whose tap (i, j) reads (ih, iw), if any (any stride: the other taps load
-// zero). A's element (c, k) is W[o, c, i, j] (word 7: the weight's stride per input
-// channel, word 8 per output channel, taps contiguous); B's element (k, n) is that output
-// gradient, its base the image's first element (word 4 + image * word 9), its strides at
-// words 22..24; the geometry is conv_taps.wgsl's, the stride compiled in (a stride of 1
-// leaves no division and no divisibility test).
+// Loads of the implicit-GEMM convolution's input gradient: dx[img, c, (ih, iw)] = sum over
+// k = (o, i, j) of W[o, c, i, j] * g[img, o, oh, ow] for the output pixel (oh, ow) whose
+// tap (i, j) reads (ih, iw), if any (any stride: the other taps load zero). A's element
+// (c, k) is W[o, c, i, j] (word 7: the weight's stride per input channel, word 8 per
+// output channel, taps contiguous); B's element (k, n) is that output gradient for
+// column n = img * H*W + ih * W + iw (conv_store.wgsl), image img's first element at B's
+// base plus img * word 9, its strides at words 22..24; the geometry is conv_taps.wgsl's,
+// the stride compiled in (a stride of 1 leaves no division and no divisibility test).
 const SH = {{SH}}i;
 const SW = {{SW}}i;
 
@@ -21,8 +21,10 @@ fn load_b(base: i32, sk: i32, sn: i32, N: u32, K: u32, k: u32, n: u32) -> {{C}} 
   let r = k - o * KHW;
   let i = r / KW;
   let j = r - i * KW;
-  let ih = n / pw(15u);
-  let iw = n - ih * pw(15u);
+  let img = n / IMG_PIXELS;
+  let q = n - img * IMG_PIXELS;
+  let ih = q / IMG_WIDTH;
+  let iw = q - ih * IMG_WIDTH;
   // oh * sh = ih + pt - i * dh, likewise for the columns
   let th = i32(ih + lo16(21u)) - i32(i * lo16(20u));
   let tw = i32(iw + hi16(21u)) - i32(j * hi16(20u));
@@ -30,5 +32,6 @@ fn load_b(base: i32, sk: i32, sn: i32, N: u32, K: u32, k: u32, n: u32) -> {{C}} 
   let oh = th / SH;
   let ow = tw / SW;
   if (oh * SH != th || ow * SW != tw || oh >= pi(16u) || ow >= pi(17u)) { return {{C}}(0); }
-  return {{C}}(B[u32(base + i32(o) * pi(22u) + oh * pi(23u) + ow * pi(24u))]);
+  return {{C}}(B[u32(base + i32(img) * pi(9u) + i32(o) * pi(22u) + oh * pi(23u)
+                     + ow * pi(24u))]);
 }

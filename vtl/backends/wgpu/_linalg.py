@@ -159,7 +159,8 @@ def matmul_kernel(dt, layout: tuple[bool, bool], sig: str = "rrw",
                   epi: dict = PLAIN, out=None, big: bool = False,
                   load: tuple[str, ...] = ("matmul_load_a", "matmul_load_b"),
                   label: str | None = None, consts: tuple[tuple[str, int], ...] = (),
-                  vec: tuple[bool, bool] = (False, False)) -> _kernels.Kernel:
+                  vec: tuple[bool, bool] = (False, False),
+                  store: str = "matmul_store") -> _kernels.Kernel:
     """The matmul kernel of ``dt`` for operands laid out as ``layout`` (``cols_contiguous``)
     with the epilogue ``epi`` and the bindings ``sig``: ``'rrw'`` for the plain product, one
     more binding for an epilogue of ``_nn`` (each has its own ``sig``). ``out``: the
@@ -170,10 +171,11 @@ def matmul_kernel(dt, layout: tuple[bool, bool], sig: str = "rrw",
     gathers its operands with its own), ``label`` the kernel's name in dispatch logs and
     ``consts`` the values of the loaders' own placeholders (compile-time constants).
     ``vec``: the large-tile kernel reads A, B four elements at a time (:func:`big_reads`;
-    the default loaders only)."""
+    the default loaders only). ``store``: the WGSL source of ``out_at``, where a result
+    goes (the convolutions fold their images into the product's columns)."""
     out = dt if out is None else out
     vec = vec if big else (False, False)
-    key = (dt, layout, sig, out, big, epi["EPI"], load, label, consts, vec)
+    key = (dt, layout, sig, out, big, epi["EPI"], load, label, consts, vec, store)
     k = _MATMUL_KERNELS.get(key)
     if k is None:
         name, extra = "matmul_big" if big else "matmul", {}
@@ -185,17 +187,18 @@ def matmul_kernel(dt, layout: tuple[bool, bool], sig: str = "rrw",
                 name, extra = "matmul_coop", {"LD": coop[0], "ST": coop[1]}
         k = _MATMUL_KERNELS[key] = _kernels.kernel(
             name, sig, (dt,) if out == dt else (dt, out), label=label,
-            **matmul_subs(dt, layout, epi, out, load, consts, vec), **extra)
+            **matmul_subs(dt, layout, epi, out, load, consts, vec, store), **extra)
     return k
 
 
 def matmul_subs(dt, layout: tuple[bool, bool], epi: dict = PLAIN, out=None,
                 load: tuple[str, ...] = ("matmul_load_a", "matmul_load_b"),
                 consts: tuple[tuple[str, int], ...] = (),
-                vec: tuple[bool, bool] = (False, False)) -> dict:
+                vec: tuple[bool, bool] = (False, False),
+                store: str = "matmul_store") -> dict:
     """The placeholders the matmul templates share (see :func:`matmul_kernel`): types,
-    operand loaders, words, epilogue, layout, the loaders' constants and the large-tile
-    kernel's operand reads (``vec``)."""
+    operand loaders, words, epilogue, layout, the loaders' constants, the large-tile
+    kernel's operand reads (``vec``) and the results' places (``store``)."""
     out = dt if out is None else out
     shares = {}
     for x, v, across in (("A", vec[0], not layout[0]), ("B", vec[1], layout[1])):
@@ -205,7 +208,7 @@ def matmul_subs(dt, layout: tuple[bool, bool], epi: dict = PLAIN, out=None,
     skip = {"matmul_load_a"} if vec[0] else set()
     skip |= {"matmul_load_b"} if vec[1] else set()
     return dict(**shares, T=D.wgsl(dt), D=dt.name,
-                LOAD="\n".join(_kernels.source(f) for f in load if f not in skip),
+                LOAD="\n".join(_kernels.source(f) for f in (*load, store) if f not in skip),
                 ARGS=_kernels.source("matmul_args"), O=D.wgsl(out), OD=out.name, **epi,
                 C="f32" if D.wgsl(dt) == "f16" else D.wgsl(dt),
                 ACOLS="true" if layout[0] else "false",

@@ -5,8 +5,9 @@ Implicit GEMM (:attr:`WgpuConv2d.implicit`, the default): the forward and both g
 are the matmul kernels (``wgsl/linalg/matmul*.wgsl``) with loaders that gather their
 operands from the input, the weight and the output gradient where they lie
 (``wgsl/nn/conv_load_*.wgsl``), so no patch matrix is ever in memory and the backward keeps
-only the input. One dispatch forward, one per image batch for the input gradient and one
-(plus the sum of its depth slices) for the weight and bias gradients; any strides of the
+only the input. One dispatch forward, one for the input gradient (the images folded into
+the product's columns, ``wgsl/nn/conv_store.wgsl``, so small images fill whole tiles) and
+one (plus the sum of its depth slices) for the weight and bias gradients; any strides of the
 input and the output gradient (NCHW, channels-last, views) are read in place.
 
 im2col (``implicit = False``, kept as the reference the implicit kernels are tested
@@ -59,10 +60,28 @@ def _conv_kernel(op: str, dt: Any, layout: tuple[bool, bool], consts: dict, sig:
     """The matmul kernel with the implicit-GEMM loads of ``op`` (``fwd``, ``dgrad`` or
     ``wgrad``; ``wgsl/nn/conv_load_<op>.wgsl`` after the geometry helpers) and the
     compile-time constants ``consts`` (the kernel size ``KH``, ``KW``; the stride ``SH``,
-    ``SW`` for ``dgrad``, the output size ``HO``, ``WO`` for ``wgrad``), named ``conv_<op>``
-    in dispatch logs."""
+    ``SW`` for ``dgrad``, the output size ``HO``, ``WO`` for ``wgrad``; for ``fwd`` and
+    ``dgrad`` the pixels and width of the images their columns hold, ``IMG_PIXELS`` and
+    ``IMG_WIDTH``: ``wgsl/nn/conv_store.wgsl``), named ``conv_<op>`` in dispatch logs."""
+    store = "matmul_store" if op == "wgrad" else "conv_store"
     return matmul_kernel(dt, layout, sig, epi, out, big, load=("conv_taps", f"conv_load_{op}"),
-                         label=f"conv_{op}", consts=tuple(sorted(consts.items())))
+                         label=f"conv_{op}", consts=tuple(sorted(consts.items())), store=store)
+
+
+def _image_grid(dt: Any, rows: int, pixels: int, n: int) -> tuple[int, bool, tuple] | None:
+    """``(columns, big, (gx, gy, gz))`` of the product of ``rows`` over ``n`` images of
+    ``pixels`` each: the images folded into its columns (one dispatch of whole tiles however
+    small the images), or where that grid is too wide one image per batch entry; ``None``
+    where neither fits a dispatch."""
+    big = big_tiles(dt, rows, n * pixels)
+    gx, gy = tiles(rows, n * pixels, big)
+    if max(gx, gy) <= _MAX_GROUPS:
+        return n * pixels, big, (gx, gy, 1)
+    big = big_tiles(dt, rows, pixels, n)
+    gx, gy = tiles(rows, pixels, big)
+    if max(gx, gy, n) > _MAX_GROUPS:
+        return None
+    return pixels, big, (gx, gy, n)
 
 
 def _pairs(kh: int, kw: int, stride: tuple, dilation: tuple, padding: tuple
@@ -182,26 +201,24 @@ def _implicit_forward(x: WgpuArray, w: WgpuArray, b: Any, stride: tuple, padding
         return None
     k, p = c * kh * kw, ho * wo
     w2 = contiguous(w)
-    if pairs is None or w2.dtype != dt or n > _MAX_GROUPS or not _bindable(
+    grid = _image_grid(dt, o, p, n)
+    if pairs is None or w2.dtype != dt or grid is None or not _bindable(
             x._st.buf.cap, w2._st.buf.cap, n * o * p * D.itemsize(dt)):
         return None
-    big = big_tiles(dt, o, p, n)
-    gx, gy = tiles(o, p, big)
-    if max(gx, gy) > _MAX_GROUPS:
-        return None
+    cols, big, groups = grid
     out = empty((n, o, ho, wo), dt)
     sxn, sxc, sxh, sxw = x._strides
-    words = [o, p, k, w2._offset, x._offset, 0, 0, k, 1, sxn, 0, 0, 0, 0,
+    words = [o, cols, k, w2._offset, x._offset, 0, 0, k, 1, sxn, 0, 0, 0, 0,
              h, wd, ho, wo, *pairs, sxc, sxh, sxw]
     bufs = (w2._st.buf, x._st.buf, out._st.buf)
-    size = {"KH": kh, "KW": kw}
+    size = {"KH": kh, "KW": kw, "IMG_PIXELS": p, "IMG_WIDTH": wo}
     if b is None:
         kern = _conv_kernel("fwd", dt, (False, False), size, big=big)
     else:
         kern = _conv_kernel("fwd", dt, (False, False), size, "rrwr", _ROW_BIAS, big=big)
         bufs += (b._st.buf,)
         words[12:14] = [b._offset, b._strides[0]]
-    REC.dispatch(kern, bufs, words, gx, gy, n)
+    REC.dispatch(kern, bufs, words, *groups)
     return out, _Saved(x)
 
 
@@ -216,18 +233,18 @@ def _implicit_backward(x: Any, x_shape: tuple[int, ...], w: WgpuArray, g: WgpuAr
     ho, wo = g.shape[2:]
     dt = g.dtype
     pairs = _pairs(kh, kw, stride, dilation, padding)
-    if type(g) is not WgpuArray or g.ndim != 4 or pairs is None or n > _MAX_GROUPS:
+    if type(g) is not WgpuArray or g.ndim != 4 or pairs is None:
         return None
     khw = kh * kw
     sgn, sgc, sgh, sgw = g._strides
     w2 = contiguous(w) if need_x else w
     want_w = need_w and x is not None
-    if need_x and not _bindable(w2._st.buf.cap, g._st.buf.cap,
-                                n * c * h * wd * D.itemsize(dt)):
+    grid = _image_grid(dt, c, h * wd, n) if need_x else None
+    if need_x and (grid is None or not _bindable(w2._st.buf.cap, g._st.buf.cap,
+                                                 n * c * h * wd * D.itemsize(dt))):
         return None
-    gx_x, gy_x = tiles(c, h * wd, big_tiles(dt, c, h * wd, n))
     gx_w, gy_w = tiles(o, c * khw, False)
-    if max(gx_x, gy_x, gx_w, gy_w) > _MAX_GROUPS:
+    if max(gx_w, gy_w) > _MAX_GROUPS:
         return None
     depth = total = n * ho * wo
     if want_w:
@@ -240,13 +257,14 @@ def _implicit_backward(x: Any, x_shape: tuple[int, ...], w: WgpuArray, g: WgpuAr
     dx = dw = db = None
     size = {"KH": kh, "KW": kw}
     if need_x:
-        big = big_tiles(dt, c, h * wd, n)
+        cols, big, groups = grid
         dx = empty(tuple(x_shape), dt)
-        words = [c, h * wd, o * khw, w2._offset, g._offset, 0, 0, khw, c * khw, sgn, 0, 0,
+        words = [c, cols, o * khw, w2._offset, g._offset, 0, 0, khw, c * khw, sgn, 0, 0,
                  0, 0, h, wd, ho, wo, *pairs, sgc, sgh, sgw]
-        strided = {**size, "SH": stride[0], "SW": stride[1]}
+        strided = {**size, "SH": stride[0], "SW": stride[1], "IMG_PIXELS": h * wd,
+                   "IMG_WIDTH": wd}
         REC.dispatch(_conv_kernel("dgrad", dt, (False, False), strided, big=big),
-                     (w2._st.buf, g._st.buf, dx._st.buf), words, gx_x, gy_x, n)
+                     (w2._st.buf, g._st.buf, dx._st.buf), words, *groups)
     if want_w:
         acc = empty((parts, o, c * khw), pdt)
         sxn, sxc, sxh, sxw = x._strides
