@@ -596,3 +596,36 @@ def test_host_fallbacks_sort_unique_nonzero():
         check(g, e.astype(_dti()))
     check(xp.unique_values(xp.asarray(np.array([3, 1, 3, 2], np.int32))),
           np.array([1, 2, 3], np.int32))
+
+
+@pytest.mark.parametrize("big", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_matmul_into_a_slice_in_place(monkeypatch, big, dtype):
+    """``matmul_into`` stores a batched product into a slice of a larger array (and adds to
+    what it holds) from the product's epilogue: operands at any strides (a transposed
+    view), partial tiles in both kernels, the rest of the array untouched; it declines,
+    changing nothing, where the view's columns are not adjacent or it shares an operand's
+    buffer."""
+    from vtl.backends.wgpu import _linalg
+
+    if big:
+        if dtype == np.float64:
+            pytest.skip("the large-tile kernel is float32/16-bit")
+        monkeypatch.setattr(_linalg, "BIG_MIN_TILES", 1)
+        monkeypatch.setattr(_linalg, "BIG_MIN_FILL", 0.0)
+    a, b = data((3, 37, 70), dtype), data((3, 29, 70), dtype)  # b transposed below
+    base = data((4, 50, 40), dtype)
+    want = base.astype(np.float64).copy()
+    prod = a.astype(np.float64) @ b.astype(np.float64).transpose(0, 2, 1)
+    tol = 1e-4 if dtype == np.float32 else 1e-12  # sums of 70 products of up to 9
+    for accumulate in (False, True):
+        out = xp.asarray(base)
+        bt = xp.permute_dims(xp.asarray(b), (0, 2, 1))
+        assert _linalg.matmul_into(xp.asarray(a), bt, out[1:4, 5:42, 3:32], accumulate)
+        exp = want.copy()
+        exp[1:4, 5:42, 3:32] = prod + (exp[1:4, 5:42, 3:32] if accumulate else 0)
+        np.testing.assert_allclose(xp.to_numpy(out), exp, rtol=tol, atol=tol)
+    out = xp.asarray(base)
+    assert not _linalg.matmul_into(xp.asarray(a), bt, out[1:4, 5:42, 3:61:2][..., :29])
+    assert not _linalg.matmul_into(out[1:4, :37, :70], xp.asarray(b)[..., :40], out[:3])
+    np.testing.assert_array_equal(xp.to_numpy(out), base)

@@ -93,7 +93,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     workgroupBarrier();
   }
-  let cBase = pw(5u) + b * M * N;
   let col = n0 + tx * 4u;
   let rows = array<vec4<{{C}}>, 4>(c0, c1, c2, c3);
   /* unroll */ for (var r = 0u; r < 4u; r++) {
@@ -101,7 +100,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (row < M) {
       let v = rows[r];
       /* unroll */ for (var c = 0u; c < 4u; c++) {
-        if (col + c < N) { C[out_at(cBase, row, col + c, M, N)] = wrap_{{OD}}({{O}}({{EPI}})); }
+        if (col + c < N) { C[out_at(b, row, col + c, M, N)] = wrap_{{OD}}({{O}}({{EPI}})); }
       }
     }
   }

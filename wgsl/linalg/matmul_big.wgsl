@@ -87,7 +87,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     workgroupBarrier();
   }
-  let cBase = pw(5u) + b * M * N;
   let acc = array<vec4<{{C}}>, 16>(c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51, c60, c61, c70, c71);
   /* unroll */ for (var r = 0u; r < 8u; r++) {
     let row = m0 + (r / 4u) * 64u + ty * 4u + r % 4u;
@@ -96,7 +95,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         let v = acc[r * 2u + h];
         let col = n0 + h * 64u + tx * 4u;
         /* unroll */ for (var c = 0u; c < 4u; c++) {
-          if (col + c < N) { C[out_at(cBase, row, col + c, M, N)] = wrap_{{OD}}({{O}}({{EPI}})); }
+          if (col + c < N) { C[out_at(b, row, col + c, M, N)] = wrap_{{OD}}({{O}}({{EPI}})); }
         }
       }
     }

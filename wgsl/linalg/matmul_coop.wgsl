@@ -65,7 +65,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   {{ST}}(c10, &Cs[(wm + 16u) * 64u + wn], 64u);
   {{ST}}(c11, &Cs[(wm + 16u) * 64u + wn + 16u], 64u);
   workgroupBarrier();
-  let cBase = pw(5u) + b * M * N;
   for (var i = 0u; i < 8u; i++) {
     let g = lid + i * 128u;  // a group of four results: row g / 16, columns (g % 16) * 4..
     let r = g / 16u;
@@ -76,7 +75,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let v = vec4<f32>(Cs[r * 64u + q], Cs[r * 64u + q + 1u], Cs[r * 64u + q + 2u],
                         Cs[r * 64u + q + 3u]);
       for (var c = 0u; c < 4u; c++) {
-        if (col + c < N) { C[out_at(cBase, row, col + c, M, N)] = wrap_{{OD}}({{O}}({{EPI}})); }
+        if (col + c < N) { C[out_at(b, row, col + c, M, N)] = wrap_{{OD}}({{O}}({{EPI}})); }
       }
     }
   }

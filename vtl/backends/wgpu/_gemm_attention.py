@@ -4,7 +4,8 @@
 workgroup per row of scores, and ``gattn_dsoftmax``, an invocation per score (four adjacent
 keys with dropout) (``wgsl/nn/gattn_*.wgsl``; their dropout variants draw the fused
 kernels' bits, ``attention_dropout.wgsl``). The products are the library's tiled matrix
-product.
+product; those into the outputs and gradients store into their slices (and add to them)
+from the product's epilogue.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 from .._common import gemm_attention as C
 from .._common.gemm_attention import ChunkedAttention
 from . import _dtypes as D
-from . import _kernels
+from . import _kernels, _linalg
 from ._array import WgpuArray, words_for_scalar
 from ._recorder import REC, groups_for
 from .attention import drop_words
@@ -55,6 +56,12 @@ class WgpuGemmAttention(ChunkedAttention):
         self.launches = 0
         self._no_mask: Any = None
         self._kernels: dict[tuple, Any] = {}
+
+    def matmul_into(self, a: Any, b: Any, out: Any, key: tuple, accumulate: bool = False
+                    ) -> None:
+        """The product written (or added) into the slice by the product's own stores."""
+        if not _linalg.matmul_into(a, b, out[key], accumulate):
+            super().matmul_into(a, b, out, key, accumulate)
 
     def _mask_buffer(self, mask: Any) -> Any:
         """The mask's buffer, or a one-element array's where there is none (a read-only

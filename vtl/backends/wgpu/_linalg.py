@@ -282,6 +282,43 @@ def split_product(a: WgpuArray, b: WgpuArray, depth: int, rowsum: dict | None = 
     return total, rows
 
 
+#: the epilogue of :func:`matmul_into` that adds the product to what the view holds
+_ACCUMULATE = {**PLAIN, "EPI": "v[c] + {{C}}(C[out_at(b, row, col + c, M, N)])"}
+
+
+def matmul_into(a: WgpuArray, b: WgpuArray, out: WgpuArray, accumulate: bool = False) -> bool:
+    """``out[...] = a @ b`` (``accumulate``: ``out[...] += a @ b``) in place, one dispatch:
+    ``a`` ``(B, M, K)`` and ``b`` ``(B, K, N)`` at any strides, ``out`` a ``(B, M, N)``
+    view of another buffer whose columns are adjacent (a slice of a larger array). Returns
+    ``False``, having done nothing, where that does not apply."""
+    if not (type(a) is type(b) is type(out) is WgpuArray) or (a.ndim, b.ndim, out.ndim) != (
+            3, 3, 3):
+        return False
+    dt = out._dtype
+    nb, M, K = a._shape
+    N = b._shape[2]
+    sob, som, son = out._strides
+    if a._dtype is not dt or b._dtype is not dt or dt not in _REAL or D.kind(dt) == "c" \
+            or b._shape[:2] != (nb, K) or out._shape != (nb, M, N) or 0 in (nb, M, N, K) \
+            or (son != 1 and N > 1) or min(sob, som) < 0 \
+            or out._st.buf is a._st.buf or out._st.buf is b._st.buf:
+        return False
+    sab, sbb = (a._strides[0], b._strides[0]) if nb > 1 else (0, 0)
+    big = big_tiles(dt, M, N, nb)
+    layout = cols_contiguous(a._strides[1:], b._strides[1:])
+    vec = big_reads(dt, layout, M, N, K, a._strides[1:], b._strides[1:], (a._offset, sab),
+                    (b._offset, sbb)) if big else (False, False)
+    k = matmul_kernel(dt, layout, epi=_ACCUMULATE if accumulate else PLAIN, big=big, vec=vec,
+                      store="matmul_store_strided")
+    gx, gy = tiles(M, N, big)
+    for b0 in range(0, nb, 65535):
+        REC.dispatch(k, (a._st.buf, b._st.buf, out._st.buf),
+                     [M, N, K, a._offset + b0 * sab, b._offset + b0 * sbb,
+                      out._offset + b0 * sob, sab, *a._strides[1:], sbb, *b._strides[1:],
+                      sob, som], gx, gy, min(65535, nb - b0))
+    return True
+
+
 def _arr(x, fname: str) -> WgpuArray:
     if not isinstance(x, WgpuArray):
         raise TypeError(f"{fname}() expected a WgpuArray, got {type(x).__name__}")
