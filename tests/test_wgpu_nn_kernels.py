@@ -444,9 +444,54 @@ def test_conv2d_images_folded_into_columns_or_one_per_batch_entry(wgpu, monkeypa
     got = _conv_case("wgpu", xs, ws, bs, **kw)
     per_image = grid.endswith("per-image")
     assert (groups["conv_fwd"][2] == shape[0]) is per_image
-    assert (groups["conv_dgrad"][2] == shape[0]) is per_image
+    dgrad = groups.get("conv_dgrad", groups.get("conv_dgrad_phase"))
+    assert (dgrad[2] == shape[0]) is per_image
     for g, w in zip(got, want, strict=True):  # float32 sums of up to 630 terms
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5 * (1 + np.abs(w).max()))
+
+
+@pytest.mark.parametrize(("shape", "wshape", "kw"), [
+    ((2, 3, 9, 8), (4, 3, 3, 3), {"stride": 2, "padding": 1}),  # ResNet's downsampling
+    ((2, 3, 8, 8), (5, 3, 1, 1), {"stride": 2}),  # phases no tap reads: zero
+    ((1, 2, 11, 10), (3, 2, 2, 5), {"stride": (3, 2), "padding": (1, 2)}),
+    ((3, 2, 7, 12), (2, 2, 5, 2), {"stride": (2, 3), "padding": (2, 0)}),
+    ((1, 1, 4, 4), (1, 1, 3, 3), {"stride": 5, "padding": 1}),  # taps that read no pixel
+])
+def test_conv2d_strided_input_gradient_by_stride_phases(wgpu, monkeypatch, shape, wshape, kw):
+    """A strided convolution's input gradient (dilation 1) as one product per stride phase,
+    each over the taps that read its pixels: equal to the numpy backend's, every pixel
+    written (the phases no tap reads hold zero)."""
+    rng = np.random.default_rng(sum(shape))
+    xs, ws = (rng.standard_normal(s).astype(np.float32) for s in (shape, wshape))
+    want = _conv_case("numpy", xs, ws, None, **kw)
+    names = _dispatched(monkeypatch)
+    got = _conv_case("wgpu", xs, ws, None, **kw)
+    stride = kw["stride"] if isinstance(kw["stride"], tuple) else (kw["stride"],) * 2
+    phases = min(stride[0], shape[2]) * min(stride[1], shape[3])
+    assert names.count("conv_dgrad_phase") == phases and "conv_dgrad" not in names
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5 * (1 + np.abs(w).max()))
+
+
+def test_conv2d_stride_phases_cover_each_pixel_once():
+    """Each input pixel of an axis is in one phase, read by exactly the taps (and from the
+    output pixels) that the convolution's definition gives."""
+    from vtl.backends.wgpu.conv import _phases
+
+    for size, stride, pad, taps in [(9, 2, 1, 3), (8, 2, 0, 1), (11, 3, 1, 2), (4, 5, 1, 3),
+                                    (12, 3, 0, 2), (7, 2, 2, 5)]:
+        out = (size + 2 * pad - taps) // stride + 1
+        seen = {}
+        for a, count, first, t, base in _phases(size, stride, pad, taps):
+            for u in range(count):
+                pix = a + stride * u
+                assert pix not in seen
+                seen[pix] = {(first + stride * r, base + u - r) for r in range(t)
+                             if 0 <= base + u - r < out}
+        assert sorted(seen) == list(range(size))
+        for pix, reads in seen.items():  # (tap, output pixel) with o*stride + tap - pad = pix
+            assert reads == {(i, o) for i in range(taps) for o in range(out)
+                             if o * stride + i - pad == pix}
 
 
 def test_conv2d_image_grid_folds_where_it_fits(wgpu, monkeypatch):
@@ -472,8 +517,9 @@ def _conv_mode(monkeypatch, implicit: bool) -> None:
 def _assert_conv_kernels(names: list[str], implicit: bool) -> None:
     """The forward and both gradients ran the implicit-GEMM kernels (no patch matrix), or
     the im2col path's."""
-    if implicit:
-        assert {"conv_fwd", "conv_dgrad", "conv_wgrad"} <= set(names)
+    if implicit:  # the input gradient of a strided convolution by stride phases
+        assert {"conv_fwd", "conv_wgrad"} <= set(names)
+        assert "conv_dgrad" in names or "conv_dgrad_phase" in names
         assert "conv_im2col" not in names and "conv_col2im" not in names
     else:
         assert "conv_im2col" in names and "conv_col2im" in names and "conv_fwd" not in names

@@ -62,10 +62,25 @@ def _conv_kernel(op: str, dt: Any, layout: tuple[bool, bool], consts: dict, sig:
     compile-time constants ``consts`` (the kernel size ``KH``, ``KW``; the stride ``SH``,
     ``SW`` for ``dgrad``, the output size ``HO``, ``WO`` for ``wgrad``; for ``fwd`` and
     ``dgrad`` the pixels and width of the images their columns hold, ``IMG_PIXELS`` and
-    ``IMG_WIDTH``: ``wgsl/nn/conv_store.wgsl``), named ``conv_<op>`` in dispatch logs."""
-    store = "matmul_store" if op == "wgrad" else "conv_store"
+    ``IMG_WIDTH``: ``wgsl/nn/conv_store.wgsl``; ``dgrad_phase``: those of
+    ``wgsl/nn/conv_load_dgrad_phase.wgsl`` and ``conv_store_phase.wgsl``), named
+    ``conv_<op>`` in dispatch logs."""
+    store = {"wgrad": "matmul_store", "dgrad_phase": "conv_store_phase"}.get(op, "conv_store")
     return matmul_kernel(dt, layout, sig, epi, out, big, load=("conv_taps", f"conv_load_{op}"),
                          label=f"conv_{op}", consts=tuple(sorted(consts.items())), store=store)
+
+
+def _phases(size: int, stride: int, pad: int, taps: int) -> list[tuple[int, ...]]:
+    """The stride phases of one axis of an input gradient (dilation 1): for each phase ``a``
+    with pixels (``a + stride * u``, ``u < count``), ``(a, count, first tap, taps,
+    base)``: the taps ``first + stride * r`` (``r < taps``) read it from output pixel
+    ``base + u - r``."""
+    out = []
+    for a in range(min(stride, size)):
+        first = (a + pad) % stride
+        out.append((a, -(-(size - a) // stride), first, max(0, -(-(taps - first) // stride)),
+                    (a + pad - first) // stride))
+    return out
 
 
 def _image_grid(dt: Any, rows: int, pixels: int, n: int) -> tuple[int, bool, tuple] | None:
@@ -257,14 +272,19 @@ def _implicit_backward(x: Any, x_shape: tuple[int, ...], w: WgpuArray, g: WgpuAr
     dx = dw = db = None
     size = {"KH": kh, "KW": kw}
     if need_x:
-        cols, big, groups = grid
         dx = empty(tuple(x_shape), dt)
-        words = [c, cols, o * khw, w2._offset, g._offset, 0, 0, khw, c * khw, sgn, 0, 0,
+        bufs = (w2._st.buf, g._st.buf, dx._st.buf)
+        words = [c, 0, o * khw, w2._offset, g._offset, 0, 0, khw, c * khw, sgn, 0, 0,
                  0, 0, h, wd, ho, wo, *pairs, sgc, sgh, sgw]
-        strided = {**size, "SH": stride[0], "SW": stride[1], "IMG_PIXELS": h * wd,
-                   "IMG_WIDTH": wd}
-        REC.dispatch(_conv_kernel("dgrad", dt, (False, False), strided, big=big),
-                     (w2._st.buf, g._st.buf, dx._st.buf), words, *groups)
+        if max(stride) == 1 or dilation != (1, 1):
+            cols, big, groups = grid
+            words[1] = cols
+            strided = {**size, "SH": stride[0], "SW": stride[1], "IMG_PIXELS": h * wd,
+                       "IMG_WIDTH": wd}
+            REC.dispatch(_conv_kernel("dgrad", dt, (False, False), strided, big=big),
+                         bufs, words, *groups)
+        else:
+            _dgrad_by_phases(bufs, words, dt, (n, c, h, wd), o, size, stride, padding)
     if want_w:
         acc = empty((parts, o, c * khw), pdt)
         sxn, sxc, sxh, sxw = x._strides
@@ -288,3 +308,22 @@ def _implicit_backward(x: Any, x_shape: tuple[int, ...], w: WgpuArray, g: WgpuAr
     elif need_b:
         db = _reduction.sum(g, axis=(0, 2, 3))
     return dx, dw if need_w else None, db
+
+
+def _dgrad_by_phases(bufs: tuple, words: list, dt: Any, x_shape: tuple, o: int, size: dict,
+                     stride: tuple, padding: tuple) -> None:
+    """A strided convolution's input gradient (dilation 1) as one product per stride phase
+    (``wgsl/nn/conv_load_dgrad_phase.wgsl``): each walks only the taps that read its
+    pixels; a phase no tap reads is written zero by a product of no depth."""
+    n, c, h, wd = x_shape
+    kh, kw = size["KH"], size["KW"]
+    for a, rows, i0, ti, bh in _phases(h, stride[0], padding[0], kh):
+        for b, cols, j0, tj, bw in _phases(wd, stride[1], padding[2], kw):
+            width, big, groups = _image_grid(dt, c, rows * cols, n)
+            words[1:3] = [width, o * ti * tj]
+            consts = {**size, "SH": stride[0], "SW": stride[1], "I0": i0, "J0": j0,
+                      "TI": max(ti, 1), "TJ": max(tj, 1), "BH": bh, "BW": bw,
+                      "IMG_PIXELS": rows * cols, "IMG_WIDTH": cols, "OUT_PIXELS": h * wd,
+                      "OUT_WIDTH": wd, "PA": a, "PB": b}
+            REC.dispatch(_conv_kernel("dgrad_phase", dt, (False, False), consts, big=big),
+                         bufs, list(words), *groups)
