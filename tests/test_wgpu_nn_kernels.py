@@ -473,6 +473,47 @@ def test_conv2d_strided_input_gradient_by_stride_phases(wgpu, monkeypatch, shape
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5 * (1 + np.abs(w).max()))
 
 
+@pytest.mark.parametrize("big", [False, True])
+@pytest.mark.parametrize("split", [False, True])
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("name", ["float32", "bfloat16"])
+def test_conv2d_weight_gradient_tiles_and_depth_slices(wgpu, monkeypatch, big, split, bias,
+                                                      name):
+    """The weight gradient's product in either tile size (the large one only without a bias
+    gradient, whose row sums are the small kernel's epilogue), in one pass or in depth
+    slices summed after (16-bit ones in float32, rounded once): equal to the numpy
+    backend's float32 convolution of the same values."""
+    import ml_dtypes
+
+    from vtl.backends.wgpu import _linalg, conv
+    from vtl.backends.wgpu._dtypes import float32
+
+    monkeypatch.setattr(conv, "WGRAD_BIG_TILES", big)
+    if big:
+        monkeypatch.setattr(_linalg, "BIG_MIN_TILES", 1)
+        monkeypatch.setattr(_linalg, "BIG_MIN_FILL", 0.0)
+    if split:
+        monkeypatch.setattr(_linalg, "SPLIT_GROUPS", 1 << 20)
+        monkeypatch.setattr(_linalg, "SPLIT_MIN_DEPTH", 16)
+    else:
+        monkeypatch.setattr(_linalg, "SPLIT_GROUPS", 0)
+    shape, wshape = (3, 5, 9, 10), (7, 5, 3, 3)
+    plan = conv._wgrad_plan(float32, 7, 45, 3 * 9 * 10, bias)
+    assert plan[0] == (big and not bias) and (plan[4] > 1) == split
+    dt = np.dtype(np.float32) if name == "float32" else np.dtype(ml_dtypes.bfloat16)
+    _skip_without(dt)
+    rng = np.random.default_rng(4)
+    xs, ws, bs = (rng.standard_normal(s).astype(dt).astype(np.float32)
+                  for s in (shape, wshape, (7,)))
+    want = _conv_case("numpy", xs, ws, bs if bias else None, padding=1)
+    got = _conv_case("wgpu", xs.astype(dt), ws.astype(dt), bs.astype(dt) if bias else None,
+                     padding=1)
+    tol = 1e-5 if name == "float32" else 4 * float(np.finfo(dt).eps)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g.astype(np.float32), w, rtol=tol,
+                                   atol=tol * (1 + np.abs(w).max()))
+
+
 def test_conv2d_stride_phases_cover_each_pixel_once():
     """Each input pixel of an axis is in one phase, read by exactly the taps (and from the
     output pixels) that the convolution's definition gives."""

@@ -47,6 +47,8 @@ _FLOATS = PRODUCT_FLOATS
 
 #: the most workgroups along one axis of a dispatch (WebGPU's default limit)
 _MAX_GROUPS = 65535
+#: weight gradients without a bias gradient may take the 128x128-tile kernel
+WGRAD_BIG_TILES = True
 
 
 class _Saved(NamedTuple):
@@ -81,6 +83,22 @@ def _phases(size: int, stride: int, pad: int, taps: int) -> list[tuple[int, ...]
         out.append((a, -(-(size - a) // stride), first, max(0, -(-(taps - first) // stride)),
                     (a + pad - first) // stride))
     return out
+
+
+def _wgrad_plan(dt: Any, rows: int, cols: int, total: int, rowsums: bool
+                ) -> tuple[bool, int, int, int, int]:
+    """``(big, gx, gy, depth, slices)`` of a weight gradient's product (``rows`` x ``cols``
+    over a depth of ``total`` output pixels): the large tiles where :data:`WGRAD_BIG_TILES`
+    allows, the product has no row sums (the bias gradient's epilogue is the small tiles')
+    and its tiles over the depth slices fill the device, else the small ones; the depth in
+    slices (split-K) where the tiles alone are too few."""
+    for big in (True, False) if WGRAD_BIG_TILES and not rowsums else (False,):
+        gx, gy = tiles(rows, cols, big)
+        depth = split_depth(gx * gy, total) or total
+        slices = -(-total // depth)
+        if not big or big_tiles(dt, rows, cols, slices):
+            return big, gx, gy, depth, slices
+    raise AssertionError("unreachable: the small tiles always serve")
 
 
 def _image_grid(dt: Any, rows: int, pixels: int, n: int) -> tuple[int, bool, tuple] | None:
@@ -258,14 +276,12 @@ def _implicit_backward(x: Any, x_shape: tuple[int, ...], w: WgpuArray, g: WgpuAr
     if need_x and (grid is None or not _bindable(w2._st.buf.cap, g._st.buf.cap,
                                                  n * c * h * wd * D.itemsize(dt))):
         return None
-    gx_w, gy_w = tiles(o, c * khw, False)
+    total = n * ho * wo
+    big_w, gx_w, gy_w, depth, parts = _wgrad_plan(dt, o, c * khw, total, need_b)
     if max(gx_w, gy_w) > _MAX_GROUPS:
         return None
-    depth = total = n * ho * wo
     if want_w:
-        depth = split_depth(gx_w * gy_w, total) or total
         pdt = D.compute_dtype(dt)
-        parts = -(-total // depth)
         if x.dtype != dt or parts > _MAX_GROUPS or not _bindable(
                 x._st.buf.cap, g._st.buf.cap, parts * o * c * khw * D.itemsize(pdt)):
             return None
@@ -298,7 +314,7 @@ def _implicit_backward(x: Any, x_shape: tuple[int, ...], w: WgpuArray, g: WgpuAr
             kern = _conv_kernel("wgrad", dt, (False, True), osize, "rrww", _ROWSUM, out=pdt)
             bufs += (rs._st.buf,)
         else:
-            kern = _conv_kernel("wgrad", dt, (False, True), osize, out=pdt)
+            kern = _conv_kernel("wgrad", dt, (False, True), osize, out=pdt, big=big_w)
         REC.dispatch(kern, bufs, words, gx_w, gy_w, parts)
         dw = acc if parts == 1 else _reduction.sum(acc, axis=0, dtype=pdt)
         dw = reshape(dw if pdt == dt else astype_raw(dw, dt), (o, c, kh, kw))
