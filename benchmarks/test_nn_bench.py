@@ -87,7 +87,9 @@ _WGPU_PATHS = [pytest.param(*c.values, p, id=f"{c.id}-{p}" if p else c.id) for c
 def test_conv2d_resnet_layer(benchmark, monkeypatch, backend, impl, path, channels, size):
     """A ResNet 3x3 layer (stride 1, padding 1, no bias) forward + backward, input and weight
     gradients; on wgpu both convolution paths."""
-    benchmark.group = f"conv2d-{BATCH}x{channels}x{size}x{size}-{channels}f3x3-fwd-bwd-{backend}"
+    # the default path is compared with the references; the reference path has its own group
+    benchmark.group = (f"conv2d-{BATCH}x{channels}x{size}x{size}-{channels}f3x3-fwd-bwd"
+                       f"{'-im2col' if path == 'im2col' else ''}-{backend}")
     if path:
         from vtl.backends.wgpu.conv import WgpuConv2d
 
