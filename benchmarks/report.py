@@ -63,6 +63,7 @@ def records(path: str) -> tuple[list[Record], dict]:
 
 def _records(data: dict) -> list[Record]:
     out = []
+    seen: dict[tuple[str, str], str] = {}
     for b in data["benchmarks"]:
         params = b.get("params") or {}
         func = b["name"].split("[")[0]
@@ -76,6 +77,10 @@ def _records(data: dict) -> list[Record]:
             group = b.get("group") or (f"{func}[{rest}]" if rest else func)
         else:
             impl, group = b["name"], b.get("group") or b["name"]
+        other = seen.setdefault((group, str(impl)), b["name"])
+        if other != b["name"]:
+            raise ValueError(f"benchmarks {other!r} and {b['name']!r} both time {impl!r} in "
+                             f"group {group!r}: give each its own group")
         out.append(Record(section, group, str(impl), b["stats"]["median"],
                           b.get("extra_info") or {}, _backend_of(params, group)))
     return out

@@ -35,6 +35,18 @@ def test_ratios_and_table(tmp_path):
     assert "only-ref" not in text
 
 
+def test_two_cases_timing_one_implementation_of_a_group_are_refused(tmp_path):
+    """Two benchmarks of one file in one group with the same implementation would hide one
+    of them (the table keeps one time per implementation): an error names both."""
+    data = {"benchmarks": [
+        {"name": f"conv[{path}]", "group": "conv-wgpu", "params": {"impl": "vtl"},
+         "stats": {"median": m}} for path, m in (("implicit", 1.0), ("im2col", 2.0))]}
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=r"conv\[implicit\].*conv\[im2col\].*conv-wgpu"):
+        report.load(str(path))
+
+
 def test_chart_png(tmp_path):
     pytest.importorskip("matplotlib")
     out = tmp_path / "chart.png"
