@@ -265,16 +265,18 @@ def test_causal_row_blocks_match_portable(backend, monkeypatch, n_q, n_k):
     monkeypatch.setattr(gemm, "min_scores_causal_or_dropout", 1)
     blocks = len(gemm.row_blocks(n_q, n_k, True))
     assert blocks > 2
-    placed: list[bool] = []
+    placed: list[str] = []
     if backend == "wgpu":  # the products store into the outputs' slices themselves
-        from vtl.backends.wgpu import _linalg
+        from vtl.backends._common.gemm_attention import ChunkedAttention
 
-        into = _linalg.matmul_into
-        monkeypatch.setattr(_linalg, "matmul_into",
-                            lambda *a, **kw: placed.append(into(*a, **kw)) or placed[-1])
+        into, copy = gemm.matmul_into, ChunkedAttention.matmul_into
+        monkeypatch.setattr(gemm, "matmul_into",
+                            lambda *a, **kw: placed.append("into") or into(*a, **kw))
+        monkeypatch.setattr(ChunkedAttention, "matmul_into",
+                            lambda *a, **kw: placed.append("copy") or copy(*a, **kw))
     assert _against_portable(backend, gemm, n_q, n_k, 2, 6, "causal") == ["forward", "backward"]
     if backend == "wgpu":  # out by block; dq, dk and dv (added to after the first block)
-        assert placed == [True] * (4 * blocks)
+        assert placed == ["into"] * (4 * blocks)
 
 
 @pytest.mark.parametrize(("masking", "rows"), [("none", 0), ("padding", 0), ("causal", 0),

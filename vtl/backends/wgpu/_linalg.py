@@ -391,7 +391,8 @@ def matmul(x1: WgpuArray, x2: WgpuArray, /) -> WgpuArray:
 
 
 def _product(a, b, bshape, nb, M, N, K, sab, sbb, dt) -> WgpuArray:
-    """The batched product of ``matmul`` as batches of the tiled kernel."""
+    """The batched product of ``matmul`` (``nb`` entries of ``a`` and ``b`` ``sab`` and
+    ``sbb`` elements apart) by :func:`matmul_into` a new array."""
     out = empty(bshape + (M, N), dt)
     if out.size:
         if K == 0:
@@ -399,21 +400,10 @@ def _product(a, b, bshape, nb, M, N, K, sab, sbb, dt) -> WgpuArray:
 
             fill_view(out, 0)
         else:
-            big = big_tiles(dt, M, N, nb)
-            layout = cols_contiguous(a._strides[-2:], b._strides[-2:])
-            vec = big_reads(dt, layout, M, N, K, a._strides[-2:], b._strides[-2:],
-                            (a._offset, sab), (b._offset, sbb)) if big else (False, False)
-            k = matmul_kernel(dt, layout, big=big, vec=vec)
-            words = [M, N, K, a._offset, b._offset, 0, sab, *a._strides[-2:], sbb,
-                     *b._strides[-2:]]
-            gx, gy = tiles(M, N, big)
-            for b0 in range(0, nb, 65535):
-                cnt = min(65535, nb - b0)
-                w = list(words)
-                w[3] += b0 * sab
-                w[4] += b0 * sbb
-                w[5] = b0 * M * N
-                REC.dispatch(k, (a._st.buf, b._st.buf, out._st.buf), w, gx, gy, cnt)
+            if not matmul_into(view(a, (nb, M, K), (sab, *a._strides[-2:]), a._offset),
+                               view(b, (nb, K, N), (sbb, *b._strides[-2:]), b._offset),
+                               view(out, (nb, M, N), (M * N, N, 1), out._offset)):
+                raise RuntimeError(f"matmul(): no kernel for {dt} products")  # not reached
     return out
 
 
