@@ -38,15 +38,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let L = pw(2u);
   let C = pw(17u);
   let scale = bitcast<f32>(pw(10u));
+  let per = select(C, (C + 3u) / 4u, DROPOUT);  // invocations per row
+  let row = e / per;
+  let j0 = (e - row * per) * select(1u, 4u, DROPOUT);
+  let bl = row / pw(15u);
+  let i = pw(16u) + row - bl * pw(15u);
+  let b = pw(0u) + bl;
+  let at = b * L + i;
+  let li = Lse[pw(12u) + at];
   if (DROPOUT) {
-    let q4 = (C + 3u) / 4u;
-    let row = e / q4;
-    let j0 = (e - row * q4) * 4u;
-    let bl = row / pw(15u);
-    let i = pw(16u) + row - bl * pw(15u);
-    let b = pw(0u) + bl;
-    let at = b * L + i;
-    let li = Lse[pw(12u) + at];
     var p = vec4<f32>(0.0);
     for (var t = 0u; t < 4u; t++) {
       if (j0 + t < C) { p[t] = weight(b, i, j0 + t, row * C + j0 + t, li); }
@@ -62,13 +62,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       }
     }
   } else {
-    let row = e / C;
-    let j = e - row * C;
-    let bl = row / pw(15u);
-    let i = pw(16u) + row - bl * pw(15u);
-    let b = pw(0u) + bl;
-    let at = b * L + i;
-    let p = weight(b, i, j, e, Lse[pw(12u) + at]);
+    let p = weight(b, i, j0, e, li);
     Sc[pw(11u) + e] = p;
     let o = pw(18u) + e;
     Dp[o] = p * (Dp[o] - Delta[pw(19u) + at]) * scale;

@@ -21,6 +21,11 @@ fn put(yb: u32, j: u32, xhat: {{C}}) {
   Y[yb + j] = wrap_{{D}}({{T}}(v));
 }
 
+// 1 / sqrt(var + eps) of a row from each thread's share q of its squared deviations
+fn rstd(lid: u32, q: {{C}}, N: u32) -> {{C}} {
+  return {{C}}(1) / sqrt(wsum(lid, q) / {{C}}(N) + {{C}}(scal_{{CD}}(8u)));
+}
+
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
@@ -31,6 +36,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let fl = pw(7u);
   var mu = {{C}}(0);
   var q = {{C}}(0);
+  var r = {{C}}(0);
   let yb = pw(5u) + row * N;
   if (N <= 2048u) {  // the row in registers, eight elements a thread: one read of x
     var xv: array<{{C}}, 8>;
@@ -49,28 +55,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         q += d * d;
       }
     }
-    let r = {{C}}(1) / sqrt(wsum(lid, q) / {{C}}(N) + {{C}}(scal_{{CD}}(8u)));
+    r = rstd(lid, q, N);
     /* unroll */ for (var k = 0u; k < 8u; k++) {
       let j = lid + k * 256u;
       if (j < N) { put(yb, j, (xv[k] - mu) * r); }
     }
-    if (lid == 0u) {
-      S[pw(6u) + 2u * row] = mu;
-      S[pw(6u) + 2u * row + 1u] = r;
+  } else {
+    if ((fl & 4u) == 0u) {
+      var s = {{C}}(0);
+      for (var j = lid; j < N; j += 256u) { s += {{C}}(X[xb + j]); }
+      mu = wsum(lid, s) / {{C}}(N);
     }
-    return;
+    for (var j = lid; j < N; j += 256u) {
+      let d = {{C}}(X[xb + j]) - mu;
+      q += d * d;
+    }
+    r = rstd(lid, q, N);
+    for (var j = lid; j < N; j += 256u) { put(yb, j, ({{C}}(X[xb + j]) - mu) * r); }
   }
-  if ((fl & 4u) == 0u) {
-    var s = {{C}}(0);
-    for (var j = lid; j < N; j += 256u) { s += {{C}}(X[xb + j]); }
-    mu = wsum(lid, s) / {{C}}(N);
-  }
-  for (var j = lid; j < N; j += 256u) {
-    let d = {{C}}(X[xb + j]) - mu;
-    q += d * d;
-  }
-  let r = {{C}}(1) / sqrt(wsum(lid, q) / {{C}}(N) + {{C}}(scal_{{CD}}(8u)));
-  for (var j = lid; j < N; j += 256u) { put(yb, j, ({{C}}(X[xb + j]) - mu) * r); }
   if (lid == 0u) {
     S[pw(6u) + 2u * row] = mu;
     S[pw(6u) + 2u * row + 1u] = r;
