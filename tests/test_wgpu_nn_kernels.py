@@ -352,18 +352,30 @@ def test_cross_entropy_target_checks_keep_their_errors(wgpu):
 
 # -- conv2d --------------------------------------------------------------------------------------
 
-def _dispatched(monkeypatch) -> list[str]:
+def _dispatched(monkeypatch, grids: dict | None = None) -> list[str]:
+    """The names of the kernels dispatched from now on (and into ``grids``, where given,
+    each kernel's last workgroup grid ``(x, y, z)``)."""
     names: list[str] = []
     record = type(REC)._record  # every dispatch goes through it
 
-    def logged(self, kernel, *args, **kwargs):
+    def logged(self, kernel, bg, bufs, words, gx, gy, gz, *args, **kwargs):
         names.append(kernel.name)
-        return record(self, kernel, *args, **kwargs)
+        if grids is not None:
+            grids[kernel.name] = (gx, gy, gz)
+        return record(self, kernel, bg, bufs, words, gx, gy, gz, *args, **kwargs)
 
     # on the class: undoing a patch of the instance would leave the bound method in its
     # __dict__, where profile.kernel_times looks for a timing block under way
     monkeypatch.setattr(type(REC), "_record", logged)
     return names
+
+
+def _assert_conv_close(got: list, want: list, tol: float) -> None:
+    """Each result within ``tol`` of the reference, relative to it and to its largest
+    magnitude."""
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g.astype(np.float32), w, rtol=tol,
+                                   atol=tol * (1 + np.abs(w).max()))
 
 
 def _conv_case(be, xs, ws, bs, **kw):
@@ -434,20 +446,13 @@ def test_conv2d_images_folded_into_columns_or_one_per_batch_entry(wgpu, monkeypa
                                                                       wshape[:1]))
     want = _conv_case("numpy", xs, ws, bs, **kw)
     groups: dict[str, tuple] = {}
-    record = type(REC)._record
-
-    def logged(self, kernel, bg, bufs, words, gx, gy, gz, *args, **kwargs):
-        groups[kernel.name] = (gx, gy, gz)
-        return record(self, kernel, bg, bufs, words, gx, gy, gz, *args, **kwargs)
-
-    monkeypatch.setattr(type(REC), "_record", logged)
+    _dispatched(monkeypatch, groups)
     got = _conv_case("wgpu", xs, ws, bs, **kw)
     per_image = grid.endswith("per-image")
     assert (groups["conv_fwd"][2] == shape[0]) is per_image
     dgrad = groups.get("conv_dgrad", groups.get("conv_dgrad_phase"))
     assert (dgrad[2] == shape[0]) is per_image
-    for g, w in zip(got, want, strict=True):  # float32 sums of up to 630 terms
-        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5 * (1 + np.abs(w).max()))
+    _assert_conv_close(got, want, 1e-5)  # float32 sums of up to 630 terms
 
 
 @pytest.mark.parametrize(("shape", "wshape", "kw"), [
@@ -469,8 +474,7 @@ def test_conv2d_strided_input_gradient_by_stride_phases(wgpu, monkeypatch, shape
     stride = kw["stride"] if isinstance(kw["stride"], tuple) else (kw["stride"],) * 2
     phases = min(stride[0], shape[2]) * min(stride[1], shape[3])
     assert names.count("conv_dgrad_phase") == phases and "conv_dgrad" not in names
-    for g, w in zip(got, want, strict=True):
-        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5 * (1 + np.abs(w).max()))
+    _assert_conv_close(got, want, 1e-5)
 
 
 @pytest.mark.parametrize("big", [False, True])
@@ -508,10 +512,7 @@ def test_conv2d_weight_gradient_tiles_and_depth_slices(wgpu, monkeypatch, big, s
     want = _conv_case("numpy", xs, ws, bs if bias else None, padding=1)
     got = _conv_case("wgpu", xs.astype(dt), ws.astype(dt), bs.astype(dt) if bias else None,
                      padding=1)
-    tol = 1e-5 if name == "float32" else 4 * float(np.finfo(dt).eps)
-    for g, w in zip(got, want, strict=True):
-        np.testing.assert_allclose(g.astype(np.float32), w, rtol=tol,
-                                   atol=tol * (1 + np.abs(w).max()))
+    _assert_conv_close(got, want, 1e-5 if name == "float32" else 4 * float(np.finfo(dt).eps))
 
 
 def test_conv2d_stride_phases_cover_each_pixel_once():
