@@ -483,10 +483,10 @@ def test_conv2d_strided_input_gradient_by_stride_phases(wgpu, monkeypatch, shape
 @pytest.mark.parametrize("name", ["float32", "bfloat16"])
 def test_conv2d_weight_gradient_tiles_and_depth_slices(wgpu, monkeypatch, big, split, bias,
                                                       name):
-    """The weight gradient's product in either tile size (the large one only without a bias
-    gradient, whose row sums are the small kernel's epilogue), in one pass or in depth
-    slices summed after (16-bit ones in float32, rounded once): equal to the numpy
-    backend's float32 convolution of the same values."""
+    """The weight gradient's product in either tile size (with a bias: its gradient as the
+    small kernel's row sums, or two reductions of the output gradient beside the large
+    one), in one pass or in depth slices summed after (16-bit ones in float32, rounded
+    once): equal to the numpy backend's float32 convolution of the same values."""
     import ml_dtypes
 
     from vtl.backends.wgpu import _linalg, conv
@@ -502,8 +502,8 @@ def test_conv2d_weight_gradient_tiles_and_depth_slices(wgpu, monkeypatch, big, s
     else:
         monkeypatch.setattr(_linalg, "SPLIT_GROUPS", 0)
     shape, wshape = (3, 5, 9, 10), (7, 5, 3, 3)
-    plan = conv._wgrad_plan(float32, 7, 45, 3 * 9 * 10, bias)
-    assert plan[0] == (big and not bias) and (plan[4] > 1) == split
+    plan = conv._wgrad_plan(float32, 7, 45, 3 * 9 * 10)
+    assert plan[0] == big and (plan[4] > 1) == split
     dt = np.dtype(np.float32) if name == "float32" else np.dtype(ml_dtypes.bfloat16)
     _skip_without(dt)
     rng = np.random.default_rng(4)

@@ -7,8 +7,10 @@ operands from the input, the weight and the output gradient where they lie
 (``wgsl/nn/conv_load_*.wgsl``), so no patch matrix is ever in memory and the backward keeps
 only the input. One dispatch forward, one for the input gradient (the images folded into
 the product's columns, ``wgsl/nn/conv_store.wgsl``, so small images fill whole tiles) and
-one (plus the sum of its depth slices) for the weight and bias gradients; any strides of the
-input and the output gradient (NCHW, channels-last, views) are read in place.
+one (plus the sum of its depth slices) for the weight gradient: in the small tiles, whose
+epilogue also sums the bias gradient, or in the large ones, with the bias gradient as two
+reductions of the output gradient; any strides of the input and the output gradient (NCHW,
+channels-last, views) are read in place.
 
 im2col (``implicit = False``, kept as the reference the implicit kernels are tested
 against): the patches of all images form one ``(N*HO*WO, C*kh*kw)`` matrix written by one
@@ -47,7 +49,7 @@ _FLOATS = PRODUCT_FLOATS
 
 #: the most workgroups along one axis of a dispatch (WebGPU's default limit)
 _MAX_GROUPS = 65535
-#: weight gradients without a bias gradient may take the 128x128-tile kernel
+#: weight gradients may take the 128x128-tile kernel (the bias gradient is then its own sum)
 WGRAD_BIG_TILES = True
 
 
@@ -85,14 +87,13 @@ def _phases(size: int, stride: int, pad: int, taps: int) -> list[tuple[int, ...]
     return out
 
 
-def _wgrad_plan(dt: Any, rows: int, cols: int, total: int, rowsums: bool
-                ) -> tuple[bool, int, int, int, int]:
+def _wgrad_plan(dt: Any, rows: int, cols: int, total: int) -> tuple[bool, int, int, int, int]:
     """``(big, gx, gy, depth, slices)`` of a weight gradient's product (``rows`` x ``cols``
     over a depth of ``total`` output pixels): the large tiles where :data:`WGRAD_BIG_TILES`
-    allows, the product has no row sums (the bias gradient's epilogue is the small tiles')
-    and its tiles over the depth slices fill the device, else the small ones; the depth in
-    slices (split-K) where the tiles alone are too few."""
-    for big in (True, False) if WGRAD_BIG_TILES and not rowsums else (False,):
+    allows and its tiles over the depth slices fill the device, else the small ones (whose
+    epilogue can also sum the bias gradient); the depth in slices (split-K) where the tiles
+    alone are too few."""
+    for big in (True, False) if WGRAD_BIG_TILES else (False,):
         gx, gy = tiles(rows, cols, big)
         depth = split_depth(gx * gy, total) or total
         slices = -(-total // depth)
@@ -258,9 +259,11 @@ def _implicit_forward(x: WgpuArray, w: WgpuArray, b: Any, stride: tuple, padding
 def _implicit_backward(x: Any, x_shape: tuple[int, ...], w: WgpuArray, g: WgpuArray,
                        stride: tuple, padding: tuple, dilation: tuple, need_x: bool,
                        need_w: bool, need_b: bool) -> tuple[Any, Any, Any] | None:
-    """``(dx, dw, db)`` by implicit-GEMM dispatches: the input gradient a batch entry per
-    image, the weight gradient (with the bias gradient as the row sums of its first
-    operand) in slices of its depth, summed after; ``None`` where they do not apply."""
+    """``(dx, dw, db)`` by implicit-GEMM dispatches: the input gradient with the images
+    folded into its columns (or one per batch entry; by stride phases where strided), the
+    weight gradient in slices of its depth, summed after (in the small tiles the bias
+    gradient is the row sums of its first operand; else :func:`_bias_grad`); ``None`` where
+    they do not apply."""
     n, c, h, wd = x_shape
     o, _, kh, kw = w.shape
     ho, wo = g.shape[2:]
@@ -277,7 +280,7 @@ def _implicit_backward(x: Any, x_shape: tuple[int, ...], w: WgpuArray, g: WgpuAr
                                                  n * c * h * wd * D.itemsize(dt))):
         return None
     total = n * ho * wo
-    big_w, gx_w, gy_w, depth, parts = _wgrad_plan(dt, o, c * khw, total, need_b)
+    big_w, gx_w, gy_w, depth, parts = _wgrad_plan(dt, o, c * khw, total)
     if max(gx_w, gy_w) > _MAX_GROUPS:
         return None
     if want_w:
@@ -309,7 +312,7 @@ def _implicit_backward(x: Any, x_shape: tuple[int, ...], w: WgpuArray, g: WgpuAr
                  sgn, sgc, sgh, sgw, g._offset]
         bufs = (g._st.buf, x._st.buf, acc._st.buf)
         osize = {**size, "HO": ho, "WO": wo}
-        if need_b:
+        if need_b and not big_w:
             rs = empty((parts, o), pdt)
             kern = _conv_kernel("wgrad", dt, (False, True), osize, "rrww", _ROWSUM, out=pdt)
             bufs += (rs._st.buf,)
@@ -318,12 +321,21 @@ def _implicit_backward(x: Any, x_shape: tuple[int, ...], w: WgpuArray, g: WgpuAr
         REC.dispatch(kern, bufs, words, gx_w, gy_w, parts)
         dw = acc if parts == 1 else _reduction.sum(acc, axis=0, dtype=pdt)
         dw = reshape(dw if pdt == dt else astype_raw(dw, dt), (o, c, kh, kw))
-        if need_b:
+        if need_b and not big_w:
             db = rs if parts == 1 else _reduction.sum(rs, axis=0, dtype=pdt)
             db = reshape(db if pdt == dt else astype_raw(db, dt), (o,))
-    elif need_b:
-        db = _reduction.sum(g, axis=(0, 2, 3))
+    if need_b and db is None:
+        db = _bias_grad(g)
     return dx, dw if need_w else None, db
+
+
+def _bias_grad(g: WgpuArray) -> WgpuArray:
+    """The bias gradient, ``g`` (NCHW) summed over its images and pixels: the pixels of each
+    (image, channel) row, then the images (two reductions, no transposed copy)."""
+    pdt = D.compute_dtype(g.dtype)
+    per_image = _reduction.sum(g, axis=(2, 3), dtype=pdt)
+    db = _reduction.sum(per_image, axis=0, dtype=pdt)
+    return db if pdt == g.dtype else astype_raw(db, g.dtype)
 
 
 def _dgrad_by_phases(bufs: tuple, words: list, dt: Any, x_shape: tuple, o: int, size: dict,
