@@ -210,8 +210,9 @@ def _against_portable(backend: str, gemm: Any, n_q: int, n_k: int, heads: int, s
     """F.scaled_dot_product_attention of random (2, heads, n, 16) operands through the
     backend's kernel (``gemm``'s calls recorded and returned) and through the portable
     attention (drawing dropout from the same seed): the same outputs and gradients.
-    ``masking``: ``"ls"`` (an (L, S) mask with masked entries), ``"padding"`` (a (2, 1, 1,
-    S) mask, the last keys of one entry masked), ``"causal"`` or ``"none"``."""
+    ``masking``: ``"ls"`` (an (L, S) mask with masked entries and one query row with every
+    key masked), ``"padding"`` (a (2, 1, 1, S) mask, the last keys of one entry masked),
+    ``"causal"`` or ``"none"``."""
     from helpers import use_kernel
 
     rng = np.random.default_rng(seed)
@@ -221,6 +222,7 @@ def _against_portable(backend: str, gemm: Any, n_q: int, n_k: int, heads: int, s
     mask = None
     if masking == "ls":
         mask = np.where(rng.random((n_q, n_k)) > 0.2, 0.0, -np.inf).astype(np.float32)
+        mask[3] = -np.inf
     elif masking == "padding":
         mask = np.zeros((2, 1, 1, n_k), np.float32)
         mask[1, ..., -30:] = -np.inf
@@ -241,12 +243,31 @@ def _against_portable(backend: str, gemm: Any, n_q: int, n_k: int, heads: int, s
     return calls
 
 
+@pytest.mark.parametrize("n", [1, 16, 37, 64])
+def test_row_dots_match_numpy(backend, n):
+    """The backward's ``delta`` (``sum(g * out, axis=-1)``) by the backend's kernel, of
+    contiguous and strided rows of any length: NumPy's sums."""
+    gemm = _path_or_skip(backend)
+    rng = np.random.default_rng(n)
+    gs, os_ = (rng.standard_normal((3, 21, n)).astype(np.float32) for _ in range(2))
+    want = np.sum(gs.astype(np.float64) * os_, axis=-1)
+    xp = gemm.xp
+    wide = xp.asarray(np.concatenate([os_, os_], axis=2))
+    for g, o in ((xp.asarray(gs), xp.asarray(os_)), (xp.asarray(gs), wide[..., :n])):
+        got = gemm.row_dots(g, o)
+        assert got.shape == (3, 21) and got.dtype == g.dtype
+        host = got.get() if backend == "cupy" else np.asarray(got)
+        np.testing.assert_allclose(host, want, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize(("n_q", "n_k", "masking"),
                          [(160, 160, "ls"), (130, 150, "causal"), (300, 280, "causal"),
-                          (128, 200, "padding"), (200, 128, "none")])
+                          (128, 200, "padding"), (200, 128, "none"), (40, 2100, "ls"),
+                          (20, 2100, "padding")])
 def test_path_matches_portable(backend, n_q, n_k, masking):
     """F.scaled_dot_product_attention through the path (lengths above MIN_SCORES) against
-    the portable attention on the same backend, forward and gradients."""
+    the portable attention on the same backend, forward and gradients; rows of more keys
+    than the softmax kernels hold in registers (2048 on wgpu) too."""
     gemm = _path_or_skip(backend)
     calls = _against_portable(backend, gemm, n_q, n_k, 3, 5, masking)
     taken = masking != "causal" or gemm.min_scores_causal_or_dropout <= n_q * n_k \

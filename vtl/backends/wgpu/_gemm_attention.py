@@ -1,8 +1,9 @@
 """The wgpu backend's kernels of attention by products
 (:class:`~vtl.backends._common.gemm_attention.ChunkedAttention`: the float32 path of
 ``kernel("attention")`` for long sequences, dropout included): ``gattn_softmax``, a
-workgroup per row of scores, and ``gattn_dsoftmax``, an invocation per score (four adjacent
-keys with dropout) (``wgsl/nn/gattn_*.wgsl``; their dropout variants draw the fused
+workgroup per row of scores (held in registers up to 2048 keys), ``gattn_dsoftmax``, an
+invocation per score (four adjacent keys with dropout), and ``gattn_row_dots``, the
+backward's ``delta`` in one pass (``wgsl/nn/gattn_*.wgsl``; their dropout variants draw the fused
 kernels' bits, ``attention_dropout.wgsl``). The products are the library's tiled matrix
 product; those into the outputs and gradients store into their slices (and add to them)
 from the product's epilogue.
@@ -17,7 +18,7 @@ from .._common import gemm_attention as C
 from .._common.gemm_attention import ChunkedAttention
 from . import _dtypes as D
 from . import _kernels, _linalg
-from ._array import WgpuArray, words_for_scalar
+from ._array import WgpuArray, contiguous, empty, words_for_scalar
 from ._recorder import REC, groups_for
 from .attention import drop_words
 
@@ -116,6 +117,24 @@ class WgpuGemmAttention(ChunkedAttention):
                      (scores._st.buf, lse._st.buf, self._mask_buffer(mask)), words, rows,
                      dynamic=patch)
         self.launches += 1
+
+    def row_dots(self, g: Any, out: Any) -> Any:
+        """``sum(g * out, axis=-1)`` by one kernel, sixteen invocations a row."""
+        if g.dtype != D.float32 or out.dtype != D.float32 or g.shape != out.shape \
+                or g.shape[-1] == 0:
+            return super().row_dots(g, out)
+        g, out = contiguous(g), contiguous(out)
+        d = empty(g.shape[:-1], D.float32)
+        if d.size:
+            k = self._kernels.get("row_dots")
+            if k is None:
+                k = self._kernels["row_dots"] = _kernels.kernel("gattn_row_dots", "rrw",
+                                                                (D.float32,))
+            REC.dispatch(k, (g._st.buf, out._st.buf, d._st.buf),
+                         [d.size, g.shape[-1], g._offset, out._offset, d._offset],
+                         -(-d.size // 16))
+            self.launches += 1
+        return d
 
     def dsoftmax(self, scores: Any, dp: Any, lse: Any, delta: Any, mask: Any, geo: tuple,
                  b0: int, scale: float, i0: int = 0, dropout: Any = None) -> None:
