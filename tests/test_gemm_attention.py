@@ -243,6 +243,15 @@ def _against_portable(backend: str, gemm: Any, n_q: int, n_k: int, heads: int, s
     return calls
 
 
+def test_wgpu_softmax_lanes():
+    """The wgpu softmax's invocations per row: the fewest that hold the row in registers."""
+    from vtl.backends.wgpu._gemm_attention import SOFTMAX_SLOTS, softmax_lanes
+
+    assert SOFTMAX_SLOTS == 16
+    assert [softmax_lanes(n) for n in (1, 512, 513, 1024, 1025, 2048, 2049, 4096, 4097)] == \
+        [32, 32, 64, 64, 128, 128, 256, 256, 256]
+
+
 @pytest.mark.parametrize("n", [1, 16, 37, 64])
 def test_row_dots_match_numpy(backend, n):
     """The backward's ``delta`` (``sum(g * out, axis=-1)``) by the backend's kernel, of
@@ -262,12 +271,13 @@ def test_row_dots_match_numpy(backend, n):
 
 @pytest.mark.parametrize(("n_q", "n_k", "masking"),
                          [(160, 160, "ls"), (130, 150, "causal"), (300, 280, "causal"),
-                          (128, 200, "padding"), (200, 128, "none"), (40, 2100, "ls"),
-                          (20, 2100, "padding")])
+                          (128, 200, "padding"), (200, 128, "none"), (30, 700, "none"),
+                          (40, 2100, "ls"), (8, 4200, "padding")])
 def test_path_matches_portable(backend, n_q, n_k, masking):
     """F.scaled_dot_product_attention through the path (lengths above MIN_SCORES) against
-    the portable attention on the same backend, forward and gradients; rows of more keys
-    than the softmax kernels hold in registers (2048 on wgpu) too."""
+    the portable attention on the same backend, forward and gradients; on wgpu rows of 32,
+    64 and 256 invocations (several rows a workgroup, or one) and rows longer than the
+    softmax holds in registers (4096 keys)."""
     gemm = _path_or_skip(backend)
     calls = _against_portable(backend, gemm, n_q, n_k, 3, 5, masking)
     taken = masking != "causal" or gemm.min_scores_causal_or_dropout <= n_q * n_k \

@@ -1,7 +1,8 @@
 """The wgpu backend's kernels of attention by products
 (:class:`~vtl.backends._common.gemm_attention.ChunkedAttention`: the float32 path of
 ``kernel("attention")`` for long sequences, dropout included): ``gattn_softmax``, a
-workgroup per row of scores (held in registers up to 2048 keys), ``gattn_dsoftmax``, an
+row of scores by 32 to 256 invocations, several rows a workgroup (held in registers up to
+4096 keys), ``gattn_dsoftmax``, an
 invocation per score (four adjacent keys with dropout), and ``gattn_row_dots``, the
 backward's ``delta`` in one pass (``wgsl/nn/gattn_*.wgsl``; their dropout variants draw the fused
 kernels' bits, ``attention_dropout.wgsl``). The products are the library's tiled matrix
@@ -26,6 +27,17 @@ __all__ = ["WgpuGemmAttention"]
 
 #: the first word of the kernels' dropout (``DROP_AT`` in ``gattn_*.wgsl``)
 _DROP_AT = 20
+
+
+#: keys each invocation of the softmax holds in registers (``SLOTS`` in gattn_softmax.wgsl)
+SOFTMAX_SLOTS = 16
+
+
+def softmax_lanes(keys: int) -> int:
+    """The softmax's invocations per row of ``keys`` scores: the fewest of 32, 64, 128 and
+    256 that hold the row in registers (several rows a workgroup), else 256 (one row a
+    workgroup, read three times)."""
+    return next((t for t in (32, 64, 128) if t * SOFTMAX_SLOTS >= keys), 256)
 
 
 class WgpuGemmAttention(ChunkedAttention):
@@ -84,9 +96,10 @@ class WgpuGemmAttention(ChunkedAttention):
     def mask_strides(self, m4: Any) -> tuple[int, int, int, int]:
         return tuple(0 if n == 1 else s for n, s in zip(m4.shape, m4._strides, strict=True))
 
-    def _kernel(self, name: str, sig: str, dropout: Any) -> Any:
-        """Kernel ``name`` (bindings ``sig``), its dropout variant where ``dropout`` is given."""
-        key = (name, dropout is not None)
+    def _kernel(self, name: str, sig: str, dropout: Any, tpr: int = 0) -> Any:
+        """Kernel ``name`` (bindings ``sig``), its dropout variant where ``dropout`` is given
+        (``tpr``: the softmax's invocations per row)."""
+        key = (name, dropout is not None, tpr)
         k = self._kernels.get(key)
         if k is None:
             drop = {"DROPOUT": "false", "PHILOX": "",
@@ -94,7 +107,9 @@ class WgpuGemmAttention(ChunkedAttention):
             if dropout is not None:
                 drop = {"DROPOUT": "true", "DROP": _kernels.source("attention_dropout"),
                         "PHILOX": _kernels.source("philox_rounds")}
-            k = self._kernels[key] = _kernels.kernel(name, sig, (D.float32,), C="f32", **drop)
+            extra = {"TPR": f"{tpr}u"} if tpr else {}
+            k = self._kernels[key] = _kernels.kernel(name, sig, (D.float32,), C="f32", **drop,
+                                                     **extra)
         return k
 
     def _words(self, geo: tuple, b0: int, scale: float, scores: Any, lse: Any,
@@ -113,9 +128,10 @@ class WgpuGemmAttention(ChunkedAttention):
                 scale: float, i0: int = 0, dropout: Any = None) -> None:
         rows = scores.shape[0] * scores.shape[1]
         words, patch = self._words(geo, b0, scale, scores, lse, mask, rows, i0, dropout)
-        REC.dispatch(self._kernel("gattn_softmax", "wwr", dropout),
-                     (scores._st.buf, lse._st.buf, self._mask_buffer(mask)), words, rows,
-                     dynamic=patch)
+        tpr = softmax_lanes(scores.shape[2])
+        REC.dispatch(self._kernel("gattn_softmax", "wwr", dropout, tpr),
+                     (scores._st.buf, lse._st.buf, self._mask_buffer(mask)), words,
+                     -(-rows // (256 // tpr)), dynamic=patch)
         self.launches += 1
 
     def row_dots(self, g: Any, out: Any) -> Any:
