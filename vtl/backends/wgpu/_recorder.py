@@ -5,11 +5,8 @@ every ``FLUSH_EVERY`` dispatches, and once the open pass has been recording for
 ``FLUSH_AFTER_S`` (with at least ``FLUSH_MIN`` dispatches in it): a loop of small ops costs
 one ``dispatch_workgroups`` each, and the device starts on a long stretch of work (a
 training step's forward) while the host still records the rest instead of waiting for
-the whole of it. The first pass after a wait, when the device is known to be idle, is
-submitted sooner (after ``FLUSH_IDLE_SHARE`` of ``FLUSH_AFTER_S``, whatever its count): a
-short call (one layer's forward and backward) otherwise reached the device only at its
-final synchronize, so the host's time and the device's added up. A replay
-(``vtl.compile``) applies the same rules once its dispatches are recorded.
+the whole of it. A replay (``vtl.compile``) records fast enough that the age rule only
+added submits: it flushes every ``FLUSH_EVERY`` dispatches.
 
 Recording calls wgpu-native's compute-pass functions directly through cffi when
 they are reachable (wgpu-py's wrappers add about 3 µs per dispatch); errors in
@@ -36,9 +33,6 @@ FLUSH_EVERY = 2048
 #: a pass recording for this long (seconds) with at least ``FLUSH_MIN`` dispatches is
 #: submitted: a submit costs some tens of microseconds of host time
 FLUSH_AFTER_S, FLUSH_MIN = 0.0005, 8
-#: the first pass after a wait (the device idle) is submitted once it has recorded for this
-#: share of ``FLUSH_AFTER_S``, however few its dispatches
-FLUSH_IDLE_SHARE = 0.2
 _MASK = 0xFFFFFFFF
 _LOCK = _runtime.LOCK
 _WG = 256
@@ -130,7 +124,6 @@ class Recorder:
         self.dispatches = 0
         self._pipeline = None
         self._opened = 0.0  # when the open pass began recording (perf_counter)
-        self._idle = True  # nothing submitted since the last wait: the device is idle
         self._sync_buf = None
         self._stagings: dict = {}  # size class -> mappable staging buffer
         self._keep: list = []  # objects the open pass uses that caches may drop
@@ -254,12 +247,9 @@ class Recorder:
 
     def _aged(self) -> bool:
         """Whether the open pass has recorded long enough to submit (``FLUSH_AFTER_S``, with
-        at least ``FLUSH_MIN`` dispatches; ``FLUSH_IDLE_SHARE`` of that time for the first pass
-        after a wait): the device then starts on it while the host records on."""
-        age = perf_counter() - self._opened
-        if self._idle:
-            return age > FLUSH_AFTER_S * FLUSH_IDLE_SHARE
-        return self.pending >= FLUSH_MIN and age > FLUSH_AFTER_S
+        at least ``FLUSH_MIN`` dispatches): the device then starts on it while the host
+        records on."""
+        return self.pending >= FLUSH_MIN and perf_counter() - self._opened > FLUSH_AFTER_S
 
     def _no_wait_in_capture(self) -> None:
         if self.captures and get_ident() in self.captures:
@@ -292,7 +282,6 @@ class Recorder:
         self.pending = 0
         self.batch += 1
         self.submits += 1
-        self._idle = False
 
     def synchronize(self) -> None:
         """Submit and wait until the device is idle; raise the error a kernel recorded in
@@ -312,7 +301,6 @@ class Recorder:
         if _ON_DONE is not None:
             _ON_DONE(rt.queue._internal, _DONE_INFO[0])
             _wait(rt.device._internal, 0)
-            self._idle = True
             return
         if self._sync_buf is None:  # pragma: no cover - another wgpu backend
             U = rt.wgpu.BufferUsage
@@ -360,7 +348,6 @@ class Recorder:
         handle = staging._internal
         _MAP(handle, _MAP_READ, 0, total, _MAP_INFO[0])
         _wait(rt.device._internal, 1)
-        self._idle = True
         try:
             if _counts[2] != _MAP_OK:
                 raise RuntimeError(f"wgpu: mapping a staging buffer failed (status {_counts[2]})")
