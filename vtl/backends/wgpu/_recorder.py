@@ -5,8 +5,8 @@ every ``FLUSH_EVERY`` dispatches, and once the open pass has been recording for
 ``FLUSH_AFTER_S`` (with at least ``FLUSH_MIN`` dispatches in it): a loop of small ops costs
 one ``dispatch_workgroups`` each, and the device starts on a long stretch of work (a
 training step's forward) while the host still records the rest instead of waiting for
-the whole of it. A replay (``vtl.compile``) records fast enough that the age rule only
-added submits: it flushes every ``FLUSH_EVERY`` dispatches.
+the whole of it. A replay (``vtl.compile``) applies the same rules once its dispatches are
+recorded.
 
 Recording calls wgpu-native's compute-pass functions directly through cffi when
 they are reachable (wgpu-py's wrappers add about 3 µs per dispatch); errors in
