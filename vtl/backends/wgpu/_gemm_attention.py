@@ -2,12 +2,11 @@
 (:class:`~vtl.backends._common.gemm_attention.ChunkedAttention`: the float32 path of
 ``kernel("attention")`` for long sequences, dropout included): ``gattn_softmax``, a
 row of scores by 32 to 256 invocations, several rows a workgroup (held in registers up to
-4096 keys), ``gattn_dsoftmax``, an
-invocation per score (four adjacent keys with dropout), and ``gattn_row_dots``, the
-backward's ``delta`` in one pass (``wgsl/nn/gattn_*.wgsl``; their dropout variants draw the fused
-kernels' bits, ``attention_dropout.wgsl``). The products are the library's tiled matrix
-product; those into the outputs and gradients store into their slices (and add to them)
-from the product's epilogue.
+4096 keys), ``gattn_dsoftmax``, an invocation per score (four adjacent keys with dropout),
+and ``gattn_row_dots``, the backward's ``delta`` in one pass (``wgsl/nn/gattn_*.wgsl``;
+their dropout variants draw the fused kernels' bits, ``attention_dropout.wgsl``). The
+products are the library's tiled matrix product; those into the outputs and gradients
+store into their slices (and add to them) from the product's epilogue.
 """
 
 from __future__ import annotations
@@ -97,8 +96,9 @@ class WgpuGemmAttention(ChunkedAttention):
         return tuple(0 if n == 1 else s for n, s in zip(m4.shape, m4._strides, strict=True))
 
     def _kernel(self, name: str, sig: str, dropout: Any, tpr: int = 0) -> Any:
-        """Kernel ``name`` (bindings ``sig``), its dropout variant where ``dropout`` is given
-        (``tpr``: the softmax's invocations per row)."""
+        """Kernel ``name`` (bindings ``sig``), cached, its dropout variant where ``dropout``
+        is given (``tpr``: the softmax's invocations per row; kernels without these
+        placeholders ignore them)."""
         key = (name, dropout is not None, tpr)
         k = self._kernels.get(key)
         if k is None:
@@ -142,11 +142,8 @@ class WgpuGemmAttention(ChunkedAttention):
         g, out = contiguous(g), contiguous(out)
         d = empty(g.shape[:-1], D.float32)
         if d.size:
-            k = self._kernels.get("row_dots")
-            if k is None:
-                k = self._kernels["row_dots"] = _kernels.kernel("gattn_row_dots", "rrw",
-                                                                (D.float32,))
-            REC.dispatch(k, (g._st.buf, out._st.buf, d._st.buf),
+            REC.dispatch(self._kernel("gattn_row_dots", "rrw", None),
+                         (g._st.buf, out._st.buf, d._st.buf),
                          [d.size, g.shape[-1], g._offset, out._offset, d._offset],
                          -(-d.size // 16))
             self.launches += 1

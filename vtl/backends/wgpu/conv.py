@@ -312,7 +312,8 @@ def _implicit_backward(x: Any, x_shape: tuple[int, ...], w: WgpuArray, g: WgpuAr
                  sgn, sgc, sgh, sgw, g._offset]
         bufs = (g._st.buf, x._st.buf, acc._st.buf)
         osize = {**size, "HO": ho, "WO": wo}
-        if need_b and not big_w:
+        rowsums = need_b and not big_w  # the small tiles sum the bias gradient too
+        if rowsums:
             rs = empty((parts, o), pdt)
             kern = _conv_kernel("wgrad", dt, (False, True), osize, "rrww", _ROWSUM, out=pdt)
             bufs += (rs._st.buf,)
@@ -321,7 +322,7 @@ def _implicit_backward(x: Any, x_shape: tuple[int, ...], w: WgpuArray, g: WgpuAr
         REC.dispatch(kern, bufs, words, gx_w, gy_w, parts)
         dw = acc if parts == 1 else _reduction.sum(acc, axis=0, dtype=pdt)
         dw = reshape(dw if pdt == dt else astype_raw(dw, dt), (o, c, kh, kw))
-        if need_b and not big_w:
+        if rowsums:
             db = rs if parts == 1 else _reduction.sum(rs, axis=0, dtype=pdt)
             db = reshape(db if pdt == dt else astype_raw(db, dt), (o,))
     if need_b and db is None:
