@@ -2,11 +2,10 @@
 // entries of row r of g * out, rows of contiguous (rows, n) float32 arrays. Sixteen
 // invocations a row, sixteen rows a workgroup.
 // Words: 0 rows, 1 n, 2 offset of g, 3 offset of out, 4 offset of delta
+// (wreduce: wgsl/math/workgroup_reduce.wgsl)
 @group(0) @binding(0) var<storage, read> G: array<f32>;
 @group(0) @binding(1) var<storage, read> O: array<f32>;
 @group(0) @binding(2) var<storage, read_write> Dl: array<f32>;
-
-var<workgroup> part: array<f32, 256>;
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -20,12 +19,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let ob = pw(3u) + r * n;
     for (var j = lane; j < n; j += 16u) { acc += G[gb + j] * O[ob + j]; }
   }
-  part[lid] = acc;
-  workgroupBarrier();
-  /* unroll */ for (var h = 0u; h < 4u; h++) {
-    let w = 8u >> h;
-    if (lane < w) { part[lid] += part[lid + w]; }
-    workgroupBarrier();
-  }
-  if (lane == 0u && r < pw(0u)) { Dl[pw(4u) + r] = part[lid]; }
+  acc = wreduce(lid, lane, acc, 16u, false);
+  if (lane == 0u && r < pw(0u)) { Dl[pw(4u) + r] = acc; }
 }

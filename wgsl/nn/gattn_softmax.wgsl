@@ -12,6 +12,7 @@
 //        (b / B2, b % B2, query, key), 8 has mask, 9 causal, 10 scale (float32 bits),
 //        11 offset of the scores, 12 offset of lse, 13 offset of the mask, 14 rows, 15 R,
 //        16 i0, 17 C; the dropout variant: 20..27 (DROP_AT)
+// (wreduce: wgsl/math/workgroup_reduce.wgsl)
 @group(0) @binding(0) var<storage, read_write> Sc: array<f32>;
 @group(0) @binding(1) var<storage, read_write> Lse: array<f32>;
 @group(0) @binding(2) var<storage, read> Mk: array<f32>;
@@ -21,25 +22,6 @@ const DROP_AT = 20u;
 const TPR = {{TPR}};  // invocations a row
 const SLOTS = 16u;  // keys an invocation holds
 {{DROP}}
-
-var<workgroup> seg: array<f32, 256>;
-
-// the maximum (max_op) or the sum of v over the TPR invocations of a row (lane: the
-// invocation's place in its row); every invocation of the workgroup must call it
-fn row_reduce(lid: u32, lane: u32, v: f32, max_op: bool) -> f32 {
-  seg[lid] = v;
-  workgroupBarrier();
-  for (var h = TPR / 2u; h > 0u; h >>= 1u) {
-    if (lane < h) {
-      let o = seg[lid + h];
-      seg[lid] = select(seg[lid] + o, max(seg[lid], o), max_op);
-    }
-    workgroupBarrier();
-  }
-  let r = seg[lid - lane];
-  workgroupBarrier();
-  return r;
-}
 
 // the key of slot t of lane `lane` of a row held in registers: keys lane + t * TPR, or with
 // dropout four adjacent keys a Philox block, 4 * (lane + (t / 4) * TPR) + t % 4
@@ -84,14 +66,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       xs[t] = x;
       m = max(m, x);
     }
-    m = row_reduce(lid, lane, m, true);
+    m = wreduce(lid, lane, m, TPR, true);
     let dead = m == -f32_inf();
     /* unroll */ for (var t = 0u; t < 16u; t++) {
       let e = select(exp(xs[t] - m), 0.0, dead || xs[t] == -f32_inf());
       xs[t] = e;
       l += e;
     }
-    l = row_reduce(lid, lane, l, false);
+    l = wreduce(lid, lane, l, TPR, false);
     if (valid) {
       if (DROPOUT) {
         /* unroll */ for (var q = 0u; q < 4u; q++) {
@@ -118,13 +100,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       Sc[base + j] = x;
       m = max(m, x);
     }
-    m = row_reduce(lid, lane, m, true);
+    m = wreduce(lid, lane, m, TPR, true);
     let dead = m == -f32_inf();
     for (var j = lane; j < end; j += TPR) {
       let x = Sc[base + j];
       l += select(exp(x - m), 0.0, dead || x == -f32_inf());
     }
-    l = row_reduce(lid, lane, l, false);
+    l = wreduce(lid, lane, l, TPR, false);
     if (valid) {
       if (DROPOUT) {  // four adjacent keys an invocation: one Philox block for their factors
         for (var j = lane * 4u; j < C; j += 4u * TPR) {

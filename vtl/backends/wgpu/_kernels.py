@@ -208,7 +208,7 @@ def _helpers(dt: np.dtype) -> str:
     return "\n".join(out) + "\n"
 
 
-_CALLS_WG_REDUCE = re.compile(r"\bw(?:sum|max)\(")
+_CALLS_WG_REDUCE = re.compile(r"\bw(?:sum|max|reduce)\(")
 _CALLS_ERF = re.compile(r"\b(?:erfc?_f|exp_neg_sq)\(")
 
 
@@ -242,7 +242,7 @@ def render(name: str, dtypes: tuple, subs: dict) -> str:
     src = source(name)
     if "coop_mat" in src:  # cooperative matrices (_coop): an experimental extension
         head += "enable wgpu_cooperative_matrix;\n"
-    if _CALLS_WG_REDUCE.search(src):  # workgroup reductions (layer_norm, softmax)
+    if _CALLS_WG_REDUCE.search(src):  # workgroup reductions (norms, softmax, attention)
         src += source("workgroup_reduce")
     # substitutions may contain placeholders themselves (op bodies use {{T}})
     for _ in range(3):
