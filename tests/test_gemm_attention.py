@@ -243,13 +243,16 @@ def _against_portable(backend: str, gemm: Any, n_q: int, n_k: int, heads: int, s
     return calls
 
 
-def test_wgpu_softmax_lanes():
-    """The wgpu softmax's invocations per row: the fewest that hold the row in registers."""
-    from vtl.backends.wgpu._gemm_attention import SOFTMAX_SLOTS, softmax_lanes
+def test_wgpu_row_lanes():
+    """The wgpu row-wise kernels' invocations per row: the fewest that hold the row in
+    registers; workgroups of 256 invocations for the rows."""
+    from vtl.backends.wgpu._row_lanes import SLOTS, row_groups, row_lanes
 
-    assert SOFTMAX_SLOTS == 16
-    assert [softmax_lanes(n) for n in (1, 512, 513, 1024, 1025, 2048, 2049, 4096, 4097)] == \
+    assert SLOTS == 16
+    assert [row_lanes(n) for n in (1, 512, 513, 1024, 1025, 2048, 2049, 4096, 4097)] == \
         [32, 32, 64, 64, 128, 128, 256, 256, 256]
+    assert [row_groups(r, t) for r, t in ((1, 32), (8, 32), (9, 32), (9, 256), (5, 128))] == \
+        [1, 1, 2, 9, 3]
 
 
 @pytest.mark.parametrize("n", [1, 16, 37, 64])

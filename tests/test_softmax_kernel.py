@@ -49,7 +49,8 @@ def _run(backend, xs, gs, log, kern, dtype):
 
 
 @pytest.mark.parametrize("log", [False, True])
-@pytest.mark.parametrize("shape", [(3, 5), (2, 3, 300), (1, 1), (4, 1031)])
+@pytest.mark.parametrize("shape", [(3, 5), (11, 40), (2, 3, 300), (1, 1), (9, 600), (4, 1031),
+                                   (3, 4500)])
 def test_kernel_matches_the_portable_formulas(backend, shape, log):
     kern = _kern(backend)
     rng = np.random.default_rng(sum(shape))

@@ -1140,19 +1140,28 @@ def test_gpt_training_step_dispatch_budget(wgpu, monkeypatch):
     assert math.isfinite(float(loss))
 
 
-@pytest.mark.parametrize("width", [7, 256, 1000, 2048, 2049, 3000])
+@pytest.mark.parametrize(("rows", "width"), [(5, 7), (9, 600), (5, 1000), (3, 2049),
+                                             (2, 4096), (2, 4097), (2, 5000)])
 @pytest.mark.parametrize("rms", [False, True])
-def test_layer_norm_rows_in_registers_and_wider(wgpu, width, rms):
-    """layer_norm and rms_norm forward over rows held in registers (up to 2048 elements)
-    and wider ones read again: NumPy's statistics and outputs."""
+def test_layer_norm_rows_in_registers_and_wider(wgpu, rows, width, rms):
+    """layer_norm and rms_norm forward and input gradient over rows held in registers by 32
+    to 256 invocations (up to 4096 elements, several rows a workgroup, the last workgroup
+    part full) and wider ones read again: NumPy's statistics, outputs and gradients."""
     rng = np.random.default_rng(width)
-    xs = rng.standard_normal((5, width)) * 3 + 1
+    xs = rng.standard_normal((rows, width)) * 3 + 1
     ws, bs = rng.standard_normal(width), rng.standard_normal(width)
+    gs = rng.standard_normal((rows, width))
     kern = wgpu.kernel("layer_norm")
-    x, w, b = (vtl.asarray(a.astype(np.float32), backend="wgpu")._data for a in (xs, ws, bs))
+    x, w, b, g = (vtl.asarray(a.astype(np.float32), backend="wgpu")._data
+                  for a in (xs, ws, bs, gs))
     y, mean, rstd = kern.forward(x, w, b, 1e-5, rms=rms)
-    mu = np.zeros((5, 1)) if rms else xs.mean(-1, keepdims=True)
+    mu = np.zeros((rows, 1)) if rms else xs.mean(-1, keepdims=True)
     r = 1 / np.sqrt(((xs - mu) ** 2).mean(-1, keepdims=True) + 1e-5)
     np.testing.assert_allclose(np.asarray(y), (xs - mu) * r * ws + bs, rtol=2e-5, atol=2e-5)
     np.testing.assert_allclose(np.asarray(mean), mu, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(np.asarray(rstd), r, rtol=1e-5)
+    dx, _, _ = kern.backward(x, w, mean, rstd, g, True, False, False, rms=rms)
+    xh, gw = (xs - mu) * r, gs * ws
+    m1 = 0 if rms else gw.mean(-1, keepdims=True)
+    ref = r * (gw - m1 - xh * (gw * xh).mean(-1, keepdims=True))
+    np.testing.assert_allclose(np.asarray(dx), ref, rtol=2e-4, atol=2e-4)

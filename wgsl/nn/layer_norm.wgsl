@@ -1,13 +1,14 @@
-// Layer normalisation of the rows of contiguous (M, N) data (vtl/backends/wgpu/nn.py): one
-// workgroup per row; the mean, then the biased variance of the deviations (two passes over
-// the row, held in registers up to 2048 elements, else read again);
+// Layer normalisation of the rows of contiguous (M, N) data (vtl/backends/wgpu/nn.py): TPR
+// invocations a row, 256 / TPR rows a workgroup (vtl/backends/wgpu/_row_lanes.py); the
+// mean, then the biased variance of the deviations (two passes over the row, held in
+// registers up to TPR * SLOTS elements, else read again);
 // rstd = 1 / sqrt(var + eps); y = (x - mean) * rstd * w + b. S[2m] = mean, S[2m+1] = rstd.
 // Arrays are stored as T and computed in C (float32 for float16/bfloat16, whose statistics
 // S stay float32), each output rounded once.
 // With flag 4 (rms_norm) the mean is taken as 0: rstd = 1 / sqrt(mean(x^2) + eps).
 // Words: 0 M, 1 N, 2 offset x, 3 offset w, 4 offset b, 5 offset y, 6 offset S,
 //        7 flags (1: w, 2: b, 4: no centring), 8.. eps
-// (wsum: wgsl/math/workgroup_reduce.wgsl)
+// (wreduce: wgsl/math/workgroup_reduce.wgsl)
 @group(0) @binding(0) var<storage, read> X: array<{{T}}>;
 @group(0) @binding(1) var<storage, read> Wt: array<{{T}}>;
 @group(0) @binding(2) var<storage, read> Bs: array<{{T}}>;
@@ -21,59 +22,64 @@ fn put(yb: u32, j: u32, xhat: {{C}}) {
   Y[yb + j] = wrap_{{D}}({{T}}(v));
 }
 
-// 1 / sqrt(var + eps) of a row from each thread's share q of its squared deviations
-fn rstd(lid: u32, q: {{C}}, N: u32) -> {{C}} {
-  return {{C}}(1) / sqrt(wsum(lid, q) / {{C}}(N) + {{C}}(scal_{{CD}}(8u)));
+const TPR = {{TPR}};  // invocations a row
+const SLOTS = 16u;  // elements an invocation holds
+
+// 1 / sqrt(var + eps) of a row from each invocation's share q of its squared deviations
+fn rstd(lid: u32, lane: u32, q: {{C}}, N: u32) -> {{C}} {
+  return {{C}}(1) / sqrt(wreduce(lid, lane, q, TPR, false) / {{C}}(N) + {{C}}(scal_{{CD}}(8u)));
 }
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
-  let row = wid.y * nwg.x + wid.x;
-  if (row >= pw(0u)) { return; }
+  let lane = lid % TPR;
+  let row = (wid.y * nwg.x + wid.x) * (256u / TPR) + lid / TPR;
+  let valid = row < pw(0u);
   let N = pw(1u);
+  let end = select(0u, N, valid);  // a row past the last has no elements
   let xb = pw(2u) + row * N;
-  let fl = pw(7u);
+  let centre = (pw(7u) & 4u) == 0u;
   var mu = {{C}}(0);
   var q = {{C}}(0);
   var r = {{C}}(0);
   let yb = pw(5u) + row * N;
-  if (N <= 2048u) {  // the row in registers, eight elements a thread: one read of x
-    var xv: array<{{C}}, 8>;
+  if (N <= TPR * SLOTS) {  // the row in registers: one read of x
+    var xv: array<{{C}}, 16>;
     var s = {{C}}(0);
-    /* unroll */ for (var k = 0u; k < 8u; k++) {
-      let j = lid + k * 256u;
+    /* unroll */ for (var k = 0u; k < 16u; k++) {
+      let j = lane + k * TPR;
       var v = {{C}}(0);
-      if (j < N) { v = {{C}}(X[xb + j]); }
+      if (j < end) { v = {{C}}(X[xb + j]); }
       xv[k] = v;
       s += v;
     }
-    if ((fl & 4u) == 0u) { mu = wsum(lid, s) / {{C}}(N); }
-    /* unroll */ for (var k = 0u; k < 8u; k++) {
-      if (lid + k * 256u < N) {
+    if (centre) { mu = wreduce(lid, lane, s, TPR, false) / {{C}}(N); }
+    /* unroll */ for (var k = 0u; k < 16u; k++) {
+      if (lane + k * TPR < end) {
         let d = xv[k] - mu;
         q += d * d;
       }
     }
-    r = rstd(lid, q, N);
-    /* unroll */ for (var k = 0u; k < 8u; k++) {
-      let j = lid + k * 256u;
-      if (j < N) { put(yb, j, (xv[k] - mu) * r); }
+    r = rstd(lid, lane, q, N);
+    /* unroll */ for (var k = 0u; k < 16u; k++) {
+      let j = lane + k * TPR;
+      if (j < end) { put(yb, j, (xv[k] - mu) * r); }
     }
   } else {
-    if ((fl & 4u) == 0u) {
+    if (centre) {
       var s = {{C}}(0);
-      for (var j = lid; j < N; j += 256u) { s += {{C}}(X[xb + j]); }
-      mu = wsum(lid, s) / {{C}}(N);
+      for (var j = lane; j < end; j += TPR) { s += {{C}}(X[xb + j]); }
+      mu = wreduce(lid, lane, s, TPR, false) / {{C}}(N);
     }
-    for (var j = lid; j < N; j += 256u) {
+    for (var j = lane; j < end; j += TPR) {
       let d = {{C}}(X[xb + j]) - mu;
       q += d * d;
     }
-    r = rstd(lid, q, N);
-    for (var j = lid; j < N; j += 256u) { put(yb, j, ({{C}}(X[xb + j]) - mu) * r); }
+    r = rstd(lid, lane, q, N);
+    for (var j = lane; j < end; j += TPR) { put(yb, j, ({{C}}(X[xb + j]) - mu) * r); }
   }
-  if (lid == 0u) {
+  if (valid && lane == 0u) {
     S[pw(6u) + 2u * row] = mu;
     S[pw(6u) + 2u * row + 1u] = r;
   }

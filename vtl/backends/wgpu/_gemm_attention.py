@@ -20,23 +20,13 @@ from . import _dtypes as D
 from . import _kernels, _linalg
 from ._array import WgpuArray, contiguous, empty, words_for_scalar
 from ._recorder import REC, groups_for
+from ._row_lanes import row_groups, row_lanes
 from .attention import drop_words
 
 __all__ = ["WgpuGemmAttention"]
 
 #: the first word of the kernels' dropout (``DROP_AT`` in ``gattn_*.wgsl``)
 _DROP_AT = 20
-
-
-#: keys each invocation of the softmax holds in registers (``SLOTS`` in gattn_softmax.wgsl)
-SOFTMAX_SLOTS = 16
-
-
-def softmax_lanes(keys: int) -> int:
-    """The softmax's invocations per row of ``keys`` scores: the fewest of 32, 64, 128 and
-    256 that hold the row in registers (several rows a workgroup), else 256 (one row a
-    workgroup, read three times)."""
-    return next((t for t in (32, 64, 128) if t * SOFTMAX_SLOTS >= keys), 256)
 
 
 class WgpuGemmAttention(ChunkedAttention):
@@ -128,10 +118,10 @@ class WgpuGemmAttention(ChunkedAttention):
                 scale: float, i0: int = 0, dropout: Any = None) -> None:
         rows = scores.shape[0] * scores.shape[1]
         words, patch = self._words(geo, b0, scale, scores, lse, mask, rows, i0, dropout)
-        tpr = softmax_lanes(scores.shape[2])
+        tpr = row_lanes(scores.shape[2])
         REC.dispatch(self._kernel("gattn_softmax", "wwr", dropout, tpr),
                      (scores._st.buf, lse._st.buf, self._mask_buffer(mask)), words,
-                     -(-rows // (256 // tpr)), dynamic=patch)
+                     row_groups(rows, tpr), dynamic=patch)
         self.launches += 1
 
     def row_dots(self, g: Any, out: Any) -> Any:

@@ -110,7 +110,7 @@ def register(backend: Backend) -> None:
     backend.register_kernel("linear_grad_weight", nn.linear_grad_weight)
     backend.register_kernel("relu_backward", nn.relu_backward)
     backend.register_kernel("cross_entropy", nn.CrossEntropy())
-    backend.register_kernel("layer_norm", nn.LayerNorm())  # a workgroup per row each way
+    backend.register_kernel("layer_norm", nn.LayerNorm())  # 32 to 256 invocations a row
     backend.register_kernel("batch_norm", nn.BatchNorm())  # three dispatches each way
     backend.register_kernel("gelu", nn.Gelu())  # one dispatch each way
     backend.register_kernel("silu", nn.Silu())  # one fused dispatch each way

@@ -41,6 +41,7 @@ from ._linalg import (
     tiles,
 )
 from ._recorder import REC, groups_for
+from ._row_lanes import row_groups, row_lanes
 
 _FLOATS = (D.float32, D.float64)
 #: the dtypes of ``linear``/``linear_grad_weight``: 16-bit products accumulate in float32
@@ -289,9 +290,10 @@ def _ln_blocks(m: int) -> tuple[int, int]:
 
 
 class LayerNorm:
-    """``kernel("layer_norm")``: a workgroup per row each way (``wgsl/nn/layer_norm.wgsl``,
-    ``layer_norm_grad.wgsl``), the weight and bias gradients from partial sums over blocks of
-    rows (``layer_norm_params.wgsl``, added up by ``layer_norm_params_sum.wgsl``); with
+    """``kernel("layer_norm")``: one dispatch each way, 32 to 256 invocations a row
+    (``wgsl/nn/layer_norm.wgsl``, ``layer_norm_grad.wgsl``, ``_row_lanes``), the weight
+    and bias gradients from partial sums over blocks of rows (``layer_norm_params.wgsl``,
+    added up by ``layer_norm_params_sum.wgsl``); with
     ``rms=True`` rms_norm's rows (no centring). float32/float64, and float16/bfloat16 rows
     computed in float32 with float32 statistics, each output rounded once."""
 
@@ -318,13 +320,14 @@ class LayerNorm:
         b = None if b is None else contiguous(b)
         y = empty((m, n), dt)
         stats = empty((m, 2), cdt)
-        k = _kernels.compute_kernel("layer_norm", "rrrww", dt)
+        tpr = row_lanes(n)
+        k = _kernels.compute_kernel("layer_norm", "rrrww", dt, TPR=f"{tpr}u")
         flags = (1 if w is not None else 0) | (2 if b is not None else 0) | (4 if rms else 0)
         words = [m, n, x._offset, 0 if w is None else w._offset, 0 if b is None else b._offset,
                  y._offset, stats._offset, flags, *words_for_scalar(eps, cdt)]
         bufs = (x._st.buf, (w if w is not None else x)._st.buf,
                 (b if b is not None else x)._st.buf, y._st.buf, stats._st.buf)
-        REC.dispatch(k, bufs, words, m)
+        REC.dispatch(k, bufs, words, row_groups(m, tpr))
         self.launches += 1
         return y, stats[:, 0:1], stats[:, 1:2]
 
@@ -345,12 +348,13 @@ class LayerNorm:
         dx = dw = db = None
         if need_x:
             dx = empty((m, n), dt)
-            k = _kernels.compute_kernel("layer_norm_grad", "rrrrw", dt)
+            tpr = row_lanes(n)
+            k = _kernels.compute_kernel("layer_norm_grad", "rrrrw", dt, TPR=f"{tpr}u")
             words = [m, n, x._offset, 0 if w is None else w._offset, g._offset, mean._offset,
                      dx._offset, (1 if w is not None else 0) | (4 if rms else 0)]
             bufs = (x._st.buf, (w if w is not None else x)._st.buf, g._st.buf, mean._st.buf,
                     dx._st.buf)
-            REC.dispatch(k, bufs, words, m)
+            REC.dispatch(k, bufs, words, row_groups(m, tpr))
             self.launches += 1
         if need_w or need_b:
             blocks, rows = _ln_blocks(m)
@@ -543,7 +547,8 @@ class Gelu:
 
 class Softmax:
     """``kernel("softmax")``: softmax and log_softmax over the last axis and their
-    gradients, one dispatch each (``wgsl/nn/softmax.wgsl``, a workgroup per row):
+    gradients, one dispatch each (``wgsl/nn/softmax.wgsl``, 32 to 256 invocations a row,
+    ``_row_lanes``):
     float32, float64 (with ``shader-f64``; exp and log from the library's float64 math), and
     float16/bfloat16 rows computed in float32 and rounded once."""
 
@@ -563,9 +568,10 @@ class Softmax:
         n = x.shape[-1]
         m = x.size // n
         f64 = x.dtype == D.float64
+        tpr = row_lanes(n)
         k = _kernels.compute_kernel("softmax", "rrw", x.dtype, EXP="m64_exp" if f64 else "exp",
-                                    LOG="m64_log" if f64 else "log")
-        return _dispatch_x_g(k, *arrays, [m, n, mode], m)
+                                    LOG="m64_log" if f64 else "log", TPR=f"{tpr}u")
+        return _dispatch_x_g(k, *arrays, [m, n, mode], row_groups(m, tpr))
 
     def forward(self, x: Any, log: bool) -> Any:
         return self._run(1 if log else 0, x, None)
