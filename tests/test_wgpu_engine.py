@@ -119,6 +119,25 @@ def test_a_long_recording_is_submitted_while_the_host_records_on(monkeypatch):
     np.testing.assert_array_equal(host(a), np.full((64, 64), 1 + 0.5 ** 7, np.float32))
 
 
+def test_the_next_pass_is_opened_while_the_host_waits():
+    """A wait (synchronize, a readback) opens the next pass before it blocks; an empty pass
+    opened so is not submitted by another wait, and its age counts from its first
+    dispatch."""
+    rec = _recorder.REC
+    a = xp.ones((64, 64)) * 2.0
+    xp.synchronize()
+    assert rec.cpass is not None and rec.pending == 0
+    s0 = rec.submits
+    xp.synchronize()
+    assert rec.submits == s0  # nothing recorded: no submit
+    waited = _recorder.perf_counter()
+    b = a + 1.0
+    assert rec.pending == 1 and rec._opened >= waited
+    assert float(xp.sum(b)) == 3.0 * 64 * 64  # the readback submits the pass
+    assert rec.submits == s0 + 1 and rec.cpass is not None and rec.pending == 0
+    assert float(xp.sum(b * 0.5)) == 1.5 * 64 * 64
+
+
 def test_a_replay_is_submitted_by_age_as_recorded_work_is(monkeypatch):
     """A compiled call's replayed dispatches follow the same rule: once the pass has been
     open ``FLUSH_AFTER_S`` with ``FLUSH_MIN`` dispatches it is submitted at the end of a

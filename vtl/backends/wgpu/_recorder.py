@@ -6,7 +6,8 @@ every ``FLUSH_EVERY`` dispatches, and once the open pass has been recording for
 one ``dispatch_workgroups`` each, and the device starts on a long stretch of work (a
 training step's forward) while the host still records the rest instead of waiting for
 the whole of it. A replay (``vtl.compile``) applies the same rules once its dispatches are
-recorded.
+recorded. A wait (a synchronize, a readback) opens the next pass before it blocks, so the
+first dispatch after it does not pay for opening one.
 
 Recording calls wgpu-native's compute-pass functions directly through cffi when
 they are reachable (wgpu-py's wrappers add about 3 µs per dispatch); errors in
@@ -124,6 +125,7 @@ class Recorder:
         self.dispatches = 0
         self._pipeline = None
         self._opened = 0.0  # when the open pass began recording (perf_counter)
+        self._ahead = False  # the open pass was opened during a wait and holds nothing yet
         self._sync_buf = None
         self._stagings: dict = {}  # size class -> mappable staging buffer
         self._keep: list = []  # objects the open pass uses that caches may drop
@@ -137,7 +139,16 @@ class Recorder:
         self._handle = cp._internal if _lib is not None else None
         self._pipeline = None
         self._opened = perf_counter()
+        self._ahead = False
         return cp
+
+    def _open_ahead(self) -> None:
+        """Open the next pass while the host waits for the device (opening one costs tens of
+        microseconds of host time that the first dispatch after the wait would otherwise
+        pay); its age counts from its first dispatch."""
+        if self.cpass is None:
+            self._open()
+            self._ahead = True
 
     def dispatch(self, kernel, bufs, words, groups: int, gy: int = 1, gz: int = 1,
                  dynamic=None) -> None:
@@ -167,6 +178,9 @@ class Recorder:
         cp = self.cpass
         if cp is None:
             cp = self._open()
+        elif self._ahead:
+            self._ahead = False
+            self._opened = perf_counter()
         maxg = _runtime.get().max_groups
         if groups > maxg:
             if gy != 1 or gz != 1:
@@ -210,6 +224,9 @@ class Recorder:
         cp = self.cpass
         if cp is None:
             cp = self._open()
+        elif self._ahead:
+            self._ahead = False
+            self._opened = perf_counter()
         h = self._handle
         pipe = None
         for pipeline, bg, block, groups, gy, gz in entries:
@@ -270,7 +287,7 @@ class Recorder:
             self._flush()
 
     def _flush(self) -> None:
-        if self.cpass is None:
+        if self.cpass is None or self._ahead:  # nothing open, or an empty pass opened ahead
             return
         self.cpass.end()
         self._submit(self.encoder)
@@ -278,6 +295,7 @@ class Recorder:
     def _submit(self, encoder) -> None:
         _runtime.get().queue.submit([encoder.finish()])
         self.cpass = self.encoder = self._pipeline = self._handle = None
+        self._ahead = False
         self._keep = []
         self.pending = 0
         self.batch += 1
@@ -300,6 +318,7 @@ class Recorder:
         rt = _runtime.get()
         if _ON_DONE is not None:
             _ON_DONE(rt.queue._internal, _DONE_INFO[0])
+            self._open_ahead()
             _wait(rt.device._internal, 0)
             return
         if self._sync_buf is None:  # pragma: no cover - another wgpu backend
@@ -347,6 +366,7 @@ class Recorder:
         self._submit(encoder)
         handle = staging._internal
         _MAP(handle, _MAP_READ, 0, total, _MAP_INFO[0])
+        self._open_ahead()
         _wait(rt.device._internal, 1)
         try:
             if _counts[2] != _MAP_OK:
