@@ -167,6 +167,47 @@ def test_linear_grad_weight_of_a_deep_product_splits_its_depth(wgpu, m, n_out, n
                                atol=tol)
 
 
+@pytest.mark.parametrize(("m", "transposed"), [(2100, False), (2048, True)])
+@pytest.mark.parametrize("name", ["float32", "float16", "bfloat16"])
+def test_deep_product_with_few_large_tiles_splits_its_depth(wgpu, monkeypatch, m, transposed,
+                                                            name):
+    """A deep product whose large tiles are filled but too few runs the large-tile kernel over
+    depth slices (with a rest where the depth does not divide), summed after; a linear
+    layer's bias gradient is then the column sums of its output gradient (float32 sums of
+    16-bit data, rounded once). Against the float64 products."""
+    import ml_dtypes
+
+    from vtl.backends.wgpu import _linalg
+
+    dt = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16)}.get(
+        name, np.dtype(np.float32))
+    _skip_without(dt)
+    monkeypatch.setattr(_linalg, "BIG_MIN_TILES", 4)  # two 128x128 tiles: two slices
+    n_out, n_in = 256, 128
+    depth = _linalg.big_split_depth(wx.asarray(np.zeros(1, dt)).dtype, n_out, n_in, m)
+    assert depth == -(-m // 32) * 16
+    calls = []
+    real = _linalg.split_product
+    monkeypatch.setattr(_linalg, "split_product",
+                        lambda *a, **k: calls.append(k.get("big")) or real(*a, **k))
+    rng = np.random.default_rng(m)
+    g = (rng.standard_normal((m, n_out)) * 0.1).astype(dt)
+    x = (rng.standard_normal((m, n_in)) * 0.1).astype(dt)
+    xs = wx.asarray(np.ascontiguousarray(x.T)).mT if transposed else wx.asarray(x)
+    gw, gb = _nn.linear_grad_weight(wx.asarray(g), xs, True)
+    assert calls == [True]
+    g64, x64 = g.astype(np.float64), x.astype(np.float64)
+    tol = 2e-5 if name == "float32" else float(np.finfo(dt).eps)
+    for got, want in ((gw, g64.T @ x64), (gb, g64.sum(0))):
+        got = wx.to_numpy(got)
+        assert got.dtype == dt
+        np.testing.assert_allclose(got.astype(np.float64), want, rtol=tol, atol=tol * 4)
+    ga = wx.asarray(np.ascontiguousarray(g.T))  # matmul of an unbatched product: the same
+    np.testing.assert_allclose(wx.to_numpy(ga @ xs).astype(np.float64), g64.T @ x64,
+                               rtol=tol, atol=tol * 4)
+    assert calls == [True, True]
+
+
 @pytest.mark.parametrize("name", ["float16", "bfloat16"])
 def test_16bit_deep_product_sums_float32_partials(wgpu, name):
     """A split-K 16-bit product (and its row sums) keeps float32 partials and rounds the

@@ -47,6 +47,10 @@ SPLIT_GROUPS, SPLIT_TARGET, SPLIT_MIN_DEPTH = 128, 512, 512
 #: fills the device with fewer rows and wastes less on a narrow output (64 columns).
 BIG_MIN_TILES = 256
 BIG_MIN_FILL = 0.75
+#: a deep product with fewer large tiles than that runs the large-tile kernel over slices
+#: of its depth (at least ``BIG_SPLIT_MIN_DEPTH`` each), ``BIG_MIN_TILES`` workgroups or
+#: more in all, summed after: the weight gradients of linear layers (depth: the batch's rows)
+BIG_SPLIT_MIN_DEPTH = 512
 _BIG = 128
 #: the dtypes of the large-tile kernel
 _BIG_DTYPES = frozenset({D.float32, D.float16, D.bfloat16})
@@ -79,6 +83,20 @@ def big_tiles(dt, M: int, N: int, batch: int = 1) -> bool:
         return False
     t = -(-M // _BIG) * -(-N // _BIG)
     return t * batch >= BIG_MIN_TILES and M * N >= BIG_MIN_FILL * t * _BIG * _BIG
+
+
+def big_split_depth(dt, M: int, N: int, K: int) -> int:
+    """The depth of each slice of an ``M`` x ``N`` product of depth ``K`` that runs the
+    large-tile kernel in depth slices (its tiles filled, too few of them for
+    ``BIG_MIN_TILES``, ``K`` deep enough for the slices that make up the number), or 0."""
+    if dt not in _BIG_DTYPES or (dt == D.float16 and _coop.available()):
+        return 0
+    t = -(-M // _BIG) * -(-N // _BIG)
+    if t >= BIG_MIN_TILES or M * N < BIG_MIN_FILL * t * _BIG * _BIG:
+        return 0
+    slices = -(-BIG_MIN_TILES // t)
+    depth = -(-K // (slices * 16)) * 16
+    return depth if depth >= BIG_SPLIT_MIN_DEPTH else 0
 
 
 # The large-tile kernel's share of each thread in the A and B tiles (matmul_big.wgsl): four
@@ -227,6 +245,10 @@ def matmul2d(a: WgpuArray, b: WgpuArray) -> WgpuArray:
     N = b._shape[1]
     dt = a._dtype
     big = big_tiles(dt, M, N)
+    if not big:
+        depth = big_split_depth(dt, M, N, K)
+        if depth:
+            return split_product(a, b, depth, big=True)[0]
     gx, gy = tiles(M, N, big)
     depth = 0 if big else split_depth(gx * gy, K)
     if depth:
@@ -241,12 +263,13 @@ def matmul2d(a: WgpuArray, b: WgpuArray) -> WgpuArray:
     return out
 
 
-def split_product(a: WgpuArray, b: WgpuArray, depth: int, rowsum: dict | None = None
-                  ) -> tuple[WgpuArray, WgpuArray | None]:
+def split_product(a: WgpuArray, b: WgpuArray, depth: int, rowsum: dict | None = None,
+                  big: bool = False) -> tuple[WgpuArray, WgpuArray | None]:
     """``(a @ b, the row sums of a or None)`` of 2-D arrays as products of depth slices of
     ``depth`` (a batch of the matmul kernel, plus one for the rest), summed after: a deep
     product with few output tiles then fills the device. ``rowsum``: the row-sum epilogue of
-    ``_nn`` (binding 3, per slice at word 12 + slice * M)."""
+    ``_nn`` (binding 3, per slice at word 12 + slice * M; the 64x64 kernel only). ``big``:
+    the large-tile kernel."""
     M, K = a._shape
     N = b._shape[1]
     dt = a._dtype
@@ -260,12 +283,18 @@ def split_product(a: WgpuArray, b: WgpuArray, depth: int, rowsum: dict | None = 
     layout = cols_contiguous(a._strides, b._strides)
     bufs: tuple = (a._st.buf, b._st.buf, acc._st.buf)
     if rowsum is not None:
+        if big:
+            raise ValueError("split_product: the large-tile kernel has no row-sum epilogue")
         k = matmul_kernel(dt, layout, "rrww", rowsum, out=pdt)
         rs = empty((parts, M), pdt)
         bufs += (rs._st.buf,)
+    elif big:  # vec4 reads where every slice's (and the rest's) offsets allow them
+        vec = big_reads(dt, layout, M, N, rest or depth, a._strides, b._strides,
+                        (a._offset, depth * sak), (b._offset, depth * sbk))
+        k = matmul_kernel(dt, layout, out=pdt, big=True, vec=vec)
     else:
         k = matmul_kernel(dt, layout, out=pdt)
-    gx, gy = tiles(M, N, False)
+    gx, gy = tiles(M, N, big)
     nw = 12 if rowsum is None else 13
     words = [M, N, depth, a._offset, b._offset, 0, depth * sak, sam, sak, depth * sbk, sbk,
              sbn, 0]

@@ -26,12 +26,13 @@ import numpy as np
 from .._common.ranges import targets_in_range
 from .._common.row_blocks import row_blocks
 from . import _dtypes as D
-from . import _errors, _fuse, _kernels, _runtime
+from . import _errors, _fuse, _kernels, _reduction, _runtime
 from ._array import WgpuArray, astype_raw, contiguous, empty, fresh, known_range, words_for_scalar
 from ._indexing import _CHECK_SUBS
 from ._linalg import (
     PLAIN,
     big_reads,
+    big_split_depth,
     big_tiles,
     cols_contiguous,
     matmul2d,
@@ -156,6 +157,10 @@ def linear_grad_weight(g: Any, x: Any, bias: bool) -> Any:
     gt = g.T
     if not bias:
         return matmul2d(gt, x), None
+    if big_split_depth(g.dtype, n_out, x.shape[1], g.shape[0]):  # large tiles, no row sums
+        pdt = D.compute_dtype(g.dtype)
+        gb = _reduction.sum(g, axis=0, dtype=pdt)
+        return matmul2d(gt, x), gb if pdt == g.dtype else astype_raw(gb, g.dtype)
     gx, gy = tiles(n_out, x.shape[1], False)
     depth = split_depth(gx * gy, g.shape[0])
     if depth:
