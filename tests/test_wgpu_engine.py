@@ -390,3 +390,45 @@ def test_trunc_and_round_keep_signed_zeros_and_round_half_to_even(name):
         want = getattr(np, f)(x)
         np.testing.assert_array_equal(np.signbit(got), np.signbit(want), err_msg=f)
         np.testing.assert_array_equal(got, want, err_msg=f)
+
+
+@pytest.mark.parametrize(("shape", "view"), [
+    ((4, 8, 16, 64), lambda a: a.transpose(0, 2, 1, 3)),  # a head split's permute
+    ((2, 64, 3, 8, 16), lambda a: a.transpose(2, 0, 3, 1, 4)),
+    ((64, 96), lambda a: a.T),
+    ((48, 128), lambda a: a[:, ::-1]),  # negative strides along the last axis
+    ((4096, 3), lambda a: a[::-1]),  # a last axis no multiple of four
+    ((10, 10), lambda a: a.T),  # few elements: one an invocation
+])
+def test_strided_copies_and_casts_match_numpy(shape, view):
+    """The strided elementwise kernel (several elements of the last axis an invocation where
+    its length allows): copies, a strided destination, a cast and a unary op of views."""
+    rng = np.random.default_rng(len(shape))
+    a = rng.standard_normal(shape).astype(np.float32)
+    ref = view(a)
+    x = view_like(xp.asarray(a), view)
+    np.testing.assert_array_equal(host(xp.reshape(x, (-1,))), ref.reshape(-1))
+    np.testing.assert_array_equal(host(xp.stack([x, x], axis=-2)), np.stack([ref, ref], -2))
+    np.testing.assert_array_equal(host(xp.astype(x, xp.float16)), ref.astype(np.float16))
+    np.testing.assert_allclose(host(xp.abs(x)), np.abs(ref))
+
+
+def view_like(x, view):
+    """The NumPy view ``view`` applied to the wgpu array ``x`` (``.T``, ``transpose`` and
+    slicing through the array API)."""
+
+    class Shim:
+        def __init__(self, arr):
+            self.arr = arr
+
+        def transpose(self, *axes):
+            return xp.permute_dims(self.arr, axes)
+
+        @property
+        def T(self):  # noqa: N802 - NumPy's name
+            return xp.permute_dims(self.arr, (1, 0))
+
+        def __getitem__(self, key):
+            return self.arr[key]
+
+    return view(Shim(x))

@@ -362,6 +362,12 @@ def broadcast_strides(x: WgpuArray, shape) -> tuple[int, ...]:
 MAX_ND = 7
 
 
+#: the strided kernel takes this many consecutive elements of the last axis an invocation
+#: where the axis' length allows (its index arithmetic, a division per dimension, is then
+#: shared by them) and the array has at least ``_COPY_PER_MIN`` elements
+_COPY_PER, _COPY_PER_MIN = 4, 4096
+
+
 def copy_into(src: WgpuArray, dst: WgpuArray, body: str = "return {{R}}(x);") -> None:
     """dst[...] = cast(src) elementwise; src is broadcast to dst's shape."""
     n = dst.size
@@ -378,8 +384,9 @@ def copy_into(src: WgpuArray, dst: WgpuArray, body: str = "return {{R}}(x);") ->
         raise ValueError(f"wgpu: views with {nd} non-mergeable dimensions are not supported")
     flags = (1 if si == c_strides(shape) else 0) | (2 if so == c_strides(shape) else 0)
     words = [n, nd, flags, src._offset, dst._offset, *shape, *si, *so]
-    k = unary_kernel(src._dtype, dst._dtype, body)
-    REC.dispatch(k, (src._st.buf, dst._st.buf), words, groups_for(n))
+    per = _COPY_PER if nd and n >= _COPY_PER_MIN and shape[-1] % _COPY_PER == 0 else 1
+    k = unary_kernel(src._dtype, dst._dtype, body, per)
+    REC.dispatch(k, (src._st.buf, dst._st.buf), words, groups_for(n // per))
 
 
 _CAST = "return {{R}}(x);"
@@ -404,17 +411,20 @@ def _flat_copy(src: WgpuArray, dst: WgpuArray, n: int) -> None:
 _UN_CACHE: dict = {}
 
 
-def unary_kernel(dt_in: np.dtype, dt_out: np.dtype, body: str):
-    k = _UN_CACHE.get((dt_in, dt_out, body))
+def unary_kernel(dt_in: np.dtype, dt_out: np.dtype, body: str, per: int = 1):
+    """The strided elementwise kernel (``wgsl/elementwise/unary.wgsl``) of ``body``, ``per``
+    elements of the last axis an invocation."""
+    key = (dt_in, dt_out, body, per)
+    k = _UN_CACHE.get(key)
     if k is None:
-        k = _UN_CACHE[(dt_in, dt_out, body)] = _unary_kernel(dt_in, dt_out, body)
+        k = _UN_CACHE[key] = _unary_kernel(dt_in, dt_out, body, per)
     return k
 
 
 _WIDEN = {("u32", "i64"): "return i64(u64(x));", ("i32", "u64"): "return u64(i64(x));"}
 
 
-def _unary_kernel(dt_in: np.dtype, dt_out: np.dtype, body: str):
+def _unary_kernel(dt_in: np.dtype, dt_out: np.dtype, body: str, per: int):
     from . import _kernels
 
     tin, tout = D.wgsl(dt_in), D.wgsl(dt_out)
@@ -432,7 +442,7 @@ def _unary_kernel(dt_in: np.dtype, dt_out: np.dtype, body: str):
             body = f"return select(0u, 1u, x != {{{{T}}}}(0) || isnan_{dt_in.name}(x));"
     return _kernels.kernel(
         "unary", "rw", (dt_in, dt_out), T=D.wgsl(dt_in), R=D.wgsl(dt_out), DR=dt_out.name,
-        BODY=body,
+        BODY=body, PER=f"{per}u",
     )
 
 
