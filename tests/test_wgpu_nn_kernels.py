@@ -188,8 +188,13 @@ def test_deep_product_with_few_large_tiles_splits_its_depth(wgpu, monkeypatch, m
     assert depth == -(-m // 32) * 16
     calls = []
     real = _linalg.split_product
-    monkeypatch.setattr(_linalg, "split_product",
-                        lambda *a, **k: calls.append(k.get("big")) or real(*a, **k))
+
+    def spy(*a, **k):
+        calls.append(k.get("big"))
+        return real(*a, **k)
+
+    for module in (_linalg, _nn):  # linear_grad_weight calls it by its own import
+        monkeypatch.setattr(module, "split_product", spy)
     rng = np.random.default_rng(m)
     g = (rng.standard_normal((m, n_out)) * 0.1).astype(dt)
     x = (rng.standard_normal((m, n_in)) * 0.1).astype(dt)

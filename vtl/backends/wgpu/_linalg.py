@@ -76,23 +76,28 @@ def cols_contiguous(sa: tuple, sb: tuple) -> tuple[bool, bool]:
     return sa[0] == 1 and sa[1] != 1, sb[0] == 1 and sb[1] != 1
 
 
-def big_tiles(dt, M: int, N: int, batch: int = 1) -> bool:
-    """Whether the ``M`` x ``N`` product(s) of ``dt`` run the large-tile kernel (never for
-    float16 products on cooperative matrices: theirs has 64x64 tiles)."""
+def _filled_big_tiles(dt, M: int, N: int) -> int:
+    """The 128x128 tiles of an ``M`` x ``N`` product of ``dt`` where the large-tile kernel
+    takes the dtype and the output fills them to ``BIG_MIN_FILL``, else 0 (never for float16
+    products on cooperative matrices: theirs has 64x64 tiles)."""
     if dt not in _BIG_DTYPES or (dt == D.float16 and _coop.available()):
-        return False
+        return 0
     t = -(-M // _BIG) * -(-N // _BIG)
-    return t * batch >= BIG_MIN_TILES and M * N >= BIG_MIN_FILL * t * _BIG * _BIG
+    return t if M * N >= BIG_MIN_FILL * t * _BIG * _BIG else 0
+
+
+def big_tiles(dt, M: int, N: int, batch: int = 1) -> bool:
+    """Whether the ``M`` x ``N`` product(s) of ``dt`` run the large-tile kernel."""
+    t = _filled_big_tiles(dt, M, N)
+    return t > 0 and t * batch >= BIG_MIN_TILES
 
 
 def big_split_depth(dt, M: int, N: int, K: int) -> int:
     """The depth of each slice of an ``M`` x ``N`` product of depth ``K`` that runs the
     large-tile kernel in depth slices (its tiles filled, too few of them for
     ``BIG_MIN_TILES``, ``K`` deep enough for the slices that make up the number), or 0."""
-    if dt not in _BIG_DTYPES or (dt == D.float16 and _coop.available()):
-        return 0
-    t = -(-M // _BIG) * -(-N // _BIG)
-    if t >= BIG_MIN_TILES or M * N < BIG_MIN_FILL * t * _BIG * _BIG:
+    t = _filled_big_tiles(dt, M, N)
+    if t == 0 or t >= BIG_MIN_TILES:
         return 0
     slices = -(-BIG_MIN_TILES // t)
     depth = -(-K // (slices * 16)) * 16

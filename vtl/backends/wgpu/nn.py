@@ -157,10 +157,12 @@ def linear_grad_weight(g: Any, x: Any, bias: bool) -> Any:
     gt = g.T
     if not bias:
         return matmul2d(gt, x), None
-    if big_split_depth(g.dtype, n_out, x.shape[1], g.shape[0]):  # large tiles, no row sums
+    depth = big_split_depth(g.dtype, n_out, x.shape[1], g.shape[0])
+    if depth:  # the large tiles have no row-sum epilogue: the bias gradient on its own
         pdt = D.compute_dtype(g.dtype)
         gb = _reduction.sum(g, axis=0, dtype=pdt)
-        return matmul2d(gt, x), gb if pdt == g.dtype else astype_raw(gb, g.dtype)
+        return (split_product(gt, x, depth, big=True)[0],
+                gb if pdt == g.dtype else astype_raw(gb, g.dtype))
     gx, gy = tiles(n_out, x.shape[1], False)
     depth = split_depth(gx * gy, g.shape[0])
     if depth:
