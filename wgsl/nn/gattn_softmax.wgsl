@@ -20,7 +20,7 @@
 const DROPOUT = {{DROPOUT}};
 const DROP_AT = 20u;
 const TPR = {{TPR}};  // invocations a row
-const SLOTS = 16u;  // keys an invocation holds
+const SLOTS = {{SLOTS}}u;  // keys an invocation holds
 {{DROP}}
 
 // the key of slot t of lane `lane` of a row held in registers: keys lane + t * TPR, or with
@@ -59,7 +59,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   var l = 0.0;
   if (C <= TPR * SLOTS) {
     var xs: array<f32, 16>;
-    /* unroll */ for (var t = 0u; t < 16u; t++) {
+    /* unroll */ for (var t = 0u; t < {{SLOTS}}u; t++) {
       let j = key_of(lane, t);
       var x = -f32_inf();
       if (j < end) { x = score(base, mrow, j, scale); }
@@ -68,7 +68,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     m = wreduce(lid, lane, m, TPR, true);
     let dead = m == -f32_inf();
-    /* unroll */ for (var t = 0u; t < 16u; t++) {
+    /* unroll */ for (var t = 0u; t < {{SLOTS}}u; t++) {
       let e = select(exp(xs[t] - m), 0.0, dead || xs[t] == -f32_inf());
       xs[t] = e;
       l += e;
@@ -88,7 +88,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
           }
         }
       } else {
-        /* unroll */ for (var t = 0u; t < 16u; t++) {
+        /* unroll */ for (var t = 0u; t < {{SLOTS}}u; t++) {
           let j = key_of(lane, t);
           if (j < C) { Sc[base + j] = select(xs[t] / l, 0.0, dead); }
         }

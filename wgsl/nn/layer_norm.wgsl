@@ -23,7 +23,7 @@ fn put(yb: u32, j: u32, xhat: {{C}}) {
 }
 
 const TPR = {{TPR}};  // invocations a row
-const SLOTS = 16u;  // elements an invocation holds
+const SLOTS = {{SLOTS}}u;  // elements an invocation holds
 
 // 1 / sqrt(var + eps) of a row from each invocation's share q of its squared deviations
 fn rstd(lid: u32, lane: u32, q: {{C}}, N: u32) -> {{C}} {
@@ -47,7 +47,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   if (N <= TPR * SLOTS) {  // the row in registers: one read of x
     var xv: array<{{C}}, 16>;
     var s = {{C}}(0);
-    /* unroll */ for (var k = 0u; k < 16u; k++) {
+    /* unroll */ for (var k = 0u; k < {{SLOTS}}u; k++) {
       let j = lane + k * TPR;
       var v = {{C}}(0);
       if (j < end) { v = {{C}}(X[xb + j]); }
@@ -55,14 +55,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       s += v;
     }
     if (centre) { mu = wreduce(lid, lane, s, TPR, false) / {{C}}(N); }
-    /* unroll */ for (var k = 0u; k < 16u; k++) {
+    /* unroll */ for (var k = 0u; k < {{SLOTS}}u; k++) {
       if (lane + k * TPR < end) {
         let d = xv[k] - mu;
         q += d * d;
       }
     }
     r = rstd(lid, lane, q, N);
-    /* unroll */ for (var k = 0u; k < 16u; k++) {
+    /* unroll */ for (var k = 0u; k < {{SLOTS}}u; k++) {
       let j = lane + k * TPR;
       if (j < end) { put(yb, j, (xv[k] - mu) * r); }
     }

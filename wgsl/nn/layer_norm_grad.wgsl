@@ -15,7 +15,7 @@
 @group(0) @binding(4) var<storage, read_write> DX: array<{{T}}>;
 
 const TPR = {{TPR}};  // invocations a row
-const SLOTS = 16u;  // elements an invocation holds
+const SLOTS = {{SLOTS}}u;  // elements an invocation holds
 
 // (xhat, g w) of element j of the row at xb, gb
 fn xhat_gw(xb: u32, gb: u32, j: u32, mu: {{C}}, r: {{C}}) -> vec2<{{C}}> {
@@ -43,7 +43,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   var c2 = {{C}}(0);
   if (N <= TPR * SLOTS) {
     var hv: array<vec2<{{C}}>, 16>;
-    /* unroll */ for (var k = 0u; k < 16u; k++) {
+    /* unroll */ for (var k = 0u; k < {{SLOTS}}u; k++) {
       let j = lane + k * TPR;
       if (j < end) {
         let h = xhat_gw(xb, gb, j, mu, r);
@@ -54,7 +54,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     let m1 = select({{C}}(0), wreduce(lid, lane, c1, TPR, false) / {{C}}(N), centre);
     let m2 = wreduce(lid, lane, c2, TPR, false) / {{C}}(N);
-    /* unroll */ for (var k = 0u; k < 16u; k++) {
+    /* unroll */ for (var k = 0u; k < {{SLOTS}}u; k++) {
       let j = lane + k * TPR;
       if (j < end) { DX[db + j] = wrap_{{D}}({{T}}(r * (hv[k].y - m1 - hv[k].x * m2))); }
     }

@@ -14,7 +14,7 @@
 @group(0) @binding(2) var<storage, read_write> Y: array<{{T}}>;
 
 const TPR = {{TPR}};  // invocations a row
-const SLOTS = 16u;  // elements an invocation holds
+const SLOTS = {{SLOTS}}u;  // elements an invocation holds
 
 // the gradient of element (y, g) of a row whose reduction is t
 fn grad(mode: u32, y: {{C}}, g: {{C}}, t: {{C}}) -> {{C}} {
@@ -38,7 +38,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (held) {
       var ys: array<{{C}}, 16>;
       var gs: array<{{C}}, 16>;
-      /* unroll */ for (var k = 0u; k < 16u; k++) {
+      /* unroll */ for (var k = 0u; k < {{SLOTS}}u; k++) {
         let j = lane + k * TPR;
         if (j < end) {
           let y = {{C}}(X[xb + j]);
@@ -49,7 +49,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
       }
       t = wreduce(lid, lane, t, TPR, false);
-      /* unroll */ for (var k = 0u; k < 16u; k++) {
+      /* unroll */ for (var k = 0u; k < {{SLOTS}}u; k++) {
         let j = lane + k * TPR;
         if (j < end) { Y[yb + j] = wrap_{{D}}({{T}}(grad(mode, ys[k], gs[k], t))); }
       }
@@ -70,7 +70,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   if (held) {
     var xs: array<{{C}}, 16>;
     var es: array<{{C}}, 16>;
-    /* unroll */ for (var k = 0u; k < 16u; k++) {
+    /* unroll */ for (var k = 0u; k < {{SLOTS}}u; k++) {
       let j = lane + k * TPR;
       if (j < end) {
         xs[k] = {{C}}(X[xb + j]);
@@ -79,7 +79,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     m = wreduce(lid, lane, m, TPR, true);
     if (isnan_{{CD}}(m) || isinf_{{CD}}(m)) { m = {{C}}(0); }
-    /* unroll */ for (var k = 0u; k < 16u; k++) {
+    /* unroll */ for (var k = 0u; k < {{SLOTS}}u; k++) {
       if (lane + k * TPR < end) {
         xs[k] -= m;
         es[k] = {{EXP}}(xs[k]);
@@ -88,7 +88,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     s = wreduce(lid, lane, s, TPR, false);
     let ls = {{LOG}}(s);
-    /* unroll */ for (var k = 0u; k < 16u; k++) {
+    /* unroll */ for (var k = 0u; k < {{SLOTS}}u; k++) {
       let j = lane + k * TPR;
       if (j < end) {
         Y[yb + j] = wrap_{{D}}({{T}}(select(es[k] / s, xs[k] - ls, mode == 1u)));

@@ -20,7 +20,7 @@ from . import _dtypes as D
 from . import _kernels, _linalg
 from ._array import WgpuArray, contiguous, empty, words_for_scalar
 from ._recorder import REC, groups_for
-from ._row_lanes import row_groups, row_lanes
+from ._row_lanes import lane_subs, row_groups, row_lanes
 from .attention import drop_words
 
 __all__ = ["WgpuGemmAttention"]
@@ -97,7 +97,7 @@ class WgpuGemmAttention(ChunkedAttention):
             if dropout is not None:
                 drop = {"DROPOUT": "true", "DROP": _kernels.source("attention_dropout"),
                         "PHILOX": _kernels.source("philox_rounds")}
-            extra = {"TPR": f"{tpr}u"} if tpr else {}
+            extra = lane_subs(tpr) if tpr else {}
             k = self._kernels[key] = _kernels.kernel(name, sig, (D.float32,), C="f32", **drop,
                                                      **extra)
         return k

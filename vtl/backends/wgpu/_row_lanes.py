@@ -6,7 +6,7 @@ a whole workgroup and is read again for each pass."""
 
 from __future__ import annotations
 
-__all__ = ["SLOTS", "row_lanes", "row_groups"]
+__all__ = ["SLOTS", "row_lanes", "row_groups", "lane_subs"]
 
 #: elements each invocation holds in registers (``SLOTS`` in the kernels)
 SLOTS = 16
@@ -21,3 +21,8 @@ def row_lanes(n: int) -> int:
 def row_groups(rows: int, lanes: int) -> int:
     """Workgroups of 256 invocations for ``rows`` rows of ``lanes`` invocations each."""
     return -(-rows // (256 // lanes))
+
+
+def lane_subs(lanes: int) -> dict[str, str]:
+    """The row-wise kernels' ``{{TPR}}`` and ``{{SLOTS}}`` for rows of ``lanes`` invocations."""
+    return {"TPR": f"{lanes}u", "SLOTS": str(SLOTS)}

@@ -42,7 +42,7 @@ from ._linalg import (
     tiles,
 )
 from ._recorder import REC, groups_for
-from ._row_lanes import row_groups, row_lanes
+from ._row_lanes import lane_subs, row_groups, row_lanes
 
 _FLOATS = (D.float32, D.float64)
 #: the dtypes of ``linear``/``linear_grad_weight``: 16-bit products accumulate in float32
@@ -328,7 +328,7 @@ class LayerNorm:
         y = empty((m, n), dt)
         stats = empty((m, 2), cdt)
         tpr = row_lanes(n)
-        k = _kernels.compute_kernel("layer_norm", "rrrww", dt, TPR=f"{tpr}u")
+        k = _kernels.compute_kernel("layer_norm", "rrrww", dt, **lane_subs(tpr))
         flags = (1 if w is not None else 0) | (2 if b is not None else 0) | (4 if rms else 0)
         words = [m, n, x._offset, 0 if w is None else w._offset, 0 if b is None else b._offset,
                  y._offset, stats._offset, flags, *words_for_scalar(eps, cdt)]
@@ -356,7 +356,7 @@ class LayerNorm:
         if need_x:
             dx = empty((m, n), dt)
             tpr = row_lanes(n)
-            k = _kernels.compute_kernel("layer_norm_grad", "rrrrw", dt, TPR=f"{tpr}u")
+            k = _kernels.compute_kernel("layer_norm_grad", "rrrrw", dt, **lane_subs(tpr))
             words = [m, n, x._offset, 0 if w is None else w._offset, g._offset, mean._offset,
                      dx._offset, (1 if w is not None else 0) | (4 if rms else 0)]
             bufs = (x._st.buf, (w if w is not None else x)._st.buf, g._st.buf, mean._st.buf,
@@ -577,7 +577,7 @@ class Softmax:
         f64 = x.dtype == D.float64
         tpr = row_lanes(n)
         k = _kernels.compute_kernel("softmax", "rrw", x.dtype, EXP="m64_exp" if f64 else "exp",
-                                    LOG="m64_log" if f64 else "log", TPR=f"{tpr}u")
+                                    LOG="m64_log" if f64 else "log", **lane_subs(tpr))
         return _dispatch_x_g(k, *arrays, [m, n, mode], row_groups(m, tpr))
 
     def forward(self, x: Any, log: bool) -> Any:
