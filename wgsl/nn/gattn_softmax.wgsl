@@ -58,7 +58,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   var m = -f32_inf();
   var l = 0.0;
   if (C <= TPR * SLOTS) {
-    var xs: array<f32, 16>;
+    var xs: array<f32, SLOTS>;
     /* unroll */ for (var t = 0u; t < {{SLOTS}}u; t++) {
       let j = key_of(lane, t);
       var x = -f32_inf();

@@ -45,7 +45,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   var r = {{C}}(0);
   let yb = pw(5u) + row * N;
   if (N <= TPR * SLOTS) {  // the row in registers: one read of x
-    var xv: array<{{C}}, 16>;
+    var xv: array<{{C}}, SLOTS>;
     var s = {{C}}(0);
     /* unroll */ for (var k = 0u; k < {{SLOTS}}u; k++) {
       let j = lane + k * TPR;

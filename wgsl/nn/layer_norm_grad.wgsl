@@ -42,7 +42,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   var c1 = {{C}}(0);
   var c2 = {{C}}(0);
   if (N <= TPR * SLOTS) {
-    var hv: array<vec2<{{C}}>, 16>;
+    var hv: array<vec2<{{C}}>, SLOTS>;
     /* unroll */ for (var k = 0u; k < {{SLOTS}}u; k++) {
       let j = lane + k * TPR;
       if (j < end) {

@@ -36,8 +36,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   if (mode >= 2u) {
     var t = {{C}}(0);
     if (held) {
-      var ys: array<{{C}}, 16>;
-      var gs: array<{{C}}, 16>;
+      var ys: array<{{C}}, SLOTS>;
+      var gs: array<{{C}}, SLOTS>;
       /* unroll */ for (var k = 0u; k < {{SLOTS}}u; k++) {
         let j = lane + k * TPR;
         if (j < end) {
@@ -68,8 +68,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   var m = -inf_{{CD}}();
   var s = {{C}}(0);
   if (held) {
-    var xs: array<{{C}}, 16>;
-    var es: array<{{C}}, 16>;
+    var xs: array<{{C}}, SLOTS>;
+    var es: array<{{C}}, SLOTS>;
     /* unroll */ for (var k = 0u; k < {{SLOTS}}u; k++) {
       let j = lane + k * TPR;
       if (j < end) {
