@@ -15,11 +15,14 @@ Two layers of checks:
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import itertools
 import math
 import shutil
 import subprocess
+import tempfile
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -176,16 +179,42 @@ def host_args(args, dt, views: bool = False) -> list:
     return conv
 
 
+_FLAGS = ("-std=c++20", "-O1", "-pthread", "-fPIC")
+#: compiler -> the directory of its precompiled :data:`_SHIM` (``None``: it builds none)
+_PCH: dict[str, Path | None] = {}
+
+
+def _precompiled_shim(cxx: str) -> Path | None:
+    """A directory holding :data:`_SHIM` as ``vtl_shim.h`` and GCC's precompiled form of it,
+    built once a process: the C++20 headers it includes take half of each kernel's build."""
+    if cxx not in _PCH:
+        d = None
+        if Path(cxx).name.startswith("g++"):
+            d = Path(tempfile.mkdtemp(prefix="vtl-host-shim-"))
+            atexit.register(shutil.rmtree, d, True)
+            (d / "vtl_shim.h").write_text(_SHIM)
+            r = subprocess.run([cxx, *_FLAGS, "-x", "c++-header", "-o", str(d / "vtl_shim.h.gch"),
+                                str(d / "vtl_shim.h")], capture_output=True, text=True)
+            d = None if r.returncode else d
+        _PCH[cxx] = d
+    return _PCH[cxx]
+
+
 def compile_host(cpp, source: str):
     """``source`` (C++20 with :data:`_SHIM`'s emulation) written to ``cpp`` and loaded as a
     shared library built beside it; skips the test without a C++20 compiler."""
     cxx = shutil.which("g++") or shutil.which("clang++")
     if cxx is None:
         pytest.skip("no C++ compiler")
+    extra: list[str] = []
+    pch = _precompiled_shim(cxx) if source.startswith(_SHIM) else None
+    if pch is not None:
+        source = '#include "vtl_shim.h"\n' + source[len(_SHIM):]
+        extra = [f"-I{pch}"]
     cpp.write_text(source)
     so = cpp.with_suffix(".so")
-    r = subprocess.run([cxx, "-std=c++20", "-O1", "-pthread", "-shared", "-fPIC", "-o",
-                        str(so), str(cpp)], capture_output=True, text=True)
+    r = subprocess.run([cxx, *_FLAGS, *extra, "-shared", "-o", str(so), str(cpp)],
+                       capture_output=True, text=True)
     if r.returncode:
         if "barrier" in r.stderr and "No such file" in r.stderr:
             pytest.skip("the C++ compiler lacks <barrier>")
