@@ -27,7 +27,16 @@ from .._common.ranges import targets_in_range
 from .._common.row_blocks import row_blocks
 from . import _dtypes as D
 from . import _errors, _fuse, _kernels, _reduction, _runtime
-from ._array import WgpuArray, astype_raw, contiguous, empty, fresh, known_range, words_for_scalar
+from ._array import (
+    WgpuArray,
+    astype_raw,
+    contiguous,
+    empty,
+    fresh,
+    known_range,
+    view,
+    words_for_scalar,
+)
 from ._indexing import _CHECK_SUBS
 from ._linalg import (
     PLAIN,
@@ -325,8 +334,8 @@ class LayerNorm:
         x = contiguous(x)
         w = None if w is None else contiguous(w)
         b = None if b is None else contiguous(b)
-        y = empty((m, n), dt)
-        stats = empty((m, 2), cdt)
+        y = fresh((m, n), dt, m * n, D.itemsize(dt))
+        stats = fresh((m, 2), cdt, 2 * m, D.itemsize(cdt))
         tpr = row_lanes(n)
         k = _kernels.compute_kernel("layer_norm", "rrrww", dt, **lane_subs(tpr))
         flags = (1 if w is not None else 0) | (2 if b is not None else 0) | (4 if rms else 0)
@@ -336,7 +345,7 @@ class LayerNorm:
                 (b if b is not None else x)._st.buf, y._st.buf, stats._st.buf)
         REC.dispatch(k, bufs, words, row_groups(m, tpr))
         self.launches += 1
-        return y, stats[:, 0:1], stats[:, 1:2]
+        return y, view(stats, (m, 1), (2, 1), 0), view(stats, (m, 1), (2, 1), 1)
 
     def backward(self, x: Any, w: Any, mean: Any, rstd: Any, g: Any, need_x: bool,
                  need_w: bool, need_b: bool, rms: bool = False) -> tuple | None:
@@ -354,7 +363,7 @@ class LayerNorm:
         w = None if w is None else contiguous(w)
         dx = dw = db = None
         if need_x:
-            dx = empty((m, n), dt)
+            dx = fresh((m, n), dt, m * n, D.itemsize(dt))
             tpr = row_lanes(n)
             k = _kernels.compute_kernel("layer_norm_grad", "rrrrw", dt, **lane_subs(tpr))
             words = [m, n, x._offset, 0 if w is None else w._offset, g._offset, mean._offset,
@@ -366,7 +375,8 @@ class LayerNorm:
         if need_w or need_b:
             blocks, rows = _ln_blocks(m)
             one = blocks == 1  # the partial sums are the gradients: one launch
-            part = empty((2 * blocks, n), dt if one else cdt)
+            pdt = dt if one else cdt
+            part = fresh((2 * blocks, n), pdt, 2 * blocks * n, D.itemsize(pdt))
             k = _kernels.compute_kernel("layer_norm_params", "rrrw", dt,
                                         P="{{T}}" if one else "{{C}}",
                                         PUT="wrap_{{D}}({{T}}(v))" if one else "v")
@@ -375,7 +385,7 @@ class LayerNorm:
                          -(-n // 256), blocks)
             self.launches += 1
             if one:
-                sw, sb = part[0], part[1]
+                sw, sb = view(part, (n,), (1,), 0), view(part, (n,), (1,), n)
             else:
                 sw, sb = empty((n,), dt), empty((n,), dt)
                 k = _kernels.compute_kernel("layer_norm_params_sum", "rww", dt)
