@@ -523,9 +523,10 @@ def _x_g_out(x: Any, g: Any, takes: Any) -> tuple[Any, Any, Any] | None:
             g is not None and (type(g) is not WgpuArray or g.dtype != x.dtype
                                or g.shape != x.shape)):
         return None
-    if x.size == 0 or x.size * D.itemsize(x.dtype) > _runtime_binding():
+    n, isz = x.size, D.itemsize(x.dtype)
+    if n == 0 or n * isz > _runtime.get().max_binding:
         return None
-    return contiguous(x), None if g is None else contiguous(g), empty(x.shape, x.dtype)
+    return contiguous(x), None if g is None else contiguous(g), fresh(x.shape, x.dtype, n, isz)
 
 
 def _dispatch_x_g(kern: Any, x: Any, g: Any, y: Any, head: list[int], groups: int) -> Any:
@@ -659,7 +660,3 @@ class Silu:
         return _fuse.run_cached("silu_grad", _silu_grad, [contiguous(x), contiguous(g)])
 
 
-def _runtime_binding() -> int:
-    from . import _runtime
-
-    return _runtime.get().max_binding
