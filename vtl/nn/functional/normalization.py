@@ -103,7 +103,7 @@ def _layer_norm_tensor(x: Tensor, ns: tuple[int, ...], w: Tensor | None, b: Tens
     if needs_grad(x, w, b):
         return record(out, dev, "RmsNormBackward" if rms else "LayerNormBackward", (x, w, b),
                       partial(_layer_norm_vjp, kern, x, w, b, ns, mean, rstd, eps, rms),
-                      (x, w))
+                      (x, w), raw=_layer_norm_raw)
     return new(out, dev)
 
 
@@ -208,6 +208,32 @@ def _rows_rule(x2: Tensor, gw: Tensor | None, eps: float, center: bool) -> tuple
     return r * (t - xhat * c2), xhat
 
 
+def _layer_norm_plain(kern: Any, x: Tensor, w: Tensor | None, b: Tensor | None,
+                      ns: tuple[int, ...], mean: Any, rstd: Any, rms: bool, gd: Any) -> tuple:
+    """The raw gradients ``(dx, dw, db)`` (``None`` where not needed) of layer_norm's rows
+    for the raw output gradient ``gd``: the backend's kernel where it ran."""
+    need_x = x._requires_grad
+    need_w = w is not None and w._requires_grad
+    need_b = b is not None and b._requires_grad
+    n = math.prod(ns)
+    m = x._data.size // n
+    xp = x._device.xp
+    x2 = reshaped(xp, x._data, (m, n))
+    w2 = None if w is None else reshaped(xp, w._data, (n,))
+    g2 = reshaped(xp, gd, (m, n))
+    dx, dw, db = _rows_backward(kern, xp, x2, w2, mean, rstd, g2, need_x, need_w, need_b, rms)
+    return (None if dx is None else reshaped(xp, dx, x._data.shape),
+            None if dw is None else reshaped(xp, dw, ns),
+            None if db is None else reshaped(xp, db, ns))
+
+
+def _layer_norm_raw(vjp: Any, gd: Any) -> tuple:
+    """Plain backward's rule on raw arrays (the arguments of ``vjp``, the partial of
+    :func:`_layer_norm_vjp`)."""
+    kern, x, w, b, ns, mean, rstd, _, rms = vjp.args
+    return _layer_norm_plain(kern, x, w, b, ns, mean, rstd, rms, gd)
+
+
 def _layer_norm_vjp(kern: Any, x: Tensor, w: Tensor | None, b: Tensor | None,
                     ns: tuple[int, ...], mean: Any, rstd: Any, eps: float, rms: bool,
                     g: Tensor, _: Any) -> tuple:
@@ -218,15 +244,8 @@ def _layer_norm_vjp(kern: Any, x: Tensor, w: Tensor | None, b: Tensor | None,
     m = x._data.size // n
     if not _grad.enabled:  # plain backward: raw arrays (the backend's kernel where it ran)
         dev = g._device
-        xp = dev.xp
-        x2 = reshaped(xp, x._data, (m, n))
-        w2 = None if w is None else reshaped(xp, w._data, (n,))
-        g2 = reshaped(xp, g._data, (m, n))
-        dx, dw, db = _rows_backward(kern, xp, x2, w2, mean, rstd, g2, need_x, need_w,
-                                    need_b, rms)
-        return (None if dx is None else new(reshaped(xp, dx, x._data.shape), dev),
-                None if dw is None else new(reshaped(xp, dw, ns), dev),
-                None if db is None else new(reshaped(xp, db, ns), dev))
+        grads = _layer_norm_plain(kern, x, w, b, ns, mean, rstd, rms, g._data)
+        return tuple(None if d is None else new(d, dev) for d in grads)
     import vtl  # create_graph: the same rule in vtl functions (recomputing the statistics)
 
     g2 = vtl.reshape(g, (m, n))
