@@ -130,7 +130,7 @@ def _linear_tensor(x: Tensor, w: Any, b: Any, relu: bool = False) -> Tensor | No
             return record(out, dev, "LinearReluBackward", (x, w, b),
                           partial(_linear_relu_vjp, x, w, b), (x, w), save_output=True)
         return record(out, dev, "LinearBackward", (x, w, b), partial(_linear_vjp, x, w, b),
-                      (x, w))
+                      (x, w), raw=_linear_raw)
     return new(out, dev)
 
 
@@ -142,35 +142,51 @@ def _linear_relu_vjp(x: Tensor, w: Tensor, b: Tensor | None, g: Tensor, out: Ten
     return _linear_vjp(x, w, b, _relu_vjp(out, g, None), None)
 
 
+def _linear_plain(x: Tensor, w: Tensor, b: Tensor | None, gd: Any) -> tuple:
+    """The raw gradients ``(gx, gw, gb)`` (``None`` where not needed) of ``linear`` for the
+    raw output gradient ``gd``: the backend's ``linear`` and ``linear_grad_weight`` kernels
+    where it has them."""
+    gx = gw = gb = None
+    n_out, n_in = w.shape
+    dev = x._device
+    xp = dev.xp
+    xd = x._data
+    if gd.ndim != 2:
+        gd = xp.reshape(gd, (-1, n_out))
+        xd = xp.reshape(xd, (-1, n_in))
+    if x._requires_grad:
+        lin = dev.backend.kernel("linear")  # g @ w is linear(g, w.T) = g @ w.T.T
+        r = None if lin is None else lin(gd, w._data.T, None)
+        if r is None:
+            r = raw_matmul(dev, gd, w._data)
+        gx = r if r.shape == x._data.shape else xp.reshape(r, x._data.shape)
+    want_b = b is not None and b._requires_grad
+    kern = dev.backend.kernel("linear_grad_weight") if w._requires_grad else None
+    res = None if kern is None else kern(gd, xd, want_b and b._data.ndim == 1)
+    if res is not None:  # the backend's fused g.T @ x (+ column sums of g)
+        gw, gb = res
+    elif w._requires_grad:
+        gw = raw_matmul(dev, gd.T, xd)
+    if want_b and gb is None:
+        r = dev._backend.sum_axes(gd, 0)
+        gb = r if b._data.ndim else xp.sum(r)
+    return gx, gw, gb
+
+
+def _linear_raw(vjp: Any, gd: Any) -> tuple:
+    """Plain backward's rule on raw arrays (the arguments of ``vjp``, the partial of
+    :func:`_linear_vjp`)."""
+    x, w, b = vjp.args
+    return _linear_plain(x, w, b, gd)
+
+
 def _linear_vjp(x: Tensor, w: Tensor, b: Tensor | None, g: Tensor, _: Any) -> tuple:
     gx = gw = gb = None
     n_out, n_in = w.shape
     if not _grad.enabled:  # plain backward: raw arrays
         dev = g._device
-        xp = dev.xp
-        gd, xd = g._data, x._data
-        if gd.ndim != 2:
-            gd = xp.reshape(gd, (-1, n_out))
-            xd = xp.reshape(xd, (-1, n_in))
-        if x._requires_grad:
-            lin = dev.backend.kernel("linear")  # g @ w is linear(g, w.T) = g @ w.T.T
-            r = None if lin is None else lin(gd, w._data.T, None)
-            if r is None:
-                r = raw_matmul(dev, gd, w._data)
-            gx = new(r if r.shape == x._data.shape else xp.reshape(r, x._data.shape), dev)
-        want_b = b is not None and b._requires_grad
-        kern = dev.backend.kernel("linear_grad_weight") if w._requires_grad else None
-        res = None if kern is None else kern(gd, xd, want_b and b._data.ndim == 1)
-        if res is not None:  # the backend's fused g.T @ x (+ column sums of g)
-            gw = new(res[0], dev)
-            if res[1] is not None:
-                gb = new(res[1], dev)
-        elif w._requires_grad:
-            gw = new(raw_matmul(dev, gd.T, xd), dev)
-        if want_b and gb is None:
-            r = dev._backend.sum_axes(gd, 0)
-            gb = new(r if b._data.ndim else xp.sum(r), dev)
-        return gx, gw, gb
+        return tuple(None if d is None else new(d, dev)
+                     for d in _linear_plain(x, w, b, g._data))
     import vtl
 
     g2, x2 = g, x
