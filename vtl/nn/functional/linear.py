@@ -181,14 +181,14 @@ def _linear_raw(vjp: Any, gd: Any) -> tuple:
 
 
 def _linear_vjp(x: Tensor, w: Tensor, b: Tensor | None, g: Tensor, _: Any) -> tuple:
-    gx = gw = gb = None
-    n_out, n_in = w.shape
     if not _grad.enabled:  # plain backward: raw arrays
         dev = g._device
         return tuple(None if d is None else new(d, dev)
                      for d in _linear_plain(x, w, b, g._data))
     import vtl
 
+    gx = gw = gb = None
+    n_out, n_in = w.shape
     g2, x2 = g, x
     if g.ndim != 2:
         g2 = vtl.reshape(g, (-1, n_out))

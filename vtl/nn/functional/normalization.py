@@ -237,17 +237,17 @@ def _layer_norm_raw(vjp: Any, gd: Any) -> tuple:
 def _layer_norm_vjp(kern: Any, x: Tensor, w: Tensor | None, b: Tensor | None,
                     ns: tuple[int, ...], mean: Any, rstd: Any, eps: float, rms: bool,
                     g: Tensor, _: Any) -> tuple:
-    need_x = x._requires_grad
-    need_w = w is not None and w._requires_grad
-    need_b = b is not None and b._requires_grad
-    n = math.prod(ns)
-    m = x._data.size // n
     if not _grad.enabled:  # plain backward: raw arrays (the backend's kernel where it ran)
         dev = g._device
         grads = _layer_norm_plain(kern, x, w, b, ns, mean, rstd, rms, g._data)
         return tuple(None if d is None else new(d, dev) for d in grads)
     import vtl  # create_graph: the same rule in vtl functions (recomputing the statistics)
 
+    need_x = x._requires_grad
+    need_w = w is not None and w._requires_grad
+    need_b = b is not None and b._requires_grad
+    n = math.prod(ns)
+    m = x._data.size // n
     g2 = vtl.reshape(g, (m, n))
     gw = None
     if need_x:
