@@ -561,6 +561,66 @@ def test_conv2d_weight_gradient_tiles_and_depth_slices(wgpu, monkeypatch, big, s
     _assert_conv_close(got, want, 1e-5 if name == "float32" else 4 * float(np.finfo(dt).eps))
 
 
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("name", ["float32", "bfloat16"])
+@pytest.mark.parametrize(("layout", "dilation"), [("nchw", 1), ("channels_last", 1),
+                                                  ("nchw", 2)])
+def test_conv2d_forward_and_input_gradient_in_depth_slices(wgpu, monkeypatch, bias, name,
+                                                           layout, dilation):
+    """Forward and input gradient over depth slices of whole channels in the large tiles
+    (the bias added by the first slice; 16-bit partials in float32, rounded once): equal
+    to the numpy backend's float32 convolution of the same values, for NCHW and
+    channels-last inputs and a dilated kernel."""
+    import ml_dtypes
+
+    from vtl.backends.wgpu import _linalg, conv
+    from vtl.backends.wgpu._dtypes import float32
+
+    monkeypatch.setattr(_linalg, "BIG_MIN_TILES", 8)
+    monkeypatch.setattr(_linalg, "BIG_MIN_FILL", 0.0)
+    monkeypatch.setattr(_linalg, "BIG_SPLIT_MIN_DEPTH", 16)
+    shape, wshape = (3, 12, 9, 10), (20, 12, 3, 3)
+    pad = dilation
+    cols = 3 * 9 * 10
+    assert conv._depth_slices(float32, 20, cols, 12, 9) == 3  # forward: 4 channels a slice
+    assert conv._depth_slices(float32, 12, cols, 20, 9) == 4  # input gradient: 5 a slice
+    dt = np.dtype(np.float32) if name == "float32" else np.dtype(ml_dtypes.bfloat16)
+    _skip_without(dt)
+    rng = np.random.default_rng(5)
+    xs, ws, bs = (rng.standard_normal(s).astype(dt).astype(np.float32)
+                  for s in (shape, wshape, (20,)))
+    kw = {"padding": pad, "dilation": dilation}
+    want = _conv_case("numpy", xs, ws, bs if bias else None, **kw)
+    xw = xs.astype(dt)
+    if layout == "channels_last":
+        xw = np.ascontiguousarray(xw.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+    sums = []
+    sum_slices = conv._sum_slices
+    monkeypatch.setattr(conv, "_sum_slices",
+                        lambda acc, d: sums.append(acc.shape) or sum_slices(acc, d))
+    got = _conv_case("wgpu", xw, ws.astype(dt), bs.astype(dt) if bias else None, **kw)
+    assert sums == [(3, *shape[:1], 20, 9, 10), (4, *shape)]
+    _assert_conv_close(got, want, 1e-5 if name == "float32" else 4 * float(np.finfo(dt).eps))
+
+
+def test_conv2d_depth_slices_where_the_large_tiles_are_too_few():
+    """The depth slices serve the ResNet shapes whose outputs fill the large tiles but too
+    few of them (an 8x8 layer of 256 channels at batch 64, a 4x4 one of 512 at batch 128),
+    with whole channels a slice, and not the outputs with enough tiles, too narrow ones, or
+    channels that do not split into slices deep enough."""
+    from vtl.backends.wgpu import conv
+    from vtl.backends.wgpu._dtypes import float32, float64
+
+    assert conv._depth_slices(float32, 256, 64 * 64, 256, 9) == 4
+    assert conv._depth_slices(float32, 256, 128 * 64, 256, 9) == 2
+    assert conv._depth_slices(float32, 512, 128 * 16, 512, 9) == 4
+    assert conv._depth_slices(float32, 128, 128 * 256, 128, 9) == 0  # 256 tiles already
+    assert conv._depth_slices(float32, 64, 64 * 1024, 64, 9) == 0  # half-filled tiles
+    assert conv._depth_slices(float32, 256, 64 * 64, 97, 9) == 0  # a prime channel count
+    assert conv._depth_slices(float32, 256, 64 * 64, 64, 1) == 0  # slices too shallow
+    assert conv._depth_slices(float64, 256, 64 * 64, 256, 9) == 0  # no large f64 tiles
+
+
 def test_conv2d_stride_phases_cover_each_pixel_once():
     """Each input pixel of an axis is in one phase, read by exactly the taps (and from the
     output pixels) that the convolution's definition gives."""

@@ -4,8 +4,11 @@
 // (c, k) is W[o, c, i, j] (word 7: the weight's stride per input channel, word 8 per
 // output channel, taps contiguous); B's element (k, n) is that output gradient for
 // column n = img * H*W + ih * W + iw (conv_store.wgsl), image img's first element at B's
-// base plus img * word 9, its strides at words 22..24; the geometry is conv_taps.wgsl's,
-// the stride compiled in (a stride of 1 leaves no division and no divisibility test).
+// base plus img * word 25 (or one image a batch entry, B's base moving by word 9), its
+// strides at words 22..24; the geometry is conv_taps.wgsl's, the stride compiled in (a
+// stride of 1 leaves no division and no divisibility test). In slices of the depth (a
+// batch entry each, whole output channels: words 6 and 9 move A's and B's bases to the
+// slice's first one) k is the slice's.
 const SH = {{SH}}i;
 const SW = {{SW}}i;
 
@@ -32,6 +35,6 @@ fn load_b(base: i32, sk: i32, sn: i32, N: u32, K: u32, k: u32, n: u32) -> {{C}} 
   let oh = th / SH;
   let ow = tw / SW;
   if (oh * SH != th || ow * SW != tw || oh >= pi(16u) || ow >= pi(17u)) { return {{C}}(0); }
-  return {{C}}(B[u32(base + i32(img) * pi(9u) + i32(o) * pi(22u) + oh * pi(23u)
+  return {{C}}(B[u32(base + i32(img) * pi(25u) + i32(o) * pi(22u) + oh * pi(23u)
                      + ow * pi(24u))]);
 }

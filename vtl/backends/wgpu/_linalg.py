@@ -76,7 +76,7 @@ def cols_contiguous(sa: tuple, sb: tuple) -> tuple[bool, bool]:
     return sa[0] == 1 and sa[1] != 1, sb[0] == 1 and sb[1] != 1
 
 
-def _filled_big_tiles(dt, M: int, N: int) -> int:
+def filled_big_tiles(dt, M: int, N: int) -> int:
     """The 128x128 tiles of an ``M`` x ``N`` product of ``dt`` where the large-tile kernel
     takes the dtype and the output fills them to ``BIG_MIN_FILL``, else 0 (never for float16
     products on cooperative matrices: theirs has 64x64 tiles)."""
@@ -88,7 +88,7 @@ def _filled_big_tiles(dt, M: int, N: int) -> int:
 
 def big_tiles(dt, M: int, N: int, batch: int = 1) -> bool:
     """Whether the ``M`` x ``N`` product(s) of ``dt`` run the large-tile kernel."""
-    t = _filled_big_tiles(dt, M, N)
+    t = filled_big_tiles(dt, M, N)
     return t > 0 and t * batch >= BIG_MIN_TILES
 
 
@@ -96,7 +96,7 @@ def big_split_depth(dt, M: int, N: int, K: int) -> int:
     """The depth of each slice of an ``M`` x ``N`` product of depth ``K`` that runs the
     large-tile kernel in depth slices (its tiles filled, too few of them for
     ``BIG_MIN_TILES``, ``K`` deep enough for the slices that make up the number), or 0."""
-    t = _filled_big_tiles(dt, M, N)
+    t = filled_big_tiles(dt, M, N)
     if t == 0 or t >= BIG_MIN_TILES:
         return 0
     slices = -(-BIG_MIN_TILES // t)

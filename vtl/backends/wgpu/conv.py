@@ -6,8 +6,10 @@ are the matmul kernels (``wgsl/linalg/matmul*.wgsl``) with loaders that gather t
 operands from the input, the weight and the output gradient where they lie
 (``wgsl/nn/conv_load_*.wgsl``), so no patch matrix is ever in memory and the backward keeps
 only the input. One dispatch forward, one for the input gradient (the images folded into
-the product's columns, ``wgsl/nn/conv_store.wgsl``, so small images fill whole tiles) and
-one (plus the sum of its depth slices) for the weight gradient: in the small tiles, whose
+the product's columns, ``wgsl/nn/conv_store.wgsl``, so small images fill whole tiles;
+where the output fills too few large tiles to occupy the device, the large tiles over
+slices of the depth, summed after: :func:`_depth_slices`) and one (plus the sum of its
+depth slices) for the weight gradient: in the small tiles, whose
 epilogue also sums the bias gradient, or in the large ones, with the bias gradient as two
 reductions of the output gradient; any strides of the input and the output gradient (NCHW,
 channels-last, views) are read in place.
@@ -27,13 +29,22 @@ accumulate in float32 and round once.
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple
 
 from .._common.conv import out_size
 from . import _dtypes as D
-from . import _kernels, _reduction, _runtime
+from . import _kernels, _linalg, _reduction, _runtime
 from ._array import WgpuArray, astype_raw, contiguous, empty
-from ._linalg import PLAIN, big_tiles, matmul2d, matmul_kernel, split_depth, tiles
+from ._linalg import (
+    PLAIN,
+    big_tiles,
+    filled_big_tiles,
+    matmul2d,
+    matmul_kernel,
+    split_depth,
+    tiles,
+)
 from ._manipulation import permute_dims, reshape
 from ._recorder import REC, groups_for
 from .nn import (
@@ -51,6 +62,12 @@ _FLOATS = PRODUCT_FLOATS
 _MAX_GROUPS = 65535
 #: weight gradients may take the 128x128-tile kernel (the bias gradient is then its own sum)
 WGRAD_BIG_TILES = True
+#: forwards and input gradients whose outputs fill too few 128x128 tiles may run them over
+#: slices of their depth (:func:`_depth_slices`)
+SLICED_BIG_TILES = True
+#: the bias added by the first depth slice only (the slices are summed after)
+_ROW_BIAS_FIRST = {**_ROW_BIAS,
+                   "EPI": "v[c] + select({{C}}(0), {{C}}(Bias[pw(12u) + row * pw(13u)]), b == 0u)"}
 
 
 class _Saved(NamedTuple):
@@ -100,6 +117,29 @@ def _wgrad_plan(dt: Any, rows: int, cols: int, total: int) -> tuple[bool, int, i
         if not big or big_tiles(dt, rows, cols, slices):
             return big, gx, gy, depth, slices
     raise AssertionError("unreachable: the small tiles always serve")
+
+
+def _depth_slices(dt: Any, rows: int, cols: int, chans: int, taps: int) -> int:
+    """The number of depth slices (split-K, each of whole channels of ``taps`` taps) in
+    which an implicit-GEMM product of ``rows`` x ``cols`` over ``chans * taps`` runs the
+    large tiles, or 0 for one pass: where its output fills the large tiles but too few of
+    them to occupy the device (the 64x64 tiles would serve), they run over enough slices for
+    ``BIG_MIN_TILES`` workgroups, each at least ``BIG_SPLIT_MIN_DEPTH`` deep; the channels
+    must split evenly (every slice's depth is the same)."""
+    t = filled_big_tiles(dt, rows, cols) if SLICED_BIG_TILES else 0
+    if t == 0 or t >= _linalg.BIG_MIN_TILES:
+        return 0
+    for s in range(-(-_linalg.BIG_MIN_TILES // t), chans // 2 + 1):
+        if chans % s == 0:
+            return s if chans // s * taps >= _linalg.BIG_SPLIT_MIN_DEPTH else 0
+    return 0
+
+
+def _sum_slices(acc: WgpuArray, dt: Any) -> WgpuArray:
+    """The sum over the first axis of the depth slices' partial results ``acc`` (in the
+    compute dtype), rounded to ``dt`` once."""
+    out = _reduction.sum(acc, axis=0, dtype=acc.dtype)
+    return out if out.dtype == dt else astype_raw(out, dt)
 
 
 def _image_grid(dt: Any, rows: int, pixels: int, n: int) -> tuple[int, bool, tuple] | None:
@@ -240,20 +280,31 @@ def _implicit_forward(x: WgpuArray, w: WgpuArray, b: Any, stride: tuple, padding
             x._st.buf.cap, w2._st.buf.cap, n * o * p * D.itemsize(dt)):
         return None
     cols, big, groups = grid
-    out = empty((n, o, ho, wo), dt)
     sxn, sxc, sxh, sxw = x._strides
     words = [o, cols, k, w2._offset, x._offset, 0, 0, k, 1, sxn, 0, 0, 0, 0,
-             h, wd, ho, wo, *pairs, sxc, sxh, sxw]
-    bufs = (w2._st.buf, x._st.buf, out._st.buf)
+             h, wd, ho, wo, *pairs, sxc, sxh, sxw, sxn, n if groups[2] == 1 else 1]
     size = {"KH": kh, "KW": kw, "IMG_PIXELS": p, "IMG_WIDTH": wo}
-    if b is None:
-        kern = _conv_kernel("fwd", dt, (False, False), size, big=big)
+    slices = _depth_slices(dt, o, cols, c, kh * kw) if groups[2] == 1 else 0
+    pdt = D.compute_dtype(dt) if slices else dt
+    if slices and not _bindable(slices * n * o * p * D.itemsize(pdt)):
+        slices, pdt = 0, dt
+    if slices:  # the large tiles over whole channels of the depth (entry s: slice s)
+        per = c // slices
+        out = empty((slices, n, o, ho, wo), pdt)
+        words[2], words[6], words[9] = per * kh * kw, per * kh * kw, per * sxc
+        big, groups = True, (*tiles(o, cols, True), slices)
     else:
-        kern = _conv_kernel("fwd", dt, (False, False), size, "rrwr", _ROW_BIAS, big=big)
+        out = empty((n, o, ho, wo), dt)
+    bufs = (w2._st.buf, x._st.buf, out._st.buf)
+    if b is None:
+        kern = _conv_kernel("fwd", dt, (False, False), size, out=pdt, big=big)
+    else:
+        kern = _conv_kernel("fwd", dt, (False, False), size, "rrwr",
+                            _ROW_BIAS_FIRST if slices else _ROW_BIAS, out=pdt, big=big)
         bufs += (b._st.buf,)
         words[12:14] = [b._offset, b._strides[0]]
     REC.dispatch(kern, bufs, words, *groups)
-    return out, _Saved(x)
+    return (_sum_slices(out, dt) if slices else out), _Saved(x)
 
 
 def _implicit_backward(x: Any, x_shape: tuple[int, ...], w: WgpuArray, g: WgpuArray,
@@ -291,19 +342,16 @@ def _implicit_backward(x: Any, x_shape: tuple[int, ...], w: WgpuArray, g: WgpuAr
     dx = dw = db = None
     size = {"KH": kh, "KW": kw}
     if need_x:
-        dx = empty(tuple(x_shape), dt)
-        bufs = (w2._st.buf, g._st.buf, dx._st.buf)
         words = [c, 0, o * khw, w2._offset, g._offset, 0, 0, khw, c * khw, sgn, 0, 0,
-                 0, 0, h, wd, ho, wo, *pairs, sgc, sgh, sgw]
+                 0, 0, h, wd, ho, wo, *pairs, sgc, sgh, sgw, sgn, 1]
         if max(stride) == 1 or dilation != (1, 1):
-            cols, big, groups = grid
-            words[1] = cols
             strided = {**size, "SH": stride[0], "SW": stride[1], "IMG_PIXELS": h * wd,
                        "IMG_WIDTH": wd}
-            REC.dispatch(_conv_kernel("dgrad", dt, (False, False), strided, big=big),
-                         bufs, words, *groups)
+            dx = _dgrad(w2, g, tuple(x_shape), words, strided, grid)
         else:
-            _dgrad_by_phases(bufs, words, dt, (n, c, h, wd), o, size, stride, padding)
+            dx = empty(tuple(x_shape), dt)
+            _dgrad_by_phases((w2._st.buf, g._st.buf, dx._st.buf), words, dt, (n, c, h, wd),
+                             o, size, stride, padding)
     if want_w:
         acc = empty((parts, o, c * khw), pdt)
         sxn, sxc, sxh, sxw = x._strides
@@ -328,6 +376,35 @@ def _implicit_backward(x: Any, x_shape: tuple[int, ...], w: WgpuArray, g: WgpuAr
     if need_b and db is None:
         db = _bias_grad(g)
     return dx, dw if need_w else None, db
+
+
+def _dgrad(w2: WgpuArray, g: WgpuArray, x_shape: tuple, words: list, consts: dict,
+           grid: tuple) -> WgpuArray:
+    """The input gradient (stride 1 or dilated) by one implicit-GEMM dispatch in the
+    ``grid`` of :func:`_image_grid`, or over depth slices of whole output channels
+    (:func:`_depth_slices`), summed after."""
+    dt = g.dtype
+    n, c = x_shape[:2]
+    o = w2.shape[0]
+    khw = consts["KH"] * consts["KW"]
+    cols, big, groups = grid
+    words[1] = cols
+    if groups[2] == 1:
+        words[26] = n  # the images are columns: a slice's results follow n images
+        slices = _depth_slices(dt, c, cols, o, khw)
+        pdt = D.compute_dtype(dt)
+        if slices and _bindable(slices * math.prod(x_shape) * D.itemsize(pdt)):
+            per = o // slices
+            acc = empty((slices, *x_shape), pdt)
+            words[2], words[6], words[9] = per * khw, per * c * khw, per * words[22]
+            REC.dispatch(_conv_kernel("dgrad", dt, (False, False), consts, out=pdt, big=True),
+                         (w2._st.buf, g._st.buf, acc._st.buf), words,
+                         *tiles(c, cols, True), slices)
+            return _sum_slices(acc, dt)
+    dx = empty(x_shape, dt)
+    REC.dispatch(_conv_kernel("dgrad", dt, (False, False), consts, big=big),
+                 (w2._st.buf, g._st.buf, dx._st.buf), words, *groups)
+    return dx
 
 
 def _bias_grad(g: WgpuArray) -> WgpuArray:
