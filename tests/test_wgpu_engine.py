@@ -119,6 +119,32 @@ def test_a_long_recording_is_submitted_while_the_host_records_on(monkeypatch):
     np.testing.assert_array_equal(host(a), np.full((64, 64), 1 + 0.5 ** 7, np.float32))
 
 
+def test_the_first_pass_after_a_wait_is_submitted_once_it_holds_enough_work(monkeypatch):
+    """After a wait the device is idle: the open pass is submitted as soon as its dispatches
+    hold ``IDLE_WORK`` workgroups, and later passes wait for the age rule again until the
+    next wait; values are unchanged."""
+    monkeypatch.setattr(_recorder, "FLUSH_AFTER_S", float("inf"))
+    rec = _recorder.REC
+    a = xp.ones((64, 64))
+    xp.synchronize()
+    monkeypatch.setattr(_recorder, "IDLE_WORK", 1 << 30)
+    s0 = rec.submits
+    a = a * 0.5
+    assert rec.submits == s0 and rec.pending == 1 and rec._work > 0  # too little work
+    monkeypatch.setattr(_recorder, "IDLE_WORK", rec._work + 1)
+    a = a + 1.0
+    assert rec.submits == s0 + 1 and rec.pending == 0  # submitted while the host goes on
+    for _ in range(5):
+        a = a * 1.0
+    assert rec.submits == s0 + 1 and rec.pending == 5  # the device is busy: no hurry
+    xp.synchronize()
+    assert rec.submits == s0 + 2
+    a = a * 2.0
+    a = a * 0.5
+    assert rec.submits == s0 + 3 and rec.pending == 0  # idle again after the wait
+    np.testing.assert_array_equal(host(a), np.full((64, 64), 1.5, np.float32))
+
+
 def test_the_next_pass_is_opened_while_the_host_waits():
     """A wait (synchronize, a readback) opens the next pass before it blocks; an empty pass
     opened so is not submitted by another wait, and its age counts from its first

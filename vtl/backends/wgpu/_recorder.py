@@ -5,9 +5,13 @@ every ``FLUSH_EVERY`` dispatches, and once the open pass has been recording for
 ``FLUSH_AFTER_S`` (with at least ``FLUSH_MIN`` dispatches in it): a loop of small ops costs
 one ``dispatch_workgroups`` each, and the device starts on a long stretch of work (a
 training step's forward) while the host still records the rest instead of waiting for
-the whole of it. A replay (``vtl.compile``) applies the same rules once its dispatches are
-recorded. A wait (a synchronize, a readback) opens the next pass before it blocks, so the
-first dispatch after it does not pay for opening one.
+the whole of it. After a wait (a synchronize, a readback) the device is idle, so the first
+pass is submitted as soon as it holds ``IDLE_WORK`` workgroups, however young: a call that
+ends in a synchronize (a layer's forward and backward, a step whose loss is read) then
+runs on the device while the host records the rest, instead of starting there at its
+end; small kernels (a host-bound stretch) do not reach it soon. A replay (``vtl.compile``)
+applies the same rules. A wait opens the next pass before it blocks, so the first dispatch
+after it does not pay for opening one.
 
 Recording calls wgpu-native's compute-pass functions directly through cffi when
 they are reachable (wgpu-py's wrappers add about 3 µs per dispatch); errors in
@@ -34,6 +38,8 @@ FLUSH_EVERY = 2048
 #: a pass recording for this long (seconds) with at least ``FLUSH_MIN`` dispatches is
 #: submitted: a submit costs some tens of microseconds of host time
 FLUSH_AFTER_S, FLUSH_MIN = 0.0005, 8
+#: the first pass after a wait is submitted once its dispatches hold this many workgroups
+IDLE_WORK = 2048
 _MASK = 0xFFFFFFFF
 _LOCK = _runtime.LOCK
 _WG = 256
@@ -126,6 +132,8 @@ class Recorder:
         self._pipeline = None
         self._opened = 0.0  # when the open pass began recording (perf_counter)
         self._ahead = False  # the open pass was opened during a wait and holds nothing yet
+        self._idle = True  # nothing submitted since the last wait: the device is idle
+        self._work = 0  # workgroups in the open pass while the device is idle
         self._sync_buf = None
         self._stagings: dict = {}  # size class -> mappable staging buffer
         self._keep: list = []  # objects the open pass uses that caches may drop
@@ -213,6 +221,11 @@ class Recorder:
                 cap.add(kernel, bg, bufs, words, groups, gy, gz, dynamic)
         self.pending += 1
         self.dispatches += 1
+        if self._idle:
+            self._work += groups * gy * gz
+            if self._work >= IDLE_WORK:
+                self._flush()
+                return
         if self.pending >= FLUSH_EVERY or self._aged():
             self._flush()
 
@@ -245,7 +258,9 @@ class Recorder:
                 cp.set_immediates(0, block, 0, 128)
                 cp.dispatch_workgroups(groups, gy, gz)
             n += 1
-            if self.pending + n >= FLUSH_EVERY:
+            if self._idle:
+                self._work += groups * gy * gz
+            if self.pending + n >= FLUSH_EVERY or self._idle and self._work >= IDLE_WORK:
                 self.pending += n
                 self.dispatches += n
                 n = 0
@@ -300,6 +315,8 @@ class Recorder:
         self.pending = 0
         self.batch += 1
         self.submits += 1
+        self._idle = False
+        self._work = 0
 
     def synchronize(self) -> None:
         """Submit and wait until the device is idle; raise the error a kernel recorded in
@@ -320,6 +337,7 @@ class Recorder:
             _ON_DONE(rt.queue._internal, _DONE_INFO[0])
             self._open_ahead()
             _wait(rt.device._internal, 0)
+            self._idle = True
             return
         if self._sync_buf is None:  # pragma: no cover - another wgpu backend
             U = rt.wgpu.BufferUsage
@@ -368,6 +386,7 @@ class Recorder:
         _MAP(handle, _MAP_READ, 0, total, _MAP_INFO[0])
         self._open_ahead()
         _wait(rt.device._internal, 1)
+        self._idle = True
         try:
             if _counts[2] != _MAP_OK:
                 raise RuntimeError(f"wgpu: mapping a staging buffer failed (status {_counts[2]})")
