@@ -143,6 +143,18 @@ def test_the_first_pass_after_a_wait_is_submitted_once_it_holds_enough_work(monk
     a = a * 0.5
     assert rec.submits == s0 + 3 and rec.pending == 0  # idle again after the wait
     np.testing.assert_array_equal(host(a), np.full((64, 64), 1.5, np.float32))
+    # a product's workgroup counts as the elementwise ones its tile's work is worth
+    from vtl.backends.wgpu._dtypes import float32
+    from vtl.backends.wgpu._linalg import matmul_kernel
+
+    assert matmul_kernel(float32, (False, False)).weight == 4
+    assert matmul_kernel(float32, (False, False), big=True).weight == 16
+    xp.synchronize()
+    monkeypatch.setattr(_recorder, "IDLE_WORK", 1 << 30)
+    w0 = rec._work
+    c = xp.ones((64, 128)) @ xp.ones((128, 64))
+    assert rec._work - w0 >= 4  # at least the product's one 64x64 tile
+    np.testing.assert_array_equal(host(c), np.full((64, 64), 128.0, np.float32))
 
 
 def test_the_next_pass_is_opened_while_the_host_waits():

@@ -41,13 +41,21 @@ _bind_groups: dict[tuple, object] = {}
 compile_stats: dict[str, list] = {}
 
 
-class Kernel:
-    __slots__ = ("pipeline", "layout", "name")
+#: a workgroup's work in units of an elementwise one's, for the recorder's rule that submits
+#: once the idle device has enough waiting (``_recorder.IDLE_WORK``): a product's workgroup
+#: computes a 64x64 or 128x128 tile over the whole depth, an attention kernel's a block
+WORKGROUP_WEIGHTS = {"matmul": 4, "matmul_coop": 4, "matmul_big": 16, "attention_fwd": 16,
+                     "attention_bwd_dq": 16, "attention_bwd_dkv": 16}
 
-    def __init__(self, pipeline, layout, name: str) -> None:
+
+class Kernel:
+    __slots__ = ("pipeline", "layout", "name", "weight")
+
+    def __init__(self, pipeline, layout, name: str, weight: int = 1) -> None:
         self.pipeline = pipeline
         self.layout = layout
         self.name = name
+        self.weight = weight
 
 
 def source(name: str) -> str:
@@ -341,7 +349,8 @@ def _compile(key, name, sig, dtypes, subs, label) -> Kernel:
     st = compile_stats.setdefault(label, [0, 0.0])
     st[0] += 1
     st[1] += time.perf_counter() - t0
-    k = _pipelines[key] = Kernel(pipe, _layout(tuple(sig)), label)
+    k = _pipelines[key] = Kernel(pipe, _layout(tuple(sig)), label,
+                                 WORKGROUP_WEIGHTS.get(name, 1))
     return k
 
 

@@ -39,6 +39,7 @@ FLUSH_EVERY = 2048
 #: submitted: a submit costs some tens of microseconds of host time
 FLUSH_AFTER_S, FLUSH_MIN = 0.0005, 8
 #: the first pass after a wait is submitted once its dispatches hold this many workgroups
+#: (weighted by their work: ``_kernels.WORKGROUP_WEIGHTS``)
 IDLE_WORK = 2048
 _MASK = 0xFFFFFFFF
 _LOCK = _runtime.LOCK
@@ -222,7 +223,7 @@ class Recorder:
         self.pending += 1
         self.dispatches += 1
         if self._idle:
-            self._work += groups * gy * gz
+            self._work += groups * gy * gz * kernel.weight
             if self._work >= IDLE_WORK:
                 self._flush()
                 return
@@ -231,8 +232,8 @@ class Recorder:
 
     def replay(self, entries, bufs) -> None:
         """Record captured dispatches again (lock held): ``entries`` of ``(pipeline, bind
-        group, immediates block, groups, gy, gz)`` (native handles where available), and
-        ``bufs`` the buffers they use."""
+        group, immediates block, groups, gy, gz, weighted workgroups)`` (native handles where
+        available), and ``bufs`` the buffers they use."""
         n = 0
         cp = self.cpass
         if cp is None:
@@ -242,7 +243,7 @@ class Recorder:
             self._opened = perf_counter()
         h = self._handle
         pipe = None
-        for pipeline, bg, block, groups, gy, gz in entries:
+        for pipeline, bg, block, groups, gy, gz, work in entries:
             if h is not None:
                 if pipeline is not pipe:
                     _SET_PIPE(h, pipeline)
@@ -259,7 +260,7 @@ class Recorder:
                 cp.dispatch_workgroups(groups, gy, gz)
             n += 1
             if self._idle:
-                self._work += groups * gy * gz
+                self._work += work
             if self.pending + n >= FLUSH_EVERY or self._idle and self._work >= IDLE_WORK:
                 self.pending += n
                 self.dispatches += n

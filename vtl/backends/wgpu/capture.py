@@ -52,10 +52,12 @@ class Reserve:
 
 
 def _entry(kernel, bg, words, groups: int, gy: int, gz: int) -> tuple:
-    """A dispatch as :meth:`Recorder.replay` takes it (native handles where available)."""
+    """A dispatch as :meth:`Recorder.replay` takes it (native handles where available; the
+    last item its weighted workgroups, for the recorder's idle rule)."""
     native = _lib is not None
     return (kernel.pipeline._internal if native else kernel.pipeline,
-            bg._internal if native else bg, pack(words), groups, gy, gz)
+            bg._internal if native else bg, pack(words), groups, gy, gz,
+            groups * gy * gz * kernel.weight)
 
 
 class _Collector:
@@ -177,8 +179,8 @@ class WgpuCapture(Capture):
                         reserve.free.append(b)
                         pool.pooled -= cap
                         pool.in_use += cap
-        self._list = [tuple(e[:6]) for e in self.entries]
-        self._bind_groups = [e[6] for e in self.entries]
+        self._list = [tuple(e[:7]) for e in self.entries]
+        self._bind_groups = [e[7] for e in self.entries]
         self.entries = []
         self._bufs = list(self.bufs.values())
         # the immediates blocks a replay patches in place (the native entry points read a
