@@ -603,6 +603,19 @@ def test_conv2d_forward_and_input_gradient_in_depth_slices(wgpu, monkeypatch, bi
     _assert_conv_close(got, want, 1e-5 if name == "float32" else 4 * float(np.finfo(dt).eps))
 
 
+def test_conv2d_weight_gradient_plans_of_resnet_layers():
+    """The weight gradient's plan (tiles, depth slices) of CIFAR ResNet layers at batch 128:
+    the large tiles where they fill the device over depth slices, also where their tiles
+    are enough to skip the small tiles' split but too few for the device alone (a 4x4 layer
+    of 512 channels: 144 tiles in two slices), else the small tiles over slices."""
+    from vtl.backends.wgpu import conv
+    from vtl.backends.wgpu._dtypes import float32
+
+    assert conv._wgrad_plan(float32, 512, 512 * 9, 128 * 16) == (True, 36, 4, 1024, 2)
+    assert conv._wgrad_plan(float32, 256, 256 * 9, 128 * 64) == (True, 18, 2, 560, 15)
+    assert conv._wgrad_plan(float32, 64, 64 * 9, 128 * 1024) == (False, 9, 1, 2304, 57)
+
+
 def test_conv2d_depth_slices_where_the_large_tiles_are_too_few():
     """The depth slices serve the ResNet shapes whose outputs fill the large tiles but too
     few of them (an 8x8 layer of 256 channels at batch 64, a 4x4 one of 512 at batch 128),

@@ -109,10 +109,12 @@ def _wgrad_plan(dt: Any, rows: int, cols: int, total: int) -> tuple[bool, int, i
     over a depth of ``total`` output pixels): the large tiles where :data:`WGRAD_BIG_TILES`
     allows and its tiles over the depth slices fill the device, else the small ones (whose
     epilogue can also sum the bias gradient); the depth in slices (split-K) where the tiles
-    alone are too few."""
+    alone are too few (for the large tiles, also where they are too few for the device but
+    enough to skip the small tiles' split: ``_linalg.big_split_depth``)."""
     for big in (True, False) if WGRAD_BIG_TILES else (False,):
         gx, gy = tiles(rows, cols, big)
-        depth = split_depth(gx * gy, total) or total
+        depth = split_depth(gx * gy, total) \
+            or (big and _linalg.big_split_depth(dt, rows, cols, total)) or total
         slices = -(-total // depth)
         if not big or big_tiles(dt, rows, cols, slices):
             return big, gx, gy, depth, slices
