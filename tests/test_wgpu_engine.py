@@ -202,6 +202,43 @@ def test_a_replay_is_submitted_by_age_as_recorded_work_is(monkeypatch):
     np.testing.assert_array_equal(out.numpy(), np.full((8, 8), 0.5 ** _recorder.FLUSH_MIN))
 
 
+def test_a_replay_after_a_wait_is_submitted_once_it_holds_enough_work(monkeypatch):
+    """A compiled call replayed right after a wait follows the idle rule too: its pass is
+    submitted once the replayed dispatches hold ``IDLE_WORK`` weighted workgroups (each
+    entry carries its count), not only by age."""
+    import vtl
+
+    monkeypatch.setattr(_recorder, "FLUSH_AFTER_S", float("inf"))
+    x = vtl.asarray(np.ones((8, 8), np.float32), device="wgpu")
+
+    def chain(t):
+        for _ in range(4):
+            t = t * 0.5
+        return t
+
+    f = vtl.compile(chain, warmup=0)
+    f(x)
+    rec = _recorder.REC
+    replay, submitted = rec.replay, []
+
+    def counted(entries, bufs):
+        s0 = rec.submits
+        replay(entries, bufs)
+        submitted.append(rec.submits - s0)
+
+    monkeypatch.setattr(rec, "replay", counted)
+    monkeypatch.setattr(_recorder, "IDLE_WORK", 1 << 30)
+    xp.synchronize()
+    f(x)
+    assert submitted and sum(submitted) == 0  # too little work: still open
+    xp.synchronize()
+    monkeypatch.setattr(_recorder, "IDLE_WORK", 1)
+    submitted.clear()
+    out = f(x)
+    assert submitted[0] == 1 and sum(submitted) == 1  # the first replayed dispatch went
+    np.testing.assert_array_equal(out.numpy(), np.full((8, 8), 0.5 ** 4))
+
+
 def test_waits_and_readbacks_use_the_native_callbacks(monkeypatch):
     """synchronize and readbacks wait on counted completion callbacks (no wgpu-py promise,
     no per-read buffer): the fast path must be active, not its fallback."""
