@@ -83,6 +83,23 @@ def test_a_long_block_is_timed_whole(monkeypatch):
     np.testing.assert_array_equal(np.asarray(a), np.ones((64, 64), np.float32))
 
 
+def test_a_block_right_after_a_wait_is_timed_whole(monkeypatch):
+    """The idle rule (submit the first pass after a wait once it holds ``IDLE_WORK``
+    workgroups) is off inside a timed block, which begins with a wait, and back on after
+    it: dispatches as large as the rule's threshold are timed like any other."""
+    from vtl.backends.wgpu import _recorder
+
+    monkeypatch.setattr(_recorder, "IDLE_WORK", 1)
+    a = wx.ones((64, 64))
+    with profile.kernel_times() as times:
+        for _ in range(4):
+            a = a * 2.0
+        assert _recorder.IDLE_WORK == float("inf")
+    assert _recorder.IDLE_WORK == 1
+    assert len(times.names) == 4 and times.untimed == 0 and times.busy >= 0
+    np.testing.assert_array_equal(np.asarray(a), np.full((64, 64), 16.0, np.float32))
+
+
 def test_capacity_errors_and_nesting(monkeypatch):
     with profile.kernel_times(capacity=2) as times:
         _work()

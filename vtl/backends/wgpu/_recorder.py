@@ -244,6 +244,10 @@ class Recorder:
         h = self._handle
         pipe = None
         for pipeline, bg, block, groups, gy, gz, work in entries:
+            if cp is None:  # a submit below ended the pass: open one for what follows
+                cp = self._open()
+                h = self._handle
+                pipe = None
             if h is not None:
                 if pipeline is not pipe:
                     _SET_PIPE(h, pipeline)
@@ -266,9 +270,7 @@ class Recorder:
                 self.dispatches += n
                 n = 0
                 self._flush()
-                cp = self._open()
-                h = self._handle
-                pipe = None
+                cp = None
         self._pipeline = None  # the next _record sets its own pipeline
         self.pending += n
         self.dispatches += n
@@ -344,6 +346,7 @@ class Recorder:
             U = rt.wgpu.BufferUsage
             self._sync_buf = rt.device.create_buffer(size=4, usage=U.STORAGE | U.COPY_SRC)
         rt.queue.read_buffer(self._sync_buf, 0, 4)
+        self._idle = True
 
     def read(self, gpu, offset: int, size: int):
         """The ``size`` bytes of the buffer ``gpu`` from ``offset`` (both multiples of 4)
@@ -372,6 +375,7 @@ class Recorder:
             out = rt.queue.read_buffer(gpu, offset, size)
             if err is not None:
                 out = bytes(out) + bytes(rt.queue.read_buffer(err.gpu, 0, _errors.NBYTES))
+            self._idle = True
             return out
         staging, reuse = self._staging(rt, total)
         encoder = self.encoder

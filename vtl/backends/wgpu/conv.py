@@ -131,7 +131,7 @@ def _depth_slices(dt: Any, rows: int, cols: int, chans: int, taps: int) -> int:
     t = filled_big_tiles(dt, rows, cols) if SLICED_BIG_TILES else 0
     if t == 0 or t >= _linalg.BIG_MIN_TILES:
         return 0
-    for s in range(-(-_linalg.BIG_MIN_TILES // t), chans // 2 + 1):
+    for s in range(-(-_linalg.BIG_MIN_TILES // t), min(chans // 2, _MAX_GROUPS) + 1):
         if chans % s == 0:
             return s if chans // s * taps >= _linalg.BIG_SPLIT_MIN_DEPTH else 0
     return 0

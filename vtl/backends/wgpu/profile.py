@@ -126,10 +126,10 @@ def kernel_times(capacity: int = 4096) -> Iterator[KernelTimes]:
         REC.cpass._write_timestamp(sets[q], i + 1)
         names.append(kernel.name)
 
-    # a submit by age inside record() would end the pass between a dispatch and its end
-    # timestamp: timed blocks submit by count only
-    age = _recorder.FLUSH_AFTER_S
-    _recorder.FLUSH_AFTER_S = float("inf")
+    # a submit by age or by the idle rule inside record() would end the pass between a
+    # dispatch and its end timestamp: timed blocks submit by count only
+    age, idle = _recorder.FLUSH_AFTER_S, _recorder.IDLE_WORK
+    _recorder.FLUSH_AFTER_S = _recorder.IDLE_WORK = float("inf")
     REC._record = timed
     _timing = True
     try:
@@ -137,7 +137,7 @@ def kernel_times(capacity: int = 4096) -> Iterator[KernelTimes]:
     finally:
         _timing = False
         del REC._record
-        _recorder.FLUSH_AFTER_S = age
+        _recorder.FLUSH_AFTER_S, _recorder.IDLE_WORK = age, idle
         REC.synchronize()
     if names:
         left = 2 * len(names)
