@@ -308,12 +308,15 @@ def split_product(a: WgpuArray, b: WgpuArray, depth: int, rowsum: dict | None = 
         words = [M, N, rest, a._offset + full * depth * sak, b._offset + full * depth * sbk,
                  full * M * N, 0, sam, sak, 0, sbk, sbn, full * M]
         REC.dispatch(k, bufs, words[:nw], gx, gy, 1)
-    total = _reduction.sum(acc, axis=0, dtype=pdt)
-    rows = None if rowsum is None else _reduction.sum(rs, axis=0, dtype=pdt)
-    if pdt != dt:
-        total = astype_raw(total, dt)
-        rows = None if rows is None else astype_raw(rows, dt)
-    return total, rows
+    return sum_slices(acc, dt), None if rowsum is None else sum_slices(rs, dt)
+
+
+def sum_slices(acc: WgpuArray, dt) -> WgpuArray:
+    """The sum over the first axis of depth slices' partial results ``acc`` (in the compute
+    dtype; one slice is the result itself), rounded to ``dt`` once."""
+    out = reshape(acc, acc.shape[1:]) if acc.shape[0] == 1 \
+        else _reduction.sum(acc, axis=0, dtype=acc.dtype)
+    return out if out.dtype == dt else astype_raw(out, dt)
 
 
 #: the epilogue of :func:`matmul_into` that adds the product to what the view holds

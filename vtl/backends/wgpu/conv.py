@@ -43,6 +43,7 @@ from ._linalg import (
     matmul2d,
     matmul_kernel,
     split_depth,
+    sum_slices,
     tiles,
 )
 from ._manipulation import permute_dims, reshape
@@ -135,13 +136,6 @@ def _depth_slices(dt: Any, rows: int, cols: int, chans: int, taps: int) -> int:
         if chans % s == 0:
             return s if chans // s * taps >= _linalg.BIG_SPLIT_MIN_DEPTH else 0
     return 0
-
-
-def _sum_slices(acc: WgpuArray, dt: Any) -> WgpuArray:
-    """The sum over the first axis of the depth slices' partial results ``acc`` (in the
-    compute dtype), rounded to ``dt`` once."""
-    out = _reduction.sum(acc, axis=0, dtype=acc.dtype)
-    return out if out.dtype == dt else astype_raw(out, dt)
 
 
 def _image_grid(dt: Any, rows: int, pixels: int, n: int) -> tuple[int, bool, tuple] | None:
@@ -306,7 +300,7 @@ def _implicit_forward(x: WgpuArray, w: WgpuArray, b: Any, stride: tuple, padding
         bufs += (b._st.buf,)
         words[12:14] = [b._offset, b._strides[0]]
     REC.dispatch(kern, bufs, words, *groups)
-    return (_sum_slices(out, dt) if slices else out), _Saved(x)
+    return (sum_slices(out, dt) if slices else out), _Saved(x)
 
 
 def _implicit_backward(x: Any, x_shape: tuple[int, ...], w: WgpuArray, g: WgpuArray,
@@ -370,11 +364,9 @@ def _implicit_backward(x: Any, x_shape: tuple[int, ...], w: WgpuArray, g: WgpuAr
         else:
             kern = _conv_kernel("wgrad", dt, (False, True), osize, out=pdt, big=big_w)
         REC.dispatch(kern, bufs, words, gx_w, gy_w, parts)
-        dw = acc if parts == 1 else _reduction.sum(acc, axis=0, dtype=pdt)
-        dw = reshape(dw if pdt == dt else astype_raw(dw, dt), (o, c, kh, kw))
+        dw = reshape(sum_slices(acc, dt), (o, c, kh, kw))
         if rowsums:
-            db = rs if parts == 1 else _reduction.sum(rs, axis=0, dtype=pdt)
-            db = reshape(db if pdt == dt else astype_raw(db, dt), (o,))
+            db = sum_slices(rs, dt)
     if need_b and db is None:
         db = _bias_grad(g)
     return dx, dw if need_w else None, db
@@ -402,7 +394,7 @@ def _dgrad(w2: WgpuArray, g: WgpuArray, x_shape: tuple, words: list, consts: dic
             REC.dispatch(_conv_kernel("dgrad", dt, (False, False), consts, out=pdt, big=True),
                          (w2._st.buf, g._st.buf, acc._st.buf), words,
                          *tiles(c, cols, True), slices)
-            return _sum_slices(acc, dt)
+            return sum_slices(acc, dt)
     dx = empty(x_shape, dt)
     REC.dispatch(_conv_kernel("dgrad", dt, (False, False), consts, big=big),
                  (w2._st.buf, g._st.buf, dx._st.buf), words, *groups)
