@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -22,12 +23,25 @@ _pool_lock = threading.Lock()
 _local = threading.local()
 
 
+#: how long (s) :func:`usable_cpus` keeps the affinity mask it read: kernels ask for the
+#: thread count many times a step, and the mask changes rarely (``taskset``, a cgroup)
+CPUS_TTL = 1.0
+_cpus: tuple[float, int] = (float("-inf"), 1)
+
+
 def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity mask where the OS has one)."""
+    """The CPUs this process may run on (its affinity mask where the OS has one, read
+    again at most every :data:`CPUS_TTL` seconds)."""
+    global _cpus
+    now = time.monotonic()
+    if now - _cpus[0] < CPUS_TTL:
+        return _cpus[1]
     try:
-        return max(len(os.sched_getaffinity(0)), 1)
+        n = max(len(os.sched_getaffinity(0)), 1)
     except (AttributeError, OSError):
-        return max(os.cpu_count() or 1, 1)
+        n = max(os.cpu_count() or 1, 1)
+    _cpus = (now, n)
+    return n
 
 
 #: the cap set by ``vtl.set_num_threads`` (``None``: ``VTL_NUM_THREADS``, else none)
