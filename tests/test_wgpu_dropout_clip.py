@@ -86,6 +86,30 @@ def test_dropout_is_the_portable_dropout(be, shape, p):
         np.testing.assert_array_equal(got[0][kept], x[kept] * np.float32(1 / (1 - p)))
 
 
+@pytest.mark.parametrize("offset", [0, 4, 3])
+def test_vec4_dropout_is_the_scalar_kernel(be, monkeypatch, offset):
+    """float32 arrays of whole vec4s at offsets that are multiples of 4 take
+    dropout_vec4.wgsl: the scalar kernel's bits, forward and backward."""
+    from vtl.backends.wgpu.random import WgpuDropout
+
+    base = RNG.standard_normal(offset + 4 * 515).astype(np.float32)
+    g = RNG.standard_normal(4 * 515).astype(np.float32)
+    res = []
+    for vec4 in (True, False):
+        monkeypatch.setattr(WgpuDropout, "VEC4", vec4)
+        vtl.random.seed(5)
+        t = vtl.asarray(base, device="wgpu", requires_grad=True)
+        x = t[offset:]
+        assert x._data._offset == offset
+        y = F.dropout(x, 0.4)
+        y.backward(vtl.asarray(g, device="wgpu"))
+        res.append((to_numpy(y), to_numpy(t.grad)))
+    kern = be.kernel("dropout")
+    assert (vtl.float32, True) in kern._pipelines
+    for a, r in zip(res[0], res[1], strict=True):
+        _same_bits(a, r)
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float64"])
 @pytest.mark.parametrize(("shape", "p"), [((7, 9), 0.5), ((1031,), 0.1), ((33,), 0.99999)])
 def test_dropout_of_other_dtypes(be, dtype, shape, p):
@@ -180,11 +204,12 @@ def test_the_bits_of_a_draw_whose_counter_carries(be):
     _same_bits(be.xp.to_numpy(kern.backward(xw, 0.3, words)), want)
 
 
-def test_arrays_larger_than_one_binding_go_in_windows(be, monkeypatch):
+@pytest.mark.parametrize("cols", [1703, 1704])  # 1704: whole vec4s (dropout_vec4.wgsl)
+def test_arrays_larger_than_one_binding_go_in_windows(be, monkeypatch, cols):
     from vtl.backends.wgpu import _runtime
 
-    x = RNG.standard_normal((3, 1703)).astype(np.float32)
-    g = RNG.standard_normal((3, 1703)).astype(np.float32)
+    x = RNG.standard_normal((3, cols)).astype(np.float32)
+    g = RNG.standard_normal((3, cols)).astype(np.float32)
     with use_kernel("dropout", None, "wgpu"):
         ref = _dropout(x, 0.35, g, 9)[1:]
     tx, tg = vtl.asarray(x, device="wgpu"), vtl.asarray(g, device="wgpu")
@@ -196,7 +221,7 @@ def test_arrays_larger_than_one_binding_go_in_windows(be, monkeypatch):
     y = kern.forward(tx._data, 0.35, words)
     dg = kern.backward(tg._data, 0.35, words)
     monkeypatch.undo()
-    assert kern.launches - before == 2 * 3  # 5109 elements: three windows each way
+    assert kern.launches - before == 2 * 3  # 5109 or 5112 elements: three windows each way
     _same_bits(be.xp.to_numpy(y), ref[0])
     _same_bits(be.xp.to_numpy(dg), ref[1])
     assert vtl.random.default_generator().get_state() == ref[2]

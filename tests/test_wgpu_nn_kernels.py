@@ -1132,12 +1132,14 @@ def test_lstm_steps_decline_a_batch_past_the_dispatch_limit(wgpu, monkeypatch):
 
 
 @pytest.mark.parametrize("name", ["float32", "float64", "float16", "bfloat16"])
-@pytest.mark.parametrize("shape", [(4, 3, 5, 5), (7, 2), (2, 5, 1, 9), (6, 3, 37, 29)])
+@pytest.mark.parametrize("shape", [(4, 3, 5, 5), (7, 2), (2, 5, 1, 9), (6, 3, 37, 29),
+                                   (5, 3, 4, 8)])
 def test_batch_norm_kernel(wgpu, monkeypatch, name, shape):
     """The batch_norm kernel (three dispatches each way, float32 statistics for 16-bit
     inputs with float32 parameters) against float64 NumPy, rows in several slabs (the
     largest shape: slabs of thousands of elements, each invocation loading four at a time,
-    images' planes straddling the loads)."""
+    images' planes straddling the loads; (5, 3, 4, 8): planes of whole vec4s, which float32
+    applies a vec4 an invocation)."""
     import ml_dtypes
     from test_cupy_batchnorm import reference
 
@@ -1153,10 +1155,14 @@ def test_batch_norm_kernel(wgpu, monkeypatch, name, shape):
     w, b = (rng.standard_normal(shape[1]).astype(pdt) for _ in range(2))
     bn = vtl.backends.get("wgpu").kernel("batch_norm")
     names = _dispatched(monkeypatch)
+    templates, kernel = [], _nn._kernels.kernel
+    monkeypatch.setattr(_nn._kernels, "kernel",
+                        lambda name, *a, **k: templates.append(name) or kernel(name, *a, **k))
     y, mean, var, saved = bn.forward(*(wx.asarray(a) for a in (x, w, b)), 1e-5)
     dx, dw, db = bn.backward(saved, wx.asarray(w), wx.asarray(g), True, True, True)
     assert names == ["batch_norm_partial", "batch_norm_stats", "batch_norm_apply",
                      "batch_norm_partial", "batch_norm_coeffs", "batch_norm_apply"]
+    assert ("batch_norm_apply_vec4" in templates) == (name == "float32" and shape[-1] == 8)
     ref = reference(x, w, b, g, 1e-5)
     eps = {"float64": 1e-11, "float32": 2e-5}.get(name, 4 * float(np.finfo(dt).eps))
     for got, want, what in zip((y, mean, var, dx, dw, db), ref, "y mean var dx dw db".split(),

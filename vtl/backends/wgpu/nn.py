@@ -409,6 +409,9 @@ class BatchNorm:
     #: workgroups the statistics dispatch aims at, and the fewest elements a slab gets
     BLOCKS = 1024
     SLAB_MIN = 4096
+    #: float32 arrays whose planes and offsets are multiples of 4 take the elementwise pass
+    #: a vec4 an invocation (``batch_norm_apply_vec4.wgsl``, the same values)
+    VEC4 = True
 
     def __init__(self) -> None:
         self.launches = 0
@@ -456,10 +459,17 @@ class BatchNorm:
 
     def _apply(self, x: Any, g: Any, stats: Any, coef: Any, out: Any, c: int, hw: int,
                mode: int) -> None:
-        REC.dispatch(_kernels.compute_kernel("batch_norm_apply", "rrrrw", x.dtype),
-                     (x._st.buf, g._st.buf, stats._st.buf, coef._st.buf, out._st.buf),
-                     [c, hw, x.size, mode, x._offset, g._offset, stats._offset,
-                      coef._offset, out._offset], groups_for(x.size))
+        n = x.size
+        if (self.VEC4 and x.dtype == D.float32 and not hw & 3
+                and not (x._offset | g._offset | out._offset) & 3):
+            k = _kernels.kernel("batch_norm_apply_vec4", "rrrrw", (x.dtype,),
+                                label="batch_norm_apply")
+            n //= 4
+        else:
+            k = _kernels.compute_kernel("batch_norm_apply", "rrrrw", x.dtype)
+        REC.dispatch(k, (x._st.buf, g._st.buf, stats._st.buf, coef._st.buf, out._st.buf),
+                     [c, hw, n, mode, x._offset, g._offset, stats._offset, coef._offset,
+                      out._offset], groups_for(n))
 
     def update_running(self, mean: Any, var: Any, running_mean: Any, running_var: Any,
                        momentum: float, count: int) -> bool:

@@ -76,12 +76,16 @@ class WgpuDropout(FusedDropout):
     :class:`~vtl.backends.DynamicScalars` of a captured draw (``vtl.compile``): they are
     immediates words that each replay encodes anew. An array larger than one storage
     binding is processed in windows that fit one, a dispatch each. ``launches`` counts the
-    dispatches.
+    dispatches. A float32 array whose offsets and length are multiples of 4 is read and
+    written a vec4 per Philox block (``dropout_vec4.wgsl``, :attr:`VEC4`).
     """
+
+    #: float32 arrays of whole vec4s take ``dropout_vec4.wgsl`` (the same values)
+    VEC4 = True
 
     def __init__(self) -> None:
         self.launches = 0
-        self._pipelines: dict[np.dtype, Any] = {}
+        self._pipelines: dict[Any, Any] = {}
 
     def supports(self, dtype: Any) -> bool:
         dt = np.dtype(dtype)
@@ -104,11 +108,18 @@ class WgpuDropout(FusedDropout):
             tail = [keep_threshold(p), *words_for_scalar(scale, D.float32)[:1]]
         else:
             tail = [keep_threshold(p), *words_for_scalar(scale, D.float64)]
-        kern = self._pipelines.get(dt)
+        vec4 = (self.VEC4 and dt == D.float32 and not n & 3 and not x._offset & 3
+                and not y._offset & 3)
+        kern = self._pipelines.get((dt, vec4))
         if kern is None:
-            kern = self._pipelines[dt] = _kernels.kernel(
-                "dropout", "rw", (dt, adt), T=t, A=D.wgsl(adt), STORE=store,
-                SCALE=f"scal_{adt.name}({_SCALE_AT}u)", PHILOX=_philox_source())
+            if vec4:
+                kern = _kernels.kernel("dropout_vec4", "rw", (dt,), label="dropout",
+                                       PHILOX=_philox_source())
+            else:
+                kern = _kernels.kernel(
+                    "dropout", "rw", (dt, adt), T=t, A=D.wgsl(adt), STORE=store,
+                    SCALE=f"scal_{adt.name}({_SCALE_AT}u)", PHILOX=_philox_source())
+            self._pipelines[(dt, vec4)] = kern
         dynamic = isinstance(words, DynamicScalars)
         draw = list(words.values) if dynamic else [w & _MASK for w in words]
         patch = [(5, words, list)] if dynamic else None
