@@ -23,7 +23,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let r1 = min(r0 + pw(6u), pw(0u));
   var sw = {{C}}(0);
   var sb = {{C}}(0);
-  for (var row = r0; row < r1; row += 1u) {
+  var row = r0;
+  for (; row + 3u < r1; row += 4u) {  // four rows' loads in flight, then their sums
+    var gv: array<{{C}}, 4>;
+    var xv: array<{{C}}, 4>;
+    /* unroll */ for (var k = 0u; k < 4u; k++) {
+      let q = row + k;
+      gv[k] = {{C}}(G[pw(3u) + q * N + c]);
+      xv[k] = ({{C}}(X[pw(2u) + q * N + c]) - S[pw(4u) + 2u * q]) * S[pw(4u) + 2u * q + 1u];
+    }
+    /* unroll */ for (var k = 0u; k < 4u; k++) {
+      sw += gv[k] * xv[k];
+      sb += gv[k];
+    }
+  }
+  for (; row < r1; row += 1u) {
     let g = {{C}}(G[pw(3u) + row * N + c]);
     let xh = ({{C}}(X[pw(2u) + row * N + c]) - S[pw(4u) + 2u * row]) * S[pw(4u) + 2u * row + 1u];
     sw += g * xh;
