@@ -127,6 +127,7 @@ def test_conv_one_cpu(monkeypatch):
     monkeypatch.delenv("VTL_NUM_THREADS", raising=False)
     monkeypatch.setattr(npool, "THRESHOLD", 0)
     monkeypatch.setattr(nc.os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    monkeypatch.setattr(nc, "_cpus", (float("-inf"), 1))  # the mask read again
     assert nc.usable_cpus() == 1 and nc.num_threads() == 1
     seen = set()
     submit = nc.ThreadPoolExecutor.submit
@@ -173,8 +174,15 @@ def test_num_threads_env(monkeypatch):
 
 
 def test_usable_cpus_follows_affinity(monkeypatch):
-    monkeypatch.setattr(nc.os, "sched_getaffinity", lambda pid: {0, 2, 5}, raising=False)
+    """The mask is read again once CPUS_TTL has passed since the last read."""
+    mask = {0, 2, 5}
+    monkeypatch.setattr(nc.os, "sched_getaffinity", lambda pid: mask, raising=False)
+    monkeypatch.setattr(nc, "_cpus", (float("-inf"), 1))
     assert nc.usable_cpus() == 3
+    mask = {0}
+    assert nc.usable_cpus() == 3  # within CPUS_TTL: the mask read before
+    monkeypatch.setattr(nc, "_cpus", (nc._cpus[0] - nc.CPUS_TTL, 3))
+    assert nc.usable_cpus() == 1
 
 
 def test_parallel_for_ranges_errors_nesting(monkeypatch):

@@ -173,20 +173,6 @@ def test_inference_mode():
     assert not f(x).requires_grad and (x * 2).requires_grad
 
 
-def test_usable_cpus_follows_the_affinity_mask(monkeypatch):
-    """The mask is read again once CPUS_TTL has passed since the last read."""
-    if not hasattr(threads.os, "sched_getaffinity"):
-        pytest.skip("no affinity mask on this OS")
-    mask = {0, 1, 2}
-    monkeypatch.setattr(threads.os, "sched_getaffinity", lambda pid: mask)
-    monkeypatch.setattr(threads, "_cpus", (float("-inf"), 1))
-    assert threads.usable_cpus() == 3
-    mask = {0}
-    assert threads.usable_cpus() == 3  # within CPUS_TTL: the mask read before
-    monkeypatch.setattr(threads, "_cpus", (threads._cpus[0] - threads.CPUS_TTL, 3))
-    assert threads.usable_cpus() == 1
-
-
 def test_set_num_threads(monkeypatch):
     monkeypatch.setattr(threads, "_limit", None)
     monkeypatch.setattr(threads, "usable_cpus", lambda: 8)
