@@ -124,6 +124,7 @@ def test_the_first_pass_after_a_wait_is_submitted_once_it_holds_enough_work(monk
     hold ``IDLE_WORK`` workgroups, and later passes wait for the age rule again until the
     next wait; values are unchanged."""
     monkeypatch.setattr(_recorder, "FLUSH_AFTER_S", float("inf"))
+    monkeypatch.setattr(_recorder, "POLL_IDLE", False)  # the device counts as busy
     rec = _recorder.REC
     a = xp.ones((64, 64))
     xp.synchronize()
@@ -155,6 +156,32 @@ def test_the_first_pass_after_a_wait_is_submitted_once_it_holds_enough_work(monk
     c = xp.ones((64, 128)) @ xp.ones((128, 64))
     assert rec._work - w0 >= 4  # at least the product's one 64x64 tile
     np.testing.assert_array_equal(host(c), np.full((64, 64), 128.0, np.float32))
+
+
+def test_a_pass_is_submitted_once_the_device_has_finished_the_last(monkeypatch):
+    """POLL_IDLE: a pass that holds ``IDLE_WORK`` is submitted when a poll shows the
+    device has finished all that was submitted before it, not only after a wait; while
+    that work runs it stays open."""
+    monkeypatch.setattr(_recorder, "FLUSH_AFTER_S", float("inf"))
+    rec = _recorder.REC
+    a = xp.ones((64, 64))
+    xp.synchronize()
+    monkeypatch.setattr(_recorder, "IDLE_WORK", 1)
+    s0 = rec.submits
+    a = a * 0.5  # after the wait: the idle rule
+    assert rec.submits == s0 + 1 and rec._done_req > _recorder._counts[0] - 1
+    _recorder._POLL(_recorder._runtime.get().device._internal, True, _recorder._NULL)
+    assert _recorder._counts[0] == rec._done_req  # the device is done, no wait said so
+    assert not rec._idle
+    a = a + 1.0
+    assert rec.submits == s0 + 2 and rec.pending == 0  # the poll found the device idle
+    rec._done_req += 1000  # as if the device were still busy
+    try:
+        b = a * 3.0
+        assert rec.submits == s0 + 2 and rec.pending == 1
+    finally:
+        rec._done_req -= 1000
+    np.testing.assert_array_equal(host(b), np.full((64, 64), 4.5, np.float32))
 
 
 def test_the_next_pass_is_opened_while_the_host_waits():
@@ -209,6 +236,7 @@ def test_a_replay_after_a_wait_is_submitted_once_it_holds_enough_work(monkeypatc
     import vtl
 
     monkeypatch.setattr(_recorder, "FLUSH_AFTER_S", float("inf"))
+    monkeypatch.setattr(_recorder, "POLL_IDLE", False)  # the device counts as busy
     x = vtl.asarray(np.ones((8, 8), np.float32), device="wgpu")
 
     def chain(t):
@@ -248,7 +276,9 @@ def test_waits_and_readbacks_use_the_native_callbacks(monkeypatch):
     done, mapped = _recorder._counts[0], _recorder._counts[1]
     b = a @ a
     xp.synchronize()
-    assert _recorder._counts[0] == done + 1 and _recorder.REC.pending == 0
+    # the submit's callback (POLL_IDLE) and the wait's own
+    assert _recorder._counts[0] == _recorder.REC._done_req > done
+    assert _recorder.REC.pending == 0
     np.testing.assert_array_equal(host(b), np.full((256, 256), 256, np.float32))
     assert _recorder._counts[1] == mapped + 1
     s0 = _recorder.REC.submits

@@ -9,9 +9,12 @@ the whole of it. After a wait (a synchronize, a readback) the device is idle, so
 pass is submitted as soon as it holds ``IDLE_WORK`` workgroups, however young: a call that
 ends in a synchronize (a layer's forward and backward, a step whose loss is read) then
 runs on the device while the host records the rest, instead of starting there at its
-end; small kernels (a host-bound stretch) do not reach it soon. A replay (``vtl.compile``)
-applies the same rules. A wait opens the next pass before it blocks, so the first dispatch
-after it does not pay for opening one.
+end; small kernels (a host-bound stretch) do not reach it soon. Each submit also asks for
+a completion callback, and a later pass that holds ``IDLE_WORK`` is submitted as soon as
+a poll that does not block shows the device has finished the earlier ones
+(``POLL_IDLE``): the device does not sit idle while the host records the next stretch of
+large kernels. A replay (``vtl.compile``) applies the same rules. A wait opens the next
+pass before it blocks, so the first dispatch after it does not pay for opening one.
 
 Recording calls wgpu-native's compute-pass functions directly through cffi when
 they are reachable (wgpu-py's wrappers add about 3 µs per dispatch); errors in
@@ -41,6 +44,10 @@ FLUSH_AFTER_S, FLUSH_MIN = 0.0005, 8
 #: the first pass after a wait is submitted once its dispatches hold this many workgroups
 #: (weighted by their work: ``_kernels.WORKGROUP_WEIGHTS``)
 IDLE_WORK = 2048
+#: a later pass holding ``IDLE_WORK`` is submitted too once the device has finished all
+#: that was submitted before it (a completion callback per submit, read by a poll that
+#: does not block)
+POLL_IDLE = True
 _MASK = 0xFFFFFFFF
 _LOCK = _runtime.LOCK
 _WG = 256
@@ -134,7 +141,9 @@ class Recorder:
         self._opened = 0.0  # when the open pass began recording (perf_counter)
         self._ahead = False  # the open pass was opened during a wait and holds nothing yet
         self._idle = True  # nothing submitted since the last wait: the device is idle
-        self._work = 0  # workgroups in the open pass while the device is idle
+        self._work = 0  # weighted workgroups in the open pass
+        self._done_req = 0  # completion callbacks requested: _counts[0] reaches it when idle
+        self._dev = None  # the device's native handle, for polls
         self._sync_buf = None
         self._stagings: dict = {}  # size class -> mappable staging buffer
         self._keep: list = []  # objects the open pass uses that caches may drop
@@ -222,13 +231,23 @@ class Recorder:
                 cap.add(kernel, bg, bufs, words, groups, gy, gz, dynamic)
         self.pending += 1
         self.dispatches += 1
-        if self._idle:
-            self._work += groups * gy * gz * kernel.weight
-            if self._work >= IDLE_WORK:
-                self._flush()
-                return
+        self._work += groups * gy * gz * kernel.weight
+        if self._work >= IDLE_WORK and (self._idle or self._device_idle()):
+            self._flush()
+            return
         if self.pending >= FLUSH_EVERY or self._aged():
             self._flush()
+
+    def _device_idle(self) -> bool:
+        """Whether the device has finished everything submitted (:data:`POLL_IDLE`: a poll
+        that does not block runs the completion callbacks due)."""
+        if not POLL_IDLE or _ON_DONE is None:
+            return False
+        if _counts[0] < self._done_req:
+            if self._dev is None:
+                self._dev = _runtime.get().device._internal
+            _POLL(self._dev, False, _NULL)
+        return _counts[0] >= self._done_req
 
     def replay(self, entries, bufs) -> None:
         """Record captured dispatches again (lock held): ``entries`` of ``(pipeline, bind
@@ -263,9 +282,9 @@ class Recorder:
                 cp.set_immediates(0, block, 0, 128)
                 cp.dispatch_workgroups(groups, gy, gz)
             n += 1
-            if self._idle:
-                self._work += work
-            if self.pending + n >= FLUSH_EVERY or self._idle and self._work >= IDLE_WORK:
+            self._work += work
+            if self.pending + n >= FLUSH_EVERY or self._work >= IDLE_WORK and (
+                    self._idle or self._device_idle()):
                 self.pending += n
                 self.dispatches += n
                 n = 0
@@ -311,7 +330,11 @@ class Recorder:
         self._submit(self.encoder)
 
     def _submit(self, encoder) -> None:
-        _runtime.get().queue.submit([encoder.finish()])
+        queue = _runtime.get().queue
+        queue.submit([encoder.finish()])
+        if POLL_IDLE and _ON_DONE is not None:
+            _ON_DONE(queue._internal, _DONE_INFO[0])
+            self._done_req += 1
         self.cpass = self.encoder = self._pipeline = self._handle = None
         self._ahead = False
         self._keep = []
@@ -338,8 +361,9 @@ class Recorder:
         rt = _runtime.get()
         if _ON_DONE is not None:
             _ON_DONE(rt.queue._internal, _DONE_INFO[0])
+            self._done_req += 1
             self._open_ahead()
-            _wait(rt.device._internal, 0)
+            _wait(rt.device._internal, 0, self._done_req)
             self._idle = True
             return
         if self._sync_buf is None:  # pragma: no cover - another wgpu backend
@@ -417,15 +441,18 @@ class Recorder:
         return buf, True
 
 
-def _wait(dev, which: int) -> None:
-    """Wait for the one callback of kind ``which`` (0: work done, 1: mapped) just requested.
+def _wait(dev, which: int, target: int | None = None) -> None:
+    """Wait until the callbacks of kind ``which`` (0: work done, 1: mapped) reach ``target``
+    (default: the one just requested; work-done callbacks of earlier submits may be due
+    first, so a wait for all work passes the count that the last request makes).
 
     It polls without blocking for up to ``SPIN_S`` first: a blocking wait costs 50-200
     microseconds of thread wake-ups (more on a busy host), as much as a small kernel
     takes. The end is told by the callback, not by the poll's return value (whose upper
     bytes are not reliable).
     """
-    target = _counts[which] + 1
+    if target is None:
+        target = _counts[which] + 1
     end = perf_counter() + SPIN_S
     blocked = 0.0
     while _counts[which] < target:
