@@ -410,7 +410,7 @@ class BatchNorm:
     BLOCKS = 1024
     SLAB_MIN = 4096
     #: float32 arrays whose planes and offsets are multiples of 4 take the elementwise pass
-    #: a vec4 an invocation (``batch_norm_apply_vec4.wgsl``, the same values)
+    #: a vec4 an invocation (``batch_norm_apply.wgsl`` with ``W`` 4, the same values)
     VEC4 = True
 
     def __init__(self) -> None:
@@ -462,11 +462,13 @@ class BatchNorm:
         n = x.size
         if (self.VEC4 and x.dtype == D.float32 and not hw & 3
                 and not (x._offset | g._offset | out._offset) & 3):
-            k = _kernels.kernel("batch_norm_apply_vec4", "rrrrw", (x.dtype,),
-                                label="batch_norm_apply")
+            k = _kernels.compute_kernel("batch_norm_apply", "rrrrw", x.dtype, W="4",
+                                        V="vec4<f32>", CV="vec4<f32>", STORE="v")
             n //= 4
         else:
-            k = _kernels.compute_kernel("batch_norm_apply", "rrrrw", x.dtype)
+            k = _kernels.compute_kernel("batch_norm_apply", "rrrrw", x.dtype, W="1",
+                                        V="{{T}}", CV="{{C}}",
+                                        STORE="wrap_{{D}}({{T}}(v))")
         REC.dispatch(k, (x._st.buf, g._st.buf, stats._st.buf, coef._st.buf, out._st.buf),
                      [c, hw, n, mode, x._offset, g._offset, stats._offset, coef._offset,
                       out._offset], groups_for(n))
