@@ -192,6 +192,42 @@ def test_a_pass_is_submitted_once_the_device_has_finished_the_last(monkeypatch):
     np.testing.assert_array_equal(host(b), np.full((64, 64), 4.5, np.float32))
 
 
+def test_a_replay_is_submitted_once_the_device_has_finished_the_last(monkeypatch):
+    """A compiled call follows POLL_IDLE too: when the device is found done with what was
+    submitted before, the replayed dispatches holding ``IDLE_WORK`` go at once; with the
+    device busy they stay open."""
+    import vtl
+
+    monkeypatch.setattr(_recorder, "FLUSH_AFTER_S", float("inf"))
+    x = vtl.asarray(np.ones((8, 8), np.float32), device="wgpu")
+
+    def chain(t):
+        for _ in range(4):
+            t = t * 0.5
+        return t
+
+    f = vtl.compile(chain, warmup=0)
+    f(x)
+    rec = _recorder.REC
+    replay, submitted = rec.replay, []
+
+    def counted(entries, bufs):
+        s0 = rec.submits
+        replay(entries, bufs)
+        submitted.append(rec.submits - s0)
+
+    monkeypatch.setattr(rec, "replay", counted)
+    (x * 3.0).numpy()
+    f(x)  # a submit of its own: the device is not idle after it
+    monkeypatch.setattr(_recorder, "IDLE_WORK", 1)
+    for idle in (True, False):
+        monkeypatch.setattr(rec, "_device_idle", lambda idle=idle: idle)
+        submitted.clear()
+        out = f(x)
+        assert not rec._idle and (submitted[0] > 0) == idle
+    np.testing.assert_array_equal(out.numpy(), np.full((8, 8), 0.5 ** 4))
+
+
 def test_the_next_pass_is_opened_while_the_host_waits():
     """A wait (synchronize, a readback) opens the next pass before it blocks; an empty pass
     opened so is not submitted by another wait, and its age counts from its first
