@@ -161,9 +161,9 @@ def test_the_first_pass_after_a_wait_is_submitted_once_it_holds_enough_work(monk
 def test_a_pass_is_submitted_once_the_device_has_finished_the_last(monkeypatch):
     """POLL_IDLE: a pass that holds ``IDLE_WORK`` is submitted when a poll shows the
     device has finished all that was submitted before it, not only after a wait; while
-    that work runs it stays open, and no poll comes within POLL_GAP_S of the last."""
+    that work runs it stays open."""
     monkeypatch.setattr(_recorder, "FLUSH_AFTER_S", float("inf"))
-    monkeypatch.setattr(_recorder, "POLL_GAP_S", 0.0)
+    monkeypatch.setattr(_recorder, "POLL_IDLE", True)
     rec = _recorder.REC
     a = xp.ones((64, 64))
     xp.synchronize()
@@ -182,14 +182,13 @@ def test_a_pass_is_submitted_once_the_device_has_finished_the_last(monkeypatch):
         assert rec.submits == s0 + 2 and rec.pending == 1
     finally:
         rec._done_req -= 1000
-    monkeypatch.setattr(_recorder, "POLL_GAP_S", float("inf"))
-    xp.synchronize()
-    a = a * 3.0  # the idle rule after the wait
-    c = a + 2.0
-    if _recorder._counts[0] < rec._done_req:  # no callback run yet: a poll would be due
-        assert rec.pending == 1  # within the gap: no poll, so no submit
-    np.testing.assert_array_equal(host(c), np.full((64, 64), 6.5, np.float32))
     np.testing.assert_array_equal(host(b), np.full((64, 64), 4.5, np.float32))
+    monkeypatch.setattr(_recorder, "POLL_IDLE", False)  # the default: no poll, no submit
+    c = b * 2.0
+    _recorder._POLL(_recorder._runtime.get().device._internal, True, _recorder._NULL)
+    c = c + 1.0
+    assert rec.pending == 1
+    np.testing.assert_array_equal(host(c), np.full((64, 64), 10.0, np.float32))
 
 
 def test_a_replay_is_submitted_once_the_device_has_finished_the_last(monkeypatch):
@@ -217,6 +216,7 @@ def test_a_replay_is_submitted_once_the_device_has_finished_the_last(monkeypatch
         submitted.append(rec.submits - s0)
 
     monkeypatch.setattr(rec, "replay", counted)
+    monkeypatch.setattr(_recorder, "POLL_IDLE", True)
     (x * 3.0).numpy()
     f(x)  # a submit of its own: the device is not idle after it
     monkeypatch.setattr(_recorder, "IDLE_WORK", 1)

@@ -9,13 +9,12 @@ the whole of it. After a wait (a synchronize, a readback) the device is idle, so
 pass is submitted as soon as it holds ``IDLE_WORK`` workgroups, however young: a call that
 ends in a synchronize (a layer's forward and backward, a step whose loss is read) then
 runs on the device while the host records the rest, instead of starting there at its
-end; small kernels (a host-bound stretch) do not reach it soon. Each submit also asks for
-a completion callback, and a later pass that holds ``IDLE_WORK`` is submitted as soon as
-a poll that does not block shows the device has finished the earlier ones
-(``POLL_IDLE``, a poll at most every ``POLL_GAP_S``): the device does not sit idle while
-the host records the next stretch of large kernels. A replay (``vtl.compile``) applies the
-same rules. A wait opens the next pass before it blocks, so the first dispatch after it
-does not pay for opening one.
+end; small kernels (a host-bound stretch) do not reach it soon. With ``POLL_IDLE`` each
+submit also asks for a completion callback, and a later pass that holds ``IDLE_WORK`` is
+submitted as soon as a poll that does not block shows the device has finished the
+earlier ones (off by default: see its note). A replay (``vtl.compile``) applies the same
+rules. A wait opens the next pass before it blocks, so the first dispatch after it does
+not pay for opening one.
 
 Recording calls wgpu-native's compute-pass functions directly through cffi when
 they are reachable (wgpu-py's wrappers add about 3 µs per dispatch); errors in
@@ -47,11 +46,11 @@ FLUSH_AFTER_S, FLUSH_MIN = 0.0005, 8
 IDLE_WORK = 2048
 #: a later pass holding ``IDLE_WORK`` is submitted too once the device has finished all
 #: that was submitted before it (a completion callback per submit, read by a poll that
-#: does not block)
-POLL_IDLE = True
-#: at most one such poll per this many seconds (since the last poll or submit): a
-#: host-bound stretch of many small kernels polls and submits no more often than that
-POLL_GAP_S = 0.0001
+#: does not block). Off: it shortens a single layer's call (attention, a convolution,
+#: layer_norm: 4-17% on an H100), but in a host-bound stretch, where the device idles,
+#: each large-enough dispatch would become a submit of its own; its effect on the eager
+#: training steps is not measured yet
+POLL_IDLE = False
 _MASK = 0xFFFFFFFF
 _LOCK = _runtime.LOCK
 _WG = 256
@@ -148,7 +147,6 @@ class Recorder:
         self._work = 0  # weighted workgroups in the open pass
         self._done_req = 0  # completion callbacks requested: _counts[0] reaches it when idle
         self._dev = None  # the device's native handle, for polls
-        self._polled = 0.0  # the last poll or submit (perf_counter)
         self._sync_buf = None
         self._stagings: dict = {}  # size class -> mappable staging buffer
         self._keep: list = []  # objects the open pass uses that caches may drop
@@ -249,10 +247,6 @@ class Recorder:
         if not POLL_IDLE or _ON_DONE is None:
             return False
         if _counts[0] < self._done_req:
-            now = perf_counter()
-            if now - self._polled < POLL_GAP_S:
-                return False
-            self._polled = now
             if self._dev is None:
                 self._dev = _runtime.get().device._internal
             _POLL(self._dev, False, _NULL)
@@ -350,7 +344,6 @@ class Recorder:
         self.pending = 0
         self.batch += 1
         self.submits += 1
-        self._polled = perf_counter()
         self._idle = False
         self._work = 0
 
