@@ -191,14 +191,10 @@ def test_a_pass_is_submitted_once_the_device_has_finished_the_last(monkeypatch):
     np.testing.assert_array_equal(host(c), np.full((64, 64), 10.0, np.float32))
 
 
-def test_a_replay_is_submitted_once_the_device_has_finished_the_last(monkeypatch):
-    """A compiled call follows POLL_IDLE too: when the device is found done with what was
-    submitted before, the replayed dispatches holding ``IDLE_WORK`` go at once; with the
-    device busy they stay open."""
+def _counted_halvings(monkeypatch, x):
+    """``x`` halved four times, compiled and captured, and the list to which each replay
+    of it appends the submits it made."""
     import vtl
-
-    monkeypatch.setattr(_recorder, "FLUSH_AFTER_S", float("inf"))
-    x = vtl.asarray(np.ones((8, 8), np.float32), device="wgpu")
 
     def chain(t):
         for _ in range(4):
@@ -216,6 +212,19 @@ def test_a_replay_is_submitted_once_the_device_has_finished_the_last(monkeypatch
         submitted.append(rec.submits - s0)
 
     monkeypatch.setattr(rec, "replay", counted)
+    return f, submitted
+
+
+def test_a_replay_is_submitted_once_the_device_has_finished_the_last(monkeypatch):
+    """A compiled call follows POLL_IDLE too: when the device is found done with what was
+    submitted before, the replayed dispatches holding ``IDLE_WORK`` go at once; with the
+    device busy they stay open."""
+    import vtl
+
+    monkeypatch.setattr(_recorder, "FLUSH_AFTER_S", float("inf"))
+    x = vtl.asarray(np.ones((8, 8), np.float32), device="wgpu")
+    f, submitted = _counted_halvings(monkeypatch, x)
+    rec = _recorder.REC
     monkeypatch.setattr(_recorder, "POLL_IDLE", True)
     (x * 3.0).numpy()
     f(x)  # a submit of its own: the device is not idle after it
@@ -282,23 +291,7 @@ def test_a_replay_after_a_wait_is_submitted_once_it_holds_enough_work(monkeypatc
     monkeypatch.setattr(_recorder, "FLUSH_AFTER_S", float("inf"))
     monkeypatch.setattr(_recorder, "POLL_IDLE", False)  # the device counts as busy
     x = vtl.asarray(np.ones((8, 8), np.float32), device="wgpu")
-
-    def chain(t):
-        for _ in range(4):
-            t = t * 0.5
-        return t
-
-    f = vtl.compile(chain, warmup=0)
-    f(x)
-    rec = _recorder.REC
-    replay, submitted = rec.replay, []
-
-    def counted(entries, bufs):
-        s0 = rec.submits
-        replay(entries, bufs)
-        submitted.append(rec.submits - s0)
-
-    monkeypatch.setattr(rec, "replay", counted)
+    f, submitted = _counted_halvings(monkeypatch, x)
     monkeypatch.setattr(_recorder, "IDLE_WORK", 1 << 30)
     xp.synchronize()
     f(x)
