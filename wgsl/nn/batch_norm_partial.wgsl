@@ -7,7 +7,6 @@
 @group(0) @binding(1) var<storage, read> G: array<{{T}}>;
 @group(0) @binding(2) var<storage, read> St: array<{{C}}>;
 @group(0) @binding(3) var<storage, read_write> Part: array<{{C}}>;
-const QUAD = 4u;  // elements an invocation loads at once
 var<workgroup> r0: array<{{C}}, 256>;
 var<workgroup> r1: array<{{C}}, 256>;
 
@@ -29,12 +28,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   if (mode == 0u) { pivot = {{C}}(X[pw(5u) + c * HW]); } else { pivot = St[pw(7u) + c]; }
   var a0 = {{C}}(0);
   var a1 = {{C}}(0);
-  // QUAD elements an invocation at a time, loaded before they are added (the driver does
+  // four elements an invocation at a time, loaded before they are added (the driver does
   // not pipeline a loop's loads on its own), then the rest one at a time
   var j = s * rows + lid;
-  for (; j + (QUAD - 1u) * 256u < j1; j += QUAD * 256u) {
-    var xv: array<{{C}}, QUAD>;
-    var gv: array<{{C}}, QUAD>;
+  for (; j + 3u * 256u < j1; j += 4u * 256u) {
+    var xv: array<{{C}}, 4>;
+    var gv: array<{{C}}, 4>;
     /* unroll */ for (var k = 0u; k < 4u; k++) {
       let e = j + k * 256u;
       let n = e / HW;

@@ -235,16 +235,17 @@ class Recorder:
         self.pending += 1
         self.dispatches += 1
         self._work += groups * gy * gz * kernel.weight
-        if self._work >= IDLE_WORK and (self._idle or self._device_idle()):
+        if self._work >= IDLE_WORK and (self._idle or POLL_IDLE and self._device_idle()):
             self._flush()
             return
         if self.pending >= FLUSH_EVERY or self._aged():
             self._flush()
 
     def _device_idle(self) -> bool:
-        """Whether the device has finished everything submitted (:data:`POLL_IDLE`: a poll
-        that does not block runs the completion callbacks due)."""
-        if not POLL_IDLE or _ON_DONE is None:
+        """Whether the device has finished everything submitted (with :data:`POLL_IDLE`,
+        which callers check first: a poll that does not block runs the completion callbacks
+        due)."""
+        if _ON_DONE is None:
             return False
         if _counts[0] < self._done_req:
             if self._dev is None:
@@ -287,7 +288,7 @@ class Recorder:
             n += 1
             self._work += work
             if self.pending + n >= FLUSH_EVERY or self._work >= IDLE_WORK and (
-                    self._idle or self._device_idle()):
+                    self._idle or POLL_IDLE and self._device_idle()):
                 self.pending += n
                 self.dispatches += n
                 n = 0
