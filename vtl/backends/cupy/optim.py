@@ -111,13 +111,19 @@ _TABLES = 64
 class PointerTables:
     """Pointer and start tables of multi-tensor kernels on the device, made once per distinct
     table (the same parameters and states give the same table every step) and kept (at most
-    :data:`_TABLES`). They are copied from pinned host memory, kept with them, on the
-    current stream: the copy does not wait for the device, and a captured step
-    (``vtl.compile``) can hold it."""
+    :data:`_TABLES`). They are copied from pinned host memory on the current stream: the
+    copy does not wait for the device, and a captured step (``vtl.compile``) can hold it.
+
+    The host runs ahead of the device (an eager step whose kernels take longer than its
+    Python queues many steps), so a table's copy may still be queued when the cache drops
+    the table. Its pinned buffer is then kept, with an event recorded after the copy, until
+    the event has passed: freed at once, the pinned pool would hand the buffer to the next
+    table, whose pointers the queued copy would then deliver to the earlier kernels."""
 
     def __init__(self, cupy: Any) -> None:
         self._cp = cupy
-        self._cache: dict[tuple, tuple[Any, Any, Any]] = {}
+        self._cache: dict[tuple, tuple[Any, Any, Any, Any]] = {}
+        self._copying: list[tuple[Any, Any]] = []  # (pinned buffer, event) still copied from
 
     def get(self, device: int, ptrs: np.ndarray, starts: np.ndarray) -> tuple[Any, Any]:
         """``(pointers as uint64, starts as int64)`` on the current device."""
@@ -128,7 +134,8 @@ class PointerTables:
             import cupyx
 
             if len(self._cache) >= _TABLES:
-                self._cache.clear()
+                self._retire()
+            self._copying = [(h, e) for h, e in self._copying if not e.done]
             stream = cp.cuda.get_current_stream()
             host = cupyx.empty_pinned(ptrs.size + starts.size, dtype=np.int64)
             host[:ptrs.size] = ptrs.ravel().view(np.int64)
@@ -137,9 +144,28 @@ class PointerTables:
             # cudaMemcpyAsync itself: CuPy's set() refuses a stream that is being captured
             cp.cuda.runtime.memcpyAsync(dev.data.ptr, host.ctypes.data, host.nbytes,
                                         cp.cuda.runtime.memcpyHostToDevice, stream.ptr)
-            hit = self._cache[key] = (dev[:ptrs.size].view(np.uint64), dev[ptrs.size:], host)
+            # (inside a capture the copy is a node of the graph, and hold() keeps both)
+            event = None if stream.is_capturing() else \
+                cp.cuda.Event(block=False, disable_timing=True)
+            if event is not None:
+                event.record(stream)
+            hit = self._cache[key] = (dev[:ptrs.size].view(np.uint64), dev[ptrs.size:], host,
+                                      event)
         hold(hit)  # a captured graph reads the table after the cache may have dropped it
         return hit[0], hit[1]
+
+    def _retire(self) -> None:
+        """Drop every cached table, keeping the pinned buffers still being copied from."""
+        for _, _, host, event in self._cache.values():
+            if event is not None and not event.done:
+                self._copying.append((host, event))
+        self._cache.clear()
+
+    @property
+    def copying(self) -> int:
+        """Pinned buffers of dropped tables whose copies had not finished when last looked
+        at (for tests)."""
+        return len(self._copying)
 
 
 class MultiTensorApply:
