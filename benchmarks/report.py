@@ -345,7 +345,9 @@ def merge(runs: list[Run]) -> dict[tuple[str, str], tuple[int, dict[str, Record]
     """(benchmark, group) -> (index of the run it comes from, impl -> record).
 
     A case is a group, all of whose implementations come from one run: when two runs time the
-    same case, the later run's group replaces the earlier one whole (ratios never mix runs).
+    same case, the later run's group replaces the earlier one whole (ratios never mix runs),
+    except where the later run timed only the references (its vtl case failed or was
+    skipped): then the earlier run's complete group stays.
     """
     cases: dict[tuple[str, str], tuple[int, dict[str, Record]]] = {}
     for i, run in enumerate(runs):
@@ -353,6 +355,10 @@ def merge(runs: list[Run]) -> dict[tuple[str, str], tuple[int, dict[str, Record]
         for r in run.records:
             mine[(r.section, r.group)][r.impl] = r
         for key, impls in mine.items():
+            earlier = cases.get(key)
+            if subject(impls) is None and earlier is not None \
+                    and subject(earlier[1]) is not None:
+                continue
             cases[key] = (i, impls)
     return cases
 

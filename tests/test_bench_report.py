@@ -237,3 +237,13 @@ def test_page_lists_peak_memory_where_measured(tmp_path):
     assert "Peak device memory of one call" in cupy
     assert "| amp-step-transformer-bf16 | 348.8 | 410.6 | 0.85 |" in cupy
     assert "| amp-step-transformer-bf16-compiled |" not in cupy.split("Peak device")[1]
+
+
+def test_page_keeps_a_case_whose_later_run_timed_only_the_references(tmp_path):
+    first = _run_json(tmp_path / "a.json", CPU_RUN[:3])
+    refs_only = [b for b in CPU_RUN[:3] if b[3] != "vtl"]  # vtl's case failed in run b
+    later = _run_json(tmp_path / "b.json", refs_only, when="2026-02-01T00:00:00+00:00")
+    text = report.page([report.load_run(first), report.load_run(later)], "benchmarks.md")
+    numpy = _section(text, "numpy")
+    assert "| matmul-float32-128 | 40.0 µs | 20.0 µs | 2.00 | 80.0 µs | 0.50 |" in numpy
+    assert "From run **a**." in numpy
