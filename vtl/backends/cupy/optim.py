@@ -116,14 +116,16 @@ class PointerTables:
 
     The host runs ahead of the device (an eager step whose kernels take longer than its
     Python queues many steps), so a table's copy may still be queued when the cache drops
-    the table. Its pinned buffer is then kept, with an event recorded after the copy, until
-    the event has passed: freed at once, the pinned pool would hand the buffer to the next
-    table, whose pointers the queued copy would then deliver to the earlier kernels."""
+    the table. Dropped tables' pinned buffers are therefore kept, each with an event
+    recorded after its copy, and a new table reuses one only once its event has passed:
+    freed at once, CuPy's pinned pool would hand the buffer to the next table, whose
+    pointers the queued copy would then deliver to the earlier kernels. (Reusing them also
+    spares most new tables a ``cudaHostAlloc``, which waits for the device.)"""
 
     def __init__(self, cupy: Any) -> None:
         self._cp = cupy
         self._cache: dict[tuple, tuple[Any, Any, Any, Any]] = {}
-        self._copying: list[tuple[Any, Any]] = []  # (pinned buffer, event) still copied from
+        self._spare: list[tuple[Any, Any]] = []  # dropped tables' (pinned buffer, event)
 
     def get(self, device: int, ptrs: np.ndarray, starts: np.ndarray) -> tuple[Any, Any]:
         """``(pointers as uint64, starts as int64)`` on the current device."""
@@ -131,41 +133,55 @@ class PointerTables:
         hit = self._cache.get(key)
         if hit is None:
             cp = self._cp
-            import cupyx
-
             if len(self._cache) >= _TABLES:
                 self._retire()
-            self._copying = [(h, e) for h, e in self._copying if not e.done]
             stream = cp.cuda.get_current_stream()
-            host = cupyx.empty_pinned(ptrs.size + starts.size, dtype=np.int64)
+            capturing = stream.is_capturing()
+            n = ptrs.size + starts.size
+            buf = None if capturing else self._reusable(n)
+            if buf is None:
+                import cupyx
+
+                buf = cupyx.empty_pinned(n, dtype=np.int64)
+            host = buf[:n]
             host[:ptrs.size] = ptrs.ravel().view(np.int64)
             host[ptrs.size:] = starts
-            dev = cp.empty(host.size, dtype=np.int64)
+            dev = cp.empty(n, dtype=np.int64)
             # cudaMemcpyAsync itself: CuPy's set() refuses a stream that is being captured
             cp.cuda.runtime.memcpyAsync(dev.data.ptr, host.ctypes.data, host.nbytes,
                                         cp.cuda.runtime.memcpyHostToDevice, stream.ptr)
-            # (inside a capture the copy is a node of the graph, and hold() keeps both)
-            event = None if stream.is_capturing() else \
-                cp.cuda.Event(block=False, disable_timing=True)
+            # inside a capture the copy is a node of the graph, run again at each replay
+            # from the same buffer: hold() keeps it, and it is never reused
+            event = None if capturing else cp.cuda.Event(block=False, disable_timing=True)
             if event is not None:
                 event.record(stream)
-            hit = self._cache[key] = (dev[:ptrs.size].view(np.uint64), dev[ptrs.size:], host,
+            hit = self._cache[key] = (dev[:ptrs.size].view(np.uint64), dev[ptrs.size:], buf,
                                       event)
         hold(hit)  # a captured graph reads the table after the cache may have dropped it
         return hit[0], hit[1]
 
+    def _reusable(self, n: int) -> Any | None:
+        """A dropped table's pinned buffer of at least ``n`` int64 whose copy has run
+        (taken from the spares), or ``None``."""
+        for i, (buf, event) in enumerate(self._spare):
+            if buf.size >= n and event.done:
+                del self._spare[i]
+                return buf
+        return None
+
     def _retire(self) -> None:
-        """Drop every cached table, keeping the pinned buffers still being copied from."""
-        for _, _, host, event in self._cache.values():
-            if event is not None and not event.done:
-                self._copying.append((host, event))
+        """Drop every cached table; their pinned buffers become spares (all those still
+        being copied from, and at most :data:`_TABLES` others)."""
+        spare = self._spare + [(buf, event) for _, _, buf, event in self._cache.values()
+                               if event is not None]
         self._cache.clear()
+        busy = [s for s in spare if not s[1].done]
+        self._spare = busy + [s for s in spare if s[1].done][-_TABLES:]
 
     @property
     def copying(self) -> int:
-        """Pinned buffers of dropped tables whose copies had not finished when last looked
-        at (for tests)."""
-        return len(self._copying)
+        """Spare pinned buffers whose copies have not run yet (for tests)."""
+        return sum(not event.done for _, event in self._spare)
 
 
 class MultiTensorApply:
