@@ -421,12 +421,13 @@ def _im2col_tile(x: Any, geom: tuple, k: int) -> Any:
                pads[2], *dilation)
         return col
     src = _padded_tile(x, pads, "conv_pad")
-    taps = col.reshape(groups, cg, kh, kw, m, ho, wo)
-    s5 = src.reshape(m, groups, cg, *src.shape[2:]).transpose(1, 2, 0, 3, 4)
-    for a in range(kh):
-        for b in range(kw):
-            rs, cs = tap_slices(a, b, ho, wo, stride, dilation)
-            taps[:, :, a, b] = s5[:, :, :, rs, cs]
+    sm, sc, sh, sw = src.strides
+    # every tap of every pixel as one strided view of the padded input: one copy
+    view = np.lib.stride_tricks.as_strided(
+        src, (groups, cg, kh, kw, m, ho, wo),
+        (cg * sc, sc, dilation[0] * sh, dilation[1] * sw, sm, stride[0] * sh, stride[1] * sw),
+        writeable=False)
+    col.reshape(groups, cg, kh, kw, m, ho, wo)[...] = view
     return col
 
 
