@@ -379,7 +379,7 @@ def page(runs: list[Run], out: str = "docs/benchmarks.md") -> str:
     lines = [PAGE_INTRO, "", "## Runs", "", *_runs_table(runs, used), "",
              "Regenerate this page from the runs' JSON files, in this order (when two runs time",
              "the same case, the later file's figures are shown):", "", "```sh",
-             page_command(runs, out), "```", "", PAGE_HOWTO]
+             page_command(runs, out), "```", "", *_where_runs_are(runs), PAGE_HOWTO]
     for b in backends:
         lines += ["", f"## {b} backend" if b else "## Other cases", ""]
         rows = by_backend.get(b)
@@ -403,14 +403,32 @@ def page(runs: list[Run], out: str = "docs/benchmarks.md") -> str:
     return "\n".join(lines) + "\n"
 
 
-def page_command(runs: list[Run], out: str) -> str:
-    """The command that regenerates the page, with file names but no folders."""
+def _where_runs_are(runs: list[Run]) -> list[str]:
+    """A paragraph naming the folder that keeps the runs' files, where they share one."""
+    folders = {os.path.dirname(os.path.abspath(r.path)) for r in runs}
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    target = os.path.abspath(out)
-    shown = (os.path.relpath(target, root) if target.startswith(root + os.sep)
-             else os.path.basename(out))
-    files = [(f"{r.name}=" if r.explicit_name else "") + os.path.basename(r.path) for r in runs]
-    return " ".join(["python benchmarks/report.py --page", shown, *files])
+    if len(folders) != 1:
+        return []
+    folder = folders.pop()
+    if not folder.startswith(root + os.sep):
+        return []
+    rel = os.path.relpath(folder, root)
+    return [f"The runs' JSON files (each case's statistics, without the single rounds) are "
+            f"kept in `{rel}/`.", ""]
+
+
+def page_command(runs: list[Run], out: str) -> str:
+    """The command that regenerates the page: paths from the project's root for files in
+    the project, bare file names for the others (no folder of the machine it ran on)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+    def shown(path: str) -> str:
+        full = os.path.abspath(path)
+        return os.path.relpath(full, root) if full.startswith(root + os.sep) \
+            else os.path.basename(path)
+
+    files = [(f"{r.name}=" if r.explicit_name else "") + shown(r.path) for r in runs]
+    return " ".join(["python benchmarks/report.py --page", shown(out), *files])
 
 
 def backend_table(backend: str, rows: list, runs: list[Run], show_run: bool = False) -> list[str]:

@@ -247,3 +247,22 @@ def test_page_keeps_a_case_whose_later_run_timed_only_the_references(tmp_path):
     numpy = _section(text, "numpy")
     assert "| matmul-float32-128 | 40.0 µs | 20.0 µs | 2.00 | 80.0 µs | 0.50 |" in numpy
     assert "From run **a**." in numpy
+
+
+def test_page_command_names_project_files_from_the_root(tmp_path):
+    import glob
+    import os
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(report.__file__)))
+    kept = sorted(glob.glob(os.path.join(root, "benchmarks", "runs", "*.json")))
+    if not kept:
+        pytest.skip("no run kept in benchmarks/runs/")
+    inside = report.load_run(kept[0])
+    text = report.page([inside], str(tmp_path / "benchmarks.md"))
+    rel = os.path.relpath(kept[0], root)
+    assert f"python benchmarks/report.py --page benchmarks.md {rel}" in text
+    assert "are kept in `benchmarks/runs/`." in text
+    outside = report.load_run(_run_json(tmp_path / "laptop.json", CPU_RUN[:3]))
+    text = report.page([inside, outside], str(tmp_path / "benchmarks.md"))
+    assert f"{rel} laptop.json" in text and str(tmp_path) not in text
+    assert "are kept in" not in text
