@@ -1,0 +1,131 @@
+"""The numpy backend's CNN training steps with its convolution's tiling varied, side by side
+with PyTorch CPU at the same thread count (``benchmarks/cpu_models.py``'s steps).
+
+The tiled convolution cuts a layer's images into tiles of about ``TILE`` patch elements
+(``WINOGRAD_TILE`` on the Winograd path), the same tiles on any number of threads, and the
+pool's threads take them in turn. This script times the steps as shipped and with more,
+smaller tiles, and with the products' BLAS threads set differently, to see what limits a
+step on many cores::
+
+    python -m benchmarks.cpu_tiling --threads 16 [--rounds 5] [vgg resnet]
+
+Each variant is timed by ``cpu_models.compare`` (vtl and PyTorch interleaved, best of the
+rounds); "as shipped" runs first and again last, which shows the machine's drift.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+if __name__ == "__main__":  # NumPy's BLAS reads its thread count when it loads
+    import sys
+
+    _n = sys.argv[sys.argv.index("--threads") + 1] if "--threads" in sys.argv[:-1] else "2"
+    for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_v, _n)
+    import vtl  # noqa: F401 - before NumPy (vtl/_openblas.py)
+
+from benchmarks import cpu_models  # noqa: E402
+
+
+def _tiles_at_least(count: int) -> Callable[..., list[tuple[int, int]]]:
+    """``conv._tiles`` with at most ``ceil(n / count)`` of a layer's ``n`` images a tile
+    (``count`` tiles where ``count`` divides ``n``), and never more than ``conv.TILE``
+    allows."""
+    from vtl.backends.numpy import conv
+
+    def tiles(n: int, per_image: int, tile: int | None = None) -> list[tuple[int, int]]:
+        if n <= 0:
+            return []
+        per_tile = max(1, (conv.TILE if tile is None else tile) // max(per_image, 1))
+        step = -(-n // max(-(-n // per_tile), min(n, count)))
+        return [(a, min(a + step, n)) for a in range(0, n, step)]
+
+    return tiles
+
+
+def _pool_run_sharing_blas(threads_total: int) -> Callable[[Callable, int, int], None]:
+    """``conv._pool_run`` whose tile threads split the BLAS threads the pool leaves idle
+    (with fewer tiles than threads) instead of taking one each."""
+    from vtl.backends._common.threads import parallel_for
+    from vtl.backends.numpy import conv
+
+    def pool_run(fn: Callable[[int, int], None], n: int, threads: int) -> None:
+        local = conv._blas_threads_local()
+        threads = min(threads, n)
+        if threads <= 1:
+            fn(0, n)
+            return
+        per = max(1, threads_total // threads)
+        ticket = itertools.count()
+        prev = local(per) if local is not None else None
+
+        def work(i: int, j: int) -> None:
+            if local is not None:
+                local(per)
+            while (t := next(ticket)) < n:
+                fn(t, t + 1)
+
+        try:
+            parallel_for(work, threads, threads)
+        finally:
+            if local is not None:
+                local(prev)
+
+    return pool_run
+
+
+def variants(threads: int) -> dict[str, dict[str, Any]]:
+    """Variant name -> attributes of ``vtl.backends.numpy.conv`` to set."""
+    from vtl.backends.numpy import conv
+
+    return {
+        "as shipped": {},
+        "about 16 tiles a layer": {"_tiles": _tiles_at_least(16)},
+        "tiles / 4": {"TILE": conv.TILE // 4, "WINOGRAD_TILE": conv.WINOGRAD_TILE // 4},
+        "tiles / 16": {"TILE": conv.TILE // 16, "WINOGRAD_TILE": conv.WINOGRAD_TILE // 16},
+        "idle BLAS threads shared": {"_pool_run": _pool_run_sharing_blas(threads)},
+        "tiles' BLAS not one thread": {"ONE_BLAS_THREAD": False},
+        "as shipped, again": {},
+    }
+
+
+@contextmanager
+def patched(attrs: dict[str, Any]) -> Iterator[None]:
+    """``vtl.backends.numpy.conv`` with ``attrs`` set, restored on exit."""
+    from vtl.backends.numpy import conv
+
+    saved = {k: getattr(conv, k) for k in attrs}
+    try:
+        for k, v in attrs.items():
+            setattr(conv, k, v)
+        yield
+    finally:
+        for k, v in saved.items():
+            setattr(conv, k, v)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("models", nargs="*", default=["vgg", "resnet"])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args(argv)
+    cpu_models.set_threads(args.threads)
+    print(f"{'model':8s} {'variant':28s} {'vtl ms':>8s} {'torch ms':>9s} {'ratio':>6s}  "
+          f"({args.threads} threads)")
+    for model in args.models:
+        for name, attrs in variants(args.threads).items():
+            with patched(attrs):
+                r = cpu_models.compare(model, args.rounds)
+            print(f"{model:8s} {name:28s} {r['vtl_ms']:8.2f} {r['torch_ms']:9.2f} "
+                  f"{r['ratio']:6.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
