@@ -3,9 +3,9 @@ with PyTorch CPU at the same thread count (``benchmarks/cpu_models.py``'s steps)
 
 The tiled convolution cuts a layer's images into tiles of about ``TILE`` patch elements
 (``WINOGRAD_TILE`` on the Winograd path), the same tiles on any number of threads, and the
-pool's threads take them in turn. This script times the steps as shipped and with more,
-smaller tiles, and with the products' BLAS threads set differently, to see what limits a
-step on many cores::
+pool's threads take them in turn. This script times the steps as shipped, with more,
+smaller tiles, and with the tiles' products on the BLAS's own threads, to see what limits
+a step on many cores::
 
     python -m benchmarks.cpu_tiling --threads 16 [--rounds 5] [vgg resnet]
 
@@ -16,7 +16,6 @@ rounds); "as shipped" runs first and again last, which shows the machine's drift
 from __future__ import annotations
 
 import argparse
-import itertools
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -49,38 +48,7 @@ def _tiles_at_least(count: int) -> Callable[..., list[tuple[int, int]]]:
     return tiles
 
 
-def _pool_run_sharing_blas(threads_total: int) -> Callable[[Callable, int, int], None]:
-    """``conv._pool_run`` whose tile threads split the BLAS threads the pool leaves idle
-    (with fewer tiles than threads) instead of taking one each."""
-    from vtl.backends._common.threads import parallel_for
-    from vtl.backends.numpy import conv
-
-    def pool_run(fn: Callable[[int, int], None], n: int, threads: int) -> None:
-        local = conv._blas_threads_local()
-        threads = min(threads, n)
-        if threads <= 1:
-            fn(0, n)
-            return
-        per = max(1, threads_total // threads)
-        ticket = itertools.count()
-        prev = local(per) if local is not None else None
-
-        def work(i: int, j: int) -> None:
-            if local is not None:
-                local(per)
-            while (t := next(ticket)) < n:
-                fn(t, t + 1)
-
-        try:
-            parallel_for(work, threads, threads)
-        finally:
-            if local is not None:
-                local(prev)
-
-    return pool_run
-
-
-def variants(threads: int) -> dict[str, dict[str, Any]]:
+def variants() -> dict[str, dict[str, Any]]:
     """Variant name -> attributes of ``vtl.backends.numpy.conv`` to set."""
     from vtl.backends.numpy import conv
 
@@ -89,7 +57,6 @@ def variants(threads: int) -> dict[str, dict[str, Any]]:
         "about 16 tiles a layer": {"_tiles": _tiles_at_least(16)},
         "tiles / 4": {"TILE": conv.TILE // 4, "WINOGRAD_TILE": conv.WINOGRAD_TILE // 4},
         "tiles / 16": {"TILE": conv.TILE // 16, "WINOGRAD_TILE": conv.WINOGRAD_TILE // 16},
-        "idle BLAS threads shared": {"_pool_run": _pool_run_sharing_blas(threads)},
         "tiles' BLAS not one thread": {"ONE_BLAS_THREAD": False},
         "as shipped, again": {},
     }
@@ -120,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'model':8s} {'variant':28s} {'vtl ms':>8s} {'torch ms':>9s} {'ratio':>6s}  "
           f"({args.threads} threads)")
     for model in args.models:
-        for name, attrs in variants(args.threads).items():
+        for name, attrs in variants().items():
             with patched(attrs):
                 r = cpu_models.compare(model, args.rounds)
             print(f"{model:8s} {name:28s} {r['vtl_ms']:8.2f} {r['torch_ms']:9.2f} "

@@ -3,7 +3,6 @@ after each timing."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from benchmarks import cpu_tiling
@@ -20,18 +19,8 @@ def test_at_least_so_many_tiles_cover_the_images_once(n):
 def test_variants_are_undone(monkeypatch):
     shipped = {k: getattr(conv, k) for k in ("TILE", "WINOGRAD_TILE", "_tiles", "_pool_run",
                                               "ONE_BLAS_THREAD")}
-    for attrs in cpu_tiling.variants(4).values():
+    for attrs in cpu_tiling.variants().values():
         with cpu_tiling.patched(attrs):
             for k, v in attrs.items():
                 assert getattr(conv, k) is v
         assert {k: getattr(conv, k) for k in shipped} == shipped
-
-
-def test_shared_blas_pool_runs_every_tile_once():
-    seen = []
-    run = cpu_tiling._pool_run_sharing_blas(4)
-    run(lambda i, j: seen.extend(range(i, j)), 7, 3)
-    assert sorted(seen) == list(range(7))
-    x = np.zeros(3)
-    run(lambda i, j: x.__setitem__(slice(i, j), 1), 3, 1)  # one thread: inline
-    assert x.tolist() == [1, 1, 1]
