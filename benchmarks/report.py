@@ -403,29 +403,33 @@ def page(runs: list[Run], out: str = "docs/benchmarks.md") -> str:
     return "\n".join(lines) + "\n"
 
 
+#: the project's root: files in it are named from there on the page
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _in_project(path: str) -> str | None:
+    """``path`` from the project's root, or ``None`` for a file outside the project."""
+    full = os.path.abspath(path)
+    return os.path.relpath(full, _ROOT) if full.startswith(_ROOT + os.sep) else None
+
+
 def _where_runs_are(runs: list[Run]) -> list[str]:
-    """A paragraph naming the folder that keeps the runs' files, where they share one."""
-    folders = {os.path.dirname(os.path.abspath(r.path)) for r in runs}
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    if len(folders) != 1:
+    """A paragraph naming the project folder that keeps the runs' files, where they share
+    one."""
+    paths = [_in_project(r.path) for r in runs]
+    folders = {os.path.dirname(p) for p in paths if p is not None}
+    if None in paths or len(folders) != 1:
         return []
-    folder = folders.pop()
-    if not folder.startswith(root + os.sep):
-        return []
-    rel = os.path.relpath(folder, root)
     return [f"The runs' JSON files (each case's statistics, without the single rounds) are "
-            f"kept in `{rel}/`.", ""]
+            f"kept in `{folders.pop()}/`.", ""]
 
 
 def page_command(runs: list[Run], out: str) -> str:
     """The command that regenerates the page: paths from the project's root for files in
     the project, bare file names for the others (no folder of the machine it ran on)."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
     def shown(path: str) -> str:
-        full = os.path.abspath(path)
-        return os.path.relpath(full, root) if full.startswith(root + os.sep) \
-            else os.path.basename(path)
+        return _in_project(path) or os.path.basename(path)
 
     files = [(f"{r.name}=" if r.explicit_name else "") + shown(r.path) for r in runs]
     return " ".join(["python benchmarks/report.py --page", shown(out), *files])
