@@ -48,8 +48,8 @@ IDLE_WORK = 2048
 #: that was submitted before it (a completion callback per submit, read by a poll that
 #: does not block). Off: it shortens a single layer's call (attention, a convolution,
 #: layer_norm: 4-17% on an H100), but in a host-bound stretch, where the device idles,
-#: each large-enough dispatch would become a submit of its own; its effect on the eager
-#: training steps is not measured yet
+#: each large-enough dispatch becomes a submit of its own: eager GPT, Transformer and LSTM
+#: steps took 19-29% longer with it on an H100
 POLL_IDLE = False
 _MASK = 0xFFFFFFFF
 _LOCK = _runtime.LOCK
