@@ -35,15 +35,14 @@ from benchmarks import cpu_models  # noqa: E402
 def _tiles_at_least(count: int) -> Callable[..., list[tuple[int, int]]]:
     """``conv._tiles`` with at most ``ceil(n / count)`` of a layer's ``n`` images a tile
     (``count`` tiles where ``count`` divides ``n``), and never more than ``conv.TILE``
-    allows."""
+    allows: the shipped function, asked for tiles of at most that many images."""
     from vtl.backends.numpy import conv
 
+    shipped = conv._tiles
+
     def tiles(n: int, per_image: int, tile: int | None = None) -> list[tuple[int, int]]:
-        if n <= 0:
-            return []
-        per_tile = max(1, (conv.TILE if tile is None else tile) // max(per_image, 1))
-        step = -(-n // max(-(-n // per_tile), min(n, count)))
-        return [(a, min(a + step, n)) for a in range(0, n, step)]
+        limit = conv.TILE if tile is None else tile
+        return shipped(n, per_image, min(limit, max(per_image, 1) * max(1, -(-n // count))))
 
     return tiles
 
