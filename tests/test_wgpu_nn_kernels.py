@@ -120,6 +120,39 @@ def test_linear_kernel_equals_matmul_plus_bias(wgpu, m, k, n, bias):
     np.testing.assert_allclose(xp.to_numpy(got), ref, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize(("m", "k", "n", "big"), [(128, 4100, 70, False), (64, 2048, 10, False),
+                                                (256, 2100, 256, True)])
+@pytest.mark.parametrize("bias", [True, False])
+def test_linear_of_a_deep_product_splits_its_depth(wgpu, monkeypatch, m, k, n, big, bias):
+    """A linear layer whose output fills few tiles over a deep input (a classifier head over
+    flattened features) runs in depth slices, summed after, with the bias added once (by the
+    first slice, not by the rest's product where the depth does not divide); with a ReLU it
+    declines (the caller applies the ReLU to the sum). Against float64."""
+    from vtl.backends.wgpu import _linalg
+
+    if big:
+        monkeypatch.setattr(_linalg, "BIG_MIN_TILES", 8)  # four 128x128 tiles: two slices
+    depth, uses_big = _linalg.split_plan(wx.float32, m, n, k)
+    assert depth and uses_big == big
+    rng = np.random.default_rng(k)
+    x, w, b = ((rng.standard_normal(s) * 0.1).astype(np.float32)
+               for s in ((m, k), (n, k), (n,)))
+    xp = wgpu.xp
+    bb = xp.asarray(np.repeat(b, 2))[::2] if bias else None  # a strided view
+    got, count, _ = _counts(lambda: _nn.linear(xp.asarray(x), xp.asarray(w), bb))
+    assert count == 1 + (k % depth != 0) + 1  # the products, then the sum
+    ref = x.astype(np.float64) @ w.T.astype(np.float64) + (b if bias else 0)
+    np.testing.assert_allclose(xp.to_numpy(got), ref, rtol=1e-4, atol=1e-5)
+    assert _nn.linear(xp.asarray(x), xp.asarray(w), bb, relu=True) is None
+    # linear_relu's fallback: the ReLU of the sum, and its input gradient
+    xt, wt = (vtl.asarray(v, backend="wgpu", requires_grad=True) for v in (x, w))
+    y = F.linear_relu(xt, wt, vtl.asarray(b, backend="wgpu") if bias else None)
+    np.testing.assert_allclose(y.numpy(), np.maximum(ref, 0), rtol=1e-4, atol=1e-5)
+    vtl.sum(y).backward()
+    np.testing.assert_allclose(xt.grad.numpy(), (ref > 0) @ w.astype(np.float64),
+                               rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize(("m", "n_out", "n_in"), [(1, 1, 1), (64, 10, 128), (3, 70, 5),
                                                   (200, 130, 9)])
 def test_linear_grad_weight_kernel_equals_matmul_and_column_sum(wgpu, m, n_out, n_in):
@@ -1023,8 +1056,9 @@ def test_conv2d_implicit_backward_declined_after_an_implicit_forward(wgpu, monke
 #: gradient (2), 2 linear gradients (2 each) and a relu gradient, then 3 x (pool grad, relu
 #: grad, weight+bias product, input-gradient product), the first layer without the last |
 #: Adam (2 grouped dispatches: 8 tensors and 2); and at batch 4 the weight gradients of the
-#: first two linear layers are deep enough to be split (two sums each, ``_nn``)
-CNN_STEP_DISPATCHES = 36
+#: first two linear layers are deep enough to be split (two sums each, ``_nn``), and so is
+#: the first linear layer's product (its sum, then the ReLU on its own)
+CNN_STEP_DISPATCHES = 38
 
 
 def test_cnn_training_step_dispatch_budget_without_atomics(wgpu, monkeypatch):
@@ -1248,9 +1282,10 @@ def test_gru_cell_kernel_matches_numpy_backend(wgpu, monkeypatch, dtype):
 #: fused attention (1 + 2, reading the heads from the packed projection and writing the merged
 #: output and the projection's gradient in place), 3 dropouts and exact GELU each way, the
 #: products with their bias epilogues and gradients; embeddings (gather, scatter_add), the
-#: loss, clipping and the grouped Adam. A PyTorch CUDA step of such a model launched about 300
-#: kernels.
-GPT_STEP_DISPATCHES = 182
+#: loss, clipping and the grouped Adam; at these sizes (48 rows) each layer's second
+#: feed-forward product is deep enough to run in depth slices (one more dispatch, the sum).
+#: A PyTorch CUDA step of such a model launched about 300 kernels.
+GPT_STEP_DISPATCHES = 186
 
 
 def test_gpt_training_step_dispatch_budget(wgpu, monkeypatch):

@@ -244,20 +244,30 @@ def tiles(M: int, N: int, big: bool) -> tuple[int, int]:
     return -(-N // t), -(-M // t)
 
 
+def split_plan(dt, M: int, N: int, K: int) -> tuple[int, bool]:
+    """``(depth, big)`` of an ``M`` x ``N`` product of depth ``K`` computed in depth slices
+    (:func:`split_product`): the large tiles where they are filled but too few
+    (:func:`big_split_depth`), else the small ones where they are too few
+    (:func:`split_depth`); depth 0 where one pass serves."""
+    big = big_tiles(dt, M, N)
+    if big:
+        return 0, True
+    depth = big_split_depth(dt, M, N, K)
+    if depth:
+        return depth, True
+    gx, gy = tiles(M, N, False)
+    return split_depth(gx * gy, K), False
+
+
 def matmul2d(a: WgpuArray, b: WgpuArray) -> WgpuArray:
     """``a @ b`` of non-empty 2-D arrays of one real dtype (any strides)."""
     M, K = a._shape
     N = b._shape[1]
     dt = a._dtype
-    big = big_tiles(dt, M, N)
-    if not big:
-        depth = big_split_depth(dt, M, N, K)
-        if depth:
-            return split_product(a, b, depth, big=True)[0]
-    gx, gy = tiles(M, N, big)
-    depth = 0 if big else split_depth(gx * gy, K)
+    depth, big = split_plan(dt, M, N, K)
     if depth:
-        return split_product(a, b, depth)[0]
+        return split_product(a, b, depth, big=big)[0]
+    gx, gy = tiles(M, N, big)
     out = fresh((M, N), dt, M * N, D.itemsize(dt))
     layout = cols_contiguous(a._strides, b._strides)
     vec = big_reads(dt, layout, M, N, K, a._strides, b._strides, (a._offset,), (b._offset,)) \
@@ -268,13 +278,25 @@ def matmul2d(a: WgpuArray, b: WgpuArray) -> WgpuArray:
     return out
 
 
+#: the bias of each output column (binding 3, words 12 and 13: its offset and stride), added
+#: by the first depth slice of :func:`split_product` only
+COL_BIAS_FIRST = {
+    **PLAIN, "DECL": "@group(0) @binding(3) var<storage, read> Bias: array<{{T}}>;",
+    "EPI": "v[c] + select({{C}}(0), {{C}}(Bias[pw(12u) + (col + c) * pw(13u)]), b == 0u)",
+}
+
+
 def split_product(a: WgpuArray, b: WgpuArray, depth: int, rowsum: dict | None = None,
-                  big: bool = False) -> tuple[WgpuArray, WgpuArray | None]:
+                  big: bool = False, bias: WgpuArray | None = None
+                  ) -> tuple[WgpuArray, WgpuArray | None]:
     """``(a @ b, the row sums of a or None)`` of 2-D arrays as products of depth slices of
     ``depth`` (a batch of the matmul kernel, plus one for the rest), summed after: a deep
     product with few output tiles then fills the device. ``rowsum``: the row-sum epilogue of
     ``_nn`` (binding 3, per slice at word 12 + slice * M; the 64x64 kernel only). ``big``:
-    the large-tile kernel."""
+    the large-tile kernel. ``bias``: a 1-D array of ``N`` added to every row (by the first
+    slice; not with ``rowsum``)."""
+    if rowsum is not None and bias is not None:
+        raise ValueError("split_product: a bias and row sums take the same binding")
     M, K = a._shape
     N = b._shape[1]
     dt = a._dtype
@@ -293,17 +315,21 @@ def split_product(a: WgpuArray, b: WgpuArray, depth: int, rowsum: dict | None = 
         k = matmul_kernel(dt, layout, "rrww", rowsum, out=pdt)
         rs = empty((parts, M), pdt)
         bufs += (rs._st.buf,)
-    elif big:  # vec4 reads where every slice's (and the rest's) offsets allow them
+    else:  # the large tiles read four elements at a time where every slice's offsets allow
         vec = big_reads(dt, layout, M, N, rest or depth, a._strides, b._strides,
-                        (a._offset, depth * sak), (b._offset, depth * sbk))
-        k = matmul_kernel(dt, layout, out=pdt, big=True, vec=vec)
-    else:
-        k = matmul_kernel(dt, layout, out=pdt)
+                        (a._offset, depth * sak), (b._offset, depth * sbk)) \
+            if big else (False, False)
+        k = matmul_kernel(dt, layout, out=pdt, big=big, vec=vec)
     gx, gy = tiles(M, N, big)
     nw = 12 if rowsum is None else 13
     words = [M, N, depth, a._offset, b._offset, 0, depth * sak, sam, sak, depth * sbk, sbk,
              sbn, 0]
-    REC.dispatch(k, bufs, words[:nw], gx, gy, full)
+    if bias is None:
+        REC.dispatch(k, bufs, words[:nw], gx, gy, full)
+    else:  # the first slice adds it (the rest's dispatch, slice 0 of its own, does not)
+        REC.dispatch(matmul_kernel(dt, layout, "rrwr", COL_BIAS_FIRST, out=pdt, big=big,
+                                   vec=vec), (*bufs, bias._st.buf),
+                     [*words[:12], bias._offset, bias._strides[0]], gx, gy, full)
     if rest:
         words = [M, N, rest, a._offset + full * depth * sak, b._offset + full * depth * sbk,
                  full * M * N, 0, sam, sak, 0, sbk, sbn, full * M]

@@ -47,6 +47,7 @@ from ._linalg import (
     matmul2d,
     matmul_kernel,
     split_depth,
+    split_plan,
     split_product,
     tiles,
 )
@@ -151,10 +152,16 @@ def linear(x: Any, w: Any, b: Any, relu: bool = False) -> Any:
     if not _ok2(x, w, 0):
         return None
     wt = w.T
+    if b is not None and (type(b) is not WgpuArray or b.dtype != x.dtype
+                          or b.shape != (w.shape[0],)):
+        return None
+    depth, big = split_plan(x.dtype, x.shape[0], w.shape[0], x.shape[1])
+    if depth:  # a deep product with few output tiles: over depth slices, summed after
+        if relu:
+            return None  # the caller applies the ReLU to the sum
+        return split_product(x, wt, depth, big=big, bias=b)[0]
     if b is None:
         return _mm2(x, wt, None, _RELU, ()) if relu else matmul2d(x, wt)
-    if type(b) is not WgpuArray or b.dtype != x.dtype or b.shape != (w.shape[0],):
-        return None
     return _mm2(x, wt, b, _BIAS_RELU if relu else _BIAS, (b._offset, b._strides[0]))
 
 
