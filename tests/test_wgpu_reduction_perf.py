@@ -141,6 +141,26 @@ def test_one_dispatch_for_short_rows():
     np.testing.assert_array_equal(got, np.full(512, 2048, np.float32))
 
 
+@pytest.mark.parametrize(("shape", "axis"), [((4096, 64, 4, 4), (2, 3)), ((2048, 256, 1), 1),
+                                          ((300, 1, 70, 1), (2, 3)), ((5, 1), 0)])
+def test_trailing_axes_with_one_column_reduce_as_rows(monkeypatch, shape, axis):
+    """Reduced axes followed only by axes of size 1 (a bias gradient's per-channel sums over
+    the pixels) are rows of the row kernel, in place: not the column kernel, whose workgroups
+    would each have one working thread."""
+    names = []
+    real = REC.dispatch
+    monkeypatch.setattr(REC, "dispatch", lambda k, *a, **kw: (names.append(k.name),
+                                                               real(k, *a, **kw))[1])
+    h = np.random.default_rng(3).uniform(0.5, 1.5, shape).astype(np.float32)
+    a = xp.asarray(h)
+    for kd in (False, True):
+        names.clear()
+        got = xp.to_numpy(xp.sum(a, axis=axis, keepdims=kd))
+        assert names == ["reduce"]
+        np.testing.assert_allclose(got, np.sum(h, axis=axis, keepdims=kd, dtype=np.float64),
+                                   rtol=1e-5)
+
+
 def test_empty_and_signed_zero():
     for shape, axis in (((0, 100), 0), ((100, 0), 1), ((100, 0), 0), ((0,), None)):
         h = np.zeros(shape, np.float32)

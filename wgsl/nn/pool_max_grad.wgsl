@@ -4,6 +4,20 @@
 // once. g and arg contiguous (N, C, HO, WO); dx contiguous (N, C, H, W).
 // Words: 0 N*C*H*W, 1 C, 2 H, 3 W, 4 KH, 5 KW, 6 HO, 7 WO, 8 SH, 9 SW, 10 PH, 11 PW,
 // 12 DH, 13 DW, 14 g offset, 15 arg offset
+// (words 1..13 stay for the record: the geometry is compiled in, its divisions by the
+// sizes and strides become multiplications)
+const H = {{H}}u;
+const W = {{W}}u;
+const KH = {{KH}}u;
+const KW = {{KW}}u;
+const HO = {{HO}}u;
+const WO = {{WO}}u;
+const SH = {{SH}}u;
+const SW = {{SW}}u;
+const PH = {{PH}}u;
+const PW = {{PW}}u;
+const DH = {{DH}}u;
+const DW = {{DW}}u;
 @group(0) @binding(0) var<storage, read> g: array<{{T}}>;
 @group(0) @binding(1) var<storage, read> arg: array<i32>;
 @group(0) @binding(2) var<storage, read_write> dx: array<{{T}}>;
@@ -13,25 +27,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         @builtin(local_invocation_index) lid: u32) {
   let t = linear_id(wid, nwg, lid);
   if (t >= pw(0u)) { return; }
-  let H = pw(2u);
-  let W = pw(3u);
-  let KH = pw(4u);
-  let KW = pw(5u);
-  let HO = pw(6u);
-  let WO = pw(7u);
-  let SH = pw(8u);
-  let SW = pw(9u);
   let q = t % W;
   let r = (t / W) % H;
   let obase = (t / (W * H)) * HO * WO;
   var acc = {{C}}();
   for (var a = 0u; a < KH; a++) {
-    let u = i32(r + pw(10u)) - i32(a * pw(12u));
+    let u = i32(r + PH) - i32(a * DH);
     if (u < 0) { break; }
     let uu = u32(u);
     if (uu % SH != 0u || uu / SH >= HO) { continue; }
     for (var b = 0u; b < KW; b++) {
-      let v = i32(q + pw(11u)) - i32(b * pw(13u));
+      let v = i32(q + PW) - i32(b * DW);
       if (v < 0) { break; }
       let vv = u32(v);
       if (vv % SW != 0u || vv / SW >= WO) { continue; }

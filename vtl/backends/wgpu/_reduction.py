@@ -68,8 +68,11 @@ def _rows(x: WgpuArray, axes: tuple[int, ...]):
     """(contiguous block with reduced axes last, rows, K, kept shape)."""
     keep = [i for i in range(x.ndim) if i not in axes]
     perm = keep + list(axes)
-    if perm != list(range(x.ndim)):
+    moved = [i for i in perm if x.shape[i] != 1]
+    if moved != sorted(moved):
         x = permute_dims(x, perm)
+    elif perm != list(range(x.ndim)):  # only axes of size 1 move: the same order in memory
+        x = reshape(x, tuple(x.shape[i] for i in perm))
     x = contiguous(x)
     kshape = tuple(x.shape[: len(keep)])
     return x, _prod(kshape), _prod(x.shape[len(keep):]), kshape
@@ -165,8 +168,8 @@ def _col_plan(x: WgpuArray, axes: tuple[int, ...]):
         return None
     C = _prod(x.shape[axes[-1] + 1:])
     K = _prod(x.shape[a] for a in axes)
-    if C < COLS_MIN and K > COLS_ONE_PASS:
-        return None
+    if C == 1 or (C < COLS_MIN and K > COLS_ONE_PASS):
+        return None  # one column: rows of the row kernel (the column kernel's 1 thread of 256)
     return _prod(x.shape[:axes[0]]), K, C
 
 

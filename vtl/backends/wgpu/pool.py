@@ -8,7 +8,9 @@ each window in row-major tap order and keeps the first maximal element or the fi
 gathers, a thread per input element summing the gradients of the windows that hold it
 (max: those that chose it), in tap order, so no atomics; average pooling divides by
 PyTorch's divisors, computed in the kernel (``wgsl/nn/pool_max.wgsl``, ``pool_max_grad.wgsl``,
-``pool_avg.wgsl``).
+``pool_avg.wgsl``). The max-pooling kernels have the geometry compiled in (a pipeline per
+image size, window, stride, padding and dilation), so that their index arithmetic has no
+divisions by sizes only known at run time.
 """
 
 from __future__ import annotations
@@ -29,6 +31,12 @@ def _words(total: int, x_shape: tuple[int, ...], k: tuple[int, int], s: tuple[in
     return [total, c, h, w, k[0], k[1], out[0], out[1], s[0], s[1], p[0], p[1], d[0], d[1]]
 
 
+def _geometry(words: list[int]) -> dict[str, int]:
+    """The compile-time sizes of the max-pooling kernels, from their words 2..13."""
+    return dict(zip(("H", "W", "KH", "KW", "HO", "WO", "SH", "SW", "PH", "PW", "DH", "DW"),
+                    words[2:14], strict=True))
+
+
 class WgpuPool2d:
     """max/avg pooling of float32/float64/float16/bfloat16 arrays, one kernel each way (the
     16-bit sums in float32, rounded once)."""
@@ -43,9 +51,9 @@ class WgpuPool2d:
         y = empty((*x.shape[:2], *out), x.dtype)
         arg = empty(y.shape, D.int32)
         if y.size:
-            REC.dispatch(compute_kernel("pool_max", "rww", x.dtype),
-                         (x._st.buf, y._st.buf, arg._st.buf),
-                         [*_words(y.size, x.shape, k, s, p, d, out), x._offset],
+            words = _words(y.size, x.shape, k, s, p, d, out)
+            REC.dispatch(compute_kernel("pool_max", "rww", x.dtype, **_geometry(words)),
+                         (x._st.buf, y._st.buf, arg._st.buf), [*words, x._offset],
                          groups_for(y.size))
         return y, arg
 
@@ -55,7 +63,7 @@ class WgpuPool2d:
         dx = empty(x_shape, g.dtype)
         if dx.size:
             words = _words(dx.size, x_shape, k, s, p, d, arg.shape[2:])
-            REC.dispatch(compute_kernel("pool_max_grad", "rrw", g.dtype),
+            REC.dispatch(compute_kernel("pool_max_grad", "rrw", g.dtype, **_geometry(words)),
                          (g._st.buf, arg._st.buf, dx._st.buf),
                          [*words, g._offset, arg._offset], groups_for(dx.size))
         return dx
