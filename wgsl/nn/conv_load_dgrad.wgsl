@@ -29,12 +29,12 @@ fn load_b(base: i32, sk: i32, sn: i32, N: u32, K: u32, k: u32, n: u32) -> {{C}} 
   let ih = q / IMG_WIDTH;
   let iw = q - ih * IMG_WIDTH;
   // oh * sh = ih + pt - i * dh, likewise for the columns
-  let th = i32(ih + lo16(21u)) - i32(i * lo16(20u));
-  let tw = i32(iw + hi16(21u)) - i32(j * hi16(20u));
+  let th = i32(ih + PAD_T) - i32(i * DIL_H);
+  let tw = i32(iw + PAD_L) - i32(j * DIL_W);
   if (th < 0 || tw < 0) { return {{C}}(0); }
   let oh = th / SH;
   let ow = tw / SW;
-  if (oh * SH != th || ow * SW != tw || oh >= pi(16u) || ow >= pi(17u)) { return {{C}}(0); }
+  if (oh * SH != th || ow * SW != tw || oh >= OUT_H || ow >= OUT_W) { return {{C}}(0); }
   return {{C}}(B[u32(base + i32(img) * pi(25u) + i32(o) * pi(22u) + oh * pi(23u)
                      + ow * pi(24u))]);
 }

@@ -6,8 +6,8 @@
 // j] for k = (o, r, s) (word 7: the weight's stride per input channel, word 8 per output
 // channel, taps contiguous); B's element (k, n) is g[img, o, oh, ow] for column n = img *
 // U*V + u * V + v (conv_store_phase.wgsl), zero outside the output; image img's first
-// element at B's base plus img * word 9, its strides at words 22..24, HO and WO at words
-// 16, 17.
+// element at B's base plus img * word 9, its strides at words 22..24 (the output's size:
+// conv_taps.wgsl).
 const SH = {{SH}}u;
 const SW = {{SW}}u;
 const I0 = {{I0}}u;
@@ -37,7 +37,7 @@ fn load_b(base: i32, sk: i32, sn: i32, N: u32, K: u32, k: u32, n: u32) -> {{C}} 
   let u = q / IMG_WIDTH;
   let oh = BH + i32(u) - i32(r);
   let ow = BW + i32(q - u * IMG_WIDTH) - i32(t - r * TJ);
-  if (oh < 0 || ow < 0 || oh >= pi(16u) || ow >= pi(17u)) { return {{C}}(0); }
+  if (oh < 0 || ow < 0 || oh >= OUT_H || ow >= OUT_W) { return {{C}}(0); }
   return {{C}}(B[u32(base + i32(img) * pi(9u) + i32(o) * pi(22u) + oh * pi(23u)
                      + ow * pi(24u))]);
 }

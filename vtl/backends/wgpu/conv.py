@@ -163,6 +163,15 @@ def _pairs(kh: int, kw: int, stride: tuple, dilation: tuple, padding: tuple
     return [lo | hi << 16 for lo, hi in pairs]
 
 
+def _geometry(x_shape: tuple[int, ...], ho: int, wo: int, stride: tuple, padding: tuple,
+              dilation: tuple) -> dict[str, int]:
+    """The compile-time geometry of ``wgsl/nn/conv_taps.wgsl`` (a pipeline per layer shape,
+    as for the kernel size and the images' pixels)."""
+    return {"IN_H": x_shape[2], "IN_W": x_shape[3], "OUT_H": ho, "OUT_W": wo,
+            "STRIDE_H": stride[0], "STRIDE_W": stride[1], "DIL_H": dilation[0],
+            "DIL_W": dilation[1], "PAD_T": padding[0], "PAD_L": padding[2]}
+
+
 def _bindable(*sizes: int) -> bool:
     """Whether buffers of ``sizes`` bytes can each be bound whole."""
     return max(sizes) <= _runtime.get().max_binding
@@ -279,7 +288,8 @@ def _implicit_forward(x: WgpuArray, w: WgpuArray, b: Any, stride: tuple, padding
     sxn, sxc, sxh, sxw = x._strides
     words = [o, cols, k, w2._offset, x._offset, 0, 0, k, 1, sxn, 0, 0, 0, 0,
              h, wd, ho, wo, *pairs, sxc, sxh, sxw, sxn, n if groups[2] == 1 else 1]
-    size = {"KH": kh, "KW": kw, "IMG_PIXELS": p, "IMG_WIDTH": wo}
+    size = {"KH": kh, "KW": kw, "IMG_PIXELS": p, "IMG_WIDTH": wo,
+            **_geometry(x.shape, ho, wo, stride, padding, dilation)}
     slices = _depth_slices(dt, o, cols, c, kh * kw) if groups[2] == 1 else 0
     pdt = D.compute_dtype(dt) if slices else dt
     if slices and not _bindable(slices * n * o * p * D.itemsize(pdt)):
@@ -336,7 +346,7 @@ def _implicit_backward(x: Any, x_shape: tuple[int, ...], w: WgpuArray, g: WgpuAr
                 x._st.buf.cap, g._st.buf.cap, parts * o * c * khw * D.itemsize(pdt)):
             return None
     dx = dw = db = None
-    size = {"KH": kh, "KW": kw}
+    size = {"KH": kh, "KW": kw, **_geometry(x_shape, ho, wo, stride, padding, dilation)}
     if need_x:
         words = [c, 0, o * khw, w2._offset, g._offset, 0, 0, khw, c * khw, sgn, 0, 0,
                  0, 0, h, wd, ho, wo, *pairs, sgc, sgh, sgw, sgn, 1]
