@@ -638,6 +638,54 @@ def test_conv2d_forward_and_input_gradient_in_depth_slices(wgpu, monkeypatch, bi
     _assert_conv_close(got, want, 1e-5 if name == "float32" else 4 * float(np.finfo(dt).eps))
 
 
+@pytest.mark.parametrize("slices", [1, 2])
+@pytest.mark.parametrize(("layout", "stride", "dilation"), [("nchw", 1, 1),
+                                                            ("channels_last", 2, 1),
+                                                            ("nchw", 1, 2)])
+@pytest.mark.parametrize("name", ["float32", "bfloat16"])
+def test_conv2d_forward_walks_the_depth_tap_by_tap(wgpu, monkeypatch, slices, layout, stride,
+                                                   dilation, name):
+    """A large-tile forward whose depth (slice) holds a multiple of 8 channels walks it tap
+    by tap (conv_load_fwd_taps.wgsl): in one pass and in two slices of 8 channels, for NCHW
+    and channels-last inputs, strided and dilated kernels, with the bias; equal to the numpy
+    backend's float32 convolution of the same values, and to the channel-major form."""
+    import ml_dtypes
+
+    from vtl.backends.wgpu import _linalg, conv
+    from vtl.backends.wgpu._dtypes import float32
+
+    shape, wshape = (2, 16, 9, 10), (20, 16, 3, 3)
+    ho, wo = (-(-(s + 2 * dilation - 2 * dilation) // stride) for s in shape[2:])
+    tiles = -(-2 * ho * wo // 128)  # one row of 128x128 tiles (20 output channels)
+    monkeypatch.setattr(_linalg, "BIG_MIN_TILES", 1 if slices == 1 else 2 * tiles)
+    monkeypatch.setattr(_linalg, "BIG_MIN_FILL", 0.0)
+    monkeypatch.setattr(_linalg, "BIG_SPLIT_MIN_DEPTH", 16)
+    assert conv._depth_slices(float32, 20, 2 * ho * wo, 16, 9) == (0 if slices == 1 else 2)
+    dt = np.dtype(np.float32) if name == "float32" else np.dtype(ml_dtypes.bfloat16)
+    _skip_without(dt)
+    rng = np.random.default_rng(slices + stride)
+    xs, ws, bs = (rng.standard_normal(s).astype(dt).astype(np.float32)
+                  for s in (shape, wshape, (20,)))
+    kw = {"padding": dilation, "dilation": dilation, "stride": stride}
+    want = _conv_case("numpy", xs, ws, bs, **kw)
+    xw = xs.astype(dt)
+    if layout == "channels_last":
+        xw = np.ascontiguousarray(xw.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+    fetches = []
+    real = conv.matmul_kernel
+    monkeypatch.setattr(conv, "matmul_kernel", lambda *a, **k: (
+        fetches.append((k.get("b_fetch"), dict(k["consts"]).get("CIN"))), real(*a, **k))[1])
+    got = _conv_case("wgpu", xw, ws.astype(dt), bs.astype(dt), **kw)
+    assert (conv._FWD_TAPS_FETCH, 16 // slices) in fetches
+    tol = 1e-5 if name == "float32" else 4 * float(np.finfo(dt).eps)
+    _assert_conv_close(got, want, tol)
+    monkeypatch.setattr(conv, "TAPS_FIRST", False)
+    fetches.clear()
+    channel_major = _conv_case("wgpu", xw, ws.astype(dt), bs.astype(dt), **kw)
+    assert all(f is None for f, _ in fetches)
+    _assert_conv_close(got, [v.astype(np.float32) for v in channel_major], tol)
+
+
 def test_conv2d_weight_gradient_plans_of_resnet_layers():
     """The weight gradient's plan (tiles, depth slices) of CIFAR ResNet layers at batch 128:
     the large tiles where they fill the device over depth slices, also where their tiles

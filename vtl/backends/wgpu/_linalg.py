@@ -183,7 +183,8 @@ def matmul_kernel(dt, layout: tuple[bool, bool], sig: str = "rrw",
                   load: tuple[str, ...] = ("matmul_load_a", "matmul_load_b"),
                   label: str | None = None, consts: tuple[tuple[str, int], ...] = (),
                   vec: tuple[bool, bool] = (False, False),
-                  store: str = "matmul_store") -> _kernels.Kernel:
+                  store: str = "matmul_store", b_fetch: tuple[str, str] | None = None
+                  ) -> _kernels.Kernel:
     """The matmul kernel of ``dt`` for operands laid out as ``layout`` (``cols_contiguous``)
     with the epilogue ``epi`` and the bindings ``sig``: ``'rrw'`` for the plain product, one
     more binding for an epilogue of ``_nn`` (each has its own ``sig``). ``out``: the
@@ -195,10 +196,14 @@ def matmul_kernel(dt, layout: tuple[bool, bool], sig: str = "rrw",
     ``consts`` the values of the loaders' own placeholders (compile-time constants).
     ``vec``: the large-tile kernel reads A, B four elements at a time (:func:`big_reads`;
     the default loaders only). ``store``: the WGSL source of ``out_at``, where a result
-    goes (the convolutions fold their images into the product's columns)."""
+    goes (the convolutions fold their images into the product's columns). ``b_fetch``: the
+    large-tile kernel's fetch of its B elements by the loaders' own code instead of four
+    ``load_b`` calls (:func:`matmul_subs`)."""
     out = dt if out is None else out
     vec = vec if big else (False, False)
-    key = (dt, layout, sig, out, big, epi["EPI"], load, label, consts, vec, store)
+    if b_fetch is not None and not big:
+        raise ValueError("matmul_kernel: b_fetch is the large-tile kernel's")
+    key = (dt, layout, sig, out, big, epi["EPI"], load, label, consts, vec, store, b_fetch)
     k = _MATMUL_KERNELS.get(key)
     if k is None:
         name, extra = "matmul_big" if big else "matmul", {}
@@ -210,7 +215,7 @@ def matmul_kernel(dt, layout: tuple[bool, bool], sig: str = "rrw",
                 name, extra = "matmul_coop", {"LD": coop[0], "ST": coop[1]}
         k = _MATMUL_KERNELS[key] = _kernels.kernel(
             name, sig, (dt,) if out == dt else (dt, out), label=label,
-            **matmul_subs(dt, layout, epi, out, load, consts, vec, store), **extra)
+            **matmul_subs(dt, layout, epi, out, load, consts, vec, store, b_fetch), **extra)
     return k
 
 
@@ -218,16 +223,22 @@ def matmul_subs(dt, layout: tuple[bool, bool], epi: dict = PLAIN, out=None,
                 load: tuple[str, ...] = ("matmul_load_a", "matmul_load_b"),
                 consts: tuple[tuple[str, int], ...] = (),
                 vec: tuple[bool, bool] = (False, False),
-                store: str = "matmul_store") -> dict:
+                store: str = "matmul_store", b_fetch: tuple[str, str] | None = None) -> dict:
     """The placeholders the matmul templates share (see :func:`matmul_kernel`): types,
     operand loaders, words, epilogue, layout, the loaders' constants, the large-tile
-    kernel's operand reads (``vec``) and the results' places (``store``)."""
+    kernel's operand reads (``vec``) and the results' places (``store``). ``b_fetch``:
+    ``(setup, fetch)``, WGSL that the large-tile kernel runs after its setup of B's share
+    and in place of its fetch (filling ``rb`` for the step at depth ``kt``; the share's
+    ``bfirst``, ``bd`` and the loaders' functions in scope)."""
     out = dt if out is None else out
     shares = {}
     for x, v, across in (("A", vec[0], not layout[0]), ("B", vec[1], layout[1])):
         part = _vec_share(x.lower(), across) if v else _scalar_share(x.lower())
         shares.update({f"{x}_SETUP": part[0], f"{x}_FETCH": part[1], f"{x}_STORE": part[2],
                        f"T{x}": "vec4<f32>" if v else D.wgsl(dt)})
+    if b_fetch is not None:
+        shares["B_SETUP"] += "\n" + b_fetch[0]
+        shares["B_FETCH"] = b_fetch[1]
     skip = {"matmul_load_a"} if vec[0] else set()
     skip |= {"matmul_load_b"} if vec[1] else set()
     return dict(**shares, T=D.wgsl(dt), D=dt.name,

@@ -77,8 +77,16 @@ class _Saved(NamedTuple):
     x: Any
 
 
+#: large-tile forwards whose depth (slice) holds a multiple of 8 channels walk it tap by tap
+#: (``wgsl/nn/conv_load_fwd_taps.wgsl``: a tap's pixel worked out once for four loads)
+TAPS_FIRST = True
+#: the large-tile kernel's B fetch of the tap-major forward (after the share's setup)
+_FWD_TAPS_FETCH = ("  let bcol = conv_col(bBase, bfirst, N);",
+                   "      rb = fetch_b4(bcol, kt, bd);")
+
+
 def _conv_kernel(op: str, dt: Any, layout: tuple[bool, bool], consts: dict, sig: str = "rrw",
-                 epi: dict = PLAIN, out: Any = None, big: bool = False) -> Any:
+                 epi: dict = PLAIN, out: Any = None, big: bool = False, cin: int = 0) -> Any:
     """The matmul kernel with the implicit-GEMM loads of ``op`` (``fwd``, ``dgrad`` or
     ``wgrad``; ``wgsl/nn/conv_load_<op>.wgsl`` after the geometry helpers) and the
     compile-time constants ``consts`` (the kernel size ``KH``, ``KW``; the stride ``SH``,
@@ -86,8 +94,14 @@ def _conv_kernel(op: str, dt: Any, layout: tuple[bool, bool], consts: dict, sig:
     ``dgrad`` the pixels and width of the images their columns hold, ``IMG_PIXELS`` and
     ``IMG_WIDTH``: ``wgsl/nn/conv_store.wgsl``; ``dgrad_phase``: those of
     ``wgsl/nn/conv_load_dgrad_phase.wgsl`` and ``conv_store_phase.wgsl``), named
-    ``conv_<op>`` in dispatch logs."""
+    ``conv_<op>`` in dispatch logs. ``cin``: the input channels of the forward's depth (a
+    slice's), for its tap-major form (:data:`TAPS_FIRST`)."""
     store = {"wgrad": "matmul_store", "dgrad_phase": "conv_store_phase"}.get(op, "conv_store")
+    if op == "fwd" and big and cin % 8 == 0 and cin and TAPS_FIRST:
+        return matmul_kernel(dt, layout, sig, epi, out, big, label="conv_fwd", store=store,
+                             load=("conv_taps", "conv_load_fwd_taps"),
+                             consts=tuple(sorted({**consts, "CIN": cin}.items())),
+                             b_fetch=_FWD_TAPS_FETCH)
     return matmul_kernel(dt, layout, sig, epi, out, big, load=("conv_taps", f"conv_load_{op}"),
                          label=f"conv_{op}", consts=tuple(sorted(consts.items())), store=store)
 
@@ -294,8 +308,8 @@ def _implicit_forward(x: WgpuArray, w: WgpuArray, b: Any, stride: tuple, padding
     pdt = D.compute_dtype(dt) if slices else dt
     if slices and not _bindable(slices * n * o * p * D.itemsize(pdt)):
         slices, pdt = 0, dt
+    per = c // slices if slices else c
     if slices:  # the large tiles over whole channels of the depth (entry s: slice s)
-        per = c // slices
         out = empty((slices, n, o, ho, wo), pdt)
         words[2], words[6], words[9] = per * kh * kw, per * kh * kw, per * sxc
         big, groups = True, (*tiles(o, cols, True), slices)
@@ -303,10 +317,11 @@ def _implicit_forward(x: WgpuArray, w: WgpuArray, b: Any, stride: tuple, padding
         out = empty((n, o, ho, wo), dt)
     bufs = (w2._st.buf, x._st.buf, out._st.buf)
     if b is None:
-        kern = _conv_kernel("fwd", dt, (False, False), size, out=pdt, big=big)
+        kern = _conv_kernel("fwd", dt, (False, False), size, out=pdt, big=big, cin=per)
     else:
         kern = _conv_kernel("fwd", dt, (False, False), size, "rrwr",
-                            _ROW_BIAS_FIRST if slices else _ROW_BIAS, out=pdt, big=big)
+                            _ROW_BIAS_FIRST if slices else _ROW_BIAS, out=pdt, big=big,
+                            cin=per)
         bufs += (b._st.buf,)
         words[12:14] = [b._offset, b._strides[0]]
     REC.dispatch(kern, bufs, words, *groups)
