@@ -34,6 +34,17 @@ from vtl.backends.wgpu import nn as _nn  # noqa: E402
 from vtl.backends.wgpu._recorder import REC  # noqa: E402
 from vtl.nn import functional as F  # noqa: E402
 
+
+@pytest.fixture(autouse=True)
+def _input_gradients_as_products(monkeypatch):
+    """The convolution cases here have few channels, and their input gradients are to run
+    the implicit-GEMM products (stride phases, depth slices, folded images): the direct
+    kernel of few channels is off but in its own test."""
+    from vtl.backends.wgpu import conv
+
+    monkeypatch.setattr(conv, "DIRECT_DGRAD_CHANNELS", 0)
+
+
 #: dispatches of one MLP 784-256-128-10 training step (forward, cross-entropy, backward,
 #: Adam): 3 linear (two with the ReLU in their epilogue) + 1 loss | 1 root gradient + 1 loss
 #: + 5 matmuls + 2 relu | Adam: its six tensors in one grouped dispatch
@@ -643,29 +654,30 @@ def test_conv2d_forward_and_input_gradient_in_depth_slices(wgpu, monkeypatch, bi
                                                             ("channels_last", 2, 1),
                                                             ("nchw", 1, 2)])
 @pytest.mark.parametrize("name", ["float32", "bfloat16"])
-def test_conv2d_forward_walks_the_depth_tap_by_tap(wgpu, monkeypatch, slices, layout, stride,
+def test_conv2d_products_walk_the_depth_tap_by_tap(wgpu, monkeypatch, slices, layout, stride,
                                                    dilation, name):
-    """A large-tile forward whose depth (slice) holds a multiple of 8 channels walks it tap
-    by tap (conv_load_fwd_taps.wgsl): in one pass and in two slices of 8 channels, for NCHW
-    and channels-last inputs, strided and dilated kernels, with the bias; equal to the numpy
-    backend's float32 convolution of the same values, and to the channel-major form."""
+    """Large-tile forwards and input gradients (stride 1 or dilated) whose depth (slice)
+    holds a multiple of 8 channels walk it tap by tap (conv_load_<op>_taps.wgsl): in one
+    pass and in two slices of 8 channels, for NCHW and channels-last inputs, strided and
+    dilated kernels, with the bias; equal to the numpy backend's float32 convolution of the
+    same values, and to the channel-major form."""
     import ml_dtypes
 
     from vtl.backends.wgpu import _linalg, conv
     from vtl.backends.wgpu._dtypes import float32
 
-    shape, wshape = (2, 16, 9, 10), (20, 16, 3, 3)
+    shape, wshape = (2, 16, 9, 10), (32, 16, 3, 3)
     ho, wo = (-(-(s + 2 * dilation - 2 * dilation) // stride) for s in shape[2:])
-    tiles = -(-2 * ho * wo // 128)  # one row of 128x128 tiles (20 output channels)
+    tiles = -(-2 * ho * wo // 128)  # one row of 128x128 tiles (32 output channels)
     monkeypatch.setattr(_linalg, "BIG_MIN_TILES", 1 if slices == 1 else 2 * tiles)
     monkeypatch.setattr(_linalg, "BIG_MIN_FILL", 0.0)
     monkeypatch.setattr(_linalg, "BIG_SPLIT_MIN_DEPTH", 16)
-    assert conv._depth_slices(float32, 20, 2 * ho * wo, 16, 9) == (0 if slices == 1 else 2)
+    assert conv._depth_slices(float32, 32, 2 * ho * wo, 16, 9) == (0 if slices == 1 else 2)
     dt = np.dtype(np.float32) if name == "float32" else np.dtype(ml_dtypes.bfloat16)
     _skip_without(dt)
     rng = np.random.default_rng(slices + stride)
     xs, ws, bs = (rng.standard_normal(s).astype(dt).astype(np.float32)
-                  for s in (shape, wshape, (20,)))
+                  for s in (shape, wshape, (32,)))
     kw = {"padding": dilation, "dilation": dilation, "stride": stride}
     want = _conv_case("numpy", xs, ws, bs, **kw)
     xw = xs.astype(dt)
@@ -673,17 +685,70 @@ def test_conv2d_forward_walks_the_depth_tap_by_tap(wgpu, monkeypatch, slices, la
         xw = np.ascontiguousarray(xw.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
     fetches = []
     real = conv.matmul_kernel
-    monkeypatch.setattr(conv, "matmul_kernel", lambda *a, **k: (
-        fetches.append((k.get("b_fetch"), dict(k["consts"]).get("CIN"))), real(*a, **k))[1])
+    monkeypatch.setattr(conv, "matmul_kernel", lambda *a, **k: (fetches.append(
+        (k["label"], k.get("b_fetch"), dict(k["consts"]).get("DEPTH_CH"))), real(*a, **k))[1])
     got = _conv_case("wgpu", xw, ws.astype(dt), bs.astype(dt), **kw)
-    assert (conv._FWD_TAPS_FETCH, 16 // slices) in fetches
+    assert ("conv_fwd", conv._TAPS_FETCH, 16 // slices) in fetches
+    if stride == 1:  # a strided input gradient goes by stride phases
+        assert ("conv_dgrad", conv._TAPS_FETCH, 32 // slices) in fetches
     tol = 1e-5 if name == "float32" else 4 * float(np.finfo(dt).eps)
     _assert_conv_close(got, want, tol)
     monkeypatch.setattr(conv, "TAPS_FIRST", False)
     fetches.clear()
     channel_major = _conv_case("wgpu", xw, ws.astype(dt), bs.astype(dt), **kw)
-    assert all(f is None for f, _ in fetches)
+    assert all(f is None for _, f, _ in fetches)
     _assert_conv_close(got, [v.astype(np.float32) for v in channel_major], tol)
+
+
+@pytest.mark.parametrize(("shape", "wshape", "kw"), [
+    ((3, 3, 11, 10), (20, 3, 3, 3), {"padding": 1}),
+    ((2, 1, 9, 12), (70, 1, 5, 3), {"stride": (2, 1), "padding": (2, 0)}),
+    ((2, 8, 9, 8), (5, 8, 3, 3), {"stride": 2, "dilation": 2, "padding": 1}),
+    ((2, 6, 13, 7), (9, 6, 7, 7), {"stride": 3, "padding": 3}),
+])
+@pytest.mark.parametrize("name", ["float32", "float64", "bfloat16"])
+def test_conv2d_input_gradient_of_few_channels_directly(wgpu, monkeypatch, shape, wshape, kw,
+                                                        name):
+    """The input gradient of a convolution with at most DIRECT_DGRAD_CHANNELS input
+    channels (an image's colour planes) by the direct kernel (a thread per input pixel and
+    four channels; weights staged in chunks of output channels, several for the 70 output
+    channels), any stride, dilation and padding: against the numpy backend, with the output
+    gradient channels-last too."""
+    import ml_dtypes
+
+    from vtl.backends.wgpu import conv
+
+    dt = {"bfloat16": np.dtype(ml_dtypes.bfloat16)}.get(name, np.dtype(name))
+    _skip_without(dt)
+    monkeypatch.setattr(conv, "DIRECT_DGRAD_CHANNELS", 8)  # the default (the module's is 0)
+    rng = np.random.default_rng(shape[1])
+    xs, ws = (rng.standard_normal(s).astype(dt).astype(np.float64) for s in (shape, wshape))
+    want = _conv_case("numpy", xs, ws, None, **kw)
+    names = _dispatched(monkeypatch)
+    got = _conv_case("wgpu", xs.astype(dt), ws.astype(dt), None, **kw)
+    assert "conv_dgrad_direct" in names and "conv_dgrad" not in names
+    assert "conv_dgrad_phase" not in names
+    tol = {"float32": 1e-5, "float64": 1e-11}.get(name, 4 * float(np.finfo(dt).eps))
+
+    def close(got, want):
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g.astype(np.float64), w, rtol=tol,
+                                       atol=tol * (1 + np.abs(w).max()))
+
+    close(got, want)
+    # the output gradient channels-last: the kernel reads it at its strides
+    x = vtl.asarray(xs.astype(dt), backend="wgpu", requires_grad=True)
+    y = F.conv2d(x, vtl.asarray(ws.astype(dt), backend="wgpu"), **kw)
+    gy = np.cos(np.arange(y.size)).reshape(y.shape).astype(dt)
+    gcl = vtl.permute_dims(vtl.asarray(np.ascontiguousarray(gy.transpose(0, 2, 3, 1)),
+                                       backend="wgpu"), (0, 3, 1, 2))
+    y.backward(gcl)
+    close([x.grad.numpy()], [want[1]])
+    # one channel more: the product again
+    monkeypatch.setattr(conv, "DIRECT_DGRAD_CHANNELS", shape[1] - 1)
+    names.clear()
+    _conv_case("wgpu", xs.astype(dt), ws.astype(dt), None, **kw)
+    assert "conv_dgrad_direct" not in names
 
 
 def test_conv2d_weight_gradient_plans_of_resnet_layers():
@@ -1093,6 +1158,7 @@ def test_conv2d_implicit_backward_declined_after_an_implicit_forward(wgpu, monke
     for a, b in zip(got, want, strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12, atol=1e-12)
     monkeypatch.undo()
+    monkeypatch.setattr(_conv, "DIRECT_DGRAD_CHANNELS", 0)  # undone with the rest
     names = _dispatched(monkeypatch)
     dx, dw, db = kern.backward(None, xs.shape, w, gy, *geo, True, False, False)
     assert names == ["conv_dgrad"] and dw is None and db is None

@@ -36,6 +36,7 @@ from .._common.conv import out_size
 from . import _dtypes as D
 from . import _kernels, _linalg, _reduction, _runtime
 from ._array import WgpuArray, astype_raw, contiguous, empty
+from ._kernels import compute_kernel
 from ._linalg import (
     PLAIN,
     big_tiles,
@@ -77,16 +78,23 @@ class _Saved(NamedTuple):
     x: Any
 
 
-#: large-tile forwards whose depth (slice) holds a multiple of 8 channels walk it tap by tap
-#: (``wgsl/nn/conv_load_fwd_taps.wgsl``: a tap's pixel worked out once for four loads)
+#: input gradients of at most this many input channels (an image's colour planes) are
+#: computed directly (:func:`_dgrad_direct`), not as a product with a tile of 64 or 128 rows
+DIRECT_DGRAD_CHANNELS = 8
+#: the workgroup memory of the direct kernel's weights (four channels of each tap of some
+#: output channels): WebGPU's default limit
+_DIRECT_BYTES = 16384
+#: large-tile forwards and input gradients (stride 1 or dilated) whose depth (slice) holds
+#: a multiple of 8 channels walk it tap by tap (``wgsl/nn/conv_load_<op>_taps.wgsl``: a
+#: tap's pixel worked out once for four loads)
 TAPS_FIRST = True
-#: the large-tile kernel's B fetch of the tap-major forward (after the share's setup)
-_FWD_TAPS_FETCH = ("  let bcol = conv_col(bBase, bfirst, N);",
-                   "      rb = fetch_b4(bcol, kt, bd);")
+#: the large-tile kernel's B fetch of the tap-major products (after the share's setup)
+_TAPS_FETCH = ("  let bcol = conv_col(bBase, bfirst, N);", "      rb = fetch_b4(bcol, kt, bd);")
 
 
 def _conv_kernel(op: str, dt: Any, layout: tuple[bool, bool], consts: dict, sig: str = "rrw",
-                 epi: dict = PLAIN, out: Any = None, big: bool = False, cin: int = 0) -> Any:
+                 epi: dict = PLAIN, out: Any = None, big: bool = False, depth_ch: int = 0
+                 ) -> Any:
     """The matmul kernel with the implicit-GEMM loads of ``op`` (``fwd``, ``dgrad`` or
     ``wgrad``; ``wgsl/nn/conv_load_<op>.wgsl`` after the geometry helpers) and the
     compile-time constants ``consts`` (the kernel size ``KH``, ``KW``; the stride ``SH``,
@@ -94,14 +102,14 @@ def _conv_kernel(op: str, dt: Any, layout: tuple[bool, bool], consts: dict, sig:
     ``dgrad`` the pixels and width of the images their columns hold, ``IMG_PIXELS`` and
     ``IMG_WIDTH``: ``wgsl/nn/conv_store.wgsl``; ``dgrad_phase``: those of
     ``wgsl/nn/conv_load_dgrad_phase.wgsl`` and ``conv_store_phase.wgsl``), named
-    ``conv_<op>`` in dispatch logs. ``cin``: the input channels of the forward's depth (a
-    slice's), for its tap-major form (:data:`TAPS_FIRST`)."""
+    ``conv_<op>`` in dispatch logs. ``depth_ch``: the channels of the depth of a ``fwd`` or
+    ``dgrad`` product (a slice's), for their tap-major form (:data:`TAPS_FIRST`)."""
     store = {"wgrad": "matmul_store", "dgrad_phase": "conv_store_phase"}.get(op, "conv_store")
-    if op == "fwd" and big and cin % 8 == 0 and cin and TAPS_FIRST:
-        return matmul_kernel(dt, layout, sig, epi, out, big, label="conv_fwd", store=store,
-                             load=("conv_taps", "conv_load_fwd_taps"),
-                             consts=tuple(sorted({**consts, "CIN": cin}.items())),
-                             b_fetch=_FWD_TAPS_FETCH)
+    if op in ("fwd", "dgrad") and big and depth_ch and depth_ch % 8 == 0 and TAPS_FIRST:
+        return matmul_kernel(dt, layout, sig, epi, out, big, label=f"conv_{op}", store=store,
+                             load=("conv_taps", f"conv_load_{op}_taps"),
+                             consts=tuple(sorted({**consts, "DEPTH_CH": depth_ch}.items())),
+                             b_fetch=_TAPS_FETCH)
     return matmul_kernel(dt, layout, sig, epi, out, big, load=("conv_taps", f"conv_load_{op}"),
                          label=f"conv_{op}", consts=tuple(sorted(consts.items())), store=store)
 
@@ -317,11 +325,11 @@ def _implicit_forward(x: WgpuArray, w: WgpuArray, b: Any, stride: tuple, padding
         out = empty((n, o, ho, wo), dt)
     bufs = (w2._st.buf, x._st.buf, out._st.buf)
     if b is None:
-        kern = _conv_kernel("fwd", dt, (False, False), size, out=pdt, big=big, cin=per)
+        kern = _conv_kernel("fwd", dt, (False, False), size, out=pdt, big=big, depth_ch=per)
     else:
         kern = _conv_kernel("fwd", dt, (False, False), size, "rrwr",
                             _ROW_BIAS_FIRST if slices else _ROW_BIAS, out=pdt, big=big,
-                            cin=per)
+                            depth_ch=per)
         bufs += (b._st.buf,)
         words[12:14] = [b._offset, b._strides[0]]
     REC.dispatch(kern, bufs, words, *groups)
@@ -347,9 +355,10 @@ def _implicit_backward(x: Any, x_shape: tuple[int, ...], w: WgpuArray, g: WgpuAr
     sgn, sgc, sgh, sgw = g._strides
     w2 = contiguous(w) if need_x else w
     want_w = need_w and x is not None
-    grid = _image_grid(dt, c, h * wd, n) if need_x else None
-    if need_x and (grid is None or not _bindable(w2._st.buf.cap, g._st.buf.cap,
-                                                 n * c * h * wd * D.itemsize(dt))):
+    direct = need_x and c <= DIRECT_DGRAD_CHANNELS and khw <= _direct_taps(dt)
+    grid = _image_grid(dt, c, h * wd, n) if need_x and not direct else None
+    if need_x and ((grid is None and not direct) or not _bindable(
+            w2._st.buf.cap, g._st.buf.cap, n * c * h * wd * D.itemsize(dt))):
         return None
     total = n * ho * wo
     big_w, gx_w, gy_w, depth, parts = _wgrad_plan(dt, o, c * khw, total)
@@ -362,7 +371,9 @@ def _implicit_backward(x: Any, x_shape: tuple[int, ...], w: WgpuArray, g: WgpuAr
             return None
     dx = dw = db = None
     size = {"KH": kh, "KW": kw, **_geometry(x_shape, ho, wo, stride, padding, dilation)}
-    if need_x:
+    if direct:
+        dx = _dgrad_direct(w2, g, tuple(x_shape), size)
+    elif need_x:
         words = [c, 0, o * khw, w2._offset, g._offset, 0, 0, khw, c * khw, sgn, 0, 0,
                  0, 0, h, wd, ho, wo, *pairs, sgc, sgh, sgw, sgn, 1]
         if max(stride) == 1 or dilation != (1, 1):
@@ -397,6 +408,28 @@ def _implicit_backward(x: Any, x_shape: tuple[int, ...], w: WgpuArray, g: WgpuAr
     return dx, dw if need_w else None, db
 
 
+def _direct_taps(dt: Any) -> int:
+    """The most taps whose weights of four channels fit the direct kernel's workgroup."""
+    return _DIRECT_BYTES // (4 * D.itemsize(D.compute_dtype(dt)))
+
+
+def _dgrad_direct(w2: WgpuArray, g: WgpuArray, x_shape: tuple, consts: dict) -> WgpuArray:
+    """The input gradient of a convolution with at most :data:`DIRECT_DGRAD_CHANNELS` input
+    channels by ``wgsl/nn/conv_dgrad_direct.wgsl`` (any stride, dilation and layout of
+    ``g``): a thread per input pixel and four channels, over the output channels and taps."""
+    n, c, h, wd = x_shape
+    o = w2.shape[0]
+    khw = consts["KH"] * consts["KW"]
+    dx = empty(x_shape, g.dtype)
+    kern = compute_kernel("conv_dgrad_direct", "rrw", g.dtype,
+                          OC=min(64, _direct_taps(g.dtype) // khw), **consts)
+    pixels = n * h * wd
+    REC.dispatch(kern, (w2._st.buf, g._st.buf, dx._st.buf),
+                 [pixels, c, o, w2._offset, g._offset, *g._strides],
+                 groups_for(pixels) * -(-c // 4))
+    return dx
+
+
 def _dgrad(w2: WgpuArray, g: WgpuArray, x_shape: tuple, words: list, consts: dict,
            grid: tuple) -> WgpuArray:
     """The input gradient (stride 1 or dilated) by one implicit-GEMM dispatch in the
@@ -416,12 +449,13 @@ def _dgrad(w2: WgpuArray, g: WgpuArray, x_shape: tuple, words: list, consts: dic
             per = o // slices
             acc = empty((slices, *x_shape), pdt)
             words[2], words[6], words[9] = per * khw, per * c * khw, per * words[22]
-            REC.dispatch(_conv_kernel("dgrad", dt, (False, False), consts, out=pdt, big=True),
+            REC.dispatch(_conv_kernel("dgrad", dt, (False, False), consts, out=pdt, big=True,
+                                      depth_ch=per),
                          (w2._st.buf, g._st.buf, acc._st.buf), words,
                          *tiles(c, cols, True), slices)
             return sum_slices(acc, dt)
     dx = empty(x_shape, dt)
-    REC.dispatch(_conv_kernel("dgrad", dt, (False, False), consts, big=big),
+    REC.dispatch(_conv_kernel("dgrad", dt, (False, False), consts, big=big, depth_ch=o),
                  (w2._st.buf, g._st.buf, dx._st.buf), words, *groups)
     return dx
 

@@ -1,0 +1,90 @@
+// The input gradient of a convolution with few input channels (an image's colour planes),
+// directly: a thread per input pixel (img, ih, iw) and group of four channels c0.., summing
+// W[o, c, i, j] * g[img, o, oh, ow] over the output channels o and the taps (i, j) that read
+// the pixel from an output pixel (oh * SH = ih + PAD_T - i * DIL_H, likewise the columns),
+// in the compute type, rounded once. The implicit-GEMM product would give these few
+// channels a tile of 64 or 128 rows. The weights of OC output channels at a time (four
+// channels, every tap) are staged in workgroup memory; the geometry is compiled in.
+// Words: 0 N*H*W, 1 C, 2 O, 3 weight offset (contiguous (O, C, KH, KW)), 4 g offset,
+// 5..8 g's strides (image, channel, row, column); dx is contiguous (N, C, H, W).
+const IN_H = {{IN_H}}u;
+const IN_W = {{IN_W}}u;
+const OUT_H = {{OUT_H}}i;
+const OUT_W = {{OUT_W}}i;
+const KH = {{KH}}u;
+const KW = {{KW}}u;
+const KHW = KH * KW;
+const SH = {{STRIDE_H}}i;
+const SW = {{STRIDE_W}}i;
+const DIL_H = {{DIL_H}}u;
+const DIL_W = {{DIL_W}}u;
+const PAD_T = {{PAD_T}}u;
+const PAD_L = {{PAD_L}}u;
+const OC = {{OC}}u;
+@group(0) @binding(0) var<storage, read> w: array<{{T}}>;
+@group(0) @binding(1) var<storage, read> g: array<{{T}}>;
+@group(0) @binding(2) var<storage, read_write> dx: array<{{T}}>;
+var<workgroup> ws: array<vec4<{{C}}>, OC * KHW>;
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+  let P = pw(0u);
+  let C = pw(1u);
+  let O = pw(2u);
+  let t = linear_id(wid, nwg, lid);
+  // a workgroup's threads share one channel group: the groups are the slowest index of
+  // pixel blocks of whole workgroups
+  let blocks = (P + 255u) / 256u;
+  let wg = t / 256u;
+  let c0 = (wg / blocks) * 4u;
+  let px = (wg % blocks) * 256u + lid;
+  let live = px < P && c0 < C;
+  let img = px / (IN_H * IN_W);
+  let q = px - img * IN_H * IN_W;
+  let ih = q / IN_W;
+  let iw = q - ih * IN_W;
+  let gbase = i32(pw(4u)) + i32(img) * pi(5u);
+  let sgc = pi(6u);
+  var acc = vec4<{{C}}>();
+  for (var ob = 0u; ob < O; ob += OC) {
+    workgroupBarrier();
+    for (var e = lid; e < OC * KHW; e += 256u) {  // (o, tap) of the chunk: four channels
+      let o = ob + e / KHW;
+      let tap = e % KHW;
+      var v = vec4<{{C}}>();
+      if (o < O) {
+        let wb = pw(3u) + (o * C + c0) * KHW + tap;
+        for (var cc = 0u; cc < 4u; cc++) {
+          if (c0 + cc < C) { v[cc] = {{C}}(w[wb + cc * KHW]); }
+        }
+      }
+      ws[e] = v;
+    }
+    workgroupBarrier();
+    if (live) {
+      let n = min(OC, O - ob);
+      /* unroll */ for (var tap = 0u; tap < KHW; tap++) {
+        let i = tap / KW;
+        let th = i32(ih + PAD_T) - i32(i * DIL_H);
+        let tw = i32(iw + PAD_L) - i32((tap - i * KW) * DIL_W);
+        let oh = th / SH;
+        let ow = tw / SW;
+        if (th >= 0 && tw >= 0 && oh * SH == th && ow * SW == tw && oh < OUT_H && ow < OUT_W) {
+          var e = gbase + i32(ob) * sgc + oh * pi(7u) + ow * pi(8u);
+          for (var o = 0u; o < n; o++) {
+            acc += {{C}}(g[u32(e)]) * ws[o * KHW + tap];
+            e += sgc;
+          }
+        }
+      }
+    }
+  }
+  if (live) {
+    let plane = IN_H * IN_W;
+    let out = (img * C + c0) * plane + q;
+    for (var cc = 0u; cc < 4u; cc++) {
+      if (c0 + cc < C) { dx[out + cc * plane] = wrap_{{D}}({{T}}(acc[cc])); }
+    }
+  }
+}
