@@ -706,7 +706,7 @@ def test_conv2d_products_walk_the_depth_tap_by_tap(wgpu, monkeypatch, slices, la
     ((2, 8, 9, 8), (5, 8, 3, 3), {"stride": 2, "dilation": 2, "padding": 1}),
     ((2, 6, 13, 7), (9, 6, 7, 7), {"stride": 3, "padding": 3}),
 ])
-@pytest.mark.parametrize("name", ["float32", "float64", "bfloat16"])
+@pytest.mark.parametrize("name", ["float32", "float64", "float16", "bfloat16"])
 def test_conv2d_input_gradient_of_few_channels_directly(wgpu, monkeypatch, shape, wshape, kw,
                                                         name):
     """The input gradient of a convolution with at most DIRECT_DGRAD_CHANNELS input
