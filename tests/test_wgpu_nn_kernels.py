@@ -164,6 +164,28 @@ def test_linear_of_a_deep_product_splits_its_depth(wgpu, monkeypatch, m, k, n, b
                                rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+def test_linear_of_a_deep_16bit_product_sums_its_slices_in_float32(wgpu, name):
+    """The depth slices of a 16-bit linear layer keep float32 partials (the bias added in
+    float32 by the first slice), summed and rounded once: within a few roundings of the
+    float64 result of the same 16-bit values."""
+    import ml_dtypes
+
+    dt = np.dtype(np.float16) if name == "float16" else np.dtype(ml_dtypes.bfloat16)
+    _skip_without(dt)
+    m, k, n = 128, 4100, 70
+    assert _nn.split_plan(wx.float32, m, n, k)[0]  # depth slices
+    rng = np.random.default_rng(7)
+    x, w, b = ((rng.standard_normal(s) * 0.1).astype(dt) for s in ((m, k), (n, k), (n,)))
+    xp = wgpu.xp
+    got = xp.to_numpy(_nn.linear(xp.asarray(x), xp.asarray(w), xp.asarray(b)))
+    assert got.dtype == dt
+    ref = x.astype(np.float64) @ w.T.astype(np.float64) + b.astype(np.float64)
+    eps = float(np.finfo(dt).eps)
+    np.testing.assert_allclose(got.astype(np.float64), ref, rtol=2 * eps,
+                               atol=2 * eps * np.abs(ref).max())
+
+
 @pytest.mark.parametrize(("m", "n_out", "n_in"), [(1, 1, 1), (64, 10, 128), (3, 70, 5),
                                                   (200, 130, 9)])
 def test_linear_grad_weight_kernel_equals_matmul_and_column_sum(wgpu, m, n_out, n_in):
