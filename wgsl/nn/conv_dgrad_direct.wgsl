@@ -4,22 +4,14 @@
 // the pixel from an output pixel (oh * SH = ih + PAD_T - i * DIL_H, likewise the columns),
 // in the compute type, rounded once. The implicit-GEMM product would give these few
 // channels a tile of 64 or 128 rows. The weights of OC output channels at a time (four
-// channels, every tap) are staged in workgroup memory; the geometry is compiled in.
+// channels, every tap) are staged in workgroup memory; the geometry is compiled in
+// (conv_taps.wgsl).
 // Words: 0 N*H*W, 1 C, 2 O, 3 weight offset (contiguous (O, C, KH, KW)), 4 g offset,
 // 5..8 g's strides (image, channel, row, column); dx is contiguous (N, C, H, W).
-const IN_H = {{IN_H}}u;
-const IN_W = {{IN_W}}u;
-const OUT_H = {{OUT_H}}i;
-const OUT_W = {{OUT_W}}i;
-const KH = {{KH}}u;
-const KW = {{KW}}u;
-const KHW = KH * KW;
-const SH = {{STRIDE_H}}i;
-const SW = {{STRIDE_W}}i;
-const DIL_H = {{DIL_H}}u;
-const DIL_W = {{DIL_W}}u;
-const PAD_T = {{PAD_T}}u;
-const PAD_L = {{PAD_L}}u;
+{{TAPS}}
+const SH = i32(STRIDE_H);
+const SW = i32(STRIDE_W);
+const PLANE = u32(IN_H * IN_W);
 const OC = {{OC}}u;
 @group(0) @binding(0) var<storage, read> w: array<{{T}}>;
 @group(0) @binding(1) var<storage, read> g: array<{{T}}>;
@@ -40,10 +32,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let c0 = (wg / blocks) * 4u;
   let px = (wg % blocks) * 256u + lid;
   let live = px < P && c0 < C;
-  let img = px / (IN_H * IN_W);
-  let q = px - img * IN_H * IN_W;
-  let ih = q / IN_W;
-  let iw = q - ih * IN_W;
+  let img = px / PLANE;
+  let q = px - img * PLANE;
+  let ih = q / u32(IN_W);
+  let iw = q - ih * u32(IN_W);
   let gbase = i32(pw(4u)) + i32(img) * pi(5u);
   let sgc = pi(6u);
   var acc = vec4<{{C}}>();
@@ -81,10 +73,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
   }
   if (live) {
-    let plane = IN_H * IN_W;
-    let out = (img * C + c0) * plane + q;
+    let out = (img * C + c0) * PLANE + q;
     for (var cc = 0u; cc < 4u; cc++) {
-      if (c0 + cc < C) { dx[out + cc * plane] = wrap_{{D}}({{T}}(acc[cc])); }
+      if (c0 + cc < C) { dx[out + cc * PLANE] = wrap_{{D}}({{T}}(acc[cc])); }
     }
   }
 }

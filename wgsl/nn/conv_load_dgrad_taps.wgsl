@@ -6,7 +6,8 @@
 // channel, taps contiguous); B's column n is the input pixel (ih, iw) of image img (n = img
 // * H*W + ih * W + iw), and a thread's four elements of a step (depths kt + d + 2j, one
 // column) are fetched together (fetch_b4): the output pixel the tap reads from, and
-// whether there is one, worked out once for the four.
+// whether there is one, worked out once for the four (the column's image and pixel:
+// conv_col, conv_store.wgsl).
 const SH = {{SH}}i;
 const SW = {{SW}}i;
 const DEPTH_CH = {{DEPTH_CH}}u;
@@ -17,21 +18,12 @@ fn load_a(base: i32, sm: i32, sk: i32, M: u32, K: u32, m: u32, k: u32) -> {{C}} 
   return {{C}}(A[u32(base + i32(m) * sm + i32(k - tap * DEPTH_CH) * sk + i32(tap))]);
 }
 
-struct ConvCol { base: i32, ih: u32, iw: u32, ok: bool }
-
-fn conv_col(bBase: i32, n: u32, N: u32) -> ConvCol {
-  let img = n / IMG_PIXELS;
-  let q = n - img * IMG_PIXELS;
-  let ih = q / IMG_WIDTH;
-  return ConvCol(bBase + i32(img) * pi(25u), ih, q - ih * IMG_WIDTH, n < N);
-}
-
 fn fetch_b4(col: ConvCol, kt: u32, d: u32) -> vec4<{{C}}> {
   let tap = kt / DEPTH_CH;
   let i = tap / KW;
   // oh * sh = ih + pt - i * dh, likewise for the columns
-  let th = i32(col.ih + PAD_T) - i32(i * DIL_H);
-  let tw = i32(col.iw + PAD_L) - i32((tap - i * KW) * DIL_W);
+  let th = i32(col.row + PAD_T) - i32(i * DIL_H);
+  let tw = i32(col.col + PAD_L) - i32((tap - i * KW) * DIL_W);
   let oh = th / SH;
   let ow = tw / SW;
   if (!col.ok || th < 0 || tw < 0 || oh * SH != th || ow * SW != tw || oh >= OUT_H

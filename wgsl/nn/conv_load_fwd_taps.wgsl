@@ -5,7 +5,7 @@
 // conv_load_fwd.wgsl's, and a thread's four elements of a step (depths kt + d + 2j, one
 // column) are fetched together (fetch_b4): the tap's pixel and its test of the padding are
 // worked out once for the four, from the column's image and output pixel, worked out once
-// for the kernel (conv_col).
+// for the kernel (conv_col, conv_store.wgsl).
 const DEPTH_CH = {{DEPTH_CH}}u;
 
 fn load_a(base: i32, sm: i32, sk: i32, M: u32, K: u32, m: u32, k: u32) -> {{C}} {
@@ -14,18 +14,9 @@ fn load_a(base: i32, sm: i32, sk: i32, M: u32, K: u32, m: u32, k: u32) -> {{C}} 
   return {{C}}(A[u32(base + i32(m) * sm + i32((k - tap * DEPTH_CH) * KHW + tap) * sk)]);
 }
 
-struct ConvCol { base: i32, oh: u32, ow: u32, ok: bool }
-
-fn conv_col(bBase: i32, n: u32, N: u32) -> ConvCol {
-  let img = n / IMG_PIXELS;
-  let q = n - img * IMG_PIXELS;
-  let oh = q / IMG_WIDTH;
-  return ConvCol(bBase + i32(img) * pi(25u), oh, q - oh * IMG_WIDTH, n < N);
-}
-
 fn fetch_b4(col: ConvCol, kt: u32, d: u32) -> vec4<{{C}}> {
   let tap = kt / DEPTH_CH;
-  let p = tap_in(tap, col.oh, col.ow);
+  let p = tap_in(tap, col.row, col.col);
   if (!col.ok || !in_image(p)) { return vec4<{{C}}>(); }
   let sc = pi(22u);
   let i = col.base + i32(kt - tap * DEPTH_CH + d) * sc + p.x * pi(23u) + p.y * pi(24u);

@@ -12,3 +12,14 @@ fn out_at(b: u32, row: u32, col: u32, M: u32, N: u32) -> u32 {
   let i = col / IMG_PIXELS;
   return pw(5u) + ((b * pw(26u) + i) * M + row) * IMG_PIXELS + (col - i * IMG_PIXELS);
 }
+
+// The image of column n (its first element: B's base plus the image's stride, word 25) and
+// its pixel (row, column) within the image; ok: n is a column of the product.
+struct ConvCol { base: i32, row: u32, col: u32, ok: bool }
+
+fn conv_col(bBase: i32, n: u32, N: u32) -> ConvCol {
+  let img = n / IMG_PIXELS;
+  let q = n - img * IMG_PIXELS;
+  let r = q / IMG_WIDTH;
+  return ConvCol(bBase + i32(img) * pi(25u), r, q - r * IMG_WIDTH, n < N);
+}

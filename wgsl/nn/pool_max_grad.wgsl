@@ -4,20 +4,9 @@
 // once. g and arg contiguous (N, C, HO, WO); dx contiguous (N, C, H, W).
 // Words: 0 N*C*H*W, 1 C, 2 H, 3 W, 4 KH, 5 KW, 6 HO, 7 WO, 8 SH, 9 SW, 10 PH, 11 PW,
 // 12 DH, 13 DW, 14 g offset, 15 arg offset
-// (words 1..13 stay for the record: the geometry is compiled in, its divisions by the
-// sizes and strides become multiplications)
-const H = {{H}}u;
-const W = {{W}}u;
-const KH = {{KH}}u;
-const KW = {{KW}}u;
-const HO = {{HO}}u;
-const WO = {{WO}}u;
-const SH = {{SH}}u;
-const SW = {{SW}}u;
-const PH = {{PH}}u;
-const PW = {{PW}}u;
-const DH = {{DH}}u;
-const DW = {{DW}}u;
+// The geometry is compiled in (constants H, W, KH, KW, HO, WO, SH, SW, PH, PW, DH, DW: its
+// divisions by sizes and strides become multiplications); words 1..13 still hold it.
+{{GEOMETRY}}
 @group(0) @binding(0) var<storage, read> g: array<{{T}}>;
 @group(0) @binding(1) var<storage, read> arg: array<i32>;
 @group(0) @binding(2) var<storage, read_write> dx: array<{{T}}>;

@@ -421,7 +421,7 @@ def _dgrad_direct(w2: WgpuArray, g: WgpuArray, x_shape: tuple, consts: dict) -> 
     o = w2.shape[0]
     khw = consts["KH"] * consts["KW"]
     dx = empty(x_shape, g.dtype)
-    kern = compute_kernel("conv_dgrad_direct", "rrw", g.dtype,
+    kern = compute_kernel("conv_dgrad_direct", "rrw", g.dtype, TAPS=_kernels.source("conv_taps"),
                           OC=min(64, _direct_taps(g.dtype) // khw), **consts)
     pixels = n * h * wd
     REC.dispatch(kern, (w2._st.buf, g._st.buf, dx._st.buf),

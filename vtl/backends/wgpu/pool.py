@@ -31,10 +31,12 @@ def _words(total: int, x_shape: tuple[int, ...], k: tuple[int, int], s: tuple[in
     return [total, c, h, w, k[0], k[1], out[0], out[1], s[0], s[1], p[0], p[1], d[0], d[1]]
 
 
-def _geometry(words: list[int]) -> dict[str, int]:
-    """The compile-time sizes of the max-pooling kernels, from their words 2..13."""
-    return dict(zip(("H", "W", "KH", "KW", "HO", "WO", "SH", "SW", "PH", "PW", "DH", "DW"),
-                    words[2:14], strict=True))
+def _geometry(words: list[int]) -> dict[str, str]:
+    """The max-pooling kernels' compile-time geometry (their ``{{GEOMETRY}}``: constants
+    ``H``, ``W``, ``KH`` ... ``DW``) from their words 2..13."""
+    names = ("H", "W", "KH", "KW", "HO", "WO", "SH", "SW", "PH", "PW", "DH", "DW")
+    return {"GEOMETRY": "\n".join(f"const {n} = {v}u;"
+                                   for n, v in zip(names, words[2:14], strict=True))}
 
 
 class WgpuPool2d:
