@@ -534,6 +534,7 @@ def test_conv2d_kernel_matches_numpy_backend(wgpu, monkeypatch, shape, wshape, k
     ((5, 3, 4, 4), (70, 3, 3, 3), {"padding": 1}),  # 16 pixels an image: 5 in a tile
     ((3, 2, 9, 8), (5, 2, 3, 3), {"stride": 2, "padding": (1, 0)}),  # images across tiles
     ((2, 4, 11, 13), (130, 4, 1, 1), {}),  # 143 pixels: more than a tile an image
+    ((3, 8, 5, 6), (16, 8, 3, 3), {"padding": 1}),  # large tiles: tap-major depths
 ])
 @pytest.mark.parametrize("grid", ["folded", "per-image", "big-folded", "big-per-image"])
 def test_conv2d_images_folded_into_columns_or_one_per_batch_entry(wgpu, monkeypatch, shape,
