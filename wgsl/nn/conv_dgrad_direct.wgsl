@@ -56,7 +56,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     workgroupBarrier();
     if (live) {
       let n = min(OC, O - ob);
-      /* unroll */ for (var tap = 0u; tap < KHW; tap++) {
+      for (var tap = 0u; tap < KHW; tap++) {
         let i = tap / KW;
         let th = i32(ih + PAD_T) - i32(i * DIL_H);
         let tw = i32(iw + PAD_L) - i32((tap - i * KW) * DIL_W);
