@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
+from unittest import mock
 
 if __name__ == "__main__":  # NumPy's BLAS reads its thread count when it loads
     import sys
@@ -61,19 +62,11 @@ def variants() -> dict[str, dict[str, Any]]:
     }
 
 
-@contextmanager
-def patched(attrs: dict[str, Any]) -> Iterator[None]:
+def patched(attrs: dict[str, Any]) -> AbstractContextManager:
     """``vtl.backends.numpy.conv`` with ``attrs`` set, restored on exit."""
     from vtl.backends.numpy import conv
 
-    saved = {k: getattr(conv, k) for k in attrs}
-    try:
-        for k, v in attrs.items():
-            setattr(conv, k, v)
-        yield
-    finally:
-        for k, v in saved.items():
-            setattr(conv, k, v)
+    return mock.patch.multiple(conv, **attrs) if attrs else nullcontext()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -18,28 +18,15 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
+from unittest import mock
 
 import numpy as np
 
 #: (channels, image size) of CIFAR ResNet-18's 3x3 layers
 LAYERS = ((64, 32), (128, 16), (256, 8), (512, 4))
 _GEOMETRY = ((1, 1), (1, 1, 1, 1), (1, 1))  # stride, padding (top, bottom, left, right), dilation
-
-
-@contextmanager
-def patched(module: Any, **attrs: Any) -> Iterator[None]:
-    """``module``'s attributes set to ``attrs`` inside the block, restored after it."""
-    old = {k: getattr(module, k) for k in attrs}
-    try:
-        for k, v in attrs.items():
-            setattr(module, k, v)
-        yield
-    finally:
-        for k, v in old.items():
-            setattr(module, k, v)
 
 
 def _warm_up(seconds: float) -> None:
@@ -117,7 +104,7 @@ def run(layers: tuple, batch: int, reps: int, ab: bool, slices: bool,
         forms = ((True, "tap-major"), (False, "channel-major"), (True, "tap-major")) if ab \
             else ((conv.TAPS_FIRST, "as shipped"),)
         for taps, label in forms:
-            with patched(conv, TAPS_FIRST=taps):
+            with mock.patch.multiple(conv, TAPS_FIRST=taps):
                 say(_row(f"  {label:14s} ", {k: device_ms(f, reps) for k, f in ops.items()},
                          gflop))
         if slices:
@@ -128,7 +115,7 @@ def run(layers: tuple, batch: int, reps: int, ab: bool, slices: bool,
             for s in (1, 2, 4, 8, 16):
                 depth = -(-total // (s * 16)) * 16
                 plan = (big, gx, gy, depth, -(-total // depth))
-                with patched(conv, _wgrad_plan=lambda *a, plan=plan: plan):
+                with mock.patch.multiple(conv, _wgrad_plan=lambda *a, plan=plan: plan):
                     times[f"wgrad/{s}"] = device_ms(ops["wgrad"], reps)
             say(_row(f"  planned {planned} slices; ", times, gflop))
     return out

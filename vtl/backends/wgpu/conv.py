@@ -105,13 +105,13 @@ def _conv_kernel(op: str, dt: Any, layout: tuple[bool, bool], consts: dict, sig:
     ``conv_<op>`` in dispatch logs. ``depth_ch``: the channels of the depth of a ``fwd`` or
     ``dgrad`` product (a slice's), for their tap-major form (:data:`TAPS_FIRST`)."""
     store = {"wgrad": "matmul_store", "dgrad_phase": "conv_store_phase"}.get(op, "conv_store")
-    if op in ("fwd", "dgrad") and big and depth_ch and depth_ch % 8 == 0 and TAPS_FIRST:
-        return matmul_kernel(dt, layout, sig, epi, out, big, label=f"conv_{op}", store=store,
-                             load=("conv_taps", f"conv_load_{op}_taps"),
-                             consts=tuple(sorted({**consts, "DEPTH_CH": depth_ch}.items())),
-                             b_fetch=_TAPS_FETCH)
-    return matmul_kernel(dt, layout, sig, epi, out, big, load=("conv_taps", f"conv_load_{op}"),
-                         label=f"conv_{op}", consts=tuple(sorted(consts.items())), store=store)
+    taps = op in ("fwd", "dgrad") and big and depth_ch and depth_ch % 8 == 0 and TAPS_FIRST
+    if taps:
+        consts = {**consts, "DEPTH_CH": depth_ch}
+    return matmul_kernel(dt, layout, sig, epi, out, big, label=f"conv_{op}", store=store,
+                         load=("conv_taps", f"conv_load_{op}{'_taps' if taps else ''}"),
+                         consts=tuple(sorted(consts.items())),
+                         b_fetch=_TAPS_FETCH if taps else None)
 
 
 def _phases(size: int, stride: int, pad: int, taps: int) -> list[tuple[int, ...]]:

@@ -152,6 +152,8 @@ def linear(x: Any, w: Any, b: Any, relu: bool = False) -> Any:
     if not _ok2(x, w, 0):
         return None
     wt = w.T
+    if b is None and not relu:
+        return matmul2d(x, wt)  # which takes depth slices where they serve
     if b is not None and (type(b) is not WgpuArray or b.dtype != x.dtype
                           or b.shape != (w.shape[0],)):
         return None
@@ -161,7 +163,7 @@ def linear(x: Any, w: Any, b: Any, relu: bool = False) -> Any:
             return None  # the caller applies the ReLU to the sum
         return split_product(x, wt, depth, big=big, bias=b)[0]
     if b is None:
-        return _mm2(x, wt, None, _RELU, ()) if relu else matmul2d(x, wt)
+        return _mm2(x, wt, None, _RELU, ())
     return _mm2(x, wt, b, _BIAS_RELU if relu else _BIAS, (b._offset, b._strides[0]))
 
 
