@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 import operator
 import struct
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -284,16 +286,39 @@ def span(x: WgpuArray) -> tuple[int, int]:
 
 def to_numpy(x: WgpuArray) -> np.ndarray:
     """Copy ``x`` to a new NumPy array (submits pending work and waits)."""
+    return _host_copy(x, REC.read)
+
+
+def to_numpy_later(x: WgpuArray) -> Callable[[], np.ndarray]:
+    """A function giving :func:`to_numpy` of ``x`` as it is now: the copy to the host is
+    recorded now, in order with the work (``Recorder.read_later``), so the call waits only
+    for the work recorded before this, not for what is recorded after it."""
+    reads: list = []
+
+    def record(gpu, offset: int, size: int):
+        reads.append(REC.read_later(gpu, offset, size))
+        return b""
+
+    if x.size == 0:
+        return partial(to_numpy, x)
+    _host_copy(x, record, convert=False)
+    return partial(_host_copy, x, lambda *_: reads[0]())
+
+
+def _host_copy(x: WgpuArray, read: Callable, convert: bool = True) -> Any:
+    """``x`` as a new NumPy array from ``read(gpu buffer, byte offset, byte size)`` of the
+    4-byte aligned bytes that hold it; with ``convert=False`` only ``read`` is called."""
     dt = x._dtype
     sdt = D.STORAGE[dt][1]
-    n = x.size
-    if n == 0:
+    if x.size == 0:
         return np.empty(x._shape, dt)
     lo, hi = span(x)
     isz = sdt.itemsize
     b0 = (lo * isz) // 4 * 4
     b1 = -(-(hi * isz) // 4) * 4
-    raw = REC.read(x._st.buf.gpu, b0, b1 - b0)
+    raw = read(x._st.buf.gpu, b0, b1 - b0)
+    if not convert:
+        return None
     flat = np.frombuffer(raw, dtype=np.uint8)
     first = lo * isz - b0
     base = flat[first:first + (hi - lo) * isz].view(sdt)

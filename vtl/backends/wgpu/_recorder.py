@@ -31,6 +31,8 @@ and raises the error it records.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
+from functools import partial
 from threading import get_ident
 from time import perf_counter, sleep
 
@@ -116,6 +118,8 @@ SPIN_S = 0.002
 LOST_S = 10.0
 #: readbacks up to this many bytes reuse one staging buffer per size class
 STAGING_MAX = 1 << 24
+#: ``Recorder.read_later``'s staging buffers (larger reads happen when called)
+LATER_MAX = 256
 
 #: number of words -> pack(words...) into the full immediates block (zero padded)
 _PACKS = [struct.Struct(f"<{n}I{4 * (_NWORDS - n)}x").pack for n in range(_NWORDS + 1)]
@@ -149,6 +153,7 @@ class Recorder:
         self._dev = None  # the device's native handle, for polls
         self._sync_buf = None
         self._stagings: dict = {}  # size class -> mappable staging buffer
+        self._later: list = []  # free staging buffers of read_later's size
         self._keep: list = []  # objects the open pass uses that caches may drop
         #: thread id -> the capture recording that thread's dispatches (``capture.py``)
         self.captures: dict = {}
@@ -428,6 +433,61 @@ class Recorder:
             _UNMAP(handle)
             if not reuse:
                 staging.destroy()
+
+    def read_later(self, gpu, offset: int, size: int) -> Callable[[], bytes]:
+        """A function giving the ``size`` bytes of ``gpu`` from ``offset`` (multiples of 4)
+        as they are after the operations recorded so far, for a value needed later (an
+        optimizer's skip flag, read at its next step).
+
+        The copy to a staging buffer of its own is recorded now, between the open pass's
+        dispatches, and goes with their submit; the call maps that buffer, which waits
+        only for that submit, not for the work recorded after it (a readback waits for
+        everything). Errors recorded by kernels stay pending for the next :meth:`read`.
+        Under a capture (the copy would be recorded into it) and for more than
+        ``LATER_MAX`` bytes, the read happens when called."""
+        if size > LATER_MAX or _ON_DONE is None:
+            return partial(self._read_now, gpu, offset, size)
+        with _LOCK:
+            if self.captures and get_ident() in self.captures:
+                return partial(self._read_now, gpu, offset, size)
+            rt = _runtime.get()
+            staging = self._later.pop() if self._later else rt.device.create_buffer(
+                size=LATER_MAX, usage=rt.wgpu.BufferUsage.MAP_READ | rt.wgpu.BufferUsage.COPY_DST)
+            if self.cpass is None:
+                self._open()
+            self.cpass.end()
+            self.encoder.copy_buffer_to_buffer(gpu, offset, staging, 0, size)
+            cp = self.cpass = self.encoder.begin_compute_pass()
+            self._handle = cp._internal if _lib is not None else None
+            self._pipeline = None
+            if self._ahead:  # the pass now holds work: it is submitted like any other
+                self._ahead = False
+                self._opened = perf_counter()
+            batch = self.batch
+        return partial(self._read_copied, staging, size, batch)
+
+    def _read_now(self, gpu, offset: int, size: int) -> bytes:
+        with _LOCK:
+            return self._read(gpu, offset, size, None)
+
+    def _read_copied(self, staging, size: int, batch: int) -> bytes:
+        """The bytes that :meth:`read_later` copied into ``staging`` (in submit ``batch``)."""
+        with _LOCK:
+            self._no_wait_in_capture()
+            if self.batch == batch:  # the copy is still in the open pass's encoder
+                self._flush()
+            self.waits += 1
+            handle = staging._internal
+            _MAP(handle, _MAP_READ, 0, LATER_MAX, _MAP_INFO[0])
+            _wait(_runtime.get().device._internal, 1)
+            try:
+                if _counts[2] != _MAP_OK:
+                    raise RuntimeError(
+                        f"wgpu: mapping a staging buffer failed (status {_counts[2]})")
+                return bytes(_ffi.buffer(_MAPPED_RANGE(handle, 0, size), size))
+            finally:
+                _UNMAP(handle)
+                self._later.append(staging)
 
     def _staging(self, rt, size: int):
         """A mappable buffer of at least ``size`` bytes and whether it is kept for reuse.

@@ -8,6 +8,7 @@ standalone array-API library).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .._base import Backend
@@ -57,6 +58,13 @@ class WgpuBackend(Backend):
 
     def from_host(self, arr: Any, index: int = 0) -> Any:
         return self.xp.from_host(arr)
+
+    def read_flag_later(self, raw: Any) -> Callable[[], Any]:
+        """The copy is recorded now, after the work that computes the flag, and the call
+        waits only for that work (``_array.to_numpy_later``)."""
+        from ._array import to_numpy_later
+
+        return to_numpy_later(raw)
 
     def from_dlpack(self, obj: Any, index: int = 0, copy: bool | None = None) -> Any:
         return self.xp.from_dlpack(obj, copy=copy)
