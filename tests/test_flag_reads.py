@@ -64,7 +64,6 @@ def test_error_buffers_written_by_a_captured_kernel_are_checked_after_each_repla
 
 def test_wgpu_later_reads_give_the_values_when_recorded(wgpu):
     from vtl.backends.wgpu import _recorder
-    from vtl.backends.wgpu._recorder import REC
 
     wx = wgpu.xp
     flag = wx.zeros((), dtype=np.float32)

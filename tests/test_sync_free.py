@@ -50,21 +50,25 @@ def count_waits(name: str, strict: bool = True):
     if name == "wgpu":
         from vtl.backends.wgpu._recorder import REC
 
-        read, sync = REC.read, REC.synchronize
+        read, read_now, sync = REC.read, REC._read_now, REC.synchronize
 
         def counted_read(*a, **k):
             waits.append("read-back")
             return read(*a, **k)
 
+        def counted_read_now(*a, **k):  # a later read that could not start at once
+            waits.append("read-back")
+            return read_now(*a, **k)
+
         def counted_sync(*a, **k):
             waits.append("synchronize")
             return sync(*a, **k)
 
-        REC.read, REC.synchronize = counted_read, counted_sync
+        REC.read, REC._read_now, REC.synchronize = counted_read, counted_read_now, counted_sync
         try:
             yield waits
         finally:
-            del REC.read, REC.synchronize
+            del REC.read, REC._read_now, REC.synchronize
         return
     import cupy
     import cupyx
