@@ -468,6 +468,7 @@ class Recorder:
 
     def _read_now(self, gpu, offset: int, size: int) -> bytes:
         with _LOCK:
+            self._no_wait_in_capture()
             return self._read(gpu, offset, size, None)
 
     def _read_copied(self, staging, size: int, batch: int) -> bytes:

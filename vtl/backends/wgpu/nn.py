@@ -384,8 +384,9 @@ def _params_subs(tpr: int, fused: bool) -> dict[str, str]:
 class LayerNorm:
     """``kernel("layer_norm")``: one dispatch each way, 32 to 256 invocations a row
     (``wgsl/nn/layer_norm.wgsl``, ``layer_norm_grad.wgsl``, ``_row_lanes``), the weight
-    and bias gradients from partial sums over blocks of rows (``layer_norm_params.wgsl``,
-    added up by ``layer_norm_params_sum.wgsl``); with
+    and bias gradients from partial sums over blocks of rows (by the input gradient's
+    kernel where it takes them, :data:`FUSED_PARAMS`, else ``layer_norm_params.wgsl``),
+    added up by ``layer_norm_params_sum.wgsl``; with
     ``rms=True`` rms_norm's rows (no centring). float32/float64, and float16/bfloat16 rows
     computed in float32 with float32 statistics, each output rounded once."""
 
