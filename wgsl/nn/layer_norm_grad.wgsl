@@ -34,6 +34,17 @@ fn xhat_gw(xb: u32, gb: u32, j: u32, mu: {{C}}, r: {{C}}) -> vec3<{{C}}> {
   return vec3<{{C}}>(({{C}}(X[xb + j]) - mu) * r, gw, g);
 }
 
+// where row `row` of width N starts in x and g, its mean and rstd, and its end (0 for a
+// row past the last: no elements)
+struct RowAt { end: u32, xb: u32, gb: u32, mu: {{C}}, r: {{C}} }
+
+fn row_at(row: u32, N: u32) -> RowAt {
+  let valid = row < pw(0u);
+  let sr = select(0u, row, valid);
+  return RowAt(select(0u, N, valid), pw(2u) + row * N, pw(4u) + row * N, S[pw(5u) + 2u * sr],
+               S[pw(5u) + 2u * sr + 1u]);
+}
+
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
@@ -47,20 +58,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let rows = select(RPW, pw(9u), PARAMS);
     for (var r0 = blk * rows; r0 < blk * rows + rows; r0 += RPW) {
       let row = r0 + lid / TPR;
-      let valid = row < pw(0u);
-      let end = select(0u, N, valid);  // a row past the last has no elements
-      let xb = pw(2u) + row * N;
-      let gb = pw(4u) + row * N;
-      let sr = select(0u, row, valid);
-      let mu = S[pw(5u) + 2u * sr];
-      let r = S[pw(5u) + 2u * sr + 1u];
+      let at = row_at(row, N);
+      let r = at.r;
       var c1 = {{C}}(0);
       var c2 = {{C}}(0);
       var hv: array<vec3<{{C}}>, SLOTS>;
       /* unroll */ for (var k = 0u; k < {{SLOTS}}u; k++) {
         let j = lane + k * TPR;
-        if (j < end) {
-          let h = xhat_gw(xb, gb, j, mu, r);
+        if (j < at.end) {
+          let h = xhat_gw(at.xb, at.gb, j, at.mu, r);
           hv[k] = h;
           c1 += h.y;
           c2 += h.y * h.x;
@@ -74,7 +80,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       let m2 = wreduce(lid, lane, c2, TPR, false) / {{C}}(N);
       /* unroll */ for (var k = 0u; k < {{SLOTS}}u; k++) {
         let j = lane + k * TPR;
-        if (j < end) {
+        if (j < at.end) {
           DX[pw(6u) + row * N + j] = wrap_{{D}}({{T}}(r * (hv[k].y - m1 - hv[k].x * m2)));
         }
       }
@@ -85,24 +91,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     return;
   }
   let row = blk * RPW + lid / TPR;
-  let valid = row < pw(0u);
-  let end = select(0u, N, valid);
-  let xb = pw(2u) + row * N;
-  let gb = pw(4u) + row * N;
-  let sr = select(0u, row, valid);
-  let mu = S[pw(5u) + 2u * sr];
-  let r = S[pw(5u) + 2u * sr + 1u];
+  let at = row_at(row, N);
+  let r = at.r;
   var c1 = {{C}}(0);
   var c2 = {{C}}(0);
-  for (var j = lane; j < end; j += TPR) {
-    let h = xhat_gw(xb, gb, j, mu, r);
+  for (var j = lane; j < at.end; j += TPR) {
+    let h = xhat_gw(at.xb, at.gb, j, at.mu, r);
     c1 += h.y;
     c2 += h.y * h.x;
   }
   let m1 = select({{C}}(0), wreduce(lid, lane, c1, TPR, false) / {{C}}(N), centre);
   let m2 = wreduce(lid, lane, c2, TPR, false) / {{C}}(N);
-  for (var j = lane; j < end; j += TPR) {
-    let h = xhat_gw(xb, gb, j, mu, r);
+  for (var j = lane; j < at.end; j += TPR) {
+    let h = xhat_gw(at.xb, at.gb, j, at.mu, r);
     DX[pw(6u) + row * N + j] = wrap_{{D}}({{T}}(r * (h.y - m1 - h.x * m2)));
   }
 }
