@@ -917,82 +917,20 @@ def test_layer_norm_parameter_gradients_in_blocks(wgpu, monkeypatch, dtype, one_
         w, b = (vtl.asarray(a.astype(d), backend=be, requires_grad=True) for a in (ws, bs))
         before = kern.launches
         F.layer_norm(x, (45,), w, b).backward(vtl.asarray(gs.astype(d), backend=be))
-        if be == "wgpu":  # forward, input gradient (with the blocks' sums), their sum
-            assert kern.launches == before + 3
+        if be == "wgpu":
+            assert kern.launches == before + (3 if one_block else 4)
         res.append([t.to("numpy").numpy().astype(np.float64) for t in (x.grad, w.grad,
                                                                         b.grad)])
-        if be == "wgpu":  # the parameters alone (a frozen input): layer_norm_params.wgsl
+        if be == "wgpu":  # the parameters alone (a frozen input)
             x2 = vtl.asarray(xs.astype(d), backend=be)
             w2, b2 = (vtl.asarray(a.astype(d), backend=be, requires_grad=True)
                       for a in (ws, bs))
-            before = kern.launches
             F.layer_norm(x2, (45,), w2, b2).backward(vtl.asarray(gs.astype(d), backend=be))
-            assert kern.launches == before + (2 if one_block else 3)
-            eps = float(np.finfo(dt).eps)
-            for got, same in ((w2.grad, w.grad), (b2.grad, b.grad)):
-                want = same.numpy().astype(np.float64)
-                np.testing.assert_allclose(got.numpy().astype(np.float64), want,
-                                           rtol=8 * eps, atol=8 * eps * np.abs(want).max())
+            np.testing.assert_array_equal(w2.grad.numpy(), w.grad.numpy())
+            np.testing.assert_array_equal(b2.grad.numpy(), b.grad.numpy())
     tol = 2e-5 if dtype == "float32" else 2e-2
     for got, want in zip(res[1], res[0], strict=True):
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol * (1 + np.abs(want).max()))
-
-
-@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
-@pytest.mark.parametrize(("rows", "width"), [(37, 45), (70, 600), (130, 1000), (67, 2000),
-                                             (66, 3000)])
-@pytest.mark.parametrize(("rms", "weight"), [(False, True), (True, True), (False, False)])
-def test_layer_norm_input_gradient_sums_the_parameters(wgpu, monkeypatch, dtype, rows,
-                                                       width, rms, weight):
-    """The input gradient that also sums the weight's and bias's gradients over its blocks
-    of rows (rows held by 32 to 256 invocations; blocks of one or several groups of rows,
-    the last one part full) against the separate kernel it replaces and NumPy."""
-    from vtl.backends.wgpu import nn as wnn
-
-    dt = np.dtype(dtype) if dtype != "bfloat16" else vtl.bfloat16
-    _skip_without(dt)
-    monkeypatch.setattr(wnn, "LN_ONE_BLOCK_ROWS", 8)
-    monkeypatch.setattr(wnn, "LN_BLOCK_ROWS", 3)
-    monkeypatch.setattr(wnn, "LN_MAX_BLOCKS", 5)
-    rng = np.random.default_rng(rows)
-    xs = rng.standard_normal((rows, width)) * 2 + 1
-    gs = rng.standard_normal((rows, width))
-    ws, bs = rng.standard_normal(width), rng.standard_normal(width)
-    kern = wgpu.kernel("layer_norm")
-    cdt = vtl.float64 if dtype == "float64" else vtl.float32
-    res = {}
-    for fused in (True, False):
-        monkeypatch.setattr(wnn, "FUSED_PARAMS", fused)
-        x, g = (vtl.asarray(a, backend="wgpu").astype(dt) for a in (xs, gs))
-        x.requires_grad_(True)
-        w = vtl.asarray(ws, backend="wgpu").astype(dt).requires_grad_(True) if weight else None
-        b = vtl.asarray(bs, backend="wgpu").astype(dt).requires_grad_(True)
-        before = kern.launches
-        if rms:
-            F.rms_norm(x, (width,), w, eps=1e-5).backward(g)
-        else:
-            F.layer_norm(x, (width,), w, b, eps=1e-5).backward(g)
-        assert kern.launches == before + (3 if fused else 4)
-        res[fused] = [None if t is None or t.grad is None else
-                      t.grad.astype(cdt).numpy() for t in (x, w, None if rms else b)]
-    xd, gd = (vtl.asarray(a, backend="wgpu").astype(dt).astype(cdt).numpy().astype(np.float64)
-              for a in (xs, gs))
-    mu = 0 if rms else xd.mean(-1, keepdims=True)
-    r = 1 / np.sqrt(((xd - mu) ** 2).mean(-1, keepdims=True) + 1e-5)
-    xh = (xd - mu) * r
-    wd = vtl.asarray(ws).astype(dt).astype(cdt).numpy().astype(np.float64)
-    gw = gd * (wd if weight else 1)
-    m1 = 0 if rms else gw.mean(-1, keepdims=True)
-    want = [r * (gw - m1 - xh * (gw * xh).mean(-1, keepdims=True)),
-            (gd * xh).sum(0) if weight else None, None if rms else gd.sum(0)]
-    eps = 1e-12 if dtype == "float64" else 2e-5 if dtype == "float32" else 4e-2
-    for got, unfused, ref in zip(res[True], res[False], want, strict=True):
-        assert (got is None) == (ref is None)
-        if ref is None:
-            continue
-        scale = np.abs(ref).max()
-        np.testing.assert_allclose(got, ref, rtol=eps, atol=eps * scale)
-        np.testing.assert_allclose(got, unfused, rtol=eps, atol=eps * scale)
 
 
 @pytest.mark.parametrize("name", ["float16", "bfloat16"])

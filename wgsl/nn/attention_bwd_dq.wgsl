@@ -44,7 +44,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   if (b >= pw(0u)) { return; }
   let L = pw(2u);
   let S = pw(3u);
-  let q0 = q_tile(bt.y);
+  let q0 = bt.y * 64u;
   let rg = lid / 8u;
   let cg = lid % 8u;
   let r0 = q0 + rg * 4u;

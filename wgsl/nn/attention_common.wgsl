@@ -1,7 +1,7 @@
 // What the attention kernels (attention_fwd, attention_bwd_dq, attention_bwd_dkv;
 // vtl/backends/wgpu/attention.py) share. They compute in float32 whatever the storage type.
 // Words: 0 B (batch entries: batch * heads), 1 B2 (heads), 2 L, 3 S, 4 flags (1: additive mask,
-// 2: causal, 16: a batch entry's query tiles last to first (q_tile)), 5 scale (f32 bits), 6 workgroups per batch entry, 7 offset of q, 8 of k, 9 of v,
+// 2: causal), 5 scale (f32 bits), 6 workgroups per batch entry, 7 offset of q, 8 of k, 9 of v,
 // 10 of the mask, 11..14 the mask's strides (elements, signed, 0 where it broadcasts) over
 // (batch[0], batch[1], L, S), 15 offset of dO, 16 of O, 17 of the log-sum-exp, 18 of delta,
 // 19 and 20 of the outputs (O; dQ; dK and dV); the dropout variant: 21..28
@@ -83,13 +83,6 @@ fn score_queries(acc: vec4<f32>, i: u32, j: u32, mb: i32) -> vec4<f32> {
 // exp(x - r) for the scores x that are not -inf, 0 for those that are (r finite)
 fn pexp(x: vec4<f32>, r: f32) -> vec4<f32> {
   return select(exp(x - r), vec4<f32>(0.0), x == vec4<f32>(ninf()));
-}
-
-// the first query row of tile t of the forward and dQ kernels: with flag 16 (causal, where
-// later tiles see more keys) a batch entry's workgroups take its tiles last to first, so the
-// longest start first and the short ones fill the end
-fn q_tile(t: u32) -> u32 {
-  return select(t, pw(6u) - 1u - t, (pw(4u) & 16u) != 0u) * 64u;
 }
 
 // the workgroup's batch entry and tile: (b, tile), b >= B for the grid's spare groups

@@ -64,9 +64,6 @@ _XYZW = "xyzw"
 _DROP_AT = 21  # first immediate word of the dropout variant (attention_dropout.wgsl)
 _MASK = 0xFFFFFFFF
 _TOKENS, _SEQ_FIRST = 4, 8  # layout flags (attention_common.wgsl)
-#: causal attention's forward and dQ kernels take a batch entry's query tiles last to first
-#: (the longest first: flag 16 of ``attention_common.wgsl``)
-CAUSAL_LONGEST_FIRST = True
 _WIDTHS_AT = 29  # words 29-31: the token widths of q/k/v, O/dO and the gradients
 
 
@@ -332,8 +329,7 @@ class WgpuAttention:
         """Words 0-14 (``attention_common.wgsl``): ``geometry`` is ``(B, heads, L, S)``,
         ``offsets`` those of q, k and v, ``layout`` the token-layout flags (4, 8); the mask's
         strides are 0 where it broadcasts."""
-        flags, moff, mst = (2 | 16 * CAUSAL_LONGEST_FIRST if causal else 0) | layout, 0, \
-            [0, 0, 0, 0]
+        flags, moff, mst = (2 if causal else 0) | layout, 0, [0, 0, 0, 0]
         if mask is not None:
             pad = 4 - mask.ndim
             shape = (1,) * pad + tuple(mask.shape)

@@ -52,7 +52,7 @@ from ._linalg import (
     tiles,
 )
 from ._recorder import REC, groups_for
-from ._row_lanes import SLOTS, lane_subs, row_groups, row_lanes
+from ._row_lanes import lane_subs, row_groups, row_lanes
 
 _FLOATS = (D.float32, D.float64)
 #: the dtypes of ``linear``/``linear_grad_weight``: 16-bit products accumulate in float32
@@ -314,79 +314,11 @@ def _ln_blocks(m: int) -> tuple[int, int]:
     return row_blocks(m, LN_BLOCK_ROWS, LN_MAX_BLOCKS)
 
 
-#: layer_norm's input gradient also sums the weight's and bias's gradients over blocks of
-#: rows (``layer_norm_grad.wgsl`` with ``PARAMS``: x and g read once) where the rows are held
-#: in registers, there are more than ``LN_ONE_BLOCK_ROWS`` of them and the row groups' sums
-#: fit in workgroup memory
-FUSED_PARAMS = True
-
-
-def _fuses_params(m: int, n: int, tpr: int, cdt: Any) -> bool:
-    if m <= LN_ONE_BLOCK_ROWS or n > tpr * SLOTS:
-        return False
-    acc = 0 if tpr == 256 else tpr * SLOTS * D.itemsize(cdt)
-    lim = int(_runtime.get().limits.get("max-compute-workgroup-storage-size", 16384))
-    return acc + 256 * D.itemsize(cdt) <= lim
-
-
-def _ln_fused_blocks(m: int, tpr: int) -> tuple[int, int]:
-    """``(blocks, rows per block)`` of the fused gradient: :func:`_ln_blocks`'s rows rounded
-    up to whole groups of ``256 / tpr`` rows."""
-    per = 256 // tpr
-    _, rows = _ln_blocks(m)
-    rows = -(-rows // per) * per
-    return -(-m // rows), rows
-
-
-def _params_subs(tpr: int, fused: bool) -> dict[str, str]:
-    """``layer_norm_grad.wgsl``'s placeholders for the weight's and bias's partial sums:
-    none, or the PART binding and the store of a block's sums (the row groups' sums added
-    in order through workgroup memory; a group of 256 lanes stores its own)."""
-    if not fused:
-        return {"PARAMS": "false", "PARAMS_DECL": "", "PARAMS_STORE": ""}
-    decl = "@group(0) @binding(5) var<storage, read_write> PART: array<{{C}}>;"
-    if tpr == 256:
-        store = """let pb = pw(8u) + 2u * blk * N;
-      /* unroll */ for (var k = 0u; k < {{SLOTS}}u; k++) {
-        let j = lane + k * TPR;
-        if (j < N) {
-          PART[pb + j] = sw[k];
-          PART[pb + N + j] = sb[k];
-        }
-      }"""
-    else:
-        decl += "\nvar<workgroup> acc: array<{{C}}, " + str(tpr * SLOTS) + ">;"
-        store = """let pb = pw(8u) + 2u * blk * N;
-      for (var s = 0u; s < RPW; s++) {
-        if (lid / TPR == s) {
-          /* unroll */ for (var k = 0u; k < {{SLOTS}}u; k++) {
-            let j = lane + k * TPR;
-            acc[j] = select(acc[j], {{C}}(0), s == 0u) + sw[k];
-          }
-        }
-        workgroupBarrier();
-      }
-      for (var c = lid; c < N; c += 256u) { PART[pb + c] = acc[c]; }
-      workgroupBarrier();
-      for (var s = 0u; s < RPW; s++) {
-        if (lid / TPR == s) {
-          /* unroll */ for (var k = 0u; k < {{SLOTS}}u; k++) {
-            let j = lane + k * TPR;
-            acc[j] = select(acc[j], {{C}}(0), s == 0u) + sb[k];
-          }
-        }
-        workgroupBarrier();
-      }
-      for (var c = lid; c < N; c += 256u) { PART[pb + N + c] = acc[c]; }"""
-    return {"PARAMS": "true", "PARAMS_DECL": decl, "PARAMS_STORE": store}
-
-
 class LayerNorm:
     """``kernel("layer_norm")``: one dispatch each way, 32 to 256 invocations a row
     (``wgsl/nn/layer_norm.wgsl``, ``layer_norm_grad.wgsl``, ``_row_lanes``), the weight
-    and bias gradients from partial sums over blocks of rows (by the input gradient's
-    kernel where it takes them, :data:`FUSED_PARAMS`, else ``layer_norm_params.wgsl``),
-    added up by ``layer_norm_params_sum.wgsl``; with
+    and bias gradients from partial sums over blocks of rows (``layer_norm_params.wgsl``,
+    added up by ``layer_norm_params_sum.wgsl``); with
     ``rms=True`` rms_norm's rows (no centring). float32/float64, and float16/bfloat16 rows
     computed in float32 with float32 statistics, each output rounded once."""
 
@@ -439,41 +371,28 @@ class LayerNorm:
         g = contiguous(g)
         w = None if w is None else contiguous(w)
         dx = dw = db = None
-        tpr = row_lanes(n)
-        fused = need_x and (need_w or need_b) and FUSED_PARAMS and _fuses_params(m, n, tpr, cdt)
-        part = blocks = None
         if need_x:
             dx = fresh((m, n), dt, m * n, D.itemsize(dt))
+            tpr = row_lanes(n)
+            k = _kernels.compute_kernel("layer_norm_grad", "rrrrw", dt, **lane_subs(tpr))
             words = [m, n, x._offset, 0 if w is None else w._offset, g._offset, mean._offset,
                      dx._offset, (1 if w is not None else 0) | (4 if rms else 0)]
             bufs = (x._st.buf, (w if w is not None else x)._st.buf, g._st.buf, mean._st.buf,
                     dx._st.buf)
-            if fused:
-                blocks, rows = _ln_fused_blocks(m, tpr)
-                part = fresh((2 * blocks, n), cdt, 2 * blocks * n, D.itemsize(cdt))
-                k = _kernels.compute_kernel("layer_norm_grad", "rrrrww", dt,
-                                            **lane_subs(tpr), **_params_subs(tpr, True))
-                REC.dispatch(k, (*bufs, part._st.buf), [*words, part._offset, rows], blocks)
-            else:
-                k = _kernels.compute_kernel("layer_norm_grad", "rrrrw", dt, **lane_subs(tpr),
-                                            **_params_subs(tpr, False))
-                REC.dispatch(k, bufs, words, row_groups(m, tpr))
+            REC.dispatch(k, bufs, words, row_groups(m, tpr))
             self.launches += 1
         if need_w or need_b:
-            if part is None:
-                blocks, rows = _ln_blocks(m)
-                one = blocks == 1  # the partial sums are the gradients: one launch
-                pdt = dt if one else cdt
-                part = fresh((2 * blocks, n), pdt, 2 * blocks * n, D.itemsize(pdt))
-                k = _kernels.compute_kernel("layer_norm_params", "rrrw", dt,
-                                            P="{{T}}" if one else "{{C}}",
-                                            PUT="wrap_{{D}}({{T}}(v))" if one else "v")
-                REC.dispatch(k, (x._st.buf, g._st.buf, mean._st.buf, part._st.buf),
-                             [m, n, x._offset, g._offset, mean._offset, part._offset, rows],
-                             -(-n // 256), blocks)
-                self.launches += 1
-            else:
-                one = False
+            blocks, rows = _ln_blocks(m)
+            one = blocks == 1  # the partial sums are the gradients: one launch
+            pdt = dt if one else cdt
+            part = fresh((2 * blocks, n), pdt, 2 * blocks * n, D.itemsize(pdt))
+            k = _kernels.compute_kernel("layer_norm_params", "rrrw", dt,
+                                        P="{{T}}" if one else "{{C}}",
+                                        PUT="wrap_{{D}}({{T}}(v))" if one else "v")
+            REC.dispatch(k, (x._st.buf, g._st.buf, mean._st.buf, part._st.buf),
+                         [m, n, x._offset, g._offset, mean._offset, part._offset, rows],
+                         -(-n // 256), blocks)
+            self.launches += 1
             if one:
                 sw, sb = view(part, (n,), (1,), 0), view(part, (n,), (1,), n)
             else:
