@@ -505,6 +505,39 @@ def test_eager_grad_scaler_step_never_waits(backend):
         assert all(s["step"] == 6 for s in opt.state.values()) if opt_name == "adam" else True
 
 
+def test_compiled_grad_scaler_step_never_waits(backend):
+    """Replays of a step with a GradScaler and Adam read no flag back: each run's skip flag
+    is copied once its work is queued (``vtl.capture.after_replay``) and read at the next
+    run from that copy; a skipped replay still puts Adam's step counts back."""
+    if not vtl.backends.get(backend).can_capture:
+        pytest.skip("the numpy backend runs eagerly")
+    from test_sync_free import count_waits
+
+    vtl.random.seed(0)
+    net = nn.Sequential(nn.Linear(6, 12), nn.ReLU(), nn.Linear(12, 5)).to(backend)
+    opt = optim.Adam(net.parameters())
+    scaler = vtl.amp.GradScaler()
+    xs, ys = _data(backend, (8, 6), n=7, seed=2)
+    xs[5] = xs[5] * 1e36  # a replay whose gradients overflow: skipped
+
+    def step(x, y):
+        opt.zero_grad()
+        scaler.scale(nn.functional.cross_entropy(net(x), y)).backward()
+        scaler.step(opt)
+        scaler.update()
+
+    f = vtl.compile(step)
+    for x, y in zip(xs[:3], ys[:3], strict=True):  # eager (state made), capture, replay
+        f(x, y)
+    vtl.backends.get(backend).synchronize()
+    with count_waits(backend, strict=False) as waits:
+        for x, y in zip(xs[3:], ys[3:], strict=True):
+            f(x, y)
+    assert waits == []
+    assert [s["step"] for s in opt.state.values()] == [6] * 4  # 7 steps, one skipped
+    assert scaler.get_scale() == 2.0 ** 15
+
+
 def test_grad_scaler_in_a_capture_needs_a_fused_step(backend):
     if not vtl.backends.get(backend).can_capture:
         pytest.skip("the numpy backend runs eagerly")

@@ -55,8 +55,8 @@ from typing import Any
 
 from ._tensor import Tensor, _new
 
-__all__ = ["CaptureError", "CompiledFunction", "active", "compile", "current", "hold",
-           "on_replay", "settle_before_capture"]
+__all__ = ["CaptureError", "CompiledFunction", "active", "after_replay", "compile", "current",
+           "hold", "on_replay", "settle_before_capture"]
 
 
 class CaptureError(RuntimeError):
@@ -72,6 +72,7 @@ class _Session:
         self.device = device
         self.backend = backend_capture
         self.hooks: list[Callable[[], None]] = []
+        self.after: list[Callable[[], None]] = []
         self.held: list[Any] = []
 
 
@@ -129,6 +130,24 @@ def on_replay(hook: Callable[[], None]) -> None:
     if s is None:
         raise CaptureError("vtl.capture.on_replay: no capture is under way")
     s.hooks.append(hook)
+
+
+def after_replay(hook: Callable[[], None]) -> None:
+    """Run ``hook()`` on the host once the work of the capture under way has been queued
+    (after the captured call itself, then after each replay; in the order of
+    registration): how an optimizer starts the copy of a flag that the queued work
+    computes, to read it later without waiting for work queued after it.
+
+    Args:
+        hook: A function of no arguments.
+
+    Raises:
+        CaptureError: If no capture is under way.
+    """
+    s = _state.session
+    if s is None:
+        raise CaptureError("vtl.capture.after_replay: no capture is under way")
+    s.after.append(hook)
 
 
 def hold(obj: Any) -> None:
@@ -204,8 +223,8 @@ def _copy_out(cap: Any, t: Tensor) -> Tensor:
 class _Entry:
     """One signature's state: eager calls so far, then its capture."""
 
-    __slots__ = ("calls", "capture", "hooks", "held", "inputs", "args_tree", "outputs",
-                 "out_tree")
+    __slots__ = ("after", "calls", "capture", "hooks", "held", "inputs", "args_tree",
+                 "outputs", "out_tree")
 
     def __init__(self) -> None:
         self.calls = 0
@@ -328,8 +347,11 @@ class CompiledFunction:
             raise
         _state.session = None
         cap.end()  # the captured call's own work runs (now, or already while recording)
+        for hook in session.after:
+            hook()
         entry.capture = cap
         entry.hooks = session.hooks
+        entry.after = session.after
         entry.held = session.held
         entry.inputs = inputs
         entry.outputs = out_leaves
@@ -346,6 +368,8 @@ class CompiledFunction:
         for hook in entry.hooks:
             hook()
         cap.replay()
+        for hook in entry.after:
+            hook()
         if any(s._requires_grad for _, s in entry.inputs):
             self._copy_input_grads(entry, leaves)
         return _unflatten(entry.out_tree, iter([None if o is None else _copy_out(cap, o)

@@ -105,9 +105,9 @@ class Optimizer:
     _required_state: tuple[str, ...] = ()
 
     def __init__(self, params: Iterable[Any], defaults: dict[str, Any]) -> None:
-        #: (device -> reader of its skip flag, [(state, its host values before the step)])
+        #: [device -> reader of its skip flag, [(state, its host values before the step)]]
         #: of the steps whose flags are not read yet (see :meth:`_step_skippable`)
-        self._pending: list[tuple[dict[Any, Any], list[tuple[dict, dict]]]] = []
+        self._pending: list[list[Any]] = []
         self.defaults = dict(defaults)
         self._check_group(self.defaults)
         self.state = {}
@@ -214,14 +214,18 @@ class Optimizer:
         skip = _SkipStep(found)
         for group in self.param_groups:
             self._step_group(group, skip)
-        if self._counts_steps():
-            # a captured flag is the replays' to set: read when settled; an eager step's
-            # copies start now, so the next step's read waits for them only
-            self._pending.append((_flag_reads(found, later=not _capture.active()),
-                                  skip.record))
+        counts = self._counts_steps()
+        if counts:
+            # an eager step's copies start now, so the next step's read waits for them
+            # only; a captured step's start once its work is queued (after_replay)
+            entry = [_flag_reads(found, later=not _capture.active()), skip.record]
+            self._pending.append(entry)
             _capture.settle_before_capture(self)
         if _capture.active():
-            _capture.on_replay(partial(self._replay_skippable, found, skip.buckets))
+            last = [entry if counts else None]  # the pending entry of the latest run
+            _capture.on_replay(partial(self._replay_skippable, found, skip.buckets, last))
+            if counts:
+                _capture.after_replay(partial(self._flags_queued, found, last))
 
     def _skips_on_device(self) -> bool:
         """Whether :meth:`_step_skippable` can take an eager step: every parameter with a
@@ -255,15 +259,17 @@ class Optimizer:
         the host when it was queued; a replay's is read now, after the device finishes it)
         and put back the host values of the steps that were skipped."""
         pending, self._pending = self._pending, []
-        for reads, record in pending:
+        for reads, record in pending:  # (lists: after_replay may replace the reads)
             if any(float(read()) for read in reads.values()):
                 for state, before in reversed(record):
                     state.clear()
                     state.update(before)
 
-    def _replay_skippable(self, found: dict[Any, Any], buckets: list[tuple]) -> None:
+    def _replay_skippable(self, found: dict[Any, Any], buckets: list[tuple],
+                          last: list[Any]) -> None:
         """Before a replay of a step captured by :meth:`_step_skippable`: settle the last
-        run's flags, then the host part of this run's step (as :meth:`_replay_bucket`)."""
+        run's flags, then the host part of this run's step (as :meth:`_replay_bucket`);
+        ``last[0]`` becomes this run's pending entry."""
         counts = self._counts_steps()
         if self._pending:
             self._settle()
@@ -273,7 +279,16 @@ class Optimizer:
                 record += [(state, dict(state)) for _, state in items]
             self._replay_bucket(group, items, prog, dyn)
         if counts:  # this run's flag, read at the next step or capture
-            self._pending.append((_flag_reads(found, later=False), record))
+            last[0] = [_flag_reads(found, later=False), record]
+            self._pending.append(last[0])
+
+    @staticmethod
+    def _flags_queued(found: dict[Any, Any], last: list[Any]) -> None:
+        """After a captured step's work is queued: start the copies of its skip flags
+        (``Backend.read_flag_later``), so their read at the next step waits only for them."""
+        entry = last[0]
+        if entry is not None:
+            entry[0] = _flag_reads(found, later=True)
 
     def _step_group(self, group: dict[str, Any], skip: _SkipStep | None = None) -> None:
         foreach = group.get("foreach")
