@@ -126,10 +126,7 @@ def on_replay(hook: Callable[[], None]) -> None:
     Raises:
         CaptureError: If no capture is under way.
     """
-    s = _state.session
-    if s is None:
-        raise CaptureError("vtl.capture.on_replay: no capture is under way")
-    s.hooks.append(hook)
+    _session_for("on_replay").hooks.append(hook)
 
 
 def after_replay(hook: Callable[[], None]) -> None:
@@ -139,15 +136,20 @@ def after_replay(hook: Callable[[], None]) -> None:
     computes, to read it later without waiting for work queued after it.
 
     Args:
-        hook: A function of no arguments.
+        hook: A function of no arguments, called with the queued work not yet finished.
 
     Raises:
         CaptureError: If no capture is under way.
     """
+    _session_for("after_replay").after.append(hook)
+
+
+def _session_for(what: str) -> _Session:
+    """The session under way, for ``vtl.capture.{what}``, which needs one."""
     s = _state.session
     if s is None:
-        raise CaptureError("vtl.capture.after_replay: no capture is under way")
-    s.after.append(hook)
+        raise CaptureError(f"vtl.capture.{what}: no capture is under way")
+    return s
 
 
 def hold(obj: Any) -> None:
