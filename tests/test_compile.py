@@ -660,3 +660,11 @@ def test_replayed_draws_of_two_generators_follow_eager_ones(backend):
     for a, b in zip(eager, comp, strict=True):
         np.testing.assert_array_equal(a, b)
     assert not np.array_equal(eager[-1], eager[-2])  # new masks at each call
+
+
+def test_replay_hooks_need_a_capture_under_way():
+    from vtl import capture
+
+    for register in (capture.on_replay, capture.after_replay):
+        with pytest.raises(capture.CaptureError, match=f"{register.__name__}: no capture"):
+            register(lambda: None)
