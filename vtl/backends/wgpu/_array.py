@@ -286,39 +286,38 @@ def span(x: WgpuArray) -> tuple[int, int]:
 
 def to_numpy(x: WgpuArray) -> np.ndarray:
     """Copy ``x`` to a new NumPy array (submits pending work and waits)."""
-    return _host_copy(x, REC.read)
+    if x.size == 0:
+        return np.empty(x._shape, x._dtype)
+    where = _byte_span(x)
+    return _from_bytes(x, REC.read(x._st.buf.gpu, where[2], where[3] - where[2]), where)
 
 
 def to_numpy_later(x: WgpuArray) -> Callable[[], np.ndarray]:
     """A function giving :func:`to_numpy` of ``x`` as it is now: the copy to the host is
     recorded now, in order with the work (``Recorder.read_later``), so the call waits only
     for the work recorded before this, not for what is recorded after it."""
-    reads: list = []
-
-    def record(gpu, offset: int, size: int):
-        reads.append(REC.read_later(gpu, offset, size))
-        return b""
-
     if x.size == 0:
         return partial(to_numpy, x)
-    _host_copy(x, record, convert=False)
-    return partial(_host_copy, x, lambda *_: reads[0]())
+    where = _byte_span(x)
+    read = REC.read_later(x._st.buf.gpu, where[2], where[3] - where[2])
+    return lambda: _from_bytes(x, read(), where)
 
 
-def _host_copy(x: WgpuArray, read: Callable, convert: bool = True) -> Any:
-    """``x`` as a new NumPy array from ``read(gpu buffer, byte offset, byte size)`` of the
-    4-byte aligned bytes that hold it; with ``convert=False`` only ``read`` is called."""
+def _byte_span(x: WgpuArray) -> tuple[int, int, int, int]:
+    """``(lo, hi, b0, b1)``: the elements ``[lo, hi)`` of ``x``'s buffer that hold it
+    (:func:`span`) and the 4-byte aligned bytes ``[b0, b1)`` around them."""
+    lo, hi = span(x)
+    isz = D.STORAGE[x._dtype][1].itemsize
+    return lo, hi, (lo * isz) // 4 * 4, -(-(hi * isz) // 4) * 4
+
+
+def _from_bytes(x: WgpuArray, raw: Any, where: tuple[int, int, int, int]) -> np.ndarray:
+    """``x`` as a new NumPy array from the bytes ``raw`` of its buffer at ``where``
+    (:func:`_byte_span`)."""
     dt = x._dtype
     sdt = D.STORAGE[dt][1]
-    if x.size == 0:
-        return np.empty(x._shape, dt)
-    lo, hi = span(x)
+    lo, hi, b0, _ = where
     isz = sdt.itemsize
-    b0 = (lo * isz) // 4 * 4
-    b1 = -(-(hi * isz) // 4) * 4
-    raw = read(x._st.buf.gpu, b0, b1 - b0)
-    if not convert:
-        return None
     flat = np.frombuffer(raw, dtype=np.uint8)
     first = lo * isz - b0
     base = flat[first:first + (hi - lo) * isz].view(sdt)

@@ -420,17 +420,11 @@ class Recorder:
         if err is not None:
             encoder.copy_buffer_to_buffer(err.gpu, 0, staging, size, _errors.NBYTES)
         self._submit(encoder)
-        handle = staging._internal
-        _MAP(handle, _MAP_READ, 0, total, _MAP_INFO[0])
         self._open_ahead()
-        _wait(rt.device._internal, 1)
-        self._idle = True
         try:
-            if _counts[2] != _MAP_OK:
-                raise RuntimeError(f"wgpu: mapping a staging buffer failed (status {_counts[2]})")
-            return bytes(_ffi.buffer(_MAPPED_RANGE(handle, 0, total), total))
+            return _mapped_bytes(staging, total)
         finally:
-            _UNMAP(handle)
+            self._idle = True
             if not reuse:
                 staging.destroy()
 
@@ -478,16 +472,9 @@ class Recorder:
             if self.batch == batch:  # the copy is still in the open pass's encoder
                 self._flush()
             self.waits += 1
-            handle = staging._internal
-            _MAP(handle, _MAP_READ, 0, LATER_MAX, _MAP_INFO[0])
-            _wait(_runtime.get().device._internal, 1)
             try:
-                if _counts[2] != _MAP_OK:
-                    raise RuntimeError(
-                        f"wgpu: mapping a staging buffer failed (status {_counts[2]})")
-                return bytes(_ffi.buffer(_MAPPED_RANGE(handle, 0, size), size))
+                return _mapped_bytes(staging, size)
             finally:
-                _UNMAP(handle)
                 self._later.append(staging)
 
     def _staging(self, rt, size: int):
@@ -504,6 +491,20 @@ class Recorder:
             buf = self._stagings[cap] = rt.device.create_buffer(
                 size=cap, usage=U.MAP_READ | U.COPY_DST)
         return buf, True
+
+
+def _mapped_bytes(staging, size: int) -> bytes:
+    """The first ``size`` bytes of the mappable buffer ``staging`` once the submit holding
+    its copy is done: mapped, waited for (:func:`_wait`), copied out and unmapped."""
+    handle = staging._internal
+    _MAP(handle, _MAP_READ, 0, size, _MAP_INFO[0])
+    _wait(_runtime.get().device._internal, 1)
+    try:
+        if _counts[2] != _MAP_OK:
+            raise RuntimeError(f"wgpu: mapping a staging buffer failed (status {_counts[2]})")
+        return bytes(_ffi.buffer(_MAPPED_RANGE(handle, 0, size), size))
+    finally:
+        _UNMAP(handle)
 
 
 def _wait(dev, which: int, target: int | None = None) -> None:
