@@ -1,7 +1,7 @@
 // The input gradient of a convolution with few input channels (an image's colour planes),
 // directly: a thread per input pixel (img, ih, iw) and group of four channels c0.., summing
 // W[o, c, i, j] * g[img, o, oh, ow] over the output channels o and the taps (i, j) that read
-// the pixel from an output pixel (oh * SH = ih + PAD_T - i * DIL_H, likewise the columns),
+// the pixel from an output pixel (tap_out: oh * STRIDE_H = ih + PAD_T - i * DIL_H),
 // in the compute type, rounded once. The implicit-GEMM product would give these few
 // channels a tile of 64 or 128 rows. The weights of OC output channels at a time (four
 // channels, every tap) are staged in workgroup memory; the geometry is compiled in
@@ -9,8 +9,6 @@
 // Words: 0 N*H*W, 1 C, 2 O, 3 weight offset (contiguous (O, C, KH, KW)), 4 g offset,
 // 5..8 g's strides (image, channel, row, column); dx is contiguous (N, C, H, W).
 {{TAPS}}
-const SH = i32(STRIDE_H);
-const SW = i32(STRIDE_W);
 const PLANE = u32(IN_H * IN_W);
 const OC = {{OC}}u;
 @group(0) @binding(0) var<storage, read> w: array<{{T}}>;
@@ -58,12 +56,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       let n = min(OC, O - ob);
       for (var tap = 0u; tap < KHW; tap++) {
         let i = tap / KW;
-        let th = i32(ih + PAD_T) - i32(i * DIL_H);
-        let tw = i32(iw + PAD_L) - i32((tap - i * KW) * DIL_W);
-        let oh = th / SH;
-        let ow = tw / SW;
-        if (th >= 0 && tw >= 0 && oh * SH == th && ow * SW == tw && oh < OUT_H && ow < OUT_W) {
-          var e = gbase + i32(ob) * sgc + oh * pi(7u) + ow * pi(8u);
+        let to = tap_out(i, tap - i * KW, ih, iw);
+        if (to.ok) {
+          var e = gbase + i32(ob) * sgc + to.oh * pi(7u) + to.ow * pi(8u);
           for (var o = 0u; o < n; o++) {
             acc += {{C}}(g[u32(e)]) * ws[o * KHW + tap];
             e += sgc;

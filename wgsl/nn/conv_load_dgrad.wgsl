@@ -9,8 +9,6 @@
 // stride of 1 leaves no division and no divisibility test). In slices of the depth (a
 // batch entry each, whole output channels: words 6 and 9 move A's and B's bases to the
 // slice's first one) k is the slice's.
-const SH = {{SH}}i;
-const SW = {{SW}}i;
 
 fn load_a(base: i32, sm: i32, sk: i32, M: u32, K: u32, m: u32, k: u32) -> {{C}} {
   if (m >= M || k >= K) { return {{C}}(0); }
@@ -28,13 +26,8 @@ fn load_b(base: i32, sk: i32, sn: i32, N: u32, K: u32, k: u32, n: u32) -> {{C}} 
   let q = n - img * IMG_PIXELS;
   let ih = q / IMG_WIDTH;
   let iw = q - ih * IMG_WIDTH;
-  // oh * sh = ih + pt - i * dh, likewise for the columns
-  let th = i32(ih + PAD_T) - i32(i * DIL_H);
-  let tw = i32(iw + PAD_L) - i32(j * DIL_W);
-  if (th < 0 || tw < 0) { return {{C}}(0); }
-  let oh = th / SH;
-  let ow = tw / SW;
-  if (oh * SH != th || ow * SW != tw || oh >= OUT_H || ow >= OUT_W) { return {{C}}(0); }
-  return {{C}}(B[u32(base + i32(img) * pi(25u) + i32(o) * pi(22u) + oh * pi(23u)
-                     + ow * pi(24u))]);
+  let t = tap_out(i, j, ih, iw);
+  if (!t.ok) { return {{C}}(0); }
+  return {{C}}(B[u32(base + i32(img) * pi(25u) + i32(o) * pi(22u) + t.oh * pi(23u)
+                     + t.ow * pi(24u))]);
 }

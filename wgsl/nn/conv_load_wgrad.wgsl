@@ -5,10 +5,10 @@
 // entry * words 6/9) the slice's first k; word 7 is the whole depth. The input's strides
 // are at words 22..24 (channel, row, column) and 25 (image), its offset at 26; the output
 // gradient's at 27 (image), 28 (channel), 29 (row), 30 (column) and 31 (offset). The
-// output's size is compiled in (its divisions, done for every load, become
+// output's size is compiled in (conv_taps.wgsl: its divisions, done for every load, become
 // multiplications).
-const WO = {{WO}}u;
-const HWO = {{HO}}u * WO;
+const WO = u32(OUT_W);
+const HWO = u32(OUT_H) * WO;
 
 // (image, oh, ow) of depth index kg
 fn pixel(kg: u32) -> vec3<u32> {

@@ -31,3 +31,16 @@ fn tap_in(r: u32, oh: u32, ow: u32) -> vec2<i32> {
 fn in_image(p: vec2<i32>) -> bool {
   return p.x >= 0 && p.y >= 0 && p.x < IN_H && p.y < IN_W;
 }
+
+// The output pixel (oh, ow) whose tap (i, j) reads input pixel (ih, iw), and whether there
+// is one (tap_in's inverse: oh * STRIDE_H = ih + PAD_T - i * DIL_H, likewise the columns).
+struct TapOut { oh: i32, ow: i32, ok: bool }
+
+fn tap_out(i: u32, j: u32, ih: u32, iw: u32) -> TapOut {
+  let th = i32(ih + PAD_T) - i32(i * DIL_H);
+  let tw = i32(iw + PAD_L) - i32(j * DIL_W);
+  let oh = th / i32(STRIDE_H);
+  let ow = tw / i32(STRIDE_W);
+  return TapOut(oh, ow, th >= 0 && tw >= 0 && oh * i32(STRIDE_H) == th
+                && ow * i32(STRIDE_W) == tw && oh < OUT_H && ow < OUT_W);
+}

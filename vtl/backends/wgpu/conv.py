@@ -97,10 +97,10 @@ def _conv_kernel(op: str, dt: Any, layout: tuple[bool, bool], consts: dict, sig:
                  ) -> Any:
     """The matmul kernel with the implicit-GEMM loads of ``op`` (``fwd``, ``dgrad`` or
     ``wgrad``; ``wgsl/nn/conv_load_<op>.wgsl`` after the geometry helpers) and the
-    compile-time constants ``consts`` (the kernel size ``KH``, ``KW``; the stride ``SH``,
-    ``SW`` for ``dgrad``, the output size ``HO``, ``WO`` for ``wgrad``; for ``fwd`` and
-    ``dgrad`` the pixels and width of the images their columns hold, ``IMG_PIXELS`` and
-    ``IMG_WIDTH``: ``wgsl/nn/conv_store.wgsl``; ``dgrad_phase``: those of
+    compile-time constants ``consts`` (the kernel size ``KH``, ``KW`` and the layer's
+    geometry, :func:`_geometry`; for ``fwd`` and ``dgrad`` the pixels and width of the
+    images their columns hold, ``IMG_PIXELS`` and ``IMG_WIDTH``:
+    ``wgsl/nn/conv_store.wgsl``; ``dgrad_phase``: those of
     ``wgsl/nn/conv_load_dgrad_phase.wgsl`` and ``conv_store_phase.wgsl``), named
     ``conv_<op>`` in dispatch logs. ``depth_ch``: the channels of the depth of a ``fwd`` or
     ``dgrad`` product (a slice's), for their tap-major form (:data:`TAPS_FIRST`)."""
@@ -377,9 +377,8 @@ def _implicit_backward(x: Any, x_shape: tuple[int, ...], w: WgpuArray, g: WgpuAr
         words = [c, 0, o * khw, w2._offset, g._offset, 0, 0, khw, c * khw, sgn, 0, 0,
                  0, 0, h, wd, ho, wo, *pairs, sgc, sgh, sgw, sgn, 1]
         if max(stride) == 1 or dilation != (1, 1):
-            strided = {**size, "SH": stride[0], "SW": stride[1], "IMG_PIXELS": h * wd,
-                       "IMG_WIDTH": wd}
-            dx = _dgrad(w2, g, tuple(x_shape), words, strided, grid)
+            cols = {**size, "IMG_PIXELS": h * wd, "IMG_WIDTH": wd}
+            dx = _dgrad(w2, g, tuple(x_shape), words, cols, grid)
         else:
             dx = empty(tuple(x_shape), dt)
             _dgrad_by_phases((w2._st.buf, g._st.buf, dx._st.buf), words, dt, (n, c, h, wd),
@@ -391,14 +390,13 @@ def _implicit_backward(x: Any, x_shape: tuple[int, ...], w: WgpuArray, g: WgpuAr
                  h, wd, ho, wo, *pairs, sxc, sxh, sxw, sxn, x._offset,
                  sgn, sgc, sgh, sgw, g._offset]
         bufs = (g._st.buf, x._st.buf, acc._st.buf)
-        osize = {**size, "HO": ho, "WO": wo}
         rowsums = need_b and not big_w  # the small tiles sum the bias gradient too
         if rowsums:
             rs = empty((parts, o), pdt)
-            kern = _conv_kernel("wgrad", dt, (False, True), osize, "rrww", _ROWSUM, out=pdt)
+            kern = _conv_kernel("wgrad", dt, (False, True), size, "rrww", _ROWSUM, out=pdt)
             bufs += (rs._st.buf,)
         else:
-            kern = _conv_kernel("wgrad", dt, (False, True), osize, out=pdt, big=big_w)
+            kern = _conv_kernel("wgrad", dt, (False, True), size, out=pdt, big=big_w)
         REC.dispatch(kern, bufs, words, gx_w, gy_w, parts)
         dw = reshape(sum_slices(acc, dt), (o, c, kh, kw))
         if rowsums:
