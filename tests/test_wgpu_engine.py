@@ -574,3 +574,36 @@ def view_like(x, view):
             return self.arr[key]
 
     return view(Shim(x))
+
+
+def test_kernels_compile_without_runtime_checks_unless_asked():
+    """The backend's shaders are trusted modules (no clamped indices, no loop counters) on
+    wgpu-native, and ``VTL_WGPU_SHADER_CHECKS=1`` gives the checked ones: the same results
+    either way, including a product on the large-tile kernel and a row-wise kernel."""
+    from vtl.backends.wgpu import _shaders
+
+    assert _shaders.trusted_available(_runtime.get().device)
+    assert xp.runtime_info()["shader_runtime_checks"] is _shaders.CHECKED
+    code = ("import numpy as np, vtl, vtl.backends.wgpu as xp\n"
+            "from vtl.backends.wgpu import _linalg\n"
+            "_linalg.BIG_MIN_TILES = 1\n"
+            "r = np.random.default_rng(5)\n"
+            "a, b = (r.standard_normal((250, 70)).astype(np.float32) for _ in range(2))\n"
+            "assert _linalg.big_tiles(a.dtype, 250, 250)\n"
+            "x = vtl.asarray(a, backend='wgpu')\n"
+            "y = vtl.nn.functional.layer_norm(x, (70,))\n"
+            "c = xp.to_numpy(xp.asarray(a) @ xp.asarray(b.T))\n"
+            "print(xp.runtime_info()['shader_runtime_checks'], "
+            "np.concatenate([c.ravel(), y.numpy().ravel()]).tobytes().hex())\n")
+    outs = {}
+    for checks in ("0", "1"):
+        env = {k: v for k, v in os.environ.items() if k != "VTL_WGPU_SHADER_CHECKS"}
+        env["VTL_WGPU_SHADER_CHECKS"] = checks
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                             text=True, timeout=300,
+                             cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        assert out.returncode == 0, out.stderr[-2000:]
+        flag, data = out.stdout.split()
+        assert flag == ("True" if checks == "1" else "False")
+        outs[checks] = data
+    assert outs["0"] == outs["1"]

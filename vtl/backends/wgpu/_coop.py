@@ -55,7 +55,7 @@ def _run_check(rt, load: str, store: str, a: np.ndarray, b: np.ndarray,
     (``template``: another matmul kernel with its grid of 64x64 tiles, for tests), on
     buffers and a submission of its own (so it may run while a capture records)."""
     from . import _dtypes as D
-    from . import _kernels
+    from . import _kernels, _shaders
     from ._linalg import matmul_subs
     from ._recorder import pack
 
@@ -65,7 +65,7 @@ def _run_check(rt, load: str, store: str, a: np.ndarray, b: np.ndarray,
     code = _kernels.render(template, (D.float16,),
                            {**matmul_subs(D.float16, (False, False)), "LD": load, "ST": store})
     bgl, layout, _ = _kernels._layout(("r", "r", "w"))
-    module = dev.create_shader_module(code=code, label="vtl coop check")
+    module = _shaders.create_module(dev, code, "vtl coop check")
     pipe = dev.create_compute_pipeline(layout=layout,
                                        compute={"module": module, "entry_point": "main"})
     usage = wgpu.BufferUsage.STORAGE

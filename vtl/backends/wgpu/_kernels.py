@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from . import _dtypes as D
-from . import _runtime
+from . import _runtime, _shaders
 
 _HERE = Path(__file__).resolve().parent
 
@@ -335,7 +335,7 @@ def _compile(key, name, sig, dtypes, subs, label) -> Kernel:
     code = render(name, dtypes, subs)
     t0 = time.perf_counter()
     try:
-        module = rt.device.create_shader_module(code=code, label=name)
+        module = _shaders.create_module(rt.device, code, name)
         bgl, pl, _ = _layout(tuple(sig))
         pipe = rt.device.create_compute_pipeline(
             layout=pl, compute={"module": module, "entry_point": "main"}, label=label
