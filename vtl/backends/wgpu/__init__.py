@@ -147,11 +147,12 @@ _dunders.install()
 
 def runtime_info() -> dict[str, Any]:
     """The adapter, its features and limits, pipeline/bind-group cache stats."""
-    from . import _coop, _kernels
+    from . import _coop, _kernels, _subgroups
 
     out = _runtime.get().describe()
     out["dtypes"] = sorted(__array_namespace_info__().dtypes())
     out["float16_products"] = _coop.describe()
+    out["row_reductions"] = _subgroups.status()
     out["kernels"] = _kernels.stats()
     out["submits"] = _REC.submits
     out["waits"] = _REC.waits

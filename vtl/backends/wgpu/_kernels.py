@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from . import _dtypes as D
-from . import _runtime, _shaders
+from . import _runtime, _shaders, _subgroups
 
 _HERE = Path(__file__).resolve().parent
 
@@ -251,7 +251,9 @@ def render(name: str, dtypes: tuple, subs: dict) -> str:
     if "coop_mat" in src:  # cooperative matrices (_coop): an experimental extension
         head += "enable wgpu_cooperative_matrix;\n"
     if _CALLS_WG_REDUCE.search(src):  # workgroup reductions (norms, softmax, attention)
-        src += source("workgroup_reduce")
+        sg = _subgroups.size() if subs.get("C") == "f32" else None
+        src += source("workgroup_reduce") if sg is None else \
+            source("subgroup_reduce").replace("{{SG}}", str(sg))
     # substitutions may contain placeholders themselves (op bodies use {{T}})
     for _ in range(3):
         for k, v in subs.items():
