@@ -25,9 +25,9 @@ def input_transform(x, pt, pl, th, tw, v):  # pragma: no cover - compiled
     xp = np.zeros((4 * th + 2, 4 * tw + 2, c_n), x.dtype)
     r = np.empty((6, 6, c_n), x.dtype)
     for im in range(m):
-        for yy in range(h):
-            for xx in range(w):
-                for c in range(c_n):
+        for yy in range(h):  # a row of every channel at a time: reads and writes in cache
+            for c in range(c_n):
+                for xx in range(w):
                     xp[yy + pt, xx + pl, c] = x[im, c, yy, xx]
         for ty in range(th):
             for tx in range(tw):
@@ -97,8 +97,8 @@ def output_transform(mm, bias, with_bias, out):  # pragma: no cover - compiled
                         q1[k] = m1 - m2 + f2 * (m3 - m4) + b[k]
                         q2[k] = m1 + m2 + f4 * (m3 + m4) + b[k]
                         q3[k] = m1 - m2 + f8 * (m3 - m4) + m5 + b[k]
-        for k in range(k_n):
-            for yy in range(ho):
+        for yy in range(ho):
+            for k in range(k_n):
                 for xx in range(wo):
                     out[im, k, yy, xx] = q[yy, xx, k]
 
@@ -112,8 +112,8 @@ def grad_transform(g, th, tw, dm):  # pragma: no cover - compiled
     r = np.empty((4, 6, k_n), g.dtype)
     for im in range(m):
         for yy in range(ho):
-            for xx in range(wo):
-                for k in range(k_n):
+            for k in range(k_n):
+                for xx in range(wo):
                     gp[yy, xx, k] = g[im, k, yy, xx]
         for ty in range(th):
             for tx in range(tw):
@@ -184,7 +184,7 @@ def input_adjoint(dv, pt, pl, th, tw, dx):  # pragma: no cover - compiled
                         o3[c] += v1 - v2 + f2 * (v3 - v4) - f5 * v5
                         o4[c] += v0 + v1 + v2 + v3 + v4
                         o5[c] += v5
-        for c in range(c_n):
-            for yy in range(h):
+        for yy in range(h):
+            for c in range(c_n):
                 for xx in range(w):
                     dx[im, c, yy, xx] = dxp[yy + pt, xx + pl, c]
