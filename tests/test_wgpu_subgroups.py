@@ -104,12 +104,15 @@ def test_row_kernels_on_subgroups_match_workgroup_memory_and_numpy(tmp_path):
                                        err_msg=f"{name} {n} grad")
 
 
-def test_subgroup_form_needs_a_single_size_unless_asked():
+def test_subgroup_form_needs_one_size_in_every_pipeline_unless_asked():
     from vtl.backends.wgpu import _subgroups
 
-    assert _subgroups._fixed_size({"subgroup_min_size": 32, "subgroup_max_size": 32}) == 32
-    assert _subgroups._fixed_size({"stackgroup_min_size": 4, "stackgroup_max_size": 128}) \
-        is None
-    assert _subgroups._fixed_size({}) is None
+    assert _subgroups._one_size({"vendor_id": 0x10DE, "stackgroup_min_size": 4,
+                                 "stackgroup_max_size": 128})
+    assert _subgroups._one_size({"vendor_id": 0x1002, "subgroup_min_size": 32,
+                                 "subgroup_max_size": 32})
+    assert not _subgroups._one_size({"vendor_id": 0x1002, "subgroup_min_size": 32,
+                                     "subgroup_max_size": 64})
+    assert not _subgroups._one_size({"vendor_id": 0x8086})
     status = xp.runtime_info()["row_reductions"]
     assert status.startswith(("subgroups of", "workgroup memory ("))

