@@ -23,8 +23,13 @@ const BCOLS = {{BCOLS}};
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
 {{ARGS}}
-  let tx = lid % 16u;
-  let ty = lid / 16u;
+  // the thread's 4x4 block of the tile: a subgroup of 32 covers 4 x 8 blocks (ty, tx), so
+  // its reads of the A and B tiles touch 4 and 8 vec4, a workgroup-memory wavefront each
+  let tx = (lid / 32u) % 2u * 8u + lid % 8u;
+  let ty = lid / 64u * 4u + (lid % 32u) / 8u;
+  // the loads' layout: neighbouring threads on neighbouring elements
+  let lx = lid % 16u;
+  let ly = lid / 16u;
   var c0 = vec4<{{C}}>();
   var c1 = vec4<{{C}}>();
   var c2 = vec4<{{C}}>();
@@ -35,12 +40,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   // rows or columns are contiguous (ACOLS/BCOLS). The next tile's loads are issued before the
   // current tile's products, so their latency is hidden even when a product has too few
   // tiles to fill the device.
-  let am = select(ty, lid % 64u, ACOLS);
-  let ak = select(tx, lid / 64u, ACOLS);
+  let am = select(ly, lid % 64u, ACOLS);
+  let ak = select(lx, lid / 64u, ACOLS);
   let dam = select(16u, 0u, ACOLS);
   let dak = select(0u, 4u, ACOLS);
-  let bk = select(lid / 64u, tx, BCOLS);
-  let bn = select(lid % 64u, ty, BCOLS);
+  let bk = select(lid / 64u, lx, BCOLS);
+  let bn = select(lid % 64u, ly, BCOLS);
   let dbk = select(4u, 0u, BCOLS);
   let dbn = select(0u, 16u, BCOLS);
   let ra0 = m0 + am;
