@@ -579,7 +579,8 @@ def view_like(x, view):
 def test_kernels_compile_without_runtime_checks_unless_asked():
     """The backend's shaders are trusted modules (no clamped indices, no loop counters) on
     wgpu-native, and ``VTL_WGPU_SHADER_CHECKS=1`` gives the checked ones: the same results
-    either way, including a product on the large-tile kernel and a row-wise kernel."""
+    either way (up to the rounding of a fused multiply-add), including a product on the
+    large-tile kernel and a row-wise kernel."""
     from vtl.backends.wgpu import _shaders
 
     assert _shaders.trusted_available(_runtime.get().device)
@@ -605,5 +606,6 @@ def test_kernels_compile_without_runtime_checks_unless_asked():
         assert out.returncode == 0, out.stderr[-2000:]
         flag, data = out.stdout.split()
         assert flag == ("True" if checks == "1" else "False")
-        outs[checks] = data
-    assert outs["0"] == outs["1"]
+        outs[checks] = np.frombuffer(bytes.fromhex(data), np.float32)
+    # a driver may contract the checked and the trusted code's products differently
+    np.testing.assert_allclose(outs["0"], outs["1"], rtol=1e-5, atol=1e-5)

@@ -104,15 +104,9 @@ def test_row_kernels_on_subgroups_match_workgroup_memory_and_numpy(tmp_path):
                                        err_msg=f"{name} {n} grad")
 
 
-def test_subgroup_form_needs_one_size_in_every_pipeline_unless_asked():
-    from vtl.backends.wgpu import _subgroups
-
-    assert _subgroups._one_size({"vendor_id": 0x10DE, "stackgroup_min_size": 4,
-                                 "stackgroup_max_size": 128})
-    assert _subgroups._one_size({"vendor_id": 0x1002, "subgroup_min_size": 32,
-                                 "subgroup_max_size": 32})
-    assert not _subgroups._one_size({"vendor_id": 0x1002, "subgroup_min_size": 32,
-                                     "subgroup_max_size": 64})
-    assert not _subgroups._one_size({"vendor_id": 0x8086})
+def test_subgroup_form_is_opt_in():
     status = xp.runtime_info()["row_reductions"]
-    assert status.startswith(("subgroups of", "workgroup memory ("))
+    if os.environ.get("VTL_WGPU_SUBGROUP_REDUCE", "").strip() != "1":
+        assert status == "workgroup memory (VTL_WGPU_SUBGROUP_REDUCE=1 asks for subgroups)"
+    else:
+        assert status.startswith(("subgroups of", "workgroup memory ("))

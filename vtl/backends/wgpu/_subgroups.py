@@ -2,16 +2,14 @@
 instead of through workgroup memory (``workgroup_reduce.wgsl``).
 
 The subgroup form compiles the subgroup size in and assumes that invocation ``i`` of a
-workgroup is invocation ``i % size`` of its subgroup, so it is taken only where the adapter
-has the ``subgroup`` feature and one subgroup size in every pipeline (NVIDIA's 32:
-:data:`ONE_SIZE_VENDORS`), and a check kernel run once on the device finds one size and
-that layout in every invocation of two workgroups (and its shuffles exchanging the values
-it expects). float32 reductions only;
-float64 ones keep workgroup memory.
-
-``VTL_WGPU_SUBGROUP_REDUCE=0`` keeps workgroup memory everywhere; ``=1`` takes subgroups
-wherever the check passes, also on adapters that report a range of sizes (lavapipe: the
-tests use it there).
+workgroup is invocation ``i % size`` of its subgroup. It is opt-in,
+``VTL_WGPU_SUBGROUP_REDUCE=1``, and then taken where the adapter has the ``subgroup``
+feature and a check kernel run once on the device finds one size and that layout in every
+invocation of two workgroups (and its shuffles exchanging the values it expects). A driver
+may pick a subgroup size per pipeline (AMD's 32 or 64, Intel's 8 to 32; NVIDIA's is always
+32), so the check's size holds for the kernels only where it is fixed; wgpu-py reports the
+bounds of every adapter as 4 and 128, which cannot tell. float32 reductions only; float64
+ones keep workgroup memory.
 """
 
 from __future__ import annotations
@@ -42,25 +40,6 @@ def _mode() -> str:
     return os.environ.get("VTL_WGPU_SUBGROUP_REDUCE", "").strip()
 
 
-#: PCI vendor ids of adapters whose compute subgroups have one size in every pipeline
-#: (NVIDIA: 32); elsewhere (AMD's 32 or 64, Intel's 8 to 32) a driver may pick the size per
-#: pipeline, so the check kernel's size would not hold for the others. wgpu-py 0.32 reports
-#: the bounds of every adapter as 4 and 128, so its sizes cannot tell.
-ONE_SIZE_VENDORS = frozenset({0x10DE})
-
-
-def _one_size(info: dict) -> bool:
-    """Whether the adapter's subgroups have one size in every pipeline: a vendor of
-    :data:`ONE_SIZE_VENDORS`, or equal bounds where wgpu reports them."""
-    if int(info.get("vendor_id", 0) or 0) in ONE_SIZE_VENDORS:
-        return True
-    for lo, hi in (("subgroup_min_size", "subgroup_max_size"),
-                   ("stackgroup_min_size", "stackgroup_max_size")):
-        if lo in info and hi in info:
-            return info[lo] == info[hi]
-    return False
-
-
 def _run_check(rt: Any) -> np.ndarray:
     """Each invocation's ``(subgroup size, subgroup invocation id, lid of its xor-1
     partner)`` over two workgroups of 256, ``(512, 3)``."""
@@ -85,13 +64,10 @@ def _run_check(rt: Any) -> np.ndarray:
 
 
 def _decide(rt: Any) -> tuple[int | None, str]:
-    mode = _mode()
-    if mode == "0":
-        return None, "workgroup memory (VTL_WGPU_SUBGROUP_REDUCE=0)"
+    if _mode() != "1":
+        return None, "workgroup memory (VTL_WGPU_SUBGROUP_REDUCE=1 asks for subgroups)"
     if "subgroup" not in rt.features:
         return None, "workgroup memory (the adapter has no subgroups)"
-    if not _one_size(rt.info) and mode != "1":
-        return None, "workgroup memory (the adapter's subgroup size may vary)"
     try:
         seen = _run_check(rt)
     except Exception as exc:  # noqa: BLE001 - a driver without the builtins keeps the tree
