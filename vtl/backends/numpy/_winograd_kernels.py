@@ -4,11 +4,12 @@ disk, released GIL so that the kernel pool's threads run them side by side).
 Each kernel takes one group of images and works image by image in channels-last order:
 the image is copied into a zero-bordered ``(rows, columns, channels)`` buffer, and every
 transform is a loop over the channels (contiguous, vectorized) of sums of rows with the
-small integer coefficients of the F(4x4, 3x3) matrices. The input transform writes one
-output row a loop: with six stores and six loads in one loop LLVM needs more run-time
-overlap checks between numba's arrays than it makes and leaves the loop scalar (8 images
-of 64 channels at 16x16: 0.30 ms with six stores a loop, 0.18 ms with one). Constants are
-of the arrays' own float type so that float32 stays float32.
+small integer coefficients of the F(4x4, 3x3) matrices. The input and output-gradient
+transforms write one output row a loop: with six stores and six loads in one loop LLVM
+needs more run-time overlap checks between numba's arrays than it makes and leaves the loop
+scalar (the input transform of 8 images of 64 channels at 16x16: 0.30 ms with six stores a
+loop, 0.18 ms with one). Constants are of the arrays' own float type so that float32 stays
+float32.
 """
 
 from __future__ import annotations
@@ -146,25 +147,44 @@ def grad_transform(g, th, tw, dm):  # pragma: no cover - compiled
                     a1 = gp[4 * ty + i, 4 * tx + 1]
                     a2 = gp[4 * ty + i, 4 * tx + 2]
                     a3 = gp[4 * ty + i, 4 * tx + 3]
+                    o = r[i, 0]
                     for k in range(k_n):
-                        y0, y1, y2, y3 = a0[k], a1[k], a2[k], a3[k]
-                        r[i, 0, k] = y0
-                        r[i, 1, k] = y0 + y1 + y2 + y3
-                        r[i, 2, k] = y0 - y1 + y2 - y3
-                        r[i, 3, k] = y0 + f2 * y1 + f4 * y2 + f8 * y3
-                        r[i, 4, k] = y0 - f2 * y1 + f4 * y2 - f8 * y3
-                        r[i, 5, k] = y3
+                        o[k] = a0[k]
+                    o = r[i, 1]
+                    for k in range(k_n):
+                        o[k] = a0[k] + a1[k] + a2[k] + a3[k]
+                    o = r[i, 2]
+                    for k in range(k_n):
+                        o[k] = a0[k] - a1[k] + a2[k] - a3[k]
+                    o = r[i, 3]
+                    for k in range(k_n):
+                        o[k] = a0[k] + f2 * a1[k] + f4 * a2[k] + f8 * a3[k]
+                    o = r[i, 4]
+                    for k in range(k_n):
+                        o[k] = a0[k] - f2 * a1[k] + f4 * a2[k] - f8 * a3[k]
+                    o = r[i, 5]
+                    for k in range(k_n):
+                        o[k] = a3[k]
                 for j in range(6):
-                    o0, o1, o2 = dm[j, p], dm[6 + j, p], dm[12 + j, p]
-                    o3, o4, o5 = dm[18 + j, p], dm[24 + j, p], dm[30 + j, p]
+                    y0, y1, y2, y3 = r[0, j], r[1, j], r[2, j], r[3, j]
+                    o = dm[j, p]
                     for k in range(k_n):
-                        y0, y1, y2, y3 = r[0, j, k], r[1, j, k], r[2, j, k], r[3, j, k]
-                        o0[k] = y0
-                        o1[k] = y0 + y1 + y2 + y3
-                        o2[k] = y0 - y1 + y2 - y3
-                        o3[k] = y0 + f2 * y1 + f4 * y2 + f8 * y3
-                        o4[k] = y0 - f2 * y1 + f4 * y2 - f8 * y3
-                        o5[k] = y3
+                        o[k] = y0[k]
+                    o = dm[6 + j, p]
+                    for k in range(k_n):
+                        o[k] = y0[k] + y1[k] + y2[k] + y3[k]
+                    o = dm[12 + j, p]
+                    for k in range(k_n):
+                        o[k] = y0[k] - y1[k] + y2[k] - y3[k]
+                    o = dm[18 + j, p]
+                    for k in range(k_n):
+                        o[k] = y0[k] + f2 * y1[k] + f4 * y2[k] + f8 * y3[k]
+                    o = dm[24 + j, p]
+                    for k in range(k_n):
+                        o[k] = y0[k] - f2 * y1[k] + f4 * y2[k] - f8 * y3[k]
+                    o = dm[30 + j, p]
+                    for k in range(k_n):
+                        o[k] = y3[k]
 
 
 @kernel(**_OPTS)
