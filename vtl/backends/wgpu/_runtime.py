@@ -17,6 +17,8 @@ import os
 import threading
 from typing import Any
 
+from . import _shaders
+
 #: Native features requested when the adapter has them.
 WANTED_FEATURES = (
     "shader-f16", "shader-f64", "shader-int64", "subgroup", "timestamp-query",
@@ -100,16 +102,8 @@ class Runtime:
             "max_buffer_size": self.max_buffer,
             "max_workgroups_per_dimension": self.max_groups,
             "max_workgroup_storage": int(self.limits["max-compute-workgroup-storage-size"]),
-            "shader_runtime_checks": shader_runtime_checks(self.device),
+            "shader_runtime_checks": _shaders.runtime_checks(self.device),
         }
-
-
-def shader_runtime_checks(device: Any) -> bool:
-    """Whether the backend's kernels are compiled with wgpu's runtime checks (clamped
-    indices, bounded loops: :mod:`._shaders`)."""
-    from . import _shaders
-
-    return _shaders.CHECKED or not _shaders.trusted_available(device)
 
 
 def _pick_adapter(wgpu: Any) -> Any:

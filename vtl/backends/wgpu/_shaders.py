@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-__all__ = ["CHECKED", "create_module", "trusted_available"]
+__all__ = ["CHECKED", "create_module", "runtime_checks", "trusted_available"]
 
 #: Whether the backend's shaders keep wgpu's runtime checks (``VTL_WGPU_SHADER_CHECKS=1``).
 CHECKED = os.environ.get("VTL_WGPU_SHADER_CHECKS", "").strip() == "1"
@@ -41,12 +41,18 @@ def trusted_available(device: Any) -> bool:
     return _native_api() is not None and hasattr(device, "_internal")
 
 
+def runtime_checks(device: Any) -> bool:
+    """Whether the backend's kernels on ``device`` are compiled with wgpu's runtime checks
+    (``vtl info``'s ``shader_runtime_checks``)."""
+    return CHECKED or not trusted_available(device)
+
+
 def _trusted(device: Any, code: str, label: str) -> Any:
     """The module compiled by ``wgpuDeviceCreateShaderModuleTrusted`` without checks, or
     ``None`` where this wgpu has no such entry point."""
-    if not trusted_available(device):
-        return None
     _api = _native_api()
+    if _api is None or not hasattr(device, "_internal"):
+        return None
     ffi, lib = _api.ffi, _api.lib
     source = _api.new_struct_p("WGPUShaderSourceWGSL *", code=_api.to_c_string_view(code))
     source[0].chain.next = ffi.NULL
