@@ -208,3 +208,27 @@ def test_winograd_empty_batch():
     rng = np.random.default_rng(10)
     x, w, b, geom = _case(rng, 0, 8, 8, 8, 8, (1, 1, 1, 1), np.float32)
     _check(x, w, b, geom, np.float32)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_winograd_backward_uses_the_forwards_transformed_input(monkeypatch, dtype):
+    """The weight gradient takes the input tiles the forward transformed (no second input
+    transform) and equals, bit for bit, the one from tiles transformed again."""
+    monkeypatch.setattr(npconv, "WINOGRAD_TILE", 3000)  # several tiles
+    rng = np.random.default_rng(8)
+    x, w, b, geom = _case(rng, 9, 8, 10, 9, 8, (1, 1, 1, 1), dtype)
+    kern = npconv.NumpyConv2d()
+    out, ctx = kern.forward(x, w, b, *geom)
+    assert len(ctx.blocks) > 3 and len(ctx.v) == len(ctx.blocks)
+    gy = np.cos(np.arange(out.size)).reshape(out.shape).astype(dtype)
+    calls = []
+    transform = winograd.input_transform
+    monkeypatch.setattr(winograd, "input_transform",
+                        lambda *a, **k: calls.append(1) or transform(*a, **k))
+    kept = kern.backward(ctx, x.shape, w, gy, *geom, True, True, True)
+    assert calls == []
+    again = kern.backward(npconv.WinogradContext(ctx.x, ctx.u), x.shape, w, gy, *geom,
+                          True, True, True)
+    assert len(calls) == len(ctx.blocks)
+    for a, r in zip(kept, again, strict=True):
+        np.testing.assert_array_equal(a, r)

@@ -90,11 +90,15 @@ def channel_sums(g: Any) -> Any:
 
 
 class WinogradContext(NamedTuple):
-    """What a Winograd forward keeps for its backward: the input and the ``(36, K, C)``
-    transformed weight."""
+    """What a Winograd forward keeps for its backward: the input, the ``(36, K, C)``
+    transformed weight, and the tiles of images with each tile's transformed input
+    (``(36, rows, C)``, for the weight gradient: the backward does not transform the input
+    again)."""
 
     x: Any
     u: Any
+    blocks: list[tuple[int, int]] | None = None
+    v: list[Any] | None = None
 
 
 class NumpyConv2d(StridedConv2d):
@@ -228,17 +232,21 @@ class NumpyConv2d(StridedConv2d):
         per_image = 36 * t * max(c, o)
         blocks = _tiles(n, per_image, WINOGRAD_TILE)
 
+        kept: list[Any] = [None] * len(blocks)
+
         def run(i: int, j: int) -> None:
-            for a, e in blocks[i:j]:
+            for k in range(i, j):
+                a, e = blocks[k]
                 rows = (e - a) * t
-                v_all, v = _transformed("wino_v", rows, c, x.dtype)
+                v_all, v = _transformed(None, rows, c, x.dtype)
                 winograd.input_transform(np.ascontiguousarray(x[a:e]), pt, pl, th, tw, v_all)
                 m_all, m = _transformed("wino_m", rows, o, x.dtype)
                 np.matmul(v, ut, out=m)
                 winograd.output_transform(m_all, bias, out[a:e])
+                kept[k] = v
 
         _pool_run(run, len(blocks), self._tile_threads(n * per_image))
-        return out, WinogradContext(x, u)
+        return out, WinogradContext(x, u, blocks, kept)
 
     def _winograd_backward(self, ctx: Any, x_shape: tuple[int, ...], w: Any, g: Any,
                            padding: tuple, need_x: bool, need_w: bool, need_b: bool
@@ -248,6 +256,7 @@ class NumpyConv2d(StridedConv2d):
         order. ``ctx`` is the forward's :class:`WinogradContext` (``None``: the weight's
         transform is formed again and no weight gradient can be given)."""
         x, u = (None, None) if ctx is None else (ctx.x, ctx.u)
+        kept = None if ctx is None else ctx.v
         n, c = x_shape[:2]
         o = w.shape[0]
         pt, pb, pl, pr = padding
@@ -261,7 +270,7 @@ class NumpyConv2d(StridedConv2d):
         if need_x and u is None:
             u = winograd.weight_transform(w)
         per_image = 36 * t * max(c, o)
-        blocks = _tiles(n, per_image, WINOGRAD_TILE)
+        blocks = _tiles(n, per_image, WINOGRAD_TILE) if kept is None else ctx.blocks
         parts = np.empty((len(blocks), 36, o, c), dtype=g.dtype) if need_w else None
         dx = np.empty(x_shape, dtype=g.dtype) if need_x else None
 
@@ -273,9 +282,11 @@ class NumpyConv2d(StridedConv2d):
                 winograd.grad_transform(np.ascontiguousarray(g[a:e]), th, tw, dm_all)
                 v_all, v = _transformed("wino_v", rows, c, g.dtype)
                 if need_w:
-                    winograd.input_transform(np.ascontiguousarray(x[a:e]), pt, pl, th, tw,
-                                             v_all)
-                    np.matmul(dm.transpose(0, 2, 1), v, out=parts[k])
+                    if kept is None:
+                        winograd.input_transform(np.ascontiguousarray(x[a:e]), pt, pl, th,
+                                                 tw, v_all)
+                    np.matmul(dm.transpose(0, 2, 1), v if kept is None else kept[k],
+                              out=parts[k])
                 if need_x:
                     np.matmul(dm, u, out=v)
                     winograd.input_adjoint(v_all, pt, pl, th, tw, dx[a:e])
@@ -367,15 +378,17 @@ class NumpyConv2d(StridedConv2d):
         return dx, dw, db
 
 
-def _transformed(slot: str, rows: int, width: int, dtype: Any) -> tuple[Any, Any]:
-    """A ``(36, rows', width)`` scratch buffer for the 36 planes of transformed tiles and
-    its ``(36, rows, width)`` view. ``rows' > rows`` keeps the planes from lying a multiple
-    of 4 KiB apart: the transforms write one row of each of the 36 planes in turn, and
-    such rows would compete for the same sets of the L1 cache."""
+def _transformed(slot: str | None, rows: int, width: int, dtype: Any) -> tuple[Any, Any]:
+    """A ``(36, rows', width)`` buffer for the 36 planes of transformed tiles (the calling
+    thread's scratch buffer ``slot``, or a new array for ``None``) and its ``(36, rows,
+    width)`` view. ``rows' > rows`` keeps the planes from lying a multiple of 4 KiB apart:
+    the transforms write one row of each of the 36 planes in turn, and such rows would
+    compete for the same sets of the L1 cache."""
     padded = rows + 1
     if padded * width * np.dtype(dtype).itemsize % 4096 == 0:
         padded += 1
-    buf = scratch(slot, (36, padded, width), dtype)
+    shape = (36, padded, width)
+    buf = np.empty(shape, dtype) if slot is None else scratch(slot, shape, dtype)
     return buf, buf[:, :rows]
 
 
