@@ -104,9 +104,16 @@ def test_row_kernels_on_subgroups_match_workgroup_memory_and_numpy(tmp_path):
                                        err_msg=f"{name} {n} grad")
 
 
-def test_subgroup_form_is_opt_in():
+def test_subgroup_form_by_default_only_on_nvidia():
+    from vtl.backends.wgpu import _runtime, _subgroups
+
     status = xp.runtime_info()["row_reductions"]
-    if os.environ.get("VTL_WGPU_SUBGROUP_REDUCE", "").strip() != "1":
-        assert status == "workgroup memory (VTL_WGPU_SUBGROUP_REDUCE=1 asks for subgroups)"
+    mode = os.environ.get("VTL_WGPU_SUBGROUP_REDUCE", "").strip()
+    nvidia = _runtime.get().info.get("vendor_id") in _subgroups.DEFAULT_VENDORS
+    if mode == "0":
+        assert status == "workgroup memory (VTL_WGPU_SUBGROUP_REDUCE=0)"
+    elif mode != "1" and not nvidia:
+        assert status == ("workgroup memory (subgroups by default only on NVIDIA adapters; "
+                          "VTL_WGPU_SUBGROUP_REDUCE=1 asks for them)")
     else:
         assert status.startswith(("subgroups of", "workgroup memory ("))

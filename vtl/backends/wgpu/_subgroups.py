@@ -2,14 +2,15 @@
 instead of through workgroup memory (``workgroup_reduce.wgsl``).
 
 The subgroup form compiles the subgroup size in and assumes that invocation ``i`` of a
-workgroup is invocation ``i % size`` of its subgroup. It is opt-in,
-``VTL_WGPU_SUBGROUP_REDUCE=1``, and then taken where the adapter has the ``subgroup``
-feature and a check kernel run once on the device finds one size and that layout in every
-invocation of two workgroups (and its shuffles exchanging the values it expects). A driver
-may pick a subgroup size per pipeline (AMD's 32 or 64, Intel's 8 to 32; NVIDIA's is always
-32), so the check's size holds for the kernels only where it is fixed; wgpu-py reports the
-bounds of every adapter as 4 and 128, which cannot tell. float32 reductions only; float64
-ones keep workgroup memory.
+workgroup is invocation ``i % size`` of its subgroup. It is taken where the adapter has the
+``subgroup`` feature and a check kernel run once on the device finds one size and that
+layout in every invocation of two workgroups (and its shuffles exchanging the values it
+expects), by default only on NVIDIA adapters. A driver may pick a subgroup size per
+pipeline (AMD's 32 or 64, Intel's 8 to 32; NVIDIA's is always 32), so the check's size
+holds for the kernels only where it is fixed, and wgpu-py reports the bounds of every
+adapter as 4 and 128, which cannot tell. ``VTL_WGPU_SUBGROUP_REDUCE=1`` takes subgroups on
+any adapter that passes the check, ``=0`` on none. float32 reductions only; float64 ones
+keep workgroup memory.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
 """
 
 _state: tuple[int | None, str] | None = None
+
+#: PCI vendor ids of the adapters whose subgroups are taken by default (fixed size)
+DEFAULT_VENDORS = {0x10DE: "NVIDIA"}
 
 
 def _mode() -> str:
@@ -64,8 +68,12 @@ def _run_check(rt: Any) -> np.ndarray:
 
 
 def _decide(rt: Any) -> tuple[int | None, str]:
-    if _mode() != "1":
-        return None, "workgroup memory (VTL_WGPU_SUBGROUP_REDUCE=1 asks for subgroups)"
+    mode = _mode()
+    if mode == "0":
+        return None, "workgroup memory (VTL_WGPU_SUBGROUP_REDUCE=0)"
+    if mode != "1" and rt.info.get("vendor_id") not in DEFAULT_VENDORS:
+        return None, ("workgroup memory (subgroups by default only on NVIDIA adapters; "
+                      "VTL_WGPU_SUBGROUP_REDUCE=1 asks for them)")
     if "subgroup" not in rt.features:
         return None, "workgroup memory (the adapter has no subgroups)"
     try:
