@@ -232,3 +232,23 @@ def test_winograd_backward_uses_the_forwards_transformed_input(monkeypatch, dtyp
     assert len(calls) == len(ctx.blocks)
     for a, r in zip(kept, again, strict=True):
         np.testing.assert_array_equal(a, r)
+
+
+def test_winograd_large_layers_transform_the_input_again(monkeypatch):
+    """Past ``WINOGRAD_KEEP`` transformed elements the forward keeps nothing but the input
+    and the weight's transform; the backward transforms the input again, the same bits."""
+    rng = np.random.default_rng(9)
+    x, w, b, geom = _case(rng, 4, 8, 10, 9, 8, (1, 1, 1, 1), np.float64)
+    kern = npconv.NumpyConv2d()
+    out, ctx = kern.forward(x, w, b, *geom)
+    assert ctx.v is not None
+    gy = np.cos(np.arange(out.size)).reshape(out.shape)
+    want = kern.backward(ctx, x.shape, w, gy, *geom, True, True, True)
+    th, tw = winograd.tiles(*out.shape[2:])
+    monkeypatch.setattr(npconv, "WINOGRAD_KEEP", 36 * 4 * th * tw * 8 - 1)  # one short
+    out2, ctx2 = kern.forward(x, w, b, *geom)
+    assert ctx2.v is None and ctx2.blocks is None
+    np.testing.assert_array_equal(out2, out)
+    got = kern.backward(ctx2, x.shape, w, gy, *geom, True, True, True)
+    for a, r in zip(got, want, strict=True):
+        np.testing.assert_array_equal(a, r)

@@ -8,8 +8,9 @@ per transform point by the transformed weight (``G w G^T``) in 36 BLAS products 
 ``(P, C) @ (C, K)``, and transformed back (``A^T m A``). The backward pass is the exact
 adjoint of those steps: the output gradient's tiles are transformed (``A dY A^T``), two
 more sets of 36 products give the weight gradient's (with the transformed input tiles the
-forward kept, about 2.25 times its input) and the input tiles' transforms, and the adjoint
-input transform adds the overlapping tiles' gradients into the input gradient.
+forward kept, about 2.25 times its input, up to ``conv.WINOGRAD_KEEP`` elements) and the
+input tiles' transforms, and the adjoint input transform adds the overlapping tiles'
+gradients into the input gradient.
 The transforms run in channels-last order, vectorized over the channels.
 
 The transform points are 0, ±1, ±2 and infinity (the usual F(4x4, 3x3) matrices); in

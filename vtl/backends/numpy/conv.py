@@ -45,7 +45,8 @@ from . import _compiled
 from . import _winograd as winograd
 from .nn import _FLOATS
 
-__all__ = ["FLIP", "THRESHOLD", "TILE", "WINOGRAD_TILE", "NumpyConv2d", "WinogradContext"]
+__all__ = ["FLIP", "THRESHOLD", "TILE", "WINOGRAD_KEEP", "WINOGRAD_TILE", "NumpyConv2d",
+           "WinogradContext"]
 
 #: Patch elements of one tile of images: its patches and their products stay in the
 #: core's cache.
@@ -54,6 +55,12 @@ TILE = 1 << 18
 #: Elements of the transformed tiles (``36 * tiles * max(C, K)``) of one group of images
 #: on the Winograd path (their transforms and products stay in the core's cache).
 WINOGRAD_TILE = 1 << 18
+
+#: The most elements of transformed input (``36 * tiles * C`` over the batch, about 2.25
+#: times the layer's input) a Winograd forward keeps for its weight gradient; a larger
+#: layer's backward transforms its input again (the same values), so the memory a step
+#: holds stays near the activations' own.
+WINOGRAD_KEEP = 1 << 23
 
 #: Whether the tiles running on the pool's threads ask NumPy's OpenBLAS for one thread each
 #: (``openblas_set_num_threads_local``, OpenBLAS 0.3.27+; no effect where NumPy's BLAS has
@@ -91,9 +98,9 @@ def channel_sums(g: Any) -> Any:
 
 class WinogradContext(NamedTuple):
     """What a Winograd forward keeps for its backward: the input, the ``(36, K, C)``
-    transformed weight, and the tiles of images with each tile's transformed input
-    (``(36, rows, C)``, for the weight gradient: the backward does not transform the input
-    again)."""
+    transformed weight, and up to :data:`WINOGRAD_KEEP` elements the tiles of images with
+    each tile's transformed input (``(36, rows, C)``, for the weight gradient: the backward
+    does not transform the input again; ``None`` for larger layers)."""
 
     x: Any
     u: Any
@@ -232,21 +239,23 @@ class NumpyConv2d(StridedConv2d):
         per_image = 36 * t * max(c, o)
         blocks = _tiles(n, per_image, WINOGRAD_TILE)
 
+        keep = n * 36 * t * c <= WINOGRAD_KEEP
         kept: list[Any] = [None] * len(blocks)
 
         def run(i: int, j: int) -> None:
             for k in range(i, j):
                 a, e = blocks[k]
                 rows = (e - a) * t
-                v_all, v = _transformed(None, rows, c, x.dtype)
+                v_all, v = _transformed(None if keep else "wino_v", rows, c, x.dtype)
                 winograd.input_transform(np.ascontiguousarray(x[a:e]), pt, pl, th, tw, v_all)
                 m_all, m = _transformed("wino_m", rows, o, x.dtype)
                 np.matmul(v, ut, out=m)
                 winograd.output_transform(m_all, bias, out[a:e])
-                kept[k] = v
+                if keep:
+                    kept[k] = v
 
         _pool_run(run, len(blocks), self._tile_threads(n * per_image))
-        return out, WinogradContext(x, u, blocks, kept)
+        return out, WinogradContext(x, u, blocks, kept) if keep else WinogradContext(x, u)
 
     def _winograd_backward(self, ctx: Any, x_shape: tuple[int, ...], w: Any, g: Any,
                            padding: tuple, need_x: bool, need_w: bool, need_b: bool
