@@ -36,9 +36,16 @@ def _native_api() -> Any:
     return _api if hasattr(_api.lib, "wgpuDeviceCreateShaderModuleTrusted") else None
 
 
+def _trusted_api(device: Any) -> Any:
+    """wgpu-native's API where ``device`` (a wgpu-native device) can compile shaders
+    without runtime checks, else ``None``."""
+    api = _native_api()
+    return api if api is not None and hasattr(device, "_internal") else None
+
+
 def trusted_available(device: Any) -> bool:
     """Whether ``device`` (a wgpu-native device) compiles shaders without runtime checks."""
-    return _native_api() is not None and hasattr(device, "_internal")
+    return _trusted_api(device) is not None
 
 
 def runtime_checks(device: Any) -> bool:
@@ -50,8 +57,8 @@ def runtime_checks(device: Any) -> bool:
 def _trusted(device: Any, code: str, label: str) -> Any:
     """The module compiled by ``wgpuDeviceCreateShaderModuleTrusted`` without checks, or
     ``None`` where this wgpu has no such entry point."""
-    _api = _native_api()
-    if _api is None or not hasattr(device, "_internal"):
+    _api = _trusted_api(device)
+    if _api is None:
         return None
     ffi, lib = _api.ffi, _api.lib
     source = _api.new_struct_p("WGPUShaderSourceWGSL *", code=_api.to_c_string_view(code))
