@@ -15,6 +15,12 @@ from hypothesis import HealthCheck, settings
 import vtl
 from vtl import backends
 from vtl.autograd import graph
+from vtl.backends._common import threads
+
+# Tests that lower a kernel's split threshold to put small arrays on the thread pool split
+# them over every thread, not one per PASS_GRAIN elements (tests/test_nn_conv_threads.py
+# tests the grain itself).
+threads.PASS_GRAIN = 0
 
 # Hold every raw backward rule to its contract: the gradients it returns have their inputs'
 # shapes and dtypes (plain backward skips this check outside the tests).

@@ -173,6 +173,60 @@ def test_num_threads_env(monkeypatch):
             nc.num_threads()
 
 
+def test_pass_threads_one_per_grain(monkeypatch):
+    """A memory-bound pass takes one thread per PASS_GRAIN elements (at least two once
+    split), at most the pool's; 1 below its threshold; every thread with the grain off."""
+    monkeypatch.setattr(nc, "usable_cpus", lambda: 16)
+    monkeypatch.delenv("VTL_NUM_THREADS", raising=False)
+    monkeypatch.setattr(nc, "PASS_GRAIN", 1 << 17)
+    assert nc.pass_threads(1 << 19, 1 << 20) == 1
+    assert nc.pass_threads(1 << 18, 1 << 18) == 2
+    assert nc.pass_threads(1 << 20, 1 << 20) == 8
+    assert nc.pass_threads(3 << 19, 1 << 20) == 12
+    assert nc.pass_threads(1 << 24, 1 << 20) == 16
+    monkeypatch.setattr(nc, "usable_cpus", lambda: 2)
+    assert nc.pass_threads(1 << 20, 1 << 20) == 2
+    monkeypatch.setattr(nc, "usable_cpus", lambda: 1)
+    assert nc.pass_threads(1 << 20, 1 << 20) == 1
+    monkeypatch.setattr(nc, "usable_cpus", lambda: 16)
+    monkeypatch.setattr(nc, "PASS_GRAIN", 0)
+    assert nc.pass_threads(1 << 20, 1 << 20) == 16
+    assert nc.pass_threads(5, 1 << 20) == 1
+
+
+def test_passes_split_by_the_grain_give_the_same_bits(monkeypatch):
+    """Batch norm and ReLU's gradient over the pool, split by the grain (8 threads for a
+    million elements on 16) and over every thread: the single-threaded values."""
+    from vtl.backends.numpy import nn as npnn
+
+    x = RNG.standard_normal((4, 64, 64, 64)).astype(np.float32)
+    g = RNG.standard_normal(x.shape).astype(np.float32)
+    w = RNG.standard_normal(64).astype(np.float32)
+
+    def run():
+        xt = vtl.asarray(x, requires_grad=True)
+        wt = vtl.asarray(w, requires_grad=True)
+        y = F.relu(F.batch_norm(xt, None, None, wt, None, training=True))
+        y.backward(vtl.asarray(g))
+        return y.numpy(), xt.grad.numpy(), wt.grad.numpy()
+
+    monkeypatch.delenv("VTL_NUM_THREADS", raising=False)
+    monkeypatch.setattr(nc, "usable_cpus", lambda: 1)
+    ref = run()
+    monkeypatch.setattr(nc, "usable_cpus", lambda: 16)
+    calls = []
+    pf = nc.parallel_for
+    monkeypatch.setattr(nc, "parallel_for", lambda fn, n, t=None: (calls.append(t), pf(fn, n, t)))
+    for grain, want in ((1 << 17, 8), (0, 16)):
+        monkeypatch.setattr(nc, "PASS_GRAIN", grain)
+        calls.clear()
+        got = run()
+        assert want in calls, (grain, calls)
+        for a, b in zip(got, ref, strict=True):
+            np.testing.assert_array_equal(a, b)
+    assert npnn.THRESHOLD <= x.size
+
+
 def test_usable_cpus_follows_affinity(monkeypatch):
     """The mask is read again once CPUS_TTL has passed since the last read."""
     mask = {0, 2, 5}

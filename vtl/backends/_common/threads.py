@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["num_threads", "parallel_for", "scratch", "set_limit", "usable_cpus"]
+__all__ = ["PASS_GRAIN", "num_threads", "parallel_for", "pass_threads", "scratch", "set_limit",
+           "usable_cpus"]
 
 _pool: ThreadPoolExecutor | None = None
 _pool_key: tuple[int, int] = (0, 0)
@@ -71,6 +72,24 @@ def num_threads() -> int:
         if cap < 1:
             raise ValueError(f"VTL_NUM_THREADS must be a positive integer, got {env!r}")
         n = min(n, cap)
+    return n
+
+
+#: elements of a memory-bound pass per pool thread (at least two threads once a pass is split):
+#: waking a thread costs tens of microseconds, more than it gains on fewer elements, so on
+#: a many-core machine a pass of a million elements takes 8 threads, not all of them
+#: (0: every thread from the pass's threshold on)
+PASS_GRAIN = 1 << 17
+
+
+def pass_threads(size: int, threshold: int) -> int:
+    """Threads for a memory-bound pass over ``size`` elements: 1 below ``threshold``, else
+    one per :data:`PASS_GRAIN` elements (at least 2), at most :func:`num_threads`."""
+    if size < threshold:
+        return 1
+    n = num_threads()
+    if PASS_GRAIN > 0:
+        n = min(n, max(2, size // PASS_GRAIN))
     return n
 
 

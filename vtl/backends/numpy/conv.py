@@ -40,7 +40,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .._common.conv import StridedConv2d, _blocks, _taps_in, _taps_out, out_size, tap_slices
-from .._common.threads import num_threads, parallel_for, scratch
+from .._common.threads import num_threads, parallel_for, pass_threads, scratch
 from . import _compiled
 from . import _winograd as winograd
 from .nn import _FLOATS
@@ -91,7 +91,7 @@ def channel_sums(g: Any) -> Any:
         return g.sum(axis=(0, 2, 3))
     g3 = g.reshape(n, c, -1)
     part = np.empty((n, c), dtype=g.dtype)
-    threads = num_threads() if g.size >= THRESHOLD else 1
+    threads = pass_threads(g.size, THRESHOLD)
     parallel_for(lambda i, j: np.sum(g3[i:j], axis=2, out=part[i:j]), n, threads)
     return part.sum(axis=0)
 

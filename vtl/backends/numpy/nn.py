@@ -76,7 +76,7 @@ def _select(fn: Any, a: Any, g: Any) -> Any:
     """A new array ``out`` from ``fn(a, g, out)`` over the same-shaped ``a`` and ``g`` (of at
     least :data:`THRESHOLD` elements), split over the pool when both are C-contiguous."""
     out = np.empty_like(g)  # C-contiguous when g is
-    threads = _pool.num_threads()
+    threads = _pool.pass_threads(g.size, THRESHOLD)
     if threads <= 1 or not (a.flags.c_contiguous and g.flags.c_contiguous):
         fn(a, g, out)
         return out
@@ -304,7 +304,7 @@ def relu(x: Any) -> Any:
     if type(x) is not np.ndarray or x.size < THRESHOLD or not x.flags.c_contiguous \
             or _dkind(x.dtype) != "f":
         return None
-    threads = _pool.num_threads()
+    threads = _pool.pass_threads(x.size, THRESHOLD)
     if threads <= 1:
         return None
     out = np.empty_like(x)
@@ -369,9 +369,11 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 def _split_images(fn: Any, n: int, size: int) -> None:
     """``fn(i, j)`` over the images (or pieces of rows) ``[0, n)`` of ``size`` elements in
-    all: on the pool from :data:`THRESHOLD` elements, else on the calling thread."""
-    if size >= THRESHOLD:
-        _pool.parallel_for(fn, n)
+    all: on the pool from :data:`THRESHOLD` elements (as many threads as
+    :func:`~vtl.backends._common.threads.pass_threads` gives), else on the calling thread."""
+    threads = _pool.pass_threads(size, THRESHOLD)
+    if threads > 1:
+        _pool.parallel_for(fn, n, threads)
     else:
         fn(0, n)
 

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from .._common.pool import StridedPool2d
-from .._common.threads import num_threads, parallel_for
+from .._common.threads import parallel_for, pass_threads
 from . import _compiled
 
 __all__ = ["THRESHOLD", "NumpyPool2d"]
@@ -28,7 +28,7 @@ class NumpyPool2d(StridedPool2d):
 
     def _threads(self, size: int) -> int:
         """Pool threads for an input of ``size`` elements (1: the calling thread only)."""
-        return num_threads() if size >= THRESHOLD else 1
+        return pass_threads(size, THRESHOLD)
 
     def max_forward(self, x: Any, k: tuple[int, int], s: tuple[int, int],
                     p: tuple[int, int], d: tuple[int, int], out: tuple[int, int]
