@@ -158,6 +158,43 @@ def test_the_first_pass_after_a_wait_is_submitted_once_it_holds_enough_work(monk
     np.testing.assert_array_equal(host(c), np.full((64, 64), 128.0, np.float32))
 
 
+def test_a_deep_products_workgroups_weigh_by_its_depth(monkeypatch):
+    """A product's (or convolution's) workgroup weighs its kernel's weight per 64 of depth:
+    a deep one alone holds IDLE_WORK and goes to the idle device at once, with the values
+    of a shallow one."""
+    from vtl.backends.wgpu import _kernels
+    from vtl.backends.wgpu._dtypes import float32
+    from vtl.backends.wgpu._linalg import matmul_kernel
+
+    k = matmul_kernel(float32, (False, False))
+    assert k.deep and _kernels.dispatch_work(k, [64, 64, 64], 3) == 3 * 4
+    assert _kernels.dispatch_work(k, [64, 64, 16], 3) == 3 * 4  # never below the weight
+    assert _kernels.dispatch_work(k, [64, 64, 4096], 3) == 3 * 4 * 64
+    kb = matmul_kernel(float32, (False, False), big=True)
+    assert _kernels.dispatch_work(kb, [128, 128, 2304], 1) == 16 * 36
+    other = _kernels.Kernel(None, None, "reduce", 1)  # not a product: its depth word is not K
+    assert not other.deep and _kernels.dispatch_work(other, [64, 64, 4096], 3) == 3
+
+    monkeypatch.setattr(_recorder, "FLUSH_AFTER_S", float("inf"))
+    monkeypatch.setattr(_recorder, "POLL_IDLE", False)
+    rec = _recorder.REC
+    rng = np.random.default_rng(5)
+    an, bn = (rng.standard_normal(s).astype(np.float32) for s in ((64, 4096), (4096, 64)))
+    a, b = xp.asarray(an), xp.asarray(bn)
+    shallow = xp.asarray(an[:, :64]) @ xp.asarray(bn[:64])
+    xp.synchronize()
+    monkeypatch.setattr(_recorder, "IDLE_WORK", 4 * 32)  # a 64x64 tile over a depth of 2048
+    s0 = rec.submits
+    c = a @ b
+    assert rec.submits == s0 + 1  # deep enough to go at once (the slices' sum records after)
+    np.testing.assert_allclose(host(c), an @ bn, rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(host(shallow), an[:, :64] @ bn[:64], rtol=1e-5, atol=1e-5)
+    xp.synchronize()
+    s0 = rec.submits
+    c = xp.asarray(an[:, :64]) @ xp.asarray(bn[:64])
+    assert rec.submits == s0 and rec.pending >= 1  # depth 64: a tile's weight, too little
+
+
 def test_a_pass_is_submitted_once_the_device_has_finished_the_last(monkeypatch):
     """POLL_IDLE: a pass that holds ``IDLE_WORK`` is submitted when a poll shows the
     device has finished all that was submitted before it, not only after a wait; while

@@ -43,19 +43,36 @@ compile_stats: dict[str, list] = {}
 
 #: a workgroup's work in units of an elementwise one's, for the recorder's rule that submits
 #: once the idle device has enough waiting (``_recorder.IDLE_WORK``): a product's workgroup
-#: computes a 64x64 or 128x128 tile over the whole depth, an attention kernel's a block
+#: computes a 64x64 or 128x128 tile (over a depth of 64; see :data:`DEPTH_WEIGHTED`), an
+#: attention kernel's a block
 WORKGROUP_WEIGHTS = {"matmul": 4, "matmul_coop": 4, "matmul_big": 16, "attention_fwd": 16,
                      "attention_bwd_dq": 16, "attention_bwd_dkv": 16}
+#: kernels whose workgroups' work grows with the depth in their immediates' word 2 (the
+#: products' ``K``, a depth slice's for split products, the convolutions' ``C * KH * KW``):
+#: their weight is for a depth of 64 and scales with it, so that a deep product (a 3x3
+#: convolution over 256 channels: depth 2304) counts as the hundreds of microseconds it runs
+DEPTH_WEIGHTED = frozenset({"matmul", "matmul_big"})
+
+
+def dispatch_work(kernel: Kernel, words, groups: int) -> int:
+    """The weighted workgroups of a dispatch of ``kernel`` over ``groups`` workgroups (all
+    three dimensions multiplied) with the immediates ``words``."""
+    work = groups * kernel.weight
+    if kernel.deep and len(words) > 2 and words[2] > 64:
+        work = work * words[2] >> 6
+    return work
 
 
 class Kernel:
-    __slots__ = ("pipeline", "layout", "name", "weight")
+    __slots__ = ("deep", "layout", "name", "pipeline", "weight")
 
-    def __init__(self, pipeline, layout, name: str, weight: int = 1) -> None:
+    def __init__(self, pipeline, layout, name: str, weight: int = 1, deep: bool = False
+                 ) -> None:
         self.pipeline = pipeline
         self.layout = layout
         self.name = name
         self.weight = weight
+        self.deep = deep  # weight scaled by the depth (DEPTH_WEIGHTED)
 
 
 def source(name: str) -> str:
@@ -352,7 +369,7 @@ def _compile(key, name, sig, dtypes, subs, label) -> Kernel:
     st[0] += 1
     st[1] += time.perf_counter() - t0
     k = _pipelines[key] = Kernel(pipe, _layout(tuple(sig)), label,
-                                 WORKGROUP_WEIGHTS.get(name, 1))
+                                 WORKGROUP_WEIGHTS.get(name, 1), name in DEPTH_WEIGHTED)
     return k
 
 

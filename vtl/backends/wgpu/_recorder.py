@@ -44,7 +44,7 @@ FLUSH_EVERY = 2048
 #: submitted: a submit costs some tens of microseconds of host time
 FLUSH_AFTER_S, FLUSH_MIN = 0.0005, 8
 #: the first pass after a wait is submitted once its dispatches hold this many workgroups
-#: (weighted by their work: ``_kernels.WORKGROUP_WEIGHTS``)
+#: (weighted by their work: ``_kernels.dispatch_work``)
 IDLE_WORK = 2048
 #: a later pass holding ``IDLE_WORK`` is submitted too once the device has finished all
 #: that was submitted before it (a completion callback per submit, read by a poll that
@@ -239,7 +239,7 @@ class Recorder:
                 cap.add(kernel, bg, bufs, words, groups, gy, gz, dynamic)
         self.pending += 1
         self.dispatches += 1
-        self._work += groups * gy * gz * kernel.weight
+        self._work += _kernels.dispatch_work(kernel, words, groups * gy * gz)
         if self._work >= IDLE_WORK and (self._idle or POLL_IDLE and self._device_idle()):
             self._flush()
             return

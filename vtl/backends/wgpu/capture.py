@@ -29,7 +29,7 @@ from typing import Any
 
 from .._base import Capture, DynamicScalars
 from . import _dtypes as D
-from . import _errors, _memory, _runtime
+from . import _errors, _kernels, _memory, _runtime
 from ._array import WgpuArray, copy_into, fresh
 from ._recorder import _MASK, REC, _ffi, _lib, pack
 
@@ -57,7 +57,7 @@ def _entry(kernel, bg, words, groups: int, gy: int, gz: int) -> tuple:
     native = _lib is not None
     return (kernel.pipeline._internal if native else kernel.pipeline,
             bg._internal if native else bg, pack(words), groups, gy, gz,
-            groups * gy * gz * kernel.weight)
+            _kernels.dispatch_work(kernel, words, groups * gy * gz))
 
 
 class _Collector:
