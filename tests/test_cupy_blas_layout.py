@@ -65,3 +65,97 @@ def test_layouts_that_need_a_copy():
     assert Blas._batch_stride(np.zeros((3, 4, 6, 8), np.float32)[:, 1:3]) is None
     assert Blas._batch_stride(a[::-1]) is None
     assert Blas._batch_stride(np.broadcast_to(a[:1], (3, 6, 8))) == 0
+
+
+class _Data:
+    def __init__(self, ptr: int) -> None:
+        self.ptr, self.device_id = ptr, 0
+
+
+class _Arr:
+    """A NumPy view dressed as a CuPy array for the product's host logic (``data.ptr``)."""
+
+    def __init__(self, x: np.ndarray) -> None:
+        self.x = x
+
+    def __getattr__(self, name):
+        return getattr(self.x, name)
+
+    @property
+    def data(self):
+        return _Data(self.x.__array_interface__["data"][0])
+
+    def reshape(self, *shape):
+        return _Arr(self.x.reshape(*shape))
+
+
+class _FakeCupy:
+    class cuda:  # noqa: N801 - CuPy's spelling
+        class Device:
+            def __init__(self, i):
+                pass
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *a):
+                return False
+
+    @staticmethod
+    def ascontiguousarray(x):
+        return _Arr(np.ascontiguousarray(x.x))
+
+    @staticmethod
+    def broadcast_to(x, shape):
+        return _Arr(np.broadcast_to(x.x, shape))
+
+
+def _recording_blas(calls):
+    b = Blas.__new__(Blas)
+    b._cp = _FakeCupy
+    b._plans = {}
+    dt = np.dtype(np.float32)
+    b._gemm = {dt: lambda *args: calls.append(("gemm", args[1:])) or 0}
+    b._batched = {dt: lambda *args: calls.append(("batched", args[1:])) or 0}
+    b._scalars = {dt: (1, 0)}
+    b._handle = lambda device: None
+    return b
+
+
+def test_kept_plans_give_cublas_the_same_arguments():
+    """The second product of operands of one layout takes the kept plan (no layout work) and
+    hands cuBLAS the arguments the first one computed, pointers included; operands that
+    need a copy are copied again each time (no plan kept for them)."""
+    base = np.arange(4 * 9 * 11, dtype=np.float32)
+    a3 = base.reshape(4, 9, 11)
+    other = np.arange(4 * 11 * 9, dtype=np.float32).reshape(4, 11, 9)
+    cases = [
+        (a3[:, 2:7], other[:, :, :5]),  # slices read in place
+        (a3.transpose(0, 2, 1)[:, :4], a3[:, :, :3]),  # transposed block, padded columns
+        (a3[1:3, :, :6], np.broadcast_to(other[0, :6, :4], (2, 6, 4))),  # a broadcast b
+        (a3[:, :, ::2], other[:, :6, :4]),  # a needs a copy (no unit stride)
+    ]
+    for an, bn in cases:
+        calls: list = []
+        blas_ = _recording_blas(calls)
+        out = _Arr(np.empty((*np.broadcast_shapes(an.shape[:-2], bn.shape[:-2]),
+                             an.shape[-2], bn.shape[-1]), np.float32))
+        layout_calls: list = []
+
+        def counted(x, calls=layout_calls):
+            calls.append(1)
+            return Blas._layout(x)
+
+        blas_._layout = counted
+        for _ in range(2):
+            layout_calls.clear()
+            assert blas_.matmul_into(_Arr(an), _Arr(bn), out)
+        first, second = calls
+        copied = Blas._layout(an) is None
+        if copied:  # the copy's address differs between calls; the rest is the same
+            assert first[1][:6] == second[1][:6]
+            assert not any(key[0] == "ops" for key in blas_._plans)
+            assert layout_calls  # worked out again
+        else:
+            assert first == second
+            assert not layout_calls  # the kept plan: no layout work at all

@@ -41,6 +41,8 @@ _COMPUTE_32F = 68
 _GEMM_DEFAULT = -1
 #: bytes of the workspace each handle uses (NVIDIA's recommendation for Hopper: 32 MiB)
 WORKSPACE = 32 << 20
+#: the most operand layouts whose plans (shapes, leading dimensions, batch strides) are kept
+PLANS = 1024
 
 
 def _library() -> ctypes.CDLL:
@@ -120,6 +122,7 @@ class Blas:
         self._lib = lib = _library()
         # a handle per thread and device (as CuPy's own): threads may set different streams
         self._local = threading.local()
+        self._plans: dict[tuple, Any] = {}
         vp, i, ll = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
         gemm = [vp, i, i, i, i, i, vp, vp, i, vp, i, vp, vp, i]
         batched = [vp, i, i, i, i, i, vp, vp, i, ll, vp, i, ll, vp, vp, i, ll, i]
@@ -219,7 +222,7 @@ class Blas:
                 return out
         if a.ndim < 2 or b.ndim < 2:
             return None
-        dims = self._dims(a, b)
+        dims = self._dims_of(a, b)
         m, k, n, batch, _ = dims
         with cp.cuda.Device(a.data.device_id):
             out = cp.empty((*batch, m, n), dtype=dt)
@@ -243,17 +246,39 @@ class Blas:
         if dt != b.dtype or dt != out.dtype or dt not in self._gemm or a.ndim < 2 \
                 or b.ndim < 2 or out.data.device_id != a.data.device_id:
             return False
-        dims = self._dims(a, b)
+        dims = self._dims_of(a, b)
         m, k, n, batch, _ = dims
         if out.shape != (*batch, m, n) or out.size == 0 or k == 0:
             return False
-        lo = self._layout(out)
-        sc = self._batch_stride(out) if out.ndim > 2 else m * n
-        if lo is None or lo[0] != _OP_N or sc is None or (sc == 0 and out.size > m * n):
+        key = ("out", out.shape, out.strides, out.itemsize)
+        plan = self._plans.get(key, False)
+        if plan is False:
+            lo = self._layout(out)
+            sc = self._batch_stride(out) if out.ndim > 2 else m * n
+            ok = lo is not None and lo[0] == _OP_N and sc is not None \
+                and not (sc == 0 and out.size > m * n)
+            plan = self._keep(key, (lo[1], sc) if ok else None)
+        if plan is None:
             return False  # C must be written row by row, each matrix its own
         with self._cp.cuda.Device(a.data.device_id):
-            self._run(a, b, dims, out, lo[1], sc, accumulate)
+            self._run(a, b, dims, out, plan[0], plan[1], accumulate)
         return True
+
+    def _keep(self, key: tuple, plan: Any) -> Any:
+        """``plan`` kept for ``key`` (the plans of at most :data:`PLANS` layouts: a model
+        has a few dozen product shapes) and returned."""
+        if len(self._plans) >= PLANS:
+            self._plans.clear()
+        self._plans[key] = plan
+        return plan
+
+    def _dims_of(self, a: Any, b: Any) -> tuple[int, int, int, tuple[int, ...], int]:
+        """:meth:`_dims`, kept per pair of shapes."""
+        key = ("dims", a.shape, b.shape)
+        dims = self._plans.get(key)
+        if dims is None:
+            dims = self._keep(key, self._dims(a, b))
+        return dims
 
     @staticmethod
     def _dims(a: Any, b: Any) -> tuple[int, int, int, tuple[int, ...], int]:
@@ -276,9 +301,17 @@ class Blas:
         is there with ``accumulate``. On the current device."""
         m, k, n, batch, count = dims
         dt = a.dtype
-        a, sa = self._operand(a, batch)
-        b, sb = self._operand(b, batch)
-        la, lb = self._layout(a), self._layout(b)
+        key = ("ops", a.shape, a.strides, b.shape, b.strides, a.itemsize, batch)
+        plan = self._plans.get(key)
+        if plan is not None:  # both read in place, as before for these layouts
+            la, lb, sa, sb = plan
+        else:
+            pa, pb = a.data.ptr, b.data.ptr
+            a, sa = self._operand(a, batch)
+            b, sb = self._operand(b, batch)
+            la, lb = self._layout(a), self._layout(b)
+            if a.data.ptr == pa and b.data.ptr == pb:  # no copy: the same plan next time
+                self._keep(key, (la, lb, sa, sb))
         h = self._handle(a.data.device_id)
         one, zero = self._scalars[dt]
         beta = one if accumulate else zero
