@@ -14,7 +14,6 @@ microseconds at each thread count, then PyTorch's (``-`` without PyTorch).
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 from collections.abc import Callable
@@ -74,16 +73,9 @@ def _best(fn: Callable[[], Any], seconds: float) -> float:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--threads", default=None,
-                    help="comma-separated BLAS thread counts (default 1, 2, 4, ... the CPUs)")
-    ap.add_argument("--seconds", type=float, default=0.2, help="time of each measurement")
-    args = ap.parse_args(argv)
-    cpus = os.cpu_count() or 1
-    if args.threads:
-        counts = [int(v) for v in args.threads.split(",")]
-    else:
-        counts = [1 << i for i in range(cpus.bit_length()) if 1 << i <= cpus]
+    from benchmarks.cpu_scaling import parse_counts
+
+    counts, seconds = parse_counts(argv, __doc__, "BLAS thread")
     setn = _set_blas_threads()
     if setn is None:
         print("NumPy's BLAS sets no thread count per thread here: one column, at its own count")
@@ -106,13 +98,13 @@ def main(argv: list[str] | None = None) -> None:
             for t in counts:
                 if setn is not None:
                     setn(t)
-                row.append(f"{_best(partial(np.matmul, a, b), args.seconds) * 1e6:9.1f}")
+                row.append(f"{_best(partial(np.matmul, a, b), seconds) * 1e6:9.1f}")
         finally:
             if setn is not None:
                 setn(prev)
         if torch is not None:
             ta, tb = torch.from_numpy(a), torch.from_numpy(b)
-            ref = f"{_best(partial(torch.matmul, ta, tb), args.seconds) * 1e6:9.1f}"
+            ref = f"{_best(partial(torch.matmul, ta, tb), seconds) * 1e6:9.1f}"
         else:
             ref = f"{'-':>9s}"
         print(f"{name:30s} {f'{m}x{k}x{n}':>16s}" + "".join(row) + ref, flush=True)

@@ -119,25 +119,32 @@ def cases() -> list[tuple[str, Callable[[], Callable[[], None]]]]:
     return out
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def parse_counts(argv: list[str] | None, doc: str, what: str = "thread"
+                 ) -> tuple[list[int], float]:
+    """``(thread counts, seconds per measurement)`` from the command line ``argv``
+    (``--threads 1,2,4``, default 1, 2, 4, ... up to the CPUs; ``--seconds``)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("--threads", default=None,
-                    help="comma-separated thread counts (default 1, 2, 4, ... up to the CPUs)")
+                    help=f"comma-separated {what} counts (default 1, 2, 4, ... up to the CPUs)")
     ap.add_argument("--seconds", type=float, default=0.2, help="time of each measurement")
     args = ap.parse_args(argv)
     if args.threads:
-        counts = [int(v) for v in args.threads.split(",")]
-    else:
-        cpus, counts = os.cpu_count() or 1, [1]
-        while counts[-1] * 2 <= cpus:
-            counts.append(counts[-1] * 2)
-        if counts[-1] != cpus:
-            counts.append(cpus)
+        return [int(v) for v in args.threads.split(",")], args.seconds
+    cpus, counts = os.cpu_count() or 1, [1]
+    while counts[-1] * 2 <= cpus:
+        counts.append(counts[-1] * 2)
+    if counts[-1] != cpus:
+        counts.append(cpus)
+    return counts, args.seconds
+
+
+def main(argv: list[str] | None = None) -> None:
+    counts, seconds = parse_counts(argv, __doc__)
     print(f"{'work':44s} {'threads':>7s} {'us/call':>9s} {'throughput':>10s}")
     for name, make in cases():
         base = None
         for t in counts:
-            per = _together(make, t, args.seconds)
+            per = _together(make, t, seconds)
             base = per if base is None else base
             print(f"{name:44s} {t:7d} {per * 1e6:9.1f} {t * base / per:9.2f}x", flush=True)
 
