@@ -15,7 +15,6 @@ microseconds at each thread count, then PyTorch's (``-`` without PyTorch).
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -57,19 +56,12 @@ def _set_blas_threads() -> Callable[[int], Any] | None:
 
 
 def _best(fn: Callable[[], Any], seconds: float) -> float:
-    """Best seconds of one call of ``fn`` over rounds filling about ``seconds``."""
+    """Best seconds of one call of ``fn`` over five rounds filling about ``seconds``."""
+    from benchmarks.cpu_models import _best as mean_of
+
     fn()
-    t0 = time.perf_counter()
-    fn()
-    once = max(time.perf_counter() - t0, 1e-7)
-    reps = max(1, int(seconds / 5 / once))
-    best = float("inf")
-    for _ in range(5):
-        t = time.perf_counter()
-        for _ in range(reps):
-            fn()
-        best = min(best, (time.perf_counter() - t) / reps)
-    return best
+    reps = max(1, int(seconds / 5 / max(mean_of(fn, 1), 1e-7)))
+    return min(mean_of(fn, reps) for _ in range(5))
 
 
 def main(argv: list[str] | None = None) -> None:
