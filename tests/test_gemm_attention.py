@@ -205,6 +205,18 @@ def _path_or_skip(backend: str, dropout: bool = False) -> Any:
     return gemm
 
 
+def _masking(rng: Any, masking: str, n_q: int, n_k: int) -> Any:
+    """The additive mask of ``masking`` (see :func:`_against_portable`), or ``None``."""
+    mask = None
+    if masking == "ls":
+        mask = np.where(rng.random((n_q, n_k)) > 0.2, 0.0, -np.inf).astype(np.float32)
+        mask[3] = -np.inf
+    elif masking == "padding":
+        mask = np.zeros((2, 1, 1, n_k), np.float32)
+        mask[1, ..., -30:] = -np.inf
+    return mask
+
+
 def _against_portable(backend: str, gemm: Any, n_q: int, n_k: int, heads: int, seed: int,
                       masking: str, dropout_p: float = 0.0) -> list[str]:
     """F.scaled_dot_product_attention of random (2, heads, n, 16) operands through the
@@ -219,13 +231,7 @@ def _against_portable(backend: str, gemm: Any, n_q: int, n_k: int, heads: int, s
     qs = rng.standard_normal((2, heads, n_q, 16)).astype(np.float32)
     ks, vs = (rng.standard_normal((2, heads, n_k, 16)).astype(np.float32) for _ in range(2))
     gs = rng.standard_normal((2, heads, n_q, 16)).astype(np.float32)
-    mask = None
-    if masking == "ls":
-        mask = np.where(rng.random((n_q, n_k)) > 0.2, 0.0, -np.inf).astype(np.float32)
-        mask[3] = -np.inf
-    elif masking == "padding":
-        mask = np.zeros((2, 1, 1, n_k), np.float32)
-        mask[1, ..., -30:] = -np.inf
+    mask = _masking(rng, masking, n_q, n_k)
     calls, results = [], []
     for portable in (False, True):
         ctx = use_kernel("attention", None, backend) if portable else _spy(gemm, calls)
@@ -325,6 +331,53 @@ def test_dropout_by_products_matches_portable(backend, monkeypatch, masking, row
     n_q, n_k = (150, 150) if masking == "causal" else (130, 141)
     calls = _against_portable(backend, gemm, n_q, n_k, 3, 7, masking, dropout_p=0.3)
     assert calls == ["forward", "backward"]
+
+
+@pytest.mark.parametrize(("n_q", "n_k", "masking", "rows"),
+                         [(130, 141, "ls", 0), (128, 200, "padding", 0), (150, 150, "none", 0),
+                          (200, 136, "causal", 32)])
+def test_backward_by_product_epilogues_gives_the_separate_kernels_bits(backend, monkeypatch,
+                                                                       n_q, n_k, masking,
+                                                                       rows):
+    """The wgpu backward's weights and scores' gradient stored by its products' epilogues
+    (no dropout): the gradients of the products followed by ``gattn_dsoftmax``, bit for
+    bit (masks, a row with every key masked, causal blocks of 32 rows)."""
+    if backend != "wgpu":
+        pytest.skip("the product epilogues are the wgpu backend's")
+    gemm = _path_or_skip(backend)
+    monkeypatch.setattr(gemm, "causal_rows", rows)
+    monkeypatch.setattr(gemm, "min_scores_causal_or_dropout", 1)
+    from vtl.backends.wgpu import _gemm_attention as GA
+
+    epilogues = []
+    into = GA._linalg.matmul_into
+
+    def spy(*a, **kw):
+        epilogues.append(kw.get("epi") is not None)
+        return into(*a, **kw)
+
+    monkeypatch.setattr(GA._linalg, "matmul_into", spy)
+    grads = {}
+    for fused in (True, False):
+        monkeypatch.setattr(gemm, "fused_backward", fused)
+        epilogues.clear()
+        calls = _against_portable(backend, gemm, n_q, n_k, 3, 5, masking)
+        assert calls == ["forward", "backward"]
+        blocks = len(gemm.row_blocks(n_q, n_k, masking == "causal"))
+        assert epilogues.count(True) == (2 * blocks if fused else 0)
+        rng = np.random.default_rng(3)
+        qs, ks, vs = (rng.standard_normal((2, 3, n, 16)).astype(np.float32)
+                      for n in (n_q, n_k, n_k))
+        mask = _masking(rng, masking, n_q, n_k)
+        q, k, v = (vtl.asarray(a, backend=backend, requires_grad=True) for a in (qs, ks, vs))
+        F.scaled_dot_product_attention(
+            q, k, v, attn_mask=None if mask is None else vtl.asarray(mask, backend=backend),
+            is_causal=masking == "causal").backward(
+            vtl.asarray(rng.standard_normal((2, 3, n_q, 16)).astype(np.float32),
+                        backend=backend))
+        grads[fused] = [to_numpy(t.grad) for t in (q, k, v)]
+    for name, a, b in zip(("dq", "dk", "dv"), grads[True], grads[False], strict=True):
+        np.testing.assert_array_equal(a, b, err_msg=name)
 
 
 def test_self_attention_with_dropout_takes_the_path(backend, monkeypatch):

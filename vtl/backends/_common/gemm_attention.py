@@ -6,7 +6,8 @@ product on wgpu) and the rest to two kernels of the backend.
   additive mask, causal mask, the rows' log-sum-exp, ``P`` in place of ``S``), ``O = P V``;
 * backward, per chunk: ``S = Q K^T``, ``dP = dO V^T``, ``dsoftmax`` (a kernel: ``P`` again
   from the saved log-sum-exp in place of ``S``, ``dS = P (dP - delta) * scale`` in place of
-  ``dP``), then ``dQ = dS K``, ``dK = dS^T Q``, ``dV = P^T dO``.
+  ``dP``; a backend's :meth:`~ChunkedAttention.weights_and_grads` may have the products
+  store ``P`` and ``dS`` themselves), then ``dQ = dS K``, ``dK = dS^T Q``, ``dV = P^T dO``.
 
 Causal attention (on backends whose kernels take a row offset, :attr:`causal_rows`) runs
 these products per block of query rows, each over the keys up to its last row only: with
@@ -98,6 +99,17 @@ class ChunkedAttention:
         in :meth:`softmax`); with ``dropout``, ``P Z`` and ``P (dp Z - delta) * scale``
         (``Z`` the weights' dropout factors)."""
         raise NotImplementedError
+
+    def weights_and_grads(self, q: Any, kt: Any, g: Any, vt: Any, lse: Any, delta: Any,
+                          mask: Any, geo: tuple, b0: int, scale: float, i0: int = 0,
+                          dropout: Any = None) -> tuple[Any, Any]:
+        """The backward's ``(P, dS)`` of a block: ``S = q @ kt``, ``dP = g @ vt`` and
+        :meth:`dsoftmax` over them (arguments as there). A backend whose products apply
+        :meth:`dsoftmax`'s arithmetic as they store their results overrides it."""
+        scores = self.xp.matmul(q, kt)
+        dp = self.xp.matmul(g, vt)
+        self.dsoftmax(scores, dp, lse, delta, mask, geo, b0, scale, i0, dropout)
+        return scores, dp
 
     def matmul_into(self, a: Any, b: Any, out: Any, key: tuple, accumulate: bool = False
                     ) -> None:
@@ -205,9 +217,9 @@ class ChunkedAttention:
         rows = max(q1 - q0 for q0, q1, _ in blocks)
         for s, e in self.chunks(b, rows, n_k, np.dtype(q.dtype).itemsize):
             for n, (q0, q1, kend) in enumerate(blocks):
-                scores = xp.matmul(q[s:e, q0:q1], kt[s:e, :, :kend])
-                dp = xp.matmul(g[s:e, q0:q1], vt[s:e, :, :kend])
-                self.dsoftmax(scores, dp, lse, delta, m4, geo, s, scale, q0, dropout)
+                scores, dp = self.weights_and_grads(
+                    q[s:e, q0:q1], kt[s:e, :, :kend], g[s:e, q0:q1], vt[s:e, :, :kend], lse,
+                    delta, m4, geo, s, scale, q0, dropout)
                 self.matmul_into(dp, k[s:e, :kend], dq, np.s_[s:e, q0:q1])
                 self.matmul_into(self._transposed(dp), q[s:e, q0:q1], dk, np.s_[s:e, :kend],
                                  n > 0)

@@ -360,13 +360,20 @@ def sum_slices(acc: WgpuArray, dt) -> WgpuArray:
 _ACCUMULATE = {**PLAIN, "EPI": "v[c] + {{C}}(C[out_at(b, row, col + c, M, N)])"}
 
 
-def matmul_into(a: WgpuArray, b: WgpuArray, out: WgpuArray, accumulate: bool = False) -> bool:
+def matmul_into(a: WgpuArray, b: WgpuArray, out: WgpuArray, accumulate: bool = False,
+                epi: dict | None = None, extra: tuple = (), words: tuple = ()) -> bool:
     """``out[...] = a @ b`` (``accumulate``: ``out[...] += a @ b``) in place, one dispatch:
     ``a`` ``(B, M, K)`` and ``b`` ``(B, K, N)`` at any strides, ``out`` a ``(B, M, N)``
     view of another buffer whose columns are adjacent (a slice of a larger array). Returns
-    ``False``, having done nothing, where that does not apply."""
+    ``False``, having done nothing, where that does not apply. ``epi``: an epilogue of the
+    matmul templates in place of the plain store (not with ``accumulate``), reading the
+    read-only bindings from 3 on over the buffers ``extra`` and its ``words`` from word 14
+    on (a batch of at most 65535 products: one dispatch)."""
     if not (type(a) is type(b) is type(out) is WgpuArray) or (a.ndim, b.ndim, out.ndim) != (
             3, 3, 3):
+        return False
+    if epi is not None and (accumulate or a._shape[0] > 65535
+                            or any(x is out._st.buf for x in extra)):
         return False
     dt = out._dtype
     nb, M, K = a._shape
@@ -382,14 +389,16 @@ def matmul_into(a: WgpuArray, b: WgpuArray, out: WgpuArray, accumulate: bool = F
     layout = cols_contiguous(a._strides[1:], b._strides[1:])
     vec = big_reads(dt, layout, M, N, K, a._strides[1:], b._strides[1:], (a._offset, sab),
                     (b._offset, sbb)) if big else (False, False)
-    k = matmul_kernel(dt, layout, epi=_ACCUMULATE if accumulate else PLAIN, big=big, vec=vec,
+    if epi is None:
+        epi = _ACCUMULATE if accumulate else PLAIN
+    k = matmul_kernel(dt, layout, "rrw" + "r" * len(extra), epi, big=big, vec=vec,
                       store="matmul_store_strided")
     gx, gy = tiles(M, N, big)
     for b0 in range(0, nb, 65535):
-        REC.dispatch(k, (a._st.buf, b._st.buf, out._st.buf),
+        REC.dispatch(k, (a._st.buf, b._st.buf, out._st.buf, *extra),
                      [M, N, K, a._offset + b0 * sab, b._offset + b0 * sbb,
                       out._offset + b0 * sob, sab, *a._strides[1:], sbb, *b._strides[1:],
-                      sob, som], gx, gy, min(65535, nb - b0))
+                      sob, som, *words], gx, gy, min(65535, nb - b0))
     return True
 
 
