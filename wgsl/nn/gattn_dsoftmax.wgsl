@@ -17,17 +17,11 @@ const DROPOUT = {{DROPOUT}};
 const DROP_AT = 20u;
 {{DROP}}
 
+{{WEIGHT}}
+
 // the weight of key j of row i of batch entry b (0 where masked or the row has no key)
 fn weight(b: u32, i: u32, j: u32, e: u32, li: f32) -> f32 {
-  if (li == f32_inf() || (pw(9u) != 0u && j > i)) { return 0.0; }
-  var x = Sc[pw(11u) + e] * bitcast<f32>(pw(10u));
-  if (pw(8u) != 0u) {
-    let b1 = b / pw(1u);
-    let mv = Mk[pw(13u) + b1 * pw(4u) + (b - b1 * pw(1u)) * pw(5u) + i * pw(6u) + j * pw(7u)];
-    if (mv == -f32_inf()) { return 0.0; }
-    x += mv;
-  }
-  return exp(x - li);
+  return attn_weight_of(0u, b, i, j, Sc[pw(11u) + e], li);
 }
 
 @compute @workgroup_size(256)

@@ -84,8 +84,8 @@ class WgpuGemmAttention(ChunkedAttention):
         p = empty((nb, rows, keys), D.float32)
         ds = empty((nb, rows, keys), D.float32)
         sw = words_for_scalar(scale, D.float32)[0]
-        pwords = (b0, geo[0], geo[1], *geo[3:9], sw, lse._offset,
-                  0 if mask is None else mask._offset, i0)
+        pwords = (b0, *geo, sw, 0, lse._offset, 0 if mask is None else mask._offset, 0, 0,
+                  i0)
         if p.size == 0 or not _linalg.matmul_into(
                 q, kt, p, epi=_epilogue("weights"),
                 extra=(lse._st.buf, self._mask_buffer(mask)), words=pwords):
@@ -131,6 +131,7 @@ class WgpuGemmAttention(ChunkedAttention):
                         "PHILOX": _kernels.source("philox_rounds")}
             extra = lane_subs(tpr) if tpr else {}
             k = self._kernels[key] = _kernels.kernel(name, sig, (D.float32,), C="f32", **drop,
+                                                     WEIGHT=_kernels.source("gattn_weight"),
                                                      **extra)
         return k
 
@@ -193,6 +194,8 @@ def _epilogue(name: str) -> dict:
     if epi is None:
         call = {"weights": "attn_weight(b, row, col + c, v[c])",
                 "dscores": "attn_dscore(b, row, col + c, M, N, v[c])"}[name]
-        epi = _EPILOGUES[name] = {**PLAIN, "DECL": _kernels.source(f"gattn_{name}_epilogue"),
-                                  "EPI": call}
+        decl = _kernels.source(f"gattn_{name}_epilogue")
+        if name == "weights":
+            decl += "\n" + _kernels.source("gattn_weight")
+        epi = _EPILOGUES[name] = {**PLAIN, "DECL": decl, "EPI": call}
     return epi
