@@ -274,6 +274,48 @@ def test_a_replay_is_submitted_once_the_device_has_finished_the_last(monkeypatch
     np.testing.assert_array_equal(out.numpy(), np.full((8, 8), 0.5 ** 4))
 
 
+def test_a_pass_holding_heavy_work_is_submitted_while_the_device_is_busy(monkeypatch):
+    """HEAVY_WORK: with the device busy (a submit since the last wait) a pass whose
+    dispatches hold that much weighted work is submitted at once, recorded or replayed;
+    below it, or with the rule off (0), it stays open for the age rule; values unchanged."""
+    import vtl
+
+    monkeypatch.setattr(_recorder, "FLUSH_AFTER_S", float("inf"))
+    monkeypatch.setattr(_recorder, "POLL_IDLE", False)
+    monkeypatch.setattr(_recorder, "IDLE_WORK", 1)
+    rec = _recorder.REC
+    a = xp.ones((64, 64))
+    xp.synchronize()
+    a = a * 0.5  # the idle device's first pass: submitted, the device now busy
+    s0 = rec.submits
+    assert not rec._idle and rec.pending == 0
+    monkeypatch.setattr(_recorder, "HEAVY_WORK", 1 << 30)
+    a = a + 1.0
+    w = rec._work
+    assert rec.submits == s0 and rec.pending == 1 and w > 0  # not heavy yet
+    monkeypatch.setattr(_recorder, "HEAVY_WORK", 2 * w)
+    a = a * 2.0
+    assert rec.submits == s0 + 1 and rec.pending == 0  # two such dispatches: heavy
+    monkeypatch.setattr(_recorder, "HEAVY_WORK", 0)
+    for _ in range(3):
+        a = a * 1.0
+    assert rec.submits == s0 + 1 and rec.pending == 3  # no rule
+    np.testing.assert_array_equal(host(a), np.full((64, 64), 3.0, np.float32))
+
+    x = vtl.asarray(np.ones((8, 8), np.float32), device="wgpu")
+    f, submitted = _counted_halvings(monkeypatch, x)
+    for heavy, submits in ((1 << 30, False), (1, True)):
+        (x * 3.0).numpy()
+        (x * 2.0)  # the device busy: the idle rule does not apply to the replay
+        rec.flush()
+        monkeypatch.setattr(_recorder, "HEAVY_WORK", heavy)
+        submitted.clear()
+        out = f(x)
+        assert not rec._idle and (submitted[0] > 0) == submits
+        rec.flush()
+    np.testing.assert_array_equal(out.numpy(), np.full((8, 8), 0.5 ** 4))
+
+
 def test_the_next_pass_is_opened_while_the_host_waits():
     """A wait (synchronize, a readback) opens the next pass before it blocks; an empty pass
     opened so is not submitted by another wait, and its age counts from its first
