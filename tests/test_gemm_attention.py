@@ -353,7 +353,7 @@ def test_backward_by_product_epilogues_gives_the_separate_kernels_bits(backend, 
     into = GA._linalg.matmul_into
 
     def spy(*a, **kw):
-        epilogues.append(kw.get("epi") is not None)
+        epilogues.append(kw.get("epi") is not None and "attn_" in kw["epi"]["EPI"])
         return into(*a, **kw)
 
     monkeypatch.setattr(GA._linalg, "matmul_into", spy)
@@ -378,6 +378,46 @@ def test_backward_by_product_epilogues_gives_the_separate_kernels_bits(backend, 
         grads[fused] = [to_numpy(t.grad) for t in (q, k, v)]
     for name, a, b in zip(("dq", "dk", "dv"), grads[True], grads[False], strict=True):
         np.testing.assert_array_equal(a, b, err_msg=name)
+
+
+@pytest.mark.parametrize(("n_q", "n_k", "rows", "big"),
+                         [(300, 280, 0, False), (200, 136, 32, False), (136, 200, 64, False),
+                          (300, 280, 0, True), (290, 300, 128, True)])
+def test_causal_products_sum_below_the_diagonal_only(backend, monkeypatch, n_q, n_k, rows,
+                                                     big):
+    """On wgpu a causal block's products leave out what the mask zeroes: the scores'
+    products (forward, and backward with their epilogues) skip the tiles after the
+    diagonal, the products by the weights or their gradient (the output, dq) sum over the
+    keys up to each tile's last query; against the portable attention, forward and
+    gradients (one block from row 0, blocks of 32, 64 and 128 rows; the 64x64 and the
+    128x128 tiles)."""
+    if backend != "wgpu":
+        pytest.skip("the causal tiles are the wgpu backend's")
+    gemm = _path_or_skip(backend)
+    if big:
+        from vtl.backends.wgpu import _linalg
+
+        monkeypatch.setattr(_linalg, "BIG_MIN_TILES", 1)
+        monkeypatch.setattr(_linalg, "BIG_MIN_FILL", 0.0)
+    monkeypatch.setattr(gemm, "causal_rows", rows)
+    monkeypatch.setattr(gemm, "causal_max_scores", 1 << 30)
+    monkeypatch.setattr(gemm, "min_scores_causal_or_dropout", 1)
+    from vtl.backends.wgpu import _gemm_attention as GA
+
+    bounded = []
+    into = GA._linalg.matmul_into
+
+    def spy(*a, **kw):
+        epi = kw.get("epi")
+        bounded.append(epi is not None and "KEND" in epi)
+        return into(*a, **kw)
+
+    monkeypatch.setattr(GA._linalg, "matmul_into", spy)
+    assert _against_portable(backend, gemm, n_q, n_k, 2, 4, "causal") == ["forward", "backward"]
+    blocks = len(gemm.row_blocks(n_q, n_k, True))
+    assert blocks == (1 if rows == 0 else -(-n_q // rows))
+    # per block: scores and output forward; weights, scores' gradient and dq backward
+    assert bounded.count(True) == 5 * blocks
 
 
 def test_self_attention_with_dropout_takes_the_path(backend, monkeypatch):

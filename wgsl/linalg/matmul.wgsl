@@ -5,8 +5,10 @@
 // Words: 0 M, 1 N, 2 K, 3 offA, 4 offB, 5 offC, 6 sAb, 7 sAm, 8 sAk, 9 sBb, 10 sBk, 11 sBn,
 // then those of the epilogue (vtl/backends/wgpu/_nn.py: its placeholders add a bias to each
 // column, or also write the row sums of A (batch b's at word 12 + b*M); empty for a plain
-// product). Products compute in {{C}}: float32 for float16 operands (the tiles are
-// widened on load, the result rounded once on store), else the operands' type.
+// product). KEND, the depth a tile sums over, is K unless the epilogue bounds it (causal
+// attention's products skip the terms it knows to be zero). Products compute in {{C}}:
+// float32 for float16 operands (the tiles are widened on load, the result rounded once on
+// store), else the operands' type.
 @group(0) @binding(0) var<storage, read> A: array<{{T}}>;
 @group(0) @binding(1) var<storage, read> B: array<{{T}}>;
 @group(0) @binding(2) var<storage, read_write> C: array<{{O}}>;
@@ -64,7 +66,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let bi = bk * 16u + bn / 4u;
   let bj = bn % 4u;
   let bstep = dbk * 16u + dbn / 4u;
-  for (var k0 = 0u; k0 < K; k0 += 16u) {
+  for (var k0 = 0u; k0 < {{KEND}}; k0 += 16u) {
     As[ai][aj] = ra.x;
     As[ai + astep][aj] = ra.y;
     As[ai + 2u * astep][aj] = ra.z;

@@ -56,7 +56,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 {{A_FETCH}}
 {{B_FETCH}}
   }
-  for (var k0 = 0u; k0 < K; k0 += 8u) {
+  for (var k0 = 0u; k0 < {{KEND}}; k0 += 8u) {
 {{A_STORE}}
 {{B_STORE}}
     workgroupBarrier();

@@ -111,10 +111,18 @@ class ChunkedAttention:
         self.dsoftmax(scores, dp, lse, delta, mask, geo, b0, scale, i0, dropout)
         return scores, dp
 
-    def matmul_into(self, a: Any, b: Any, out: Any, key: tuple, accumulate: bool = False
-                    ) -> None:
+    def product(self, q: Any, kt: Any, causal_from: int | None = None) -> Any:
+        """The scores ``q @ kt`` of a block; ``causal_from``: the block's row ``r`` is the
+        query ``causal_from + r`` of a causal attention, so its scores of later keys are
+        never read (a backend may leave them uncomputed)."""
+        return self.xp.matmul(q, kt)
+
+    def matmul_into(self, a: Any, b: Any, out: Any, key: tuple, accumulate: bool = False,
+                    causal_from: int | None = None) -> None:
         """``out[key] = a @ b`` (``accumulate``: ``+=``); a backend whose GEMM writes (and
-        adds) into a slice in place overrides it."""
+        adds) into a slice in place overrides it. ``causal_from``: ``a``'s row ``r`` is zero
+        after column ``causal_from + r`` (a causal block's weights or their gradient), so
+        a backend may sum only up to there."""
         res = self.xp.matmul(a, b)
         out[key] = out[key] + res if accumulate else res
 
@@ -190,9 +198,11 @@ class ChunkedAttention:
         rows = max(q1 - q0 for q0, q1, _ in blocks)  # a chunk holds one block's scores
         for s, e in self.chunks(b, rows, n_k, np.dtype(q.dtype).itemsize):
             for q0, q1, kend in blocks:
-                scores = xp.matmul(q[s:e, q0:q1], kt[s:e, :, :kend])
+                diag = q0 if causal else None
+                scores = self.product(q[s:e, q0:q1], kt[s:e, :, :kend], diag)
                 self.softmax(scores, lse, m4, geo, s, scale, q0, dropout)
-                self.matmul_into(scores, v[s:e, :kend], out, np.s_[s:e, q0:q1])
+                self.matmul_into(scores, v[s:e, :kend], out, np.s_[s:e, q0:q1],
+                                 causal_from=diag)
         return out, lse
 
     def backward(self, q: Any, k: Any, v: Any, out: Any, lse: Any, g: Any, mask: Any,
@@ -220,7 +230,8 @@ class ChunkedAttention:
                 scores, dp = self.weights_and_grads(
                     q[s:e, q0:q1], kt[s:e, :, :kend], g[s:e, q0:q1], vt[s:e, :, :kend], lse,
                     delta, m4, geo, s, scale, q0, dropout)
-                self.matmul_into(dp, k[s:e, :kend], dq, np.s_[s:e, q0:q1])
+                self.matmul_into(dp, k[s:e, :kend], dq, np.s_[s:e, q0:q1],
+                                 causal_from=q0 if causal else None)
                 self.matmul_into(self._transposed(dp), q[s:e, q0:q1], dk, np.s_[s:e, :kend],
                                  n > 0)
                 self.matmul_into(self._transposed(scores), g[s:e, q0:q1], dvv,

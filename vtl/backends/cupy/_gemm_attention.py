@@ -164,8 +164,10 @@ class GemmAttention(ChunkedAttention):
         self._cp = cupy
         self._kernels: dict[tuple[str, str], Any] = {}
 
-    def matmul_into(self, a: Any, b: Any, out: Any, key: tuple, accumulate: bool = False
-                    ) -> None:
+    def matmul_into(self, a: Any, b: Any, out: Any, key: tuple, accumulate: bool = False,
+                    causal_from: int | None = None) -> None:
+        """Through cuBLAS (beta 1 to add), which sums the whole depth (``causal_from``
+        unused)."""
         blas = getattr(self.xp, "blas", lambda: None)()
         if blas is None or not blas.matmul_into(a, b, out[key], accumulate):
             super().matmul_into(a, b, out, key, accumulate)

@@ -203,7 +203,8 @@ def matmul_kernel(dt, layout: tuple[bool, bool], sig: str = "rrw",
     vec = vec if big else (False, False)
     if b_fetch is not None and not big:
         raise ValueError("matmul_kernel: b_fetch is the large-tile kernel's")
-    key = (dt, layout, sig, out, big, epi["EPI"], load, label, consts, vec, store, b_fetch)
+    key = (dt, layout, sig, out, big, epi["EPI"], epi["DECL"], epi.get("KEND"), load, label,
+           consts, vec, store, b_fetch)
     k = _MATMUL_KERNELS.get(key)
     if k is None:
         name, extra = "matmul_big" if big else "matmul", {}
@@ -243,7 +244,8 @@ def matmul_subs(dt, layout: tuple[bool, bool], epi: dict = PLAIN, out=None,
     skip |= {"matmul_load_b"} if vec[1] else set()
     return dict(**shares, T=D.wgsl(dt), D=dt.name,
                 LOAD="\n".join(_kernels.source(f) for f in (*load, store) if f not in skip),
-                ARGS=_kernels.source("matmul_args"), O=D.wgsl(out), OD=out.name, **epi,
+                ARGS=_kernels.source("matmul_args"), O=D.wgsl(out), OD=out.name,
+                **{"KEND": "K", **epi},
                 C="f32" if D.wgsl(dt) == "f16" else D.wgsl(dt),
                 ACOLS="true" if layout[0] else "false",
                 BCOLS="true" if layout[1] else "false", **dict(consts))
