@@ -333,6 +333,23 @@ def test_dropout_by_products_matches_portable(backend, monkeypatch, masking, row
     assert calls == ["forward", "backward"]
 
 
+def _epilogues_spied(monkeypatch) -> list[dict]:
+    """The epilogues that the wgpu attention's products are given from now on (a list
+    filled as ``_linalg.matmul_into`` is called with one)."""
+    from vtl.backends.wgpu import _gemm_attention as GA
+
+    epilogues: list[dict] = []
+    into = GA._linalg.matmul_into
+
+    def spy(*a, **kw):
+        if kw.get("epi") is not None:
+            epilogues.append(kw["epi"])
+        return into(*a, **kw)
+
+    monkeypatch.setattr(GA._linalg, "matmul_into", spy)
+    return epilogues
+
+
 @pytest.mark.parametrize(("n_q", "n_k", "masking", "rows"),
                          [(130, 141, "ls", 0), (128, 200, "padding", 0), (150, 150, "none", 0),
                           (200, 136, "causal", 32)])
@@ -347,16 +364,7 @@ def test_backward_by_product_epilogues_gives_the_separate_kernels_bits(backend, 
     gemm = _path_or_skip(backend)
     monkeypatch.setattr(gemm, "causal_rows", rows)
     monkeypatch.setattr(gemm, "min_scores_causal_or_dropout", 1)
-    from vtl.backends.wgpu import _gemm_attention as GA
-
-    epilogues = []
-    into = GA._linalg.matmul_into
-
-    def spy(*a, **kw):
-        epilogues.append(kw.get("epi") is not None and "attn_" in kw["epi"]["EPI"])
-        return into(*a, **kw)
-
-    monkeypatch.setattr(GA._linalg, "matmul_into", spy)
+    epilogues = _epilogues_spied(monkeypatch)
     grads = {}
     for fused in (True, False):
         monkeypatch.setattr(gemm, "fused_backward", fused)
@@ -364,7 +372,7 @@ def test_backward_by_product_epilogues_gives_the_separate_kernels_bits(backend, 
         calls = _against_portable(backend, gemm, n_q, n_k, 3, 5, masking)
         assert calls == ["forward", "backward"]
         blocks = len(gemm.row_blocks(n_q, n_k, masking == "causal"))
-        assert epilogues.count(True) == (2 * blocks if fused else 0)
+        assert sum("attn_" in epi["EPI"] for epi in epilogues) == (2 * blocks if fused else 0)
         rng = np.random.default_rng(3)
         qs, ks, vs = (rng.standard_normal((2, 3, n, 16)).astype(np.float32)
                       for n in (n_q, n_k, n_k))
@@ -402,22 +410,12 @@ def test_causal_products_sum_below_the_diagonal_only(backend, monkeypatch, n_q, 
     monkeypatch.setattr(gemm, "causal_rows", rows)
     monkeypatch.setattr(gemm, "causal_max_scores", 1 << 30)
     monkeypatch.setattr(gemm, "min_scores_causal_or_dropout", 1)
-    from vtl.backends.wgpu import _gemm_attention as GA
-
-    bounded = []
-    into = GA._linalg.matmul_into
-
-    def spy(*a, **kw):
-        epi = kw.get("epi")
-        bounded.append(epi is not None and "KEND" in epi)
-        return into(*a, **kw)
-
-    monkeypatch.setattr(GA._linalg, "matmul_into", spy)
+    epilogues = _epilogues_spied(monkeypatch)
     assert _against_portable(backend, gemm, n_q, n_k, 2, 4, "causal") == ["forward", "backward"]
     blocks = len(gemm.row_blocks(n_q, n_k, True))
     assert blocks == (1 if rows == 0 else -(-n_q // rows))
     # per block: scores and output forward; weights, scores' gradient and dq backward
-    assert bounded.count(True) == 5 * blocks
+    assert sum("KEND" in epi for epi in epilogues) == 5 * blocks
 
 
 def test_self_attention_with_dropout_takes_the_path(backend, monkeypatch):

@@ -70,7 +70,7 @@ class WgpuGemmAttention(ChunkedAttention):
         if causal_from is not None:
             scores = empty((q.shape[0], q.shape[1], kt.shape[2]), q.dtype)
             if scores.size and _linalg.matmul_into(q, kt, scores, epi=_causal(PLAIN, True),
-                                                   words=_causal_words((), causal_from)):
+                                                   words=_block_words((), causal_from)):
                 return scores
         return super().product(q, kt, causal_from)
 
@@ -80,7 +80,7 @@ class WgpuGemmAttention(ChunkedAttention):
         ``causal_from`` each tile of rows sums over the keys up to its last query only."""
         if causal_from is not None and not accumulate:
             if _linalg.matmul_into(a, b, out[key], epi=_causal(PLAIN, False),
-                                   words=_causal_words((), causal_from)):
+                                   words=_block_words((), causal_from)):
                 return
         if not _linalg.matmul_into(a, b, out[key], accumulate):
             super().matmul_into(a, b, out, key, accumulate)
@@ -100,19 +100,15 @@ class WgpuGemmAttention(ChunkedAttention):
         ds = empty((nb, rows, keys), D.float32)
         sw = words_for_scalar(scale, D.float32)[0]
         causal = bool(geo[8])  # the tiles after the diagonal: weights and gradients 0
-        pwords = (b0, *geo, sw, 0, lse._offset, 0 if mask is None else mask._offset, 0, 0,
-                  i0)
+        pwords = (b0, *geo, sw, 0, lse._offset, 0 if mask is None else mask._offset)
         if p.size == 0 or not _linalg.matmul_into(
-                q, kt, p, epi=_causal(_epilogue("weights"), True) if causal
-                else _epilogue("weights"), extra=(lse._st.buf, self._mask_buffer(mask)),
-                words=_causal_words(pwords, i0) if causal else pwords):
+                q, kt, p, epi=_epilogue("weights", causal),
+                extra=(lse._st.buf, self._mask_buffer(mask)), words=_block_words(pwords, i0)):
             return super().weights_and_grads(q, kt, g, vt, lse, delta, mask, geo, b0, scale,
                                              i0, dropout)
-        dwords = (b0, geo[1], i0, p._offset, delta._offset, sw)
-        if not _linalg.matmul_into(g, vt, ds, epi=_causal(_epilogue("dscores"), True)
-                                   if causal else _epilogue("dscores"),
-                                   extra=(p._st.buf, delta._st.buf),
-                                   words=_causal_words(dwords, i0) if causal else dwords):
+        if not _linalg.matmul_into(
+                g, vt, ds, epi=_epilogue("dscores", causal), extra=(p._st.buf, delta._st.buf),
+                words=_block_words((b0, geo[1], p._offset, delta._offset, sw), i0)):
             raise RuntimeError("attention: no product for the scores' gradient")  # not reached
         return p, ds
 
@@ -206,9 +202,12 @@ class WgpuGemmAttention(ChunkedAttention):
 _EPILOGUES: dict[str, dict] = {}
 
 
-def _epilogue(name: str) -> dict:
+def _epilogue(name: str, causal: bool = False) -> dict:
     """The product epilogue ``gattn_<name>_epilogue.wgsl`` (``weights``: ``P`` from the
-    scores; ``dscores``: ``dS`` from ``dP``) for ``_linalg.matmul_into``."""
+    scores; ``dscores``: ``dS`` from ``dP``) for ``_linalg.matmul_into``; ``causal``: its
+    tiles after the diagonal skipped (:func:`_causal`)."""
+    if causal:
+        return _causal(_epilogue(name), True)
     epi = _EPILOGUES.get(name)
     if epi is None:
         call = {"weights": "attn_weight(b, row, col + c, v[c])",
@@ -220,21 +219,22 @@ def _epilogue(name: str) -> dict:
     return epi
 
 
-#: the last immediates word: the first query row of a causal block (``_causal``)
-_CAUSAL_WORD = 31
+#: the last immediates word: a block's first query row, for the epilogues and ``_causal``
+_ROW_WORD = 31
 _CAUSAL: dict[tuple, dict] = {}
 
 
 def _causal(epi: dict, tiles: bool) -> dict:
-    """``epi`` for a causal block's product (its first query row in word 31): ``tiles``, a
-    product of scores (rows the queries, columns the keys) that skips the depth loop of
-    tiles whose every key follows every query (storing ``epi`` of zeros: their scores are
-    never read, their weights and gradients are zeros); else a product by weights (rows the
-    queries, depth the keys) whose tiles sum over the keys up to their last query."""
+    """``epi`` for a causal block's product (its first query row in word 31,
+    :func:`_block_words`): ``tiles``, a product of scores (rows the queries, columns the
+    keys) that skips the depth loop of tiles whose every key follows every query (storing
+    ``epi`` of zeros: their scores are never read, their weights and gradients are zeros);
+    else a product by weights (rows the queries, depth the keys) whose tiles sum over the
+    keys up to their last query."""
     key = (epi["EPI"], epi["DECL"], tiles)
     out = _CAUSAL.get(key)
     if out is None:
-        w = f"pw({_CAUSAL_WORD}u)"
+        w = f"pw({_ROW_WORD}u)"
         if tiles:
             fn = (f"fn attn_after_diagonal(m0: u32, n0: u32) -> bool {{ return n0 > {w} + m0 "
                   "+ TILE - 1u; }")
@@ -246,7 +246,7 @@ def _causal(epi: dict, tiles: bool) -> dict:
     return out
 
 
-def _causal_words(words: tuple, first_row: int) -> tuple:
-    """An epilogue's ``words`` (from word 14) followed by the causal block's first query
-    row in word 31."""
-    return (*words, *[0] * (_CAUSAL_WORD - 14 - len(words)), first_row)
+def _block_words(words: tuple, first_row: int) -> tuple:
+    """An epilogue's ``words`` (from word 14) followed by the block's first query row in
+    word 31."""
+    return (*words, *[0] * (_ROW_WORD - 14 - len(words)), first_row)

@@ -248,12 +248,18 @@ class Recorder:
         self.pending += 1
         self.dispatches += 1
         self._work += _kernels.dispatch_work(kernel, words, groups * gy * gz)
-        if self._work >= IDLE_WORK and (self._idle or POLL_IDLE and self._device_idle()
-                                        or 0 < HEAVY_WORK <= self._work):
+        if self._work >= IDLE_WORK and self._work_due():
             self._flush()
             return
         if self.pending >= FLUSH_EVERY or self._aged():
             self._flush()
+
+    def _work_due(self) -> bool:
+        """Whether the open pass, holding at least ``IDLE_WORK``, is submitted now: the
+        device is idle (after a wait, or found so with ``POLL_IDLE``) or the pass holds
+        ``HEAVY_WORK``."""
+        return self._idle or POLL_IDLE and self._device_idle() \
+            or 0 < HEAVY_WORK <= self._work
 
     def _device_idle(self) -> bool:
         """Whether the device has finished everything submitted (with :data:`POLL_IDLE`,
@@ -301,9 +307,8 @@ class Recorder:
                 cp.dispatch_workgroups(groups, gy, gz)
             n += 1
             self._work += work
-            if self.pending + n >= FLUSH_EVERY or self._work >= IDLE_WORK and (
-                    self._idle or POLL_IDLE and self._device_idle()
-                    or 0 < HEAVY_WORK <= self._work):
+            if self.pending + n >= FLUSH_EVERY or self._work >= IDLE_WORK \
+                    and self._work_due():
                 self.pending += n
                 self.dispatches += n
                 n = 0
