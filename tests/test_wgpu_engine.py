@@ -195,6 +195,42 @@ def test_a_deep_products_workgroups_weigh_by_its_depth(monkeypatch):
     assert rec.submits == s0 and rec.pending >= 1  # depth 64: a tile's weight, too little
 
 
+def test_a_row_kernels_workgroups_weigh_by_the_rows_they_hold(monkeypatch):
+    """A row-wise kernel's workgroup (several rows of up to ``TPR * SLOTS`` elements) weighs
+    ``ROW_WEIGHT`` elementwise workgroups (half its slots' work): a layer_norm forward that
+    holds ``IDLE_WORK`` so goes to the idle device at once, with the formula's values."""
+    import vtl
+    import vtl.nn.functional as F
+    from vtl.backends.wgpu import _kernels
+    from vtl.backends.wgpu._dtypes import float32
+    from vtl.backends.wgpu._row_lanes import SLOTS, lane_subs, row_lanes
+
+    k = _kernels.compute_kernel("layer_norm", "rrrww", float32, **lane_subs(row_lanes(1024)))
+    assert k.weight == _kernels.ROW_WEIGHT == SLOTS // 2 and not k.deep
+    assert _kernels.dispatch_work(k, [256, 1024, 0], 64) == 64 * SLOTS // 2
+
+    monkeypatch.setattr(_recorder, "FLUSH_AFTER_S", float("inf"))
+    monkeypatch.setattr(_recorder, "POLL_IDLE", False)
+    rec = _recorder.REC
+    rng = np.random.default_rng(6)
+    xn = rng.standard_normal((256, 1024)).astype(np.float32)  # 64 workgroups of 4 rows
+    x = vtl.asarray(xn, device="wgpu")
+    monkeypatch.setattr(_recorder, "IDLE_WORK", xn.size // 256 // 2)  # half an elementwise op's
+    for _ in range(2):
+        xp.synchronize()
+        s0 = rec.submits
+        y = F.layer_norm(x, (1024,))
+        assert rec.submits == s0 + 1
+    mean = xn.mean(-1, keepdims=True)
+    want = (xn - mean) / np.sqrt(((xn - mean) ** 2).mean(-1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-4, atol=1e-4)
+    xp.synchronize()
+    monkeypatch.setattr(_recorder, "IDLE_WORK", 64 * SLOTS // 2 + 1)
+    s0 = rec.submits
+    F.layer_norm(x, (1024,))
+    assert rec.submits == s0 and rec.pending == 1  # one weight short
+
+
 def test_a_pass_is_submitted_once_the_device_has_finished_the_last(monkeypatch):
     """POLL_IDLE: a pass that holds ``IDLE_WORK`` is submitted when a poll shows the
     device has finished all that was submitted before it, not only after a wait; while

@@ -18,6 +18,7 @@ import numpy as np
 
 from . import _dtypes as D
 from . import _runtime, _shaders, _subgroups
+from ._row_lanes import SLOTS
 
 _HERE = Path(__file__).resolve().parent
 
@@ -52,6 +53,10 @@ WORKGROUP_WEIGHTS = {"matmul": 4, "matmul_coop": 4, "matmul_big": 16, "attention
 #: their weight is for a depth of 64 and scales with it, so that a deep product (a 3x3
 #: convolution over 256 channels: depth 2304) counts as the hundreds of microseconds it runs
 DEPTH_WEIGHTED = frozenset({"matmul", "matmul_big"})
+#: the weight of a row-wise kernel's workgroup (its subs name ``TPR``: ``_row_lanes``): 256 /
+#: TPR rows held by TPR invocations of up to SLOTS elements each, more than half of the
+#: slots filled (but for rows of 32 invocations) or rows longer than a workgroup's slots
+ROW_WEIGHT = SLOTS // 2
 
 
 def dispatch_work(kernel: Kernel, words, groups: int) -> int:
@@ -368,8 +373,9 @@ def _compile(key, name, sig, dtypes, subs, label) -> Kernel:
     st = compile_stats.setdefault(label, [0, 0.0])
     st[0] += 1
     st[1] += time.perf_counter() - t0
-    k = _pipelines[key] = Kernel(pipe, _layout(tuple(sig)), label,
-                                 WORKGROUP_WEIGHTS.get(name, 1), name in DEPTH_WEIGHTED)
+    weight = WORKGROUP_WEIGHTS.get(name, ROW_WEIGHT if "TPR" in subs else 1)
+    k = _pipelines[key] = Kernel(pipe, _layout(tuple(sig)), label, weight,
+                                 name in DEPTH_WEIGHTED)
     return k
 
 
