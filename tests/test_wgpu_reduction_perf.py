@@ -47,10 +47,62 @@ def test_full_float32_reductions_few_dispatches(big):
         assert nd <= 2
         assert got == npf(big) and got.dtype == np.asarray(npf(big)).dtype.newbyteorder("=")
     got, nd = counted(lambda: xp.var(a))
-    assert nd <= 8
+    assert nd <= 5  # the sums (2), the squared deviations' sums (2), the division
     np.testing.assert_allclose(got, np.var(big.astype(np.float64)), rtol=1e-5)
     np.testing.assert_allclose(xp.to_numpy(xp.std(a, correction=1)),
                                np.std(big.astype(np.float64), ddof=1), rtol=1e-5)
+
+
+def _two_pass_var(a, axis):
+    """The mean, then the sum of the squared deviations' array: the formula the one-kernel
+    second pass computes."""
+    m = _reduction.mean(a, axis=axis, keepdims=True)
+    s = _reduction.sum(_reduction._sq_dev(a, m), axis=axis)
+    return xp.to_numpy(s) / _reduction._count(a, axis)
+
+
+@pytest.mark.parametrize(("shape", "axis"), [
+    ((1 << 18,), None),  # one long row split over workgroups, vec4 loads
+    ((4097, 3), None),  # one row of odd length
+    ((300, 2049), 1),  # rows, not a multiple of 4
+    ((5000, 80), 0),  # columns sliced (partial sums)
+    ((3, 200, 70), 1),  # columns of P blocks
+    ((7, 6, 5), (0, 2)),  # rows of a transposed copy
+    ((64, 3), 0),  # short columns, one pass
+])
+def test_float32_var_subtracts_the_mean_inside_its_sum(shape, axis):
+    """float32 var/std: the squared deviations from each output's mean (its sum over the
+    count) are summed in the reduction itself, no array of them written; the two passes'
+    accuracy (data whose mean is large against its spread) and the mean-then-squares values
+    up to a rounding (a device may fuse the multiply-add)."""
+    rng = np.random.default_rng(7)
+    h = (rng.standard_normal(shape) * 3 + 1e4).astype(np.float32)
+    a = xp.asarray(h)
+    d0 = REC.dispatches
+    xp.sum(a, axis=axis)
+    sums = REC.dispatches - d0
+    got = xp.to_numpy(xp.var(a, axis=axis))
+    assert REC.dispatches - d0 - sums == 2 * sums + 1  # no squared deviations' array
+    want = np.var(h.astype(np.float64), axis=axis)
+    np.testing.assert_allclose(got, want, rtol=2e-5)
+    np.testing.assert_allclose(got, _two_pass_var(a, axis), rtol=1e-6)
+    np.testing.assert_allclose(xp.to_numpy(xp.std(a, axis=axis, correction=1)),
+                               np.std(h.astype(np.float64), axis=axis, ddof=1), rtol=1e-5)
+
+
+def test_var_over_more_than_one_binding_takes_the_mean_and_squares(monkeypatch):
+    """An input over one binding goes through the windowed reduction, which binds no
+    centres: var takes the mean and the squares' sum there, with the same values."""
+    from vtl.backends.wgpu import _runtime
+
+    h = np.random.default_rng(8).standard_normal((16, 3000)).astype(np.float32) + 50
+    whole = xp.to_numpy(xp.var(xp.asarray(h)))
+    monkeypatch.setattr(_runtime.get(), "max_binding", 64 * 1024)  # 16384 float32
+    d0 = REC.dispatches
+    windowed = xp.to_numpy(xp.var(xp.asarray(h)))
+    assert REC.dispatches - d0 > 5  # the windows, the squared deviations, their sums
+    np.testing.assert_allclose(windowed, whole, rtol=1e-6)
+    np.testing.assert_allclose(windowed, np.var(h.astype(np.float64)), rtol=2e-5)
 
 
 def test_split_rows_are_used():

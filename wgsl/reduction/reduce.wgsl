@@ -5,10 +5,13 @@
 // out[r * G + g] (partial results, folded again by a second dispatch when G > 1).
 // The source elements are {{ST}}: T, or vec4<T> (K and the offset then count vectors; FOLD
 // folds one source element into `acc`).
-// Words: 0 rows, 1 K, 2 input offset, 3 output offset, 4 mode, 5 G
+// CENTRE declares `centre_at(row)`, called before a row's elements are mapped: nothing, or
+// (vtl/backends/wgpu/_reduction.py, var) a third binding and the row's centre for MAP.
+// Words: 0 rows, 1 K, 2 input offset, 3 output offset, 4 mode, 5 G (8, 9: CENTRE's)
 @group(0) @binding(0) var<storage, read> src: array<{{ST}}>;
 @group(0) @binding(1) var<storage, read_write> dst: array<{{R}}>;
 var<workgroup> sh: array<{{A}}, 256>;
+{{CENTRE}}
 
 fn mapv(x: {{T}}) -> {{A}} { {{MAP}} }
 fn comb(a: {{A}}, b: {{A}}) -> {{A}} { {{COMBINE}} }
@@ -27,6 +30,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   if (pw(4u) == 1u) {
     let r = linear_id(wid, nwg, lid);
     if (r < rows) {
+      centre_at(r);
       var acc: {{A}} = {{INIT}};
       let base = pw(2u) + r * K;
       for (var k = 0u; k < K; k++) { acc = fold_at(acc, base, k); }
@@ -40,6 +44,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let g = w - row * G;
   var acc: {{A}} = {{INIT}};
   if (row < rows) {
+    centre_at(row);
     let base = pw(2u) + row * K;
     let step = G * 256u;
     var k = g * 256u + lid;

@@ -2,9 +2,12 @@
 // out[p, c] = fold_k map(x[p, k, c]). One thread per column c (adjacent threads read adjacent
 // elements); the K axis is cut into S slices of consecutive rows, one workgroup per
 // (column block, slice, p), writing out[(p * S + s) * C + c] (partial results when S > 1).
-// Words: 0 P, 1 K, 2 C, 3 input offset, 4 output offset, 5 S, 6 column blocks
+// CENTRE declares `centre_at(p * C + c)`, called before a column's elements are mapped
+// (reduce.wgsl's).
+// Words: 0 P, 1 K, 2 C, 3 input offset, 4 output offset, 5 S, 6 column blocks (8, 9: CENTRE's)
 @group(0) @binding(0) var<storage, read> src: array<{{T}}>;
 @group(0) @binding(1) var<storage, read_write> dst: array<{{R}}>;
+{{CENTRE}}
 
 fn mapv(x: {{T}}) -> {{A}} { {{MAP}} }
 fn comb(a: {{A}}, b: {{A}}) -> {{A}} { {{COMBINE}} }
@@ -25,6 +28,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let p = t / S;
   let c = cb * 256u + lid;
   if (p >= P || c >= C) { return; }
+  centre_at(p * C + c);
   let L = (K + S - 1u) / S;
   let k0 = min(s * L, K);
   let k1 = min(k0 + L, K);

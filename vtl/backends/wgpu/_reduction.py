@@ -22,7 +22,7 @@ import numpy as np
 
 from . import _dtypes as D
 from . import _kernels, _runtime
-from ._array import WgpuArray, astype_raw, contiguous, empty
+from ._array import WgpuArray, astype_raw, contiguous, empty, words_for_scalar
 from ._array import prod as _prod
 from ._elementwise import binary, default_float, default_int, unary
 from ._manipulation import permute_dims, reshape
@@ -108,12 +108,31 @@ _ACC_BYTES = {"f16": 2, "f32": 4, "i32": 4, "u32": 4, "f64": 8, "i64": 8, "u64":
               "vec2<f32>": 8, "vec2<f64>": 16}
 
 
+#: the reduction kernels' ``centre_at`` (``{{CENTRE}}``): none, or a float32 row's (column's)
+#: centre for MAP, the sum in the third binding (from word 8) over the count (word 9's bits)
+_NO_CENTRE = "fn centre_at(i: u32) {}"
+_CENTRE = ("@group(0) @binding(2) var<storage, read> CEN: array<f32>;\n"
+           "var<private> centre: f32;\n"
+           "fn centre_at(i: u32) { centre = CEN[pw(8u) + i] / bitcast<f32>(pw(9u)); }")
+
+
+def _first_pass(subs: dict, bufs: tuple, words: list, cen) -> tuple:
+    """``(subs, sig, bufs, words)`` of a pass that reads the input, with the centres ``cen``
+    (``(sums, count's float32 bits)``, or None) bound."""
+    if cen is None:
+        return subs, "rw", bufs, words
+    sums, nbits = cen
+    return ({**subs, "CENTRE": _CENTRE}, "rwr", (*bufs, sums._st.buf),
+            [*words, *[0] * (8 - len(words)), sums._offset, nbits])
+
+
 def _rows_pass(src, off: int, rows: int, K: int, dst, dst_off: int, G: int, subs: dict,
-               dts: tuple) -> None:
-    k = _kernels.kernel("reduce", "rw", dts, **subs)
+               dts: tuple, cen=None) -> None:
     small = K <= 64 and G == 1
-    words = [rows, K, off, dst_off, 1 if small else 0, G]
-    REC.dispatch(k, (src._st.buf, dst._st.buf), words, groups_for(rows) if small else rows * G)
+    subs, sig, bufs, words = _first_pass(subs, (src._st.buf, dst._st.buf),
+                                         [rows, K, off, dst_off, 1 if small else 0, G], cen)
+    k = _kernels.kernel("reduce", sig, dts, **subs)
+    REC.dispatch(k, bufs, words, groups_for(rows) if small else rows * G)
 
 
 _FOLD1 = "acc = comb(acc, mapv(src[base + k]));"
@@ -121,17 +140,18 @@ _FOLD4 = ("let v = src[base + k]; acc = comb(acc, mapv(v.x)); acc = comb(acc, ma
           " acc = comb(acc, mapv(v.z)); acc = comb(acc, mapv(v.w));")
 
 
-def _reduce_rows(xr: WgpuArray, rows: int, K: int, out: WgpuArray, subs: dict, dts) -> None:
+def _reduce_rows(xr: WgpuArray, rows: int, K: int, out: WgpuArray, subs: dict, dts,
+                 cen=None) -> None:
     G = _split(rows, K)
     src, off, k_in = subs, xr._offset, K
     if K > 64 and not K & 3 and not off & 3 and D.itemsize(xr._dtype) == 4:
         src, off, k_in = {**subs, "ST": "vec4<{{T}}>", "FOLD": _FOLD4}, off >> 2, K >> 2
     if G == 1:
-        _rows_pass(xr, off, rows, k_in, out, out._offset, 1, src, dts)
+        _rows_pass(xr, off, rows, k_in, out, out._offset, 1, src, dts, cen)
         return
     acc = subs["A"]
     part = _scratch(rows * G * _ACC_BYTES[acc])
-    _rows_pass(xr, off, rows, k_in, part, 0, G, {**src, "R": acc, "OUT": "a"}, dts)
+    _rows_pass(xr, off, rows, k_in, part, 0, G, {**src, "R": acc, "OUT": "a"}, dts, cen)
     _rows_pass(part, 0, rows, G, out, out._offset, 1,
                {**subs, "T": acc, "MAP": "return x;"}, dts)
 
@@ -146,18 +166,21 @@ def _col_split(P: int, K: int, C: int) -> tuple[int, int]:
 
 
 def _cols(src, off: int, P: int, K: int, C: int, out, out_off: int, subs: dict, dts,
-          mapped: bool = False) -> None:
-    """out[p, c] = fold over k of src[p, k, c] (contiguous), in passes of slices."""
+          mapped: bool = False, cen=None) -> None:
+    """out[p, c] = fold over k of src[p, k, c] (contiguous), in passes of slices (``cen``:
+    the first pass's centres, :func:`_first_pass`)."""
     CB, S = _col_split(P, K, C)
     acc = subs["A"]
     s2 = {**subs, "T": acc, "MAP": "return x;"} if mapped else subs
     if S == 1:
-        k = _kernels.kernel("reduce_cols", "rw", dts, **s2)
-        REC.dispatch(k, (src._st.buf, out._st.buf), [P, K, C, off, out_off, 1, CB], P * CB)
+        s2, sig, bufs, words = _first_pass(s2, (src._st.buf, out._st.buf),
+                                           [P, K, C, off, out_off, 1, CB], cen)
+        REC.dispatch(_kernels.kernel("reduce_cols", sig, dts, **s2), bufs, words, P * CB)
         return
     part = _scratch(P * S * C * _ACC_BYTES[acc])
-    k = _kernels.kernel("reduce_cols", "rw", dts, **{**s2, "R": acc, "OUT": "a"})
-    REC.dispatch(k, (src._st.buf, part._st.buf), [P, K, C, off, 0, S, CB], P * S * CB)
+    s2, sig, bufs, words = _first_pass({**s2, "R": acc, "OUT": "a"},
+                                       (src._st.buf, part._st.buf), [P, K, C, off, 0, S, CB], cen)
+    REC.dispatch(_kernels.kernel("reduce_cols", sig, dts, **s2), bufs, words, P * S * CB)
     _cols(part, 0, P, S, C, out, out_off, subs, dts, mapped=True)
 
 
@@ -174,13 +197,17 @@ def _col_plan(x: WgpuArray, axes: tuple[int, ...]):
 
 
 def _reduce(x: WgpuArray, axis, keepdims: bool, fname: str, out_dt: np.dtype, acc: str,
-            mapv: str, combine: str, init: str) -> WgpuArray:
+            mapv: str, combine: str, init: str, cen=None) -> WgpuArray | None:
+    """The reduction of ``x`` over ``axis``: ``mapv`` of each element folded by ``combine``
+    from ``init`` in the accumulator type ``acc``, stored as ``out_dt``. ``cen``: each output
+    element's centre for ``mapv`` (:func:`_first_pass`); None with it where the input is over
+    one binding (:func:`_fuse.reduce_chunked` binds no centres)."""
     axes = _axes(axis, x.ndim, fname)
     dt = x.dtype
     subs = dict(T=D.wgsl(dt), R=D.wgsl(out_dt), A=acc, DT=D.NAME[dt], DR=D.NAME[out_dt],
                 MAP=mapv, COMBINE=combine, INIT=init,
                 OUT=f"wrap_{D.NAME[out_dt]}({D.wgsl(out_dt)}(a))",
-                ST="{{T}}", FOLD=_FOLD1)
+                ST="{{T}}", FOLD=_FOLD1, CENTRE=_NO_CENTRE)
     dts = (dt, out_dt)
     plan = _col_plan(x, axes)
     if plan is not None and x._st.buf.cap <= _runtime.get().max_binding:
@@ -188,17 +215,19 @@ def _reduce(x: WgpuArray, axis, keepdims: bool, fname: str, out_dt: np.dtype, ac
         out = empty(_out_shape(x.shape, axes, keepdims, kshape), out_dt)
         P, K, C = plan
         if P * C:
-            _cols(x, x._offset, P, K, C, out, out._offset, subs, dts)
+            _cols(x, x._offset, P, K, C, out, out._offset, subs, dts, cen=cen)
         return out
     xr, rows, K, kshape = _rows(x, axes)
     out = empty(_out_shape(x.shape, axes, keepdims, kshape), out_dt)
     if rows == 0:
         return out
     if xr._st.buf.cap > _runtime.get().max_binding:  # above one binding: in windows
+        if cen is not None:
+            return None
         from ._fuse import reduce_chunked
 
         return reduce_chunked(xr, rows, K, out, subs)
-    _reduce_rows(xr, rows, K, out, subs, dts)
+    _reduce_rows(xr, rows, K, out, subs, dts, cen)
     return out
 
 
@@ -322,10 +351,25 @@ def var(x, /, *, axis=None, correction=0.0, keepdims: bool = False) -> WgpuArray
     if D.kind(x.dtype) != "f":
         x = astype_raw(x, default_float())
     n = _count(x, axis)
-    m = mean(x, axis=axis, keepdims=True)
-    s = sum(_sq_dev(x, m), axis=axis, keepdims=keepdims)  # two passes: accurate
+    s = _squared_deviations(x, axis, keepdims, n)
     dof = n - correction
     return binary("divide", s, float(dof) if dof > 0 else float("nan"))
+
+
+def _squared_deviations(x: WgpuArray, axis, keepdims: bool, n: int) -> WgpuArray:
+    """The sums of squared deviations from the mean over ``axis`` (of ``n`` elements), in two
+    passes (accurate): the sums, then, for float32, one reduction that subtracts each
+    output's mean (its sum over ``n``) inside (no array of squared deviations); other
+    dtypes and an input over one binding take the mean and the squares' sum."""
+    if x.dtype == D.float32:
+        sums = sum(x, axis=axis, keepdims=True)
+        out = _reduce(x, axis, keepdims, "var", D.float32, "f32",
+                      "let d = x - centre; return d * d;", "return a + b;", "f32(0)",
+                      cen=(sums, words_for_scalar(float(n), D.float32)[0]))
+        if out is not None:
+            return out
+    m = mean(x, axis=axis, keepdims=True)
+    return sum(_sq_dev(x, m), axis=axis, keepdims=keepdims)
 
 
 def _sq_dev_fn(x, m):
