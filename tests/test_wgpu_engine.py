@@ -195,40 +195,33 @@ def test_a_deep_products_workgroups_weigh_by_its_depth(monkeypatch):
     assert rec.submits == s0 and rec.pending >= 1  # depth 64: a tile's weight, too little
 
 
-def test_a_row_kernels_workgroups_weigh_by_the_rows_they_hold(monkeypatch):
-    """A row-wise kernel's workgroup (several rows of up to ``TPR * SLOTS`` elements) weighs
-    ``ROW_WEIGHT`` elementwise workgroups (half its slots' work): a layer_norm forward that
-    holds ``IDLE_WORK`` so goes to the idle device at once, with the formula's values."""
+def test_the_attention_softmax_weighs_its_rows():
+    """The attention softmax's workgroup (several rows of up to ``TPR * SLOTS`` scores)
+    weighs ``ROW_WEIGHT`` elementwise workgroups, so that attention's blocks reach
+    ``HEAVY_WORK`` by their work; layer_norm's and softmax's count 1 (weighed fully, their
+    forward alone would go in a submit of its own after a wait)."""
     import vtl
     import vtl.nn.functional as F
     from vtl.backends.wgpu import _kernels
-    from vtl.backends.wgpu._dtypes import float32
-    from vtl.backends.wgpu._row_lanes import SLOTS, lane_subs, row_lanes
+    from vtl.backends.wgpu._row_lanes import SLOTS
 
-    k = _kernels.compute_kernel("layer_norm", "rrrww", float32, **lane_subs(row_lanes(1024)))
-    assert k.weight == _kernels.ROW_WEIGHT == SLOTS // 2 and not k.deep
-    assert _kernels.dispatch_work(k, [256, 1024, 0], 64) == 64 * SLOTS // 2
-
-    monkeypatch.setattr(_recorder, "FLUSH_AFTER_S", float("inf"))
-    monkeypatch.setattr(_recorder, "POLL_IDLE", False)
-    rec = _recorder.REC
     rng = np.random.default_rng(6)
-    xn = rng.standard_normal((256, 1024)).astype(np.float32)  # 64 workgroups of 4 rows
-    x = vtl.asarray(xn, device="wgpu")
-    monkeypatch.setattr(_recorder, "IDLE_WORK", xn.size // 256 // 2)  # half an elementwise op's
-    for _ in range(2):
-        xp.synchronize()
-        s0 = rec.submits
-        y = F.layer_norm(x, (1024,))
-        assert rec.submits == s0 + 1
-    mean = xn.mean(-1, keepdims=True)
-    want = (xn - mean) / np.sqrt(((xn - mean) ** 2).mean(-1, keepdims=True) + 1e-5)
-    np.testing.assert_allclose(y.numpy(), want, rtol=1e-4, atol=1e-4)
-    xp.synchronize()
-    monkeypatch.setattr(_recorder, "IDLE_WORK", 64 * SLOTS // 2 + 1)
-    s0 = rec.submits
+    x = vtl.asarray(rng.standard_normal((8, 1024)).astype(np.float32), device="wgpu")
     F.layer_norm(x, (1024,))
-    assert rec.submits == s0 and rec.pending == 1  # one weight short
+    F.softmax(x, dim=-1)
+    q, k, v = (vtl.asarray(rng.standard_normal((1, 2, 128, 16)).astype(np.float32),
+                           device="wgpu") for _ in range(3))
+    F.scaled_dot_product_attention(q, k, v)
+    by_name: dict[str, list] = {}
+    for p in _kernels._pipelines.values():
+        by_name.setdefault(p.name, []).append(p)
+    for name in ("layer_norm", "softmax"):
+        assert by_name[name] and all(p.weight == 1 and not p.deep for p in by_name[name])
+    soft = by_name.get("gattn_softmax")
+    if not soft:
+        pytest.skip("attention did not take the path by products here")
+    assert all(p.weight == _kernels.ROW_WEIGHT == SLOTS // 2 for p in soft)
+    assert _kernels.dispatch_work(soft[0], [0, 0, 0], 64) == 64 * SLOTS // 2
 
 
 def test_a_pass_is_submitted_once_the_device_has_finished_the_last(monkeypatch):

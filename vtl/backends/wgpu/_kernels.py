@@ -57,6 +57,13 @@ DEPTH_WEIGHTED = frozenset({"matmul", "matmul_big"})
 #: TPR rows held by TPR invocations of up to SLOTS elements each, more than half of the
 #: slots filled (but for rows of 32 invocations) or rows longer than a workgroup's slots
 ROW_WEIGHT = SLOTS // 2
+#: the row-wise kernels weighed so: attention's softmax, whose blocks then reach
+#: ``_recorder.HEAVY_WORK`` sooner (H100: causal attention at 512 keys 5% faster). The
+#: others count 1 a workgroup: weighed fully, a 4096 x 1024 layer_norm or softmax forward
+#: alone held ``IDLE_WORK`` after a wait and went in a submit of its own, whose host cost
+#: exceeded the forward's few microseconds (their synchronized forward and backward 6-28%
+#: slower)
+ROW_WEIGHTED = frozenset({"gattn_softmax"})
 
 
 def dispatch_work(kernel: Kernel, words, groups: int) -> int:
@@ -373,7 +380,8 @@ def _compile(key, name, sig, dtypes, subs, label) -> Kernel:
     st = compile_stats.setdefault(label, [0, 0.0])
     st[0] += 1
     st[1] += time.perf_counter() - t0
-    weight = WORKGROUP_WEIGHTS.get(name, ROW_WEIGHT if "TPR" in subs else 1)
+    weight = WORKGROUP_WEIGHTS.get(name, ROW_WEIGHT if name in ROW_WEIGHTED and "TPR" in subs
+                                   else 1)
     k = _pipelines[key] = Kernel(pipe, _layout(tuple(sig)), label, weight,
                                  name in DEPTH_WEIGHTED)
     return k

@@ -45,11 +45,8 @@ FLUSH_EVERY = 2048
 #: submitted: a submit costs some tens of microseconds of host time
 FLUSH_AFTER_S, FLUSH_MIN = 0.0005, 8
 #: the first pass after a wait is submitted once its dispatches hold this many workgroups
-#: (weighted by their work: ``_kernels.dispatch_work``; 2^14: 4M elements of elementwise
-#: work, a few microseconds of an H100's time). A submit costs the host some tens of
-#: microseconds, so a short synchronized call (a layer_norm or softmax forward and
-#: backward) gains nothing from starting its forward early, and lost up to a quarter
-IDLE_WORK = 1 << 14
+#: (weighted by their work: ``_kernels.dispatch_work``)
+IDLE_WORK = 2048
 #: a later pass holding ``IDLE_WORK`` is submitted too once the device has finished all
 #: that was submitted before it (a completion callback per submit, read by a poll that
 #: does not block). Off: it shortens a single layer's call (attention, a convolution,
