@@ -24,7 +24,7 @@ from . import _dtypes as D
 from . import _kernels, _runtime
 from ._array import WgpuArray, astype_raw, contiguous, empty, words_for_scalar
 from ._array import prod as _prod
-from ._elementwise import binary, default_float, default_int, unary
+from ._elementwise import BINARY, _body, binary, default_float, default_int, unary
 from ._manipulation import permute_dims, reshape
 from ._recorder import REC, groups_for
 
@@ -108,12 +108,27 @@ _ACC_BYTES = {"f16": 2, "f32": 4, "i32": 4, "u32": 4, "f64": 8, "i64": 8, "u64":
               "vec2<f32>": 8, "vec2<f64>": 16}
 
 
-#: the reduction kernels' ``centre_at`` (``{{CENTRE}}``): none, or a float32 row's (column's)
-#: centre for MAP, the sum in the third binding (from word 8) over the count (word 9's bits)
+#: the reduction kernels' ``centre_at`` (``{{CENTRE}}``): none, or (:func:`_centre`) a float32
+#: row's (column's) centre for MAP
 _NO_CENTRE = "fn centre_at(i: u32) {}"
-_CENTRE = ("@group(0) @binding(2) var<storage, read> CEN: array<f32>;\n"
-           "var<private> centre: f32;\n"
-           "fn centre_at(i: u32) { centre = CEN[pw(8u) + i] / bitcast<f32>(pw(9u)); }")
+
+
+def _centre() -> str:
+    """``centre_at`` setting ``centre`` to the sum in the third binding (from word 8) over
+    the count (word 9's bits), divided as ``divide`` divides (correctly rounded where the
+    device has float64): the mean the two passes' first one would give."""
+    div = _body(BINARY, "divide", D.float32)
+    text = _CENTRES.get(div)
+    if text is None:
+        text = _CENTRES[div] = (
+            "@group(0) @binding(2) var<storage, read> CEN: array<f32>;\n"
+            "var<private> centre: f32;\n"
+            f"fn centre_div(x: f32, y: f32) -> f32 {{ {div} }}\n"
+            "fn centre_at(i: u32) { centre = centre_div(CEN[pw(8u) + i], bitcast<f32>(pw(9u))); }")
+    return text
+
+
+_CENTRES: dict[str, str] = {}
 
 
 def _first_pass(subs: dict, bufs: tuple, words: list, cen) -> tuple:
@@ -122,7 +137,7 @@ def _first_pass(subs: dict, bufs: tuple, words: list, cen) -> tuple:
     if cen is None:
         return subs, "rw", bufs, words
     sums, nbits = cen
-    return ({**subs, "CENTRE": _CENTRE}, "rwr", (*bufs, sums._st.buf),
+    return ({**subs, "CENTRE": _centre()}, "rwr", (*bufs, sums._st.buf),
             [*words, *[0] * (8 - len(words)), sums._offset, nbits])
 
 
