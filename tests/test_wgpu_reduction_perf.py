@@ -47,18 +47,24 @@ def test_full_float32_reductions_few_dispatches(big):
         assert nd <= 2
         assert got == npf(big) and got.dtype == np.asarray(npf(big)).dtype.newbyteorder("=")
     got, nd = counted(lambda: xp.var(a))
-    assert nd <= 5  # the sums (2), the squared deviations' sums (2), the division
+    assert nd <= 4  # the sums (2), the squared deviations' sums divided (2)
     np.testing.assert_allclose(got, np.var(big.astype(np.float64)), rtol=1e-5)
     np.testing.assert_allclose(xp.to_numpy(xp.std(a, correction=1)),
                                np.std(big.astype(np.float64), ddof=1), rtol=1e-5)
 
 
+def _divided(s, n):
+    from vtl.backends.wgpu._elementwise import binary
+
+    return xp.to_numpy(binary("divide", s, float(n)))
+
+
 def _two_pass_var(a, axis):
-    """The mean, then the sum of the squared deviations' array: the formula the one-kernel
-    second pass computes."""
-    m = _reduction.mean(a, axis=axis, keepdims=True)
-    s = _reduction.sum(_reduction._sq_dev(a, m), axis=axis)
-    return xp.to_numpy(s) / _reduction._count(a, axis)
+    """The sums divided into the mean, then the sum of the squared deviations' array divided
+    by the count: the formula the second reduction computes in one kernel."""
+    n = _reduction._count(a, axis)
+    m = xp.asarray(_divided(_reduction.sum(a, axis=axis, keepdims=True), n))
+    return _divided(_reduction.sum(_reduction._sq_dev(a, m), axis=axis), n)
 
 
 @pytest.mark.parametrize(("shape", "axis"), [
@@ -71,18 +77,23 @@ def _two_pass_var(a, axis):
     ((64, 3), 0),  # short columns, one pass
 ])
 def test_float32_var_subtracts_the_mean_inside_its_sum(shape, axis):
-    """float32 var/std: the squared deviations from each output's mean (its sum over the
-    count) are summed in the reduction itself, no array of them written; the two passes'
-    accuracy (data whose mean is large against its spread) and the mean-then-squares values
-    up to a rounding (a device may fuse the multiply-add)."""
+    """float32 mean, var and std: the mean is the sum's reduction dividing in its last pass;
+    var sums the squared deviations from each output's mean (its sum over the count) in the
+    reduction itself, no array of them written, and divides in its last pass. The two
+    passes' accuracy (data whose mean is large against its spread) and the values of the
+    sums then a divide, up to a rounding (a device may fuse the multiply-add)."""
     rng = np.random.default_rng(7)
     h = (rng.standard_normal(shape) * 3 + 1e4).astype(np.float32)
     a = xp.asarray(h)
     d0 = REC.dispatches
-    xp.sum(a, axis=axis)
+    s = xp.sum(a, axis=axis)
     sums = REC.dispatches - d0
+    mean = xp.to_numpy(xp.mean(a, axis=axis))
+    assert REC.dispatches - d0 == 2 * sums  # no division after the sum
+    np.testing.assert_array_equal(mean, _divided(s, _reduction._count(a, axis)))
+    d0 = REC.dispatches
     got = xp.to_numpy(xp.var(a, axis=axis))
-    assert REC.dispatches - d0 - sums == 2 * sums + 1  # no squared deviations' array
+    assert REC.dispatches - d0 == 2 * sums  # no squared deviations' array, no division
     want = np.var(h.astype(np.float64), axis=axis)
     np.testing.assert_allclose(got, want, rtol=2e-5)
     np.testing.assert_allclose(got, _two_pass_var(a, axis), rtol=1e-6)

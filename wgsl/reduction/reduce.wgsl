@@ -7,11 +7,13 @@
 // folds one source element into `acc`).
 // CENTRE declares `centre_at(row)`, called before a row's elements are mapped: nothing, or
 // (vtl/backends/wgpu/_reduction.py, var) a third binding and the row's centre for MAP.
+// OUTDECL declares what OUT calls (a divisor in word 10: vtl/backends/wgpu/_reduction.py).
 // Words: 0 rows, 1 K, 2 input offset, 3 output offset, 4 mode, 5 G (8, 9: CENTRE's)
 @group(0) @binding(0) var<storage, read> src: array<{{ST}}>;
 @group(0) @binding(1) var<storage, read_write> dst: array<{{R}}>;
 var<workgroup> sh: array<{{A}}, 256>;
 {{CENTRE}}
+{{OUTDECL}}
 
 fn mapv(x: {{T}}) -> {{A}} { {{MAP}} }
 fn comb(a: {{A}}, b: {{A}}) -> {{A}} { {{COMBINE}} }

@@ -3,11 +3,12 @@
 // elements); the K axis is cut into S slices of consecutive rows, one workgroup per
 // (column block, slice, p), writing out[(p * S + s) * C + c] (partial results when S > 1).
 // CENTRE declares `centre_at(p * C + c)`, called before a column's elements are mapped
-// (reduce.wgsl's).
+// (reduce.wgsl's); OUTDECL declares what OUT calls (reduce.wgsl's).
 // Words: 0 P, 1 K, 2 C, 3 input offset, 4 output offset, 5 S, 6 column blocks (8, 9: CENTRE's)
 @group(0) @binding(0) var<storage, read> src: array<{{T}}>;
 @group(0) @binding(1) var<storage, read_write> dst: array<{{R}}>;
 {{CENTRE}}
+{{OUTDECL}}
 
 fn mapv(x: {{T}}) -> {{A}} { {{MAP}} }
 fn comb(a: {{A}}, b: {{A}}) -> {{A}} { {{COMBINE}} }

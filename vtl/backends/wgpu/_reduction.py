@@ -131,21 +131,34 @@ def _centre() -> str:
 _CENTRES: dict[str, str] = {}
 
 
-def _first_pass(subs: dict, bufs: tuple, words: list, cen) -> tuple:
-    """``(subs, sig, bufs, words)`` of a pass that reads the input, with the centres ``cen``
-    (``(sums, count's float32 bits)``, or None) bound."""
-    if cen is None:
-        return subs, "rw", bufs, words
-    sums, nbits = cen
-    return ({**subs, "CENTRE": _centre()}, "rwr", (*bufs, sums._st.buf),
-            [*words, *[0] * (8 - len(words)), sums._offset, nbits])
+def _pass_args(subs: dict, bufs: tuple, words: list, cen, div) -> tuple:
+    """``(subs, sig, bufs, words)`` of a pass: with the centres ``cen`` (``(sums, count's
+    float32 bits)``, a pass that reads the input) bound in words 8 and 9, and the divisor
+    ``div`` (float32 bits) of the output (``_OUT_DIV``) in word 10."""
+    sig = "rw"
+    if cen is not None:
+        sums, nbits = cen
+        subs, sig, bufs = {**subs, "CENTRE": _centre()}, "rwr", (*bufs, sums._st.buf)
+        words = [*words, *[0] * (8 - len(words)), sums._offset, nbits]
+    if div is not None:
+        words = [*words, *[0] * (10 - len(words)), div]
+    return subs, sig, bufs, words
+
+
+#: a float32 reduction's output divided by word 10's float32 as ``divide`` divides (the
+#: ``{{OUTDECL}}`` of :func:`_out_div`)
+_OUT_DIV = "wrap_float32(f32(out_div(a, bitcast<f32>(pw(10u)))))"
+
+
+def _out_div() -> str:
+    return f"fn out_div(x: f32, y: f32) -> f32 {{ {_body(BINARY, 'divide', D.float32)} }}"
 
 
 def _rows_pass(src, off: int, rows: int, K: int, dst, dst_off: int, G: int, subs: dict,
-               dts: tuple, cen=None) -> None:
+               dts: tuple, cen=None, div=None) -> None:
     small = K <= 64 and G == 1
-    subs, sig, bufs, words = _first_pass(subs, (src._st.buf, dst._st.buf),
-                                         [rows, K, off, dst_off, 1 if small else 0, G], cen)
+    subs, sig, bufs, words = _pass_args(subs, (src._st.buf, dst._st.buf),
+                                        [rows, K, off, dst_off, 1 if small else 0, G], cen, div)
     k = _kernels.kernel("reduce", sig, dts, **subs)
     REC.dispatch(k, bufs, words, groups_for(rows) if small else rows * G)
 
@@ -156,19 +169,19 @@ _FOLD4 = ("let v = src[base + k]; acc = comb(acc, mapv(v.x)); acc = comb(acc, ma
 
 
 def _reduce_rows(xr: WgpuArray, rows: int, K: int, out: WgpuArray, subs: dict, dts,
-                 cen=None) -> None:
+                 cen=None, div=None) -> None:
     G = _split(rows, K)
     src, off, k_in = subs, xr._offset, K
     if K > 64 and not K & 3 and not off & 3 and D.itemsize(xr._dtype) == 4:
         src, off, k_in = {**subs, "ST": "vec4<{{T}}>", "FOLD": _FOLD4}, off >> 2, K >> 2
     if G == 1:
-        _rows_pass(xr, off, rows, k_in, out, out._offset, 1, src, dts, cen)
+        _rows_pass(xr, off, rows, k_in, out, out._offset, 1, src, dts, cen, div)
         return
     acc = subs["A"]
     part = _scratch(rows * G * _ACC_BYTES[acc])
     _rows_pass(xr, off, rows, k_in, part, 0, G, {**src, "R": acc, "OUT": "a"}, dts, cen)
     _rows_pass(part, 0, rows, G, out, out._offset, 1,
-               {**subs, "T": acc, "MAP": "return x;"}, dts)
+               {**subs, "T": acc, "MAP": "return x;"}, dts, div=div)
 
 
 def _col_split(P: int, K: int, C: int) -> tuple[int, int]:
@@ -181,22 +194,22 @@ def _col_split(P: int, K: int, C: int) -> tuple[int, int]:
 
 
 def _cols(src, off: int, P: int, K: int, C: int, out, out_off: int, subs: dict, dts,
-          mapped: bool = False, cen=None) -> None:
-    """out[p, c] = fold over k of src[p, k, c] (contiguous), in passes of slices (``cen``:
-    the first pass's centres, :func:`_first_pass`)."""
+          mapped: bool = False, cen=None, div=None) -> None:
+    """out[p, c] = fold over k of src[p, k, c] (contiguous), in passes of slices (``cen``,
+    ``div``: the first pass's centres and the output's divisor, :func:`_pass_args`)."""
     CB, S = _col_split(P, K, C)
     acc = subs["A"]
     s2 = {**subs, "T": acc, "MAP": "return x;"} if mapped else subs
     if S == 1:
-        s2, sig, bufs, words = _first_pass(s2, (src._st.buf, out._st.buf),
-                                           [P, K, C, off, out_off, 1, CB], cen)
+        s2, sig, bufs, words = _pass_args(s2, (src._st.buf, out._st.buf),
+                                          [P, K, C, off, out_off, 1, CB], cen, div)
         REC.dispatch(_kernels.kernel("reduce_cols", sig, dts, **s2), bufs, words, P * CB)
         return
     part = _scratch(P * S * C * _ACC_BYTES[acc])
-    s2, sig, bufs, words = _first_pass({**s2, "R": acc, "OUT": "a"},
-                                       (src._st.buf, part._st.buf), [P, K, C, off, 0, S, CB], cen)
+    s2, sig, bufs, words = _pass_args({**s2, "R": acc, "OUT": "a"}, (src._st.buf, part._st.buf),
+                                      [P, K, C, off, 0, S, CB], cen, None)
     REC.dispatch(_kernels.kernel("reduce_cols", sig, dts, **s2), bufs, words, P * S * CB)
-    _cols(part, 0, P, S, C, out, out_off, subs, dts, mapped=True)
+    _cols(part, 0, P, S, C, out, out_off, subs, dts, mapped=True, div=div)
 
 
 def _col_plan(x: WgpuArray, axes: tuple[int, ...]):
@@ -212,17 +225,20 @@ def _col_plan(x: WgpuArray, axes: tuple[int, ...]):
 
 
 def _reduce(x: WgpuArray, axis, keepdims: bool, fname: str, out_dt: np.dtype, acc: str,
-            mapv: str, combine: str, init: str, cen=None) -> WgpuArray | None:
+            mapv: str, combine: str, init: str, cen=None, div=None) -> WgpuArray | None:
     """The reduction of ``x`` over ``axis``: ``mapv`` of each element folded by ``combine``
     from ``init`` in the accumulator type ``acc``, stored as ``out_dt``. ``cen``: each output
-    element's centre for ``mapv`` (:func:`_first_pass`); None with it where the input is over
-    one binding (:func:`_fuse.reduce_chunked` binds no centres)."""
+    element's centre for ``mapv``; ``div``: a float32 output's divisor (float32 bits; see
+    :func:`_pass_args`). None with either where the input is over one binding
+    (:func:`_fuse.reduce_chunked` binds neither)."""
     axes = _axes(axis, x.ndim, fname)
     dt = x.dtype
     subs = dict(T=D.wgsl(dt), R=D.wgsl(out_dt), A=acc, DT=D.NAME[dt], DR=D.NAME[out_dt],
                 MAP=mapv, COMBINE=combine, INIT=init,
                 OUT=f"wrap_{D.NAME[out_dt]}({D.wgsl(out_dt)}(a))",
-                ST="{{T}}", FOLD=_FOLD1, CENTRE=_NO_CENTRE)
+                ST="{{T}}", FOLD=_FOLD1, CENTRE=_NO_CENTRE, OUTDECL="")
+    if div is not None:
+        subs.update(OUT=_OUT_DIV, OUTDECL=_out_div())
     dts = (dt, out_dt)
     plan = _col_plan(x, axes)
     if plan is not None and x._st.buf.cap <= _runtime.get().max_binding:
@@ -230,19 +246,19 @@ def _reduce(x: WgpuArray, axis, keepdims: bool, fname: str, out_dt: np.dtype, ac
         out = empty(_out_shape(x.shape, axes, keepdims, kshape), out_dt)
         P, K, C = plan
         if P * C:
-            _cols(x, x._offset, P, K, C, out, out._offset, subs, dts, cen=cen)
+            _cols(x, x._offset, P, K, C, out, out._offset, subs, dts, cen=cen, div=div)
         return out
     xr, rows, K, kshape = _rows(x, axes)
     out = empty(_out_shape(x.shape, axes, keepdims, kshape), out_dt)
     if rows == 0:
         return out
     if xr._st.buf.cap > _runtime.get().max_binding:  # above one binding: in windows
-        if cen is not None:
+        if cen is not None or div is not None:
             return None
         from ._fuse import reduce_chunked
 
         return reduce_chunked(xr, rows, K, out, subs)
-    _reduce_rows(xr, rows, K, out, subs, dts, cen)
+    _reduce_rows(xr, rows, K, out, subs, dts, cen, div)
     return out
 
 
@@ -353,9 +369,18 @@ def _count(x: WgpuArray, axis) -> int:
     return _prod(x.shape[a] for a in _axes(axis, x.ndim, "mean"))
 
 
+def _f32_bits(v: float) -> int:
+    return words_for_scalar(v, D.float32)[0]
+
+
 def mean(x, /, *, axis=None, keepdims: bool = False) -> WgpuArray:
     x = _arr(x, "mean")
     n = _count(x, axis)
+    if x.dtype == D.float32:  # the sum's last pass divides (the same bits as a divide after)
+        out = _reduce(x, axis, keepdims, "mean", D.float32, "f32", "return f32(x);",
+                      "return a + b;", "f32(0)", div=_f32_bits(float(n) if n else float("nan")))
+        if out is not None:
+            return out
     s = sum(x, axis=axis, keepdims=keepdims,
             dtype=None if D.kind(x.dtype) in "fc" else default_float())
     return binary("divide", s, float(n) if n else float("nan"))
@@ -366,25 +391,26 @@ def var(x, /, *, axis=None, correction=0.0, keepdims: bool = False) -> WgpuArray
     if D.kind(x.dtype) != "f":
         x = astype_raw(x, default_float())
     n = _count(x, axis)
-    s = _squared_deviations(x, axis, keepdims, n)
     dof = n - correction
-    return binary("divide", s, float(dof) if dof > 0 else float("nan"))
-
-
-def _squared_deviations(x: WgpuArray, axis, keepdims: bool, n: int) -> WgpuArray:
-    """The sums of squared deviations from the mean over ``axis`` (of ``n`` elements), in two
-    passes (accurate): the sums, then, for float32, one reduction that subtracts each
-    output's mean (its sum over ``n``) inside (no array of squared deviations); other
-    dtypes and an input over one binding take the mean and the squares' sum."""
+    dof = float(dof) if dof > 0 else float("nan")
     if x.dtype == D.float32:
-        sums = sum(x, axis=axis, keepdims=True)
-        out = _reduce(x, axis, keepdims, "var", D.float32, "f32",
-                      "let d = x - centre; return d * d;", "return a + b;", "f32(0)",
-                      cen=(sums, words_for_scalar(float(n), D.float32)[0]))
+        out = _squared_deviations(x, axis, keepdims, n, dof)
         if out is not None:
             return out
     m = mean(x, axis=axis, keepdims=True)
-    return sum(_sq_dev(x, m), axis=axis, keepdims=keepdims)
+    return binary("divide", sum(_sq_dev(x, m), axis=axis, keepdims=keepdims), dof)
+
+
+def _squared_deviations(x: WgpuArray, axis, keepdims: bool, n: int, dof: float
+                        ) -> WgpuArray | None:
+    """float32 ``var``: the sums of squared deviations from the mean over ``axis`` (of ``n``
+    elements) divided by ``dof``, in two passes (accurate): the sums, then one reduction that
+    subtracts each output's mean (its sum over ``n``) inside (no array of squared
+    deviations) and divides in its last pass. None for an input over one binding."""
+    sums = sum(x, axis=axis, keepdims=True)
+    return _reduce(x, axis, keepdims, "var", D.float32, "f32", "let d = x - centre; return d * d;",
+                   "return a + b;", "f32(0)", cen=(sums, _f32_bits(float(n))),
+                   div=_f32_bits(dof))
 
 
 def _sq_dev_fn(x, m):
