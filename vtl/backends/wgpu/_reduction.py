@@ -11,7 +11,9 @@ rows are short, else one workgroup per row, and a long row split over up to
 ``MAX_SPLIT`` workgroups whose partial results (in the accumulator type) a
 second dispatch folds. Reading is coalesced in every case (adjacent threads,
 adjacent elements). argmax/argmin split rows the same way, carrying (value,
-index) pairs.
+index) pairs. A float32 reduction may divide its output in its last pass (``mean``, ``var``:
+no divide kernel after it), and ``var``'s second pass reads each output's centre (the first
+pass's sums over the count) from a third binding, so no array of squared deviations is made.
 """
 
 from __future__ import annotations
