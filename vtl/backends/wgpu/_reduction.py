@@ -110,6 +110,18 @@ _ACC_BYTES = {"f16": 2, "f32": 4, "i32": 4, "u32": 4, "f64": 8, "i64": 8, "u64":
               "vec2<f32>": 8, "vec2<f64>": 16}
 
 
+def _divide_fn(name: str) -> str:
+    """WGSL ``fn name(x: f32, y: f32) -> f32``: float32 ``x / y`` as the ``divide`` kernel
+    divides (correctly rounded where the device has float64)."""
+    body = _body(BINARY, "divide", D.float32)
+    fn = _DIVIDE_FNS.get((name, body))
+    if fn is None:
+        fn = _DIVIDE_FNS[(name, body)] = f"fn {name}(x: f32, y: f32) -> f32 {{ {body} }}"
+    return fn
+
+
+_DIVIDE_FNS: dict[tuple[str, str], str] = {}
+
 #: the reduction kernels' ``centre_at`` (``{{CENTRE}}``): none, or (:func:`_centre`) a float32
 #: row's (column's) centre for MAP
 _NO_CENTRE = "fn centre_at(i: u32) {}"
@@ -117,20 +129,11 @@ _NO_CENTRE = "fn centre_at(i: u32) {}"
 
 def _centre() -> str:
     """``centre_at`` setting ``centre`` to the sum in the third binding (from word 8) over
-    the count (word 9's bits), divided as ``divide`` divides (correctly rounded where the
-    device has float64): the mean the two passes' first one would give."""
-    div = _body(BINARY, "divide", D.float32)
-    text = _CENTRES.get(div)
-    if text is None:
-        text = _CENTRES[div] = (
-            "@group(0) @binding(2) var<storage, read> CEN: array<f32>;\n"
-            "var<private> centre: f32;\n"
-            f"fn centre_div(x: f32, y: f32) -> f32 {{ {div} }}\n"
+    the count (word 9's bits), divided as ``divide`` divides: the mean the two passes' first
+    one would give."""
+    return ("@group(0) @binding(2) var<storage, read> CEN: array<f32>;\n"
+            "var<private> centre: f32;\n" + _divide_fn("centre_div") + "\n"
             "fn centre_at(i: u32) { centre = centre_div(CEN[pw(8u) + i], bitcast<f32>(pw(9u))); }")
-    return text
-
-
-_CENTRES: dict[str, str] = {}
 
 
 def _pass_args(subs: dict, bufs: tuple, words: list, cen, div) -> tuple:
@@ -147,13 +150,9 @@ def _pass_args(subs: dict, bufs: tuple, words: list, cen, div) -> tuple:
     return subs, sig, bufs, words
 
 
-#: a float32 reduction's output divided by word 10's float32 as ``divide`` divides (the
-#: ``{{OUTDECL}}`` of :func:`_out_div`)
+#: a float32 reduction's output divided by word 10's float32 as ``divide`` divides (its
+#: ``{{OUTDECL}}``: ``_divide_fn("out_div")``)
 _OUT_DIV = "wrap_float32(f32(out_div(a, bitcast<f32>(pw(10u)))))"
-
-
-def _out_div() -> str:
-    return f"fn out_div(x: f32, y: f32) -> f32 {{ {_body(BINARY, 'divide', D.float32)} }}"
 
 
 def _rows_pass(src, off: int, rows: int, K: int, dst, dst_off: int, G: int, subs: dict,
@@ -240,7 +239,7 @@ def _reduce(x: WgpuArray, axis, keepdims: bool, fname: str, out_dt: np.dtype, ac
                 OUT=f"wrap_{D.NAME[out_dt]}({D.wgsl(out_dt)}(a))",
                 ST="{{T}}", FOLD=_FOLD1, CENTRE=_NO_CENTRE, OUTDECL="")
     if div is not None:
-        subs.update(OUT=_OUT_DIV, OUTDECL=_out_div())
+        subs.update(OUT=_OUT_DIV, OUTDECL=_divide_fn("out_div"))
     dts = (dt, out_dt)
     plan = _col_plan(x, axes)
     if plan is not None and x._st.buf.cap <= _runtime.get().max_binding:
