@@ -893,13 +893,17 @@ def test_conv2d_kernel_16bit(wgpu, monkeypatch, shape, wshape, kw, name, implici
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
-@pytest.mark.parametrize(("one_block", "block_rows", "max_blocks"),
-                         [(64, 8, 256), (0, 1, 256), (0, 1, 5), (0, 4, 2)])
+@pytest.mark.parametrize(("one_block", "block_rows", "max_blocks", "sum_cols"),
+                         [(64, 8, 256, 8), (0, 1, 256, 8), (0, 1, 5, 8), (0, 4, 2, 8),
+                          (0, 1, 64, 1), (0, 2, 256, 64)])
+@pytest.mark.parametrize("width", [45, 48])
 def test_layer_norm_parameter_gradients_in_blocks(wgpu, monkeypatch, dtype, one_block,
-                                                  block_rows, max_blocks):
+                                                  block_rows, max_blocks, sum_cols, width):
     """layer_norm's weight and bias gradients from the rows in one block (one launch) or in
     many (partial sums, then their sum in a fixed order; more blocks than the summing
-    kernel's 32 slices), with and without the input's gradient: as the portable path."""
+    kernel's slices, workgroups of 1 to 64 loads of columns), in loads of one element or
+    (float32 rows of 48) of four, with and without the input's gradient: as the portable
+    path."""
     from vtl.backends.wgpu import nn as wnn
 
     dt = np.dtype(dtype)
@@ -907,25 +911,29 @@ def test_layer_norm_parameter_gradients_in_blocks(wgpu, monkeypatch, dtype, one_
     monkeypatch.setattr(wnn, "LN_ONE_BLOCK_ROWS", one_block)
     monkeypatch.setattr(wnn, "LN_BLOCK_ROWS", block_rows)
     monkeypatch.setattr(wnn, "LN_MAX_BLOCKS", max_blocks)
+    monkeypatch.setattr(wnn, "LN_SUM_COLS", sum_cols)
+    n = width
     rng = np.random.default_rng(3)
-    xs, gs = rng.standard_normal((37, 45)), rng.standard_normal((37, 45))
-    ws, bs = rng.standard_normal(45), rng.standard_normal(45)
+    xs, gs = rng.standard_normal((37, n)), rng.standard_normal((37, n))
+    ws, bs = rng.standard_normal(n), rng.standard_normal(n)
     kern = wgpu.kernel("layer_norm")
     res = []
     for be, d in (("numpy", np.float64), ("wgpu", dt)):
         x = vtl.asarray(xs.astype(d), backend=be, requires_grad=True)
         w, b = (vtl.asarray(a.astype(d), backend=be, requires_grad=True) for a in (ws, bs))
         before = kern.launches
-        F.layer_norm(x, (45,), w, b).backward(vtl.asarray(gs.astype(d), backend=be))
+        F.layer_norm(x, (n,), w, b).backward(vtl.asarray(gs.astype(d), backend=be))
         if be == "wgpu":
             assert kern.launches == before + (3 if one_block else 4)
+            assert wnn._ln_width(dt, n, x._data) == (4 if dtype == "float32" and n == 48
+                                                     else 1)
         res.append([t.to("numpy").numpy().astype(np.float64) for t in (x.grad, w.grad,
                                                                         b.grad)])
         if be == "wgpu":  # the parameters alone (a frozen input)
             x2 = vtl.asarray(xs.astype(d), backend=be)
             w2, b2 = (vtl.asarray(a.astype(d), backend=be, requires_grad=True)
                       for a in (ws, bs))
-            F.layer_norm(x2, (45,), w2, b2).backward(vtl.asarray(gs.astype(d), backend=be))
+            F.layer_norm(x2, (n,), w2, b2).backward(vtl.asarray(gs.astype(d), backend=be))
             np.testing.assert_array_equal(w2.grad.numpy(), w.grad.numpy())
             np.testing.assert_array_equal(b2.grad.numpy(), b.grad.numpy())
     tol = 2e-5 if dtype == "float32" else 2e-2
@@ -1440,6 +1448,51 @@ def test_gpt_training_step_dispatch_budget(wgpu, monkeypatch):
     assert waits == 0
     assert names.count("attention_fwd") == 4 and names.count("gelu") == 8
     assert math.isfinite(float(loss))
+
+
+@pytest.mark.parametrize("rms", [False, True])
+def test_layer_norm_vector_loads_and_unaligned_rows(wgpu, monkeypatch, rms):
+    """float32 rows whose length and offsets are multiples of 4 are read and written in
+    vec4 loads; a row length or an offset that is not (here: views one element into a
+    buffer) takes scalar loads. Both give NumPy's outputs and gradients, and each other's
+    to float32 rounding (the sums' order differs)."""
+    import vtl.backends.wgpu as xp
+    from vtl.backends.wgpu import nn as wnn
+
+    rows, n = 6, 1000
+    rng = np.random.default_rng(11)
+    xs, gs = rng.standard_normal((rows, n)) * 2 + 1, rng.standard_normal((rows, n))
+    ws, bs = rng.standard_normal(n), rng.standard_normal(n)
+    kern = wgpu.kernel("layer_norm")
+    widths = []
+    real = wnn._ln_width
+    monkeypatch.setattr(wnn, "_ln_width", lambda *a: widths.append(real(*a)) or widths[-1])
+
+    def placed(a, shift):  # a in a buffer, ``shift`` elements from its start
+        flat = xp.asarray(np.concatenate([np.zeros(shift), a.ravel()]).astype(np.float32))
+        return xp.reshape(flat[shift:], a.shape)
+
+    mu = np.zeros((rows, 1)) if rms else xs.mean(-1, keepdims=True)
+    r = 1 / np.sqrt(((xs - mu) ** 2).mean(-1, keepdims=True) + 1e-5)
+    xh, gw = (xs - mu) * r, gs * ws
+    m1 = 0 if rms else gw.mean(-1, keepdims=True)
+    want = (xh * ws + bs, r * (gw - m1 - xh * (gw * xh).mean(-1, keepdims=True)),
+            (gs * xh).sum(0), gs.sum(0))
+    got = {}
+    for shift in (0, 1, 4):
+        x, g, w, b = (placed(a, shift) for a in (xs, gs, ws, bs))
+        assert x._offset == shift
+        widths.clear()
+        y, mean, rstd = kern.forward(x, w, b, 1e-5, rms=rms)
+        dx, dw, db = kern.backward(x, w, mean, rstd, g, True, True, True, rms=rms)
+        assert set(widths) == {1 if shift == 1 else 4}
+        got[shift] = [np.asarray(a).astype(np.float64) for a in (y, dx, dw, db)]
+        for a, ref in zip(got[shift], want, strict=True):
+            np.testing.assert_allclose(a, ref, rtol=2e-4, atol=2e-4 * (1 + np.abs(ref).max()))
+    for a, b4 in zip(got[1], got[0], strict=True):
+        np.testing.assert_allclose(a, b4, rtol=1e-5, atol=1e-5 * (1 + np.abs(b4).max()))
+    for a, b4 in zip(got[4], got[0], strict=True):
+        np.testing.assert_array_equal(a, b4)
 
 
 @pytest.mark.parametrize(("rows", "width"), [(5, 7), (9, 600), (5, 1000), (3, 2049),

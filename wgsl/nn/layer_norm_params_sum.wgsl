@@ -1,39 +1,47 @@
 // layer_norm's weight and bias gradients from the P blocks' partial sums of
-// layer_norm_params.wgsl: DW[c] = sum_p PART[2p N + c], DB[c] = sum_p PART[(2p + 1) N + c].
-// Workgroups of 8 columns x 32 slices (a workgroup for every 8 columns: enough of them to
-// fill the device for a model's widths): slice s sums the blocks s, s + 32, ..., then the
-// slices are added in order (a fixed order: the same sums every run), rounded once to T.
-// (A grid over the dispatch limit is folded into x and y.)
+// layer_norm_params.wgsl: DW[c] = sum_p PART[2p N + c], DB[c] = sum_p PART[(2p + 1) N + c],
+// in loads of W elements (V, VC, STORE as in layer_norm.wgsl).
+// Workgroups of CW loads of columns x (256 / CW) slices: slice s sums the blocks s,
+// s + 256 / CW, ..., then the slices are added in order (a fixed order: the same sums every
+// run), rounded once to T. (A grid over the dispatch limit is folded into x and y.)
 // Words: 0 N, 1 P, 2 offset PART, 3 offset DW, 4 offset DB
-@group(0) @binding(0) var<storage, read> PART: array<{{C}}>;
-@group(0) @binding(1) var<storage, read_write> DW: array<{{T}}>;
-@group(0) @binding(2) var<storage, read_write> DB: array<{{T}}>;
-var<workgroup> aw: array<{{C}}, 256>;
-var<workgroup> ab: array<{{C}}, 256>;
+@group(0) @binding(0) var<storage, read> PART: array<{{VC}}>;
+@group(0) @binding(1) var<storage, read_write> DW: array<{{V}}>;
+@group(0) @binding(2) var<storage, read_write> DB: array<{{V}}>;
+const W = {{W}}u;  // elements a load
+const CW = {{CW}}u;  // loads of columns a workgroup
+const SL = 256u / CW;  // slices
+var<workgroup> aw: array<{{VC}}, 256>;
+var<workgroup> ab: array<{{VC}}, 256>;
 
-@compute @workgroup_size(8, 32)
+fn rounded(v: {{VC}}) -> {{V}} { return {{STORE}}; }
+
+@compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_id) li: vec3<u32>) {
-  let N = pw(0u);
+        @builtin(local_invocation_index) lid: u32) {
+  let NV = pw(0u) / W;
   let P = pw(1u);
-  let c = (wid.y * nwg.x + wid.x) * 8u + li.x;
-  var sw = {{C}}(0);
-  var sb = {{C}}(0);
-  if (c < N) {
-    for (var p = li.y; p < P; p += 32u) {
-      sw += PART[pw(2u) + 2u * p * N + c];
-      sb += PART[pw(2u) + (2u * p + 1u) * N + c];
+  let x = lid % CW;
+  let y = lid / CW;
+  let c = (wid.y * nwg.x + wid.x) * CW + x;
+  let pb = pw(2u) / W;
+  var sw = {{VC}}(0);
+  var sb = {{VC}}(0);
+  if (c < NV) {
+    for (var p = y; p < P; p += SL) {
+      sw += PART[pb + 2u * p * NV + c];
+      sb += PART[pb + (2u * p + 1u) * NV + c];
     }
   }
-  aw[li.y * 8u + li.x] = sw;
-  ab[li.y * 8u + li.x] = sb;
+  aw[lid] = sw;
+  ab[lid] = sb;
   workgroupBarrier();
-  if (li.y == 0u && c < N) {
-    for (var k = 1u; k < 32u; k += 1u) {
-      sw += aw[k * 8u + li.x];
-      sb += ab[k * 8u + li.x];
+  if (y == 0u && c < NV) {
+    for (var k = 1u; k < SL; k += 1u) {
+      sw += aw[k * CW + x];
+      sb += ab[k * CW + x];
     }
-    DW[pw(3u) + c] = wrap_{{D}}({{T}}(sw));
-    DB[pw(4u) + c] = wrap_{{D}}({{T}}(sb));
+    DW[pw(3u) / W + c] = rounded(sw);
+    DB[pw(4u) / W + c] = rounded(sb);
   }
 }

@@ -12,10 +12,10 @@ __all__ = ["SLOTS", "row_lanes", "row_groups", "lane_subs"]
 SLOTS = 16
 
 
-def row_lanes(n: int) -> int:
+def row_lanes(n: int, slots: int = SLOTS) -> int:
     """Invocations per row of ``n`` elements: the fewest of 32, 64, 128 and 256 that hold
-    the row in registers, else 256 (one row a workgroup)."""
-    return next((t for t in (32, 64, 128) if t * SLOTS >= n), 256)
+    the row in registers (``slots`` elements each), else 256 (one row a workgroup)."""
+    return next((t for t in (32, 64, 128) if t * slots >= n), 256)
 
 
 def row_groups(rows: int, lanes: int) -> int:

@@ -52,7 +52,7 @@ from ._linalg import (
     tiles,
 )
 from ._recorder import REC, groups_for
-from ._row_lanes import lane_subs, row_groups, row_lanes
+from ._row_lanes import SLOTS, lane_subs, row_groups, row_lanes
 
 _FLOATS = (D.float32, D.float64)
 #: the dtypes of ``linear``/``linear_grad_weight``: 16-bit products accumulate in float32
@@ -314,13 +314,45 @@ def _ln_blocks(m: int) -> tuple[int, int]:
     return row_blocks(m, LN_BLOCK_ROWS, LN_MAX_BLOCKS)
 
 
+#: loads of columns a workgroup of ``layer_norm_params_sum`` adds up
+LN_SUM_COLS = 8
+#: the row elements one invocation of the row kernels holds (``_row_lanes.SLOTS``)
+LN_SLOTS = SLOTS
+
+
+def _ln_width(dt: np.dtype, n: int, *arrays: Any) -> int:
+    """Elements a load in the layer_norm kernels: 4 (vec4 loads) for float32 rows whose
+    length and every array's offset are multiples of 4, else 1."""
+    if dt == D.float32 and n % 4 == 0 and all(a is None or a._offset % 4 == 0
+                                               for a in arrays):
+        return 4
+    return 1
+
+
+def _ln_subs(width: int) -> dict[str, str]:
+    """The layer_norm templates' load type ``V``, its compute type ``VC``, ``W``, and how
+    a load is summed (``HSUM``) and stored (``STORE``)."""
+    if width == 4:  # float32 only (_ln_width): nothing to round
+        return {"V": "vec4<{{T}}>", "VC": "vec4<{{C}}>", "W": "4",
+                "HSUM": "(v.x + v.y) + (v.z + v.w)", "STORE": "v"}
+    return {"V": "{{T}}", "VC": "{{C}}", "W": "1", "HSUM": "v", "STORE": "wrap_{{D}}({{T}}(v))"}
+
+
+def _ln_row_subs(n: int, width: int) -> tuple[int, dict[str, str]]:
+    """``(invocations a row, the row kernels' subs)`` for rows of ``n`` elements read in
+    loads of ``width``."""
+    tpr = row_lanes(n, LN_SLOTS)
+    return tpr, {**_ln_subs(width), "TPR": f"{tpr}u", "SLOTS": str(LN_SLOTS // width)}
+
+
 class LayerNorm:
     """``kernel("layer_norm")``: one dispatch each way, 32 to 256 invocations a row
     (``wgsl/nn/layer_norm.wgsl``, ``layer_norm_grad.wgsl``, ``_row_lanes``), the weight
     and bias gradients from partial sums over blocks of rows (``layer_norm_params.wgsl``,
     added up by ``layer_norm_params_sum.wgsl``); with
     ``rms=True`` rms_norm's rows (no centring). float32/float64, and float16/bfloat16 rows
-    computed in float32 with float32 statistics, each output rounded once."""
+    computed in float32 with float32 statistics, each output rounded once. float32 rows
+    whose length and offsets are multiples of 4 move in vec4 loads (``_ln_width``)."""
 
     #: forward and backward take ``rms=True`` (``LayerNormKernel``)
     takes_rms = True
@@ -345,8 +377,8 @@ class LayerNorm:
         b = None if b is None else contiguous(b)
         y = fresh((m, n), dt, m * n, D.itemsize(dt))
         stats = fresh((m, 2), cdt, 2 * m, D.itemsize(cdt))
-        tpr = row_lanes(n)
-        k = _kernels.compute_kernel("layer_norm", "rrrww", dt, **lane_subs(tpr))
+        tpr, subs = _ln_row_subs(n, _ln_width(dt, n, x, w, b, y))
+        k = _kernels.compute_kernel("layer_norm", "rrrww", dt, **subs)
         flags = (1 if w is not None else 0) | (2 if b is not None else 0) | (4 if rms else 0)
         words = [m, n, x._offset, 0 if w is None else w._offset, 0 if b is None else b._offset,
                  y._offset, stats._offset, flags, *words_for_scalar(eps, cdt)]
@@ -371,10 +403,11 @@ class LayerNorm:
         g = contiguous(g)
         w = None if w is None else contiguous(w)
         dx = dw = db = None
+        width = _ln_width(dt, n, x, g, w)
         if need_x:
             dx = fresh((m, n), dt, m * n, D.itemsize(dt))
-            tpr = row_lanes(n)
-            k = _kernels.compute_kernel("layer_norm_grad", "rrrrw", dt, **lane_subs(tpr))
+            tpr, subs = _ln_row_subs(n, width)
+            k = _kernels.compute_kernel("layer_norm_grad", "rrrrw", dt, **subs)
             words = [m, n, x._offset, 0 if w is None else w._offset, g._offset, mean._offset,
                      dx._offset, (1 if w is not None else 0) | (4 if rms else 0)]
             bufs = (x._st.buf, (w if w is not None else x)._st.buf, g._st.buf, mean._st.buf,
@@ -386,20 +419,23 @@ class LayerNorm:
             one = blocks == 1  # the partial sums are the gradients: one launch
             pdt = dt if one else cdt
             part = fresh((2 * blocks, n), pdt, 2 * blocks * n, D.itemsize(pdt))
-            k = _kernels.compute_kernel("layer_norm_params", "rrrw", dt,
-                                        P="{{T}}" if one else "{{C}}",
-                                        PUT="wrap_{{D}}({{T}}(v))" if one else "v")
+            subs = _ln_subs(width)
+            k = _kernels.compute_kernel("layer_norm_params", "rrrw", dt, **subs,
+                                        P="{{V}}" if one else "{{VC}}",
+                                        PUT=subs["STORE"] if one else "v")
             REC.dispatch(k, (x._st.buf, g._st.buf, mean._st.buf, part._st.buf),
                          [m, n, x._offset, g._offset, mean._offset, part._offset, rows],
-                         -(-n // 256), blocks)
+                         -(-n // (256 * width)), blocks)
             self.launches += 1
             if one:
                 sw, sb = view(part, (n,), (1,), 0), view(part, (n,), (1,), n)
             else:
                 sw, sb = empty((n,), dt), empty((n,), dt)
-                k = _kernels.compute_kernel("layer_norm_params_sum", "rww", dt)
+                k = _kernels.compute_kernel("layer_norm_params_sum", "rww", dt, **subs,
+                                            CW=str(LN_SUM_COLS))
                 REC.dispatch(k, (part._st.buf, sw._st.buf, sb._st.buf),
-                             [n, blocks, part._offset, sw._offset, sb._offset], -(-n // 8))
+                             [n, blocks, part._offset, sw._offset, sb._offset],
+                             -(-n // (LN_SUM_COLS * width)))
                 self.launches += 1
             dw = sw if need_w else None
             db = sb if need_b else None
