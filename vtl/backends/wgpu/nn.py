@@ -323,10 +323,12 @@ LN_SLOTS = SLOTS
 def _ln_width(dt: np.dtype, n: int, *arrays: Any) -> int:
     """Elements a load in the layer_norm kernels: 4 (vec4 loads) for float32 rows whose
     length and every array's offset are multiples of 4, else 1."""
-    if dt == D.float32 and n % 4 == 0 and all(a is None or a._offset % 4 == 0
-                                               for a in arrays):
-        return 4
-    return 1
+    if dt != D.float32 or n % 4:
+        return 1
+    for a in arrays:
+        if a is not None and a._offset % 4:
+            return 1
+    return 4
 
 
 def _ln_subs(width: int) -> dict[str, str]:
@@ -338,11 +340,20 @@ def _ln_subs(width: int) -> dict[str, str]:
     return {"V": "{{T}}", "VC": "{{C}}", "W": "1", "HSUM": "v", "STORE": "wrap_{{D}}({{T}}(v))"}
 
 
-def _ln_row_subs(n: int, width: int) -> tuple[int, dict[str, str]]:
-    """``(invocations a row, the row kernels' subs)`` for rows of ``n`` elements read in
-    loads of ``width``."""
-    tpr = row_lanes(n, LN_SLOTS)
-    return tpr, {**_ln_subs(width), "TPR": f"{tpr}u", "SLOTS": str(LN_SLOTS // width)}
+#: (template, dtype, row length, load width, LN_SLOTS) -> (invocations a row, kernel)
+_ln_row_kernels: dict[tuple, tuple[int, Any]] = {}
+
+
+def _ln_row_kernel(name: str, sig: str, dt: np.dtype, n: int, width: int) -> tuple[int, Any]:
+    """``(invocations a row, kernel)``: the row kernel ``name`` for rows of ``n``
+    elements of ``dt`` read in loads of ``width``."""
+    key = (name, dt, n, width, LN_SLOTS)
+    hit = _ln_row_kernels.get(key)
+    if hit is None:
+        tpr = row_lanes(n, LN_SLOTS)
+        hit = _ln_row_kernels[key] = (tpr, _kernels.compute_kernel(
+            name, sig, dt, **_ln_subs(width), TPR=f"{tpr}u", SLOTS=str(LN_SLOTS // width)))
+    return hit
 
 
 class LayerNorm:
@@ -377,8 +388,7 @@ class LayerNorm:
         b = None if b is None else contiguous(b)
         y = fresh((m, n), dt, m * n, D.itemsize(dt))
         stats = fresh((m, 2), cdt, 2 * m, D.itemsize(cdt))
-        tpr, subs = _ln_row_subs(n, _ln_width(dt, n, x, w, b, y))
-        k = _kernels.compute_kernel("layer_norm", "rrrww", dt, **subs)
+        tpr, k = _ln_row_kernel("layer_norm", "rrrww", dt, n, _ln_width(dt, n, x, w, b, y))
         flags = (1 if w is not None else 0) | (2 if b is not None else 0) | (4 if rms else 0)
         words = [m, n, x._offset, 0 if w is None else w._offset, 0 if b is None else b._offset,
                  y._offset, stats._offset, flags, *words_for_scalar(eps, cdt)]
@@ -406,8 +416,7 @@ class LayerNorm:
         width = _ln_width(dt, n, x, g, w)
         if need_x:
             dx = fresh((m, n), dt, m * n, D.itemsize(dt))
-            tpr, subs = _ln_row_subs(n, width)
-            k = _kernels.compute_kernel("layer_norm_grad", "rrrrw", dt, **subs)
+            tpr, k = _ln_row_kernel("layer_norm_grad", "rrrrw", dt, n, width)
             words = [m, n, x._offset, 0 if w is None else w._offset, g._offset, mean._offset,
                      dx._offset, (1 if w is not None else 0) | (4 if rms else 0)]
             bufs = (x._st.buf, (w if w is not None else x)._st.buf, g._st.buf, mean._st.buf,
