@@ -163,6 +163,25 @@ def test_dtype_argument(backend):
         vtl.sum(t, dtype="float128")
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_var_std_with_correction_at_or_past_the_count(backend, dtype):
+    """NumPy's divisor max(N - correction, 0) on every backend: inf where the deviations
+    are not all zero, nan where they are (0 / 0), for every axis and keepdims."""
+    x = np.array([[1.0, 2.0, 2.0], [4.0, 2.0, 7.0], [-3.0, 2.0, 0.5], [0.0, 2.0, 1.0]],
+                 dtype=dtype)
+    _skip_missing(backend, x)
+    t = vtl.asarray(x)
+    for axis, count in ((0, 4), (1, 3), (None, 12), ((0, 1), 12)):
+        for corr in (count, count + 1, count + 2.5):
+            for keepdims in (False, True):
+                want = _quiet(np.var, x, axis=axis, ddof=corr, keepdims=keepdims)
+                got = _quiet(vtl.var, t, axis=axis, correction=corr, keepdims=keepdims)
+                np.testing.assert_array_equal(got.numpy(), want)
+                got = _quiet(vtl.std, t, axis=axis, correction=corr, keepdims=keepdims)
+                np.testing.assert_array_equal(
+                    got.numpy(), _quiet(np.std, x, axis=axis, ddof=corr, keepdims=keepdims))
+
+
 def test_empty_reductions(backend):
     e = vtl.asarray(np.zeros((0, 3), dtype=np.float32))
     assert_close(vtl.sum(e), np.array(0.0, dtype=np.float32))

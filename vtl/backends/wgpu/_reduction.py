@@ -393,7 +393,7 @@ def var(x, /, *, axis=None, correction=0.0, keepdims: bool = False) -> WgpuArray
         x = astype_raw(x, default_float())
     n = _count(x, axis)
     dof = n - correction
-    dof = float(dof) if dof > 0 else float("nan")
+    dof = float(dof) if dof > 0 else 0.0  # as NumPy: inf (0/0: nan) at or past the count
     if x.dtype == D.float32 and x._st.buf.cap <= _runtime.get().max_binding:
         out = _squared_deviations(x, axis, keepdims, n, dof)
         if out is not None:
