@@ -336,6 +336,8 @@ def var(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None, correction: 
         x: The input tensor.
         axis: An axis, a tuple of axes, or ``None`` for all (the flattened tensor).
         correction: Subtracted from ``N`` in the divisor (0 by default; 1 for PyTorch's default).
+            At or past ``N`` the divisor is 0, as in NumPy and PyTorch: the result is inf
+            (nan where every deviation is 0) on every backend.
         keepdims: Keep the reduced axes (size 1).
         dim: PyTorch's name for ``axis`` (give one of the two).
         keepdim: PyTorch's name for ``keepdims`` (give one of the two).
@@ -381,6 +383,8 @@ def std(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None, correction: 
         x: The input tensor.
         axis: An axis, a tuple of axes, or ``None`` for all (the flattened tensor).
         correction: Subtracted from ``N`` in the divisor (0 by default; 1 for PyTorch's default).
+            At or past ``N`` the divisor is 0, as in NumPy and PyTorch: the result is inf
+            (nan where every deviation is 0) on every backend.
         keepdims: Keep the reduced axes (size 1).
         dim: PyTorch's name for ``axis`` (give one of the two).
         keepdim: PyTorch's name for ``keepdims`` (give one of the two).
