@@ -67,6 +67,25 @@ def test_chunked_broadcast_fuse_and_fill(small_binding):
     np.testing.assert_array_equal(host(z), np.full((rows, cols), 2.5, np.float32))
 
 
+def test_reductions_of_arrays_above_one_binding(small_binding):
+    """The reductions the user guide lists for arrays over one binding: sum, prod, max,
+    min and mean over all axes or the last one, var and std over all axes."""
+    rows, cols = 100, 400  # 160,000 bytes: three bindings' worth
+    h = np.random.default_rng(5).standard_normal((rows, cols)).astype(np.float32)
+    a = xp.asarray(h)
+    for fn, ref, axes in ((xp.sum, np.sum, (None, 1, -1)), (xp.max, np.max, (None, 1)),
+                          (xp.min, np.min, (None, 1)), (xp.mean, np.mean, (None, 1)),
+                          (xp.var, np.var, (None,)), (xp.std, np.std, (None,))):
+        for axis in axes:
+            np.testing.assert_allclose(host(fn(a, axis=axis)),
+                                       ref(h.astype(np.float64), axis=axis),
+                                       rtol=1e-4, atol=1e-4)
+    p = xp.asarray(np.full((rows, cols), 1.0001, np.float32))
+    np.testing.assert_allclose(host(xp.prod(p, axis=1)), np.full(rows, 1.0001**cols),
+                               rtol=1e-4)
+    np.testing.assert_allclose(float(xp.prod(p)), 1.0001**(rows * cols), rtol=1e-3)
+
+
 def test_other_ops_refuse_arrays_above_one_binding(small_binding):
     a = xp.asarray(np.ones(LIMIT // 4 + 1, np.float32))
     with pytest.raises(ValueError, match="max storage binding"):
@@ -75,6 +94,10 @@ def test_other_ops_refuse_arrays_above_one_binding(small_binding):
         xp.sum(xp.reshape(a[:-1], (2, -1)), axis=0)  # needs a transposed copy
     with pytest.raises(ValueError, match="max storage binding"):
         a[::2] + 1.0
+    with pytest.raises(ValueError, match="max storage binding"):
+        xp.var(xp.ones((100, 400), dtype=xp.float32), axis=1)
+    with pytest.raises(ValueError, match="max storage binding"):
+        a[1:3] @ a[1:3]  # a view into the large buffer
 
 
 @pytest.mark.slow
