@@ -98,8 +98,9 @@ def _torch_call(host: dict) -> Callable[[], None] | None:
     return call
 
 
-def time_shape(shape: tuple[int, int], layouts: list[str], reps: int) -> None:
-    """Print the times of every layout (and PyTorch's) for rows of ``shape``."""
+def time_shape(shape: tuple[int, int], layouts: list[str], reps: int) -> list[str]:
+    """The report's lines for rows of ``shape``: PyTorch's wall time (where it sees a GPU),
+    then each layout's wall and device times (each line printed as it is measured)."""
     from vtl.backends.wgpu._recorder import REC
     from vtl.backends.wgpu.profile import kernel_times
     from vtl.nn import functional as F
@@ -114,12 +115,14 @@ def time_shape(shape: tuple[int, int], layouts: list[str], reps: int) -> None:
         call()
         REC.synchronize()
 
-    print(f"\n{shape[0]} x {shape[1]} float32, fwd+bwd")
+    lines = [f"{shape[0]} x {shape[1]} float32, fwd+bwd"]
+    print("\n" + lines[0])
     ref = _torch_call(host)
     if ref is not None:
         for _ in range(5):
             ref()
-        print(f"  {'PyTorch CUDA':14s} wall {wall_us(ref, reps):8.1f} us")
+        lines.append(f"  {'PyTorch CUDA':14s} wall {wall_us(ref, reps):8.1f} us")
+        print(lines[-1])
     first = None
     for name in layouts:
         with _patches(LAYOUTS[name]):
@@ -134,9 +137,10 @@ def time_shape(shape: tuple[int, int], layouts: list[str], reps: int) -> None:
                 REC.synchronize()
             kernels = "  ".join(f"{k}={1e6 * t / reps:.1f}"
                                 for k, (_n, t) in kt.by_kernel().items())
-            print(f"  {name:14s} wall {wall_us(synced, reps):8.1f} us  device "
-                  f"{1e6 * kt.busy / reps:6.1f} us  [{kernels}]  max diff {diff:.1e}",
-                  flush=True)
+            lines.append(f"  {name:14s} wall {wall_us(synced, reps):8.1f} us  device "
+                         f"{1e6 * kt.busy / reps:6.1f} us  [{kernels}]  max diff {diff:.1e}")
+            print(lines[-1], flush=True)
+    return lines
 
 
 def main(argv: list[str] | None = None) -> None:
