@@ -1,9 +1,12 @@
-"""``benchmarks/wgpu_conv_layers.py``: it times every op of the layers it is given, in each
-form it compares, and leaves the convolution module as it was."""
+"""The wgpu timing scripts: ``benchmarks/wgpu_conv_layers.py`` times every op of the layers
+it is given, in each form it compares, and leaves the convolution module as it was;
+``benchmarks/wgpu_layer_norm.py`` times every layout it is given, checks each one's
+gradients against the first's, and leaves the layer_norm kernel's settings as they were."""
 
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
@@ -17,7 +20,9 @@ if not profile.available():
     pytest.skip("no timestamp queries inside passes", allow_module_level=True)
 
 from benchmarks import wgpu_conv_layers as script  # noqa: E402
+from benchmarks import wgpu_layer_norm as ln_script  # noqa: E402
 from vtl.backends.wgpu import conv  # noqa: E402
+from vtl.backends.wgpu import nn as wnn  # noqa: E402
 
 
 def test_report_covers_each_layer_op_and_form_and_restores_the_module():
@@ -33,3 +38,16 @@ def test_report_covers_each_layer_op_and_form_and_restores_the_module():
 
 def test_flop_of_a_layer_op():
     assert script.flop(64, 32, 128) == 2.0 * 128 * 32 * 32 * 64 * 64 * 9
+
+
+def test_layer_norm_layouts_are_timed_and_agree_and_the_settings_are_restored():
+    names = ("LN_SLOTS", "LN_SUM_COLS", "LN_BLOCK_ROWS", "LN_MAX_BLOCKS", "_ln_width")
+    shipped = {n: getattr(wnn, n) for n in names}
+    lines = ln_script.time_shape((80, 64), list(ln_script.LAYOUTS), reps=1)
+    assert {n: getattr(wnn, n) for n in names} == shipped
+    timed = [line for line in lines if " wall " in line and "PyTorch" not in line]
+    assert [line.split()[0] for line in timed] == list(ln_script.LAYOUTS)
+    for line in timed:
+        assert "layer_norm=" in line and "layer_norm_grad=" in line
+        diff = float(re.search(r"max diff (\S+)", line).group(1))
+        assert diff < 1e-4
