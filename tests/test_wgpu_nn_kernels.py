@@ -364,11 +364,16 @@ def test_relu_backward_kernel_equals_where(wgpu, n):
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 @pytest.mark.parametrize(("m", "c"), [(1, 1), (7, 3), (64, 10), (300, 300)])
 @pytest.mark.parametrize("tdtype", ["int64", "int32", "uint8"])
-def test_cross_entropy_fused_equals_portable(wgpu, reduction, m, c, tdtype):
-    if tdtype == "int64" and "int64" not in wgpu.xp.__array_namespace_info__().dtypes():
-        pytest.skip("adapter lacks int64")
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_cross_entropy_fused_equals_portable(wgpu, reduction, m, c, tdtype, dtype):
+    """The fused loss and gradient against NumPy float64 and the numpy backend's portable
+    path; float64 logits through the float64 exp and log (WGSL's builtins take none)."""
+    for dt in (tdtype, dtype):
+        if dt in ("int64", "float64") and dt not in wgpu.xp.__array_namespace_info__().dtypes():
+            pytest.skip(f"adapter lacks {dt}")
     rng = np.random.default_rng(m + c)
-    x, t = ce_case(rng, m, c, np.float32, tdtype)
+    x, t = ce_case(rng, m, c, np.dtype(dtype), tdtype)
+    tol = 1e-12 if dtype == "float64" else 1e-5
     kern = wgpu.kernel("cross_entropy")
     xt = vtl.asarray(x, backend="wgpu", requires_grad=True)
     tt = vtl.asarray(t, backend="wgpu")
@@ -377,14 +382,15 @@ def test_cross_entropy_fused_equals_portable(wgpu, reduction, m, c, tdtype):
     assert kern.launches > launches and waits == 0
     assert n == (2 if reduction != "none" and m * c > _nn.CE_ONE_GROUP else 1)
     want, gwant = np_cross_entropy(x, t.astype(np.int64), reduction)
-    v = rng.standard_normal(m).astype(np.float32) if reduction == "none" else np.float32(1.5)
+    v = rng.standard_normal(m).astype(dtype) if reduction == "none" else np.dtype(dtype).type(1.5)
     backward_scaled(loss, v, reduction, "wgpu")
-    np.testing.assert_allclose(loss.numpy(), want, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(xt.grad.numpy(), scaled_grad(gwant, v, reduction), rtol=1e-4,
-                               atol=1e-6)
+    assert loss.numpy().dtype == xt.grad.numpy().dtype == np.dtype(dtype)
+    np.testing.assert_allclose(loss.numpy(), want, rtol=tol, atol=tol / 10)
+    np.testing.assert_allclose(xt.grad.numpy(), scaled_grad(gwant, v, reduction),
+                               rtol=10 * tol, atol=tol / 10)
     # the portable path on the numpy backend agrees
     ref = F.cross_entropy(vtl.asarray(x), vtl.asarray(t.astype(np.int64)), reduction=reduction)
-    np.testing.assert_allclose(loss.numpy(), ref.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(loss.numpy(), ref.numpy(), rtol=tol, atol=tol / 10)
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # inf/nan logits on purpose (numpy)

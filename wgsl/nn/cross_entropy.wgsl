@@ -8,6 +8,7 @@
 // losses into L (mode 0) or the sum (mode 1) / weighted mean (mode 2) into L[offL] (one
 // workgroup) or partial sums into S[2M+1+2w], S[2M+2+2w]; pass 1 (one workgroup) folds
 // `parts` of those into L[offL] and S[2M].
+// EXP/LOG: the builtins, or for float64 the m64_ library's (WGSL has no f64 exp and log).
 // Words: 0 M, 1 C, 2 offX, 3 sXm, 4 sXc, 5 offT, 6 sT, 7 mode, 8 pass, 9 parts, 10 offL,
 // 11 has_ignore, 12.. ignore_index (in the target's dtype: 12 and 13), 14 error code
 @group(0) @binding(0) var<storage, read> X: array<{{T}}>;
@@ -39,7 +40,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       if (isnan_{{D}}(mx) || isinf_{{D}}(mx)) { sh = {{T}}(0); }
       var s = {{T}}(0);
       for (var c = 0u; c < C; c++) {
-        s += exp(X[u32(base + i32(c) * sc)] - sh);
+        s += {{EXP}}(X[u32(base + i32(c) * sc)] - sh);
       }
       S[2u * m] = sh;
       S[2u * m + 1u] = s;
@@ -49,7 +50,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       if (!(pw(11u) != 0u && tv == scal_{{DTI}}(12u))) {
         w = {{T}}(1);
         if ({{INRANGE}}) {
-          loss = -((X[u32(base + i32(tv) * sc)] - sh) - log(s));
+          loss = -((X[u32(base + i32(tv) * sc)] - sh) - {{LOG}}(s));
         } else {
           loss = nan_{{D}}();
           let v = tv;

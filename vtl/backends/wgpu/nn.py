@@ -240,6 +240,13 @@ def targets_valid(t: Any, c: int, ignore_index: int) -> bool | None:
     return True if kr is None or targets_in_range(kr, c, ignore_index) else None
 
 
+def _exp_log(dt: np.dtype) -> dict[str, str]:
+    """``EXP``/``LOG`` of a kernel computing in ``dt``: the builtins, or for float64 the
+    ``m64_`` library's (WGSL's exp and log take no float64)."""
+    f64 = dt == D.float64
+    return {"EXP": "m64_exp" if f64 else "exp", "LOG": "m64_log" if f64 else "log"}
+
+
 class CrossEntropy:
     """``kernels["cross_entropy"]``: ``fwd(x, t, reduction, ignore_index)`` ->
     ``(loss, saved)`` or ``None``; ``grad(x, t, saved, g, reduction, ignore_index)`` ->
@@ -268,7 +275,7 @@ class CrossEntropy:
         groups = 1 if mode and M * C <= CE_ONE_GROUP else min(groups_for(M), 1024)
         saved = empty((2 * M + 1 + 2 * groups,), dt)
         k = _kernels.kernel("cross_entropy", "rrwww", (dt, t.dtype), T=D.wgsl(dt), D=dt.name,
-                            **_target_subs(t.dtype))
+                            **_exp_log(dt), **_target_subs(t.dtype))
         base = self._words(x, t, mode)
         ig = [*_ignore_words(t.dtype, ignore_index), _errors.code(*_TARGET_ERROR)]
         # the error buffer is written only where the targets' values are not known valid
@@ -290,7 +297,7 @@ class CrossEntropy:
         sg = g._strides[0] if mode == 0 and g.ndim else 0
         out = empty((M, C), dt)
         k = _kernels.kernel("cross_entropy_grad", "rrrrw", (dt, t.dtype), T=D.wgsl(dt),
-                            D=dt.name, **_target_subs(t.dtype))
+                            D=dt.name, **_exp_log(dt), **_target_subs(t.dtype))
         words = [*self._words(x, t, mode), g._offset, sg,
                  *_ignore_words(t.dtype, ignore_index)]
         REC.dispatch(k, (x._st.buf, t._st.buf, saved._st.buf, g._st.buf, out._st.buf), words,
@@ -651,10 +658,9 @@ class Softmax:
             return None
         n = x.shape[-1]
         m = x.size // n
-        f64 = x.dtype == D.float64
         tpr = row_lanes(n)
-        k = _kernels.compute_kernel("softmax", "rrw", x.dtype, EXP="m64_exp" if f64 else "exp",
-                                    LOG="m64_log" if f64 else "log", **lane_subs(tpr))
+        k = _kernels.compute_kernel("softmax", "rrw", x.dtype, **_exp_log(x.dtype),
+                                    **lane_subs(tpr))
         return _dispatch_x_g(k, *arrays, [m, n, mode], row_groups(m, tpr))
 
     def forward(self, x: Any, log: bool) -> Any:
