@@ -1358,6 +1358,25 @@ def test_batch_norm_kernel(wgpu, monkeypatch, name, shape):
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol * scale, err_msg=what)
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # nan and inf on purpose (numpy)
+def test_batch_norm_training_keeps_nan_and_inf_as_numpy(wgpu):
+    """A channel holding a nan, or an inf, gives nan statistics (and outputs, and running
+    variance) as on the numpy backend: a diverging batch is not hidden by a variance
+    clamped at 0."""
+    x = np.array([[0.0, 1.0, 5.0], [1.0, np.nan, 6.0], [2.0, 3.0, np.inf], [3.0, 4.0, 8.0]],
+                 np.float32)
+    res = {}
+    for be in ("numpy", "wgpu"):
+        rm = vtl.asarray(np.zeros(3, np.float32), backend=be)
+        rv = vtl.asarray(np.ones(3, np.float32), backend=be)
+        y = F.batch_norm(vtl.asarray(x, backend=be), rm, rv, training=True)
+        res[be] = [t.numpy() for t in (y, rm, rv)]
+    for got, want in zip(res["wgpu"], res["numpy"], strict=True):
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, equal_nan=True)
+    assert np.isnan(res["wgpu"][2][1:]).all() and np.isfinite(res["wgpu"][2][0])
+
+
 def test_batch_norm_layer_on_wgpu_matches_numpy(wgpu, monkeypatch):
     """``nn.BatchNorm2d`` training steps with the kernel (and the running statistics'
     one-dispatch update) against the numpy backend."""

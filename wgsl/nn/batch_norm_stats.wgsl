@@ -23,7 +23,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     s1 += Part[pw(9u) + (c * S + s) * 2u + 1u];
   }
   let m = s0 / n;
-  let var_ = max(s1 / n - m * m, {{C}}(0));
+  var var_ = s1 / n - m * m;
+  if (var_ < {{C}}(0)) { var_ = {{C}}(0); }  // not max(): a nan variance stays nan
   let rstd = {{C}}(1) / sqrt(var_ + scal_{{CD}}(10u));
   let fl = pw(4u);
   var scale = rstd;
