@@ -227,6 +227,23 @@ def test_the_kernel_matches_the_portable_code(backend, name):
         assert ran
 
 
+@pytest.mark.parametrize("name", ["erf", "erfc"])
+def test_gradient_at_special_values(backend, name):
+    """The gradient 2/sqrt(pi) exp(-x^2) (negated for erfc) is 0 at +-inf and far out
+    (where exp(-x^2) underflows), nan at nan, and finite near the underflow, on every
+    backend, as the float64 oracle."""
+    xs = np.array([np.inf, -np.inf, 1e20, -3e19, 40.0, 29.0, 10.0, 0.5, np.nan], np.float32)
+    x = vtl.asarray(xs, device=backend, requires_grad=True)
+    vtl.sum(getattr(vtl, name)(x)).backward()
+    got = x.grad.numpy()
+    x64 = xs.astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = 2 / math.sqrt(math.pi) * np.exp(-x64 * x64) * (1 if name == "erf" else -1)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(xs))
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=1e-6, atol=1e-45,
+                               equal_nan=True)
+
+
 def test_non_contiguous_input_through_the_kernel(backend):
     x = vtl.asarray(np.linspace(-3, 3, 60, dtype=np.float32).reshape(6, 10), device=backend,
                     requires_grad=True)
