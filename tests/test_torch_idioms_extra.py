@@ -8,6 +8,7 @@ NumPy); PyTorch's own results where it is installed."""
 from __future__ import annotations
 
 import inspect
+import warnings
 
 import numpy as np
 import pytest
@@ -355,6 +356,21 @@ def test_logsumexp_takes_axis_and_keepdims(backend):
     want = np.log(np.exp(X.astype(np.float64)).sum(axis=1, keepdims=True))
     assert_close(F.logsumexp(x, axis=1, keepdims=True), want.astype(np.float32), rtol=1e-6)
     assert_close(F.logsumexp(x, dim=1, keepdim=True), want.astype(np.float32), rtol=1e-6)
+
+
+def test_logsumexp_over_an_empty_axis_is_minus_inf(backend):
+    """As PyTorch: the log of an empty sum, -inf, with the shape of the other axes; the
+    gradient reaches the (empty) input; no warnings."""
+    x = vtl.asarray(np.zeros((3, 0), np.float32), requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y = F.logsumexp(x, dim=1)
+        assert_close(y, np.full(3, -np.inf, np.float32))
+        assert F.logsumexp(x, dim=1, keepdim=True).shape == (3, 1)
+        assert float(F.logsumexp(x)) == -np.inf
+        assert F.logsumexp(vtl.asarray(np.zeros((0, 3), np.float32)), dim=1).shape == (0,)
+        vtl.sum(y).backward()
+    assert x.grad.shape == (3, 0)
 
 
 def test_tensor_methods_take_dim(backend):

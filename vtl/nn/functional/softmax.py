@@ -4,6 +4,7 @@ does not depend on it)."""
 
 from __future__ import annotations
 
+import math
 import warnings
 from functools import partial
 from typing import Any
@@ -181,7 +182,8 @@ def _softmax_vjp(d: int, log: bool, g: Tensor, out: Tensor) -> Tensor:
 def logsumexp(input: Any, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A002
     """``log(sum(exp(x)))`` over ``dim`` (an int, a tuple, or None for all axes).
 
-    Rows of ``-inf`` give ``-inf``; a ``+inf`` entry gives ``inf``.
+    Rows of ``-inf`` give ``-inf``; a ``+inf`` entry gives ``inf``; a reduction over an
+    empty axis gives ``-inf`` (the log of an empty sum).
 
     Args:
         input: The input tensor.
@@ -208,9 +210,12 @@ def logsumexp(input: Any, dim: Any = None, keepdim: bool = False) -> Any:  # noq
         axes = tuple(normalize_dim(a, input.ndim, "logsumexp") for a in dim)
     if input.ndim == 0:
         return input
-    m = detach(xp.max(input, axis=axes, keepdims=True))
-    m = xp.where(xp.isfinite(m), m, 0.0)
-    out = xp.log(xp.sum(xp.exp(input - m), axis=axes, keepdims=True)) + m
+    if any(input.shape[a] == 0 for a in axes):  # log of an empty sum: -inf, as PyTorch
+        out = xp.sum(input, axis=axes, keepdims=True) - math.inf
+    else:
+        m = detach(xp.max(input, axis=axes, keepdims=True))
+        m = xp.where(xp.isfinite(m), m, 0.0)
+        out = xp.log(xp.sum(xp.exp(input - m), axis=axes, keepdims=True)) + m
     if not keepdim:
         out = xp.squeeze(out, axis=axes)
     return out
