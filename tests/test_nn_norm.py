@@ -134,6 +134,21 @@ def test_group_norm_matches_loops(backend, groups):
     assert_close(F.group_norm(vtl.asarray(x[..., 0]), groups), np_group_norm(x[..., 0], groups))
 
 
+@pytest.mark.parametrize("shape", [(0, 6, 4), (0, 6), (2, 6, 0)])
+def test_group_norm_of_no_elements(backend, shape):
+    """As PyTorch: an empty input gives an empty output of its shape, zero parameter
+    gradients and no warnings (no statistics of empty groups are taken)."""
+    x = vtl.asarray(np.zeros(shape, np.float32), requires_grad=True)
+    w, b = (vtl.asarray(np.ones(6, np.float32), requires_grad=True) for _ in range(2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y = F.group_norm(x, 2, w, b)
+        vtl.sum(y).backward()
+    assert y.shape == shape and x.grad.shape == shape
+    assert_close(w.grad, np.zeros(6, np.float32))
+    assert_close(b.grad, np.zeros(6, np.float32))
+
+
 def test_instance_norm_matches_loops(backend):
     x = _rand(3, 2, 4, 5)
     ref = np.stack([np_group_norm(x[i:i + 1], 2)[0] for i in range(3)])  # 1 channel per group

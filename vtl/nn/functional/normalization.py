@@ -544,10 +544,13 @@ def group_norm(input: Any, num_groups: int, weight: Any = None, bias: Any = None
         out = _group_norm_tensor(input, num_groups, weight, bias, eps)
         if out is not None:
             return out
-    x = xp.reshape(input, (n, num_groups, -1))
+    shape = (1, c) + (1,) * (input.ndim - 2)
+    if math.prod(_shape(input)) == 0:  # no elements: an empty result, as PyTorch's
+        return _affine(xp, input - input, weight, bias, shape)
+    x = xp.reshape(input, (n, num_groups, c // num_groups * math.prod(input.shape[2:])))
     out, _, _ = _normalize(xp, x, (2,), eps)
     out = xp.reshape(out, _shape(input))
-    return _affine(xp, out, weight, bias, (1, c) + (1,) * (input.ndim - 2))
+    return _affine(xp, out, weight, bias, shape)
 
 
 def _group_norm_tensor(x: Tensor, groups: int, w: Tensor | None, b: Tensor | None,
