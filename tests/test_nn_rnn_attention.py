@@ -328,6 +328,21 @@ def test_sdpa_matches_loops(backend):
                  np_sdpa(q, np.repeat(kv1, 3, axis=1), np.repeat(kv1, 3, axis=1)))
 
 
+@pytest.mark.parametrize("kind", ["none", "causal", "bool", "float"])
+def test_sdpa_without_keys_gives_zeros(backend, kind):
+    """As PyTorch: zero keys (S = 0) give zeros of shape (..., L, Ev), masked or not, and
+    a zero gradient for the queries."""
+    q = vtl.asarray(_rand(2, 3, 4, 5), requires_grad=True)
+    k, v = vtl.asarray(_rand(2, 3, 0, 5)), vtl.asarray(_rand(2, 3, 0, 2))
+    kw = {"none": {}, "causal": {"is_causal": True},
+          "bool": {"attn_mask": vtl.asarray(np.ones((4, 0), bool))},
+          "float": {"attn_mask": vtl.asarray(_rand(4, 0))}}[kind]
+    out = F.scaled_dot_product_attention(q, k, v, **kw)
+    assert_close(out, np.zeros((2, 3, 4, 2)))
+    vtl.sum(out).backward()
+    assert_close(q.grad, np.zeros((2, 3, 4, 5)))
+
+
 def test_sdpa_gradients():
     q, k, v = _rand(2, 3, 4), _rand(2, 5, 4), _rand(2, 5, 3)
     mask = RNG.random((3, 5)) > 0.3

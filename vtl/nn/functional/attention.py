@@ -125,7 +125,7 @@ def _sdpa(xp: Any, query: Any, key: Any, value: Any, attn_mask: Any, dropout_p: 
         mask = _causal(xp, n_q, n_k, scores.dtype, query.device)
     elif attn_mask is not None:
         mask = xp.astype(_float_mask(xp, attn_mask, scores.dtype, True), scores.dtype)
-    if mask is not None:
+    if mask is not None and n_k:  # without keys there is nothing to mask: zeros, as PyTorch
         scores = scores + mask
         dead = detach(xp.max(scores, axis=-1, keepdims=True)) == -math.inf
         scores = xp.where(dead, 0.0, scores)
