@@ -107,8 +107,11 @@ def test_embedding(backend):
     _raises(lambda: emb(_device_ints([[1, 12], [0, 2]])), 12, 0, 10)
     _raises(lambda: emb(_device_ints([1000])), 1000, 0, 10)
     _raises(lambda: emb(vtl.asarray(np.array([3, 10]))), 10, 0, 10)
-    ref = emb.weight.numpy()[[3, 9]]
-    np.testing.assert_array_equal(emb(_device_ints([3, -1])).numpy(), ref)
+    # unlike take and x[idx] (NumPy), embedding takes no negative index (PyTorch)
+    _raises(lambda: emb(_device_ints([3, -1])), -1, 0, 10)
+    _raises(lambda: emb(vtl.asarray(np.array([[0, 2], [-10, 1]]))), -10, 0, 10)
+    ref = emb.weight.numpy()[[3, 9, 0]]
+    np.testing.assert_array_equal(emb(_device_ints([3, 9, 0])).numpy(), ref)
 
 
 def test_gradient_never_lands_on_a_wrapped_row(backend):

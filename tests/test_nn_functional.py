@@ -307,6 +307,79 @@ def test_embedding_padding_idx_and_max_norm(backend):
         F.embedding(idx, wt, padding_idx=9)
 
 
+def _read_raises_index_error(fn, value, size):
+    """``fn()`` and reading its result raise the ``IndexError`` naming ``value`` and the
+    valid range ``[0, size)`` (on a GPU at the read)."""
+    with pytest.raises(IndexError) as info:
+        fn().numpy()
+        vtl.backends.get(vtl.get_backend()).synchronize()
+    msg = str(info.value)
+    assert f"index {value} is out of bounds for axis 0 with size {size}" in msg, msg
+    assert f"[0, {size})" in msg, msg
+
+
+def _device_ints(values):
+    """Integers computed on the device (not known on the host: a GPU checks them there)."""
+    return vtl.asarray(np.asarray(values, dtype=np.int64) + 1) - 1
+
+
+@pytest.mark.parametrize("make", [vtl.asarray, _device_ints], ids=["uploaded", "computed"])
+def test_embedding_negative_index_raises(backend, make):
+    # PyTorch: every index must lie in [0, num_embeddings); -1 does not wrap to the last row
+    w = vtl.asarray(np.arange(15, dtype=np.float32).reshape(5, 3), requires_grad=True)
+    _read_raises_index_error(lambda: F.embedding(make([0, -1]), w), -1, 5)
+    _read_raises_index_error(lambda: F.embedding(make([[1, 2], [3, -5]]), w), -5, 5)
+    _read_raises_index_error(lambda: F.embedding(make([-6]), w), -6, 5)
+    _read_raises_index_error(lambda: F.embedding(make([2, -1]), w, padding_idx=-1), -1, 5)
+    _read_raises_index_error(lambda: F.embedding(make([-1]), w, max_norm=1.0,
+                                                 scale_grad_by_freq=True), -1, 5)
+    _read_raises_index_error(lambda: F.embedding(make([5]), w), 5, 5)  # and past the end
+    emb = vtl.nn.Embedding(4, 2, padding_idx=-1)
+    _read_raises_index_error(lambda: emb(make([0, -1])), -1, 4)
+    _read_raises_index_error(lambda: F.embedding_bag(make([[0, -2]]), w), -2, 5)
+    # the error was raised once: valid lookups go on working
+    assert_close(F.embedding(make([4, 0]), w), np.arange(15, dtype=np.float32).reshape(5, 3)[
+        [4, 0]])
+    # take and x[idx] keep NumPy's negative indices
+    assert_close(vtl.take(w, make([-1]), axis=0), np.array([[12.0, 13.0, 14.0]], np.float32))
+
+
+def test_embedding_padding_idx_negative_is_normalised(backend):
+    w = np.arange(1, 16, dtype=np.float32).reshape(5, 3)
+    idx = vtl.asarray([0, 4, 2, 4])
+    wt = vtl.asarray(w, requires_grad=True)
+    out = F.embedding(idx, wt, padding_idx=-1)  # row 4
+    assert_close(out, w[[0, 4, 2, 4]])
+    vtl.sum(out).backward()
+    assert_close(wt.grad, np.array([[1] * 3, [0] * 3, [1] * 3, [0] * 3, [0] * 3], np.float32))
+    wt2 = vtl.asarray(w, requires_grad=True)
+    vtl.sum(F.embedding(idx, wt2, padding_idx=4)).backward()
+    assert_close(wt2.grad, wt.grad.numpy())  # -1 and 4 name the same row
+    emb = vtl.nn.Embedding(5, 3, padding_idx=-1)
+    assert emb.padding_idx == 4
+    assert emb.weight.numpy()[4].tolist() == [0.0, 0.0, 0.0]
+    vtl.sum(emb(vtl.asarray([[4, 1], [4, 4]]))).backward()
+    assert emb.weight.grad.numpy()[4].tolist() == [0.0, 0.0, 0.0]
+    assert emb.weight.grad.numpy()[1].tolist() == [1.0, 1.0, 1.0]
+    with pytest.raises(ValueError, match="padding_idx"):
+        F.embedding(idx, wt, padding_idx=-6)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64", "uint8"])
+def test_embedding_valid_indices_still_work(backend, dtype):
+    w = np.arange(15, dtype=np.float32).reshape(5, 3)
+    idx = np.array([[0, 4, 4], [2, 1, 0]], dtype=dtype)
+    for make in (vtl.asarray, lambda a: vtl.asarray(a + 1) - 1):  # uploaded, computed
+        wt = vtl.asarray(w, requires_grad=True)
+        out = F.embedding(make(idx), wt, padding_idx=2, scale_grad_by_freq=True)
+        assert_close(out, w[idx])
+        vtl.sum(out).backward()
+        assert_close(wt.grad, np.array([[1] * 3, [1] * 3, [0] * 3, [0] * 3, [1] * 3],
+                                       np.float32))
+    got = F.embedding_bag(vtl.asarray(idx), vtl.asarray(w), mode="sum")
+    assert_close(got, w[idx].sum(1))
+
+
 def test_one_hot(backend):
     t = np.array([[0, 2], [1, 3]])
     out = F.one_hot(vtl.asarray(t))
@@ -697,6 +770,14 @@ def test_functional_on_array_api_strict(name, device):
     expect = to_numpy(STRICT_CASES[name](vtl.asarray(x_np, backend="numpy"),
                                          vtl.asarray(t_np, backend="numpy")))
     np.testing.assert_allclose(host, expect, rtol=1e-6, atol=1e-6)
+
+
+def test_embedding_on_array_api_strict_rejects_negative_indices():
+    w = xs.asarray(np.arange(6, dtype=np.float32).reshape(3, 2))
+    with pytest.raises(IndexError, match=r"index -1 is out of bounds .*\[0, 3\)"):
+        F.embedding(xs.asarray([0, -1]), w)
+    with pytest.raises(IndexError, match=r"index -2 is out of bounds .*\[0, 3\)"):
+        F.embedding_bag(xs.asarray([[0, -2]]), w)
 
 
 def test_dropout_on_array_api_strict():

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from .._tensor import Tensor
+from ..backends._base import index_error
 from ..backends._dtypes import kind as _dkind
 from ._aliases import torch_names
 from ._core import (
@@ -84,9 +85,12 @@ def _broadcast_shapes(shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _norm_index(arr: Any, n: int, axis: int, dev: Any, host: bool, what: str = "") -> Any:
+def _norm_index(arr: Any, n: int, axis: int, dev: Any, host: bool, what: str = "", *,
+                negative: bool = True) -> Any:
     """Integer indices wrapped from ``[-n, n)`` to ``[0, n)``, on the device, in a dtype
     its ``take`` accepts; an index outside ``[-n, n)`` is an ``IndexError``, as in NumPy.
+    With ``negative=False`` the valid range is ``[0, n)``: a negative index is an
+    ``IndexError`` too (PyTorch's ``embedding``).
 
     Indices in host memory (Python sequences, NumPy arrays, tensors of the numpy backend)
     are checked here. Index arrays in accelerator memory are checked by the backend on the
@@ -99,11 +103,9 @@ def _norm_index(arr: Any, n: int, axis: int, dev: Any, host: bool, what: str = "
         mn = 0
         if arr.size:
             mn, mx = int(arr.min()), int(arr.max())
-            if mn < -n or mx >= n:
-                bad = mn if mn < -n else mx
-                raise IndexError(
-                    f"{what}index {bad} is out of bounds for axis {axis} with size {n}"
-                )
+            lo = -n if negative else 0
+            if mn < lo or mx >= n:
+                raise index_error(what, mn if mn < lo else mx, axis, n, negative)
         if host:
             arr = np.asarray(arr, dtype=idt)
             if mn < 0:
@@ -113,7 +115,9 @@ def _norm_index(arr: Any, n: int, axis: int, dev: Any, host: bool, what: str = "
         if arr.dtype != idt:
             arr = xp.astype(arr, idt)
         return xp.where(arr < 0, arr + n, arr) if mn < 0 else arr
-    return dev.backend.check_indices(arr, n, axis, what)
+    if negative:  # (the plain call: a backend written before ``negative`` still serves)
+        return dev.backend.check_indices(arr, n, axis, what)
+    return dev.backend.check_indices(arr, n, axis, what, negative=False)
 
 
 # -- key parsing -------------------------------------------------------------------------
@@ -696,11 +700,16 @@ def take(x: Tensor, indices: Tensor, /, *, axis: int | None = None) -> Tensor:
 
 def _take(x: Tensor, indices: Any, ax: int, what: str) -> Tensor:
     """``take`` on checked arguments; ``indices`` is a raw integer array."""
+    idx = _norm_index(indices, x.shape[ax], ax, x._device, False, what)
+    return _take_checked(x, idx, ax, tuple(indices.shape))
+
+
+def _take_checked(x: Tensor, idx: Any, ax: int, ishape: tuple[int, ...]) -> Tensor:
+    """``take`` of the raw indices ``idx`` (of shape ``ishape``) that :func:`_norm_index`
+    returned for axis ``ax`` of ``x``."""
     dev = x._device
     xp = dev.xp
     shape = x.shape
-    ishape = tuple(indices.shape)
-    idx = _norm_index(indices, shape[ax], ax, dev, False, what)
     rows = idx if len(ishape) == 1 else xp.reshape(idx, (-1,))
     out = xp.take(x._data, rows, axis=ax)
     if len(ishape) != 1:

@@ -18,6 +18,23 @@ import numpy as np
 from . import _dtypes
 from . import kernels as _kernel_contracts
 
+#: the message of an integer index outside its axis (``name``: the operation's prefix, e.g.
+#: ``"take(): "``), as the backends' :meth:`Backend.check_indices` raise it
+INDEX_ERROR = "{name}index {value} is out of bounds for axis {axis} with size {size}"
+#: the message of :meth:`Backend.check_indices` with ``negative=False`` (an index outside
+#: ``[0, size)``, e.g. of ``embedding``)
+NONNEG_INDEX_ERROR = (INDEX_ERROR + " (the valid range is [0, {size}); negative indices are "
+                      "not allowed)")
+
+
+def index_error(what: str, value: int, axis: int, size: int,
+                negative: bool = True) -> IndexError:
+    """The ``IndexError`` of the index ``value`` outside an axis of size ``size``:
+    :data:`INDEX_ERROR`, or :data:`NONNEG_INDEX_ERROR` where negative indices are not
+    allowed (``negative=False``)."""
+    message = INDEX_ERROR if negative else NONNEG_INDEX_ERROR
+    return IndexError(message.format(name=what, value=value, axis=axis, size=size))
+
 
 class Device:
     """A place where tensors live: a backend name and an index (``cupy:0``).
@@ -390,14 +407,18 @@ class Backend:
     def synchronize(self, index: int = 0) -> None:
         """Wait until all queued work on the device is finished."""
 
-    def check_indices(self, idx: Any, n: int, axis: int, what: str = "") -> Any:
+    def check_indices(self, idx: Any, n: int, axis: int, what: str = "", *,
+                      negative: bool = True) -> Any:
         """The integer array ``idx`` as indices of an axis of size ``n``: wrapped from
         ``[-n, n)`` to ``[0, n)``, in a dtype the namespace's ``take`` accepts.
 
         An index outside ``[-n, n)`` is an ``IndexError`` naming it, ``axis`` and ``n``
-        (``what`` prefixes the message, e.g. ``"take(): "``). This version reads the
-        extremes, so it raises at once; GPU backends check on the device instead and raise
-        at the thread's next read of a result (``to_host``) or ``synchronize``.
+        (``what`` prefixes the message, e.g. ``"take(): "``). With ``negative=False`` the
+        valid range is ``[0, n)`` and a negative index is an ``IndexError`` too (PyTorch's
+        ``embedding``); the message then names that range (:func:`index_error`). This
+        version reads the extremes, so it raises at once; GPU backends check on the device
+        instead and raise at the thread's next read of a result (``to_host``) or
+        ``synchronize``.
         """
         xp = self.xp
         size = 1
@@ -409,9 +430,9 @@ class Backend:
         if not size:
             return idx
         mn, mx = int(xp.min(idx)), int(xp.max(idx))
-        if mn < -n or mx >= n:
-            bad = mn if mn < -n else mx
-            raise IndexError(f"{what}index {bad} is out of bounds for axis {axis} with size {n}")
+        lo = -n if negative else 0
+        if mn < lo or mx >= n:
+            raise index_error(what, mn if mn < lo else mx, axis, n, negative)
         return xp.where(idx < 0, idx + n, idx) if mn < 0 else idx
 
     def write_index(self, data: Any, key: tuple, value: Any) -> None:

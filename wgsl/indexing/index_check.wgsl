@@ -1,6 +1,7 @@
 // dst[i] = idx[i] wrapped from [-n, n) to [0, n); an index outside [-n, n) gives `bad` (an
 // out-of-range value the gather and scatter kernels skip) and records itself as the first
-// error in err (see vtl/backends/wgpu/_errors.py) unless one is recorded.
+// error in err (see vtl/backends/wgpu/_errors.py) unless one is recorded. With an empty
+// WRAP (check_indices(negative=False)) the valid range is [0, n): negative indices fail.
 // Words: 0 count, 1 n, 2 idx offset, 3 dst offset, 4 axis, 5 operation code, 6 bad
 @group(0) @binding(0) var<storage, read> idx: array<{{I}}>;
 @group(0) @binding(1) var<storage, read_write> dst: array<{{O}}>;

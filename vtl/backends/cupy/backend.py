@@ -113,8 +113,9 @@ class CupyBackend(Backend):
         read = flags.start(raw)
         return super().read_flag_later(raw) if read is None else read
 
-    def check_indices(self, idx: Any, n: int, axis: int, what: str = "") -> Any:
-        return self._checks.check(idx, n, axis, what)
+    def check_indices(self, idx: Any, n: int, axis: int, what: str = "", *,
+                      negative: bool = True) -> Any:
+        return self._checks.check(idx, n, axis, what, negative=negative)
 
     def write_index(self, data: Any, key: tuple, value: Any) -> None:
         failed = self._checks.failed(data.device.id)

@@ -2,8 +2,9 @@
 
 CuPy wraps out-of-range integer indices instead of raising. vtl checks every index array
 that lives on the GPU with one elementwise kernel, which also wraps negative indices (the
-one launch the wrap took before): an index outside ``[-n, n)`` becomes 0, so no later
-kernel reads or writes out of bounds, and the first bad index is recorded in a small
+one launch the wrap took before): an index outside ``[-n, n)`` (``[0, n)`` where negative
+indices are not allowed: ``check(negative=False)``) becomes 0, so no later kernel reads
+or writes out of bounds, and the first bad index is recorded in a small
 per-thread, per-device error buffer. The buffer is read where the thread waits for the
 device anyway (``CupyBackend.to_host``: ``float(loss)``, ``.item()``, ``.numpy()``,
 printing; and ``synchronize``), which raises the ``IndexError``. A write through indices
@@ -18,10 +19,11 @@ from typing import Any
 import numpy as np
 
 from ...capture import active, on_replay
+from .._base import index_error
 
 _SOURCE = """
 long long v = (long long)idx;
-if (idx < 0) v += n;
+if (idx < 0 && wrap) v += n;
 if (v >= 0 && v < n) {
   out = v;
 } else {
@@ -32,19 +34,21 @@ if (v >= 0 && v < n) {
 }
 """
 
-#: operation names that error messages give, by code (``""``: a plain index)
-_NAMES: list[str] = [""]
-_CODES: dict[str, int] = {"": 0}
+#: by code: the operation name that error messages give (``""``: a plain index) and
+#: whether negative indices were allowed (which message the error has)
+_NAMES: list[tuple[str, bool]] = [("", True)]
+_CODES: dict[tuple[str, bool], int] = {("", True): 0}
 _codes_lock = threading.Lock()
 
 
-def _code(name: str) -> int:
-    c = _CODES.get(name)
+def _code(name: str, negative: bool = True) -> int:
+    key = (name, negative)
+    c = _CODES.get(key)
     if c is None:
         with _codes_lock:
-            c = _CODES.setdefault(name, len(_NAMES))
+            c = _CODES.setdefault(key, len(_NAMES))
             if c == len(_NAMES):
-                _NAMES.append(name)
+                _NAMES.append(key)
     return c
 
 
@@ -114,21 +118,23 @@ class CupyIndexChecks:
     def _get_kernel(self) -> Any:
         if self._kernel is None:
             self._kernel = self._cp.ElementwiseKernel(
-                "T idx, int64 n, int64 axis, int64 code", "int64 out, raw int64 err",
+                "T idx, int64 n, int64 axis, int64 code, int64 wrap",
+                "int64 out, raw int64 err",
                 _SOURCE, "vtl_check_indices")
         return self._kernel
 
-    def check(self, idx: Any, n: int, axis: int, what: str) -> Any:
+    def check(self, idx: Any, n: int, axis: int, what: str, *, negative: bool = True) -> Any:
         """``idx`` wrapped from ``[-n, n)`` to ``[0, n)`` as int64 (one launch); errors are
-        recorded for the next host read (module doc)."""
+        recorded for the next host read (module doc). ``negative=False``: the valid range is
+        ``[0, n)``, a negative index is an error too."""
         cp = self._cp
         with idx.device:
             if idx.size == 0:
                 return idx.astype(np.int64)
             err = self._errors.get(idx.device.id)
             out = cp.empty(idx.shape, dtype=np.int64)
-            self._get_kernel()(idx, np.int64(n), np.int64(axis), np.int64(_code(what)), out,
-                               err)
+            self._get_kernel()(idx, np.int64(n), np.int64(axis),
+                               np.int64(_code(what, negative)), np.int64(negative), out, err)
         self.launches += 1
         return out
 
@@ -149,8 +155,8 @@ class CupyIndexChecks:
         found = self._errors.first_error()
         if found is not None:
             _, value, n, axis, code = found
-            name = _NAMES[code] if code < len(_NAMES) else ""
+            name, negative = _NAMES[code] if code < len(_NAMES) else _NAMES[0]
+            msg = index_error(name, value, axis, n, negative).args[0]
             raise IndexError(
-                f"{name}index {value} is out of bounds for axis {axis} with size {n} "
-                "(found on the device by an earlier operation and raised at the first "
+                f"{msg} (found on the device by an earlier operation and raised at the first "
                 "read of a result after it)")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 
+from .._base import INDEX_ERROR, NONNEG_INDEX_ERROR
 from . import _runtime
 
 #: bytes of one error buffer
@@ -21,7 +22,9 @@ NBYTES = 32
 _ZEROS = bytes(NBYTES)
 
 #: the message of an index outside its axis (``name`` is the operation's prefix)
-INDEX = "{name}index {value} is out of bounds for axis {axis} with size {size}"
+INDEX = INDEX_ERROR
+#: the message of an index outside ``[0, size)`` where negative indices are not allowed
+NONNEG_INDEX = NONNEG_INDEX_ERROR
 
 #: operation codes -> (the name that error messages give (``""``: a plain index), message)
 _NAMES: list[tuple[str, str]] = [("", INDEX)]

@@ -222,10 +222,12 @@ def _host_error(bad: int, n: int, axis: int, what: str) -> IndexError:
 
 
 def check_indices(idx: WgpuArray, n: int, axis: int = 0, what: str = "",
-                  dtype: np.dtype | None = None, bad: int | None = None) -> WgpuArray:
+                  dtype: np.dtype | None = None, bad: int | None = None, *,
+                  negative: bool = True) -> WgpuArray:
     """``idx`` (integers) wrapped from ``[-n, n)`` to ``[0, n)`` as a contiguous array of
     ``dtype`` (default: int32, or the input's own int32/int64 when no kernel is needed):
-    the indices of an axis of size ``n``.
+    the indices of an axis of size ``n``. ``negative=False``: the valid range is ``[0, n)``,
+    negative indices are out of range too (and the message names the range).
 
     Out-of-range indices raise ``IndexError`` naming the index, ``axis`` and ``n`` (with the
     prefix ``what``, e.g. ``"take(): "``): at once when the values are known on the host,
@@ -245,11 +247,15 @@ def check_indices(idx: WgpuArray, n: int, axis: int = 0, what: str = "",
         return contiguous(idx if keep else astype_raw(idx, odt))
     src = contiguous(idx)
     out = empty(src.shape, odt)
+    subs = dict(_CHECK_SUBS[D.wgsl(src.dtype)])
+    if not negative:
+        subs["WRAP"] = ""  # a negative index fails the check
     k = _kernels.kernel("index_check", "rww", (src.dtype, odt), I=D.wgsl(src.dtype),
-                        O=D.wgsl(odt), **_CHECK_SUBS[D.wgsl(src.dtype)])
+                        O=D.wgsl(odt), **subs)
     m = src.size
+    code = _errors.code(what) if negative else _errors.code(what, _errors.NONNEG_INDEX)
     REC.dispatch(k, (src._st.buf, out._st.buf, _errors.buffer()),
-                 [m, n, src._offset, out._offset, axis, _errors.code(what),
+                 [m, n, src._offset, out._offset, axis, code,
                   n if bad is None else bad], groups_for(m))
     set_known(out._st.buf, (0, n - 1, None))  # every value is in range (or an error raised)
     return out

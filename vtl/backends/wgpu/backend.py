@@ -84,10 +84,11 @@ class WgpuBackend(Backend):
     def scatter_add(self, target: Any, indices: Any, values: Any) -> Any:
         return self.xp.scatter_add(target, indices, values)
 
-    def check_indices(self, idx: Any, n: int, axis: int, what: str = "") -> Any:
+    def check_indices(self, idx: Any, n: int, axis: int, what: str = "", *,
+                      negative: bool = True) -> Any:
         from ._indexing import check_indices
 
-        return check_indices(idx, n, axis, what)
+        return check_indices(idx, n, axis, what, negative=negative)
 
     def begin_capture(self, index: int = 0) -> Any:
         from .capture import WgpuCapture

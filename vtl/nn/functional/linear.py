@@ -10,6 +10,7 @@ from typing import Any
 from ... import _autocast
 from ..._ops._core import _grad, needs_grad, new, raw_matmul, record
 from ..._tensor import Tensor
+from ...backends._base import index_error
 from ...backends._dtypes import kind as _dkind
 from ._utils import apply_inplace, detach, low_float, namespace
 
@@ -242,6 +243,12 @@ def embedding(input: Any, weight: Any, padding_idx: int | None = None,  # noqa: 
               scale_grad_by_freq: bool = False, sparse: bool = False) -> Any:
     """Rows of ``weight`` at the integer indices ``input``: shape ``input.shape + (dim,)``.
 
+    Every index must lie in ``[0, num_embeddings)``: a negative index is an ``IndexError``
+    like one past the end (as PyTorch; NumPy-style wrapping from the end does not apply).
+    On a GPU the indices are checked on the device and the error is raised at the thread's
+    next read of a result. ``padding_idx`` itself may be negative: it counts from the end
+    (``-1`` is row ``num_embeddings - 1``).
+
     The gradient is a scatter-add into ``weight`` (repeated indices accumulate);
     rows at ``padding_idx`` get no gradient. ``scale_grad_by_freq`` divides the
     gradient of each row by how often its index occurs in ``input``. ``max_norm``
@@ -250,9 +257,9 @@ def embedding(input: Any, weight: Any, padding_idx: int | None = None,  # noqa: 
     gradients) is not supported.
 
     Args:
-        input: Integer indices of the rows.
+        input: Integer indices of the rows, in ``[0, num_embeddings)``.
         weight: The embedding matrix, ``(num_embeddings, dim)``.
-        padding_idx: A row that gets no gradient.
+        padding_idx: A row that gets no gradient (negative values count from the end).
         max_norm: Renormalise each looked-up row whose norm exceeds this (in place, in ``weight``).
         norm_type: The p of the p-norm for ``max_norm``.
         scale_grad_by_freq: Divide each row's gradient by its index's frequency in ``input``.
@@ -263,6 +270,8 @@ def embedding(input: Any, weight: Any, padding_idx: int | None = None,  # noqa: 
 
     Raises:
         NotImplementedError: If ``sparse=True``.
+        IndexError: If an index is outside ``[0, num_embeddings)`` (negative included).
+        ValueError: If ``padding_idx`` is outside ``[-num_embeddings, num_embeddings)``.
     """
     xp = namespace(input, weight)
     if sparse:
@@ -272,11 +281,12 @@ def embedding(input: Any, weight: Any, padding_idx: int | None = None,  # noqa: 
     n = weight.shape[0]
     padding_idx = _padding_index(padding_idx, n, "embedding")
     flat = xp.reshape(input, (-1,))
+    idx = _row_indices(xp, flat, weight, "embedding")
     if max_norm is not None:
-        _renorm_rows(xp, weight, flat, max_norm, norm_type)
-    rows = xp.take(weight, flat, axis=0)
+        _renorm_rows(xp, weight, idx, flat, max_norm, norm_type)
+    rows = _gather_rows(xp, weight, idx)
     if scale_grad_by_freq:
-        rows = _scale_grad_by_freq(rows, weight, flat)
+        rows = _scale_grad_by_freq(rows, weight, idx, flat)
     if padding_idx is not None:
         keep = xp.expand_dims(flat != padding_idx, axis=1)
         rows = xp.where(keep, rows, detach(rows))  # same values; no gradient to the row
@@ -300,36 +310,70 @@ def _padding_index(padding_idx: int | None, n: int, fname: str) -> int | None:
     return padding_idx % n
 
 
-def _row_index(xp: Any, flat: Any, n: int) -> Any:
-    """Raw row numbers of the raw indices ``flat``: negative ones from the end, and clipped
-    into range (an out-of-range index is reported by the lookup's own bounds check; the
-    clip only keeps the counting scatter inside the table)."""
-    return xp.clip(xp.where(flat < 0, flat + n, flat), 0, n - 1)
+def _row_indices(xp: Any, flat: Any, weight: Any, fname: str) -> Any:
+    """The 1-D integer indices ``flat`` checked as rows of ``weight``: each must lie in
+    ``[0, num_embeddings)``, a negative one is an ``IndexError`` too (PyTorch's rule, not
+    NumPy's wrap). For vtl tensors the raw checked index array (on a GPU checked on the
+    device: the error is raised at the thread's next read of a result, and a bad entry
+    reads nothing); for other arrays ``flat`` itself, after reading its extremes."""
+    n = weight.shape[0]
+    if isinstance(weight, Tensor):
+        from ..._ops.indexing import _index_tensor, _norm_index
+
+        flat = _index_tensor(flat, weight, fname)
+        return _norm_index(flat._data, n, 0, weight._device, False, f"{fname}(): ",
+                           negative=False)
+    if flat.shape[0]:
+        mn, mx = int(xp.min(flat)), int(xp.max(flat))
+        if mn < 0 or mx >= n:
+            raise index_error(f"{fname}(): ", mn if mn < 0 else mx, 0, n, negative=False)
+    return flat
 
 
-def _row_counts(weight: Tensor, flat: Any) -> Any:
-    """Raw ``(num_embeddings, 1)`` counts of each index in the raw 1-D ``flat`` (one
-    scatter-add on the device), in ``weight``'s dtype."""
+def _gather_rows(xp: Any, weight: Any, idx: Any) -> Any:
+    """The rows of ``weight`` at the indices ``idx`` of :func:`_row_indices`: ``(m, dim)``,
+    with the scatter-add gradient into ``weight``."""
+    if isinstance(weight, Tensor):
+        from ..._ops.indexing import _take_checked
+
+        return _take_checked(weight, idx, 0, (idx.shape[0],))
+    return xp.take(weight, idx, axis=0)
+
+
+def _row_index(xp: Any, idx: Any, n: int) -> Any:
+    """The raw checked indices ``idx`` (:func:`_row_indices`) clipped into ``[0, n)``: an
+    out-of-range index was reported by the check (on a GPU the error is raised later); the
+    clip only keeps the counting scatter inside the table."""
+    return xp.clip(idx, 0, n - 1)
+
+
+def _row_counts(weight: Tensor, idx: Any, flat: Any) -> Any:
+    """Raw ``(num_embeddings, 1)`` counts of each row in the raw checked 1-D ``idx`` (one
+    scatter-add on the device), in ``weight``'s dtype. ``flat``: the indices as given; an
+    entry outside ``[0, num_embeddings)`` (whose check fails: on a GPU the error comes at
+    the next read) counts nothing, so ``max_norm`` renormalises no row for it."""
     dev = weight._device
     xp = dev.xp
     native = dev.backend.native_device(dev.index)
     dt = weight._data.dtype
     n = weight.shape[0]
-    idx = _row_index(xp, flat, n)
+    raw = flat._data if isinstance(flat, Tensor) else flat
+    valid = xp.astype(xp.reshape((raw >= 0) & (raw < n), (-1, 1)), dt)
     z = xp.zeros((n, 1), dtype=dt, device=native)
-    return dev.backend.scatter_add(z, idx, xp.ones((flat.shape[0], 1), dtype=dt, device=native))
+    return dev.backend.scatter_add(z, _row_index(xp, idx, n), valid)
 
 
-def _scale_grad_by_freq(rows: Any, weight: Any, flat: Any) -> Any:
-    """``rows`` (``weight`` gathered at ``flat``) whose gradient is divided by the number of
-    times each row's index occurs in ``flat``; the values are unchanged."""
+def _scale_grad_by_freq(rows: Any, weight: Any, idx: Any, flat: Any) -> Any:
+    """``rows`` (``weight`` gathered at the checked indices ``idx``, of the given indices
+    ``flat``) whose gradient is divided by the number of times each row's index occurs in
+    ``flat``; the values are unchanged."""
     if not (isinstance(rows, Tensor) and needs_grad(rows)):
         return rows  # no gradient to scale
     dev = rows._device
     xp = dev.xp
-    fd = flat._data if isinstance(flat, Tensor) else flat
-    idx = _row_index(xp, fd, weight.shape[0])
-    inv = new(1.0 / xp.take(_row_counts(weight, fd), idx, axis=0), dev)  # (m, 1)
+    rows_idx = _row_index(xp, idx, weight.shape[0])
+    counts = xp.maximum(_row_counts(weight, idx, flat), 1.0)  # 0 only where a check failed
+    inv = new(1.0 / xp.take(counts, rows_idx, axis=0), dev)  # (m, 1)
     return record(rows._data, dev, "ScaleGradByFreqBackward", (rows,),
                   partial(_scale_grad_vjp, inv))
 
@@ -363,6 +407,9 @@ def embedding_bag(input: Any, weight: Any, offsets: Any = None,  # noqa: A002
     gives zeros. ``scale_grad_by_freq`` divides each row's gradient by how often its
     index occurs in ``input`` (not with ``'max'``). Returns ``(B, dim)``.
 
+    Every index must lie in ``[0, num_embeddings)``: a negative one is an ``IndexError``
+    too, as in :func:`embedding` (``padding_idx`` itself may count from the end).
+
     Offsets are not read on the host: indices before ``offsets[0]`` (PyTorch requires
     ``offsets[0] == 0``) or after the last offset of ``include_last_offset`` belong to
     no bag.
@@ -378,13 +425,15 @@ def embedding_bag(input: Any, weight: Any, offsets: Any = None,  # noqa: A002
         sparse: Must be ``False``: vtl has no sparse gradients.
         per_sample_weights: Weights of the looked-up rows (``'sum'`` only), of ``input``'s shape.
         include_last_offset: Whether ``offsets`` has one more entry, the end of the last bag.
-        padding_idx: Indices equal to it are left out of their bag.
+        padding_idx: Indices equal to it are left out of their bag (negative values count
+            from the end).
 
     Returns:
         A tensor of shape ``(B, dim)``.
 
     Raises:
         NotImplementedError: If ``sparse=True``.
+        IndexError: If an index is outside ``[0, num_embeddings)`` (negative included).
         ValueError: If ``mode``, the shapes or the offsets are invalid.
         TypeError: If a dtype is wrong.
     """
@@ -434,11 +483,12 @@ def embedding_bag(input: Any, weight: Any, offsets: Any = None,  # noqa: A002
         raise ValueError(f"embedding_bag(): input must be 1-D (with offsets) or 2-D (B, N), "
                          f"got shape {_shape(input)}")
     flat = xp.reshape(input, (-1,))
+    idx = _row_indices(xp, flat, weight, "embedding_bag")
     if max_norm is not None:
-        _renorm_rows(xp, weight, flat, max_norm, norm_type)
-    rows = xp.take(weight, flat, axis=0)  # (n, dim)
+        _renorm_rows(xp, weight, idx, flat, max_norm, norm_type)
+    rows = _gather_rows(xp, weight, idx)  # (n, dim)
     if scale_grad_by_freq:
-        rows = _scale_grad_by_freq(rows, weight, flat)
+        rows = _scale_grad_by_freq(rows, weight, idx, flat)
     valid = None if padding_idx is None else flat != padding_idx
     if per_sample_weights is not None:
         rows = rows * xp.expand_dims(xp.reshape(per_sample_weights, (-1,)), axis=1)
@@ -541,11 +591,13 @@ def _bags_1d(xp: Any, rows: Any, valid: Any, flat: Any, offsets: Any, include_la
     return xp.where(count > 0, out, 0.0)
 
 
-def _renorm_rows(xp: Any, weight: Any, flat: Any, max_norm: float, norm_type: float) -> None:
+def _renorm_rows(xp: Any, weight: Any, idx: Any, flat: Any, max_norm: float,
+                 norm_type: float) -> None:
+    """Renormalise in place the rows of ``weight`` that the checked indices ``idx`` (of the
+    given ``flat``) look up and whose norm exceeds ``max_norm``."""
     w = detach(weight)
     if isinstance(weight, Tensor):  # one scatter-add marks the rows in use
-        fd = flat._data if isinstance(flat, Tensor) else flat
-        used = new(weight._device.xp.reshape(_row_counts(weight, fd), (-1,)) > 0,
+        used = new(weight._device.xp.reshape(_row_counts(weight, idx, flat), (-1,)) > 0,
                    weight._device)
     else:
         used = xp.any(xp.expand_dims(flat, axis=1) == xp.arange(

@@ -16,8 +16,10 @@ __all__ = ["Embedding", "EmbeddingBag"]
 
 class Embedding(Module):
     """Rows of a ``(num_embeddings, embedding_dim)`` weight looked up by integer
-    indices. Default init ``N(0, 1)`` with the ``padding_idx`` row zeroed (and
-    kept out of the gradient), as PyTorch. ``scale_grad_by_freq`` divides each row's
+    indices in ``[0, num_embeddings)`` (a negative index is an ``IndexError``, as in
+    PyTorch; see :func:`vtl.nn.functional.embedding`). Default init ``N(0, 1)`` with the
+    ``padding_idx`` row zeroed (and kept out of the gradient), as PyTorch; a negative
+    ``padding_idx`` is stored counted from the end. ``scale_grad_by_freq`` divides each row's
     gradient by its index's frequency in the batch; ``sparse=True`` is not
     supported.
 
@@ -127,7 +129,8 @@ class EmbeddingBag(Module):
     each bag (see :func:`vtl.nn.functional.embedding_bag`).
 
     ``forward(input, offsets=None, per_sample_weights=None)``: a 2-D ``(B, N)`` input
-    (one bag per row) or a 1-D input with the bag starts ``offsets``; returns
+    (one bag per row) or a 1-D input with the bag starts ``offsets``, of indices in
+    ``[0, num_embeddings)`` (a negative one is an ``IndexError``); returns
     ``(B, embedding_dim)``. Default init ``N(0, 1)`` with the ``padding_idx`` row
     zeroed, as PyTorch; ``sparse=True`` is not supported.
 
