@@ -369,6 +369,108 @@ def test_clip_nan_and_bounds(backend):
     assert _vals(vtl.clip(i, -5, 5)) == [-5, 0, 5]
 
 
+def _bits_equal(got, expected) -> None:
+    """Equal values with the sign of every zero, nan where NumPy has nan."""
+    g, e = to_numpy(got), np.asarray(expected)
+    assert g.dtype == e.dtype and g.shape == e.shape
+    nan = np.isnan(e)
+    np.testing.assert_array_equal(np.isnan(g), nan)
+    np.testing.assert_array_equal(g[~nan], e[~nan])
+    np.testing.assert_array_equal(np.signbit(g[~nan]), np.signbit(e[~nan]))
+
+
+def _clip_rule(x, lo, hi):
+    """np.clip's rule (its loop for scalar bounds): x replaced by lo where x < lo or lo is
+    nan, then by hi where above hi or hi is nan."""
+    r = x.copy()
+    if lo is not None:
+        lo = np.asarray(lo, x.dtype)
+        r = np.where((r < lo) | np.isnan(lo), lo, r)
+    if hi is not None:
+        hi = np.asarray(hi, x.dtype)
+        r = np.where((r > hi) | np.isnan(hi), hi, r)
+    return r.astype(x.dtype)
+
+
+CLIP_VALUES = [-5.0, -0.0, 0.0, 5.0, NAN, -INF, INF]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_clip_keeps_signed_zeros_as_numpy(backend, dtype):
+    """clip(-5, -0.0, 0.0) is -0.0 as np.clip gives it (a max/min of two zeros may pick
+    either); the same for array bounds (every combination of values, broadcast), one
+    bound, nan bounds and min > max."""
+    if dtype not in supported_dtypes(backend):
+        pytest.skip(f"{backend} lacks {dtype}")
+    dtype = supported_dtypes(backend)[dtype]
+    v = np.array(CLIP_VALUES, dtype=dtype)
+    wide = v.astype(np.float32) if dtype.itemsize == 2 else v  # NumPy: no bfloat16 clip
+    for lo in (-0.0, 0.0, -1.0, NAN, None):
+        for hi in (-0.0, 0.0, 1.0, NAN, None):
+            expected = _clip_rule(v, lo, hi)
+            if lo is not None and hi is not None:  # the rule is NumPy's for scalar bounds
+                _bits_equal(expected, _quiet(np.clip, wide, lo, hi).astype(dtype))
+            _bits_equal(vtl.clip(vtl.asarray(v), lo, hi), expected)
+    n = len(v)
+    x = np.repeat(v, n * n).reshape(n, n, n)
+    lo = np.broadcast_to(v.reshape(1, n, 1), x.shape)
+    hi = v.reshape(n, 1)  # broadcast against (n, n, n)
+    expected = _clip_rule(x, lo, hi)
+    _bits_equal(vtl.clip(vtl.asarray(x), vtl.asarray(np.ascontiguousarray(lo)),
+                         vtl.asarray(hi)), expected)
+    _bits_equal(vtl.clip(vtl.asarray(x), min=vtl.asarray(np.ascontiguousarray(lo))),
+                _clip_rule(x, lo, None))
+    _bits_equal(vtl.clip(vtl.asarray(x), max=vtl.asarray(hi)), _clip_rule(x, None, hi))
+    xt = vtl.asarray(np.array([-5.0, -0.0, 0.0, 5.0], dtype=dtype))
+    neg, pos = vtl.asarray(np.full(4, -0.0, dtype)), vtl.asarray(np.zeros(4, dtype))
+    _bits_equal(vtl.clip(xt, neg, pos), np.array([-0.0, -0.0, 0.0, 0.0], dtype))
+
+
+@pytest.mark.parametrize("name", ["sinh", "tanh", "asinh", "atanh", "expm1", "log1p", "sin",
+                                  "tan", "asin", "atan", "sqrt", "trunc", "round"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_odd_functions_keep_the_sign_of_zero(backend, name, dtype):
+    """f(-0.0) is -0.0 (sinh was +0.0 in float16/float32 on wgpu), f(nan) nan."""
+    if dtype not in supported_dtypes(backend):
+        pytest.skip(f"{backend} lacks {dtype}")
+    dtype = supported_dtypes(backend)[dtype]
+    x = np.array([-0.0, 0.0, NAN], dtype=dtype)
+    _bits_equal(getattr(vtl, name)(vtl.asarray(x)), np.array([-0.0, 0.0, NAN], dtype=dtype))
+
+
+def _subnormals(dtype) -> np.ndarray:
+    """Positive subnormals of ``dtype``: the smallest few, a spread over every binade, the
+    largest."""
+    info = np.finfo(dtype)
+    bits = {np.dtype("float16"): np.uint16, np.dtype("float32"): np.uint32}[np.dtype(dtype)]
+    top = int(np.asarray(info.smallest_normal, dtype).view(bits))
+    rng = np.random.default_rng(7)
+    m = [1, 2, 3, 5, top - 1] + [1 << k for k in range(top.bit_length() - 1)]
+    m += list(rng.integers(1, top, 64))
+    return np.array(sorted(set(m)), dtype=bits).view(dtype)
+
+
+@pytest.mark.parametrize("name", ["log", "log2", "log10", "log1p"])
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_logs_of_subnormals_match_numpy(backend, name, dtype):
+    """float32 log(1e-45) is -103.28 and log2 of it -149: a driver that flushes subnormal
+    operands gave log(2**-126) for each; negative subnormals give nan, log1p(x) is x."""
+    if dtype not in supported_dtypes(backend):
+        pytest.skip(f"{backend} lacks {dtype}")
+    f = getattr(vtl, name)
+    sub = _subnormals(dtype)
+    x = np.concatenate([sub, -sub[:4], np.array([0.0, -0.0, 1.0], dtype)])
+    expected = _quiet(getattr(np, name), x)
+    rtol = 3e-7 if dtype == "float32" else 1e-3  # two or three units in the last place
+    assert_close(_quiet(f, vtl.asarray(x)), expected, rtol=rtol, atol=0)
+    if name == "log1p":  # exactly x (correctly rounded)
+        _bits_equal(f(vtl.asarray(sub)), sub)
+    if name == "log2":  # exact for powers of two: 2**-149 ... 2**-127 in float32
+        info = np.finfo(dtype)
+        k = np.arange(info.minexp - info.nmant, info.minexp)
+        _bits_equal(f(vtl.asarray(np.ldexp(np.ones(k.size, dtype), k))), k.astype(dtype))
+
+
 def test_integer_semantics(backend):
     a = vtl.asarray(np.array([-7, 7, -7, 7], dtype=np.int32))
     b = vtl.asarray(np.array([2, -2, -2, 2], dtype=np.int32))

@@ -131,6 +131,18 @@ def test_bce_on_plain_arrays_needs_no_log_of_zero(backend):
     assert_close(out_t, bce_forward(BCE_X, BCE_T).sum(), check_dtype=False)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_bce_of_subnormal_probabilities(backend, dtype):
+    """Probabilities below float32's smallest normal: log(1e-40) is -92.10 (a driver that
+    flushed them gave about -88.03), log(1e-45) is below the clamp."""
+    skip_unless_dtype(backend, dtype)
+    x = np.array([1e-45, 1e-40, 1e-38, 3e-39, 1e-30, 6e-8, 1e-5, 1e-7], dtype=dtype)
+    t = np.array([1.0, 1.0, 0.75, 1.0, 1.0, 1.0, 0.5, 0.0], dtype=dtype)
+    out = F.binary_cross_entropy(vtl.asarray(x), vtl.asarray(t), reduction="none")
+    expected = bce_forward(x.astype(np.float64), t.astype(np.float64)).astype(dtype)
+    assert_close(out, expected, rtol=3e-7 if dtype == "float32" else 1e-3, atol=0)
+
+
 # -- gaussian_nll_loss ----------------------------------------------------------------------
 GX = np.array([[0.5, -1.0, 2.0], [0.1, 0.2, 0.3], [1.0, 1.0, -0.5], [0.0, 0.4, 0.2]])
 GT = np.array([[0.4, -1.0, 1.0], [0.0, 0.3, 0.3], [0.5, 1.5, 0.0], [0.0, -0.4, 0.2]])

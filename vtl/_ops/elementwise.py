@@ -937,7 +937,10 @@ def _clip_bound(v: Any, argname: str, x: Tensor) -> Any:
 def clip(x: Tensor, /, min: Tensor | float | None = None,  # noqa: A002 - standard names
          max: Tensor | float | None = None) -> Tensor:  # noqa: A002
     """Clamp each element of ``x`` to ``[min, max]`` (each bound a scalar, a tensor or
-    ``None``); the result has ``x``'s dtype and the broadcast shape (nan propagates).
+    ``None``); the result has ``x``'s dtype and the broadcast shape (nan propagates). As
+    ``np.clip`` with scalar bounds, ``x`` is replaced by a bound only where it lies beyond
+    it, so zeros keep their sign (``clip(-5.0, -0.0, 0.0)`` is ``-0.0``), with tensor
+    bounds too.
 
     Gradients: to ``x`` where ``min <= x <= max`` (ties included, as PyTorch), to a
     tensor bound where it was selected (``max`` wins when ``min > max``).

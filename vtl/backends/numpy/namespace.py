@@ -14,8 +14,9 @@ the CPU, vtl computes these in float32 and rounds the result once to the low dty
 A stack of float32 or float64 products (``matmul`` of arrays of three or more dimensions)
 runs its matrices side by side on the kernels' thread pool, each on one BLAS thread
 (``_stacked``; equal to NumPy's up to the rounding of sums that OpenBLAS orders differently
-on several threads). Every other name is ``array_api_compat.numpy``'s own (NumPy's
-elementwise ufuncs take float16 and bfloat16 directly, ``ml_dtypes`` registers the
+on several threads). ``clip`` gives zeros the sign that ``np.clip`` gives them with
+scalar bounds, whatever the bounds. Every other name is ``array_api_compat.numpy``'s own
+(NumPy's elementwise ufuncs take float16 and bfloat16 directly, ``ml_dtypes`` registers the
 latter's).
 """
 
@@ -34,6 +35,7 @@ from . import _stacked
 __all__ = list(_anp.__all__)
 
 _F32 = _np.dtype("float32")
+_F16 = _np.dtype("float16")
 
 
 def _is_low(dt: Any) -> bool:
@@ -135,6 +137,36 @@ def where(condition: Any, x1: Any, x2: Any, /) -> Any:
     elif x2.__class__ in _SCALARS and _is_low(getattr(x1, "dtype", _F32)):
         x2 = _np.asarray(x2, dtype=x1.dtype)
     return _anp.where(condition, x1, x2)
+
+
+def clip(x: Any, /, min: Any = None, max: Any = None, **kw: Any) -> Any:  # noqa: A002
+    """``array_api_compat.numpy.clip`` with the signed zeros of ``np.clip``'s rule for
+    scalar bounds whatever the bounds: ``x`` replaced by ``min`` where it is below (or
+    ``min`` is nan), then by ``max`` where it is above (or ``max`` is nan), so a zero ``x``
+    inside the bounds keeps its sign. ``np.clip`` with array bounds takes ``maximum``/
+    ``minimum`` loops that may pick either of two equal zeros (``clip(-5.0, -0.0, 0.0)``
+    gave ``+0.0`` with the bounds as arrays, ``-0.0`` with them as scalars); the other
+    values agree, so only the zeros of the result are redone. bfloat16 is clipped in
+    float32 (NumPy's ``clip`` has no bfloat16 loop), which holds its values exactly."""
+    dt = x.dtype
+    if _is_low(dt) and dt != _F16 and not kw:
+        lo, hi = (None if b is None else _np.asarray(b, dtype=dt).astype(_F32)
+                  for b in (min, max))
+        return _np.asarray(clip(x.astype(_F32), lo, hi)).astype(dt)[()]
+    out = _anp.clip(x, min, max, **kw)
+    if (min is None and max is None) or not (dt.kind == "f" or _is_low(dt)):
+        return out
+    res = _np.asarray(out)
+    zero = res == 0
+    if not zero.any():
+        return out
+    v = _np.broadcast_to(x, res.shape)[zero]
+    for bound, beyond in ((min, _np.less), (max, _np.greater)):
+        if bound is not None:
+            b = _np.broadcast_to(_np.asarray(bound, dtype=dt), res.shape)[zero]
+            v = _np.where(beyond(v, b), b, v)
+    res[zero] = v
+    return res if res.ndim else res[()]
 
 
 for _f in (matmul, tensordot, vecdot, sum, prod, cumulative_sum, cumulative_prod, mean, var,

@@ -154,6 +154,22 @@ _DIV32 = div_body()
 
 _EXPM1_F = "return expm1_{{DT}}(x);"
 
+
+def _log32(f: str, sub: str) -> str:
+    """WGSL body of a float32 logarithm: ``f`` (an expression of ``x``) for every input but
+    a positive subnormal, ``sub`` (an expression of its mantissa ``m``, an exact float32
+    since it is below 2**24) for those. A driver's builtin may mishandle subnormal operands
+    (lavapipe read each as about ``2**-127``: ``log(1e-45)`` gave ``-88.03``, not
+    ``-103.28``), so such an ``x = m * 2**-149`` is taken from its bits: ``log(x) = log(m) -
+    149 ln 2`` (within one ulp for every subnormal on lavapipe)."""
+    return (f"let xb = bitcast<u32>(x); if (xb - 1u < 0x7fffffu) {{ let m = f32(xb);"
+            f" return {sub}; }} return {f};")
+
+
+# 149 ln 2 as an exact float32 (149 times ln 2's leading 16 bits) plus the rest
+_LOG_SUB = "(log(m) - 2.1286241826601326e-4) - 103.27871704101562"
+_LOG10E = "0.4342944819032518"
+
 # name -> (result rule, bodies by kind); rules: same | float (promote ints) | bool
 _ident = "return x;"
 UNARY: dict[str, tuple[str, dict]] = {
@@ -165,9 +181,10 @@ UNARY: dict[str, tuple[str, dict]] = {
     "exp": ("float", _tr("exp")),
     "exp2": ("float", _tr("exp2")),
     "expm1": ("float", {F: _EXPM1_F, "f64": "return m64_expm1(x);"}),
-    "log": ("float", _tr("log")),
-    "log2": ("float", _tr("log2")),
-    "log10": ("float", {F: "return log(x) * {{T}}(0.4342944819032518);",
+    "log": ("float", {**_tr("log"), "f32": _log32("log(x)", _LOG_SUB)}),
+    "log2": ("float", {**_tr("log2"), "f32": _log32("log2(x)", "log2(m) - 149.0")}),
+    "log10": ("float", {F: f"return log(x) * {{{{T}}}}({_LOG10E});",
+                        "f32": _log32(f"log(x) * {_LOG10E}", f"({_LOG_SUB}) * {_LOG10E}"),
                         "f64": "return m64_log10(x);"}),
     "log1p": ("float", {F: "return log1p_{{DT}}(x);", "f64": "return m64_log1p(x);"}),
     # float32 (and float16 through it) from wgsl/math/math32.wgsl: exact reduction of any argument
@@ -180,7 +197,9 @@ UNARY: dict[str, tuple[str, dict]] = {
     # sinh/tanh/asinh/atanh through expm1/log1p: the builtins lose all relative precision
     # near 0 on some drivers (e.g. (exp(x) - exp(-x)) / 2)
     "atan": ("float", {F: "return atan_{{DT}}(x);", "f64": "return m64_atan(x);"}),
-    "sinh": ("float", {F: "let a = abs(x); if (a < {{T}}(1)) { let e = expm1_{{DT}}(a);"
+    # (zeros and nan returned as they are: sign(-0.0) * ... gave +0.0)
+    "sinh": ("float", {F: "if (x == {{T}}(0) || isnan_{{DT}}(x)) { return x; }"
+                          " let a = abs(x); if (a < {{T}}(1)) { let e = expm1_{{DT}}(a);"
                           " return sign(x) * {{T}}(0.5) * (e + e / (e + {{T}}(1))); }"
                           " return sinh(x);", "f64": "return m64_sinh(x);"}),
     "cosh": ("float", _tr("cosh")),
@@ -349,6 +368,12 @@ if (r == {{T}}(0)) { return abs(r); }
 return r;"""
 
 
+def _clip_step(op: str, fn: str) -> dict:
+    f = f"return select(x, y, x {op} y || isnan_{{{{DT}}}}(y));"
+    i = f"return {fn}(x, y);"
+    return {F: f, I: i, U: i, B: i}
+
+
 # name -> (result rule, bodies); rules: same | float | bool (result) | logical (bool in/out)
 BINARY: dict[str, tuple[str, dict]] = {
     "add": ("same", {F: "return x + y;", I: "return x + y;", U: "return x + y;",
@@ -386,6 +411,11 @@ BINARY: dict[str, tuple[str, dict]] = {
     "bitwise_xor": ("same", {I: "return x ^ y;", U: "return x ^ y;", B: "return x ^ y;"}),
     "bitwise_left_shift": ("same", {I: _SHL, U: _SHL}),
     "bitwise_right_shift": ("same", {I: _SHR_I, U: _SHR_U}),
+    # clip's two steps (not in the namespace), as NumPy's: x replaced by the bound where
+    # x is beyond it or the bound is nan, else x itself (a nan x stays, and a zero keeps its
+    # sign: max/min may pick either zero, clip(-5.0, -0.0, 0.0) gave +0.0)
+    "_clip_lo": ("same", _clip_step("<", "max")),
+    "_clip_hi": ("same", _clip_step(">", "min")),
 }
 
 
@@ -797,7 +827,9 @@ def broadcast_to_raw(x: WgpuArray, shape) -> WgpuArray:
 
 
 def clip(x: WgpuArray, /, min=None, max=None) -> WgpuArray:
-    """Clamp ``x`` to ``[min, max]`` (either bound may be None, a scalar or an array)."""
+    """Clamp ``x`` to ``[min, max]`` (either bound may be None, a scalar or an array), as
+    ``np.clip``: ``x`` where it lies inside (signed zeros kept), a bound where ``x`` is
+    beyond it, nan where ``x`` or a bound is nan, ``max`` where ``min > max``."""
     traced = isinstance(x, _fuse.Var)
     if not traced:
         x = _arg(x, "clip")
@@ -813,9 +845,9 @@ def clip(x: WgpuArray, /, min=None, max=None) -> WgpuArray:
             max = int(info.min)
     out = x
     if min is not None:
-        out = binary("maximum", out, min)
+        out = binary("_clip_lo", out, min)
     if max is not None:
-        out = binary("minimum", out, max)
+        out = binary("_clip_hi", out, max)
     if traced:
         return x.tr.cast(out, x.dtype)
     if out is x:
@@ -850,7 +882,7 @@ def _make_binary(name: str):
 
 
 FUNCTIONS = {name: _make_unary(name) for name in UNARY}
-FUNCTIONS.update({name: _make_binary(name) for name in BINARY})
+FUNCTIONS.update({name: _make_binary(name) for name in BINARY if name[0] != "_"})
 
 
 def round_(x, /, *, decimals: int = 0):

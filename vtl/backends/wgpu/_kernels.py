@@ -210,10 +210,12 @@ def _helpers(dt: np.dtype) -> str:
                 f"    return p * x;\n  }}\n"
                 f"  return exp(x) - {t}(1);\n}}")
             # log1p: 2 atanh(x / (2 + x)) as a series near 0 (the builtin log is only
-            # absolutely accurate near 1 on some drivers); atan: reduced to |t| <= tan(pi/8)
+            # absolutely accurate near 1 on some drivers), x itself below 2**-24 (its
+            # correctly rounded value there; the series lost the subnormals' last bits,
+            # log1p(1e-45) gave 0); atan: reduced to |t| <= tan(pi/8)
             out.append(
                 f"fn log1p_{n}(x: {t}) -> {t} {{\n"
-                f"  if (x == {t}(0) || isnan_{n}(x)) {{ return x; }}\n"
+                f"  if (abs(x) < {t}(5.9604644775390625e-8) || isnan_{n}(x)) {{ return x; }}\n"
                 f"  if (isinf_{n}(x)) {{ return select(nan_{n}(), x, x > {t}(0)); }}\n"
                 f"  if (abs(x) < {t}(0.5)) {{\n"
                 f"    let s = x / ({t}(2) + x); let z = s * s;\n"
