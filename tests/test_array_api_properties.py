@@ -344,8 +344,6 @@ def _binary_check(api, name, got, expected, a, b):
     exact = BINARY[name][3] and np.asarray(expected).dtype.kind != "c"
     atol = 0.0
     if name in ("floor_divide", "remainder") and np.asarray(expected).dtype.kind == "f":
-        # known differences of the wgpu library: test_wgpu_division_known_differences
-        assume(not (api.name == "wgpu" and np.asarray(expected).dtype == np.float64))
         a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
         q = quiet(np.divide, a, b)
         assume(not (np.abs(q[np.isfinite(q)]) > 2.0**20).any())
@@ -1126,27 +1124,33 @@ def test_functions(api, table, name, data):
 
 
 DIVISION_CASES = [  # (function, x, y, dtype): NumPy's exact results
-    ("floor_divide", [1.0, 1.0], [0.1, 1e-8], "float64"),  # floor of the rounded quotient
+    ("floor_divide", [1.0, 1.0, -1.0, 1e300, 7.5, 5e-324, -0.0, 2.0**1000],
+     [0.1, 1e-8, 0.1, 1e-300, -2.0, -2.25, 3.0, 3.0], "float64"),
+    ("remainder", [1.0, 1.0, -1.0, 1e38, 1e300, 7.5, 5e-324, -0.0, 2.0**1000],
+     [0.1, 1e-8, 0.1, 3.5, 1e-300, -2.0, -2.25, 3.0, 3.0], "float64"),
 ]
 
 
 @pytest.mark.parametrize("lib", ["wgpu-library", "vtl-wgpu"])
 @pytest.mark.parametrize(("name", "x", "y", "dtype"), DIVISION_CASES)
-@pytest.mark.xfail(strict=True, reason="the wgpu library computes float64 floor_divide as "
-                   "floor(x / y) and float64 remainder as x - y * trunc(x / y); NumPy's "
-                   "fmod-based results are exact (1.0 // 0.1 is 9.0); float32 goes through "
-                   "float64 and is exact")
-def test_wgpu_division_known_differences(lib, name, x, y, dtype):
+def test_wgpu_float64_division_is_numpys(lib, name, x, y, dtype):
+    """float64 floor_divide and remainder through the exact fmod: NumPy's results bit for
+    bit where the rounded quotient would cross an integer (1.0 // 0.1 is 9.0) and where the
+    quotient is far past the mantissa (1e300 % 1e-300)."""
     w = _wgpu_library()
     if w is None:
         pytest.skip("no WebGPU adapter")
+    if dtype not in w.__array_namespace_info__().dtypes():
+        pytest.skip(f"adapter lacks {dtype}")
     x, y = np.array(x, dtype), np.array(y, dtype)
     if lib == "wgpu-library":
         got = w.to_numpy(getattr(w, name)(w.asarray(x), w.asarray(y)))
     else:
         got = getattr(vtl, name)(vtl.asarray(x, backend="wgpu"),
                                  vtl.asarray(y, backend="wgpu")).numpy()
-    np.testing.assert_allclose(got, getattr(np, name)(x, y), rtol=1e-5, atol=0)
+    want = getattr(np, name)(x, y)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
 
 
 def test_tables_cover_the_standard():

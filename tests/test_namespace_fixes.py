@@ -230,11 +230,6 @@ def test_numpy_scalar_errors_and_in_place_ops(backend):
 
 
 # -- special cases the cupy namespace patches, on every backend ------------------------------
-WGPU_F64_REMAINDER = ("the wgpu library's float64 remainder gives "
-                      "0 % -inf == +0, -0 % inf == -0 and nan % -inf == -inf; the standard "
-                      "and NumPy: -0, +0 and nan")
-
-
 def _remainder_cases(dtype: str) -> tuple[np.ndarray, np.ndarray]:
     """Every special divisor with finite, zero, infinite and nan dividends, and small finite
     divisors with the dividends whose quotient stays small."""
@@ -246,12 +241,10 @@ def _remainder_cases(dtype: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_remainder_special_cases_on_every_backend(backend, dtype, request):
+def test_remainder_special_cases_on_every_backend(backend, dtype):
     """``%``, ``%=`` and ``remainder`` with infinite divisors: ``x1`` when the signs agree,
     else ``x2`` (the standard, NumPy and Python); signed zeros and nans as NumPy."""
     skip_unless_dtype(backend, dtype)
-    if backend == "wgpu" and dtype == "float64":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=WGPU_F64_REMAINDER))
     x, y = _remainder_cases(dtype)
     with np.errstate(all="ignore"):
         want = np.remainder(x, y)

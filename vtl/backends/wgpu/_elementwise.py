@@ -151,6 +151,58 @@ def rem_body() -> str:
 
 _DIV32 = div_body()
 
+# float64 fmod(x, y) of finite x and y != 0, exactly (``m`` in the statements below, with
+# x's sign): r = |x| minus the multiples a 2**j of a = |y| from the largest down to a itself;
+# each subtraction is exact (Sterbenz: s <= r < 2 s), and so is every s = a 2**j (powers of
+# two, no overflow below r). At most twice the exponent difference of x and y in steps.
+_FMOD64 = """
+let a = abs(y);
+var r = abs(x);
+if (r >= a) {
+  var s = a;
+  loop { if (s + s > r) { break; } s = s + s; }
+  loop {
+    if (r >= s) { r = r - s; }
+    if (s == a) { break; }
+    s = s * 0.5lf;
+  }
+}
+let m = select(r, -r, x < 0.0lf);"""
+
+
+def floor_div64_body() -> str:
+    """WGSL body of float64 ``floor(x / y)`` as NumPy (``npy_divmod``): the quotient of
+    ``x`` minus the exact ``fmod``, moved to the floor and snapped to the nearest integer,
+    where the rounded ``x / y`` could cross an integer (``1.0 // 0.1`` is 9). Zero and
+    non-finite operands keep the standard's ``floor(x / y)`` (one infinite operand gives
+    ``x / y``)."""
+    return (
+        "if (y == 0.0lf || isnan_float64(x) || isnan_float64(y) || isinf_float64(x)"
+        " || isinf_float64(y)) { return floor(x / y); }"
+        + _FMOD64 +
+        " var d = (x - m) / y;"
+        " if (m != 0.0lf && ((y < 0.0lf) != (m < 0.0lf))) { d = d - 1.0lf; }"
+        " if (d != 0.0lf) { var f = floor(d); if (d - f > 0.5lf) { f = f + 1.0lf; }"
+        " return f; }"
+        " if (sgn_float64(x / y)) { return -abs(d); } return abs(d);")
+
+
+def rem64_body() -> str:
+    """WGSL body of float64 ``remainder`` as NumPy: the exact ``fmod`` moved into the
+    divisor's sign; a zero takes the divisor's sign; nan for a zero divisor, an infinite
+    dividend or a nan; an infinite divisor gives ``x`` where the signs agree, else ``y``
+    (a zero ``x``: a zero of ``y``'s sign)."""
+    return (
+        "if (y == 0.0lf || isinf_float64(x) || isnan_float64(x) || isnan_float64(y)) {"
+        " return nan_float64(); }"
+        " if (isinf_float64(y)) { if (x == 0.0lf) { if (y < 0.0lf) { return -abs(x); }"
+        " return abs(x); } if ((x < 0.0lf) == (y < 0.0lf)) { return x; } return y; }"
+        + _FMOD64 +
+        " var q = m;"
+        " if (q != 0.0lf && ((q < 0.0lf) != (y < 0.0lf))) { q = q + y; }"
+        " if (q == 0.0lf) { if (y < 0.0lf) { return -abs(q); } return abs(q); }"
+        " return q;")
+
 
 _EXPM1_F = "return expm1_{{DT}}(x);"
 
@@ -383,9 +435,10 @@ BINARY: dict[str, tuple[str, dict]] = {
                           B: "return x & y;"}),
     "divide": ("float", {F: "return x / y;", "f32": _DIV32}),
     "floor_divide": ("same", {F: "return floor(x / y);", "f32": floor_div_body(),
+                              "f64": floor_div64_body(),
                               I: _FLOORDIV_I,
                               U: "if (y == {{T}}(0)) { return {{T}}(0); } return x / y;"}),
-    "remainder": ("same", {F: _REM_F, "f32": rem_body(), I: _REM_I,
+    "remainder": ("same", {F: _REM_F, "f32": rem_body(), "f64": rem64_body(), I: _REM_I,
                            U: "if (y == {{T}}(0)) { return {{T}}(0); } return x % y;"}),
     "pow": ("same", {F: "return {{T}}(m32_pow(f32(x), f32(y)));",
                      "f64": _POW_F.replace("{{POW}}", "m64_pow_pos"),
