@@ -105,6 +105,29 @@ def test_max_pool_kernel_equals_portable(backend, case, dtype, data):
     np.testing.assert_allclose(fast[2], ref[2], **t)
 
 
+@pytest.mark.parametrize("path", ["kernel", "portable"])
+def test_max_pool_never_picks_padding(backend, path):
+    """As PyTorch: a window of -inf (and padding) picks its first input element, so the
+    indices are the input's and every output's gradient reaches the input; a nan in a
+    window still wins it."""
+    x = np.full((1, 1, 4, 4), -np.inf, np.float32)
+    x2 = x.copy()
+    x2[0, 0, 0, 0] = np.nan
+    want_idx = np.array([0, 1, 4, 5])
+    ctx = portable(backend) if path == "portable" else contextlib.nullcontext()
+    with ctx:
+        for xs in (x, x2):
+            t = vtl.asarray(xs, backend=backend, requires_grad=True)
+            y, idx = F.max_pool2d(t, 3, 2, 1, return_indices=True)
+            vtl.sum(F.max_pool2d(t, 3, 2, 1)).backward()
+            np.testing.assert_array_equal(to_numpy(idx).reshape(-1), want_idx)
+            assert float(np.nansum(to_numpy(t.grad))) == 4.0
+            assert np.isnan(to_numpy(y).reshape(-1)[0]) == bool(np.isnan(xs).any())
+        t = vtl.asarray(np.full((2, 3, 5, 5), -np.inf, np.float32), backend=backend)
+        _, idx = F.max_pool2d(t, 2, 2, 1, ceil_mode=True, return_indices=True)
+        assert to_numpy(idx).min() >= 0 and to_numpy(idx).max() < 25
+
+
 @pytest.mark.parametrize("case", AVG_CASES)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_avg_pool_kernel_equals_portable(backend, case, dtype):

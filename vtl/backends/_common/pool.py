@@ -152,7 +152,9 @@ class StridedPool2d(FloatKernel):
                     p: tuple[int, int], d: tuple[int, int], out: tuple[int, int]
                     ) -> tuple[Any, Any]:
         """``(y, arg)``: the ``(N, C, Ho, Wo)`` maxima and the tap number (row-major,
-        ``a*kw + b``) of the first maximal (or first nan) element of each window."""
+        ``a*kw + b``) of the first maximal (or first nan) element of each window; a
+        padding tap is never picked (a window of -inf gives its first element, as
+        PyTorch)."""
         m = self.m
         src = self._padded(x, k, s, p, d, out, -np.inf)
         n, c = x.shape[:2]
@@ -161,18 +163,29 @@ class StridedPool2d(FloatKernel):
         arg = m.empty((n, c, *out), dtype=self.arg_dtype(kk))
         blocks = list(_blocks(n, c, src.shape[2] * src.shape[3]))
         size = max(math.prod(y[bn, bc].shape) for bn, bc in blocks)
+        inside = None
+        if src is not x:  # which taps of each window read the input, not its padding
+            h, w = x.shape[2:]
+            pt, _, pl, _ = _pads(h, w, k, s, p, d, out)
+            real = m.zeros(src.shape[2:], dtype=bool)
+            real[pt:pt + h, pl:pl + w] = True
+            inside = [real[tap_slices(a, b, *out, s, d)]
+                      for a in range(k[0]) for b in range(k[1])]
 
         def run(i: int, j: int) -> None:
             scratch = _Scratch(m, size)  # one set of buffers per thread
             for bn, bc in blocks[i:j]:
-                self._max_block(src[bn, bc], y[bn, bc], arg[bn, bc], k, s, d, scratch)
+                self._max_block(src[bn, bc], y[bn, bc], arg[bn, bc], k, s, d, scratch,
+                                inside)
 
         parallel_for(run, len(blocks), self._threads(src.size))
         return y, arg
 
     def _max_block(self, src: Any, best: Any, arg: Any, k: tuple[int, int],
-                   s: tuple[int, int], d: tuple[int, int], scratch: _Scratch) -> None:
-        """:meth:`max_forward` of a block of planes into ``best`` and ``arg``."""
+                   s: tuple[int, int], d: tuple[int, int], scratch: _Scratch,
+                   inside: list | None = None) -> None:
+        """:meth:`max_forward` of a block of planes into ``best`` and ``arg`` (``inside``:
+        per tap, the ``(Ho, Wo)`` windows where it reads the input, not padding)."""
         m = self.m
         ho, wo = best.shape[2:]
         kk = k[0] * k[1]
@@ -202,6 +215,8 @@ class StridedPool2d(FloatKernel):
             m.equal(tap, best, out=hit)
             if nan:
                 m.logical_or(hit, m.isnan(tap, out=new), out=hit)
+            if inside is not None:
+                m.logical_and(hit, inside[t], out=hit)
             if t == 0:
                 found[...] = hit
                 arg[...] = 0

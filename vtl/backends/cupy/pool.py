@@ -2,7 +2,7 @@
 launch per forward and per backward.
 
 * max forward: a thread per output element walks its window's taps in row-major order
-  and keeps the first maximal element, or the first nan (padding taps read ``-inf``), as
+  and keeps the first maximal element, or the first nan (padding taps passed over), as
   the strided kernel of ``vtl.backends._common.pool`` does; it writes the value and the tap
   number (``int32``);
 * max backward: a thread per input element sums the output gradients of the windows
@@ -105,27 +105,25 @@ def _float(dtype: Any) -> tuple[str, str, Callable[[str], str], Callable[[str], 
 
 def max_forward_spec(dtype: Any, wide: bool = False) -> tuple[list[str], list[str], str]:
     """``(inputs, outputs, body)``: ``i`` runs over the ``N*C*HO*WO`` outputs ``y`` and
-    ``arg`` (``int32`` tap numbers); ``x`` is the C-contiguous ``(N, C, H, W)`` input;
-    ``NINF`` is ``-inf``, the value of padding taps."""
+    ``arg`` (``int32`` tap numbers); ``x`` is the C-contiguous ``(N, C, H, W)`` input.
+    Padding taps are passed over (a window of ``-inf`` gives its first input tap)."""
     pt, t, ld, st = _float(dtype)
     body = _OUT_INDEX + (
-        f"{t} best = 0; int bi = 0; bool isnan_best = false;\n"
+        f"{t} best = 0; int bi = 0; bool isnan_best = false; bool seen = false;\n"
         "for (ptrdiff_t a = 0; a < KH; ++a) {\n"
         "  const ptrdiff_t r = ho * SH - PH + a * DH;\n"
         "  for (ptrdiff_t b = 0; b < KW; ++b) {\n"
         "    const ptrdiff_t q = wo * SW - PW + b * DW;\n"
-        f"    const {t} v = (r >= 0 && r < H && q >= 0 && q < W) ? {ld('x[base + r * W + q]')}"
-        f" : ({t})NINF;\n"
-        "    const int tap = (int)(a * KW + b);\n"
-        "    if (tap == 0 || (!isnan_best && (v > best || v != v))) {\n"
-        "      best = v; bi = tap; isnan_best = v != v;\n"
+        "    if (r < 0 || r >= H || q < 0 || q >= W) continue;\n"
+        f"    const {t} v = {ld('x[base + r * W + q]')};\n"
+        "    if (!seen || (!isnan_best && (v > best || v != v))) {\n"
+        "      best = v; bi = (int)(a * KW + b); isnan_best = v != v; seen = true;\n"
         "    }\n"
         "  }\n"
         "}\n"
         f"y[i] = {st('best')}; arg[i] = bi;\n"
     )
-    return [f"raw {pt} x", "float64 NINF", *_GEOM], [f"raw {pt} y", "raw int32 arg"], \
-        _indexed(body, wide)
+    return [f"raw {pt} x", *_GEOM], [f"raw {pt} y", "raw int32 arg"], _indexed(body, wide)
 
 
 def max_backward_spec(dtype: Any, wide: bool = False) -> tuple[list[str], list[str], str]:
@@ -214,7 +212,7 @@ class CupyPool2d(StridedPool2d):
             arg = m.empty(y.shape, dtype=np.int32)
             args = geometry_args(x.shape, k, s, p, d, out)
             self._get(max_forward_spec, x.dtype, _wide(x.size, y.size), args, y.size)(
-                _words(x), -np.inf, *args, _words(y), arg, size=y.size)
+                _words(x), *args, _words(y), arg, size=y.size)
         return y, arg
 
     def max_backward(self, arg: Any, x_shape: tuple[int, ...], g: Any, k: tuple[int, int],

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from .._common.pool import StridedPool2d
+from .._common.pool import StridedPool2d, _pads
 from .._common.threads import parallel_for, pass_threads
 from . import _compiled
 
@@ -33,9 +33,11 @@ class NumpyPool2d(StridedPool2d):
     def max_forward(self, x: Any, k: tuple[int, int], s: tuple[int, int],
                     p: tuple[int, int], d: tuple[int, int], out: tuple[int, int]
                     ) -> tuple[Any, Any]:
-        """2x2 windows of stride 2 with numba (the ``vtl[cpu]`` extra): one compiled pass;
-        else the NumPy passes. The same results."""
-        if not self._two_by_two(x.dtype, x.size, k, s, d):
+        """2x2 windows of stride 2 with numba (the ``vtl[cpu]`` extra) and no padding: one
+        compiled pass; else the NumPy passes (which never pick a padding tap). The same
+        results."""
+        if not self._two_by_two(x.dtype, x.size, k, s, d) or any(
+                _pads(*x.shape[2:], k, s, p, d, out)):
             return super().max_forward(x, k, s, p, d, out)
         from ._pool_kernels import max_forward_2x2
 

@@ -163,6 +163,10 @@ def _max_pool(input: Any, kernel_size: Any, stride: Any, padding: Any, dilation:
     m = n * out[0] * out[1]
     win = rxp.reshape(rxp.take(rpix, idx, axis=0), (m, kk, c))
     am = rxp.argmax(win, axis=1)  # (m, C): the tap of each maximum
+    if fill:  # a padding tap wins only a window of -inf: its first input tap instead
+        real = rxp.reshape(idx < n * h * w, (m, kk))
+        first = rxp.argmax(rxp.astype(real, rxp.int8), axis=1, keepdims=True)
+        am = rxp.where(rxp.take_along_axis(real, am, axis=1), am, first)
     geometry = (n, h, w, k, s, d, p, out, (1, 1))
     base = on_device(arange_host(0, m * kk, kk, (m, 1)), "tap0", geometry, rxp, rpix)
     # element (not row) numbers of the taps: row * C + channel
@@ -277,7 +281,9 @@ def max_pool2d(input: Any, kernel_size: Any, stride: Any = None, padding: Any = 
                dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False) -> Any:
     """Maximum over ``kernel_size`` windows of ``(N, C, H, W)`` or ``(C, H, W)`` inputs
     (padding counts as ``-inf``; ``stride`` defaults to ``kernel_size``). With
-    ``return_indices`` also the flat ``h * W + w`` input index of each maximum.
+    ``return_indices`` also the flat ``h * W + w`` input index of each maximum: the first
+    maximal (or nan) input element of the window, never a padding position (a window of
+    ``-inf`` gives its first input element, as PyTorch).
 
     Args:
         input: The input tensor.
@@ -596,8 +602,7 @@ def max_pool3d(input: Any, kernel_size: Any, stride: Any = None, padding: Any = 
     dev = i2.device
     plane = xp.reshape(xp.arange(n * c, dtype=it, device=dev) * depth, (n, c, 1, 1))
     col = xp.reshape(xp.arange(hw, dtype=it, device=dev), (1, 1, 1, hw))
-    # a window of -inf only may choose a padding slice: read a real one there
-    flat = (plane + xp.clip(dz, 0, depth - 1)) * hw + col
+    flat = (plane + dz) * hw + col  # the depth pass picks no padding slice
     hw_idx = xp.take(xp.reshape(i1, (-1,)), xp.reshape(flat, (-1,)), axis=0)
     idx = dz * (h * w) + xp.reshape(hw_idx, _shape(dz))
     return _back_to_3d(xp, y, input, out), _back_to_3d(xp, idx, input, out)
