@@ -36,6 +36,8 @@ __all__ = list(_anp.__all__)
 
 _F32 = _np.dtype("float32")
 _F16 = _np.dtype("float16")
+#: bounds that np.clip takes by its scalar rule
+_SCALARS = (int, float, _np.generic)
 
 
 def _is_low(dt: Any) -> bool:
@@ -154,8 +156,9 @@ def clip(x: Any, /, min: Any = None, max: Any = None, **kw: Any) -> Any:  # noqa
                   for b in (min, max))
         return _np.asarray(clip(x.astype(_F32), lo, hi)).astype(dt)[()]
     out = _anp.clip(x, min, max, **kw)
-    if (min is None and max is None) or not (dt.kind == "f" or _is_low(dt)):
-        return out
+    if (min is None and max is None) or not (dt.kind == "f" or _is_low(dt)) or (
+            isinstance(min, _SCALARS) and isinstance(max, _SCALARS)):
+        return out  # two scalar bounds: np.clip's own rule already (one: maximum/minimum)
     res = _np.asarray(out)
     zero = res == 0
     if not zero.any():
