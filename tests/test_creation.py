@@ -62,6 +62,19 @@ def test_full_infers_dtype_from_the_fill_value(backend):
     assert_close(vtl.full((), 2.5), np.float32(2.5))
 
 
+def test_full_refuses_a_fill_value_an_integer_dtype_cannot_hold(backend):
+    """As PyTorch: nan, an infinity or a value past the integer dtype's range (once
+    truncated) is an OverflowError naming the range, on every backend (NumPy's cast gave
+    -2147483648 silently); a fraction truncates, and values at the range's ends fit."""
+    for v, dt in ((float("inf"), vtl.int32), (float("nan"), vtl.int64), (3e9, vtl.int32),
+                  (-1, vtl.uint8), (256, vtl.uint8), (2**31, vtl.int32)):
+        with pytest.raises(OverflowError, match=r"full\(\): fill value .* without overflow"):
+            vtl.full((2,), v, dtype=dt)
+    assert_close(vtl.full(3, 2.7, dtype=vtl.int32), np.full(3, 2, np.int32))
+    assert_close(vtl.full(2, 255, dtype=vtl.uint8), np.full(2, 255, np.uint8))
+    assert_close(vtl.full(2, -2**31, dtype=vtl.int32), np.full(2, -2**31, np.int32))
+
+
 # -- asarray: copy / device semantics ----------------------------------------------------------
 def test_asarray_numpy_copy_semantics_on_numpy():
     x = np.arange(6.0)

@@ -351,6 +351,21 @@ def empty(shape: int | tuple[int, ...], *, dtype: Any = None, device: Any = None
     return _create("empty", shape, dtype, device, backend, requires_grad)
 
 
+def _check_fits(value: Any, dt: Any, fname: str) -> None:
+    """An ``OverflowError`` for a real ``value`` that an integer ``dt`` cannot hold (nan,
+    an infinity, or past its range once truncated, as PyTorch; a cast would wrap it or
+    give a backend's own garbage)."""
+    if _dkind(dt) not in "iu" or isinstance(value, (bool, complex)):
+        return
+    info = np.iinfo(np.dtype(to_dtype(dt)))
+    v = value if isinstance(value, int) else None
+    if v is None and value == value and abs(value) != float("inf"):
+        v = int(value)
+    if v is None or not info.min <= v <= info.max:
+        raise OverflowError(f"{fname}(): fill value {value!r} cannot be converted to {dt} "
+                            f"without overflow (its range is [{info.min}, {info.max}])")
+
+
 def _fill_scalar(value: Any, fname: str) -> Any:
     if isinstance(value, Tensor):
         value = value.item()
@@ -384,6 +399,7 @@ def full(shape: int | tuple[int, ...], fill_value: bool | int | float | complex,
     dt = dt or _scalar_dtype(fill_value, "full")
     if requires_grad:
         _check_grad_dtype(dt, "full")
+    _check_fits(fill_value, dt, "full")
     raw = dev.xp.full(shape, fill_value, dtype=dt, device=_native(dev))
     return _finish(new(raw, dev), requires_grad, "full")
 
