@@ -46,6 +46,16 @@ def test_reshape_permute_moveaxis(backend, data):
         assert_close(vtl.moveaxis(t, (0,), (-1,)), np.moveaxis(x, (0,), (-1,)))
 
 
+def test_reshape_refuses_sizes_below_minus_one(backend):
+    """As PyTorch and the standard: one -1 at most and no other negative size, on every
+    backend (NumPy took -2 as -1)."""
+    t = vtl.arange(8)
+    for shape in ((-2, 4), (4, -3), (-1, -1)):
+        with pytest.raises(ValueError, match="reshape"):
+            vtl.reshape(t, shape)
+    assert vtl.reshape(t, (2, -1)).shape == (2, 4)
+
+
 @given(data=st.data())
 def test_expand_dims_squeeze(backend, data):
     x = _array(data, _dtype(backend, data))

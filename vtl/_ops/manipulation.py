@@ -124,6 +124,9 @@ def reshape(x: Tensor, /, shape: tuple[int, ...], *, copy: bool | None = None) -
     x = tensor_arg(x, "reshape")
     dev = x._device
     shape = _shape(shape, "reshape")
+    if shape and min(shape) < 0 and (min(shape) < -1 or shape.count(-1) > 1):  # NumPy took -2
+        raise ValueError(f"reshape(): cannot reshape a tensor of shape {x.shape} to {shape}: "
+                         "sizes must be at least 0, with at most one -1 to infer")
     try:
         out = dev.xp.reshape(x._data, shape, copy=copy)
     except (ValueError, AttributeError) as exc:  # CuPy reports copy=False as AttributeError
