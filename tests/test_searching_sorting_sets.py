@@ -493,3 +493,18 @@ def test_second_derivatives_sort_where_diff():
     check_grad(grad_of(lambda t: vtl.sort(t, axis=1, descending=True)), x)
     check_grad(grad_of(lambda t: vtl.where(c, t, 2.0)), x)
     check_grad(grad_of(lambda t: vtl.diff(t, axis=1, n=2, prepend=t)), x)
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_descending_sort_keeps_equal_elements_in_order(backend, grad):
+    """A descending sort is stable: -0.0 and 0.0 (equal) stay in their order, nan first,
+    the same bits as the descending argsort's gather, with or without a graph."""
+    xs = np.array([[np.nan, 1.0, -np.inf, np.nan, np.inf, -0.0, 0.0],
+                   [0.0, -0.0, 3.0, np.nan, -0.0, 2.0, 0.0]], np.float32)
+    x = vtl.asarray(xs, requires_grad=grad)
+    got = vtl.sort(x, axis=1, descending=True).detach().numpy()
+    idx = vtl.argsort(vtl.asarray(xs), axis=1, descending=True).numpy()
+    want = np.take_along_axis(xs, idx, axis=1)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    np.testing.assert_array_equal(np.signbit(got[0, 4:6]), [True, False])  # -0.0, then 0.0

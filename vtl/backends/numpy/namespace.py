@@ -141,6 +141,16 @@ def where(condition: Any, x1: Any, x2: Any, /) -> Any:
     return _anp.where(condition, x1, x2)
 
 
+def sort(x: Any, /, *, axis: int = -1, descending: bool = False, stable: bool = True) -> Any:
+    """``array_api_compat.numpy.sort``, but a descending float sort keeps equal elements
+    in their order (its ascending sort reversed put ``0.0`` before an earlier ``-0.0``):
+    the elements gathered by the descending stable ``argsort`` (nan first)."""
+    if descending and (x.dtype.kind == "f" or _is_low(x.dtype)) and x.ndim:
+        idx = _anp.argsort(x, axis=axis, descending=True, stable=True)
+        return _np.take_along_axis(x, idx, axis=axis)
+    return _anp.sort(x, axis=axis, descending=descending, stable=stable)
+
+
 def clip(x: Any, /, min: Any = None, max: Any = None, **kw: Any) -> Any:  # noqa: A002
     """``array_api_compat.numpy.clip`` with the signed zeros of ``np.clip``'s rule for
     scalar bounds whatever the bounds: ``x`` replaced by ``min`` where it is below (or
