@@ -74,6 +74,26 @@ def test_pivoting_det_sign_views_and_singular():
     assert host(e).shape == (0, 3, 3)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_zero_pivot_columns_give_numpys_singular_det(dtype):
+    """A column that is zero from the pivot down eliminates nothing (LAPACK's rule): det
+    +0.0 and slogdet (+0.0, -inf) as NumPy, where 0 / 0 spread nan before (a zero matrix
+    gave nan); a nonsingular batch entry beside it is unaffected."""
+    if dtype not in xp.__array_namespace_info__().dtypes():
+        pytest.skip(f"adapter lacks {dtype}")
+    mats = np.array([np.zeros((3, 3)), [[1, 2, 3], [2, 4, 6], [0, 1, 1]],
+                     [[0, 0, 0], [1, 2, 3], [4, 5, 7]], [[0, 1, 2], [0, 3, 4], [0, 5, 6]],
+                     [[2, 1, 0], [1, 3, 1], [0, 1, 4]]], dtype)
+    a = xp.asarray(mats)
+    d = host(xp.linalg.det(a))
+    sg, la = xp.linalg.slogdet(a)
+    ws, wl = np.linalg.slogdet(mats)
+    np.testing.assert_allclose(d, np.linalg.det(mats), rtol=1e-5, atol=1e-6)
+    assert not np.signbit(d[:4]).any() and not np.signbit(host(sg)[:4]).any()
+    np.testing.assert_array_equal(host(sg), ws)
+    np.testing.assert_allclose(host(la), wl, rtol=1e-5)
+
+
 def test_large_and_bad_shapes_go_through_the_host():
     n = _lu.nmax(np.dtype("float32")) + 1
     a = (RNG.standard_normal((n, n)) + n * np.eye(n)).astype(np.float32)

@@ -1,6 +1,8 @@
 // Batched LU with partial pivoting, one workgroup per n x n matrix (n <= NMAX) held in
 // workgroup memory. Word 5 mode 0: x = a^-1 b for b (n, k); 1: x = a^-1 (k = n);
-// 2: x[batch] = det(a); 3: x[batch] = (sign, log|det|). A zero pivot gives non-finite results (no error is raised).
+// 2: x[batch] = det(a); 3: x[batch] = (sign, log|det|). A zero pivot eliminates nothing
+// (det 0, slogdet (0, -inf)); solve and inv of a singular matrix give non-finite values
+// (no error is raised).
 // Words: 0 batch, 1 n, 2 k, 3 a offset, 4 b offset, 5 mode
 @group(0) @binding(0) var<storage, read> a: array<{{T}}>;
 @group(0) @binding(1) var<storage, read> b: array<{{T}}>;
@@ -66,7 +68,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     workgroupBarrier();
     if (lid > c && lid < n) {
-      let l = sa[lid * n + c] / sa[c * n + c];
+      // a zero pivot (its whole column below is 0) eliminates nothing, as LAPACK's getrf:
+      // 0 / 0 would spread nan into the rest (det of a zero matrix is 0, not nan)
+      let pv = sa[c * n + c];
+      var l = sa[lid * n + c];
+      if (pv != {{T}}(0)) { l = l / pv; }
       lc[lid] = l;
       sa[lid * n + c] = l;
     }
@@ -84,6 +90,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
       var d = {{T}}(1);
       for (var i = 0u; i < n; i++) { d *= sa[i * n + i]; }
       if ((nswap & 1u) == 1u) { d = -d; }
+      if (d == {{T}}(0)) { d = abs(d); }  // a singular matrix's det is +0, as NumPy's
       x[m] = d;
     }
     return;
@@ -98,6 +105,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         la += {{LOG}}(abs(u));
       }
       if ((nswap & 1u) == 1u) { sg = -sg; }
+      if (sg == {{T}}(0)) { sg = abs(sg); }
       x[2u * m] = sg;
       x[2u * m + 1u] = la;
     }
