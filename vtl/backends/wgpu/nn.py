@@ -347,20 +347,12 @@ def _ln_subs(width: int) -> dict[str, str]:
     return {"V": "{{T}}", "VC": "{{C}}", "W": "1", "HSUM": "v", "STORE": "wrap_{{D}}({{T}}(v))"}
 
 
-#: (template, dtype, row length, load width, LN_SLOTS) -> (invocations a row, kernel)
-_ln_row_kernels: dict[tuple, tuple[int, Any]] = {}
-
-
 def _ln_row_kernel(name: str, sig: str, dt: np.dtype, n: int, width: int) -> tuple[int, Any]:
     """``(invocations a row, kernel)``: the row kernel ``name`` for rows of ``n``
-    elements of ``dt`` read in loads of ``width``."""
-    key = (name, dt, n, width, LN_SLOTS)
-    hit = _ln_row_kernels.get(key)
-    if hit is None:
-        tpr = row_lanes(n, LN_SLOTS)
-        hit = _ln_row_kernels[key] = (tpr, _kernels.compute_kernel(
-            name, sig, dt, **_ln_subs(width), TPR=f"{tpr}u", SLOTS=str(LN_SLOTS // width)))
-    return hit
+    elements of ``dt`` read in loads of ``width`` (``compute_kernel`` caches it)."""
+    tpr = row_lanes(n, LN_SLOTS)
+    return tpr, _kernels.compute_kernel(name, sig, dt, **_ln_subs(width), TPR=f"{tpr}u",
+                                        SLOTS=str(LN_SLOTS // width))
 
 
 class LayerNorm:
